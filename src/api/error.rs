@@ -1,0 +1,199 @@
+//! `ApiError`: every failure a client can see, with its status decided in one `match`.
+//!
+//! Every error body is `{"error": "<code>", "message": "<one sentence>", ...context}`. Client
+//! mistakes are 4xx and not logged as errors; a 5xx never echoes internals and is logged once,
+//! with its cause, here at the boundary.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+use crate::jobs::registry::{ParamError, ParamErrorKind};
+use crate::jobs::runner::Refused;
+use crate::jobs::store::StoreError;
+use crate::jobs::{InvalidId, JobId, Snapshot};
+
+#[derive(Debug)]
+pub enum ApiError {
+    /// The body could not be read as its content type says (malformed JSON, bad multipart).
+    MalformedBody(String),
+    /// A field is missing or its value is not acceptable.
+    InvalidField { code: &'static str, field: String, message: String },
+    /// The request names a field the job does not take.
+    UnknownField { field: String, message: String },
+    UnsupportedMediaType(String),
+    PayloadTooLarge,
+    UnknownKind { kind: String, known: Vec<String> },
+    NotFound(String),
+    NoRoute,
+    MethodNotAllowed,
+    AlreadyRunning(JobId),
+    JobFailed(Box<Snapshot>),
+    StoreUnavailable(StoreError),
+    ShuttingDown,
+    Overloaded,
+}
+
+impl ApiError {
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        Self::InvalidField {
+            code: "invalid_field",
+            field: field.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    pub fn missing(field: &str, message: impl Into<String>) -> Self {
+        Self::InvalidField {
+            code: "missing_field",
+            field: field.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    fn parts(&self) -> (StatusCode, &'static str, String, Map<String, Value>) {
+        let mut extra = Map::new();
+        let (status, code, message) = match self {
+            ApiError::MalformedBody(why) => (StatusCode::BAD_REQUEST, "malformed_body", why.clone()),
+            ApiError::InvalidField { code, field, message } => {
+                extra.insert("field".into(), json!(field));
+                (StatusCode::UNPROCESSABLE_ENTITY, *code, message.clone())
+            }
+            ApiError::UnknownField { field, message } => {
+                extra.insert("field".into(), json!(field));
+                (StatusCode::UNPROCESSABLE_ENTITY, "unknown_field", message.clone())
+            }
+            ApiError::UnsupportedMediaType(got) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                format!(
+                    "content type `{got}` is not accepted; send application/json, \
+                     application/x-www-form-urlencoded, multipart/form-data or query parameters"
+                ),
+            ),
+            ApiError::PayloadTooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "the request body is larger than this service accepts (MAX_BODY_BYTES); send less at a time".to_owned(),
+            ),
+            ApiError::UnknownKind { kind, known } => {
+                extra.insert("known_kinds".into(), json!(known));
+                (
+                    StatusCode::NOT_FOUND,
+                    "unknown_kind",
+                    format!("there is no job kind `{kind}`; use one of: {}", known.join(", ")),
+                )
+            }
+            ApiError::NotFound(what) => (StatusCode::NOT_FOUND, "not_found", what.clone()),
+            ApiError::NoRoute => (
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such endpoint; see the README for the API".to_owned(),
+            ),
+            ApiError::MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this endpoint does not take that method".to_owned(),
+            ),
+            ApiError::AlreadyRunning(id) => {
+                extra.insert("job_id".into(), json!(id));
+                (
+                    StatusCode::CONFLICT,
+                    "already_running",
+                    format!("a job of this kind is already active for this tenant (job {id}); poll it or wait for it to end"),
+                )
+            }
+            ApiError::JobFailed(snapshot) => {
+                extra.insert("job".into(), json!(snapshot));
+                (
+                    StatusCode::BAD_GATEWAY,
+                    "job_failed",
+                    format!(
+                        "the job ended {} with error {}",
+                        snapshot.status.as_str(),
+                        snapshot.error.as_deref().unwrap_or("unknown")
+                    ),
+                )
+            }
+            ApiError::StoreUnavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "the job store is unreachable right now; retry shortly".to_owned(),
+            ),
+            ApiError::ShuttingDown => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "this instance is shutting down and takes no new jobs; retry on another".to_owned(),
+            ),
+            ApiError::Overloaded => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                "too many jobs are waiting for a worker; retry later".to_owned(),
+            ),
+        };
+        (status, code, message, extra)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, message, extra) = self.parts();
+        match &self {
+            ApiError::StoreUnavailable(cause) => {
+                tracing::error!(error = %cause, "answering 503: the job store is unreachable")
+            }
+            ApiError::JobFailed(s) => tracing::info!(job_id = %s.job_id, "answering 502: the waited-for job failed"),
+            _ => tracing::debug!(status = status.as_u16(), code, "client error"),
+        }
+        let mut body = Map::new();
+        body.insert("error".into(), json!(code));
+        body.insert("message".into(), json!(message));
+        body.extend(extra);
+        let mut response = (status, Json(Value::Object(body))).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::StoreUnavailable(e)
+    }
+}
+
+impl From<Refused> for ApiError {
+    fn from(r: Refused) -> Self {
+        match r {
+            Refused::ShuttingDown => ApiError::ShuttingDown,
+            Refused::Overloaded => ApiError::Overloaded,
+        }
+    }
+}
+
+impl From<ParamError> for ApiError {
+    fn from(e: ParamError) -> Self {
+        match e.kind {
+            ParamErrorKind::Unknown => ApiError::UnknownField {
+                field: e.field,
+                message: e.message,
+            },
+            ParamErrorKind::Unprocessable => ApiError::InvalidField {
+                code: e.code,
+                field: e.field,
+                message: e.message,
+            },
+        }
+    }
+}
+
+impl ApiError {
+    /// An identifier that failed to parse, attributed to the field it came from.
+    pub fn bad_id(field: &str, e: InvalidId) -> Self {
+        ApiError::invalid(field, e.to_string())
+    }
+}

@@ -1,0 +1,165 @@
+//! Configuration: one struct, read from flags with environment fallbacks, checked at start-up.
+//!
+//! Durations are given in seconds and may be fractional (`0.2`), so tests can shrink them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Clone, Debug, Parser)]
+#[command(name = "catalog-jobs", version, about = "Runs a product catalogue's long jobs (sync, enrich, pair) per tenant, with honest progress.")]
+pub struct Config {
+    /// Address to listen on (port 0 picks a free one).
+    #[arg(long, env = "BIND_ADDR", default_value = "127.0.0.1:8001")]
+    pub bind_addr: String,
+
+    /// Redis URL (redis://host:6379/0). Unset: the embedded in-memory store, not durable.
+    #[arg(long, env = "REDIS_URL")]
+    pub redis_url: Option<String>,
+
+    /// Prefix of every job key in Redis.
+    #[arg(long, env = "KEY_PREFIX", default_value = "job")]
+    pub key_prefix: String,
+
+    /// A queued or running job whose heartbeat is this old reads as `lost`.
+    #[arg(long, env = "STALE_AFTER_SECONDS", default_value = "300", value_parser = seconds)]
+    pub stale_after_seconds: Duration,
+
+    /// Time to live of every job key (records, locks, listings), renewed while a job is alive.
+    #[arg(long, env = "JOB_TTL_SECONDS", default_value = "86400", value_parser = seconds)]
+    pub job_ttl_seconds: Duration,
+
+    /// How often a live job's heartbeat is written (default: a tenth of the stale threshold, at most 5 s).
+    #[arg(long, env = "HEARTBEAT_SECONDS", value_parser = seconds)]
+    pub heartbeat_seconds: Option<Duration>,
+
+    /// Longest a `wait=true` request is held before it answers 202 instead.
+    #[arg(long, env = "WAIT_MAX_SECONDS", default_value = "300", value_parser = seconds)]
+    pub wait_max_seconds: Duration,
+
+    /// Jobs running at once in this process; the rest wait as `queued`.
+    #[arg(long, env = "MAX_CONCURRENT_JOBS", default_value_t = 4)]
+    pub max_concurrent_jobs: usize,
+
+    /// Jobs waiting for a worker at once; beyond it a new job gets 503 `overloaded`.
+    #[arg(long, env = "MAX_QUEUED_JOBS", default_value_t = 1000)]
+    pub max_queued_jobs: usize,
+
+    /// How long a job's final state is retried while the store is unreachable.
+    #[arg(long, env = "FINISH_RETRY_SECONDS", default_value = "300", value_parser = seconds)]
+    pub finish_retry_seconds: Duration,
+
+    /// On SIGTERM, how long running jobs may go on before they end as `Interrupted`.
+    #[arg(long, env = "SHUTDOWN_GRACE_SECONDS", default_value = "30", value_parser = seconds)]
+    pub shutdown_grace_seconds: Duration,
+
+    /// Directory that `sync` sources given as paths must lie inside.
+    #[arg(long, env = "FEEDS_DIR", default_value = "examples/feeds")]
+    pub feeds_dir: PathBuf,
+
+    /// Comma-separated hosts that `sync` may fetch http(s) feeds from (none by default).
+    #[arg(long, env = "SYNC_ALLOWED_HOSTS", value_delimiter = ',', default_value = "")]
+    pub sync_allowed_hosts: Vec<String>,
+
+    /// Largest request body accepted, in bytes (product imports).
+    #[arg(long, env = "MAX_BODY_BYTES", default_value_t = 32 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "pretty")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Defaults, as if no flag and no environment variable were given (for tests).
+    pub fn defaults() -> Self {
+        Self::parse_from(["catalog-jobs"])
+    }
+
+    /// The heartbeat interval: as configured, else a tenth of the stale threshold (≤ 5 s).
+    pub fn heartbeat(&self) -> Duration {
+        self.heartbeat_seconds
+            .unwrap_or_else(|| (self.stale_after_seconds / 10).min(Duration::from_secs(5)))
+            .max(Duration::from_millis(10))
+    }
+
+    /// Checks the relations between settings that clap cannot see one at a time.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
+        if self.heartbeat() >= self.stale_after_seconds {
+            return bad("HEARTBEAT_SECONDS must be shorter than STALE_AFTER_SECONDS, or live jobs would read as lost");
+        }
+        if self.job_ttl_seconds < Duration::from_secs(1) {
+            return bad("JOB_TTL_SECONDS must be at least 1");
+        }
+        if self.job_ttl_seconds <= self.heartbeat() {
+            return bad("JOB_TTL_SECONDS must be longer than HEARTBEAT_SECONDS, or live jobs' keys would expire");
+        }
+        if self.max_concurrent_jobs == 0 {
+            return bad("MAX_CONCURRENT_JOBS must be at least 1");
+        }
+        if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
+            return bad("KEY_PREFIX must be non-empty and without spaces");
+        }
+        Ok(())
+    }
+
+    pub fn allowed_hosts(&self) -> Vec<String> {
+        self.sync_allowed_hosts
+            .iter()
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect()
+    }
+}
+
+fn seconds(raw: &str) -> Result<Duration, String> {
+    let secs: f64 = raw
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{raw}` is not a number of seconds"))?;
+    if !secs.is_finite() || !(0.0..=10.0 * 365.0 * 86_400.0).contains(&secs) {
+        return Err(format!("`{raw}` is not a sensible number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_spec() {
+        let c = Config::defaults();
+        assert_eq!(c.bind_addr, "127.0.0.1:8001");
+        assert_eq!(c.stale_after_seconds, Duration::from_secs(300));
+        assert_eq!(c.job_ttl_seconds, Duration::from_secs(86_400));
+        assert_eq!(c.heartbeat(), Duration::from_secs(5));
+        assert!(c.allowed_hosts().is_empty());
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn fractional_seconds_and_bad_relations_are_caught() {
+        let c = Config::parse_from(["x", "--stale-after-seconds", "0.5", "--heartbeat-seconds", "0.1"]);
+        assert_eq!(c.heartbeat(), Duration::from_millis(100));
+        c.validate().unwrap();
+        let c = Config::parse_from(["x", "--stale-after-seconds", "1", "--heartbeat-seconds", "2"]);
+        assert!(c.validate().is_err());
+        assert!(Config::try_parse_from(["x", "--wait-max-seconds", "soon"]).is_err());
+        assert!(Config::try_parse_from(["x", "--wait-max-seconds", "-1"]).is_err());
+    }
+}

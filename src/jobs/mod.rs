@@ -1,0 +1,272 @@
+//! The coordination core: job identities, the lifecycle, the store seam and the runner.
+//!
+//! Invariants every store and the runner keep: percent is 0–100 and never goes backwards;
+//! a finished job (`done`, `failed`, `cancelled`) is never changed again and never reads
+//! `lost`; `lost` is derived on read from a stale heartbeat, never stored. This module knows
+//! nothing of HTTP or of catalogues: job kinds come in through a [`registry::Registry`].
+
+pub mod memory;
+pub mod redis;
+pub mod registry;
+pub mod runner;
+pub mod store;
+
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// A job's id: a v4 UUID, only ever built by [`JobId::new`] or [`JobId::parse`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(uuid::Uuid);
+
+impl JobId {
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Self(uuid::Uuid::new_v4())
+    }
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidId> {
+        uuid::Uuid::parse_str(raw)
+            .map(Self)
+            .map_err(|_| InvalidId::JobId)
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+impl Serialize for JobId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Why an identifier was refused; the message says what a valid one looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidId {
+    #[error("a job id is a UUID such as 4f1c2d3e-0000-4000-8000-000000000000")]
+    JobId,
+    #[error("tenant_id must be 1–128 characters of A-Z a-z 0-9 _ . -")]
+    TenantId,
+    #[error("a job kind is 1–32 characters of a-z 0-9 _")]
+    Kind,
+}
+
+/// A tenant: 1–128 characters of `A-Z a-z 0-9 _ . -`, so it is safe inside a Redis key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct TenantId(String);
+
+impl TenantId {
+    pub fn parse(raw: &str) -> Result<Self, InvalidId> {
+        let ok = (1..=128).contains(&raw.len())
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if ok {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(InvalidId::TenantId)
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A job kind's name (`sync`, `enrich`, `pair`, or a test kind): 1–32 of `a-z 0-9 _`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Kind(String);
+
+impl Kind {
+    pub fn parse(raw: &str) -> Result<Self, InvalidId> {
+        let ok = (1..=32).contains(&raw.len())
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if ok {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(InvalidId::Kind)
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A job's status as a reader sees it. `Lost` is never stored: it is what an active job
+/// whose heartbeat is older than the stale threshold reads as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Queued,
+    Running,
+    Done,
+    Failed,
+    Lost,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Queued => "queued",
+            Status::Running => "running",
+            Status::Done => "done",
+            Status::Failed => "failed",
+            Status::Lost => "lost",
+        }
+    }
+
+    /// The status as stored; `lost` is not a stored status.
+    pub fn parse_stored(raw: &str) -> Option<Self> {
+        match raw {
+            "queued" => Some(Status::Queued),
+            "running" => Some(Status::Running),
+            "done" => Some(Status::Done),
+            "failed" => Some(Status::Failed),
+            _ => None,
+        }
+    }
+
+    pub fn is_active(self) -> bool {
+        matches!(self, Status::Queued | Status::Running)
+    }
+
+    pub fn is_finished(self) -> bool {
+        matches!(self, Status::Done | Status::Failed)
+    }
+}
+
+/// What a client reads for a job: the stored record with `lost` derived and times as
+/// RFC 3339 strings. Times are milliseconds on the store's clock.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Snapshot {
+    pub job_id: JobId,
+    pub tenant_id: TenantId,
+    pub kind: Kind,
+    pub status: Status,
+    pub percent: u8,
+    pub step: String,
+    pub params: Value,
+    pub result: Value,
+    pub error: Option<String>,
+    #[serde(serialize_with = "ser_time")]
+    pub created_at: u64,
+    #[serde(serialize_with = "ser_opt_time")]
+    pub started_at: Option<u64>,
+    #[serde(serialize_with = "ser_time")]
+    pub updated_at: u64,
+    #[serde(serialize_with = "ser_time")]
+    pub heartbeat_at: u64,
+    #[serde(serialize_with = "ser_opt_time")]
+    pub finished_at: Option<u64>,
+}
+
+/// Whether an active job whose last heartbeat was at `heartbeat_ms` reads as lost at `now_ms`.
+/// Both times come from the same clock (the store's), so replicas with skewed clocks agree.
+pub fn is_stale(heartbeat_ms: u64, now_ms: u64, stale_after_ms: u64) -> bool {
+    now_ms.saturating_sub(heartbeat_ms) >= stale_after_ms
+}
+
+/// The current wall-clock time in milliseconds since the Unix epoch (the embedded store's clock).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Formats milliseconds since the epoch as `2026-11-30T10:00:00.000Z`.
+pub fn format_time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days: days since 1970-01-01 to a proleptic Gregorian date.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+fn ser_time<S: serde::Serializer>(ms: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_time(*ms))
+}
+
+fn ser_opt_time<S: serde::Serializer>(ms: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => s.serialize_str(&format_time(*ms)),
+        None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_format_as_rfc3339_with_milliseconds() {
+        assert_eq!(format_time(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_time(1_796_032_800_123), "2026-11-30T10:00:00.123Z");
+        assert_eq!(format_time(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn tenant_ids_accept_only_the_documented_alphabet() {
+        for ok in ["a", "Acme_1.eu-west", &"x".repeat(128)] {
+            assert!(TenantId::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a b", "a:b", "a/b", "é", &"x".repeat(129), "a*"] {
+            assert!(TenantId::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn kinds_and_job_ids_parse_strictly() {
+        assert!(Kind::parse("sync").is_ok());
+        assert!(Kind::parse("Sync").is_err());
+        assert!(Kind::parse("").is_err());
+        assert!(JobId::parse("not-a-uuid").is_err());
+        let id = JobId::new();
+        assert_eq!(JobId::parse(&id.to_string()), Ok(id));
+    }
+
+    #[test]
+    fn staleness_is_judged_against_the_threshold() {
+        assert!(is_stale(1_000, 1_000, 0));
+        assert!(!is_stale(1_000, 1_299, 300));
+        assert!(is_stale(1_000, 1_300, 300));
+        assert!(!is_stale(2_000, 1_000, 300), "a heartbeat from the future is fresh");
+    }
+}

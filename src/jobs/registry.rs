@@ -1,0 +1,247 @@
+//! The seam between the runner and the work: job kinds, their functions and their errors.
+//!
+//! A job function is a plain blocking function that takes an *optional* progress callback
+//! and behaves the same with or without it. Its error exposes a class name (the variant),
+//! which is all the job record keeps; the message goes to the log only. Each kind also checks
+//! its own parameters before a job is created, so bad input never creates a job.
+
+use std::collections::BTreeMap;
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::{JobId, Kind, TenantId};
+
+/// The optional progress callback: `(percent, step)`. `Sync` so a job may report from
+/// several threads. It never blocks and never fails the job.
+pub type Progress<'a> = Option<&'a (dyn Fn(u8, &str) + Sync)>;
+
+/// A job's report: the object polling shows as `result`.
+pub type Report = Value;
+
+/// What a job function is given.
+#[derive(Clone, Debug)]
+pub struct JobInput {
+    pub job_id: JobId,
+    pub tenant: TenantId,
+    pub kind: Kind,
+    /// The parameters its kind's `prepare` produced.
+    pub params: Value,
+}
+
+/// An error type whose variants name the job's error class (`SourceUnreachable`, …).
+pub trait ErrorClass: StdError + Send + Sync + 'static {
+    fn class(&self) -> &'static str;
+}
+
+/// A failed job: the class for the record, the error itself for the log.
+pub struct JobError {
+    class: String,
+    source: Box<dyn StdError + Send + Sync>,
+}
+
+impl JobError {
+    pub fn class(&self) -> &str {
+        &self.class
+    }
+
+    /// A job error with an explicit class, for errors without their own `ErrorClass` type.
+    pub fn new(class: &str, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+        Self {
+            class: class.to_owned(),
+            source: source.into(),
+        }
+    }
+}
+
+impl<E: ErrorClass> From<E> for JobError {
+    fn from(e: E) -> Self {
+        Self {
+            class: e.class().to_owned(),
+            source: Box::new(e),
+        }
+    }
+}
+
+impl fmt::Debug for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.class, self.source)
+    }
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.source)?;
+        let mut cause = self.source.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
+    }
+}
+
+/// A parameter a client got wrong; `field` names it, `message` says what to fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamError {
+    /// Snake-case error code (`invalid_field`, `missing_field`, `source_not_allowed`, …).
+    pub code: &'static str,
+    pub field: String,
+    pub message: String,
+    /// An HTTP-agnostic hint: `Unprocessable` for values the client must change.
+    pub kind: ParamErrorKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamErrorKind {
+    /// The request names something this kind does not take.
+    Unknown,
+    /// The value is missing or not acceptable.
+    Unprocessable,
+}
+
+impl ParamError {
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: "invalid_field",
+            field: field.to_owned(),
+            message: message.into(),
+            kind: ParamErrorKind::Unprocessable,
+        }
+    }
+
+    pub fn missing(field: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: "missing_field",
+            field: field.to_owned(),
+            message: message.into(),
+            kind: ParamErrorKind::Unprocessable,
+        }
+    }
+
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = code;
+        self
+    }
+}
+
+/// The fields of a start request other than `tenant_id` and `wait`: each name with the
+/// values given for it, in order (a repeated form field or a JSON array gives several).
+pub type Fields = BTreeMap<String, Vec<Value>>;
+
+pub type JobFn = Arc<dyn Fn(&JobInput, Progress<'_>) -> Result<Report, JobError> + Send + Sync>;
+pub type PrepareFn = Arc<dyn Fn(&Fields) -> Result<Value, ParamError> + Send + Sync>;
+
+/// One job kind: how to check its parameters and how to run it.
+#[derive(Clone)]
+pub struct JobKind {
+    pub run: JobFn,
+    pub prepare: PrepareFn,
+}
+
+/// The job kinds a service runs, passed to the app builder: the binary registers the
+/// catalogue jobs, tests register their own.
+#[derive(Clone, Default)]
+pub struct Registry {
+    kinds: BTreeMap<Kind, JobKind>,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a kind whose parameters are checked by `prepare`.
+    pub fn with(
+        mut self,
+        kind: &str,
+        prepare: impl Fn(&Fields) -> Result<Value, ParamError> + Send + Sync + 'static,
+        run: impl Fn(&JobInput, Progress<'_>) -> Result<Report, JobError> + Send + Sync + 'static,
+    ) -> Self {
+        let kind = Kind::parse(kind).expect("registered kind names are valid by construction");
+        self.kinds.insert(
+            kind,
+            JobKind {
+                run: Arc::new(run),
+                prepare: Arc::new(prepare),
+            },
+        );
+        self
+    }
+
+    /// Registers a kind that takes no parameters.
+    pub fn with_plain(
+        self,
+        kind: &str,
+        run: impl Fn(&JobInput, Progress<'_>) -> Result<Report, JobError> + Send + Sync + 'static,
+    ) -> Self {
+        self.with(kind, |fields| no_fields(fields).map(|()| Value::Object(Map::new())), run)
+    }
+
+    pub fn get(&self, kind: &Kind) -> Option<&JobKind> {
+        self.kinds.get(kind)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.kinds.keys().map(Kind::as_str)
+    }
+}
+
+/// Refuses any field: for kinds that take no parameters.
+pub fn no_fields(fields: &Fields) -> Result<(), ParamError> {
+    only_fields(fields, &[])
+}
+
+/// Refuses fields other than `allowed`, so a typo is a clear 4xx rather than silently ignored.
+pub fn only_fields(fields: &Fields, allowed: &[&str]) -> Result<(), ParamError> {
+    match fields.keys().find(|k| !allowed.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(name) => Err(ParamError {
+            code: "unknown_field",
+            field: name.clone(),
+            message: if allowed.is_empty() {
+                format!("`{name}` is not a field of this job; it takes only tenant_id and wait")
+            } else {
+                format!(
+                    "`{name}` is not a field of this job; it takes tenant_id, wait and {}",
+                    allowed.join(", ")
+                )
+            },
+            kind: ParamErrorKind::Unknown,
+        }),
+    }
+}
+
+/// Reads a boolean field given at most once: `true/false/1/0/yes/no/on/off` or a JSON bool.
+pub fn bool_field(fields: &Fields, name: &str) -> Result<Option<bool>, ParamError> {
+    match fields.get(name).map(Vec::as_slice) {
+        None | Some([]) => Ok(None),
+        Some([v]) => parse_bool(v).map(Some).ok_or_else(|| {
+            ParamError::invalid(
+                name,
+                format!("`{name}` must be one of true, false, 1, 0, yes, no, on, off"),
+            )
+        }),
+        Some(_) => Err(ParamError::invalid(name, format!("`{name}` was given more than once"))),
+    }
+}
+
+/// Parses a boolean as forms, query strings and JSON spell it.
+pub fn parse_bool(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::Number(n) => match n.as_u64() {
+            Some(1) => Some(true),
+            Some(0) => Some(false),
+            _ => None,
+        },
+        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => Some(true),
+            "false" | "0" | "no" | "off" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}

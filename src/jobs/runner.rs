@@ -1,0 +1,547 @@
+//! The runner: admits a job, runs its blocking function, reports its progress and records
+//! how it ended — whatever the store is doing meanwhile.
+//!
+//! Beside every job run three things: a heartbeat task (from creation to the recorded end,
+//! so a queued or slow job is never mistaken for a dead one), a progress writer that
+//! coalesces the callback's ticks (at most one store write per `tick_interval`, the last tick
+//! always written), and a finish that is retried with backoff for `finish_retry`. Store
+//! failures on ticks and heartbeats are logged at a bounded rate and never reach the job.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, error, info, info_span, warn, Instrument, Span};
+
+use super::registry::{JobFn, JobInput, Registry};
+use super::store::{JobStore, NewJob, Outcome, StoreError, Write};
+use super::{JobId, Snapshot};
+
+/// The step a job shows while it waits for a worker.
+pub const WAITING_STEP: &str = "waiting for a free worker";
+/// The step a job shows when it was admitted straight to a worker.
+pub const QUEUED_STEP: &str = "queued";
+/// The error class of a job the service stopped before it ended.
+pub const INTERRUPTED: &str = "Interrupted";
+/// The error class of a job whose function panicked.
+pub const PANIC: &str = "Panic";
+
+#[derive(Clone, Debug)]
+pub struct RunnerSettings {
+    /// How often a queued or running job's heartbeat is written.
+    pub heartbeat: Duration,
+    /// The shortest gap between two progress writes of one job.
+    pub tick_interval: Duration,
+    /// How long a job's final state is retried while the store is unreachable.
+    pub finish_retry: Duration,
+    /// Jobs running at once; the rest wait as `queued`.
+    pub max_concurrent: usize,
+    /// Jobs waiting for a worker at once; beyond it a new job is refused (`Overloaded`).
+    pub max_queued: usize,
+}
+
+impl Default for RunnerSettings {
+    fn default() -> Self {
+        Self {
+            heartbeat: Duration::from_secs(5),
+            tick_interval: Duration::from_millis(100),
+            finish_retry: Duration::from_secs(300),
+            max_concurrent: 8,
+            max_queued: 1000,
+        }
+    }
+}
+
+/// Why the runner will not take a job now. Nothing has been created when this is returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("the service is shutting down and takes no new jobs")]
+    ShuttingDown,
+    #[error("too many jobs are waiting for a worker")]
+    Overloaded,
+}
+
+/// A place for a job, reserved before the job is created so a refusal creates nothing.
+pub struct Admission {
+    permit: Option<OwnedSemaphorePermit>,
+    waiting: Option<WaitingSlot>,
+}
+
+impl Admission {
+    /// The step the job is created with.
+    pub fn initial_step(&self) -> &'static str {
+        if self.permit.is_some() {
+            QUEUED_STEP
+        } else {
+            WAITING_STEP
+        }
+    }
+}
+
+struct WaitingSlot(Arc<AtomicUsize>);
+
+impl Drop for WaitingSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How a job ended, for a caller that waits on it (`wait=true`).
+#[derive(Clone, Debug)]
+pub struct JobEnd {
+    pub outcome: Outcome,
+    /// The job as the store shows it after the end, when the store could be read.
+    pub snapshot: Option<Snapshot>,
+}
+
+pub struct JobHandle {
+    rx: watch::Receiver<Option<JobEnd>>,
+}
+
+impl JobHandle {
+    /// Resolves when the job has ended and its end was recorded (or given up on).
+    pub async fn finished(mut self) -> Option<JobEnd> {
+        self.rx.wait_for(Option::is_some).await.ok().and_then(|end| end.clone())
+    }
+}
+
+#[derive(Clone)]
+pub struct Runner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn JobStore>,
+    registry: Arc<Registry>,
+    settings: RunnerSettings,
+    workers: Arc<Semaphore>,
+    waiting: Arc<AtomicUsize>,
+    tracker: TaskTracker,
+    /// Cancelled when shutdown starts: no new jobs.
+    closing: CancellationToken,
+    /// Cancelled at the grace deadline: jobs still going end as `Interrupted`.
+    interrupt: CancellationToken,
+    /// Jobs of this process not yet ended (running or waiting).
+    active: AtomicUsize,
+}
+
+impl Runner {
+    pub fn new(store: Arc<dyn JobStore>, registry: Arc<Registry>, settings: RunnerSettings) -> Self {
+        let workers = Arc::new(Semaphore::new(settings.max_concurrent.max(1)));
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                registry,
+                settings,
+                workers,
+                waiting: Arc::new(AtomicUsize::new(0)),
+                tracker: TaskTracker::new(),
+                closing: CancellationToken::new(),
+                interrupt: CancellationToken::new(),
+                active: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    pub fn store(&self) -> &Arc<dyn JobStore> {
+        &self.inner.store
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.inner.closing.is_cancelled()
+    }
+
+    /// Jobs this process is running or waiting to run.
+    pub fn active_jobs(&self) -> usize {
+        self.inner.active.load(Ordering::Acquire)
+    }
+
+    /// Reserves a worker, or a place in the waiting line, for a job about to be created.
+    pub fn admit(&self) -> Result<Admission, Refused> {
+        if self.inner.closing.is_cancelled() {
+            return Err(Refused::ShuttingDown);
+        }
+        if let Ok(permit) = self.inner.workers.clone().try_acquire_owned() {
+            return Ok(Admission {
+                permit: Some(permit),
+                waiting: None,
+            });
+        }
+        let before = self.inner.waiting.fetch_add(1, Ordering::AcqRel);
+        let slot = WaitingSlot(self.inner.waiting.clone());
+        if before >= self.inner.settings.max_queued {
+            return Err(Refused::Overloaded);
+        }
+        Ok(Admission {
+            permit: None,
+            waiting: Some(slot),
+        })
+    }
+
+    /// Runs a job the store has just created, in the background. The job goes on whether
+    /// or not anyone awaits the handle.
+    pub fn spawn(&self, job: NewJob, created_at: u64, admission: Admission) -> JobHandle {
+        let (done_tx, done_rx) = watch::channel(None);
+        let span = info_span!("job", job_id = %job.id, tenant_id = %job.tenant, kind = %job.kind);
+        self.inner.active.fetch_add(1, Ordering::AcqRel);
+        let inner = self.inner.clone();
+        self.inner.tracker.spawn(
+            async move {
+                let end = inner.clone().run(job, created_at, admission).await;
+                inner.active.fetch_sub(1, Ordering::AcqRel);
+                done_tx.send_replace(Some(end));
+            }
+            .instrument(span),
+        );
+        JobHandle { rx: done_rx }
+    }
+
+    /// Graceful shutdown: refuse new jobs at once, let running ones finish for `grace`, then
+    /// end the rest as `Interrupted` (releasing their locks) and wait for those writes.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.inner.closing.cancel();
+        self.inner.tracker.close();
+        if tokio::time::timeout(grace, self.inner.tracker.wait()).await.is_err() {
+            warn!(jobs = self.active_jobs(), "grace period over: interrupting the jobs still running");
+            self.inner.interrupt.cancel();
+            // The interrupted jobs' final writes are bounded by their own short retry.
+            let _ = tokio::time::timeout(Duration::from_secs(10), self.inner.tracker.wait()).await;
+        }
+    }
+}
+
+impl Inner {
+    async fn run(self: Arc<Self>, job: NewJob, created_at: u64, admission: Admission) -> JobEnd {
+        let stop_heartbeat = CancellationToken::new();
+        let heartbeat = tokio::spawn(
+            heartbeat_loop(self.clone(), job.clone(), stop_heartbeat.clone()).in_current_span(),
+        );
+        let outcome = self.execute(&job, admission).await;
+        self.record(&job, created_at, &outcome).await;
+        stop_heartbeat.cancel();
+        let _ = heartbeat.await;
+        let snapshot = self.store.get(&job.id).await.ok().flatten();
+        JobEnd { outcome, snapshot }
+    }
+
+    /// Waits for a worker, runs the function, and turns whatever happened into an outcome.
+    async fn execute(&self, job: &NewJob, admission: Admission) -> Outcome {
+        let Some(kind) = self.registry.get(&job.kind) else {
+            // The API checks the kind before creating a job; a job created by another replica
+            // with other kinds cannot reach this runner.
+            error!("no function is registered for this kind");
+            return Outcome::Failed("UnknownKind".into());
+        };
+        let _permit = match admission.permit {
+            Some(permit) => permit,
+            None => {
+                let acquired = tokio::select! {
+                    permit = self.workers.clone().acquire_owned() => permit.ok(),
+                    () = self.interrupt.cancelled() => None,
+                };
+                drop(admission.waiting);
+                match acquired {
+                    Some(permit) => permit,
+                    None => return Outcome::Failed(INTERRUPTED.into()),
+                }
+            }
+        };
+        if let Err(e) = self.store.tick(&job.id, 0, "starting").await {
+            debug!(error = %e, "could not mark the job running; it runs all the same");
+        }
+        let (tx, rx) = watch::channel(Tick::default());
+        let writer = tokio::spawn(
+            progress_writer(self.store.clone(), job.id, rx, self.settings.tick_interval)
+                .in_current_span(),
+        );
+        let input = JobInput {
+            job_id: job.id,
+            tenant: job.tenant.clone(),
+            kind: job.kind.clone(),
+            params: job.params.clone(),
+        };
+        let blocking = tokio::task::spawn_blocking(run_blocking(kind.run.clone(), input, tx, Span::current()));
+        let joined = tokio::select! {
+            joined = blocking => Some(joined),
+            () = self.interrupt.cancelled() => None,
+        };
+        let outcome = match joined {
+            None => {
+                // The blocking thread cannot be stopped; the process is about to exit.
+                writer.abort();
+                warn!("interrupted at the shutdown deadline");
+                return Outcome::Failed(INTERRUPTED.into());
+            }
+            Some(Ok(Ok(report))) => Outcome::Done(report),
+            Some(Ok(Err(e))) => {
+                // The message may carry customer data: it goes to the log, the class to the record.
+                warn!(error_class = e.class(), error = %e, "job failed");
+                Outcome::Failed(e.class().to_owned())
+            }
+            Some(Err(join)) => {
+                let message = if join.is_panic() {
+                    panic_message(join.into_panic())
+                } else {
+                    "the blocking task was cancelled".to_owned()
+                };
+                error!(panic = %message, "job function panicked");
+                Outcome::Failed(PANIC.into())
+            }
+        };
+        // The sender went with the blocking closure, so the writer flushes the last tick and ends.
+        let _ = writer.await;
+        outcome
+    }
+
+    /// Writes the outcome, retrying while the store is unreachable, for `finish_retry` (a few
+    /// seconds once the service is being interrupted). Never gives up silently.
+    async fn record(&self, job: &NewJob, created_at: u64, outcome: &Outcome) {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(50);
+        let mut limiter = LogLimiter::default();
+        loop {
+            match self.store.finish(job, created_at, outcome).await {
+                Ok(Write::Applied) => {
+                    info!(status = outcome.status().as_str(), "job ended");
+                    return;
+                }
+                Ok(Write::Ignored) => {
+                    info!("job's end was already recorded");
+                    return;
+                }
+                Ok(Write::Fenced) | Ok(Write::Missing) => {
+                    warn!(
+                        outcome = ?outcome,
+                        "fenced off: a newer job of this tenant and kind took over; this job's end is not recorded"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    let window = if self.interrupt.is_cancelled() {
+                        Duration::from_secs(3)
+                    } else {
+                        self.settings.finish_retry
+                    };
+                    if started.elapsed() >= window {
+                        error!(
+                            error = %e,
+                            outcome = %serde_json::to_string(&outcome_json(outcome)).unwrap_or_default(),
+                            "the job's end could not be recorded: the store stayed unreachable"
+                        );
+                        return;
+                    }
+                    if let Some(suppressed) = limiter.ready() {
+                        warn!(error = %e, suppressed, "the job's end is waiting for the store");
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = self.interrupt.cancelled(), if !self.interrupt.is_cancelled() => {}
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+    }
+}
+
+fn outcome_json(outcome: &Outcome) -> serde_json::Value {
+    match outcome {
+        Outcome::Done(report) => serde_json::json!({"status": "done", "result": report}),
+        Outcome::Failed(class) => serde_json::json!({"status": "failed", "error": class}),
+    }
+}
+
+/// The body of the blocking task: the job function with a never-blocking, guarded reporter.
+fn run_blocking(
+    run: JobFn,
+    input: JobInput,
+    tx: watch::Sender<Tick>,
+    span: Span,
+) -> impl FnOnce() -> Result<serde_json::Value, super::registry::JobError> {
+    move || {
+        let _entered = span.enter();
+        let reporter = Reporter::new(tx);
+        let report = |percent: u8, step: &str| reporter.report(percent, step);
+        let progress = guarded(report);
+        run(&input, Some(&progress))
+    }
+}
+
+/// The latest progress of a job, as the callback leaves it for the writer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tick {
+    pub percent: u8,
+    pub step: String,
+    /// Whether anything has been reported yet.
+    pub seen: bool,
+}
+
+/// The job's side of the progress channel. `report` clamps percent to 0..=100 and to never
+/// below the last value, and replaces the channel's value in place: it never blocks on the
+/// store, never allocates once the step buffer is large enough, and never fails.
+pub struct Reporter {
+    tx: watch::Sender<Tick>,
+    last: AtomicU8,
+}
+
+impl Reporter {
+    pub fn new(tx: watch::Sender<Tick>) -> Self {
+        Self {
+            tx,
+            last: AtomicU8::new(0),
+        }
+    }
+
+    pub fn report(&self, percent: u8, step: &str) {
+        let percent = percent.min(100);
+        let percent = self.last.fetch_max(percent, Ordering::AcqRel).max(percent);
+        self.tx.send_modify(|tick| {
+            // Two threads may race here; the store never lowers percent, and neither do we.
+            tick.percent = tick.percent.max(percent);
+            tick.step.clear();
+            tick.step.push_str(step);
+            tick.seen = true;
+        });
+    }
+}
+
+/// Wraps a progress callback so that a panic inside it is caught and dropped: reporting is
+/// best-effort and must never kill the job it reports on.
+pub fn guarded<F: Fn(u8, &str) + Sync>(f: F) -> impl Fn(u8, &str) + Sync {
+    move |percent, step| {
+        if catch_unwind(AssertUnwindSafe(|| f(percent, step))).is_err() {
+            debug!("a progress callback panicked; the tick was dropped");
+        }
+    }
+}
+
+/// Writes the latest tick, then waits `interval` before the next: bursts coalesce into at
+/// most one write per interval, and the last tick is always written (the channel reports a
+/// value not yet seen even after the sender is gone).
+async fn progress_writer(
+    store: Arc<dyn JobStore>,
+    id: JobId,
+    mut rx: watch::Receiver<Tick>,
+    interval: Duration,
+) {
+    let mut limiter = LogLimiter::default();
+    while rx.changed().await.is_ok() {
+        let tick = rx.borrow_and_update().clone();
+        if !tick.seen {
+            continue;
+        }
+        match store.tick(&id, tick.percent, &tick.step).await {
+            Ok(Write::Fenced) => {
+                warn!("fenced off: a newer job of this tenant and kind took over; progress is no longer written");
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => log_store_failure(&mut limiter, &e, "a progress write failed and was dropped"),
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+async fn heartbeat_loop(inner: Arc<Inner>, job: NewJob, stop: CancellationToken) {
+    let mut limiter = LogLimiter::default();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(inner.settings.heartbeat) => {}
+        }
+        match inner.store.heartbeat(&job.id, &job.tenant, &job.kind).await {
+            Ok(Write::Applied) | Ok(Write::Ignored) => {}
+            Ok(Write::Missing) => {
+                if let Some(suppressed) = limiter.ready() {
+                    warn!(suppressed, "the job's record is missing from the store; its end will be written back whole");
+                }
+            }
+            Ok(Write::Fenced) => {
+                warn!("fenced off: a newer job of this tenant and kind took over; heartbeats stop");
+                return;
+            }
+            Err(e) => log_store_failure(&mut limiter, &e, "a heartbeat failed and was dropped"),
+        }
+    }
+}
+
+fn log_store_failure(limiter: &mut LogLimiter, e: &StoreError, what: &str) {
+    if let Some(suppressed) = limiter.ready() {
+        warn!(error = %e, suppressed, "{what}");
+    }
+}
+
+/// Lets a repeated failure be logged at most once per window, counting what it held back.
+#[derive(Default)]
+struct LogLimiter {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl LogLimiter {
+    const WINDOW: Duration = Duration::from_secs(10);
+
+    /// `Some(n)` when a line may be logged now, `n` being how many were held back since.
+    fn ready(&mut self) -> Option<u64> {
+        match self.last {
+            Some(at) if at.elapsed() < Self::WINDOW => {
+                self.suppressed += 1;
+                None
+            }
+            _ => {
+                self.last = Some(Instant::now());
+                Some(std::mem::take(&mut self.suppressed))
+            }
+        }
+    }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reporter_clamps_to_100_and_never_goes_backwards() {
+        let (tx, rx) = watch::channel(Tick::default());
+        let reporter = Reporter::new(tx);
+        reporter.report(40, "a");
+        reporter.report(20, "b");
+        assert_eq!(rx.borrow().percent, 40);
+        assert_eq!(rx.borrow().step, "b");
+        reporter.report(250, "c");
+        assert_eq!(rx.borrow().percent, 100);
+    }
+
+    #[test]
+    fn a_panicking_callback_is_contained_by_the_guard() {
+        let cb = guarded(|_, _| panic!("reporting broke"));
+        cb(10, "still alive");
+    }
+
+    #[test]
+    fn the_log_limiter_holds_back_repeats_within_its_window() {
+        let mut l = LogLimiter::default();
+        assert_eq!(l.ready(), Some(0));
+        assert_eq!(l.ready(), None);
+        assert_eq!(l.ready(), None);
+        assert_eq!(l.suppressed, 2);
+    }
+}

@@ -1,0 +1,48 @@
+use clap::Parser;
+
+use catalog_jobs::config::Config;
+use catalog_jobs::startup::App;
+use catalog_jobs::{catalog, telemetry};
+
+fn main() -> std::process::ExitCode {
+    let config = Config::parse();
+    telemetry::init(config.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime can be built at start-up");
+    let result = runtime.block_on(async {
+        let app = App::build(config.clone(), catalog::registry(&config)).await?;
+        app.run_until(shutdown_signal()).await?;
+        Ok::<(), Box<dyn std::error::Error>>(())
+    });
+    // Job functions still running on blocking threads after the grace period were already
+    // recorded as Interrupted; do not wait for them.
+    runtime.shutdown_background();
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "catalog-jobs could not start");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

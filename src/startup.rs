@@ -1,0 +1,148 @@
+//! `App::build`: binds the listener (port 0 works), opens the store the configuration names,
+//! and wires store, runner and router. `main` and the integration tests both start here.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::api::{self, AppState};
+use crate::config::Config;
+use crate::jobs::memory::MemoryStore;
+use crate::jobs::redis::RedisStore;
+use crate::jobs::registry::Registry;
+use crate::jobs::runner::{Runner, RunnerSettings};
+use crate::jobs::store::{JobStore, StoreError, StoreSettings};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("invalid configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("cannot open the job store: {0}")]
+    Store(#[from] StoreError),
+}
+
+pub struct App {
+    listener: TcpListener,
+    addr: SocketAddr,
+    state: AppState,
+    config: Config,
+}
+
+impl App {
+    /// Builds the service with the store the configuration names (Redis, or embedded).
+    pub async fn build(config: Config, registry: Registry) -> Result<Self, StartupError> {
+        let store = open_store(&config).await?;
+        Self::build_with_store(config, store, registry).await
+    }
+
+    /// Builds the service on a store the caller opened (tests share one across apps).
+    pub async fn build_with_store(
+        config: Config,
+        store: Arc<dyn JobStore>,
+        registry: Registry,
+    ) -> Result<Self, StartupError> {
+        config.validate()?;
+        let listener = TcpListener::bind(&config.bind_addr)
+            .await
+            .map_err(|source| StartupError::Bind {
+                addr: config.bind_addr.clone(),
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartupError::Bind {
+            addr: config.bind_addr.clone(),
+            source,
+        })?;
+        let runner = Runner::new(store.clone(), Arc::new(registry), runner_settings(&config));
+        let state = AppState {
+            runner,
+            store,
+            wait_max: config.wait_max_seconds,
+        };
+        Ok(Self {
+            listener,
+            addr,
+            state,
+            config,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn runner(&self) -> Runner {
+        self.state.runner.clone()
+    }
+
+    /// Serves until `shutdown` resolves, then shuts down gracefully: new jobs get 503 at
+    /// once, reads go on being served, running jobs get `SHUTDOWN_GRACE_SECONDS` to finish
+    /// and the rest end as `Interrupted` with their locks released; then the server stops.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+        info!(addr = %self.addr, "catalog-jobs listening");
+        let stopped = CancellationToken::new();
+        let runner = self.state.runner.clone();
+        let grace = self.config.shutdown_grace_seconds;
+        let stop = stopped.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            info!(grace_s = grace.as_secs_f64(), "shutting down: no new jobs; running jobs get the grace period");
+            runner.shutdown(grace).await;
+            stop.cancel();
+        });
+        let router = api::router(self.state, self.config.max_body_bytes);
+        axum::serve(self.listener, router)
+            .with_graceful_shutdown(stopped.cancelled_owned())
+            .await?;
+        info!("catalog-jobs stopped");
+        Ok(())
+    }
+}
+
+pub fn store_settings(config: &Config) -> StoreSettings {
+    StoreSettings {
+        prefix: config.key_prefix.clone(),
+        ttl: config.job_ttl_seconds,
+        stale_after: config.stale_after_seconds,
+        ..StoreSettings::default()
+    }
+}
+
+pub fn runner_settings(config: &Config) -> RunnerSettings {
+    RunnerSettings {
+        heartbeat: config.heartbeat(),
+        finish_retry: config.finish_retry_seconds,
+        max_concurrent: config.max_concurrent_jobs,
+        max_queued: config.max_queued_jobs,
+        ..RunnerSettings::default()
+    }
+}
+
+/// Opens Redis when `REDIS_URL` is set (starting even while it is down: it reconnects by
+/// itself and answers 503 meanwhile), else the embedded store, saying it is not durable.
+pub async fn open_store(config: &Config) -> Result<Arc<dyn JobStore>, StartupError> {
+    let settings = store_settings(config);
+    let Some(url) = &config.redis_url else {
+        warn!("no REDIS_URL: using the embedded in-memory store; job state is NOT durable and is lost on restart");
+        return Ok(Arc::new(MemoryStore::new(settings)));
+    };
+    let store = RedisStore::open(url, settings)?;
+    match store.ping().await {
+        Ok(()) => info!("connected to Redis"),
+        Err(e) => warn!(error = %e, "Redis is not reachable yet; serving 503 until it is"),
+    }
+    match store.warnings().await {
+        Ok(warnings) => {
+            for w in warnings {
+                warn!("{w}");
+            }
+        }
+        Err(e) => warn!(error = %e, "could not read Redis's eviction policy"),
+    }
+    Ok(Arc::new(store))
+}

@@ -8,7 +8,11 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 #[derive(Clone, Debug, Parser)]
-#[command(name = "catalog-jobs", version, about = "Runs a product catalogue's long jobs (sync, enrich, pair) per tenant, with honest progress.")]
+#[command(
+    name = "catalog-jobs",
+    version,
+    about = "Runs a product catalogue's long jobs (sync, enrich, pair) per tenant, with honest progress."
+)]
 pub struct Config {
     /// Address to listen on (port 0 picks a free one).
     #[arg(long, env = "BIND_ADDR", default_value = "127.0.0.1:8001")]
@@ -59,7 +63,12 @@ pub struct Config {
     pub feeds_dir: PathBuf,
 
     /// Comma-separated hosts that `sync` may fetch http(s) feeds from (none by default).
-    #[arg(long, env = "SYNC_ALLOWED_HOSTS", value_delimiter = ',', default_value = "")]
+    #[arg(
+        long,
+        env = "SYNC_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        default_value = ""
+    )]
     pub sync_allowed_hosts: Vec<String>,
 
     /// Largest request body accepted, in bytes (product imports).
@@ -154,10 +163,22 @@ mod tests {
 
     #[test]
     fn fractional_seconds_and_bad_relations_are_caught() {
-        let c = Config::parse_from(["x", "--stale-after-seconds", "0.5", "--heartbeat-seconds", "0.1"]);
+        let c = Config::parse_from([
+            "x",
+            "--stale-after-seconds",
+            "0.5",
+            "--heartbeat-seconds",
+            "0.1",
+        ]);
         assert_eq!(c.heartbeat(), Duration::from_millis(100));
         c.validate().unwrap();
-        let c = Config::parse_from(["x", "--stale-after-seconds", "1", "--heartbeat-seconds", "2"]);
+        let c = Config::parse_from([
+            "x",
+            "--stale-after-seconds",
+            "1",
+            "--heartbeat-seconds",
+            "2",
+        ]);
         assert!(c.validate().is_err());
         assert!(Config::try_parse_from(["x", "--wait-max-seconds", "soon"]).is_err());
         assert!(Config::try_parse_from(["x", "--wait-max-seconds", "-1"]).is_err());

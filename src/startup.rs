@@ -22,7 +22,10 @@ pub enum StartupError {
     #[error("invalid configuration: {0}")]
     Config(#[from] crate::config::ConfigError),
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("cannot open the job store: {0}")]
     Store(#[from] StoreError),
 }
@@ -83,7 +86,10 @@ impl App {
     /// Serves until `shutdown` resolves, then shuts down gracefully: new jobs get 503 at
     /// once, reads go on being served, running jobs get `SHUTDOWN_GRACE_SECONDS` to finish
     /// and the rest end as `Interrupted` with their locks released; then the server stops.
-    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         info!(addr = %self.addr, "catalog-jobs listening");
         let stopped = CancellationToken::new();
         let runner = self.state.runner.clone();
@@ -91,7 +97,10 @@ impl App {
         let stop = stopped.clone();
         tokio::spawn(async move {
             shutdown.await;
-            info!(grace_s = grace.as_secs_f64(), "shutting down: no new jobs; running jobs get the grace period");
+            info!(
+                grace_s = grace.as_secs_f64(),
+                "shutting down: no new jobs; running jobs get the grace period"
+            );
             runner.shutdown(grace).await;
             stop.cancel();
         });

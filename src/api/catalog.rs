@@ -33,7 +33,10 @@ pub async fn start(
     let wait = match take_single(&mut fields, "wait")? {
         None => false,
         Some(v) => parse_bool(&v).ok_or_else(|| {
-            ApiError::invalid("wait", "wait must be one of true, false, 1, 0, yes, no, on, off")
+            ApiError::invalid(
+                "wait",
+                "wait must be one of true, false, 1, 0, yes, no, on, off",
+            )
         })?,
     };
     let params = (spec.prepare)(&fields)?;
@@ -69,7 +72,13 @@ pub async fn start(
         // Outlasted WAIT_MAX_SECONDS (or the runner went away): answer as if wait were false.
         // The job goes on either way.
         Ok(None) | Err(_) => {
-            let current = app.store.get(&snapshot.job_id).await.ok().flatten().unwrap_or(snapshot);
+            let current = app
+                .store
+                .get(&snapshot.job_id)
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or(snapshot);
             Ok(accepted(current))
         }
     }

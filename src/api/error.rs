@@ -19,12 +19,22 @@ pub enum ApiError {
     /// The body could not be read as its content type says (malformed JSON, bad multipart).
     MalformedBody(String),
     /// A field is missing or its value is not acceptable.
-    InvalidField { code: &'static str, field: String, message: String },
+    InvalidField {
+        code: &'static str,
+        field: String,
+        message: String,
+    },
     /// The request names a field the job does not take.
-    UnknownField { field: String, message: String },
+    UnknownField {
+        field: String,
+        message: String,
+    },
     UnsupportedMediaType(String),
     PayloadTooLarge,
-    UnknownKind { kind: String, known: Vec<String> },
+    UnknownKind {
+        kind: String,
+        known: Vec<String>,
+    },
     NotFound(String),
     NoRoute,
     MethodNotAllowed,
@@ -143,7 +153,9 @@ impl IntoResponse for ApiError {
             ApiError::StoreUnavailable(cause) => {
                 tracing::error!(error = %cause, "answering 503: the job store is unreachable")
             }
-            ApiError::JobFailed(s) => tracing::info!(job_id = %s.job_id, "answering 502: the waited-for job failed"),
+            ApiError::JobFailed(s) => {
+                tracing::info!(job_id = %s.job_id, "answering 502: the waited-for job failed")
+            }
             _ => tracing::debug!(status = status.as_u16(), code, "client error"),
         }
         let mut body = Map::new();

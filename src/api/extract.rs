@@ -24,12 +24,21 @@ impl<S: Send + Sync> FromRequest<S> for StartFields {
             .headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            })
             .unwrap_or_default();
         if content_type == "multipart/form-data" {
-            let mut multipart = Multipart::from_request(req, state)
-                .await
-                .map_err(|e| ApiError::MalformedBody(format!("the multipart body could not be read: {}", e.body_text())))?;
+            let mut multipart = Multipart::from_request(req, state).await.map_err(|e| {
+                ApiError::MalformedBody(format!(
+                    "the multipart body could not be read: {}",
+                    e.body_text()
+                ))
+            })?;
             loop {
                 let field = match multipart.next_field().await {
                     Ok(Some(field)) => field,
@@ -37,7 +46,9 @@ impl<S: Send + Sync> FromRequest<S> for StartFields {
                     Err(e) => return Err(multipart_error(e)),
                 };
                 let Some(name) = field.name().map(str::to_owned) else {
-                    return Err(ApiError::MalformedBody("a multipart part has no field name".into()));
+                    return Err(ApiError::MalformedBody(
+                        "a multipart part has no field name".into(),
+                    ));
                 };
                 let text = field.text().await.map_err(multipart_error)?;
                 fields.entry(name).or_default().push(Value::String(text));
@@ -51,8 +62,10 @@ impl<S: Send + Sync> FromRequest<S> for StartFields {
         match content_type.as_str() {
             "application/json" => merge_json(&mut fields, &body)?,
             "application/x-www-form-urlencoded" => {
-                let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&body)
-                    .map_err(|e| ApiError::MalformedBody(format!("the form body could not be read: {e}")))?;
+                let pairs: Vec<(String, String)> =
+                    serde_urlencoded::from_bytes(&body).map_err(|e| {
+                        ApiError::MalformedBody(format!("the form body could not be read: {e}"))
+                    })?;
                 for (k, v) in pairs {
                     fields.entry(k).or_default().push(Value::String(v));
                 }
@@ -75,7 +88,10 @@ pub async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge
         } else {
-            ApiError::MalformedBody(format!("the body could not be read: {}", rejection.body_text()))
+            ApiError::MalformedBody(format!(
+                "the body could not be read: {}",
+                rejection.body_text()
+            ))
         }
     })
 }
@@ -84,7 +100,10 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::PayloadTooLarge
     } else {
-        ApiError::MalformedBody(format!("the multipart body could not be read: {}", e.body_text()))
+        ApiError::MalformedBody(format!(
+            "the multipart body could not be read: {}",
+            e.body_text()
+        ))
     }
 }
 
@@ -111,8 +130,9 @@ fn merge_json(fields: &mut Fields, body: &[u8]) -> Result<(), ApiError> {
 pub fn query_fields(uri: &Uri) -> Result<Fields, ApiError> {
     let mut fields = Fields::new();
     if let Some(q) = uri.query() {
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q)
-            .map_err(|e| ApiError::MalformedBody(format!("the query string could not be read: {e}")))?;
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q).map_err(|e| {
+            ApiError::MalformedBody(format!("the query string could not be read: {e}"))
+        })?;
         for (k, v) in pairs {
             fields.entry(k).or_default().push(Value::String(v));
         }
@@ -134,7 +154,10 @@ pub fn take_single(fields: &mut Fields, name: &str) -> Result<Option<Value>, Api
             match distinct.len() {
                 0 => Ok(None),
                 1 => Ok(distinct.pop()),
-                _ => Err(ApiError::invalid(name, format!("`{name}` was given more than once with different values"))),
+                _ => Err(ApiError::invalid(
+                    name,
+                    format!("`{name}` was given more than once with different values"),
+                )),
             }
         }
     }

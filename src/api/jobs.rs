@@ -38,7 +38,12 @@ pub async fn list(State(app): State<AppState>, uri: Uri) -> Result<Json<Listing>
             .as_str()
             .and_then(|s| s.trim().parse::<usize>().ok())
             .filter(|n| (1..=MAX_LIMIT).contains(n))
-            .ok_or_else(|| ApiError::invalid("limit", format!("limit must be a whole number from 1 to {MAX_LIMIT}")))?,
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "limit",
+                    format!("limit must be a whole number from 1 to {MAX_LIMIT}"),
+                )
+            })?,
     };
     only_fields(&fields, &[]).map_err(|_| unknown_query_field(&fields))?;
     let jobs = app.store.recent(&tenant, limit).await?;
@@ -55,8 +60,9 @@ fn unknown_query_field(fields: &crate::jobs::registry::Fields) -> ApiError {
 
 /// Takes the required `tenant_id` field and parses it.
 pub fn tenant_field(fields: &mut crate::jobs::registry::Fields) -> Result<TenantId, ApiError> {
-    let value = take_single(fields, "tenant_id")?
-        .ok_or_else(|| ApiError::missing("tenant_id", "tenant_id is required, e.g. tenant_id=acme"))?;
+    let value = take_single(fields, "tenant_id")?.ok_or_else(|| {
+        ApiError::missing("tenant_id", "tenant_id is required, e.g. tenant_id=acme")
+    })?;
     let raw = value
         .as_str()
         .ok_or_else(|| ApiError::invalid("tenant_id", "tenant_id must be a string"))?;

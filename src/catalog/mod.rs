@@ -23,9 +23,15 @@ impl crate::jobs::registry::ErrorClass for CatalogError {
 /// The catalogue job kinds, wired for the binary.
 pub fn registry(_config: &Config) -> Registry {
     Registry::new()
-        .with("sync", prepare_sync, |_, _| Err(JobError::from(CatalogError::NotImplemented)))
-        .with("enrich", prepare_enrich, |_, _| Err(JobError::from(CatalogError::NotImplemented)))
-        .with_plain("pair", |_, _| Err(JobError::from(CatalogError::NotImplemented)))
+        .with("sync", prepare_sync, |_, _| {
+            Err(JobError::from(CatalogError::NotImplemented))
+        })
+        .with("enrich", prepare_enrich, |_, _| {
+            Err(JobError::from(CatalogError::NotImplemented))
+        })
+        .with_plain("pair", |_, _| {
+            Err(JobError::from(CatalogError::NotImplemented))
+        })
 }
 
 fn prepare_sync(fields: &Fields) -> Result<Value, ParamError> {
@@ -34,13 +40,20 @@ fn prepare_sync(fields: &Fields) -> Result<Value, ParamError> {
         .get("source")
         .map(|vs| {
             vs.iter()
-                .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| ParamError::invalid("source", "each source must be a string")))
+                .map(|v| {
+                    v.as_str().map(str::to_owned).ok_or_else(|| {
+                        ParamError::invalid("source", "each source must be a string")
+                    })
+                })
                 .collect::<Result<_, _>>()
         })
         .transpose()?
         .unwrap_or_default();
     if sources.is_empty() {
-        return Err(ParamError::missing("source", "sync needs at least one source (a feed path or URL)"));
+        return Err(ParamError::missing(
+            "source",
+            "sync needs at least one source (a feed path or URL)",
+        ));
     }
     Ok(json!({ "sources": sources }))
 }

@@ -9,7 +9,9 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use super::store::{BoxFuture, Created, JobStore, NewJob, Outcome, StoreError, StoreSettings, Write};
+use super::store::{
+    BoxFuture, Created, JobStore, NewJob, Outcome, StoreError, StoreSettings, Write,
+};
 use super::{is_stale, now_ms, JobId, Kind, Snapshot, Status, TenantId};
 
 /// How often expired entries are swept out (lookups also ignore them).
@@ -101,7 +103,11 @@ impl MemoryStore {
     }
 
     /// The checks tick and heartbeat share: the job exists, is not fenced, is active.
-    fn writable<'s>(state: &'s mut State, id: &JobId, now: u64) -> Result<&'s mut Expiring<Record>, Write> {
+    fn writable<'s>(
+        state: &'s mut State,
+        id: &JobId,
+        now: u64,
+    ) -> Result<&'s mut Expiring<Record>, Write> {
         let Some(entry) = state.job_mut(id, now) else {
             return Err(Write::Missing);
         };
@@ -208,10 +214,14 @@ impl JobStore for MemoryStore {
             if let Err(answer) = Self::writable(&mut state, id, now) {
                 return Ok(answer);
             }
-            if state.lock(tenant, kind, now).is_some_and(|holder| holder != *id) {
+            if state
+                .lock(tenant, kind, now)
+                .is_some_and(|holder| holder != *id)
+            {
                 return Ok(Write::Fenced);
             }
-            let entry = Self::writable(&mut state, id, now).expect("checked writable above, under the same lock");
+            let entry = Self::writable(&mut state, id, now)
+                .expect("checked writable above, under the same lock");
             entry.value.snapshot.heartbeat_at = now;
             entry.expires_ms = expires_ms;
             state.locks.insert(
@@ -278,7 +288,9 @@ impl JobStore for MemoryStore {
                     }
                 }
             }
-            let entry = state.job_mut(&job.id, now).expect("the record exists: found or written back above");
+            let entry = state
+                .job_mut(&job.id, now)
+                .expect("the record exists: found or written back above");
             entry.expires_ms = expires_ms;
             let s = &mut entry.value.snapshot;
             s.status = outcome.status();
@@ -329,7 +341,10 @@ impl JobStore for MemoryStore {
         })
     }
 
-    fn clear_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<usize, StoreError>> {
+    fn clear_tenant<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+    ) -> BoxFuture<'a, Result<usize, StoreError>> {
         Box::pin(async move {
             let mut state = self.state();
             let Some(list) = state.tenants.remove(tenant) else {

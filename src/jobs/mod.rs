@@ -267,6 +267,9 @@ mod tests {
         assert!(is_stale(1_000, 1_000, 0));
         assert!(!is_stale(1_000, 1_299, 300));
         assert!(is_stale(1_000, 1_300, 300));
-        assert!(!is_stale(2_000, 1_000, 300), "a heartbeat from the future is fresh");
+        assert!(
+            !is_stale(2_000, 1_000, 300),
+            "a heartbeat from the future is fresh"
+        );
     }
 }

@@ -13,7 +13,9 @@ use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script};
 use serde_json::Value;
 
-use super::store::{BoxFuture, Created, JobStore, NewJob, Outcome, StoreError, StoreSettings, Write};
+use super::store::{
+    BoxFuture, Created, JobStore, NewJob, Outcome, StoreError, StoreSettings, Write,
+};
 use super::{is_stale, JobId, Kind, Snapshot, Status, TenantId};
 
 static CREATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/create.lua")));
@@ -72,7 +74,8 @@ impl RedisStore {
     /// Connects lazily: the service starts even while Redis is down, answers 503 until it
     /// is reachable, and reconnects by itself.
     pub fn open(url: &str, settings: StoreSettings) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let client =
+            redis::Client::open(url).map_err(|e| StoreError::Unavailable(e.to_string()))?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1)))
             .set_response_timeout(Some(CALL_TIMEOUT))
@@ -110,7 +113,9 @@ impl RedisStore {
 }
 
 /// Runs one Redis call under [`CALL_TIMEOUT`], mapping every failure to `Unavailable`.
-async fn bounded<T>(fut: impl std::future::Future<Output = redis::RedisResult<T>>) -> Result<T, StoreError> {
+async fn bounded<T>(
+    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, StoreError> {
     match tokio::time::timeout(CALL_TIMEOUT, fut).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(StoreError::Unavailable(e.to_string())),
@@ -300,8 +305,7 @@ impl JobStore for RedisStore {
         Box::pin(async move {
             let mut conn = self.conn.clone();
             let stop = limit.max(1) as isize - 1;
-            let ids: Vec<String> =
-                bounded(conn.lrange(self.keys.tenant(tenant), 0, stop)).await?;
+            let ids: Vec<String> = bounded(conn.lrange(self.keys.tenant(tenant), 0, stop)).await?;
             if ids.is_empty() {
                 return Ok(Vec::new());
             }
@@ -312,7 +316,9 @@ impl JobStore for RedisStore {
             pipe.cmd("TIME");
             let mut values: Vec<redis::Value> = bounded(pipe.query_async(&mut conn)).await?;
             let time: (u64, u64) = redis::from_redis_value(
-                values.pop().ok_or_else(|| StoreError::Corrupt("no TIME".into()))?,
+                values
+                    .pop()
+                    .ok_or_else(|| StoreError::Corrupt("no TIME".into()))?,
             )
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let mut out = Vec::with_capacity(values.len());
@@ -320,7 +326,9 @@ impl JobStore for RedisStore {
                 let hash: HashMap<String, String> =
                     redis::from_redis_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 // A job whose hash expired before its list entry is simply gone.
-                if let Some(s) = snapshot_from_hash(&hash, time_ms(&time), self.settings.stale_ms())? {
+                if let Some(s) =
+                    snapshot_from_hash(&hash, time_ms(&time), self.settings.stale_ms())?
+                {
                     out.push(s);
                 }
             }
@@ -328,7 +336,10 @@ impl JobStore for RedisStore {
         })
     }
 
-    fn clear_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<usize, StoreError>> {
+    fn clear_tenant<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+    ) -> BoxFuture<'a, Result<usize, StoreError>> {
         Box::pin(async move {
             let mut conn = self.conn.clone();
             let list = self.keys.tenant(tenant);

@@ -177,7 +177,11 @@ impl Registry {
         kind: &str,
         run: impl Fn(&JobInput, Progress<'_>) -> Result<Report, JobError> + Send + Sync + 'static,
     ) -> Self {
-        self.with(kind, |fields| no_fields(fields).map(|()| Value::Object(Map::new())), run)
+        self.with(
+            kind,
+            |fields| no_fields(fields).map(|()| Value::Object(Map::new())),
+            run,
+        )
     }
 
     pub fn get(&self, kind: &Kind) -> Option<&JobKind> {
@@ -224,7 +228,10 @@ pub fn bool_field(fields: &Fields, name: &str) -> Result<Option<bool>, ParamErro
                 format!("`{name}` must be one of true, false, 1, 0, yes, no, on, off"),
             )
         }),
-        Some(_) => Err(ParamError::invalid(name, format!("`{name}` was given more than once"))),
+        Some(_) => Err(ParamError::invalid(
+            name,
+            format!("`{name}` was given more than once"),
+        )),
     }
 }
 

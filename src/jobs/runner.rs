@@ -105,7 +105,11 @@ pub struct JobHandle {
 impl JobHandle {
     /// Resolves when the job has ended and its end was recorded (or given up on).
     pub async fn finished(mut self) -> Option<JobEnd> {
-        self.rx.wait_for(Option::is_some).await.ok().and_then(|end| end.clone())
+        self.rx
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|end| end.clone())
     }
 }
 
@@ -130,7 +134,11 @@ struct Inner {
 }
 
 impl Runner {
-    pub fn new(store: Arc<dyn JobStore>, registry: Arc<Registry>, settings: RunnerSettings) -> Self {
+    pub fn new(
+        store: Arc<dyn JobStore>,
+        registry: Arc<Registry>,
+        settings: RunnerSettings,
+    ) -> Self {
         let workers = Arc::new(Semaphore::new(settings.max_concurrent.max(1)));
         Self {
             inner: Arc::new(Inner {
@@ -209,8 +217,14 @@ impl Runner {
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.closing.cancel();
         self.inner.tracker.close();
-        if tokio::time::timeout(grace, self.inner.tracker.wait()).await.is_err() {
-            warn!(jobs = self.active_jobs(), "grace period over: interrupting the jobs still running");
+        if tokio::time::timeout(grace, self.inner.tracker.wait())
+            .await
+            .is_err()
+        {
+            warn!(
+                jobs = self.active_jobs(),
+                "grace period over: interrupting the jobs still running"
+            );
             self.inner.interrupt.cancel();
             // The interrupted jobs' final writes are bounded by their own short retry.
             let _ = tokio::time::timeout(Duration::from_secs(10), self.inner.tracker.wait()).await;
@@ -268,7 +282,8 @@ impl Inner {
             kind: job.kind.clone(),
             params: job.params.clone(),
         };
-        let blocking = tokio::task::spawn_blocking(run_blocking(kind.run.clone(), input, tx, Span::current()));
+        let blocking =
+            tokio::task::spawn_blocking(run_blocking(kind.run.clone(), input, tx, Span::current()));
         let joined = tokio::select! {
             joined = blocking => Some(joined),
             () = self.interrupt.cancelled() => None,
@@ -444,7 +459,9 @@ async fn progress_writer(
                 return;
             }
             Ok(_) => {}
-            Err(e) => log_store_failure(&mut limiter, &e, "a progress write failed and was dropped"),
+            Err(e) => {
+                log_store_failure(&mut limiter, &e, "a progress write failed and was dropped")
+            }
         }
         tokio::time::sleep(interval).await;
     }

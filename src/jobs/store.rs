@@ -159,7 +159,8 @@ pub trait JobStore: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>>;
 
     /// Removes a tenant's jobs and the locks they hold; answers how many jobs went.
-    fn clear_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<usize, StoreError>>;
+    fn clear_tenant<'a>(&'a self, tenant: &'a TenantId)
+        -> BoxFuture<'a, Result<usize, StoreError>>;
 
     /// Whether the store answers at all.
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;

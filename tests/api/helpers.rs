@@ -1,0 +1,520 @@
+//! Shared test harness: a real `redis-server` per test binary (or `REDIS_URL`), the real app
+//! on an ephemeral port, test job kinds, and gates that let a test hold a job mid-run.
+//! Tests isolate themselves by tenant and key prefix, never by FLUSHDB.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use catalog_jobs::config::Config;
+use catalog_jobs::jobs::memory::MemoryStore;
+use catalog_jobs::jobs::redis::RedisStore;
+use catalog_jobs::jobs::registry::{bool_field, only_fields, ErrorClass, JobError, Registry};
+use catalog_jobs::jobs::runner::Runner;
+use catalog_jobs::jobs::store::{
+    BoxFuture, Created, JobStore, NewJob, Outcome, StoreError, StoreSettings, Write,
+};
+use catalog_jobs::jobs::{JobId, Kind, Snapshot, TenantId};
+use catalog_jobs::startup::App;
+use serde_json::{json, Value};
+use tokio::sync::{watch, Semaphore};
+
+/// A `redis-server` this test process owns: temp dir, loopback port, no RDB snapshots.
+/// A watchdog shell kills it when the test process exits, however it exits.
+pub struct RedisServer {
+    pub port: u16,
+    dir: PathBuf,
+    appendonly: bool,
+    pid: Option<u32>,
+    watchdog: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a server on a free port. `appendonly` keeps its data across `restart`.
+    pub fn start(appendonly: bool) -> Self {
+        let port = free_port();
+        let dir =
+            std::env::temp_dir().join(format!("catalog-jobs-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("the temp dir is writable");
+        let mut server = Self {
+            port,
+            dir,
+            appendonly,
+            pid: None,
+            watchdog: None,
+        };
+        server.launch();
+        server
+    }
+
+    fn launch(&mut self) {
+        let args = format!(
+            "--port {} --bind 127.0.0.1 --dir {} --save '' --appendonly {} --appendfsync always --daemonize no --loglevel warning",
+            self.port,
+            self.dir.display(),
+            if self.appendonly { "yes" } else { "no" }
+        );
+        // The shell prints redis's pid, then waits on its stdin: when this process exits the
+        // pipe closes and the shell kills redis, so no server outlives its test binary.
+        let script = format!("redis-server {args} >/dev/null 2>&1 & pid=$!; echo $pid; read _; kill -9 $pid 2>/dev/null");
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sh can be spawned (is redis-server installed? see .ci/run)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout is piped"))
+            .read_line(&mut line)
+            .expect("the watchdog prints redis's pid");
+        self.pid = Some(line.trim().parse().expect("the watchdog prints a pid"));
+        self.watchdog = Some(child);
+        wait_for_redis(&self.url());
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash or network loss would look.
+    pub fn stop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            // Wait until the port is really closed, so the outage has begun.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if let Some(mut w) = self.watchdog.take() {
+            drop(w.stdin.take());
+            let _ = w.wait();
+        }
+    }
+
+    /// Starts it again on the same port; `keep_data` false wipes its files first.
+    pub fn restart(&mut self, keep_data: bool) {
+        self.stop();
+        if !keep_data {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            std::fs::create_dir_all(&self.dir).expect("the temp dir is writable");
+        }
+        self.launch();
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("a valid redis url")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn wait_for_redis(url: &str) {
+    let client = redis::Client::open(url).expect("a valid redis url");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(mut c) = client.get_connection() {
+            if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "redis-server did not come up at {url}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+static SHARED: OnceLock<(String, Option<RedisServer>)> = OnceLock::new();
+
+/// The Redis this test binary shares: `REDIS_URL` if set, else one it starts once.
+pub fn shared_redis_url() -> String {
+    SHARED
+        .get_or_init(|| match std::env::var("REDIS_URL") {
+            Ok(url) if !url.is_empty() => (url, None),
+            _ => {
+                let server = RedisServer::start(false);
+                (server.url(), Some(server))
+            }
+        })
+        .0
+        .clone()
+}
+
+/// A name no other test uses: for tenants and key prefixes.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{prefix}{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ) + &uuid_suffix()
+}
+
+fn uuid_suffix() -> String {
+    format!("-{}", &JobId::new().to_string()[..8])
+}
+
+pub fn tenant() -> TenantId {
+    TenantId::parse(&unique("t")).expect("unique names are valid tenants")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    Redis,
+}
+
+pub fn settings() -> StoreSettings {
+    StoreSettings {
+        prefix: unique("test"),
+        ..StoreSettings::default()
+    }
+}
+
+/// A store of the given backend, in its own key namespace.
+pub fn store(backend: Backend, settings: StoreSettings) -> Arc<dyn JobStore> {
+    match backend {
+        Backend::Memory => Arc::new(MemoryStore::new(settings)),
+        Backend::Redis => {
+            Arc::new(RedisStore::open(&shared_redis_url(), settings).expect("the redis url parses"))
+        }
+    }
+}
+
+pub fn new_job(tenant: &TenantId, kind: &str) -> NewJob {
+    NewJob {
+        id: JobId::new(),
+        tenant: tenant.clone(),
+        kind: Kind::parse(kind).expect("test kinds are valid"),
+        params: json!({}),
+        step: "queued".into(),
+    }
+}
+
+/// Creates a job and expects it to be created.
+pub async fn create(store: &dyn JobStore, job: &NewJob) -> Snapshot {
+    match store.create(job.clone()).await.expect("the store answers") {
+        Created::Created(s) => *s,
+        Created::AlreadyRunning(id) => panic!("expected a new job, the lock is held by {id}"),
+    }
+}
+
+pub async fn finish(
+    store: &dyn JobStore,
+    job: &NewJob,
+    created: &Snapshot,
+    outcome: Outcome,
+) -> Write {
+    store
+        .finish(job, created.created_at, &outcome)
+        .await
+        .expect("the store answers")
+}
+
+// ---------------------------------------------------------------------------------------
+// Test job kinds
+
+#[derive(Debug, thiserror::Error)]
+pub enum TestError {
+    #[error("the feed at customer-secret.example could not be reached")]
+    SourceUnreachable,
+}
+
+impl ErrorClass for TestError {
+    fn class(&self) -> &'static str {
+        "SourceUnreachable"
+    }
+}
+
+/// A gate a test holds a job at: the job says it has started, then blocks until released.
+pub struct Gate {
+    started: watch::Sender<bool>,
+    release: Semaphore,
+}
+
+static GATES: LazyLock<Mutex<HashMap<String, Arc<Gate>>>> = LazyLock::new(Default::default);
+
+impl Gate {
+    /// The gate for jobs of this tenant (made on first use by either side).
+    pub fn of(tenant: &TenantId) -> Arc<Gate> {
+        GATES
+            .lock()
+            .expect("the gate map is never poisoned")
+            .entry(tenant.to_string())
+            .or_insert_with(|| {
+                Arc::new(Gate {
+                    started: watch::channel(false).0,
+                    release: Semaphore::new(0),
+                })
+            })
+            .clone()
+    }
+
+    /// Waits (10 s at most) until a job has reached the gate.
+    pub async fn reached(&self) {
+        let mut rx = self.started.subscribe();
+        tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|s| *s))
+            .await
+            .expect("the job reached its gate within 10 s")
+            .expect("the gate lives");
+    }
+
+    pub fn release(&self) {
+        self.release.add_permits(1);
+    }
+
+    /// The job's side: announce, then block this (blocking) thread until released.
+    fn pass(&self) {
+        self.started.send_replace(true);
+        let permit = tokio::runtime::Handle::current().block_on(self.release.acquire());
+        permit
+            .expect("the gate's semaphore is never closed")
+            .forget();
+    }
+}
+
+/// The kinds the tests run through the real service:
+/// - `ticker` (`n`, default 10): reports n evenly spaced ticks, answers `{"ticks": n}`;
+/// - `fail`: fails with `SourceUnreachable` (its message stands for customer data);
+/// - `panic`: panics;
+/// - `gated`: reports 50 %, then waits at its tenant's gate; answers `{"gated": true}`.
+pub fn test_registry() -> Registry {
+    Registry::new()
+        .with(
+            "ticker",
+            |fields| {
+                only_fields(fields, &["n", "slow"])?;
+                let n = match fields.get("n").and_then(|v| v.first()) {
+                    None => 10,
+                    Some(v) => v
+                        .as_u64()
+                        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                        .ok_or_else(|| {
+                            catalog_jobs::jobs::registry::ParamError::invalid(
+                                "n",
+                                "n must be a whole number",
+                            )
+                        })?,
+                };
+                let slow = bool_field(fields, "slow")?.unwrap_or(false);
+                Ok(json!({ "n": n, "slow": slow }))
+            },
+            |input, progress| {
+                let n = input.params["n"].as_u64().unwrap_or(10);
+                let slow = input.params["slow"].as_bool().unwrap_or(false);
+                for i in 1..=n {
+                    if slow {
+                        // Stands for real work between ticks, so a poller can watch it move.
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    if let Some(p) = progress {
+                        p((i * 100 / n.max(1)) as u8, &format!("tick {i} of {n}"));
+                    }
+                }
+                Ok(json!({ "ticks": n }))
+            },
+        )
+        .with_plain("fail", |_, _| {
+            Err(JobError::from(TestError::SourceUnreachable))
+        })
+        .with_plain("panic", |_, _| panic!("the job function fell over"))
+        .with_plain("gated", |input, progress| {
+            if let Some(p) = progress {
+                p(50, "waiting at the gate");
+            }
+            Gate::of(&input.tenant).pass();
+            Ok(json!({ "gated": true }))
+        })
+}
+
+// ---------------------------------------------------------------------------------------
+// The app
+
+pub struct TestApp {
+    pub addr: std::net::SocketAddr,
+    pub client: reqwest::Client,
+    pub store: Arc<dyn JobStore>,
+    pub runner: Runner,
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub async fn get_job(&self, id: &str) -> Value {
+        let r = self
+            .client
+            .get(self.url(&format!("/catalog/jobs/{id}")))
+            .send()
+            .await
+            .expect("the app answers");
+        assert_eq!(r.status(), 200, "GET job {id}");
+        r.json().await.expect("a JSON snapshot")
+    }
+
+    /// Polls a job until it is no longer queued or running (10 s at most).
+    pub async fn poll_until_ended(&self, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let job = self.get_job(id).await;
+            if !matches!(job["status"].as_str(), Some("queued" | "running")) {
+                return job;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "job {id} did not end within 10 s: {job}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub async fn start(&self, kind: &str, form: &[(&str, &str)]) -> reqwest::Response {
+        self.client
+            .post(self.url(&format!("/catalog/{kind}")))
+            .form(form)
+            .send()
+            .await
+            .expect("the app answers")
+    }
+}
+
+/// A config for tests: ephemeral port, the usual thresholds.
+pub fn test_config() -> Config {
+    let mut config = Config::defaults();
+    config.bind_addr = "127.0.0.1:0".into();
+    config.redis_url = None;
+    config
+}
+
+pub async fn spawn_app(backend: Backend) -> TestApp {
+    spawn_app_with(test_config(), store(backend, settings())).await
+}
+
+pub async fn spawn_app_with(config: Config, store: Arc<dyn JobStore>) -> TestApp {
+    let app = App::build_with_store(config, store.clone(), test_registry())
+        .await
+        .expect("the app builds");
+    let addr = app.local_addr();
+    let runner = app.runner();
+    tokio::spawn(app.run_until(std::future::pending()));
+    TestApp {
+        addr,
+        client: reqwest::Client::new(),
+        store,
+        runner,
+    }
+}
+
+/// A real store that counts the writes made through it, to measure what the runner costs.
+pub struct CountingStore {
+    pub inner: Arc<dyn JobStore>,
+    pub ticks: AtomicUsize,
+    pub heartbeats: AtomicUsize,
+}
+
+impl CountingStore {
+    pub fn new(inner: Arc<dyn JobStore>) -> Self {
+        Self {
+            inner,
+            ticks: AtomicUsize::new(0),
+            heartbeats: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl JobStore for CountingStore {
+    fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
+        self.inner.create(job)
+    }
+    fn tick<'a>(
+        &'a self,
+        id: &'a JobId,
+        percent: u8,
+        step: &'a str,
+    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+        self.ticks.fetch_add(1, Ordering::Relaxed);
+        self.inner.tick(id, percent, step)
+    }
+    fn heartbeat<'a>(
+        &'a self,
+        id: &'a JobId,
+        tenant: &'a TenantId,
+        kind: &'a Kind,
+    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+        self.heartbeats.fetch_add(1, Ordering::Relaxed);
+        self.inner.heartbeat(id, tenant, kind)
+    }
+    fn finish<'a>(
+        &'a self,
+        job: &'a NewJob,
+        created_at: u64,
+        outcome: &'a Outcome,
+    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+        self.inner.finish(job, created_at, outcome)
+    }
+    fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
+        self.inner.get(id)
+    }
+    fn recent<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
+        self.inner.recent(tenant, limit)
+    }
+    fn clear_tenant<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+    ) -> BoxFuture<'a, Result<usize, StoreError>> {
+        self.inner.clear_tenant(tenant)
+    }
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.inner.ping()
+    }
+    fn is_durable(&self) -> bool {
+        self.inner.is_durable()
+    }
+    fn settings(&self) -> &StoreSettings {
+        self.inner.settings()
+    }
+}
+
+/// Runs a test body once per backend: `both_stores!(name)` makes `name::memory` and
+/// `name::redis` from `async fn name(backend: Backend)`.
+#[macro_export]
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn memory() {
+                super::$name($crate::helpers::Backend::Memory).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn redis() {
+                super::$name($crate::helpers::Backend::Redis).await
+            }
+        }
+    )*};
+}

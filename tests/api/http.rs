@@ -1,0 +1,596 @@
+//! The HTTP contract (SPEC §1) through the real server on an ephemeral port, on both stores.
+
+use std::time::Duration;
+
+use reqwest::multipart::Form;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{
+    settings, spawn_app, spawn_app_with, store, tenant, test_config, Backend, Gate,
+};
+
+both_stores!(
+    starting_a_job_answers_202_with_its_id_and_location_then_polls_to_done,
+    wait_true_returns_the_report_inline,
+    wait_true_on_a_failing_job_answers_502_with_the_job_and_only_the_error_class,
+    a_second_job_of_the_same_kind_is_refused_with_409_naming_the_first,
+    a_panicking_job_fails_with_panic_and_the_service_lives_on,
+    unknown_and_malformed_job_ids_are_404_json,
+    the_listing_is_newest_first_and_honours_the_limit,
+    every_content_type_starts_a_job,
+    bad_input_gets_a_4xx_envelope_and_creates_nothing,
+    a_wait_longer_than_the_maximum_turns_into_202_and_the_job_goes_on,
+    a_client_that_hangs_up_on_a_wait_does_not_stop_the_job,
+    health_and_readiness_answer,
+);
+
+async fn starting_a_job_answers_202_with_its_id_and_location_then_polls_to_done(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let r = app
+        .start("ticker", &[("tenant_id", t.as_str()), ("n", "5")])
+        .await;
+    assert_eq!(r.status(), 202);
+    let location = r.headers()["location"].to_str().unwrap().to_owned();
+    let body: Value = r.json().await.unwrap();
+    let id = body["job_id"].as_str().unwrap().to_owned();
+    assert_eq!(location, format!("/catalog/jobs/{id}"));
+    assert_eq!(body["status"], "queued");
+    assert_eq!(body["tenant_id"], t.as_str());
+    assert_eq!(body["kind"], "ticker");
+    assert_eq!(body["percent"], 0);
+    for field in ["created_at", "updated_at", "heartbeat_at"] {
+        assert!(
+            body[field].as_str().unwrap().ends_with('Z'),
+            "{field}: {body}"
+        );
+    }
+    let done = app.poll_until_ended(&id).await;
+    assert_eq!(done["status"], "done");
+    assert_eq!(done["percent"], 100);
+    assert_eq!(done["result"], json!({"ticks": 5}));
+    assert_eq!(done["error"], Value::Null);
+    assert!(done["finished_at"].is_string() && done["started_at"].is_string());
+    let polled = app.client.get(app.url(&location)).send().await.unwrap();
+    assert_eq!(
+        polled.status(),
+        200,
+        "the Location header is pollable as given"
+    );
+}
+
+async fn wait_true_returns_the_report_inline(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let r = app
+        .start(
+            "ticker",
+            &[("tenant_id", t.as_str()), ("n", "7"), ("wait", "true")],
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap(), json!({"ticks": 7}));
+    // The waited job was created exactly like any other: it is listed, and done.
+    let listed: Value = app
+        .client
+        .get(app.url(&format!("/catalog/jobs?tenant_id={t}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["jobs"][0]["status"], "done");
+    assert_eq!(listed["jobs"][0]["result"], json!({"ticks": 7}));
+}
+
+async fn wait_true_on_a_failing_job_answers_502_with_the_job_and_only_the_error_class(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let r = app
+        .start("fail", &[("tenant_id", t.as_str()), ("wait", "yes")])
+        .await;
+    assert_eq!(r.status(), 502);
+    let text = r.text().await.unwrap();
+    assert!(
+        !text.contains("customer-secret"),
+        "the error's message never reaches a client: {text}"
+    );
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["error"], "job_failed");
+    assert!(body["message"]
+        .as_str()
+        .unwrap()
+        .contains("SourceUnreachable"));
+    assert_eq!(body["job"]["status"], "failed");
+    assert_eq!(body["job"]["error"], "SourceUnreachable");
+    let polled = app.get_job(body["job"]["job_id"].as_str().unwrap()).await;
+    assert_eq!(polled["error"], "SourceUnreachable");
+    assert!(!polled.to_string().contains("customer-secret"));
+}
+
+async fn a_second_job_of_the_same_kind_is_refused_with_409_naming_the_first(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let first: Value = app
+        .start("gated", &[("tenant_id", t.as_str())])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let first_id = first["job_id"].as_str().unwrap();
+    gate.reached().await;
+    let running = app.get_job(first_id).await;
+    assert_eq!(running["status"], "running");
+    assert_eq!(running["percent"], 50);
+    assert_eq!(running["step"], "waiting at the gate");
+    let r = app.start("gated", &[("tenant_id", t.as_str())]).await;
+    assert_eq!(r.status(), 409);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "already_running");
+    assert_eq!(body["job_id"], first_id);
+    assert!(body["message"].is_string());
+    // Another kind for the same tenant runs meanwhile.
+    let other = app
+        .start("ticker", &[("tenant_id", t.as_str()), ("wait", "1")])
+        .await;
+    assert_eq!(other.status(), 200);
+    gate.release();
+    assert_eq!(app.poll_until_ended(first_id).await["status"], "done");
+    // Once it ended, the kind is free again.
+    let again = app.start("ticker", &[("tenant_id", t.as_str())]).await;
+    assert_eq!(again.status(), 202);
+}
+
+async fn a_panicking_job_fails_with_panic_and_the_service_lives_on(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let r = app.start("panic", &[("tenant_id", t.as_str())]).await;
+    let id = r.json::<Value>().await.unwrap()["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ended = app.poll_until_ended(&id).await;
+    assert_eq!(ended["status"], "failed");
+    assert_eq!(ended["error"], "Panic");
+    let after = app
+        .start("ticker", &[("tenant_id", t.as_str()), ("wait", "true")])
+        .await;
+    assert_eq!(after.status(), 200, "the service lives on");
+    let again = app.start("panic", &[("tenant_id", t.as_str())]).await;
+    assert_eq!(again.status(), 202, "the panicked job released its lock");
+}
+
+async fn unknown_and_malformed_job_ids_are_404_json(b: Backend) {
+    let app = spawn_app(b).await;
+    for id in [
+        catalog_jobs::jobs::JobId::new().to_string(),
+        "not-a-uuid".into(),
+        "%FF%FE".into(),
+    ] {
+        let r = app
+            .client
+            .get(app.url(&format!("/catalog/jobs/{id}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{id}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"], "not_found");
+        assert!(body["message"].is_string());
+    }
+}
+
+async fn the_listing_is_newest_first_and_honours_the_limit(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let mut ids = Vec::new();
+    for n in ["1", "2", "3"] {
+        // wait=true so each job ends before the next of the same kind starts.
+        let r = app
+            .start(
+                "ticker",
+                &[("tenant_id", t.as_str()), ("n", n), ("wait", "true")],
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+        let listed: Value = app
+            .client
+            .get(app.url(&format!("/catalog/jobs?tenant_id={t}&limit=1")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        ids.push(listed["jobs"][0]["job_id"].as_str().unwrap().to_owned());
+    }
+    let listed: Value = app
+        .client
+        .get(app.url(&format!("/catalog/jobs?tenant_id={t}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let got: Vec<&str> = listed["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job_id"].as_str().unwrap())
+        .collect();
+    ids.reverse();
+    assert_eq!(got, ids);
+    let two: Value = app
+        .client
+        .get(app.url(&format!("/catalog/jobs?tenant_id={t}&limit=2")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(two["jobs"].as_array().unwrap().len(), 2);
+    let none: Value = app
+        .client
+        .get(app.url(&format!("/catalog/jobs?tenant_id={}", tenant())))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(none, json!({"jobs": []}));
+}
+
+async fn every_content_type_starts_a_job(b: Backend) {
+    let app = spawn_app(b).await;
+    let url = app.url("/catalog/ticker");
+    let mut responses = Vec::new();
+    let t = tenant();
+    responses.push((
+        "json",
+        app.client
+            .post(&url)
+            .json(&json!({"tenant_id": t, "n": 3, "wait": true}))
+            .send()
+            .await
+            .unwrap(),
+    ));
+    let t = tenant();
+    responses.push((
+        "urlencoded",
+        app.client
+            .post(&url)
+            .form(&[("tenant_id", t.as_str()), ("n", "3"), ("wait", "on")])
+            .send()
+            .await
+            .unwrap(),
+    ));
+    let t = tenant();
+    let form = Form::new()
+        .text("tenant_id", t.to_string())
+        .text("n", "3")
+        .text("wait", "1");
+    responses.push((
+        "multipart",
+        app.client.post(&url).multipart(form).send().await.unwrap(),
+    ));
+    let t = tenant();
+    responses.push((
+        "query",
+        app.client
+            .post(format!("{url}?tenant_id={t}&n=3&wait=true"))
+            .send()
+            .await
+            .unwrap(),
+    ));
+    let t = tenant();
+    responses.push((
+        "query+json",
+        app.client
+            .post(format!("{url}?wait=true"))
+            .json(&json!({"tenant_id": t, "n": "3"}))
+            .send()
+            .await
+            .unwrap(),
+    ));
+    for (what, r) in responses {
+        assert_eq!(r.status(), 200, "{what}");
+        assert_eq!(
+            r.json::<Value>().await.unwrap(),
+            json!({"ticks": 3}),
+            "{what}"
+        );
+    }
+}
+
+async fn bad_input_gets_a_4xx_envelope_and_creates_nothing(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let ts = t.as_str();
+    let long = "x".repeat(129);
+    // (what, method+path, content type, body, expected status, expected code)
+    let cases: Vec<(&str, String, &str, String, u16, &str)> = vec![
+        (
+            "missing tenant",
+            "/catalog/ticker".into(),
+            "application/x-www-form-urlencoded",
+            "n=2".into(),
+            422,
+            "missing_field",
+        ),
+        (
+            "empty tenant",
+            "/catalog/ticker".into(),
+            "application/x-www-form-urlencoded",
+            "tenant_id=".into(),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant with a space",
+            "/catalog/ticker".into(),
+            "application/x-www-form-urlencoded",
+            "tenant_id=a+b".into(),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant with a colon",
+            "/catalog/ticker".into(),
+            "application/json",
+            r#"{"tenant_id":"a:b"}"#.into(),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant too long",
+            "/catalog/ticker".into(),
+            "application/x-www-form-urlencoded",
+            format!("tenant_id={long}"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant not a string",
+            "/catalog/ticker".into(),
+            "application/json",
+            r#"{"tenant_id":42}"#.into(),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant twice",
+            "/catalog/ticker".into(),
+            "application/x-www-form-urlencoded",
+            format!("tenant_id={ts}&tenant_id=other"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "bad wait",
+            "/catalog/ticker".into(),
+            "application/x-www-form-urlencoded",
+            format!("tenant_id={ts}&wait=maybe"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "wait as an object",
+            "/catalog/ticker".into(),
+            "application/json",
+            format!(r#"{{"tenant_id":"{ts}","wait":{{}}}}"#),
+            422,
+            "invalid_field",
+        ),
+        (
+            "unknown field",
+            "/catalog/ticker".into(),
+            "application/x-www-form-urlencoded",
+            format!("tenant_id={ts}&tenantid=x"),
+            422,
+            "unknown_field",
+        ),
+        (
+            "bad kind parameter",
+            "/catalog/ticker".into(),
+            "application/x-www-form-urlencoded",
+            format!("tenant_id={ts}&n=lots"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "unknown kind",
+            "/catalog/bogus".into(),
+            "application/x-www-form-urlencoded",
+            format!("tenant_id={ts}"),
+            404,
+            "unknown_kind",
+        ),
+        (
+            "kind with capitals",
+            "/catalog/TICKER".into(),
+            "application/x-www-form-urlencoded",
+            format!("tenant_id={ts}"),
+            404,
+            "unknown_kind",
+        ),
+        (
+            "malformed JSON",
+            "/catalog/ticker".into(),
+            "application/json",
+            "{\"tenant_id\": ".into(),
+            400,
+            "malformed_body",
+        ),
+        (
+            "JSON not an object",
+            "/catalog/ticker".into(),
+            "application/json",
+            "[1,2]".into(),
+            400,
+            "malformed_body",
+        ),
+        (
+            "unsupported type",
+            "/catalog/ticker".into(),
+            "text/plain",
+            format!("tenant_id={ts}"),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "broken multipart",
+            "/catalog/ticker".into(),
+            "multipart/form-data; boundary=zzz",
+            "--zzz\r\nnonsense".into(),
+            400,
+            "malformed_body",
+        ),
+        (
+            "multipart without boundary",
+            "/catalog/ticker".into(),
+            "multipart/form-data",
+            "x".into(),
+            400,
+            "malformed_body",
+        ),
+    ];
+    for (what, path, ct, body, status, code) in cases {
+        let r = app
+            .client
+            .post(app.url(&path))
+            .header("content-type", ct)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status, "{what}");
+        let body: Value = r
+            .json()
+            .await
+            .unwrap_or_else(|e| panic!("{what}: not JSON: {e}"));
+        assert_eq!(body["error"], code, "{what}: {body}");
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{what}: {body}"
+        );
+    }
+    for (what, query, code) in [
+        ("no tenant", "".to_owned(), "missing_field"),
+        (
+            "limit zero",
+            format!("tenant_id={ts}&limit=0"),
+            "invalid_field",
+        ),
+        (
+            "limit too big",
+            format!("tenant_id={ts}&limit=101"),
+            "invalid_field",
+        ),
+        (
+            "limit not a number",
+            format!("tenant_id={ts}&limit=ten"),
+            "invalid_field",
+        ),
+        (
+            "unknown parameter",
+            format!("tenant_id={ts}&tenant=x"),
+            "unknown_field",
+        ),
+        ("bad tenant", "tenant_id=%2F".to_owned(), "invalid_field"),
+    ] {
+        let r = app
+            .client
+            .get(app.url(&format!("/catalog/jobs?{query}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{what}");
+        assert_eq!(r.json::<Value>().await.unwrap()["error"], code, "{what}");
+    }
+    let r = app
+        .client
+        .delete(app.url("/catalog/jobs"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 405);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"],
+        "method_not_allowed"
+    );
+    let r = app.client.get(app.url("/nowhere")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
+    assert!(
+        app.store.recent(&t, 100).await.unwrap().is_empty(),
+        "no bad request created a job"
+    );
+}
+
+async fn a_wait_longer_than_the_maximum_turns_into_202_and_the_job_goes_on(b: Backend) {
+    let mut config = test_config();
+    config.wait_max_seconds = Duration::from_millis(300);
+    let app = spawn_app_with(config, store(b, settings())).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let r = app
+        .start("gated", &[("tenant_id", t.as_str()), ("wait", "true")])
+        .await;
+    assert_eq!(r.status(), 202);
+    assert!(r.headers().contains_key("location"));
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["status"], "running",
+        "the 202 shows the job as it is now"
+    );
+    gate.release();
+    let done = app.poll_until_ended(body["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["result"], json!({"gated": true}));
+}
+
+async fn a_client_that_hangs_up_on_a_wait_does_not_stop_the_job(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let r = impatient
+        .post(app.url("/catalog/gated"))
+        .form(&[("tenant_id", t.as_str()), ("wait", "true")])
+        .send()
+        .await;
+    assert!(r.is_err(), "the client gave up before the job ended");
+    gate.reached().await;
+    gate.release();
+    let listed: Value = app
+        .client
+        .get(app.url(&format!("/catalog/jobs?tenant_id={t}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = listed["jobs"][0]["job_id"].as_str().unwrap().to_owned();
+    let done = app.poll_until_ended(&id).await;
+    assert_eq!(done["status"], "done");
+}
+
+async fn health_and_readiness_answer(b: Backend) {
+    let app = spawn_app(b).await;
+    let r = app.client.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let r = app.client.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "ready");
+    assert_eq!(body["durable"], b == Backend::Redis);
+}

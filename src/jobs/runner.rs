@@ -8,7 +8,7 @@
 //! failures on ticks and heartbeats are logged at a bounded rate and never reach the job.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -271,10 +271,15 @@ impl Inner {
         if let Err(e) = self.store.tick(&job.id, 0, "starting").await {
             debug!(error = %e, "could not mark the job running; it runs all the same");
         }
-        let (tx, rx) = watch::channel(Tick::default());
+        let (reporter, ticks) = progress_channel();
         let writer = tokio::spawn(
-            progress_writer(self.store.clone(), job.id, rx, self.settings.tick_interval)
-                .in_current_span(),
+            progress_writer(
+                self.store.clone(),
+                job.id,
+                ticks,
+                self.settings.tick_interval,
+            )
+            .in_current_span(),
         );
         let input = JobInput {
             job_id: job.id,
@@ -282,8 +287,12 @@ impl Inner {
             kind: job.kind.clone(),
             params: job.params.clone(),
         };
-        let blocking =
-            tokio::task::spawn_blocking(run_blocking(kind.run.clone(), input, tx, Span::current()));
+        let blocking = tokio::task::spawn_blocking(run_blocking(
+            kind.run.clone(),
+            input,
+            reporter,
+            Span::current(),
+        ));
         let joined = tokio::select! {
             joined = blocking => Some(joined),
             () = self.interrupt.cancelled() => None,
@@ -378,12 +387,11 @@ fn outcome_json(outcome: &Outcome) -> serde_json::Value {
 fn run_blocking(
     run: JobFn,
     input: JobInput,
-    tx: watch::Sender<Tick>,
+    reporter: Reporter,
     span: Span,
 ) -> impl FnOnce() -> Result<serde_json::Value, super::registry::JobError> {
     move || {
         let _entered = span.enter();
-        let reporter = Reporter::new(tx);
         let report = |percent: u8, step: &str| reporter.report(percent, step);
         let progress = guarded(report);
         run(&input, Some(&progress))
@@ -395,36 +403,62 @@ fn run_blocking(
 pub struct Tick {
     pub percent: u8,
     pub step: String,
-    /// Whether anything has been reported yet.
-    pub seen: bool,
+}
+
+/// A progress channel: the job's [`Reporter`] and the writer's [`Ticks`].
+pub fn progress_channel() -> (Reporter, Ticks) {
+    let (tx, rx) = watch::channel(Tick::default());
+    let unread = Arc::new(AtomicBool::new(false));
+    (
+        Reporter {
+            tx,
+            last: AtomicU8::new(0),
+            unread: unread.clone(),
+        },
+        Ticks { rx, unread },
+    )
 }
 
 /// The job's side of the progress channel. `report` clamps percent to 0..=100 and to never
-/// below the last value, and replaces the channel's value in place: it never blocks on the
-/// store, never allocates once the step buffer is large enough, and never fails.
+/// below the last value, and replaces the channel's value in place: it never waits on the
+/// store, never allocates once the step buffer is large enough, and never fails. Only the
+/// first tick since the writer last read wakes the writer; later ones just overwrite.
 pub struct Reporter {
     tx: watch::Sender<Tick>,
     last: AtomicU8,
+    unread: Arc<AtomicBool>,
 }
 
 impl Reporter {
-    pub fn new(tx: watch::Sender<Tick>) -> Self {
-        Self {
-            tx,
-            last: AtomicU8::new(0),
-        }
-    }
-
     pub fn report(&self, percent: u8, step: &str) {
         let percent = percent.min(100);
         let percent = self.last.fetch_max(percent, Ordering::AcqRel).max(percent);
-        self.tx.send_modify(|tick| {
+        self.tx.send_if_modified(|tick| {
             // Two threads may race here; the store never lowers percent, and neither do we.
             tick.percent = tick.percent.max(percent);
             tick.step.clear();
             tick.step.push_str(step);
-            tick.seen = true;
+            !self.unread.swap(true, Ordering::AcqRel)
         });
+    }
+}
+
+/// The writer's side of the progress channel.
+pub struct Ticks {
+    rx: watch::Receiver<Tick>,
+    unread: Arc<AtomicBool>,
+}
+
+impl Ticks {
+    /// The latest tick once there is one not yet read; `None` when the job is over and
+    /// everything it reported has been read.
+    pub async fn next(&mut self) -> Option<Tick> {
+        self.rx.changed().await.ok()?;
+        let latest = self.rx.borrow_and_update();
+        // Cleared under the channel's read lock: a report made after this clone sees the flag
+        // down and wakes the writer again, one made before it is in the clone.
+        self.unread.store(false, Ordering::Release);
+        Some(latest.clone())
     }
 }
 
@@ -444,15 +478,11 @@ pub fn guarded<F: Fn(u8, &str) + Sync>(f: F) -> impl Fn(u8, &str) + Sync {
 async fn progress_writer(
     store: Arc<dyn JobStore>,
     id: JobId,
-    mut rx: watch::Receiver<Tick>,
+    mut ticks: Ticks,
     interval: Duration,
 ) {
     let mut limiter = LogLimiter::default();
-    while rx.changed().await.is_ok() {
-        let tick = rx.borrow_and_update().clone();
-        if !tick.seen {
-            continue;
-        }
+    while let Some(tick) = ticks.next().await {
         match store.tick(&id, tick.percent, &tick.step).await {
             Ok(Write::Fenced) => {
                 warn!("fenced off: a newer job of this tenant and kind took over; progress is no longer written");
@@ -537,14 +567,30 @@ mod tests {
 
     #[test]
     fn the_reporter_clamps_to_100_and_never_goes_backwards() {
-        let (tx, rx) = watch::channel(Tick::default());
-        let reporter = Reporter::new(tx);
+        let (reporter, ticks) = progress_channel();
         reporter.report(40, "a");
         reporter.report(20, "b");
-        assert_eq!(rx.borrow().percent, 40);
-        assert_eq!(rx.borrow().step, "b");
+        assert_eq!(ticks.rx.borrow().percent, 40);
+        assert_eq!(ticks.rx.borrow().step, "b");
         reporter.report(250, "c");
-        assert_eq!(rx.borrow().percent, 100);
+        assert_eq!(ticks.rx.borrow().percent, 100);
+    }
+
+    #[tokio::test]
+    async fn the_writer_reads_the_latest_tick_and_the_last_one_after_the_job_ends() {
+        let (reporter, mut ticks) = progress_channel();
+        reporter.report(10, "one");
+        reporter.report(20, "two");
+        assert_eq!(ticks.next().await.map(|t| t.percent), Some(20));
+        reporter.report(30, "three");
+        reporter.report(40, "four");
+        drop(reporter);
+        let last = ticks
+            .next()
+            .await
+            .expect("the last tick is read after the job ended");
+        assert_eq!((last.percent, last.step.as_str()), (40, "four"));
+        assert_eq!(ticks.next().await, None);
     }
 
     #[test]

@@ -14,7 +14,6 @@ use catalog_jobs::config::Config;
 use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::registry::{bool_field, only_fields, ErrorClass, JobError, Registry};
-use catalog_jobs::jobs::runner::Runner;
 use catalog_jobs::jobs::store::{
     BoxFuture, Created, JobStore, NewJob, Outcome, StoreError, StoreSettings, Write,
 };
@@ -107,10 +106,6 @@ impl RedisServer {
             std::fs::create_dir_all(&self.dir).expect("the temp dir is writable");
         }
         self.launch();
-    }
-
-    pub fn client(&self) -> redis::Client {
-        redis::Client::open(self.url()).expect("a valid redis url")
     }
 }
 
@@ -355,7 +350,6 @@ pub struct TestApp {
     pub addr: std::net::SocketAddr,
     pub client: reqwest::Client,
     pub store: Arc<dyn JobStore>,
-    pub runner: Runner,
 }
 
 impl TestApp {
@@ -374,11 +368,24 @@ impl TestApp {
         r.json().await.expect("a JSON snapshot")
     }
 
-    /// Polls a job until it is no longer queued or running (10 s at most).
+    /// Polls a job until it is no longer queued or running (10 s at most). A 503 (the store
+    /// is coming back) is polled through.
     pub async fn poll_until_ended(&self, id: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let job = self.get_job(id).await;
+            let r = self
+                .client
+                .get(self.url(&format!("/catalog/jobs/{id}")))
+                .send()
+                .await
+                .expect("the app answers");
+            if r.status() == 503 {
+                assert!(Instant::now() < deadline, "the store stayed unavailable");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            assert_eq!(r.status(), 200, "GET job {id}");
+            let job: Value = r.json().await.expect("a JSON snapshot");
             if !matches!(job["status"].as_str(), Some("queued" | "running")) {
                 return job;
             }
@@ -417,13 +424,11 @@ pub async fn spawn_app_with(config: Config, store: Arc<dyn JobStore>) -> TestApp
         .await
         .expect("the app builds");
     let addr = app.local_addr();
-    let runner = app.runner();
     tokio::spawn(app.run_until(std::future::pending()));
     TestApp {
         addr,
         client: reqwest::Client::new(),
         store,
-        runner,
     }
 }
 

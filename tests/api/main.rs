@@ -3,3 +3,4 @@
 mod conformance;
 mod helpers;
 mod http;
+mod runner;

@@ -1,0 +1,232 @@
+//! The runner through the real service: progress honesty, write coalescing, panics,
+//! heartbeats, worker limits, and a job that outlives a Redis outage.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use catalog_jobs::jobs::redis::RedisStore;
+use catalog_jobs::jobs::registry::JobInput;
+use catalog_jobs::jobs::{JobId, Kind};
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{
+    settings, spawn_app, spawn_app_with, store, tenant, test_config, test_registry, Backend,
+    CountingStore, Gate, RedisServer,
+};
+
+both_stores!(
+    percent_observed_by_a_poller_never_goes_backwards_and_ends_at_100,
+    a_job_reporting_100_000_ticks_costs_a_few_dozen_writes,
+    a_slow_job_keeps_its_heartbeat_and_is_never_read_as_lost,
+    jobs_beyond_max_concurrent_wait_as_queued_for_a_free_worker,
+);
+
+#[test]
+fn a_job_function_gives_the_same_report_without_a_callback() {
+    let registry = test_registry();
+    let kind = Kind::parse("ticker").unwrap();
+    let spec = registry.get(&kind).unwrap();
+    let input = JobInput {
+        job_id: JobId::new(),
+        tenant: tenant(),
+        kind,
+        params: json!({"n": 50, "slow": false}),
+    };
+    let seen = std::sync::Mutex::new(Vec::new());
+    let record = |p: u8, _: &str| seen.lock().unwrap().push(p);
+    let with = (spec.run)(&input, Some(&record)).unwrap();
+    let without = (spec.run)(&input, None).unwrap();
+    assert_eq!(with, without);
+    assert_eq!(seen.lock().unwrap().len(), 50);
+}
+
+async fn percent_observed_by_a_poller_never_goes_backwards_and_ends_at_100(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let r = app
+        .start(
+            "ticker",
+            &[("tenant_id", t.as_str()), ("n", "400"), ("slow", "true")],
+        )
+        .await;
+    let id = r.json::<Value>().await.unwrap()["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let job = app.get_job(&id).await;
+        seen.push(job["percent"].as_u64().unwrap());
+        assert!(job["step"].as_str().is_some_and(|s| !s.is_empty()));
+        if job["status"] == "done" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job ended");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        seen.windows(2).all(|w| w[0] <= w[1]),
+        "percent went backwards: {seen:?}"
+    );
+    assert_eq!(*seen.last().unwrap(), 100);
+    let distinct = {
+        let mut d = seen.clone();
+        d.dedup();
+        d.len()
+    };
+    assert!(
+        distinct >= 3,
+        "a poller saw the job move, not just 0 and 100: {seen:?}"
+    );
+}
+
+async fn a_job_reporting_100_000_ticks_costs_a_few_dozen_writes(b: Backend) {
+    let counting = Arc::new(CountingStore::new(store(b, settings())));
+    let app = spawn_app_with(test_config(), counting.clone()).await;
+    let t = tenant();
+    let started = Instant::now();
+    let r = app
+        .start(
+            "ticker",
+            &[("tenant_id", t.as_str()), ("n", "100000"), ("wait", "true")],
+        )
+        .await;
+    let elapsed = started.elapsed();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap(), json!({"ticks": 100000}));
+    let writes = counting.ticks.load(Ordering::Relaxed);
+    // One "starting" write, then at most one per 100 ms of the run, plus the final flush.
+    let allowed = 3 + (elapsed.as_millis() as usize / 100);
+    assert!(
+        writes <= allowed.min(40),
+        "{writes} progress writes for 100,000 ticks in {elapsed:?}"
+    );
+    let job = &app.store.recent(&t, 1).await.unwrap()[0];
+    assert_eq!(job.percent, 100);
+}
+
+async fn a_slow_job_keeps_its_heartbeat_and_is_never_read_as_lost(b: Backend) {
+    let mut config = test_config();
+    config.stale_after_seconds = Duration::from_millis(400);
+    config.heartbeat_seconds = Some(Duration::from_millis(50));
+    let app = spawn_app_with(
+        config.clone(),
+        store(
+            b,
+            catalog_jobs::jobs::store::StoreSettings {
+                stale_after: config.stale_after_seconds,
+                ..settings()
+            },
+        ),
+    )
+    .await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let id = app
+        .start("gated", &[("tenant_id", t.as_str())])
+        .await
+        .json::<Value>()
+        .await
+        .unwrap()["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    gate.reached().await;
+    // The job reports nothing while it waits at its gate; the heartbeat alone must keep it
+    // alive for well over the stale threshold. Only the passing of time can show that.
+    let until = Instant::now() + Duration::from_millis(1200);
+    while Instant::now() < until {
+        assert_eq!(app.get_job(&id).await["status"], "running");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gate.release();
+    assert_eq!(app.poll_until_ended(&id).await["status"], "done");
+}
+
+async fn jobs_beyond_max_concurrent_wait_as_queued_for_a_free_worker(b: Backend) {
+    let mut config = test_config();
+    config.max_concurrent_jobs = 1;
+    let app = spawn_app_with(config, store(b, settings())).await;
+    let (t1, t2) = (tenant(), tenant());
+    let (g1, g2) = (Gate::of(&t1), Gate::of(&t2));
+    let first: Value = app
+        .start("gated", &[("tenant_id", t1.as_str())])
+        .await
+        .json()
+        .await
+        .unwrap();
+    g1.reached().await;
+    let second: Value = app
+        .start("gated", &[("tenant_id", t2.as_str())])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(second["status"], "queued");
+    assert_eq!(second["step"], "waiting for a free worker");
+    let id2 = second["job_id"].as_str().unwrap();
+    assert_eq!(app.get_job(id2).await["status"], "queued");
+    g1.release();
+    g2.reached().await;
+    assert_eq!(app.get_job(id2).await["status"], "running");
+    g2.release();
+    assert_eq!(
+        app.poll_until_ended(first["job_id"].as_str().unwrap())
+            .await["status"],
+        "done"
+    );
+    assert_eq!(app.poll_until_ended(id2).await["status"], "done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_outlives_a_redis_outage_and_its_result_lands_when_redis_is_back() {
+    let mut redis = RedisServer::start(true);
+    let store = Arc::new(RedisStore::open(&redis.url(), settings()).unwrap());
+    let mut config = test_config();
+    config.heartbeat_seconds = Some(Duration::from_millis(100));
+    let app = spawn_app_with(config, store).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let id = app
+        .start("gated", &[("tenant_id", t.as_str())])
+        .await
+        .json::<Value>()
+        .await
+        .unwrap()["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    gate.reached().await;
+    redis.stop();
+    // While Redis is down, reads answer 503 promptly with the envelope and Retry-After.
+    let started = Instant::now();
+    let r = app
+        .client
+        .get(app.url(&format!("/catalog/jobs/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the 503 came promptly"
+    );
+    assert!(r.headers().contains_key("retry-after"));
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"],
+        "store_unavailable"
+    );
+    // The job function runs to its end although nothing it reports can be written.
+    gate.release();
+    // Give the runner time to try (and fail) its finish against the dead store, so the
+    // retry path is what lands the result; there is no signal for "a write failed".
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    redis.restart(true);
+    let done = app.poll_until_ended(&id).await;
+    assert_eq!(done["status"], "done");
+    assert_eq!(done["result"], json!({"gated": true}));
+    assert_eq!(done["percent"], 100);
+}

@@ -62,9 +62,10 @@ pub async fn start(
         Ok(Some(end)) => match end.outcome {
             Outcome::Done(report) => Ok((StatusCode::OK, Json(report)).into_response()),
             Outcome::Failed(class) => {
-                let job = match end.snapshot {
-                    Some(s) => s,
-                    None => failed_locally(snapshot, class),
+                let job = match app.store.get(&snapshot.job_id).await {
+                    Ok(Some(s)) => s,
+                    // The store is unreachable or lost the record: say what this process knows.
+                    _ => failed_locally(snapshot, class),
                 };
                 Err(ApiError::JobFailed(Box::new(job)))
             }

@@ -240,6 +240,7 @@ impl JobStore for MemoryStore {
         job: &'a NewJob,
         created_at: u64,
         outcome: &'a Outcome,
+        percent: u8,
     ) -> BoxFuture<'a, Result<Write, StoreError>> {
         Box::pin(async move {
             let now = now_ms();
@@ -300,7 +301,10 @@ impl JobStore for MemoryStore {
                     s.percent = 100;
                     s.result = report.clone();
                 }
-                Outcome::Failed(class) => s.error = Some(class.clone()),
+                Outcome::Failed(class) => {
+                    s.percent = s.percent.max(percent.min(100));
+                    s.error = Some(class.clone());
+                }
             }
             s.updated_at = now;
             s.finished_at = Some(now);

@@ -6,7 +6,8 @@
 //! bounded by a timeout, so an unreachable Redis is a prompt `StoreError::Unavailable`.
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
@@ -25,6 +26,9 @@ static HEARTBEAT: LazyLock<Script> =
 static FINISH: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/finish.lua")));
 static CLEAR_TENANT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/clear_tenant.lua")));
+
+/// How many connections the store spreads its calls over.
+const CONNECTIONS: usize = 4;
 
 /// How long one store call may take before it counts as the store being unavailable.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -65,7 +69,10 @@ impl Keys {
 
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
+    /// A few multiplexed connections, used in turn: one connection's single reader task
+    /// becomes the bottleneck under load.
+    conns: Arc<[ConnectionManager]>,
+    next: Arc<AtomicUsize>,
     keys: Keys,
     settings: StoreSettings,
 }
@@ -81,10 +88,13 @@ impl RedisStore {
             .set_response_timeout(Some(CALL_TIMEOUT))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
+        let conns = (0..CONNECTIONS)
+            .map(|_| ConnectionManager::new_lazy_with_config(client.clone(), config.clone()))
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         Ok(Self {
-            conn,
+            conns: conns.into(),
+            next: Arc::new(AtomicUsize::new(0)),
             keys: Keys::new(&settings.prefix),
             settings,
         })
@@ -96,11 +106,12 @@ impl RedisStore {
 
     /// A clone of the connection, for the catalogue store that shares it.
     pub fn connection(&self) -> ConnectionManager {
-        self.conn.clone()
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
+        self.conns[i].clone()
     }
 
     async fn write_script(&self, inv: redis::ScriptInvocation<'_>) -> Result<Write, StoreError> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.connection();
         let code: i64 = bounded(inv.invoke_async(&mut conn)).await?;
         Ok(match code {
             1 => Write::Applied,
@@ -129,6 +140,7 @@ fn time_ms(t: &(u64, u64)) -> u64 {
 
 /// Turns a job hash into what a reader sees, deriving `lost` at `now_ms`.
 fn snapshot_from_hash(
+    id: &JobId,
     h: &HashMap<String, String>,
     now_ms: u64,
     stale_ms: u64,
@@ -153,7 +165,9 @@ fn snapshot_from_hash(
     };
     let stored = Status::parse_stored(field("status")?)
         .ok_or_else(|| StoreError::Corrupt("unknown status".into()))?;
-    let heartbeat_at = num("heartbeat_ms")?;
+    // create.lua leaves out what equals a default (see there).
+    let created_at = num("created_ms")?;
+    let heartbeat_at = opt_num("heartbeat_ms").unwrap_or(created_at);
     let status = if stored.is_active() && is_stale(heartbeat_at, now_ms, stale_ms) {
         Status::Lost
     } else {
@@ -161,18 +175,18 @@ fn snapshot_from_hash(
     };
     let corrupt = |e: super::InvalidId| StoreError::Corrupt(e.to_string());
     Ok(Some(Snapshot {
-        job_id: JobId::parse(field("id")?).map_err(corrupt)?,
+        job_id: *id,
         tenant_id: TenantId::parse(field("tenant")?).map_err(corrupt)?,
         kind: Kind::parse(field("kind")?).map_err(corrupt)?,
         status,
-        percent: num("percent")?.min(100) as u8,
+        percent: opt_num("percent").unwrap_or(0).min(100) as u8,
         step: h.get("step").cloned().unwrap_or_default(),
         params: json("params"),
         result: json("result"),
         error: h.get("error").cloned(),
-        created_at: num("created_ms")?,
+        created_at,
         started_at: opt_num("started_ms"),
-        updated_at: num("updated_ms")?,
+        updated_at: opt_num("updated_ms").unwrap_or(created_at),
         heartbeat_at,
         finished_at: opt_num("finished_ms"),
     }))
@@ -181,7 +195,7 @@ fn snapshot_from_hash(
 impl JobStore for RedisStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.connection();
             let params = job.params.to_string();
             let mut inv = CREATE.prepare_invoke();
             inv.key(self.keys.job(&job.id))
@@ -258,6 +272,7 @@ impl JobStore for RedisStore {
         job: &'a NewJob,
         created_at: u64,
         outcome: &'a Outcome,
+        percent: u8,
     ) -> BoxFuture<'a, Result<Write, StoreError>> {
         Box::pin(async move {
             let (result, error) = match outcome {
@@ -278,14 +293,15 @@ impl JobStore for RedisStore {
                 .arg(job.kind.as_str())
                 .arg(job.params.to_string())
                 .arg(created_at)
-                .arg(self.settings.list_cap);
+                .arg(self.settings.list_cap)
+                .arg(percent.min(100));
             self.write_script(inv).await
         })
     }
 
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.connection();
             let (hash, time): (HashMap<String, String>, (u64, u64)) = bounded(
                 redis::pipe()
                     .hgetall(self.keys.job(id))
@@ -293,7 +309,7 @@ impl JobStore for RedisStore {
                     .query_async(&mut conn),
             )
             .await?;
-            snapshot_from_hash(&hash, time_ms(&time), self.settings.stale_ms())
+            snapshot_from_hash(id, &hash, time_ms(&time), self.settings.stale_ms())
         })
     }
 
@@ -303,15 +319,17 @@ impl JobStore for RedisStore {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.connection();
             let stop = limit.max(1) as isize - 1;
-            let ids: Vec<String> = bounded(conn.lrange(self.keys.tenant(tenant), 0, stop)).await?;
+            let raw: Vec<String> = bounded(conn.lrange(self.keys.tenant(tenant), 0, stop)).await?;
+            // An entry that is not a job id was not written by this service; it is skipped.
+            let ids: Vec<JobId> = raw.iter().filter_map(|r| JobId::parse(r).ok()).collect();
             if ids.is_empty() {
                 return Ok(Vec::new());
             }
             let mut pipe = redis::pipe();
             for id in &ids {
-                pipe.hgetall(format!("{}{id}", self.keys.job_prefix()));
+                pipe.hgetall(self.keys.job(id));
             }
             pipe.cmd("TIME");
             let mut values: Vec<redis::Value> = bounded(pipe.query_async(&mut conn)).await?;
@@ -322,12 +340,12 @@ impl JobStore for RedisStore {
             )
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let mut out = Vec::with_capacity(values.len());
-            for v in values {
+            for (id, v) in ids.iter().zip(values) {
                 let hash: HashMap<String, String> =
                     redis::from_redis_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 // A job whose hash expired before its list entry is simply gone.
                 if let Some(s) =
-                    snapshot_from_hash(&hash, time_ms(&time), self.settings.stale_ms())?
+                    snapshot_from_hash(id, &hash, time_ms(&time), self.settings.stale_ms())?
                 {
                     out.push(s);
                 }
@@ -341,7 +359,7 @@ impl JobStore for RedisStore {
         tenant: &'a TenantId,
     ) -> BoxFuture<'a, Result<usize, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.connection();
             let list = self.keys.tenant(tenant);
             let ids: Vec<String> = bounded(conn.lrange(&list, 0, -1)).await?;
             let mut kinds_pipe = redis::pipe();
@@ -372,7 +390,7 @@ impl JobStore for RedisStore {
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.connection();
             let _: String = bounded(redis::cmd("PING").query_async(&mut conn)).await?;
             Ok(())
         })
@@ -380,7 +398,7 @@ impl JobStore for RedisStore {
 
     fn warnings(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.connection();
             let policy: Vec<String> = bounded(
                 redis::cmd("CONFIG")
                     .arg("GET")

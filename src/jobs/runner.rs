@@ -19,7 +19,7 @@ use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
 use super::registry::{JobFn, JobInput, Registry};
 use super::store::{JobStore, NewJob, Outcome, StoreError, Write};
-use super::{JobId, Snapshot};
+use super::JobId;
 
 /// The step a job shows while it waits for a worker.
 pub const WAITING_STEP: &str = "waiting for a free worker";
@@ -94,8 +94,6 @@ impl Drop for WaitingSlot {
 #[derive(Clone, Debug)]
 pub struct JobEnd {
     pub outcome: Outcome,
-    /// The job as the store shows it after the end, when the store could be read.
-    pub snapshot: Option<Snapshot>,
 }
 
 pub struct JobHandle {
@@ -238,21 +236,21 @@ impl Inner {
         let heartbeat = tokio::spawn(
             heartbeat_loop(self.clone(), job.clone(), stop_heartbeat.clone()).in_current_span(),
         );
-        let outcome = self.execute(&job, admission).await;
-        self.record(&job, created_at, &outcome).await;
+        let (outcome, percent) = self.execute(&job, admission).await;
+        self.record(&job, created_at, &outcome, percent).await;
         stop_heartbeat.cancel();
         let _ = heartbeat.await;
-        let snapshot = self.store.get(&job.id).await.ok().flatten();
-        JobEnd { outcome, snapshot }
+        JobEnd { outcome }
     }
 
-    /// Waits for a worker, runs the function, and turns whatever happened into an outcome.
-    async fn execute(&self, job: &NewJob, admission: Admission) -> Outcome {
+    /// Waits for a worker, runs the function, and turns whatever happened into an outcome,
+    /// with the last percent the job reported.
+    async fn execute(&self, job: &NewJob, admission: Admission) -> (Outcome, u8) {
         let Some(kind) = self.registry.get(&job.kind) else {
             // The API checks the kind before creating a job; a job created by another replica
             // with other kinds cannot reach this runner.
             error!("no function is registered for this kind");
-            return Outcome::Failed("UnknownKind".into());
+            return (Outcome::Failed("UnknownKind".into()), 0);
         };
         let _permit = match admission.permit {
             Some(permit) => permit,
@@ -264,14 +262,15 @@ impl Inner {
                 drop(admission.waiting);
                 match acquired {
                     Some(permit) => permit,
-                    None => return Outcome::Failed(INTERRUPTED.into()),
+                    None => return (Outcome::Failed(INTERRUPTED.into()), 0),
                 }
             }
         };
-        if let Err(e) = self.store.tick(&job.id, 0, "starting").await {
-            debug!(error = %e, "could not mark the job running; it runs all the same");
-        }
+        // "running" reaches the store with the first progress write, one interval after the
+        // function starts; a job shorter than that goes from queued straight to its end.
         let (reporter, ticks) = progress_channel();
+        reporter.report(0, "starting");
+        let latest = ticks.rx.clone();
         let writer = tokio::spawn(
             progress_writer(
                 self.store.clone(),
@@ -297,12 +296,16 @@ impl Inner {
             joined = blocking => Some(joined),
             () = self.interrupt.cancelled() => None,
         };
+        // The last tick travels with the finish. A progress write in flight is either already
+        // on its way (and lands before the finish) or dropped.
+        writer.abort();
+        let _ = writer.await;
+        let percent = latest.borrow().percent;
         let outcome = match joined {
             None => {
                 // The blocking thread cannot be stopped; the process is about to exit.
-                writer.abort();
                 warn!("interrupted at the shutdown deadline");
-                return Outcome::Failed(INTERRUPTED.into());
+                return (Outcome::Failed(INTERRUPTED.into()), percent);
             }
             Some(Ok(Ok(report))) => Outcome::Done(report),
             Some(Ok(Err(e))) => {
@@ -320,19 +323,17 @@ impl Inner {
                 Outcome::Failed(PANIC.into())
             }
         };
-        // The sender went with the blocking closure, so the writer flushes the last tick and ends.
-        let _ = writer.await;
-        outcome
+        (outcome, percent)
     }
 
     /// Writes the outcome, retrying while the store is unreachable, for `finish_retry` (a few
     /// seconds once the service is being interrupted). Never gives up silently.
-    async fn record(&self, job: &NewJob, created_at: u64, outcome: &Outcome) {
+    async fn record(&self, job: &NewJob, created_at: u64, outcome: &Outcome, percent: u8) {
         let started = Instant::now();
         let mut delay = Duration::from_millis(50);
         let mut limiter = LogLimiter::default();
         loop {
-            match self.store.finish(job, created_at, outcome).await {
+            match self.store.finish(job, created_at, outcome, percent).await {
                 Ok(Write::Applied) => {
                     info!(status = outcome.status().as_str(), "job ended");
                     return;
@@ -472,9 +473,9 @@ pub fn guarded<F: Fn(u8, &str) + Sync>(f: F) -> impl Fn(u8, &str) + Sync {
     }
 }
 
-/// Writes the latest tick, then waits `interval` before the next: bursts coalesce into at
-/// most one write per interval, and the last tick is always written (the channel reports a
-/// value not yet seen even after the sender is gone).
+/// Writes the latest tick at most once per `interval`, the first one interval after the job
+/// started: bursts coalesce, and a job shorter than an interval costs no progress write at
+/// all. The runner ends this task when the job ends and hands the last tick to the finish.
 async fn progress_writer(
     store: Arc<dyn JobStore>,
     id: JobId,
@@ -482,7 +483,11 @@ async fn progress_writer(
     interval: Duration,
 ) {
     let mut limiter = LogLimiter::default();
-    while let Some(tick) = ticks.next().await {
+    loop {
+        tokio::time::sleep(interval).await;
+        let Some(tick) = ticks.next().await else {
+            return;
+        };
         match store.tick(&id, tick.percent, &tick.step).await {
             Ok(Write::Fenced) => {
                 warn!("fenced off: a newer job of this tenant and kind took over; progress is no longer written");
@@ -493,7 +498,6 @@ async fn progress_writer(
                 log_store_failure(&mut limiter, &e, "a progress write failed and was dropped")
             }
         }
-        tokio::time::sleep(interval).await;
     }
 }
 

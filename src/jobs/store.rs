@@ -140,12 +140,15 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// Ends the job and releases its lock if the lock still holds this job. If the record
     /// is missing (the store came back empty) it is written back whole, unless a newer job
-    /// holds the lock. Repeating a finish answers `Ignored`.
+    /// holds the lock. Repeating a finish answers `Ignored`. `percent` is the job's last
+    /// reported progress (a failed job keeps it; a done job reads 100), so the last tick
+    /// need not be written separately.
     fn finish<'a>(
         &'a self,
         job: &'a NewJob,
         created_at: u64,
         outcome: &'a Outcome,
+        percent: u8,
     ) -> BoxFuture<'a, Result<Write, StoreError>>;
 
     /// The job as a reader sees it, `lost` derived on the store's clock.

@@ -119,6 +119,16 @@ async fn a_failure_carries_the_class_only(b: Backend) {
     assert_eq!(got.error.as_deref(), Some("SourceUnreachable"));
     assert_eq!(got.result, serde_json::Value::Null);
     assert_eq!(got.percent, 20, "a failed job keeps the progress it made");
+
+    // The last reported percent comes with the finish, so the last tick needs no write of its own.
+    let job = new_job(&tenant(), "sync");
+    let created = create(&*s, &job).await;
+    s.tick(&job.id, 20, "syncing a (1 of 2)").await.unwrap();
+    let failed = Outcome::Failed("Panic".into());
+    s.finish(&job, created.created_at, &failed, 35)
+        .await
+        .unwrap();
+    assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 35);
 }
 
 async fn a_second_job_of_the_same_kind_is_refused_with_the_first_id(b: Backend) {

@@ -222,7 +222,7 @@ pub async fn finish(
     outcome: Outcome,
 ) -> Write {
     store
-        .finish(job, created.created_at, &outcome)
+        .finish(job, created.created_at, &outcome, 0)
         .await
         .expect("the store answers")
 }
@@ -368,6 +368,23 @@ impl TestApp {
         r.json().await.expect("a JSON snapshot")
     }
 
+    /// Polls a job until it shows `status` (10 s at most): progress reaches the store at most
+    /// one write interval after it is reported.
+    pub async fn wait_for_status(&self, id: &str, status: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let job = self.get_job(id).await;
+            if job["status"] == status {
+                return job;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "job {id} never showed {status}: {job}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Polls a job until it is no longer queued or running (10 s at most). A 503 (the store
     /// is coming back) is polled through.
     pub async fn poll_until_ended(&self, id: &str) -> Value {
@@ -476,8 +493,9 @@ impl JobStore for CountingStore {
         job: &'a NewJob,
         created_at: u64,
         outcome: &'a Outcome,
+        percent: u8,
     ) -> BoxFuture<'a, Result<Write, StoreError>> {
-        self.inner.finish(job, created_at, outcome)
+        self.inner.finish(job, created_at, outcome, percent)
     }
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
         self.inner.get(id)

@@ -122,8 +122,7 @@ async fn a_second_job_of_the_same_kind_is_refused_with_409_naming_the_first(b: B
         .unwrap();
     let first_id = first["job_id"].as_str().unwrap();
     gate.reached().await;
-    let running = app.get_job(first_id).await;
-    assert_eq!(running["status"], "running");
+    let running = app.wait_for_status(first_id, "running").await;
     assert_eq!(running["percent"], 50);
     assert_eq!(running["step"], "waiting at the gate");
     let r = app.start("gated", &[("tenant_id", t.as_str())]).await;

@@ -135,6 +135,7 @@ async fn a_slow_job_keeps_its_heartbeat_and_is_never_read_as_lost(b: Backend) {
         .unwrap()
         .to_owned();
     gate.reached().await;
+    app.wait_for_status(&id, "running").await;
     // The job reports nothing while it waits at its gate; the heartbeat alone must keep it
     // alive for well over the stale threshold. Only the passing of time can show that.
     let until = Instant::now() + Duration::from_millis(1200);
@@ -171,7 +172,7 @@ async fn jobs_beyond_max_concurrent_wait_as_queued_for_a_free_worker(b: Backend)
     assert_eq!(app.get_job(id2).await["status"], "queued");
     g1.release();
     g2.reached().await;
-    assert_eq!(app.get_job(id2).await["status"], "running");
+    app.wait_for_status(id2, "running").await;
     g2.release();
     assert_eq!(
         app.poll_until_ended(first["job_id"].as_str().unwrap())

@@ -12,22 +12,23 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local holder = redis.call('GET', KEYS[2])
 if holder then
   local hkey = ARGV[9] .. holder
-  local st = redis.call('HMGET', hkey, 'status', 'heartbeat_ms')
+  local st = redis.call('HMGET', hkey, 'status', 'heartbeat_ms', 'created_ms')
   if st[1] == 'queued' or st[1] == 'running' then
-    if now - tonumber(st[2]) < tonumber(ARGV[7]) then
+    if now - tonumber(st[2] or st[3]) < tonumber(ARGV[7]) then
       return {0, holder}
     end
     redis.call('HSET', hkey, 'superseded_by', ARGV[1])
   end
 end
 local ttl = tonumber(ARGV[6])
-redis.call('HSET', KEYS[1],
-  'id', ARGV[1], 'tenant', ARGV[2], 'kind', ARGV[3], 'params', ARGV[4],
-  'status', 'queued', 'percent', 0, 'step', ARGV[5],
-  'created_ms', now, 'updated_ms', now, 'heartbeat_ms', now)
+-- Fields left out here read as their defaults: percent 0, updated_ms and heartbeat_ms equal
+-- to created_ms (every later write sets them). Fewer fields keep this, the hottest script, cheap.
+redis.call('HSET', KEYS[1], 'tenant', ARGV[2], 'kind', ARGV[3], 'params', ARGV[4],
+  'status', 'queued', 'step', ARGV[5], 'created_ms', now)
 redis.call('EXPIRE', KEYS[1], ttl)
 redis.call('SET', KEYS[2], ARGV[1], 'EX', ttl)
-redis.call('LPUSH', KEYS[3], ARGV[1])
-redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[8]) - 1)
+if redis.call('LPUSH', KEYS[3], ARGV[1]) > tonumber(ARGV[8]) then
+  redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[8]) - 1)
+end
 redis.call('EXPIRE', KEYS[3], ttl)
 return {1, now}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Load figures for the README: the release binary against a local redis-server, loaded by wrk
+# on loopback only, ~10 s a scenario. Needs redis-server and wrk (apt-get install -y redis-server wrk).
+#   scripts/bench.sh            # both scenarios, 10 s each, 2 threads, 64 connections
+#   DURATION=5s CONNECTIONS=32 scripts/bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+THREADS=${THREADS:-2}
+CONNECTIONS=${CONNECTIONS:-64}
+KIND=${KIND:-pair}
+
+for tool in redis-server wrk curl; do
+  command -v "$tool" >/dev/null || { echo "bench.sh needs $tool (apt-get install -y redis-server wrk curl)" >&2; exit 1; }
+done
+
+cargo build --release --locked --quiet
+work=$(mktemp -d)
+redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+app_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$work" --save '' --appendonly no --daemonize no --loglevel warning >/dev/null &
+redis_pid=$!
+BIND_ADDR=127.0.0.1:$app_port REDIS_URL=redis://127.0.0.1:$redis_port/ RUST_LOG=${RUST_LOG:-error} \
+  MAX_CONCURRENT_JOBS=${MAX_CONCURRENT_JOBS:-8} MAX_QUEUED_JOBS=${MAX_QUEUED_JOBS:-100000} \
+  ./target/release/catalog-jobs >"$work/service.log" 2>&1 &
+app_pid=$!
+trap 'kill $app_pid $redis_pid 2>/dev/null; wait 2>/dev/null; cp "$work/service.log" /tmp/bench-service.log; rm -rf "$work"' EXIT
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$app_port/readyz" >/dev/null && break; sleep 0.1; done
+base="http://127.0.0.1:$app_port"
+
+cat >"$work/create.lua" <<'LUA'
+-- A fresh tenant per request, so every POST creates a job (no 409s).
+-- setup() runs in the main Lua state and hands each thread its number as the global `tid`.
+local threads = 0
+function setup(thread) threads = threads + 1; thread:set("tid", threads) end
+local counter = 0
+function init(args) prefix = "bench-" .. os.time() .. "-" .. tostring(tid) .. "-" end
+function request()
+  counter = counter + 1
+  return wrk.format("POST", "/catalog/" .. os.getenv("KIND") .. "?tenant_id=" .. prefix .. counter)
+end
+function done(summary, latency, requests)
+  io.write(string.format("non-2xx or errors: %d\n", summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+end
+LUA
+cat >"$work/poll.lua" <<'LUA'
+function done(summary, latency, requests)
+  io.write(string.format("non-2xx or errors: %d\n", summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+end
+LUA
+
+echo "== machine: $(nproc) cores, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "== create: POST /catalog/$KIND with a fresh tenant per request ($DURATION, $THREADS threads, $CONNECTIONS connections)"
+KIND=$KIND wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$work/create.lua" "$base"
+
+job=$(curl -fs -X POST "$base/catalog/$KIND?tenant_id=bench-poll&wait=true" -o /dev/null -w '%{http_code}' || true)
+id=$(curl -fs "$base/catalog/jobs?tenant_id=bench-poll&limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["job_id"])')
+echo "== poll: GET /catalog/jobs/$id of a finished job ($DURATION, $THREADS threads, $CONNECTIONS connections)"
+wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$work/poll.lua" "$base/catalog/jobs/$id"
+
+echo "== Redis round trips: commandstats after the runs"
+redis-cli -p "$redis_port" info commandstats | grep -E 'cmdstat_(evalsha|hgetall|time|eval|script)' || true
+grep -ciE 'error' "$work/service.log" | xargs echo "error lines in the service log:"

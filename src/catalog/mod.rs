@@ -1,6 +1,9 @@
 //! The catalogue domain: the job kinds this service exists to run — sync, enrich, pair —
 //! as plain blocking functions with an optional progress callback. Knows nothing of HTTP.
 
+pub mod extract;
+pub mod products;
+
 use serde_json::{json, Value};
 
 use crate::config::Config;

@@ -1,6 +1,7 @@
 //! The one integration test binary: real redis-server, real app over real HTTP.
 
 mod conformance;
+mod extract;
 mod helpers;
 mod http;
 mod runner;

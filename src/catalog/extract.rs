@@ -1,0 +1,715 @@
+//! Rule-based attribute extraction from product text: colour, material, clothing size,
+//! volume (ml), weight (g), dimensions (cm) and pack count, with units normalised.
+//!
+//! Text is lexed into words, numbers and symbols (remembering which touch each other, so
+//! "500ml" is a quantity but "M8" is not a size); patterns then consume tokens. What the
+//! patterns consumed is also what `identity_tokens` leaves out, so that pairing sees "the
+//! same shirt" across colours and sizes.
+
+use serde_json::{json, Map, Value};
+
+#[derive(Clone, Debug, PartialEq)]
+enum Kind {
+    Word(String),
+    Num(f64),
+    Sym(char),
+}
+
+#[derive(Clone, Debug)]
+struct Tok {
+    kind: Kind,
+    /// The word was written in capitals (`M`, `XL`), which a size in a title usually is.
+    upper: bool,
+    /// No space between this token and the next one.
+    glued_next: bool,
+}
+
+fn lex(text: &str) -> Vec<Tok> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut toks: Vec<Tok> = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let start = i;
+        if c.is_whitespace() {
+            if let Some(last) = toks.last_mut() {
+                last.glued_next = false;
+            }
+            i += 1;
+            continue;
+        }
+        let kind = if c.is_ascii_digit() {
+            let mut int = String::new();
+            while i < chars.len() && chars[i].is_ascii_digit() {
+                int.push(chars[i]);
+                i += 1;
+            }
+            let mut value: f64 = int.parse().unwrap_or(0.0);
+            if i + 1 < chars.len()
+                && (chars[i] == '.' || chars[i] == ',')
+                && chars[i + 1].is_ascii_digit()
+            {
+                let sep = chars[i];
+                let mut j = i + 1;
+                let mut frac = String::new();
+                while j < chars.len() && chars[j].is_ascii_digit() {
+                    frac.push(chars[j]);
+                    j += 1;
+                }
+                if sep == ',' && frac.len() == 3 {
+                    // 1,000 g: a thousands separator.
+                    value = format!("{int}{frac}").parse().unwrap_or(value);
+                } else {
+                    value = format!("{int}.{frac}").parse().unwrap_or(value);
+                }
+                i = j;
+            }
+            Kind::Num(value)
+        } else if c.is_alphabetic() {
+            let mut w = String::new();
+            let mut upper = true;
+            while i < chars.len() && (chars[i].is_alphabetic() || chars[i] == '\'') {
+                if chars[i] != '\'' {
+                    upper &= !chars[i].is_lowercase();
+                    w.extend(chars[i].to_lowercase());
+                }
+                i += 1;
+            }
+            toks.push(Tok {
+                kind: Kind::Word(w),
+                upper,
+                glued_next: true,
+            });
+            continue;
+        } else {
+            i += 1;
+            match c {
+                '×' => Kind::Word("x".into()),
+                '”' | '″' => Kind::Sym('"'),
+                _ => Kind::Sym(c),
+            }
+        };
+        debug_assert!(i > start);
+        toks.push(Tok {
+            kind,
+            upper: false,
+            glued_next: true,
+        });
+    }
+    if let Some(last) = toks.last_mut() {
+        last.glued_next = false;
+    }
+    toks
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Dim {
+    Volume,
+    Weight,
+    Length,
+}
+
+/// The unit at `i` (one or two tokens), as its dimension, factor to ml/g/cm and length.
+fn unit_at(toks: &[Tok], i: usize) -> Option<(Dim, f64, usize)> {
+    let word = |k: usize| match toks.get(k).map(|t| &t.kind) {
+        Some(Kind::Word(w)) => Some(w.as_str()),
+        _ => None,
+    };
+    let sym = |k: usize| match toks.get(k).map(|t| &t.kind) {
+        Some(Kind::Sym(c)) => Some(*c),
+        _ => None,
+    };
+    if word(i) == Some("fl") {
+        let skip = if sym(i + 1) == Some('.') { 2 } else { 1 };
+        if word(i + skip) == Some("oz") {
+            return Some((Dim::Volume, 29.5735, skip + 1));
+        }
+    }
+    if sym(i) == Some('"') {
+        return Some((Dim::Length, 2.54, 1));
+    }
+    let (dim, factor) = match word(i)? {
+        "ml" | "millilitre" | "millilitres" | "milliliter" | "milliliters" => (Dim::Volume, 1.0),
+        "cl" => (Dim::Volume, 10.0),
+        "dl" => (Dim::Volume, 100.0),
+        "l" | "lt" | "ltr" | "litre" | "litres" | "liter" | "liters" => (Dim::Volume, 1000.0),
+        "floz" => (Dim::Volume, 29.5735),
+        "gal" | "gallon" | "gallons" => (Dim::Volume, 3785.41),
+        "mg" => (Dim::Weight, 0.001),
+        "g" | "gr" | "gram" | "grams" | "gramme" | "grammes" => (Dim::Weight, 1.0),
+        "kg" | "kgs" | "kilo" | "kilos" | "kilogram" | "kilograms" => (Dim::Weight, 1000.0),
+        "lb" | "lbs" | "pound" | "pounds" => (Dim::Weight, 453.592),
+        "oz" | "ounce" | "ounces" => (Dim::Weight, 28.3495),
+        "mm" => (Dim::Length, 0.1),
+        "cm" => (Dim::Length, 1.0),
+        "m" | "metre" | "metres" | "meter" | "meters" => (Dim::Length, 100.0),
+        "in" | "inch" | "inches" => (Dim::Length, 2.54),
+        "ft" | "foot" | "feet" => (Dim::Length, 30.48),
+        _ => return None,
+    };
+    Some((dim, factor, 1))
+}
+
+const COLOURS: &[&str] = &[
+    "navy blue",
+    "light blue",
+    "dark blue",
+    "sky blue",
+    "royal blue",
+    "baby blue",
+    "powder blue",
+    "dark green",
+    "light green",
+    "olive green",
+    "forest green",
+    "bottle green",
+    "mint green",
+    "light grey",
+    "dark grey",
+    "charcoal grey",
+    "heather grey",
+    "off white",
+    "rose gold",
+    "dark red",
+    "wine red",
+    "hot pink",
+    "pale pink",
+    "dusty pink",
+    "sand beige",
+    "jet black",
+    "black",
+    "white",
+    "grey",
+    "red",
+    "blue",
+    "green",
+    "yellow",
+    "orange",
+    "purple",
+    "pink",
+    "brown",
+    "navy",
+    "beige",
+    "silver",
+    "gold",
+    "cream",
+    "ivory",
+    "charcoal",
+    "khaki",
+    "teal",
+    "turquoise",
+    "maroon",
+    "burgundy",
+    "tan",
+    "mint",
+    "lavender",
+    "coral",
+    "olive",
+    "mustard",
+    "lilac",
+    "magenta",
+    "cyan",
+    "indigo",
+    "taupe",
+    "ecru",
+    "anthracite",
+    "multicolour",
+];
+
+/// Words after which a colour word names a thing, not a colour ("orange juice").
+const NOT_A_COLOUR_BEFORE: &[&str] = &[
+    "juice",
+    "tea",
+    "pepper",
+    "peppers",
+    "wine",
+    "rice",
+    "beans",
+    "bean",
+    "sugar",
+    "bread",
+    "onion",
+    "onions",
+    "cabbage",
+    "currant",
+    "currants",
+    "lentils",
+    "olives",
+    "chocolate",
+    "label",
+    "belt",
+    "card",
+    "cards",
+    "mustard",
+    "grapes",
+    "apple",
+    "apples",
+    "vinegar",
+    "salt",
+    "bull",
+    "zest",
+    "marmalade",
+    "sauce",
+    "curry",
+    "lentil",
+    "chilli",
+    "chili",
+    "leaf",
+    "oil",
+];
+
+const MATERIALS: &[&str] = &[
+    "organic cotton",
+    "recycled cotton",
+    "egyptian cotton",
+    "recycled polyester",
+    "merino wool",
+    "lambswool",
+    "stainless steel",
+    "carbon steel",
+    "cast iron",
+    "faux leather",
+    "vegan leather",
+    "genuine leather",
+    "full grain leather",
+    "solid oak",
+    "solid wood",
+    "tempered glass",
+    "borosilicate glass",
+    "bone china",
+    "faux fur",
+    "memory foam",
+    "cotton",
+    "linen",
+    "wool",
+    "cashmere",
+    "silk",
+    "polyester",
+    "nylon",
+    "leather",
+    "denim",
+    "bamboo",
+    "oak",
+    "walnut",
+    "pine",
+    "beech",
+    "teak",
+    "acacia",
+    "glass",
+    "ceramic",
+    "porcelain",
+    "stoneware",
+    "earthenware",
+    "aluminium",
+    "steel",
+    "copper",
+    "brass",
+    "plastic",
+    "rubber",
+    "silicone",
+    "suede",
+    "velvet",
+    "marble",
+    "granite",
+    "viscose",
+    "elastane",
+    "spandex",
+    "acrylic",
+    "fleece",
+    "corduroy",
+    "canvas",
+    "jute",
+    "rattan",
+    "wicker",
+    "cork",
+    "concrete",
+    "slate",
+    "titanium",
+    "polypropylene",
+    "melamine",
+    "enamel",
+    "felt",
+    "hemp",
+    "modal",
+    "lyocell",
+];
+
+const SIZES: &[&str] = &[
+    "xxxs", "xxs", "xs", "s", "m", "l", "xl", "xxl", "xxxl", "xxxxl",
+];
+
+fn normalise_word(w: &str) -> &str {
+    match w {
+        "gray" => "grey",
+        "colour" | "color" => "colour",
+        "aluminum" => "aluminium",
+        "multicolor" | "multicoloured" | "multicolored" => "multicolour",
+        other => other,
+    }
+}
+
+/// Matches a phrase from `list` starting at token `i` (words, optionally joined by `-`),
+/// longest first. Returns the phrase and how many tokens it spans.
+fn phrase_at(toks: &[Tok], i: usize, list: &[&'static str]) -> Option<(&'static str, usize)> {
+    let mut best: Option<(&'static str, usize)> = None;
+    for phrase in list {
+        let mut k = i;
+        let mut ok = true;
+        for (n, part) in phrase.split(' ').enumerate() {
+            if n > 0 && matches!(toks.get(k).map(|t| &t.kind), Some(Kind::Sym('-'))) {
+                k += 1;
+            }
+            match toks.get(k).map(|t| &t.kind) {
+                Some(Kind::Word(w)) if normalise_word(w) == part => k += 1,
+                _ => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok && best.is_none_or(|(b, _)| phrase.len() > b.len()) {
+            best = Some((phrase, k - i));
+        }
+    }
+    best
+}
+
+/// What was found in one text, with the tokens the patterns used.
+#[derive(Default)]
+struct Found {
+    attrs: Map<String, Value>,
+    used: Vec<bool>,
+}
+
+fn number(v: f64) -> Value {
+    let rounded = (v * 100.0).round() / 100.0;
+    if rounded.fract() == 0.0 && rounded.abs() < 1e15 {
+        json!(rounded as i64)
+    } else {
+        json!(rounded)
+    }
+}
+
+fn dimension(v: f64) -> Value {
+    let rounded = (v * 10.0).round() / 10.0;
+    if rounded.fract() == 0.0 {
+        json!(rounded as i64)
+    } else {
+        json!(rounded)
+    }
+}
+
+fn scan(text: &str) -> (Vec<Tok>, Found) {
+    let toks = lex(text);
+    let mut found = Found {
+        attrs: Map::new(),
+        used: vec![false; toks.len()],
+    };
+    let n = toks.len();
+    let word = |k: usize| match toks.get(k).map(|t| &t.kind) {
+        Some(Kind::Word(w)) => Some(w.as_str()),
+        _ => None,
+    };
+    let num = |k: usize| match toks.get(k).map(|t| &t.kind) {
+        Some(Kind::Num(v)) => Some(*v),
+        _ => None,
+    };
+    let is_times = |k: usize| {
+        word(k) == Some("x") || matches!(toks.get(k).map(|t| &t.kind), Some(Kind::Sym('*')))
+    };
+    let set = |found: &mut Found, key: &str, value: Value, from: usize, len: usize| {
+        if !found.attrs.contains_key(key) {
+            found.attrs.insert(key.to_owned(), value);
+        }
+        for u in &mut found.used[from..(from + len).min(n)] {
+            *u = true;
+        }
+    };
+
+    let mut i = 0;
+    while i < n {
+        // Quantities: "30 x 40 x 10 cm", "2 x 250 g", "500ml", "1.5 L", "12\"".
+        if let Some(first) = num(i) {
+            let mut values = vec![first];
+            let mut k = i + 1;
+            while is_times(k) && num(k + 1).is_some() {
+                values.push(num(k + 1).expect("checked just above"));
+                k += 2;
+            }
+            if let Some((dim, factor, ulen)) = unit_at(&toks, k) {
+                // A bare "in"/"m" after a number only counts as a unit when it touches the
+                // number or ends the phrase ("2 in 1 shampoo" is not two inches).
+                let unit_word = word(k);
+                let ambiguous = matches!(unit_word, Some("in" | "m")) && !toks[k - 1].glued_next;
+                let next_is_num = num(k + ulen).is_some();
+                if !(ambiguous && next_is_num) {
+                    match (dim, values.len()) {
+                        (Dim::Length, _) => {
+                            let dims: Vec<Value> =
+                                values.iter().map(|v| dimension(v * factor)).collect();
+                            set(
+                                &mut found,
+                                "dimensions_cm",
+                                Value::Array(dims),
+                                i,
+                                k + ulen - i,
+                            );
+                        }
+                        (_, 1) | (_, 2) => {
+                            let key = if dim == Dim::Volume {
+                                "volume_ml"
+                            } else {
+                                "weight_g"
+                            };
+                            let each = *values.last().expect("at least one value");
+                            set(&mut found, key, number(each * factor), i, k + ulen - i);
+                            if values.len() == 2 && values[0].fract() == 0.0 && values[0] >= 1.0 {
+                                set(&mut found, "pack_count", json!(values[0] as i64), i, 2);
+                            }
+                        }
+                        _ => {}
+                    }
+                    i = k + ulen;
+                    continue;
+                }
+            }
+            // "6-pack", "6 pack", "6 pcs", "12 count", "4-piece".
+            let k = if matches!(toks.get(i + 1).map(|t| &t.kind), Some(Kind::Sym('-'))) {
+                i + 2
+            } else {
+                i + 1
+            };
+            if matches!(
+                word(k),
+                Some(
+                    "pack"
+                        | "pk"
+                        | "packs"
+                        | "pcs"
+                        | "pc"
+                        | "pieces"
+                        | "piece"
+                        | "count"
+                        | "ct"
+                        | "pairs"
+                        | "rolls"
+                        | "bottles"
+                        | "cans"
+                        | "bars"
+                        | "capsules"
+                        | "pods"
+                        | "sachets"
+                )
+            ) && first.fract() == 0.0
+                && first >= 1.0
+            {
+                set(&mut found, "pack_count", json!(first as i64), i, k + 1 - i);
+                i = k + 1;
+                continue;
+            }
+        }
+        // "pack of 6", "set of 4", "box of 12", "case of 24", "multipack of 3".
+        if matches!(
+            word(i),
+            Some("pack" | "set" | "box" | "case" | "multipack" | "bundle" | "pk")
+        ) && word(i + 1) == Some("of")
+        {
+            if let Some(count) = num(i + 2).filter(|c| c.fract() == 0.0 && *c >= 1.0) {
+                set(&mut found, "pack_count", json!(count as i64), i, 3);
+                i += 3;
+                continue;
+            }
+        }
+        // "Size M", "size: XL", "Sz 42", "one size".
+        if matches!(word(i), Some("size" | "sz")) {
+            let k = if matches!(toks.get(i + 1).map(|t| &t.kind), Some(Kind::Sym(':'))) {
+                i + 2
+            } else {
+                i + 1
+            };
+            if let Some(w) = word(k).filter(|w| SIZES.contains(w)) {
+                set(&mut found, "size", json!(w.to_uppercase()), i, k + 1 - i);
+                i = k + 1;
+                continue;
+            }
+            if let (Some(v), Some(w)) = (num(k), word(k + 1)) {
+                if toks[k].glued_next && matches!(w, "xl" | "xs") {
+                    set(
+                        &mut found,
+                        "size",
+                        json!(format!("{}{}", v as i64, w.to_uppercase())),
+                        i,
+                        k + 2 - i,
+                    );
+                    i = k + 2;
+                    continue;
+                }
+            }
+            if let Some(v) = num(k) {
+                let shown = if v.fract() == 0.0 {
+                    format!("{}", v as i64)
+                } else {
+                    format!("{v}")
+                };
+                set(&mut found, "size", json!(shown), i, k + 1 - i);
+                i = k + 1;
+                continue;
+            }
+        }
+        if word(i) == Some("one") && word(i + 1) == Some("size") {
+            set(&mut found, "size", json!("One Size"), i, 2);
+            i += 2;
+            continue;
+        }
+        // A bare size in a size position: capitals, standing alone, after a separator or at
+        // the end ("Tee - M", "Tee, XL", "Tee (L)", "Tee Navy XL"). "M" in "M8 bolt" touches
+        // its number and is not a size.
+        if let Some(w) = word(i).filter(|w| SIZES.contains(w)) {
+            let sym = |k: usize| matches!(toks.get(k).map(|t| &t.kind), Some(Kind::Sym(_)));
+            let free_before = i == 0 || !toks[i - 1].glued_next || sym(i - 1);
+            let free_after = !toks[i].glued_next || sym(i + 1);
+            let after_sep = i > 0
+                && matches!(
+                    toks[i - 1].kind,
+                    Kind::Sym('-' | ',' | '/' | '|' | '(' | '–')
+                );
+            let at_end = i + 1 == n || matches!(toks[i + 1].kind, Kind::Sym(')'));
+            // One letter is a size only where a size goes; XS/XL/XXL anywhere they stand alone.
+            let position_ok = if w.len() == 1 {
+                i > 0 && (after_sep || at_end)
+            } else {
+                true
+            };
+            let after_number = i > 0 && num(i - 1).is_some();
+            if toks[i].upper && free_before && free_after && position_ok && !after_number {
+                set(&mut found, "size", json!(w.to_uppercase()), i, 1);
+                i += 1;
+                continue;
+            }
+        }
+        // "2XL", "3XL".
+        if let (Some(v), Some(w)) = (num(i), word(i + 1)) {
+            if toks[i].glued_next
+                && matches!(w, "xl" | "xs")
+                && toks[i + 1].upper
+                && v.fract() == 0.0
+                && (2.0..=5.0).contains(&v)
+            {
+                set(
+                    &mut found,
+                    "size",
+                    json!(format!("{}{}", v as i64, w.to_uppercase())),
+                    i,
+                    2,
+                );
+                i += 2;
+                continue;
+            }
+        }
+        if word(i).is_some() {
+            if let Some((colour, len)) = phrase_at(&toks, i, COLOURS) {
+                let next = word(i + len);
+                if !next.is_some_and(|w| NOT_A_COLOUR_BEFORE.contains(&w)) {
+                    set(&mut found, "color", json!(colour), i, len);
+                    i += len;
+                    continue;
+                }
+            }
+            if let Some((material, len)) = phrase_at(&toks, i, MATERIALS) {
+                set(&mut found, "material", json!(material), i, len);
+                i += len;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    (toks, found)
+}
+
+/// Extracts attributes from a product's name, description and given attributes. Earlier
+/// sources win: the name over the description over the given attributes' text.
+pub fn extract(
+    name: &str,
+    description: Option<&str>,
+    given: &Map<String, Value>,
+) -> Map<String, Value> {
+    fn merge(out: &mut Map<String, Value>, attrs: Map<String, Value>) {
+        for (k, v) in attrs {
+            out.entry(k).or_insert(v);
+        }
+    }
+    let mut out = scan(name).1.attrs;
+    if let Some(d) = description {
+        merge(&mut out, scan(d).1.attrs);
+    }
+    for (key, value) in given {
+        let Some(text) = value.as_str() else {
+            continue;
+        };
+        let key = key.to_ascii_lowercase();
+        // A given colour/material/size names itself even when it is not in our lists.
+        let direct = match key.as_str() {
+            "color" | "colour" => Some(("color", normalise_phrase(text))),
+            "material" => Some(("material", normalise_phrase(text))),
+            "size" => Some(("size", text.trim().to_uppercase())),
+            _ => None,
+        };
+        match direct {
+            Some((k, v)) if !v.is_empty() => {
+                out.entry(k.to_owned()).or_insert(json!(v));
+            }
+            _ => merge(&mut out, scan(text).1.attrs),
+        }
+    }
+    out
+}
+
+fn normalise_phrase(text: &str) -> String {
+    text.split(|c: char| c.is_whitespace() || c == '-')
+        .filter(|w| !w.is_empty())
+        .map(|w| normalise_word(&w.to_lowercase()).to_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+const STOP_WORDS: &[&str] = &[
+    "the", "a", "an", "and", "or", "of", "for", "with", "in", "on", "by", "to", "new", "x", "size",
+    "colour", "color", "pack", "set", "edition", "version",
+];
+
+/// The words that say *what* a product is: its name without the variant attributes that
+/// extraction found (colour, size, quantities, pack count) and without stop words.
+pub fn identity_tokens(name: &str) -> Vec<String> {
+    let (toks, found) = scan(name);
+    toks.iter()
+        .zip(&found.used)
+        .filter(|(_, used)| !**used)
+        .filter_map(|(t, _)| match &t.kind {
+            Kind::Word(w) if w.chars().count() > 1 && !STOP_WORDS.contains(&w.as_str()) => {
+                Some(normalise_word(w).to_owned())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_leaves_out_the_variant() {
+        assert_eq!(
+            identity_tokens("Acme Crew Tee Navy Blue - XL"),
+            ["acme", "crew", "tee"]
+        );
+        assert_eq!(
+            identity_tokens("Roast Co Arabica Beans 2 x 250 g"),
+            ["roast", "co", "arabica", "beans"]
+        );
+        assert_eq!(
+            identity_tokens("Brewmaster Mug, Off-White, 350 ml"),
+            ["brewmaster", "mug"]
+        );
+    }
+}

@@ -1,0 +1,758 @@
+//! Products: the record, its parsing from JSON / JSON Lines / CSV rows, its content hash,
+//! and the per-tenant catalogue store (Redis, or embedded) the jobs read and write.
+//!
+//! A product is valid by construction: `Product::from_json` checks every field, so one bad
+//! row is reported with its line and never stops the rows around it. Catalogue data has no
+//! TTL. The store knows nothing of job keys or of HTTP.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::jobs::TenantId;
+
+/// A product's key: 1–128 characters of `A-Z a-z 0-9 _ . : -`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ProductKey(String);
+
+impl ProductKey {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let ok = (1..=128).contains(&raw.len())
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'));
+        if ok {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err("product_key must be 1–128 characters of A-Z a-z 0-9 _ . : -".into())
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Product {
+    pub product_key: ProductKey,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brand: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_cents: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taxonomy_path: Vec<String>,
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub attributes: Map<String, Value>,
+}
+
+const MAX_TEXT: usize = 10_000;
+
+impl Product {
+    /// Checks and builds a product from a JSON object (a JSON Lines row, an array element,
+    /// or a CSV row turned into an object). The message says what to fix.
+    pub fn from_json(value: Value) -> Result<Self, String> {
+        let Value::Object(mut obj) = value else {
+            return Err("a product must be a JSON object".into());
+        };
+        let key = match obj.remove("product_key") {
+            Some(Value::String(s)) => ProductKey::parse(s.trim())?,
+            Some(Value::Number(n)) => ProductKey::parse(&n.to_string())?,
+            Some(_) => return Err("product_key must be a string".into()),
+            None => return Err("product_key is required".into()),
+        };
+        let name = match obj.remove("name") {
+            Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+            Some(Value::String(_)) | None => {
+                return Err("name is required and must not be empty".into())
+            }
+            Some(_) => return Err("name must be a string".into()),
+        };
+        let text = |field: &str, v: Option<Value>| -> Result<Option<String>, String> {
+            match v {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+                Some(Value::String(s)) if s.len() > MAX_TEXT => {
+                    Err(format!("{field} is longer than {MAX_TEXT} bytes"))
+                }
+                Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
+                Some(_) => Err(format!("{field} must be a string")),
+            }
+        };
+        let description = text("description", obj.remove("description"))?;
+        let brand = text("brand", obj.remove("brand"))?;
+        let price_cents = match obj.remove("price_cents") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(c) if c >= 0 => Some(c),
+                _ => return Err("price_cents must be a whole number of cents, 0 or more".into()),
+            },
+            Some(Value::String(s)) if s.trim().is_empty() => None,
+            Some(Value::String(s)) => match s.trim().parse::<i64>() {
+                Ok(c) if c >= 0 => Some(c),
+                _ => return Err("price_cents must be a whole number of cents, 0 or more".into()),
+            },
+            Some(_) => return Err("price_cents must be a number".into()),
+        };
+        let taxonomy_path = match obj.remove("taxonomy_path") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => split_taxonomy(&s),
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+                    _ => Err("taxonomy_path must be a list of non-empty strings".to_owned()),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => {
+                return Err("taxonomy_path must be a list of strings or \"A > B > C\"".into())
+            }
+        };
+        let attributes = match obj.remove("attributes") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m,
+            Some(Value::String(s)) if s.trim().is_empty() => Map::new(),
+            Some(Value::String(s)) => match serde_json::from_str(&s) {
+                Ok(Value::Object(m)) => m,
+                _ => return Err("attributes must be a JSON object".into()),
+            },
+            Some(_) => return Err("attributes must be a JSON object".into()),
+        };
+        if let Some(other) = obj.keys().next() {
+            return Err(format!("`{other}` is not a product field"));
+        }
+        Ok(Self {
+            product_key: key,
+            name,
+            description,
+            brand,
+            price_cents,
+            taxonomy_path,
+            attributes,
+        })
+    }
+
+    /// A stable hash of everything a product says (FNV-1a over its canonical JSON), so an
+    /// unchanged product is recognised on re-import and skipped by enrichment.
+    pub fn content_hash(&self) -> String {
+        let canonical = serde_json::to_string(self).expect("a product always serialises");
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in canonical.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{h:016x}")
+    }
+
+    pub fn top_category(&self) -> Option<&str> {
+        self.taxonomy_path.first().map(String::as_str)
+    }
+}
+
+/// `"Apparel > T-Shirts"` → `["Apparel", "T-Shirts"]`.
+pub fn split_taxonomy(raw: &str) -> Vec<String> {
+    raw.split('>')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Turns one CSV record into the JSON object `Product::from_json` reads.
+pub fn csv_row_to_json(headers: &csv::StringRecord, row: &csv::StringRecord) -> Value {
+    let mut obj = Map::new();
+    for (h, v) in headers.iter().zip(row.iter()) {
+        let h = h.trim();
+        if h.is_empty() || v.trim().is_empty() {
+            continue;
+        }
+        obj.insert(h.to_owned(), Value::String(v.to_owned()));
+    }
+    Value::Object(obj)
+}
+
+/// A product as stored, with its content hash.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stored {
+    #[serde(flatten)]
+    pub product: Product,
+    pub content_hash: String,
+}
+
+/// What enrichment found for a product, and for which version of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Enrichment {
+    /// The content hash the attributes were extracted from.
+    pub content_hash: String,
+    pub attributes: Map<String, Value>,
+    pub unextractable: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Neighbour {
+    pub product_key: ProductKey,
+    pub name: String,
+    pub score: f64,
+}
+
+/// How an upsert went, per product.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Upserted {
+    pub created: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogStoreError {
+    #[error("the catalogue store is unreachable: {0}")]
+    Unavailable(String),
+    #[error("the catalogue store holds a malformed record: {0}")]
+    Corrupt(String),
+}
+
+/// The per-tenant catalogue. Blocking: the job functions call it from their blocking
+/// threads, the HTTP handlers through `spawn_blocking`.
+pub trait CatalogStore: Send + Sync + 'static {
+    /// Writes the products whose content changed; counts created, updated and unchanged.
+    fn upsert(
+        &self,
+        tenant: &TenantId,
+        products: &[Product],
+    ) -> Result<Upserted, CatalogStoreError>;
+    fn get(&self, tenant: &TenantId, key: &ProductKey)
+        -> Result<Option<Stored>, CatalogStoreError>;
+    /// A page of products in key order (embedded) or scan order (Redis); the cursor is opaque.
+    fn page(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError>;
+    fn all(&self, tenant: &TenantId) -> Result<Vec<Stored>, CatalogStoreError>;
+    fn enrichments(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<HashMap<ProductKey, Enrichment>, CatalogStoreError>;
+    fn enrichment(
+        &self,
+        tenant: &TenantId,
+        key: &ProductKey,
+    ) -> Result<Option<Enrichment>, CatalogStoreError>;
+    fn save_enrichments(
+        &self,
+        tenant: &TenantId,
+        batch: &[(ProductKey, Enrichment)],
+    ) -> Result<(), CatalogStoreError>;
+    /// Replaces the whole neighbour table at once: readers see the old table or the new one.
+    fn replace_neighbours(
+        &self,
+        tenant: &TenantId,
+        table: &[(ProductKey, Vec<Neighbour>)],
+    ) -> Result<(), CatalogStoreError>;
+    fn neighbours(
+        &self,
+        tenant: &TenantId,
+        key: &ProductKey,
+    ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError>;
+}
+
+// ---------------------------------------------------------------------------------------
+// Embedded
+
+#[derive(Default)]
+struct TenantCatalog {
+    products: BTreeMap<ProductKey, Stored>,
+    enriched: HashMap<ProductKey, Enrichment>,
+    neighbours: HashMap<ProductKey, Vec<Neighbour>>,
+}
+
+/// The embedded catalogue: same contract, one mutex, not durable.
+#[derive(Default)]
+pub struct MemoryCatalog {
+    tenants: Mutex<HashMap<TenantId, TenantCatalog>>,
+}
+
+impl MemoryCatalog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, tenant: &TenantId, f: impl FnOnce(&mut TenantCatalog) -> T) -> T {
+        // Every operation validates before it mutates, so a poisoned map is still consistent.
+        let mut tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
+        f(tenants.entry(tenant.clone()).or_default())
+    }
+}
+
+impl CatalogStore for MemoryCatalog {
+    fn upsert(
+        &self,
+        tenant: &TenantId,
+        products: &[Product],
+    ) -> Result<Upserted, CatalogStoreError> {
+        Ok(self.with(tenant, |c| {
+            let mut counts = Upserted::default();
+            for p in products {
+                let hash = p.content_hash();
+                match c.products.get(&p.product_key) {
+                    Some(old) if old.content_hash == hash => counts.unchanged += 1,
+                    Some(_) => counts.updated += 1,
+                    None => counts.created += 1,
+                }
+                c.products.insert(
+                    p.product_key.clone(),
+                    Stored {
+                        product: p.clone(),
+                        content_hash: hash,
+                    },
+                );
+            }
+            counts
+        }))
+    }
+
+    fn get(
+        &self,
+        tenant: &TenantId,
+        key: &ProductKey,
+    ) -> Result<Option<Stored>, CatalogStoreError> {
+        Ok(self.with(tenant, |c| c.products.get(key).cloned()))
+    }
+
+    fn page(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError> {
+        Ok(self.with(tenant, |c| {
+            let after = cursor.map(|k| ProductKey(k.to_owned()));
+            let mut items: Vec<Stored> = match &after {
+                Some(k) => c
+                    .products
+                    .range((
+                        std::ops::Bound::Excluded(k.clone()),
+                        std::ops::Bound::Unbounded,
+                    ))
+                    .take(limit + 1)
+                    .map(|(_, v)| v.clone())
+                    .collect(),
+                None => c.products.values().take(limit + 1).cloned().collect(),
+            };
+            let next = if items.len() > limit {
+                items.truncate(limit);
+                items.last().map(|s| s.product.product_key.0.clone())
+            } else {
+                None
+            };
+            (items, next)
+        }))
+    }
+
+    fn all(&self, tenant: &TenantId) -> Result<Vec<Stored>, CatalogStoreError> {
+        Ok(self.with(tenant, |c| c.products.values().cloned().collect()))
+    }
+
+    fn enrichments(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<HashMap<ProductKey, Enrichment>, CatalogStoreError> {
+        Ok(self.with(tenant, |c| c.enriched.clone()))
+    }
+
+    fn enrichment(
+        &self,
+        tenant: &TenantId,
+        key: &ProductKey,
+    ) -> Result<Option<Enrichment>, CatalogStoreError> {
+        Ok(self.with(tenant, |c| c.enriched.get(key).cloned()))
+    }
+
+    fn save_enrichments(
+        &self,
+        tenant: &TenantId,
+        batch: &[(ProductKey, Enrichment)],
+    ) -> Result<(), CatalogStoreError> {
+        self.with(tenant, |c| {
+            for (k, e) in batch {
+                c.enriched.insert(k.clone(), e.clone());
+            }
+        });
+        Ok(())
+    }
+
+    fn replace_neighbours(
+        &self,
+        tenant: &TenantId,
+        table: &[(ProductKey, Vec<Neighbour>)],
+    ) -> Result<(), CatalogStoreError> {
+        let fresh: HashMap<_, _> = table.iter().cloned().collect();
+        self.with(tenant, |c| c.neighbours = fresh);
+        Ok(())
+    }
+
+    fn neighbours(
+        &self,
+        tenant: &TenantId,
+        key: &ProductKey,
+    ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError> {
+        Ok(self.with(tenant, |c| c.neighbours.get(key).cloned()))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Redis
+
+/// Builds the catalogue's keys: `<prefix>:<tenant>:products|enriched|neighbours`.
+#[derive(Clone, Debug)]
+pub struct CatalogKeys {
+    prefix: String,
+}
+
+impl CatalogKeys {
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+        }
+    }
+    pub fn products(&self, t: &TenantId) -> String {
+        format!("{}:{t}:products", self.prefix)
+    }
+    pub fn enriched(&self, t: &TenantId) -> String {
+        format!("{}:{t}:enriched", self.prefix)
+    }
+    pub fn neighbours(&self, t: &TenantId) -> String {
+        format!("{}:{t}:neighbours", self.prefix)
+    }
+    /// Where a new neighbour table is written before it is renamed over the old one.
+    pub fn neighbours_staging(&self, t: &TenantId) -> String {
+        format!(
+            "{}:{t}:neighbours:staging:{}",
+            self.prefix,
+            crate::jobs::JobId::new()
+        )
+    }
+}
+
+/// The catalogue in Redis, on blocking connections of its own (the job functions run on
+/// blocking threads and must not `block_on` the async side). Connections are pooled and
+/// dropped on error, so the next call reconnects.
+pub struct RedisCatalog {
+    client: redis::Client,
+    pool: Mutex<Vec<redis::Connection>>,
+    keys: CatalogKeys,
+}
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an unfinished staging neighbour table may linger.
+const STAGING_TTL_SECS: u64 = 3600;
+/// How many fields one HSET/HMGET carries at most, to keep each command small.
+const CHUNK: usize = 1000;
+
+impl RedisCatalog {
+    pub fn open(url: &str, prefix: &str) -> Result<Self, CatalogStoreError> {
+        let client =
+            redis::Client::open(url).map_err(|e| CatalogStoreError::Unavailable(e.to_string()))?;
+        Ok(Self {
+            client,
+            pool: Mutex::new(Vec::new()),
+            keys: CatalogKeys::new(prefix),
+        })
+    }
+
+    fn call<T>(
+        &self,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, CatalogStoreError> {
+        let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut conn = match pooled {
+            Some(c) => c,
+            None => {
+                let c = self
+                    .client
+                    .get_connection_with_timeout(CONNECT_TIMEOUT)
+                    .map_err(|e| CatalogStoreError::Unavailable(e.to_string()))?;
+                let _ = c.set_read_timeout(Some(IO_TIMEOUT));
+                let _ = c.set_write_timeout(Some(IO_TIMEOUT));
+                c
+            }
+        };
+        match f(&mut conn) {
+            Ok(v) => {
+                self.pool
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(conn);
+                Ok(v)
+            }
+            // The connection is dropped: it may be half-way through a reply.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
+                ) =>
+            {
+                Err(CatalogStoreError::Corrupt(e.to_string()))
+            }
+            Err(e) => Err(CatalogStoreError::Unavailable(e.to_string())),
+        }
+    }
+
+    fn decode<T: for<'de> Deserialize<'de>>(raw: &str) -> Result<T, CatalogStoreError> {
+        serde_json::from_str(raw).map_err(|e| CatalogStoreError::Corrupt(e.to_string()))
+    }
+
+    fn hgetall_decoded<T: for<'de> Deserialize<'de>>(
+        &self,
+        key: &str,
+    ) -> Result<Vec<(String, T)>, CatalogStoreError> {
+        let mut out = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, chunk): (u64, Vec<(String, String)>) = self.call(|c| {
+                redis::cmd("HSCAN")
+                    .arg(key)
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(CHUNK)
+                    .query(c)
+            })?;
+            for (k, v) in chunk {
+                out.push((k, Self::decode(&v)?));
+            }
+            if next == 0 {
+                return Ok(out);
+            }
+            cursor = next;
+        }
+    }
+}
+
+impl CatalogStore for RedisCatalog {
+    fn upsert(
+        &self,
+        tenant: &TenantId,
+        products: &[Product],
+    ) -> Result<Upserted, CatalogStoreError> {
+        let key = self.keys.products(tenant);
+        let mut counts = Upserted::default();
+        for chunk in products.chunks(CHUNK) {
+            let fields: Vec<&str> = chunk.iter().map(|p| p.product_key.as_str()).collect();
+            let old: Vec<Option<String>> =
+                self.call(|c| redis::cmd("HMGET").arg(&key).arg(&fields).query(c))?;
+            let mut writes: Vec<(String, String)> = Vec::new();
+            // A key repeated inside one chunk: the later row wins, counted as an update.
+            let mut seen: HashMap<&str, String> = HashMap::new();
+            for (p, old) in chunk.iter().zip(old) {
+                let hash = p.content_hash();
+                let previous = seen.get(p.product_key.as_str()).cloned().or_else(|| {
+                    old.and_then(|raw| {
+                        serde_json::from_str::<Stored>(&raw)
+                            .ok()
+                            .map(|s| s.content_hash)
+                    })
+                });
+                match previous {
+                    Some(h) if h == hash => counts.unchanged += 1,
+                    Some(_) => counts.updated += 1,
+                    None => counts.created += 1,
+                }
+                if seen.get(p.product_key.as_str()) != Some(&hash) {
+                    let stored = Stored {
+                        product: p.clone(),
+                        content_hash: hash.clone(),
+                    };
+                    writes.push((
+                        p.product_key.as_str().to_owned(),
+                        serde_json::to_string(&stored).expect("a product always serialises"),
+                    ));
+                }
+                seen.insert(p.product_key.as_str(), hash);
+            }
+            if !writes.is_empty() {
+                self.call(|c| redis::cmd("HSET").arg(&key).arg(&writes).query::<()>(c))?;
+            }
+        }
+        Ok(counts)
+    }
+
+    fn get(
+        &self,
+        tenant: &TenantId,
+        key: &ProductKey,
+    ) -> Result<Option<Stored>, CatalogStoreError> {
+        let raw: Option<String> = self.call(|c| {
+            redis::cmd("HGET")
+                .arg(self.keys.products(tenant))
+                .arg(key.as_str())
+                .query(c)
+        })?;
+        raw.map(|r| Self::decode(&r)).transpose()
+    }
+
+    fn page(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError> {
+        // HSCAN's own cursor, passed through; COUNT is a hint, so a page may be shorter or
+        // longer than `limit` — it is cut to `limit` and the rest comes on the next page only
+        // when Redis's cursor says so. Ordered by key it is not; complete it is.
+        let start: u64 = match cursor {
+            None => 0,
+            Some(c) => c
+                .parse()
+                .map_err(|_| CatalogStoreError::Corrupt("bad cursor".into()))?,
+        };
+        let (next, chunk): (u64, Vec<(String, String)>) = self.call(|c| {
+            redis::cmd("HSCAN")
+                .arg(self.keys.products(tenant))
+                .arg(start)
+                .arg("COUNT")
+                .arg(limit)
+                .query(c)
+        })?;
+        let items = chunk
+            .iter()
+            .map(|(_, v)| Self::decode(v))
+            .collect::<Result<Vec<Stored>, _>>()?;
+        Ok((items, (next != 0).then(|| next.to_string())))
+    }
+
+    fn all(&self, tenant: &TenantId) -> Result<Vec<Stored>, CatalogStoreError> {
+        let mut items: Vec<Stored> = self
+            .hgetall_decoded::<Stored>(&self.keys.products(tenant))?
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        items.sort_by(|a, b| a.product.product_key.cmp(&b.product.product_key));
+        Ok(items)
+    }
+
+    fn enrichments(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<HashMap<ProductKey, Enrichment>, CatalogStoreError> {
+        Ok(self
+            .hgetall_decoded::<Enrichment>(&self.keys.enriched(tenant))?
+            .into_iter()
+            .filter_map(|(k, v)| ProductKey::parse(&k).ok().map(|k| (k, v)))
+            .collect())
+    }
+
+    fn enrichment(
+        &self,
+        tenant: &TenantId,
+        key: &ProductKey,
+    ) -> Result<Option<Enrichment>, CatalogStoreError> {
+        let raw: Option<String> = self.call(|c| {
+            redis::cmd("HGET")
+                .arg(self.keys.enriched(tenant))
+                .arg(key.as_str())
+                .query(c)
+        })?;
+        raw.map(|r| Self::decode(&r)).transpose()
+    }
+
+    fn save_enrichments(
+        &self,
+        tenant: &TenantId,
+        batch: &[(ProductKey, Enrichment)],
+    ) -> Result<(), CatalogStoreError> {
+        let key = self.keys.enriched(tenant);
+        for chunk in batch.chunks(CHUNK) {
+            let writes: Vec<(&str, String)> = chunk
+                .iter()
+                .map(|(k, e)| {
+                    (
+                        k.as_str(),
+                        serde_json::to_string(e).expect("an enrichment always serialises"),
+                    )
+                })
+                .collect();
+            self.call(|c| redis::cmd("HSET").arg(&key).arg(&writes).query::<()>(c))?;
+        }
+        Ok(())
+    }
+
+    fn replace_neighbours(
+        &self,
+        tenant: &TenantId,
+        table: &[(ProductKey, Vec<Neighbour>)],
+    ) -> Result<(), CatalogStoreError> {
+        let live = self.keys.neighbours(tenant);
+        if table.is_empty() {
+            self.call(|c| redis::cmd("DEL").arg(&live).query::<()>(c))?;
+            return Ok(());
+        }
+        let staging = self.keys.neighbours_staging(tenant);
+        let result = (|| {
+            for chunk in table.chunks(CHUNK) {
+                let writes: Vec<(&str, String)> = chunk
+                    .iter()
+                    .map(|(k, n)| {
+                        (
+                            k.as_str(),
+                            serde_json::to_string(n).expect("neighbours always serialise"),
+                        )
+                    })
+                    .collect();
+                // The staging table expires if this process dies before the swap.
+                self.call(|c| {
+                    redis::pipe()
+                        .cmd("HSET")
+                        .arg(&staging)
+                        .arg(&writes)
+                        .ignore()
+                        .cmd("EXPIRE")
+                        .arg(&staging)
+                        .arg(STAGING_TTL_SECS)
+                        .ignore()
+                        .query::<()>(c)
+                })?;
+            }
+            // RENAME is atomic: a reader sees the whole old table or the whole new one. The
+            // live table has no TTL, so the staging one's goes in the same transaction.
+            self.call(|c| {
+                redis::pipe()
+                    .atomic()
+                    .cmd("RENAME")
+                    .arg(&staging)
+                    .arg(&live)
+                    .ignore()
+                    .cmd("PERSIST")
+                    .arg(&live)
+                    .ignore()
+                    .query::<()>(c)
+            })
+        })();
+        if result.is_err() {
+            let _ = self.call(|c| redis::cmd("DEL").arg(&staging).query::<()>(c));
+        }
+        result
+    }
+
+    fn neighbours(
+        &self,
+        tenant: &TenantId,
+        key: &ProductKey,
+    ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError> {
+        let raw: Option<String> = self.call(|c| {
+            redis::cmd("HGET")
+                .arg(self.keys.neighbours(tenant))
+                .arg(key.as_str())
+                .query(c)
+        })?;
+        raw.map(|r| Self::decode(&r)).transpose()
+    }
+}

@@ -1,0 +1,233 @@
+//! The attribute extractor, table-driven: every title states exactly what it should yield,
+//! tricky negatives included (an empty object means "nothing to extract").
+
+use catalog_jobs::catalog::extract::extract;
+use serde_json::{json, Map, Value};
+
+fn case(title: &str) -> Value {
+    Value::Object(extract(title, None, &Map::new()))
+}
+
+#[test]
+fn titles_yield_exactly_the_expected_attributes() {
+    let cases: Vec<(&str, Value)> = vec![
+        // colours, single and multi-word, grey/gray as one
+        ("Classic Crew Tee Black", json!({"color": "black"})),
+        ("Classic Crew Tee Navy Blue", json!({"color": "navy blue"})),
+        ("Slim Chinos Navy", json!({"color": "navy"})),
+        ("Hoodie Gray", json!({"color": "grey"})),
+        ("Hoodie Light Gray", json!({"color": "light grey"})),
+        (
+            "Linen Shirt Off-White",
+            json!({"color": "off white", "material": "linen"}),
+        ),
+        (
+            "Linen Shirt off white",
+            json!({"color": "off white", "material": "linen"}),
+        ),
+        ("Watch Strap Rose Gold", json!({"color": "rose gold"})),
+        ("Beanie Olive Green", json!({"color": "olive green"})),
+        ("Throw Pillow Mustard Yellow", json!({"color": "mustard"})),
+        ("Rain Jacket Burgundy", json!({"color": "burgundy"})),
+        ("Sneakers White/Red", json!({"color": "white"})),
+        (
+            "Cushion Cover Teal 45 x 45 cm",
+            json!({"color": "teal", "dimensions_cm": [45, 45]}),
+        ),
+        // colour words that are not colours
+        ("Fresh Orange Juice 1 L", json!({"volume_ml": 1000})),
+        ("Organic Green Tea 20 bags", json!({})),
+        ("Black Pepper Grinder 50 g", json!({"weight_g": 50})),
+        ("Red Wine Vinegar 500 ml", json!({"volume_ml": 500})),
+        ("Basmati White Rice 1 kg", json!({"weight_g": 1000})),
+        ("Red Bull Energy Drink 250 ml", json!({"volume_ml": 250})),
+        // materials
+        (
+            "Organic Cotton Tee White",
+            json!({"material": "organic cotton", "color": "white"}),
+        ),
+        (
+            "Stainless Steel Water Bottle 750 ml",
+            json!({"material": "stainless steel", "volume_ml": 750}),
+        ),
+        (
+            "Cast Iron Skillet 26 cm",
+            json!({"material": "cast iron", "dimensions_cm": [26]}),
+        ),
+        ("Merino Wool Socks", json!({"material": "merino wool"})),
+        (
+            "Ceramic Mug 350 ml Cream",
+            json!({"material": "ceramic", "volume_ml": 350, "color": "cream"}),
+        ),
+        (
+            "Bamboo Cutting Board 30 x 20 cm",
+            json!({"material": "bamboo", "dimensions_cm": [30, 20]}),
+        ),
+        ("Aluminum Laptop Stand", json!({"material": "aluminium"})),
+        (
+            "Faux Leather Jacket Black",
+            json!({"material": "faux leather", "color": "black"}),
+        ),
+        (
+            "Silk Pillowcase Ivory",
+            json!({"material": "silk", "color": "ivory"}),
+        ),
+        (
+            "Glass Food Container Set of 4",
+            json!({"material": "glass", "pack_count": 4}),
+        ),
+        (
+            "Recycled Polyester Backpack 20 L",
+            json!({"material": "recycled polyester", "volume_ml": 20000}),
+        ),
+        (
+            "Solid Oak Dining Table 180 x 90 x 75 cm",
+            json!({"material": "solid oak", "dimensions_cm": [180, 90, 75]}),
+        ),
+        // clothing sizes, only in a size position
+        (
+            "Crew Tee Black Size M",
+            json!({"color": "black", "size": "M"}),
+        ),
+        ("Crew Tee Black - M", json!({"color": "black", "size": "M"})),
+        (
+            "Crew Tee, Black, XL",
+            json!({"color": "black", "size": "XL"}),
+        ),
+        ("Crew Tee Black (L)", json!({"color": "black", "size": "L"})),
+        (
+            "Crew Tee Black XXL",
+            json!({"color": "black", "size": "XXL"}),
+        ),
+        (
+            "Crew Tee Black size: xs",
+            json!({"color": "black", "size": "XS"}),
+        ),
+        ("Running Shorts 2XL", json!({"size": "2XL"})),
+        (
+            "Beanie One Size Grey",
+            json!({"size": "One Size", "color": "grey"}),
+        ),
+        ("Trail Shoes Size 42", json!({"size": "42"})),
+        ("Trail Shoes Size 10.5", json!({"size": "10.5"})),
+        ("Crew Tee Black / S", json!({"color": "black", "size": "S"})),
+        ("M8 Hex Bolts Pack of 20", json!({"pack_count": 20})),
+        (
+            "Sony WH-1000XM5 Headphones Black",
+            json!({"color": "black"}),
+        ),
+        ("Type M Connector", json!({})),
+        ("M&M's Peanut 200 g", json!({"weight_g": 200})),
+        ("L'Oreal Shampoo 400 ml", json!({"volume_ml": 400})),
+        ("Vitamin C Serum 30 ml", json!({"volume_ml": 30})),
+        // volume → ml
+        ("Olive Oil 500ml", json!({"volume_ml": 500})),
+        ("Olive Oil 1.5L", json!({"volume_ml": 1500})),
+        ("Olive Oil 1,5 l", json!({"volume_ml": 1500})),
+        ("Sparkling Water 33 cl", json!({"volume_ml": 330})),
+        ("Face Toner 8 fl oz", json!({"volume_ml": 236.59})),
+        ("Face Toner 8 fl. oz", json!({"volume_ml": 236.59})),
+        (
+            "Paint 2.5 litres White",
+            json!({"volume_ml": 2500, "color": "white"}),
+        ),
+        ("Milk 1 Liter", json!({"volume_ml": 1000})),
+        ("Cold Brew 25 dl", json!({"volume_ml": 2500})),
+        // weight → g
+        ("Arabica Coffee Beans 250 g", json!({"weight_g": 250})),
+        ("Arabica Coffee Beans 1kg", json!({"weight_g": 1000})),
+        ("Oats 1,000 g", json!({"weight_g": 1000})),
+        ("Dog Food 2.5 kg", json!({"weight_g": 2500})),
+        ("Protein Powder 2 lb", json!({"weight_g": 907.18})),
+        ("Chocolate Bar 3.5 oz", json!({"weight_g": 99.22})),
+        ("Vitamin D 500 mg", json!({"weight_g": 0.5})),
+        ("Dumbbell 10 kgs", json!({"weight_g": 10000})),
+        // dimensions → cm
+        (
+            "Picture Frame 30 x 40 cm",
+            json!({"dimensions_cm": [30, 40]}),
+        ),
+        ("Picture Frame 30x40cm", json!({"dimensions_cm": [30, 40]})),
+        (
+            "Rug 160 × 230 cm Beige",
+            json!({"dimensions_cm": [160, 230], "color": "beige"}),
+        ),
+        ("Shelf 600 x 200 mm", json!({"dimensions_cm": [60, 20]})),
+        ("Monitor 27\"", json!({"dimensions_cm": [68.6]})),
+        ("Skillet 12 in", json!({"dimensions_cm": [30.5]})),
+        ("Charging Cable 2m", json!({"dimensions_cm": [200]})),
+        (
+            "Extension Lead 1.5 m White",
+            json!({"dimensions_cm": [150], "color": "white"}),
+        ),
+        (
+            "Box 30 x 20 x 10 cm",
+            json!({"dimensions_cm": [30, 20, 10]}),
+        ),
+        ("2 in 1 Shampoo 250 ml", json!({"volume_ml": 250})),
+        // pack counts
+        ("Sparkling Water Pack of 6", json!({"pack_count": 6})),
+        ("Sparkling Water 6-pack", json!({"pack_count": 6})),
+        (
+            "Sparkling Water 6 pack 330 ml",
+            json!({"pack_count": 6, "volume_ml": 330}),
+        ),
+        ("Coffee Pods 10 pcs", json!({"pack_count": 10})),
+        (
+            "Glass Tumblers Set of 4",
+            json!({"material": "glass", "pack_count": 4}),
+        ),
+        ("Tennis Balls 3 count", json!({"pack_count": 3})),
+        (
+            "Yoghurt 2 x 250 g",
+            json!({"pack_count": 2, "weight_g": 250}),
+        ),
+        (
+            "Tonic Water 4x200ml",
+            json!({"pack_count": 4, "volume_ml": 200}),
+        ),
+        ("Batteries AA Box of 24", json!({"pack_count": 24})),
+        (
+            "Socks Black 3 pairs",
+            json!({"color": "black", "pack_count": 3}),
+        ),
+        // nothing to extract
+        ("Gift Card", json!({})),
+        ("Mystery Box", json!({})),
+        ("iPhone 15 Case", json!({})),
+        ("Model 3 Floor Mats", json!({})),
+        ("Route 66 Poster", json!({})),
+    ];
+    assert!(cases.len() >= 80, "at least 80 titles: {}", cases.len());
+    let mut failures = Vec::new();
+    for (title, expected) in &cases {
+        let got = case(title);
+        if &got != expected {
+            failures.push(format!(
+                "{title:?}\n    expected {expected}\n    got      {got}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} titles wrong:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn the_description_and_given_attributes_fill_what_the_name_lacks() {
+    let given: Map<String, Value> =
+        serde_json::from_value(json!({"colour": "Gray", "fabric": "100% cotton", "size": "m"}))
+            .unwrap();
+    let got = extract("Crew Tee", Some("A soft tee, 180 g."), &given);
+    assert_eq!(
+        Value::Object(got),
+        json!({"weight_g": 180, "color": "grey", "material": "cotton", "size": "M"})
+    );
+    // The name wins over the description.
+    let got = extract("Mug 350 ml", Some("Holds 400 ml"), &Map::new());
+    assert_eq!(got["volume_ml"], json!(350));
+}

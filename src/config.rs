@@ -71,6 +71,26 @@ pub struct Config {
     )]
     pub sync_allowed_hosts: Vec<String>,
 
+    /// Prefix of the catalogue's keys in Redis (`<prefix>:<tenant>:products`, …).
+    #[arg(long, env = "CATALOG_PREFIX", default_value = "catalog")]
+    pub catalog_prefix: String,
+
+    /// Products per enrichment batch (each batch is persisted as it completes).
+    #[arg(long, env = "ENRICH_BATCH_SIZE", default_value_t = 500)]
+    pub enrich_batch_size: usize,
+
+    /// Neighbours kept per product by `pair`.
+    #[arg(long, env = "PAIR_TOP_K", default_value_t = 5)]
+    pub pair_top_k: usize,
+
+    /// Lowest similarity (0–1) a neighbour may have.
+    #[arg(long, env = "PAIR_MIN_SCORE", default_value_t = 0.2)]
+    pub pair_min_score: f64,
+
+    /// Largest feed `sync` reads, in bytes.
+    #[arg(long, env = "MAX_FEED_BYTES", default_value_t = 1 << 30)]
+    pub max_feed_bytes: u64,
+
     /// Largest request body accepted, in bytes (product imports).
     #[arg(long, env = "MAX_BODY_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -122,6 +142,15 @@ impl Config {
         }
         if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
             return bad("KEY_PREFIX must be non-empty and without spaces");
+        }
+        if self.catalog_prefix.is_empty() || self.catalog_prefix.contains(char::is_whitespace) {
+            return bad("CATALOG_PREFIX must be non-empty and without spaces");
+        }
+        if self.enrich_batch_size == 0 || self.pair_top_k == 0 || self.pair_top_k > 100 {
+            return bad("ENRICH_BATCH_SIZE must be at least 1 and PAIR_TOP_K 1–100");
+        }
+        if !(0.0..=1.0).contains(&self.pair_min_score) {
+            return bad("PAIR_MIN_SCORE must be between 0 and 1");
         }
         Ok(())
     }

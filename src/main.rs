@@ -2,7 +2,7 @@ use clap::Parser;
 
 use catalog_jobs::config::Config;
 use catalog_jobs::startup::App;
-use catalog_jobs::{catalog, telemetry};
+use catalog_jobs::telemetry;
 
 fn main() -> std::process::ExitCode {
     let config = Config::parse();
@@ -12,7 +12,7 @@ fn main() -> std::process::ExitCode {
         .build()
         .expect("a Tokio runtime can be built at start-up");
     let result = runtime.block_on(async {
-        let app = App::build(config.clone(), catalog::registry(&config)).await?;
+        let app = App::build(config).await?;
         app.run_until(shutdown_signal()).await?;
         Ok::<(), Box<dyn std::error::Error>>(())
     });

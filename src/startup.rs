@@ -10,6 +10,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::api::{self, AppState};
+use crate::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
+use crate::catalog::{Catalog, CatalogSettings};
 use crate::config::Config;
 use crate::jobs::memory::MemoryStore;
 use crate::jobs::redis::RedisStore;
@@ -38,16 +40,21 @@ pub struct App {
 }
 
 impl App {
-    /// Builds the service with the store the configuration names (Redis, or embedded).
-    pub async fn build(config: Config, registry: Registry) -> Result<Self, StartupError> {
+    /// Builds the service with the stores the configuration names (Redis, or embedded) and
+    /// the catalogue job kinds.
+    pub async fn build(config: Config) -> Result<Self, StartupError> {
         let store = open_store(&config).await?;
-        Self::build_with_store(config, store, registry).await
+        let catalog = open_catalog(&config)?;
+        let registry = crate::catalog::registry(catalog.clone());
+        Self::build_with(config, store, catalog, registry).await
     }
 
-    /// Builds the service on a store the caller opened (tests share one across apps).
-    pub async fn build_with_store(
+    /// Builds the service on stores the caller opened and with the job kinds it chose
+    /// (tests register their own kinds and share one Redis across apps).
+    pub async fn build_with(
         config: Config,
         store: Arc<dyn JobStore>,
+        catalog: Arc<Catalog>,
         registry: Registry,
     ) -> Result<Self, StartupError> {
         config.validate()?;
@@ -65,6 +72,7 @@ impl App {
         let state = AppState {
             runner,
             store,
+            catalog,
             wait_max: config.wait_max_seconds,
         };
         Ok(Self {
@@ -130,6 +138,34 @@ pub fn runner_settings(config: &Config) -> RunnerSettings {
         max_queued: config.max_queued_jobs,
         ..RunnerSettings::default()
     }
+}
+
+/// The catalogue's settings, from the configuration.
+pub fn catalog_settings(config: &Config) -> CatalogSettings {
+    CatalogSettings {
+        feeds_dir: config.feeds_dir.clone(),
+        allowed_hosts: config.allowed_hosts(),
+        max_feed_bytes: config.max_feed_bytes,
+        enrich_batch: config.enrich_batch_size,
+        pair_top_k: config.pair_top_k,
+        pair_min_score: config.pair_min_score,
+        write_retry: config.finish_retry_seconds,
+    }
+}
+
+/// The catalogue in the same place as the jobs: Redis when `REDIS_URL` is set, else embedded.
+pub fn open_catalog(config: &Config) -> Result<Arc<Catalog>, StartupError> {
+    let store: Arc<dyn CatalogStore> = match &config.redis_url {
+        Some(url) => Arc::new(
+            RedisCatalog::open(url, &config.catalog_prefix)
+                .map_err(|e| StartupError::Store(StoreError::Unavailable(e.to_string())))?,
+        ),
+        None => Arc::new(MemoryCatalog::new()),
+    };
+    Ok(Arc::new(Catalog {
+        store,
+        settings: catalog_settings(config),
+    }))
 }
 
 /// Opens Redis when `REDIS_URL` is set (starting even while it is down: it reconnects by

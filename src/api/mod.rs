@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod error;
 pub mod extract;
 pub mod jobs;
+pub mod products;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use tower_http::trace::TraceLayer;
 
+use crate::catalog::Catalog;
 use crate::jobs::runner::Runner;
 use crate::jobs::store::JobStore;
 use error::ApiError;
@@ -25,6 +27,7 @@ use error::ApiError;
 pub struct AppState {
     pub runner: Runner,
     pub store: Arc<dyn JobStore>,
+    pub catalog: Arc<Catalog>,
     /// Longest a `wait=true` request is held before it answers 202.
     pub wait_max: Duration,
 }
@@ -35,6 +38,11 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/readyz", get(readyz))
         .route("/catalog/jobs", get(jobs::list))
         .route("/catalog/jobs/{job_id}", get(jobs::get_one))
+        .route(
+            "/catalog/products",
+            get(products::list).post(products::import),
+        )
+        .route("/catalog/products/{product_key}", get(products::get_one))
         .route("/catalog/{kind}", post(catalog::start))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

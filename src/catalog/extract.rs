@@ -6,6 +6,9 @@
 //! patterns consumed is also what `identity_tokens` leaves out, so that pairing sees "the
 //! same shirt" across colours and sizes.
 
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
 use serde_json::{json, Map, Value};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -348,19 +351,38 @@ fn normalise_word(w: &str) -> &str {
     }
 }
 
-/// Matches a phrase from `list` starting at token `i` (words, optionally joined by `-`),
-/// longest first. Returns the phrase and how many tokens it spans.
-fn phrase_at(toks: &[Tok], i: usize, list: &[&'static str]) -> Option<(&'static str, usize)> {
-    let mut best: Option<(&'static str, usize)> = None;
+/// A phrase list indexed by first word, so matching costs one lookup per word.
+type PhraseIndex = HashMap<&'static str, Vec<(&'static str, Vec<&'static str>)>>;
+
+fn index(list: &[&'static str]) -> PhraseIndex {
+    let mut idx: PhraseIndex = HashMap::new();
     for phrase in list {
+        let parts: Vec<&'static str> = phrase.split(' ').collect();
+        idx.entry(parts[0]).or_default().push((phrase, parts));
+    }
+    idx
+}
+
+static COLOUR_INDEX: LazyLock<PhraseIndex> = LazyLock::new(|| index(COLOURS));
+static MATERIAL_INDEX: LazyLock<PhraseIndex> = LazyLock::new(|| index(MATERIALS));
+
+/// Matches a phrase from `index` starting at token `i` (words, optionally joined by `-`),
+/// longest first. Returns the phrase and how many tokens it spans.
+fn phrase_at(toks: &[Tok], i: usize, index: &PhraseIndex) -> Option<(&'static str, usize)> {
+    let Some(Kind::Word(first)) = toks.get(i).map(|t| &t.kind) else {
+        return None;
+    };
+    let candidates = index.get(normalise_word(first))?;
+    let mut best: Option<(&'static str, usize)> = None;
+    for (phrase, parts) in candidates {
         let mut k = i;
         let mut ok = true;
-        for (n, part) in phrase.split(' ').enumerate() {
+        for (n, part) in parts.iter().enumerate() {
             if n > 0 && matches!(toks.get(k).map(|t| &t.kind), Some(Kind::Sym('-'))) {
                 k += 1;
             }
             match toks.get(k).map(|t| &t.kind) {
-                Some(Kind::Word(w)) if normalise_word(w) == part => k += 1,
+                Some(Kind::Word(w)) if normalise_word(w) == *part => k += 1,
                 _ => {
                     ok = false;
                     break;
@@ -421,8 +443,11 @@ fn scan(text: &str) -> (Vec<Tok>, Found) {
         if !found.attrs.contains_key(key) {
             found.attrs.insert(key.to_owned(), value);
         }
-        for u in &mut found.used[from..(from + len).min(n)] {
-            *u = true;
+        // Material is part of what a product is; the others are what its variants differ in.
+        if key != "material" {
+            for u in &mut found.used[from..(from + len).min(n)] {
+                *u = true;
+            }
         }
     };
 
@@ -607,7 +632,7 @@ fn scan(text: &str) -> (Vec<Tok>, Found) {
             }
         }
         if word(i).is_some() {
-            if let Some((colour, len)) = phrase_at(&toks, i, COLOURS) {
+            if let Some((colour, len)) = phrase_at(&toks, i, &COLOUR_INDEX) {
                 let next = word(i + len);
                 if !next.is_some_and(|w| NOT_A_COLOUR_BEFORE.contains(&w)) {
                     set(&mut found, "color", json!(colour), i, len);
@@ -615,7 +640,7 @@ fn scan(text: &str) -> (Vec<Tok>, Found) {
                     continue;
                 }
             }
-            if let Some((material, len)) = phrase_at(&toks, i, MATERIALS) {
+            if let Some((material, len)) = phrase_at(&toks, i, &MATERIAL_INDEX) {
                 set(&mut found, "material", json!(material), i, len);
                 i += len;
                 continue;
@@ -678,7 +703,8 @@ const STOP_WORDS: &[&str] = &[
 ];
 
 /// The words that say *what* a product is: its name without the variant attributes that
-/// extraction found (colour, size, quantities, pack count) and without stop words.
+/// extraction found (colour, size, quantities, pack count) and without stop words. Material
+/// stays: a cotton tee and a wool tee are different products.
 pub fn identity_tokens(name: &str) -> Vec<String> {
     let (toks, found) = scan(name);
     toks.iter()

@@ -1,68 +1,166 @@
 //! The catalogue domain: the job kinds this service exists to run — sync, enrich, pair —
-//! as plain blocking functions with an optional progress callback. Knows nothing of HTTP.
+//! as plain blocking functions with an optional progress callback, over a per-tenant
+//! catalogue store. Knows nothing of HTTP or of job keys.
+//!
+//! Every job function does the same work with or without a callback. Its data writes are
+//! retried while the store is unreachable (for `write_retry`), so a Redis outage pauses a job
+//! instead of throwing its work away.
 
+pub mod demo;
+pub mod enrich;
 pub mod extract;
+pub mod pair;
 pub mod products;
+pub mod sync;
 
-use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use crate::config::Config;
-use crate::jobs::registry::{bool_field, only_fields, Fields, JobError, ParamError, Registry};
+use crate::jobs::registry::{ErrorClass, JobError, Progress, Registry};
+use products::{CatalogStore, CatalogStoreError};
 
-#[derive(Debug, thiserror::Error)]
-pub enum CatalogError {
-    #[error("this job kind is not implemented yet")]
-    NotImplemented,
+/// What the catalogue jobs need besides their parameters.
+#[derive(Clone, Debug)]
+pub struct CatalogSettings {
+    pub feeds_dir: PathBuf,
+    pub allowed_hosts: Vec<String>,
+    /// Largest feed read, in bytes.
+    pub max_feed_bytes: u64,
+    pub enrich_batch: usize,
+    pub pair_top_k: usize,
+    pub pair_min_score: f64,
+    /// How long a job's data write is retried while the store is unreachable.
+    pub write_retry: Duration,
 }
 
-impl crate::jobs::registry::ErrorClass for CatalogError {
-    fn class(&self) -> &'static str {
-        match self {
-            CatalogError::NotImplemented => "NotImplemented",
+impl Default for CatalogSettings {
+    fn default() -> Self {
+        Self {
+            feeds_dir: PathBuf::from("examples/feeds"),
+            allowed_hosts: Vec::new(),
+            max_feed_bytes: 1 << 30,
+            enrich_batch: 500,
+            pair_top_k: 5,
+            pair_min_score: 0.2,
+            write_retry: Duration::from_secs(300),
         }
     }
 }
 
-/// The catalogue job kinds, wired for the binary.
-pub fn registry(_config: &Config) -> Registry {
-    Registry::new()
-        .with("sync", prepare_sync, |_, _| {
-            Err(JobError::from(CatalogError::NotImplemented))
-        })
-        .with("enrich", prepare_enrich, |_, _| {
-            Err(JobError::from(CatalogError::NotImplemented))
-        })
-        .with_plain("pair", |_, _| {
-            Err(JobError::from(CatalogError::NotImplemented))
-        })
+/// The catalogue: its store and settings, shared by the job functions and the API.
+pub struct Catalog {
+    pub store: Arc<dyn CatalogStore>,
+    pub settings: CatalogSettings,
 }
 
-fn prepare_sync(fields: &Fields) -> Result<Value, ParamError> {
-    only_fields(fields, &["source"])?;
-    let sources: Vec<String> = fields
-        .get("source")
-        .map(|vs| {
-            vs.iter()
-                .map(|v| {
-                    v.as_str().map(str::to_owned).ok_or_else(|| {
-                        ParamError::invalid("source", "each source must be a string")
-                    })
-                })
-                .collect::<Result<_, _>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
-    if sources.is_empty() {
-        return Err(ParamError::missing(
-            "source",
-            "sync needs at least one source (a feed path or URL)",
-        ));
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("the catalogue store stayed unreachable past the retry window: {0}")]
+    StoreUnavailable(String),
+    #[error("the catalogue store holds a malformed record: {0}")]
+    CorruptRecord(String),
+    #[error("no source could be read: {0}")]
+    SourceUnreachable(String),
+}
+
+impl ErrorClass for CatalogError {
+    fn class(&self) -> &'static str {
+        match self {
+            CatalogError::StoreUnavailable(_) => "StoreUnavailable",
+            CatalogError::CorruptRecord(_) => "CorruptRecord",
+            CatalogError::SourceUnreachable(_) => "SourceUnreachable",
+        }
     }
-    Ok(json!({ "sources": sources }))
 }
 
-fn prepare_enrich(fields: &Fields) -> Result<Value, ParamError> {
-    only_fields(fields, &["force"])?;
-    let force = bool_field(fields, "force")?.unwrap_or(false);
-    Ok(json!({ "force": force }))
+impl From<CatalogStoreError> for CatalogError {
+    fn from(e: CatalogStoreError) -> Self {
+        match e {
+            CatalogStoreError::Unavailable(m) => CatalogError::StoreUnavailable(m),
+            CatalogStoreError::Corrupt(m) => CatalogError::CorruptRecord(m),
+            CatalogStoreError::BadCursor => CatalogError::CorruptRecord("a cursor".into()),
+        }
+    }
+}
+
+/// Runs a store call, retrying with backoff while the store is unreachable, for `window`.
+/// A malformed record is not retried.
+pub fn retrying<T>(
+    window: Duration,
+    mut op: impl FnMut() -> Result<T, CatalogStoreError>,
+) -> Result<T, CatalogError> {
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(50);
+    let mut warned = false;
+    loop {
+        match op() {
+            Ok(v) => return Ok(v),
+            Err(CatalogStoreError::Unavailable(m)) if started.elapsed() < window => {
+                if !warned {
+                    tracing::warn!(error = %m, "the catalogue store is unreachable; the job waits and retries");
+                    warned = true;
+                }
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Reports progress monotonically even when several threads report at once, and never
+/// calls the job's callback twice at the same time.
+pub struct Monotonic<'a> {
+    progress: Progress<'a>,
+    last: Mutex<Option<u8>>,
+}
+
+impl<'a> Monotonic<'a> {
+    pub fn new(progress: Progress<'a>) -> Self {
+        Self {
+            progress,
+            last: Mutex::new(None),
+        }
+    }
+
+    pub fn report(&self, percent: u8, step: &str) {
+        let Some(cb) = self.progress else {
+            return;
+        };
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let percent = percent.min(100).max(last.unwrap_or(0));
+        *last = Some(percent);
+        cb(percent, step);
+    }
+
+    /// `from + (to - from) · done / total`, for progress inside a phase.
+    pub fn interpolate(&self, from: u8, to: u8, done: usize, total: usize, step: &str) {
+        let span = f64::from(to.saturating_sub(from));
+        let frac = if total == 0 {
+            1.0
+        } else {
+            done as f64 / total as f64
+        };
+        self.report(from + (span * frac.clamp(0.0, 1.0)) as u8, step);
+    }
+}
+
+/// The catalogue job kinds, wired to a catalogue.
+pub fn registry(catalog: Arc<Catalog>) -> Registry {
+    let (c1, c2, c3, c4) = (catalog.clone(), catalog.clone(), catalog.clone(), catalog);
+    Registry::new()
+        .with(
+            "sync",
+            move |fields| sync::prepare(fields, &c1.settings),
+            move |input, progress| {
+                sync::run(&c2, &input.tenant, &input.params, progress).map_err(JobError::from)
+            },
+        )
+        .with("enrich", enrich::prepare, move |input, progress| {
+            enrich::run(&c3, &input.tenant, &input.params, progress).map_err(JobError::from)
+        })
+        .with_plain("pair", move |input, progress| {
+            pair::run(&c4, &input.tenant, progress).map_err(JobError::from)
+        })
 }

@@ -216,6 +216,8 @@ pub enum CatalogStoreError {
     Unavailable(String),
     #[error("the catalogue store holds a malformed record: {0}")]
     Corrupt(String),
+    #[error("the cursor is not one this listing handed out")]
+    BadCursor,
 }
 
 /// The per-tenant catalogue. Blocking: the job functions call it from their blocking
@@ -333,8 +335,11 @@ impl CatalogStore for MemoryCatalog {
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError> {
+        let after = cursor
+            .map(ProductKey::parse)
+            .transpose()
+            .map_err(|_| CatalogStoreError::BadCursor)?;
         Ok(self.with(tenant, |c| {
-            let after = cursor.map(|k| ProductKey(k.to_owned()));
             let mut items: Vec<Stored> = match &after {
                 Some(k) => c
                     .products
@@ -610,9 +615,7 @@ impl CatalogStore for RedisCatalog {
         // when Redis's cursor says so. Ordered by key it is not; complete it is.
         let start: u64 = match cursor {
             None => 0,
-            Some(c) => c
-                .parse()
-                .map_err(|_| CatalogStoreError::Corrupt("bad cursor".into()))?,
+            Some(c) => c.parse().map_err(|_| CatalogStoreError::BadCursor)?,
         };
         let (next, chunk): (u64, Vec<(String, String)>) = self.call(|c| {
             redis::cmd("HSCAN")

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
+use catalog_jobs::catalog::Catalog;
 use catalog_jobs::config::Config;
 use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
@@ -18,7 +20,7 @@ use catalog_jobs::jobs::store::{
     BoxFuture, Created, JobStore, NewJob, Outcome, StoreError, StoreSettings, Write,
 };
 use catalog_jobs::jobs::{JobId, Kind, Snapshot, TenantId};
-use catalog_jobs::startup::App;
+use catalog_jobs::startup::{catalog_settings, App};
 use serde_json::{json, Value};
 use tokio::sync::{watch, Semaphore};
 
@@ -437,10 +439,49 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 }
 
 pub async fn spawn_app_with(config: Config, store: Arc<dyn JobStore>) -> TestApp {
-    let app = App::build_with_store(config, store.clone(), test_registry())
+    let catalog = Arc::new(Catalog {
+        store: Arc::new(MemoryCatalog::new()),
+        settings: catalog_settings(&config),
+    });
+    let app = App::build_with(config, store.clone(), catalog, test_registry())
         .await
         .expect("the app builds");
     let addr = app.local_addr();
+    tokio::spawn(app.run_until(std::future::pending()));
+    TestApp {
+        addr,
+        client: reqwest::Client::new(),
+        store,
+    }
+}
+
+/// A catalogue store of the given backend, in its own key namespace.
+pub fn catalog_store(backend: Backend) -> Arc<dyn CatalogStore> {
+    match backend {
+        Backend::Memory => Arc::new(MemoryCatalog::new()),
+        Backend::Redis => Arc::new(
+            RedisCatalog::open(&shared_redis_url(), &unique("cat")).expect("the redis url parses"),
+        ),
+    }
+}
+
+/// The real service with the real catalogue job kinds (sync, enrich, pair), on one backend.
+pub async fn spawn_catalog_app(backend: Backend, config: Config) -> TestApp {
+    let catalog = Arc::new(Catalog {
+        store: catalog_store(backend),
+        settings: catalog_settings(&config),
+    });
+    let registry = catalog_jobs::catalog::registry(catalog.clone());
+    let app = App::build_with(
+        config,
+        store(backend, settings()),
+        catalog.clone(),
+        registry,
+    )
+    .await
+    .expect("the app builds");
+    let addr = app.local_addr();
+    let store = app.runner().store().clone();
     tokio::spawn(app.run_until(std::future::pending()));
     TestApp {
         addr,

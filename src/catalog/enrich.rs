@@ -1,0 +1,92 @@
+//! enrich: extracts attributes from each product's text, in batches persisted as they go,
+//! so a crash keeps the work done and a re-run resumes: a product whose content hash is
+//! unchanged since its last enrichment is skipped unless `force`.
+
+use serde_json::{json, Value};
+
+use super::extract::extract;
+use super::products::Enrichment;
+use super::{retrying, Catalog, CatalogError, Monotonic};
+use crate::jobs::registry::{bool_field, only_fields, Fields, ParamError, Progress};
+use crate::jobs::TenantId;
+
+pub fn prepare(fields: &Fields) -> Result<Value, ParamError> {
+    only_fields(fields, &["force"])?;
+    Ok(json!({ "force": bool_field(fields, "force")?.unwrap_or(false) }))
+}
+
+pub fn run(
+    catalog: &Catalog,
+    tenant: &TenantId,
+    params: &Value,
+    progress: Progress<'_>,
+) -> Result<Value, CatalogError> {
+    let force = params["force"].as_bool().unwrap_or(false);
+    let progress = Monotonic::new(progress);
+    progress.report(0, "loading products");
+    let window = catalog.settings.write_retry;
+    let products = retrying(window, || catalog.store.all(tenant))?;
+    let done = if force {
+        Default::default()
+    } else {
+        retrying(window, || catalog.store.enrichments(tenant))?
+    };
+    let todo: Vec<_> = products
+        .iter()
+        .filter(|p| {
+            force
+                || done
+                    .get(&p.product.product_key)
+                    .is_none_or(|e| e.content_hash != p.content_hash)
+        })
+        .collect();
+    let skipped = products.len() - todo.len();
+    let size = catalog.settings.enrich_batch.max(1);
+    let batches = todo.len().div_ceil(size);
+    let (mut extracted, mut unextractable) = (0u64, 0u64);
+    for (n, chunk) in todo.chunks(size).enumerate() {
+        let step = format!("extracting attributes — batch {} of {batches}", n + 1);
+        progress.interpolate(0, 100, n * size, todo.len(), &step);
+        let batch: Vec<_> = chunk
+            .iter()
+            .map(|p| {
+                let attributes = extract(
+                    &p.product.name,
+                    p.product.description.as_deref(),
+                    &p.product.attributes,
+                );
+                let e = Enrichment {
+                    content_hash: p.content_hash.clone(),
+                    unextractable: attributes.is_empty(),
+                    attributes,
+                };
+                (p.product.product_key.clone(), e)
+            })
+            .collect();
+        for (_, e) in &batch {
+            if e.unextractable {
+                unextractable += 1;
+            } else {
+                extracted += 1;
+            }
+        }
+        retrying(window, || catalog.store.save_enrichments(tenant, &batch))?;
+        progress.interpolate(0, 100, n * size + chunk.len(), todo.len(), &step);
+    }
+    let last = if batches == 0 {
+        "nothing to extract: every product is up to date".to_owned()
+    } else {
+        format!(
+            "extracted attributes — {batches} batch{}",
+            if batches == 1 { "" } else { "es" }
+        )
+    };
+    progress.report(100, &last);
+    Ok(json!({
+        "products": products.len(),
+        "extracted": extracted,
+        "unextractable": unextractable,
+        "skipped": skipped,
+        "batches": batches,
+    }))
+}

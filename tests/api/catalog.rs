@@ -1,0 +1,712 @@
+//! The catalogue jobs doing real work: through the real service on both stores (sync,
+//! enrich, pair, the products API), and directly (the progress contract, pairing quality).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use catalog_jobs::catalog::products::{MemoryCatalog, Product};
+use catalog_jobs::catalog::{demo, enrich, pair, sync, Catalog, CatalogSettings};
+use catalog_jobs::jobs::runner::guarded;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{spawn_catalog_app, tenant, test_config, unique, Backend, TestApp};
+
+both_stores!(
+    the_quickstart_syncs_enriches_pairs_and_shows_a_products_neighbours,
+    sync_reports_each_source_and_fails_only_when_none_could_be_read,
+    sources_outside_the_allowed_places_are_refused_before_a_job_exists,
+    an_http_feed_on_an_allowed_host_is_streamed_in,
+    products_import_as_json_ndjson_and_csv_and_bad_rows_do_not_sink_the_rest,
+    paging_visits_every_product_exactly_once,
+    enrich_resumes_skipping_unchanged_products_unless_forced,
+);
+
+fn feeds_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(unique("feeds"));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    dir
+}
+
+async fn post(app: &TestApp, kind: &str, form: &[(&str, &str)]) -> (u16, Value) {
+    let r = app.start(kind, form).await;
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap())
+}
+
+async fn product(app: &TestApp, tenant: &str, key: &str) -> Value {
+    let r = app
+        .client
+        .get(app.url(&format!("/catalog/products/{key}?tenant_id={tenant}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{key}");
+    r.json().await.unwrap()
+}
+
+async fn the_quickstart_syncs_enriches_pairs_and_shows_a_products_neighbours(b: Backend) {
+    let app = spawn_catalog_app(b, test_config()).await;
+    let t = tenant();
+    let ts = t.as_str();
+    let (status, report) = post(
+        &app,
+        "sync",
+        &[
+            ("tenant_id", ts),
+            ("source", "demo.jsonl"),
+            ("wait", "true"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(
+        report["totals"],
+        json!({"read": 2400, "created": 2400, "updated": 0, "unchanged": 0, "invalid": 0})
+    );
+    assert_eq!(report["sources"][0]["status"], "ok");
+
+    let (status, report) = post(&app, "enrich", &[("tenant_id", ts), ("wait", "true")]).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["products"], 2400);
+    assert_eq!(report["skipped"], 0);
+    assert_eq!(report["batches"], 5);
+    assert_eq!(
+        report["extracted"].as_u64().unwrap() + report["unextractable"].as_u64().unwrap(),
+        2400
+    );
+    assert!(report["extracted"].as_u64().unwrap() > 2000);
+
+    let (status, report) = post(&app, "pair", &[("tenant_id", ts), ("wait", "true")]).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["products"], 2400);
+    assert!(report["paired"].as_u64().unwrap() > 2000, "{report}");
+
+    let p = product(&app, ts, "fam000001-v0").await;
+    assert_eq!(p["enrichment"]["state"], "enriched");
+    assert!(
+        !p["enrichment"]["attributes"]
+            .as_object()
+            .unwrap()
+            .is_empty(),
+        "{p}"
+    );
+    let neighbours: Vec<&str> = p["neighbours"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["product_key"].as_str().unwrap())
+        .collect();
+    assert!(
+        neighbours.contains(&"fam000001-v1"),
+        "its sibling is a neighbour: {p}"
+    );
+    assert!(p["neighbours"][0]["score"].as_f64().unwrap() > 0.5);
+    assert!(p["neighbours"][0]["name"].is_string());
+
+    // A re-sync finds nothing changed, and a re-enrich skips everything.
+    let (_, report) = post(
+        &app,
+        "sync",
+        &[
+            ("tenant_id", ts),
+            ("source", "demo.jsonl"),
+            ("wait", "true"),
+        ],
+    )
+    .await;
+    assert_eq!(report["totals"]["unchanged"], 2400);
+    let (_, report) = post(&app, "enrich", &[("tenant_id", ts), ("wait", "true")]).await;
+    assert_eq!(
+        (report["skipped"].as_u64(), report["batches"].as_u64()),
+        (Some(2400), Some(0))
+    );
+}
+
+async fn sync_reports_each_source_and_fails_only_when_none_could_be_read(b: Backend) {
+    let dir = feeds_dir();
+    std::fs::write(
+        dir.join("good.jsonl"),
+        concat!(
+            r#"{"product_key":"a1","name":"Acme Mug 350 ml Black","price_cents":1200,"taxonomy_path":["Home","Mugs"]}"#, "\n",
+            "{not json}\n",
+            r#"{"product_key":"a2","name":""}"#, "\n",
+            r#"{"product_key":"a3","name":"Acme Mug 350 ml White","taxonomy_path":"Home > Mugs"}"#, "\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("sub/more.csv"),
+        "product_key,name,price_cents\nc1,Lumen Lamp,4000\nc2,Lumen Lamp XL,not-a-price\n",
+    )
+    .unwrap();
+    let server = feed_server(vec![]).await;
+    let mut config = test_config();
+    config.feeds_dir = dir.clone();
+    config.sync_allowed_hosts = vec!["127.0.0.1".into()];
+    let app = spawn_catalog_app(b, config).await;
+    let t = tenant();
+    let broken = format!("http://127.0.0.1:{}/missing.jsonl", server.port());
+    let (status, report) = post(
+        &app,
+        "sync",
+        &[
+            ("tenant_id", t.as_str()),
+            ("source", "good.jsonl"),
+            ("source", "sub/more.csv"),
+            ("source", &broken),
+            ("wait", "true"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    let sources = report["sources"].as_array().unwrap();
+    assert_eq!(sources[0]["status"], "ok");
+    assert_eq!(
+        (
+            sources[0]["read"].as_u64(),
+            sources[0]["created"].as_u64(),
+            sources[0]["invalid"].as_u64()
+        ),
+        (Some(4), Some(2), Some(2))
+    );
+    assert_eq!(sources[0]["errors"][0]["line"], 2);
+    assert_eq!(sources[1]["status"], "ok");
+    assert_eq!(
+        (
+            sources[1]["created"].as_u64(),
+            sources[1]["invalid"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_eq!(sources[2]["status"], "failed");
+    assert_eq!(sources[2]["error"], "SourceUnreachable");
+    assert_eq!(report["totals"]["created"], 3);
+    assert_eq!(report["sources_failed"], 1);
+    let p = product(&app, t.as_str(), "a3").await;
+    assert_eq!(p["taxonomy_path"], json!(["Home", "Mugs"]));
+
+    // Every source unreadable: the job fails, with the class only.
+    let (status, body) = post(
+        &app,
+        "sync",
+        &[
+            ("tenant_id", t.as_str()),
+            ("source", &broken),
+            ("wait", "true"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 502);
+    assert_eq!(body["job"]["error"], "SourceUnreachable");
+}
+
+async fn sources_outside_the_allowed_places_are_refused_before_a_job_exists(b: Backend) {
+    let dir = feeds_dir();
+    std::fs::write(dir.join("ok.jsonl"), "").unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", dir.join("escape.jsonl")).unwrap();
+    std::os::unix::fs::symlink("/etc", dir.join("etc")).unwrap();
+    let mut config = test_config();
+    config.feeds_dir = dir;
+    config.sync_allowed_hosts = vec!["feeds.example.com".into()];
+    let app = spawn_catalog_app(b, config).await;
+    let t = tenant();
+    for (source, code) in [
+        ("/etc/passwd", "source_not_allowed"),
+        ("../Cargo.toml", "source_not_allowed"),
+        ("sub/../../x.jsonl", "source_not_allowed"),
+        ("escape.jsonl", "source_not_allowed"),
+        ("etc/hostname", "source_not_allowed"),
+        ("http://evil.example.org/feed.jsonl", "source_not_allowed"),
+        (
+            "https://feeds.example.com.evil.org/feed.jsonl",
+            "source_not_allowed",
+        ),
+        (
+            "http://user:pw@feeds.example.com/feed.jsonl",
+            "source_not_allowed",
+        ),
+        ("ftp://feeds.example.com/feed.jsonl", "source_not_allowed"),
+        ("file:///etc/passwd", "source_not_allowed"),
+        ("missing.jsonl", "source_not_found"),
+        ("sub", "source_not_found"),
+        ("", "invalid_field"),
+    ] {
+        let (status, body) = post(
+            &app,
+            "sync",
+            &[
+                ("tenant_id", t.as_str()),
+                ("source", source),
+                ("source", "ok.jsonl"),
+            ],
+        )
+        .await;
+        assert_eq!(status, 422, "{source}: {body}");
+        assert_eq!(body["error"], code, "{source}: {body}");
+        assert_eq!(body["field"], "source");
+    }
+    let (status, body) = post(&app, "sync", &[("tenant_id", t.as_str())]).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (422, Some("missing_field"))
+    );
+    assert!(
+        app.store.recent(&t, 10).await.unwrap().is_empty(),
+        "no refused sync created a job"
+    );
+}
+
+/// A tiny HTTP server on loopback serving `files` (path → body); anything else is 404.
+async fn feed_server(files: Vec<(&'static str, String)>) -> std::net::SocketAddr {
+    use axum::routing::get;
+    let files: Arc<HashMap<String, String>> =
+        Arc::new(files.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
+    let router = axum::Router::new().route(
+        "/{*path}",
+        get(
+            move |axum::extract::Path(path): axum::extract::Path<String>| {
+                let files = files.clone();
+                async move {
+                    match files.get(&path) {
+                        Some(body) => (axum::http::StatusCode::OK, body.clone()),
+                        None => (axum::http::StatusCode::NOT_FOUND, String::new()),
+                    }
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+async fn an_http_feed_on_an_allowed_host_is_streamed_in(b: Backend) {
+    let rows: String = demo::generate(1200, 3)
+        .iter()
+        .map(|p| serde_json::to_string(p).unwrap() + "\n")
+        .collect();
+    let server = feed_server(vec![
+        ("feeds/today.jsonl", rows),
+        ("feeds/today.csv", "product_key,name\nz1,Zen Chair\n".into()),
+    ])
+    .await;
+    let mut config = test_config();
+    config.sync_allowed_hosts = vec!["127.0.0.1".into()];
+    let app = spawn_catalog_app(b, config).await;
+    let t = tenant();
+    let jsonl = format!("http://127.0.0.1:{}/feeds/today.jsonl", server.port());
+    let csv = format!("http://127.0.0.1:{}/feeds/today.csv", server.port());
+    let (status, report) = post(
+        &app,
+        "sync",
+        &[
+            ("tenant_id", t.as_str()),
+            ("source", &jsonl),
+            ("source", &csv),
+            ("wait", "true"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["sources"][0]["created"], 1200);
+    assert_eq!(report["sources"][1]["created"], 1);
+}
+
+async fn products_import_as_json_ndjson_and_csv_and_bad_rows_do_not_sink_the_rest(b: Backend) {
+    let mut config = test_config();
+    config.max_body_bytes = 64 * 1024;
+    let app = spawn_catalog_app(b, config).await;
+    let t = tenant();
+    let url = app.url(&format!("/catalog/products?tenant_id={t}"));
+    let import = |ct: &'static str, body: String| {
+        let (client, url) = (app.client.clone(), url.clone());
+        async move {
+            let r = client
+                .post(url)
+                .header("content-type", ct)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, r) = import(
+        "application/json",
+        json!([
+            {"product_key": "j1", "name": "Oak Desk 120 x 60 cm", "price_cents": 25000, "taxonomy_path": ["Furniture"]},
+            {"product_key": "bad key!", "name": "x"},
+            {"product_key": "j2", "name": "Oak Desk 140 x 70 cm", "price_cents": -5},
+            {"product_key": "j3", "name": "Desk Lamp", "attributes": {"colour": "Gray"}, "colour": "x"},
+            {"product_key": "j4", "name": "Desk Lamp Brass", "brand": "Lumen"}
+        ])
+        .to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        (
+            r["read"].as_u64(),
+            r["created"].as_u64(),
+            r["invalid"].as_u64()
+        ),
+        (Some(5), Some(2), Some(3))
+    );
+    let lines: Vec<u64> = r["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, [2, 3, 4]);
+    let (status, r) = import("application/x-ndjson", "{\"product_key\":\"n1\",\"name\":\"Tea Cup\"}\n\n{\"product_key\":\"j1\",\"name\":\"Oak Desk 120 x 60 cm\",\"price_cents\":25000,\"taxonomy_path\":[\"Furniture\"]}\n{oops\n".into()).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        (
+            r["created"].as_u64(),
+            r["unchanged"].as_u64(),
+            r["invalid"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1))
+    );
+    let (status, r) = import("text/csv", "product_key,name,taxonomy_path,price_cents\nc1,Linen Shirt Off-White - M,Apparel > Shirts,3900\nn1,Tea Cup Large,,\nc3,,x,1\n".into()).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        (
+            r["created"].as_u64(),
+            r["updated"].as_u64(),
+            r["invalid"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1))
+    );
+    let c1 = product(&app, t.as_str(), "c1").await;
+    assert_eq!(c1["taxonomy_path"], json!(["Apparel", "Shirts"]));
+    assert_eq!(c1["enrichment"]["state"], "not_enriched");
+    assert!(c1["content_hash"].is_string());
+
+    for (ct, body, status, code) in [
+        (
+            "application/json",
+            "{\"product_key\":".to_owned(),
+            400,
+            "malformed_body",
+        ),
+        ("application/json", "42".to_owned(), 400, "malformed_body"),
+        ("text/plain", "x".to_owned(), 415, "unsupported_media_type"),
+        (
+            "application/x-ndjson",
+            "x".repeat(70 * 1024),
+            413,
+            "payload_too_large",
+        ),
+    ] {
+        let (got, r) = import(ct, body).await;
+        assert_eq!((got, r["error"].as_str()), (status, Some(code)), "{ct}");
+    }
+    let r = app
+        .client
+        .get(app.url(&format!("/catalog/products/nope?tenant_id={t}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
+    let r = app
+        .client
+        .get(app.url("/catalog/products/j1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422, "tenant_id is required");
+}
+
+async fn paging_visits_every_product_exactly_once(b: Backend) {
+    let app = spawn_catalog_app(b, test_config()).await;
+    let t = tenant();
+    let rows: String = demo::generate(730, 11)
+        .iter()
+        .map(|p| serde_json::to_string(p).unwrap() + "\n")
+        .collect();
+    let r = app
+        .client
+        .post(app.url(&format!("/catalog/products?tenant_id={t}")))
+        .header("content-type", "application/x-ndjson")
+        .body(rows)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..100 {
+        let mut url = app.url(&format!("/catalog/products?tenant_id={t}&limit=100"));
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let page: Value = app
+            .client
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for p in page["products"].as_array().unwrap() {
+            assert!(
+                seen.insert(p["product_key"].as_str().unwrap().to_owned()),
+                "listed twice: {p}"
+            );
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 730);
+    for bad in ["limit=0", "limit=501", "cursor=%20%20bad%20cursor"] {
+        let r = app
+            .client
+            .get(app.url(&format!("/catalog/products?tenant_id={t}&{bad}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{bad}");
+    }
+}
+
+async fn enrich_resumes_skipping_unchanged_products_unless_forced(b: Backend) {
+    let mut config = test_config();
+    config.enrich_batch_size = 3;
+    let app = spawn_catalog_app(b, config).await;
+    let t = tenant();
+    let url = app.url(&format!("/catalog/products?tenant_id={t}"));
+    let body = json!([
+        {"product_key": "p1", "name": "Crew Tee Black - M"},
+        {"product_key": "p2", "name": "Gift Card"},
+        {"product_key": "p3", "name": "Olive Oil 500 ml"},
+        {"product_key": "p4", "name": "Mystery Box"},
+        {"product_key": "p5", "name": "Socks Pack of 3"},
+    ]);
+    app.client.post(&url).json(&body).send().await.unwrap();
+    let (_, r) = post(&app, "enrich", &[("tenant_id", t.as_str()), ("wait", "1")]).await;
+    assert_eq!(
+        r,
+        json!({"products": 5, "extracted": 3, "unextractable": 2, "skipped": 0, "batches": 2})
+    );
+    assert_eq!(
+        product(&app, t.as_str(), "p2").await["enrichment"]["state"],
+        "unextractable"
+    );
+    assert_eq!(
+        product(&app, t.as_str(), "p1").await["enrichment"]["attributes"],
+        json!({"color": "black", "size": "M"})
+    );
+    // One product changes: only it is extracted again; its old attributes read as stale until then.
+    app.client
+        .post(&url)
+        .json(&json!([{"product_key": "p2", "name": "Gift Card 50 g"}]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        product(&app, t.as_str(), "p2").await["enrichment"]["state"],
+        "stale"
+    );
+    let (_, r) = post(&app, "enrich", &[("tenant_id", t.as_str()), ("wait", "1")]).await;
+    assert_eq!(
+        r,
+        json!({"products": 5, "extracted": 1, "unextractable": 0, "skipped": 4, "batches": 1})
+    );
+    let (_, r) = post(
+        &app,
+        "enrich",
+        &[("tenant_id", t.as_str()), ("wait", "1"), ("force", "true")],
+    )
+    .await;
+    assert_eq!(
+        r,
+        json!({"products": 5, "extracted": 4, "unextractable": 1, "skipped": 0, "batches": 2})
+    );
+    let (status, r) = post(
+        &app,
+        "enrich",
+        &[("tenant_id", t.as_str()), ("force", "perhaps")],
+    )
+    .await;
+    assert_eq!((status, r["error"].as_str()), (422, Some("invalid_field")));
+}
+
+// ---------------------------------------------------------------------------------------
+// Directly, without the service
+
+fn catalog_with(
+    products: &[Product],
+    dir: Option<PathBuf>,
+) -> (Catalog, catalog_jobs::jobs::TenantId) {
+    let catalog = Catalog {
+        store: Arc::new(MemoryCatalog::new()),
+        settings: CatalogSettings {
+            feeds_dir: dir.unwrap_or_else(|| PathBuf::from("examples/feeds")),
+            enrich_batch: 200,
+            ..CatalogSettings::default()
+        },
+    };
+    let t = tenant();
+    catalog.store.upsert(&t, products).unwrap();
+    (catalog, t)
+}
+
+type Job = fn(&Catalog, &catalog_jobs::jobs::TenantId, Option<&(dyn Fn(u8, &str) + Sync)>) -> Value;
+
+fn jobs() -> Vec<(&'static str, Job)> {
+    vec![
+        ("sync", |c, t, p| {
+            sync::run(c, t, &json!({"sources": ["demo.jsonl", "sample.csv"]}), p).unwrap()
+        }),
+        ("enrich", |c, t, p| {
+            enrich::run(c, t, &json!({"force": false}), p).unwrap()
+        }),
+        ("pair", |c, t, p| pair::run(c, t, p).unwrap()),
+    ]
+}
+
+#[test]
+fn every_kind_keeps_the_progress_contract_and_reports_the_same_without_a_callback() {
+    let products = demo::generate(1500, 5);
+    for (name, job) in jobs() {
+        let seen: Mutex<Vec<(u8, String)>> = Mutex::new(Vec::new());
+        let record = |p: u8, s: &str| seen.lock().unwrap().push((p, s.to_owned()));
+        let (with_cb, t1) = catalog_with(&products, None);
+        let (without_cb, t2) = catalog_with(&products, None);
+        if name == "pair" {
+            enrich::run(&with_cb, &t1, &json!({}), None).unwrap();
+            enrich::run(&without_cb, &t2, &json!({}), None).unwrap();
+        }
+        let a = job(&with_cb, &t1, Some(&record));
+        let b = job(&without_cb, &t2, None);
+        assert_eq!(a, b, "{name}: the same report with and without a callback");
+        let seen = seen.into_inner().unwrap();
+        assert!(seen.len() >= 3, "{name} reports progress: {seen:?}");
+        assert!(
+            seen.windows(2).all(|w| w[0].0 <= w[1].0),
+            "{name}: percent never goes backwards: {seen:?}"
+        );
+        assert!(
+            seen.iter().all(|(p, s)| *p <= 100 && !s.trim().is_empty()),
+            "{name}: 0..=100 and readable steps"
+        );
+        assert_eq!(seen.last().unwrap().0, 100, "{name} ends at 100");
+        let steps: Vec<&str> = seen.iter().map(|(_, s)| s.as_str()).collect();
+        match name {
+            "sync" => assert!(
+                steps
+                    .iter()
+                    .any(|s| s.starts_with("syncing demo.jsonl (1 of 2)")),
+                "{steps:?}"
+            ),
+            "enrich" => assert!(
+                steps
+                    .iter()
+                    .any(|s| s.starts_with("extracting attributes — batch 1 of ")),
+                "{steps:?}"
+            ),
+            _ => assert!(steps.iter().any(|s| s.starts_with("scoring")), "{steps:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_panicking_callback_does_not_kill_the_job_behind_the_runners_guard() {
+    let products = demo::generate(600, 9);
+    for (name, job) in jobs() {
+        let (catalog, t) = catalog_with(&products, None);
+        let reporter = guarded(|_: u8, _: &str| panic!("the progress sink broke"));
+        let report = job(&catalog, &t, Some(&reporter));
+        assert!(
+            report.is_object(),
+            "{name} finished despite its callback panicking"
+        );
+    }
+}
+
+#[test]
+fn pairing_finds_the_planted_families_and_never_crosses_a_top_level_category() {
+    let products = demo::generate(4000, 21);
+    let (catalog, t) = catalog_with(&products, None);
+    enrich::run(&catalog, &t, &json!({}), None).unwrap();
+    let report = pair::run(&catalog, &t, None).unwrap();
+    assert_eq!(report["products"], 4000);
+    let by_key: HashMap<&str, &Product> = products
+        .iter()
+        .map(|p| (p.product_key.as_str(), p))
+        .collect();
+    let mut families: HashMap<&str, Vec<&str>> = HashMap::new();
+    for p in &products {
+        families
+            .entry(demo::family_of(&p.product_key))
+            .or_default()
+            .push(p.product_key.as_str());
+    }
+    let (mut expected, mut found) = (0usize, 0usize);
+    for p in &products {
+        let neighbours = catalog
+            .store
+            .neighbours(&t, &p.product_key)
+            .unwrap()
+            .unwrap_or_default();
+        assert!(neighbours.len() <= 5);
+        for n in &neighbours {
+            let other = by_key[n.product_key.as_str()];
+            assert_eq!(
+                other.top_category(),
+                p.top_category(),
+                "{} paired across categories with {}",
+                p.name,
+                other.name
+            );
+        }
+        let siblings: Vec<&&str> = families[demo::family_of(&p.product_key)]
+            .iter()
+            .filter(|k| **k != p.product_key.as_str())
+            .collect();
+        expected += siblings.len().min(5);
+        found += siblings
+            .iter()
+            .filter(|s| neighbours.iter().any(|n| n.product_key.as_str() == ***s))
+            .count()
+            .min(5);
+    }
+    let recall = found as f64 / expected as f64;
+    assert!(
+        recall >= 0.9,
+        "family recall in the top 5 is {recall:.3} ({found} of {expected})"
+    );
+}
+
+#[test]
+fn a_second_pair_replaces_the_whole_neighbour_table() {
+    let products = demo::generate(300, 4);
+    let (catalog, t) = catalog_with(&products, None);
+    pair::run(&catalog, &t, None).unwrap();
+    let key = products[0].product_key.clone();
+    assert!(catalog.store.neighbours(&t, &key).unwrap().is_some());
+    // Rename every product of the first family beyond recognition: it has no neighbours now,
+    // and the old rows must not linger.
+    let family = demo::family_of(&key).to_owned();
+    let changed: Vec<Product> = products
+        .iter()
+        .filter(|p| demo::family_of(&p.product_key) == family)
+        .enumerate()
+        .map(|(i, p)| Product {
+            name: format!("Unrelated{i} Thing{i}"),
+            ..p.clone()
+        })
+        .collect();
+    catalog.store.upsert(&t, &changed).unwrap();
+    pair::run(&catalog, &t, None).unwrap();
+    assert_eq!(catalog.store.neighbours(&t, &key).unwrap(), None);
+}

@@ -18,8 +18,16 @@ use serde_json::json;
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_owned)
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
         .map(|kb| kb / 1024.0)
         .unwrap_or(f64::NAN)
 }
@@ -31,7 +39,10 @@ fn run(n: usize) {
         settings: CatalogSettings::default(),
     };
     let tenant = TenantId::parse("bench").expect("a valid tenant");
-    catalog.store.upsert(&tenant, &products).expect("the embedded store accepts products");
+    catalog
+        .store
+        .upsert(&tenant, &products)
+        .expect("the embedded store accepts products");
     drop(products);
     let before = peak_rss_mib();
 
@@ -53,14 +64,19 @@ fn run(n: usize) {
 }
 
 fn main() {
-    let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|p| p.get())
+        .unwrap_or(1);
     match std::env::args().nth(1) {
         Some(n) => run(n.parse().expect("a product count")),
         None => {
             println!("catalog_bench on {cores} cores (embedded store)");
             let me = std::env::current_exe().expect("the bench knows its own path");
             for n in [10_000, 100_000] {
-                let status = Command::new(&me).arg(n.to_string()).status().expect("the bench can run itself");
+                let status = Command::new(&me)
+                    .arg(n.to_string())
+                    .status()
+                    .expect("the bench can run itself");
                 assert!(status.success(), "the {n}-product run failed");
             }
         }

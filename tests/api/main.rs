@@ -3,6 +3,7 @@
 mod catalog;
 mod conformance;
 mod extract;
+mod faults;
 mod helpers;
 mod http;
 mod runner;

@@ -1,0 +1,642 @@
+//! Faults lose nothing, proven with real processes: the built `catalog-jobs` binary and
+//! `redis-server`, started, paused, killed and restarted by pid. Long jobs are real `sync`
+//! jobs reading a feed that a test-held HTTP server releases when the test says so.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::helpers::{free_port, tenant, RedisServer};
+
+/// A `catalog-jobs` process, killed (by pid) when dropped. Its log goes to a file.
+struct Service {
+    child: Option<Child>,
+    port: u16,
+    log: std::path::PathBuf,
+    client: reqwest::Client,
+}
+
+impl Service {
+    async fn start(redis_url: &str, env: &[(&str, String)]) -> Service {
+        let port = free_port();
+        let log =
+            std::env::temp_dir().join(format!("catalog-jobs-{}-{port}.log", std::process::id()));
+        let out = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_catalog-jobs"));
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("BIND_ADDR", format!("127.0.0.1:{port}"))
+            .env("REDIS_URL", redis_url)
+            .env("RUST_LOG", "info")
+            .env("STALE_AFTER_SECONDS", "1.5")
+            .env("HEARTBEAT_SECONDS", "0.2")
+            .env("FINISH_RETRY_SECONDS", "20")
+            .env("SYNC_ALLOWED_HOSTS", "127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(out);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("the catalog-jobs binary starts");
+        let svc = Service {
+            child: Some(child),
+            port,
+            log,
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while svc.client.get(svc.url("/healthz")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "the service came up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        svc
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig}");
+    }
+
+    /// Waits (10 s at most) for the process to exit, answering its exit code.
+    fn wait_exit(&mut self) -> Option<i32> {
+        let mut child = self.child.take().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the service did not exit");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill9(&mut self) {
+        self.signal("KILL");
+        let _ = self.wait_exit();
+    }
+
+    fn log(&self) -> String {
+        let mut s = String::new();
+        std::fs::File::open(&self.log)
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    }
+
+    async fn sync(&self, tenant: &str, sources: &[String]) -> reqwest::Response {
+        let mut form: Vec<(&str, &str)> = vec![("tenant_id", tenant)];
+        form.extend(sources.iter().map(|s| ("source", s.as_str())));
+        self.client
+            .post(self.url("/catalog/sync"))
+            .form(&form)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn job(&self, id: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(&format!("/catalog/jobs/{id}")))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Polls until the job satisfies `done` (20 s at most), answering its last snapshot.
+    async fn poll(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let r = self.job(id).await;
+            if r.status() == 200 {
+                let job: Value = r.json().await.unwrap();
+                if done(&job) {
+                    return job;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "job {id} never became {what}: {job}"
+                );
+            } else {
+                assert!(
+                    Instant::now() < deadline,
+                    "job {id} never became {what}: HTTP {}",
+                    r.status()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// Feeds that are held until the test releases them: a sync of one is a long job whose
+/// end the test decides.
+struct HeldFeeds {
+    port: u16,
+    gates: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+}
+
+impl HeldFeeds {
+    async fn start() -> HeldFeeds {
+        use axum::routing::get;
+        let gates: Arc<Mutex<HashMap<String, Arc<Semaphore>>>> = Arc::default();
+        let shared = gates.clone();
+        let router = axum::Router::new().route(
+            "/held/{name}",
+            get(move |axum::extract::Path(name): axum::extract::Path<String>| {
+                let gate = shared.lock().unwrap().entry(name.clone()).or_insert_with(|| Arc::new(Semaphore::new(0))).clone();
+                async move {
+                    let _ = gate.acquire().await.expect("gates are never closed");
+                    let body: String = (0..40)
+                        .map(|i| format!("{{\"product_key\":\"{name}-{i}\",\"name\":\"Held Product {i} Black - M\"}}\n"))
+                        .collect();
+                    body
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        HeldFeeds { port, gates }
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/held/{name}.jsonl", self.port)
+    }
+
+    fn release(&self, name: &str) {
+        let name = format!("{name}.jsonl");
+        self.gates
+            .lock()
+            .unwrap()
+            .entry(name)
+            .or_insert_with(|| Arc::new(Semaphore::new(0)))
+            .add_permits(1000);
+    }
+}
+
+async fn started_id(r: reqwest::Response) -> String {
+    assert_eq!(r.status(), 202, "the job was accepted");
+    r.json::<Value>().await.unwrap()["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn running(job: &Value) -> bool {
+    job["status"] == "running"
+}
+
+async fn outage(keep_data: bool) {
+    let mut redis = RedisServer::start(true);
+    let svc = Service::start(&redis.url(), &[]).await;
+    let feeds = HeldFeeds::start().await;
+    let t = tenant();
+    let name = format!("outage-{keep_data}-{t}");
+    let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
+    svc.poll(&id, "running", running).await;
+
+    redis.stop();
+    let outage_started = Instant::now();
+    feeds.release(&name); // the job goes on: it reads its feed and waits to write
+    let mut answers = Vec::new();
+    while outage_started.elapsed() < Duration::from_secs(3) {
+        let asked = Instant::now();
+        let r = svc.job(&id).await;
+        answers.push((r.status().as_u16(), asked.elapsed()));
+        if r.status() == 503 {
+            assert!(r.headers().contains_key("retry-after"));
+            assert_eq!(
+                r.json::<Value>().await.unwrap()["error"],
+                "store_unavailable"
+            );
+        }
+        let p = svc.sync(t.as_str(), &["demo.jsonl".into()]).await;
+        answers.push((p.status().as_u16(), asked.elapsed()));
+        let ready = svc.client.get(svc.url("/readyz")).send().await.unwrap();
+        answers.push((ready.status().as_u16(), asked.elapsed()));
+    }
+    assert!(
+        answers.iter().all(|(s, _)| *s == 503),
+        "every request during the outage got 503: {answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .all(|(_, took)| *took < Duration::from_secs(5)),
+        "none hung: {answers:?}"
+    );
+
+    redis.restart(keep_data);
+    let done = svc.poll(&id, "done", |j| j["status"] == "done").await;
+    assert_eq!(
+        done["result"]["totals"]["created"], 40,
+        "the full report landed: {done}"
+    );
+    assert_eq!(done["percent"], 100);
+    let ready = svc.client.get(svc.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200, "reconnected by itself");
+    // The products the job wrote once Redis was back are there.
+    let p = svc
+        .client
+        .get(svc.url(&format!("/catalog/products/{name}.jsonl-0?tenant_id={t}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(p.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_survives_a_redis_outage_with_its_data_kept() {
+    outage(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_survives_a_redis_that_comes_back_empty_and_its_record_is_written_back() {
+    outage(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_never_returns_leaves_the_process_up_and_the_outcome_logged() {
+    let mut redis = RedisServer::start(false);
+    let svc = Service::start(&redis.url(), &[("FINISH_RETRY_SECONDS", "1".into())]).await;
+    let feeds = HeldFeeds::start().await;
+    let t = tenant();
+    let name = format!("gone-{t}");
+    let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
+    svc.poll(&id, "running", running).await;
+    redis.stop();
+    feeds.release(&name);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !svc.log().contains("could not be recorded") {
+        assert!(
+            Instant::now() < deadline,
+            "the lost outcome was logged:\n{}",
+            svc.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = svc.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("could not be recorded"))
+        .unwrap();
+    assert!(
+        line.contains(&id) && line.contains("ERROR"),
+        "logged at error level with the job id: {line}"
+    );
+    assert!(
+        line.contains("StoreUnavailable") || line.contains("totals"),
+        "with its outcome: {line}"
+    );
+    assert_eq!(
+        svc.client
+            .get(svc.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200,
+        "still up"
+    );
+    let ready = svc.client.get(svc.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    assert_eq!(
+        ready.json::<Value>().await.unwrap()["error"],
+        "store_unavailable"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_next() {
+    let redis = RedisServer::start(false);
+    // A longer threshold here, so the restart below surely happens before the job is stale.
+    let stale = [("STALE_AFTER_SECONDS", "4".to_owned())];
+    let mut svc = Service::start(&redis.url(), &stale).await;
+    let feeds = HeldFeeds::start().await;
+    let t = tenant();
+    let id = started_id(
+        svc.sync(t.as_str(), &[feeds.url(&format!("crash-{t}"))])
+            .await,
+    )
+    .await;
+    svc.poll(&id, "running", running).await;
+    svc.kill9();
+    let restarted = Service::start(&redis.url(), &stale).await;
+    let refused = restarted.sync(t.as_str(), &["demo.jsonl".into()]).await;
+    assert_eq!(
+        refused.status(),
+        409,
+        "until it is stale, the dead job still holds its lock"
+    );
+    let lost = restarted.poll(&id, "lost", |j| j["status"] == "lost").await;
+    assert!(lost["heartbeat_at"].is_string());
+    let r = restarted.sync(t.as_str(), &["demo.jsonl".into()]).await;
+    assert_eq!(r.status(), 202, "a lost job never blocks its tenant+kind");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_short_jobs_finish_interrupts_long_ones_and_exits_zero() {
+    let redis = RedisServer::start(false);
+    let mut svc = Service::start(&redis.url(), &[("SHUTDOWN_GRACE_SECONDS", "2".into())]).await;
+    let feeds = HeldFeeds::start().await;
+    let (short_t, long_t) = (tenant(), tenant());
+    let short = started_id(svc.sync(short_t.as_str(), &[feeds.url("short")]).await).await;
+    let long = started_id(svc.sync(long_t.as_str(), &[feeds.url("long")]).await).await;
+    svc.poll(&short, "running", running).await;
+    svc.poll(&long, "running", running).await;
+    svc.signal("TERM");
+    // Readiness turns 503 as soon as the signal is handled: the moment to try a new job.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while svc
+        .client
+        .get(svc.url("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        != 503
+    {
+        assert!(Instant::now() < deadline, "readiness reports the shutdown");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let refused = svc.sync(tenant().as_str(), &["demo.jsonl".into()]).await;
+    assert_eq!(refused.status(), 503);
+    assert_eq!(
+        refused.json::<Value>().await.unwrap()["error"],
+        "shutting_down"
+    );
+    assert_eq!(
+        svc.job(&long).await.status(),
+        200,
+        "reads are still served during the grace period"
+    );
+    feeds.release("short");
+    let done = svc.poll(&short, "done", |j| j["status"] == "done").await;
+    assert_eq!(done["result"]["totals"]["created"], 40);
+    assert_eq!(svc.wait_exit(), Some(0), "exit status 0");
+    // Read what it left behind through a fresh process on the same Redis.
+    let after = Service::start(&redis.url(), &[]).await;
+    let long_job: Value = after.job(&long).await.json().await.unwrap();
+    assert_eq!(
+        (long_job["status"].as_str(), long_job["error"].as_str()),
+        (Some("failed"), Some("Interrupted"))
+    );
+    let r = after.sync(long_t.as_str(), &["demo.jsonl".into()]).await;
+    assert_eq!(r.status(), 202, "the interrupted job's lock was released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_process_that_comes_back_is_fenced_off() {
+    let redis = RedisServer::start(false);
+    let a = Service::start(&redis.url(), &[]).await;
+    let b = Service::start(&redis.url(), &[]).await;
+    let feeds = HeldFeeds::start().await;
+    let t = tenant();
+    let old = started_id(a.sync(t.as_str(), &[feeds.url("paused")]).await).await;
+    a.poll(&old, "running", running).await;
+    a.signal("STOP"); // partitioned / paused: no heartbeats
+    b.poll(&old, "lost", |j| j["status"] == "lost").await;
+    let new = started_id(b.sync(t.as_str(), &[feeds.url("fresh")]).await).await;
+    a.signal("CONT");
+    feeds.release("paused"); // the old job finishes its work and tries to record it
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.log().contains("fenced off") {
+        assert!(
+            Instant::now() < deadline,
+            "the old process logs that it was fenced off:\n{}",
+            a.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let old_job: Value = b.job(&old).await.json().await.unwrap();
+    assert_eq!(
+        old_job["status"], "lost",
+        "the old job was not resurrected: {old_job}"
+    );
+    let new_job: Value = b.job(&new).await.json().await.unwrap();
+    assert!(
+        matches!(new_job["status"].as_str(), Some("queued" | "running")),
+        "the new job is untouched: {new_job}"
+    );
+    let again = b.sync(t.as_str(), &["demo.jsonl".into()]).await;
+    assert_eq!(again.status(), 409, "the new job still holds the lock");
+    assert_eq!(again.json::<Value>().await.unwrap()["job_id"], new.as_str());
+    feeds.release("fresh");
+    b.poll(&new, "done", |j| j["status"] == "done").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_behave_as_one_service() {
+    let redis = RedisServer::start(false);
+    let a = Service::start(&redis.url(), &[]).await;
+    let b = Service::start(&redis.url(), &[]).await;
+    let feeds = HeldFeeds::start().await;
+    let t = tenant();
+    let source = feeds.url("burst");
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let url = if i % 2 == 0 {
+            a.url("/catalog/sync")
+        } else {
+            b.url("/catalog/sync")
+        };
+        let (client, t, source) = (a.client.clone(), t.to_string(), source.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = client
+                .post(url)
+                .form(&[("tenant_id", t.as_str()), ("source", source.as_str())])
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }));
+    }
+    let mut accepted = Vec::new();
+    let mut conflicts = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            (202, body) => accepted.push(body["job_id"].as_str().unwrap().to_owned()),
+            (409, body) => conflicts.push(body["job_id"].as_str().unwrap().to_owned()),
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    assert_eq!(accepted.len(), 1, "exactly one 202");
+    assert_eq!(conflicts.len(), 63);
+    assert!(
+        conflicts.iter().all(|id| *id == accepted[0]),
+        "every 409 names the one job"
+    );
+    // The running job's heartbeat moves between two reads; everything else is the same.
+    let stable = |mut j: Value| {
+        for moving in [
+            "heartbeat_at",
+            "updated_at",
+            "percent",
+            "step",
+            "status",
+            "started_at",
+        ] {
+            j.as_object_mut().unwrap().remove(moving);
+        }
+        j
+    };
+    let on_a: Value = a.job(&accepted[0]).await.json().await.unwrap();
+    let on_b: Value = b.job(&accepted[0]).await.json().await.unwrap();
+    assert_eq!(
+        stable(on_a),
+        stable(on_b),
+        "a job is read identically on both replicas"
+    );
+    let list = |svc: &Service| {
+        svc.client
+            .get(svc.url(&format!("/catalog/jobs?tenant_id={t}")))
+            .send()
+    };
+    let ids = |v: Value| -> Vec<String> {
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["job_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let la = ids(list(&a).await.unwrap().json().await.unwrap());
+    let lb = ids(list(&b).await.unwrap().json().await.unwrap());
+    assert_eq!(la, lb, "listings agree");
+    assert_eq!(la, vec![accepted[0].clone()]);
+    feeds.release("burst");
+    b.poll(&accepted[0], "done", |j| j["status"] == "done")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_behind() {
+    let redis = RedisServer::start(false);
+    let svc = Service::start(
+        &redis.url(),
+        &[
+            ("MAX_CONCURRENT_JOBS", "1".into()),
+            ("MAX_QUEUED_JOBS", "2".into()),
+        ],
+    )
+    .await;
+    let feeds = HeldFeeds::start().await;
+    let tenants: Vec<_> = (0..4).map(|_| tenant()).collect();
+    let first = started_id(svc.sync(tenants[0].as_str(), &[feeds.url("bp")]).await).await;
+    svc.poll(&first, "running", running).await;
+    for t in &tenants[1..3] {
+        let r = svc.sync(t.as_str(), &[feeds.url("bp")]).await;
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(
+            (body["status"].as_str(), body["step"].as_str()),
+            (Some("queued"), Some("waiting for a free worker"))
+        );
+    }
+    let r = svc.sync(tenants[3].as_str(), &[feeds.url("bp")]).await;
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "overloaded");
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{}*", tenants[3]))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(keys.is_empty(), "no orphan lock or job: {keys:?}");
+    feeds.release("bp");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicting_redis_is_warned_about_at_start_up_and_in_readiness() {
+    let redis = RedisServer::start(false);
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let svc = Service::start(&redis.url(), &[]).await;
+    let ready: Value = svc
+        .client
+        .get(svc.url("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let warnings = ready["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("allkeys-lru")),
+        "{ready}"
+    );
+    assert!(
+        svc.log().contains("noeviction"),
+        "warned at start-up:\n{}",
+        svc.log()
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let ready: Value = svc
+        .client
+        .get(svc.url("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ready["warnings"], serde_json::json!([]));
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The test command: installs redis-server when it is missing (the tests start their own
+# instances of it), then runs the whole suite. Extra arguments go to `cargo test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "scripts/test.sh: installing redis-server (the tests start their own)" >&2
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq redis-server >/dev/null
+fi
+
+exec cargo test --locked "$@"

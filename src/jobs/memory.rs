@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::store::{
-    BoxFuture, Created, JobStore, NewJob, Outcome, StoreError, StoreSettings, Write,
+    BoxFuture, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
 };
 use super::{is_stale, now_ms, JobId, Kind, Snapshot, Status, TenantId};
 
@@ -312,6 +312,63 @@ impl JobStore for MemoryStore {
             if lock == Some(job.id) {
                 state.locks.remove(&(job.tenant.clone(), job.kind.clone()));
             }
+            Ok(Write::Applied)
+        })
+    }
+
+    fn restore<'a>(
+        &'a self,
+        job: &'a NewJob,
+        created_at: u64,
+        live: &'a Live,
+    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let expires_ms = self.expiry(now);
+            let mut state = self.state();
+            if state.job_mut(&job.id, now).is_some() {
+                return Ok(Write::Ignored);
+            }
+            if state
+                .lock(&job.tenant, &job.kind, now)
+                .is_some_and(|holder| holder != job.id)
+            {
+                return Ok(Write::Fenced);
+            }
+            let snapshot = Snapshot {
+                job_id: job.id,
+                tenant_id: job.tenant.clone(),
+                kind: job.kind.clone(),
+                status: live.status,
+                percent: live.percent.min(100),
+                step: live.step.clone(),
+                params: job.params.clone(),
+                result: Value::Null,
+                error: None,
+                created_at,
+                started_at: (live.status == Status::Running).then_some(now),
+                updated_at: now,
+                heartbeat_at: now,
+                finished_at: None,
+            };
+            state.jobs.insert(
+                job.id,
+                Expiring {
+                    value: Record {
+                        snapshot,
+                        superseded_by: None,
+                    },
+                    expires_ms,
+                },
+            );
+            state.locks.insert(
+                (job.tenant.clone(), job.kind.clone()),
+                Expiring {
+                    value: job.id,
+                    expires_ms,
+                },
+            );
+            state.push_listing(&job.tenant, job.id, expires_ms, self.settings.list_cap);
             Ok(Write::Applied)
         })
     }

@@ -15,7 +15,7 @@ use redis::{AsyncCommands, Script};
 use serde_json::Value;
 
 use super::store::{
-    BoxFuture, Created, JobStore, NewJob, Outcome, StoreError, StoreSettings, Write,
+    BoxFuture, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
 };
 use super::{is_stale, JobId, Kind, Snapshot, Status, TenantId};
 
@@ -24,6 +24,7 @@ static TICK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/t
 static HEARTBEAT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/heartbeat.lua")));
 static FINISH: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/finish.lua")));
+static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/restore.lua")));
 static CLEAR_TENANT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/clear_tenant.lua")));
 
@@ -295,6 +296,31 @@ impl JobStore for RedisStore {
                 .arg(created_at)
                 .arg(self.settings.list_cap)
                 .arg(percent.min(100));
+            self.write_script(inv).await
+        })
+    }
+
+    fn restore<'a>(
+        &'a self,
+        job: &'a NewJob,
+        created_at: u64,
+        live: &'a Live,
+    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+        Box::pin(async move {
+            let mut inv = RESTORE.prepare_invoke();
+            inv.key(self.keys.job(&job.id))
+                .key(self.keys.lock(&job.tenant, &job.kind))
+                .key(self.keys.tenant(&job.tenant))
+                .arg(job.id.to_string())
+                .arg(job.tenant.as_str())
+                .arg(job.kind.as_str())
+                .arg(job.params.to_string())
+                .arg(created_at)
+                .arg(live.status.as_str())
+                .arg(live.percent.min(100))
+                .arg(&live.step)
+                .arg(self.settings.ttl_secs())
+                .arg(self.settings.list_cap);
             self.write_script(inv).await
         })
     }

@@ -18,8 +18,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
 use super::registry::{JobFn, JobInput, Registry};
-use super::store::{JobStore, NewJob, Outcome, StoreError, Write};
-use super::JobId;
+use super::store::{JobStore, Live, NewJob, Outcome, StoreError, Write};
+use super::{JobId, Status};
 
 /// The step a job shows while it waits for a worker.
 pub const WAITING_STEP: &str = "waiting for a free worker";
@@ -233,10 +233,22 @@ impl Runner {
 impl Inner {
     async fn run(self: Arc<Self>, job: NewJob, created_at: u64, admission: Admission) -> JobEnd {
         let stop_heartbeat = CancellationToken::new();
+        let (reporter, ticks) = progress_channel();
+        let started = Arc::new(AtomicBool::new(false));
         let heartbeat = tokio::spawn(
-            heartbeat_loop(self.clone(), job.clone(), stop_heartbeat.clone()).in_current_span(),
+            heartbeat_loop(
+                self.clone(),
+                job.clone(),
+                created_at,
+                ticks.rx.clone(),
+                started.clone(),
+                stop_heartbeat.clone(),
+            )
+            .in_current_span(),
         );
-        let (outcome, percent) = self.execute(&job, admission).await;
+        let (outcome, percent) = self
+            .execute(&job, admission, reporter, ticks, &started)
+            .await;
         self.record(&job, created_at, &outcome, percent).await;
         stop_heartbeat.cancel();
         let _ = heartbeat.await;
@@ -245,7 +257,14 @@ impl Inner {
 
     /// Waits for a worker, runs the function, and turns whatever happened into an outcome,
     /// with the last percent the job reported.
-    async fn execute(&self, job: &NewJob, admission: Admission) -> (Outcome, u8) {
+    async fn execute(
+        &self,
+        job: &NewJob,
+        admission: Admission,
+        reporter: Reporter,
+        ticks: Ticks,
+        started: &AtomicBool,
+    ) -> (Outcome, u8) {
         let Some(kind) = self.registry.get(&job.kind) else {
             // The API checks the kind before creating a job; a job created by another replica
             // with other kinds cannot reach this runner.
@@ -268,7 +287,7 @@ impl Inner {
         };
         // "running" reaches the store with the first progress write, one interval after the
         // function starts; a job shorter than that goes from queued straight to its end.
-        let (reporter, ticks) = progress_channel();
+        started.store(true, Ordering::Release);
         reporter.report(0, "starting");
         let latest = ticks.rx.clone();
         let writer = tokio::spawn(
@@ -501,7 +520,16 @@ async fn progress_writer(
     }
 }
 
-async fn heartbeat_loop(inner: Arc<Inner>, job: NewJob, stop: CancellationToken) {
+/// Heartbeats a job from its creation to its recorded end. If the store lost the job's
+/// record (it came back empty), the record is written back with the job's last progress.
+async fn heartbeat_loop(
+    inner: Arc<Inner>,
+    job: NewJob,
+    created_at: u64,
+    latest: watch::Receiver<Tick>,
+    started: Arc<AtomicBool>,
+    stop: CancellationToken,
+) {
     let mut limiter = LogLimiter::default();
     loop {
         tokio::select! {
@@ -511,8 +539,36 @@ async fn heartbeat_loop(inner: Arc<Inner>, job: NewJob, stop: CancellationToken)
         match inner.store.heartbeat(&job.id, &job.tenant, &job.kind).await {
             Ok(Write::Applied) | Ok(Write::Ignored) => {}
             Ok(Write::Missing) => {
-                if let Some(suppressed) = limiter.ready() {
-                    warn!(suppressed, "the job's record is missing from the store; its end will be written back whole");
+                let live = {
+                    let tick = latest.borrow();
+                    Live {
+                        status: if started.load(Ordering::Acquire) {
+                            Status::Running
+                        } else {
+                            Status::Queued
+                        },
+                        percent: tick.percent,
+                        step: if tick.step.is_empty() {
+                            job.step.clone()
+                        } else {
+                            tick.step.clone()
+                        },
+                    }
+                };
+                match inner.store.restore(&job, created_at, &live).await {
+                    Ok(Write::Applied) => {
+                        warn!("the store had lost this job's record; it was written back")
+                    }
+                    Ok(Write::Fenced) => {
+                        warn!("fenced off: the store lost this job's record and a newer job holds the lock; heartbeats stop");
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(e) => log_store_failure(
+                        &mut limiter,
+                        &e,
+                        "the job's lost record could not be written back yet",
+                    ),
                 }
             }
             Ok(Write::Fenced) => {

@@ -93,6 +93,15 @@ impl Outcome {
     }
 }
 
+/// What the runner knows of a live job, for writing its lost record back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Live {
+    /// `Queued` or `Running`.
+    pub status: Status,
+    pub percent: u8,
+    pub step: String,
+}
+
 /// The answer to a write on an existing job (tick, heartbeat, finish).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Write {
@@ -149,6 +158,16 @@ pub trait JobStore: Send + Sync + 'static {
         created_at: u64,
         outcome: &'a Outcome,
         percent: u8,
+    ) -> BoxFuture<'a, Result<Write, StoreError>>;
+
+    /// Writes back the record of a job that is alive but whose record the store lost (it
+    /// came back empty), with its last known progress, and retakes its lock — unless a newer
+    /// job holds it (`Fenced`). A record that exists is left alone (`Ignored`).
+    fn restore<'a>(
+        &'a self,
+        job: &'a NewJob,
+        created_at: u64,
+        live: &'a Live,
     ) -> BoxFuture<'a, Result<Write, StoreError>>;
 
     /// The job as a reader sees it, `lost` derived on the store's clock.

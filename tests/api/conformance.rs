@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use catalog_jobs::jobs::store::{Created, JobStore, Outcome, StoreSettings, Write};
+use catalog_jobs::jobs::store::{Created, JobStore, Live, Outcome, StoreSettings, Write};
 use catalog_jobs::jobs::{JobId, Status};
 use serde_json::json;
 
@@ -47,6 +47,7 @@ both_stores!(
     a_finish_whose_record_vanished_writes_it_back_whole,
     a_vanished_record_is_not_written_back_over_a_newer_lock,
     a_heartbeat_keeps_a_job_alive_and_ignores_finished_ones,
+    a_live_job_whose_record_vanished_is_restored_with_its_progress_and_lock,
     clearing_a_tenant_removes_its_jobs_and_locks,
 );
 
@@ -452,6 +453,60 @@ async fn a_heartbeat_keeps_a_job_alive_and_ignores_finished_ones(b: Backend) {
             .await
             .unwrap(),
         Write::Missing
+    );
+}
+
+async fn a_live_job_whose_record_vanished_is_restored_with_its_progress_and_lock(b: Backend) {
+    let s = fresh(b);
+    let t = tenant();
+    let mut job = new_job(&t, "sync");
+    job.params = json!({"sources": ["a.jsonl"]});
+    let created = create(&*s, &job).await;
+    let live = Live {
+        status: Status::Running,
+        percent: 40,
+        step: "syncing a.jsonl (1 of 1)".into(),
+    };
+    assert_eq!(
+        s.restore(&job, created.created_at, &live).await.unwrap(),
+        Write::Ignored,
+        "a record that exists is left alone"
+    );
+    s.clear_tenant(&t).await.unwrap(); // the store lost everything
+    assert_eq!(
+        s.heartbeat(&job.id, &job.tenant, &job.kind).await.unwrap(),
+        Write::Missing
+    );
+    assert_eq!(
+        s.restore(&job, created.created_at, &live).await.unwrap(),
+        Write::Applied
+    );
+    let got = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.status, got.percent, got.step.as_str()),
+        (Status::Running, 40, "syncing a.jsonl (1 of 1)")
+    );
+    assert_eq!(
+        (got.params.clone(), got.created_at),
+        (job.params.clone(), created.created_at)
+    );
+    assert_eq!(
+        s.create(new_job(&t, "sync")).await.unwrap(),
+        Created::AlreadyRunning(job.id),
+        "its lock is back"
+    );
+    assert_eq!(s.recent(&t, 5).await.unwrap().len(), 1, "listed again");
+    // A newer job that took the lock meanwhile wins.
+    let other = new_job(&t, "enrich");
+    let other_created = create(&*s, &other).await;
+    s.clear_tenant(&t).await.unwrap();
+    let newer = new_job(&t, "enrich");
+    create(&*s, &newer).await;
+    assert_eq!(
+        s.restore(&other, other_created.created_at, &live)
+            .await
+            .unwrap(),
+        Write::Fenced
     );
 }
 

@@ -291,6 +291,29 @@ async fn a_job_survives_a_redis_that_comes_back_empty_and_its_record_is_written_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_job_whose_record_redis_lost_is_written_back_while_it_runs() {
+    let mut redis = RedisServer::start(false);
+    let svc = Service::start(&redis.url(), &[]).await;
+    let feeds = HeldFeeds::start().await;
+    let t = tenant();
+    let name = format!("wiped-{t}");
+    let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
+    let before = svc.poll(&id, "running", running).await;
+    redis.restart(false); // comes back empty while the job is still running
+    let restored = svc.poll(&id, "running again", running).await;
+    assert!(
+        restored["percent"].as_u64() >= before["percent"].as_u64(),
+        "percent never goes backwards: {before} then {restored}"
+    );
+    assert_eq!(restored["created_at"], before["created_at"]);
+    let r = svc.sync(t.as_str(), &["demo.jsonl".into()]).await;
+    assert_eq!(r.status(), 409, "its lock is back too");
+    feeds.release(&name);
+    let done = svc.poll(&id, "done", |j| j["status"] == "done").await;
+    assert_eq!(done["result"]["totals"]["created"], 40);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_that_never_returns_leaves_the_process_up_and_the_outcome_logged() {
     let mut redis = RedisServer::start(false);
     let svc = Service::start(&redis.url(), &[("FINISH_RETRY_SECONDS", "1".into())]).await;

@@ -17,7 +17,7 @@ use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::registry::{bool_field, only_fields, ErrorClass, JobError, Registry};
 use catalog_jobs::jobs::store::{
-    BoxFuture, Created, JobStore, NewJob, Outcome, StoreError, StoreSettings, Write,
+    BoxFuture, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
 };
 use catalog_jobs::jobs::{JobId, Kind, Snapshot, TenantId};
 use catalog_jobs::startup::{catalog_settings, App};
@@ -537,6 +537,14 @@ impl JobStore for CountingStore {
         percent: u8,
     ) -> BoxFuture<'a, Result<Write, StoreError>> {
         self.inner.finish(job, created_at, outcome, percent)
+    }
+    fn restore<'a>(
+        &'a self,
+        job: &'a NewJob,
+        created_at: u64,
+        live: &'a Live,
+    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+        self.inner.restore(job, created_at, live)
     }
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
         self.inner.get(id)

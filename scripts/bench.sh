@@ -59,6 +59,17 @@ id=$(curl -fs "$base/catalog/jobs?tenant_id=bench-poll&limit=1" | python3 -c 'im
 echo "== poll: GET /catalog/jobs/$id of a finished job ($DURATION, $THREADS threads, $CONNECTIONS connections)"
 wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$work/poll.lua" "$base/catalog/jobs/$id"
 
+# The same poll against a replica that never answers from memory: what every poll of an
+# active job costs (one Redis round trip).
+uncached_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+BIND_ADDR=127.0.0.1:$uncached_port REDIS_URL=redis://127.0.0.1:$redis_port/ RUST_LOG=${RUST_LOG:-error} FINISHED_CACHE_SECONDS=0 \
+  ./target/release/catalog-jobs >"$work/uncached.log" 2>&1 &
+uncached_pid=$!
+trap 'kill $app_pid $uncached_pid $redis_pid 2>/dev/null; wait 2>/dev/null; cp "$work/service.log" /tmp/bench-service.log; rm -rf "$work"' EXIT
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$uncached_port/readyz" >/dev/null && break; sleep 0.1; done
+echo "== poll, uncached (FINISHED_CACHE_SECONDS=0: the cost of polling an active job)"
+wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$work/poll.lua" "http://127.0.0.1:$uncached_port/catalog/jobs/$id"
+
 echo "== Redis round trips: commandstats after the runs"
 redis-cli -p "$redis_port" info commandstats | grep -E 'cmdstat_(evalsha|hgetall|time|eval|script)' || true
 grep -ciE 'error' "$work/service.log" | xargs echo "error lines in the service log:"

@@ -71,6 +71,11 @@ pub struct Config {
     )]
     pub sync_allowed_hosts: Vec<String>,
 
+    /// How long a replica may answer polls of a finished job from memory (0 turns it off).
+    /// A finished job never changes; only its deletion can go unseen for this long.
+    #[arg(long, env = "FINISHED_CACHE_SECONDS", default_value = "1", value_parser = seconds)]
+    pub finished_cache_seconds: Duration,
+
     /// Prefix of the catalogue's keys in Redis (`<prefix>:<tenant>:products`, …).
     #[arg(long, env = "CATALOG_PREFIX", default_value = "catalog")]
     pub catalog_prefix: String,

@@ -126,6 +126,7 @@ pub fn store_settings(config: &Config) -> StoreSettings {
         prefix: config.key_prefix.clone(),
         ttl: config.job_ttl_seconds,
         stale_after: config.stale_after_seconds,
+        finished_cache: config.finished_cache_seconds,
         ..StoreSettings::default()
     }
 }

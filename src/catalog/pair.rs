@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::LazyLock;
 
 use serde_json::{json, Value};
 
@@ -17,6 +18,17 @@ use super::products::{Neighbour, ProductKey, Stored};
 use super::{retrying, Catalog, CatalogError, Monotonic};
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
+
+/// From how many products scoring is spread over threads.
+const PARALLEL_FROM: usize = 4096;
+
+/// The cores to score on. Asked once: `available_parallelism` reads cgroup files each call.
+static CORES: LazyLock<usize> = LazyLock::new(|| {
+    std::thread::available_parallelism()
+        .map(|p| p.get())
+        .unwrap_or(1)
+        .clamp(1, 8)
+});
 
 /// Two prices are comparable when the larger is at most this many times the smaller.
 const PRICE_BAND: f64 = 3.0;
@@ -203,11 +215,9 @@ pub fn neighbours(
     }
     progress.report(45, "scoring candidates");
 
-    // Scoring, split over the cores; each worker keeps its own accumulator.
-    let workers = std::thread::available_parallelism()
-        .map(|p| p.get())
-        .unwrap_or(1)
-        .clamp(1, 8);
+    // Scoring, split over the cores; each worker keeps its own accumulator. A small catalogue
+    // is scored by one worker: more threads would cost more than the work.
+    let workers = if n < PARALLEL_FROM { 1 } else { *CORES };
     let done = AtomicUsize::new(0);
     let chunk = n.div_ceil(workers).max(1);
     let mut results: Vec<Vec<Neighbour>> = Vec::with_capacity(n);

@@ -14,6 +14,7 @@ use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script};
 use serde_json::Value;
 
+use super::cache::FinishedCache;
 use super::store::{
     BoxFuture, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
 };
@@ -76,6 +77,7 @@ pub struct RedisStore {
     next: Arc<AtomicUsize>,
     keys: Keys,
     settings: StoreSettings,
+    finished: Arc<FinishedCache>,
 }
 
 impl RedisStore {
@@ -97,6 +99,7 @@ impl RedisStore {
             conns: conns.into(),
             next: Arc::new(AtomicUsize::new(0)),
             keys: Keys::new(&settings.prefix),
+            finished: Arc::new(FinishedCache::new(settings.finished_cache, 10_000)),
             settings,
         })
     }
@@ -327,6 +330,9 @@ impl JobStore for RedisStore {
 
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
         Box::pin(async move {
+            if let Some(hit) = self.finished.get(id) {
+                return Ok(Some(hit));
+            }
             let mut conn = self.connection();
             let (hash, time): (HashMap<String, String>, (u64, u64)) = bounded(
                 redis::pipe()
@@ -335,7 +341,11 @@ impl JobStore for RedisStore {
                     .query_async(&mut conn),
             )
             .await?;
-            snapshot_from_hash(id, &hash, time_ms(&time), self.settings.stale_ms())
+            let snapshot = snapshot_from_hash(id, &hash, time_ms(&time), self.settings.stale_ms())?;
+            if let Some(s) = &snapshot {
+                self.finished.offer(s);
+            }
+            Ok(snapshot)
         })
     }
 
@@ -385,6 +395,7 @@ impl JobStore for RedisStore {
         tenant: &'a TenantId,
     ) -> BoxFuture<'a, Result<usize, StoreError>> {
         Box::pin(async move {
+            self.finished.forget_tenant(tenant);
             let mut conn = self.connection();
             let list = self.keys.tenant(tenant);
             let ids: Vec<String> = bounded(conn.lrange(&list, 0, -1)).await?;

@@ -26,6 +26,8 @@ pub struct StoreSettings {
     pub stale_after: Duration,
     /// How many job ids a tenant's listing keeps (newest first).
     pub list_cap: usize,
+    /// How long a replica may answer a poll of a finished job from memory (0: never).
+    pub finished_cache: Duration,
 }
 
 impl Default for StoreSettings {
@@ -35,6 +37,7 @@ impl Default for StoreSettings {
             ttl: Duration::from_secs(86_400),
             stale_after: Duration::from_secs(300),
             list_cap: 100,
+            finished_cache: Duration::from_secs(1),
         }
     }
 }

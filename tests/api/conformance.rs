@@ -577,6 +577,47 @@ mod redis_only {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_finished_job_deleted_behind_a_replicas_back_is_gone_within_the_cache_window() {
+        let settings = StoreSettings {
+            finished_cache: Duration::from_millis(300),
+            ..settings()
+        };
+        let prefix = settings.prefix.clone();
+        let s = store(Backend::Redis, settings);
+        let job = new_job(&tenant(), "sync");
+        let created = create(&*s, &job).await;
+        finish(&*s, &job, &created, Outcome::Done(json!({"n": 1}))).await;
+        let running = new_job(&tenant(), "sync");
+        create(&*s, &running).await;
+        assert!(s.get(&job.id).await.unwrap().is_some());
+        assert!(s.get(&running.id).await.unwrap().is_some());
+        let mut conn = redis::Client::open(shared_redis_url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        for id in [job.id, running.id] {
+            let _: () = redis::cmd("DEL")
+                .arg(format!("{prefix}:{id}"))
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            s.get(&running.id).await.unwrap(),
+            None,
+            "an active job is never served from memory"
+        );
+        assert!(
+            s.get(&job.id).await.unwrap().is_some(),
+            "a finished one may be, for the window"
+        );
+        // Only the passing of the window can show that it ends.
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        assert_eq!(s.get(&job.id).await.unwrap(), None);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_key_layout_is_the_documented_one() {
         let settings = StoreSettings {
             prefix: crate::helpers::unique("layout"),

@@ -287,10 +287,22 @@ impl MemoryCatalog {
         Self::default()
     }
 
-    fn with<T>(&self, tenant: &TenantId, f: impl FnOnce(&mut TenantCatalog) -> T) -> T {
+    fn tenants(&self) -> std::sync::MutexGuard<'_, HashMap<TenantId, TenantCatalog>> {
         // Every operation validates before it mutates, so a poisoned map is still consistent.
-        let mut tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
-        f(tenants.entry(tenant.clone()).or_default())
+        self.tenants.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A write: the tenant's catalogue is made on first use.
+    fn with<T>(&self, tenant: &TenantId, f: impl FnOnce(&mut TenantCatalog) -> T) -> T {
+        f(self.tenants().entry(tenant.clone()).or_default())
+    }
+
+    /// A read: a tenant without a catalogue reads as empty and is not made.
+    fn read<T>(&self, tenant: &TenantId, f: impl FnOnce(&TenantCatalog) -> T) -> T {
+        match self.tenants().get(tenant) {
+            Some(c) => f(c),
+            None => f(&TenantCatalog::default()),
+        }
     }
 }
 
@@ -326,7 +338,7 @@ impl CatalogStore for MemoryCatalog {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Stored>, CatalogStoreError> {
-        Ok(self.with(tenant, |c| c.products.get(key).cloned()))
+        Ok(self.read(tenant, |c| c.products.get(key).cloned()))
     }
 
     fn page(
@@ -339,7 +351,7 @@ impl CatalogStore for MemoryCatalog {
             .map(ProductKey::parse)
             .transpose()
             .map_err(|_| CatalogStoreError::BadCursor)?;
-        Ok(self.with(tenant, |c| {
+        Ok(self.read(tenant, |c| {
             let mut items: Vec<Stored> = match &after {
                 Some(k) => c
                     .products
@@ -363,14 +375,14 @@ impl CatalogStore for MemoryCatalog {
     }
 
     fn all(&self, tenant: &TenantId) -> Result<Vec<Stored>, CatalogStoreError> {
-        Ok(self.with(tenant, |c| c.products.values().cloned().collect()))
+        Ok(self.read(tenant, |c| c.products.values().cloned().collect()))
     }
 
     fn enrichments(
         &self,
         tenant: &TenantId,
     ) -> Result<HashMap<ProductKey, Enrichment>, CatalogStoreError> {
-        Ok(self.with(tenant, |c| c.enriched.clone()))
+        Ok(self.read(tenant, |c| c.enriched.clone()))
     }
 
     fn enrichment(
@@ -378,7 +390,7 @@ impl CatalogStore for MemoryCatalog {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Enrichment>, CatalogStoreError> {
-        Ok(self.with(tenant, |c| c.enriched.get(key).cloned()))
+        Ok(self.read(tenant, |c| c.enriched.get(key).cloned()))
     }
 
     fn save_enrichments(
@@ -409,7 +421,7 @@ impl CatalogStore for MemoryCatalog {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError> {
-        Ok(self.with(tenant, |c| c.neighbours.get(key).cloned()))
+        Ok(self.read(tenant, |c| c.neighbours.get(key).cloned()))
     }
 }
 

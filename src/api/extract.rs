@@ -20,18 +20,7 @@ impl<S: Send + Sync> FromRequest<S> for StartFields {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let mut fields = query_fields(req.uri())?;
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| {
-                v.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase()
-            })
-            .unwrap_or_default();
+        let content_type = media_type(req.headers());
         if content_type == "multipart/form-data" {
             let mut multipart = Multipart::from_request(req, state).await.map_err(|e| {
                 ApiError::MalformedBody(format!(
@@ -80,6 +69,21 @@ impl<S: Send + Sync> FromRequest<S> for StartFields {
         }
         Ok(Self(fields))
     }
+}
+
+/// The request's media type, lower-cased and without parameters (`""` when none is given).
+pub fn media_type(headers: &axum::http::HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default()
 }
 
 /// Reads the whole body under the router's body limit; too large is 413, never a 5xx.

@@ -6,13 +6,13 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use axum::extract::{Path, Request, State};
-use axum::http::{header, Uri};
+use axum::http::Uri;
 use axum::Json;
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::extract::{body_bytes, query_fields, take_single};
+use super::extract::{body_bytes, media_type, query_fields, take_single};
 use super::jobs::tenant_field;
 use super::AppState;
 use crate::catalog::products::{
@@ -102,18 +102,7 @@ pub async fn import(
     req: Request,
 ) -> Result<Json<ImportReport>, ApiError> {
     let (tenant, _) = only_tenant(req.uri(), &[])?;
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
+    let content_type = media_type(req.headers());
     let body = body_bytes(req, &()).await?;
     let mut report = ImportReport::default();
     let mut valid = Vec::new();

@@ -528,6 +528,16 @@ impl RedisCatalog {
         serde_json::from_str(raw).map_err(|e| CatalogStoreError::Corrupt(e.to_string()))
     }
 
+    fn hget_decoded<T: for<'de> Deserialize<'de>>(
+        &self,
+        key: &str,
+        field: &ProductKey,
+    ) -> Result<Option<T>, CatalogStoreError> {
+        let raw: Option<String> =
+            self.call(|c| redis::cmd("HGET").arg(key).arg(field.as_str()).query(c))?;
+        raw.map(|r| Self::decode(&r)).transpose()
+    }
+
     fn hgetall_decoded<T: for<'de> Deserialize<'de>>(
         &self,
         key: &str,
@@ -607,13 +617,7 @@ impl CatalogStore for RedisCatalog {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Stored>, CatalogStoreError> {
-        let raw: Option<String> = self.call(|c| {
-            redis::cmd("HGET")
-                .arg(self.keys.products(tenant))
-                .arg(key.as_str())
-                .query(c)
-        })?;
-        raw.map(|r| Self::decode(&r)).transpose()
+        self.hget_decoded(&self.keys.products(tenant), key)
     }
 
     fn page(
@@ -670,13 +674,7 @@ impl CatalogStore for RedisCatalog {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Enrichment>, CatalogStoreError> {
-        let raw: Option<String> = self.call(|c| {
-            redis::cmd("HGET")
-                .arg(self.keys.enriched(tenant))
-                .arg(key.as_str())
-                .query(c)
-        })?;
-        raw.map(|r| Self::decode(&r)).transpose()
+        self.hget_decoded(&self.keys.enriched(tenant), key)
     }
 
     fn save_enrichments(
@@ -762,12 +760,6 @@ impl CatalogStore for RedisCatalog {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError> {
-        let raw: Option<String> = self.call(|c| {
-            redis::cmd("HGET")
-                .arg(self.keys.neighbours(tenant))
-                .arg(key.as_str())
-                .query(c)
-        })?;
-        raw.map(|r| Self::decode(&r)).transpose()
+        self.hget_decoded(&self.keys.neighbours(tenant), key)
     }
 }

@@ -7,8 +7,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use serde_json::Value;
-
 use super::store::{
     BoxFuture, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
 };
@@ -55,6 +53,33 @@ impl State {
             .get(&(tenant.clone(), kind.clone()))
             .filter(|e| e.expires_ms > now)
             .map(|e| e.value)
+    }
+
+    /// Inserts an active job's record, its lock and its listing entry, as one step.
+    fn insert_live(&mut self, snapshot: Snapshot, expires_ms: u64, cap: usize) {
+        let (id, tenant, kind) = (
+            snapshot.job_id,
+            snapshot.tenant_id.clone(),
+            snapshot.kind.clone(),
+        );
+        self.jobs.insert(
+            id,
+            Expiring {
+                value: Record {
+                    snapshot,
+                    superseded_by: None,
+                },
+                expires_ms,
+            },
+        );
+        self.locks.insert(
+            (tenant.clone(), kind),
+            Expiring {
+                value: id,
+                expires_ms,
+            },
+        );
+        self.push_listing(&tenant, id, expires_ms, cap);
     }
 
     fn push_listing(&mut self, tenant: &TenantId, id: JobId, expires_ms: u64, cap: usize) {
@@ -139,40 +164,8 @@ impl JobStore for MemoryStore {
                     }
                 }
             }
-            let snapshot = Snapshot {
-                job_id: job.id,
-                tenant_id: job.tenant.clone(),
-                kind: job.kind.clone(),
-                status: Status::Queued,
-                percent: 0,
-                step: job.step,
-                params: job.params,
-                result: Value::Null,
-                error: None,
-                created_at: now,
-                started_at: None,
-                updated_at: now,
-                heartbeat_at: now,
-                finished_at: None,
-            };
-            state.jobs.insert(
-                job.id,
-                Expiring {
-                    value: Record {
-                        snapshot: snapshot.clone(),
-                        superseded_by: None,
-                    },
-                    expires_ms,
-                },
-            );
-            state.locks.insert(
-                (job.tenant.clone(), job.kind),
-                Expiring {
-                    value: job.id,
-                    expires_ms,
-                },
-            );
-            state.push_listing(&job.tenant, job.id, expires_ms, self.settings.list_cap);
+            let snapshot = job.record(Status::Queued, 0, &job.step, now, now);
+            state.insert_live(snapshot.clone(), expires_ms, self.settings.list_cap);
             Ok(Created::Created(Box::new(snapshot)))
         })
     }
@@ -252,33 +245,9 @@ impl JobStore for MemoryStore {
                     if lock.is_some_and(|holder| holder != job.id) {
                         return Ok(Write::Fenced);
                     }
-                    let snapshot = Snapshot {
-                        job_id: job.id,
-                        tenant_id: job.tenant.clone(),
-                        kind: job.kind.clone(),
-                        status: Status::Running,
-                        percent: 0,
-                        step: String::new(),
-                        params: job.params.clone(),
-                        result: Value::Null,
-                        error: None,
-                        created_at,
-                        started_at: None,
-                        updated_at: now,
-                        heartbeat_at: now,
-                        finished_at: None,
-                    };
-                    state.jobs.insert(
-                        job.id,
-                        Expiring {
-                            value: Record {
-                                snapshot,
-                                superseded_by: None,
-                            },
-                            expires_ms,
-                        },
-                    );
-                    state.push_listing(&job.tenant, job.id, expires_ms, self.settings.list_cap);
+                    // Written back whole; the outcome is applied below like any finish.
+                    let snapshot = job.record(Status::Running, 0, "", created_at, now);
+                    state.insert_live(snapshot, expires_ms, self.settings.list_cap);
                 }
                 Some(entry) => {
                     if entry.value.superseded_by.is_some() {
@@ -309,7 +278,8 @@ impl JobStore for MemoryStore {
             s.updated_at = now;
             s.finished_at = Some(now);
             s.started_at.get_or_insert(now);
-            if lock == Some(job.id) {
+            // Read again: a record written back above took the lock with it.
+            if state.lock(&job.tenant, &job.kind, now) == Some(job.id) {
                 state.locks.remove(&(job.tenant.clone(), job.kind.clone()));
             }
             Ok(Write::Applied)
@@ -335,40 +305,14 @@ impl JobStore for MemoryStore {
             {
                 return Ok(Write::Fenced);
             }
-            let snapshot = Snapshot {
-                job_id: job.id,
-                tenant_id: job.tenant.clone(),
-                kind: job.kind.clone(),
-                status: live.status,
-                percent: live.percent.min(100),
-                step: live.step.clone(),
-                params: job.params.clone(),
-                result: Value::Null,
-                error: None,
+            let snapshot = job.record(
+                live.status,
+                live.percent.min(100),
+                &live.step,
                 created_at,
-                started_at: (live.status == Status::Running).then_some(now),
-                updated_at: now,
-                heartbeat_at: now,
-                finished_at: None,
-            };
-            state.jobs.insert(
-                job.id,
-                Expiring {
-                    value: Record {
-                        snapshot,
-                        superseded_by: None,
-                    },
-                    expires_ms,
-                },
+                now,
             );
-            state.locks.insert(
-                (job.tenant.clone(), job.kind.clone()),
-                Expiring {
-                    value: job.id,
-                    expires_ms,
-                },
-            );
-            state.push_listing(&job.tenant, job.id, expires_ms, self.settings.list_cap);
+            state.insert_live(snapshot, expires_ms, self.settings.list_cap);
             Ok(Write::Applied)
         })
     }

@@ -223,22 +223,13 @@ impl JobStore for RedisStore {
             let now: u64 = value
                 .parse()
                 .map_err(|_| StoreError::Corrupt("create answered no time".into()))?;
-            Ok(Created::Created(Box::new(Snapshot {
-                job_id: job.id,
-                tenant_id: job.tenant,
-                kind: job.kind,
-                status: Status::Queued,
-                percent: 0,
-                step: job.step,
-                params: job.params,
-                result: Value::Null,
-                error: None,
-                created_at: now,
-                started_at: None,
-                updated_at: now,
-                heartbeat_at: now,
-                finished_at: None,
-            })))
+            Ok(Created::Created(Box::new(job.record(
+                Status::Queued,
+                0,
+                &job.step,
+                now,
+                now,
+            ))))
         })
     }
 

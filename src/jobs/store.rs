@@ -63,6 +63,35 @@ pub struct NewJob {
     pub step: String,
 }
 
+impl NewJob {
+    /// The job's record as it is first written: no result, no error, not finished.
+    pub fn record(
+        &self,
+        status: Status,
+        percent: u8,
+        step: &str,
+        created_at: u64,
+        now: u64,
+    ) -> Snapshot {
+        Snapshot {
+            job_id: self.id,
+            tenant_id: self.tenant.clone(),
+            kind: self.kind.clone(),
+            status,
+            percent,
+            step: step.to_owned(),
+            params: self.params.clone(),
+            result: serde_json::Value::Null,
+            error: None,
+            created_at,
+            started_at: (status == Status::Running).then_some(now),
+            updated_at: now,
+            heartbeat_at: now,
+            finished_at: None,
+        }
+    }
+}
+
 /// The answer to a create: the job exists now, or another active job holds the lock.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Created {

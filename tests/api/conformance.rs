@@ -276,7 +276,7 @@ async fn an_old_jobs_finish_does_not_release_a_newer_jobs_lock(b: Backend) {
     let s = store(
         b,
         StoreSettings {
-            stale_after: Duration::from_millis(200),
+            stale_after: Duration::from_millis(1000),
             ..settings()
         },
     );
@@ -285,7 +285,7 @@ async fn an_old_jobs_finish_does_not_release_a_newer_jobs_lock(b: Backend) {
     let old_created = create(&*s, &old).await;
     // Staleness is judged on the store's clock: the only way to make the old job stale is to
     // let that clock move past the threshold.
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let new = new_job(&t, "sync");
     create(&*s, &new).await; // takes over the stale holder
     assert_eq!(
@@ -416,7 +416,7 @@ async fn a_heartbeat_keeps_a_job_alive_and_ignores_finished_ones(b: Backend) {
     let s = store(
         b,
         StoreSettings {
-            stale_after: Duration::from_millis(300),
+            stale_after: Duration::from_millis(1000),
             ..settings()
         },
     );
@@ -424,7 +424,7 @@ async fn a_heartbeat_keeps_a_job_alive_and_ignores_finished_ones(b: Backend) {
     let created = create(&*s, &job).await;
     for _ in 0..4 {
         // The only way to let the store's clock move on is to wait for it.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
         assert_eq!(
             s.heartbeat(&job.id, &job.tenant, &job.kind).await.unwrap(),
             Write::Applied
@@ -435,7 +435,7 @@ async fn a_heartbeat_keeps_a_job_alive_and_ignores_finished_ones(b: Backend) {
         Status::Queued
     );
     // Without heartbeats it goes lost.
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().status, Status::Lost);
     s.heartbeat(&job.id, &job.tenant, &job.kind).await.unwrap();
     assert_eq!(
@@ -579,7 +579,7 @@ mod redis_only {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_finished_job_deleted_behind_a_replicas_back_is_gone_within_the_cache_window() {
         let settings = StoreSettings {
-            finished_cache: Duration::from_millis(300),
+            finished_cache: Duration::from_millis(1000),
             ..settings()
         };
         let prefix = settings.prefix.clone();
@@ -613,7 +613,7 @@ mod redis_only {
             "a finished one may be, for the window"
         );
         // Only the passing of the window can show that it ends.
-        tokio::time::sleep(Duration::from_millis(350)).await;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
         assert_eq!(s.get(&job.id).await.unwrap(), None);
     }
 

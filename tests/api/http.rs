@@ -534,7 +534,7 @@ async fn bad_input_gets_a_4xx_envelope_and_creates_nothing(b: Backend) {
 
 async fn a_wait_longer_than_the_maximum_turns_into_202_and_the_job_goes_on(b: Backend) {
     let mut config = test_config();
-    config.wait_max_seconds = Duration::from_millis(300);
+    config.wait_max_seconds = Duration::from_millis(1500);
     let app = spawn_app_with(config, store(b, settings())).await;
     let t = tenant();
     let gate = Gate::of(&t);

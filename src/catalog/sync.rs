@@ -174,11 +174,21 @@ struct Counting<R> {
 
 impl<R: Read> Read for Counting<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        let total = self.read.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
-        if total > self.limit {
-            return Err(io::Error::other(SourceError::TooLarge));
+        // Everything up to the limit is handed on (and its rows kept); only a byte beyond it
+        // is an error.
+        let remaining = self.limit.saturating_sub(self.read.load(Ordering::Relaxed));
+        if remaining == 0 {
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(io::Error::other(SourceError::TooLarge)),
+            };
         }
+        let max = buf
+            .len()
+            .min(usize::try_from(remaining).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..max])?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
     }
 }
@@ -353,9 +363,11 @@ fn parse_stream(
 }
 
 fn io_error(e: io::Error) -> SourceError {
-    if e.get_ref()
-        .is_some_and(|inner| inner.to_string() == SourceError::TooLarge.to_string())
-    {
+    let too_large = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<SourceError>())
+        .is_some_and(|inner| matches!(inner, SourceError::TooLarge));
+    if too_large {
         SourceError::TooLarge
     } else {
         SourceError::Unreachable(e.to_string())

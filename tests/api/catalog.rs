@@ -634,6 +634,44 @@ fn a_panicking_callback_does_not_kill_the_job_behind_the_runners_guard() {
 }
 
 #[test]
+fn a_source_that_fails_mid_way_keeps_what_it_read_and_reports_its_class() {
+    let dir = feeds_dir();
+    let rows: String = demo::generate(300, 2)
+        .iter()
+        .map(|p| serde_json::to_string(p).unwrap() + "\n")
+        .collect();
+    std::fs::write(dir.join("big.jsonl"), &rows).unwrap();
+    std::fs::write(
+        dir.join("small.jsonl"),
+        "{\"product_key\":\"s1\",\"name\":\"Small Thing\"}\n",
+    )
+    .unwrap();
+    let (mut catalog, t) = catalog_with(&[], Some(dir));
+    // The size cap stands for any failure part-way through a stream.
+    catalog.settings.max_feed_bytes = rows.len() as u64 / 2;
+    let report = sync::run(
+        &catalog,
+        &t,
+        &json!({"sources": ["big.jsonl", "small.jsonl"]}),
+        None,
+    )
+    .unwrap();
+    let big = &report["sources"][0];
+    assert_eq!(
+        (big["status"].as_str(), big["error"].as_str()),
+        (Some("failed"), Some("FeedTooLarge")),
+        "{report}"
+    );
+    let kept = big["created"].as_u64().unwrap();
+    assert!(
+        kept > 50 && kept < 300,
+        "what was read before the failure is kept: {report}"
+    );
+    assert_eq!(catalog.store.all(&t).unwrap().len() as u64, kept + 1);
+    assert_eq!(report["sources"][1]["status"], "ok");
+}
+
+#[test]
 fn pairing_finds_the_planted_families_and_never_crosses_a_top_level_category() {
     let products = demo::generate(4000, 21);
     let (catalog, t) = catalog_with(&products, None);

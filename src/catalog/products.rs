@@ -412,7 +412,13 @@ impl CatalogStore for MemoryCatalog {
         table: &[(ProductKey, Vec<Neighbour>)],
     ) -> Result<(), CatalogStoreError> {
         let fresh: HashMap<_, _> = table.iter().cloned().collect();
-        self.with(tenant, |c| c.neighbours = fresh);
+        let mut tenants = self.tenants();
+        match tenants.get_mut(tenant) {
+            Some(c) => c.neighbours = fresh,
+            // No catalogue and nothing to write: nothing to make.
+            None if fresh.is_empty() => {}
+            None => tenants.entry(tenant.clone()).or_default().neighbours = fresh,
+        }
         Ok(())
     }
 

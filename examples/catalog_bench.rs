@@ -14,6 +14,7 @@ use catalog_jobs::catalog::products::MemoryCatalog;
 use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings};
 use catalog_jobs::jobs::TenantId;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -47,12 +48,13 @@ fn run(n: usize) {
     let before = peak_rss_mib();
 
     let started = Instant::now();
-    let report = enrich::run(&catalog, &tenant, &json!({}), None).expect("enrich runs");
+    let never = CancellationToken::new();
+    let report = enrich::run(&catalog, &tenant, &json!({}), &never, None).expect("enrich runs");
     let enrich_s = started.elapsed().as_secs_f64();
     assert_eq!(report["products"], n);
 
     let started = Instant::now();
-    let report = pair::run(&catalog, &tenant, None).expect("pair runs");
+    let report = pair::run(&catalog, &tenant, &never, None).expect("pair runs");
     let pair_s = started.elapsed().as_secs_f64();
     println!(
         "{n:>7} products | enrich {enrich_s:6.2} s ({:>8.0} products/s) | pair {pair_s:6.2} s ({:>8.0} products/s, {} paired) | peak RSS {:.0} MiB (catalogue loaded: {before:.0} MiB)",

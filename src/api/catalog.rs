@@ -61,7 +61,11 @@ pub async fn start(
     match tokio::time::timeout(app.wait_max, handle.finished()).await {
         Ok(Some(end)) => match end.outcome {
             Outcome::Done(report) => Ok((StatusCode::OK, Json(report)).into_response()),
-            Outcome::Failed(class) => {
+            outcome @ (Outcome::Failed(_) | Outcome::Cancelled) => {
+                let class = match outcome {
+                    Outcome::Failed(class) => Some(class),
+                    _ => None,
+                };
                 let job = match app.store.get(&snapshot.job_id).await {
                     Ok(Some(s)) => s,
                     // The store is unreachable or lost the record: say what this process knows.
@@ -96,9 +100,13 @@ fn accepted(snapshot: Snapshot) -> Response {
 }
 
 /// The failed job as this process knows it, when the store could not be read after the end.
-fn failed_locally(mut snapshot: Snapshot, class: String) -> Snapshot {
-    snapshot.status = crate::jobs::Status::Failed;
-    snapshot.step = Outcome::Failed(class.clone()).step();
-    snapshot.error = Some(class);
+fn failed_locally(mut snapshot: Snapshot, class: Option<String>) -> Snapshot {
+    let outcome = match &class {
+        Some(class) => Outcome::Failed(class.clone()),
+        None => Outcome::Cancelled,
+    };
+    snapshot.status = outcome.status();
+    snapshot.step = outcome.step();
+    snapshot.error = class;
     snapshot
 }

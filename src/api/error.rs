@@ -39,6 +39,7 @@ pub enum ApiError {
     NoRoute,
     MethodNotAllowed,
     AlreadyRunning(JobId),
+    NotActive(Box<Snapshot>),
     JobFailed(Box<Snapshot>),
     StoreUnavailable(StoreError),
     ShuttingDown,
@@ -114,16 +115,24 @@ impl ApiError {
                     format!("a job of this kind is already active for this tenant (job {id}); poll it or wait for it to end"),
                 )
             }
+            ApiError::NotActive(snapshot) => {
+                let status = snapshot.status.as_str();
+                extra.insert("job".into(), json!(snapshot));
+                (
+                    StatusCode::CONFLICT,
+                    "not_active",
+                    format!("the job is {status}: there is nothing left to cancel"),
+                )
+            }
             ApiError::JobFailed(snapshot) => {
                 extra.insert("job".into(), json!(snapshot));
                 (
                     StatusCode::BAD_GATEWAY,
                     "job_failed",
-                    format!(
-                        "the job ended {} with error {}",
-                        snapshot.status.as_str(),
-                        snapshot.error.as_deref().unwrap_or("unknown")
-                    ),
+                    match snapshot.error.as_deref() {
+                        Some(class) => format!("the job ended {} with error {class}", snapshot.status.as_str()),
+                        None => format!("the job ended {} before its work was done", snapshot.status.as_str()),
+                    },
                 )
             }
             ApiError::StoreUnavailable(_) => (

@@ -1,7 +1,7 @@
 //! `GET /catalog/jobs/{job_id}` and `GET /catalog/jobs?tenant_id=T&limit=N`.
 
 use axum::extract::{Path, State};
-use axum::http::Uri;
+use axum::http::{StatusCode, Uri};
 use axum::Json;
 use serde::Serialize;
 
@@ -9,6 +9,7 @@ use super::error::ApiError;
 use super::extract::{query_fields, take_single};
 use super::AppState;
 use crate::jobs::registry::only_fields;
+use crate::jobs::store::Cancel;
 use crate::jobs::{JobId, Snapshot, TenantId};
 
 const DEFAULT_LIMIT: usize = 20;
@@ -27,6 +28,25 @@ pub async fn get_one(
 #[derive(Serialize)]
 pub struct Listing {
     jobs: Vec<Snapshot>,
+}
+
+/// `POST /catalog/jobs/{job_id}/cancel`: asks an active job to stop. 202 with the job (now
+/// `cancelling`); 409 `not_active` when it has already ended; 404 when there is no such job.
+/// Asking twice is harmless.
+pub async fn cancel(
+    State(app): State<AppState>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<(StatusCode, Json<Snapshot>), ApiError> {
+    let raw = path.map(|Path(p)| p).unwrap_or_default();
+    let not_found = || ApiError::NotFound(format!("no job has the id `{raw}`"));
+    let id = JobId::parse(&raw).map_err(|_| not_found())?;
+    let answer = app.store.cancel(&id).await?;
+    let snapshot = app.store.get(&id).await?.ok_or_else(not_found)?;
+    match answer {
+        Cancel::Requested => Ok((StatusCode::ACCEPTED, Json(snapshot))),
+        Cancel::NotActive => Err(ApiError::NotActive(Box::new(snapshot))),
+        Cancel::Missing => Err(not_found()),
+    }
 }
 
 pub async fn list(State(app): State<AppState>, uri: Uri) -> Result<Json<Listing>, ApiError> {

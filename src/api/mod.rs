@@ -38,6 +38,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/readyz", get(readyz))
         .route("/catalog/jobs", get(jobs::list))
         .route("/catalog/jobs/{job_id}", get(jobs::get_one))
+        .route("/catalog/jobs/{job_id}/cancel", post(jobs::cancel))
         .route(
             "/catalog/products",
             get(products::list).post(products::import),

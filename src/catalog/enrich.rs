@@ -6,9 +6,10 @@ use serde_json::{json, Value};
 
 use super::extract::extract;
 use super::products::Enrichment;
-use super::{retrying, Catalog, CatalogError, Monotonic};
+use super::{check, retrying, Catalog, CatalogError, Monotonic};
 use crate::jobs::registry::{bool_field, only_fields, Fields, ParamError, Progress};
 use crate::jobs::TenantId;
+use tokio_util::sync::CancellationToken;
 
 pub fn prepare(fields: &Fields) -> Result<Value, ParamError> {
     only_fields(fields, &["force"])?;
@@ -19,6 +20,7 @@ pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
     params: &Value,
+    stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
     let force = params["force"].as_bool().unwrap_or(false);
@@ -45,6 +47,8 @@ pub fn run(
     let batches = todo.len().div_ceil(size);
     let (mut extracted, mut unextractable) = (0u64, 0u64);
     for (n, chunk) in todo.chunks(size).enumerate() {
+        // Batches already saved stay saved: a re-run resumes after them.
+        check(stop)?;
         let step = format!("extracting attributes — batch {} of {batches}", n + 1);
         progress.interpolate(0, 100, n * size, todo.len(), &step);
         let batch: Vec<_> = chunk

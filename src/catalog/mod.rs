@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::jobs::registry::{ErrorClass, JobError, Progress, Registry};
 use products::{CatalogStore, CatalogStoreError};
+use tokio_util::sync::CancellationToken;
 
 /// What the catalogue jobs need besides their parameters.
 #[derive(Clone, Debug)]
@@ -62,6 +63,8 @@ pub enum CatalogError {
     CorruptRecord(String),
     #[error("no source could be read: {0}")]
     SourceUnreachable(String),
+    #[error("the job was asked to stop")]
+    Cancelled,
 }
 
 impl ErrorClass for CatalogError {
@@ -70,6 +73,7 @@ impl ErrorClass for CatalogError {
             CatalogError::StoreUnavailable(_) => "StoreUnavailable",
             CatalogError::CorruptRecord(_) => "CorruptRecord",
             CatalogError::SourceUnreachable(_) => "SourceUnreachable",
+            CatalogError::Cancelled => crate::jobs::registry::CANCELLED,
         }
     }
 }
@@ -81,6 +85,15 @@ impl From<CatalogStoreError> for CatalogError {
             CatalogStoreError::Corrupt(m) => CatalogError::CorruptRecord(m),
             CatalogStoreError::BadCursor => CatalogError::CorruptRecord("a cursor".into()),
         }
+    }
+}
+
+/// Stops a job at a safe point once it was asked to (between rows, batches or phases).
+pub fn check(stop: &CancellationToken) -> Result<(), CatalogError> {
+    if stop.is_cancelled() {
+        Err(CatalogError::Cancelled)
+    } else {
+        Ok(())
     }
 }
 
@@ -154,13 +167,15 @@ pub fn registry(catalog: Arc<Catalog>) -> Registry {
             "sync",
             move |fields| sync::prepare(fields, &c1.settings),
             move |input, progress| {
-                sync::run(&c2, &input.tenant, &input.params, progress).map_err(JobError::from)
+                sync::run(&c2, &input.tenant, &input.params, &input.cancel, progress)
+                    .map_err(JobError::from)
             },
         )
         .with("enrich", enrich::prepare, move |input, progress| {
-            enrich::run(&c3, &input.tenant, &input.params, progress).map_err(JobError::from)
+            enrich::run(&c3, &input.tenant, &input.params, &input.cancel, progress)
+                .map_err(JobError::from)
         })
         .with_plain("pair", move |input, progress| {
-            pair::run(&c4, &input.tenant, progress).map_err(JobError::from)
+            pair::run(&c4, &input.tenant, &input.cancel, progress).map_err(JobError::from)
         })
 }

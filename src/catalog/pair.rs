@@ -15,9 +15,10 @@ use serde_json::{json, Value};
 
 use super::extract::identity_tokens;
 use super::products::{Neighbour, ProductKey, Stored};
-use super::{retrying, Catalog, CatalogError, Monotonic};
+use super::{check, retrying, Catalog, CatalogError, Monotonic};
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
+use tokio_util::sync::CancellationToken;
 
 /// From how many products scoring is spread over threads.
 const PARALLEL_FROM: usize = 4096;
@@ -83,6 +84,7 @@ fn dot(a: &[(u32, f32)], b: &[(u32, f32)]) -> f32 {
 pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
+    stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
     let progress = Monotonic::new(progress);
@@ -93,13 +95,17 @@ pub fn run(
     let enriched = retrying(window, || catalog.store.enrichments(tenant))?;
     progress.report(5, "loaded products");
 
+    check(stop)?;
     let table = neighbours(
         &products,
         &enriched,
         catalog.settings.pair_top_k,
         catalog.settings.pair_min_score,
+        stop,
         &progress,
-    );
+    )?;
+    // The old table stays whole until the swap below; a cancelled run leaves it untouched.
+    check(stop)?;
 
     let paired = table.iter().filter(|(_, n)| !n.is_empty()).count();
     let pairs: usize = table.iter().map(|(_, n)| n.len()).sum();
@@ -124,8 +130,9 @@ pub fn neighbours(
     enriched: &HashMap<ProductKey, super::products::Enrichment>,
     top_k: usize,
     min_score: f64,
+    stop: &CancellationToken,
     progress: &Monotonic<'_>,
-) -> Vec<(ProductKey, Vec<Neighbour>)> {
+) -> Result<Vec<(ProductKey, Vec<Neighbour>)>, CatalogError> {
     let n = products.len();
     let every = (n / 40).max(500);
 
@@ -135,6 +142,7 @@ pub fn neighbours(
     let mut df: Vec<u32> = Vec::new();
     for (i, stored) in products.iter().enumerate() {
         if i % every == 0 {
+            check(stop)?;
             progress.interpolate(
                 5,
                 35,
@@ -232,6 +240,9 @@ pub fn neighbours(
                     let mut touched: Vec<u32> = Vec::new();
                     let mut out = Vec::with_capacity(end - start);
                     for i in start..end {
+                        if i % 256 == 0 && stop.is_cancelled() {
+                            break;
+                        }
                         let doc = &docs[i];
                         for &(id, _) in &doc.terms {
                             for &(j, _) in &postings[id as usize] {
@@ -300,10 +311,11 @@ pub fn neighbours(
             );
         }
     });
+    check(stop)?;
     progress.report(90, "scored all products");
-    products
+    Ok(products
         .iter()
         .map(|p| p.product.product_key.clone())
         .zip(results)
-        .collect()
+        .collect())
 }

@@ -17,9 +17,10 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::products::{csv_row_to_json, Product};
-use super::{retrying, Catalog, CatalogError, CatalogSettings, Monotonic};
+use super::{check, retrying, Catalog, CatalogError, CatalogSettings, Monotonic};
 use crate::jobs::registry::{only_fields, Fields, ParamError, Progress};
 use crate::jobs::TenantId;
+use tokio_util::sync::CancellationToken;
 
 const BATCH: usize = 500;
 const MAX_SOURCES: usize = 100;
@@ -386,6 +387,7 @@ pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
     params: &Value,
+    stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
     let sources: Vec<String> = params["sources"]
@@ -400,13 +402,14 @@ pub fn run(
     let n = sources.len();
     let mut reports = Vec::with_capacity(n);
     for (i, source) in sources.iter().enumerate() {
+        check(stop)?;
         let step = format!("syncing {source} ({} of {n})", i + 1);
         progress.interpolate(0, 100, i, n, &step);
         let mut report = SourceReport {
             source: source.clone(),
             ..Default::default()
         };
-        let outcome = sync_source(catalog, tenant, source, &mut report, &|frac: f64| {
+        let outcome = sync_source(catalog, tenant, source, stop, &mut report, &|frac: f64| {
             let p = ((i as f64 + frac.clamp(0.0, 1.0)) * 100.0 / n as f64) as u8;
             progress.report(p, &step);
         })?;
@@ -447,6 +450,7 @@ fn sync_source(
     catalog: &Catalog,
     tenant: &TenantId,
     source: &str,
+    stop: &CancellationToken,
     report: &mut SourceReport,
     on_progress: &dyn Fn(f64),
 ) -> Result<Result<(), SourceError>, CatalogError> {
@@ -463,6 +467,7 @@ fn sync_source(
     let mut batch: Vec<Product> = Vec::with_capacity(BATCH);
     let window = catalog.settings.write_retry;
     let flush = |batch: &mut Vec<Product>, report: &mut SourceReport| -> Result<(), CatalogError> {
+        check(stop)?;
         if batch.is_empty() {
             return Ok(());
         }

@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use super::store::{
-    BoxFuture, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
+    BoxFuture, Cancel, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
 };
 use super::{is_stale, now_ms, JobId, Kind, Snapshot, Status, TenantId};
 
@@ -121,9 +121,12 @@ impl MemoryStore {
 
     fn read(&self, rec: &Record, now: u64) -> Snapshot {
         let mut s = rec.snapshot.clone();
-        if s.status.is_active() && is_stale(s.heartbeat_at, now, self.settings.stale_ms()) {
-            s.status = Status::Lost;
-        }
+        s.status = s.status.derive(
+            s.heartbeat_at,
+            now,
+            self.settings.stale_ms(),
+            s.cancel_requested_at.is_some(),
+        );
         s
     }
 
@@ -217,6 +220,7 @@ impl JobStore for MemoryStore {
                 .expect("checked writable above, under the same lock");
             entry.value.snapshot.heartbeat_at = now;
             entry.expires_ms = expires_ms;
+            let cancel = entry.value.snapshot.cancel_requested_at.is_some();
             state.locks.insert(
                 (tenant.clone(), kind.clone()),
                 Expiring {
@@ -224,7 +228,11 @@ impl JobStore for MemoryStore {
                     expires_ms,
                 },
             );
-            Ok(Write::Applied)
+            Ok(if cancel {
+                Write::CancelRequested
+            } else {
+                Write::Applied
+            })
         })
     }
 
@@ -274,6 +282,7 @@ impl JobStore for MemoryStore {
                     s.percent = s.percent.max(percent.min(100));
                     s.error = Some(class.clone());
                 }
+                Outcome::Cancelled => s.percent = s.percent.max(percent.min(100)),
             }
             s.updated_at = now;
             s.finished_at = Some(now);
@@ -314,6 +323,25 @@ impl JobStore for MemoryStore {
             );
             state.insert_live(snapshot, expires_ms, self.settings.list_cap);
             Ok(Write::Applied)
+        })
+    }
+
+    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let mut state = self.state();
+            Ok(match Self::writable(&mut state, id, now) {
+                Err(Write::Missing) => Cancel::Missing,
+                Err(_) => Cancel::NotActive,
+                Ok(entry) => {
+                    let s = &mut entry.value.snapshot;
+                    if s.cancel_requested_at.is_none() {
+                        s.cancel_requested_at = Some(now);
+                        s.updated_at = now;
+                    }
+                    Cancel::Requested
+                }
+            })
         })
     }
 

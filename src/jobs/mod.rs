@@ -116,15 +116,18 @@ impl fmt::Display for Kind {
     }
 }
 
-/// A job's status as a reader sees it. `Lost` is never stored: it is what an active job
-/// whose heartbeat is older than the stale threshold reads as.
+/// A job's status as a reader sees it. `Lost` and `Cancelling` are never stored: `lost` is
+/// what an active job whose heartbeat is older than the stale threshold reads as, and
+/// `cancelling` an active job that was asked to stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Queued,
     Running,
+    Cancelling,
     Done,
     Failed,
+    Cancelled,
     Lost,
 }
 
@@ -135,7 +138,30 @@ impl Status {
             Status::Running => "running",
             Status::Done => "done",
             Status::Failed => "failed",
+            Status::Cancelling => "cancelling",
+            Status::Cancelled => "cancelled",
             Status::Lost => "lost",
+        }
+    }
+
+    /// What a stored status reads as: an active job is `lost` once its heartbeat is stale,
+    /// else `cancelling` once it was asked to stop. Both stores derive it here.
+    pub fn derive(
+        self,
+        heartbeat_ms: u64,
+        now_ms: u64,
+        stale_after_ms: u64,
+        cancel_requested: bool,
+    ) -> Self {
+        if !matches!(self, Status::Queued | Status::Running) {
+            return self;
+        }
+        if is_stale(heartbeat_ms, now_ms, stale_after_ms) {
+            Status::Lost
+        } else if cancel_requested {
+            Status::Cancelling
+        } else {
+            self
         }
     }
 
@@ -146,16 +172,17 @@ impl Status {
             "running" => Some(Status::Running),
             "done" => Some(Status::Done),
             "failed" => Some(Status::Failed),
+            "cancelled" => Some(Status::Cancelled),
             _ => None,
         }
     }
 
     pub fn is_active(self) -> bool {
-        matches!(self, Status::Queued | Status::Running)
+        matches!(self, Status::Queued | Status::Running | Status::Cancelling)
     }
 
     pub fn is_finished(self) -> bool {
-        matches!(self, Status::Done | Status::Failed)
+        matches!(self, Status::Done | Status::Failed | Status::Cancelled)
     }
 }
 
@@ -182,6 +209,9 @@ pub struct Snapshot {
     pub heartbeat_at: u64,
     #[serde(serialize_with = "ser_opt_time")]
     pub finished_at: Option<u64>,
+    /// When someone asked the job to stop (`POST /catalog/jobs/{id}/cancel`).
+    #[serde(serialize_with = "ser_opt_time")]
+    pub cancel_requested_at: Option<u64>,
 }
 
 /// Whether an active job whose last heartbeat was at `heartbeat_ms` reads as lost at `now_ms`.

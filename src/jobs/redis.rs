@@ -16,9 +16,9 @@ use serde_json::Value;
 
 use super::cache::FinishedCache;
 use super::store::{
-    BoxFuture, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
+    BoxFuture, Cancel, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
 };
-use super::{is_stale, JobId, Kind, Snapshot, Status, TenantId};
+use super::{JobId, Kind, Snapshot, Status, TenantId};
 
 static CREATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/create.lua")));
 static TICK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/tick.lua")));
@@ -26,6 +26,7 @@ static HEARTBEAT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/heartbeat.lua")));
 static FINISH: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/finish.lua")));
 static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/restore.lua")));
+static CANCEL: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/cancel.lua")));
 static CLEAR_TENANT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/clear_tenant.lua")));
 
@@ -121,6 +122,7 @@ impl RedisStore {
             1 => Write::Applied,
             0 => Write::Missing,
             2 => Write::Ignored,
+            3 => Write::CancelRequested,
             -1 => Write::Fenced,
             other => return Err(StoreError::Corrupt(format!("script answered {other}"))),
         })
@@ -172,11 +174,13 @@ fn snapshot_from_hash(
     // create.lua leaves out what equals a default (see there).
     let created_at = num("created_ms")?;
     let heartbeat_at = opt_num("heartbeat_ms").unwrap_or(created_at);
-    let status = if stored.is_active() && is_stale(heartbeat_at, now_ms, stale_ms) {
-        Status::Lost
-    } else {
-        stored
-    };
+    let cancel_requested_at = opt_num("cancel_requested_ms");
+    let status = stored.derive(
+        heartbeat_at,
+        now_ms,
+        stale_ms,
+        cancel_requested_at.is_some(),
+    );
     let corrupt = |e: super::InvalidId| StoreError::Corrupt(e.to_string());
     Ok(Some(Snapshot {
         job_id: *id,
@@ -193,6 +197,7 @@ fn snapshot_from_hash(
         updated_at: opt_num("updated_ms").unwrap_or(created_at),
         heartbeat_at,
         finished_at: opt_num("finished_ms"),
+        cancel_requested_at,
     }))
 }
 
@@ -273,6 +278,7 @@ impl JobStore for RedisStore {
             let (result, error) = match outcome {
                 Outcome::Done(report) => (report.to_string(), ""),
                 Outcome::Failed(class) => (String::new(), class.as_str()),
+                Outcome::Cancelled => (String::new(), ""),
             };
             let mut inv = FINISH.prepare_invoke();
             inv.key(self.keys.job(&job.id))
@@ -316,6 +322,20 @@ impl JobStore for RedisStore {
                 .arg(self.settings.ttl_secs())
                 .arg(self.settings.list_cap);
             self.write_script(inv).await
+        })
+    }
+
+    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.connection();
+            let mut inv = CANCEL.prepare_invoke();
+            inv.key(self.keys.job(id));
+            let code: i64 = bounded(inv.invoke_async(&mut conn)).await?;
+            Ok(match code {
+                1 => Cancel::Requested,
+                2 => Cancel::NotActive,
+                _ => Cancel::Missing,
+            })
         })
     }
 

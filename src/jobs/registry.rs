@@ -11,6 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 
 use super::{JobId, Kind, TenantId};
 
@@ -29,7 +30,13 @@ pub struct JobInput {
     pub kind: Kind,
     /// The parameters its kind's `prepare` produced.
     pub params: Value,
+    /// Cancelled when someone asked the job to stop. A job that looks at it between units of
+    /// work returns `JobError::cancelled()`; one that never looks simply runs to its end.
+    pub cancel: CancellationToken,
 }
+
+/// The error class of a job that stopped because it was asked to.
+pub const CANCELLED: &str = "Cancelled";
 
 /// An error type whose variants name the job's error class (`SourceUnreachable`, …).
 pub trait ErrorClass: StdError + Send + Sync + 'static {
@@ -45,6 +52,11 @@ pub struct JobError {
 impl JobError {
     pub fn class(&self) -> &str {
         &self.class
+    }
+
+    /// The job stopped on request (see `JobInput::cancel`).
+    pub fn cancelled() -> Self {
+        Self::new(CANCELLED, "the job was asked to stop")
     }
 
     /// A job error with an explicit class, for errors without their own `ErrorClass` type.

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
-use super::registry::{JobFn, JobInput, Registry};
+use super::registry::{JobFn, JobInput, Registry, CANCELLED};
 use super::store::{JobStore, Live, NewJob, Outcome, StoreError, Write};
 use super::{JobId, Status};
 
@@ -235,6 +235,7 @@ impl Inner {
         let stop_heartbeat = CancellationToken::new();
         let (reporter, ticks) = progress_channel();
         let started = Arc::new(AtomicBool::new(false));
+        let cancel = CancellationToken::new();
         let heartbeat = tokio::spawn(
             heartbeat_loop(
                 self.clone(),
@@ -242,12 +243,13 @@ impl Inner {
                 created_at,
                 ticks.rx.clone(),
                 started.clone(),
+                cancel.clone(),
                 stop_heartbeat.clone(),
             )
             .in_current_span(),
         );
         let (outcome, percent) = self
-            .execute(&job, admission, reporter, ticks, &started)
+            .execute(&job, admission, reporter, ticks, &started, cancel)
             .await;
         self.record(&job, created_at, &outcome, percent).await;
         stop_heartbeat.cancel();
@@ -264,6 +266,7 @@ impl Inner {
         reporter: Reporter,
         ticks: Ticks,
         started: &AtomicBool,
+        cancel: CancellationToken,
     ) -> (Outcome, u8) {
         let Some(kind) = self.registry.get(&job.kind) else {
             // The API checks the kind before creating a job; a job created by another replica
@@ -277,6 +280,10 @@ impl Inner {
                 let acquired = tokio::select! {
                     permit = self.workers.clone().acquire_owned() => permit.ok(),
                     () = self.interrupt.cancelled() => None,
+                    () = cancel.cancelled() => {
+                        info!("cancelled while waiting for a worker");
+                        return (Outcome::Cancelled, 0);
+                    }
                 };
                 drop(admission.waiting);
                 match acquired {
@@ -304,6 +311,7 @@ impl Inner {
             tenant: job.tenant.clone(),
             kind: job.kind.clone(),
             params: job.params.clone(),
+            cancel,
         };
         let blocking = tokio::task::spawn_blocking(run_blocking(
             kind.run.clone(),
@@ -327,6 +335,10 @@ impl Inner {
                 return (Outcome::Failed(INTERRUPTED.into()), percent);
             }
             Some(Ok(Ok(report))) => Outcome::Done(report),
+            Some(Ok(Err(e))) if e.class() == CANCELLED => {
+                info!("job stopped on request");
+                Outcome::Cancelled
+            }
             Some(Ok(Err(e))) => {
                 // The message may carry customer data: it goes to the log, the class to the record.
                 warn!(error_class = e.class(), error = %e, "job failed");
@@ -353,7 +365,7 @@ impl Inner {
         let mut limiter = LogLimiter::default();
         loop {
             match self.store.finish(job, created_at, outcome, percent).await {
-                Ok(Write::Applied) => {
+                Ok(Write::Applied) | Ok(Write::CancelRequested) => {
                     info!(status = outcome.status().as_str(), "job ended");
                     return;
                 }
@@ -400,6 +412,7 @@ fn outcome_json(outcome: &Outcome) -> serde_json::Value {
     match outcome {
         Outcome::Done(report) => serde_json::json!({"status": "done", "result": report}),
         Outcome::Failed(class) => serde_json::json!({"status": "failed", "error": class}),
+        Outcome::Cancelled => serde_json::json!({"status": "cancelled"}),
     }
 }
 
@@ -528,6 +541,7 @@ async fn heartbeat_loop(
     created_at: u64,
     latest: watch::Receiver<Tick>,
     started: Arc<AtomicBool>,
+    cancel: CancellationToken,
     stop: CancellationToken,
 ) {
     let mut limiter = LogLimiter::default();
@@ -538,6 +552,12 @@ async fn heartbeat_loop(
         }
         match inner.store.heartbeat(&job.id, &job.tenant, &job.kind).await {
             Ok(Write::Applied) | Ok(Write::Ignored) => {}
+            Ok(Write::CancelRequested) => {
+                if !cancel.is_cancelled() {
+                    info!("asked to stop: the job is told");
+                    cancel.cancel();
+                }
+            }
             Ok(Write::Missing) => {
                 let live = {
                     let tick = latest.borrow();

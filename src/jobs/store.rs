@@ -88,6 +88,7 @@ impl NewJob {
             updated_at: now,
             heartbeat_at: now,
             finished_at: None,
+            cancel_requested_at: None,
         }
     }
 }
@@ -106,6 +107,8 @@ pub enum Outcome {
     Done(Value),
     /// Failed, with the error's class name only (`SourceUnreachable`, `Panic`).
     Failed(String),
+    /// Stopped on request before its work was done.
+    Cancelled,
 }
 
 impl Outcome {
@@ -113,6 +116,7 @@ impl Outcome {
         match self {
             Outcome::Done(_) => Status::Done,
             Outcome::Failed(_) => Status::Failed,
+            Outcome::Cancelled => Status::Cancelled,
         }
     }
 
@@ -121,6 +125,7 @@ impl Outcome {
         match self {
             Outcome::Done(_) => "finished".to_owned(),
             Outcome::Failed(class) => format!("failed: {class}"),
+            Outcome::Cancelled => "cancelled on request".to_owned(),
         }
     }
 }
@@ -145,6 +150,19 @@ pub enum Write {
     Missing,
     /// A newer job of the same tenant and kind took the lock over: this one may not write.
     Fenced,
+    /// The heartbeat took effect, and the job has been asked to stop.
+    CancelRequested,
+}
+
+/// The answer to a cancel request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cancel {
+    /// The job is asked to stop; its runner sees it at its next heartbeat.
+    Requested,
+    /// The job has already ended (or was taken over): there is nothing to stop.
+    NotActive,
+    /// No such job.
+    Missing,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -201,6 +219,10 @@ pub trait JobStore: Send + Sync + 'static {
         created_at: u64,
         live: &'a Live,
     ) -> BoxFuture<'a, Result<Write, StoreError>>;
+
+    /// Asks an active job to stop: it reads `cancelling` at once, and its runner learns of it
+    /// from its next heartbeat (`Write::CancelRequested`). Asking again changes nothing.
+    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>>;
 
     /// The job as a reader sees it, `lost` derived on the store's clock.
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>>;

@@ -9,6 +9,7 @@ use catalog_jobs::catalog::products::{MemoryCatalog, Product};
 use catalog_jobs::catalog::{demo, enrich, pair, sync, Catalog, CatalogSettings};
 use catalog_jobs::jobs::runner::guarded;
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::{spawn_catalog_app, tenant, test_config, unique, Backend, TestApp};
@@ -543,6 +544,11 @@ async fn enrich_resumes_skipping_unchanged_products_unless_forced(b: Backend) {
 // ---------------------------------------------------------------------------------------
 // Directly, without the service
 
+/// A token nobody cancels.
+fn never() -> CancellationToken {
+    CancellationToken::new()
+}
+
 fn catalog_with(
     products: &[Product],
     dir: Option<PathBuf>,
@@ -565,12 +571,19 @@ type Job = fn(&Catalog, &catalog_jobs::jobs::TenantId, Option<&(dyn Fn(u8, &str)
 fn jobs() -> Vec<(&'static str, Job)> {
     vec![
         ("sync", |c, t, p| {
-            sync::run(c, t, &json!({"sources": ["demo.jsonl", "sample.csv"]}), p).unwrap()
+            sync::run(
+                c,
+                t,
+                &json!({"sources": ["demo.jsonl", "sample.csv"]}),
+                &never(),
+                p,
+            )
+            .unwrap()
         }),
         ("enrich", |c, t, p| {
-            enrich::run(c, t, &json!({"force": false}), p).unwrap()
+            enrich::run(c, t, &json!({"force": false}), &never(), p).unwrap()
         }),
-        ("pair", |c, t, p| pair::run(c, t, p).unwrap()),
+        ("pair", |c, t, p| pair::run(c, t, &never(), p).unwrap()),
     ]
 }
 
@@ -583,8 +596,8 @@ fn every_kind_keeps_the_progress_contract_and_reports_the_same_without_a_callbac
         let (with_cb, t1) = catalog_with(&products, None);
         let (without_cb, t2) = catalog_with(&products, None);
         if name == "pair" {
-            enrich::run(&with_cb, &t1, &json!({}), None).unwrap();
-            enrich::run(&without_cb, &t2, &json!({}), None).unwrap();
+            enrich::run(&with_cb, &t1, &json!({}), &never(), None).unwrap();
+            enrich::run(&without_cb, &t2, &json!({}), &never(), None).unwrap();
         }
         let a = job(&with_cb, &t1, Some(&record));
         let b = job(&without_cb, &t2, None);
@@ -653,6 +666,7 @@ fn a_source_that_fails_mid_way_keeps_what_it_read_and_reports_its_class() {
         &catalog,
         &t,
         &json!({"sources": ["big.jsonl", "small.jsonl"]}),
+        &never(),
         None,
     )
     .unwrap();
@@ -672,11 +686,47 @@ fn a_source_that_fails_mid_way_keeps_what_it_read_and_reports_its_class() {
 }
 
 #[test]
+fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
+    let products = demo::generate(800, 6);
+    let (catalog, t) = catalog_with(&products, None);
+    pair::run(&catalog, &t, &never(), None).unwrap();
+    let key = &products[0].product_key;
+    let before = catalog.store.neighbours(&t, key).unwrap();
+    let stopped = CancellationToken::new();
+    stopped.cancel();
+    let class = |e: catalog_jobs::catalog::CatalogError| {
+        catalog_jobs::jobs::registry::ErrorClass::class(&e)
+    };
+    assert_eq!(
+        enrich::run(&catalog, &t, &json!({}), &stopped, None).map_err(class),
+        Err("Cancelled")
+    );
+    assert!(
+        catalog.store.enrichments(&t).unwrap().is_empty(),
+        "no batch was started"
+    );
+    assert_eq!(
+        pair::run(&catalog, &t, &stopped, None).map_err(class),
+        Err("Cancelled")
+    );
+    assert_eq!(
+        catalog.store.neighbours(&t, key).unwrap(),
+        before,
+        "the old table is left whole"
+    );
+    let sync_params = json!({"sources": ["demo.jsonl"]});
+    assert_eq!(
+        sync::run(&catalog, &t, &sync_params, &stopped, None).map_err(class),
+        Err("Cancelled")
+    );
+}
+
+#[test]
 fn pairing_finds_the_planted_families_and_never_crosses_a_top_level_category() {
     let products = demo::generate(4000, 21);
     let (catalog, t) = catalog_with(&products, None);
-    enrich::run(&catalog, &t, &json!({}), None).unwrap();
-    let report = pair::run(&catalog, &t, None).unwrap();
+    enrich::run(&catalog, &t, &json!({}), &never(), None).unwrap();
+    let report = pair::run(&catalog, &t, &never(), None).unwrap();
     assert_eq!(report["products"], 4000);
     let by_key: HashMap<&str, &Product> = products
         .iter()
@@ -729,7 +779,7 @@ fn pairing_finds_the_planted_families_and_never_crosses_a_top_level_category() {
 fn a_second_pair_replaces_the_whole_neighbour_table() {
     let products = demo::generate(300, 4);
     let (catalog, t) = catalog_with(&products, None);
-    pair::run(&catalog, &t, None).unwrap();
+    pair::run(&catalog, &t, &never(), None).unwrap();
     let key = products[0].product_key.clone();
     assert!(catalog.store.neighbours(&t, &key).unwrap().is_some());
     // Rename every product of the first family beyond recognition: it has no neighbours now,
@@ -745,6 +795,6 @@ fn a_second_pair_replaces_the_whole_neighbour_table() {
         })
         .collect();
     catalog.store.upsert(&t, &changed).unwrap();
-    pair::run(&catalog, &t, None).unwrap();
+    pair::run(&catalog, &t, &never(), None).unwrap();
     assert_eq!(catalog.store.neighbours(&t, &key).unwrap(), None);
 }

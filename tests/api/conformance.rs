@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use catalog_jobs::jobs::store::{Created, JobStore, Live, Outcome, StoreSettings, Write};
+use catalog_jobs::jobs::store::{Cancel, Created, JobStore, Live, Outcome, StoreSettings, Write};
 use catalog_jobs::jobs::{JobId, Status};
 use serde_json::json;
 
@@ -48,6 +48,8 @@ both_stores!(
     a_vanished_record_is_not_written_back_over_a_newer_lock,
     a_heartbeat_keeps_a_job_alive_and_ignores_finished_ones,
     a_live_job_whose_record_vanished_is_restored_with_its_progress_and_lock,
+    a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_its_lock,
+    a_cancelling_job_that_goes_silent_reads_lost,
     clearing_a_tenant_removes_its_jobs_and_locks,
 );
 
@@ -507,6 +509,69 @@ async fn a_live_job_whose_record_vanished_is_restored_with_its_progress_and_lock
             .await
             .unwrap(),
         Write::Fenced
+    );
+}
+
+async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_its_lock(
+    b: Backend,
+) {
+    let s = fresh(b);
+    let t = tenant();
+    let job = new_job(&t, "enrich");
+    let created = create(&*s, &job).await;
+    s.tick(&job.id, 30, "batch 3 of 10").await.unwrap();
+    assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::Requested);
+    let asked = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(asked.status, Status::Cancelling);
+    let first_ask = asked.cancel_requested_at.expect("the request is recorded");
+    assert_eq!(
+        s.cancel(&job.id).await.unwrap(),
+        Cancel::Requested,
+        "asking twice is harmless"
+    );
+    assert_eq!(
+        s.get(&job.id).await.unwrap().unwrap().cancel_requested_at,
+        Some(first_ask)
+    );
+    assert_eq!(
+        s.heartbeat(&job.id, &job.tenant, &job.kind).await.unwrap(),
+        Write::CancelRequested,
+        "the runner learns of it"
+    );
+    assert_eq!(
+        s.tick(&job.id, 40, "batch 4 of 10").await.unwrap(),
+        Write::Applied,
+        "a cancelling job still reports"
+    );
+    assert_eq!(
+        s.create(new_job(&t, "enrich")).await.unwrap(),
+        Created::AlreadyRunning(job.id),
+        "it holds its lock until it stops"
+    );
+    s.finish(&job, created.created_at, &Outcome::Cancelled, 40)
+        .await
+        .unwrap();
+    let ended = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (ended.status, ended.percent, ended.error.clone()),
+        (Status::Cancelled, 40, None)
+    );
+    assert_eq!(ended.result, serde_json::Value::Null);
+    assert!(ended.finished_at.is_some());
+    assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::NotActive);
+    assert_eq!(s.cancel(&JobId::new()).await.unwrap(), Cancel::Missing);
+    create(&*s, &new_job(&t, "enrich")).await; // the lock is free
+}
+
+async fn a_cancelling_job_that_goes_silent_reads_lost(b: Backend) {
+    let s = stale_at_once(b);
+    let job = new_job(&tenant(), "sync");
+    create(&*s, &job).await;
+    assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::Requested);
+    assert_eq!(
+        s.get(&job.id).await.unwrap().unwrap().status,
+        Status::Lost,
+        "lost wins: nobody is there to stop it"
     );
 }
 

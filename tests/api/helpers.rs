@@ -17,7 +17,7 @@ use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::registry::{bool_field, only_fields, ErrorClass, JobError, Registry};
 use catalog_jobs::jobs::store::{
-    BoxFuture, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
+    BoxFuture, Cancel, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
 };
 use catalog_jobs::jobs::{JobId, Kind, Snapshot, TenantId};
 use catalog_jobs::startup::{catalog_settings, App};
@@ -246,7 +246,7 @@ impl ErrorClass for TestError {
 
 /// A gate a test holds a job at: the job says it has started, then blocks until released.
 pub struct Gate {
-    started: watch::Sender<bool>,
+    pub started: watch::Sender<bool>,
     release: Semaphore,
 }
 
@@ -281,13 +281,22 @@ impl Gate {
         self.release.add_permits(1);
     }
 
-    /// The job's side: announce, then block this (blocking) thread until released.
-    fn pass(&self) {
+    /// The job's side: announce, then block this (blocking) thread until released, or until
+    /// the job is asked to stop (answering false).
+    fn pass(&self, cancel: &tokio_util::sync::CancellationToken) -> bool {
         self.started.send_replace(true);
-        let permit = tokio::runtime::Handle::current().block_on(self.release.acquire());
-        permit
-            .expect("the gate's semaphore is never closed")
-            .forget();
+        tokio::runtime::Handle::current().block_on(async {
+            tokio::select! {
+                permit = self.release.acquire() => {
+                    permit.expect("the gate's semaphore is never closed").forget();
+                    true
+                }
+                () = cancel.cancelled() => false,
+                // A test that failed before releasing its gate must not leave this blocking
+                // thread behind: the runtime would wait for it, and the test binary hang.
+                () = tokio::time::sleep(Duration::from_secs(30)) => false,
+            }
+        })
     }
 }
 
@@ -295,7 +304,8 @@ impl Gate {
 /// - `ticker` (`n`, default 10): reports n evenly spaced ticks, answers `{"ticks": n}`;
 /// - `fail`: fails with `SourceUnreachable` (its message stands for customer data);
 /// - `panic`: panics;
-/// - `gated`: reports 50 %, then waits at its tenant's gate; answers `{"gated": true}`.
+/// - `gated`: reports 50 %, then waits at its tenant's gate; answers `{"gated": true}`, or
+///   stops with `Cancelled` when asked to while it waits.
 pub fn test_registry() -> Registry {
     Registry::new()
         .with(
@@ -340,7 +350,9 @@ pub fn test_registry() -> Registry {
             if let Some(p) = progress {
                 p(50, "waiting at the gate");
             }
-            Gate::of(&input.tenant).pass();
+            if !Gate::of(&input.tenant).pass(&input.cancel) {
+                return Err(JobError::cancelled());
+            }
             Ok(json!({ "gated": true }))
         })
 }
@@ -387,7 +399,7 @@ impl TestApp {
         }
     }
 
-    /// Polls a job until it is no longer queued or running (10 s at most). A 503 (the store
+    /// Polls a job until it has ended or reads lost (10 s at most). A 503 (the store
     /// is coming back) is polled through.
     pub async fn poll_until_ended(&self, id: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -405,7 +417,10 @@ impl TestApp {
             }
             assert_eq!(r.status(), 200, "GET job {id}");
             let job: Value = r.json().await.expect("a JSON snapshot");
-            if !matches!(job["status"].as_str(), Some("queued" | "running")) {
+            if !matches!(
+                job["status"].as_str(),
+                Some("queued" | "running" | "cancelling")
+            ) {
                 return job;
             }
             assert!(
@@ -545,6 +560,9 @@ impl JobStore for CountingStore {
         live: &'a Live,
     ) -> BoxFuture<'a, Result<Write, StoreError>> {
         self.inner.restore(job, created_at, live)
+    }
+    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+        self.inner.cancel(id)
     }
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
         self.inner.get(id)

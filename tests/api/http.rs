@@ -23,6 +23,8 @@ both_stores!(
     a_wait_longer_than_the_maximum_turns_into_202_and_the_job_goes_on,
     a_client_that_hangs_up_on_a_wait_does_not_stop_the_job,
     health_and_readiness_answer,
+    a_running_job_is_cancelled_on_request_and_frees_its_kind,
+    a_job_waiting_for_a_worker_is_cancelled_without_running,
 );
 
 async fn starting_a_job_answers_202_with_its_id_and_location_then_polls_to_done(b: Backend) {
@@ -581,6 +583,102 @@ async fn a_client_that_hangs_up_on_a_wait_does_not_stop_the_job(b: Backend) {
     let id = listed["jobs"][0]["job_id"].as_str().unwrap().to_owned();
     let done = app.poll_until_ended(&id).await;
     assert_eq!(done["status"], "done");
+}
+
+fn quick_heartbeats() -> catalog_jobs::config::Config {
+    let mut config = test_config();
+    // The runner learns of a cancel request from its next heartbeat.
+    config.heartbeat_seconds = Some(Duration::from_millis(50));
+    config
+}
+
+async fn cancel(app: &crate::helpers::TestApp, id: &str) -> (u16, Value) {
+    let r = app
+        .client
+        .post(app.url(&format!("/catalog/jobs/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+async fn a_running_job_is_cancelled_on_request_and_frees_its_kind(b: Backend) {
+    let app = spawn_app_with(quick_heartbeats(), store(b, settings())).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let waiter = {
+        let (client, url) = (app.client.clone(), app.url("/catalog/gated"));
+        let form = [("tenant_id", t.to_string()), ("wait", "true".to_owned())];
+        tokio::spawn(async move { client.post(url).form(&form).send().await.unwrap() })
+    };
+    gate.reached().await;
+    let id = app.store.recent(&t, 1).await.unwrap()[0].job_id.to_string();
+    let (status, body) = cancel(&app, &id).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["status"], "cancelling");
+    assert!(body["cancel_requested_at"].is_string());
+    let ended = app.poll_until_ended(&id).await;
+    assert_eq!(
+        (ended["status"].as_str(), ended["error"].as_str()),
+        (Some("cancelled"), None),
+        "{ended}"
+    );
+    assert_eq!(ended["percent"], 50, "it keeps the progress it made");
+    let waited = waiter.await.unwrap();
+    assert_eq!(
+        waited.status(),
+        502,
+        "a wait=true caller learns the job did not finish"
+    );
+    assert_eq!(
+        waited.json::<Value>().await.unwrap()["job"]["status"],
+        "cancelled"
+    );
+
+    let (status, body) = cancel(&app, &id).await;
+    assert_eq!((status, body["error"].as_str()), (409, Some("not_active")));
+    assert_eq!(body["job"]["status"], "cancelled");
+    for unknown in [
+        catalog_jobs::jobs::JobId::new().to_string(),
+        "nope".to_owned(),
+    ] {
+        let (status, body) = cancel(&app, &unknown).await;
+        assert_eq!((status, body["error"].as_str()), (404, Some("not_found")));
+    }
+    gate.release();
+    let again = app
+        .start("gated", &[("tenant_id", t.as_str()), ("wait", "true")])
+        .await;
+    assert_eq!(again.status(), 200, "the kind is free again");
+}
+
+async fn a_job_waiting_for_a_worker_is_cancelled_without_running(b: Backend) {
+    let mut config = quick_heartbeats();
+    config.max_concurrent_jobs = 1;
+    let app = spawn_app_with(config, store(b, settings())).await;
+    let (t1, t2) = (tenant(), tenant());
+    let g1 = Gate::of(&t1);
+    app.start("gated", &[("tenant_id", t1.as_str())]).await;
+    g1.reached().await;
+    let waiting: Value = app
+        .start("gated", &[("tenant_id", t2.as_str())])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = waiting["job_id"].as_str().unwrap();
+    let (status, _) = cancel(&app, id).await;
+    assert_eq!(status, 202);
+    let ended = app.poll_until_ended(id).await;
+    assert_eq!(
+        (ended["status"].as_str(), ended["percent"].as_u64()),
+        (Some("cancelled"), Some(0))
+    );
+    assert!(
+        !*Gate::of(&t2).started.subscribe().borrow(),
+        "its function never ran"
+    );
+    g1.release();
 }
 
 async fn health_and_readiness_answer(b: Backend) {

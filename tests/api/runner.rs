@@ -33,6 +33,7 @@ fn a_job_function_gives_the_same_report_without_a_callback() {
         tenant: tenant(),
         kind,
         params: json!({"n": 50, "slow": false}),
+        cancel: Default::default(),
     };
     let seen = std::sync::Mutex::new(Vec::new());
     let record = |p: u8, _: &str| seen.lock().unwrap().push(p);

@@ -1,6 +1,6 @@
 -- finish: end a job and release its lock if the lock still holds this job, in one step.
 -- KEYS[1] job hash  KEYS[2] lock  KEYS[3] tenant list
--- ARGV[1] job id  ARGV[2] status (done|failed)  ARGV[3] result (JSON, "" for none)
+-- ARGV[1] job id  ARGV[2] status (done|failed|cancelled)  ARGV[3] result (JSON, "" for none)
 -- ARGV[4] error class ("" for none)  ARGV[5] step  ARGV[6] ttl (s)
 -- ARGV[7] tenant  ARGV[8] kind  ARGV[9] params (JSON)  ARGV[10] created_ms  ARGV[11] list cap
 -- ARGV[12] the job's last reported percent (a failed job keeps the higher of it and the stored one)
@@ -25,13 +25,16 @@ else
 end
 local percent = math.max(tonumber(st[3]) or 0, tonumber(ARGV[12]))
 if ARGV[2] == 'done' then percent = 100 end
--- One HSET: the outcome (result for done, error class for failed), and started_ms for a job
--- that ended before its first progress write.
-local outcome_field, outcome = 'result', ARGV[3]
-if ARGV[2] ~= 'done' then outcome_field, outcome = 'error', ARGV[4] end
-redis.call('HSET', KEYS[1], 'status', ARGV[2], 'percent', percent, 'step', ARGV[5],
-  'updated_ms', now, 'heartbeat_ms', now, 'finished_ms', now, 'started_ms', st[4] or now,
-  outcome_field, outcome)
+-- One HSET: the outcome (result for done, error class for failed, nothing for cancelled),
+-- and started_ms for a job that ended before its first progress write.
+local fields = {'status', ARGV[2], 'percent', percent, 'step', ARGV[5], 'updated_ms', now,
+  'heartbeat_ms', now, 'finished_ms', now, 'started_ms', st[4] or now}
+if ARGV[2] == 'done' then
+  table.insert(fields, 'result'); table.insert(fields, ARGV[3])
+elseif ARGV[2] == 'failed' then
+  table.insert(fields, 'error'); table.insert(fields, ARGV[4])
+end
+redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('EXPIRE', KEYS[1], ttl)
 if lock == ARGV[1] then redis.call('DEL', KEYS[2]) end
 return 1

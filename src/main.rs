@@ -46,8 +46,3 @@ async fn shutdown_signal() {
         () = term => {}
     }
 }
-
-// The request path allocates many small, short-lived buffers (JSON, Redis replies, tasks);
-// mimalloc measured faster than glibc malloc for it (README, "Performance").
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

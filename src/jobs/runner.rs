@@ -2,10 +2,11 @@
 //! how it ended — whatever the store is doing meanwhile.
 //!
 //! Beside every job run three things: a heartbeat task (from creation to the recorded end,
-//! so a queued or slow job is never mistaken for a dead one), a progress writer that
-//! coalesces the callback's ticks (at most one store write per `tick_interval`, the last tick
-//! always written), and a finish that is retried with backoff for `finish_retry`. Store
-//! failures on ticks and heartbeats are logged at a bounded rate and never reach the job.
+//! so a queued or slow job is never mistaken for a dead one; it also carries cancel requests
+//! to the job and writes back a record the store lost), a progress writer that coalesces the
+//! callback's ticks (at most one store write per `tick_interval`; the last tick rides on the
+//! finish), and a finish that is retried with backoff for `finish_retry`. Store failures on
+//! ticks and heartbeats are logged at a bounded rate and never reach the job.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};

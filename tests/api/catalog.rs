@@ -769,6 +769,7 @@ fn pairing_finds_the_planted_families_and_never_crosses_a_top_level_category() {
             .min(5);
     }
     let recall = found as f64 / expected as f64;
+    eprintln!("family recall in the top 5: {recall:.3} ({found} of {expected})");
     assert!(
         recall >= 0.9,
         "family recall in the top 5 is {recall:.3} ({found} of {expected})"

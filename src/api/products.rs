@@ -16,7 +16,7 @@ use super::extract::{body_bytes, media_type, query_fields, take_single};
 use super::jobs::tenant_field;
 use super::AppState;
 use crate::catalog::products::{
-    csv_row_to_json, CatalogStore, CatalogStoreError, Product, ProductKey,
+    csv_reader, csv_row_to_json, strip_bom, CatalogStore, CatalogStoreError, Product, ProductKey,
 };
 use crate::jobs::registry::Fields;
 use crate::jobs::TenantId;
@@ -134,16 +134,16 @@ pub async fn import(
                 if line.trim().is_empty() {
                     continue;
                 }
-                let parsed = serde_json::from_str::<Value>(&line)
+                let parsed = serde_json::from_str::<Value>(strip_bom(&line))
                     .map_err(|e| format!("not valid JSON: {e}"))
                     .and_then(Product::from_json);
                 report.row(i as u64 + 1, parsed, &mut valid);
             }
         }
         "text/csv" | "application/csv" => {
-            let mut csv = csv::ReaderBuilder::new()
-                .flexible(true)
-                .from_reader(&body[..]);
+            let mut csv = csv_reader(&body[..]).map_err(|e| {
+                ApiError::MalformedBody(format!("the CSV body could not be read: {e}"))
+            })?;
             let headers = csv
                 .headers()
                 .map_err(|e| {

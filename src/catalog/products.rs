@@ -6,6 +6,7 @@
 //! TTL. The store knows nothing of job keys or of HTTP.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::{self, BufRead, BufReader, Read};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -165,15 +166,42 @@ pub fn split_taxonomy(raw: &str) -> Vec<String> {
         .collect()
 }
 
-/// Turns one CSV record into the JSON object `Product::from_json` reads.
+/// Opens a CSV feed the way spreadsheets write them: a UTF-8 byte-order mark is skipped, and
+/// the delimiter is whichever of `,` `;` and tab the header line uses most (`,` on a tie).
+pub fn csv_reader<R: Read>(reader: R) -> io::Result<csv::Reader<BufReader<R>>> {
+    let mut buf = BufReader::with_capacity(64 * 1024, reader);
+    if buf.fill_buf()?.starts_with(b"\xEF\xBB\xBF") {
+        buf.consume(3);
+    }
+    let head = buf.fill_buf()?;
+    let line = &head[..head.iter().position(|b| *b == b'\n').unwrap_or(head.len())];
+    let count = |c: u8| line.iter().filter(|b| **b == c).count();
+    let delimiter = [b';', b'\t']
+        .into_iter()
+        .filter(|d| count(*d) > count(b','))
+        .max_by_key(|d| count(*d))
+        .unwrap_or(b',');
+    Ok(csv::ReaderBuilder::new()
+        .flexible(true)
+        .delimiter(delimiter)
+        .from_reader(buf))
+}
+
+/// A JSON Lines row without the byte-order mark some tools put before the first line.
+pub fn strip_bom(line: &str) -> &str {
+    line.strip_prefix('\u{feff}').unwrap_or(line)
+}
+
+/// Turns one CSV record into the JSON object `Product::from_json` reads. Header names are
+/// matched case-insensitively, with spaces read as underscores (`Product Key`).
 pub fn csv_row_to_json(headers: &csv::StringRecord, row: &csv::StringRecord) -> Value {
     let mut obj = Map::new();
     for (h, v) in headers.iter().zip(row.iter()) {
-        let h = h.trim();
+        let h = h.trim().to_ascii_lowercase().replace(' ', "_");
         if h.is_empty() || v.trim().is_empty() {
             continue;
         }
-        obj.insert(h.to_owned(), Value::String(v.to_owned()));
+        obj.insert(h, Value::String(v.to_owned()));
     }
     Value::Object(obj)
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::products::{csv_row_to_json, Product};
+use super::products::{csv_reader, csv_row_to_json, strip_bom, Product};
 use super::{check, retrying, Catalog, CatalogError, CatalogSettings, Monotonic};
 use crate::jobs::registry::{only_fields, Fields, ParamError, Progress};
 use crate::jobs::TenantId;
@@ -327,14 +327,17 @@ fn parse_stream(
                 if text.trim().is_empty() {
                     continue;
                 }
-                let parsed = serde_json::from_str::<Value>(text.trim())
+                let parsed = serde_json::from_str::<Value>(strip_bom(text.trim()))
                     .map_err(|e| format!("not valid JSON: {e}"))
                     .and_then(Product::from_json);
                 row(n, parsed)?;
             }
         }
         Format::Csv => {
-            let mut csv = csv::ReaderBuilder::new().flexible(true).from_reader(reader);
+            let mut csv = match csv_reader(reader) {
+                Ok(csv) => csv,
+                Err(e) => return Ok(Err(io_error(e))),
+            };
             let headers = match csv.headers() {
                 Ok(h) => h.clone(),
                 Err(e) => return Ok(Err(csv_error(e))),

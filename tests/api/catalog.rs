@@ -139,7 +139,8 @@ async fn sync_reports_each_source_and_fails_only_when_none_could_be_read(b: Back
     .unwrap();
     std::fs::write(
         dir.join("sub/more.csv"),
-        "product_key,name,price_cents\nc1,Lumen Lamp,4000\nc2,Lumen Lamp XL,not-a-price\n",
+        // Saved by a spreadsheet: a byte-order mark and semicolons.
+        "\u{feff}product_key;name;price_cents\nc1;Lumen Lamp;4000\nc2;Lumen Lamp XL;not-a-price\n",
     )
     .unwrap();
     let server = feed_server(vec![]).await;
@@ -383,6 +384,24 @@ async fn products_import_as_json_ndjson_and_csv_and_bad_rows_do_not_sink_the_res
         ),
         (Some(1), Some(1), Some(1))
     );
+    // As spreadsheets save it: a byte-order mark, semicolons, headers in their own words.
+    let (status, r) = import(
+        "text/csv",
+        "\u{feff}Product Key;Name;Price_Cents\ns1;Stoneware Bowl 15 cm;1200\ns2;Stoneware Bowl 20 cm;1500\n".into(),
+    )
+    .await;
+    assert_eq!(
+        (status, r["created"].as_u64(), r["invalid"].as_u64()),
+        (200, Some(2), Some(0)),
+        "{r}"
+    );
+    assert_eq!(product(&app, t.as_str(), "s2").await["price_cents"], 1500);
+    let (status, r) = import(
+        "application/x-ndjson",
+        "\u{feff}{\"product_key\":\"b1\",\"name\":\"Bom Thing\"}\n".into(),
+    )
+    .await;
+    assert_eq!((status, r["created"].as_u64()), (200, Some(1)), "{r}");
     let c1 = product(&app, t.as_str(), "c1").await;
     assert_eq!(c1["taxonomy_path"], json!(["Apparel", "Shirts"]));
     assert_eq!(c1["enrichment"]["state"], "not_enriched");

@@ -453,8 +453,10 @@ fn scan(text: &str) -> (Vec<Tok>, Found) {
 
     let mut i = 0;
     while i < n {
-        // Quantities: "30 x 40 x 10 cm", "2 x 250 g", "500ml", "1.5 L", "12\"".
-        if let Some(first) = num(i) {
+        // Quantities: "30 x 40 x 10 cm", "2 x 250 g", "500ml", "1.5 L", "12\"". A number
+        // that touches a word before it is part of a code ("W32", "E27", "V15"), not a quantity.
+        let in_code = i > 0 && toks[i - 1].glued_next && matches!(toks[i - 1].kind, Kind::Word(_));
+        if let Some(first) = num(i).filter(|_| !in_code) {
             let mut values = vec![first];
             let mut k = i + 1;
             while is_times(k) && num(k + 1).is_some() {
@@ -467,7 +469,10 @@ fn scan(text: &str) -> (Vec<Tok>, Found) {
                 let unit_word = word(k);
                 let ambiguous = matches!(unit_word, Some("in" | "m")) && !toks[k - 1].glued_next;
                 let next_is_num = num(k + ulen).is_some();
-                if !(ambiguous && next_is_num) {
+                // A unit letter that touches a number after it is a code too ("L34", "M8").
+                let unit_in_code =
+                    unit_word.is_some() && toks[k + ulen - 1].glued_next && next_is_num;
+                if !(ambiguous && next_is_num) && !unit_in_code {
                     match (dim, values.len()) {
                         (Dim::Length, _) => {
                             let dims: Vec<Value> =

@@ -197,6 +197,24 @@ fn titles_yield_exactly_the_expected_attributes() {
         ("iPhone 15 Case", json!({})),
         ("Model 3 Floor Mats", json!({})),
         ("Route 66 Poster", json!({})),
+        // model codes are not quantities
+        (
+            "Levi's 501 Jeans W32 L34 Dark Indigo",
+            json!({"color": "indigo"}),
+        ),
+        (
+            "LED Bulb E27 Warm White 2-pack",
+            json!({"color": "white", "pack_count": 2}),
+        ),
+        (
+            "Evian Mineral Water 6 x 1.5L",
+            json!({"pack_count": 6, "volume_ml": 1500}),
+        ),
+        ("Heinz Tomato Ketchup 2,5kg", json!({"weight_g": 2500})),
+        (
+            "Bookcase 80x28x202 cm White",
+            json!({"dimensions_cm": [80, 28, 202], "color": "white"}),
+        ),
     ];
     assert!(cases.len() >= 80, "at least 80 titles: {}", cases.len());
     let mut failures = Vec::new();

@@ -472,7 +472,7 @@ fn scan(text: &str) -> (Vec<Tok>, Found) {
                 // A unit letter that touches a number after it is a code too ("L34", "M8").
                 let unit_in_code =
                     unit_word.is_some() && toks[k + ulen - 1].glued_next && next_is_num;
-                if !(ambiguous && next_is_num) && !unit_in_code {
+                if !(unit_in_code || ambiguous && next_is_num) {
                     match (dim, values.len()) {
                         (Dim::Length, _) => {
                             let dims: Vec<Value> =

@@ -562,6 +562,19 @@ fn scan(text: &str) -> (Vec<Tok>, Found) {
                 i = k + 1;
                 continue;
             }
+            // "Size Large" names a letter size in words; only after "size", where it cannot
+            // be an adjective ("Large Mug").
+            let spelled = match word(k) {
+                Some("small") => Some("S"),
+                Some("medium") => Some("M"),
+                Some("large") => Some("L"),
+                _ => None,
+            };
+            if let Some(s) = spelled {
+                set(&mut found, "size", json!(s), i, k + 1 - i);
+                i = k + 1;
+                continue;
+            }
             if let (Some(v), Some(w)) = (num(k), word(k + 1)) {
                 if toks[k].glued_next && matches!(w, "xl" | "xs") {
                     set(

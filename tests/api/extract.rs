@@ -109,6 +109,11 @@ fn titles_yield_exactly_the_expected_attributes() {
             json!({"size": "One Size", "color": "grey"}),
         ),
         ("Trail Shoes Size 42", json!({"size": "42"})),
+        (
+            "Fleece Jacket Size Large Black",
+            json!({"size": "L", "color": "black", "material": "fleece"}),
+        ),
+        ("Large Serving Bowl", json!({})),
         ("Trail Shoes Size 10.5", json!({"size": "10.5"})),
         ("Crew Tee Black / S", json!({"color": "black", "size": "S"})),
         ("M8 Hex Bolts Pack of 20", json!({"pack_count": 20})),

@@ -2,7 +2,6 @@
 //! Lines or CSV; one bad row never sinks the rest), `GET /catalog/products` pages, and
 //! `GET /catalog/products/{product_key}` shows a product with its enrichment and neighbours.
 
-use std::io::BufRead;
 use std::sync::Arc;
 
 use axum::extract::{Path, Request, State};
@@ -128,15 +127,15 @@ pub async fn import(
         | "application/jsonl"
         | "application/jsonlines"
         | "application/x-jsonlines" => {
-            for (i, line) in body.lines().enumerate() {
-                let line =
-                    line.map_err(|_| ApiError::MalformedBody("the body is not text".into()))?;
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let parsed = serde_json::from_str::<Value>(strip_bom(&line))
-                    .map_err(|e| format!("not valid JSON: {e}"))
-                    .and_then(Product::from_json);
+            // Line by line, so one line that is not UTF-8 or not JSON is one invalid row.
+            for (i, raw) in body.split(|b| *b == b'\n').enumerate() {
+                let parsed = match std::str::from_utf8(raw) {
+                    Ok(line) if line.trim().is_empty() => continue,
+                    Ok(line) => serde_json::from_str::<Value>(strip_bom(line.trim()))
+                        .map_err(|e| format!("not valid JSON: {e}"))
+                        .and_then(Product::from_json),
+                    Err(_) => Err("the line is not UTF-8 text".to_owned()),
+                };
                 report.row(i as u64 + 1, parsed, &mut valid);
             }
         }

@@ -402,6 +402,24 @@ async fn products_import_as_json_ndjson_and_csv_and_bad_rows_do_not_sink_the_res
     )
     .await;
     assert_eq!((status, r["created"].as_u64()), (200, Some(1)), "{r}");
+    // One line that is not UTF-8 is one invalid row, not a refused body.
+    let mut body = b"{\"product_key\":\"u1\",\"name\":\"Fine\"}\n".to_vec();
+    body.extend_from_slice(b"{\"product_key\":\"u2\",\"name\":\"\xff\xfe\"}\n");
+    let r = app
+        .client
+        .post(&url)
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let r: Value = r.json().await.unwrap();
+    let got = (
+        r["created"].as_u64(),
+        r["invalid"].as_u64(),
+        r["errors"][0]["line"].as_u64(),
+    );
+    assert_eq!(got, (Some(1), Some(1), Some(2)), "{r}");
     let c1 = product(&app, t.as_str(), "c1").await;
     assert_eq!(c1["taxonomy_path"], json!(["Apparel", "Shirts"]));
     assert_eq!(c1["enrichment"]["state"], "not_enriched");

@@ -38,11 +38,8 @@ async fn post(app: &TestApp, kind: &str, form: &[(&str, &str)]) -> (u16, Value) 
 
 async fn product(app: &TestApp, tenant: &str, key: &str) -> Value {
     let r = app
-        .client
-        .get(app.url(&format!("/catalog/products/{key}?tenant_id={tenant}")))
-        .send()
-        .await
-        .unwrap();
+        .get(&format!("/catalog/products/{key}?tenant_id={tenant}"))
+        .await;
     assert_eq!(r.status(), 200, "{key}");
     r.json().await.unwrap()
 }
@@ -445,19 +442,11 @@ async fn products_import_as_json_ndjson_and_csv_and_bad_rows_do_not_sink_the_res
         assert_eq!((got, r["error"].as_str()), (status, Some(code)), "{ct}");
     }
     let r = app
-        .client
-        .get(app.url(&format!("/catalog/products/nope?tenant_id={t}")))
-        .send()
-        .await
-        .unwrap();
+        .get(&format!("/catalog/products/nope?tenant_id={t}"))
+        .await;
     assert_eq!(r.status(), 404);
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
-    let r = app
-        .client
-        .get(app.url("/catalog/products/j1"))
-        .send()
-        .await
-        .unwrap();
+    let r = app.get("/catalog/products/j1").await;
     assert_eq!(r.status(), 422, "tenant_id is required");
 }
 
@@ -507,11 +496,8 @@ async fn paging_visits_every_product_exactly_once(b: Backend) {
     assert_eq!(seen.len(), 730);
     for bad in ["limit=0", "limit=501", "cursor=%20%20bad%20cursor"] {
         let r = app
-            .client
-            .get(app.url(&format!("/catalog/products?tenant_id={t}&{bad}")))
-            .send()
-            .await
-            .unwrap();
+            .get(&format!("/catalog/products?tenant_id={t}&{bad}"))
+            .await;
         assert_eq!(r.status(), 422, "{bad}");
     }
 }

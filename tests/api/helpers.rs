@@ -371,13 +371,22 @@ impl TestApp {
         format!("http://{}{path}", self.addr)
     }
 
-    pub async fn get_job(&self, id: &str) -> Value {
-        let r = self
-            .client
-            .get(self.url(&format!("/catalog/jobs/{id}")))
+    /// GET a path of the app.
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
             .send()
             .await
-            .expect("the app answers");
+            .expect("the app answers")
+    }
+
+    /// GET a path of the app and read its JSON body, whatever the status.
+    pub async fn get_json(&self, path: &str) -> Value {
+        self.get(path).await.json().await.expect("a JSON body")
+    }
+
+    pub async fn get_job(&self, id: &str) -> Value {
+        let r = self.get(&format!("/catalog/jobs/{id}")).await;
         assert_eq!(r.status(), 200, "GET job {id}");
         r.json().await.expect("a JSON snapshot")
     }
@@ -404,12 +413,7 @@ impl TestApp {
     pub async fn poll_until_ended(&self, id: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let r = self
-                .client
-                .get(self.url(&format!("/catalog/jobs/{id}")))
-                .send()
-                .await
-                .expect("the app answers");
+            let r = self.get(&format!("/catalog/jobs/{id}")).await;
             if r.status() == 503 {
                 assert!(Instant::now() < deadline, "the store stayed unavailable");
                 tokio::time::sleep(Duration::from_millis(20)).await;

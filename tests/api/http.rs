@@ -54,7 +54,7 @@ async fn starting_a_job_answers_202_with_its_id_and_location_then_polls_to_done(
     assert_eq!(done["result"], json!({"ticks": 5}));
     assert_eq!(done["error"], Value::Null);
     assert!(done["finished_at"].is_string() && done["started_at"].is_string());
-    let polled = app.client.get(app.url(&location)).send().await.unwrap();
+    let polled = app.get(&location).await;
     assert_eq!(
         polled.status(),
         200,
@@ -74,15 +74,7 @@ async fn wait_true_returns_the_report_inline(b: Backend) {
     assert_eq!(r.status(), 200);
     assert_eq!(r.json::<Value>().await.unwrap(), json!({"ticks": 7}));
     // The waited job was created exactly like any other: it is listed, and done.
-    let listed: Value = app
-        .client
-        .get(app.url(&format!("/catalog/jobs?tenant_id={t}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = app.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
     assert_eq!(listed["jobs"][0]["status"], "done");
     assert_eq!(listed["jobs"][0]["result"], json!({"ticks": 7}));
 }
@@ -171,12 +163,7 @@ async fn unknown_and_malformed_job_ids_are_404_json(b: Backend) {
         "not-a-uuid".into(),
         "%FF%FE".into(),
     ] {
-        let r = app
-            .client
-            .get(app.url(&format!("/catalog/jobs/{id}")))
-            .send()
-            .await
-            .unwrap();
+        let r = app.get(&format!("/catalog/jobs/{id}")).await;
         assert_eq!(r.status(), 404, "{id}");
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["error"], "not_found");
@@ -198,25 +185,11 @@ async fn the_listing_is_newest_first_and_honours_the_limit(b: Backend) {
             .await;
         assert_eq!(r.status(), 200);
         let listed: Value = app
-            .client
-            .get(app.url(&format!("/catalog/jobs?tenant_id={t}&limit=1")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .get_json(&format!("/catalog/jobs?tenant_id={t}&limit=1"))
+            .await;
         ids.push(listed["jobs"][0]["job_id"].as_str().unwrap().to_owned());
     }
-    let listed: Value = app
-        .client
-        .get(app.url(&format!("/catalog/jobs?tenant_id={t}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = app.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
     let got: Vec<&str> = listed["jobs"]
         .as_array()
         .unwrap()
@@ -226,24 +199,12 @@ async fn the_listing_is_newest_first_and_honours_the_limit(b: Backend) {
     ids.reverse();
     assert_eq!(got, ids);
     let two: Value = app
-        .client
-        .get(app.url(&format!("/catalog/jobs?tenant_id={t}&limit=2")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&format!("/catalog/jobs?tenant_id={t}&limit=2"))
+        .await;
     assert_eq!(two["jobs"].as_array().unwrap().len(), 2);
     let none: Value = app
-        .client
-        .get(app.url(&format!("/catalog/jobs?tenant_id={}", tenant())))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&format!("/catalog/jobs?tenant_id={}", tenant()))
+        .await;
     assert_eq!(none, json!({"jobs": []}));
 }
 
@@ -505,12 +466,7 @@ async fn bad_input_gets_a_4xx_envelope_and_creates_nothing(b: Backend) {
         ),
         ("bad tenant", "tenant_id=%2F".to_owned(), "invalid_field"),
     ] {
-        let r = app
-            .client
-            .get(app.url(&format!("/catalog/jobs?{query}")))
-            .send()
-            .await
-            .unwrap();
+        let r = app.get(&format!("/catalog/jobs?{query}")).await;
         assert_eq!(r.status(), 422, "{what}");
         assert_eq!(r.json::<Value>().await.unwrap()["error"], code, "{what}");
     }
@@ -525,7 +481,7 @@ async fn bad_input_gets_a_4xx_envelope_and_creates_nothing(b: Backend) {
         r.json::<Value>().await.unwrap()["error"],
         "method_not_allowed"
     );
-    let r = app.client.get(app.url("/nowhere")).send().await.unwrap();
+    let r = app.get("/nowhere").await;
     assert_eq!(r.status(), 404);
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
     assert!(
@@ -571,15 +527,7 @@ async fn a_client_that_hangs_up_on_a_wait_does_not_stop_the_job(b: Backend) {
     assert!(r.is_err(), "the client gave up before the job ended");
     gate.reached().await;
     gate.release();
-    let listed: Value = app
-        .client
-        .get(app.url(&format!("/catalog/jobs?tenant_id={t}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = app.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
     let id = listed["jobs"][0]["job_id"].as_str().unwrap().to_owned();
     let done = app.poll_until_ended(&id).await;
     assert_eq!(done["status"], "done");
@@ -683,9 +631,9 @@ async fn a_job_waiting_for_a_worker_is_cancelled_without_running(b: Backend) {
 
 async fn health_and_readiness_answer(b: Backend) {
     let app = spawn_app(b).await;
-    let r = app.client.get(app.url("/healthz")).send().await.unwrap();
+    let r = app.get("/healthz").await;
     assert_eq!(r.status(), 200);
-    let r = app.client.get(app.url("/readyz")).send().await.unwrap();
+    let r = app.get("/readyz").await;
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["status"], "ready");

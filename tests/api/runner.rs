@@ -205,12 +205,7 @@ async fn a_job_outlives_a_redis_outage_and_its_result_lands_when_redis_is_back()
     redis.stop();
     // While Redis is down, reads answer 503 promptly with the envelope and Retry-After.
     let started = Instant::now();
-    let r = app
-        .client
-        .get(app.url(&format!("/catalog/jobs/{id}")))
-        .send()
-        .await
-        .unwrap();
+    let r = app.get(&format!("/catalog/jobs/{id}")).await;
     assert_eq!(r.status(), 503);
     assert!(
         started.elapsed() < Duration::from_secs(5),

@@ -99,6 +99,10 @@ impl Service {
         let _ = self.wait_exit();
     }
 
+    async fn readyz(&self) -> reqwest::Response {
+        self.client.get(self.url("/readyz")).send().await.unwrap()
+    }
+
     fn log(&self) -> String {
         let mut s = String::new();
         std::fs::File::open(&self.log)
@@ -247,7 +251,7 @@ async fn outage(keep_data: bool) {
         }
         let p = svc.sync(t.as_str(), &["demo.jsonl".into()]).await;
         answers.push((p.status().as_u16(), asked.elapsed()));
-        let ready = svc.client.get(svc.url("/readyz")).send().await.unwrap();
+        let ready = svc.readyz().await;
         answers.push((ready.status().as_u16(), asked.elapsed()));
     }
     assert!(
@@ -268,7 +272,7 @@ async fn outage(keep_data: bool) {
         "the full report landed: {done}"
     );
     assert_eq!(done["percent"], 100);
-    let ready = svc.client.get(svc.url("/readyz")).send().await.unwrap();
+    let ready = svc.readyz().await;
     assert_eq!(ready.status(), 200, "reconnected by itself");
     // The products the job wrote once Redis was back are there.
     let p = svc
@@ -356,7 +360,7 @@ async fn a_redis_that_never_returns_leaves_the_process_up_and_the_outcome_logged
         200,
         "still up"
     );
-    let ready = svc.client.get(svc.url("/readyz")).send().await.unwrap();
+    let ready = svc.readyz().await;
     assert_eq!(ready.status(), 503);
     assert_eq!(
         ready.json::<Value>().await.unwrap()["error"],
@@ -405,15 +409,7 @@ async fn sigterm_lets_short_jobs_finish_interrupts_long_ones_and_exits_zero() {
     svc.signal("TERM");
     // Readiness turns 503 as soon as the signal is handled: the moment to try a new job.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while svc
-        .client
-        .get(svc.url("/readyz"))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        != 503
-    {
+    while svc.readyz().await.status() != 503 {
         assert!(Instant::now() < deadline, "readiness reports the shutdown");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -608,6 +604,16 @@ async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_
     feeds.release("bp");
 }
 
+async fn eviction_policy(conn: &mut redis::aio::MultiplexedConnection, policy: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg(policy)
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_evicting_redis_is_warned_about_at_start_up_and_in_readiness() {
     let redis = RedisServer::start(false);
@@ -616,23 +622,9 @@ async fn an_evicting_redis_is_warned_about_at_start_up_and_in_readiness() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-policy")
-        .arg("allkeys-lru")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    eviction_policy(&mut conn, "allkeys-lru").await;
     let svc = Service::start(&redis.url(), &[]).await;
-    let ready: Value = svc
-        .client
-        .get(svc.url("/readyz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ready: Value = svc.readyz().await.json().await.unwrap();
     let warnings = ready["warnings"].as_array().unwrap();
     assert!(
         warnings
@@ -645,21 +637,7 @@ async fn an_evicting_redis_is_warned_about_at_start_up_and_in_readiness() {
         "warned at start-up:\n{}",
         svc.log()
     );
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-policy")
-        .arg("noeviction")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let ready: Value = svc
-        .client
-        .get(svc.url("/readyz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    eviction_policy(&mut conn, "noeviction").await;
+    let ready: Value = svc.readyz().await.json().await.unwrap();
     assert_eq!(ready["warnings"], serde_json::json!([]));
 }

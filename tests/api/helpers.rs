@@ -435,6 +435,14 @@ impl TestApp {
         }
     }
 
+    /// Starts a job and answers its id (the start must be accepted).
+    pub async fn start_id(&self, kind: &str, form: &[(&str, &str)]) -> String {
+        let r = self.start(kind, form).await;
+        assert_eq!(r.status(), 202, "the job was accepted");
+        let body: Value = r.json().await.expect("a JSON snapshot");
+        body["job_id"].as_str().expect("a job id").to_owned()
+    }
+
     pub async fn start(&self, kind: &str, form: &[(&str, &str)]) -> reqwest::Response {
         self.client
             .post(self.url(&format!("/catalog/{kind}")))

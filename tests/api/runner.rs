@@ -126,15 +126,7 @@ async fn a_slow_job_keeps_its_heartbeat_and_is_never_read_as_lost(b: Backend) {
     .await;
     let t = tenant();
     let gate = Gate::of(&t);
-    let id = app
-        .start("gated", &[("tenant_id", t.as_str())])
-        .await
-        .json::<Value>()
-        .await
-        .unwrap()["job_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
     gate.reached().await;
     app.wait_for_status(&id, "running").await;
     // The job reports nothing while it waits at its gate; the heartbeat alone must keep it
@@ -192,15 +184,7 @@ async fn a_job_outlives_a_redis_outage_and_its_result_lands_when_redis_is_back()
     let app = spawn_app_with(config, store).await;
     let t = tenant();
     let gate = Gate::of(&t);
-    let id = app
-        .start("gated", &[("tenant_id", t.as_str())])
-        .await
-        .json::<Value>()
-        .await
-        .unwrap()["job_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
     gate.reached().await;
     redis.stop();
     // While Redis is down, reads answer 503 promptly with the envelope and Retry-After.

@@ -28,7 +28,8 @@ pub fn run(
     progress.report(0, "loading products");
     let window = catalog.settings.write_retry;
     let products = retrying(window, || catalog.store.all(tenant))?;
-    let done = if force {
+    // With nothing to enrich there is nothing to compare against: one round trip fewer.
+    let done = if force || products.is_empty() {
         Default::default()
     } else {
         retrying(window, || catalog.store.enrichments(tenant))?

@@ -822,3 +822,34 @@ fn a_second_pair_replaces_the_whole_neighbour_table() {
     pair::run(&catalog, &t, &never(), None).unwrap();
     assert_eq!(catalog.store.neighbours(&t, &key).unwrap(), None);
 }
+
+#[test]
+fn an_empty_catalogue_enriches_and_pairs_to_nothing_and_clears_an_old_neighbour_table() {
+    let products = demo::generate(40, 4);
+    let (catalog, t) = catalog_with(&products, None);
+    let (empty, other) = catalog_with(&[], None);
+    let enriched = enrich::run(&empty, &other, &json!({}), &never(), None).unwrap();
+    assert_eq!(
+        enriched,
+        json!({"products": 0, "extracted": 0, "unextractable": 0, "skipped": 0, "batches": 0})
+    );
+    let paired = pair::run(&empty, &other, &never(), None).unwrap();
+    assert_eq!(paired, json!({"products": 0, "paired": 0, "pairs": 0}));
+
+    // A tenant whose products are gone (a store that came back empty) but whose old neighbour
+    // table is still there: pairing it leaves no neighbour behind.
+    pair::run(&catalog, &t, &never(), None).unwrap();
+    let key = products[0].product_key.clone();
+    assert!(catalog.store.neighbours(&t, &key).unwrap().is_some());
+    let emptied = Catalog {
+        store: Arc::new(MemoryCatalog::new()),
+        settings: catalog.settings.clone(),
+    };
+    let old = catalog.store.neighbours(&t, &key).unwrap().unwrap();
+    emptied
+        .store
+        .replace_neighbours(&t, &[(key.clone(), old)])
+        .unwrap();
+    pair::run(&emptied, &t, &never(), None).unwrap();
+    assert_eq!(emptied.store.neighbours(&t, &key).unwrap(), None);
+}

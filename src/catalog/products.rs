@@ -10,8 +10,10 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use tokio::runtime::Handle;
 
 use crate::jobs::TenantId;
 
@@ -493,16 +495,19 @@ impl CatalogKeys {
     }
 }
 
-/// The catalogue in Redis, on blocking connections of its own (the job functions run on
-/// blocking threads and must not `block_on` the async side). Connections are pooled and
-/// dropped on error, so the next call reconnects.
+/// The catalogue in Redis. Its methods block (job functions call them from their blocking
+/// threads, handlers through `spawn_blocking`), but the I/O is the runtime's: each call is
+/// handed to one multiplexed connection of the catalogue's own, so concurrent jobs' calls
+/// share its round trips, and a blocked thread parks instead of sleeping on a socket. The
+/// job store keeps its own connection, so a large catalogue page never delays a poll.
+/// Never call these methods on an async worker thread: `block_on` would panic there.
 pub struct RedisCatalog {
-    client: redis::Client,
-    pool: Mutex<Vec<redis::Connection>>,
+    conn: ConnectionManager,
+    runtime: Handle,
     keys: CatalogKeys,
 }
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long one catalogue call may take before the store counts as unreachable.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an unfinished staging neighbour table may linger.
 const STAGING_TTL_SECS: u64 = 3600;
@@ -510,43 +515,52 @@ const STAGING_TTL_SECS: u64 = 3600;
 const CHUNK: usize = 1000;
 
 impl RedisCatalog {
+    /// Connects lazily, on the runtime it is opened in (it must be opened inside one).
     pub fn open(url: &str, prefix: &str) -> Result<Self, CatalogStoreError> {
-        let client =
-            redis::Client::open(url).map_err(|e| CatalogStoreError::Unavailable(e.to_string()))?;
+        let unavailable = |e: &dyn std::fmt::Display| CatalogStoreError::Unavailable(e.to_string());
+        let runtime = Handle::try_current().map_err(|e| unavailable(&e))?;
+        let client = redis::Client::open(url).map_err(|e| unavailable(&e))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_response_timeout(Some(IO_TIMEOUT))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = {
+            let _entered = runtime.enter();
+            ConnectionManager::new_lazy_with_config(client, config).map_err(|e| unavailable(&e))?
+        };
         Ok(Self {
-            client,
-            pool: Mutex::new(Vec::new()),
+            conn,
+            runtime,
             keys: CatalogKeys::new(prefix),
         })
     }
 
-    fn call<T>(
+    /// Runs one command, blocking this thread until it is answered.
+    fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, CatalogStoreError> {
+        let mut conn = self.conn.clone();
+        self.block(async move { cmd.query_async(&mut conn).await })
+    }
+
+    /// Runs a pipeline (a transaction if it is `atomic`) in one round trip.
+    fn query_pipe<T: redis::FromRedisValue>(
         &self,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        pipe: &redis::Pipeline,
     ) -> Result<T, CatalogStoreError> {
-        let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let mut conn = match pooled {
-            Some(c) => c,
-            None => {
-                let c = self
-                    .client
-                    .get_connection_with_timeout(CONNECT_TIMEOUT)
-                    .map_err(|e| CatalogStoreError::Unavailable(e.to_string()))?;
-                let _ = c.set_read_timeout(Some(IO_TIMEOUT));
-                let _ = c.set_write_timeout(Some(IO_TIMEOUT));
-                c
-            }
-        };
-        match f(&mut conn) {
-            Ok(v) => {
-                self.pool
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(conn);
-                Ok(v)
-            }
-            // The connection is dropped: it may be half-way through a reply.
-            Err(e)
+        let mut conn = self.conn.clone();
+        self.block(async move { pipe.query_async(&mut conn).await })
+    }
+
+    fn block<T>(
+        &self,
+        call: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, CatalogStoreError> {
+        match self
+            .runtime
+            .block_on(async { tokio::time::timeout(IO_TIMEOUT, call).await })
+        {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e))
                 if matches!(
                     e.kind(),
                     redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
@@ -554,7 +568,11 @@ impl RedisCatalog {
             {
                 Err(CatalogStoreError::Corrupt(e.to_string()))
             }
-            Err(e) => Err(CatalogStoreError::Unavailable(e.to_string())),
+            Ok(Err(e)) => Err(CatalogStoreError::Unavailable(e.to_string())),
+            Err(_) => Err(CatalogStoreError::Unavailable(format!(
+                "no answer within {} s",
+                IO_TIMEOUT.as_secs()
+            ))),
         }
     }
 
@@ -567,8 +585,7 @@ impl RedisCatalog {
         key: &str,
         field: &ProductKey,
     ) -> Result<Option<T>, CatalogStoreError> {
-        let raw: Option<String> =
-            self.call(|c| redis::cmd("HGET").arg(key).arg(field.as_str()).query(c))?;
+        let raw: Option<String> = self.query(redis::cmd("HGET").arg(key).arg(field.as_str()))?;
         raw.map(|r| Self::decode(&r)).transpose()
     }
 
@@ -579,14 +596,13 @@ impl RedisCatalog {
         let mut out = Vec::new();
         let mut cursor: u64 = 0;
         loop {
-            let (next, chunk): (u64, Vec<(String, String)>) = self.call(|c| {
+            let (next, chunk): (u64, Vec<(String, String)>) = self.query(
                 redis::cmd("HSCAN")
                     .arg(key)
                     .arg(cursor)
                     .arg("COUNT")
-                    .arg(CHUNK)
-                    .query(c)
-            })?;
+                    .arg(CHUNK),
+            )?;
             for (k, v) in chunk {
                 out.push((k, Self::decode(&v)?));
             }
@@ -609,7 +625,7 @@ impl CatalogStore for RedisCatalog {
         for chunk in products.chunks(CHUNK) {
             let fields: Vec<&str> = chunk.iter().map(|p| p.product_key.as_str()).collect();
             let old: Vec<Option<String>> =
-                self.call(|c| redis::cmd("HMGET").arg(&key).arg(&fields).query(c))?;
+                self.query(redis::cmd("HMGET").arg(&key).arg(&fields))?;
             let mut writes: Vec<(String, String)> = Vec::new();
             // A key repeated inside one chunk: the later row wins, counted as an update.
             let mut seen: HashMap<&str, String> = HashMap::new();
@@ -640,7 +656,7 @@ impl CatalogStore for RedisCatalog {
                 seen.insert(p.product_key.as_str(), hash);
             }
             if !writes.is_empty() {
-                self.call(|c| redis::cmd("HSET").arg(&key).arg(&writes).query::<()>(c))?;
+                self.query::<()>(redis::cmd("HSET").arg(&key).arg(&writes))?;
             }
         }
         Ok(counts)
@@ -667,14 +683,13 @@ impl CatalogStore for RedisCatalog {
             None => 0,
             Some(c) => c.parse().map_err(|_| CatalogStoreError::BadCursor)?,
         };
-        let (next, chunk): (u64, Vec<(String, String)>) = self.call(|c| {
+        let (next, chunk): (u64, Vec<(String, String)>) = self.query(
             redis::cmd("HSCAN")
                 .arg(self.keys.products(tenant))
                 .arg(start)
                 .arg("COUNT")
-                .arg(limit)
-                .query(c)
-        })?;
+                .arg(limit),
+        )?;
         let items = chunk
             .iter()
             .map(|(_, v)| Self::decode(v))
@@ -727,7 +742,7 @@ impl CatalogStore for RedisCatalog {
                     )
                 })
                 .collect();
-            self.call(|c| redis::cmd("HSET").arg(&key).arg(&writes).query::<()>(c))?;
+            self.query::<()>(redis::cmd("HSET").arg(&key).arg(&writes))?;
         }
         Ok(())
     }
@@ -739,7 +754,7 @@ impl CatalogStore for RedisCatalog {
     ) -> Result<(), CatalogStoreError> {
         let live = self.keys.neighbours(tenant);
         if table.is_empty() {
-            self.call(|c| redis::cmd("DEL").arg(&live).query::<()>(c))?;
+            self.query::<()>(redis::cmd("DEL").arg(&live))?;
             return Ok(());
         }
         let staging = self.keys.neighbours_staging(tenant);
@@ -755,7 +770,7 @@ impl CatalogStore for RedisCatalog {
                     })
                     .collect();
                 // The staging table expires if this process dies before the swap.
-                self.call(|c| {
+                self.query_pipe::<()>(
                     redis::pipe()
                         .cmd("HSET")
                         .arg(&staging)
@@ -764,13 +779,12 @@ impl CatalogStore for RedisCatalog {
                         .cmd("EXPIRE")
                         .arg(&staging)
                         .arg(STAGING_TTL_SECS)
-                        .ignore()
-                        .query::<()>(c)
-                })?;
+                        .ignore(),
+                )?;
             }
             // RENAME is atomic: a reader sees the whole old table or the whole new one. The
             // live table has no TTL, so the staging one's goes in the same transaction.
-            self.call(|c| {
+            self.query_pipe::<()>(
                 redis::pipe()
                     .atomic()
                     .cmd("RENAME")
@@ -779,12 +793,11 @@ impl CatalogStore for RedisCatalog {
                     .ignore()
                     .cmd("PERSIST")
                     .arg(&live)
-                    .ignore()
-                    .query::<()>(c)
-            })
+                    .ignore(),
+            )
         })();
         if result.is_err() {
-            let _ = self.call(|c| redis::cmd("DEL").arg(&staging).query::<()>(c));
+            let _ = self.query::<()>(redis::cmd("DEL").arg(&staging));
         }
         result
     }

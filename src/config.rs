@@ -18,7 +18,8 @@ pub struct Config {
     #[arg(long, env = "BIND_ADDR", default_value = "127.0.0.1:8001")]
     pub bind_addr: String,
 
-    /// Redis URL (redis://host:6379/0). Unset: the embedded in-memory store, not durable.
+    /// Redis URL (redis://host:6379/0, or unix:///path/redis.sock for a Redis on this host).
+    /// Unset: the embedded in-memory store, not durable.
     #[arg(long, env = "REDIS_URL")]
     pub redis_url: Option<String>,
 

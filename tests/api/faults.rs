@@ -368,6 +368,42 @@ async fn a_redis_that_never_returns_leaves_the_process_up_and_the_outcome_logged
     );
 }
 
+/// A Redis on the same host, reached over its unix socket (`REDIS_URL=unix:///path`): the
+/// job store and the catalogue both work through it, so a whole sync → pair round goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_reached_over_its_unix_socket_serves_jobs_and_the_catalogue() {
+    let redis = RedisServer::start(false);
+    let svc = Service::start(&redis.socket_url(), &[]).await;
+    assert_eq!(svc.readyz().await.status(), 200);
+    let t = tenant();
+    let synced = started_id(svc.sync(t.as_str(), &["demo.jsonl".into()]).await).await;
+    let synced = svc.poll(&synced, "done", |j| j["status"] == "done").await;
+    let imported = synced["result"]["totals"]["created"].as_u64();
+    assert!(imported.is_some_and(|n| n > 0), "{synced}");
+    let r = svc
+        .client
+        .post(svc.url("/catalog/pair"))
+        .form(&[("tenant_id", t.as_str()), ("wait", "true")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let paired: Value = r.json().await.unwrap();
+    assert_eq!(paired["products"].as_u64(), imported, "{paired}");
+    // It is the server behind the socket that holds them: read back over TCP.
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let stored: u64 = redis::cmd("HLEN")
+        .arg(format!("catalog:{t}:products"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(Some(stored), imported);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_next() {
     let redis = RedisServer::start(false);

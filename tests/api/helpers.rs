@@ -54,8 +54,9 @@ impl RedisServer {
 
     fn launch(&mut self) {
         let args = format!(
-            "--port {} --bind 127.0.0.1 --dir {} --save '' --appendonly {} --appendfsync always --daemonize no --loglevel warning",
+            "--port {} --bind 127.0.0.1 --unixsocket {} --unixsocketperm 700 --dir {} --save '' --appendonly {} --appendfsync always --daemonize no --loglevel warning",
             self.port,
+            self.socket().display(),
             self.dir.display(),
             if self.appendonly { "yes" } else { "no" }
         );
@@ -80,6 +81,15 @@ impl RedisServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The same server on its unix socket, for a Redis on the service's own host.
+    pub fn socket_url(&self) -> String {
+        format!("unix://{}", self.socket().display())
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join("redis.sock")
     }
 
     /// Kills the server at once (SIGKILL), as a crash or network loss would look.

@@ -12,6 +12,7 @@ use super::AppState;
 use crate::jobs::registry::parse_bool;
 use crate::jobs::store::{Created, NewJob, Outcome};
 use crate::jobs::{JobId, Kind, Snapshot};
+use serde_json::Value;
 
 pub async fn start(
     State(app): State<AppState>,
@@ -61,15 +62,15 @@ pub async fn start(
     match tokio::time::timeout(app.wait_max, handle.finished()).await {
         Ok(Some(end)) => match end.outcome {
             Outcome::Done(report) => Ok((StatusCode::OK, Json(report)).into_response()),
-            outcome @ (Outcome::Failed(_) | Outcome::Cancelled) => {
-                let class = match outcome {
-                    Outcome::Failed(class) => Some(class),
-                    _ => None,
+            outcome @ (Outcome::Failed(..) | Outcome::Cancelled) => {
+                let (class, report) = match outcome {
+                    Outcome::Failed(class, report) => (Some(class), report),
+                    _ => (None, None),
                 };
                 let job = match app.store.get(&snapshot.job_id).await {
                     Ok(Some(s)) => s,
                     // The store is unreachable or lost the record: say what this process knows.
-                    _ => failed_locally(snapshot, class),
+                    _ => failed_locally(snapshot, class, report),
                 };
                 Err(ApiError::JobFailed(Box::new(job)))
             }
@@ -100,13 +101,20 @@ fn accepted(snapshot: Snapshot) -> Response {
 }
 
 /// The failed job as this process knows it, when the store could not be read after the end.
-fn failed_locally(mut snapshot: Snapshot, class: Option<String>) -> Snapshot {
+fn failed_locally(
+    mut snapshot: Snapshot,
+    class: Option<String>,
+    report: Option<Value>,
+) -> Snapshot {
     let outcome = match &class {
-        Some(class) => Outcome::Failed(class.clone()),
+        Some(class) => Outcome::Failed(class.clone(), report.clone()),
         None => Outcome::Cancelled,
     };
     snapshot.status = outcome.status();
     snapshot.step = outcome.step();
     snapshot.error = class;
+    if let Some(report) = report {
+        snapshot.result = report;
+    }
     snapshot
 }

@@ -30,6 +30,7 @@ pub struct AppState {
     pub catalog: Arc<Catalog>,
     /// Longest a `wait=true` request is held before it answers 202.
     pub wait_max: Duration,
+    pub imports: products::Imports,
 }
 
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {

@@ -278,9 +278,12 @@ impl JobStore for MemoryStore {
                     s.percent = 100;
                     s.result = report.clone();
                 }
-                Outcome::Failed(class) => {
+                Outcome::Failed(class, report) => {
                     s.percent = s.percent.max(percent.min(100));
                     s.error = Some(class.clone());
+                    if let Some(report) = report {
+                        s.result = report.clone();
+                    }
                 }
                 Outcome::Cancelled => s.percent = s.percent.max(percent.min(100)),
             }

@@ -41,17 +41,28 @@ pub const CANCELLED: &str = "Cancelled";
 /// An error type whose variants name the job's error class (`SourceUnreachable`, …).
 pub trait ErrorClass: StdError + Send + Sync + 'static {
     fn class(&self) -> &'static str;
+
+    /// What the job did before it failed, for the record's `result` (none by default).
+    fn partial_report(&self) -> Option<Report> {
+        None
+    }
 }
 
-/// A failed job: the class for the record, the error itself for the log.
+/// A failed job: the class and any partial report for the record, the error for the log.
 pub struct JobError {
     class: String,
+    report: Option<Report>,
     source: Box<dyn StdError + Send + Sync>,
 }
 
 impl JobError {
     pub fn class(&self) -> &str {
         &self.class
+    }
+
+    /// The partial report a failed job kept, shown as its `result`.
+    pub fn report(&self) -> Option<&Report> {
+        self.report.as_ref()
     }
 
     /// The job stopped on request (see `JobInput::cancel`).
@@ -63,6 +74,7 @@ impl JobError {
     pub fn new(class: &str, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
         Self {
             class: class.to_owned(),
+            report: None,
             source: source.into(),
         }
     }
@@ -72,6 +84,7 @@ impl<E: ErrorClass> From<E> for JobError {
     fn from(e: E) -> Self {
         Self {
             class: e.class().to_owned(),
+            report: e.partial_report(),
             source: Box::new(e),
         }
     }

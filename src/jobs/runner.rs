@@ -273,7 +273,7 @@ impl Inner {
             // The API checks the kind before creating a job; a job created by another replica
             // with other kinds cannot reach this runner.
             error!("no function is registered for this kind");
-            return (Outcome::Failed("UnknownKind".into()), 0);
+            return (Outcome::Failed("UnknownKind".into(), None), 0);
         };
         let _permit = match admission.permit {
             Some(permit) => permit,
@@ -289,7 +289,7 @@ impl Inner {
                 drop(admission.waiting);
                 match acquired {
                     Some(permit) => permit,
-                    None => return (Outcome::Failed(INTERRUPTED.into()), 0),
+                    None => return (Outcome::Failed(INTERRUPTED.into(), None), 0),
                 }
             }
         };
@@ -333,7 +333,7 @@ impl Inner {
             None => {
                 // The blocking thread cannot be stopped; the process is about to exit.
                 warn!("interrupted at the shutdown deadline");
-                return (Outcome::Failed(INTERRUPTED.into()), percent);
+                return (Outcome::Failed(INTERRUPTED.into(), None), percent);
             }
             Some(Ok(Ok(report))) => Outcome::Done(report),
             Some(Ok(Err(e))) if e.class() == CANCELLED => {
@@ -343,7 +343,7 @@ impl Inner {
             Some(Ok(Err(e))) => {
                 // The message may carry customer data: it goes to the log, the class to the record.
                 warn!(error_class = e.class(), error = %e, "job failed");
-                Outcome::Failed(e.class().to_owned())
+                Outcome::Failed(e.class().to_owned(), e.report().cloned())
             }
             Some(Err(join)) => {
                 let message = if join.is_panic() {
@@ -352,7 +352,7 @@ impl Inner {
                     "the blocking task was cancelled".to_owned()
                 };
                 error!(panic = %message, "job function panicked");
-                Outcome::Failed(PANIC.into())
+                Outcome::Failed(PANIC.into(), None)
             }
         };
         (outcome, percent)
@@ -412,7 +412,9 @@ impl Inner {
 fn outcome_json(outcome: &Outcome) -> serde_json::Value {
     match outcome {
         Outcome::Done(report) => serde_json::json!({"status": "done", "result": report}),
-        Outcome::Failed(class) => serde_json::json!({"status": "failed", "error": class}),
+        Outcome::Failed(class, report) => {
+            serde_json::json!({"status": "failed", "error": class, "result": report})
+        }
         Outcome::Cancelled => serde_json::json!({"status": "cancelled"}),
     }
 }

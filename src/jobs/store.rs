@@ -105,8 +105,9 @@ pub enum Created {
 pub enum Outcome {
     /// Done, with the job's report.
     Done(Value),
-    /// Failed, with the error's class name only (`SourceUnreachable`, `Panic`).
-    Failed(String),
+    /// Failed, with the error's class name (`SourceUnreachable`, `Panic`) and the partial
+    /// report of what the job did before it failed, if it kept one (shown as `result`).
+    Failed(String, Option<Value>),
     /// Stopped on request before its work was done.
     Cancelled,
 }
@@ -115,7 +116,7 @@ impl Outcome {
     pub fn status(&self) -> Status {
         match self {
             Outcome::Done(_) => Status::Done,
-            Outcome::Failed(_) => Status::Failed,
+            Outcome::Failed(..) => Status::Failed,
             Outcome::Cancelled => Status::Cancelled,
         }
     }
@@ -124,7 +125,7 @@ impl Outcome {
     pub fn step(&self) -> String {
         match self {
             Outcome::Done(_) => "finished".to_owned(),
-            Outcome::Failed(class) => format!("failed: {class}"),
+            Outcome::Failed(class, _) => format!("failed: {class}"),
             Outcome::Cancelled => "cancelled on request".to_owned(),
         }
     }

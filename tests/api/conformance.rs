@@ -114,7 +114,7 @@ async fn a_failure_carries_the_class_only(b: Backend) {
         &*s,
         &job,
         &created,
-        Outcome::Failed("SourceUnreachable".into()),
+        Outcome::Failed("SourceUnreachable".into(), None),
     )
     .await;
     let got = s.get(&job.id).await.unwrap().unwrap();
@@ -127,7 +127,7 @@ async fn a_failure_carries_the_class_only(b: Backend) {
     let job = new_job(&tenant(), "sync");
     let created = create(&*s, &job).await;
     s.tick(&job.id, 20, "syncing a (1 of 2)").await.unwrap();
-    let failed = Outcome::Failed("Panic".into());
+    let failed = Outcome::Failed("Panic".into(), None);
     s.finish(&job, created.created_at, &failed, 35)
         .await
         .unwrap();
@@ -188,7 +188,7 @@ async fn a_finished_job_is_never_lost(b: Backend) {
     let s = stale_at_once(b);
     for outcome in [
         Outcome::Done(json!({"ok": 1})),
-        Outcome::Failed("Panic".into()),
+        Outcome::Failed("Panic".into(), None),
     ] {
         let job = new_job(&tenant(), "sync");
         let created = create(&*s, &job).await;
@@ -291,7 +291,13 @@ async fn an_old_jobs_finish_does_not_release_a_newer_jobs_lock(b: Backend) {
     let new = new_job(&t, "sync");
     create(&*s, &new).await; // takes over the stale holder
     assert_eq!(
-        finish(&*s, &old, &old_created, Outcome::Failed("Panic".into())).await,
+        finish(
+            &*s,
+            &old,
+            &old_created,
+            Outcome::Failed("Panic".into(), None)
+        )
+        .await,
         Write::Fenced
     );
     assert_eq!(
@@ -312,7 +318,7 @@ async fn a_tick_never_lowers_percent_and_is_ignored_after_finish(b: Backend) {
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 60);
     s.tick(&job.id, 200, "over the top").await.unwrap();
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 100);
-    finish(&*s, &job, &created, Outcome::Failed("Panic".into())).await;
+    finish(&*s, &job, &created, Outcome::Failed("Panic".into(), None)).await;
     let before = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(
         s.tick(&job.id, 100, "too late").await.unwrap(),
@@ -358,7 +364,7 @@ async fn a_repeated_finish_changes_nothing(b: Backend) {
     finish(&*s, &job, &created, Outcome::Done(json!({"pairs": 1}))).await;
     let first = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(
-        finish(&*s, &job, &created, Outcome::Failed("Panic".into())).await,
+        finish(&*s, &job, &created, Outcome::Failed("Panic".into(), None)).await,
         Write::Ignored
     );
     assert_eq!(

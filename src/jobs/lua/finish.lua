@@ -1,6 +1,7 @@
 -- finish: end a job and release its lock if the lock still holds this job, in one step.
 -- KEYS[1] job hash  KEYS[2] lock  KEYS[3] tenant list
--- ARGV[1] job id  ARGV[2] status (done|failed|cancelled)  ARGV[3] result (JSON, "" for none)
+-- ARGV[1] job id  ARGV[2] status (done|failed|cancelled)  ARGV[3] result (JSON, "" for none;
+--   a failed job may carry its partial report here)
 -- ARGV[4] error class ("" for none)  ARGV[5] step  ARGV[6] ttl (s)
 -- ARGV[7] tenant  ARGV[8] kind  ARGV[9] params (JSON)  ARGV[10] created_ms  ARGV[11] list cap
 -- ARGV[12] the job's last reported percent (a failed job keeps the higher of it and the stored one)
@@ -33,6 +34,7 @@ if ARGV[2] == 'done' then
   table.insert(fields, 'result'); table.insert(fields, ARGV[3])
 elseif ARGV[2] == 'failed' then
   table.insert(fields, 'error'); table.insert(fields, ARGV[4])
+  if ARGV[3] ~= '' then table.insert(fields, 'result'); table.insert(fields, ARGV[3]) end
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('EXPIRE', KEYS[1], ttl)

@@ -71,6 +71,7 @@ async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiErr
         "store": if app.store.is_durable() { "redis" } else { "memory" },
         "durable": app.store.is_durable(),
         "active_jobs": app.runner.active_jobs(),
+        "active_imports": app.imports.running(),
         "warnings": warnings,
     })))
 }

@@ -36,6 +36,7 @@ const MAX_PAGE: usize = 500;
 #[derive(Clone)]
 pub struct Imports {
     permits: Arc<Semaphore>,
+    concurrent: usize,
     max_body_bytes: usize,
 }
 
@@ -44,8 +45,15 @@ impl Imports {
     pub fn new(concurrent: usize, max_body_bytes: usize) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(concurrent)),
+            concurrent,
             max_body_bytes,
         }
+    }
+
+    /// Imports running right now.
+    pub fn running(&self) -> usize {
+        self.concurrent
+            .saturating_sub(self.permits.available_permits())
     }
 }
 

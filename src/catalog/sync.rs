@@ -28,6 +28,9 @@ use tokio_util::sync::CancellationToken;
 const BATCH: usize = 500;
 /// Sources per sync: enough for a feed split by category, few enough to report on one page.
 const MAX_SOURCES: usize = 100;
+/// The most of a source's share of progress reading can show: all bytes read is not done
+/// (the feed may still turn out malformed), so only a source that ended well shows 100 %.
+const READ_BUT_NOT_DONE: f64 = 0.99;
 /// How long connecting to an http(s) source may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest silence between two pieces of an http(s) feed.
@@ -456,7 +459,8 @@ fn sync_source(
         check(stop)?;
         let counts = retrying(window, || catalog.store.upsert(tenant, batch))?;
         if let Some(size) = opened.size.filter(|s| *s > 0) {
-            on_progress(bytes.load(Ordering::Relaxed) as f64 / size as f64);
+            let read = bytes.load(Ordering::Relaxed) as f64 / size as f64;
+            on_progress(read.min(READ_BUT_NOT_DONE));
         }
         Ok::<_, CatalogError>(counts)
     })?;

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Path, Request, State};
-use axum::http::{header, Uri};
+use axum::http::{header, HeaderValue, Uri};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
@@ -99,10 +100,22 @@ struct BodyTooLarge;
 /// once; beyond that the answer is 503 `overloaded` at once. A body that breaks off part-way
 /// (over `MAX_BODY_BYTES`, or a malformed JSON array) is answered with its error and the
 /// `report` of the rows already saved.
-pub async fn import(
-    State(app): State<AppState>,
-    req: Request,
-) -> Result<Json<RowReport>, ApiError> {
+pub async fn import(State(app): State<AppState>, req: Request) -> Response {
+    match import_rows(app, req).await {
+        Ok(report) => Json(report).into_response(),
+        Err(e) => {
+            // The rest of the body may be unread: the connection cannot carry another request,
+            // and a client that pooled it would find it closed under its next one.
+            let mut response = e.into_response();
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            response
+        }
+    }
+}
+
+async fn import_rows(app: AppState, req: Request) -> Result<RowReport, ApiError> {
     let (tenant, _) = only_tenant(req.uri(), &[])?;
     let format = match media_type(req.headers()).as_str() {
         "" => return Err(ApiError::UnsupportedMediaType("(none given)".into())),
@@ -142,7 +155,7 @@ pub async fn import(
         ))
     })?;
     let cause = match outcome {
-        Ok(Ok(())) => return Ok(Json(report)),
+        Ok(Ok(())) => return Ok(report),
         Ok(Err(FeedError::Malformed(why))) => ApiError::MalformedBody(why),
         Ok(Err(FeedError::Read(e))) if e.get_ref().is_some_and(|i| i.is::<BodyTooLarge>()) => {
             ApiError::PayloadTooLarge

@@ -1,9 +1,10 @@
-//! Products: the record, its parsing from JSON / JSON Lines / CSV rows, its content hash,
-//! and the per-tenant catalogue store (Redis, or embedded) the jobs read and write.
+//! Products: the record, its checking from one row's JSON object (rows are framed by
+//! `feed`), its field limits, its content hash, and the per-tenant catalogue store (Redis,
+//! or embedded) the jobs read and write.
 //!
-//! A product is valid by construction: `Product::from_json` checks every field, so one bad
-//! row is reported with its line and never stops the rows around it. Catalogue data has no
-//! TTL. The store knows nothing of job keys or of HTTP.
+//! A product is valid by construction: `Product::from_json` checks every field against
+//! `limits`, so one bad row is reported with its line and never stops the rows around it.
+//! Catalogue data has no TTL. The store knows nothing of job keys or of HTTP.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;

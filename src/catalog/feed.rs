@@ -108,17 +108,20 @@ pub enum FeedError {
 }
 
 /// Reads every row of a feed into `report`, saving valid products `batch` at a time through
-/// `save`. The outer error is `save`'s (it ends the load at once); the inner one says why the
-/// feed stopped early, after the rows read before it were saved.
+/// `save`. `before_row` runs before each row (sync checks its cancellation there). The outer
+/// error is theirs (it ends the load at once); the inner one says why the feed stopped
+/// early, after the rows read before it were saved.
 pub fn load<E>(
     reader: impl Read,
     format: Format,
     batch: usize,
     report: &mut RowReport,
+    mut before_row: impl FnMut() -> Result<(), E>,
     mut save: impl FnMut(&[Product]) -> Result<Upserted, E>,
 ) -> Result<Result<(), FeedError>, E> {
     let mut pending: Vec<Product> = Vec::with_capacity(batch);
     let outcome = rows(reader, format, |line, parsed| {
+        before_row()?;
         report.read += 1;
         match parsed {
             Ok(product) => pending.push(product),

@@ -455,15 +455,22 @@ fn sync_source(
         limit: catalog.settings.max_feed_bytes,
     };
     let window = catalog.settings.write_retry;
-    let outcome = feed::load(counting, opened.format, BATCH, rows, |batch| {
-        check(stop)?;
-        let counts = retrying(window, || catalog.store.upsert(tenant, batch))?;
-        if let Some(size) = opened.size.filter(|s| *s > 0) {
-            let read = bytes.load(Ordering::Relaxed) as f64 / size as f64;
-            on_progress(read.min(READ_BUT_NOT_DONE));
-        }
-        Ok::<_, CatalogError>(counts)
-    })?;
+    let between_rows = || check(stop);
+    let outcome = feed::load(
+        counting,
+        opened.format,
+        BATCH,
+        rows,
+        between_rows,
+        |batch| {
+            let counts = retrying(window, || catalog.store.upsert(tenant, batch))?;
+            if let Some(size) = opened.size.filter(|s| *s > 0) {
+                let read = bytes.load(Ordering::Relaxed) as f64 / size as f64;
+                on_progress(read.min(READ_BUT_NOT_DONE));
+            }
+            Ok::<_, CatalogError>(counts)
+        },
+    )?;
     check(stop)?;
     match outcome {
         Ok(()) => {

@@ -635,6 +635,25 @@ mod tests {
     }
 
     #[test]
+    fn crlf_line_ends_a_bom_and_semicolons_read_as_plain_rows() {
+        let body = b"\xEF\xBB\xBFProduct Key;Name\r\na1;Mug\r\n\r\na2;Cup\r\n";
+        let (rows, end) = lines(Format::Csv, body);
+        assert_eq!(end, None);
+        assert_eq!(rows, [(2, Ok("a1".into())), (4, Ok("a2".into()))]);
+        let body = b"\xEF\xBB\xBF{\"product_key\":\"j1\",\"name\":\"x\"}\r\n";
+        assert_eq!(lines(Format::JsonLines, body).0, [(1, Ok("j1".into()))]);
+    }
+
+    #[test]
+    fn an_over_long_line_is_one_invalid_row_and_the_next_rows_are_read() {
+        let long = format!("{{\"name\":\"{}\"}}", "x".repeat(MAX_ROW_BYTES * 3));
+        let body = format!("{long}\n{{\"product_key\":\"b\",\"name\":\"y\"}}\n");
+        let (rows, end) = lines(Format::JsonLines, body.as_bytes());
+        assert_eq!(end, None);
+        assert_eq!(rows, [(1, Err(too_long())), (2, Ok("b".into()))]);
+    }
+
+    #[test]
     fn a_json_array_is_read_element_by_element_with_strings_holding_brackets() {
         let body = br#" [ {"product_key":"a","name":"x ], {"}, {"product_key":"b","name":"[y]","attributes":{"k":[1,2]}} ] "#;
         let (rows, end) = lines(Format::JsonArray, body);

@@ -106,6 +106,32 @@ pub struct Config {
     #[arg(long, env = "MAX_CONCURRENT_IMPORTS", default_value_t = 2)]
     pub max_concurrent_imports: usize,
 
+    /// File of API tokens, one `<tenant_id or *> <name> sha256:<hex>` per line. With none
+    /// (and no API_TOKENS) the service runs open.
+    #[arg(long, env = "API_TOKENS_FILE")]
+    pub api_tokens_file: Option<PathBuf>,
+
+    /// API tokens inline, entries separated by `;` (for compose and development).
+    #[arg(long, env = "API_TOKENS", hide_env_values = true)]
+    pub api_tokens: Option<String>,
+
+    /// Largest body of a start request (`POST /catalog/{kind}`), in bytes; imports keep MAX_BODY_BYTES.
+    #[arg(long, env = "MAX_START_BODY_BYTES", default_value_t = 64 * 1024)]
+    pub max_start_body_bytes: usize,
+
+    /// Longest a client may take to send a request's headers, or a start request's body
+    /// (an import's body may pause this long between chunks); beyond it, 408.
+    #[arg(long, env = "REQUEST_TIMEOUT_SECONDS", default_value = "30", value_parser = seconds)]
+    pub request_timeout_seconds: Duration,
+
+    /// An idle keep-alive connection is closed after this long.
+    #[arg(long, env = "IDLE_TIMEOUT_SECONDS", default_value = "60", value_parser = seconds)]
+    pub idle_timeout_seconds: Duration,
+
+    /// Open connections at once; further ones wait in the kernel's backlog until one closes.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "pretty")]
     pub log_format: LogFormat,
@@ -153,6 +179,12 @@ impl Config {
         }
         if self.max_concurrent_imports == 0 {
             return bad("MAX_CONCURRENT_IMPORTS must be at least 1");
+        }
+        if self.max_connections == 0 || self.max_start_body_bytes == 0 {
+            return bad("MAX_CONNECTIONS and MAX_START_BODY_BYTES must be at least 1");
+        }
+        if self.request_timeout_seconds.is_zero() || self.idle_timeout_seconds.is_zero() {
+            return bad("REQUEST_TIMEOUT_SECONDS and IDLE_TIMEOUT_SECONDS must be above 0");
         }
         if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
             return bad("KEY_PREFIX must be non-empty and without spaces");

@@ -5,6 +5,10 @@ use catalog_jobs::startup::App;
 use catalog_jobs::telemetry;
 
 fn main() -> std::process::ExitCode {
+    // The one subcommand so far; the CLI's own parser takes this over when it lands.
+    if std::env::args().nth(1).as_deref() == Some("hash-token") {
+        return catalog_jobs::api::auth::hash_token_command();
+    }
     let config = Config::parse();
     telemetry::init(config.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()

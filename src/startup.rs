@@ -9,7 +9,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::api::{self, AppState};
+use crate::api::auth::Tokens;
+use crate::api::{self, AppState, Guard};
 use crate::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use crate::catalog::{Catalog, CatalogSettings};
 use crate::config::Config;
@@ -28,6 +29,8 @@ pub enum StartupError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("cannot read the API tokens: {0}")]
+    Tokens(String),
     #[error("cannot open the job store: {0}")]
     Store(#[from] StoreError),
 }
@@ -68,6 +71,7 @@ impl App {
             addr: config.bind_addr.clone(),
             source,
         })?;
+        let tokens = load_tokens(&config)?;
         let runner = Runner::new(store.clone(), Arc::new(registry), runner_settings(&config));
         let state = AppState {
             runner,
@@ -78,6 +82,11 @@ impl App {
                 config.max_concurrent_imports,
                 config.max_body_bytes,
             ),
+            guard: Guard {
+                tokens: Arc::new(tokens),
+                max_start_body_bytes: config.max_start_body_bytes,
+                request_timeout: config.request_timeout_seconds,
+            },
         };
         Ok(Self {
             listener,
@@ -123,6 +132,27 @@ impl App {
         info!("catalog-jobs stopped");
         Ok(())
     }
+}
+
+/// The tokens of `API_TOKENS_FILE` and `API_TOKENS`; a malformed entry stops start-up
+/// naming its line. With none, the service runs open and says so.
+pub fn load_tokens(config: &Config) -> Result<Tokens, StartupError> {
+    let mut tokens = Tokens::default();
+    if let Some(path) = &config.api_tokens_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            StartupError::Tokens(format!("API_TOKENS_FILE {}: {e}", path.display()))
+        })?;
+        let name = format!("API_TOKENS_FILE {}", path.display());
+        tokens = Tokens::parse(&text, &name).map_err(|e| StartupError::Tokens(e.to_string()))?;
+    }
+    if let Some(inline) = &config.api_tokens {
+        let more = Tokens::parse_inline(inline).map_err(|e| StartupError::Tokens(e.to_string()))?;
+        tokens = tokens.merge(more);
+    }
+    if tokens.is_open() {
+        warn!("{}", api::OPEN_WARNING);
+    }
+    Ok(tokens)
 }
 
 pub fn store_settings(config: &Config) -> StoreSettings {

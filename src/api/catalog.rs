@@ -5,6 +5,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{take_single, StartFields};
 use super::jobs::tenant_field;
@@ -16,6 +17,7 @@ use serde_json::Value;
 
 pub async fn start(
     State(app): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
     StartFields(mut fields): StartFields,
 ) -> Result<Response, ApiError> {
@@ -31,6 +33,7 @@ pub async fn start(
         });
     };
     let tenant = tenant_field(&mut fields)?;
+    caller.may_act_for(&tenant)?;
     let wait = match take_single(&mut fields, "wait")? {
         None => false,
         Some(v) => parse_bool(&v).ok_or_else(|| {

@@ -30,8 +30,13 @@ pub enum ApiError {
         field: String,
         message: String,
     },
-    UnsupportedMediaType(String),
-    PayloadTooLarge,
+    /// The body's content type (or its absence, `got`) is not one the route reads.
+    UnsupportedMediaType {
+        got: String,
+        accepted: &'static str,
+    },
+    /// The body is over the limit the named setting gives its route.
+    PayloadTooLarge(&'static str),
     UnknownKind {
         kind: String,
         known: Vec<String>,
@@ -45,6 +50,14 @@ pub enum ApiError {
     StoreUnavailable(StoreError),
     ShuttingDown,
     Overloaded,
+    /// No token, or one this service does not know (with tokens configured).
+    Unauthorized,
+    /// The caller's token is for another tenant than the one the request names.
+    Forbidden,
+    /// The request (headers or body) did not arrive within `REQUEST_TIMEOUT_SECONDS`.
+    RequestTimeout,
+    /// A JSON body names the same key twice.
+    DuplicateKey(String),
     /// `MAX_CONCURRENT_IMPORTS` imports are already running.
     ImportsBusy,
     /// An import that stopped part-way: its cause, and the report of the rows already saved.
@@ -96,19 +109,39 @@ impl ApiError {
                 extra.insert("field".into(), json!(field));
                 (StatusCode::UNPROCESSABLE_ENTITY, "unknown_field", message.clone())
             }
-            ApiError::UnsupportedMediaType(got) => (
+            ApiError::UnsupportedMediaType { got, accepted } => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
-                format!(
-                    "content type `{got}` is not accepted; send application/json, \
-                     application/x-www-form-urlencoded, multipart/form-data or query parameters"
-                ),
+                format!("content type {got} is not accepted here; send {accepted}"),
             ),
-            ApiError::PayloadTooLarge => (
+            ApiError::PayloadTooLarge(setting) => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
-                "the request body is larger than this service accepts (MAX_BODY_BYTES); send less at a time".to_owned(),
+                format!("the request body is larger than this route accepts ({setting}); send less at a time"),
             ),
+            ApiError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "send a valid token as `Authorization: Bearer <token>`".to_owned(),
+            ),
+            ApiError::Forbidden => (
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this token may not act for that tenant".to_owned(),
+            ),
+            ApiError::RequestTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the request did not arrive in time (REQUEST_TIMEOUT_SECONDS); send it again, faster".to_owned(),
+            ),
+            ApiError::DuplicateKey(key) => {
+                extra.insert("field".into(), json!(key));
+                (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "duplicate_key",
+                    format!("the JSON body gives `{key}` more than once; give each key once"),
+                )
+            }
             ApiError::UnknownKind { kind, known } => {
                 extra.insert("known_kinds".into(), json!(known));
                 (
@@ -202,10 +235,19 @@ impl IntoResponse for ApiError {
         body.insert("message".into(), json!(message));
         body.extend(extra);
         let mut response = (status, Json(Value::Object(body))).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        let headers = response.headers_mut();
+        match status {
+            StatusCode::SERVICE_UNAVAILABLE => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            StatusCode::UNAUTHORIZED => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            // The rest of a timed-out body is unread: the connection cannot carry another request.
+            StatusCode::REQUEST_TIMEOUT => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            _ => {}
         }
         response
     }

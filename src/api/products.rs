@@ -15,6 +15,7 @@ use axum::Json;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{media_type, query_fields, take_single};
 use super::jobs::tenant_field;
@@ -72,9 +73,12 @@ async fn blocking<T: Send + 'static>(
         .map_err(ApiError::from)
 }
 
-fn only_tenant(uri: &Uri, extra: &[&str]) -> Result<(TenantId, Fields), ApiError> {
+/// The `tenant_id` of a products route (which the caller must be allowed to act for) and
+/// the other query fields, refusing any not in `extra`.
+fn only_tenant(caller: &Caller, uri: &Uri, extra: &[&str]) -> Result<(TenantId, Fields), ApiError> {
     let mut fields = query_fields(uri)?;
     let tenant = tenant_field(&mut fields)?;
+    caller.may_act_for(&tenant)?;
     if let Some(name) = fields.keys().find(|k| !extra.contains(&k.as_str())) {
         let allowed = if extra.is_empty() {
             "tenant_id".to_owned()
@@ -100,8 +104,8 @@ struct BodyTooLarge;
 /// once; beyond that the answer is 503 `overloaded` at once. A body that breaks off part-way
 /// (over `MAX_BODY_BYTES`, or a malformed JSON array) is answered with its error and the
 /// `report` of the rows already saved.
-pub async fn import(State(app): State<AppState>, req: Request) -> Response {
-    match import_rows(app, req).await {
+pub async fn import(State(app): State<AppState>, caller: Caller, req: Request) -> Response {
+    match import_rows(app, &caller, req).await {
         Ok(report) => Json(report).into_response(),
         Err(e) => {
             // The rest of the body may be unread: the connection cannot carry another request,
@@ -115,16 +119,16 @@ pub async fn import(State(app): State<AppState>, req: Request) -> Response {
     }
 }
 
-async fn import_rows(app: AppState, req: Request) -> Result<RowReport, ApiError> {
-    let (tenant, _) = only_tenant(req.uri(), &[])?;
+async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<RowReport, ApiError> {
+    let (tenant, _) = only_tenant(caller, req.uri(), &[])?;
     let format = match media_type(req.headers()).as_str() {
-        "" => return Err(ApiError::UnsupportedMediaType("(none given)".into())),
+        "" => return Err(unsupported_import("(none given)".into())),
         other => Format::from_media_type(other)
-            .ok_or_else(|| ApiError::UnsupportedMediaType(other.to_owned()))?,
+            .ok_or_else(|| unsupported_import(format!("`{other}`")))?,
     };
     let limit = app.imports.max_body_bytes;
     if declared_length(&req).is_some_and(|n| n > limit as u64) {
-        return Err(ApiError::PayloadTooLarge);
+        return Err(ApiError::PayloadTooLarge("MAX_BODY_BYTES"));
     }
     let permit = app
         .imports
@@ -164,7 +168,7 @@ async fn import_rows(app: AppState, req: Request) -> Result<RowReport, ApiError>
         Ok(Ok(())) => return Ok(report),
         Ok(Err(FeedError::Malformed(why))) => ApiError::MalformedBody(why),
         Ok(Err(FeedError::Read(e))) if e.get_ref().is_some_and(|i| i.is::<BodyTooLarge>()) => {
-            ApiError::PayloadTooLarge
+            ApiError::PayloadTooLarge("MAX_BODY_BYTES")
         }
         Ok(Err(FeedError::Read(e))) => {
             ApiError::MalformedBody(format!("the body could not be read: {e}"))
@@ -172,6 +176,17 @@ async fn import_rows(app: AppState, req: Request) -> Result<RowReport, ApiError>
         Err(store) => ApiError::from(store),
     };
     Err(cause.with_import_report(report))
+}
+
+/// What an import's body may be.
+const IMPORT_MEDIA_TYPES: &str =
+    "application/json (an array), application/x-ndjson (JSON Lines) or text/csv";
+
+fn unsupported_import(got: String) -> ApiError {
+    ApiError::UnsupportedMediaType {
+        got,
+        accepted: IMPORT_MEDIA_TYPES,
+    }
 }
 
 fn declared_length(req: &Request) -> Option<u64> {
@@ -234,8 +249,12 @@ impl Read for BodyReader {
     }
 }
 
-pub async fn list(State(app): State<AppState>, uri: Uri) -> Result<Json<Value>, ApiError> {
-    let (tenant, mut fields) = only_tenant(&uri, &["limit", "cursor"])?;
+pub async fn list(
+    State(app): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let (tenant, mut fields) = only_tenant(&caller, &uri, &["limit", "cursor"])?;
     let limit = match take_single(&mut fields, "limit")? {
         None => DEFAULT_PAGE,
         Some(v) => v
@@ -259,10 +278,11 @@ pub async fn list(State(app): State<AppState>, uri: Uri) -> Result<Json<Value>, 
 
 pub async fn get_one(
     State(app): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
     uri: Uri,
 ) -> Result<Json<Value>, ApiError> {
-    let (tenant, _) = only_tenant(&uri, &[])?;
+    let (tenant, _) = only_tenant(&caller, &uri, &[])?;
     let raw = path.map(|Path(p)| p).unwrap_or_default();
     let not_found = || ApiError::NotFound(format!("tenant has no product `{raw}`"));
     let key = ProductKey::parse(&raw).map_err(|_| not_found())?;

@@ -1,5 +1,6 @@
 //! The one integration test binary: real redis-server, real app over real HTTP.
 
+mod auth;
 mod catalog;
 mod conformance;
 mod extract;

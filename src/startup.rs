@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::api::auth::Tokens;
+use crate::api::server::ConnectionLimits;
 use crate::api::{self, AppState, Guard};
 use crate::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use crate::catalog::{Catalog, CatalogSettings};
@@ -106,7 +107,8 @@ impl App {
 
     /// Serves until `shutdown` resolves, then shuts down gracefully: new jobs get 503 at
     /// once, reads go on being served, running jobs get `SHUTDOWN_GRACE_SECONDS` to finish
-    /// and the rest end as `Interrupted` with their locks released; then the server stops.
+    /// and the rest end as `Interrupted` with their locks released; then the server stops
+    /// accepting and open connections get at most `api::server::DRAIN_MAX` to finish.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -126,9 +128,12 @@ impl App {
             stop.cancel();
         });
         let router = api::router(self.state, self.config.max_body_bytes);
-        axum::serve(self.listener, router)
-            .with_graceful_shutdown(stopped.cancelled_owned())
-            .await?;
+        let limits = ConnectionLimits {
+            header_read: self.config.request_timeout_seconds,
+            idle: self.config.idle_timeout_seconds,
+            max_connections: self.config.max_connections,
+        };
+        api::server::serve(self.listener, router, limits, stopped).await;
         info!("catalog-jobs stopped");
         Ok(())
     }

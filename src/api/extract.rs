@@ -25,6 +25,9 @@ impl FromRequest<AppState> for StartFields {
     /// `MAX_START_BODY_BYTES` (413, refused by its `Content-Length` before it is read).
     async fn from_request(req: Request, app: &AppState) -> Result<Self, Self::Rejection> {
         let fields = query_fields(req.uri())?;
+        if declared_length(&req).is_some_and(|n| n > app.guard.max_start_body_bytes as u64) {
+            return Err(ApiError::PayloadTooLarge("MAX_START_BODY_BYTES"));
+        }
         tokio::time::timeout(app.guard.request_timeout, body_fields(req, fields, app))
             .await
             .map_err(|_| ApiError::RequestTimeout)?
@@ -111,6 +114,17 @@ impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
 /// The one answer for a job id nobody may see.
 pub fn job_not_found(id: &JobId) -> ApiError {
     ApiError::NotFound(format!("no job has the id `{id}`"))
+}
+
+/// The body length the request declares (`Content-Length`), if any: a body declared over a
+/// limit is refused before a byte of it is read.
+pub fn declared_length(req: &Request) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
 }
 
 /// The request's media type, lower-cased and without parameters (`""` when none is given).

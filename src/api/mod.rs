@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 pub mod jobs;
 pub mod products;
+pub mod server;
 
 use std::sync::Arc;
 use std::time::Duration;

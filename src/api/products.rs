@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, Semaphore};
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::extract::{media_type, query_fields, take_single};
+use super::extract::{declared_length, media_type, query_fields, take_single};
 use super::jobs::tenant_field;
 use super::AppState;
 use crate::catalog::feed::{self, FeedError, Format, RowReport};
@@ -137,7 +137,12 @@ async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<Row
         .try_acquire_owned()
         .map_err(|_| ApiError::ImportsBusy)?;
     let (tx, rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
-    let pump = tokio::spawn(pump_body(req.into_body(), limit, tx));
+    let pump = tokio::spawn(pump_body(
+        req.into_body(),
+        limit,
+        app.guard.request_timeout,
+        tx,
+    ));
     let store = app.catalog.store.clone();
     let joined = tokio::task::spawn_blocking(move || {
         let _permit = permit;
@@ -170,6 +175,9 @@ async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<Row
         Ok(Err(FeedError::Read(e))) if e.get_ref().is_some_and(|i| i.is::<BodyTooLarge>()) => {
             ApiError::PayloadTooLarge("MAX_BODY_BYTES")
         }
+        Ok(Err(FeedError::Read(e))) if e.get_ref().is_some_and(|i| i.is::<BodyStalled>()) => {
+            ApiError::RequestTimeout
+        }
         Ok(Err(FeedError::Read(e))) => {
             ApiError::MalformedBody(format!("the body could not be read: {e}"))
         }
@@ -189,21 +197,28 @@ fn unsupported_import(got: String) -> ApiError {
     }
 }
 
-fn declared_length(req: &Request) -> Option<u64> {
-    req.headers()
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
-}
+/// The body paused longer than `REQUEST_TIMEOUT_SECONDS` between two chunks.
+#[derive(Debug, thiserror::Error)]
+#[error("the body stalled for longer than REQUEST_TIMEOUT_SECONDS")]
+struct BodyStalled;
 
 /// Moves the body's chunks to the reading thread, counting bytes: past `limit` it sends
-/// `BodyTooLarge` and stops. It stops too when the thread stopped reading.
-async fn pump_body(mut body: Body, limit: usize, tx: mpsc::Sender<io::Result<Bytes>>) {
+/// `BodyTooLarge` and stops; when no chunk arrives for `stall`, `BodyStalled`. It stops too
+/// when the thread stopped reading. An import may take long, so the clock is per chunk, not
+/// for the whole body.
+async fn pump_body(
+    mut body: Body,
+    limit: usize,
+    stall: std::time::Duration,
+    tx: mpsc::Sender<io::Result<Bytes>>,
+) {
     let mut seen = 0usize;
     loop {
-        let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+        let next = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+        let Ok(frame) = tokio::time::timeout(stall, next).await else {
+            let _ = tx.send(Err(io::Error::other(BodyStalled))).await;
+            return;
+        };
         let item = match frame {
             None => return,
             Some(Err(e)) => Err(io::Error::other(e)),

@@ -782,3 +782,49 @@ async fn importing_a_30_mb_body_keeps_the_service_under_150_mb_and_healthz_answe
     eprintln!("after a 25 MiB CSV row: VmHWM {peak:.1} MiB");
     assert!(peak < IMPORT_RSS_CEILING_MIB, "peak RSS {peak:.1} MiB");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_promptly_while_a_client_dribbles_a_body() {
+    use tokio::io::AsyncWriteExt;
+    let redis = RedisServer::start(false);
+    // The request timeout is far off, so only the bounded drain can end the dribbler.
+    let mut svc = Service::start(
+        &redis.url(),
+        &[
+            ("SHUTDOWN_GRACE_SECONDS", "0.5".into()),
+            ("REQUEST_TIMEOUT_SECONDS", "300".into()),
+        ],
+    )
+    .await;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", svc.port))
+        .await
+        .unwrap();
+    s.write_all(
+        b"POST /catalog/sync HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\nt",
+    )
+    .await
+    .unwrap();
+    let dribbler = tokio::spawn(async move {
+        // A byte every 100 ms: the connection is never idle, and never done.
+        while s.write_all(b"x").await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    // No signal says "the handler is reading the body"; a few dribbled bytes make it likely.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let signalled = Instant::now();
+    svc.signal("TERM");
+    assert_eq!(svc.wait_exit(), Some(0), "exit status 0");
+    let took = signalled.elapsed();
+    let bound = Duration::from_secs_f64(0.5) + catalog_jobs::api::server::DRAIN_MAX;
+    assert!(
+        took < bound + Duration::from_secs(3),
+        "exited {took:?} after SIGTERM (grace + drain is {bound:?})"
+    );
+    assert!(
+        took > Duration::from_millis(500),
+        "the grace was kept: {took:?}"
+    );
+    eprintln!("SIGTERM to exit with a dribbling client: {took:?}");
+    dribbler.abort();
+}

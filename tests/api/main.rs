@@ -8,4 +8,5 @@ mod faults;
 mod feeds;
 mod helpers;
 mod http;
+mod limits;
 mod runner;

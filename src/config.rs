@@ -63,7 +63,8 @@ pub struct Config {
     #[arg(long, env = "FEEDS_DIR", default_value = "examples/feeds")]
     pub feeds_dir: PathBuf,
 
-    /// Comma-separated hosts that `sync` may fetch http(s) feeds from (none by default).
+    /// Comma-separated `host` (the scheme's default port only) or `host:port` entries that
+    /// `sync` may fetch http(s) feeds from (none by default).
     #[arg(
         long,
         env = "SYNC_ALLOWED_HOSTS",
@@ -137,6 +138,60 @@ pub struct Config {
     pub log_format: LogFormat,
 }
 
+/// Every `REDIS_*` environment variable this service reads or reserves; any other one is a
+/// typo (`REDIS_URI`) that would quietly leave the service on the embedded, non-durable
+/// store, so start-up refuses it. The one list: add a name here when a setting is added.
+pub const KNOWN_REDIS_VARS: &[&str] = &[
+    "REDIS_URL",
+    // Reserved for Sentinel and authenticated deployments.
+    "REDIS_SENTINELS",
+    "REDIS_MASTER_NAME",
+    "REDIS_SENTINEL_PASSWORD",
+    "REDIS_PASSWORD",
+    "REDIS_MIN_REPLICAS_ACK",
+];
+
+/// Refuses an unknown `REDIS_*` variable among `vars`, suggesting the nearest known name.
+pub fn check_redis_vars<I, K>(vars: I) -> Result<(), ConfigError>
+where
+    I: IntoIterator<Item = K>,
+    K: AsRef<std::ffi::OsStr>,
+{
+    for name in vars {
+        let name = name.as_ref().to_string_lossy();
+        if !name.starts_with("REDIS_") || KNOWN_REDIS_VARS.contains(&name.as_ref()) {
+            continue;
+        }
+        let nearest = KNOWN_REDIS_VARS
+            .iter()
+            .min_by_key(|known| edit_distance(known, &name))
+            .expect("the list of known names is not empty");
+        return Err(ConfigError::Invalid(format!(
+            "unknown environment variable {name}: did you mean {nearest}? (known: {})",
+            KNOWN_REDIS_VARS.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Levenshtein distance, for did-you-mean suggestions among a handful of short names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Pretty,
@@ -185,6 +240,9 @@ impl Config {
         }
         if self.request_timeout_seconds.is_zero() || self.idle_timeout_seconds.is_zero() {
             return bad("REQUEST_TIMEOUT_SECONDS and IDLE_TIMEOUT_SECONDS must be above 0");
+        }
+        for entry in self.allowed_hosts() {
+            crate::catalog::sync::AllowedHost::parse(&entry).map_err(ConfigError::Invalid)?;
         }
         if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
             return bad("KEY_PREFIX must be non-empty and without spaces");
@@ -257,5 +315,51 @@ mod tests {
         assert!(c.validate().is_err());
         assert!(Config::try_parse_from(["x", "--wait-max-seconds", "soon"]).is_err());
         assert!(Config::try_parse_from(["x", "--wait-max-seconds", "-1"]).is_err());
+    }
+
+    #[test]
+    fn an_unknown_redis_variable_is_refused_with_the_nearest_name() {
+        let e = check_redis_vars(["PATH", "REDIS_URI"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("REDIS_URI") && e.contains("did you mean REDIS_URL"),
+            "{e}"
+        );
+        let e = check_redis_vars(["REDIS_PASSWROD"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean REDIS_PASSWORD"), "{e}");
+        assert!(check_redis_vars(KNOWN_REDIS_VARS.iter().chain(&["HOME", "XREDIS_URI"])).is_ok());
+    }
+
+    #[test]
+    fn allow_list_entries_are_hosts_with_an_optional_port() {
+        for good in [
+            "feeds.example.com",
+            "127.0.0.1:8080",
+            "[::1]",
+            "[::1]:443",
+            " Feeds.Example.COM ",
+        ] {
+            let c = Config::parse_from(["x", "--sync-allowed-hosts", good]);
+            assert!(c.validate().is_ok(), "{good}");
+        }
+        for bad in [
+            "http://feeds.example.com",
+            "feeds.example.com/x",
+            "h:0",
+            "h:99999",
+            "h:",
+            "[zz]",
+            "a b",
+        ] {
+            let c = Config::parse_from(["x", "--sync-allowed-hosts", bad]);
+            let e = c
+                .validate()
+                .err()
+                .unwrap_or_else(|| panic!("{bad} was accepted"));
+            assert!(e.to_string().contains("SYNC_ALLOWED_HOSTS"), "{e}");
+        }
     }
 }

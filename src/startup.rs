@@ -47,6 +47,7 @@ impl App {
     /// Builds the service with the stores the configuration names (Redis, or embedded) and
     /// the catalogue job kinds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
+        crate::config::check_redis_vars(std::env::vars_os().map(|(name, _)| name))?;
         let store = open_store(&config).await?;
         let catalog = open_catalog(&config)?;
         let registry = crate::catalog::registry(catalog.clone());

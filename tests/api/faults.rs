@@ -60,6 +60,13 @@ impl Service {
         svc
     }
 
+    /// A service that may sync from `feeds` (its allow-list names their host and port).
+    async fn with_feeds(feeds: &HeldFeeds, redis_url: &str, env: &[(&str, String)]) -> Service {
+        let mut env = env.to_vec();
+        env.push(("SYNC_ALLOWED_HOSTS", format!("127.0.0.1:{}", feeds.port)));
+        Service::start(redis_url, &env).await
+    }
+
     fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
@@ -227,8 +234,8 @@ fn running(job: &Value) -> bool {
 
 async fn outage(keep_data: bool) {
     let mut redis = RedisServer::start(true);
-    let svc = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let name = format!("outage-{keep_data}-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -297,8 +304,8 @@ async fn a_job_survives_a_redis_that_comes_back_empty_and_its_record_is_written_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_job_whose_record_redis_lost_is_written_back_while_it_runs() {
     let mut redis = RedisServer::start(false);
-    let svc = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let name = format!("wiped-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -320,8 +327,13 @@ async fn a_live_job_whose_record_redis_lost_is_written_back_while_it_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_that_never_returns_leaves_the_process_up_and_the_outcome_logged() {
     let mut redis = RedisServer::start(false);
-    let svc = Service::start(&redis.url(), &[("FINISH_RETRY_SECONDS", "1".into())]).await;
     let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(
+        &feeds,
+        &redis.url(),
+        &[("FINISH_RETRY_SECONDS", "1".into())],
+    )
+    .await;
     let t = tenant();
     let name = format!("gone-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -409,8 +421,8 @@ async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_ne
     let redis = RedisServer::start(false);
     // A longer threshold here, so the restart below surely happens before the job is stale.
     let stale = [("STALE_AFTER_SECONDS", "4".to_owned())];
-    let mut svc = Service::start(&redis.url(), &stale).await;
     let feeds = HeldFeeds::start().await;
+    let mut svc = Service::with_feeds(&feeds, &redis.url(), &stale).await;
     let t = tenant();
     let id = started_id(
         svc.sync(t.as_str(), &[feeds.url(&format!("crash-{t}"))])
@@ -435,8 +447,13 @@ async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_ne
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_short_jobs_finish_interrupts_long_ones_and_exits_zero() {
     let redis = RedisServer::start(false);
-    let mut svc = Service::start(&redis.url(), &[("SHUTDOWN_GRACE_SECONDS", "2".into())]).await;
     let feeds = HeldFeeds::start().await;
+    let mut svc = Service::with_feeds(
+        &feeds,
+        &redis.url(),
+        &[("SHUTDOWN_GRACE_SECONDS", "2".into())],
+    )
+    .await;
     let (short_t, long_t) = (tenant(), tenant());
     let short = started_id(svc.sync(short_t.as_str(), &[feeds.url("short")]).await).await;
     let long = started_id(svc.sync(long_t.as_str(), &[feeds.url("long")]).await).await;
@@ -478,9 +495,9 @@ async fn sigterm_lets_short_jobs_finish_interrupts_long_ones_and_exits_zero() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_process_that_comes_back_is_fenced_off() {
     let redis = RedisServer::start(false);
-    let a = Service::start(&redis.url(), &[]).await;
-    let b = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let a = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let b = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let old = started_id(a.sync(t.as_str(), &[feeds.url("paused")]).await).await;
     a.poll(&old, "running", running).await;
@@ -518,9 +535,9 @@ async fn a_paused_process_that_comes_back_is_fenced_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_behave_as_one_service() {
     let redis = RedisServer::start(false);
-    let a = Service::start(&redis.url(), &[]).await;
-    let b = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let a = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let b = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let source = feeds.url("burst");
     let mut tasks = Vec::new();
@@ -602,7 +619,9 @@ async fn two_replicas_behave_as_one_service() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_behind() {
     let redis = RedisServer::start(false);
-    let svc = Service::start(
+    let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(
+        &feeds,
         &redis.url(),
         &[
             ("MAX_CONCURRENT_JOBS", "1".into()),
@@ -610,7 +629,6 @@ async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_
         ],
     )
     .await;
-    let feeds = HeldFeeds::start().await;
     let tenants: Vec<_> = (0..4).map(|_| tenant()).collect();
     let first = started_id(svc.sync(tenants[0].as_str(), &[feeds.url("bp")]).await).await;
     svc.poll(&first, "running", running).await;
@@ -827,4 +845,21 @@ async fn sigterm_exits_promptly_while_a_client_dribbles_a_body() {
     );
     eprintln!("SIGTERM to exit with a dribbling client: {took:?}");
     dribbler.abort();
+}
+
+#[test]
+fn an_unknown_redis_variable_stops_start_up_with_a_did_you_mean() {
+    let out = Command::new(env!("CARGO_BIN_EXE_catalog-jobs"))
+        .env_clear()
+        .env("BIND_ADDR", "127.0.0.1:0")
+        .env("REDIS_URI", "redis://127.0.0.1:1/")
+        .output()
+        .expect("the binary runs");
+    assert!(!out.status.success(), "it refused to start");
+    let log =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("REDIS_URI") && log.contains("did you mean REDIS_URL"),
+        "{log}"
+    );
 }

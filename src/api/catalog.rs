@@ -1,14 +1,13 @@
 //! `POST /catalog/{kind}`: start a job, answer at once (202) or when it ends (`wait=true`).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::extract::{take_single, StartFields};
-use super::jobs::tenant_field;
+use super::extract::{take_single, tenant_field, KindPath, StartFields};
 use super::AppState;
 use crate::jobs::registry::parse_bool;
 use crate::jobs::store::{Created, NewJob, Outcome};
@@ -18,10 +17,9 @@ use serde_json::Value;
 pub async fn start(
     State(app): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    KindPath(raw_kind): KindPath,
     StartFields(mut fields): StartFields,
 ) -> Result<Response, ApiError> {
-    let raw_kind = path.map(|Path(p)| p).unwrap_or_default();
     let registry = app.runner.registry();
     let Some((kind, spec)) = Kind::parse(&raw_kind)
         .ok()

@@ -2,7 +2,7 @@
 //!
 //! Every error body is `{"error": "<code>", "message": "<one sentence>", ...context}`. Client
 //! mistakes are 4xx and not logged as errors; a 5xx never echoes internals and is logged once,
-//! with its cause, here at the boundary.
+//! with its cause, here at the boundary (the trace layer does not log failures again).
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -48,6 +48,12 @@ pub enum ApiError {
     NotActive(Box<Snapshot>),
     JobFailed(Box<Snapshot>),
     StoreUnavailable(StoreError),
+    /// The catalogue store did not answer.
+    CatalogUnavailable(CatalogStoreError),
+    /// The catalogue store answered with a record it cannot read: not an outage, a defect.
+    CatalogCorrupt(CatalogStoreError),
+    /// A blocking task of this process stopped before it answered (a panic, or shutdown).
+    Internal(String),
     ShuttingDown,
     Overloaded,
     /// No token, or one this service does not know (with tokens configured).
@@ -194,6 +200,16 @@ impl ApiError {
                 "store_unavailable",
                 "the job store is unreachable right now; retry shortly".to_owned(),
             ),
+            ApiError::CatalogUnavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "the catalogue store is unreachable right now; retry shortly".to_owned(),
+            ),
+            ApiError::CatalogCorrupt(_) | ApiError::Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the service could not answer this request; it has been logged".to_owned(),
+            ),
             ApiError::ShuttingDown => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",
@@ -224,6 +240,15 @@ impl IntoResponse for ApiError {
         match logged {
             ApiError::StoreUnavailable(cause) => {
                 tracing::error!(error = %cause, "answering 503: the job store is unreachable")
+            }
+            ApiError::CatalogUnavailable(cause) => {
+                tracing::error!(error = %cause, "answering 503: the catalogue store is unreachable")
+            }
+            ApiError::CatalogCorrupt(cause) => {
+                tracing::error!(error = %cause, "answering 500: a catalogue record cannot be read")
+            }
+            ApiError::Internal(cause) => {
+                tracing::error!(error = %cause, "answering 500")
             }
             ApiError::JobFailed(s) => {
                 tracing::info!(job_id = %s.job_id, "answering 502: the waited-for job failed")
@@ -260,7 +285,8 @@ impl From<CatalogStoreError> for ApiError {
                 "cursor",
                 "cursor must be a next_cursor this listing handed out",
             ),
-            other => ApiError::StoreUnavailable(StoreError::Unavailable(other.to_string())),
+            e @ CatalogStoreError::Unavailable(_) => ApiError::CatalogUnavailable(e),
+            e @ CatalogStoreError::Corrupt(_) => ApiError::CatalogCorrupt(e),
         }
     }
 }

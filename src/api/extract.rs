@@ -12,8 +12,9 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use super::AppState;
+use crate::catalog::products::ProductKey;
 use crate::jobs::registry::Fields;
-use crate::jobs::JobId;
+use crate::jobs::{JobId, TenantId};
 
 /// The fields of a request: query string and body together.
 pub struct StartFields(pub Fields);
@@ -306,5 +307,84 @@ pub fn take_single(fields: &mut Fields, name: &str) -> Result<Option<Value>, Api
                 )),
             }
         }
+    }
+}
+
+/// Takes the required `tenant_id` field and parses it.
+pub fn tenant_field(fields: &mut Fields) -> Result<TenantId, ApiError> {
+    let value = take_single(fields, "tenant_id")?.ok_or_else(|| {
+        ApiError::missing("tenant_id", "tenant_id is required, e.g. tenant_id=acme")
+    })?;
+    let raw = value
+        .as_str()
+        .ok_or_else(|| ApiError::invalid("tenant_id", "tenant_id must be a string"))?;
+    TenantId::parse(raw).map_err(|e| ApiError::bad_id("tenant_id", e))
+}
+
+/// Takes an optional `limit`: a whole number from 1 to `max`, `default` when absent.
+pub fn limit_field(fields: &mut Fields, default: usize, max: usize) -> Result<usize, ApiError> {
+    let Some(v) = take_single(fields, "limit")? else {
+        return Ok(default);
+    };
+    let n = match &v {
+        Value::String(s) => s.trim().parse::<usize>().ok(),
+        Value::Number(n) => n.as_u64().and_then(|n| usize::try_from(n).ok()),
+        _ => None,
+    };
+    n.filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+        ApiError::invalid(
+            "limit",
+            format!("limit must be a whole number from 1 to {max}"),
+        )
+    })
+}
+
+/// Refuses the first field left over once a route took the ones it knows (`allowed` names
+/// those, for the message), so a typo is a clear 422 rather than silently ignored.
+pub fn refuse_unknown(fields: &Fields, allowed: &str) -> Result<(), ApiError> {
+    match fields.keys().next() {
+        None => Ok(()),
+        Some(name) => Err(ApiError::UnknownField {
+            message: format!("`{name}` is not a parameter here; use {allowed}"),
+            field: name.clone(),
+        }),
+    }
+}
+
+/// A `{product_key}` path segment as a `ProductKey`; one that cannot be a key is answered
+/// as a product the tenant does not have (404).
+pub struct ProductKeyPath(pub ProductKey);
+
+impl<S: Send + Sync> FromRequestParts<S> for ProductKeyPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let raw = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(p)| p)
+            .unwrap_or_default();
+        ProductKey::parse(&raw)
+            .map(Self)
+            .map_err(|_| product_not_found(&raw))
+    }
+}
+
+/// The one answer for a product the tenant does not have.
+pub fn product_not_found(key: &str) -> ApiError {
+    ApiError::NotFound(format!("tenant has no product `{key}`"))
+}
+
+/// A `{kind}` path segment, as given: the registry, not the path, says which kinds exist.
+pub struct KindPath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for KindPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let raw = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(p)| p)
+            .unwrap_or_default();
+        Ok(Self(raw))
     }
 }

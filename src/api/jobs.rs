@@ -7,10 +7,12 @@ use serde::Serialize;
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::extract::{job_not_found, query_fields, take_single, JobIdPath};
+use super::extract::{
+    job_not_found, limit_field, query_fields, refuse_unknown, tenant_field, JobIdPath,
+};
 use super::AppState;
 use crate::jobs::store::Cancel;
-use crate::jobs::{JobId, Snapshot, TenantId};
+use crate::jobs::{JobId, Snapshot};
 
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
@@ -65,9 +67,7 @@ async fn visible_job(
         true => Some(tenant_field(&mut fields)?),
         false => None,
     };
-    if !fields.is_empty() {
-        return Err(unknown_query_field(&fields, "tenant_id"));
-    }
+    refuse_unknown(&fields, "tenant_id")?;
     let snapshot = app.store.get(id).await?.ok_or_else(|| job_not_found(id))?;
     let theirs =
         caller.sees(&snapshot.tenant_id) && named.is_none_or(|tenant| tenant == snapshot.tenant_id);
@@ -86,41 +86,8 @@ pub async fn list(
     let mut fields = query_fields(&uri)?;
     let tenant = tenant_field(&mut fields)?;
     caller.may_act_for(&tenant)?;
-    let limit = match take_single(&mut fields, "limit")? {
-        None => DEFAULT_LIMIT,
-        Some(v) => v
-            .as_str()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-            .filter(|n| (1..=MAX_LIMIT).contains(n))
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "limit",
-                    format!("limit must be a whole number from 1 to {MAX_LIMIT}"),
-                )
-            })?,
-    };
-    if !fields.is_empty() {
-        return Err(unknown_query_field(&fields, "tenant_id and limit"));
-    }
+    let limit = limit_field(&mut fields, DEFAULT_LIMIT, MAX_LIMIT)?;
+    refuse_unknown(&fields, "tenant_id and limit")?;
     let jobs = app.store.recent(&tenant, limit).await?;
     Ok(Json(Listing { jobs }))
-}
-
-fn unknown_query_field(fields: &crate::jobs::registry::Fields, allowed: &str) -> ApiError {
-    let name = fields.keys().next().cloned().unwrap_or_default();
-    ApiError::UnknownField {
-        message: format!("`{name}` is not a parameter here; use {allowed}"),
-        field: name,
-    }
-}
-
-/// Takes the required `tenant_id` field and parses it.
-pub fn tenant_field(fields: &mut crate::jobs::registry::Fields) -> Result<TenantId, ApiError> {
-    let value = take_single(fields, "tenant_id")?.ok_or_else(|| {
-        ApiError::missing("tenant_id", "tenant_id is required, e.g. tenant_id=acme")
-    })?;
-    let raw = value
-        .as_str()
-        .ok_or_else(|| ApiError::invalid("tenant_id", "tenant_id must be a string"))?;
-    TenantId::parse(raw).map_err(|e| ApiError::bad_id("tenant_id", e))
 }

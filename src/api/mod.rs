@@ -77,7 +77,10 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         auth::authenticate,
     ));
     // --- end hardening ---
-    routes.layer(TraceLayer::new_for_http()).with_state(state)
+    // A 5xx is logged once, by `ApiError`, with its cause; the trace layer does not repeat it.
+    routes
+        .layer(TraceLayer::new_for_http().on_failure(()))
+        .with_state(state)
 }
 
 /// The process is up and serving HTTP.

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -17,11 +17,13 @@ use tokio::sync::{mpsc, Semaphore};
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::extract::{declared_length, media_type, query_fields, take_single};
-use super::jobs::tenant_field;
+use super::extract::{
+    declared_length, limit_field, media_type, product_not_found, query_fields, refuse_unknown,
+    take_single, tenant_field, ProductKeyPath,
+};
 use super::AppState;
 use crate::catalog::feed::{self, FeedError, Format, RowReport};
-use crate::catalog::products::{CatalogStore, CatalogStoreError, ProductKey};
+use crate::catalog::products::{CatalogStore, CatalogStoreError};
 use crate::jobs::registry::Fields;
 use crate::jobs::TenantId;
 
@@ -65,11 +67,7 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|_| {
-            ApiError::StoreUnavailable(crate::jobs::store::StoreError::Unavailable(
-                "the catalogue call was cancelled".into(),
-            ))
-        })?
+        .map_err(|e| ApiError::Internal(format!("a catalogue call stopped: {e}")))?
         .map_err(ApiError::from)
 }
 
@@ -79,17 +77,16 @@ fn only_tenant(caller: &Caller, uri: &Uri, extra: &[&str]) -> Result<(TenantId, 
     let mut fields = query_fields(uri)?;
     let tenant = tenant_field(&mut fields)?;
     caller.may_act_for(&tenant)?;
-    if let Some(name) = fields.keys().find(|k| !extra.contains(&k.as_str())) {
-        let allowed = if extra.is_empty() {
-            "tenant_id".to_owned()
-        } else {
-            format!("tenant_id, {}", extra.join(", "))
-        };
-        return Err(ApiError::UnknownField {
-            field: name.clone(),
-            message: format!("`{name}` is not a parameter here; use {allowed}"),
-        });
-    }
+    let unknown: Fields = fields
+        .iter()
+        .filter(|(k, _)| !extra.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let allowed = std::iter::once("tenant_id")
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>()
+        .join(", ");
+    refuse_unknown(&unknown, &allowed)?;
     Ok((tenant, fields))
 }
 
@@ -164,11 +161,8 @@ async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<Row
     })
     .await;
     pump.abort();
-    let (report, outcome) = joined.map_err(|_| {
-        ApiError::StoreUnavailable(crate::jobs::store::StoreError::Unavailable(
-            "the import was cancelled".into(),
-        ))
-    })?;
+    let (report, outcome) =
+        joined.map_err(|e| ApiError::Internal(format!("the import stopped: {e}")))?;
     let cause = match outcome {
         Ok(Ok(())) => return Ok(report),
         Ok(Err(FeedError::Malformed(why))) => ApiError::MalformedBody(why),
@@ -270,19 +264,7 @@ pub async fn list(
     uri: Uri,
 ) -> Result<Json<Value>, ApiError> {
     let (tenant, mut fields) = only_tenant(&caller, &uri, &["limit", "cursor"])?;
-    let limit = match take_single(&mut fields, "limit")? {
-        None => DEFAULT_PAGE,
-        Some(v) => v
-            .as_str()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-            .filter(|n| (1..=MAX_PAGE).contains(n))
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "limit",
-                    format!("limit must be a whole number from 1 to {MAX_PAGE}"),
-                )
-            })?,
-    };
+    let limit = limit_field(&mut fields, DEFAULT_PAGE, MAX_PAGE)?;
     let cursor = take_single(&mut fields, "cursor")?
         .and_then(|v| v.as_str().map(str::to_owned))
         .filter(|c| !c.is_empty());
@@ -294,13 +276,12 @@ pub async fn list(
 pub async fn get_one(
     State(app): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    ProductKeyPath(key): ProductKeyPath,
     uri: Uri,
 ) -> Result<Json<Value>, ApiError> {
     let (tenant, _) = only_tenant(&caller, &uri, &[])?;
-    let raw = path.map(|Path(p)| p).unwrap_or_default();
-    let not_found = || ApiError::NotFound(format!("tenant has no product `{raw}`"));
-    let key = ProductKey::parse(&raw).map_err(|_| not_found())?;
+    let raw = key.as_str().to_owned();
+    let not_found = || product_not_found(&raw);
     let store: Arc<dyn CatalogStore> = app.catalog.store.clone();
     let found = blocking(move || {
         let Some(stored) = store.get(&tenant, &key)? else {

@@ -120,7 +120,7 @@ impl Connection {
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(self.limits.header_read)
-            .max_buf_size(MAX_HEAD_BYTES)
+            .max_header_size(MAX_HEAD_BYTES)
             .keep_alive(true);
         let conn = builder.serve_connection(io, TowerToHyperService::new(self.router));
         let mut conn = std::pin::pin!(conn);

@@ -1,6 +1,7 @@
 //! The one integration test binary: real redis-server, real app over real HTTP.
 
 mod auth;
+mod bad_input;
 mod catalog;
 mod conformance;
 mod extract;

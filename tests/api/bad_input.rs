@@ -7,6 +7,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use proptest::prelude::*;
+use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
 use serde_json::Value;
 
 use crate::both_stores;
@@ -30,6 +32,8 @@ async fn isolated(backend: Backend) -> Isolated {
     let (job_prefix, catalog_prefix) = (unique("bad"), unique("badcat"));
     let mut config = test_config();
     config.max_start_body_bytes = 4096;
+    // A random `wait=true` must not hold the property test for minutes.
+    config.wait_max_seconds = std::time::Duration::from_secs(2);
     let catalog_store: Arc<dyn CatalogStore> = match backend {
         Backend::Memory => Arc::new(MemoryCatalog::new()),
         Backend::Redis => {
@@ -765,4 +769,213 @@ async fn raw_request(addr: std::net::SocketAddr, request: &str) -> String {
     let mut out = Vec::new();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(15), s.read_to_end(&mut out)).await;
     String::from_utf8_lossy(&out).into_owned()
+}
+
+// ---------------------------------------------------------------------------------------
+// The property test
+
+/// Cases per store: enough to meet every route with many shapes, few enough that the suite
+/// stays fast on a shared machine.
+const CASES: u32 = 64;
+
+/// The routes, as (method, path with `{id}` / `{key}` / `{kind}` holes).
+const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/catalog/{kind}"),
+    ("GET", "/catalog/jobs"),
+    ("GET", "/catalog/jobs/{id}"),
+    ("POST", "/catalog/jobs/{id}/cancel"),
+    ("GET", "/catalog/products"),
+    ("POST", "/catalog/products"),
+    ("GET", "/catalog/products/{key}"),
+];
+
+#[derive(Clone, Debug)]
+enum TenantChoice {
+    /// A valid tenant no other case uses.
+    Fresh,
+    Raw(String),
+    Missing,
+}
+
+#[derive(Clone, Debug)]
+struct RandomRequest {
+    route: usize,
+    segment: String,
+    tenant: TenantChoice,
+    fields: Vec<(String, String)>,
+    in_body: bool,
+    content_type: Option<String>,
+    raw_body: Option<Vec<u8>>,
+}
+
+fn field_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("wait".to_owned()),
+        Just("force".to_owned()),
+        Just("limit".to_owned()),
+        Just("cursor".to_owned()),
+        Just("source".to_owned()),
+        Just("tenant_id".to_owned()),
+        "\\PC{0,12}",
+    ]
+}
+
+fn field_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("true".to_owned()),
+        Just("0".to_owned()),
+        Just("-1".to_owned()),
+        Just("101".to_owned()),
+        Just("demo.jsonl".to_owned()),
+        Just("../../etc/passwd".to_owned()),
+        Just("http://127.0.0.1:6379/".to_owned()),
+        "\\PC{0,24}",
+        ".{0,24}",
+    ]
+}
+
+fn content_type() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        Just(None),
+        Just(Some("application/x-www-form-urlencoded".to_owned())),
+        Just(Some("application/json".to_owned())),
+        Just(Some("multipart/form-data".to_owned())),
+        Just(Some("multipart/form-data; boundary=zz".to_owned())),
+        Just(Some("text/csv".to_owned())),
+        Just(Some("application/x-ndjson".to_owned())),
+        Just(Some("text/plain".to_owned())),
+        "[ -~]{0,30}".prop_map(Some),
+    ]
+}
+
+fn random_request() -> impl Strategy<Value = RandomRequest> {
+    (
+        0..ROUTES.len(),
+        prop_oneof![
+            Just("sync".to_owned()),
+            Just("enrich".to_owned()),
+            Just("pair".to_owned()),
+            Just("6f0c1d2e-0000-4000-8000-000000000000".to_owned()),
+            "\\PC{1,20}",
+        ],
+        prop_oneof![
+            Just(TenantChoice::Fresh),
+            Just(TenantChoice::Missing),
+            "\\PC{0,140}".prop_map(TenantChoice::Raw),
+        ],
+        proptest::collection::vec((field_name(), field_value()), 0..4),
+        any::<bool>(),
+        content_type(),
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..96)),
+    )
+        .prop_map(
+            |(route, segment, tenant, fields, in_body, content_type, raw_body)| RandomRequest {
+                route,
+                segment,
+                tenant,
+                fields,
+                in_body,
+                content_type,
+                raw_body,
+            },
+        )
+}
+
+impl Isolated {
+    /// Keys under the app's prefixes that name `tenant`.
+    async fn keys_of(&self, tenant: &str) -> BTreeSet<String> {
+        self.keys()
+            .await
+            .into_iter()
+            .filter(|k| !tenant.is_empty() && k.contains(tenant))
+            .collect()
+    }
+
+    async fn throw(&self, req: RandomRequest) -> Result<(), TestCaseError> {
+        let (method, template) = ROUTES[req.route];
+        let tenant = match &req.tenant {
+            TenantChoice::Fresh => Some(unique("pt")),
+            TenantChoice::Raw(t) => Some(t.clone()),
+            TenantChoice::Missing => None,
+        };
+        let mut fields = req.fields.clone();
+        if let Some(t) = &tenant {
+            fields.insert(0, ("tenant_id".to_owned(), t.clone()));
+        }
+        let mut url = reqwest::Url::parse(&self.app.url("/")).unwrap();
+        {
+            let mut segments = url.path_segments_mut().unwrap();
+            segments.clear();
+            for part in template.trim_start_matches('/').split('/') {
+                segments.push(if part.starts_with('{') {
+                    &req.segment
+                } else {
+                    part
+                });
+            }
+        }
+        let mut body = Vec::new();
+        if req.in_body && method == "POST" {
+            body = match req.content_type.as_deref() {
+                Some("application/json") => {
+                    let object: serde_json::Map<String, Value> = fields
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                        .collect();
+                    serde_json::to_vec(&object).unwrap()
+                }
+                _ => serde_urlencoded::to_string(&fields).unwrap().into_bytes(),
+            };
+        } else {
+            url.query_pairs_mut().extend_pairs(&fields);
+        }
+        if let Some(raw) = &req.raw_body {
+            body = raw.clone();
+        }
+        let before = self.keys_of(tenant.as_deref().unwrap_or("")).await;
+        let (status, answer) = self
+            .send(
+                method,
+                url.as_str().trim_start_matches(&self.app.url("")),
+                req.content_type.as_deref(),
+                body,
+            )
+            .await;
+        prop_assert!(status < 500, "{method} {url}: {status} {answer}");
+        if status >= 400 {
+            prop_assert!(
+                answer["error"].is_string() && answer["message"].is_string(),
+                "{method} {url}: {status} {answer}"
+            );
+            let after = self.keys_of(tenant.as_deref().unwrap_or("")).await;
+            prop_assert_eq!(
+                before,
+                after,
+                "a refused request wrote keys: {} {}",
+                method,
+                url
+            );
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn random_requests_to_every_route_get_a_2xx_or_a_4xx_envelope_and_refusals_write_nothing() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for backend in [Backend::Memory, Backend::Redis] {
+        let app = rt.block_on(isolated(backend));
+        let mut runner = TestRunner::new(ProptestConfig {
+            cases: CASES,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        });
+        runner
+            .run(&random_request(), |req| rt.block_on(app.throw(req)))
+            .unwrap_or_else(|e| panic!("{backend:?}: {e}"));
+    }
 }

@@ -126,7 +126,7 @@ pub struct Config {
     pub request_timeout_seconds: Duration,
 
     /// An idle keep-alive connection is closed after this long.
-    #[arg(long, env = "IDLE_TIMEOUT_SECONDS", default_value = "60", value_parser = seconds)]
+    #[arg(long, env = "IDLE_TIMEOUT_SECONDS", default_value = "15", value_parser = seconds)]
     pub idle_timeout_seconds: Duration,
 
     /// Open connections at once; further ones wait in the kernel's backlog until one closes.

@@ -148,3 +148,21 @@ async fn the_connection_limit_holds_and_frees_a_slot_when_one_closes() {
     let (answer, _) = read_to_close(&mut third).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_wait_longer_than_the_idle_timeout_still_gets_its_answer() {
+    let app = app(|c| c.idle_timeout_seconds = Duration::from_millis(200)).await;
+    let t = tenant();
+    let gate = crate::helpers::Gate::of(&t);
+    let waiting = {
+        let (client, url) = (app.client.clone(), app.url("/catalog/gated"));
+        let form = [("tenant_id", t.to_string()), ("wait", "true".into())];
+        tokio::spawn(async move { client.post(url).form(&form).send().await })
+    };
+    gate.reached().await;
+    // No signal exists for "the idle watchdog has looked": outlast several of its checks.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    gate.release();
+    let r = waiting.await.unwrap().expect("the answer arrives");
+    assert_eq!(r.status(), 200);
+}

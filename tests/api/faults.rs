@@ -863,3 +863,51 @@ fn an_unknown_redis_variable_stops_start_up_with_a_did_you_mean() {
         "{log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_silent_sockets_under_a_128_file_limit_do_not_make_the_service_unreachable() {
+    let port = free_port();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 128 && exec {}",
+            env!("CARGO_BIN_EXE_catalog-jobs")
+        ))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("BIND_ADDR", format!("127.0.0.1:{port}"))
+        .env("MAX_CONNECTIONS", "64")
+        .env("REQUEST_TIMEOUT_SECONDS", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let health = format!("http://127.0.0.1:{port}/healthz");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.get(&health).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the service came up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut silent = Vec::new();
+    for _ in 0..200 {
+        match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            Ok(s) => silent.push(s),
+            Err(_) => break, // the kernel's backlog is full: as many as it holds are held
+        }
+    }
+    let asked = Instant::now();
+    let r = client.get(&health).send().await;
+    let took = asked.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    let r = r.expect("healthz answered while the silent sockets were open");
+    assert_eq!(r.status(), 200);
+    eprintln!(
+        "{} silent sockets held; /healthz answered in {took:?}",
+        silent.len()
+    );
+}

@@ -153,7 +153,9 @@ pub fn load_tokens(config: &Config) -> Result<Tokens, StartupError> {
     }
     if let Some(inline) = &config.api_tokens {
         let more = Tokens::parse_inline(inline).map_err(|e| StartupError::Tokens(e.to_string()))?;
-        tokens = tokens.merge(more);
+        tokens = tokens
+            .merge(more)
+            .map_err(|e| StartupError::Tokens(e.to_string()))?;
     }
     if tokens.is_open() {
         warn!("{}", api::OPEN_WARNING);

@@ -116,11 +116,18 @@ impl Tokens {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let entry = parse_entry(line).map_err(|why| TokenFileError {
+            let refuse = |why: String| TokenFileError {
                 source_name: source_name.to_owned(),
                 line: i + 1,
                 why,
-            })?;
+            };
+            let entry = parse_entry(line).map_err(refuse)?;
+            // One token with two scopes would make the caller's rights depend on line order.
+            if entries.iter().any(|e: &Entry| e.digest == entry.digest) {
+                return Err(refuse(
+                    "this digest is already given on an earlier line".into(),
+                ));
+            }
             entries.push(entry);
         }
         Ok(Self { entries })
@@ -131,10 +138,19 @@ impl Tokens {
         Self::parse(&text.replace(';', "\n"), "API_TOKENS entry")
     }
 
-    /// Both sources together.
-    pub fn merge(mut self, other: Tokens) -> Self {
-        self.entries.extend(other.entries);
-        self
+    /// Both sources together; a token in both is refused as it is within one.
+    pub fn merge(mut self, other: Tokens) -> Result<Self, TokenFileError> {
+        for (i, entry) in other.entries.into_iter().enumerate() {
+            if self.entries.iter().any(|e| e.digest == entry.digest) {
+                return Err(TokenFileError {
+                    source_name: "API_TOKENS entry".into(),
+                    line: i + 1,
+                    why: "this digest is already given in API_TOKENS_FILE".into(),
+                });
+            }
+            self.entries.push(entry);
+        }
+        Ok(self)
     }
 
     pub fn is_open(&self) -> bool {
@@ -279,6 +295,15 @@ mod tests {
             assert_eq!(e.line, 2, "{bad}");
             assert!(e.to_string().contains("tokens.txt line 2"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_token_given_twice_is_refused() {
+        let text = format!("acme a {}\nbeta b {}\n", hash_token("x"), hash_token("x"));
+        assert_eq!(Tokens::parse(&text, "f").err().map(|e| e.line), Some(2));
+        let file = Tokens::parse(&format!("acme a {}", hash_token("x")), "f").unwrap();
+        let inline = Tokens::parse_inline(&format!("* ops {}", hash_token("x"))).unwrap();
+        assert!(file.merge(inline).is_err());
     }
 
     #[test]

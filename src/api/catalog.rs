@@ -7,9 +7,8 @@ use axum::Json;
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::extract::{take_single, tenant_field, KindPath, StartFields};
+use super::extract::{tenant_field, wait_field, KindPath, StartFields};
 use super::AppState;
-use crate::jobs::registry::parse_bool;
 use crate::jobs::store::{Created, NewJob, Outcome};
 use crate::jobs::{JobId, Kind, Snapshot};
 use serde_json::Value;
@@ -32,15 +31,7 @@ pub async fn start(
     };
     let tenant = tenant_field(&mut fields)?;
     caller.may_act_for(&tenant)?;
-    let wait = match take_single(&mut fields, "wait")? {
-        None => false,
-        Some(v) => parse_bool(&v).ok_or_else(|| {
-            ApiError::invalid(
-                "wait",
-                "wait must be one of true, false, 1, 0, yes, no, on, off",
-            )
-        })?,
-    };
+    let wait = wait_field(&mut fields)?;
     let params = (spec.prepare)(&fields)?;
 
     // Reserve a worker (or a waiting place) first, so a refusal creates nothing.

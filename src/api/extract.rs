@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::AppState;
 use crate::catalog::products::ProductKey;
-use crate::jobs::registry::Fields;
+use crate::jobs::registry::{parse_bool, Fields};
 use crate::jobs::{JobId, TenantId};
 
 /// The fields of a request: query string and body together.
@@ -319,6 +319,19 @@ pub fn tenant_field(fields: &mut Fields) -> Result<TenantId, ApiError> {
         .as_str()
         .ok_or_else(|| ApiError::invalid("tenant_id", "tenant_id must be a string"))?;
     TenantId::parse(raw).map_err(|e| ApiError::bad_id("tenant_id", e))
+}
+
+/// Takes the optional `wait` field of a start request (false when absent).
+pub fn wait_field(fields: &mut Fields) -> Result<bool, ApiError> {
+    match take_single(fields, "wait")? {
+        None => Ok(false),
+        Some(v) => parse_bool(&v).ok_or_else(|| {
+            ApiError::invalid(
+                "wait",
+                "wait must be one of true, false, 1, 0, yes, no, on, off",
+            )
+        }),
+    }
 }
 
 /// Takes an optional `limit`: a whole number from 1 to `max`, `default` when absent.

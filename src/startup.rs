@@ -18,6 +18,7 @@ use crate::jobs::redis::RedisStore;
 use crate::jobs::registry::Registry;
 use crate::jobs::runner::{Runner, RunnerSettings};
 use crate::jobs::store::{JobStore, StoreError, StoreSettings};
+use crate::metrics::store::MeteredStore;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -68,6 +69,8 @@ impl App {
             addr: config.bind_addr.clone(),
             source,
         })?;
+        crate::metrics::handle();
+        let store = MeteredStore::wrap(store);
         let runner = Runner::new(store.clone(), Arc::new(registry), runner_settings(&config));
         let state = AppState {
             runner,
@@ -99,6 +102,7 @@ impl App {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         info!(addr = %self.addr, "catalog-jobs listening");
+        let upkeep = tokio::spawn(crate::metrics::upkeep());
         let stopped = CancellationToken::new();
         let runner = self.state.runner.clone();
         let grace = self.config.shutdown_grace_seconds;
@@ -116,6 +120,7 @@ impl App {
         axum::serve(self.listener, router)
             .with_graceful_shutdown(stopped.cancelled_owned())
             .await?;
+        upkeep.abort();
         info!("catalog-jobs stopped");
         Ok(())
     }

@@ -10,8 +10,10 @@ use super::extract::{take_single, StartFields};
 use super::jobs::tenant_field;
 use super::AppState;
 use crate::jobs::registry::parse_bool;
+use crate::jobs::runner::Refused;
 use crate::jobs::store::{Created, NewJob, Outcome};
 use crate::jobs::{JobId, Kind, Snapshot};
+use crate::metrics;
 
 pub async fn start(
     State(app): State<AppState>,
@@ -42,7 +44,10 @@ pub async fn start(
     let params = (spec.prepare)(&fields)?;
 
     // Reserve a worker (or a waiting place) first, so a refusal creates nothing.
-    let admission = app.runner.admit()?;
+    let admission = app
+        .runner
+        .admit()
+        .inspect_err(|r| metrics::job_refused(refusal_reason(r)))?;
     let job = NewJob {
         id: JobId::new(),
         tenant,
@@ -51,9 +56,13 @@ pub async fn start(
         step: admission.initial_step().to_owned(),
     };
     let snapshot = match app.store.create(job.clone()).await? {
-        Created::AlreadyRunning(holder) => return Err(ApiError::AlreadyRunning(holder)),
+        Created::AlreadyRunning(holder) => {
+            metrics::job_refused("already_running");
+            return Err(ApiError::AlreadyRunning(holder));
+        }
         Created::Created(snapshot) => *snapshot,
     };
+    metrics::job_created(snapshot.kind.as_str());
     let handle = app.runner.spawn(job, snapshot.created_at, admission);
     if !wait {
         return Ok(accepted(snapshot));
@@ -109,4 +118,12 @@ fn failed_locally(mut snapshot: Snapshot, class: Option<String>) -> Snapshot {
     snapshot.step = outcome.step();
     snapshot.error = class;
     snapshot
+}
+
+/// The `reason` label of a refusal, in the error code's words.
+fn refusal_reason(refused: &Refused) -> &'static str {
+    match refused {
+        Refused::ShuttingDown => "shutting_down",
+        Refused::Overloaded => "overloaded",
+    }
 }

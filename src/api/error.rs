@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use super::access::ErrorNote;
 use crate::jobs::registry::{ParamError, ParamErrorKind};
 use crate::jobs::runner::Refused;
 use crate::jobs::store::StoreError;
@@ -158,15 +159,19 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message, extra) = self.parts();
-        match &self {
-            ApiError::StoreUnavailable(cause) => {
-                tracing::error!(error = %cause, "answering 503: the job store is unreachable")
-            }
-            ApiError::JobFailed(s) => {
-                tracing::info!(job_id = %s.job_id, "answering 502: the waited-for job failed")
-            }
-            _ => tracing::debug!(status = status.as_u16(), code, "client error"),
-        }
+        // Logged once, by the access line, with this note (a 5xx's cause never reaches the client).
+        let note = ErrorNote {
+            code,
+            cause: match &self {
+                ApiError::StoreUnavailable(cause) => Some(cause.to_string()),
+                ApiError::JobFailed(s) => Some(format!(
+                    "job {} ended {}",
+                    s.job_id,
+                    s.error.as_deref().unwrap_or(s.status.as_str())
+                )),
+                _ => None,
+            },
+        };
         let mut body = Map::new();
         body.insert("error".into(), json!(code));
         body.insert("message".into(), json!(message));
@@ -177,6 +182,7 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        response.extensions_mut().insert(note);
         response
     }
 }

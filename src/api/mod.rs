@@ -1,6 +1,7 @@
 //! The HTTP boundary: the only module that knows status codes. It turns requests into calls
 //! on the job store and runner, and every failure into `ApiError`'s envelope.
 
+pub mod access;
 pub mod catalog;
 pub mod error;
 pub mod extract;
@@ -11,11 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, State};
+use axum::middleware;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
-use tower_http::trace::TraceLayer;
 
 use crate::catalog::Catalog;
 use crate::jobs::runner::Runner;
@@ -36,6 +37,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .route("/catalog/jobs", get(jobs::list))
         .route("/catalog/jobs/{job_id}", get(jobs::get_one))
         .route("/catalog/jobs/{job_id}/cancel", post(jobs::cancel))
@@ -45,10 +47,11 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         )
         .route("/catalog/products/{product_key}", get(products::get_one))
         .route("/catalog/{kind}", post(catalog::start))
+        .route_layer(middleware::from_fn(access::remember_route))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(max_body_bytes))
-        .layer(TraceLayer::new_for_http())
+        .layer(middleware::from_fn(access::access))
         .with_state(state)
 }
 
@@ -72,4 +75,15 @@ async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiErr
         "active_jobs": app.runner.active_jobs(),
         "warnings": warnings,
     })))
+}
+
+/// Prometheus text format: every metric of this process (see `crate::metrics`).
+async fn metrics() -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::metrics::render(),
+    )
 }

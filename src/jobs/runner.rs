@@ -253,6 +253,11 @@ impl Inner {
             .execute(&job, admission, reporter, ticks, &started, cancel)
             .await;
         self.record(&job, created_at, &outcome, percent).await;
+        crate::metrics::job_finished(
+            job.kind.as_str(),
+            outcome.status().as_str(),
+            outcome_class(&outcome),
+        );
         stop_heartbeat.cancel();
         let _ = heartbeat.await;
         JobEnd { outcome }
@@ -269,6 +274,7 @@ impl Inner {
         started: &AtomicBool,
         cancel: CancellationToken,
     ) -> (Outcome, u8) {
+        let queued = crate::metrics::Queued::enter(job.kind.as_str());
         let Some(kind) = self.registry.get(&job.kind) else {
             // The API checks the kind before creating a job; a job created by another replica
             // with other kinds cannot reach this runner.
@@ -296,6 +302,7 @@ impl Inner {
         // "running" reaches the store with the first progress write, one interval after the
         // function starts; a job shorter than that goes from queued straight to its end.
         started.store(true, Ordering::Release);
+        let _running = queued.start();
         reporter.report(0, "starting");
         let latest = ticks.rx.clone();
         let writer = tokio::spawn(
@@ -406,6 +413,13 @@ impl Inner {
                 }
             }
         }
+    }
+}
+
+fn outcome_class(outcome: &Outcome) -> Option<&str> {
+    match outcome {
+        Outcome::Failed(class) => Some(class),
+        _ => None,
     }
 }
 

@@ -6,4 +6,6 @@ mod extract;
 mod faults;
 mod helpers;
 mod http;
+mod observability;
 mod runner;
+mod service;

@@ -1,6 +1,7 @@
 //! The one integration test binary: real redis-server, real app over real HTTP.
 
 mod catalog;
+mod cli;
 mod conformance;
 mod extract;
 mod faults;

@@ -195,5 +195,10 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn JobStore>, StartupErr
         }
         Err(e) => warn!(error = %e, "could not read Redis's eviction policy"),
     }
+    match store.persists().await {
+        Ok(Some(false)) => warn!("Redis persists nothing (appendonly no, no save points): job state is lost if Redis restarts"),
+        Ok(None) => warn!("cannot tell whether Redis persists (CONFIG GET is not allowed)"),
+        _ => {}
+    }
     Ok(Arc::new(store))
 }

@@ -61,17 +61,20 @@ async fn healthz() -> impl IntoResponse {
 }
 
 /// The store answers, and this instance takes jobs. Warnings (an eviction policy that can
-/// evict live locks) are reported without failing readiness.
+/// evict live locks) and `durable: false` (a Redis that does not persist) are reported
+/// without failing readiness.
 async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     if app.runner.is_closing() {
         return Err(ApiError::ShuttingDown);
     }
     app.store.ping().await?;
     let warnings = app.store.warnings().await.unwrap_or_default();
+    // `durable`: job state survives a restart of the store itself (null: cannot tell).
+    let durable = app.store.persists().await?;
     Ok(Json(json!({
         "status": "ready",
         "store": if app.store.is_durable() { "redis" } else { "memory" },
-        "durable": app.store.is_durable(),
+        "durable": durable,
         "active_jobs": app.runner.active_jobs(),
         "warnings": warnings,
     })))

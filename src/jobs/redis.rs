@@ -461,6 +461,33 @@ impl JobStore for RedisStore {
         true
     }
 
+    /// AOF on, or at least one RDB save point. A Redis that answers neither (CONFIG renamed
+    /// or disabled, as on some managed services) cannot be judged: `None`.
+    fn persists(&self) -> BoxFuture<'_, Result<Option<bool>, StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.connection();
+            let get = |name: &'static str| {
+                let mut cmd = redis::cmd("CONFIG");
+                cmd.arg("GET").arg(name);
+                cmd
+            };
+            let Ok(appendonly) =
+                bounded(get("appendonly").query_async::<Vec<String>>(&mut conn)).await
+            else {
+                return Ok(None);
+            };
+            let Ok(save) = bounded(get("save").query_async::<Vec<String>>(&mut conn)).await else {
+                return Ok(None);
+            };
+            let aof = appendonly.get(1).map(|v| v == "yes");
+            let rdb = save.get(1).map(|v| !v.trim().is_empty());
+            Ok(match (aof, rdb) {
+                (Some(aof), Some(rdb)) => Some(aof || rdb),
+                _ => None,
+            })
+        })
+    }
+
     fn settings(&self) -> &StoreSettings {
         &self.settings
     }

@@ -249,5 +249,12 @@ pub trait JobStore: Send + Sync + 'static {
     /// Whether state outlives this process (false for the embedded store).
     fn is_durable(&self) -> bool;
 
+    /// Whether the store keeps its data across its own restart: `Some(false)` for a Redis
+    /// with neither AOF nor RDB save points, `None` when it cannot tell (CONFIG disabled).
+    fn persists(&self) -> BoxFuture<'_, Result<Option<bool>, StoreError>> {
+        let durable = self.is_durable();
+        Box::pin(async move { Ok(Some(durable)) })
+    }
+
     fn settings(&self) -> &StoreSettings;
 }

@@ -118,6 +118,10 @@ impl JobStore for MeteredStore {
         self.inner.is_durable()
     }
 
+    fn persists(&self) -> BoxFuture<'_, Result<Option<bool>, StoreError>> {
+        self.inner.persists()
+    }
+
     fn settings(&self) -> &StoreSettings {
         self.inner.settings()
     }

@@ -8,5 +8,6 @@ mod faults;
 mod helpers;
 mod http;
 mod observability;
+mod readiness;
 mod runner;
 mod service;

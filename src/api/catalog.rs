@@ -8,6 +8,7 @@ use axum::Json;
 use super::error::ApiError;
 use super::extract::{take_single, StartFields};
 use super::jobs::tenant_field;
+use super::openapi;
 use super::AppState;
 use crate::jobs::registry::parse_bool;
 use crate::jobs::runner::Refused;
@@ -15,6 +16,35 @@ use crate::jobs::store::{Created, NewJob, Outcome};
 use crate::jobs::{JobId, Kind, Snapshot};
 use crate::metrics;
 
+/// Starts a job of `kind` for a tenant. Fields may come from the query string and a JSON,
+/// form or multipart body, in any mix; a field the kind does not take is refused.
+#[utoipa::path(post, path = "/catalog/{kind}", tag = "jobs",
+    params(
+        ("kind" = String, Path, description = "`sync`, `enrich` or `pair`."),
+        ("tenant_id" = Option<String>, Query, description = "The tenant (here or in the body)."),
+        ("wait" = Option<String>, Query, description = "Hold the request until the job ends: `true/false/1/0/yes/no/on/off`."),
+        ("source" = Option<Vec<String>>, Query, description = "sync: a feed; repeatable."),
+        ("force" = Option<String>, Query, description = "enrich: re-extract unchanged products."),
+    ),
+    request_body(description = "The same fields as the query string.", content(
+        (openapi::StartFields = "application/json"),
+        (openapi::StartFields = "application/x-www-form-urlencoded"),
+        (openapi::StartFields = "multipart/form-data"),
+    )),
+    responses(
+        (status = 200, description = "`wait=true` and the job is done: its report.", body = openapi::JobReport),
+        (status = 202, description = "Started (or still running after `WAIT_MAX_SECONDS` with `wait=true`): the job; poll `Location`.",
+            body = openapi::JobSnapshot,
+            headers(("Location" = String, description = "Where to poll the job: `/catalog/jobs/{job_id}`."))),
+        (status = 400, description = "`malformed_body`.", body = openapi::ErrorBody),
+        (status = 404, description = "`unknown_kind` (with `known_kinds`).", body = openapi::ErrorBody),
+        (status = 409, description = "`already_running`: a job of this kind is active for the tenant (with its `job_id`).", body = openapi::ErrorBody),
+        (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = openapi::ErrorBody),
+        (status = 415, description = "`unsupported_media_type`.", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field`, `unknown_field`, `source_not_allowed` or `source_not_found` (with `field`).", body = openapi::ErrorBody),
+        (status = 502, description = "`job_failed`: with `wait=true`, the job failed or was cancelled (it is in `job`).", body = openapi::ErrorBody),
+        (status = 503, description = "`overloaded`, `shutting_down` or `store_unavailable`; nothing was created.", body = openapi::ErrorBody),
+    ))]
 pub async fn start(
     State(app): State<AppState>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::error::ApiError;
 use super::extract::{query_fields, take_single};
+use super::openapi;
 use super::AppState;
 use crate::jobs::registry::only_fields;
 use crate::jobs::store::Cancel;
@@ -15,6 +16,15 @@ use crate::jobs::{JobId, Snapshot, TenantId};
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
 
+/// A job as it is now: status, a percent that never goes backwards, the step, and the
+/// report once done.
+#[utoipa::path(get, path = "/catalog/jobs/{job_id}", tag = "jobs",
+    params(("job_id" = String, Path, description = "The id a start answered with.")),
+    responses(
+        (status = 200, description = "The job.", body = openapi::JobSnapshot),
+        (status = 404, description = "`not_found`: no job has this id (or it expired after `JOB_TTL_SECONDS`).", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn get_one(
     State(app): State<AppState>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
@@ -33,6 +43,14 @@ pub struct Listing {
 /// `POST /catalog/jobs/{job_id}/cancel`: asks an active job to stop. 202 with the job (now
 /// `cancelling`); 409 `not_active` when it has already ended; 404 when there is no such job.
 /// Asking twice is harmless.
+#[utoipa::path(post, path = "/catalog/jobs/{job_id}/cancel", tag = "jobs",
+    params(("job_id" = String, Path, description = "The job to stop.")),
+    responses(
+        (status = 202, description = "Asked: the job reads `cancelling`, then `cancelled` at its next safe point.", body = openapi::JobSnapshot),
+        (status = 404, description = "`not_found`.", body = openapi::ErrorBody),
+        (status = 409, description = "`not_active`: the job has already ended (it is in `job`).", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn cancel(
     State(app): State<AppState>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
@@ -49,6 +67,17 @@ pub async fn cancel(
     }
 }
 
+/// A tenant's jobs, newest first.
+#[utoipa::path(get, path = "/catalog/jobs", tag = "jobs",
+    params(
+        ("tenant_id" = String, Query, description = "The tenant."),
+        ("limit" = Option<u32>, Query, description = "How many jobs, 1–100 (default 20).", minimum = 1, maximum = 100),
+    ),
+    responses(
+        (status = 200, description = "The jobs.", body = openapi::JobListing),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn list(State(app): State<AppState>, uri: Uri) -> Result<Json<Listing>, ApiError> {
     let mut fields = query_fields(&uri)?;
     let tenant = tenant_field(&mut fields)?;

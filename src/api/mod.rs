@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod error;
 pub mod extract;
 pub mod jobs;
+pub mod openapi;
 pub mod products;
 
 use std::sync::Arc;
@@ -14,9 +15,10 @@ use std::time::Duration;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::middleware;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::catalog::Catalog;
 use crate::jobs::runner::Runner;
@@ -33,20 +35,26 @@ pub struct AppState {
     pub wait_max: Duration,
 }
 
+/// Every route, each registered through its OpenAPI annotation (`routes!`), so a route
+/// cannot be added without its documentation. Nothing else in `api` may add a route with
+/// axum's plain `route` (a test checks).
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi_json))
+        .routes(routes!(jobs::list))
+        .routes(routes!(jobs::get_one))
+        .routes(routes!(jobs::cancel))
+        .routes(routes!(products::list, products::import))
+        .routes(routes!(products::get_one))
+        .routes(routes!(catalog::start))
+}
+
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/catalog/jobs", get(jobs::list))
-        .route("/catalog/jobs/{job_id}", get(jobs::get_one))
-        .route("/catalog/jobs/{job_id}/cancel", post(jobs::cancel))
-        .route(
-            "/catalog/products",
-            get(products::list).post(products::import),
-        )
-        .route("/catalog/products/{product_key}", get(products::get_one))
-        .route("/catalog/{kind}", post(catalog::start))
+    let (router, _document) = routes().split_for_parts();
+    router
         .route_layer(middleware::from_fn(access::remember_route))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
@@ -55,7 +63,9 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .with_state(state)
 }
 
-/// The process is up and serving HTTP.
+/// The process is up and serving HTTP (liveness: it says nothing of the store).
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "The process is up.", body = openapi::Health)))]
 async fn healthz() -> impl IntoResponse {
     Json(json!({"status": "ok"}))
 }
@@ -63,6 +73,11 @@ async fn healthz() -> impl IntoResponse {
 /// The store answers, and this instance takes jobs. Warnings (an eviction policy that can
 /// evict live locks) and `durable: false` (a Redis that does not persist) are reported
 /// without failing readiness.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "The store answers and this instance takes jobs.", body = openapi::Readiness),
+        (status = 503, description = "`store_unavailable` or `shutting_down`.", body = openapi::ErrorBody),
+    ))]
 async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     if app.runner.is_closing() {
         return Err(ApiError::ShuttingDown);
@@ -81,6 +96,9 @@ async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiErr
 }
 
 /// Prometheus text format: every metric of this process (see `crate::metrics`).
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text exposition format 0.0.4; counters are per process.",
+        body = String, content_type = "text/plain")))]
 async fn metrics() -> impl IntoResponse {
     (
         [(
@@ -89,4 +107,11 @@ async fn metrics() -> impl IntoResponse {
         )],
         crate::metrics::render(),
     )
+}
+
+/// This document (OpenAPI 3.1), for any OpenAPI viewer or client generator.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI 3.1 document of this service.", body = Object)))]
+async fn openapi_json() -> impl IntoResponse {
+    Json(openapi::document())
 }

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use super::error::ApiError;
 use super::extract::{body_bytes, media_type, query_fields, take_single};
 use super::jobs::tenant_field;
+use super::openapi;
 use super::AppState;
 use crate::catalog::products::{
     csv_reader, csv_row_to_json, strip_bom, CatalogStore, CatalogStoreError, Product, ProductKey,
@@ -96,6 +97,22 @@ impl ImportReport {
     }
 }
 
+/// Imports products synchronously; one bad row never sinks the rest.
+#[utoipa::path(post, path = "/catalog/products", tag = "products",
+    params(("tenant_id" = String, Query, description = "The tenant.")),
+    request_body(description = "A JSON array (or one object), JSON Lines, or CSV with a header row.", content(
+        (Vec<openapi::ProductInput> = "application/json"),
+        (String = "application/x-ndjson"),
+        (String = "text/csv"),
+    )),
+    responses(
+        (status = 200, description = "What was read, created, updated, unchanged and invalid.", body = openapi::ImportReport),
+        (status = 400, description = "`malformed_body`.", body = openapi::ErrorBody),
+        (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = openapi::ErrorBody),
+        (status = 415, description = "`unsupported_media_type`.", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn import(
     State(app): State<AppState>,
     req: Request,
@@ -187,6 +204,18 @@ pub async fn import(
     Ok(Json(report))
 }
 
+/// A page of a tenant's products.
+#[utoipa::path(get, path = "/catalog/products", tag = "products",
+    params(
+        ("tenant_id" = String, Query, description = "The tenant."),
+        ("limit" = Option<u32>, Query, description = "How many, 1–500 (default 50).", minimum = 1, maximum = 500),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page."),
+    ),
+    responses(
+        (status = 200, description = "The page.", body = openapi::ProductPage),
+        (status = 422, description = "`missing_field`, `invalid_field` (a bad `limit` or `cursor`) or `unknown_field`.", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn list(State(app): State<AppState>, uri: Uri) -> Result<Json<Value>, ApiError> {
     let (tenant, mut fields) = only_tenant(&uri, &["limit", "cursor"])?;
     let limit = match take_single(&mut fields, "limit")? {
@@ -210,6 +239,18 @@ pub async fn list(State(app): State<AppState>, uri: Uri) -> Result<Json<Value>, 
     Ok(Json(json!({ "products": items, "next_cursor": next })))
 }
 
+/// A product with its enrichment and nearest neighbours.
+#[utoipa::path(get, path = "/catalog/products/{product_key}", tag = "products",
+    params(
+        ("product_key" = String, Path, description = "The product's key."),
+        ("tenant_id" = String, Query, description = "The tenant."),
+    ),
+    responses(
+        (status = 200, description = "The product.", body = openapi::ProductView),
+        (status = 404, description = "`not_found`.", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field`.", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn get_one(
     State(app): State<AppState>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,

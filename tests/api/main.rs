@@ -8,6 +8,7 @@ mod faults;
 mod helpers;
 mod http;
 mod observability;
+mod openapi;
 mod readiness;
 mod runner;
 mod service;

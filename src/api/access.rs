@@ -54,8 +54,9 @@ pub async fn access(request: Request, next: Next) -> Response {
     let status = response.status();
     metrics::http_request(&route, method.as_str(), status.as_u16(), elapsed);
     let note = response.extensions().get::<ErrorNote>();
-    let code = note.map(|n| n.code).unwrap_or("");
-    let cause = note.and_then(|n| n.cause.as_deref()).unwrap_or("");
+    // Absent on a success (an `Option` field with `None` records nothing).
+    let code = note.map(|n| n.code);
+    let cause = note.and_then(|n| n.cause.as_deref());
     let latency_ms = elapsed.as_secs_f64() * 1000.0;
     let status_code = status.as_u16();
     let _in_request = span.enter();

@@ -65,6 +65,10 @@ async fn every_json_log_line_is_an_object_and_carries_request_and_job_ids() {
     assert_eq!(access["status"], 200);
     assert_eq!(access["level"], "INFO");
     assert!(access["latency_ms"].is_number());
+    assert!(
+        access.get("error_code").is_none(),
+        "no error fields on a success: {access}"
+    );
     let ended = lines
         .iter()
         .find(|l| l["message"] == "job ended" && l["tenant_id"] == tenant.as_str())

@@ -98,46 +98,38 @@ pub async fn follow(client: &Client, id: &str) -> Result<Followed, ClientError> 
     }
 }
 
-/// Where progress goes: a bar when stderr is a terminal, else one plain line per change.
+/// Where progress goes: a bar when stderr is a terminal (drawn from the first snapshot, so
+/// a job watched half-way starts at its percent and its own elapsed time, and the ETA is not
+/// skewed by the jump from 0), else one plain line per change.
 enum Display {
-    Bar(ProgressBar),
+    Terminal(Option<ProgressBar>),
     Lines { last: Option<String> },
 }
 
 impl Display {
     fn for_stderr() -> Self {
-        if !std::io::stderr().is_terminal() {
-            return Display::Lines { last: None };
+        if std::io::stderr().is_terminal() {
+            Display::Terminal(None)
+        } else {
+            Display::Lines { last: None }
         }
-        let bar = ProgressBar::with_draw_target(
-            Some(100),
-            ProgressDrawTarget::stderr_with_hz(BAR_REFRESH_HZ),
-        );
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {pos:>3}% [{bar:30}] {msg}  elapsed {elapsed} · ETA {eta}",
-            )
-            .expect("the bar template is valid")
-            .progress_chars("=> "),
-        );
-        bar.enable_steady_tick(Duration::from_millis(1000 / u64::from(BAR_REFRESH_HZ)));
-        Display::Bar(bar)
     }
 
     fn show(&mut self, job: &Job) {
-        let line = format!(
-            "{} {} {}%  {}",
-            job.kind(),
-            job.status(),
-            job.percent(),
-            job.step()
-        );
         match self {
-            Display::Bar(bar) => {
+            Display::Terminal(bar) => {
+                let bar = bar.get_or_insert_with(|| new_bar(job));
                 bar.set_position(job.percent());
                 bar.set_message(format!("{} · {}", job.status(), job.step()));
             }
             Display::Lines { last } => {
+                let line = format!(
+                    "{} {} {}%  {}",
+                    job.kind(),
+                    job.status(),
+                    job.percent(),
+                    job.step()
+                );
                 if last.as_deref() != Some(line.as_str()) {
                     eprintln!("{} {line}", job.id());
                     *last = Some(line);
@@ -147,8 +139,72 @@ impl Display {
     }
 
     fn finish(&mut self) {
-        if let Display::Bar(bar) = self {
+        if let Display::Terminal(Some(bar)) = self {
             bar.finish_and_clear();
         }
+    }
+}
+
+fn new_bar(job: &Job) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(
+        Some(100),
+        ProgressDrawTarget::stderr_with_hz(BAR_REFRESH_HZ),
+    )
+    .with_position(job.percent())
+    .with_elapsed(running_for(job));
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {pos:>3}% [{bar:30}] {msg}  elapsed {elapsed} · ETA {eta}",
+        )
+        .expect("the bar template is valid")
+        .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(1000 / u64::from(BAR_REFRESH_HZ)));
+    bar
+}
+
+/// How long the job has been running (since `started_at`, else `created_at`), on this
+/// host's clock against the store's: zero when the clocks disagree the wrong way.
+fn running_for(job: &Job) -> Duration {
+    let since = ["started_at", "created_at"]
+        .iter()
+        .find_map(|f| job.0[*f].as_str().and_then(unix_ms));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    since.map_or(Duration::ZERO, |ms| {
+        Duration::from_millis(now.saturating_sub(ms).max(0) as u64)
+    })
+}
+
+/// Unix milliseconds of the service's RFC 3339 UTC times (`2026-11-30T10:00:00.000Z`).
+fn unix_ms(text: &str) -> Option<i64> {
+    let num = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
+    if text.len() != 24 || !text.ends_with('Z') {
+        return None;
+    }
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
+    // Days from the civil date (Howard Hinnant's algorithm), so no date crate is needed.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unix_ms;
+
+    #[test]
+    fn the_services_times_read_as_unix_milliseconds() {
+        assert_eq!(unix_ms("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(unix_ms("2026-11-30T15:38:39.072Z"), Some(1_796_053_119_072));
+        assert_eq!(unix_ms("2000-02-29T23:59:59.999Z"), Some(951_868_799_999));
+        assert_eq!(unix_ms("not a time"), None);
     }
 }

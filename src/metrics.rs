@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::jobs::store::Outcome;
+
 pub const JOBS_CREATED: &str = "catalog_jobs_created_total";
 pub const JOBS_FINISHED: &str = "catalog_jobs_finished_total";
 pub const JOB_DURATION: &str = "catalog_job_duration_seconds";
@@ -121,12 +123,13 @@ pub fn progress_written() {
     counter!(PROGRESS_WRITES).increment(1);
 }
 
-/// A job ended: `class` is its error class when it failed (a bounded set of names from the
-/// code, never a message).
-pub fn job_finished(kind: &str, status: &'static str, class: Option<&str>) {
-    match class {
-        Some(class) => counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status, "error" => class.to_owned()).increment(1),
-        None => counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status).increment(1),
+/// A job ended. A failed one carries its error class as `error` (a bounded set of names
+/// from the code, never a message).
+pub fn job_finished(kind: &str, outcome: &Outcome) {
+    let status = outcome.status().as_str();
+    match outcome {
+        Outcome::Failed(class) => counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status, "error" => class.clone()).increment(1),
+        _ => counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status).increment(1),
     }
 }
 

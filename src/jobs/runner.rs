@@ -253,11 +253,7 @@ impl Inner {
             .execute(&job, admission, reporter, ticks, &started, cancel)
             .await;
         self.record(&job, created_at, &outcome, percent).await;
-        crate::metrics::job_finished(
-            job.kind.as_str(),
-            outcome.status().as_str(),
-            outcome_class(&outcome),
-        );
+        crate::metrics::job_finished(job.kind.as_str(), &outcome);
         stop_heartbeat.cancel();
         let _ = heartbeat.await;
         JobEnd { outcome }
@@ -413,13 +409,6 @@ impl Inner {
                 }
             }
         }
-    }
-}
-
-fn outcome_class(outcome: &Outcome) -> Option<&str> {
-    match outcome {
-        Outcome::Failed(class) => Some(class),
-        _ => None,
     }
 }
 

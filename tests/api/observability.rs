@@ -402,6 +402,31 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
             &[("route", "/catalog/jobs/{job_id}")]
         ) >= 2.0
     );
+    // A failed job is counted with its error class; a done one carries no error label.
+    let nowhere = format!("http://127.0.0.1:{}/feed.jsonl", free_port());
+    let r = svc
+        .post_form(
+            "/catalog/sync",
+            &[
+                ("tenant_id", &tenant),
+                ("source", &nowhere),
+                ("wait", "true"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 502);
+    let failed = scrape(&metrics_text(&svc).await);
+    let labels = [
+        ("kind", "sync"),
+        ("status", "failed"),
+        ("error", "SourceUnreachable"),
+    ];
+    assert_eq!(value(&failed, "catalog_jobs_finished_total", &labels), 1.0);
+    assert!(failed
+        .iter()
+        .filter(|s| s.name == "catalog_jobs_finished_total"
+            && s.labels.get("status").map(String::as_str) == Some("done"))
+        .all(|s| !s.labels.contains_key("error")));
     let text = metrics_text(&svc).await;
     assert!(
         !text.contains(&tenant) && !text.contains(&id),

@@ -101,7 +101,7 @@ impl ApiError {
             ApiError::NoRoute => (
                 StatusCode::NOT_FOUND,
                 "not_found",
-                "no such endpoint; see the README for the API".to_owned(),
+                "no such endpoint; GET /openapi.json lists them all".to_owned(),
             ),
             ApiError::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,

@@ -47,15 +47,22 @@ pub struct Config {
     #[arg(long, env = "MAX_CONCURRENT_JOBS", default_value_t = 4)]
     pub max_concurrent_jobs: usize,
 
-    /// Jobs waiting for a worker at once; beyond it a new job gets 503 `overloaded`.
+    /// Jobs the shared ready queue (all replicas) holds at once; beyond it a new job gets
+    /// 503 `overloaded` and nothing is created.
     #[arg(long, env = "MAX_QUEUED_JOBS", default_value_t = 1000)]
     pub max_queued_jobs: usize,
+
+    /// Runs a job gets: a run whose lease expired (its process died) is re-queued until
+    /// then, and after the last one ends `failed` with error `Lost`. 1 keeps a lost run
+    /// reading `lost` until the next create of its tenant and kind takes over.
+    #[arg(long, env = "MAX_ATTEMPTS", default_value_t = 3)]
+    pub max_attempts: u32,
 
     /// How long a job's final state is retried while the store is unreachable.
     #[arg(long, env = "FINISH_RETRY_SECONDS", default_value = "300", value_parser = seconds)]
     pub finish_retry_seconds: Duration,
 
-    /// On SIGTERM, how long running jobs may go on before they end as `Interrupted`.
+    /// On SIGTERM, how long running jobs may go on before they go back to the shared queue.
     #[arg(long, env = "SHUTDOWN_GRACE_SECONDS", default_value = "30", value_parser = seconds)]
     pub shutdown_grace_seconds: Duration,
 
@@ -145,6 +152,9 @@ impl Config {
         }
         if self.max_concurrent_jobs == 0 {
             return bad("MAX_CONCURRENT_JOBS must be at least 1");
+        }
+        if self.max_attempts == 0 {
+            return bad("MAX_ATTEMPTS must be at least 1");
         }
         if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
             return bad("KEY_PREFIX must be non-empty and without spaces");

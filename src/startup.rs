@@ -92,8 +92,9 @@ impl App {
     }
 
     /// Serves until `shutdown` resolves, then shuts down gracefully: new jobs get 503 at
-    /// once, reads go on being served, running jobs get `SHUTDOWN_GRACE_SECONDS` to finish
-    /// and the rest end as `Interrupted` with their locks released; then the server stops.
+    /// once and no more jobs are claimed, reads go on being served, running jobs get
+    /// `SHUTDOWN_GRACE_SECONDS` to finish and the rest go back to the shared queue (their
+    /// attempt not counted) for another replica; then the server stops.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -127,6 +128,8 @@ pub fn store_settings(config: &Config) -> StoreSettings {
         ttl: config.job_ttl_seconds,
         stale_after: config.stale_after_seconds,
         finished_cache: config.finished_cache_seconds,
+        max_queued: config.max_queued_jobs,
+        max_attempts: config.max_attempts,
         ..StoreSettings::default()
     }
 }
@@ -136,7 +139,6 @@ pub fn runner_settings(config: &Config) -> RunnerSettings {
         heartbeat: config.heartbeat(),
         finish_retry: config.finish_retry_seconds,
         max_concurrent: config.max_concurrent_jobs,
-        max_queued: config.max_queued_jobs,
         ..RunnerSettings::default()
     }
 }

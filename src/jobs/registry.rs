@@ -43,10 +43,13 @@ pub trait ErrorClass: StdError + Send + Sync + 'static {
     fn class(&self) -> &'static str;
 }
 
-/// A failed job: the class for the record, the error itself for the log.
+/// A failed job: the class for the record, the error itself for the log. A job that
+/// stopped on request is the class `Cancelled`, with the report of what it had saved.
 pub struct JobError {
     class: String,
     source: Box<dyn StdError + Send + Sync>,
+    /// What a cancelled job had done (`result` of the cancelled record).
+    report: Option<Report>,
 }
 
 impl JobError {
@@ -59,11 +62,27 @@ impl JobError {
         Self::new(CANCELLED, "the job was asked to stop")
     }
 
+    /// The job stopped on request, with a report of what it had saved so far.
+    pub fn cancelled_with(report: Report) -> Self {
+        let mut e = Self::cancelled();
+        e.report = Some(report);
+        e
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.class == CANCELLED
+    }
+
+    pub fn report(&self) -> Option<&Report> {
+        self.report.as_ref()
+    }
+
     /// A job error with an explicit class, for errors without their own `ErrorClass` type.
     pub fn new(class: &str, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
         Self {
             class: class.to_owned(),
             source: source.into(),
+            report: None,
         }
     }
 }
@@ -73,6 +92,7 @@ impl<E: ErrorClass> From<E> for JobError {
         Self {
             class: e.class().to_owned(),
             source: Box::new(e),
+            report: None,
         }
     }
 }

@@ -267,10 +267,11 @@ async fn outage(keep_data: bool) {
 
     redis.restart(keep_data);
     let done = svc.poll(&id, "done", |j| j["status"] == "done").await;
-    assert_eq!(
-        done["result"]["totals"]["created"], 40,
-        "the full report landed: {done}"
-    );
+    // The outage outlasted the stale threshold, so the run may have been recovered and
+    // run again (attempt 2): sync is safe to run twice, and either way every row is in.
+    let totals = &done["result"]["totals"];
+    let rows = totals["created"].as_u64().unwrap() + totals["unchanged"].as_u64().unwrap();
+    assert_eq!(rows, 40, "the full report landed: {done}");
     assert_eq!(done["percent"], 100);
     let ready = svc.readyz().await;
     assert_eq!(ready.status(), 200, "reconnected by itself");
@@ -407,8 +408,12 @@ async fn a_redis_reached_over_its_unix_socket_serves_jobs_and_the_catalogue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_next() {
     let redis = RedisServer::start(false);
-    // A longer threshold here, so the restart below surely happens before the job is stale.
-    let stale = [("STALE_AFTER_SECONDS", "4".to_owned())];
+    // A longer threshold here, so the restart below surely happens before the job is stale;
+    // one attempt, so a lost run is not re-run (MAX_ATTEMPTS=1 keeps this behaviour).
+    let stale = [
+        ("STALE_AFTER_SECONDS", "4".to_owned()),
+        ("MAX_ATTEMPTS", "1".to_owned()),
+    ];
     let mut svc = Service::start(&redis.url(), &stale).await;
     let feeds = HeldFeeds::start().await;
     let t = tenant();
@@ -433,7 +438,7 @@ async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_ne
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_lets_short_jobs_finish_interrupts_long_ones_and_exits_zero() {
+async fn sigterm_lets_short_jobs_finish_gives_long_ones_back_and_exits_zero() {
     let redis = RedisServer::start(false);
     let mut svc = Service::start(&redis.url(), &[("SHUTDOWN_GRACE_SECONDS", "2".into())]).await;
     let feeds = HeldFeeds::start().await;
@@ -464,22 +469,35 @@ async fn sigterm_lets_short_jobs_finish_interrupts_long_ones_and_exits_zero() {
     let done = svc.poll(&short, "done", |j| j["status"] == "done").await;
     assert_eq!(done["result"]["totals"]["created"], 40);
     assert_eq!(svc.wait_exit(), Some(0), "exit status 0");
-    // Read what it left behind through a fresh process on the same Redis.
+    // The long job went back to the queue: a fresh process (a deploy's new version) runs it.
     let after = Service::start(&redis.url(), &[]).await;
-    let long_job: Value = after.job(&long).await.json().await.unwrap();
-    assert_eq!(
-        (long_job["status"].as_str(), long_job["error"].as_str()),
-        (Some("failed"), Some("Interrupted"))
+    let requeued: Value = after.job(&long).await.json().await.unwrap();
+    assert!(
+        matches!(requeued["status"].as_str(), Some("queued" | "running")),
+        "given back, not failed: {requeued}"
     );
-    let r = after.sync(long_t.as_str(), &["demo.jsonl".into()]).await;
-    assert_eq!(r.status(), 202, "the interrupted job's lock was released");
+    feeds.release("long");
+    let long_job = after.poll(&long, "done", |j| j["status"] == "done").await;
+    assert_eq!(
+        long_job["attempt"], 1,
+        "the given-back run is not counted: {long_job}"
+    );
+    assert_eq!(long_job["result"]["totals"]["read"], 40);
+    assert!(
+        long_job["worker"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/{}", after.pid())),
+        "it ran on the new process: {long_job}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_process_that_comes_back_is_fenced_off() {
+async fn with_one_attempt_a_paused_process_that_comes_back_is_fenced_off() {
     let redis = RedisServer::start(false);
-    let a = Service::start(&redis.url(), &[]).await;
-    let b = Service::start(&redis.url(), &[]).await;
+    let one = [("MAX_ATTEMPTS", "1".to_owned())];
+    let a = Service::start(&redis.url(), &one).await;
+    let b = Service::start(&redis.url(), &one).await;
     let feeds = HeldFeeds::start().await;
     let t = tenant();
     let old = started_id(a.sync(t.as_str(), &[feeds.url("paused")]).await).await;
@@ -619,7 +637,7 @@ async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_
         let body: Value = r.json().await.unwrap();
         assert_eq!(
             (body["status"].as_str(), body["step"].as_str()),
-            (Some("queued"), Some("waiting for a free worker"))
+            (Some("queued"), Some("queued"))
         );
     }
     let r = svc.sync(tenants[3].as_str(), &[feeds.url("bp")]).await;

@@ -1,0 +1,25 @@
+-- claim: take the job at the head of the ready queue for a worker, as a leased run.
+-- A: worker (host/pid)
+-- Returns {} when the queue is empty, else {id, claim, attempt, tenant, kind, params, created_ms}.
+-- `claim` is the run's fencing token (raised by every claim); `attempt` counts runs against
+-- MAX_ATTEMPTS, except a run given back at shutdown (free_retry). Entries whose job ended,
+-- vanished or was taken over while it waited are dropped on the way.
+local now = now_ms()
+while true do
+  local id = redis.call('LPOP', K_QUEUE)
+  if not id then return {} end
+  local hkey = k_job(id)
+  local st = redis.call('HMGET', hkey, 'status', 'superseded_by', 'attempt', 'free_retry',
+    'tenant', 'kind', 'params', 'created_ms')
+  if st[1] == 'queued' and not st[2] then
+    local attempt = tonumber(st[3] or '0')
+    if st[4] then redis.call('HDEL', hkey, 'free_retry') else attempt = attempt + 1 end
+    local claim = redis.call('HINCRBY', hkey, 'claim', 1)
+    redis.call('HSET', hkey, 'status', 'running', 'attempt', attempt, 'worker', A[1],
+      'step', 'starting', 'updated_ms', now, 'heartbeat_ms', now)
+    redis.call('HSETNX', hkey, 'started_ms', now)
+    redis.call('EXPIRE', hkey, TTL)
+    redis.call('ZADD', K_LEASES, now + STALE, id)
+    return {id, claim, attempt, st[5], st[6], st[7], st[8]}
+  end
+end

@@ -28,6 +28,7 @@ pub fn run(
     progress.report(0, "loading products");
     let window = catalog.settings.write_retry;
     let products = retrying(window, || catalog.store.all(tenant))?;
+    check(stop)?;
     // With nothing to enrich there is nothing to compare against: one round trip fewer.
     let done = if force || products.is_empty() {
         Default::default()
@@ -47,27 +48,37 @@ pub fn run(
     let size = catalog.settings.enrich_batch.max(1);
     let batches = todo.len().div_ceil(size);
     let (mut extracted, mut unextractable) = (0u64, 0u64);
+    // Batches already saved stay saved: a re-run resumes after them, and a stop on request
+    // reports them.
+    let stopped = |saved: usize, extracted: u64, unextractable: u64| {
+        check(stop).map_err(|_| {
+            CatalogError::CancelledWith(json!({
+                "products": products.len(),
+                "extracted": extracted,
+                "unextractable": unextractable,
+                "skipped": skipped,
+                "batches": saved,
+            }))
+        })
+    };
     for (n, chunk) in todo.chunks(size).enumerate() {
-        // Batches already saved stay saved: a re-run resumes after them.
-        check(stop)?;
         let step = format!("extracting attributes — batch {} of {batches}", n + 1);
         progress.interpolate(0, 100, n * size, todo.len(), &step);
-        let batch: Vec<_> = chunk
-            .iter()
-            .map(|p| {
-                let attributes = extract(
-                    &p.product.name,
-                    p.product.description.as_deref(),
-                    &p.product.attributes,
-                );
-                let e = Enrichment {
-                    content_hash: p.content_hash.clone(),
-                    unextractable: attributes.is_empty(),
-                    attributes,
-                };
-                (p.product.product_key.clone(), e)
-            })
-            .collect();
+        let mut batch = Vec::with_capacity(chunk.len());
+        for p in chunk {
+            stopped(n, extracted, unextractable)?;
+            let attributes = extract(
+                &p.product.name,
+                p.product.description.as_deref(),
+                &p.product.attributes,
+            );
+            let e = Enrichment {
+                content_hash: p.content_hash.clone(),
+                unextractable: attributes.is_empty(),
+                attributes,
+            };
+            batch.push((p.product.product_key.clone(), e));
+        }
         for (_, e) in &batch {
             if e.unextractable {
                 unextractable += 1;

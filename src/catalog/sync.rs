@@ -195,9 +195,11 @@ impl<R: Read> Read for Counting<R> {
 }
 
 /// An HTTP body read from a blocking thread, one chunk at a time (never buffered whole).
+/// A read waiting on a stalled feed gives up as soon as the job is asked to stop.
 struct HttpBody {
     handle: tokio::runtime::Handle,
     response: reqwest::Response,
+    stop: CancellationToken,
     /// The last chunk received, and how much of it was read.
     data: Vec<u8>,
     at: usize,
@@ -206,7 +208,17 @@ struct HttpBody {
 impl Read for HttpBody {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.at >= self.data.len() {
-            match self.handle.block_on(self.response.chunk()) {
+            let stop = self.stop.clone();
+            let chunk = self.handle.block_on(async {
+                tokio::select! {
+                    chunk = self.response.chunk() => Some(chunk),
+                    () = stop.cancelled() => None,
+                }
+            });
+            let Some(chunk) = chunk else {
+                return Err(io::Error::other("the job was asked to stop"));
+            };
+            match chunk {
                 Ok(Some(bytes)) => {
                     self.data.clear();
                     self.data.extend_from_slice(&bytes);
@@ -232,7 +244,11 @@ enum Format {
 }
 
 /// Opens a source for streaming: the reader, its size if known, and its format.
-fn open(source: &str, settings: &CatalogSettings) -> Result<Opened, SourceError> {
+fn open(
+    source: &str,
+    settings: &CatalogSettings,
+    stop: &CancellationToken,
+) -> Result<Opened, SourceError> {
     let resolved = resolve(source, settings).map_err(|e| SourceError::Unreachable(e.message))?;
     match resolved {
         Resolved::File(path) => {
@@ -260,7 +276,13 @@ fn open(source: &str, settings: &CatalogSettings) -> Result<Opened, SourceError>
                 .build()
                 .map_err(|e| SourceError::Unreachable(e.to_string()))?;
             let response = handle
-                .block_on(client.get(url.clone()).send())
+                .block_on(async {
+                    tokio::select! {
+                        r = client.get(url.clone()).send() => Some(r),
+                        () = stop.cancelled() => None,
+                    }
+                })
+                .ok_or_else(|| SourceError::Unreachable("the job was asked to stop".into()))?
                 .map_err(|e| SourceError::Unreachable(e.to_string()))?;
             if !response.status().is_success() {
                 return Err(SourceError::Unreachable(format!(
@@ -278,6 +300,7 @@ fn open(source: &str, settings: &CatalogSettings) -> Result<Opened, SourceError>
             let body = HttpBody {
                 handle,
                 response,
+                stop: stop.clone(),
                 data: Vec::new(),
                 at: 0,
             };
@@ -415,7 +438,16 @@ pub fn run(
         let outcome = sync_source(catalog, tenant, source, stop, &mut report, &|frac: f64| {
             let p = ((i as f64 + frac.clamp(0.0, 1.0)) * 100.0 / n as f64) as u8;
             progress.report(p, &step);
-        })?;
+        });
+        // A stop (between rows, or during a stalled read, which then fails the source) is
+        // reported with what was saved before it.
+        if stop.is_cancelled() || matches!(outcome, Err(CatalogError::Cancelled)) {
+            report.status = "cancelled";
+            report.error = None;
+            reports.push(report);
+            return Err(CatalogError::CancelledWith(summary(&reports)));
+        }
+        let outcome = outcome?;
         match outcome {
             Ok(()) => report.status = "ok",
             Err(e) => {
@@ -431,6 +463,15 @@ pub fn run(
             "all {n} sources failed"
         )));
     }
+    progress.report(
+        100,
+        &format!("synced {n} source{}", if n == 1 { "" } else { "s" }),
+    );
+    Ok(summary(&reports))
+}
+
+/// The sync's report: per source, and totals.
+fn summary(reports: &[SourceReport]) -> Value {
     let total = |f: fn(&SourceReport) -> u64| reports.iter().map(f).sum::<u64>();
     let totals = json!({
         "read": total(|r| r.read),
@@ -440,11 +481,7 @@ pub fn run(
         "invalid": total(|r| r.invalid),
     });
     let failed = reports.iter().filter(|r| r.status == "failed").count();
-    progress.report(
-        100,
-        &format!("synced {n} source{}", if n == 1 { "" } else { "s" }),
-    );
-    Ok(json!({ "sources": reports, "totals": totals, "sources_failed": failed }))
+    json!({ "sources": reports, "totals": totals, "sources_failed": failed })
 }
 
 /// Streams one source into the catalogue. The outer error ends the job (the store stayed
@@ -457,7 +494,7 @@ fn sync_source(
     report: &mut SourceReport,
     on_progress: &dyn Fn(f64),
 ) -> Result<Result<(), SourceError>, CatalogError> {
-    let (reader, size, format) = match open(source, &catalog.settings) {
+    let (reader, size, format) = match open(source, &catalog.settings, stop) {
         Ok(opened) => opened,
         Err(e) => return Ok(Err(e)),
     };
@@ -482,6 +519,7 @@ fn sync_source(
         Ok(())
     };
     let outcome = parse_stream(counting, format, |line, parsed| {
+        check(stop)?;
         report.read += 1;
         match parsed {
             Ok(p) => batch.push(p),

@@ -14,15 +14,15 @@ use tokio::sync::Semaphore;
 use crate::helpers::{free_port, tenant, RedisServer};
 
 /// A `catalog-jobs` process, killed (by pid) when dropped. Its log goes to a file.
-struct Service {
+pub(crate) struct Service {
     child: Option<Child>,
     port: u16,
     log: std::path::PathBuf,
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
 }
 
 impl Service {
-    async fn start(redis_url: &str, env: &[(&str, String)]) -> Service {
+    pub(crate) async fn start(redis_url: &str, env: &[(&str, String)]) -> Service {
         let port = free_port();
         let log =
             std::env::temp_dir().join(format!("catalog-jobs-{}-{port}.log", std::process::id()));
@@ -60,15 +60,15 @@ impl Service {
         svc
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
     }
 
-    fn signal(&self, sig: &str) {
+    pub(crate) fn signal(&self, sig: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{sig}"))
             .arg(self.pid().to_string())
@@ -79,7 +79,7 @@ impl Service {
     }
 
     /// Waits (10 s at most) for the process to exit, answering its exit code.
-    fn wait_exit(&mut self) -> Option<i32> {
+    pub(crate) fn wait_exit(&mut self) -> Option<i32> {
         let mut child = self.child.take().expect("running");
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
@@ -94,16 +94,16 @@ impl Service {
         }
     }
 
-    fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         self.signal("KILL");
         let _ = self.wait_exit();
     }
 
-    async fn readyz(&self) -> reqwest::Response {
+    pub(crate) async fn readyz(&self) -> reqwest::Response {
         self.client.get(self.url("/readyz")).send().await.unwrap()
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         let mut s = String::new();
         std::fs::File::open(&self.log)
             .unwrap()
@@ -112,7 +112,7 @@ impl Service {
         s
     }
 
-    async fn sync(&self, tenant: &str, sources: &[String]) -> reqwest::Response {
+    pub(crate) async fn sync(&self, tenant: &str, sources: &[String]) -> reqwest::Response {
         let mut form: Vec<(&str, &str)> = vec![("tenant_id", tenant)];
         form.extend(sources.iter().map(|s| ("source", s.as_str())));
         self.client
@@ -123,7 +123,7 @@ impl Service {
             .unwrap()
     }
 
-    async fn job(&self, id: &str) -> reqwest::Response {
+    pub(crate) async fn job(&self, id: &str) -> reqwest::Response {
         self.client
             .get(self.url(&format!("/catalog/jobs/{id}")))
             .send()
@@ -132,7 +132,7 @@ impl Service {
     }
 
     /// Polls until the job satisfies `done` (20 s at most), answering its last snapshot.
-    async fn poll(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn poll(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let r = self.job(id).await;
@@ -169,13 +169,13 @@ impl Drop for Service {
 
 /// Feeds that are held until the test releases them: a sync of one is a long job whose
 /// end the test decides.
-struct HeldFeeds {
+pub(crate) struct HeldFeeds {
     port: u16,
     gates: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
 }
 
 impl HeldFeeds {
-    async fn start() -> HeldFeeds {
+    pub(crate) async fn start() -> HeldFeeds {
         use axum::routing::get;
         let gates: Arc<Mutex<HashMap<String, Arc<Semaphore>>>> = Arc::default();
         let shared = gates.clone();
@@ -198,11 +198,11 @@ impl HeldFeeds {
         HeldFeeds { port, gates }
     }
 
-    fn url(&self, name: &str) -> String {
+    pub(crate) fn url(&self, name: &str) -> String {
         format!("http://127.0.0.1:{}/held/{name}.jsonl", self.port)
     }
 
-    fn release(&self, name: &str) {
+    pub(crate) fn release(&self, name: &str) {
         let name = format!("{name}.jsonl");
         self.gates
             .lock()
@@ -213,7 +213,7 @@ impl HeldFeeds {
     }
 }
 
-async fn started_id(r: reqwest::Response) -> String {
+pub(crate) async fn started_id(r: reqwest::Response) -> String {
     assert_eq!(r.status(), 202, "the job was accepted");
     r.json::<Value>().await.unwrap()["job_id"]
         .as_str()
@@ -221,7 +221,7 @@ async fn started_id(r: reqwest::Response) -> String {
         .to_owned()
 }
 
-fn running(job: &Value) -> bool {
+pub(crate) fn running(job: &Value) -> bool {
     job["status"] == "running"
 }
 
@@ -497,11 +497,12 @@ async fn with_one_attempt_a_paused_process_that_comes_back_is_fenced_off() {
     let redis = RedisServer::start(false);
     let one = [("MAX_ATTEMPTS", "1".to_owned())];
     let a = Service::start(&redis.url(), &one).await;
-    let b = Service::start(&redis.url(), &one).await;
     let feeds = HeldFeeds::start().await;
     let t = tenant();
     let old = started_id(a.sync(t.as_str(), &[feeds.url("paused")]).await).await;
     a.poll(&old, "running", running).await;
+    // Started once A runs the job: B cannot have claimed it.
+    let b = Service::start(&redis.url(), &one).await;
     a.signal("STOP"); // partitioned / paused: no heartbeats
     b.poll(&old, "lost", |j| j["status"] == "lost").await;
     let new = started_id(b.sync(t.as_str(), &[feeds.url("fresh")]).await).await;

@@ -37,6 +37,10 @@ pub const PANIC: &str = "Panic";
 const WAIT_RECHECK: Duration = Duration::from_secs(1);
 /// How long a run given back at shutdown gets to be written back to the queue.
 const RELEASE_WINDOW: Duration = Duration::from_secs(3);
+/// How long a cancel event for a job this process does not (yet) run is remembered: it may
+/// have been claimed here a moment before, and not be registered yet. Past this, the next
+/// heartbeat's answer carries the request anyway.
+const EARLY_CANCEL_MEMORY: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug)]
 pub struct RunnerSettings {
@@ -110,6 +114,8 @@ pub(super) struct Inner {
     /// Cancelled when shutdown is over: the process-wide tasks end.
     stopped: CancellationToken,
     running: Mutex<HashMap<JobId, Running>>,
+    /// Cancel events for jobs not running here when they came (see `EARLY_CANCEL_MEMORY`).
+    early_cancels: Mutex<HashMap<JobId, Instant>>,
     waiters: Mutex<HashMap<JobId, Arc<Notify>>>,
     /// Signalled when the queue may have work (an event, a resync).
     pub wake: Notify,
@@ -135,6 +141,7 @@ impl Runner {
             interrupt: CancellationToken::new(),
             stopped: CancellationToken::new(),
             running: Mutex::new(HashMap::new()),
+            early_cancels: Mutex::new(HashMap::new()),
             waiters: Mutex::new(HashMap::new()),
             wake: Notify::new(),
             worker: worker_name(),
@@ -255,6 +262,25 @@ impl Inner {
         self.waiters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether a cancel event for this job came before its run was registered here.
+    fn take_early_cancel(&self, id: &JobId) -> bool {
+        let mut early = self.early_cancels.lock().unwrap_or_else(|p| p.into_inner());
+        early.retain(|_, at| at.elapsed() < EARLY_CANCEL_MEMORY);
+        early.remove(id).is_some()
+    }
+
+    fn on_cancel_event(&self, id: JobId) {
+        let running = self.lock_running();
+        if let Some(r) = running.get(&id) {
+            info!(job_id = %id, "asked to stop: the job is told");
+            r.cancel.cancel();
+            return;
+        }
+        let mut early = self.early_cancels.lock().unwrap_or_else(|p| p.into_inner());
+        early.retain(|_, at| at.elapsed() < EARLY_CANCEL_MEMORY);
+        early.insert(id, Instant::now());
+    }
+
     fn ended(&self, id: &JobId) {
         if let Some(n) = self.lock_waiters().get(id) {
             n.notify_one();
@@ -280,18 +306,26 @@ impl Inner {
         let (reporter, ticks) = progress_channel();
         let cancel = CancellationToken::new();
         let fenced = Arc::new(AtomicBool::new(false));
-        self.lock_running().insert(
-            job.id,
-            Running {
-                job: job.clone(),
-                run,
-                created_at,
-                attempt,
-                cancel: cancel.clone(),
-                fenced: fenced.clone(),
-                latest: ticks.rx.clone(),
-            },
-        );
+        {
+            // Under the running lock, like `on_cancel_event`: a cancel event is either seen
+            // there or left for this check, never lost in between.
+            let mut running = self.lock_running();
+            if self.take_early_cancel(&job.id) {
+                cancel.cancel();
+            }
+            running.insert(
+                job.id,
+                Running {
+                    job: job.clone(),
+                    run,
+                    created_at,
+                    attempt,
+                    cancel: cancel.clone(),
+                    fenced: fenced.clone(),
+                    latest: ticks.rx.clone(),
+                },
+            );
+        }
         let result = self.execute(&job, run, reporter, ticks, cancel).await;
         match result {
             Some((outcome, percent)) if !fenced.load(Ordering::Acquire) => {
@@ -530,12 +564,7 @@ impl Inner {
             };
             match event {
                 Ok(Event::Wake) => self.wake.notify_one(),
-                Ok(Event::Cancel(id)) => {
-                    if let Some(r) = self.lock_running().get(&id) {
-                        info!(job_id = %id, "asked to stop: the job is told");
-                        r.cancel.cancel();
-                    }
-                }
+                Ok(Event::Cancel(id)) => self.on_cancel_event(id),
                 Ok(Event::Ended(id)) => self.ended(&id),
                 Ok(Event::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => {
                     self.wake.notify_one();

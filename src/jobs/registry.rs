@@ -43,70 +43,73 @@ pub trait ErrorClass: StdError + Send + Sync + 'static {
     fn class(&self) -> &'static str;
 }
 
-/// A failed job: the class for the record, the error itself for the log. A job that
-/// stopped on request is the class `Cancelled`, with the report of what it had saved.
-pub struct JobError {
-    class: String,
-    source: Box<dyn StdError + Send + Sync>,
-    /// What a cancelled job had done (`result` of the cancelled record).
-    report: Option<Report>,
+/// How a job function ended without a report: it failed (the class for the record, the
+/// error itself for the log), or it stopped on request with what it had saved so far.
+pub enum JobError {
+    Failed {
+        class: String,
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// Stopped because `JobInput::cancel` was tripped (a cancel request, or the run was
+    /// fenced off); `report` becomes the cancelled job's `result`.
+    Cancelled { report: Option<Report> },
 }
 
 impl JobError {
     pub fn class(&self) -> &str {
-        &self.class
+        match self {
+            JobError::Failed { class, .. } => class,
+            JobError::Cancelled { .. } => CANCELLED,
+        }
     }
 
     /// The job stopped on request (see `JobInput::cancel`).
     pub fn cancelled() -> Self {
-        Self::new(CANCELLED, "the job was asked to stop")
+        JobError::Cancelled { report: None }
     }
 
     /// The job stopped on request, with a report of what it had saved so far.
     pub fn cancelled_with(report: Report) -> Self {
-        let mut e = Self::cancelled();
-        e.report = Some(report);
-        e
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.class == CANCELLED
-    }
-
-    pub fn report(&self) -> Option<&Report> {
-        self.report.as_ref()
+        JobError::Cancelled {
+            report: Some(report),
+        }
     }
 
     /// A job error with an explicit class, for errors without their own `ErrorClass` type.
     pub fn new(class: &str, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
-        Self {
+        JobError::Failed {
             class: class.to_owned(),
             source: source.into(),
-            report: None,
         }
     }
 }
 
+/// An error whose class is `Cancelled` is a stop on request, without a report.
 impl<E: ErrorClass> From<E> for JobError {
     fn from(e: E) -> Self {
-        Self {
+        if e.class() == CANCELLED {
+            return JobError::cancelled();
+        }
+        JobError::Failed {
             class: e.class().to_owned(),
             source: Box::new(e),
-            report: None,
         }
     }
 }
 
 impl fmt::Debug for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.class, self.source)
+        write!(f, "{}: {self}", self.class())
     }
 }
 
 impl fmt::Display for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.source)?;
-        let mut cause = self.source.source();
+        let JobError::Failed { source, .. } = self else {
+            return f.write_str("the job was asked to stop");
+        };
+        write!(f, "{source}")?;
+        let mut cause = source.source();
         while let Some(c) = cause {
             write!(f, ": {c}")?;
             cause = c.source();

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
-use super::registry::{JobFn, JobInput, Registry};
+use super::registry::{JobError, JobFn, JobInput, Registry};
 use super::store::{
     Claim, Event, Finish, JobStore, Live, NewJob, Outcome, Release, Renewal, Restore, RunId,
     StoreError, Tick as TickAnswer,
@@ -388,9 +388,9 @@ impl Inner {
         let percent = latest.borrow().percent;
         let outcome = match joined? {
             Ok(Ok(report)) => Outcome::Done(report),
-            Ok(Err(e)) if e.is_cancelled() => {
+            Ok(Err(JobError::Cancelled { report })) => {
                 info!("job stopped on request");
-                Outcome::Cancelled(e.report().cloned().unwrap_or(serde_json::Value::Null))
+                Outcome::Cancelled(report.unwrap_or(serde_json::Value::Null))
             }
             Ok(Err(e)) => {
                 // The message may carry customer data: it goes to the log, the class to the record.

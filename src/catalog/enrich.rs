@@ -11,19 +11,28 @@ use crate::jobs::registry::{bool_field, only_fields, Fields, ParamError, Progres
 use crate::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
 
-pub fn prepare(fields: &Fields) -> Result<Value, ParamError> {
+/// An enrich's parameters, as the POST checked them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EnrichParams {
+    /// Re-extract products whose content is unchanged since their last enrichment.
+    pub force: bool,
+}
+
+pub fn prepare(fields: &Fields) -> Result<EnrichParams, ParamError> {
     only_fields(fields, &["force"])?;
-    Ok(json!({ "force": bool_field(fields, "force")?.unwrap_or(false) }))
+    Ok(EnrichParams {
+        force: bool_field(fields, "force")?.unwrap_or(false),
+    })
 }
 
 pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
-    params: &Value,
+    params: &EnrichParams,
     stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
-    let force = params["force"].as_bool().unwrap_or(false);
+    let force = params.force;
     let progress = Monotonic::new(progress);
     progress.report(0, "loading products");
     let window = catalog.settings.write_retry;

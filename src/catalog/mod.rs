@@ -176,17 +176,15 @@ fn job_error(e: CatalogError) -> JobError {
 pub fn registry(catalog: Arc<Catalog>) -> Registry {
     let (c1, c2, c3, c4) = (catalog.clone(), catalog.clone(), catalog.clone(), catalog);
     Registry::new()
-        .with(
+        .with_typed(
             "sync",
             move |fields| sync::prepare(fields, &c1.settings),
-            move |input, progress| {
-                sync::run(&c2, &input.tenant, &input.params, &input.cancel, progress)
-                    .map_err(job_error)
+            move |input, params, progress| {
+                sync::run(&c2, &input.tenant, params, &input.cancel, progress).map_err(job_error)
             },
         )
-        .with("enrich", enrich::prepare, move |input, progress| {
-            enrich::run(&c3, &input.tenant, &input.params, &input.cancel, progress)
-                .map_err(job_error)
+        .with_typed("enrich", enrich::prepare, move |input, params, progress| {
+            enrich::run(&c3, &input.tenant, params, &input.cancel, progress).map_err(job_error)
         })
         .with_plain("pair", move |input, progress| {
             pair::run(&c4, &input.tenant, &input.cancel, progress).map_err(JobError::from)

@@ -29,7 +29,13 @@ const MAX_LINE: usize = 1 << 20;
 const ERROR_SAMPLE: usize = 5;
 
 /// Checks the `source` fields: each must resolve to an allowed place that exists.
-pub fn prepare(fields: &Fields, settings: &CatalogSettings) -> Result<Value, ParamError> {
+/// A sync's parameters, as the POST checked them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SyncParams {
+    pub sources: Vec<String>,
+}
+
+pub fn prepare(fields: &Fields, settings: &CatalogSettings) -> Result<SyncParams, ParamError> {
     only_fields(fields, &["source"])?;
     let raw = fields.get("source").map(Vec::as_slice).unwrap_or_default();
     if raw.is_empty() {
@@ -53,7 +59,7 @@ pub fn prepare(fields: &Fields, settings: &CatalogSettings) -> Result<Value, Par
         resolve(s, settings)?;
         sources.push(s.to_owned());
     }
-    Ok(json!({ "sources": sources }))
+    Ok(SyncParams { sources })
 }
 
 /// Where a source points, once it is known to be allowed.
@@ -412,18 +418,11 @@ fn csv_error(e: csv::Error) -> SourceError {
 pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
-    params: &Value,
+    params: &SyncParams,
     stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
-    let sources: Vec<String> = params["sources"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let sources = &params.sources;
     let progress = Monotonic::new(progress);
     let n = sources.len();
     let mut reports = Vec::with_capacity(n);

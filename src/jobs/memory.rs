@@ -605,7 +605,9 @@ impl JobStore for MemoryStore {
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.events.subscribe()
+        let rx = self.events.subscribe();
+        self.publish(Event::Resync);
+        rx
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -10,6 +10,7 @@
 //! `StoreError::Unavailable`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 
@@ -110,6 +111,8 @@ pub struct RedisStore {
     client: redis::Client,
     events: broadcast::Sender<Event>,
     listening: Arc<OnceLock<()>>,
+    /// Whether the listener's subscription is live now.
+    live: Arc<AtomicBool>,
 }
 
 impl RedisStore {
@@ -133,6 +136,7 @@ impl RedisStore {
             client,
             events: broadcast::channel(EVENT_BUFFER).0,
             listening: Arc::new(OnceLock::new()),
+            live: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -169,7 +173,12 @@ fn unexpected(code: i64) -> StoreError {
 
 /// Reads the store's channel into `tx` for as long as anyone may subscribe, subscribing
 /// again after a broken connection (and telling subscribers to re-check: `Resync`).
-async fn listen(client: redis::Client, channel: String, tx: broadcast::Sender<Event>) {
+async fn listen(
+    client: redis::Client,
+    channel: String,
+    tx: broadcast::Sender<Event>,
+    live: Arc<AtomicBool>,
+) {
     loop {
         let connected = tokio::time::timeout(CALL_TIMEOUT, async {
             let mut pubsub = client.get_async_pubsub().await?;
@@ -179,6 +188,7 @@ async fn listen(client: redis::Client, channel: String, tx: broadcast::Sender<Ev
         .await;
         match connected {
             Ok(Ok(pubsub)) => {
+                live.store(true, Ordering::Release);
                 let _ = tx.send(Event::Resync);
                 let mut messages = pubsub.into_on_message();
                 while let Some(msg) = messages.next().await {
@@ -190,6 +200,7 @@ async fn listen(client: redis::Client, channel: String, tx: broadcast::Sender<Ev
                         let _ = tx.send(event);
                     }
                 }
+                live.store(false, Ordering::Release);
                 warn!("the job events subscription broke; subscribing again");
             }
             Ok(Err(e)) => warn!(error = %e, "cannot subscribe to job events yet"),
@@ -502,8 +513,12 @@ impl JobStore for RedisStore {
                 self.client.clone(),
                 self.keys.events(),
                 self.events.clone(),
+                self.live.clone(),
             ));
         });
+        if self.live.load(Ordering::Acquire) {
+            let _ = self.events.send(Event::Resync);
+        }
         rx
     }
 

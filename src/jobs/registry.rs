@@ -10,6 +10,8 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +39,8 @@ pub struct JobInput {
 
 /// The error class of a job that stopped because it was asked to.
 pub const CANCELLED: &str = "Cancelled";
+/// The error class of a job whose stored parameters are not its kind's.
+pub const CORRUPT_PARAMS: &str = "CorruptParams";
 
 /// An error type whose variants name the job's error class (`SourceUnreachable`, …).
 pub trait ErrorClass: StdError + Send + Sync + 'static {
@@ -204,6 +208,33 @@ impl Registry {
             },
         );
         self
+    }
+
+    /// Registers a kind with typed parameters: `prepare` parses the request's fields once,
+    /// at the POST (they are stored with the job as JSON, so any replica can run it), and
+    /// `run` gets them deserialised once, when the job starts.
+    pub fn with_typed<P>(
+        self,
+        kind: &str,
+        prepare: impl Fn(&Fields) -> Result<P, ParamError> + Send + Sync + 'static,
+        run: impl Fn(&JobInput, &P, Progress<'_>) -> Result<Report, JobError> + Send + Sync + 'static,
+    ) -> Self
+    where
+        P: Serialize + DeserializeOwned,
+    {
+        self.with(
+            kind,
+            move |fields| {
+                let params = prepare(fields)?;
+                Ok(serde_json::to_value(params).expect("job parameters serialise to JSON"))
+            },
+            move |input, progress| {
+                // Written by `prepare` above; anything else in the store is a corrupt record.
+                let params: P = serde_json::from_value(input.params.clone())
+                    .map_err(|e| JobError::new(CORRUPT_PARAMS, e))?;
+                run(input, &params, progress)
+            },
+        )
     }
 
     /// Registers a kind that takes no parameters.

@@ -332,7 +332,8 @@ pub trait JobStore: Send + Sync + 'static {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>>;
 
-    /// The events of this namespace, from every process.
+    /// The events of this namespace, from every process. A subscriber gets `Resync` once
+    /// its subscription is live (events published before that may be missed).
     fn subscribe(&self) -> broadcast::Receiver<Event>;
 
     /// Whether the store answers at all.

@@ -627,6 +627,11 @@ async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_
     let job = new_job(&t, "enrich");
     let (created, run) = start(&*s, &job).await;
     let mut events = s.subscribe();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while events.recv().await.unwrap() != catalog_jobs::jobs::store::Event::Resync {}
+    })
+    .await
+    .expect("the subscription goes live");
     s.tick(&run, 30, "batch 3 of 10").await.unwrap();
     assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::Requested);
     let told = tokio::time::timeout(Duration::from_secs(5), async {

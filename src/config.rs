@@ -27,7 +27,8 @@ pub struct Config {
     #[arg(long, env = "KEY_PREFIX", default_value = "job")]
     pub key_prefix: String,
 
-    /// A queued or running job whose heartbeat is this old reads as `lost`.
+    /// A running job whose lease (heartbeat) is this old reads as `lost`, and the recovery
+    /// sweep re-queues it (see `MAX_ATTEMPTS`). A queued job is never lost.
     #[arg(long, env = "STALE_AFTER_SECONDS", default_value = "300", value_parser = seconds)]
     pub stale_after_seconds: Duration,
 
@@ -35,7 +36,8 @@ pub struct Config {
     #[arg(long, env = "JOB_TTL_SECONDS", default_value = "86400", value_parser = seconds)]
     pub job_ttl_seconds: Duration,
 
-    /// How often a live job's heartbeat is written (default: a tenth of the stale threshold, at most 5 s).
+    /// How often a process renews its running jobs' leases, in one call, and sweeps for lost
+    /// runs (default: a tenth of the stale threshold, at most 5 s).
     #[arg(long, env = "HEARTBEAT_SECONDS", value_parser = seconds)]
     pub heartbeat_seconds: Option<Duration>,
 

@@ -1,6 +1,8 @@
 //! enrich: extracts attributes from each product's text, in batches persisted as they go,
 //! so a crash keeps the work done and a re-run resumes: a product whose content hash is
-//! unchanged since its last enrichment is skipped unless `force`.
+//! unchanged since its last enrichment is skipped unless `force`. So it is safe to run
+//! again (a recovered job's next attempt resumes), and a stop on request, checked between
+//! products, reports the batches it saved.
 
 use serde_json::{json, Value};
 

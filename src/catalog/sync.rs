@@ -5,6 +5,10 @@
 //! leaving `FEEDS_DIR`, other hosts and other schemes are refused, so nothing outside the
 //! allowed places is ever read. A source that fails mid-way is reported with its error class;
 //! the job fails only when no source could be read.
+//!
+//! Safe to run again (a recovered job's next attempt does): products are upserted by
+//! content hash, so rows already written read `unchanged`. It stops on request between rows
+//! and during a stalled feed read, reporting what it saved.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};

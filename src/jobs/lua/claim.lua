@@ -10,15 +10,16 @@ while true do
   if not id then return {} end
   local hkey = k_job(id)
   local st = redis.call('HMGET', hkey, 'status', 'superseded_by', 'attempt', 'free_retry',
-    'tenant', 'kind', 'params', 'created_ms')
+    'tenant', 'kind', 'params', 'created_ms', 'claim', 'started_ms')
   if st[1] == 'queued' and not st[2] then
     local attempt = tonumber(st[3] or '0')
     if st[4] then redis.call('HDEL', hkey, 'free_retry') else attempt = attempt + 1 end
-    local claim = redis.call('HINCRBY', hkey, 'claim', 1)
-    redis.call('HSET', hkey, 'status', 'running', 'attempt', attempt, 'worker', A[1],
-      'step', 'starting', 'updated_ms', now, 'heartbeat_ms', now)
-    redis.call('HSETNX', hkey, 'started_ms', now)
-    redis.call('EXPIRE', hkey, TTL)
+    local claim = tonumber(st[9] or '0') + 1
+    -- One HSET; no EXPIRE: the job's TTL was set at create and is renewed by every renewal
+    -- and by the finish.
+    redis.call('HSET', hkey, 'status', 'running', 'claim', claim, 'attempt', attempt,
+      'worker', A[1], 'step', 'starting', 'updated_ms', now, 'heartbeat_ms', now,
+      'started_ms', st[10] or now)
     redis.call('ZADD', K_LEASES, now + STALE, id)
     return {id, claim, attempt, st[5], st[6], st[7], st[8]}
   end

@@ -66,7 +66,7 @@ pub struct NewJob {
     pub tenant: TenantId,
     pub kind: Kind,
     pub params: Value,
-    /// The readable step it starts with ("queued", "waiting for a free worker").
+    /// The readable step it starts with ("queued").
     pub step: String,
 }
 

@@ -192,6 +192,22 @@ impl HeldFeeds {
                 }
             }),
         );
+        // A feed that sends one row, then a byte every 200 ms for ever (a line that never ends).
+        let router = router.route(
+            "/trickle/{name}",
+            get(|| async {
+                let chunks = futures_util::stream::unfold(0u64, |n| async move {
+                    let chunk = if n == 0 {
+                        "{\"product_key\":\"trickled-0\",\"name\":\"Trickled Product\"}\n"
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        " "
+                    };
+                    Some((Ok::<_, std::io::Error>(chunk), n + 1))
+                });
+                axum::body::Body::from_stream(chunks)
+            }),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(async move { axum::serve(listener, router).await });
@@ -200,6 +216,11 @@ impl HeldFeeds {
 
     pub(crate) fn url(&self, name: &str) -> String {
         format!("http://127.0.0.1:{}/held/{name}.jsonl", self.port)
+    }
+
+    /// A feed that never ends: one row, then a byte every 200 ms.
+    pub(crate) fn trickle_url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/trickle/{name}.jsonl", self.port)
     }
 
     pub(crate) fn release(&self, name: &str) {

@@ -253,11 +253,14 @@ async fn a_running_job_of_each_kind_is_cancelled_from_its_own_replica_or_another
     seed_catalogue(&redis.url(), &t, 30_000).await;
     let replicas = [&a, &b];
     let mut figures = Vec::new();
-    for (kind, source) in [
+    let cases = [
+        // waiting for the feed's first byte, then reading a feed that trickles bytes
         ("sync", Some(feeds.url("never"))),
+        ("sync", Some(feeds.trickle_url("slow"))),
         ("enrich", None),
         ("pair", None),
-    ] {
+    ];
+    for (kind, source) in cases {
         for from_other in [false, true] {
             let mut form = vec![("tenant_id", t.as_str())];
             if let Some(s) = &source {

@@ -161,6 +161,27 @@ impl RedisStore {
         inv
     }
 
+    /// A script call about a run's job, with the job as `RUN_ARGS` in the prelude lays it
+    /// out: the one place the job's fields are put in order for a script.
+    fn run_args<'s>(
+        &self,
+        script: &'s Script,
+        job: &NewJob,
+        run: &RunId,
+        created_at: u64,
+        percent: u8,
+    ) -> ScriptInvocation<'s> {
+        let mut inv = self.invocation(script);
+        inv.arg(job.id.to_string())
+            .arg(run.claim)
+            .arg(job.tenant.as_str())
+            .arg(job.kind.as_str())
+            .arg(job.params.to_string())
+            .arg(created_at)
+            .arg(percent.min(100));
+        inv
+    }
+
     async fn code(&self, inv: ScriptInvocation<'_>) -> Result<i64, StoreError> {
         let mut conn = self.connection();
         bounded(inv.invoke_async(&mut conn)).await
@@ -412,18 +433,11 @@ impl JobStore for RedisStore {
                 Outcome::Cancelled(Value::Null) => (String::new(), ""),
                 Outcome::Cancelled(report) => (report.to_string(), ""),
             };
-            let mut inv = self.invocation(&FINISH);
-            inv.arg(job.id.to_string())
-                .arg(run.claim)
-                .arg(outcome.status().as_str())
+            let mut inv = self.run_args(&FINISH, job, run, created_at, percent);
+            inv.arg(outcome.status().as_str())
                 .arg(result)
                 .arg(error)
-                .arg(outcome.step())
-                .arg(job.tenant.as_str())
-                .arg(job.kind.as_str())
-                .arg(job.params.to_string())
-                .arg(created_at)
-                .arg(percent.min(100));
+                .arg(outcome.step());
             Ok(match self.code(inv).await? {
                 1 => Finish::Applied,
                 2 => Finish::AlreadyEnded,
@@ -441,17 +455,8 @@ impl JobStore for RedisStore {
         live: &'a Live,
     ) -> BoxFuture<'a, Result<Restore, StoreError>> {
         Box::pin(async move {
-            let mut inv = self.invocation(&RESTORE);
-            inv.arg(job.id.to_string())
-                .arg(run.claim)
-                .arg(job.tenant.as_str())
-                .arg(job.kind.as_str())
-                .arg(job.params.to_string())
-                .arg(created_at)
-                .arg(live.percent.min(100))
-                .arg(&live.step)
-                .arg(live.attempt)
-                .arg(worker_name());
+            let mut inv = self.run_args(&RESTORE, job, run, created_at, live.percent);
+            inv.arg(&live.step).arg(live.attempt).arg(worker_name());
             Ok(match self.code(inv).await? {
                 1 => Restore::Restored,
                 2 => Restore::Present,

@@ -42,6 +42,10 @@ local function list_push(tenant, id)
   redis.call('EXPIRE', list, TTL)
 end
 
+-- RUN_ARGS: the scripts that may write a run's job back whole (finish, restore) take it
+-- first, in this order (`run_args` in jobs/redis.rs): A[1] id, A[2] claim, A[3] tenant,
+-- A[4] kind, A[5] params (JSON), A[6] created_ms, A[7] the run's last percent.
+
 -- The fields every run write reads, in this order.
 local RUN_FIELDS = {'status', 'claim', 'superseded_by', 'percent', 'cancel_requested_ms',
   'tenant', 'kind', 'started_ms', 'attempt'}

@@ -1,6 +1,6 @@
 -- restore: write back the record of a run that is alive but whose record the store lost
 -- (Redis came back empty), so pollers see it again instead of a 404.
--- A: id, claim, tenant, kind, params (JSON), created_ms, percent, step, attempt, worker
+-- A: the run's job (see RUN_ARGS in the prelude), then step, attempt, worker
 -- Returns 1 restored, 2 the record exists, -1 fenced (a newer job holds the lock).
 local id, tenant, kind = A[1], A[3], A[4]
 local hkey = k_job(id)

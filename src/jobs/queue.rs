@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tracing::warn;
 
-use super::runner::Inner;
+use super::runner::{Inner, LogLimiter};
 
 /// How long an idle dispatcher waits for a wake-up before claiming anyway: a bound on
 /// the delay a missed pub/sub message (a reconnect) can cause, at one call per interval.
@@ -21,6 +21,7 @@ const IDLE_RECHECK: Duration = Duration::from_secs(5);
 const STORE_RETRY: Duration = Duration::from_millis(500);
 
 pub(super) async fn dispatch(inner: Arc<Inner>) {
+    let mut limiter = LogLimiter::default();
     loop {
         let permit = tokio::select! {
             permit = inner.workers.clone().acquire_owned() => match permit {
@@ -46,7 +47,9 @@ pub(super) async fn dispatch(inner: Arc<Inner>) {
                     () = inner.closing.cancelled() => return,
                 },
                 Err(e) => {
-                    warn!(error = %e, "could not claim a job; trying again shortly");
+                    if let Some(suppressed) = limiter.ready() {
+                        warn!(error = %e, suppressed, "could not claim a job; trying again shortly");
+                    }
                     tokio::select! {
                         () = tokio::time::sleep(STORE_RETRY) => {}
                         () = inner.closing.cancelled() => return,

@@ -48,8 +48,11 @@ static CANCEL: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/canc
 /// How many expired leases one recovery step handles: bounds the script's run time; the
 /// rest wait for the next sweep.
 const RECOVER_BATCH: usize = 100;
-/// How long the event listener waits before subscribing again after its connection broke.
-const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(500);
+/// How long the event listener waits before subscribing again after its connection broke;
+/// it doubles while Redis stays away, up to `RESUBSCRIBE_MAX_DELAY` (the dispatcher's own
+/// re-check and `wait=true`'s re-read cover the gap).
+const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(250);
+const RESUBSCRIBE_MAX_DELAY: Duration = Duration::from_secs(4);
 /// Events buffered per subscriber; one that falls further behind gets `Resync`.
 const EVENT_BUFFER: usize = 4096;
 
@@ -192,14 +195,17 @@ fn unexpected(code: i64) -> StoreError {
     StoreError::Corrupt(format!("script answered {code}"))
 }
 
-/// Reads the store's channel into `tx` for as long as anyone may subscribe, subscribing
-/// again after a broken connection (and telling subscribers to re-check: `Resync`).
+/// Reads the store's channel into `tx` for as long as the process lives, subscribing again
+/// after a broken connection (backing off while Redis is away, logging once per outage), and
+/// telling subscribers to re-check (`Resync`) whenever the subscription is live again.
 async fn listen(
     client: redis::Client,
     channel: String,
     tx: broadcast::Sender<Event>,
     live: Arc<AtomicBool>,
 ) {
+    let mut delay = RESUBSCRIBE_DELAY;
+    let mut failing = false;
     loop {
         let connected = tokio::time::timeout(CALL_TIMEOUT, async {
             let mut pubsub = client.get_async_pubsub().await?;
@@ -211,6 +217,7 @@ async fn listen(
             Ok(Ok(pubsub)) => {
                 live.store(true, Ordering::Release);
                 let _ = tx.send(Event::Resync);
+                (delay, failing) = (RESUBSCRIBE_DELAY, false);
                 let mut messages = pubsub.into_on_message();
                 while let Some(msg) = messages.next().await {
                     if let Some(event) = msg
@@ -224,11 +231,19 @@ async fn listen(
                 live.store(false, Ordering::Release);
                 warn!("the job events subscription broke; subscribing again");
             }
-            Ok(Err(e)) => warn!(error = %e, "cannot subscribe to job events yet"),
-            Err(_) => warn!("cannot subscribe to job events yet: no answer"),
+            failed => {
+                if !failing {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "no answer".to_owned(),
+                    };
+                    warn!(error = %why, "cannot subscribe to job events yet; retrying with backoff");
+                    failing = true;
+                }
+                delay = (delay * 2).min(RESUBSCRIBE_MAX_DELAY);
+            }
         }
-        let _ = tx.send(Event::Resync);
-        tokio::time::sleep(RESUBSCRIBE_DELAY).await;
+        tokio::time::sleep(delay).await;
     }
 }
 

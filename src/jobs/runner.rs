@@ -716,7 +716,7 @@ fn log_store_failure(limiter: &mut LogLimiter, e: &StoreError, what: &str) {
 
 /// Lets a repeated failure be logged at most once per window, counting what it held back.
 #[derive(Default)]
-struct LogLimiter {
+pub(super) struct LogLimiter {
     last: Option<Instant>,
     suppressed: u64,
 }
@@ -725,7 +725,7 @@ impl LogLimiter {
     const WINDOW: Duration = Duration::from_secs(10);
 
     /// `Some(n)` when a line may be logged now, `n` being how many were held back since.
-    fn ready(&mut self) -> Option<u64> {
+    pub(super) fn ready(&mut self) -> Option<u64> {
         match self.last {
             Some(at) if at.elapsed() < Self::WINDOW => {
                 self.suppressed += 1;

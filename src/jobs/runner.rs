@@ -37,6 +37,9 @@ pub const PANIC: &str = "Panic";
 const WAIT_RECHECK: Duration = Duration::from_secs(1);
 /// How long a run given back at shutdown gets to be written back to the queue.
 const RELEASE_WINDOW: Duration = Duration::from_secs(3);
+/// How long shutdown waits, once runs were given back, for those that stop at their next
+/// safe point to wind down (their writes are fenced either way).
+const GIVEN_BACK_WAIT: Duration = Duration::from_secs(1);
 /// How long a cancel event for a job this process does not (yet) run is remembered: it may
 /// have been claimed here a moment before, and not be registered yet. Past this, the next
 /// heartbeat's answer carries the request anyway.
@@ -228,7 +231,7 @@ impl Runner {
                 r.cancel.cancel();
             }
             // The runs' blocking threads cannot be stopped; their results are fenced anyway.
-            let _ = tokio::time::timeout(Duration::from_secs(1), inner.tracker.wait()).await;
+            let _ = tokio::time::timeout(GIVEN_BACK_WAIT, inner.tracker.wait()).await;
         }
         inner.stopped.cancel();
     }

@@ -259,7 +259,11 @@ impl JobStore for MemoryStore {
         })
     }
 
-    fn claim<'a>(&'a self, worker: &'a str) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
         Box::pin(async move {
             let now = now_ms();
             let expires_ms = self.expiry(now);
@@ -272,6 +276,10 @@ impl JobStore for MemoryStore {
                 let rec = &mut entry.value;
                 if rec.snapshot.status != Status::Queued || rec.superseded_by.is_some() {
                     continue;
+                }
+                if !kinds.contains(&rec.snapshot.kind) {
+                    state.queue.push_front(id);
+                    return Ok(None);
                 }
                 if !std::mem::take(&mut rec.free_retry) {
                     rec.snapshot.attempt += 1;

@@ -36,7 +36,7 @@ pub(super) async fn dispatch(inner: Arc<Inner>) {
             }
             // Not raced against `closing`: a claim that reached the store must be run or
             // given back, never dropped on the floor.
-            match inner.store.claim(&inner.worker).await {
+            match inner.store.claim(&inner.worker, &inner.kinds).await {
                 Ok(Some(claim)) => {
                     inner.spawn_run(claim, permit);
                     break;

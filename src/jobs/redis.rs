@@ -375,11 +375,18 @@ impl JobStore for RedisStore {
         })
     }
 
-    fn claim<'a>(&'a self, worker: &'a str) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
         Box::pin(async move {
             let mut conn = self.connection();
             let mut inv = self.invocation(&CLAIM);
             inv.arg(worker);
+            for kind in kinds {
+                inv.arg(kind.as_str());
+            }
             let raw: Vec<String> = bounded(inv.invoke_async(&mut conn)).await?;
             if raw.is_empty() {
                 return Ok(None);

@@ -254,6 +254,10 @@ impl Registry {
         self.kinds.get(kind)
     }
 
+    pub fn kinds(&self) -> impl Iterator<Item = &Kind> {
+        self.kinds.keys()
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.kinds.keys().map(Kind::as_str)
     }

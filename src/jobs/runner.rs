@@ -26,7 +26,7 @@ use super::store::{
     Claim, Event, Finish, JobStore, Live, NewJob, Outcome, Release, Renewal, Restore, RunId,
     StoreError, Tick as TickAnswer,
 };
-use super::{worker_name, JobId, Snapshot};
+use super::{worker_name, JobId, Kind, Snapshot};
 
 /// The step a job shows while it waits in the queue.
 pub const QUEUED_STEP: &str = "queued";
@@ -123,6 +123,8 @@ pub(super) struct Inner {
     /// Signalled when the queue may have work (an event, a resync).
     pub wake: Notify,
     pub worker: String,
+    /// The kinds this process runs: it claims no other.
+    pub kinds: Vec<Kind>,
 }
 
 impl Runner {
@@ -136,7 +138,6 @@ impl Runner {
         let workers = Arc::new(Semaphore::new(settings.max_concurrent.max(1)));
         let inner = Arc::new(Inner {
             store,
-            registry,
             settings,
             workers,
             tracker: TaskTracker::new(),
@@ -148,6 +149,8 @@ impl Runner {
             waiters: Mutex::new(HashMap::new()),
             wake: Notify::new(),
             worker: worker_name(),
+            kinds: registry.kinds().cloned().collect(),
+            registry,
         });
         let events = inner.store.subscribe();
         tokio::spawn(inner.clone().listen(events));

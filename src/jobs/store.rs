@@ -273,8 +273,13 @@ pub trait JobStore: Send + Sync + 'static {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>>;
 
     /// Takes the job at the head of the ready queue for `worker`: it reads `running` with a
-    /// lease, `attempt` and a new fencing token. `None` when the queue is empty.
-    fn claim<'a>(&'a self, worker: &'a str) -> BoxFuture<'a, Result<Option<Claim>, StoreError>>;
+    /// lease, `attempt` and a new fencing token. `None` when the queue is empty, or when the
+    /// job at its head is of a kind not in `kinds` (it stays there for a worker that runs it).
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>>;
 
     /// Records a run's progress: percent never goes down; other runs are refused.
     fn tick<'a>(

@@ -14,7 +14,9 @@ use catalog_jobs::jobs::{JobId, Status};
 use serde_json::json;
 
 use crate::both_stores;
-use crate::helpers::{create, finish, new_job, settings, start, store, tenant, Backend};
+use crate::helpers::{
+    create, finish, new_job, settings, start, store, tenant, test_kinds, Backend,
+};
 
 fn fresh(backend: Backend) -> Arc<dyn JobStore> {
     store(backend, settings())
@@ -46,6 +48,7 @@ both_stores!(
     a_new_job_is_queued_at_zero_with_its_kind,
     a_claim_makes_it_running_with_attempt_and_worker,
     jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing,
+    a_worker_claims_only_kinds_it_runs_and_leaves_others_at_the_head,
     beyond_the_queue_cap_a_create_is_refused_and_leaves_nothing,
     a_tick_records_percent_and_step,
     finish_with_a_report_is_done_at_100_with_the_result_intact,
@@ -100,7 +103,11 @@ async fn a_claim_makes_it_running_with_attempt_and_worker(b: Backend) {
     let mut job = new_job(&tenant(), "enrich");
     job.params = json!({"batch": 5});
     create(&*s, &job).await;
-    let claim = s.claim("host-a/42").await.unwrap().expect("queued");
+    let claim = s
+        .claim("host-a/42", &test_kinds())
+        .await
+        .unwrap()
+        .expect("queued");
     assert_eq!(claim.job.id, job.id);
     assert_eq!(
         claim.job.params, job.params,
@@ -112,7 +119,7 @@ async fn a_claim_makes_it_running_with_attempt_and_worker(b: Backend) {
     assert_eq!((got.attempt, got.worker.as_deref()), (1, Some("host-a/42")));
     assert!(got.started_at.is_some());
     assert_eq!(
-        s.claim("host-b/7").await.unwrap(),
+        s.claim("host-b/7", &test_kinds()).await.unwrap(),
         None,
         "a job is claimed once"
     );
@@ -120,7 +127,7 @@ async fn a_claim_makes_it_running_with_attempt_and_worker(b: Backend) {
 
 async fn jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing(b: Backend) {
     let s = fresh(b);
-    assert_eq!(s.claim("w/1").await.unwrap(), None);
+    assert_eq!(s.claim("w/1", &test_kinds()).await.unwrap(), None);
     let mut ids = Vec::new();
     for _ in 0..5 {
         let job = new_job(&tenant(), "sync");
@@ -128,10 +135,31 @@ async fn jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing(b:
         ids.push(job.id);
     }
     let mut claimed = Vec::new();
-    while let Some(c) = s.claim("w/1").await.unwrap() {
+    while let Some(c) = s.claim("w/1", &test_kinds()).await.unwrap() {
         claimed.push(c.job.id);
     }
     assert_eq!(claimed, ids);
+}
+
+async fn a_worker_claims_only_kinds_it_runs_and_leaves_others_at_the_head(b: Backend) {
+    // Replicas of two versions during a deploy: the old one does not know `k1`.
+    let s = fresh(b);
+    let new_kind = new_job(&tenant(), "k1");
+    create(&*s, &new_kind).await;
+    let behind = new_job(&tenant(), "sync");
+    create(&*s, &behind).await;
+    let old_kinds = [catalog_jobs::jobs::Kind::parse("sync").unwrap()];
+    assert_eq!(s.claim("old/1", &old_kinds).await.unwrap(), None);
+    let got = s.get(&new_kind.id).await.unwrap().unwrap();
+    assert_eq!(got.status, Status::Queued, "left for a worker that runs it");
+    let claimed = s
+        .claim("new/2", &test_kinds())
+        .await
+        .unwrap()
+        .expect("queued");
+    assert_eq!(claimed.job.id, new_kind.id, "still first in line");
+    let next = s.claim("old/1", &old_kinds).await.unwrap().expect("queued");
+    assert_eq!(next.job.id, behind.id);
 }
 
 async fn beyond_the_queue_cap_a_create_is_refused_and_leaves_nothing(b: Backend) {
@@ -150,7 +178,10 @@ async fn beyond_the_queue_cap_a_create_is_refused_and_leaves_nothing(b: Backend)
     assert_eq!(s.get(&refused.id).await.unwrap(), None);
     assert_eq!(s.recent(&t, 10).await.unwrap().len(), 2);
     // A claim makes room; the lock of the refused kind was never taken.
-    s.claim("w/1").await.unwrap().expect("queued");
+    s.claim("w/1", &test_kinds())
+        .await
+        .unwrap()
+        .expect("queued");
     create(&*s, &new_job(&t, "k3")).await;
 }
 
@@ -523,7 +554,7 @@ async fn an_expired_lease_is_requeued_with_the_next_attempt_and_the_old_run_is_f
     assert_eq!(requeued.status, Status::Queued);
     assert!(requeued.recovered_at.is_some());
     let again = s
-        .claim("host-b/2")
+        .claim("host-b/2", &test_kinds())
         .await
         .unwrap()
         .expect("back in the queue");
@@ -569,7 +600,11 @@ async fn after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free(b: Back
         s.recover().await.unwrap(),
         vec![Recovered::Requeued(job.id)]
     );
-    let second = s.claim("w/2").await.unwrap().expect("requeued");
+    let second = s
+        .claim("w/2", &test_kinds())
+        .await
+        .unwrap()
+        .expect("requeued");
     assert_eq!(second.attempt, 2);
     outlive(200).await;
     assert_eq!(s.recover().await.unwrap(), vec![Recovered::Lost(job.id)]);
@@ -578,7 +613,11 @@ async fn after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free(b: Back
         (got.status, got.error.as_deref()),
         (Status::Failed, Some("Lost"))
     );
-    assert_eq!(s.claim("w/3").await.unwrap(), None, "not in the queue");
+    assert_eq!(
+        s.claim("w/3", &test_kinds()).await.unwrap(),
+        None,
+        "not in the queue"
+    );
     create(&*s, &new_job(&t, "sync")).await; // its lock is free
 }
 
@@ -606,7 +645,11 @@ async fn a_released_run_goes_back_to_the_head_without_counting_an_attempt(b: Bac
         Status::Queued
     );
     assert_eq!(s.release(&run).await.unwrap(), Release::Fenced, "once only");
-    let again = s.claim("w/2").await.unwrap().expect("requeued");
+    let again = s
+        .claim("w/2", &test_kinds())
+        .await
+        .unwrap()
+        .expect("requeued");
     assert_eq!(
         (again.job.id, again.attempt),
         (job.id, 1),
@@ -708,10 +751,13 @@ async fn a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed(b: Backe
     assert_eq!(got.status, Status::Cancelled);
     assert!(got.finished_at.is_some());
     assert_eq!(
-        s.claim("w/1").await.unwrap().map(|c| c.job.id),
+        s.claim("w/1", &test_kinds())
+            .await
+            .unwrap()
+            .map(|c| c.job.id),
         Some(behind.id)
     );
-    assert_eq!(s.claim("w/1").await.unwrap(), None);
+    assert_eq!(s.claim("w/1", &test_kinds()).await.unwrap(), None);
     create(&*s, &new_job(&t, "sync")).await; // the lock is free
 }
 

@@ -228,11 +228,19 @@ pub async fn create(store: &dyn JobStore, job: &NewJob) -> Snapshot {
     }
 }
 
+/// Every kind the store tests create jobs of.
+pub fn test_kinds() -> Vec<Kind> {
+    ["sync", "enrich", "pair", "k1", "k2", "k3"]
+        .iter()
+        .map(|k| Kind::parse(k).expect("valid"))
+        .collect()
+}
+
 /// Creates a job and claims it as worker `test/1` (the queue must hold nothing before it).
 pub async fn start(store: &dyn JobStore, job: &NewJob) -> (Snapshot, RunId) {
     let created = create(store, job).await;
     let claim = store
-        .claim("test/1")
+        .claim("test/1", &test_kinds())
         .await
         .expect("the store answers")
         .expect("the job is in the queue");
@@ -575,8 +583,12 @@ impl JobStore for CountingStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
         self.inner.create(job)
     }
-    fn claim<'a>(&'a self, worker: &'a str) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
-        self.inner.claim(worker)
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
+        self.inner.claim(worker, kinds)
     }
     fn tick<'a>(
         &'a self,

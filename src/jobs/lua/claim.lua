@@ -1,10 +1,14 @@
 -- claim: take the job at the head of the ready queue for a worker, as a leased run.
--- A: worker (host/pid)
+-- A: worker (host/pid), then the kinds it runs
 -- Returns {} when the queue is empty, else {id, claim, attempt, tenant, kind, params, created_ms}.
 -- `claim` is the run's fencing token (raised by every claim); `attempt` counts runs against
 -- MAX_ATTEMPTS, except a run given back at shutdown (free_retry). Entries whose job ended,
--- vanished or was taken over while it waited are dropped on the way.
+-- vanished or was taken over while it waited are dropped on the way. A job of a kind this
+-- worker does not run (replicas of two versions during a deploy) stays at the head for one
+-- that does, and this worker claims nothing.
 local now = now_ms()
+local runs = {}
+for i = 2, #A do runs[A[i]] = true end
 while true do
   local id = redis.call('LPOP', K_QUEUE)
   if not id then return {} end
@@ -12,6 +16,10 @@ while true do
   local st = redis.call('HMGET', hkey, 'status', 'superseded_by', 'attempt', 'free_retry',
     'tenant', 'kind', 'params', 'created_ms', 'claim', 'started_ms')
   if st[1] == 'queued' and not st[2] then
+    if not runs[st[6]] then
+      redis.call('LPUSH', K_QUEUE, id)
+      return {}
+    end
     local attempt = tonumber(st[3] or '0')
     if st[4] then redis.call('HDEL', hkey, 'free_retry') else attempt = attempt + 1 end
     local claim = tonumber(st[9] or '0') + 1

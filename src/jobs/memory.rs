@@ -269,7 +269,14 @@ impl JobStore for MemoryStore {
             let expires_ms = self.expiry(now);
             let lease_ms = now + self.settings.stale_ms();
             let mut state = self.state();
+            // Like claim.lua: a job of a kind this worker does not run goes to the tail; met
+            // again, the whole queue was seen.
+            let mut first_passed = None;
             while let Some(id) = state.queue.pop_front() {
+                if first_passed == Some(id) {
+                    state.queue.push_front(id);
+                    return Ok(None);
+                }
                 let Some(entry) = state.job_mut(&id, now) else {
                     continue;
                 };
@@ -278,8 +285,9 @@ impl JobStore for MemoryStore {
                     continue;
                 }
                 if !kinds.contains(&rec.snapshot.kind) {
-                    state.queue.push_front(id);
-                    return Ok(None);
+                    state.queue.push_back(id);
+                    first_passed.get_or_insert(id);
+                    continue;
                 }
                 if !std::mem::take(&mut rec.free_retry) {
                     rec.snapshot.attempt += 1;

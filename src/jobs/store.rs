@@ -273,8 +273,8 @@ pub trait JobStore: Send + Sync + 'static {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>>;
 
     /// Takes the job at the head of the ready queue for `worker`: it reads `running` with a
-    /// lease, `attempt` and a new fencing token. `None` when the queue is empty, or when the
-    /// job at its head is of a kind not in `kinds` (it stays there for a worker that runs it).
+    /// lease, `attempt` and a new fencing token. Jobs of kinds not in `kinds` are passed over
+    /// (moved to the tail for a worker that runs them); `None` when nothing is left to claim.
     fn claim<'a>(
         &'a self,
         worker: &'a str,

@@ -4,22 +4,27 @@
 -- `claim` is the run's fencing token (raised by every claim); `attempt` counts runs against
 -- MAX_ATTEMPTS, except a run given back at shutdown (free_retry). Entries whose job ended,
 -- vanished or was taken over while it waited are dropped on the way. A job of a kind this
--- worker does not run (replicas of two versions during a deploy) stays at the head for one
--- that does, and this worker claims nothing.
+-- worker does not run (replicas of two versions during a deploy, or a rollback) goes to the
+-- tail for a worker that does, and this one looks further; once it meets such a job a
+-- second time it has seen the whole queue and claims nothing.
 local now = now_ms()
 local runs = {}
 for i = 2, #A do runs[A[i]] = true end
+local first_passed = nil
 while true do
   local id = redis.call('LPOP', K_QUEUE)
   if not id then return {} end
+  if id == first_passed then
+    redis.call('LPUSH', K_QUEUE, id)
+    return {}
+  end
   local hkey = k_job(id)
   local st = redis.call('HMGET', hkey, 'status', 'superseded_by', 'attempt', 'free_retry',
     'tenant', 'kind', 'params', 'created_ms', 'claim', 'started_ms')
-  if st[1] == 'queued' and not st[2] then
-    if not runs[st[6]] then
-      redis.call('LPUSH', K_QUEUE, id)
-      return {}
-    end
+  if st[1] == 'queued' and not st[2] and not runs[st[6]] then
+    redis.call('RPUSH', K_QUEUE, id)
+    first_passed = first_passed or id
+  elseif st[1] == 'queued' and not st[2] then
     local attempt = tonumber(st[3] or '0')
     if st[4] then redis.call('HDEL', hkey, 'free_retry') else attempt = attempt + 1 end
     local claim = tonumber(st[9] or '0') + 1

@@ -110,6 +110,11 @@ pub struct Config {
     #[arg(long, env = "MAX_BODY_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Product imports (`POST /catalog/products`) running at once; beyond it, 503 `overloaded`.
+    /// Each holds a blocking thread and about one batch of memory.
+    #[arg(long, env = "MAX_CONCURRENT_IMPORTS", default_value_t = 2)]
+    pub max_concurrent_imports: usize,
+
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "pretty")]
     pub log_format: LogFormat,
@@ -157,6 +162,9 @@ impl Config {
         }
         if self.max_attempts == 0 {
             return bad("MAX_ATTEMPTS must be at least 1");
+        }
+        if self.max_concurrent_imports == 0 {
+            return bad("MAX_CONCURRENT_IMPORTS must be at least 1");
         }
         if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
             return bad("KEY_PREFIX must be non-empty and without spaces");

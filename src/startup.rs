@@ -74,6 +74,10 @@ impl App {
             store,
             catalog,
             wait_max: config.wait_max_seconds,
+            imports: crate::api::products::Imports::new(
+                config.max_concurrent_imports,
+                config.max_body_bytes,
+            ),
         };
         Ok(Self {
             listener,

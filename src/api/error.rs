@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use crate::catalog::products::CatalogStoreError;
 use crate::jobs::registry::{ParamError, ParamErrorKind};
 use crate::jobs::runner::Refused;
 use crate::jobs::store::StoreError;
@@ -44,6 +45,13 @@ pub enum ApiError {
     StoreUnavailable(StoreError),
     ShuttingDown,
     Overloaded,
+    /// `MAX_CONCURRENT_IMPORTS` imports are already running.
+    ImportsBusy,
+    /// An import that stopped part-way: its cause, and the report of the rows already saved.
+    PartialImport {
+        cause: Box<ApiError>,
+        report: Value,
+    },
 }
 
 impl ApiError {
@@ -63,9 +71,22 @@ impl ApiError {
         }
     }
 
+    /// This error, answered with the report of what an import saved before it.
+    pub fn with_import_report(self, report: impl serde::Serialize) -> Self {
+        ApiError::PartialImport {
+            cause: Box::new(self),
+            report: serde_json::to_value(report).expect("a row report always serialises"),
+        }
+    }
+
     fn parts(&self) -> (StatusCode, &'static str, String, Map<String, Value>) {
         let mut extra = Map::new();
         let (status, code, message) = match self {
+            ApiError::PartialImport { cause, report } => {
+                let (status, code, message, mut inner) = cause.parts();
+                inner.insert("report".into(), report.clone());
+                return (status, code, message, inner);
+            }
             ApiError::MalformedBody(why) => (StatusCode::BAD_REQUEST, "malformed_body", why.clone()),
             ApiError::InvalidField { code, field, message } => {
                 extra.insert("field".into(), json!(field));
@@ -150,6 +171,11 @@ impl ApiError {
                 "overloaded",
                 "too many jobs are waiting for a worker; retry later".to_owned(),
             ),
+            ApiError::ImportsBusy => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                "MAX_CONCURRENT_IMPORTS imports are running already; retry shortly".to_owned(),
+            ),
         };
         (status, code, message, extra)
     }
@@ -158,7 +184,11 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message, extra) = self.parts();
-        match &self {
+        let logged = match &self {
+            ApiError::PartialImport { cause, .. } => cause,
+            other => other,
+        };
+        match logged {
             ApiError::StoreUnavailable(cause) => {
                 tracing::error!(error = %cause, "answering 503: the job store is unreachable")
             }
@@ -178,6 +208,18 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
+    }
+}
+
+impl From<CatalogStoreError> for ApiError {
+    fn from(e: CatalogStoreError) -> Self {
+        match e {
+            CatalogStoreError::BadCursor => ApiError::invalid(
+                "cursor",
+                "cursor must be a next_cursor this listing handed out",
+            ),
+            other => ApiError::StoreUnavailable(StoreError::Unavailable(other.to_string())),
+        }
     }
 }
 

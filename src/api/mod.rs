@@ -30,6 +30,7 @@ pub struct AppState {
     pub catalog: Arc<Catalog>,
     /// Longest a `wait=true` request is held before it answers 202.
     pub wait_max: Duration,
+    pub imports: products::Imports,
 }
 
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {
@@ -70,6 +71,7 @@ async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiErr
         "store": if app.store.is_durable() { "redis" } else { "memory" },
         "durable": app.store.is_durable(),
         "active_jobs": app.runner.active_jobs(),
+        "active_imports": app.imports.running(),
         "warnings": warnings,
     })))
 }

@@ -9,6 +9,7 @@
 pub mod demo;
 pub mod enrich;
 pub mod extract;
+pub mod feed;
 pub mod pair;
 pub mod products;
 pub mod sync;
@@ -61,8 +62,13 @@ pub enum CatalogError {
     StoreUnavailable(String),
     #[error("the catalogue store holds a malformed record: {0}")]
     CorruptRecord(String),
-    #[error("no source could be read: {0}")]
-    SourceUnreachable(String),
+    /// Every source of a sync failed; `class` is theirs (or `SourcesFailed` when they differ)
+    /// and `report` the per-source report with the rows read and saved before each failed.
+    #[error("no source could be read to its end ({class})")]
+    SyncFailed {
+        class: &'static str,
+        report: serde_json::Value,
+    },
     #[error("the job was asked to stop")]
     Cancelled,
     /// Stopped on request, with the report of what it had saved so far.
@@ -75,10 +81,17 @@ impl ErrorClass for CatalogError {
         match self {
             CatalogError::StoreUnavailable(_) => "StoreUnavailable",
             CatalogError::CorruptRecord(_) => "CorruptRecord",
-            CatalogError::SourceUnreachable(_) => "SourceUnreachable",
+            CatalogError::SyncFailed { class, .. } => class,
             CatalogError::Cancelled | CatalogError::CancelledWith(_) => {
                 crate::jobs::registry::CANCELLED
             }
+        }
+    }
+
+    fn partial_report(&self) -> Option<serde_json::Value> {
+        match self {
+            CatalogError::SyncFailed { report, .. } => Some(report.clone()),
+            _ => None,
         }
     }
 }

@@ -437,7 +437,12 @@ impl JobStore for MemoryStore {
                         s.percent = 100;
                         s.result = report.clone();
                     }
-                    Outcome::Failed(class) => s.error = Some(class.clone()),
+                    Outcome::Failed(class, report) => {
+                        s.error = Some(class.clone());
+                        if let Some(report) = report {
+                            s.result = report.clone();
+                        }
+                    }
                     Outcome::Cancelled(report) => s.result = report.clone(),
                 }
             });

@@ -451,7 +451,10 @@ impl JobStore for RedisStore {
         Box::pin(async move {
             let (result, error) = match outcome {
                 Outcome::Done(report) => (report.to_string(), ""),
-                Outcome::Failed(class) => (String::new(), class.as_str()),
+                Outcome::Failed(class, report) => (
+                    report.as_ref().map(Value::to_string).unwrap_or_default(),
+                    class.as_str(),
+                ),
                 Outcome::Cancelled(Value::Null) => (String::new(), ""),
                 Outcome::Cancelled(report) => (report.to_string(), ""),
             };

@@ -45,6 +45,11 @@ pub const CORRUPT_PARAMS: &str = "CorruptParams";
 /// An error type whose variants name the job's error class (`SourceUnreachable`, …).
 pub trait ErrorClass: StdError + Send + Sync + 'static {
     fn class(&self) -> &'static str;
+
+    /// What the job did before it failed, for the record's `result` (none by default).
+    fn partial_report(&self) -> Option<Report> {
+        None
+    }
 }
 
 /// How a job function ended without a report: it failed (the class for the record, the
@@ -52,6 +57,8 @@ pub trait ErrorClass: StdError + Send + Sync + 'static {
 pub enum JobError {
     Failed {
         class: String,
+        /// What the job did before it failed, shown as its `result`.
+        report: Option<Report>,
         source: Box<dyn StdError + Send + Sync>,
     },
     /// Stopped because `JobInput::cancel` was tripped (a cancel request, or the run was
@@ -64,6 +71,13 @@ impl JobError {
         match self {
             JobError::Failed { class, .. } => class,
             JobError::Cancelled { .. } => CANCELLED,
+        }
+    }
+
+    /// The partial report a failed or cancelled job kept, shown as its `result`.
+    pub fn report(&self) -> Option<&Report> {
+        match self {
+            JobError::Failed { report, .. } | JobError::Cancelled { report } => report.as_ref(),
         }
     }
 
@@ -83,6 +97,7 @@ impl JobError {
     pub fn new(class: &str, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
         JobError::Failed {
             class: class.to_owned(),
+            report: None,
             source: source.into(),
         }
     }
@@ -96,6 +111,7 @@ impl<E: ErrorClass> From<E> for JobError {
         }
         JobError::Failed {
             class: e.class().to_owned(),
+            report: e.partial_report(),
             source: Box::new(e),
         }
     }

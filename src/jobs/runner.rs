@@ -357,7 +357,7 @@ impl Inner {
         let Some(kind) = self.registry.get(&job.kind) else {
             // A job created by a replica with other kinds reached this one.
             error!("no function is registered for this kind");
-            return Some((Outcome::Failed("UnknownKind".into()), 0));
+            return Some((Outcome::Failed("UnknownKind".into(), None), 0));
         };
         reporter.report(0, "starting");
         let latest = ticks.rx.clone();
@@ -401,7 +401,7 @@ impl Inner {
             Ok(Err(e)) => {
                 // The message may carry customer data: it goes to the log, the class to the record.
                 warn!(error_class = e.class(), error = %e, "job failed");
-                Outcome::Failed(e.class().to_owned())
+                Outcome::Failed(e.class().to_owned(), e.report().cloned())
             }
             Err(join) => {
                 let message = if join.is_panic() {
@@ -410,7 +410,7 @@ impl Inner {
                     "the blocking task was cancelled".to_owned()
                 };
                 error!(panic = %message, "job function panicked");
-                Outcome::Failed(PANIC.into())
+                Outcome::Failed(PANIC.into(), None)
             }
         };
         Some((outcome, percent))
@@ -587,7 +587,9 @@ impl Inner {
 fn outcome_json(outcome: &Outcome) -> serde_json::Value {
     match outcome {
         Outcome::Done(report) => serde_json::json!({"status": "done", "result": report}),
-        Outcome::Failed(class) => serde_json::json!({"status": "failed", "error": class}),
+        Outcome::Failed(class, report) => {
+            serde_json::json!({"status": "failed", "error": class, "result": report})
+        }
         Outcome::Cancelled(report) => serde_json::json!({"status": "cancelled", "result": report}),
     }
 }

@@ -137,8 +137,9 @@ pub struct Claim {
 pub enum Outcome {
     /// Done, with the job's report.
     Done(Value),
-    /// Failed, with the error's class name only (`SourceUnreachable`, `Panic`).
-    Failed(String),
+    /// Failed, with the error's class name (`SourceUnreachable`, `Panic`) and the partial
+    /// report of what the job did before it failed, if it kept one (shown as `result`).
+    Failed(String, Option<Value>),
     /// Stopped on request before its work was done, with the report of what it saved.
     Cancelled(Value),
 }
@@ -147,7 +148,7 @@ impl Outcome {
     pub fn status(&self) -> Status {
         match self {
             Outcome::Done(_) => Status::Done,
-            Outcome::Failed(_) => Status::Failed,
+            Outcome::Failed(..) => Status::Failed,
             Outcome::Cancelled(_) => Status::Cancelled,
         }
     }
@@ -156,7 +157,7 @@ impl Outcome {
     pub fn step(&self) -> String {
         match self {
             Outcome::Done(_) => "finished".to_owned(),
-            Outcome::Failed(class) => format!("failed: {class}"),
+            Outcome::Failed(class, _) => format!("failed: {class}"),
             Outcome::Cancelled(_) => "cancelled on request".to_owned(),
         }
     }

@@ -180,7 +180,8 @@ async fn sync_reports_each_source_and_fails_only_when_none_could_be_read(b: Back
         (Some(1), Some(1))
     );
     assert_eq!(sources[2]["status"], "failed");
-    assert_eq!(sources[2]["error"], "SourceUnreachable");
+    assert_eq!(sources[2]["error"], "SourceNotFound");
+    assert_eq!(sources[2]["http_status"], 404);
     assert_eq!(report["totals"]["created"], 3);
     assert_eq!(report["sources_failed"], 1);
     let p = product(&app, t.as_str(), "a3").await;
@@ -198,7 +199,8 @@ async fn sync_reports_each_source_and_fails_only_when_none_could_be_read(b: Back
     )
     .await;
     assert_eq!(status, 502);
-    assert_eq!(body["job"]["error"], "SourceUnreachable");
+    assert_eq!(body["job"]["error"], "SourceNotFound");
+    assert_eq!(body["job"]["result"]["sources"][0]["http_status"], 404);
 }
 
 async fn sources_outside_the_allowed_places_are_refused_before_a_job_exists(b: Backend) {

@@ -234,7 +234,7 @@ async fn a_failure_carries_the_class_only(b: Backend) {
         &job,
         &run,
         &created,
-        Outcome::Failed("SourceUnreachable".into()),
+        Outcome::Failed("SourceUnreachable".into(), None),
     )
     .await;
     let got = s.get(&job.id).await.unwrap().unwrap();
@@ -246,7 +246,7 @@ async fn a_failure_carries_the_class_only(b: Backend) {
     // The last reported percent comes with the finish, so the last tick needs no write of its own.
     let job = new_job(&tenant(), "sync");
     let (created, run) = start(&*s, &job).await;
-    let failed = Outcome::Failed("Panic".into());
+    let failed = Outcome::Failed("Panic".into(), None);
     s.finish(&job, &run, created.created_at, &failed, 35)
         .await
         .unwrap();
@@ -314,7 +314,7 @@ async fn a_finished_job_is_never_lost(b: Backend) {
     let s = stale_at_once(b);
     for outcome in [
         Outcome::Done(json!({"ok": 1})),
-        Outcome::Failed("Panic".into()),
+        Outcome::Failed("Panic".into(), None),
     ] {
         let job = new_job(&tenant(), "sync");
         let (created, run) = start(&*s, &job).await;
@@ -415,7 +415,7 @@ async fn an_old_jobs_finish_does_not_release_a_newer_jobs_lock(b: Backend) {
             &old,
             &old_run,
             &old_created,
-            Outcome::Failed("Panic".into())
+            Outcome::Failed("Panic".into(), None)
         )
         .await,
         Finish::Fenced
@@ -438,7 +438,14 @@ async fn a_tick_never_lowers_percent_and_is_fenced_after_finish(b: Backend) {
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 60);
     s.tick(&run, 200, "over the top").await.unwrap();
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 100);
-    finish(&*s, &job, &run, &created, Outcome::Failed("Panic".into())).await;
+    finish(
+        &*s,
+        &job,
+        &run,
+        &created,
+        Outcome::Failed("Panic".into(), None),
+    )
+    .await;
     let before = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(s.tick(&run, 100, "too late").await.unwrap(), Tick::Fenced);
     assert_eq!(s.get(&job.id).await.unwrap().unwrap(), before);
@@ -489,7 +496,14 @@ async fn a_repeated_finish_changes_nothing(b: Backend) {
     .await;
     let first = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(
-        finish(&*s, &job, &run, &created, Outcome::Failed("Panic".into())).await,
+        finish(
+            &*s,
+            &job,
+            &run,
+            &created,
+            Outcome::Failed("Panic".into(), None)
+        )
+        .await,
         Finish::AlreadyEnded
     );
     assert_eq!(

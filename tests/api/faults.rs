@@ -717,3 +717,104 @@ async fn an_evicting_redis_is_warned_about_at_start_up_and_in_readiness() {
     let ready: Value = svc.readyz().await.json().await.unwrap();
     assert_eq!(ready["warnings"], serde_json::json!([]));
 }
+
+/// A status line of `/proc/<pid>/status` in MiB (`VmHWM`: the peak resident set).
+fn proc_status_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"));
+    kib / 1024.0
+}
+
+/// The peak RSS the service may reach importing 30 MB: its baseline plus a few batches and
+/// the runtime's buffers. Before imports streamed, the same body cost 538 MB.
+const IMPORT_RSS_CEILING_MIB: f64 = 150.0;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn importing_a_30_mb_body_keeps_the_service_under_150_mb_and_healthz_answering() {
+    let redis = RedisServer::start(false);
+    let svc = Service::start(&redis.url(), &[]).await;
+    let t = tenant();
+    let filler = "Sturdy everyday product with a long description. ".repeat(4);
+    let mut body = String::with_capacity(31 << 20);
+    let mut rows = 0u64;
+    while body.len() < 30 << 20 {
+        body.push_str(&format!(
+            "{{\"product_key\":\"m{rows}\",\"name\":\"Memory Mug {rows} Navy 350 ml\",\"brand\":\"Acme\",\"description\":\"{filler}\",\"price_cents\":{rows},\"taxonomy_path\":[\"Home\",\"Mugs\"]}}\n"
+        ));
+        rows += 1;
+    }
+    let size_mib = body.len() as f64 / (1 << 20) as f64;
+    let before = proc_status_mib(svc.pid(), "VmHWM");
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(300))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let import = tokio::spawn(
+        client
+            .post(svc.url(&format!("/catalog/products?tenant_id={t}")))
+            .header("content-type", "application/x-ndjson")
+            .body(body)
+            .send(),
+    );
+    // /healthz answers while the import runs: each probe waits on nothing but the runtime.
+    let mut slowest = Duration::ZERO;
+    while !import.is_finished() {
+        let probe = Instant::now();
+        let r = svc.client.get(svc.url("/healthz")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        slowest = slowest.max(probe.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = import.await.unwrap().unwrap();
+    let took = started.elapsed();
+    assert_eq!(r.status(), 200);
+    let report: Value = r.json().await.unwrap();
+    assert_eq!(
+        (report["created"].as_u64(), report["invalid"].as_u64()),
+        (Some(rows), Some(0)),
+        "{report}"
+    );
+    let peak = proc_status_mib(svc.pid(), "VmHWM");
+    eprintln!(
+        "import of {size_mib:.1} MiB ({rows} rows) in {:.1} s: VmHWM {before:.1} MiB before, \
+         {peak:.1} MiB after; slowest /healthz {} ms",
+        took.as_secs_f64(),
+        slowest.as_millis()
+    );
+    assert!(
+        peak < IMPORT_RSS_CEILING_MIB,
+        "peak RSS {peak:.1} MiB importing {size_mib:.1} MiB"
+    );
+    // Generous: the machine is shared; before imports streamed, /healthz waited seconds.
+    assert!(
+        slowest < Duration::from_secs(2),
+        "slowest /healthz {slowest:?}"
+    );
+
+    // One CSV row of 25 MB is one invalid row, read in bounded pieces and discarded.
+    let csv = format!(
+        "product_key,name\nhuge,{}\nafter,Row After\n",
+        "x".repeat(25 << 20)
+    );
+    let r = client
+        .post(svc.url(&format!("/catalog/products?tenant_id={t}")))
+        .header("content-type", "text/csv")
+        .body(csv)
+        .send()
+        .await
+        .unwrap();
+    let report: Value = r.json().await.unwrap();
+    assert_eq!(
+        (report["invalid"].as_u64(), report["created"].as_u64()),
+        (Some(1), Some(1)),
+        "{report}"
+    );
+    let peak = proc_status_mib(svc.pid(), "VmHWM");
+    eprintln!("after a 25 MiB CSV row: VmHWM {peak:.1} MiB");
+    assert!(peak < IMPORT_RSS_CEILING_MIB, "peak RSS {peak:.1} MiB");
+}

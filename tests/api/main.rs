@@ -4,6 +4,7 @@ mod catalog;
 mod conformance;
 mod extract;
 mod faults;
+mod feeds;
 mod helpers;
 mod http;
 mod replicas;

@@ -1,6 +1,6 @@
 -- finish: end a run's job and release its lock if the lock still holds it, in one step.
 -- A: the run's job (see RUN_ARGS in the prelude), then status (done|failed|cancelled),
---    result (JSON, "" for none), error class ("" for none), step
+--    result (JSON, "" for none; a failed job may carry its partial report), error class ("" for none), step
 -- Returns 1 applied, 2 already ended, -1 fenced (another run or job holds it). A missing
 -- record (the store came back empty) is written back whole so the result is not lost,
 -- unless a newer job holds the lock by then.

@@ -27,7 +27,8 @@ pub struct Config {
     #[arg(long, env = "KEY_PREFIX", default_value = "job")]
     pub key_prefix: String,
 
-    /// A queued or running job whose heartbeat is this old reads as `lost`.
+    /// A running job whose lease (heartbeat) is this old reads as `lost`, and the recovery
+    /// sweep re-queues it (see `MAX_ATTEMPTS`). A queued job is never lost.
     #[arg(long, env = "STALE_AFTER_SECONDS", default_value = "300", value_parser = seconds)]
     pub stale_after_seconds: Duration,
 
@@ -35,7 +36,8 @@ pub struct Config {
     #[arg(long, env = "JOB_TTL_SECONDS", default_value = "86400", value_parser = seconds)]
     pub job_ttl_seconds: Duration,
 
-    /// How often a live job's heartbeat is written (default: a tenth of the stale threshold, at most 5 s).
+    /// How often a process renews its running jobs' leases, in one call, and sweeps for lost
+    /// runs (default: a tenth of the stale threshold, at most 5 s).
     #[arg(long, env = "HEARTBEAT_SECONDS", value_parser = seconds)]
     pub heartbeat_seconds: Option<Duration>,
 
@@ -47,15 +49,22 @@ pub struct Config {
     #[arg(long, env = "MAX_CONCURRENT_JOBS", default_value_t = 4)]
     pub max_concurrent_jobs: usize,
 
-    /// Jobs waiting for a worker at once; beyond it a new job gets 503 `overloaded`.
+    /// Jobs the shared ready queue (all replicas) holds at once; beyond it a new job gets
+    /// 503 `overloaded` and nothing is created.
     #[arg(long, env = "MAX_QUEUED_JOBS", default_value_t = 1000)]
     pub max_queued_jobs: usize,
+
+    /// Runs a job gets: a run whose lease expired (its process died) is re-queued until
+    /// then, and after the last one ends `failed` with error `Lost`. 1 keeps a lost run
+    /// reading `lost` until the next create of its tenant and kind takes over.
+    #[arg(long, env = "MAX_ATTEMPTS", default_value_t = 3)]
+    pub max_attempts: u32,
 
     /// How long a job's final state is retried while the store is unreachable.
     #[arg(long, env = "FINISH_RETRY_SECONDS", default_value = "300", value_parser = seconds)]
     pub finish_retry_seconds: Duration,
 
-    /// On SIGTERM, how long running jobs may go on before they end as `Interrupted`.
+    /// On SIGTERM, how long running jobs may go on before they go back to the shared queue.
     #[arg(long, env = "SHUTDOWN_GRACE_SECONDS", default_value = "30", value_parser = seconds)]
     pub shutdown_grace_seconds: Duration,
 
@@ -101,6 +110,11 @@ pub struct Config {
     #[arg(long, env = "MAX_BODY_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Product imports (`POST /catalog/products`) running at once; beyond it, 503 `overloaded`.
+    /// Each holds a blocking thread and about one batch of memory.
+    #[arg(long, env = "MAX_CONCURRENT_IMPORTS", default_value_t = 2)]
+    pub max_concurrent_imports: usize,
+
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "pretty")]
     pub log_format: LogFormat,
@@ -145,6 +159,12 @@ impl Config {
         }
         if self.max_concurrent_jobs == 0 {
             return bad("MAX_CONCURRENT_JOBS must be at least 1");
+        }
+        if self.max_attempts == 0 {
+            return bad("MAX_ATTEMPTS must be at least 1");
+        }
+        if self.max_concurrent_imports == 0 {
+            return bad("MAX_CONCURRENT_IMPORTS must be at least 1");
         }
         if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
             return bad("KEY_PREFIX must be non-empty and without spaces");

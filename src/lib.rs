@@ -5,8 +5,8 @@
 //! # Layout
 //! - [`jobs`]: the coordination core (ids, lifecycle, store seam, Redis and memory stores,
 //!   runner). Knows nothing of HTTP or catalogues.
-//! - [`catalog`]: the domain — products and the sync, enrich and pair functions. Knows nothing
-//!   of HTTP or of job keys.
+//! - [`catalog`]: the domain — products, the one feed reader, and the sync, enrich and pair
+//!   functions. Knows nothing of HTTP or of job keys.
 //! - [`api`]: the HTTP boundary, the only module that knows status codes.
 //! - [`cli`]: the client subcommands, an HTTP client of the service (never the store).
 //! - [`config`], [`startup`], [`telemetry`], [`metrics`]: configuration, wiring, logging,

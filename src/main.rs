@@ -26,7 +26,7 @@ fn serve(config: Config) -> std::process::ExitCode {
         Ok::<(), Box<dyn std::error::Error>>(())
     });
     // Job functions still running on blocking threads after the grace period were already
-    // recorded as Interrupted; do not wait for them.
+    // given back to the shared queue (their writes are fenced off); do not wait for them.
     runtime.shutdown_background();
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

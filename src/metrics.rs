@@ -40,9 +40,9 @@ pub const ALL: &[(&str, Type, &str)] = &[
     (JOBS_CREATED, Type::Counter, "Jobs created, by kind."),
     (JOBS_FINISHED, Type::Counter, "Jobs ended, by kind and status (done, failed, cancelled); failed jobs carry their error class."),
     (JOB_DURATION, Type::Histogram, "Seconds a job ran, from its start on a worker to its end, by kind."),
-    (JOB_QUEUE_WAIT, Type::Histogram, "Seconds a job waited for a worker after its creation, by kind."),
+    (JOB_QUEUE_WAIT, Type::Histogram, "Seconds a job waited in the shared queue, from its creation to its claim by this process (store clock to this host's clock), by kind."),
     (JOBS_RUNNING, Type::Gauge, "Jobs running on a worker in this process, by kind."),
-    (JOBS_QUEUED, Type::Gauge, "Jobs waiting for a worker in this process, by kind."),
+    (JOBS_QUEUED, Type::Gauge, "Jobs waiting in the shared queue (all replicas), counted by the store at each scrape, by kind."),
     (PROGRESS_WRITES, Type::Counter, "Progress writes sent to the job store (coalesced ticks)."),
     (STORE_ERRORS, Type::Counter, "Job store operations that failed (store unreachable), by operation."),
     (STORE_LATENCY, Type::Histogram, "Seconds a job store operation took, by operation."),
@@ -128,43 +128,25 @@ pub fn progress_written() {
 pub fn job_finished(kind: &str, outcome: &Outcome) {
     let status = outcome.status().as_str();
     match outcome {
-        Outcome::Failed(class) => counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status, "error" => class.clone()).increment(1),
+        Outcome::Failed(class, _) => counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status, "error" => class.clone()).increment(1),
         _ => counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status).increment(1),
     }
 }
 
-/// A job waiting for a worker: counted in `catalog_jobs_queued` until it starts or ends.
-pub struct Queued {
-    kind: String,
-    since: Instant,
-}
-
-impl Queued {
-    pub fn enter(kind: &str) -> Self {
-        gauge!(JOBS_QUEUED, "kind" => kind.to_owned()).increment(1.0);
-        Self {
-            kind: kind.to_owned(),
-            since: Instant::now(),
-        }
-    }
-
-    /// The job got a worker: it moves from the queued gauge to the running one until the
-    /// returned guard drops. The wait is timed on this process's monotonic clock from the
-    /// moment the runner took the job (just after its creation), so clock skew cannot show.
-    pub fn start(self) -> Running {
-        histogram!(JOB_QUEUE_WAIT, "kind" => self.kind.clone()).record(self.since.elapsed());
-        gauge!(JOBS_RUNNING, "kind" => self.kind.clone()).increment(1.0);
-        Running {
-            kind: self.kind.clone(),
-            started: Instant::now(),
-        }
+/// A claimed job starts on a worker after waiting `waited` in the shared queue: it counts in
+/// `catalog_jobs_running` until the returned guard drops.
+pub fn job_started(kind: &str, waited: Duration) -> Running {
+    histogram!(JOB_QUEUE_WAIT, "kind" => kind.to_owned()).record(waited);
+    gauge!(JOBS_RUNNING, "kind" => kind.to_owned()).increment(1.0);
+    Running {
+        kind: kind.to_owned(),
+        started: Instant::now(),
     }
 }
 
-impl Drop for Queued {
-    fn drop(&mut self) {
-        gauge!(JOBS_QUEUED, "kind" => self.kind.clone()).decrement(1.0);
-    }
+/// The jobs of `kind` waiting in the shared queue, as the store counted them at a scrape.
+pub fn queue_depth(kind: &str, waiting: u64) {
+    gauge!(JOBS_QUEUED, "kind" => kind.to_owned()).set(waiting as f64);
 }
 
 /// A job on a worker; dropping it records how long it ran.

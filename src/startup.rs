@@ -77,6 +77,10 @@ impl App {
             store,
             catalog,
             wait_max: config.wait_max_seconds,
+            imports: crate::api::products::Imports::new(
+                config.max_concurrent_imports,
+                config.max_body_bytes,
+            ),
         };
         Ok(Self {
             listener,
@@ -95,8 +99,9 @@ impl App {
     }
 
     /// Serves until `shutdown` resolves, then shuts down gracefully: new jobs get 503 at
-    /// once, reads go on being served, running jobs get `SHUTDOWN_GRACE_SECONDS` to finish
-    /// and the rest end as `Interrupted` with their locks released; then the server stops.
+    /// once and no more jobs are claimed, reads go on being served, running jobs get
+    /// `SHUTDOWN_GRACE_SECONDS` to finish and the rest go back to the shared queue (their
+    /// attempt not counted) for another replica; then the server stops.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -132,6 +137,8 @@ pub fn store_settings(config: &Config) -> StoreSettings {
         ttl: config.job_ttl_seconds,
         stale_after: config.stale_after_seconds,
         finished_cache: config.finished_cache_seconds,
+        max_queued: config.max_queued_jobs,
+        max_attempts: config.max_attempts,
         ..StoreSettings::default()
     }
 }
@@ -141,7 +148,6 @@ pub fn runner_settings(config: &Config) -> RunnerSettings {
         heartbeat: config.heartbeat(),
         finish_retry: config.finish_retry_seconds,
         max_concurrent: config.max_concurrent_jobs,
-        max_queued: config.max_queued_jobs,
         ..RunnerSettings::default()
     }
 }

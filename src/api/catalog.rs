@@ -11,9 +11,9 @@ use super::jobs::tenant_field;
 use super::openapi;
 use super::AppState;
 use crate::jobs::registry::parse_bool;
-use crate::jobs::runner::Refused;
-use crate::jobs::store::{Created, NewJob, Outcome};
-use crate::jobs::{JobId, Kind, Snapshot};
+use crate::jobs::runner::{Refused, QUEUED_STEP};
+use crate::jobs::store::{Created, NewJob};
+use crate::jobs::{JobId, Kind, Snapshot, Status};
 use crate::metrics;
 
 /// Starts a job of `kind` for a tenant. Fields may come from the query string and a JSON,
@@ -73,9 +73,7 @@ pub async fn start(
     };
     let params = (spec.prepare)(&fields)?;
 
-    // Reserve a worker (or a waiting place) first, so a refusal creates nothing.
-    let admission = app
-        .runner
+    app.runner
         .admit()
         .inspect_err(|r| metrics::job_refused(refusal_reason(r)))?;
     let job = NewJob {
@@ -83,39 +81,32 @@ pub async fn start(
         tenant,
         kind,
         params,
-        step: admission.initial_step().to_owned(),
+        step: QUEUED_STEP.to_owned(),
     };
-    let snapshot = match app.store.create(job.clone()).await? {
+    let snapshot = match app.store.create(job).await? {
         Created::AlreadyRunning(holder) => {
             metrics::job_refused("already_running");
             return Err(ApiError::AlreadyRunning(holder));
         }
+        Created::QueueFull => {
+            metrics::job_refused("overloaded");
+            return Err(ApiError::Overloaded);
+        }
         Created::Created(snapshot) => *snapshot,
     };
     metrics::job_created(snapshot.kind.as_str());
-    let handle = app.runner.spawn(job, snapshot.created_at, admission);
     if !wait {
         return Ok(accepted(snapshot));
     }
-    match tokio::time::timeout(app.wait_max, handle.finished()).await {
-        Ok(Some(end)) => match end.outcome {
-            Outcome::Done(report) => Ok((StatusCode::OK, Json(report)).into_response()),
-            outcome @ (Outcome::Failed(_) | Outcome::Cancelled) => {
-                let class = match outcome {
-                    Outcome::Failed(class) => Some(class),
-                    _ => None,
-                };
-                let job = match app.store.get(&snapshot.job_id).await {
-                    Ok(Some(s)) => s,
-                    // The store is unreachable or lost the record: say what this process knows.
-                    _ => failed_locally(snapshot, class),
-                };
-                Err(ApiError::JobFailed(Box::new(job)))
-            }
-        },
-        // Outlasted WAIT_MAX_SECONDS (or the runner went away): answer as if wait were false.
+    // The job may run on any replica: its end is learnt from the store's events.
+    match tokio::time::timeout(app.wait_max, app.runner.wait_end(snapshot.job_id)).await {
+        Ok(Ok(job)) if job.status == Status::Done => {
+            Ok((StatusCode::OK, Json(job.result)).into_response())
+        }
+        Ok(Ok(job)) => Err(ApiError::JobFailed(Box::new(job))),
+        // Outlasted WAIT_MAX_SECONDS (or the store went away): answer as if wait were false.
         // The job goes on either way.
-        Ok(None) | Err(_) => {
+        Ok(Err(_)) | Err(_) => {
             let current = app
                 .store
                 .get(&snapshot.job_id)
@@ -136,18 +127,6 @@ fn accepted(snapshot: Snapshot) -> Response {
         response.headers_mut().insert(header::LOCATION, v);
     }
     response
-}
-
-/// The failed job as this process knows it, when the store could not be read after the end.
-fn failed_locally(mut snapshot: Snapshot, class: Option<String>) -> Snapshot {
-    let outcome = match &class {
-        Some(class) => Outcome::Failed(class.clone()),
-        None => Outcome::Cancelled,
-    };
-    snapshot.status = outcome.status();
-    snapshot.step = outcome.step();
-    snapshot.error = class;
-    snapshot
 }
 
 /// The `reason` label of a refusal, in the error code's words.

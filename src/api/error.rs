@@ -10,6 +10,7 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use super::access::ErrorNote;
+use crate::catalog::products::CatalogStoreError;
 use crate::jobs::registry::{ParamError, ParamErrorKind};
 use crate::jobs::runner::Refused;
 use crate::jobs::store::StoreError;
@@ -45,6 +46,13 @@ pub enum ApiError {
     StoreUnavailable(StoreError),
     ShuttingDown,
     Overloaded,
+    /// `MAX_CONCURRENT_IMPORTS` imports are already running.
+    ImportsBusy,
+    /// An import that stopped part-way: its cause, and the report of the rows already saved.
+    PartialImport {
+        cause: Box<ApiError>,
+        report: Value,
+    },
 }
 
 impl ApiError {
@@ -64,9 +72,22 @@ impl ApiError {
         }
     }
 
+    /// This error, answered with the report of what an import saved before it.
+    pub fn with_import_report(self, report: impl serde::Serialize) -> Self {
+        ApiError::PartialImport {
+            cause: Box::new(self),
+            report: serde_json::to_value(report).expect("a row report always serialises"),
+        }
+    }
+
     fn parts(&self) -> (StatusCode, &'static str, String, Map<String, Value>) {
         let mut extra = Map::new();
         let (status, code, message) = match self {
+            ApiError::PartialImport { cause, report } => {
+                let (status, code, message, mut inner) = cause.parts();
+                inner.insert("report".into(), report.clone());
+                return (status, code, message, inner);
+            }
             ApiError::MalformedBody(why) => (StatusCode::BAD_REQUEST, "malformed_body", why.clone()),
             ApiError::InvalidField { code, field, message } => {
                 extra.insert("field".into(), json!(field));
@@ -151,6 +172,11 @@ impl ApiError {
                 "overloaded",
                 "too many jobs are waiting for a worker; retry later".to_owned(),
             ),
+            ApiError::ImportsBusy => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                "MAX_CONCURRENT_IMPORTS imports are running already; retry shortly".to_owned(),
+            ),
         };
         (status, code, message, extra)
     }
@@ -160,9 +186,13 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message, extra) = self.parts();
         // Logged once, by the access line, with this note (a 5xx's cause never reaches the client).
+        let logged = match &self {
+            ApiError::PartialImport { cause, .. } => cause,
+            other => other,
+        };
         let note = ErrorNote {
             code,
-            cause: match &self {
+            cause: match logged {
                 ApiError::StoreUnavailable(cause) => Some(cause.to_string()),
                 ApiError::JobFailed(s) => Some(format!(
                     "job {} ended {}",
@@ -184,6 +214,18 @@ impl IntoResponse for ApiError {
         }
         response.extensions_mut().insert(note);
         response
+    }
+}
+
+impl From<CatalogStoreError> for ApiError {
+    fn from(e: CatalogStoreError) -> Self {
+        match e {
+            CatalogStoreError::BadCursor => ApiError::invalid(
+                "cursor",
+                "cursor must be a next_cursor this listing handed out",
+            ),
+            other => ApiError::StoreUnavailable(StoreError::Unavailable(other.to_string())),
+        }
     }
 }
 

@@ -33,6 +33,7 @@ pub struct AppState {
     pub catalog: Arc<Catalog>,
     /// Longest a `wait=true` request is held before it answers 202.
     pub wait_max: Duration,
+    pub imports: products::Imports,
 }
 
 /// Every route, each registered through its OpenAPI annotation (`routes!`), so a route
@@ -91,6 +92,7 @@ async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiErr
         "store": if app.store.is_durable() { "redis" } else { "memory" },
         "durable": durable,
         "active_jobs": app.runner.active_jobs(),
+        "active_imports": app.imports.running(),
         "warnings": warnings,
     })))
 }
@@ -99,7 +101,18 @@ async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiErr
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text exposition format 0.0.4; counters are per process.",
         body = String, content_type = "text/plain")))]
-async fn metrics() -> impl IntoResponse {
+async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
+    // The queue is shared by every replica, so its depth is read from the store at the
+    // scrape; a store that does not answer leaves the last value (the scrape still answers).
+    if let Ok(depths) = app.store.queued_by_kind().await {
+        for kind in app.runner.registry().kinds() {
+            let waiting = depths
+                .iter()
+                .find(|(k, _)| k == kind)
+                .map_or(0, |(_, n)| *n);
+            crate::metrics::queue_depth(kind.as_str(), waiting);
+        }
+    }
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -119,6 +119,9 @@ pub struct ErrorBody {
     pub known_kinds: Option<Vec<String>>,
     /// The job as it ended (`job_failed`) or as it is (`not_active`).
     pub job: Option<JobSnapshot>,
+    /// What an import saved before it stopped part-way (`payload_too_large`,
+    /// `malformed_body` on `POST /catalog/products`).
+    pub report: Option<ImportReport>,
 }
 
 /// Every error code of the envelope.
@@ -164,6 +167,7 @@ pub struct JobSnapshot {
     /// The parameters the job runs with.
     pub params: BTreeMap<String, Value>,
     /// The report once `done` (null before): see `SyncReport`, `EnrichReport`, `PairReport`.
+    /// A failed sync and a cancelled sync or enrich keep what they saved, in the same shape.
     pub result: Option<JobReport>,
     /// The error class when `failed` (`SourceUnreachable`, `Panic`, `Interrupted`, …).
     pub error: Option<String>,
@@ -174,6 +178,14 @@ pub struct JobSnapshot {
     pub finished_at: Option<String>,
     /// When someone asked the job to stop.
     pub cancel_requested_at: Option<String>,
+    /// Which run this is: 1, then 2, 3, … when a lost run was re-queued.
+    pub attempt: u32,
+    /// How many runs the job may have before it ends `failed`/`Lost` (`MAX_ATTEMPTS`).
+    pub max_attempts: u32,
+    /// The process running (or that last ran) the job, as `host/pid`.
+    pub worker: Option<String>,
+    /// When a lost run was re-queued.
+    pub recovered_at: Option<String>,
 }
 
 /// `lost` is never stored: it is an active job whose heartbeat is older than
@@ -210,7 +222,7 @@ pub struct SyncReport {
     pub sources_failed: u64,
 }
 
-/// One source of a sync: `status` is `done` or `failed` (with its error class).
+/// One source of a sync: `status` is `ok`, `failed` (with its error class) or `cancelled`.
 #[derive(ToSchema, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
@@ -218,6 +230,8 @@ pub struct SourceReport {
     pub source: String,
     pub status: String,
     pub error: Option<String>,
+    /// The status a failed http(s) source answered with.
+    pub http_status: Option<u16>,
     pub read: u64,
     pub created: u64,
     pub updated: u64,
@@ -386,6 +400,8 @@ pub struct Readiness {
     /// points); null when Redis will not say (CONFIG disabled).
     pub durable: Option<bool>,
     pub active_jobs: u64,
+    /// Product imports running in this process (at most `MAX_CONCURRENT_IMPORTS`).
+    pub active_imports: u64,
     /// Things an operator should fix that do not stop the service (an evicting Redis).
     pub warnings: Vec<String>,
 }

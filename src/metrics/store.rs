@@ -6,8 +6,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tokio::sync::broadcast;
+
 use crate::jobs::store::{
-    BoxFuture, Cancel, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
+    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
 };
 use crate::jobs::{JobId, Kind, Snapshot, TenantId};
 
@@ -37,14 +40,22 @@ impl JobStore for MeteredStore {
         Box::pin(timed("create", self.inner.create(job)))
     }
 
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
+        Box::pin(timed("claim", self.inner.claim(worker, kinds)))
+    }
+
     fn tick<'a>(
         &'a self,
-        id: &'a JobId,
+        run: &'a RunId,
         percent: u8,
         step: &'a str,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    ) -> BoxFuture<'a, Result<Tick, StoreError>> {
         Box::pin(async move {
-            let answer = timed("tick", self.inner.tick(id, percent, step)).await;
+            let answer = timed("tick", self.inner.tick(run, percent, step)).await;
             if answer.is_ok() {
                 super::progress_written();
             }
@@ -52,35 +63,43 @@ impl JobStore for MeteredStore {
         })
     }
 
-    fn heartbeat<'a>(
-        &'a self,
-        id: &'a JobId,
-        tenant: &'a TenantId,
-        kind: &'a Kind,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
-        Box::pin(timed("heartbeat", self.inner.heartbeat(id, tenant, kind)))
+    fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>> {
+        Box::pin(timed("renew", self.inner.renew(runs)))
     }
 
     fn finish<'a>(
         &'a self,
         job: &'a NewJob,
+        run: &'a RunId,
         created_at: u64,
         outcome: &'a Outcome,
         percent: u8,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
         Box::pin(timed(
             "finish",
-            self.inner.finish(job, created_at, outcome, percent),
+            self.inner.finish(job, run, created_at, outcome, percent),
         ))
     }
 
     fn restore<'a>(
         &'a self,
         job: &'a NewJob,
+        run: &'a RunId,
         created_at: u64,
         live: &'a Live,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
-        Box::pin(timed("restore", self.inner.restore(job, created_at, live)))
+    ) -> BoxFuture<'a, Result<Restore, StoreError>> {
+        Box::pin(timed(
+            "restore",
+            self.inner.restore(job, run, created_at, live),
+        ))
+    }
+
+    fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {
+        Box::pin(timed("release", self.inner.release(run)))
+    }
+
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
+        Box::pin(timed("recover", self.inner.recover()))
     }
 
     fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
@@ -99,11 +118,12 @@ impl JobStore for MeteredStore {
         Box::pin(timed("recent", self.inner.recent(tenant, limit)))
     }
 
-    fn clear_tenant<'a>(
-        &'a self,
-        tenant: &'a TenantId,
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
-        Box::pin(timed("clear_tenant", self.inner.clear_tenant(tenant)))
+    fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.inner.subscribe()
+    }
+
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
+        Box::pin(timed("queued_by_kind", self.inner.queued_by_kind()))
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -141,21 +141,44 @@ async fn an_active_job_exits_3_with_its_id_and_attach_follows_it_to_the_end() {
     assert_eq!(code(&o), 3, "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), id, "the running job's id is printed");
 
+    // The feed is released only once the CLI says it follows the running job: released
+    // sooner, the job could end before the CLI's POST and that POST would start a new one.
+    let args: Vec<String> = [
+        "submit", "sync", "--tenant", &tenant, "--source", &held, "--attach", "--json",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
     let base = svc.base();
-    let (tenant2, held2) = (tenant.clone(), held.clone());
-    let attached = tokio::spawn(async move {
-        cli(
-            &base,
-            &[
-                "submit", "sync", "--tenant", &tenant2, "--source", &held2, "--attach", "--json",
-            ],
-        )
-        .await
+    let (following_tx, following) = tokio::sync::oneshot::channel();
+    let attached = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .env_clear()
+            .env("CATALOG_JOBS_URL", base)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the CLI runs");
+        let err = std::io::BufReader::new(child.stderr.take().expect("stderr is piped"));
+        let mut following_tx = Some(following_tx);
+        for line in err.lines().map_while(Result::ok) {
+            if line.contains("following") {
+                if let Some(tx) = following_tx.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        child.wait_with_output().expect("the CLI ends")
     });
-    svc.poll(&id, |j| j["status"] == "running").await;
+    following
+        .await
+        .expect("the CLI says it follows the running job");
     feeds.release("attach");
     let o = attached.await.unwrap();
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(code(&o), 0);
     let report: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(report["job_id"], id.as_str(), "it followed the running job");
     assert_eq!(report["status"], "done");
@@ -164,8 +187,8 @@ async fn an_active_job_exits_3_with_its_id_and_attach_follows_it_to_the_end() {
 #[tokio::test]
 async fn cancel_stops_an_active_job_and_watching_it_then_exits_1() {
     let feeds = HeldFeeds::start().await;
-    // One worker, held by a first job: the second waits, and a cancel ends it as soon as
-    // its heartbeat carries the request, whatever the held feed does.
+    // One worker, held by a first job: the second waits in the queue, and a cancel ends it at
+    // once, whatever the held feed does.
     let svc = Service::start(&[("HEARTBEAT_SECONDS", "0.1"), ("MAX_CONCURRENT_JOBS", "1")]).await;
     let busy = svc
         .start_id(
@@ -185,7 +208,8 @@ async fn cancel_stops_an_active_job_and_watching_it_then_exits_1() {
         .await;
     let o = cli(&svc.base(), &["cancel", &id]).await;
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    assert!(stdout(&o).contains("cancelling"), "{}", stdout(&o));
+    // A queued job ends at once ("cancelled"); a running one reads "cancelling" first.
+    assert!(stdout(&o).contains("cancel"), "{}", stdout(&o));
     let o = cli(&svc.base(), &["watch", &id]).await;
     assert_eq!(code(&o), 1, "{}", stderr(&o));
     assert!(stdout(&o).contains("cancelled"), "{}", stdout(&o));

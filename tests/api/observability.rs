@@ -301,7 +301,8 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
         )
         .await;
     assert_eq!(refused.status(), 503);
-    // The waiting job is counted when its task first runs, just after the 202: poll for it.
+    // The waiting job is counted in the shared queue at each scrape, and the held job writes
+    // its first progress one tick interval after it started: poll for both.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let during = scrape(&metrics_text(&svc).await);
@@ -309,12 +310,14 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
             value(&during, "catalog_jobs_running", &[("kind", "sync")]),
             1.0
         );
-        if value(&during, "catalog_jobs_queued", &[("kind", "sync")]) == 1.0 {
+        let wrote = value(&during, "catalog_job_progress_writes_total", &[])
+            > value(&before, "catalog_job_progress_writes_total", &[]);
+        if wrote && value(&during, "catalog_jobs_queued", &[("kind", "sync")]) == 1.0 {
             break;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the waiting job was never counted as queued"
+            "the waiting job was never counted as queued, or the running one wrote no progress"
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
@@ -370,8 +373,8 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
     );
     assert_eq!(
         delta("catalog_store_latency_seconds_count", &[("op", "create")]),
-        3.0,
-        "two created, one refused"
+        4.0,
+        "two created, one already running and one beyond the queue: the store decides all four"
     );
     assert!(delta("catalog_store_latency_seconds_count", &[("op", "get")]) >= 1.0);
     assert_eq!(

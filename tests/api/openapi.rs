@@ -14,11 +14,11 @@ use catalog_jobs::config::Config;
 use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::store::JobStore;
-use catalog_jobs::startup::{catalog_settings, App};
+use catalog_jobs::startup::{catalog_settings, store_settings, App};
 use reqwest::{Method, RequestBuilder};
 use serde_json::{json, Value};
 
-use crate::helpers::{free_port, settings, test_config, unique};
+use crate::helpers::{free_port, test_config, unique};
 use crate::service::HeldFeeds;
 
 /// Small enough that a test body can exceed it.
@@ -136,7 +136,7 @@ async fn every_route_answers_as_the_openapi_document_says() {
     let feeds = HeldFeeds::start().await;
     let good = serve(
         config(),
-        Arc::new(MemoryStore::new(settings())),
+        Arc::new(MemoryStore::new(store_settings(&config()))),
         Arc::new(MemoryCatalog::new()),
         false,
     )
@@ -144,14 +144,14 @@ async fn every_route_answers_as_the_openapi_document_says() {
     let dead_url = format!("redis://127.0.0.1:{}/0", free_port());
     let dead = serve(
         config(),
-        Arc::new(RedisStore::open(&dead_url, settings()).unwrap()),
+        Arc::new(RedisStore::open(&dead_url, store_settings(&config())).unwrap()),
         Arc::new(RedisCatalog::open(&dead_url, "cat").unwrap()),
         false,
     )
     .await;
     let closing = serve(
         config(),
-        Arc::new(MemoryStore::new(settings())),
+        Arc::new(MemoryStore::new(store_settings(&config()))),
         Arc::new(MemoryCatalog::new()),
         true,
     )

@@ -13,7 +13,6 @@ use std::time::Instant;
 use catalog_jobs::catalog::products::MemoryCatalog;
 use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings};
 use catalog_jobs::jobs::TenantId;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 fn peak_rss_mib() -> f64 {
@@ -49,7 +48,14 @@ fn run(n: usize) {
 
     let started = Instant::now();
     let never = CancellationToken::new();
-    let report = enrich::run(&catalog, &tenant, &json!({}), &never, None).expect("enrich runs");
+    let report = enrich::run(
+        &catalog,
+        &tenant,
+        &enrich::EnrichParams { force: false },
+        &never,
+        None,
+    )
+    .expect("enrich runs");
     let enrich_s = started.elapsed().as_secs_f64();
     assert_eq!(report["products"], n);
 

@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+/// A start request carries a few fields: 64 KiB is generous for them and small enough that
+/// no client can make the service buffer much before it is refused.
+pub const DEFAULT_START_BODY_BYTES: usize = 64 * 1024;
+
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "catalog-jobs",
@@ -27,7 +31,8 @@ pub struct Config {
     #[arg(long, env = "KEY_PREFIX", default_value = "job")]
     pub key_prefix: String,
 
-    /// A queued or running job whose heartbeat is this old reads as `lost`.
+    /// A running job whose lease (heartbeat) is this old reads as `lost`, and the recovery
+    /// sweep re-queues it (see `MAX_ATTEMPTS`). A queued job is never lost.
     #[arg(long, env = "STALE_AFTER_SECONDS", default_value = "300", value_parser = seconds)]
     pub stale_after_seconds: Duration,
 
@@ -35,7 +40,8 @@ pub struct Config {
     #[arg(long, env = "JOB_TTL_SECONDS", default_value = "86400", value_parser = seconds)]
     pub job_ttl_seconds: Duration,
 
-    /// How often a live job's heartbeat is written (default: a tenth of the stale threshold, at most 5 s).
+    /// How often a process renews its running jobs' leases, in one call, and sweeps for lost
+    /// runs (default: a tenth of the stale threshold, at most 5 s).
     #[arg(long, env = "HEARTBEAT_SECONDS", value_parser = seconds)]
     pub heartbeat_seconds: Option<Duration>,
 
@@ -47,15 +53,22 @@ pub struct Config {
     #[arg(long, env = "MAX_CONCURRENT_JOBS", default_value_t = 4)]
     pub max_concurrent_jobs: usize,
 
-    /// Jobs waiting for a worker at once; beyond it a new job gets 503 `overloaded`.
+    /// Jobs the shared ready queue (all replicas) holds at once; beyond it a new job gets
+    /// 503 `overloaded` and nothing is created.
     #[arg(long, env = "MAX_QUEUED_JOBS", default_value_t = 1000)]
     pub max_queued_jobs: usize,
+
+    /// Runs a job gets: a run whose lease expired (its process died) is re-queued until
+    /// then, and after the last one ends `failed` with error `Lost`. 1 keeps a lost run
+    /// reading `lost` until the next create of its tenant and kind takes over.
+    #[arg(long, env = "MAX_ATTEMPTS", default_value_t = 3)]
+    pub max_attempts: u32,
 
     /// How long a job's final state is retried while the store is unreachable.
     #[arg(long, env = "FINISH_RETRY_SECONDS", default_value = "300", value_parser = seconds)]
     pub finish_retry_seconds: Duration,
 
-    /// On SIGTERM, how long running jobs may go on before they end as `Interrupted`.
+    /// On SIGTERM, how long running jobs may go on before they go back to the shared queue.
     #[arg(long, env = "SHUTDOWN_GRACE_SECONDS", default_value = "30", value_parser = seconds)]
     pub shutdown_grace_seconds: Duration,
 
@@ -117,7 +130,7 @@ pub struct Config {
     pub api_tokens: Option<String>,
 
     /// Largest body of a start request (`POST /catalog/{kind}`), in bytes; imports keep MAX_BODY_BYTES.
-    #[arg(long, env = "MAX_START_BODY_BYTES", default_value_t = 64 * 1024)]
+    #[arg(long, env = "MAX_START_BODY_BYTES", default_value_t = DEFAULT_START_BODY_BYTES)]
     pub max_start_body_bytes: usize,
 
     /// Longest a client may take to send a request's headers, or a start request's body
@@ -231,6 +244,9 @@ impl Config {
         }
         if self.max_concurrent_jobs == 0 {
             return bad("MAX_CONCURRENT_JOBS must be at least 1");
+        }
+        if self.max_attempts == 0 {
+            return bad("MAX_ATTEMPTS must be at least 1");
         }
         if self.max_concurrent_imports == 0 {
             return bad("MAX_CONCURRENT_IMPORTS must be at least 1");

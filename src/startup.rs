@@ -20,6 +20,7 @@ use crate::jobs::redis::RedisStore;
 use crate::jobs::registry::Registry;
 use crate::jobs::runner::{Runner, RunnerSettings};
 use crate::jobs::store::{JobStore, StoreError, StoreSettings};
+use crate::metrics::store::MeteredStore;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -74,6 +75,8 @@ impl App {
             source,
         })?;
         let tokens = load_tokens(&config)?;
+        crate::metrics::handle();
+        let store = MeteredStore::wrap(store);
         let runner = Runner::new(store.clone(), Arc::new(registry), runner_settings(&config));
         let state = AppState {
             runner,
@@ -107,14 +110,16 @@ impl App {
     }
 
     /// Serves until `shutdown` resolves, then shuts down gracefully: new jobs get 503 at
-    /// once, reads go on being served, running jobs get `SHUTDOWN_GRACE_SECONDS` to finish
-    /// and the rest end as `Interrupted` with their locks released; then the server stops
-    /// accepting and open connections get at most `api::server::DRAIN_MAX` to finish.
+    /// once and no more jobs are claimed, reads go on being served, running jobs get
+    /// `SHUTDOWN_GRACE_SECONDS` to finish and the rest go back to the shared queue (their
+    /// attempt not counted) for another replica; then the server stops accepting and open
+    /// connections get at most `api::server::DRAIN_MAX` to finish.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         info!(addr = %self.addr, "catalog-jobs listening");
+        let upkeep = tokio::spawn(crate::metrics::upkeep());
         let stopped = CancellationToken::new();
         let runner = self.state.runner.clone();
         let grace = self.config.shutdown_grace_seconds;
@@ -135,6 +140,7 @@ impl App {
             max_connections: self.config.max_connections,
         };
         api::server::serve(self.listener, router, limits, stopped).await;
+        upkeep.abort();
         info!("catalog-jobs stopped");
         Ok(())
     }
@@ -154,7 +160,7 @@ pub fn load_tokens(config: &Config) -> Result<Tokens, StartupError> {
     if let Some(inline) = &config.api_tokens {
         let more = Tokens::parse_inline(inline).map_err(|e| StartupError::Tokens(e.to_string()))?;
         tokens = tokens
-            .merge(more)
+            .combine(more)
             .map_err(|e| StartupError::Tokens(e.to_string()))?;
     }
     if tokens.is_open() {
@@ -169,6 +175,8 @@ pub fn store_settings(config: &Config) -> StoreSettings {
         ttl: config.job_ttl_seconds,
         stale_after: config.stale_after_seconds,
         finished_cache: config.finished_cache_seconds,
+        max_queued: config.max_queued_jobs,
+        max_attempts: config.max_attempts,
         ..StoreSettings::default()
     }
 }
@@ -178,7 +186,6 @@ pub fn runner_settings(config: &Config) -> RunnerSettings {
         heartbeat: config.heartbeat(),
         finish_retry: config.finish_retry_seconds,
         max_concurrent: config.max_concurrent_jobs,
-        max_queued: config.max_queued_jobs,
         ..RunnerSettings::default()
     }
 }
@@ -231,6 +238,11 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn JobStore>, StartupErr
             }
         }
         Err(e) => warn!(error = %e, "could not read Redis's eviction policy"),
+    }
+    match store.persists().await {
+        Ok(Some(false)) => warn!("Redis persists nothing (appendonly no, no save points): job state is lost if Redis restarts"),
+        Ok(None) => warn!("cannot tell whether Redis persists (CONFIG GET is not allowed)"),
+        _ => {}
     }
     Ok(Arc::new(store))
 }

@@ -139,7 +139,7 @@ impl Tokens {
     }
 
     /// Both sources together; a token in both is refused as it is within one.
-    pub fn merge(mut self, other: Tokens) -> Result<Self, TokenFileError> {
+    pub fn combine(mut self, other: Tokens) -> Result<Self, TokenFileError> {
         for (i, entry) in other.entries.into_iter().enumerate() {
             if self.entries.iter().any(|e| e.digest == entry.digest) {
                 return Err(TokenFileError {
@@ -303,7 +303,7 @@ mod tests {
         assert_eq!(Tokens::parse(&text, "f").err().map(|e| e.line), Some(2));
         let file = Tokens::parse(&format!("acme a {}", hash_token("x")), "f").unwrap();
         let inline = Tokens::parse_inline(&format!("* ops {}", hash_token("x"))).unwrap();
-        assert!(file.merge(inline).is_err());
+        assert!(file.combine(inline).is_err());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use super::access::ErrorNote;
 use crate::catalog::products::CatalogStoreError;
 use crate::jobs::registry::{ParamError, ParamErrorKind};
 use crate::jobs::runner::Refused;
@@ -160,7 +161,7 @@ impl ApiError {
             ApiError::NoRoute => (
                 StatusCode::NOT_FOUND,
                 "not_found",
-                "no such endpoint; see the README for the API".to_owned(),
+                "no such endpoint; GET /openapi.json lists them all".to_owned(),
             ),
             ApiError::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -233,28 +234,30 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message, extra) = self.parts();
+        // Logged once, by the access line, with this note (a 5xx's cause never reaches the client).
         let logged = match &self {
             ApiError::PartialImport { cause, .. } => cause,
             other => other,
         };
-        match logged {
-            ApiError::StoreUnavailable(cause) => {
-                tracing::error!(error = %cause, "answering 503: the job store is unreachable")
-            }
-            ApiError::CatalogUnavailable(cause) => {
-                tracing::error!(error = %cause, "answering 503: the catalogue store is unreachable")
-            }
-            ApiError::CatalogCorrupt(cause) => {
-                tracing::error!(error = %cause, "answering 500: a catalogue record cannot be read")
-            }
-            ApiError::Internal(cause) => {
-                tracing::error!(error = %cause, "answering 500")
-            }
-            ApiError::JobFailed(s) => {
-                tracing::info!(job_id = %s.job_id, "answering 502: the waited-for job failed")
-            }
-            _ => tracing::debug!(status = status.as_u16(), code, "client error"),
-        }
+        let note = ErrorNote {
+            code,
+            cause: match logged {
+                ApiError::StoreUnavailable(cause) => Some(cause.to_string()),
+                ApiError::CatalogUnavailable(cause) => {
+                    Some(format!("the catalogue store is unreachable: {cause}"))
+                }
+                ApiError::CatalogCorrupt(cause) => {
+                    Some(format!("a catalogue record cannot be read: {cause}"))
+                }
+                ApiError::Internal(cause) => Some(cause.to_string()),
+                ApiError::JobFailed(s) => Some(format!(
+                    "job {} ended {}",
+                    s.job_id,
+                    s.error.as_deref().unwrap_or(s.status.as_str())
+                )),
+                _ => None,
+            },
+        };
         let mut body = Map::new();
         body.insert("error".into(), json!(code));
         body.insert("message".into(), json!(message));
@@ -274,6 +277,7 @@ impl IntoResponse for ApiError {
             }
             _ => {}
         }
+        response.extensions_mut().insert(note);
         response
     }
 }

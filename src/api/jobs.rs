@@ -10,6 +10,7 @@ use super::error::ApiError;
 use super::extract::{
     job_not_found, limit_field, query_fields, refuse_unknown, tenant_field, JobIdPath,
 };
+use super::openapi;
 use super::AppState;
 use crate::jobs::store::Cancel;
 use crate::jobs::{JobId, Snapshot};
@@ -17,6 +18,15 @@ use crate::jobs::{JobId, Snapshot};
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
 
+/// A job as it is now: status, a percent that never goes backwards, the step, and the
+/// report once done.
+#[utoipa::path(get, path = "/catalog/jobs/{job_id}", tag = "jobs",
+    params(("job_id" = String, Path, description = "The id a start answered with.")),
+    responses(
+        (status = 200, description = "The job.", body = openapi::JobSnapshot),
+        (status = 404, description = "`not_found`: no job has this id (or it expired after `JOB_TTL_SECONDS`).", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn get_one(
     State(app): State<AppState>,
     caller: Caller,
@@ -34,6 +44,14 @@ pub struct Listing {
 /// `POST /catalog/jobs/{job_id}/cancel`: asks an active job to stop. 202 with the job (now
 /// `cancelling`); 409 `not_active` when it has already ended; 404 when there is no such job
 /// or it is not the caller's. Asking twice is harmless.
+#[utoipa::path(post, path = "/catalog/jobs/{job_id}/cancel", tag = "jobs",
+    params(("job_id" = String, Path, description = "The job to stop.")),
+    responses(
+        (status = 202, description = "Asked: the job reads `cancelling`, then `cancelled` at its next safe point.", body = openapi::JobSnapshot),
+        (status = 404, description = "`not_found`.", body = openapi::ErrorBody),
+        (status = 409, description = "`not_active`: the job has already ended (it is in `job`).", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn cancel(
     State(app): State<AppState>,
     caller: Caller,
@@ -78,6 +96,17 @@ async fn visible_job(
     }
 }
 
+/// A tenant's jobs, newest first.
+#[utoipa::path(get, path = "/catalog/jobs", tag = "jobs",
+    params(
+        ("tenant_id" = String, Query, description = "The tenant."),
+        ("limit" = Option<u32>, Query, description = "How many jobs, 1–100 (default 20).", minimum = 1, maximum = 100),
+    ),
+    responses(
+        (status = 200, description = "The jobs.", body = openapi::JobListing),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn list(
     State(app): State<AppState>,
     caller: Caller,

@@ -21,6 +21,7 @@ use super::extract::{
     declared_length, limit_field, media_type, product_not_found, query_fields, refuse_unknown,
     take_single, tenant_field, ProductKeyPath,
 };
+use super::openapi;
 use super::AppState;
 use crate::catalog::feed::{self, FeedError, Format, RowReport};
 use crate::catalog::products::{CatalogStore, CatalogStoreError};
@@ -101,6 +102,21 @@ struct BodyTooLarge;
 /// once; beyond that the answer is 503 `overloaded` at once. A body that breaks off part-way
 /// (over `MAX_BODY_BYTES`, or a malformed JSON array) is answered with its error and the
 /// `report` of the rows already saved.
+#[utoipa::path(post, path = "/catalog/products", tag = "products",
+    params(("tenant_id" = String, Query, description = "The tenant.")),
+    request_body(description = "A JSON array (or one object), JSON Lines, or CSV with a header row.", content(
+        (Vec<openapi::ProductInput> = "application/json"),
+        (String = "application/x-ndjson"),
+        (String = "text/csv"),
+    )),
+    responses(
+        (status = 200, description = "What was read, created, updated, unchanged and invalid.", body = openapi::ImportReport),
+        (status = 400, description = "`malformed_body`.", body = openapi::ErrorBody),
+        (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = openapi::ErrorBody),
+        (status = 415, description = "`unsupported_media_type`.", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
+        (status = 503, description = "`overloaded` (`MAX_CONCURRENT_IMPORTS` imports are running) or `store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn import(State(app): State<AppState>, caller: Caller, req: Request) -> Response {
     match import_rows(app, &caller, req).await {
         Ok(report) => Json(report).into_response(),
@@ -258,6 +274,18 @@ impl Read for BodyReader {
     }
 }
 
+/// A page of a tenant's products.
+#[utoipa::path(get, path = "/catalog/products", tag = "products",
+    params(
+        ("tenant_id" = String, Query, description = "The tenant."),
+        ("limit" = Option<u32>, Query, description = "How many, 1–500 (default 50).", minimum = 1, maximum = 500),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page."),
+    ),
+    responses(
+        (status = 200, description = "The page.", body = openapi::ProductPage),
+        (status = 422, description = "`missing_field`, `invalid_field` (a bad `limit` or `cursor`) or `unknown_field`.", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn list(
     State(app): State<AppState>,
     caller: Caller,
@@ -273,6 +301,18 @@ pub async fn list(
     Ok(Json(json!({ "products": items, "next_cursor": next })))
 }
 
+/// A product with its enrichment and nearest neighbours.
+#[utoipa::path(get, path = "/catalog/products/{product_key}", tag = "products",
+    params(
+        ("product_key" = String, Path, description = "The product's key."),
+        ("tenant_id" = String, Query, description = "The tenant."),
+    ),
+    responses(
+        (status = 200, description = "The product.", body = openapi::ProductView),
+        (status = 404, description = "`not_found`.", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field`.", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn get_one(
     State(app): State<AppState>,
     caller: Caller,

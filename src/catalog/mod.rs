@@ -71,6 +71,9 @@ pub enum CatalogError {
     },
     #[error("the job was asked to stop")]
     Cancelled,
+    /// Stopped on request, with the report of what it had saved so far.
+    #[error("the job was asked to stop")]
+    CancelledWith(serde_json::Value),
 }
 
 impl ErrorClass for CatalogError {
@@ -79,7 +82,9 @@ impl ErrorClass for CatalogError {
             CatalogError::StoreUnavailable(_) => "StoreUnavailable",
             CatalogError::CorruptRecord(_) => "CorruptRecord",
             CatalogError::SyncFailed { class, .. } => class,
-            CatalogError::Cancelled => crate::jobs::registry::CANCELLED,
+            CatalogError::Cancelled | CatalogError::CancelledWith(_) => {
+                crate::jobs::registry::CANCELLED
+            }
         }
     }
 
@@ -172,21 +177,27 @@ impl<'a> Monotonic<'a> {
     }
 }
 
+/// A catalogue error as the runner records it: a stop on request keeps its partial report.
+fn job_error(e: CatalogError) -> JobError {
+    match e {
+        CatalogError::CancelledWith(report) => JobError::cancelled_with(report),
+        other => JobError::from(other),
+    }
+}
+
 /// The catalogue job kinds, wired to a catalogue.
 pub fn registry(catalog: Arc<Catalog>) -> Registry {
     let (c1, c2, c3, c4) = (catalog.clone(), catalog.clone(), catalog.clone(), catalog);
     Registry::new()
-        .with(
+        .with_typed(
             "sync",
             move |fields| sync::prepare(fields, &c1.settings),
-            move |input, progress| {
-                sync::run(&c2, &input.tenant, &input.params, &input.cancel, progress)
-                    .map_err(JobError::from)
+            move |input, params, progress| {
+                sync::run(&c2, &input.tenant, params, &input.cancel, progress).map_err(job_error)
             },
         )
-        .with("enrich", enrich::prepare, move |input, progress| {
-            enrich::run(&c3, &input.tenant, &input.params, &input.cancel, progress)
-                .map_err(JobError::from)
+        .with_typed("enrich", enrich::prepare, move |input, params, progress| {
+            enrich::run(&c3, &input.tenant, params, &input.cancel, progress).map_err(job_error)
         })
         .with_plain("pair", move |input, progress| {
             pair::run(&c4, &input.tenant, &input.cancel, progress).map_err(JobError::from)

@@ -5,7 +5,8 @@
 //! Sub-quadratic: candidates come from an inverted index over informative tokens (document
 //! frequency capped), and are kept only within the same top-level category and a comparable
 //! price band; their exact cosine is then computed from sparse vectors. Scoring runs on every
-//! core. The neighbour table is replaced as a whole at the end.
+//! core. The neighbour table is replaced as a whole at the end, so it is safe to run again
+//! (a recovered job's next attempt does) and a stop on request leaves the old table whole.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -7,6 +7,10 @@
 //! uses too). A source that fails mid-way is reported with its error class, its HTTP status
 //! and the rows read and saved before it failed; the job fails only when no source could be
 //! read, with the sources' class and the same partial report.
+//!
+//! Safe to run again (a recovered job's next attempt does): products are upserted by
+//! content hash, so rows already written read `unchanged`. It stops on request between rows
+//! and during a stalled feed read, reporting what it saved.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -36,8 +40,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest silence between two pieces of an http(s) feed.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A sync's parameters, as the POST checked them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SyncParams {
+    pub sources: Vec<String>,
+}
+
 /// Checks the `source` fields: each must resolve to an allowed place that exists.
-pub fn prepare(fields: &Fields, settings: &CatalogSettings) -> Result<Value, ParamError> {
+pub fn prepare(fields: &Fields, settings: &CatalogSettings) -> Result<SyncParams, ParamError> {
     only_fields(fields, &["source"])?;
     let raw = fields.get("source").map(Vec::as_slice).unwrap_or_default();
     if raw.is_empty() {
@@ -61,7 +71,7 @@ pub fn prepare(fields: &Fields, settings: &CatalogSettings) -> Result<Value, Par
         resolve(s, settings)?;
         sources.push(s.to_owned());
     }
-    Ok(json!({ "sources": sources }))
+    Ok(SyncParams { sources })
 }
 
 /// Where a source points, once it is known to be allowed.
@@ -361,9 +371,11 @@ impl<R: Read> Read for Counting<R> {
 }
 
 /// An HTTP body read from a blocking thread, one chunk at a time (never buffered whole).
+/// A read waiting on a stalled feed gives up as soon as the job is asked to stop.
 struct HttpBody {
     handle: tokio::runtime::Handle,
     response: reqwest::Response,
+    stop: CancellationToken,
     /// The last chunk received, and how much of it was read.
     data: Vec<u8>,
     at: usize,
@@ -372,7 +384,17 @@ struct HttpBody {
 impl Read for HttpBody {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.at >= self.data.len() {
-            match self.handle.block_on(self.response.chunk()) {
+            let stop = self.stop.clone();
+            let chunk = self.handle.block_on(async {
+                tokio::select! {
+                    chunk = self.response.chunk() => Some(chunk),
+                    () = stop.cancelled() => None,
+                }
+            });
+            let Some(chunk) = chunk else {
+                return Err(io::Error::other("the job was asked to stop"));
+            };
+            match chunk {
                 Ok(Some(bytes)) => {
                     self.data.clear();
                     self.data.extend_from_slice(&bytes);
@@ -397,7 +419,11 @@ struct Opened {
 }
 
 /// Opens a source for streaming.
-fn open(source: &str, settings: &CatalogSettings) -> Result<Opened, SourceError> {
+fn open(
+    source: &str,
+    settings: &CatalogSettings,
+    stop: &CancellationToken,
+) -> Result<Opened, SourceError> {
     match resolve(source, settings).map_err(SourceError::from_param)? {
         Resolved::File(path) => {
             let file = File::open(&path).map_err(|e| match e.kind() {
@@ -410,11 +436,11 @@ fn open(source: &str, settings: &CatalogSettings) -> Result<Opened, SourceError>
                 format: Format::from_name(&path.to_string_lossy()),
             })
         }
-        Resolved::Url(url) => open_url(url),
+        Resolved::Url(url) => open_url(url, stop),
     }
 }
 
-fn open_url(url: reqwest::Url) -> Result<Opened, SourceError> {
+fn open_url(url: reqwest::Url, stop: &CancellationToken) -> Result<Opened, SourceError> {
     let unreachable = |e: &dyn std::fmt::Display| SourceError::Unreachable(e.to_string());
     let handle = tokio::runtime::Handle::try_current()
         .map_err(|_| unreachable(&"URL feeds are fetched only inside the service"))?;
@@ -426,7 +452,13 @@ fn open_url(url: reqwest::Url) -> Result<Opened, SourceError> {
         .build()
         .map_err(|e| unreachable(&e))?;
     let response = handle
-        .block_on(client.get(url.clone()).send())
+        .block_on(async {
+            tokio::select! {
+                r = client.get(url.clone()).send() => Some(r),
+                () = stop.cancelled() => None,
+            }
+        })
+        .ok_or_else(|| unreachable(&"the job was asked to stop"))?
         .map_err(|e| unreachable(&e))?;
     if !response.status().is_success() {
         return Err(SourceError::from_status(response.status()));
@@ -446,6 +478,7 @@ fn open_url(url: reqwest::Url) -> Result<Opened, SourceError> {
         reader: Box::new(HttpBody {
             handle,
             response,
+            stop: stop.clone(),
             data: Vec::new(),
             at: 0,
         }),
@@ -457,18 +490,11 @@ fn open_url(url: reqwest::Url) -> Result<Opened, SourceError> {
 pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
-    params: &Value,
+    params: &SyncParams,
     stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
-    let sources: Vec<String> = params["sources"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let sources = &params.sources;
     let progress = Monotonic::new(progress);
     let n = sources.len();
     let mut reports = Vec::with_capacity(n);
@@ -483,7 +509,16 @@ pub fn run(
         let outcome = sync_source(catalog, tenant, source, stop, &mut report.rows, &|frac| {
             let p = ((i as f64 + frac.clamp(0.0, 1.0)) * 100.0 / n as f64) as u8;
             progress.report(p, &step);
-        })?;
+        });
+        // A stop (between rows, or during a stalled read, which then fails the source) is
+        // reported with what was saved before it.
+        if stop.is_cancelled() || matches!(outcome, Err(CatalogError::Cancelled)) {
+            report.status = "cancelled";
+            report.error = None;
+            reports.push(report);
+            return Err(CatalogError::CancelledWith(summary(&reports)));
+        }
+        let outcome = outcome?;
         match outcome {
             Ok(()) => report.status = "ok",
             Err(e) => {
@@ -546,7 +581,7 @@ fn sync_source(
     rows: &mut RowReport,
     on_progress: &dyn Fn(f64),
 ) -> Result<Result<(), SourceError>, CatalogError> {
-    let opened = match open(source, &catalog.settings) {
+    let opened = match open(source, &catalog.settings, stop) {
         Ok(opened) => opened,
         Err(e) => return Ok(Err(e)),
     };

@@ -617,17 +617,10 @@ type Job = fn(&Catalog, &catalog_jobs::jobs::TenantId, Option<&(dyn Fn(u8, &str)
 fn jobs() -> Vec<(&'static str, Job)> {
     vec![
         ("sync", |c, t, p| {
-            sync::run(
-                c,
-                t,
-                &json!({"sources": ["demo.jsonl", "sample.csv"]}),
-                &never(),
-                p,
-            )
-            .unwrap()
+            sync::run(c, t, &sources(&["demo.jsonl", "sample.csv"]), &never(), p).unwrap()
         }),
         ("enrich", |c, t, p| {
-            enrich::run(c, t, &json!({"force": false}), &never(), p).unwrap()
+            enrich::run(c, t, &no_force(), &never(), p).unwrap()
         }),
         ("pair", |c, t, p| pair::run(c, t, &never(), p).unwrap()),
     ]
@@ -642,8 +635,8 @@ fn every_kind_keeps_the_progress_contract_and_reports_the_same_without_a_callbac
         let (with_cb, t1) = catalog_with(&products, None);
         let (without_cb, t2) = catalog_with(&products, None);
         if name == "pair" {
-            enrich::run(&with_cb, &t1, &json!({}), &never(), None).unwrap();
-            enrich::run(&without_cb, &t2, &json!({}), &never(), None).unwrap();
+            enrich::run(&with_cb, &t1, &no_force(), &never(), None).unwrap();
+            enrich::run(&without_cb, &t2, &no_force(), &never(), None).unwrap();
         }
         let a = job(&with_cb, &t1, Some(&record));
         let b = job(&without_cb, &t2, None);
@@ -711,7 +704,7 @@ fn a_source_that_fails_mid_way_keeps_what_it_read_and_reports_its_class() {
     let report = sync::run(
         &catalog,
         &t,
-        &json!({"sources": ["big.jsonl", "small.jsonl"]}),
+        &sources(&["big.jsonl", "small.jsonl"]),
         &never(),
         None,
     )
@@ -744,7 +737,7 @@ fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
         catalog_jobs::jobs::registry::ErrorClass::class(&e)
     };
     assert_eq!(
-        enrich::run(&catalog, &t, &json!({}), &stopped, None).map_err(class),
+        enrich::run(&catalog, &t, &no_force(), &stopped, None).map_err(class),
         Err("Cancelled")
     );
     assert!(
@@ -760,7 +753,7 @@ fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
         before,
         "the old table is left whole"
     );
-    let sync_params = json!({"sources": ["demo.jsonl"]});
+    let sync_params = sources(&["demo.jsonl"]);
     assert_eq!(
         sync::run(&catalog, &t, &sync_params, &stopped, None).map_err(class),
         Err("Cancelled")
@@ -771,7 +764,7 @@ fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
 fn pairing_finds_the_planted_families_and_never_crosses_a_top_level_category() {
     let products = demo::generate(4000, 21);
     let (catalog, t) = catalog_with(&products, None);
-    enrich::run(&catalog, &t, &json!({}), &never(), None).unwrap();
+    enrich::run(&catalog, &t, &no_force(), &never(), None).unwrap();
     let report = pair::run(&catalog, &t, &never(), None).unwrap();
     assert_eq!(report["products"], 4000);
     let by_key: HashMap<&str, &Product> = products
@@ -851,7 +844,7 @@ fn an_empty_catalogue_enriches_and_pairs_to_nothing_and_clears_an_old_neighbour_
     let products = demo::generate(40, 4);
     let (catalog, t) = catalog_with(&products, None);
     let (empty, other) = catalog_with(&[], None);
-    let enriched = enrich::run(&empty, &other, &json!({}), &never(), None).unwrap();
+    let enriched = enrich::run(&empty, &other, &no_force(), &never(), None).unwrap();
     assert_eq!(
         enriched,
         json!({"products": 0, "extracted": 0, "unextractable": 0, "skipped": 0, "batches": 0})
@@ -875,4 +868,14 @@ fn an_empty_catalogue_enriches_and_pairs_to_nothing_and_clears_an_old_neighbour_
         .unwrap();
     pair::run(&emptied, &t, &never(), None).unwrap();
     assert_eq!(emptied.store.neighbours(&t, &key).unwrap(), None);
+}
+
+fn no_force() -> enrich::EnrichParams {
+    enrich::EnrichParams { force: false }
+}
+
+fn sources(names: &[&str]) -> sync::SyncParams {
+    sync::SyncParams {
+        sources: names.iter().map(|n| (*n).to_owned()).collect(),
+    }
 }

@@ -3,6 +3,7 @@
 mod auth;
 mod bad_input;
 mod catalog;
+mod cli;
 mod conformance;
 mod extract;
 mod faults;
@@ -10,4 +11,9 @@ mod feeds;
 mod helpers;
 mod http;
 mod limits;
+mod observability;
+mod openapi;
+mod readiness;
+mod replicas;
 mod runner;
+mod service;

@@ -146,6 +146,8 @@ pub enum ErrorCode {
     StoreUnavailable,
     ShuttingDown,
     Overloaded,
+    IdempotencyKeyReused,
+    RateLimited,
 }
 
 /// A job as any client reads it. Times are RFC 3339 on the store's clock.
@@ -186,6 +188,12 @@ pub struct JobSnapshot {
     pub worker: Option<String>,
     /// When a lost run was re-queued.
     pub recovered_at: Option<String>,
+    /// Who started the job: the token's name, or `anonymous` without tokens.
+    pub created_by: Option<String>,
+    /// Who asked the job to stop (the first to ask), once someone did.
+    pub cancelled_by: Option<String>,
+    /// The `x-request-id` of the request that started the job.
+    pub request_id: Option<String>,
 }
 
 /// `lost` is never stored: it is an active job whose heartbeat is older than

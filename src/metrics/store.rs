@@ -102,8 +102,12 @@ impl JobStore for MeteredStore {
         Box::pin(timed("recover", self.inner.recover()))
     }
 
-    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
-        Box::pin(timed("cancel", self.inner.cancel(id)))
+    fn cancel<'a>(
+        &'a self,
+        id: &'a JobId,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+        Box::pin(timed("cancel", self.inner.cancel(id, by)))
     }
 
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {

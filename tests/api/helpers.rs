@@ -17,8 +17,8 @@ use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::registry::{bool_field, only_fields, ErrorClass, JobError, Registry};
 use catalog_jobs::jobs::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
-    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Origin, Outcome,
+    Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
 };
 use catalog_jobs::jobs::{JobId, Kind, Snapshot, TenantId};
 use catalog_jobs::startup::{catalog_settings, App};
@@ -217,6 +217,11 @@ pub fn new_job(tenant: &TenantId, kind: &str) -> NewJob {
         kind: Kind::parse(kind).expect("test kinds are valid"),
         params: json!({}),
         step: "queued".into(),
+        origin: Origin {
+            created_by: "test".into(),
+            request_id: "req-test".into(),
+        },
+        idempotency_key: None,
     }
 }
 
@@ -567,6 +572,8 @@ pub struct CountingStore {
     pub inner: Arc<dyn JobStore>,
     pub ticks: AtomicUsize,
     pub heartbeats: AtomicUsize,
+    /// Creates the store has answered (whatever the answer).
+    pub creates: Arc<AtomicUsize>,
 }
 
 impl CountingStore {
@@ -575,13 +582,18 @@ impl CountingStore {
             inner,
             ticks: AtomicUsize::new(0),
             heartbeats: AtomicUsize::new(0),
+            creates: Arc::new(AtomicUsize::new(0)),
         }
     }
 }
 
 impl JobStore for CountingStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
-        self.inner.create(job)
+        Box::pin(async move {
+            let answer = self.inner.create(job).await;
+            self.creates.fetch_add(1, Ordering::SeqCst);
+            answer
+        })
     }
     fn claim<'a>(
         &'a self,
@@ -628,8 +640,12 @@ impl JobStore for CountingStore {
     fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
         self.inner.recover()
     }
-    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
-        self.inner.cancel(id)
+    fn cancel<'a>(
+        &'a self,
+        id: &'a JobId,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+        self.inner.cancel(id, by)
     }
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
         self.inner.get(id)

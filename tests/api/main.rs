@@ -10,6 +10,7 @@ mod faults;
 mod feeds;
 mod helpers;
 mod http;
+mod idempotency;
 mod limits;
 mod observability;
 mod openapi;

@@ -51,6 +51,8 @@ pub enum ApiError {
         job: JobId,
         params_differ: bool,
     },
+    /// A job of the tenant whose data is to be removed is queued or running.
+    StillActive(JobId),
     /// The `Idempotency-Key` was first sent with other parameters (for this job).
     IdempotencyKeyReused(JobId),
     /// The tenant created `TENANT_CREATES_PER_MINUTE` jobs this minute; retry after this.
@@ -184,6 +186,14 @@ impl ApiError {
                     true => format!("a job of this kind is already active for this tenant (job {job}) with different parameters, so it cannot be joined; wait for it to end"),
                 };
                 (StatusCode::CONFLICT, "already_running", message)
+            }
+            ApiError::StillActive(job) => {
+                extra.insert("job_id".into(), json!(job));
+                (
+                    StatusCode::CONFLICT,
+                    "still_active",
+                    format!("job {job} of this tenant is still active; cancel it or wait for it to end, then remove the tenant"),
+                )
             }
             ApiError::IdempotencyKeyReused(job) => {
                 extra.insert("field".into(), json!(IDEMPOTENCY_KEY));

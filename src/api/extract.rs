@@ -448,3 +448,21 @@ pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>
         )
     })
 }
+
+/// A `{tenant_id}` path segment as a `TenantId`; one that cannot be a tenant is a 422
+/// `invalid_field` naming `tenant_id`, as in a query string.
+pub struct TenantPath(pub TenantId);
+
+impl<S: Send + Sync> FromRequestParts<S> for TenantPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let raw = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(p)| p)
+            .unwrap_or_default();
+        TenantId::parse(&raw)
+            .map(Self)
+            .map_err(|e| ApiError::bad_id("tenant_id", e))
+    }
+}

@@ -14,7 +14,7 @@ use tokio::sync::broadcast;
 
 use super::store::{
     params_fingerprint, BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob,
-    Outcome, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
     QUEUE_SAMPLE,
 };
 use super::{is_stale, now_ms, worker_name, JobId, Kind, Snapshot, Status, TenantId};
@@ -661,6 +661,42 @@ impl JobStore for MemoryStore {
                 self.publish(Event::Cancel(*id));
             }
             Ok(Cancel::Requested)
+        })
+    }
+
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let mut state = self.state();
+            let mut ids: Vec<JobId> = state
+                .tenants
+                .get(tenant)
+                .filter(|e| e.expires_ms > now)
+                .map(|e| e.value.iter().copied().collect())
+                .unwrap_or_default();
+            ids.extend(kinds.iter().filter_map(|k| state.lock(tenant, k, now)));
+            for id in &ids {
+                if let Some(entry) = state.job_mut(id, now) {
+                    let rec = &entry.value;
+                    let active = matches!(rec.snapshot.status, Status::Queued | Status::Running);
+                    if active && rec.superseded_by.is_none() {
+                        return Ok(Purge::StillActive(*id));
+                    }
+                }
+            }
+            let mut removed = 0;
+            for id in &ids {
+                removed += u64::from(state.jobs.remove(id).is_some_and(|e| e.expires_ms > now));
+            }
+            for kind in kinds {
+                state.locks.remove(&(tenant.clone(), kind.clone()));
+            }
+            state.tenants.remove(tenant);
+            Ok(Purge::Removed(removed))
         })
     }
 

@@ -24,7 +24,7 @@ use tracing::warn;
 use super::cache::FinishedCache;
 use super::store::{
     params_fingerprint, BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob,
-    Outcome, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
     QUEUE_SAMPLE,
 };
 use super::{worker_name, JobId, Kind, Snapshot, Status, TenantId};
@@ -45,6 +45,7 @@ static RESTORE: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/res
 static RELEASE: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/release.lua")));
 static RECOVER: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/recover.lua")));
 static CANCEL: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/cancel.lua")));
+static PURGE: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/purge.lua")));
 static QUEUED: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/queued.lua")));
 
 /// How many expired leases one recovery step handles: bounds the script's run time; the
@@ -566,6 +567,31 @@ impl JobStore for RedisStore {
                 2 => Cancel::NotActive,
                 _ => Cancel::Missing,
             })
+        })
+    }
+
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
+        Box::pin(async move {
+            let mut inv = self.invocation(&PURGE);
+            inv.arg(tenant.as_str());
+            for kind in kinds {
+                inv.arg(kind.as_str());
+            }
+            let mut conn = self.connection();
+            let (code, value): (i64, String) = bounded(inv.invoke_async(&mut conn)).await?;
+            match code {
+                0 => JobId::parse(&value)
+                    .map(Purge::StillActive)
+                    .map_err(|_| StoreError::Corrupt("purge named no job id".into())),
+                _ => value
+                    .parse()
+                    .map(Purge::Removed)
+                    .map_err(|_| StoreError::Corrupt("purge answered no count".into())),
+            }
         })
     }
 

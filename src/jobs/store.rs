@@ -275,6 +275,15 @@ pub enum Cancel {
     Missing,
 }
 
+/// The answer to a tenant's purge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purge {
+    /// This many job records were removed (0 when there were none: purging is idempotent).
+    Removed(u64),
+    /// This job of the tenant is queued or running: nothing was removed.
+    StillActive(JobId),
+}
+
 /// What a store tells every process of the same namespace (Redis pub/sub, or a channel).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -370,6 +379,15 @@ pub trait JobStore: Send + Sync + 'static {
         id: &'a JobId,
         by: &'a str,
     ) -> BoxFuture<'a, Result<Cancel, StoreError>>;
+
+    /// Removes every job of `tenant` (its listing, records and locks) in one step, unless
+    /// one of them is queued or running (a `lost` one included: its run may be recovered).
+    /// `kinds` are the kinds whose locks may name an active job.
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>>;
 
     /// The job as a reader sees it, `lost` derived on the store's clock.
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>>;

@@ -18,7 +18,7 @@ use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::registry::{bool_field, only_fields, ErrorClass, JobError, Registry};
 use catalog_jobs::jobs::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Origin, Outcome,
-    Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
 };
 use catalog_jobs::jobs::{JobId, Kind, Snapshot, TenantId};
 use catalog_jobs::startup::{catalog_settings, App};
@@ -646,6 +646,13 @@ impl JobStore for CountingStore {
         by: &'a str,
     ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
         self.inner.cancel(id, by)
+    }
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
+        self.inner.purge(tenant, kinds)
     }
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
         self.inner.get(id)

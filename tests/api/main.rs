@@ -18,3 +18,4 @@ mod readiness;
 mod replicas;
 mod runner;
 mod service;
+mod tenants;

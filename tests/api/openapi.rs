@@ -431,6 +431,27 @@ async fn every_route_answers_as_the_openapi_document_says() {
         )
         .await;
     assert_eq!(joined["job_id"], running_id.as_str());
+    let tenant_data = |who: &str| c.delete(format!("{good}/catalog/tenants/{who}"));
+    let busy = w
+        .check("/catalog/tenants/{tenant_id}", tenant_data(&t), 409)
+        .await;
+    assert_eq!(busy["job_id"], running_id.as_str());
+    let gone = w
+        .check(
+            "/catalog/tenants/{tenant_id}",
+            tenant_data(&unique("oas")),
+            200,
+        )
+        .await;
+    assert_eq!(gone["jobs"], 0);
+    w.check("/catalog/tenants/{tenant_id}", tenant_data("a:b"), 422)
+        .await;
+    w.check(
+        "/catalog/tenants/{tenant_id}",
+        c.delete(format!("{dead}/catalog/tenants/{t}")),
+        503,
+    )
+    .await;
     // An idempotent retry, then the tenant's minute used up.
     let keyed = |key: &str| {
         post(&limited, "/catalog/enrich")

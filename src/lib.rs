@@ -16,3 +16,4 @@ pub mod config;
 pub mod jobs;
 pub mod startup;
 pub mod telemetry;
+pub mod topology;

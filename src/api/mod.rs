@@ -66,6 +66,7 @@ async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiErr
     }
     app.store.ping().await?;
     let warnings = app.store.warnings().await.unwrap_or_default();
+    let topology = app.store.topology().await?;
     Ok(Json(json!({
         "status": "ready",
         "store": if app.store.is_durable() { "redis" } else { "memory" },
@@ -73,5 +74,6 @@ async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiErr
         "active_jobs": app.runner.active_jobs(),
         "active_imports": app.imports.running(),
         "warnings": warnings,
+        "topology": topology,
     })))
 }

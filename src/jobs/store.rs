@@ -31,6 +31,8 @@ pub struct StoreSettings {
     pub finished_cache: Duration,
     /// Jobs the shared ready queue holds at most; beyond it a create is refused.
     pub max_queued: usize,
+    /// Replicas that must acknowledge a create and a finish (`WAIT`) before they count.
+    pub min_replicas_ack: u32,
     /// Runs a job gets before a lost one ends `failed`/`Lost` (1: it reads `lost`).
     pub max_attempts: u32,
 }
@@ -45,6 +47,7 @@ impl Default for StoreSettings {
             finished_cache: Duration::from_secs(1),
             max_queued: 1000,
             max_attempts: 3,
+            min_replicas_ack: 0,
         }
     }
 }
@@ -263,6 +266,29 @@ pub enum StoreError {
     Unavailable(String),
     #[error("the job store returned a malformed record: {0}")]
     Corrupt(String),
+    /// The write reached the primary, but fewer replicas than `min_replicas_ack` confirmed
+    /// it in time: it may not survive a failover. `job` names a created job (it exists now).
+    #[error("only {acked} of {wanted} replicas acknowledged the write in time")]
+    NotReplicated {
+        job: Option<JobId>,
+        acked: u32,
+        wanted: u32,
+    },
+}
+
+/// Where the store's data lives now (Redis only): for `/readyz` and the start-up log.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Topology {
+    /// How the primary is found (a fixed URL, or through which sentinels).
+    pub via: String,
+    /// The primary's address now.
+    pub primary: String,
+    /// Replicas connected to it and acknowledging its stream (from `ROLE`).
+    pub replicas: usize,
+    /// How far behind the furthest of them is, in bytes of the replication stream.
+    pub max_replica_lag_bytes: u64,
+    /// Replicas a create and a finish wait for (`REDIS_MIN_REPLICAS_ACK`).
+    pub min_replicas_ack: u32,
 }
 
 /// A job store: Redis for production, memory for the embedded mode. Every operation that
@@ -348,6 +374,11 @@ pub trait JobStore: Send + Sync + 'static {
     /// A warning an operator should see (e.g. an eviction policy that evicts live locks).
     fn warnings(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Where the data lives now (the primary, its replicas); `None` for the embedded store.
+    fn topology(&self) -> BoxFuture<'_, Result<Option<Topology>, StoreError>> {
+        Box::pin(async { Ok(None) })
     }
 
     /// Whether state outlives this process (false for the embedded store).

@@ -166,7 +166,9 @@ impl Primary {
         if matches!(self.inner.target, Target::Sentinels { .. }) {
             let me = self.clone();
             tokio::spawn(async move {
-                let _ = me.resolve().await;
+                if let Err(e) = me.resolve().await {
+                    warn!(error = %e, "the sentinels named no reachable primary yet");
+                }
             });
         }
     }

@@ -177,13 +177,15 @@ impl RedisStore {
         self.bounded(std::future::ready(conn)).await
     }
 
+    /// The primary handle creates and finishes go over (see `acked`).
+    fn writer(&self) -> &Primary {
+        self.acked.as_ref().unwrap_or(&self.primary)
+    }
+
     /// The connection a create or a finish goes over (see `acked`).
     async fn write_connection(&self) -> Result<ConnectionManager, StoreError> {
-        let Some(acked) = &self.acked else {
-            return self.connection().await;
-        };
-        let conn = acked.connection().await;
-        self.bounded(std::future::ready(conn)).await
+        let conn = self.writer().connection().await;
+        bounded_on(self.writer(), std::future::ready(conn)).await
     }
 
     /// After a write on `conn`: waits (bounded) until `min_replicas_ack` replicas have it.
@@ -196,37 +198,26 @@ impl RedisStore {
         if wanted == 0 {
             return Ok(());
         }
-        let acked: u32 = self
-            .bounded(
-                redis::cmd("WAIT")
-                    .arg(wanted)
-                    .arg(REPLICA_ACK_WAIT_MS)
-                    .query_async(conn),
-            )
-            .await?;
+        let acked: u32 = bounded_on(
+            self.writer(),
+            redis::cmd("WAIT")
+                .arg(wanted)
+                .arg(REPLICA_ACK_WAIT_MS)
+                .query_async(conn),
+        )
+        .await?;
         if acked < wanted {
             return Err(StoreError::NotReplicated { job, acked, wanted });
         }
         Ok(())
     }
 
-    /// Runs one Redis call under [`CALL_TIMEOUT`], mapping every failure to `Unavailable`
-    /// and telling the primary of it (a sign of a failover makes it ask the sentinels).
+    /// Runs one Redis call on the shared connection; see [`bounded_on`].
     async fn bounded<T>(
         &self,
         fut: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
-        match tokio::time::timeout(CALL_TIMEOUT, fut).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
-                self.primary.failed(&e);
-                Err(StoreError::Unavailable(e.to_string()))
-            }
-            Err(_) => {
-                self.primary.suspect();
-                Err(StoreError::Unavailable("no answer within 2 s".into()))
-            }
-        }
+        bounded_on(&self.primary, fut).await
     }
 
     /// A script call with the settings every script reads first (see `lua/prelude.lua`).
@@ -265,6 +256,26 @@ impl RedisStore {
     async fn code(&self, inv: ScriptInvocation<'_>) -> Result<i64, StoreError> {
         let mut conn = self.connection().await?;
         self.bounded(inv.invoke_async(&mut conn)).await
+    }
+}
+
+/// Runs one Redis call under [`CALL_TIMEOUT`], mapping every failure to `Unavailable` and
+/// telling `primary` (the handle the call went over) of it: a sign of a failover makes it
+/// ask the sentinels again.
+async fn bounded_on<T>(
+    primary: &Primary,
+    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(CALL_TIMEOUT, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => {
+            primary.failed(&e);
+            Err(StoreError::Unavailable(e.to_string()))
+        }
+        Err(_) => {
+            primary.suspect();
+            Err(StoreError::Unavailable("no answer within 2 s".into()))
+        }
     }
 }
 
@@ -432,7 +443,8 @@ impl JobStore for RedisStore {
                 .arg(job.kind.as_str())
                 .arg(job.params.to_string())
                 .arg(&job.step);
-            let (code, value): (i64, String) = self.bounded(inv.invoke_async(&mut conn)).await?;
+            let (code, value): (i64, String) =
+                bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
             match code {
                 0 => {
                     let holder = JobId::parse(&value)
@@ -548,7 +560,7 @@ impl JobStore for RedisStore {
                 .arg(error)
                 .arg(outcome.step());
             let mut conn = self.write_connection().await?;
-            let finish = match self.bounded(inv.invoke_async(&mut conn)).await? {
+            let finish = match bounded_on(self.writer(), inv.invoke_async(&mut conn)).await? {
                 1 => Finish::Applied,
                 2 => Finish::AlreadyEnded,
                 -1 => Finish::Fenced,

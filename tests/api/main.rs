@@ -5,6 +5,7 @@ mod conformance;
 mod extract;
 mod faults;
 mod feeds;
+mod ha;
 mod helpers;
 mod http;
 mod replicas;

@@ -191,7 +191,7 @@ impl Primary {
                 .last_resolve
                 .lock()
                 .expect("no thread panics while holding the resolve time");
-            if last.is_some_and(|t| t.elapsed() < RESOLVE_INTERVAL) && self.current().is_some() {
+            if last.is_some_and(|t| t.elapsed() < RESOLVE_INTERVAL) {
                 return Ok(());
             }
             *last = Some(Instant::now());

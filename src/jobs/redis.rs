@@ -173,8 +173,7 @@ impl RedisStore {
 
     /// A handle on the store's connection to the primary (cheap: it is multiplexed).
     async fn connection(&self) -> Result<ConnectionManager, StoreError> {
-        let conn = self.primary.connection().await;
-        self.bounded(std::future::ready(conn)).await
+        self.bounded(self.primary.connection()).await
     }
 
     /// The primary handle creates and finishes go over (see `acked`).
@@ -184,8 +183,7 @@ impl RedisStore {
 
     /// The connection a create or a finish goes over (see `acked`).
     async fn write_connection(&self) -> Result<ConnectionManager, StoreError> {
-        let conn = self.writer().connection().await;
-        bounded_on(self.writer(), std::future::ready(conn)).await
+        bounded_on(self.writer(), self.writer().connection()).await
     }
 
     /// After a write on `conn`: waits (bounded) until `min_replicas_ack` replicas have it.

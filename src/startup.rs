@@ -44,6 +44,9 @@ impl App {
     /// Builds the service with the stores the configuration names (Redis, or embedded) and
     /// the catalogue job kinds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
+        // Before anything is opened: the stores trust what validation checked (sentinel
+        // addresses are host:port, one way to reach Redis).
+        config.validate()?;
         let store = open_store(&config).await?;
         let catalog = open_catalog(&config)?;
         let registry = crate::catalog::registry(catalog.clone());

@@ -38,7 +38,7 @@ impl Service {
         Self::launch(&all).await
     }
 
-    async fn launch(env: &[(&str, String)]) -> Service {
+    pub(crate) async fn launch(env: &[(&str, String)]) -> Service {
         let port = free_port();
         let log =
             std::env::temp_dir().join(format!("catalog-jobs-{}-{port}.log", std::process::id()));

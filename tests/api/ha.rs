@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::faults::{running, started_id, HeldFeeds, Service};
-use crate::helpers::{role, tenant, HaRedis};
+use crate::helpers::{free_port, role, tenant, HaRedis};
 
 /// A stale threshold longer than a failover, so the run that was going on is the one that
 /// ends (a shorter one would have it recovered as attempt 2 — also correct, but not this test).
@@ -218,4 +218,47 @@ async fn two_service_replicas_through_the_same_sentinels_keep_single_flight_acro
     assert_eq!(done["attempt"], 1, "it ran once: {done}");
     let next = started_id(b.sync(t.as_str(), &["demo.jsonl".into()]).await).await;
     assert_ne!(next, id, "the lock was freed on the new primary");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_that_do_not_answer_leave_the_service_up_and_answering_503_promptly() {
+    let nobody = format!("127.0.0.1:{},127.0.0.1:{}", free_port(), free_port());
+    let svc = Service::launch(&[
+        ("REDIS_SENTINELS", nobody),
+        ("REDIS_MASTER_NAME", "m".into()),
+    ])
+    .await;
+    for _ in 0..3 {
+        let asked = Instant::now();
+        let r = svc.sync(tenant().as_str(), &["demo.jsonl".into()]).await;
+        assert_eq!(r.status(), 503);
+        assert!(r.headers().contains_key("retry-after"));
+        assert_eq!(
+            r.json::<Value>().await.unwrap()["error"],
+            "store_unavailable"
+        );
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "answered promptly"
+        );
+        assert_eq!(svc.readyz().await.status(), 503);
+    }
+}
+
+#[test]
+fn redis_url_and_sentinels_together_stop_the_binary_naming_both() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_catalog-jobs"))
+        .env_clear()
+        .env("BIND_ADDR", "127.0.0.1:0")
+        .env("REDIS_URL", "redis://127.0.0.1:1/")
+        .env("REDIS_SENTINELS", "127.0.0.1:2")
+        .env("REDIS_MASTER_NAME", "m")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("REDIS_URL") && said.contains("REDIS_SENTINELS"),
+        "{said}"
+    );
 }

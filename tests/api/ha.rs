@@ -80,6 +80,7 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
     let mut refused = 0;
     let mut rejoined = false;
     let mut last = Value::Null;
+    let mut named = Vec::new();
     loop {
         let r = svc.sync(tenant().as_str(), &["demo.jsonl".into()]).await;
         match r.status().as_u16() {
@@ -96,6 +97,11 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
                 );
                 let body: Value = r.json().await.unwrap();
                 assert_eq!(body["error"], "store_unavailable", "{body}");
+                // Created on the new primary before its replica was back: the answer names
+                // the job, which exists (it is not a 202, so it promised nothing more).
+                if let Some(job) = body["job_id"].as_str() {
+                    named.push(job.to_owned());
+                }
                 last = body;
                 refused += 1;
             }
@@ -149,6 +155,15 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
             "job {job} was answered 202 and must not vanish"
         );
     }
+    for job in &named {
+        let r = svc.job(job).await;
+        assert_eq!(r.status(), 200, "the 503 named job {job} as created");
+    }
+    eprintln!(
+        "failover: {} accepted, {} refused naming a job not yet on a replica",
+        accepted.len(),
+        named.len()
+    );
     assert_eq!(
         after["replicas"], 1,
         "the old primary is the new one's replica: {after}"

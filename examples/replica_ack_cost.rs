@@ -25,7 +25,12 @@ fn free_port() -> u16 {
 }
 
 fn redis_server(port: u16, extra: &[String]) -> Child {
+    // Its own temp dir: the full sync to the replica writes an RDB file there.
+    let dir = std::env::temp_dir().join(format!("replica-ack-cost-{port}"));
+    std::fs::create_dir_all(&dir).expect("the temp dir is writable");
     Command::new("redis-server")
+        .arg("--dir")
+        .arg(&dir)
         .args([
             "--port",
             &port.to_string(),

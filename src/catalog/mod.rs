@@ -12,6 +12,7 @@ pub mod extract;
 pub mod pair;
 pub mod products;
 pub mod sync;
+pub mod tokens;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

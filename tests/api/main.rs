@@ -6,4 +6,5 @@ mod extract;
 mod faults;
 mod helpers;
 mod http;
+mod pairing;
 mod runner;

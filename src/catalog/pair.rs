@@ -19,9 +19,12 @@
 //!    visited, cannot reach the current k-th score, and the whole query stops once the lists
 //!    left cannot. A product first met in list `i` scores at most its weight there plus the
 //!    bounds of lists `i+1..`, so nothing that could enter the top k is skipped; each
-//!    candidate met is scored exactly on the two sparse vectors. A family of identical
-//!    identities scores 1.0 at once, which raises the bar early; common words weigh little,
-//!    so their long lists stop after a few postings.
+//!    candidate met is scored exactly on the two sparse vectors. Products with the same
+//!    category and identity (a family whose names differ only by variant, case, order or
+//!    spelling) form one group: the index holds groups, each group is queried once and its
+//!    members' top-k lists are filled side by side (each with its own price band and
+//!    tie-break), which is exact because they score the same against everything. The group's
+//!    own members, at 1.0, raise the bar before any list is read.
 //!
 //! Why not a document-frequency cut (what this replaced): products made only of common words
 //! (a brand, a line name, "t-shirt") had no candidates at all. Why not blocked brute force
@@ -177,6 +180,11 @@ pub struct Embedding {
     /// The rank of each product's key among all keys: the last tie-break.
     key_rank: Vec<u32>,
     terms_in_vocabulary: usize,
+    /// Products with the same category and identity form one group: they score the same
+    /// against everything, so the index holds groups and each group is queried once. The
+    /// members of group `g` are `members[group_offsets[g]..group_offsets[g + 1]]`.
+    group_offsets: Vec<u32>,
+    members: Vec<u32>,
 }
 
 /// Embeds products (5 → 35 %): identities (`catalog::tokens`), TF-IDF weights, norms.
@@ -283,7 +291,10 @@ pub fn embed(
     for (rank, i) in by_key.into_iter().enumerate() {
         key_rank[i as usize] = rank as u32;
     }
+    let (group_offsets, members) = group_identical(&sets, &category);
     Ok(Embedding {
+        group_offsets,
+        members,
         offsets,
         term_ids,
         weights,
@@ -296,7 +307,41 @@ pub fn embed(
     })
 }
 
+/// Groups products of the same category and identity: (group offsets, members by group).
+fn group_identical(sets: &[Vec<u32>], category: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    let mut ids: HashMap<(u32, &[u32]), u32> = HashMap::with_capacity(sets.len());
+    let mut group_of = Vec::with_capacity(sets.len());
+    for (set, &c) in sets.iter().zip(category) {
+        let next = ids.len() as u32;
+        group_of.push(*ids.entry((c, set.as_slice())).or_insert(next));
+    }
+    let groups = ids.len();
+    let mut group_offsets = vec![0u32; groups + 1];
+    for &g in &group_of {
+        group_offsets[g as usize + 1] += 1;
+    }
+    for g in 0..groups {
+        group_offsets[g + 1] += group_offsets[g];
+    }
+    let mut fill = group_offsets.clone();
+    let mut members = vec![0u32; sets.len()];
+    for (i, &g) in group_of.iter().enumerate() {
+        members[fill[g as usize] as usize] = i as u32;
+        fill[g as usize] += 1;
+    }
+    (group_offsets, members)
+}
+
 impl Embedding {
+    /// How many distinct (category, identity) groups the products form.
+    pub fn groups(&self) -> usize {
+        self.group_offsets.len() - 1
+    }
+
+    fn group(&self, g: usize) -> &[u32] {
+        &self.members[self.group_offsets[g] as usize..self.group_offsets[g + 1] as usize]
+    }
+
     pub fn len(&self) -> usize {
         self.category.len()
     }
@@ -379,11 +424,12 @@ impl Embedding {
 // ---------------------------------------------------------------------------------------
 // Index
 
-/// One posting list per (category, word), heaviest weight first, all in one array.
+/// One posting list per (category, word), heaviest weight first, all in one array. A
+/// posting is a group of identical products (`Embedding::group`), standing for all of them.
 struct Index {
     /// (category, word) → the list's range in `postings`.
     lists: HashMap<(u32, u32), (u32, u32)>,
-    /// (weight, product).
+    /// (weight, group).
     postings: Vec<(f32, u32)>,
     /// The categories products are in, `NO_CATEGORY` included when some have none.
     partitions: Vec<u32>,
@@ -392,9 +438,10 @@ struct Index {
 impl Index {
     fn build(e: &Embedding) -> Self {
         let mut entries: Vec<(u32, u32, f32, u32)> = Vec::with_capacity(e.term_ids.len());
-        for i in 0..e.len() {
-            for (t, w) in e.terms(i) {
-                entries.push((e.category[i], t, w, i as u32));
+        for g in 0..e.groups() {
+            let first = e.group(g)[0] as usize;
+            for (t, w) in e.terms(first) {
+                entries.push((e.category[first], t, w, g as u32));
             }
         }
         entries.sort_unstable_by(|a, b| {
@@ -434,10 +481,11 @@ impl Index {
 /// A product's neighbours: (product, score), best first.
 type Best = Vec<(u32, f32)>;
 
-/// The neighbours of a run of products claimed together, from the first product's index.
-type Run = (usize, Vec<Best>);
+/// A product and its neighbours.
+type Scored = (u32, Best);
 
-/// Every product's top `k` (product, score), best first (45 → 90 %).
+/// Every product's top `k` (product, score), best first (45 → 90 %). Each group of
+/// identical products is one query; its members' top-k lists are kept side by side.
 fn score(
     e: &Embedding,
     index: &Index,
@@ -446,42 +494,42 @@ fn score(
     stop: &CancellationToken,
     progress: &Monotonic<'_>,
 ) -> Result<Vec<Best>, CatalogError> {
-    let n = e.len();
+    let (n, groups) = (e.len(), e.groups());
     let workers = if n < PARALLEL_FROM { 1 } else { *CORES };
     let next = AtomicUsize::new(0);
-    let every = (n / 40).max(QUERIES_PER_CLAIM);
-    let mut results: Vec<Best> = vec![Vec::new(); n];
-    let runs: Vec<Vec<Run>> = std::thread::scope(|scope| {
+    let every = (groups / 40).max(QUERIES_PER_CLAIM);
+    let scored: Vec<Vec<Scored>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 let next = &next;
                 scope.spawn(move || {
-                    let mut query = Query::new(n);
-                    let mut runs = Vec::new();
+                    let mut query = Query::new(groups);
+                    let mut out = Vec::new();
                     loop {
                         if stop.is_cancelled() {
                             break;
                         }
                         let start = next.fetch_add(QUERIES_PER_CLAIM, AtomicOrdering::Relaxed);
-                        if start >= n {
+                        if start >= groups {
                             break;
                         }
-                        let end = (start + QUERIES_PER_CLAIM).min(n);
-                        let run = (start..end)
-                            .map(|i| query.top_k(e, index, i, top_k, min_score))
-                            .collect();
-                        runs.push((start, run));
+                        let end = (start + QUERIES_PER_CLAIM).min(groups);
+                        for g in start..end {
+                            query.top_k(e, index, g, top_k, min_score, &mut out);
+                        }
                         if start / every != end / every {
                             progress.interpolate(
                                 INDEXED,
                                 SCORED,
                                 end,
-                                n,
-                                &format!("scoring neighbours (about {end} of {n})"),
+                                groups,
+                                &format!(
+                                    "scoring neighbours (about {end} of {groups} distinct identities)"
+                                ),
                             );
                         }
                     }
-                    runs
+                    out
                 })
             })
             .collect();
@@ -494,45 +542,99 @@ fn score(
             .collect()
     });
     check(stop)?;
-    for (start, run) in runs.into_iter().flatten() {
-        for (k, best) in run.into_iter().enumerate() {
-            results[start + k] = best;
-        }
+    let mut results: Vec<Best> = vec![Vec::new(); n];
+    for (i, best) in scored.into_iter().flatten() {
+        results[i as usize] = best;
     }
     Ok(results)
 }
 
 /// One worker's reusable state for top-k queries.
 struct Query {
-    /// `seen[j] == epoch` when product `j` was already scored for the current query.
+    /// `seen[h] == epoch` when group `h` was already scored for the current query.
     seen: Vec<u32>,
     epoch: u32,
     /// (upper bound, query weight, list) of the current query.
     lists: Vec<(f32, f32, (u32, u32))>,
     /// The bound of lists `i..`.
     rest: Vec<f32>,
+    /// Per member of the queried group: its best so far, (score, product), best first.
+    best: Vec<Vec<(f32, usize)>>,
 }
 
 impl Query {
-    fn new(n: usize) -> Self {
+    fn new(groups: usize) -> Self {
         Self {
-            seen: vec![0; n],
+            seen: vec![0; groups],
             epoch: 0,
             lists: Vec::new(),
             rest: Vec::new(),
+            best: Vec::new(),
         }
     }
 
-    /// Product `i`'s top `k` by MaxScore pruning (see the module doc), best first.
-    fn top_k(&mut self, e: &Embedding, index: &Index, i: usize, k: usize, min_score: f32) -> Best {
+    /// The top `k` of every member of group `g` by MaxScore pruning (see the module doc),
+    /// appended to `out`.
+    fn top_k(
+        &mut self,
+        e: &Embedding,
+        index: &Index,
+        g: usize,
+        k: usize,
+        min_score: f32,
+        out: &mut Vec<Scored>,
+    ) {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.seen.fill(0);
             self.epoch = 1;
         }
-        let own = e.category[i];
+        let members = e.group(g);
+        let first = members[0] as usize;
+        self.best.clear();
+        self.best.resize_with(members.len(), Vec::new);
+        if k > 0 {
+            self.order_lists(e, index, first);
+            // The group's own members first: identical identities raise the bar at once.
+            self.seen[g] = self.epoch;
+            let own = e.score(first, first);
+            let mut bar = if own >= min_score {
+                self.offer(e, members, g, own, k, min_score)
+            } else {
+                min_score
+            };
+            for l in 0..self.lists.len() {
+                if self.rest[l] + BOUND_SLACK < bar {
+                    break;
+                }
+                let (_, qw, (a, b)) = self.lists[l];
+                let rest = self.rest[l + 1];
+                for &(w, h) in &index.postings[a as usize..b as usize] {
+                    if qw * w + rest + BOUND_SLACK < bar {
+                        break;
+                    }
+                    let h = h as usize;
+                    if self.seen[h] == self.epoch {
+                        continue;
+                    }
+                    self.seen[h] = self.epoch;
+                    let s = e.score(first, e.group(h)[0] as usize);
+                    if s >= min_score {
+                        bar = self.offer(e, members, h, s, k, min_score);
+                    }
+                }
+            }
+        }
+        for (i, best) in members.iter().zip(self.best.drain(..)) {
+            out.push((*i, best.into_iter().map(|(s, j)| (j as u32, s)).collect()));
+        }
+    }
+
+    /// The current query's lists in decreasing order of their upper bound, and `rest`.
+    fn order_lists(&mut self, e: &Embedding, index: &Index, first: usize) {
+        let own = e.category[first];
         self.lists.clear();
-        for (t, qw) in e.terms(i) {
+        for (t, qw) in e.terms(first) {
             let mut add = |partition: u32| {
                 if let Some(&(a, b)) = index.lists.get(&(partition, t)) {
                     let heaviest = index.postings[a as usize].0;
@@ -553,35 +655,26 @@ impl Query {
         for l in (0..self.lists.len()).rev() {
             self.rest[l] = self.rest[l + 1] + self.lists[l].0;
         }
+    }
 
-        let mut best: Vec<(f32, usize)> = Vec::with_capacity(k + 1);
-        let bar = |best: &Vec<(f32, usize)>| {
-            if best.len() < k {
-                min_score
-            } else {
-                best[k - 1].0
-            }
-        };
-        for l in 0..self.lists.len() {
-            if self.rest[l] + BOUND_SLACK < bar(&best) || k == 0 {
-                break;
-            }
-            let (_, qw, (a, b)) = self.lists[l];
-            let rest = self.rest[l + 1];
-            for &(w, j) in &index.postings[a as usize..b as usize] {
-                if qw * w + rest + BOUND_SLACK < bar(&best) {
-                    break;
-                }
+    /// Offers group `h`, scoring `s`, to every member of the queried group (each keeps only
+    /// comparable products other than itself); returns the new bar: the lowest score any
+    /// member still needs to beat.
+    fn offer(
+        &mut self,
+        e: &Embedding,
+        members: &[u32],
+        h: usize,
+        s: f32,
+        k: usize,
+        min_score: f32,
+    ) -> f32 {
+        let mut bar = f32::INFINITY;
+        for (&i, best) in members.iter().zip(self.best.iter_mut()) {
+            let i = i as usize;
+            for &j in e.group(h) {
                 let j = j as usize;
-                if j == i || self.seen[j] == self.epoch {
-                    continue;
-                }
-                self.seen[j] = self.epoch;
-                if !e.comparable(i, j) {
-                    continue;
-                }
-                let s = e.score(i, j);
-                if s < min_score {
+                if j == i || !e.comparable(i, j) {
                     continue;
                 }
                 if best.len() == k && !e.ranks_before(i, (s, j), best[k - 1]) {
@@ -594,7 +687,12 @@ impl Query {
                 best.insert(at, (s, j));
                 best.truncate(k);
             }
+            bar = bar.min(if best.len() < k {
+                min_score
+            } else {
+                best[k - 1].0
+            });
         }
-        best.into_iter().map(|(s, j)| (j as u32, s)).collect()
+        bar
     }
 }

@@ -167,12 +167,11 @@ pub fn neighbours(
 // Embed
 
 /// Every product's identity vector and what decides comparability, in flat arrays: the
-/// terms of product `i` are `term_ids[offsets[i]..offsets[i + 1]]` (sorted) with their
-/// weights beside them.
+/// vector of product `i` is `vectors[offsets[i]..offsets[i + 1]]`, (word, weight) sorted by
+/// word.
 pub struct Embedding {
     offsets: Vec<u32>,
-    term_ids: Vec<u32>,
-    weights: Vec<f32>,
+    vectors: Vec<(u32, f32)>,
     category: Vec<u32>,
     categories: u32,
     price: Vec<Option<i64>>,
@@ -242,18 +241,15 @@ pub fn embed(
     let mut offsets = Vec::with_capacity(n + 1);
     offsets.push(0u32);
     let total: usize = sets.iter().map(Vec::len).sum();
-    let (mut term_ids, mut weights) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    let mut vectors = Vec::with_capacity(total);
     for set in &sets {
         let norm = set
             .iter()
             .map(|&t| idf[t as usize] * idf[t as usize])
             .sum::<f32>()
             .sqrt();
-        for &t in set {
-            term_ids.push(t);
-            weights.push(idf[t as usize] / norm);
-        }
-        offsets.push(term_ids.len() as u32);
+        vectors.extend(set.iter().map(|&t| (t, idf[t as usize] / norm)));
+        offsets.push(vectors.len() as u32);
     }
 
     let mut categories: HashMap<String, u32> = HashMap::new();
@@ -296,8 +292,7 @@ pub fn embed(
         group_offsets,
         members,
         offsets,
-        term_ids,
-        weights,
+        vectors,
         category,
         categories: categories.len() as u32,
         price: products.iter().map(|s| s.product.price_cents).collect(),
@@ -356,33 +351,17 @@ impl Embedding {
     }
 
     /// Product `i`'s identity: (word id, weight), sorted by word id, L2-normalised.
-    pub fn terms(&self, i: usize) -> impl Iterator<Item = (u32, f32)> + '_ {
-        let range = self.offsets[i] as usize..self.offsets[i + 1] as usize;
-        self.term_ids[range.clone()]
-            .iter()
-            .copied()
-            .zip(self.weights[range].iter().copied())
+    pub fn vector(&self, i: usize) -> &[(u32, f32)] {
+        &self.vectors[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    fn terms(&self, i: usize) -> impl Iterator<Item = (u32, f32)> + '_ {
+        self.vector(i).iter().copied()
     }
 
     /// The documented score of two products: the cosine of their identity vectors.
     pub fn score(&self, i: usize, j: usize) -> f32 {
-        let (a0, a1) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
-        let (b0, b1) = (self.offsets[j] as usize, self.offsets[j + 1] as usize);
-        let (ta, tb) = (&self.term_ids[a0..a1], &self.term_ids[b0..b1]);
-        let (wa, wb) = (&self.weights[a0..a1], &self.weights[b0..b1]);
-        let (mut x, mut y, mut sum) = (0, 0, 0.0);
-        while x < ta.len() && y < tb.len() {
-            match ta[x].cmp(&tb[y]) {
-                Ordering::Less => x += 1,
-                Ordering::Greater => y += 1,
-                Ordering::Equal => {
-                    sum += wa[x] * wb[y];
-                    x += 1;
-                    y += 1;
-                }
-            }
-        }
-        sum
+        dot(self.vector(i), self.vector(j))
     }
 
     /// Whether two products may be neighbours: same top-level category (or one has none) and
@@ -424,31 +403,52 @@ impl Embedding {
 // ---------------------------------------------------------------------------------------
 // Index
 
+/// A group in a posting list, with where its vector is: scoring a candidate then reads one
+/// place in memory (`Embedding::vectors`), not four.
+#[derive(Clone, Copy)]
+struct Posting {
+    weight: f32,
+    group: u32,
+    /// The group's vector is `Embedding::vectors[start..end]` (its first member's).
+    start: u32,
+    end: u32,
+}
+
 /// One posting list per (category, word), heaviest weight first, all in one array. A
 /// posting is a group of identical products (`Embedding::group`), standing for all of them.
 struct Index {
     /// (category, word) → the list's range in `postings`.
     lists: HashMap<(u32, u32), (u32, u32)>,
-    /// (weight, group).
-    postings: Vec<(f32, u32)>,
+    postings: Vec<Posting>,
     /// The categories products are in, `NO_CATEGORY` included when some have none.
     partitions: Vec<u32>,
 }
 
 impl Index {
     fn build(e: &Embedding) -> Self {
-        let mut entries: Vec<(u32, u32, f32, u32)> = Vec::with_capacity(e.term_ids.len());
+        let mut entries: Vec<(u32, u32, Posting)> = Vec::with_capacity(e.vectors.len());
         for g in 0..e.groups() {
             let first = e.group(g)[0] as usize;
-            for (t, w) in e.terms(first) {
-                entries.push((e.category[first], t, w, g as u32));
+            let (start, end) = (e.offsets[first], e.offsets[first + 1]);
+            for (t, weight) in e.terms(first) {
+                let posting = Posting {
+                    weight,
+                    group: g as u32,
+                    start,
+                    end,
+                };
+                entries.push((e.category[first], t, posting));
             }
         }
         entries.sort_unstable_by(|a, b| {
             (a.0, a.1)
                 .cmp(&(b.0, b.1))
-                .then(b.2.partial_cmp(&a.2).unwrap_or(Ordering::Equal))
-                .then(a.3.cmp(&b.3))
+                .then(
+                    b.2.weight
+                        .partial_cmp(&a.2.weight)
+                        .unwrap_or(Ordering::Equal),
+                )
+                .then(a.2.group.cmp(&b.2.group))
         });
         let mut lists = HashMap::new();
         let mut start = 0;
@@ -469,10 +469,27 @@ impl Index {
         }
         Self {
             lists,
-            postings: entries.into_iter().map(|(_, _, w, i)| (w, i)).collect(),
+            postings: entries.into_iter().map(|(_, _, p)| p).collect(),
             partitions,
         }
     }
+}
+
+/// The dot product of two sparse vectors sorted by word.
+fn dot(a: &[(u32, f32)], b: &[(u32, f32)]) -> f32 {
+    let (mut x, mut y, mut sum) = (0, 0, 0.0);
+    while x < a.len() && y < b.len() {
+        match a[x].0.cmp(&b[y].0) {
+            Ordering::Less => x += 1,
+            Ordering::Greater => y += 1,
+            Ordering::Equal => {
+                sum += a[x].1 * b[y].1;
+                x += 1;
+                y += 1;
+            }
+        }
+    }
+    sum
 }
 
 // ---------------------------------------------------------------------------------------
@@ -597,7 +614,8 @@ impl Query {
             self.order_lists(e, index, first);
             // The group's own members first: identical identities raise the bar at once.
             self.seen[g] = self.epoch;
-            let own = e.score(first, first);
+            let mine = e.vector(first);
+            let own = dot(mine, mine);
             let mut bar = if own >= min_score {
                 self.offer(e, members, g, own, k, min_score)
             } else {
@@ -609,7 +627,8 @@ impl Query {
                 }
                 let (_, qw, (a, b)) = self.lists[l];
                 let rest = self.rest[l + 1];
-                for &(w, h) in &index.postings[a as usize..b as usize] {
+                for p in &index.postings[a as usize..b as usize] {
+                    let (w, h) = (p.weight, p.group);
                     if qw * w + rest + BOUND_SLACK < bar {
                         break;
                     }
@@ -618,7 +637,7 @@ impl Query {
                         continue;
                     }
                     self.seen[h] = self.epoch;
-                    let s = e.score(first, e.group(h)[0] as usize);
+                    let s = dot(mine, &e.vectors[p.start as usize..p.end as usize]);
                     if s >= min_score {
                         bar = self.offer(e, members, h, s, k, min_score);
                     }
@@ -637,7 +656,7 @@ impl Query {
         for (t, qw) in e.terms(first) {
             let mut add = |partition: u32| {
                 if let Some(&(a, b)) = index.lists.get(&(partition, t)) {
-                    let heaviest = index.postings[a as usize].0;
+                    let heaviest = index.postings[a as usize].weight;
                     self.lists.push((qw * heaviest, qw, (a, b)));
                 }
             };

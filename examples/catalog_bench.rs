@@ -11,7 +11,7 @@
 //! `scripts/sklearn_pair.sh N` (scikit-learn's exhaustive cosine kNN on the same products).
 
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use catalog_jobs::catalog::products::MemoryCatalog;
@@ -87,13 +87,36 @@ fn run(n: usize, easy: bool) {
         },
         RECALL_AT,
     );
+    let cancel_ms = cancel_latency_ms(&catalog, &tenant);
     println!(
-        "{n:>8} products | enrich {enrich_s:6.2} s ({:>8.0} products/s) | pair {pair_s:7.2} s ({:>8.0} products/s, {} paired) | recall@{RECALL_AT} {:.3} | peak RSS {peak:.0} MiB (catalogue loaded: {before:.0} MiB)",
+        "{n:>8} products | enrich {enrich_s:6.2} s ({:>8.0} products/s) | pair {pair_s:7.2} s ({:>8.0} products/s, {} paired) | recall@{RECALL_AT} {:.3} | peak RSS {peak:.0} MiB (catalogue loaded: {before:.0} MiB) | cancel seen in {cancel_ms:.0} ms",
         n as f64 / enrich_s,
         n as f64 / pair_s,
         report["paired"],
         found as f64 / expected.max(1) as f64,
     );
+}
+
+/// Pairs again, cancels once scoring is under way (at `CANCEL_AT` %), and returns how long
+/// the job took to stop after the cancel.
+fn cancel_latency_ms(catalog: &Catalog, tenant: &TenantId) -> f64 {
+    const CANCEL_AT: u8 = 60;
+    let stop = CancellationToken::new();
+    let cancelled_at = Mutex::new(None);
+    let progress = |percent: u8, _: &str| {
+        if percent >= CANCEL_AT && !stop.is_cancelled() {
+            *cancelled_at.lock().expect("not poisoned") = Some(Instant::now());
+            stop.cancel();
+        }
+    };
+    let result = pair::run(catalog, tenant, &stop, Some(&progress));
+    let stopped = Instant::now();
+    assert!(result.is_err(), "the cancelled pair stops");
+    let at = cancelled_at
+        .lock()
+        .expect("not poisoned")
+        .expect("scoring reported progress");
+    stopped.duration_since(at).as_secs_f64() * 1000.0
 }
 
 fn main() {

@@ -13,7 +13,7 @@
 //! **The method: exact top-k, no candidate is cut.** Three steps:
 //! 1. *embed* — identity vectors in one flat, cache-friendly array (`Embedding`);
 //! 2. *index* — one posting list per (category, word), sorted by weight, heaviest first;
-//! 3. *score* — per product, MaxScore-style pruning: its lists are visited in decreasing
+//! 3. *score* — per query, MaxScore-style pruning: its lists are visited in decreasing
 //!    order of their upper bound (the query weight times the list's heaviest weight); a list
 //!    is stopped at the first posting whose bound, plus the bounds of the lists not yet
 //!    visited, cannot reach the current k-th score, and the whole query stops once the lists
@@ -31,8 +31,9 @@
 //! per category: quadratic in the category's size (a 1M catalogue has categories of 150k+).
 //! The test `pair_neighbours_equal_an_exhaustive_top_k` checks the result against brute force.
 //!
-//! Scoring runs on every core, claiming products in small runs so a cancel is seen within
-//! milliseconds. The neighbour table (keys and scores; names are joined when a product is
+//! Scoring runs on every core, claiming groups in runs of `QUERIES_PER_CLAIM` and checking
+//! the cancel token between runs, so a cancel is seen within milliseconds even at 1M
+//! products. The neighbour table (keys and scores; names are joined when a product is
 //! read) is replaced as a whole at the end.
 
 use std::cmp::Ordering;
@@ -54,10 +55,10 @@ use tokio_util::sync::CancellationToken;
 /// more than the work.
 const PARALLEL_FROM: usize = 4096;
 
-/// How many products a scoring worker claims at a time. Small enough that a cancel is
-/// noticed within milliseconds (one query costs microseconds to a few hundred at 1M
-/// products) and that workers finish together; large enough that the shared counter is
-/// not contended.
+/// How many groups (queries) a scoring worker claims at a time. Small enough that a cancel
+/// is noticed within milliseconds (one query costs microseconds, up to about a millisecond
+/// at 1M products) and that workers finish together; large enough that the shared counter
+/// is not contended.
 const QUERIES_PER_CLAIM: usize = 64;
 
 /// Slack on score bounds for f32 rounding: a bound this close to the bar is not pruned, so

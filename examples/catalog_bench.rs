@@ -17,7 +17,6 @@ use std::time::Instant;
 use catalog_jobs::catalog::products::MemoryCatalog;
 use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings};
 use catalog_jobs::jobs::TenantId;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 /// The seed of the benchmark catalogue (the sklearn script reads the same products).
@@ -84,7 +83,14 @@ fn run(n: usize, easy: bool) {
 
     let started = Instant::now();
     let never = CancellationToken::new();
-    let report = enrich::run(&catalog, &tenant, &json!({}), &never, None).expect("enrich runs");
+    let report = enrich::run(
+        &catalog,
+        &tenant,
+        &enrich::EnrichParams { force: false },
+        &never,
+        None,
+    )
+    .expect("enrich runs");
     let enrich_s = started.elapsed().as_secs_f64();
     assert_eq!(report["products"], n);
 

@@ -1,42 +1,64 @@
 //! The catalogue over HTTP: `POST /catalog/products` imports synchronously (JSON array, JSON
-//! Lines or CSV; one bad row never sinks the rest), `GET /catalog/products` pages, and
+//! Lines or CSV, streamed through the same `feed` reader as sync; one bad row never sinks the
+//! rest), `GET /catalog/products` pages, and
 //! `GET /catalog/products/{product_key}` shows a product with its enrichment and neighbours.
 
+use std::io::{self, Read};
+use std::pin::Pin;
 use std::sync::Arc;
 
-use axum::extract::{Path, Request, State};
-use axum::http::Uri;
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Uri};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
 use serde_json::{json, Value};
+use tokio::sync::{mpsc, Semaphore};
 
+use super::auth::Caller;
 use super::error::ApiError;
-use super::extract::{body_bytes, media_type, query_fields, take_single};
-use super::jobs::tenant_field;
-use super::AppState;
-use crate::catalog::products::{
-    csv_reader, csv_row_to_json, strip_bom, CatalogStore, CatalogStoreError, Product, ProductKey,
+use super::extract::{
+    declared_length, limit_field, media_type, product_not_found, query_fields, refuse_unknown,
+    take_single, tenant_field, ProductKeyPath,
 };
+use super::openapi;
+use super::AppState;
+use crate::catalog::feed::{self, FeedError, Format, RowReport};
+use crate::catalog::products::{CatalogStore, CatalogStoreError};
 use crate::jobs::registry::Fields;
 use crate::jobs::TenantId;
 
-/// How many row errors an import answers with.
-const ERROR_SAMPLE: usize = 20;
+/// Products per upsert of an import: one round trip carries many, and memory holds one batch.
 const IMPORT_BATCH: usize = 1000;
+/// Body chunks in flight between the connection and the reading thread: enough to keep the
+/// thread busy while the next chunk arrives, few enough that memory follows a batch, not
+/// the body (hyper's chunks are at most a few hundred KiB).
+const CHUNKS_IN_FLIGHT: usize = 8;
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 500;
 
-impl From<CatalogStoreError> for ApiError {
-    fn from(e: CatalogStoreError) -> Self {
-        match e {
-            CatalogStoreError::BadCursor => ApiError::invalid(
-                "cursor",
-                "cursor must be a next_cursor this listing handed out",
-            ),
-            other => ApiError::StoreUnavailable(crate::jobs::store::StoreError::Unavailable(
-                other.to_string(),
-            )),
+/// What imports share: how many may run at once, and how large a body may be.
+#[derive(Clone)]
+pub struct Imports {
+    permits: Arc<Semaphore>,
+    concurrent: usize,
+    max_body_bytes: usize,
+}
+
+impl Imports {
+    /// `concurrent` imports at once (`MAX_CONCURRENT_IMPORTS`), bodies of `max_body_bytes`.
+    pub fn new(concurrent: usize, max_body_bytes: usize) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(concurrent)),
+            concurrent,
+            max_body_bytes,
         }
+    }
+
+    /// Imports running right now.
+    pub fn running(&self) -> usize {
+        self.concurrent
+            .saturating_sub(self.permits.available_permits())
     }
 }
 
@@ -46,162 +68,231 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|_| {
-            ApiError::StoreUnavailable(crate::jobs::store::StoreError::Unavailable(
-                "the catalogue call was cancelled".into(),
-            ))
-        })?
+        .map_err(|e| ApiError::Internal(format!("a catalogue call stopped: {e}")))?
         .map_err(ApiError::from)
 }
 
-fn only_tenant(uri: &Uri, extra: &[&str]) -> Result<(TenantId, Fields), ApiError> {
+/// The `tenant_id` of a products route (which the caller must be allowed to act for) and
+/// the other query fields, refusing any not in `extra`.
+fn only_tenant(caller: &Caller, uri: &Uri, extra: &[&str]) -> Result<(TenantId, Fields), ApiError> {
     let mut fields = query_fields(uri)?;
     let tenant = tenant_field(&mut fields)?;
-    if let Some(name) = fields.keys().find(|k| !extra.contains(&k.as_str())) {
-        let allowed = if extra.is_empty() {
-            "tenant_id".to_owned()
-        } else {
-            format!("tenant_id, {}", extra.join(", "))
-        };
-        return Err(ApiError::UnknownField {
-            field: name.clone(),
-            message: format!("`{name}` is not a parameter here; use {allowed}"),
-        });
-    }
+    caller.may_act_for(&tenant)?;
+    let unknown: Fields = fields
+        .iter()
+        .filter(|(k, _)| !extra.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let allowed = std::iter::once("tenant_id")
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>()
+        .join(", ");
+    refuse_unknown(&unknown, &allowed)?;
     Ok((tenant, fields))
 }
 
-#[derive(Default, Serialize)]
-pub struct ImportReport {
-    read: u64,
-    created: u64,
-    updated: u64,
-    unchanged: u64,
-    invalid: u64,
-    errors: Vec<Value>,
-}
+/// The body went past `MAX_BODY_BYTES` while it was streamed in.
+#[derive(Debug, thiserror::Error)]
+#[error("the body is larger than MAX_BODY_BYTES")]
+struct BodyTooLarge;
 
-impl ImportReport {
-    fn row(&mut self, line: u64, parsed: Result<Product, String>, valid: &mut Vec<Product>) {
-        self.read += 1;
-        match parsed {
-            Ok(p) => valid.push(p),
-            Err(error) => {
-                self.invalid += 1;
-                if self.errors.len() < ERROR_SAMPLE {
-                    self.errors.push(json!({ "line": line, "error": error }));
-                }
-            }
+/// Imports products from a JSON array, JSON Lines or CSV body, streamed: the body flows in
+/// chunks to a blocking thread that reads rows with `feed` (as sync does) and saves them in
+/// batches, so memory follows a batch, not the body. At most `MAX_CONCURRENT_IMPORTS` run at
+/// once; beyond that the answer is 503 `overloaded` at once. A body that breaks off part-way
+/// (over `MAX_BODY_BYTES`, or a malformed JSON array) is answered with its error and the
+/// `report` of the rows already saved.
+#[utoipa::path(post, path = "/catalog/products", tag = "products",
+    params(("tenant_id" = String, Query, description = "The tenant.")),
+    request_body(description = "A JSON array (or one object), JSON Lines, or CSV with a header row.", content(
+        (Vec<openapi::ProductInput> = "application/json"),
+        (String = "application/x-ndjson"),
+        (String = "text/csv"),
+    )),
+    responses(
+        (status = 200, description = "What was read, created, updated, unchanged and invalid.", body = openapi::ImportReport),
+        (status = 400, description = "`malformed_body`.", body = openapi::ErrorBody),
+        (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = openapi::ErrorBody),
+        (status = 415, description = "`unsupported_media_type`.", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
+        (status = 503, description = "`overloaded` (`MAX_CONCURRENT_IMPORTS` imports are running) or `store_unavailable`.", body = openapi::ErrorBody),
+    ))]
+pub async fn import(State(app): State<AppState>, caller: Caller, req: Request) -> Response {
+    match import_rows(app, &caller, req).await {
+        Ok(report) => Json(report).into_response(),
+        Err(e) => {
+            // The rest of the body may be unread: the connection cannot carry another request,
+            // and a client that pooled it would find it closed under its next one.
+            let mut response = e.into_response();
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            response
         }
     }
 }
 
-pub async fn import(
-    State(app): State<AppState>,
-    req: Request,
-) -> Result<Json<ImportReport>, ApiError> {
-    let (tenant, _) = only_tenant(req.uri(), &[])?;
-    let content_type = media_type(req.headers());
-    let body = body_bytes(req, &()).await?;
-    let mut report = ImportReport::default();
-    let mut valid = Vec::new();
-    match content_type.as_str() {
-        "application/json" => {
-            let value: Value = serde_json::from_slice(&body).map_err(|e| {
-                ApiError::MalformedBody(format!("the JSON body is not valid JSON: {e}"))
-            })?;
-            let items = match value {
-                Value::Array(items) => items,
-                obj @ Value::Object(_) => vec![obj],
-                _ => {
-                    return Err(ApiError::MalformedBody(
-                        "send a JSON array of products".into(),
-                    ))
-                }
-            };
-            for (i, item) in items.into_iter().enumerate() {
-                report.row(i as u64 + 1, Product::from_json(item), &mut valid);
-            }
-        }
-        "application/x-ndjson"
-        | "application/jsonl"
-        | "application/jsonlines"
-        | "application/x-jsonlines" => {
-            // Line by line, so one line that is not UTF-8 or not JSON is one invalid row.
-            for (i, raw) in body.split(|b| *b == b'\n').enumerate() {
-                let parsed = match std::str::from_utf8(raw) {
-                    Ok(line) if line.trim().is_empty() => continue,
-                    Ok(line) => serde_json::from_str::<Value>(strip_bom(line.trim()))
-                        .map_err(|e| format!("not valid JSON: {e}"))
-                        .and_then(Product::from_json),
-                    Err(_) => Err("the line is not UTF-8 text".to_owned()),
-                };
-                report.row(i as u64 + 1, parsed, &mut valid);
-            }
-        }
-        "text/csv" | "application/csv" => {
-            let mut csv = csv_reader(&body[..]).map_err(|e| {
-                ApiError::MalformedBody(format!("the CSV body could not be read: {e}"))
-            })?;
-            let headers = csv
-                .headers()
-                .map_err(|e| {
-                    ApiError::MalformedBody(format!("the CSV header could not be read: {e}"))
-                })?
-                .clone();
-            for record in csv.records() {
-                match record {
-                    Ok(r) => {
-                        let line = r.position().map(|p| p.line()).unwrap_or(0);
-                        report.row(
-                            line,
-                            Product::from_json(csv_row_to_json(&headers, &r)),
-                            &mut valid,
-                        );
-                    }
-                    Err(e) => {
-                        let line = e.position().map(|p| p.line()).unwrap_or(0);
-                        report.row(line, Err(format!("unreadable CSV row: {e}")), &mut valid);
-                    }
-                }
-            }
-        }
-        "" => return Err(ApiError::UnsupportedMediaType("(none given)".into())),
-        other => return Err(ApiError::UnsupportedMediaType(other.to_owned())),
-    }
-    let store = app.catalog.store.clone();
-    let counts = blocking(move || {
-        let mut total = crate::catalog::products::Upserted::default();
-        for chunk in valid.chunks(IMPORT_BATCH) {
-            let c = store.upsert(&tenant, chunk)?;
-            total.created += c.created;
-            total.updated += c.updated;
-            total.unchanged += c.unchanged;
-        }
-        Ok(total)
-    })
-    .await?;
-    report.created = counts.created;
-    report.updated = counts.updated;
-    report.unchanged = counts.unchanged;
-    Ok(Json(report))
-}
-
-pub async fn list(State(app): State<AppState>, uri: Uri) -> Result<Json<Value>, ApiError> {
-    let (tenant, mut fields) = only_tenant(&uri, &["limit", "cursor"])?;
-    let limit = match take_single(&mut fields, "limit")? {
-        None => DEFAULT_PAGE,
-        Some(v) => v
-            .as_str()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-            .filter(|n| (1..=MAX_PAGE).contains(n))
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "limit",
-                    format!("limit must be a whole number from 1 to {MAX_PAGE}"),
-                )
-            })?,
+async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<RowReport, ApiError> {
+    let (tenant, _) = only_tenant(caller, req.uri(), &[])?;
+    let format = match media_type(req.headers()).as_str() {
+        "" => return Err(unsupported_import("(none given)".into())),
+        other => Format::from_media_type(other)
+            .ok_or_else(|| unsupported_import(format!("`{other}`")))?,
     };
+    let limit = app.imports.max_body_bytes;
+    if declared_length(&req).is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::PayloadTooLarge("MAX_BODY_BYTES"));
+    }
+    let permit = app
+        .imports
+        .permits
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ApiError::ImportsBusy)?;
+    let (tx, rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
+    let pump = tokio::spawn(pump_body(
+        req.into_body(),
+        limit,
+        app.guard.request_timeout,
+        tx,
+    ));
+    let store = app.catalog.store.clone();
+    let joined = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let mut report = RowReport::default();
+        let reader = BodyReader {
+            chunks: rx,
+            current: Bytes::new(),
+        };
+        let no_check = || Ok(());
+        let outcome = feed::load(
+            reader,
+            format,
+            IMPORT_BATCH,
+            &mut report,
+            no_check,
+            |batch| store.upsert(&tenant, batch),
+        );
+        (report, outcome)
+    })
+    .await;
+    pump.abort();
+    let (report, outcome) =
+        joined.map_err(|e| ApiError::Internal(format!("the import stopped: {e}")))?;
+    let cause = match outcome {
+        Ok(Ok(())) => return Ok(report),
+        Ok(Err(FeedError::Malformed(why))) => ApiError::MalformedBody(why),
+        Ok(Err(FeedError::Read(e))) if e.get_ref().is_some_and(|i| i.is::<BodyTooLarge>()) => {
+            ApiError::PayloadTooLarge("MAX_BODY_BYTES")
+        }
+        Ok(Err(FeedError::Read(e))) if e.get_ref().is_some_and(|i| i.is::<BodyStalled>()) => {
+            ApiError::RequestTimeout
+        }
+        Ok(Err(FeedError::Read(e))) => {
+            ApiError::MalformedBody(format!("the body could not be read: {e}"))
+        }
+        Err(store) => ApiError::from(store),
+    };
+    Err(cause.with_import_report(report))
+}
+
+/// What an import's body may be.
+const IMPORT_MEDIA_TYPES: &str =
+    "application/json (an array), application/x-ndjson (JSON Lines) or text/csv";
+
+fn unsupported_import(got: String) -> ApiError {
+    ApiError::UnsupportedMediaType {
+        got,
+        accepted: IMPORT_MEDIA_TYPES,
+    }
+}
+
+/// The body paused longer than `REQUEST_TIMEOUT_SECONDS` between two chunks.
+#[derive(Debug, thiserror::Error)]
+#[error("the body stalled for longer than REQUEST_TIMEOUT_SECONDS")]
+struct BodyStalled;
+
+/// Moves the body's chunks to the reading thread, counting bytes: past `limit` it sends
+/// `BodyTooLarge` and stops; when no chunk arrives for `stall`, `BodyStalled`. It stops too
+/// when the thread stopped reading. An import may take long, so the clock is per chunk, not
+/// for the whole body.
+async fn pump_body(
+    mut body: Body,
+    limit: usize,
+    stall: std::time::Duration,
+    tx: mpsc::Sender<io::Result<Bytes>>,
+) {
+    let mut seen = 0usize;
+    loop {
+        let next = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+        let Ok(frame) = tokio::time::timeout(stall, next).await else {
+            let _ = tx.send(Err(io::Error::other(BodyStalled))).await;
+            return;
+        };
+        let item = match frame {
+            None => return,
+            Some(Err(e)) => Err(io::Error::other(e)),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => {
+                    seen = seen.saturating_add(data.len());
+                    if seen > limit {
+                        Err(io::Error::other(BodyTooLarge))
+                    } else {
+                        Ok(data)
+                    }
+                }
+                // Trailers carry no rows.
+                Err(_) => continue,
+            },
+        };
+        let last = item.is_err();
+        if tx.send(item).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+/// The body as a blocking `Read`, one chunk at a time (never buffered whole).
+struct BodyReader {
+    chunks: mpsc::Receiver<io::Result<Bytes>>,
+    current: Bytes,
+}
+
+impl Read for BodyReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.blocking_recv() {
+                Some(Ok(chunk)) => self.current = chunk,
+                Some(Err(e)) => return Err(e),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current = self.current.slice(n..);
+        Ok(n)
+    }
+}
+
+/// A page of a tenant's products.
+#[utoipa::path(get, path = "/catalog/products", tag = "products",
+    params(
+        ("tenant_id" = String, Query, description = "The tenant."),
+        ("limit" = Option<u32>, Query, description = "How many, 1–500 (default 50).", minimum = 1, maximum = 500),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page."),
+    ),
+    responses(
+        (status = 200, description = "The page.", body = openapi::ProductPage),
+        (status = 422, description = "`missing_field`, `invalid_field` (a bad `limit` or `cursor`) or `unknown_field`.", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
+pub async fn list(
+    State(app): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let (tenant, mut fields) = only_tenant(&caller, &uri, &["limit", "cursor"])?;
+    let limit = limit_field(&mut fields, DEFAULT_PAGE, MAX_PAGE)?;
     let cursor = take_single(&mut fields, "cursor")?
         .and_then(|v| v.as_str().map(str::to_owned))
         .filter(|c| !c.is_empty());
@@ -210,15 +301,27 @@ pub async fn list(State(app): State<AppState>, uri: Uri) -> Result<Json<Value>, 
     Ok(Json(json!({ "products": items, "next_cursor": next })))
 }
 
+/// A product with its enrichment and nearest neighbours.
+#[utoipa::path(get, path = "/catalog/products/{product_key}", tag = "products",
+    params(
+        ("product_key" = String, Path, description = "The product's key."),
+        ("tenant_id" = String, Query, description = "The tenant."),
+    ),
+    responses(
+        (status = 200, description = "The product.", body = openapi::ProductView),
+        (status = 404, description = "`not_found`.", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field`.", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn get_one(
     State(app): State<AppState>,
-    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    caller: Caller,
+    ProductKeyPath(key): ProductKeyPath,
     uri: Uri,
 ) -> Result<Json<Value>, ApiError> {
-    let (tenant, _) = only_tenant(&uri, &[])?;
-    let raw = path.map(|Path(p)| p).unwrap_or_default();
-    let not_found = || ApiError::NotFound(format!("tenant has no product `{raw}`"));
-    let key = ProductKey::parse(&raw).map_err(|_| not_found())?;
+    let (tenant, _) = only_tenant(&caller, &uri, &[])?;
+    let raw = key.as_str().to_owned();
+    let not_found = || product_not_found(&raw);
     let store: Arc<dyn CatalogStore> = app.catalog.store.clone();
     let found = blocking(move || {
         let Some(stored) = store.get(&tenant, &key)? else {

@@ -1,6 +1,8 @@
 //! enrich: extracts attributes from each product's text, in batches persisted as they go,
 //! so a crash keeps the work done and a re-run resumes: a product whose content hash is
-//! unchanged since its last enrichment is skipped unless `force`.
+//! unchanged since its last enrichment is skipped unless `force`. So it is safe to run
+//! again (a recovered job's next attempt resumes), and a stop on request, checked between
+//! products, reports the batches it saved.
 
 use serde_json::{json, Value};
 
@@ -11,23 +13,33 @@ use crate::jobs::registry::{bool_field, only_fields, Fields, ParamError, Progres
 use crate::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
 
-pub fn prepare(fields: &Fields) -> Result<Value, ParamError> {
+/// An enrich's parameters, as the POST checked them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EnrichParams {
+    /// Re-extract products whose content is unchanged since their last enrichment.
+    pub force: bool,
+}
+
+pub fn prepare(fields: &Fields) -> Result<EnrichParams, ParamError> {
     only_fields(fields, &["force"])?;
-    Ok(json!({ "force": bool_field(fields, "force")?.unwrap_or(false) }))
+    Ok(EnrichParams {
+        force: bool_field(fields, "force")?.unwrap_or(false),
+    })
 }
 
 pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
-    params: &Value,
+    params: &EnrichParams,
     stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
-    let force = params["force"].as_bool().unwrap_or(false);
+    let force = params.force;
     let progress = Monotonic::new(progress);
     progress.report(0, "loading products");
     let window = catalog.settings.write_retry;
     let products = retrying(window, || catalog.store.all(tenant))?;
+    check(stop)?;
     // With nothing to enrich there is nothing to compare against: one round trip fewer.
     let done = if force || products.is_empty() {
         Default::default()
@@ -47,27 +59,37 @@ pub fn run(
     let size = catalog.settings.enrich_batch.max(1);
     let batches = todo.len().div_ceil(size);
     let (mut extracted, mut unextractable) = (0u64, 0u64);
+    // Batches already saved stay saved: a re-run resumes after them, and a stop on request
+    // reports them.
+    let stopped = |saved: usize, extracted: u64, unextractable: u64| {
+        check(stop).map_err(|_| {
+            CatalogError::CancelledWith(json!({
+                "products": products.len(),
+                "extracted": extracted,
+                "unextractable": unextractable,
+                "skipped": skipped,
+                "batches": saved,
+            }))
+        })
+    };
     for (n, chunk) in todo.chunks(size).enumerate() {
-        // Batches already saved stay saved: a re-run resumes after them.
-        check(stop)?;
         let step = format!("extracting attributes — batch {} of {batches}", n + 1);
         progress.interpolate(0, 100, n * size, todo.len(), &step);
-        let batch: Vec<_> = chunk
-            .iter()
-            .map(|p| {
-                let attributes = extract(
-                    &p.product.name,
-                    p.product.description.as_deref(),
-                    &p.product.attributes,
-                );
-                let e = Enrichment {
-                    content_hash: p.content_hash.clone(),
-                    unextractable: attributes.is_empty(),
-                    attributes,
-                };
-                (p.product.product_key.clone(), e)
-            })
-            .collect();
+        let mut batch = Vec::with_capacity(chunk.len());
+        for p in chunk {
+            stopped(n, extracted, unextractable)?;
+            let attributes = extract(
+                &p.product.name,
+                p.product.description.as_deref(),
+                &p.product.attributes,
+            );
+            let e = Enrichment {
+                content_hash: p.content_hash.clone(),
+                unextractable: attributes.is_empty(),
+                attributes,
+            };
+            batch.push((p.product.product_key.clone(), e));
+        }
         for (_, e) in &batch {
             if e.unextractable {
                 unextractable += 1;

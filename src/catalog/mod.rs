@@ -9,6 +9,7 @@
 pub mod demo;
 pub mod enrich;
 pub mod extract;
+pub mod feed;
 pub mod pair;
 pub mod products;
 pub mod sync;
@@ -62,10 +63,18 @@ pub enum CatalogError {
     StoreUnavailable(String),
     #[error("the catalogue store holds a malformed record: {0}")]
     CorruptRecord(String),
-    #[error("no source could be read: {0}")]
-    SourceUnreachable(String),
+    /// Every source of a sync failed; `class` is theirs (or `SourcesFailed` when they differ)
+    /// and `report` the per-source report with the rows read and saved before each failed.
+    #[error("no source could be read to its end ({class})")]
+    SyncFailed {
+        class: &'static str,
+        report: serde_json::Value,
+    },
     #[error("the job was asked to stop")]
     Cancelled,
+    /// Stopped on request, with the report of what it had saved so far.
+    #[error("the job was asked to stop")]
+    CancelledWith(serde_json::Value),
 }
 
 impl ErrorClass for CatalogError {
@@ -73,8 +82,17 @@ impl ErrorClass for CatalogError {
         match self {
             CatalogError::StoreUnavailable(_) => "StoreUnavailable",
             CatalogError::CorruptRecord(_) => "CorruptRecord",
-            CatalogError::SourceUnreachable(_) => "SourceUnreachable",
-            CatalogError::Cancelled => crate::jobs::registry::CANCELLED,
+            CatalogError::SyncFailed { class, .. } => class,
+            CatalogError::Cancelled | CatalogError::CancelledWith(_) => {
+                crate::jobs::registry::CANCELLED
+            }
+        }
+    }
+
+    fn partial_report(&self) -> Option<serde_json::Value> {
+        match self {
+            CatalogError::SyncFailed { report, .. } => Some(report.clone()),
+            _ => None,
         }
     }
 }
@@ -160,21 +178,27 @@ impl<'a> Monotonic<'a> {
     }
 }
 
+/// A catalogue error as the runner records it: a stop on request keeps its partial report.
+fn job_error(e: CatalogError) -> JobError {
+    match e {
+        CatalogError::CancelledWith(report) => JobError::cancelled_with(report),
+        other => JobError::from(other),
+    }
+}
+
 /// The catalogue job kinds, wired to a catalogue.
 pub fn registry(catalog: Arc<Catalog>) -> Registry {
     let (c1, c2, c3, c4) = (catalog.clone(), catalog.clone(), catalog.clone(), catalog);
     Registry::new()
-        .with(
+        .with_typed(
             "sync",
             move |fields| sync::prepare(fields, &c1.settings),
-            move |input, progress| {
-                sync::run(&c2, &input.tenant, &input.params, &input.cancel, progress)
-                    .map_err(JobError::from)
+            move |input, params, progress| {
+                sync::run(&c2, &input.tenant, params, &input.cancel, progress).map_err(job_error)
             },
         )
-        .with("enrich", enrich::prepare, move |input, progress| {
-            enrich::run(&c3, &input.tenant, &input.params, &input.cancel, progress)
-                .map_err(JobError::from)
+        .with_typed("enrich", enrich::prepare, move |input, params, progress| {
+            enrich::run(&c3, &input.tenant, params, &input.cancel, progress).map_err(job_error)
         })
         .with_plain("pair", move |input, progress| {
             pair::run(&c4, &input.tenant, &input.cancel, progress).map_err(JobError::from)

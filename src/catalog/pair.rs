@@ -34,7 +34,8 @@
 //! Scoring runs on every core, claiming groups in runs of `QUERIES_PER_CLAIM` and checking
 //! the cancel token between runs, so a cancel is seen within milliseconds even at 1M
 //! products. The neighbour table (keys and scores; names are joined when a product is
-//! read) is replaced as a whole at the end.
+//! read) is replaced as a whole at the end, so pair is safe to run again (a recovered job's
+//! next attempt does) and a stop on request leaves the old table whole.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;

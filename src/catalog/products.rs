@@ -1,12 +1,12 @@
-//! Products: the record, its parsing from JSON / JSON Lines / CSV rows, its content hash,
-//! and the per-tenant catalogue store (Redis, or embedded) the jobs read and write.
+//! Products: the record, its checking from one row's JSON object (rows are framed by
+//! `feed`), its field limits, its content hash, and the per-tenant catalogue store (Redis,
+//! or embedded) the jobs read and write.
 //!
-//! A product is valid by construction: `Product::from_json` checks every field, so one bad
-//! row is reported with its line and never stops the rows around it. Catalogue data has no
-//! TTL. The store knows nothing of job keys or of HTTP.
+//! A product is valid by construction: `Product::from_json` checks every field against
+//! `limits`, so one bad row is reported with its line and never stops the rows around it.
+//! Catalogue data has no TTL. The store knows nothing of job keys or of HTTP.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{self, BufRead, BufReader, Read};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ pub struct ProductKey(String);
 
 impl ProductKey {
     pub fn parse(raw: &str) -> Result<Self, String> {
-        let ok = (1..=128).contains(&raw.len())
+        let ok = (1..=limits::KEY).contains(&raw.len())
             && raw
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'));
@@ -56,7 +56,152 @@ pub struct Product {
     pub attributes: Map<String, Value>,
 }
 
-const MAX_TEXT: usize = 10_000;
+/// Field limits, checked at parse time for every entry point (sync, import). Counted in
+/// characters, so a limit means the same in any script. Each is far above what a real
+/// catalogue writes and far below what would let one row crowd out the rest.
+pub mod limits {
+    /// `product_key`: the longest key a URL path and a Redis field name carry comfortably.
+    pub const KEY: usize = 128;
+    /// `name`: a product title; a page shows a few hundred characters at most.
+    pub const NAME: usize = 1_000;
+    /// `brand`: a brand or maker's name.
+    pub const BRAND: usize = 200;
+    /// `description`: a product page's text.
+    pub const DESCRIPTION: usize = 10_000;
+    /// `taxonomy_path`: levels in a category tree (Google's has 7).
+    pub const TAXONOMY_DEPTH: usize = 10;
+    /// One `taxonomy_path` level's name.
+    pub const TAXONOMY_SEGMENT: usize = 200;
+    /// `attributes`: how many.
+    pub const ATTRIBUTES: usize = 100;
+    /// One attribute's name.
+    pub const ATTRIBUTE_NAME: usize = 100;
+    /// All attributes together, as JSON text, in bytes.
+    pub const ATTRIBUTES_BYTES: usize = 16 * 1024;
+}
+
+/// A text field: trimmed, absent when blank, at most `max` characters.
+fn text_field(field: &str, v: Option<Value>, max: usize) -> Result<Option<String>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => {
+            let s = s.trim();
+            if s.is_empty() {
+                Ok(None)
+            } else if s.chars().count() > max {
+                Err(format!("{field} is longer than {max} characters"))
+            } else {
+                Ok(Some(s.to_owned()))
+            }
+        }
+        Some(_) => Err(format!("{field} must be a string")),
+    }
+}
+
+fn key_field(v: Option<Value>) -> Result<ProductKey, String> {
+    match v {
+        Some(Value::String(s)) => ProductKey::parse(s.trim()),
+        Some(Value::Number(n)) => ProductKey::parse(&n.to_string()),
+        Some(_) => Err("product_key must be a string".into()),
+        None => Err("product_key is required".into()),
+    }
+}
+
+fn name_field(v: Option<Value>) -> Result<String, String> {
+    match text_field("name", v, limits::NAME)? {
+        Some(name) => Ok(name),
+        None => Err("name is required and must not be empty".into()),
+    }
+}
+
+const PRICE_RULE: &str =
+    "price_cents must be a whole number of cents from 0 to 9223372036854775807";
+
+/// A price in cents: a JSON whole number or its text. Anything that does not fit an i64
+/// (1e400, 2^63) is an invalid value, never rounded and never dropped to null.
+fn price_field(v: Option<Value>) -> Result<Option<i64>, String> {
+    let cents = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => return Ok(None),
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
+        Some(_) => return Err("price_cents must be a number".into()),
+    };
+    match cents {
+        Some(c) if c >= 0 => Ok(Some(c)),
+        _ => Err(PRICE_RULE.into()),
+    }
+}
+
+fn taxonomy_field(v: Option<Value>) -> Result<Vec<String>, String> {
+    let levels = match v {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => split_taxonomy(&s),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+                _ => Err("taxonomy_path must be a list of non-empty strings".to_owned()),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("taxonomy_path must be a list of strings or \"A > B > C\"".into()),
+    };
+    if levels.len() > limits::TAXONOMY_DEPTH {
+        return Err(format!(
+            "taxonomy_path has more than {} levels",
+            limits::TAXONOMY_DEPTH
+        ));
+    }
+    if levels
+        .iter()
+        .any(|l| l.chars().count() > limits::TAXONOMY_SEGMENT)
+    {
+        return Err(format!(
+            "a taxonomy_path level is longer than {} characters",
+            limits::TAXONOMY_SEGMENT
+        ));
+    }
+    Ok(levels)
+}
+
+fn attributes_field(v: Option<Value>) -> Result<Map<String, Value>, String> {
+    let not_object = || "attributes must be a JSON object".to_owned();
+    let attributes = match v {
+        None | Some(Value::Null) => return Ok(Map::new()),
+        Some(Value::Object(m)) => m,
+        Some(Value::String(s)) if s.trim().is_empty() => return Ok(Map::new()),
+        Some(Value::String(s)) => match serde_json::from_str(&s) {
+            Ok(Value::Object(m)) => m,
+            _ => return Err(not_object()),
+        },
+        Some(_) => return Err(not_object()),
+    };
+    if attributes.len() > limits::ATTRIBUTES {
+        return Err(format!(
+            "attributes has more than {} entries",
+            limits::ATTRIBUTES
+        ));
+    }
+    if attributes
+        .keys()
+        .any(|k| k.trim().is_empty() || k.chars().count() > limits::ATTRIBUTE_NAME)
+    {
+        return Err(format!(
+            "an attribute name is empty or longer than {} characters",
+            limits::ATTRIBUTE_NAME
+        ));
+    }
+    let size = serde_json::to_string(&attributes)
+        .expect("a JSON map always serialises")
+        .len();
+    if size > limits::ATTRIBUTES_BYTES {
+        return Err(format!(
+            "attributes take more than {} KiB as JSON",
+            limits::ATTRIBUTES_BYTES / 1024
+        ));
+    }
+    Ok(attributes)
+}
 
 impl Product {
     /// Checks and builds a product from a JSON object (a JSON Lines row, an array element,
@@ -65,81 +210,23 @@ impl Product {
         let Value::Object(mut obj) = value else {
             return Err("a product must be a JSON object".into());
         };
-        let key = match obj.remove("product_key") {
-            Some(Value::String(s)) => ProductKey::parse(s.trim())?,
-            Some(Value::Number(n)) => ProductKey::parse(&n.to_string())?,
-            Some(_) => return Err("product_key must be a string".into()),
-            None => return Err("product_key is required".into()),
-        };
-        let name = match obj.remove("name") {
-            Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
-            Some(Value::String(_)) | None => {
-                return Err("name is required and must not be empty".into())
-            }
-            Some(_) => return Err("name must be a string".into()),
-        };
-        let text = |field: &str, v: Option<Value>| -> Result<Option<String>, String> {
-            match v {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-                Some(Value::String(s)) if s.len() > MAX_TEXT => {
-                    Err(format!("{field} is longer than {MAX_TEXT} bytes"))
-                }
-                Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
-                Some(_) => Err(format!("{field} must be a string")),
-            }
-        };
-        let description = text("description", obj.remove("description"))?;
-        let brand = text("brand", obj.remove("brand"))?;
-        let price_cents = match obj.remove("price_cents") {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) => match n.as_i64() {
-                Some(c) if c >= 0 => Some(c),
-                _ => return Err("price_cents must be a whole number of cents, 0 or more".into()),
-            },
-            Some(Value::String(s)) if s.trim().is_empty() => None,
-            Some(Value::String(s)) => match s.trim().parse::<i64>() {
-                Ok(c) if c >= 0 => Some(c),
-                _ => return Err("price_cents must be a whole number of cents, 0 or more".into()),
-            },
-            Some(_) => return Err("price_cents must be a number".into()),
-        };
-        let taxonomy_path = match obj.remove("taxonomy_path") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::String(s)) => split_taxonomy(&s),
-            Some(Value::Array(items)) => items
-                .into_iter()
-                .map(|v| match v {
-                    Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
-                    _ => Err("taxonomy_path must be a list of non-empty strings".to_owned()),
-                })
-                .collect::<Result<_, _>>()?,
-            Some(_) => {
-                return Err("taxonomy_path must be a list of strings or \"A > B > C\"".into())
-            }
-        };
-        let attributes = match obj.remove("attributes") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(m)) => m,
-            Some(Value::String(s)) if s.trim().is_empty() => Map::new(),
-            Some(Value::String(s)) => match serde_json::from_str(&s) {
-                Ok(Value::Object(m)) => m,
-                _ => return Err("attributes must be a JSON object".into()),
-            },
-            Some(_) => return Err("attributes must be a JSON object".into()),
+        let product = Self {
+            product_key: key_field(obj.remove("product_key"))?,
+            name: name_field(obj.remove("name"))?,
+            description: text_field(
+                "description",
+                obj.remove("description"),
+                limits::DESCRIPTION,
+            )?,
+            brand: text_field("brand", obj.remove("brand"), limits::BRAND)?,
+            price_cents: price_field(obj.remove("price_cents"))?,
+            taxonomy_path: taxonomy_field(obj.remove("taxonomy_path"))?,
+            attributes: attributes_field(obj.remove("attributes"))?,
         };
         if let Some(other) = obj.keys().next() {
             return Err(format!("`{other}` is not a product field"));
         }
-        Ok(Self {
-            product_key: key,
-            name,
-            description,
-            brand,
-            price_cents,
-            taxonomy_path,
-            attributes,
-        })
+        Ok(product)
     }
 
     /// A stable hash of everything a product says (FNV-1a over its canonical JSON), so an
@@ -166,46 +253,6 @@ pub fn split_taxonomy(raw: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect()
-}
-
-/// Opens a CSV feed the way spreadsheets write them: a UTF-8 byte-order mark is skipped, and
-/// the delimiter is whichever of `,` `;` and tab the header line uses most (`,` on a tie).
-pub fn csv_reader<R: Read>(reader: R) -> io::Result<csv::Reader<BufReader<R>>> {
-    let mut buf = BufReader::with_capacity(64 * 1024, reader);
-    if buf.fill_buf()?.starts_with(b"\xEF\xBB\xBF") {
-        buf.consume(3);
-    }
-    let head = buf.fill_buf()?;
-    let line = &head[..head.iter().position(|b| *b == b'\n').unwrap_or(head.len())];
-    let count = |c: u8| line.iter().filter(|b| **b == c).count();
-    let delimiter = [b';', b'\t']
-        .into_iter()
-        .filter(|d| count(*d) > count(b','))
-        .max_by_key(|d| count(*d))
-        .unwrap_or(b',');
-    Ok(csv::ReaderBuilder::new()
-        .flexible(true)
-        .delimiter(delimiter)
-        .from_reader(buf))
-}
-
-/// A JSON Lines row without the byte-order mark some tools put before the first line.
-pub fn strip_bom(line: &str) -> &str {
-    line.strip_prefix('\u{feff}').unwrap_or(line)
-}
-
-/// Turns one CSV record into the JSON object `Product::from_json` reads. Header names are
-/// matched case-insensitively, with spaces read as underscores (`Product Key`).
-pub fn csv_row_to_json(headers: &csv::StringRecord, row: &csv::StringRecord) -> Value {
-    let mut obj = Map::new();
-    for (h, v) in headers.iter().zip(row.iter()) {
-        let h = h.trim().to_ascii_lowercase().replace(' ', "_");
-        if h.is_empty() || v.trim().is_empty() {
-            continue;
-        }
-        obj.insert(h, Value::String(v.to_owned()));
-    }
-    Value::Object(obj)
 }
 
 /// A product as stored, with its content hash.

@@ -3,11 +3,17 @@
 //!
 //! Sources are checked before a job is created (`prepare`): absolute paths, `..`, symlinks
 //! leaving `FEEDS_DIR`, other hosts and other schemes are refused, so nothing outside the
-//! allowed places is ever read. A source that fails mid-way is reported with its error class;
-//! the job fails only when no source could be read.
+//! allowed places is ever read. Rows are read by `feed` (the reader `POST /catalog/products`
+//! uses too). A source that fails mid-way is reported with its error class, its HTTP status
+//! and the rows read and saved before it failed; the job fails only when no source could be
+//! read, with the sources' class and the same partial report.
+//!
+//! Safe to run again (a recovered job's next attempt does): products are upserted by
+//! content hash, so rows already written read `unchanged`. It stops on request between rows
+//! and during a stalled feed read, reporting what it saved.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,20 +22,32 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::products::{csv_reader, csv_row_to_json, strip_bom, Product};
+use super::feed::{self, FeedError, Format, RowReport};
 use super::{check, retrying, Catalog, CatalogError, CatalogSettings, Monotonic};
 use crate::jobs::registry::{only_fields, Fields, ParamError, Progress};
 use crate::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
 
+/// Products per upsert: one round trip carries many rows, and a failure loses little.
 const BATCH: usize = 500;
+/// Sources per sync: enough for a feed split by category, few enough to report on one page.
 const MAX_SOURCES: usize = 100;
-const MAX_LINE: usize = 1 << 20;
-/// How many row errors a source's report keeps.
-const ERROR_SAMPLE: usize = 5;
+/// The most of a source's share of progress reading can show: all bytes read is not done
+/// (the feed may still turn out malformed), so only a source that ended well shows 100 %.
+const READ_BUT_NOT_DONE: f64 = 0.99;
+/// How long connecting to an http(s) source may take before it counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest silence between two pieces of an http(s) feed.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A sync's parameters, as the POST checked them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SyncParams {
+    pub sources: Vec<String>,
+}
 
 /// Checks the `source` fields: each must resolve to an allowed place that exists.
-pub fn prepare(fields: &Fields, settings: &CatalogSettings) -> Result<Value, ParamError> {
+pub fn prepare(fields: &Fields, settings: &CatalogSettings) -> Result<SyncParams, ParamError> {
     only_fields(fields, &["source"])?;
     let raw = fields.get("source").map(Vec::as_slice).unwrap_or_default();
     if raw.is_empty() {
@@ -53,7 +71,7 @@ pub fn prepare(fields: &Fields, settings: &CatalogSettings) -> Result<Value, Par
         resolve(s, settings)?;
         sources.push(s.to_owned());
     }
-    Ok(json!({ "sources": sources }))
+    Ok(SyncParams { sources })
 }
 
 /// Where a source points, once it is known to be allowed.
@@ -67,6 +85,98 @@ fn not_allowed(message: String) -> ParamError {
     ParamError::invalid("source", message).with_code("source_not_allowed")
 }
 
+/// Whether some prefix of `path` inside `base` is a symlink whose target lies outside `base`
+/// (read without following it, so a target that does not exist counts the same).
+fn leaves_feeds_dir(base: &Path, path: &Path) -> bool {
+    let mut at = base.to_path_buf();
+    for part in path.components() {
+        at.push(part);
+        if let Ok(target) = std::fs::read_link(&at) {
+            let resolved = at.parent().unwrap_or(base).join(target);
+            let normal = normalise(&resolved);
+            if !normal.starts_with(base) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// `..` and `.` folded away lexically (the target may not exist, so it cannot be canonicalised).
+fn normalise(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// One `SYNC_ALLOWED_HOSTS` entry: `host` (the scheme's default port only) or `host:port`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllowedHost {
+    host: String,
+    /// `None`: only the URL scheme's default port (80 for http, 443 for https).
+    port: Option<u16>,
+}
+
+impl AllowedHost {
+    /// Parses an entry; the message says what is wrong with it (checked at start-up).
+    pub fn parse(entry: &str) -> Result<Self, String> {
+        let entry = entry.trim().to_ascii_lowercase();
+        let bad = |why: &str| {
+            Err(format!(
+                "SYNC_ALLOWED_HOSTS entry `{entry}`: {why}; write `host` or `host:port`"
+            ))
+        };
+        let (host, port) = match entry.rsplit_once(':') {
+            // A bracketed IPv6 address without a port ends in `]`.
+            Some((host, port)) if !port.ends_with(']') => match port.parse::<u16>() {
+                Ok(p) if p > 0 => (host, Some(p)),
+                _ => return bad("the port must be a number from 1 to 65535"),
+            },
+            _ => (entry.as_str(), None),
+        };
+        let valid = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+            None => {
+                !host.is_empty()
+                    && host
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'))
+            }
+        };
+        if !valid {
+            return bad("not a host name or address");
+        }
+        Ok(Self {
+            host: host.to_owned(),
+            port,
+        })
+    }
+
+    fn allows(&self, url: &reqwest::Url) -> bool {
+        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+        host == self.host
+            && match self.port {
+                // `Url::port` is `None` exactly when the port is the scheme's default.
+                None => url.port().is_none(),
+                Some(port) => url.port_or_known_default() == Some(port),
+            }
+    }
+}
+
+/// Whether an allow-list entry (checked at start-up, so one that fails to parse allows
+/// nothing) admits `url`'s host and port.
+fn allows(entry: &str, url: &reqwest::Url) -> bool {
+    AllowedHost::parse(entry).is_ok_and(|allowed| allowed.allows(url))
+}
+
 /// Resolves a source to a file inside `FEEDS_DIR` or a URL on an allowed host.
 pub fn resolve(source: &str, settings: &CatalogSettings) -> Result<Resolved, ParamError> {
     if source.is_empty() {
@@ -76,10 +186,15 @@ pub fn resolve(source: &str, settings: &CatalogSettings) -> Result<Resolved, Par
     if lower.starts_with("http://") || lower.starts_with("https://") {
         let url = reqwest::Url::parse(source)
             .map_err(|_| ParamError::invalid("source", format!("`{source}` is not a valid URL")))?;
-        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-        if !settings.allowed_hosts.contains(&host) {
+        if !settings
+            .allowed_hosts
+            .iter()
+            .any(|entry| allows(entry, &url))
+        {
+            let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+            let port = url.port_or_known_default().unwrap_or_default();
             return Err(not_allowed(format!(
-                "host `{host}` is not in SYNC_ALLOWED_HOSTS; feeds are fetched only from listed hosts"
+                "`{host}` port {port} is not in SYNC_ALLOWED_HOSTS; feeds are fetched only from listed hosts and ports"
             )));
         }
         if !url.username().is_empty() || url.password().is_some() {
@@ -110,6 +225,11 @@ pub fn resolve(source: &str, settings: &CatalogSettings) -> Result<Resolved, Par
     })?;
     let full = match base.join(path).canonicalize() {
         Ok(p) => p,
+        // A dangling symlink says nothing of where it points: refused as leaving FEEDS_DIR
+        // whatever it names, so the answer never tells what exists outside.
+        Err(_) if leaves_feeds_dir(&base, path) => {
+            return Err(not_allowed(format!("`{source}` leads outside FEEDS_DIR")))
+        }
         Err(_) => {
             return Err(
                 ParamError::invalid("source", format!("no feed `{source}` in FEEDS_DIR"))
@@ -130,38 +250,94 @@ pub fn resolve(source: &str, settings: &CatalogSettings) -> Result<Resolved, Par
     Ok(Resolved::File(full))
 }
 
-/// One source's part of the report.
+/// One source's part of the report: how it ended and the rows it read and saved.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SourceReport {
     pub source: String,
     pub status: &'static str,
+    /// The error class of a failed source (`SourceNotFound`, `FeedTooLarge`, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<&'static str>,
-    pub read: u64,
-    pub created: u64,
-    pub updated: u64,
-    pub unchanged: u64,
-    pub invalid: u64,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub errors: Vec<Value>,
+    /// The status an http(s) source answered with, when it was not a success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    #[serde(flatten)]
+    pub rows: RowReport,
 }
 
+/// Why one source could not be read to its end. Each variant is a class in the report.
 #[derive(Debug, thiserror::Error)]
-enum SourceError {
-    #[error("{0}")]
+pub enum SourceError {
+    #[error("the source is no longer allowed: {0}")]
+    NotAllowed(String),
+    #[error("the source does not exist: {0}")]
+    NotFound(String),
+    #[error("the source answered HTTP {0}: there is no such feed")]
+    HttpNotFound(u16),
+    #[error("the source could not be reached: {0}")]
     Unreachable(String),
-    #[error("the feed is larger than the limit")]
+    #[error("the source answered HTTP {0}")]
+    Refused(u16),
+    #[error("the source failed with HTTP {0}")]
+    ServerError(u16),
+    #[error("the feed stopped part-way: {0}")]
+    Truncated(String),
+    #[error("the feed is larger than MAX_FEED_BYTES")]
     TooLarge,
-    #[error("the feed could not be read: {0}")]
+    #[error("the feed is malformed: {0}")]
     Malformed(String),
 }
 
 impl SourceError {
-    fn class(&self) -> &'static str {
+    pub fn class(&self) -> &'static str {
         match self {
+            SourceError::NotAllowed(_) => "SourceNotAllowed",
+            SourceError::NotFound(_) | SourceError::HttpNotFound(_) => "SourceNotFound",
             SourceError::Unreachable(_) => "SourceUnreachable",
+            SourceError::Refused(_) => "SourceRefused",
+            SourceError::ServerError(_) => "SourceServerError",
+            SourceError::Truncated(_) => "FeedTruncated",
             SourceError::TooLarge => "FeedTooLarge",
             SourceError::Malformed(_) => "MalformedFeed",
+        }
+    }
+
+    fn http_status(&self) -> Option<u16> {
+        match self {
+            SourceError::Refused(s)
+            | SourceError::ServerError(s)
+            | SourceError::HttpNotFound(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// An HTTP answer that is not a success, by what the client can do about it.
+    fn from_status(status: reqwest::StatusCode) -> Self {
+        match status.as_u16() {
+            s @ (404 | 410) => SourceError::HttpNotFound(s),
+            s if status.is_server_error() => SourceError::ServerError(s),
+            s => SourceError::Refused(s),
+        }
+    }
+
+    /// A source that passed `prepare` but no longer resolves (deleted, or its link changed).
+    fn from_param(e: ParamError) -> Self {
+        match e.code {
+            "source_not_found" => SourceError::NotFound(e.message),
+            "source_not_allowed" => SourceError::NotAllowed(e.message),
+            _ => SourceError::Unreachable(e.message),
+        }
+    }
+
+    /// Why the feed stopped, from the reader's side: the size cap, a broken body, or a file
+    /// that could not be read further.
+    fn from_feed(e: FeedError) -> Self {
+        match e {
+            FeedError::Malformed(m) => SourceError::Malformed(m),
+            FeedError::Read(io) => match io.get_ref().and_then(|i| i.downcast_ref::<Self>()) {
+                Some(SourceError::TooLarge) => SourceError::TooLarge,
+                _ => SourceError::Truncated(io.to_string()),
+            },
         }
     }
 }
@@ -195,9 +371,11 @@ impl<R: Read> Read for Counting<R> {
 }
 
 /// An HTTP body read from a blocking thread, one chunk at a time (never buffered whole).
+/// A read waiting on a stalled feed gives up as soon as the job is asked to stop.
 struct HttpBody {
     handle: tokio::runtime::Handle,
     response: reqwest::Response,
+    stop: CancellationToken,
     /// The last chunk received, and how much of it was read.
     data: Vec<u8>,
     at: usize,
@@ -206,7 +384,17 @@ struct HttpBody {
 impl Read for HttpBody {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.at >= self.data.len() {
-            match self.handle.block_on(self.response.chunk()) {
+            let stop = self.stop.clone();
+            let chunk = self.handle.block_on(async {
+                tokio::select! {
+                    chunk = self.response.chunk() => Some(chunk),
+                    () = stop.cancelled() => None,
+                }
+            });
+            let Some(chunk) = chunk else {
+                return Err(io::Error::other("the job was asked to stop"));
+            };
+            match chunk {
                 Ok(Some(bytes)) => {
                     self.data.clear();
                     self.data.extend_from_slice(&bytes);
@@ -224,183 +412,89 @@ impl Read for HttpBody {
 }
 
 /// An opened source: its reader, its size if known, and its format.
-type Opened = (Box<dyn Read + Send>, Option<u64>, Format);
-
-enum Format {
-    JsonLines,
-    Csv,
-}
-
-/// Opens a source for streaming: the reader, its size if known, and its format.
-fn open(source: &str, settings: &CatalogSettings) -> Result<Opened, SourceError> {
-    let resolved = resolve(source, settings).map_err(|e| SourceError::Unreachable(e.message))?;
-    match resolved {
-        Resolved::File(path) => {
-            let file = File::open(&path).map_err(|e| SourceError::Unreachable(e.to_string()))?;
-            let size = file.metadata().ok().map(|m| m.len());
-            let format = if path
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
-            {
-                Format::Csv
-            } else {
-                Format::JsonLines
-            };
-            Ok((Box::new(file), size, format))
-        }
-        Resolved::Url(url) => {
-            let handle = tokio::runtime::Handle::try_current().map_err(|_| {
-                SourceError::Unreachable("URL feeds are fetched only inside the service".into())
-            })?;
-            let client = reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(5))
-                .read_timeout(Duration::from_secs(30))
-                // A redirect could lead to a host that is not allowed.
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .map_err(|e| SourceError::Unreachable(e.to_string()))?;
-            let response = handle
-                .block_on(client.get(url.clone()).send())
-                .map_err(|e| SourceError::Unreachable(e.to_string()))?;
-            if !response.status().is_success() {
-                return Err(SourceError::Unreachable(format!(
-                    "the feed answered HTTP {}",
-                    response.status()
-                )));
-            }
-            let size = response.content_length();
-            let is_csv = url.path().to_ascii_lowercase().ends_with(".csv")
-                || response
-                    .headers()
-                    .get(reqwest::header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .is_some_and(|ct| ct.contains("csv"));
-            let body = HttpBody {
-                handle,
-                response,
-                data: Vec::new(),
-                at: 0,
-            };
-            Ok((
-                Box::new(body),
-                size,
-                if is_csv {
-                    Format::Csv
-                } else {
-                    Format::JsonLines
-                },
-            ))
-        }
-    }
-}
-
-/// Parses products from a JSON Lines or CSV stream, calling `row` for each (line, result).
-fn parse_stream(
-    reader: impl Read,
+struct Opened {
+    reader: Box<dyn Read + Send>,
+    size: Option<u64>,
     format: Format,
-    mut row: impl FnMut(u64, Result<Product, String>) -> Result<(), CatalogError>,
-) -> Result<Result<(), SourceError>, CatalogError> {
-    match format {
-        Format::JsonLines => {
-            let mut reader = BufReader::with_capacity(64 * 1024, reader);
-            let mut line = Vec::new();
-            let mut n = 0u64;
-            loop {
-                line.clear();
-                let read = match (&mut reader)
-                    .take(MAX_LINE as u64 + 1)
-                    .read_until(b'\n', &mut line)
-                {
-                    Ok(r) => r,
-                    Err(e) => return Ok(Err(io_error(e))),
-                };
-                if read == 0 {
-                    return Ok(Ok(()));
-                }
-                n += 1;
-                if line.len() > MAX_LINE {
-                    return Ok(Err(SourceError::Malformed(format!(
-                        "line {n} is longer than 1 MiB"
-                    ))));
-                }
-                let text = String::from_utf8_lossy(&line);
-                if text.trim().is_empty() {
-                    continue;
-                }
-                let parsed = serde_json::from_str::<Value>(strip_bom(text.trim()))
-                    .map_err(|e| format!("not valid JSON: {e}"))
-                    .and_then(Product::from_json);
-                row(n, parsed)?;
-            }
+}
+
+/// Opens a source for streaming.
+fn open(
+    source: &str,
+    settings: &CatalogSettings,
+    stop: &CancellationToken,
+) -> Result<Opened, SourceError> {
+    match resolve(source, settings).map_err(SourceError::from_param)? {
+        Resolved::File(path) => {
+            let file = File::open(&path).map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => SourceError::NotFound(e.to_string()),
+                _ => SourceError::Unreachable(e.to_string()),
+            })?;
+            Ok(Opened {
+                size: file.metadata().ok().map(|m| m.len()),
+                reader: Box::new(file),
+                format: Format::from_name(&path.to_string_lossy()),
+            })
         }
-        Format::Csv => {
-            let mut csv = match csv_reader(reader) {
-                Ok(csv) => csv,
-                Err(e) => return Ok(Err(io_error(e))),
-            };
-            let headers = match csv.headers() {
-                Ok(h) => h.clone(),
-                Err(e) => return Ok(Err(csv_error(e))),
-            };
-            let mut record = csv::StringRecord::new();
-            loop {
-                match csv.read_record(&mut record) {
-                    Ok(false) => return Ok(Ok(())),
-                    Ok(true) => {
-                        let line = record.position().map(|p| p.line()).unwrap_or(0);
-                        row(line, Product::from_json(csv_row_to_json(&headers, &record)))?;
-                    }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            csv::ErrorKind::Utf8 { .. } | csv::ErrorKind::UnequalLengths { .. }
-                        ) =>
-                    {
-                        let line = e.position().map(|p| p.line()).unwrap_or(0);
-                        row(line, Err(e.to_string()))?;
-                    }
-                    Err(e) => return Ok(Err(csv_error(e))),
-                }
-            }
-        }
+        Resolved::Url(url) => open_url(url, stop),
     }
 }
 
-fn io_error(e: io::Error) -> SourceError {
-    let too_large = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<SourceError>())
-        .is_some_and(|inner| matches!(inner, SourceError::TooLarge));
-    if too_large {
-        SourceError::TooLarge
+fn open_url(url: reqwest::Url, stop: &CancellationToken) -> Result<Opened, SourceError> {
+    let unreachable = |e: &dyn std::fmt::Display| SourceError::Unreachable(e.to_string());
+    let handle = tokio::runtime::Handle::try_current()
+        .map_err(|_| unreachable(&"URL feeds are fetched only inside the service"))?;
+    let client = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(READ_TIMEOUT)
+        // A redirect could lead to a host that is not allowed.
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| unreachable(&e))?;
+    let response = handle
+        .block_on(async {
+            tokio::select! {
+                r = client.get(url.clone()).send() => Some(r),
+                () = stop.cancelled() => None,
+            }
+        })
+        .ok_or_else(|| unreachable(&"the job was asked to stop"))?
+        .map_err(|e| unreachable(&e))?;
+    if !response.status().is_success() {
+        return Err(SourceError::from_status(response.status()));
+    }
+    let csv_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("csv"));
+    let format = if csv_type {
+        Format::Csv
     } else {
-        SourceError::Unreachable(e.to_string())
-    }
-}
-
-fn csv_error(e: csv::Error) -> SourceError {
-    match e.into_kind() {
-        csv::ErrorKind::Io(io) => io_error(io),
-        other => SourceError::Malformed(format!("{other:?}")),
-    }
+        Format::from_name(url.path())
+    };
+    Ok(Opened {
+        size: response.content_length(),
+        reader: Box::new(HttpBody {
+            handle,
+            response,
+            stop: stop.clone(),
+            data: Vec::new(),
+            at: 0,
+        }),
+        format,
+    })
 }
 
 /// Runs a sync: every source in turn, upserting in batches, reporting per source.
 pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
-    params: &Value,
+    params: &SyncParams,
     stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
-    let sources: Vec<String> = params["sources"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let sources = &params.sources;
     let progress = Monotonic::new(progress);
     let n = sources.len();
     let mut reports = Vec::with_capacity(n);
@@ -412,26 +506,47 @@ pub fn run(
             source: source.clone(),
             ..Default::default()
         };
-        let outcome = sync_source(catalog, tenant, source, stop, &mut report, &|frac: f64| {
+        let outcome = sync_source(catalog, tenant, source, stop, &mut report.rows, &|frac| {
             let p = ((i as f64 + frac.clamp(0.0, 1.0)) * 100.0 / n as f64) as u8;
             progress.report(p, &step);
-        })?;
+        });
+        // A stop (between rows, or during a stalled read, which then fails the source) is
+        // reported with what was saved before it.
+        if stop.is_cancelled() || matches!(outcome, Err(CatalogError::Cancelled)) {
+            report.status = "cancelled";
+            report.error = None;
+            reports.push(report);
+            return Err(CatalogError::CancelledWith(summary(&reports)));
+        }
+        let outcome = outcome?;
         match outcome {
             Ok(()) => report.status = "ok",
             Err(e) => {
                 tracing::warn!(source = %source, error_class = e.class(), error = %e, "a sync source failed");
                 report.status = "failed";
                 report.error = Some(e.class());
+                report.http_status = e.http_status();
             }
         }
         reports.push(report);
     }
-    if !reports.is_empty() && reports.iter().all(|r| r.status == "failed") {
-        return Err(CatalogError::SourceUnreachable(format!(
-            "all {n} sources failed"
-        )));
+    let summary = summary(&reports);
+    if let Some(class) = all_failed(&reports) {
+        return Err(CatalogError::SyncFailed {
+            class,
+            report: summary,
+        });
     }
-    let total = |f: fn(&SourceReport) -> u64| reports.iter().map(f).sum::<u64>();
+    progress.report(
+        100,
+        &format!("synced {n} source{}", if n == 1 { "" } else { "s" }),
+    );
+    Ok(summary)
+}
+
+/// The job's report: each source's, the totals and how many sources failed.
+fn summary(reports: &[SourceReport]) -> Value {
+    let total = |f: fn(&RowReport) -> u64| reports.iter().map(|r| f(&r.rows)).sum::<u64>();
     let totals = json!({
         "read": total(|r| r.read),
         "created": total(|r| r.created),
@@ -440,70 +555,66 @@ pub fn run(
         "invalid": total(|r| r.invalid),
     });
     let failed = reports.iter().filter(|r| r.status == "failed").count();
-    progress.report(
-        100,
-        &format!("synced {n} source{}", if n == 1 { "" } else { "s" }),
-    );
-    Ok(json!({ "sources": reports, "totals": totals, "sources_failed": failed }))
+    json!({ "sources": reports, "totals": totals, "sources_failed": failed })
+}
+
+/// When every source failed: their common class, or `SourcesFailed` when they differ.
+fn all_failed(reports: &[SourceReport]) -> Option<&'static str> {
+    let mut classes = reports.iter().map(|r| r.error);
+    let first = classes.next()??;
+    Some(if classes.all(|c| c == Some(first)) {
+        first
+    } else if reports.iter().all(|r| r.error.is_some()) {
+        "SourcesFailed"
+    } else {
+        return None;
+    })
 }
 
 /// Streams one source into the catalogue. The outer error ends the job (the store stayed
-/// down); the inner one fails only this source.
+/// down, or a cancel); the inner one fails only this source.
 fn sync_source(
     catalog: &Catalog,
     tenant: &TenantId,
     source: &str,
     stop: &CancellationToken,
-    report: &mut SourceReport,
+    rows: &mut RowReport,
     on_progress: &dyn Fn(f64),
 ) -> Result<Result<(), SourceError>, CatalogError> {
-    let (reader, size, format) = match open(source, &catalog.settings) {
+    let opened = match open(source, &catalog.settings, stop) {
         Ok(opened) => opened,
         Err(e) => return Ok(Err(e)),
     };
     let bytes = Arc::new(AtomicU64::new(0));
     let counting = Counting {
-        inner: reader,
+        inner: opened.reader,
         read: bytes.clone(),
         limit: catalog.settings.max_feed_bytes,
     };
-    let mut batch: Vec<Product> = Vec::with_capacity(BATCH);
     let window = catalog.settings.write_retry;
-    let flush = |batch: &mut Vec<Product>, report: &mut SourceReport| -> Result<(), CatalogError> {
-        check(stop)?;
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let counts = retrying(window, || catalog.store.upsert(tenant, batch))?;
-        report.created += counts.created;
-        report.updated += counts.updated;
-        report.unchanged += counts.unchanged;
-        batch.clear();
-        Ok(())
-    };
-    let outcome = parse_stream(counting, format, |line, parsed| {
-        report.read += 1;
-        match parsed {
-            Ok(p) => batch.push(p),
-            Err(message) => {
-                report.invalid += 1;
-                if report.errors.len() < ERROR_SAMPLE {
-                    report
-                        .errors
-                        .push(json!({ "line": line, "error": message }));
-                }
+    let between_rows = || check(stop);
+    let outcome = feed::load(
+        counting,
+        opened.format,
+        BATCH,
+        rows,
+        between_rows,
+        |batch| {
+            let counts = retrying(window, || catalog.store.upsert(tenant, batch))?;
+            if let Some(size) = opened.size.filter(|s| *s > 0) {
+                let read = bytes.load(Ordering::Relaxed) as f64 / size as f64;
+                on_progress(read.min(READ_BUT_NOT_DONE));
             }
+            Ok::<_, CatalogError>(counts)
+        },
+    )?;
+    check(stop)?;
+    match outcome {
+        Ok(()) => {
+            on_progress(1.0);
+            Ok(Ok(()))
         }
-        if batch.len() >= BATCH {
-            flush(&mut batch, report)?;
-            if let Some(size) = size.filter(|s| *s > 0) {
-                on_progress(bytes.load(Ordering::Relaxed) as f64 / size as f64);
-            }
-        }
-        Ok(())
-    })?;
-    // What was read before a failure is kept.
-    flush(&mut batch, report)?;
-    on_progress(1.0);
-    Ok(outcome)
+        // A failed source does not count as read to its end in the progress.
+        Err(e) => Ok(Err(SourceError::from_feed(e))),
+    }
 }

@@ -1,19 +1,26 @@
 //! `MemoryStore`: the embedded store used when no Redis is configured.
 //!
-//! Same contract as `RedisStore` — locks, takeover of stale holders, fencing, TTLs, `lost`
-//! derived on read — kept under one mutex so every operation is atomic, like a Lua script.
-//! Not durable: state dies with the process, and the service says so at start-up.
+//! Same contract as `RedisStore` — a ready queue with a cap, leased runs fenced by their
+//! claim number, recovery of expired leases, locks, takeover of stale holders, TTLs, `lost`
+//! derived on read, events to subscribers — kept under one mutex so every operation is
+//! atomic, like a Lua script. Not durable: state dies with the process, and the service
+//! says so at start-up.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+use tokio::sync::broadcast;
+
 use super::store::{
-    BoxFuture, Cancel, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
+    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, QUEUE_SAMPLE,
 };
-use super::{is_stale, now_ms, JobId, Kind, Snapshot, Status, TenantId};
+use super::{is_stale, now_ms, worker_name, JobId, Kind, Snapshot, Status, TenantId};
 
 /// How often expired entries are swept out (lookups also ignore them).
 const SWEEP_EVERY_MS: u64 = 10_000;
+/// Events buffered per subscriber; one that falls further behind gets `Resync`.
+const EVENT_BUFFER: usize = 4096;
 
 struct Expiring<T> {
     value: T,
@@ -23,6 +30,33 @@ struct Expiring<T> {
 struct Record {
     snapshot: Snapshot,
     superseded_by: Option<JobId>,
+    /// The fencing token of the current run (raised by every claim).
+    claim: u64,
+    /// The next claim does not count an attempt (the run was given back at shutdown).
+    free_retry: bool,
+    /// When the running job's lease expires.
+    lease_ms: Option<u64>,
+}
+
+impl Record {
+    fn new(snapshot: Snapshot) -> Self {
+        Self {
+            snapshot,
+            superseded_by: None,
+            claim: 0,
+            free_retry: false,
+            lease_ms: None,
+        }
+    }
+
+    /// Whether run `claim` may write: `Ok`, or the answer `run_state` gives in the prelude.
+    fn held_by(&self, claim: u64) -> Result<(), Tick> {
+        let active = self.snapshot.status == Status::Running;
+        if self.superseded_by.is_some() || !active || self.claim != claim {
+            return Err(Tick::Fenced);
+        }
+        Ok(())
+    }
 }
 
 #[derive(Default)]
@@ -30,6 +64,7 @@ struct State {
     jobs: HashMap<JobId, Expiring<Record>>,
     locks: HashMap<(TenantId, Kind), Expiring<JobId>>,
     tenants: HashMap<TenantId, Expiring<VecDeque<JobId>>>,
+    queue: VecDeque<JobId>,
     last_sweep_ms: u64,
 }
 
@@ -55,33 +90,38 @@ impl State {
             .map(|e| e.value)
     }
 
-    /// Inserts an active job's record, its lock and its listing entry, as one step.
-    fn insert_live(&mut self, snapshot: Snapshot, expires_ms: u64, cap: usize) {
-        let (id, tenant, kind) = (
-            snapshot.job_id,
-            snapshot.tenant_id.clone(),
-            snapshot.kind.clone(),
-        );
-        self.jobs.insert(
-            id,
-            Expiring {
-                value: Record {
-                    snapshot,
-                    superseded_by: None,
-                },
-                expires_ms,
-            },
-        );
+    fn take_lock(&mut self, tenant: &TenantId, kind: &Kind, id: JobId, expires_ms: u64) {
         self.locks.insert(
-            (tenant.clone(), kind),
+            (tenant.clone(), kind.clone()),
             Expiring {
                 value: id,
                 expires_ms,
             },
         );
+    }
+
+    fn release_lock(&mut self, tenant: &TenantId, kind: &Kind, id: JobId, now: u64) {
+        if self.lock(tenant, kind, now) == Some(id) {
+            self.locks.remove(&(tenant.clone(), kind.clone()));
+        }
+    }
+
+    /// Inserts a record with its lock and listing entry, as one step.
+    fn insert(&mut self, record: Record, expires_ms: u64, cap: usize) {
+        let s = &record.snapshot;
+        let (id, tenant, kind) = (s.job_id, s.tenant_id.clone(), s.kind.clone());
+        self.jobs.insert(
+            id,
+            Expiring {
+                value: record,
+                expires_ms,
+            },
+        );
+        self.take_lock(&tenant, &kind, id, expires_ms);
         self.push_listing(&tenant, id, expires_ms, cap);
     }
 
+    /// Like `list_push` in the prelude: trimmed jobs that have ended are deleted.
     fn push_listing(&mut self, tenant: &TenantId, id: JobId, expires_ms: u64, cap: usize) {
         let entry = self
             .tenants
@@ -91,14 +131,39 @@ impl State {
                 expires_ms,
             });
         entry.value.push_front(id);
-        entry.value.truncate(cap);
         entry.expires_ms = expires_ms;
+        let gone: Vec<JobId> = entry.value.drain(cap.min(entry.value.len())..).collect();
+        for old in gone {
+            if self
+                .jobs
+                .get(&old)
+                .is_some_and(|e| e.value.snapshot.status.is_finished())
+            {
+                self.jobs.remove(&old);
+            }
+        }
+    }
+
+    /// Ends an active job: final fields set by `fill`, lock released, lease dropped.
+    fn end(&mut self, id: JobId, status: Status, now: u64, fill: impl FnOnce(&mut Snapshot)) {
+        let Some(entry) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        entry.value.lease_ms = None;
+        let s = &mut entry.value.snapshot;
+        s.status = status;
+        s.updated_at = now;
+        s.finished_at = Some(now);
+        fill(s);
+        let (tenant, kind) = (s.tenant_id.clone(), s.kind.clone());
+        self.release_lock(&tenant, &kind, id, now);
     }
 }
 
 pub struct MemoryStore {
     state: Mutex<State>,
     settings: StoreSettings,
+    events: broadcast::Sender<Event>,
 }
 
 impl MemoryStore {
@@ -106,6 +171,7 @@ impl MemoryStore {
         Self {
             state: Mutex::new(State::default()),
             settings,
+            events: broadcast::channel(EVENT_BUFFER).0,
         }
     }
 
@@ -119,6 +185,11 @@ impl MemoryStore {
         now + self.settings.ttl_secs() * 1000
     }
 
+    fn publish(&self, event: Event) {
+        // No subscriber (a store used without a runner) is not an error.
+        let _ = self.events.send(event);
+    }
+
     fn read(&self, rec: &Record, now: u64) -> Snapshot {
         let mut s = rec.snapshot.clone();
         s.status = s.status.derive(
@@ -130,22 +201,8 @@ impl MemoryStore {
         s
     }
 
-    /// The checks tick and heartbeat share: the job exists, is not fenced, is active.
-    fn writable<'s>(
-        state: &'s mut State,
-        id: &JobId,
-        now: u64,
-    ) -> Result<&'s mut Expiring<Record>, Write> {
-        let Some(entry) = state.job_mut(id, now) else {
-            return Err(Write::Missing);
-        };
-        if entry.value.superseded_by.is_some() {
-            return Err(Write::Fenced);
-        }
-        if !entry.value.snapshot.status.is_active() {
-            return Err(Write::Ignored);
-        }
-        Ok(entry)
+    fn cancelled(s: &mut Snapshot) {
+        s.step = "cancelled on request".to_owned();
     }
 }
 
@@ -156,173 +213,359 @@ impl JobStore for MemoryStore {
             let expires_ms = self.expiry(now);
             let mut state = self.state();
             state.sweep(now);
+            let mut fence_holder = None;
             if let Some(holder) = state.lock(&job.tenant, &job.kind, now) {
                 if let Some(entry) = state.job_mut(&holder, now) {
                     let s = &entry.value.snapshot;
-                    if s.status.is_active() {
-                        if !is_stale(s.heartbeat_at, now, self.settings.stale_ms()) {
-                            return Ok(Created::AlreadyRunning(holder));
+                    match s.status {
+                        Status::Queued => return Ok(Created::AlreadyRunning(holder)),
+                        Status::Running => {
+                            if !is_stale(s.heartbeat_at, now, self.settings.stale_ms()) {
+                                return Ok(Created::AlreadyRunning(holder));
+                            }
+                            fence_holder = Some(holder);
                         }
-                        entry.value.superseded_by = Some(job.id);
+                        _ => {}
                     }
                 }
             }
-            let snapshot = job.record(Status::Queued, 0, &job.step, now, now);
-            state.insert_live(snapshot.clone(), expires_ms, self.settings.list_cap);
+            if state.queue.len() >= self.settings.max_queued {
+                return Ok(Created::QueueFull);
+            }
+            if let Some(entry) = fence_holder.and_then(|h| state.job_mut(&h, now)) {
+                entry.value.superseded_by = Some(job.id);
+                entry.value.lease_ms = None;
+            }
+            let snapshot = job.record(
+                Status::Queued,
+                0,
+                &job.step,
+                now,
+                now,
+                self.settings.max_attempts,
+            );
+            state.insert(
+                Record::new(snapshot.clone()),
+                expires_ms,
+                self.settings.list_cap,
+            );
+            state.queue.push_back(job.id);
+            let was_empty = state.queue.len() == 1;
+            drop(state);
+            if was_empty {
+                self.publish(Event::Wake);
+            }
             Ok(Created::Created(Box::new(snapshot)))
+        })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let expires_ms = self.expiry(now);
+            let lease_ms = now + self.settings.stale_ms();
+            let mut state = self.state();
+            // Like claim.lua: a job of a kind this worker does not run goes to the tail; met
+            // again, the whole queue was seen.
+            let mut first_passed = None;
+            while let Some(id) = state.queue.pop_front() {
+                if first_passed == Some(id) {
+                    state.queue.push_front(id);
+                    return Ok(None);
+                }
+                let Some(entry) = state.job_mut(&id, now) else {
+                    continue;
+                };
+                let rec = &mut entry.value;
+                if rec.snapshot.status != Status::Queued || rec.superseded_by.is_some() {
+                    continue;
+                }
+                if !kinds.contains(&rec.snapshot.kind) {
+                    state.queue.push_back(id);
+                    first_passed.get_or_insert(id);
+                    continue;
+                }
+                if !std::mem::take(&mut rec.free_retry) {
+                    rec.snapshot.attempt += 1;
+                }
+                rec.claim += 1;
+                rec.lease_ms = Some(lease_ms);
+                entry.expires_ms = expires_ms;
+                let s = &mut rec.snapshot;
+                s.status = Status::Running;
+                s.worker = Some(worker.to_owned());
+                "starting".clone_into(&mut s.step);
+                s.updated_at = now;
+                s.heartbeat_at = now;
+                s.started_at.get_or_insert(now);
+                return Ok(Some(Claim {
+                    job: NewJob {
+                        id,
+                        tenant: s.tenant_id.clone(),
+                        kind: s.kind.clone(),
+                        params: s.params.clone(),
+                        step: String::new(),
+                    },
+                    created_at: s.created_at,
+                    run: RunId {
+                        id,
+                        claim: rec.claim,
+                    },
+                    attempt: s.attempt,
+                }));
+            }
+            Ok(None)
         })
     }
 
     fn tick<'a>(
         &'a self,
-        id: &'a JobId,
+        run: &'a RunId,
         percent: u8,
         step: &'a str,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    ) -> BoxFuture<'a, Result<Tick, StoreError>> {
         Box::pin(async move {
             let now = now_ms();
             let mut state = self.state();
-            let entry = match Self::writable(&mut state, id, now) {
-                Ok(entry) => entry,
-                Err(answer) => return Ok(answer),
+            let Some(entry) = state.job_mut(&run.id, now) else {
+                return Ok(Tick::Missing);
             };
+            if let Err(answer) = entry.value.held_by(run.claim) {
+                return Ok(answer);
+            }
             let s = &mut entry.value.snapshot;
-            s.status = Status::Running;
             s.percent = s.percent.max(percent.min(100));
             step.clone_into(&mut s.step);
             s.updated_at = now;
-            s.heartbeat_at = now;
-            s.started_at.get_or_insert(now);
-            Ok(Write::Applied)
+            Ok(Tick::Applied)
         })
     }
 
-    fn heartbeat<'a>(
-        &'a self,
-        id: &'a JobId,
-        tenant: &'a TenantId,
-        kind: &'a Kind,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>> {
         Box::pin(async move {
             let now = now_ms();
             let expires_ms = self.expiry(now);
+            let lease_ms = now + self.settings.stale_ms();
             let mut state = self.state();
-            if let Err(answer) = Self::writable(&mut state, id, now) {
-                return Ok(answer);
+            let mut out = Vec::with_capacity(runs.len());
+            for run in runs {
+                let Some(entry) = state.job_mut(&run.id, now) else {
+                    out.push(Renewal::Missing);
+                    continue;
+                };
+                if entry.value.held_by(run.claim).is_err() {
+                    out.push(Renewal::Fenced);
+                    continue;
+                }
+                let s = &entry.value.snapshot;
+                let (tenant, kind) = (s.tenant_id.clone(), s.kind.clone());
+                if state
+                    .lock(&tenant, &kind, now)
+                    .is_some_and(|holder| holder != run.id)
+                {
+                    out.push(Renewal::Fenced);
+                    continue;
+                }
+                let entry = state.job_mut(&run.id, now).expect("found above");
+                entry.expires_ms = expires_ms;
+                entry.value.lease_ms = Some(lease_ms);
+                let s = &mut entry.value.snapshot;
+                s.heartbeat_at = now;
+                out.push(if s.cancel_requested_at.is_some() {
+                    Renewal::CancelRequested
+                } else {
+                    Renewal::Held
+                });
+                state.take_lock(&tenant, &kind, run.id, expires_ms);
             }
-            if state
-                .lock(tenant, kind, now)
-                .is_some_and(|holder| holder != *id)
-            {
-                return Ok(Write::Fenced);
-            }
-            let entry = Self::writable(&mut state, id, now)
-                .expect("checked writable above, under the same lock");
-            entry.value.snapshot.heartbeat_at = now;
-            entry.expires_ms = expires_ms;
-            let cancel = entry.value.snapshot.cancel_requested_at.is_some();
-            state.locks.insert(
-                (tenant.clone(), kind.clone()),
-                Expiring {
-                    value: *id,
-                    expires_ms,
-                },
-            );
-            Ok(if cancel {
-                Write::CancelRequested
-            } else {
-                Write::Applied
-            })
+            Ok(out)
         })
     }
 
     fn finish<'a>(
         &'a self,
         job: &'a NewJob,
+        run: &'a RunId,
         created_at: u64,
         outcome: &'a Outcome,
         percent: u8,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
         Box::pin(async move {
             let now = now_ms();
             let expires_ms = self.expiry(now);
             let mut state = self.state();
-            let lock = state.lock(&job.tenant, &job.kind, now);
             match state.job_mut(&job.id, now) {
                 None => {
+                    let lock = state.lock(&job.tenant, &job.kind, now);
                     if lock.is_some_and(|holder| holder != job.id) {
-                        return Ok(Write::Fenced);
+                        return Ok(Finish::Fenced);
                     }
                     // Written back whole; the outcome is applied below like any finish.
-                    let snapshot = job.record(Status::Running, 0, "", created_at, now);
-                    state.insert_live(snapshot, expires_ms, self.settings.list_cap);
+                    let snapshot = job.record(
+                        Status::Running,
+                        0,
+                        "",
+                        created_at,
+                        now,
+                        self.settings.max_attempts,
+                    );
+                    let mut record = Record::new(snapshot);
+                    record.claim = run.claim;
+                    state.insert(record, expires_ms, self.settings.list_cap);
                 }
                 Some(entry) => {
-                    if entry.value.superseded_by.is_some() {
-                        return Ok(Write::Fenced);
+                    if entry.value.snapshot.status.is_finished() {
+                        return Ok(Finish::AlreadyEnded);
                     }
-                    if !entry.value.snapshot.status.is_active() {
-                        return Ok(Write::Ignored);
+                    if entry.value.held_by(run.claim).is_err() {
+                        return Ok(Finish::Fenced);
                     }
+                    entry.expires_ms = expires_ms;
                 }
             }
-            let entry = state
-                .job_mut(&job.id, now)
-                .expect("the record exists: found or written back above");
-            entry.expires_ms = expires_ms;
-            let s = &mut entry.value.snapshot;
-            s.status = outcome.status();
-            s.step = outcome.step();
-            match outcome {
-                Outcome::Done(report) => {
-                    s.percent = 100;
-                    s.result = report.clone();
+            state.end(job.id, outcome.status(), now, |s| {
+                s.step = outcome.step();
+                s.heartbeat_at = now;
+                s.started_at.get_or_insert(now);
+                s.percent = s.percent.max(percent.min(100));
+                match outcome {
+                    Outcome::Done(report) => {
+                        s.percent = 100;
+                        s.result = report.clone();
+                    }
+                    Outcome::Failed(class, report) => {
+                        s.error = Some(class.clone());
+                        if let Some(report) = report {
+                            s.result = report.clone();
+                        }
+                    }
+                    Outcome::Cancelled(report) => s.result = report.clone(),
                 }
-                Outcome::Failed(class) => {
-                    s.percent = s.percent.max(percent.min(100));
-                    s.error = Some(class.clone());
-                }
-                Outcome::Cancelled => s.percent = s.percent.max(percent.min(100)),
-            }
-            s.updated_at = now;
-            s.finished_at = Some(now);
-            s.started_at.get_or_insert(now);
-            // Read again: a record written back above took the lock with it.
-            if state.lock(&job.tenant, &job.kind, now) == Some(job.id) {
-                state.locks.remove(&(job.tenant.clone(), job.kind.clone()));
-            }
-            Ok(Write::Applied)
+            });
+            drop(state);
+            self.publish(Event::Ended(job.id));
+            Ok(Finish::Applied)
         })
     }
 
     fn restore<'a>(
         &'a self,
         job: &'a NewJob,
+        run: &'a RunId,
         created_at: u64,
         live: &'a Live,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    ) -> BoxFuture<'a, Result<Restore, StoreError>> {
         Box::pin(async move {
             let now = now_ms();
             let expires_ms = self.expiry(now);
             let mut state = self.state();
             if state.job_mut(&job.id, now).is_some() {
-                return Ok(Write::Ignored);
+                return Ok(Restore::Present);
             }
             if state
                 .lock(&job.tenant, &job.kind, now)
                 .is_some_and(|holder| holder != job.id)
             {
-                return Ok(Write::Fenced);
+                return Ok(Restore::Fenced);
             }
-            let snapshot = job.record(
-                live.status,
+            let mut snapshot = job.record(
+                Status::Running,
                 live.percent.min(100),
                 &live.step,
                 created_at,
                 now,
+                self.settings.max_attempts,
             );
-            state.insert_live(snapshot, expires_ms, self.settings.list_cap);
-            Ok(Write::Applied)
+            snapshot.attempt = live.attempt;
+            snapshot.worker = Some(worker_name());
+            let mut record = Record::new(snapshot);
+            record.claim = run.claim;
+            record.lease_ms = Some(now + self.settings.stale_ms());
+            state.insert(record, expires_ms, self.settings.list_cap);
+            Ok(Restore::Restored)
+        })
+    }
+
+    fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let mut state = self.state();
+            let Some(entry) = state.job_mut(&run.id, now) else {
+                return Ok(Release::Fenced);
+            };
+            if entry.value.held_by(run.claim).is_err() {
+                return Ok(Release::Fenced);
+            }
+            if entry.value.snapshot.cancel_requested_at.is_some() {
+                state.end(run.id, Status::Cancelled, now, Self::cancelled);
+                drop(state);
+                self.publish(Event::Ended(run.id));
+                return Ok(Release::Requeued);
+            }
+            let rec = &mut entry.value;
+            rec.free_retry = true;
+            rec.lease_ms = None;
+            rec.snapshot.status = Status::Queued;
+            rec.snapshot.updated_at = now;
+            "requeued: its replica shut down; waiting for a worker"
+                .clone_into(&mut rec.snapshot.step);
+            state.queue.push_front(run.id);
+            drop(state);
+            self.publish(Event::Wake);
+            Ok(Release::Requeued)
+        })
+    }
+
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let max = self.settings.max_attempts.max(1);
+            let mut state = self.state();
+            let due: Vec<JobId> = state
+                .jobs
+                .iter()
+                .filter(|(_, e)| e.value.lease_ms.is_some_and(|at| at <= now))
+                .map(|(id, _)| *id)
+                .collect();
+            let mut out = Vec::new();
+            let mut events = Vec::new();
+            for id in due {
+                let entry = state.jobs.get_mut(&id).expect("listed above");
+                let rec = &mut entry.value;
+                rec.lease_ms = None;
+                if rec.snapshot.status != Status::Running || rec.superseded_by.is_some() {
+                    continue;
+                }
+                if rec.snapshot.cancel_requested_at.is_some() {
+                    state.end(id, Status::Cancelled, now, Self::cancelled);
+                    events.push(Event::Ended(id));
+                } else if rec.snapshot.attempt < max {
+                    let s = &mut rec.snapshot;
+                    s.status = Status::Queued;
+                    s.recovered_at = Some(now);
+                    s.updated_at = now;
+                    "recovered: its run was lost; waiting for a worker".clone_into(&mut s.step);
+                    state.queue.push_front(id);
+                    out.push(Recovered::Requeued(id));
+                    events.push(Event::Wake);
+                } else if max > 1 {
+                    state.end(id, Status::Failed, now, |s| {
+                        s.error = Some("Lost".to_owned());
+                        "failed: Lost".clone_into(&mut s.step);
+                    });
+                    out.push(Recovered::Lost(id));
+                    events.push(Event::Ended(id));
+                }
+            }
+            drop(state);
+            for event in events {
+                self.publish(event);
+            }
+            Ok(out)
         })
     }
 
@@ -330,18 +573,26 @@ impl JobStore for MemoryStore {
         Box::pin(async move {
             let now = now_ms();
             let mut state = self.state();
-            Ok(match Self::writable(&mut state, id, now) {
-                Err(Write::Missing) => Cancel::Missing,
-                Err(_) => Cancel::NotActive,
-                Ok(entry) => {
-                    let s = &mut entry.value.snapshot;
-                    if s.cancel_requested_at.is_none() {
-                        s.cancel_requested_at = Some(now);
-                        s.updated_at = now;
-                    }
-                    Cancel::Requested
-                }
-            })
+            let Some(entry) = state.job_mut(id, now) else {
+                return Ok(Cancel::Missing);
+            };
+            let rec = &mut entry.value;
+            if rec.superseded_by.is_some() || !rec.snapshot.status.is_active() {
+                return Ok(Cancel::NotActive);
+            }
+            let first = rec.snapshot.cancel_requested_at.is_none();
+            rec.snapshot.cancel_requested_at.get_or_insert(now);
+            if rec.snapshot.status == Status::Queued {
+                state.queue.retain(|queued| queued != id);
+                state.end(*id, Status::Cancelled, now, Self::cancelled);
+                drop(state);
+                self.publish(Event::Ended(*id));
+            } else if first {
+                rec.snapshot.updated_at = now;
+                drop(state);
+                self.publish(Event::Cancel(*id));
+            }
+            Ok(Cancel::Requested)
         })
     }
 
@@ -374,26 +625,29 @@ impl JobStore for MemoryStore {
         })
     }
 
-    fn clear_tenant<'a>(
-        &'a self,
-        tenant: &'a TenantId,
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
+    fn subscribe(&self) -> broadcast::Receiver<Event> {
+        let rx = self.events.subscribe();
+        self.publish(Event::Resync);
+        rx
+    }
+
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
         Box::pin(async move {
+            let now = now_ms();
             let mut state = self.state();
-            let Some(list) = state.tenants.remove(tenant) else {
-                return Ok(0);
-            };
-            let mut n = 0;
-            for id in list.value {
-                if let Some(e) = state.jobs.remove(&id) {
-                    n += 1;
-                    let key = (tenant.clone(), e.value.snapshot.kind);
-                    if state.locks.get(&key).is_some_and(|l| l.value == id) {
-                        state.locks.remove(&key);
-                    }
+            let ids: Vec<JobId> = state.queue.iter().take(QUEUE_SAMPLE).copied().collect();
+            let mut counts: Vec<(Kind, u64)> = Vec::new();
+            for id in ids {
+                let Some(entry) = state.job_mut(&id, now) else {
+                    continue;
+                };
+                let kind = &entry.value.snapshot.kind;
+                match counts.iter_mut().find(|(k, _)| k == kind) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((kind.clone(), 1)),
                 }
             }
-            Ok(n)
+            Ok(counts)
         })
     }
 

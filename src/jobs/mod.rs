@@ -7,6 +7,8 @@
 
 pub mod cache;
 pub mod memory;
+pub mod queue;
+pub mod recovery;
 pub mod redis;
 pub mod registry;
 pub mod runner;
@@ -26,6 +28,11 @@ impl JobId {
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         Self(uuid::Uuid::new_v4())
+    }
+
+    /// The id's last 64 bits (random for a new id): a cheap source of jitter.
+    pub fn low_bits(&self) -> u64 {
+        self.0.as_u64_pair().1
     }
 
     pub fn parse(raw: &str) -> Result<Self, InvalidId> {
@@ -117,8 +124,9 @@ impl fmt::Display for Kind {
 }
 
 /// A job's status as a reader sees it. `Lost` and `Cancelling` are never stored: `lost` is
-/// what an active job whose heartbeat is older than the stale threshold reads as, and
-/// `cancelling` an active job that was asked to stop.
+/// what a running job whose lease (heartbeat) is older than the stale threshold reads as,
+/// and `cancelling` a running job that was asked to stop. A queued job waits in the shared
+/// queue at no cost and is never `lost`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
@@ -153,7 +161,7 @@ impl Status {
         stale_after_ms: u64,
         cancel_requested: bool,
     ) -> Self {
-        if !matches!(self, Status::Queued | Status::Running) {
+        if self != Status::Running {
             return self;
         }
         if is_stale(heartbeat_ms, now_ms, stale_after_ms) {
@@ -212,12 +220,35 @@ pub struct Snapshot {
     /// When someone asked the job to stop (`POST /catalog/jobs/{id}/cancel`).
     #[serde(serialize_with = "ser_opt_time")]
     pub cancel_requested_at: Option<u64>,
+    /// Which run this is (1 for the first claim; 0 while it has never run).
+    pub attempt: u32,
+    /// Runs the job gets before a lost one ends `failed`/`Lost`.
+    pub max_attempts: u32,
+    /// The process running (or that last ran) the job: `host/pid`.
+    pub worker: Option<String>,
+    /// When the recovery sweep last put the job back in the queue after its run was lost.
+    #[serde(serialize_with = "ser_opt_time")]
+    pub recovered_at: Option<u64>,
 }
 
 /// Whether an active job whose last heartbeat was at `heartbeat_ms` reads as lost at `now_ms`.
 /// Both times come from the same clock (the store's), so replicas with skewed clocks agree.
 pub fn is_stale(heartbeat_ms: u64, now_ms: u64, stale_after_ms: u64) -> bool {
     now_ms.saturating_sub(heartbeat_ms) >= stale_after_ms
+}
+
+/// This process as a job's `worker` reads: `host/pid`.
+pub fn worker_name() -> String {
+    static NAME: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".to_owned());
+        format!("{host}/{}", std::process::id())
+    });
+    NAME.clone()
 }
 
 /// The current wall-clock time in milliseconds since the Unix epoch (the embedded store's clock).

@@ -1,33 +1,61 @@
 //! `RedisStore`: the durable job store shared by every replica.
 //!
-//! Each operation that changes several keys is one Lua script (in `lua/`), loaded once and
-//! called by its hash; reads are one pipelined round trip that includes `TIME`, so staleness
-//! is judged on Redis's clock. `Keys` is the only place a key name is built. Every call is
-//! bounded by a timeout, so an unreachable Redis is a prompt `StoreError::Unavailable`.
+//! Each operation that changes several keys is one Lua script (in `lua/`, each loaded with
+//! the shared `lua/prelude.lua` in front of it and called by its hash); reads are one
+//! pipelined round trip that includes `TIME`, so staleness is judged on Redis's clock.
+//! Jobs wait in one ready queue per prefix (a list); a claimed run holds a lease indexed by
+//! expiry (a sorted set); state changes other processes must hear of go out on one pub/sub
+//! channel per prefix. `Keys` names every key for Rust; the prelude builds the same names
+//! inside scripts. Every call is bounded by a timeout, so an unreachable Redis is a prompt
+//! `StoreError::Unavailable`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use redis::aio::ConnectionManager;
-use redis::{AsyncCommands, Script};
+use redis::{AsyncCommands, Script, ScriptInvocation};
 use serde_json::Value;
+use tokio::sync::broadcast;
+use tracing::warn;
 
 use super::cache::FinishedCache;
 use super::store::{
-    BoxFuture, Cancel, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
+    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, QUEUE_SAMPLE,
 };
-use super::{JobId, Kind, Snapshot, Status, TenantId};
+use super::{worker_name, JobId, Kind, Snapshot, Status, TenantId};
 
-static CREATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/create.lua")));
-static TICK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/tick.lua")));
-static HEARTBEAT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/heartbeat.lua")));
-static FINISH: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/finish.lua")));
-static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/restore.lua")));
-static CANCEL: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/cancel.lua")));
-static CLEAR_TENANT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/clear_tenant.lua")));
+const PRELUDE: &str = include_str!("lua/prelude.lua");
+
+/// A job script with the shared prelude in front of it.
+fn script(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}\n{body}"))
+}
+
+static CREATE: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/create.lua")));
+static CLAIM: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/claim.lua")));
+static TICK: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/tick.lua")));
+static RENEW: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/renew.lua")));
+static FINISH: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/finish.lua")));
+static RESTORE: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/restore.lua")));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/release.lua")));
+static RECOVER: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/recover.lua")));
+static CANCEL: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/cancel.lua")));
+static QUEUED: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/queued.lua")));
+
+/// How many expired leases one recovery step handles: bounds the script's run time; the
+/// rest wait for the next sweep.
+const RECOVER_BATCH: usize = 100;
+/// How long the event listener waits before subscribing again after its connection broke;
+/// it doubles while Redis stays away, up to `RESUBSCRIBE_MAX_DELAY` (the dispatcher's own
+/// re-check and `wait=true`'s re-read cover the gap).
+const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(250);
+const RESUBSCRIBE_MAX_DELAY: Duration = Duration::from_secs(4);
+/// Events buffered per subscriber; one that falls further behind gets `Resync`.
+const EVENT_BUFFER: usize = 4096;
 
 /// How long one store call may take before it counts as the store being unavailable.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -50,11 +78,6 @@ impl Keys {
         format!("{}:{id}", self.prefix)
     }
 
-    /// `<prefix>:` — what a job id is appended to for its hash (used inside `create.lua`).
-    pub fn job_prefix(&self) -> String {
-        format!("{}:", self.prefix)
-    }
-
     /// `<prefix>:lock:<tenant>:<kind>` — holds the active job's id.
     pub fn lock(&self, tenant: &TenantId, kind: &Kind) -> String {
         format!("{}:lock:{tenant}:{kind}", self.prefix)
@@ -63,6 +86,21 @@ impl Keys {
     /// `<prefix>:tenant:<tenant>` — the tenant's job ids, newest first.
     pub fn tenant(&self, tenant: &TenantId) -> String {
         format!("{}:tenant:{tenant}", self.prefix)
+    }
+
+    /// `<prefix>:queue` — the ready queue: ids of queued jobs, oldest first.
+    pub fn queue(&self) -> String {
+        format!("{}:queue", self.prefix)
+    }
+
+    /// `<prefix>:leases` — running jobs' ids scored by lease expiry (ms).
+    pub fn leases(&self) -> String {
+        format!("{}:leases", self.prefix)
+    }
+
+    /// `<prefix>:events` — the pub/sub channel (`wake`, `cancel:<id>`, `end:<id>`).
+    pub fn events(&self) -> String {
+        format!("{}:events", self.prefix)
     }
 }
 
@@ -74,6 +112,11 @@ pub struct RedisStore {
     keys: Keys,
     settings: StoreSettings,
     finished: Arc<FinishedCache>,
+    client: redis::Client,
+    events: broadcast::Sender<Event>,
+    listening: Arc<OnceLock<()>>,
+    /// Whether the listener's subscription is live now.
+    live: Arc<AtomicBool>,
 }
 
 impl RedisStore {
@@ -87,13 +130,17 @@ impl RedisStore {
             .set_response_timeout(Some(CALL_TIMEOUT))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         Ok(Self {
             conn,
             keys: Keys::new(&settings.prefix),
             finished: Arc::new(FinishedCache::new(settings.finished_cache, 10_000)),
             settings,
+            client,
+            events: broadcast::channel(EVENT_BUFFER).0,
+            listening: Arc::new(OnceLock::new()),
+            live: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -106,17 +153,112 @@ impl RedisStore {
         self.conn.clone()
     }
 
-    async fn write_script(&self, inv: redis::ScriptInvocation<'_>) -> Result<Write, StoreError> {
+    /// A script call with the settings every script reads first (see `lua/prelude.lua`).
+    fn invocation<'s>(&self, script: &'s Script) -> ScriptInvocation<'s> {
+        let mut inv = script.prepare_invoke();
+        inv.arg(&self.settings.prefix)
+            .arg(self.settings.ttl_secs())
+            .arg(self.settings.stale_ms())
+            .arg(self.settings.list_cap)
+            .arg(self.settings.max_queued)
+            .arg(self.settings.max_attempts.max(1));
+        inv
+    }
+
+    /// A script call about a run's job, with the job as `RUN_ARGS` in the prelude lays it
+    /// out: the one place the job's fields are put in order for a script.
+    fn run_args<'s>(
+        &self,
+        script: &'s Script,
+        job: &NewJob,
+        run: &RunId,
+        created_at: u64,
+        percent: u8,
+    ) -> ScriptInvocation<'s> {
+        let mut inv = self.invocation(script);
+        inv.arg(job.id.to_string())
+            .arg(run.claim)
+            .arg(job.tenant.as_str())
+            .arg(job.kind.as_str())
+            .arg(job.params.to_string())
+            .arg(created_at)
+            .arg(percent.min(100));
+        inv
+    }
+
+    async fn code(&self, inv: ScriptInvocation<'_>) -> Result<i64, StoreError> {
         let mut conn = self.connection();
-        let code: i64 = bounded(inv.invoke_async(&mut conn)).await?;
-        Ok(match code {
-            1 => Write::Applied,
-            0 => Write::Missing,
-            2 => Write::Ignored,
-            3 => Write::CancelRequested,
-            -1 => Write::Fenced,
-            other => return Err(StoreError::Corrupt(format!("script answered {other}"))),
+        bounded(inv.invoke_async(&mut conn)).await
+    }
+}
+
+fn unexpected(code: i64) -> StoreError {
+    StoreError::Corrupt(format!("script answered {code}"))
+}
+
+/// Reads the store's channel into `tx` for as long as the process lives, subscribing again
+/// after a broken connection (backing off while Redis is away, logging once per outage), and
+/// telling subscribers to re-check (`Resync`) whenever the subscription is live again.
+async fn listen(
+    client: redis::Client,
+    channel: String,
+    tx: broadcast::Sender<Event>,
+    live: Arc<AtomicBool>,
+) {
+    let mut delay = RESUBSCRIBE_DELAY;
+    let mut failing = false;
+    loop {
+        let connected = tokio::time::timeout(CALL_TIMEOUT, async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&channel).await?;
+            redis::RedisResult::Ok(pubsub)
         })
+        .await;
+        match connected {
+            Ok(Ok(pubsub)) => {
+                live.store(true, Ordering::Release);
+                let _ = tx.send(Event::Resync);
+                (delay, failing) = (RESUBSCRIBE_DELAY, false);
+                let mut messages = pubsub.into_on_message();
+                while let Some(msg) = messages.next().await {
+                    if let Some(event) = msg
+                        .get_payload::<String>()
+                        .ok()
+                        .and_then(|p| parse_event(&p))
+                    {
+                        let _ = tx.send(event);
+                    }
+                }
+                live.store(false, Ordering::Release);
+                warn!("the job events subscription broke; subscribing again");
+            }
+            failed => {
+                if !failing {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "no answer".to_owned(),
+                    };
+                    warn!(error = %why, "cannot subscribe to job events yet; retrying with backoff");
+                    failing = true;
+                }
+                delay = (delay * 2).min(RESUBSCRIBE_MAX_DELAY);
+            }
+        }
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// An event as `lua/*.lua` publish it: `wake`, `cancel:<id>`, `end:<id>`.
+fn parse_event(payload: &str) -> Option<Event> {
+    if payload == "wake" {
+        return Some(Event::Wake);
+    }
+    let (what, id) = payload.split_once(':')?;
+    let id = JobId::parse(id).ok()?;
+    match what {
+        "cancel" => Some(Event::Cancel(id)),
+        "end" => Some(Event::Ended(id)),
+        _ => None,
     }
 }
 
@@ -136,12 +278,14 @@ fn time_ms(t: &(u64, u64)) -> u64 {
 }
 
 /// Turns a job hash into what a reader sees, deriving `lost` at `now_ms`.
+/// The one decoder of the job hash (the fields the scripts write; see `lua/prelude.lua`).
 fn snapshot_from_hash(
     id: &JobId,
     h: &HashMap<String, String>,
     now_ms: u64,
-    stale_ms: u64,
+    settings: &StoreSettings,
 ) -> Result<Option<Snapshot>, StoreError> {
+    let stale_ms = settings.stale_ms();
     if h.is_empty() {
         return Ok(None);
     }
@@ -189,6 +333,10 @@ fn snapshot_from_hash(
         heartbeat_at,
         finished_at: opt_num("finished_ms"),
         cancel_requested_at,
+        attempt: opt_num("attempt").unwrap_or(0) as u32,
+        max_attempts: settings.max_attempts,
+        worker: h.get("worker").cloned(),
+        recovered_at: opt_num("recovered_ms"),
     }))
 }
 
@@ -196,138 +344,213 @@ impl JobStore for RedisStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
         Box::pin(async move {
             let mut conn = self.connection();
-            let params = job.params.to_string();
-            let mut inv = CREATE.prepare_invoke();
-            inv.key(self.keys.job(&job.id))
-                .key(self.keys.lock(&job.tenant, &job.kind))
-                .key(self.keys.tenant(&job.tenant))
-                .arg(job.id.to_string())
+            let mut inv = self.invocation(&CREATE);
+            inv.arg(job.id.to_string())
                 .arg(job.tenant.as_str())
                 .arg(job.kind.as_str())
-                .arg(&params)
-                .arg(&job.step)
-                .arg(self.settings.ttl_secs())
-                .arg(self.settings.stale_ms())
-                .arg(self.settings.list_cap)
-                .arg(self.keys.job_prefix());
+                .arg(job.params.to_string())
+                .arg(&job.step);
             let (code, value): (i64, String) = bounded(inv.invoke_async(&mut conn)).await?;
-            if code == 0 {
-                let holder = JobId::parse(&value)
-                    .map_err(|_| StoreError::Corrupt("the lock holds no job id".into()))?;
-                return Ok(Created::AlreadyRunning(holder));
+            match code {
+                0 => {
+                    let holder = JobId::parse(&value)
+                        .map_err(|_| StoreError::Corrupt("the lock holds no job id".into()))?;
+                    Ok(Created::AlreadyRunning(holder))
+                }
+                2 => Ok(Created::QueueFull),
+                _ => {
+                    let now: u64 = value
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt("create answered no time".into()))?;
+                    let record = job.record(
+                        Status::Queued,
+                        0,
+                        &job.step,
+                        now,
+                        now,
+                        self.settings.max_attempts,
+                    );
+                    Ok(Created::Created(Box::new(record)))
+                }
             }
-            let now: u64 = value
-                .parse()
-                .map_err(|_| StoreError::Corrupt("create answered no time".into()))?;
-            Ok(Created::Created(Box::new(job.record(
-                Status::Queued,
-                0,
-                &job.step,
-                now,
-                now,
-            ))))
+        })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.connection();
+            let mut inv = self.invocation(&CLAIM);
+            inv.arg(worker);
+            for kind in kinds {
+                inv.arg(kind.as_str());
+            }
+            let raw: Vec<String> = bounded(inv.invoke_async(&mut conn)).await?;
+            if raw.is_empty() {
+                return Ok(None);
+            }
+            claim_from(&raw).map(Some)
         })
     }
 
     fn tick<'a>(
         &'a self,
-        id: &'a JobId,
+        run: &'a RunId,
         percent: u8,
         step: &'a str,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    ) -> BoxFuture<'a, Result<Tick, StoreError>> {
         Box::pin(async move {
-            let mut inv = TICK.prepare_invoke();
-            inv.key(self.keys.job(id)).arg(percent.min(100)).arg(step);
-            self.write_script(inv).await
+            let mut inv = self.invocation(&TICK);
+            inv.arg(run.id.to_string())
+                .arg(run.claim)
+                .arg(percent.min(100))
+                .arg(step);
+            Ok(match self.code(inv).await? {
+                1 => Tick::Applied,
+                0 => Tick::Missing,
+                2 | -1 => Tick::Fenced,
+                other => return Err(unexpected(other)),
+            })
         })
     }
 
-    fn heartbeat<'a>(
-        &'a self,
-        id: &'a JobId,
-        tenant: &'a TenantId,
-        kind: &'a Kind,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>> {
         Box::pin(async move {
-            let mut inv = HEARTBEAT.prepare_invoke();
-            inv.key(self.keys.job(id))
-                .key(self.keys.lock(tenant, kind))
-                .arg(id.to_string())
-                .arg(self.settings.ttl_secs());
-            self.write_script(inv).await
+            if runs.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut inv = self.invocation(&RENEW);
+            for run in runs {
+                inv.arg(run.id.to_string()).arg(run.claim);
+            }
+            let mut conn = self.connection();
+            let codes: Vec<i64> = bounded(inv.invoke_async(&mut conn)).await?;
+            codes
+                .into_iter()
+                .map(|code| match code {
+                    1 => Ok(Renewal::Held),
+                    3 => Ok(Renewal::CancelRequested),
+                    0 => Ok(Renewal::Missing),
+                    -1 => Ok(Renewal::Fenced),
+                    other => Err(unexpected(other)),
+                })
+                .collect()
         })
     }
 
     fn finish<'a>(
         &'a self,
         job: &'a NewJob,
+        run: &'a RunId,
         created_at: u64,
         outcome: &'a Outcome,
         percent: u8,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
         Box::pin(async move {
             let (result, error) = match outcome {
                 Outcome::Done(report) => (report.to_string(), ""),
-                Outcome::Failed(class) => (String::new(), class.as_str()),
-                Outcome::Cancelled => (String::new(), ""),
+                Outcome::Failed(class, report) => (
+                    report.as_ref().map(Value::to_string).unwrap_or_default(),
+                    class.as_str(),
+                ),
+                Outcome::Cancelled(Value::Null) => (String::new(), ""),
+                Outcome::Cancelled(report) => (report.to_string(), ""),
             };
-            let mut inv = FINISH.prepare_invoke();
-            inv.key(self.keys.job(&job.id))
-                .key(self.keys.lock(&job.tenant, &job.kind))
-                .key(self.keys.tenant(&job.tenant))
-                .arg(job.id.to_string())
-                .arg(outcome.status().as_str())
+            let mut inv = self.run_args(&FINISH, job, run, created_at, percent);
+            inv.arg(outcome.status().as_str())
                 .arg(result)
                 .arg(error)
-                .arg(outcome.step())
-                .arg(self.settings.ttl_secs())
-                .arg(job.tenant.as_str())
-                .arg(job.kind.as_str())
-                .arg(job.params.to_string())
-                .arg(created_at)
-                .arg(self.settings.list_cap)
-                .arg(percent.min(100));
-            self.write_script(inv).await
+                .arg(outcome.step());
+            Ok(match self.code(inv).await? {
+                1 => Finish::Applied,
+                2 => Finish::AlreadyEnded,
+                -1 => Finish::Fenced,
+                other => return Err(unexpected(other)),
+            })
         })
     }
 
     fn restore<'a>(
         &'a self,
         job: &'a NewJob,
+        run: &'a RunId,
         created_at: u64,
         live: &'a Live,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    ) -> BoxFuture<'a, Result<Restore, StoreError>> {
         Box::pin(async move {
-            let mut inv = RESTORE.prepare_invoke();
-            inv.key(self.keys.job(&job.id))
-                .key(self.keys.lock(&job.tenant, &job.kind))
-                .key(self.keys.tenant(&job.tenant))
-                .arg(job.id.to_string())
-                .arg(job.tenant.as_str())
-                .arg(job.kind.as_str())
-                .arg(job.params.to_string())
-                .arg(created_at)
-                .arg(live.status.as_str())
-                .arg(live.percent.min(100))
-                .arg(&live.step)
-                .arg(self.settings.ttl_secs())
-                .arg(self.settings.list_cap);
-            self.write_script(inv).await
+            let mut inv = self.run_args(&RESTORE, job, run, created_at, live.percent);
+            inv.arg(&live.step).arg(live.attempt).arg(worker_name());
+            Ok(match self.code(inv).await? {
+                1 => Restore::Restored,
+                2 => Restore::Present,
+                -1 => Restore::Fenced,
+                other => return Err(unexpected(other)),
+            })
+        })
+    }
+
+    fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {
+        Box::pin(async move {
+            let mut inv = self.invocation(&RELEASE);
+            inv.arg(run.id.to_string()).arg(run.claim);
+            Ok(match self.code(inv).await? {
+                1 => Release::Requeued,
+                -1 => Release::Fenced,
+                other => return Err(unexpected(other)),
+            })
+        })
+    }
+
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
+        Box::pin(async move {
+            let mut inv = self.invocation(&RECOVER);
+            inv.arg(RECOVER_BATCH);
+            let mut conn = self.connection();
+            let flat: Vec<String> = bounded(inv.invoke_async(&mut conn)).await?;
+            flat.chunks(2)
+                .map(|pair| {
+                    let id = pair
+                        .get(1)
+                        .and_then(|raw| JobId::parse(raw).ok())
+                        .ok_or_else(|| StoreError::Corrupt("recover answered no id".into()))?;
+                    Ok(match pair[0].as_str() {
+                        "r" => Recovered::Requeued(id),
+                        _ => Recovered::Lost(id),
+                    })
+                })
+                .collect()
         })
     }
 
     fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.connection();
-            let mut inv = CANCEL.prepare_invoke();
-            inv.key(self.keys.job(id));
-            let code: i64 = bounded(inv.invoke_async(&mut conn)).await?;
-            Ok(match code {
+            let mut inv = self.invocation(&CANCEL);
+            inv.arg(id.to_string());
+            Ok(match self.code(inv).await? {
                 1 => Cancel::Requested,
                 2 => Cancel::NotActive,
                 _ => Cancel::Missing,
             })
         })
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Event> {
+        let rx = self.events.subscribe();
+        self.listening.get_or_init(|| {
+            tokio::spawn(listen(
+                self.client.clone(),
+                self.keys.events(),
+                self.events.clone(),
+                self.live.clone(),
+            ));
+        });
+        if self.live.load(Ordering::Acquire) {
+            let _ = self.events.send(Event::Resync);
+        }
+        rx
     }
 
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
@@ -343,7 +566,7 @@ impl JobStore for RedisStore {
                     .query_async(&mut conn),
             )
             .await?;
-            let snapshot = snapshot_from_hash(id, &hash, time_ms(&time), self.settings.stale_ms())?;
+            let snapshot = snapshot_from_hash(id, &hash, time_ms(&time), &self.settings)?;
             if let Some(s) = &snapshot {
                 self.finished.offer(s);
             }
@@ -382,9 +605,7 @@ impl JobStore for RedisStore {
                 let hash: HashMap<String, String> =
                     redis::from_redis_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 // A job whose hash expired before its list entry is simply gone.
-                if let Some(s) =
-                    snapshot_from_hash(id, &hash, time_ms(&time), self.settings.stale_ms())?
-                {
+                if let Some(s) = snapshot_from_hash(id, &hash, time_ms(&time), &self.settings)? {
                     out.push(s);
                 }
             }
@@ -392,38 +613,17 @@ impl JobStore for RedisStore {
         })
     }
 
-    fn clear_tenant<'a>(
-        &'a self,
-        tenant: &'a TenantId,
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
         Box::pin(async move {
-            self.finished.forget_tenant(tenant);
+            let mut inv = self.invocation(&QUEUED);
+            inv.arg(QUEUE_SAMPLE);
             let mut conn = self.connection();
-            let list = self.keys.tenant(tenant);
-            let ids: Vec<String> = bounded(conn.lrange(&list, 0, -1)).await?;
-            let mut kinds_pipe = redis::pipe();
-            for id in &ids {
-                kinds_pipe.hget(format!("{}{id}", self.keys.job_prefix()), "kind");
-            }
-            let kinds: Vec<Option<String>> = if ids.is_empty() {
-                Vec::new()
-            } else {
-                bounded(kinds_pipe.query_async(&mut conn)).await?
-            };
-            let mut inv = CLEAR_TENANT.prepare_invoke();
-            inv.key(&list);
-            for (id, kind) in ids.iter().zip(&kinds) {
-                inv.key(format!("{}{id}", self.keys.job_prefix()));
-                // A job whose hash is gone has no kind to name its lock by; its lock (if any)
-                // expires with its TTL.
-                let lock = match kind.as_deref().map(Kind::parse) {
-                    Some(Ok(kind)) => self.keys.lock(tenant, &kind),
-                    _ => format!("{}:lock:-", self.settings.prefix),
-                };
-                inv.key(lock).arg(id);
-            }
-            let n: usize = bounded(inv.invoke_async(&mut conn)).await?;
-            Ok(n)
+            let flat: Vec<(String, u64)> = bounded(inv.invoke_async(&mut conn)).await?;
+            // A kind this build does not parse (another version's) is not this process's to count.
+            Ok(flat
+                .into_iter()
+                .filter_map(|(kind, n)| Kind::parse(&kind).ok().map(|k| (k, n)))
+                .collect())
         })
     }
 
@@ -461,7 +661,58 @@ impl JobStore for RedisStore {
         true
     }
 
+    /// AOF on, or at least one RDB save point. A Redis that answers neither (CONFIG renamed
+    /// or disabled, as on some managed services) cannot be judged: `None`.
+    fn persists(&self) -> BoxFuture<'_, Result<Option<bool>, StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.connection();
+            let get = |name: &'static str| {
+                let mut cmd = redis::cmd("CONFIG");
+                cmd.arg("GET").arg(name);
+                cmd
+            };
+            let Ok(appendonly) =
+                bounded(get("appendonly").query_async::<Vec<String>>(&mut conn)).await
+            else {
+                return Ok(None);
+            };
+            let Ok(save) = bounded(get("save").query_async::<Vec<String>>(&mut conn)).await else {
+                return Ok(None);
+            };
+            let aof = appendonly.get(1).map(|v| v == "yes");
+            let rdb = save.get(1).map(|v| !v.trim().is_empty());
+            Ok(match (aof, rdb) {
+                (Some(aof), Some(rdb)) => Some(aof || rdb),
+                _ => None,
+            })
+        })
+    }
+
     fn settings(&self) -> &StoreSettings {
         &self.settings
     }
+}
+
+/// Decodes `claim.lua`'s answer: {id, claim, attempt, tenant, kind, params, created_ms}.
+fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
+    let corrupt = |what: &str| StoreError::Corrupt(format!("claim answered {what}"));
+    let [id, claim, attempt, tenant, kind, params, created] = raw else {
+        return Err(corrupt("a malformed job"));
+    };
+    let id = JobId::parse(id).map_err(|_| corrupt("no job id"))?;
+    Ok(Claim {
+        job: NewJob {
+            id,
+            tenant: TenantId::parse(tenant).map_err(|_| corrupt("no tenant"))?,
+            kind: Kind::parse(kind).map_err(|_| corrupt("no kind"))?,
+            params: serde_json::from_str(params).map_err(|_| corrupt("no params"))?,
+            step: String::new(),
+        },
+        created_at: created.parse().map_err(|_| corrupt("no creation time"))?,
+        run: RunId {
+            id,
+            claim: claim.parse().map_err(|_| corrupt("no claim"))?,
+        },
+        attempt: attempt.parse().map_err(|_| corrupt("no attempt"))?,
+    })
 }

@@ -10,6 +10,8 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -37,41 +39,79 @@ pub struct JobInput {
 
 /// The error class of a job that stopped because it was asked to.
 pub const CANCELLED: &str = "Cancelled";
+/// The error class of a job whose stored parameters are not its kind's.
+pub const CORRUPT_PARAMS: &str = "CorruptParams";
 
 /// An error type whose variants name the job's error class (`SourceUnreachable`, …).
 pub trait ErrorClass: StdError + Send + Sync + 'static {
     fn class(&self) -> &'static str;
+
+    /// What the job did before it failed, for the record's `result` (none by default).
+    fn partial_report(&self) -> Option<Report> {
+        None
+    }
 }
 
-/// A failed job: the class for the record, the error itself for the log.
-pub struct JobError {
-    class: String,
-    source: Box<dyn StdError + Send + Sync>,
+/// How a job function ended without a report: it failed (the class for the record, the
+/// error itself for the log), or it stopped on request with what it had saved so far.
+pub enum JobError {
+    Failed {
+        class: String,
+        /// What the job did before it failed, shown as its `result`.
+        report: Option<Report>,
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// Stopped because `JobInput::cancel` was tripped (a cancel request, or the run was
+    /// fenced off); `report` becomes the cancelled job's `result`.
+    Cancelled { report: Option<Report> },
 }
 
 impl JobError {
     pub fn class(&self) -> &str {
-        &self.class
+        match self {
+            JobError::Failed { class, .. } => class,
+            JobError::Cancelled { .. } => CANCELLED,
+        }
+    }
+
+    /// The partial report a failed or cancelled job kept, shown as its `result`.
+    pub fn report(&self) -> Option<&Report> {
+        match self {
+            JobError::Failed { report, .. } | JobError::Cancelled { report } => report.as_ref(),
+        }
     }
 
     /// The job stopped on request (see `JobInput::cancel`).
     pub fn cancelled() -> Self {
-        Self::new(CANCELLED, "the job was asked to stop")
+        JobError::Cancelled { report: None }
+    }
+
+    /// The job stopped on request, with a report of what it had saved so far.
+    pub fn cancelled_with(report: Report) -> Self {
+        JobError::Cancelled {
+            report: Some(report),
+        }
     }
 
     /// A job error with an explicit class, for errors without their own `ErrorClass` type.
     pub fn new(class: &str, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
-        Self {
+        JobError::Failed {
             class: class.to_owned(),
+            report: None,
             source: source.into(),
         }
     }
 }
 
+/// An error whose class is `Cancelled` is a stop on request, without a report.
 impl<E: ErrorClass> From<E> for JobError {
     fn from(e: E) -> Self {
-        Self {
+        if e.class() == CANCELLED {
+            return JobError::cancelled();
+        }
+        JobError::Failed {
             class: e.class().to_owned(),
+            report: e.partial_report(),
             source: Box::new(e),
         }
     }
@@ -79,14 +119,17 @@ impl<E: ErrorClass> From<E> for JobError {
 
 impl fmt::Debug for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.class, self.source)
+        write!(f, "{}: {self}", self.class())
     }
 }
 
 impl fmt::Display for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.source)?;
-        let mut cause = self.source.source();
+        let JobError::Failed { source, .. } = self else {
+            return f.write_str("the job was asked to stop");
+        };
+        write!(f, "{source}")?;
+        let mut cause = source.source();
         while let Some(c) = cause {
             write!(f, ": {c}")?;
             cause = c.source();
@@ -183,6 +226,33 @@ impl Registry {
         self
     }
 
+    /// Registers a kind with typed parameters: `prepare` parses the request's fields once,
+    /// at the POST (they are stored with the job as JSON, so any replica can run it), and
+    /// `run` gets them deserialised once, when the job starts.
+    pub fn with_typed<P>(
+        self,
+        kind: &str,
+        prepare: impl Fn(&Fields) -> Result<P, ParamError> + Send + Sync + 'static,
+        run: impl Fn(&JobInput, &P, Progress<'_>) -> Result<Report, JobError> + Send + Sync + 'static,
+    ) -> Self
+    where
+        P: Serialize + DeserializeOwned,
+    {
+        self.with(
+            kind,
+            move |fields| {
+                let params = prepare(fields)?;
+                Ok(serde_json::to_value(params).expect("job parameters serialise to JSON"))
+            },
+            move |input, progress| {
+                // Written by `prepare` above; anything else in the store is a corrupt record.
+                let params: P = serde_json::from_value(input.params.clone())
+                    .map_err(|e| JobError::new(CORRUPT_PARAMS, e))?;
+                run(input, &params, progress)
+            },
+        )
+    }
+
     /// Registers a kind that takes no parameters.
     pub fn with_plain(
         self,
@@ -198,6 +268,10 @@ impl Registry {
 
     pub fn get(&self, kind: &Kind) -> Option<&JobKind> {
         self.kinds.get(kind)
+    }
+
+    pub fn kinds(&self) -> impl Iterator<Item = &Kind> {
+        self.kinds.keys()
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {

@@ -1,48 +1,60 @@
-//! The runner: admits a job, runs its blocking function, reports its progress and records
-//! how it ended — whatever the store is doing meanwhile.
+//! The runner: one per process. Its dispatcher (`queue.rs`) claims jobs from the store's
+//! shared ready queue whenever a worker is free; each claimed run executes its blocking
+//! function, reports progress and records how it ended — whatever the store is doing.
 //!
-//! Beside every job run three things: a heartbeat task (from creation to the recorded end,
-//! so a queued or slow job is never mistaken for a dead one; it also carries cancel requests
-//! to the job and writes back a record the store lost), a progress writer that coalesces the
-//! callback's ticks (at most one store write per `tick_interval`; the last tick rides on the
-//! finish), and a finish that is retried with backoff for `finish_retry`. Store failures on
-//! ticks and heartbeats are logged at a bounded rate and never reach the job.
+//! Beside the runs go three process-wide tasks: one heartbeat that renews every running
+//! job's lease in one store call per interval (and learns of cancel requests and fencing
+//! from its answer); the recovery sweep (`recovery.rs`); and an event listener that trips a
+//! run's token the moment its cancel is requested anywhere, wakes the dispatcher when work
+//! arrives and wakes `wait=true` requests when their job ended wherever it ran. A queued
+//! job costs nothing while it waits. A run whose write is refused (`Fenced`: it was
+//! recovered, taken over or given back) stops at its next safe point and records nothing.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{broadcast, watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
-use super::registry::{JobFn, JobInput, Registry, CANCELLED};
-use super::store::{JobStore, Live, NewJob, Outcome, StoreError, Write};
-use super::{JobId, Status};
+use super::registry::{JobError, JobFn, JobInput, Registry};
+use super::store::{
+    Claim, Event, Finish, JobStore, Live, NewJob, Outcome, Release, Renewal, Restore, RunId,
+    StoreError, Tick as TickAnswer,
+};
+use super::{worker_name, JobId, Kind, Snapshot};
 
-/// The step a job shows while it waits for a worker.
-pub const WAITING_STEP: &str = "waiting for a free worker";
-/// The step a job shows when it was admitted straight to a worker.
+/// The step a job shows while it waits in the queue.
 pub const QUEUED_STEP: &str = "queued";
-/// The error class of a job the service stopped before it ended.
-pub const INTERRUPTED: &str = "Interrupted";
 /// The error class of a job whose function panicked.
 pub const PANIC: &str = "Panic";
+/// How often a `wait=true` request re-reads its job even without an event (a missed
+/// message after a reconnect costs at most this much).
+const WAIT_RECHECK: Duration = Duration::from_secs(1);
+/// How long a run given back at shutdown gets to be written back to the queue.
+const RELEASE_WINDOW: Duration = Duration::from_secs(3);
+/// How long shutdown waits, once runs were given back, for those that stop at their next
+/// safe point to wind down (their writes are fenced either way).
+const GIVEN_BACK_WAIT: Duration = Duration::from_secs(1);
+/// How long a cancel event for a job this process does not (yet) run is remembered: it may
+/// have been claimed here a moment before, and not be registered yet. Past this, the next
+/// heartbeat's answer carries the request anyway.
+const EARLY_CANCEL_MEMORY: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug)]
 pub struct RunnerSettings {
-    /// How often a queued or running job's heartbeat is written.
+    /// How often this process renews its runs' leases and sweeps for lost ones.
     pub heartbeat: Duration,
     /// The shortest gap between two progress writes of one job.
     pub tick_interval: Duration,
     /// How long a job's final state is retried while the store is unreachable.
     pub finish_retry: Duration,
-    /// Jobs running at once; the rest wait as `queued`.
+    /// Jobs this process runs at once; it claims another only when one ends.
     pub max_concurrent: usize,
-    /// Jobs waiting for a worker at once; beyond it a new job is refused (`Overloaded`).
-    pub max_queued: usize,
 }
 
 impl Default for RunnerSettings {
@@ -52,7 +64,6 @@ impl Default for RunnerSettings {
             tick_interval: Duration::from_millis(100),
             finish_retry: Duration::from_secs(300),
             max_concurrent: 8,
-            max_queued: 1000,
         }
     }
 }
@@ -66,49 +77,25 @@ pub enum Refused {
     Overloaded,
 }
 
-/// A place for a job, reserved before the job is created so a refusal creates nothing.
-pub struct Admission {
-    permit: Option<OwnedSemaphorePermit>,
-    waiting: Option<WaitingSlot>,
+/// What the process knows of one of its runs.
+pub(super) struct Running {
+    pub job: NewJob,
+    pub run: RunId,
+    pub created_at: u64,
+    pub attempt: u32,
+    /// Tripped on a cancel request, when fenced off, and at the shutdown deadline.
+    pub cancel: CancellationToken,
+    /// Set when the store refused this run: it records nothing more.
+    pub fenced: Arc<AtomicBool>,
+    pub latest: watch::Receiver<Tick>,
 }
 
-impl Admission {
-    /// The step the job is created with.
-    pub fn initial_step(&self) -> &'static str {
-        if self.permit.is_some() {
-            QUEUED_STEP
-        } else {
-            WAITING_STEP
+impl Running {
+    fn fence(&self, why: &str) {
+        if !self.fenced.swap(true, Ordering::AcqRel) {
+            warn!(job_id = %self.job.id, "fenced off: {why}; the run stops at its next safe point");
         }
-    }
-}
-
-struct WaitingSlot(Arc<AtomicUsize>);
-
-impl Drop for WaitingSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// How a job ended, for a caller that waits on it (`wait=true`).
-#[derive(Clone, Debug)]
-pub struct JobEnd {
-    pub outcome: Outcome,
-}
-
-pub struct JobHandle {
-    rx: watch::Receiver<Option<JobEnd>>,
-}
-
-impl JobHandle {
-    /// Resolves when the job has ended and its end was recorded (or given up on).
-    pub async fn finished(mut self) -> Option<JobEnd> {
-        self.rx
-            .wait_for(Option::is_some)
-            .await
-            .ok()
-            .and_then(|end| end.clone())
+        self.cancel.cancel();
     }
 }
 
@@ -117,41 +104,64 @@ pub struct Runner {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    store: Arc<dyn JobStore>,
+pub(super) struct Inner {
+    pub store: Arc<dyn JobStore>,
     registry: Arc<Registry>,
-    settings: RunnerSettings,
-    workers: Arc<Semaphore>,
-    waiting: Arc<AtomicUsize>,
+    pub settings: RunnerSettings,
+    pub workers: Arc<Semaphore>,
     tracker: TaskTracker,
-    /// Cancelled when shutdown starts: no new jobs.
-    closing: CancellationToken,
-    /// Cancelled at the grace deadline: jobs still going end as `Interrupted`.
+    /// Cancelled when shutdown starts: no new jobs, no more claims.
+    pub closing: CancellationToken,
+    /// Cancelled at the grace deadline: runs still going were given back.
     interrupt: CancellationToken,
-    /// Jobs of this process not yet ended (running or waiting).
-    active: AtomicUsize,
+    /// Cancelled when shutdown is over: the process-wide tasks end.
+    stopped: CancellationToken,
+    running: Mutex<HashMap<JobId, Running>>,
+    /// Cancel events for jobs not running here when they came (see `EARLY_CANCEL_MEMORY`).
+    early_cancels: Mutex<HashMap<JobId, Instant>>,
+    waiters: Mutex<HashMap<JobId, Arc<Notify>>>,
+    /// Signalled when the queue may have work (an event, a resync).
+    pub wake: Notify,
+    pub worker: String,
+    /// The kinds this process runs: it claims no other.
+    pub kinds: Vec<Kind>,
 }
 
 impl Runner {
+    /// Builds the runner and starts its dispatcher, heartbeat, recovery sweep and event
+    /// listener (call inside the runtime).
     pub fn new(
         store: Arc<dyn JobStore>,
         registry: Arc<Registry>,
         settings: RunnerSettings,
     ) -> Self {
         let workers = Arc::new(Semaphore::new(settings.max_concurrent.max(1)));
-        Self {
-            inner: Arc::new(Inner {
-                store,
-                registry,
-                settings,
-                workers,
-                waiting: Arc::new(AtomicUsize::new(0)),
-                tracker: TaskTracker::new(),
-                closing: CancellationToken::new(),
-                interrupt: CancellationToken::new(),
-                active: AtomicUsize::new(0),
-            }),
-        }
+        let inner = Arc::new(Inner {
+            store,
+            settings,
+            workers,
+            tracker: TaskTracker::new(),
+            closing: CancellationToken::new(),
+            interrupt: CancellationToken::new(),
+            stopped: CancellationToken::new(),
+            running: Mutex::new(HashMap::new()),
+            early_cancels: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(HashMap::new()),
+            wake: Notify::new(),
+            worker: worker_name(),
+            kinds: registry.kinds().cloned().collect(),
+            registry,
+        });
+        let events = inner.store.subscribe();
+        tokio::spawn(inner.clone().listen(events));
+        tokio::spawn(super::queue::dispatch(inner.clone()));
+        tokio::spawn(inner.clone().heartbeat_loop());
+        tokio::spawn(super::recovery::sweep(
+            inner.store.clone(),
+            inner.settings.heartbeat,
+            inner.stopped.clone(),
+        ));
+        Self { inner }
     }
 
     pub fn registry(&self) -> &Registry {
@@ -166,144 +176,203 @@ impl Runner {
         self.inner.closing.is_cancelled()
     }
 
-    /// Jobs this process is running or waiting to run.
+    /// Jobs this process is running.
     pub fn active_jobs(&self) -> usize {
-        self.inner.active.load(Ordering::Acquire)
+        self.inner.lock_running().len()
     }
 
-    /// Reserves a worker, or a place in the waiting line, for a job about to be created.
-    pub fn admit(&self) -> Result<Admission, Refused> {
+    /// Refuses a new job while the process shuts down. (The queue's cap is the store's.)
+    pub fn admit(&self) -> Result<(), Refused> {
         if self.inner.closing.is_cancelled() {
             return Err(Refused::ShuttingDown);
         }
-        if let Ok(permit) = self.inner.workers.clone().try_acquire_owned() {
-            return Ok(Admission {
-                permit: Some(permit),
-                waiting: None,
-            });
-        }
-        let before = self.inner.waiting.fetch_add(1, Ordering::AcqRel);
-        let slot = WaitingSlot(self.inner.waiting.clone());
-        if before >= self.inner.settings.max_queued {
-            return Err(Refused::Overloaded);
-        }
-        Ok(Admission {
-            permit: None,
-            waiting: Some(slot),
-        })
+        Ok(())
     }
 
-    /// Runs a job the store has just created, in the background. The job goes on whether
-    /// or not anyone awaits the handle.
-    pub fn spawn(&self, job: NewJob, created_at: u64, admission: Admission) -> JobHandle {
-        let (done_tx, done_rx) = watch::channel(None);
-        let span = info_span!("job", job_id = %job.id, tenant_id = %job.tenant, kind = %job.kind);
-        self.inner.active.fetch_add(1, Ordering::AcqRel);
-        let inner = self.inner.clone();
-        self.inner.tracker.spawn(
-            async move {
-                let end = inner.clone().run(job, created_at, admission).await;
-                inner.active.fetch_sub(1, Ordering::AcqRel);
-                done_tx.send_replace(Some(end));
+    /// Resolves with the job once it has ended, wherever it ran: woken by the job's end
+    /// event (or this process's own finish), re-reading the store at least every second.
+    pub async fn wait_end(&self, id: JobId) -> Result<Snapshot, StoreError> {
+        let notify = Arc::new(Notify::new());
+        let _registered = Waiter::register(&self.inner, id, notify.clone());
+        loop {
+            if let Some(s) = self.inner.store.get(&id).await? {
+                if s.status.is_finished() {
+                    return Ok(s);
+                }
             }
-            .instrument(span),
-        );
-        JobHandle { rx: done_rx }
+            tokio::select! {
+                () = notify.notified() => {}
+                () = tokio::time::sleep(WAIT_RECHECK) => {}
+            }
+        }
     }
 
-    /// Graceful shutdown: refuse new jobs at once, let running ones finish for `grace`, then
-    /// end the rest as `Interrupted` (releasing their locks) and wait for those writes.
+    /// Graceful shutdown: stop claiming and refuse new jobs at once, let running ones finish
+    /// for `grace`, then give the rest back to the queue (their attempt not counted) where
+    /// another replica, or this one after its restart, resumes them.
     pub async fn shutdown(&self, grace: Duration) {
-        self.inner.closing.cancel();
-        self.inner.tracker.close();
-        if tokio::time::timeout(grace, self.inner.tracker.wait())
+        let inner = &self.inner;
+        inner.closing.cancel();
+        inner.tracker.close();
+        if tokio::time::timeout(grace, inner.tracker.wait())
             .await
             .is_err()
         {
+            let runs: Vec<RunId> = inner.lock_running().values().map(|r| r.run).collect();
             warn!(
-                jobs = self.active_jobs(),
-                "grace period over: interrupting the jobs still running"
+                jobs = runs.len(),
+                "grace period over: giving the jobs still running back to the queue"
             );
-            self.inner.interrupt.cancel();
-            // The interrupted jobs' final writes are bounded by their own short retry.
-            let _ = tokio::time::timeout(Duration::from_secs(10), self.inner.tracker.wait()).await;
+            for run in &runs {
+                if let Some(r) = inner.lock_running().get(&run.id) {
+                    r.fenced.store(true, Ordering::Release);
+                }
+                inner.give_back(run).await;
+            }
+            inner.interrupt.cancel();
+            for r in inner.lock_running().values() {
+                r.cancel.cancel();
+            }
+            // The runs' blocking threads cannot be stopped; their results are fenced anyway.
+            let _ = tokio::time::timeout(GIVEN_BACK_WAIT, inner.tracker.wait()).await;
         }
+        inner.stopped.cancel();
+    }
+}
+
+/// A `wait=true` request's place in the waiters map, removed when the request ends.
+struct Waiter<'a> {
+    inner: &'a Inner,
+    id: JobId,
+}
+
+impl<'a> Waiter<'a> {
+    fn register(inner: &'a Inner, id: JobId, notify: Arc<Notify>) -> Self {
+        inner.lock_waiters().insert(id, notify);
+        Self { inner, id }
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.inner.lock_waiters().remove(&self.id);
     }
 }
 
 impl Inner {
-    async fn run(self: Arc<Self>, job: NewJob, created_at: u64, admission: Admission) -> JobEnd {
-        let stop_heartbeat = CancellationToken::new();
-        let (reporter, ticks) = progress_channel();
-        let started = Arc::new(AtomicBool::new(false));
-        let cancel = CancellationToken::new();
-        let heartbeat = tokio::spawn(
-            heartbeat_loop(
-                self.clone(),
-                job.clone(),
-                created_at,
-                ticks.rx.clone(),
-                started.clone(),
-                cancel.clone(),
-                stop_heartbeat.clone(),
-            )
-            .in_current_span(),
-        );
-        let (outcome, percent) = self
-            .execute(&job, admission, reporter, ticks, &started, cancel)
-            .await;
-        self.record(&job, created_at, &outcome, percent).await;
-        stop_heartbeat.cancel();
-        let _ = heartbeat.await;
-        JobEnd { outcome }
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, Running>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits for a worker, runs the function, and turns whatever happened into an outcome,
-    /// with the last percent the job reported.
+    fn lock_waiters(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, Arc<Notify>>> {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a cancel event for this job came before its run was registered here.
+    fn take_early_cancel(&self, id: &JobId) -> bool {
+        let mut early = self.early_cancels.lock().unwrap_or_else(|p| p.into_inner());
+        early.retain(|_, at| at.elapsed() < EARLY_CANCEL_MEMORY);
+        early.remove(id).is_some()
+    }
+
+    fn on_cancel_event(&self, id: JobId) {
+        let running = self.lock_running();
+        if let Some(r) = running.get(&id) {
+            info!(job_id = %id, "asked to stop: the job is told");
+            r.cancel.cancel();
+            return;
+        }
+        let mut early = self.early_cancels.lock().unwrap_or_else(|p| p.into_inner());
+        early.retain(|_, at| at.elapsed() < EARLY_CANCEL_MEMORY);
+        early.insert(id, Instant::now());
+    }
+
+    fn ended(&self, id: &JobId) {
+        if let Some(n) = self.lock_waiters().get(id) {
+            n.notify_one();
+        }
+    }
+
+    /// Hands a claimed job to a worker task.
+    pub(super) fn spawn_run(self: &Arc<Self>, claim: Claim, permit: OwnedSemaphorePermit) {
+        let job = &claim.job;
+        let span = info_span!("job", job_id = %job.id, tenant_id = %job.tenant, kind = %job.kind, attempt = claim.attempt);
+        let inner = self.clone();
+        self.tracker
+            .spawn(async move { inner.run(claim, permit).await }.instrument(span));
+    }
+
+    async fn run(self: Arc<Self>, claim: Claim, permit: OwnedSemaphorePermit) {
+        let Claim {
+            job,
+            created_at,
+            run,
+            attempt,
+        } = claim;
+        let (reporter, ticks) = progress_channel();
+        let cancel = CancellationToken::new();
+        let fenced = Arc::new(AtomicBool::new(false));
+        {
+            // Under the running lock, like `on_cancel_event`: a cancel event is either seen
+            // there or left for this check, never lost in between.
+            let mut running = self.lock_running();
+            if self.take_early_cancel(&job.id) {
+                cancel.cancel();
+            }
+            running.insert(
+                job.id,
+                Running {
+                    job: job.clone(),
+                    run,
+                    created_at,
+                    attempt,
+                    cancel: cancel.clone(),
+                    fenced: fenced.clone(),
+                    latest: ticks.rx.clone(),
+                },
+            );
+        }
+        // Waited from its creation (the store's clock) to this claim (this host's clock).
+        let waited = Duration::from_millis(super::now_ms().saturating_sub(created_at));
+        let running = crate::metrics::job_started(job.kind.as_str(), waited);
+        let result = self.execute(&job, run, reporter, ticks, cancel).await;
+        drop(running);
+        match result {
+            Some((outcome, percent)) if !fenced.load(Ordering::Acquire) => {
+                self.record(&job, &run, created_at, &outcome, percent).await;
+                crate::metrics::job_finished(job.kind.as_str(), &outcome);
+            }
+            _ => info!("this run's end is not recorded: it no longer holds the job"),
+        }
+        self.lock_running().remove(&job.id);
+        drop(permit);
+        self.ended(&job.id);
+    }
+
+    /// Runs the function and turns whatever happened into an outcome with the last percent
+    /// the job reported; `None` when the run was given back at the shutdown deadline.
     async fn execute(
         &self,
         job: &NewJob,
-        admission: Admission,
+        run: RunId,
         reporter: Reporter,
         ticks: Ticks,
-        started: &AtomicBool,
         cancel: CancellationToken,
-    ) -> (Outcome, u8) {
+    ) -> Option<(Outcome, u8)> {
         let Some(kind) = self.registry.get(&job.kind) else {
-            // The API checks the kind before creating a job; a job created by another replica
-            // with other kinds cannot reach this runner.
+            // A job created by a replica with other kinds reached this one.
             error!("no function is registered for this kind");
-            return (Outcome::Failed("UnknownKind".into()), 0);
+            return Some((Outcome::Failed("UnknownKind".into(), None), 0));
         };
-        let _permit = match admission.permit {
-            Some(permit) => permit,
-            None => {
-                let acquired = tokio::select! {
-                    permit = self.workers.clone().acquire_owned() => permit.ok(),
-                    () = self.interrupt.cancelled() => None,
-                    () = cancel.cancelled() => {
-                        info!("cancelled while waiting for a worker");
-                        return (Outcome::Cancelled, 0);
-                    }
-                };
-                drop(admission.waiting);
-                match acquired {
-                    Some(permit) => permit,
-                    None => return (Outcome::Failed(INTERRUPTED.into()), 0),
-                }
-            }
-        };
-        // "running" reaches the store with the first progress write, one interval after the
-        // function starts; a job shorter than that goes from queued straight to its end.
-        started.store(true, Ordering::Release);
         reporter.report(0, "starting");
         let latest = ticks.rx.clone();
         let writer = tokio::spawn(
             progress_writer(
                 self.store.clone(),
-                job.id,
+                run,
                 ticks,
                 self.settings.tick_interval,
+                cancel.clone(),
             )
             .in_current_span(),
         );
@@ -324,66 +393,68 @@ impl Inner {
             joined = blocking => Some(joined),
             () = self.interrupt.cancelled() => None,
         };
-        // The last tick travels with the finish. A progress write in flight is either already
-        // on its way (and lands before the finish) or dropped.
+        // The last tick travels with the finish.
         writer.abort();
         let _ = writer.await;
         let percent = latest.borrow().percent;
-        let outcome = match joined {
-            None => {
-                // The blocking thread cannot be stopped; the process is about to exit.
-                warn!("interrupted at the shutdown deadline");
-                return (Outcome::Failed(INTERRUPTED.into()), percent);
-            }
-            Some(Ok(Ok(report))) => Outcome::Done(report),
-            Some(Ok(Err(e))) if e.class() == CANCELLED => {
+        let outcome = match joined? {
+            Ok(Ok(report)) => Outcome::Done(report),
+            Ok(Err(JobError::Cancelled { report })) => {
                 info!("job stopped on request");
-                Outcome::Cancelled
+                Outcome::Cancelled(report.unwrap_or(serde_json::Value::Null))
             }
-            Some(Ok(Err(e))) => {
+            Ok(Err(e)) => {
                 // The message may carry customer data: it goes to the log, the class to the record.
                 warn!(error_class = e.class(), error = %e, "job failed");
-                Outcome::Failed(e.class().to_owned())
+                Outcome::Failed(e.class().to_owned(), e.report().cloned())
             }
-            Some(Err(join)) => {
+            Err(join) => {
                 let message = if join.is_panic() {
                     panic_message(join.into_panic())
                 } else {
                     "the blocking task was cancelled".to_owned()
                 };
                 error!(panic = %message, "job function panicked");
-                Outcome::Failed(PANIC.into())
+                Outcome::Failed(PANIC.into(), None)
             }
         };
-        (outcome, percent)
+        Some((outcome, percent))
     }
 
     /// Writes the outcome, retrying while the store is unreachable, for `finish_retry` (a few
-    /// seconds once the service is being interrupted). Never gives up silently.
-    async fn record(&self, job: &NewJob, created_at: u64, outcome: &Outcome, percent: u8) {
+    /// seconds once the service is shutting down). Never gives up silently.
+    async fn record(
+        &self,
+        job: &NewJob,
+        run: &RunId,
+        created_at: u64,
+        outcome: &Outcome,
+        percent: u8,
+    ) {
         let started = Instant::now();
         let mut delay = Duration::from_millis(50);
         let mut limiter = LogLimiter::default();
         loop {
-            match self.store.finish(job, created_at, outcome, percent).await {
-                Ok(Write::Applied) | Ok(Write::CancelRequested) => {
+            match self
+                .store
+                .finish(job, run, created_at, outcome, percent)
+                .await
+            {
+                Ok(Finish::Applied) => {
                     info!(status = outcome.status().as_str(), "job ended");
                     return;
                 }
-                Ok(Write::Ignored) => {
+                Ok(Finish::AlreadyEnded) => {
                     info!("job's end was already recorded");
                     return;
                 }
-                Ok(Write::Fenced) | Ok(Write::Missing) => {
-                    warn!(
-                        outcome = ?outcome,
-                        "fenced off: a newer job of this tenant and kind took over; this job's end is not recorded"
-                    );
+                Ok(Finish::Fenced) => {
+                    warn!(outcome = ?outcome, "fenced off: another run or job holds this job; this run's end is not recorded");
                     return;
                 }
                 Err(e) => {
-                    let window = if self.interrupt.is_cancelled() {
-                        Duration::from_secs(3)
+                    let window = if self.closing.is_cancelled() {
+                        RELEASE_WINDOW
                     } else {
                         self.settings.finish_retry
                     };
@@ -398,12 +469,121 @@ impl Inner {
                     if let Some(suppressed) = limiter.ready() {
                         warn!(error = %e, suppressed, "the job's end is waiting for the store");
                     }
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = self.interrupt.cancelled(), if !self.interrupt.is_cancelled() => {}
-                    }
+                    tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(1));
                 }
+            }
+        }
+    }
+
+    /// Puts a run back in the queue at shutdown, retrying briefly while the store is down
+    /// (if it stays down, the lease expires and recovery re-queues the job).
+    async fn give_back(&self, run: &RunId) {
+        let started = Instant::now();
+        loop {
+            match self.store.release(run).await {
+                Ok(Release::Requeued) => {
+                    info!(job_id = %run.id, "given back to the queue");
+                    return;
+                }
+                Ok(Release::Fenced) => return,
+                Err(e) if started.elapsed() >= RELEASE_WINDOW => {
+                    error!(job_id = %run.id, error = %e, "could not give the job back; recovery will re-queue it");
+                    return;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
+    /// The process's heartbeat: one store call per interval renews every run's lease.
+    async fn heartbeat_loop(self: Arc<Self>) {
+        let mut limiter = LogLimiter::default();
+        loop {
+            tokio::select! {
+                () = self.stopped.cancelled() => return,
+                () = tokio::time::sleep(self.settings.heartbeat) => {}
+            }
+            let runs: Vec<RunId> = self.lock_running().values().map(|r| r.run).collect();
+            if runs.is_empty() {
+                continue;
+            }
+            match self.store.renew(&runs).await {
+                Ok(answers) => {
+                    for (run, answer) in runs.iter().zip(answers) {
+                        self.on_renewal(run, answer).await;
+                    }
+                }
+                Err(e) => log_store_failure(&mut limiter, &e, "a heartbeat failed and was dropped"),
+            }
+        }
+    }
+
+    async fn on_renewal(&self, run: &RunId, answer: Renewal) {
+        let restore = {
+            let running = self.lock_running();
+            let Some(r) = running.get(&run.id).filter(|r| r.run == *run) else {
+                return;
+            };
+            match answer {
+                Renewal::Held => None,
+                Renewal::CancelRequested => {
+                    if !r.cancel.is_cancelled() {
+                        info!(job_id = %run.id, "asked to stop: the job is told");
+                        r.cancel.cancel();
+                    }
+                    None
+                }
+                Renewal::Fenced => {
+                    r.fence("another run or job holds this job");
+                    None
+                }
+                Renewal::Missing => {
+                    let tick = r.latest.borrow();
+                    let live = Live {
+                        percent: tick.percent,
+                        step: tick.step.clone(),
+                        attempt: r.attempt,
+                    };
+                    Some((r.job.clone(), r.created_at, live))
+                }
+            }
+        };
+        let Some((job, created_at, live)) = restore else {
+            return;
+        };
+        match self.store.restore(&job, run, created_at, &live).await {
+            Ok(Restore::Restored) => {
+                warn!(job_id = %run.id, "the store had lost this job's record; it was written back")
+            }
+            Ok(Restore::Fenced) => {
+                if let Some(r) = self.lock_running().get(&run.id) {
+                    r.fence("the store lost this job's record and a newer job holds the lock");
+                }
+            }
+            Ok(Restore::Present) => {}
+            Err(e) => warn!(error = %e, "the job's lost record could not be written back yet"),
+        }
+    }
+
+    /// Reacts to the store's events: work to claim, a cancel to pass on, an end to announce.
+    async fn listen(self: Arc<Self>, mut events: broadcast::Receiver<Event>) {
+        loop {
+            let event = tokio::select! {
+                () = self.stopped.cancelled() => return,
+                event = events.recv() => event,
+            };
+            match event {
+                Ok(Event::Wake) => self.wake.notify_one(),
+                Ok(Event::Cancel(id)) => self.on_cancel_event(id),
+                Ok(Event::Ended(id)) => self.ended(&id),
+                Ok(Event::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                    self.wake.notify_one();
+                    for n in self.lock_waiters().values() {
+                        n.notify_one();
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
             }
         }
     }
@@ -412,8 +592,10 @@ impl Inner {
 fn outcome_json(outcome: &Outcome) -> serde_json::Value {
     match outcome {
         Outcome::Done(report) => serde_json::json!({"status": "done", "result": report}),
-        Outcome::Failed(class) => serde_json::json!({"status": "failed", "error": class}),
-        Outcome::Cancelled => serde_json::json!({"status": "cancelled"}),
+        Outcome::Failed(class, report) => {
+            serde_json::json!({"status": "failed", "error": class, "result": report})
+        }
+        Outcome::Cancelled(report) => serde_json::json!({"status": "cancelled", "result": report}),
     }
 }
 
@@ -509,11 +691,13 @@ pub fn guarded<F: Fn(u8, &str) + Sync>(f: F) -> impl Fn(u8, &str) + Sync {
 /// Writes the latest tick at most once per `interval`, the first one interval after the job
 /// started: bursts coalesce, and a job shorter than an interval costs no progress write at
 /// all. The runner ends this task when the job ends and hands the last tick to the finish.
+/// A refused write (`Fenced`) trips the run's token: it stops at its next safe point.
 async fn progress_writer(
     store: Arc<dyn JobStore>,
-    id: JobId,
+    run: RunId,
     mut ticks: Ticks,
     interval: Duration,
+    cancel: CancellationToken,
 ) {
     let mut limiter = LogLimiter::default();
     loop {
@@ -521,82 +705,18 @@ async fn progress_writer(
         let Some(tick) = ticks.next().await else {
             return;
         };
-        match store.tick(&id, tick.percent, &tick.step).await {
-            Ok(Write::Fenced) => {
-                warn!("fenced off: a newer job of this tenant and kind took over; progress is no longer written");
+        match store.tick(&run, tick.percent, &tick.step).await {
+            Ok(TickAnswer::Fenced) => {
+                warn!(
+                    "fenced off: this run no longer holds the job; it stops at its next safe point"
+                );
+                cancel.cancel();
                 return;
             }
             Ok(_) => {}
             Err(e) => {
                 log_store_failure(&mut limiter, &e, "a progress write failed and was dropped")
             }
-        }
-    }
-}
-
-/// Heartbeats a job from its creation to its recorded end. If the store lost the job's
-/// record (it came back empty), the record is written back with the job's last progress.
-async fn heartbeat_loop(
-    inner: Arc<Inner>,
-    job: NewJob,
-    created_at: u64,
-    latest: watch::Receiver<Tick>,
-    started: Arc<AtomicBool>,
-    cancel: CancellationToken,
-    stop: CancellationToken,
-) {
-    let mut limiter = LogLimiter::default();
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(inner.settings.heartbeat) => {}
-        }
-        match inner.store.heartbeat(&job.id, &job.tenant, &job.kind).await {
-            Ok(Write::Applied) | Ok(Write::Ignored) => {}
-            Ok(Write::CancelRequested) => {
-                if !cancel.is_cancelled() {
-                    info!("asked to stop: the job is told");
-                    cancel.cancel();
-                }
-            }
-            Ok(Write::Missing) => {
-                let live = {
-                    let tick = latest.borrow();
-                    Live {
-                        status: if started.load(Ordering::Acquire) {
-                            Status::Running
-                        } else {
-                            Status::Queued
-                        },
-                        percent: tick.percent,
-                        step: if tick.step.is_empty() {
-                            job.step.clone()
-                        } else {
-                            tick.step.clone()
-                        },
-                    }
-                };
-                match inner.store.restore(&job, created_at, &live).await {
-                    Ok(Write::Applied) => {
-                        warn!("the store had lost this job's record; it was written back")
-                    }
-                    Ok(Write::Fenced) => {
-                        warn!("fenced off: the store lost this job's record and a newer job holds the lock; heartbeats stop");
-                        return;
-                    }
-                    Ok(_) => {}
-                    Err(e) => log_store_failure(
-                        &mut limiter,
-                        &e,
-                        "the job's lost record could not be written back yet",
-                    ),
-                }
-            }
-            Ok(Write::Fenced) => {
-                warn!("fenced off: a newer job of this tenant and kind took over; heartbeats stop");
-                return;
-            }
-            Err(e) => log_store_failure(&mut limiter, &e, "a heartbeat failed and was dropped"),
         }
     }
 }
@@ -609,7 +729,7 @@ fn log_store_failure(limiter: &mut LogLimiter, e: &StoreError, what: &str) {
 
 /// Lets a repeated failure be logged at most once per window, counting what it held back.
 #[derive(Default)]
-struct LogLimiter {
+pub(super) struct LogLimiter {
     last: Option<Instant>,
     suppressed: u64,
 }
@@ -618,7 +738,7 @@ impl LogLimiter {
     const WINDOW: Duration = Duration::from_secs(10);
 
     /// `Some(n)` when a line may be logged now, `n` being how many were held back since.
-    fn ready(&mut self) -> Option<u64> {
+    pub(super) fn ready(&mut self) -> Option<u64> {
         match self.last {
             Some(at) if at.elapsed() < Self::WINDOW => {
                 self.suppressed += 1;

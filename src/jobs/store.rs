@@ -1,7 +1,7 @@
 //! The store seam: what a job store must do, and the values it answers with.
 //!
 //! Expected outcomes are values, not errors: a held lock is `Created::AlreadyRunning`, an
-//! unknown job is `Ok(None)`, a write from a job that was taken over is `Write::Fenced`.
+//! unknown job is `Ok(None)`, a write from a run that lost its job is `Fenced`.
 //! `StoreError` means only that the store could not be reached or answered nonsense.
 //! Both stores run the same conformance suite (tests/api/conformance.rs).
 
@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::sync::broadcast;
 
 use super::{JobId, Kind, Snapshot, Status, TenantId};
 
@@ -28,6 +29,10 @@ pub struct StoreSettings {
     pub list_cap: usize,
     /// How long a replica may answer a poll of a finished job from memory (0: never).
     pub finished_cache: Duration,
+    /// Jobs the shared ready queue holds at most; beyond it a create is refused.
+    pub max_queued: usize,
+    /// Runs a job gets before a lost one ends `failed`/`Lost` (1: it reads `lost`).
+    pub max_attempts: u32,
 }
 
 impl Default for StoreSettings {
@@ -38,6 +43,8 @@ impl Default for StoreSettings {
             stale_after: Duration::from_secs(300),
             list_cap: 100,
             finished_cache: Duration::from_secs(1),
+            max_queued: 1000,
+            max_attempts: 3,
         }
     }
 }
@@ -59,7 +66,7 @@ pub struct NewJob {
     pub tenant: TenantId,
     pub kind: Kind,
     pub params: Value,
-    /// The readable step it starts with ("queued", "waiting for a free worker").
+    /// The readable step it starts with ("queued").
     pub step: String,
 }
 
@@ -72,6 +79,7 @@ impl NewJob {
         step: &str,
         created_at: u64,
         now: u64,
+        max_attempts: u32,
     ) -> Snapshot {
         Snapshot {
             job_id: self.id,
@@ -89,15 +97,39 @@ impl NewJob {
             heartbeat_at: now,
             finished_at: None,
             cancel_requested_at: None,
+            attempt: 0,
+            max_attempts,
+            worker: None,
+            recovered_at: None,
         }
     }
 }
 
-/// The answer to a create: the job exists now, or another active job holds the lock.
+/// The answer to a create: the job is queued now, another active job holds the lock, or
+/// the shared ready queue is full (nothing was created).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Created {
     Created(Box<Snapshot>),
     AlreadyRunning(JobId),
+    QueueFull,
+}
+
+/// One run of a job: which attempt it is (counted against `max_attempts`) and its fencing
+/// token (`claim`, raised by every claim, so a run that lost the job can never write again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RunId {
+    pub id: JobId,
+    pub claim: u64,
+}
+
+/// A job a worker claimed from the ready queue: it reads `running` with this worker's
+/// lease from now on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claim {
+    pub job: NewJob,
+    pub created_at: u64,
+    pub run: RunId,
+    pub attempt: u32,
 }
 
 /// How a job ended, as the runner hands it to the store.
@@ -105,18 +137,19 @@ pub enum Created {
 pub enum Outcome {
     /// Done, with the job's report.
     Done(Value),
-    /// Failed, with the error's class name only (`SourceUnreachable`, `Panic`).
-    Failed(String),
-    /// Stopped on request before its work was done.
-    Cancelled,
+    /// Failed, with the error's class name (`SourceUnreachable`, `Panic`) and the partial
+    /// report of what the job did before it failed, if it kept one (shown as `result`).
+    Failed(String, Option<Value>),
+    /// Stopped on request before its work was done, with the report of what it saved.
+    Cancelled(Value),
 }
 
 impl Outcome {
     pub fn status(&self) -> Status {
         match self {
             Outcome::Done(_) => Status::Done,
-            Outcome::Failed(_) => Status::Failed,
-            Outcome::Cancelled => Status::Cancelled,
+            Outcome::Failed(..) => Status::Failed,
+            Outcome::Cancelled(_) => Status::Cancelled,
         }
     }
 
@@ -124,8 +157,8 @@ impl Outcome {
     pub fn step(&self) -> String {
         match self {
             Outcome::Done(_) => "finished".to_owned(),
-            Outcome::Failed(class) => format!("failed: {class}"),
-            Outcome::Cancelled => "cancelled on request".to_owned(),
+            Outcome::Failed(class, _) => format!("failed: {class}"),
+            Outcome::Cancelled(_) => "cancelled on request".to_owned(),
         }
     }
 }
@@ -133,36 +166,95 @@ impl Outcome {
 /// What the runner knows of a live job, for writing its lost record back.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Live {
-    /// `Queued` or `Running`.
-    pub status: Status,
     pub percent: u8,
     pub step: String,
+    pub attempt: u32,
 }
 
-/// The answer to a write on an existing job (tick, heartbeat, finish).
+/// The answer to a progress write of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Write {
-    /// The write took effect.
+pub enum Tick {
     Applied,
-    /// Nothing to do: the job is already finished (or, for a tick, unknown).
-    Ignored,
     /// The job's record is not in the store (expired, or the store lost its data).
     Missing,
-    /// A newer job of the same tenant and kind took the lock over: this one may not write.
+    /// This run no longer holds the job (it ended, was recovered, taken over or re-claimed).
     Fenced,
-    /// The heartbeat took effect, and the job has been asked to stop.
+}
+
+/// The answer to a finish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    Applied,
+    /// The job had already ended: nothing changed.
+    AlreadyEnded,
+    /// This run no longer holds the job: its end is not recorded.
+    Fenced,
+}
+
+/// What one process's heartbeat learned about one of its runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// The lease is renewed.
+    Held,
+    /// The lease is renewed, and the job has been asked to stop.
     CancelRequested,
+    /// The record is gone (the store came back empty): write it back with `restore`.
+    Missing,
+    /// This run no longer holds the job: it must stop at its next safe point.
+    Fenced,
+}
+
+/// The answer to a restore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restore {
+    Restored,
+    /// The record exists: nothing changed.
+    Present,
+    /// A newer job holds the lock: this run may not write.
+    Fenced,
+}
+
+/// The answer to a release at shutdown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// The job is back at the head of the queue; its attempt will not be counted again.
+    Requeued,
+    /// This run no longer holds the job: nothing changed.
+    Fenced,
+}
+
+/// What the recovery sweep did with one job whose lease had expired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovered {
+    /// Back in the queue for its next attempt.
+    Requeued(JobId),
+    /// Out of attempts: ended `failed` with class `Lost`, lock released.
+    Lost(JobId),
 }
 
 /// The answer to a cancel request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cancel {
-    /// The job is asked to stop; its runner sees it at its next heartbeat.
+    /// The running job is asked to stop (its process is told at once), or the queued job
+    /// ended `cancelled` at once without running.
     Requested,
     /// The job has already ended (or was taken over): there is nothing to stop.
     NotActive,
     /// No such job.
     Missing,
+}
+
+/// What a store tells every process of the same namespace (Redis pub/sub, or a channel).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The ready queue got work while it was empty: idle dispatchers should claim.
+    Wake,
+    /// A running job was asked to stop: the process that runs it trips its token.
+    Cancel(JobId),
+    /// A job ended (wherever it ran): `wait=true` requests learn of it.
+    Ended(JobId),
+    /// Messages may have been missed (reconnect, lag): re-check everything.
+    Resync,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -173,55 +265,71 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// How many queued jobs `queued_by_kind` looks at: the whole queue under the default
+/// `MAX_QUEUED_JOBS`, and a bounded read (about a millisecond of Redis) when the cap is lifted.
+pub const QUEUE_SAMPLE: usize = 10_000;
+
 /// A job store: Redis for production, memory for the embedded mode. Every operation that
 /// changes more than one key is one atomic step.
 pub trait JobStore: Send + Sync + 'static {
-    /// Creates the job and takes its tenant+kind lock, or names the active holder. A holder
-    /// that is finished, missing or stale is taken over and fenced off.
+    /// Creates the job as `queued` at the tail of the shared ready queue and takes its
+    /// tenant+kind lock; or names the active holder; or refuses when the queue holds
+    /// `max_queued` jobs. A holder that is finished, missing or stale is taken over.
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>>;
 
-    /// Records progress: moves a queued job to running, raises percent (never lowers it),
-    /// sets the step and refreshes the heartbeat. A finished job is left as it is.
+    /// Takes the job at the head of the ready queue for `worker`: it reads `running` with a
+    /// lease, `attempt` and a new fencing token. Jobs of kinds not in `kinds` are passed over
+    /// (moved to the tail for a worker that runs them); `None` when nothing is left to claim.
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>>;
+
+    /// Records a run's progress: percent never goes down; other runs are refused.
     fn tick<'a>(
         &'a self,
-        id: &'a JobId,
+        run: &'a RunId,
         percent: u8,
         step: &'a str,
-    ) -> BoxFuture<'a, Result<Write, StoreError>>;
+    ) -> BoxFuture<'a, Result<Tick, StoreError>>;
 
-    /// Refreshes the heartbeat and renews the job's and its lock's TTL.
-    fn heartbeat<'a>(
-        &'a self,
-        id: &'a JobId,
-        tenant: &'a TenantId,
-        kind: &'a Kind,
-    ) -> BoxFuture<'a, Result<Write, StoreError>>;
+    /// One process's heartbeat: renews the lease of every run it names, in one step, and
+    /// answers per run (same order) whether it still holds its job or was asked to stop.
+    fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>>;
 
-    /// Ends the job and releases its lock if the lock still holds this job. If the record
-    /// is missing (the store came back empty) it is written back whole, unless a newer job
-    /// holds the lock. Repeating a finish answers `Ignored`. `percent` is the job's last
-    /// reported progress (a failed job keeps it; a done job reads 100), so the last tick
-    /// need not be written separately.
+    /// Ends the run's job and releases its lock if the lock still holds it. A missing record
+    /// (the store came back empty) is written back whole, unless a newer job holds the lock.
+    /// `percent` is the run's last reported progress.
     fn finish<'a>(
         &'a self,
         job: &'a NewJob,
+        run: &'a RunId,
         created_at: u64,
         outcome: &'a Outcome,
         percent: u8,
-    ) -> BoxFuture<'a, Result<Write, StoreError>>;
+    ) -> BoxFuture<'a, Result<Finish, StoreError>>;
 
-    /// Writes back the record of a job that is alive but whose record the store lost (it
-    /// came back empty), with its last known progress, and retakes its lock — unless a newer
-    /// job holds it (`Fenced`). A record that exists is left alone (`Ignored`).
+    /// Writes back the record of a running job whose record the store lost, with its last
+    /// known progress, lease and lock — unless a newer job holds the lock.
     fn restore<'a>(
         &'a self,
         job: &'a NewJob,
+        run: &'a RunId,
         created_at: u64,
         live: &'a Live,
-    ) -> BoxFuture<'a, Result<Write, StoreError>>;
+    ) -> BoxFuture<'a, Result<Restore, StoreError>>;
 
-    /// Asks an active job to stop: it reads `cancelling` at once, and its runner learns of it
-    /// from its next heartbeat (`Write::CancelRequested`). Asking again changes nothing.
+    /// Puts a running job back at the head of the queue (shutdown): its attempt is not
+    /// counted against `max_attempts`, and this run is fenced off.
+    fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>>;
+
+    /// Sweeps runs whose lease expired: re-queued with the next attempt, or ended
+    /// `failed`/`Lost` after the last one (with `max_attempts` 1 they are left to read `lost`).
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>>;
+
+    /// Asks an active job to stop: a running one reads `cancelling` and its process is told
+    /// at once; a queued one ends `cancelled` at once. Asking again changes nothing.
     fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>>;
 
     /// The job as a reader sees it, `lost` derived on the store's clock.
@@ -234,9 +342,13 @@ pub trait JobStore: Send + Sync + 'static {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>>;
 
-    /// Removes a tenant's jobs and the locks they hold; answers how many jobs went.
-    fn clear_tenant<'a>(&'a self, tenant: &'a TenantId)
-        -> BoxFuture<'a, Result<usize, StoreError>>;
+    /// The events of this namespace, from every process. A subscriber gets `Resync` once
+    /// its subscription is live (events published before that may be missed).
+    fn subscribe(&self) -> broadcast::Receiver<Event>;
+
+    /// How many jobs of each kind wait in the shared ready queue (the first `QUEUE_SAMPLE`
+    /// of them), for the queued gauge at a scrape: one read, never on a hot path.
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>>;
 
     /// Whether the store answers at all.
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;
@@ -248,6 +360,13 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// Whether state outlives this process (false for the embedded store).
     fn is_durable(&self) -> bool;
+
+    /// Whether the store keeps its data across its own restart: `Some(false)` for a Redis
+    /// with neither AOF nor RDB save points, `None` when it cannot tell (CONFIG disabled).
+    fn persists(&self) -> BoxFuture<'_, Result<Option<bool>, StoreError>> {
+        let durable = self.is_durable();
+        Box::pin(async move { Ok(Some(durable)) })
+    }
 
     fn settings(&self) -> &StoreSettings;
 }

@@ -143,7 +143,7 @@ async fn sync_reports_each_source_and_fails_only_when_none_could_be_read(b: Back
     let server = feed_server(vec![]).await;
     let mut config = test_config();
     config.feeds_dir = dir.clone();
-    config.sync_allowed_hosts = vec!["127.0.0.1".into()];
+    config.sync_allowed_hosts = vec![format!("127.0.0.1:{}", server.port())];
     let app = spawn_catalog_app(b, config).await;
     let t = tenant();
     let broken = format!("http://127.0.0.1:{}/missing.jsonl", server.port());
@@ -180,7 +180,8 @@ async fn sync_reports_each_source_and_fails_only_when_none_could_be_read(b: Back
         (Some(1), Some(1))
     );
     assert_eq!(sources[2]["status"], "failed");
-    assert_eq!(sources[2]["error"], "SourceUnreachable");
+    assert_eq!(sources[2]["error"], "SourceNotFound");
+    assert_eq!(sources[2]["http_status"], 404);
     assert_eq!(report["totals"]["created"], 3);
     assert_eq!(report["sources_failed"], 1);
     let p = product(&app, t.as_str(), "a3").await;
@@ -198,7 +199,8 @@ async fn sync_reports_each_source_and_fails_only_when_none_could_be_read(b: Back
     )
     .await;
     assert_eq!(status, 502);
-    assert_eq!(body["job"]["error"], "SourceUnreachable");
+    assert_eq!(body["job"]["error"], "SourceNotFound");
+    assert_eq!(body["job"]["result"]["sources"][0]["http_status"], 404);
 }
 
 async fn sources_outside_the_allowed_places_are_refused_before_a_job_exists(b: Backend) {
@@ -206,9 +208,11 @@ async fn sources_outside_the_allowed_places_are_refused_before_a_job_exists(b: B
     std::fs::write(dir.join("ok.jsonl"), "").unwrap();
     std::os::unix::fs::symlink("/etc/hostname", dir.join("escape.jsonl")).unwrap();
     std::os::unix::fs::symlink("/etc", dir.join("etc")).unwrap();
+    // Outside, and nothing there: the same answer as outside with a file there.
+    std::os::unix::fs::symlink("/etc/no-such-feed", dir.join("nothing.jsonl")).unwrap();
     let mut config = test_config();
     config.feeds_dir = dir;
-    config.sync_allowed_hosts = vec!["feeds.example.com".into()];
+    config.sync_allowed_hosts = vec!["feeds.example.com".into(), "mirror.example.com:8443".into()];
     let app = spawn_catalog_app(b, config).await;
     let t = tenant();
     for (source, code) in [
@@ -217,6 +221,25 @@ async fn sources_outside_the_allowed_places_are_refused_before_a_job_exists(b: B
         ("sub/../../x.jsonl", "source_not_allowed"),
         ("escape.jsonl", "source_not_allowed"),
         ("etc/hostname", "source_not_allowed"),
+        ("etc/no-such-feed", "source_not_allowed"),
+        ("nothing.jsonl", "source_not_allowed"),
+        // An allowed host on another port (the Redis port, the service's own API) is refused.
+        (
+            "http://feeds.example.com:6379/feed.jsonl",
+            "source_not_allowed",
+        ),
+        (
+            "https://feeds.example.com:8001/feed.jsonl",
+            "source_not_allowed",
+        ),
+        (
+            "https://mirror.example.com/feed.jsonl",
+            "source_not_allowed",
+        ),
+        (
+            "http://mirror.example.com:8444/feed.jsonl",
+            "source_not_allowed",
+        ),
         ("http://evil.example.org/feed.jsonl", "source_not_allowed"),
         (
             "https://feeds.example.com.evil.org/feed.jsonl",
@@ -293,7 +316,7 @@ async fn an_http_feed_on_an_allowed_host_is_streamed_in(b: Backend) {
     ])
     .await;
     let mut config = test_config();
-    config.sync_allowed_hosts = vec!["127.0.0.1".into()];
+    config.sync_allowed_hosts = vec![format!("127.0.0.1:{}", server.port())];
     let app = spawn_catalog_app(b, config).await;
     let t = tenant();
     let jsonl = format!("http://127.0.0.1:{}/feeds/today.jsonl", server.port());
@@ -594,17 +617,10 @@ type Job = fn(&Catalog, &catalog_jobs::jobs::TenantId, Option<&(dyn Fn(u8, &str)
 fn jobs() -> Vec<(&'static str, Job)> {
     vec![
         ("sync", |c, t, p| {
-            sync::run(
-                c,
-                t,
-                &json!({"sources": ["demo.jsonl", "sample.csv"]}),
-                &never(),
-                p,
-            )
-            .unwrap()
+            sync::run(c, t, &sources(&["demo.jsonl", "sample.csv"]), &never(), p).unwrap()
         }),
         ("enrich", |c, t, p| {
-            enrich::run(c, t, &json!({"force": false}), &never(), p).unwrap()
+            enrich::run(c, t, &no_force(), &never(), p).unwrap()
         }),
         ("pair", |c, t, p| pair::run(c, t, &never(), p).unwrap()),
     ]
@@ -619,8 +635,8 @@ fn every_kind_keeps_the_progress_contract_and_reports_the_same_without_a_callbac
         let (with_cb, t1) = catalog_with(&products, None);
         let (without_cb, t2) = catalog_with(&products, None);
         if name == "pair" {
-            enrich::run(&with_cb, &t1, &json!({}), &never(), None).unwrap();
-            enrich::run(&without_cb, &t2, &json!({}), &never(), None).unwrap();
+            enrich::run(&with_cb, &t1, &no_force(), &never(), None).unwrap();
+            enrich::run(&without_cb, &t2, &no_force(), &never(), None).unwrap();
         }
         let a = job(&with_cb, &t1, Some(&record));
         let b = job(&without_cb, &t2, None);
@@ -688,7 +704,7 @@ fn a_source_that_fails_mid_way_keeps_what_it_read_and_reports_its_class() {
     let report = sync::run(
         &catalog,
         &t,
-        &json!({"sources": ["big.jsonl", "small.jsonl"]}),
+        &sources(&["big.jsonl", "small.jsonl"]),
         &never(),
         None,
     )
@@ -721,7 +737,7 @@ fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
         catalog_jobs::jobs::registry::ErrorClass::class(&e)
     };
     assert_eq!(
-        enrich::run(&catalog, &t, &json!({}), &stopped, None).map_err(class),
+        enrich::run(&catalog, &t, &no_force(), &stopped, None).map_err(class),
         Err("Cancelled")
     );
     assert!(
@@ -737,7 +753,7 @@ fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
         before,
         "the old table is left whole"
     );
-    let sync_params = json!({"sources": ["demo.jsonl"]});
+    let sync_params = sources(&["demo.jsonl"]);
     assert_eq!(
         sync::run(&catalog, &t, &sync_params, &stopped, None).map_err(class),
         Err("Cancelled")
@@ -748,7 +764,7 @@ fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
 fn pairing_finds_the_planted_families_and_never_crosses_a_top_level_category() {
     let products = demo::generate(4000, 21);
     let (catalog, t) = catalog_with(&products, None);
-    enrich::run(&catalog, &t, &json!({}), &never(), None).unwrap();
+    enrich::run(&catalog, &t, &no_force(), &never(), None).unwrap();
     let report = pair::run(&catalog, &t, &never(), None).unwrap();
     assert_eq!(report["products"], 4000);
     let by_key: HashMap<&str, &Product> = products
@@ -828,7 +844,7 @@ fn an_empty_catalogue_enriches_and_pairs_to_nothing_and_clears_an_old_neighbour_
     let products = demo::generate(40, 4);
     let (catalog, t) = catalog_with(&products, None);
     let (empty, other) = catalog_with(&[], None);
-    let enriched = enrich::run(&empty, &other, &json!({}), &never(), None).unwrap();
+    let enriched = enrich::run(&empty, &other, &no_force(), &never(), None).unwrap();
     assert_eq!(
         enriched,
         json!({"products": 0, "extracted": 0, "unextractable": 0, "skipped": 0, "batches": 0})
@@ -852,4 +868,14 @@ fn an_empty_catalogue_enriches_and_pairs_to_nothing_and_clears_an_old_neighbour_
         .unwrap();
     pair::run(&emptied, &t, &never(), None).unwrap();
     assert_eq!(emptied.store.neighbours(&t, &key).unwrap(), None);
+}
+
+fn no_force() -> enrich::EnrichParams {
+    enrich::EnrichParams { force: false }
+}
+
+fn sources(names: &[&str]) -> sync::SyncParams {
+    sync::SyncParams {
+        sources: names.iter().map(|n| (*n).to_owned()).collect(),
+    }
 }

@@ -1,56 +1,80 @@
 //! The store contract, run against both stores: the embedded `MemoryStore` and `RedisStore`
-//! on a real redis-server.
+//! on a real redis-server. Covers the shared queue (order, cap, cancel while queued), claims
+//! as leases (attempt, worker), fencing by claim, one renewal for many runs, recovery of
+//! expired leases, release at shutdown, and bounded job records.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use catalog_jobs::jobs::store::{Cancel, Created, JobStore, Live, Outcome, StoreSettings, Write};
+use catalog_jobs::jobs::store::{
+    Cancel, Created, Finish, JobStore, Live, Outcome, Recovered, Release, Renewal, Restore, RunId,
+    StoreSettings, Tick,
+};
 use catalog_jobs::jobs::{JobId, Status};
 use serde_json::json;
 
 use crate::both_stores;
-use crate::helpers::{create, finish, new_job, settings, store, tenant, Backend};
+use crate::helpers::{
+    create, finish, new_job, settings, start, store, tenant, test_kinds, Backend,
+};
 
 fn fresh(backend: Backend) -> Arc<dyn JobStore> {
     store(backend, settings())
 }
 
-/// A store in which every active job is already stale (threshold 0).
-fn stale_at_once(backend: Backend) -> Arc<dyn JobStore> {
+/// A store whose leases expire after `ms` (the stale threshold).
+fn leases_of(backend: Backend, ms: u64, max_attempts: u32) -> Arc<dyn JobStore> {
     store(
         backend,
         StoreSettings {
-            stale_after: Duration::ZERO,
+            stale_after: Duration::from_millis(ms),
+            max_attempts,
             ..settings()
         },
     )
 }
 
+/// A store in which every running job is already stale (threshold 0).
+fn stale_at_once(backend: Backend) -> Arc<dyn JobStore> {
+    leases_of(backend, 0, 1)
+}
+
+/// Lets the store's clock move past a lease of `ms`: the only way to expire it.
+async fn outlive(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms + 150)).await;
+}
+
 both_stores!(
     a_new_job_is_queued_at_zero_with_its_kind,
-    a_tick_moves_it_to_running_with_percent_and_step,
+    a_claim_makes_it_running_with_attempt_and_worker,
+    jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing,
+    a_worker_claims_only_kinds_it_runs_and_passes_others_on,
+    beyond_the_queue_cap_a_create_is_refused_and_leaves_nothing,
+    a_tick_records_percent_and_step,
     finish_with_a_report_is_done_at_100_with_the_result_intact,
     a_failure_carries_the_class_only,
     a_second_job_of_the_same_kind_is_refused_with_the_first_id,
     a_different_kind_runs_concurrently,
     finish_releases_the_lock,
-    a_silent_job_reads_lost,
+    a_silent_running_job_reads_lost_and_a_queued_one_never_does,
     a_finished_job_is_never_lost,
     an_unknown_id_is_none,
     recent_lists_newest_first_within_the_limit,
     a_tick_on_an_unknown_job_does_not_fail,
     a_lost_job_does_not_block_a_new_create_and_is_fenced_off,
     an_old_jobs_finish_does_not_release_a_newer_jobs_lock,
-    a_tick_never_lowers_percent_and_is_ignored_after_finish,
+    a_tick_never_lowers_percent_and_is_fenced_after_finish,
     fifty_concurrent_creates_of_one_tenant_and_kind_have_exactly_one_winner,
     a_repeated_finish_changes_nothing,
-    a_finish_whose_record_vanished_writes_it_back_whole,
-    a_vanished_record_is_not_written_back_over_a_newer_lock,
-    a_heartbeat_keeps_a_job_alive_and_ignores_finished_ones,
-    a_live_job_whose_record_vanished_is_restored_with_its_progress_and_lock,
+    one_renewal_keeps_many_runs_alive_and_answers_each,
+    an_expired_lease_is_requeued_with_the_next_attempt_and_the_old_run_is_fenced,
+    after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free,
+    with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over,
+    a_released_run_goes_back_to_the_head_without_counting_an_attempt,
     a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_its_lock,
+    a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed,
     a_cancelling_job_that_goes_silent_reads_lost,
-    clearing_a_tenant_removes_its_jobs_and_locks,
+    trimmed_jobs_that_ended_are_deleted_with_their_listing_entry,
 );
 
 async fn a_new_job_is_queued_at_zero_with_its_kind(b: Backend) {
@@ -61,41 +85,136 @@ async fn a_new_job_is_queued_at_zero_with_its_kind(b: Backend) {
     let got = s.get(&job.id).await.unwrap().expect("the job exists");
     assert_eq!(got, created);
     assert_eq!(got.status, Status::Queued);
-    assert_eq!(got.percent, 0);
+    assert_eq!((got.percent, got.attempt, got.max_attempts), (0, 0, 3));
     assert_eq!(got.kind.as_str(), "sync");
     assert_eq!(
         got.params,
         json!({"sources": ["a.jsonl"]}),
         "the record holds what is needed to run it again"
     );
-    assert_eq!(got.started_at, None);
-    assert_eq!(got.finished_at, None);
+    assert_eq!(
+        (got.started_at, got.finished_at, got.worker),
+        (None, None, None)
+    );
 }
 
-async fn a_tick_moves_it_to_running_with_percent_and_step(b: Backend) {
+async fn a_claim_makes_it_running_with_attempt_and_worker(b: Backend) {
+    let s = fresh(b);
+    let mut job = new_job(&tenant(), "enrich");
+    job.params = json!({"batch": 5});
+    create(&*s, &job).await;
+    let claim = s
+        .claim("host-a/42", &test_kinds())
+        .await
+        .unwrap()
+        .expect("queued");
+    assert_eq!(claim.job.id, job.id);
+    assert_eq!(
+        claim.job.params, job.params,
+        "the claim carries what runs it"
+    );
+    assert_eq!(claim.attempt, 1);
+    let got = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(got.status, Status::Running);
+    assert_eq!((got.attempt, got.worker.as_deref()), (1, Some("host-a/42")));
+    assert!(got.started_at.is_some());
+    assert_eq!(
+        s.claim("host-b/7", &test_kinds()).await.unwrap(),
+        None,
+        "a job is claimed once"
+    );
+}
+
+async fn jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing(b: Backend) {
+    let s = fresh(b);
+    assert_eq!(s.claim("w/1", &test_kinds()).await.unwrap(), None);
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let job = new_job(&tenant(), "sync");
+        create(&*s, &job).await;
+        ids.push(job.id);
+    }
+    let mut claimed = Vec::new();
+    while let Some(c) = s.claim("w/1", &test_kinds()).await.unwrap() {
+        claimed.push(c.job.id);
+    }
+    assert_eq!(claimed, ids);
+}
+
+async fn a_worker_claims_only_kinds_it_runs_and_passes_others_on(b: Backend) {
+    // Replicas of two versions during a deploy: the old one does not know `k1`.
+    let s = fresh(b);
+    let new_kind = new_job(&tenant(), "k1");
+    create(&*s, &new_kind).await;
+    let behind = new_job(&tenant(), "sync");
+    create(&*s, &behind).await;
+    let old_kinds = [catalog_jobs::jobs::Kind::parse("sync").unwrap()];
+    let next = s.claim("old/1", &old_kinds).await.unwrap().expect("queued");
+    assert_eq!(
+        next.job.id, behind.id,
+        "the old worker takes what it can run"
+    );
+    assert_eq!(
+        s.claim("old/1", &old_kinds).await.unwrap(),
+        None,
+        "and claims nothing once it has seen the whole queue"
+    );
+    let got = s.get(&new_kind.id).await.unwrap().unwrap();
+    assert_eq!(got.status, Status::Queued, "left for a worker that runs it");
+    let claimed = s
+        .claim("new/2", &test_kinds())
+        .await
+        .unwrap()
+        .expect("queued");
+    assert_eq!(claimed.job.id, new_kind.id);
+}
+
+async fn beyond_the_queue_cap_a_create_is_refused_and_leaves_nothing(b: Backend) {
+    let s = store(
+        b,
+        StoreSettings {
+            max_queued: 2,
+            ..settings()
+        },
+    );
+    let t = tenant();
+    create(&*s, &new_job(&t, "k1")).await;
+    create(&*s, &new_job(&t, "k2")).await;
+    let refused = new_job(&t, "k3");
+    assert_eq!(s.create(refused.clone()).await.unwrap(), Created::QueueFull);
+    assert_eq!(s.get(&refused.id).await.unwrap(), None);
+    assert_eq!(s.recent(&t, 10).await.unwrap().len(), 2);
+    // A claim makes room; the lock of the refused kind was never taken.
+    s.claim("w/1", &test_kinds())
+        .await
+        .unwrap()
+        .expect("queued");
+    create(&*s, &new_job(&t, "k3")).await;
+}
+
+async fn a_tick_records_percent_and_step(b: Backend) {
     let s = fresh(b);
     let job = new_job(&tenant(), "enrich");
-    create(&*s, &job).await;
+    let (_, run) = start(&*s, &job).await;
     assert_eq!(
-        s.tick(&job.id, 45, "batch 5 of 11").await.unwrap(),
-        Write::Applied
+        s.tick(&run, 45, "batch 5 of 11").await.unwrap(),
+        Tick::Applied
     );
     let got = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(got.status, Status::Running);
     assert_eq!(got.percent, 45);
     assert_eq!(got.step, "batch 5 of 11");
-    assert!(got.started_at.is_some());
 }
 
 async fn finish_with_a_report_is_done_at_100_with_the_result_intact(b: Backend) {
     let s = fresh(b);
     let job = new_job(&tenant(), "pair");
-    let created = create(&*s, &job).await;
-    s.tick(&job.id, 30, "scoring").await.unwrap();
+    let (created, run) = start(&*s, &job).await;
+    s.tick(&run, 30, "scoring").await.unwrap();
     let report = json!({"products": 3, "paired": 2, "pairs": [1, 2.5, "x"], "nested": {"ü": null}});
     assert_eq!(
-        finish(&*s, &job, &created, Outcome::Done(report.clone())).await,
-        Write::Applied
+        finish(&*s, &job, &run, &created, Outcome::Done(report.clone())).await,
+        Finish::Applied
     );
     let got = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(got.status, Status::Done);
@@ -108,13 +227,14 @@ async fn finish_with_a_report_is_done_at_100_with_the_result_intact(b: Backend) 
 async fn a_failure_carries_the_class_only(b: Backend) {
     let s = fresh(b);
     let job = new_job(&tenant(), "sync");
-    let created = create(&*s, &job).await;
-    s.tick(&job.id, 20, "syncing a (1 of 2)").await.unwrap();
+    let (created, run) = start(&*s, &job).await;
+    s.tick(&run, 20, "syncing a (1 of 2)").await.unwrap();
     finish(
         &*s,
         &job,
+        &run,
         &created,
-        Outcome::Failed("SourceUnreachable".into()),
+        Outcome::Failed("SourceUnreachable".into(), None),
     )
     .await;
     let got = s.get(&job.id).await.unwrap().unwrap();
@@ -125,10 +245,9 @@ async fn a_failure_carries_the_class_only(b: Backend) {
 
     // The last reported percent comes with the finish, so the last tick needs no write of its own.
     let job = new_job(&tenant(), "sync");
-    let created = create(&*s, &job).await;
-    s.tick(&job.id, 20, "syncing a (1 of 2)").await.unwrap();
-    let failed = Outcome::Failed("Panic".into());
-    s.finish(&job, created.created_at, &failed, 35)
+    let (created, run) = start(&*s, &job).await;
+    let failed = Outcome::Failed("Panic".into(), None);
+    s.finish(&job, &run, created.created_at, &failed, 35)
         .await
         .unwrap();
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 35);
@@ -164,35 +283,42 @@ async fn finish_releases_the_lock(b: Backend) {
     let s = fresh(b);
     let t = tenant();
     let first = new_job(&t, "sync");
-    let created = create(&*s, &first).await;
-    finish(&*s, &first, &created, Outcome::Done(json!({}))).await;
+    let (created, run) = start(&*s, &first).await;
+    finish(&*s, &first, &run, &created, Outcome::Done(json!({}))).await;
     create(&*s, &new_job(&t, "sync")).await;
 }
 
-async fn a_silent_job_reads_lost(b: Backend) {
+async fn a_silent_running_job_reads_lost_and_a_queued_one_never_does(b: Backend) {
     let s = stale_at_once(b);
+    let waiting = new_job(&tenant(), "sync");
     let job = new_job(&tenant(), "sync");
-    create(&*s, &job).await;
+    let (_, run) = start(&*s, &job).await;
+    create(&*s, &waiting).await;
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().status, Status::Lost);
-    s.tick(&job.id, 10, "working").await.unwrap();
+    s.tick(&run, 10, "working").await.unwrap();
     let got = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(
         got.status,
         Status::Lost,
-        "lost is derived on read, from the heartbeat"
+        "lost is derived on read, from the lease"
     );
     assert_eq!(got.percent, 10);
+    assert_eq!(
+        s.get(&waiting.id).await.unwrap().unwrap().status,
+        Status::Queued,
+        "a queued job costs nothing and is never lost"
+    );
 }
 
 async fn a_finished_job_is_never_lost(b: Backend) {
     let s = stale_at_once(b);
     for outcome in [
         Outcome::Done(json!({"ok": 1})),
-        Outcome::Failed("Panic".into()),
+        Outcome::Failed("Panic".into(), None),
     ] {
         let job = new_job(&tenant(), "sync");
-        let created = create(&*s, &job).await;
-        finish(&*s, &job, &created, outcome.clone()).await;
+        let (created, run) = start(&*s, &job).await;
+        finish(&*s, &job, &run, &created, outcome.clone()).await;
         assert_eq!(
             s.get(&job.id).await.unwrap().unwrap().status,
             outcome.status()
@@ -237,10 +363,13 @@ async fn recent_lists_newest_first_within_the_limit(b: Backend) {
 
 async fn a_tick_on_an_unknown_job_does_not_fail(b: Backend) {
     let s = fresh(b);
-    let id = JobId::new();
-    assert_eq!(s.tick(&id, 50, "x").await.unwrap(), Write::Missing);
+    let run = RunId {
+        id: JobId::new(),
+        claim: 1,
+    };
+    assert_eq!(s.tick(&run, 50, "x").await.unwrap(), Tick::Missing);
     assert_eq!(
-        s.get(&id).await.unwrap(),
+        s.get(&run.id).await.unwrap(),
         None,
         "a tick never creates a job"
     );
@@ -250,49 +379,46 @@ async fn a_lost_job_does_not_block_a_new_create_and_is_fenced_off(b: Backend) {
     let s = stale_at_once(b);
     let t = tenant();
     let old = new_job(&t, "sync");
-    let old_created = create(&*s, &old).await;
-    s.tick(&old.id, 40, "halfway").await.unwrap();
+    let (old_created, old_run) = start(&*s, &old).await;
+    s.tick(&old_run, 40, "halfway").await.unwrap();
     let new = new_job(&t, "sync");
     create(&*s, &new).await;
     // The old process comes back: none of its writes land.
     assert_eq!(
-        s.tick(&old.id, 90, "back from the dead").await.unwrap(),
-        Write::Fenced
+        s.tick(&old_run, 90, "back from the dead").await.unwrap(),
+        Tick::Fenced
     );
+    assert_eq!(s.renew(&[old_run]).await.unwrap(), vec![Renewal::Fenced]);
     assert_eq!(
-        s.heartbeat(&old.id, &old.tenant, &old.kind).await.unwrap(),
-        Write::Fenced
-    );
-    assert_eq!(
-        finish(&*s, &old, &old_created, Outcome::Done(json!({}))).await,
-        Write::Fenced
+        finish(&*s, &old, &old_run, &old_created, Outcome::Done(json!({}))).await,
+        Finish::Fenced
     );
     let old_now = s.get(&old.id).await.unwrap().unwrap();
     assert_eq!((old_now.status, old_now.percent), (Status::Lost, 40));
-    // The new job still holds the lock: it is not yet stale… in a store with a real threshold.
-    let new_now = s.get(&new.id).await.unwrap().unwrap();
-    assert_eq!(new_now.percent, 0);
+    assert_eq!(
+        s.get(&new.id).await.unwrap().unwrap().status,
+        Status::Queued
+    );
 }
 
 async fn an_old_jobs_finish_does_not_release_a_newer_jobs_lock(b: Backend) {
-    let s = store(
-        b,
-        StoreSettings {
-            stale_after: Duration::from_millis(1000),
-            ..settings()
-        },
-    );
+    let s = leases_of(b, 1000, 1);
     let t = tenant();
     let old = new_job(&t, "sync");
-    let old_created = create(&*s, &old).await;
-    // Staleness is judged on the store's clock: the only way to make the old job stale is to
-    // let that clock move past the threshold.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (old_created, old_run) = start(&*s, &old).await;
+    outlive(1000).await;
     let new = new_job(&t, "sync");
     create(&*s, &new).await; // takes over the stale holder
     assert_eq!(
-        finish(&*s, &old, &old_created, Outcome::Failed("Panic".into())).await,
-        Write::Fenced
+        finish(
+            &*s,
+            &old,
+            &old_run,
+            &old_created,
+            Outcome::Failed("Panic".into(), None)
+        )
+        .await,
+        Finish::Fenced
     );
     assert_eq!(
         s.create(new_job(&t, "sync")).await.unwrap(),
@@ -301,23 +427,27 @@ async fn an_old_jobs_finish_does_not_release_a_newer_jobs_lock(b: Backend) {
     );
 }
 
-async fn a_tick_never_lowers_percent_and_is_ignored_after_finish(b: Backend) {
+async fn a_tick_never_lowers_percent_and_is_fenced_after_finish(b: Backend) {
     let s = fresh(b);
     let job = new_job(&tenant(), "enrich");
-    let created = create(&*s, &job).await;
-    s.tick(&job.id, 60, "batch 6 of 10").await.unwrap();
-    s.tick(&job.id, 30, "batch 3 of 10, reported late")
+    let (created, run) = start(&*s, &job).await;
+    s.tick(&run, 60, "batch 6 of 10").await.unwrap();
+    s.tick(&run, 30, "batch 3 of 10, reported late")
         .await
         .unwrap();
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 60);
-    s.tick(&job.id, 200, "over the top").await.unwrap();
+    s.tick(&run, 200, "over the top").await.unwrap();
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 100);
-    finish(&*s, &job, &created, Outcome::Failed("Panic".into())).await;
+    finish(
+        &*s,
+        &job,
+        &run,
+        &created,
+        Outcome::Failed("Panic".into(), None),
+    )
+    .await;
     let before = s.get(&job.id).await.unwrap().unwrap();
-    assert_eq!(
-        s.tick(&job.id, 100, "too late").await.unwrap(),
-        Write::Ignored
-    );
+    assert_eq!(s.tick(&run, 100, "too late").await.unwrap(), Tick::Fenced);
     assert_eq!(s.get(&job.id).await.unwrap().unwrap(), before);
 }
 
@@ -336,6 +466,7 @@ async fn fifty_concurrent_creates_of_one_tenant_and_kind_have_exactly_one_winner
         match task.await.unwrap() {
             (id, Created::Created(_)) => winners.push(id),
             (_, Created::AlreadyRunning(holder)) => named.push(holder),
+            (_, Created::QueueFull) => panic!("the queue is far from full"),
         }
     }
     assert_eq!(winners.len(), 1, "exactly one create wins");
@@ -354,12 +485,26 @@ async fn fifty_concurrent_creates_of_one_tenant_and_kind_have_exactly_one_winner
 async fn a_repeated_finish_changes_nothing(b: Backend) {
     let s = fresh(b);
     let job = new_job(&tenant(), "pair");
-    let created = create(&*s, &job).await;
-    finish(&*s, &job, &created, Outcome::Done(json!({"pairs": 1}))).await;
+    let (created, run) = start(&*s, &job).await;
+    finish(
+        &*s,
+        &job,
+        &run,
+        &created,
+        Outcome::Done(json!({"pairs": 1})),
+    )
+    .await;
     let first = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(
-        finish(&*s, &job, &created, Outcome::Failed("Panic".into())).await,
-        Write::Ignored
+        finish(
+            &*s,
+            &job,
+            &run,
+            &created,
+            Outcome::Failed("Panic".into(), None)
+        )
+        .await,
+        Finish::AlreadyEnded
     );
     assert_eq!(
         s.get(&job.id).await.unwrap().unwrap(),
@@ -368,147 +513,173 @@ async fn a_repeated_finish_changes_nothing(b: Backend) {
     );
 }
 
-async fn a_finish_whose_record_vanished_writes_it_back_whole(b: Backend) {
-    // Stands for a Redis that came back empty: the job was created, then its keys were lost.
-    let s = fresh(b);
-    let t = tenant();
-    let mut job = new_job(&t, "sync");
-    job.params = json!({"sources": ["x.jsonl"]});
-    let created = create(&*s, &job).await;
-    assert_eq!(s.clear_tenant(&t).await.unwrap(), 1);
-    assert_eq!(s.get(&job.id).await.unwrap(), None);
-    let report = json!({"totals": {"read": 5}});
-    assert_eq!(
-        finish(&*s, &job, &created, Outcome::Done(report.clone())).await,
-        Write::Applied
-    );
-    let got = s.get(&job.id).await.unwrap().expect("written back");
-    assert_eq!((got.status, got.percent), (Status::Done, 100));
-    assert_eq!(got.result, report);
-    assert_eq!(got.params, job.params);
-    assert_eq!(got.created_at, created.created_at);
-    assert_eq!(s.recent(&t, 5).await.unwrap().len(), 1, "listed again");
-    create(&*s, &new_job(&t, "sync")).await; // and it holds no lock
-}
-
-async fn a_vanished_record_is_not_written_back_over_a_newer_lock(b: Backend) {
-    let s = fresh(b);
-    let t = tenant();
-    let old = new_job(&t, "sync");
-    let old_created = create(&*s, &old).await;
-    s.clear_tenant(&t).await.unwrap();
-    let new = new_job(&t, "sync");
-    create(&*s, &new).await;
-    assert_eq!(
-        finish(&*s, &old, &old_created, Outcome::Done(json!({}))).await,
-        Write::Fenced
-    );
-    assert_eq!(
-        s.get(&old.id).await.unwrap(),
-        None,
-        "fencing wins over writing back"
-    );
-    assert_eq!(
-        s.create(new_job(&t, "sync")).await.unwrap(),
-        Created::AlreadyRunning(new.id)
-    );
-}
-
-async fn a_heartbeat_keeps_a_job_alive_and_ignores_finished_ones(b: Backend) {
-    let s = store(
-        b,
-        StoreSettings {
-            stale_after: Duration::from_millis(1000),
-            ..settings()
-        },
-    );
-    let job = new_job(&tenant(), "sync");
-    let created = create(&*s, &job).await;
-    for _ in 0..4 {
+async fn one_renewal_keeps_many_runs_alive_and_answers_each(b: Backend) {
+    let s = leases_of(b, 1000, 3);
+    let mut runs = Vec::new();
+    let mut jobs = Vec::new();
+    for _ in 0..3 {
+        let job = new_job(&tenant(), "sync");
+        let (created, run) = start(&*s, &job).await;
+        runs.push(run);
+        jobs.push((job, created));
+    }
+    for _ in 0..5 {
         // The only way to let the store's clock move on is to wait for it.
         tokio::time::sleep(Duration::from_millis(250)).await;
-        assert_eq!(
-            s.heartbeat(&job.id, &job.tenant, &job.kind).await.unwrap(),
-            Write::Applied
+        assert_eq!(s.renew(&runs).await.unwrap(), vec![Renewal::Held; 3]);
+        assert!(
+            s.recover().await.unwrap().is_empty(),
+            "renewed leases are not recovered"
         );
     }
+    assert_eq!(
+        s.get(&runs[0].id).await.unwrap().unwrap().status,
+        Status::Running
+    );
+    // One asked to stop, one ended, one unknown: each gets its own answer.
+    s.cancel(&runs[0].id).await.unwrap();
+    let (job, created) = &jobs[1];
+    finish(&*s, job, &runs[1], created, Outcome::Done(json!({}))).await;
+    let unknown = RunId {
+        id: JobId::new(),
+        claim: 1,
+    };
+    assert_eq!(
+        s.renew(&[runs[0], runs[1], runs[2], unknown])
+            .await
+            .unwrap(),
+        vec![
+            Renewal::CancelRequested,
+            Renewal::Fenced,
+            Renewal::Held,
+            Renewal::Missing
+        ]
+    );
+}
+
+async fn an_expired_lease_is_requeued_with_the_next_attempt_and_the_old_run_is_fenced(b: Backend) {
+    let s = leases_of(b, 300, 3);
+    let job = new_job(&tenant(), "sync");
+    let (created, old_run) = start(&*s, &job).await;
+    s.tick(&old_run, 30, "a third").await.unwrap();
+    assert!(
+        s.recover().await.unwrap().is_empty(),
+        "a live lease is left alone"
+    );
+    outlive(300).await;
+    assert_eq!(
+        s.recover().await.unwrap(),
+        vec![Recovered::Requeued(job.id)]
+    );
+    let requeued = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(requeued.status, Status::Queued);
+    assert!(requeued.recovered_at.is_some());
+    let again = s
+        .claim("host-b/2", &test_kinds())
+        .await
+        .unwrap()
+        .expect("back in the queue");
+    assert_eq!((again.job.id, again.attempt), (job.id, 2));
+    // The paused first run comes back: every write is refused.
+    assert_eq!(s.tick(&old_run, 90, "late").await.unwrap(), Tick::Fenced);
+    assert_eq!(s.renew(&[old_run]).await.unwrap(), vec![Renewal::Fenced]);
+    assert_eq!(
+        finish(
+            &*s,
+            &job,
+            &old_run,
+            &created,
+            Outcome::Done(json!({"old": true}))
+        )
+        .await,
+        Finish::Fenced
+    );
+    assert_eq!(
+        finish(
+            &*s,
+            &job,
+            &again.run,
+            &created,
+            Outcome::Done(json!({"new": true}))
+        )
+        .await,
+        Finish::Applied
+    );
+    let done = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!((done.status, done.attempt), (Status::Done, 2));
+    assert_eq!(done.result, json!({"new": true}));
+    assert_eq!(done.worker.as_deref(), Some("host-b/2"));
+}
+
+async fn after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free(b: Backend) {
+    let s = leases_of(b, 200, 2);
+    let t = tenant();
+    let job = new_job(&t, "sync");
+    start(&*s, &job).await;
+    outlive(200).await;
+    assert_eq!(
+        s.recover().await.unwrap(),
+        vec![Recovered::Requeued(job.id)]
+    );
+    let second = s
+        .claim("w/2", &test_kinds())
+        .await
+        .unwrap()
+        .expect("requeued");
+    assert_eq!(second.attempt, 2);
+    outlive(200).await;
+    assert_eq!(s.recover().await.unwrap(), vec![Recovered::Lost(job.id)]);
+    let got = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.status, got.error.as_deref()),
+        (Status::Failed, Some("Lost"))
+    );
+    assert_eq!(
+        s.claim("w/3", &test_kinds()).await.unwrap(),
+        None,
+        "not in the queue"
+    );
+    create(&*s, &new_job(&t, "sync")).await; // its lock is free
+}
+
+async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b: Backend) {
+    let s = leases_of(b, 200, 1);
+    let t = tenant();
+    let job = new_job(&t, "sync");
+    let (_, run) = start(&*s, &job).await;
+    outlive(200).await;
+    assert!(s.recover().await.unwrap().is_empty());
+    assert_eq!(s.get(&job.id).await.unwrap().unwrap().status, Status::Lost);
+    create(&*s, &new_job(&t, "sync")).await;
+    assert_eq!(s.tick(&run, 50, "late").await.unwrap(), Tick::Fenced);
+}
+
+async fn a_released_run_goes_back_to_the_head_without_counting_an_attempt(b: Backend) {
+    let s = fresh(b);
+    let job = new_job(&tenant(), "sync");
+    let (created, run) = start(&*s, &job).await;
+    let behind = new_job(&tenant(), "sync");
+    create(&*s, &behind).await;
+    assert_eq!(s.release(&run).await.unwrap(), Release::Requeued);
     assert_eq!(
         s.get(&job.id).await.unwrap().unwrap().status,
         Status::Queued
     );
-    // Without heartbeats it goes lost.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(s.get(&job.id).await.unwrap().unwrap().status, Status::Lost);
-    s.heartbeat(&job.id, &job.tenant, &job.kind).await.unwrap();
+    assert_eq!(s.release(&run).await.unwrap(), Release::Fenced, "once only");
+    let again = s
+        .claim("w/2", &test_kinds())
+        .await
+        .unwrap()
+        .expect("requeued");
     assert_eq!(
-        s.get(&job.id).await.unwrap().unwrap().status,
-        Status::Queued,
-        "a job that was only slow is back"
-    );
-    finish(&*s, &job, &created, Outcome::Done(json!({}))).await;
-    assert_eq!(
-        s.heartbeat(&job.id, &job.tenant, &job.kind).await.unwrap(),
-        Write::Ignored
+        (again.job.id, again.attempt),
+        (job.id, 1),
+        "first in line, same attempt"
     );
     assert_eq!(
-        s.heartbeat(&JobId::new(), &job.tenant, &job.kind)
-            .await
-            .unwrap(),
-        Write::Missing
-    );
-}
-
-async fn a_live_job_whose_record_vanished_is_restored_with_its_progress_and_lock(b: Backend) {
-    let s = fresh(b);
-    let t = tenant();
-    let mut job = new_job(&t, "sync");
-    job.params = json!({"sources": ["a.jsonl"]});
-    let created = create(&*s, &job).await;
-    let live = Live {
-        status: Status::Running,
-        percent: 40,
-        step: "syncing a.jsonl (1 of 1)".into(),
-    };
-    assert_eq!(
-        s.restore(&job, created.created_at, &live).await.unwrap(),
-        Write::Ignored,
-        "a record that exists is left alone"
-    );
-    s.clear_tenant(&t).await.unwrap(); // the store lost everything
-    assert_eq!(
-        s.heartbeat(&job.id, &job.tenant, &job.kind).await.unwrap(),
-        Write::Missing
-    );
-    assert_eq!(
-        s.restore(&job, created.created_at, &live).await.unwrap(),
-        Write::Applied
-    );
-    let got = s.get(&job.id).await.unwrap().unwrap();
-    assert_eq!(
-        (got.status, got.percent, got.step.as_str()),
-        (Status::Running, 40, "syncing a.jsonl (1 of 1)")
-    );
-    assert_eq!(
-        (got.params.clone(), got.created_at),
-        (job.params.clone(), created.created_at)
-    );
-    assert_eq!(
-        s.create(new_job(&t, "sync")).await.unwrap(),
-        Created::AlreadyRunning(job.id),
-        "its lock is back"
-    );
-    assert_eq!(s.recent(&t, 5).await.unwrap().len(), 1, "listed again");
-    // A newer job that took the lock meanwhile wins.
-    let other = new_job(&t, "enrich");
-    let other_created = create(&*s, &other).await;
-    s.clear_tenant(&t).await.unwrap();
-    let newer = new_job(&t, "enrich");
-    create(&*s, &newer).await;
-    assert_eq!(
-        s.restore(&other, other_created.created_at, &live)
-            .await
-            .unwrap(),
-        Write::Fenced
+        finish(&*s, &job, &run, &created, Outcome::Done(json!({}))).await,
+        Finish::Fenced,
+        "the given-back run may not write"
     );
 }
 
@@ -518,9 +689,27 @@ async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_
     let s = fresh(b);
     let t = tenant();
     let job = new_job(&t, "enrich");
-    let created = create(&*s, &job).await;
-    s.tick(&job.id, 30, "batch 3 of 10").await.unwrap();
+    let (created, run) = start(&*s, &job).await;
+    let mut events = s.subscribe();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while events.recv().await.unwrap() != catalog_jobs::jobs::store::Event::Resync {}
+    })
+    .await
+    .expect("the subscription goes live");
+    s.tick(&run, 30, "batch 3 of 10").await.unwrap();
     assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::Requested);
+    let told = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match events.recv().await {
+                Ok(catalog_jobs::jobs::store::Event::Cancel(id)) => return id,
+                Ok(_) => continue,
+                Err(e) => panic!("events: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("the cancel is announced to every process");
+    assert_eq!(told, job.id);
     let asked = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(asked.status, Status::Cancelling);
     let first_ask = asked.cancel_requested_at.expect("the request is recorded");
@@ -534,39 +723,69 @@ async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_
         Some(first_ask)
     );
     assert_eq!(
-        s.heartbeat(&job.id, &job.tenant, &job.kind).await.unwrap(),
-        Write::CancelRequested,
-        "the runner learns of it"
+        s.renew(&[run]).await.unwrap(),
+        vec![Renewal::CancelRequested]
     );
     assert_eq!(
-        s.tick(&job.id, 40, "batch 4 of 10").await.unwrap(),
-        Write::Applied,
-        "a cancelling job still reports"
+        s.tick(&run, 40, "batch 4 of 10").await.unwrap(),
+        Tick::Applied
     );
     assert_eq!(
         s.create(new_job(&t, "enrich")).await.unwrap(),
         Created::AlreadyRunning(job.id),
         "it holds its lock until it stops"
     );
-    s.finish(&job, created.created_at, &Outcome::Cancelled, 40)
-        .await
-        .unwrap();
+    let partial = json!({"enriched": 4});
+    s.finish(
+        &job,
+        &run,
+        created.created_at,
+        &Outcome::Cancelled(partial.clone()),
+        40,
+    )
+    .await
+    .unwrap();
     let ended = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(
         (ended.status, ended.percent, ended.error.clone()),
         (Status::Cancelled, 40, None)
     );
-    assert_eq!(ended.result, serde_json::Value::Null);
+    assert_eq!(
+        ended.result, partial,
+        "a cancelled job keeps what it had saved"
+    );
     assert!(ended.finished_at.is_some());
     assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::NotActive);
     assert_eq!(s.cancel(&JobId::new()).await.unwrap(), Cancel::Missing);
     create(&*s, &new_job(&t, "enrich")).await; // the lock is free
 }
 
+async fn a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed(b: Backend) {
+    let s = fresh(b);
+    let t = tenant();
+    let job = new_job(&t, "sync");
+    create(&*s, &job).await;
+    let behind = new_job(&tenant(), "sync");
+    create(&*s, &behind).await;
+    assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::Requested);
+    let got = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(got.status, Status::Cancelled);
+    assert!(got.finished_at.is_some());
+    assert_eq!(
+        s.claim("w/1", &test_kinds())
+            .await
+            .unwrap()
+            .map(|c| c.job.id),
+        Some(behind.id)
+    );
+    assert_eq!(s.claim("w/1", &test_kinds()).await.unwrap(), None);
+    create(&*s, &new_job(&t, "sync")).await; // the lock is free
+}
+
 async fn a_cancelling_job_that_goes_silent_reads_lost(b: Backend) {
     let s = stale_at_once(b);
     let job = new_job(&tenant(), "sync");
-    create(&*s, &job).await;
+    start(&*s, &job).await;
     assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::Requested);
     assert_eq!(
         s.get(&job.id).await.unwrap().unwrap().status,
@@ -575,50 +794,97 @@ async fn a_cancelling_job_that_goes_silent_reads_lost(b: Backend) {
     );
 }
 
-async fn clearing_a_tenant_removes_its_jobs_and_locks(b: Backend) {
-    let s = fresh(b);
-    let t = tenant();
-    let other = tenant();
-    create(&*s, &new_job(&t, "sync")).await;
-    create(&*s, &new_job(&t, "enrich")).await;
-    let kept = new_job(&other, "sync");
-    create(&*s, &kept).await;
-    assert_eq!(s.clear_tenant(&t).await.unwrap(), 2);
-    assert!(s.recent(&t, 10).await.unwrap().is_empty());
-    create(&*s, &new_job(&t, "sync")).await;
-    assert!(
-        s.get(&kept.id).await.unwrap().is_some(),
-        "other tenants are untouched"
+async fn trimmed_jobs_that_ended_are_deleted_with_their_listing_entry(b: Backend) {
+    let s = store(
+        b,
+        StoreSettings {
+            list_cap: 3,
+            ..settings()
+        },
     );
+    let t = tenant();
+    let mut ended = Vec::new();
+    for _ in 0..3 {
+        let job = new_job(&t, "sync");
+        let (created, run) = start(&*s, &job).await;
+        finish(&*s, &job, &run, &created, Outcome::Done(json!({}))).await;
+        ended.push(job.id);
+    }
+    let active = new_job(&t, "enrich");
+    create(&*s, &active).await;
+    assert_eq!(
+        s.get(&ended[0]).await.unwrap(),
+        None,
+        "the oldest ended job went with its entry"
+    );
+    assert!(s.get(&ended[1]).await.unwrap().is_some());
+    // An active job that is trimmed keeps its record until it ends.
+    for kind in ["k1", "k2", "k3"] {
+        create(&*s, &new_job(&t, kind)).await;
+    }
+    assert!(
+        s.get(&active.id).await.unwrap().is_some(),
+        "active jobs are never deleted"
+    );
+    assert_eq!(s.recent(&t, 10).await.unwrap().len(), 3);
 }
 
 mod redis_only {
     use super::*;
     use crate::helpers::shared_redis_url;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn every_key_carries_a_ttl() {
-        let settings = settings();
-        let prefix = settings.prefix.clone();
-        let s = store(Backend::Redis, settings);
-        let t = tenant();
-        let job = new_job(&t, "sync");
-        let created = create(&*s, &job).await;
-        s.tick(&job.id, 10, "x").await.unwrap();
-        s.heartbeat(&job.id, &job.tenant, &job.kind).await.unwrap();
-        create(&*s, &new_job(&t, "enrich")).await;
-        let mut conn = redis::Client::open(shared_redis_url())
+    async fn redis() -> redis::aio::MultiplexedConnection {
+        redis::Client::open(shared_redis_url())
             .unwrap()
             .get_multiplexed_async_connection()
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Stands for a Redis that came back empty: every key of the namespace is gone.
+    async fn lose_everything(prefix: &str) {
+        let mut conn = redis().await;
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg(format!("{prefix}:*"))
             .query_async(&mut conn)
             .await
             .unwrap();
-        assert_eq!(keys.len(), 5, "two hashes, two locks, one list: {keys:?}");
-        for key in &keys {
+        if !keys.is_empty() {
+            let _: () = redis::cmd("DEL")
+                .arg(keys)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_job_key_carries_a_ttl() {
+        let settings = settings();
+        let prefix = settings.prefix.clone();
+        let s = store(Backend::Redis, settings);
+        let t = tenant();
+        let job = new_job(&t, "sync");
+        let (created, run) = start(&*s, &job).await;
+        s.tick(&run, 10, "x").await.unwrap();
+        s.renew(&[run]).await.unwrap();
+        create(&*s, &new_job(&t, "enrich")).await;
+        let mut conn = redis().await;
+        let mut keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}:*"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        keys.sort();
+        // The queue and the lease index belong to the namespace, not to a job: they hold only
+        // active jobs' ids and empty themselves as jobs are claimed and end.
+        let shared = [format!("{prefix}:leases"), format!("{prefix}:queue")];
+        assert_eq!(
+            keys.len(),
+            7,
+            "two hashes, two locks, one list, queue, leases: {keys:?}"
+        );
+        for key in keys.iter().filter(|k| !shared.contains(k)) {
             let ttl: i64 = redis::cmd("TTL")
                 .arg(key)
                 .query_async(&mut conn)
@@ -626,19 +892,138 @@ mod redis_only {
                 .unwrap();
             assert!(ttl > 0 && ttl <= 86_400, "{key} has TTL {ttl}");
         }
-        finish(&*s, &job, &created, Outcome::Done(json!({}))).await;
+        finish(&*s, &job, &run, &created, Outcome::Done(json!({}))).await;
         let lock: Option<String> = redis::cmd("GET")
             .arg(format!("{prefix}:lock:{t}:sync"))
             .query_async(&mut conn)
             .await
             .unwrap();
         assert_eq!(lock, None, "finish released the lock in the same step");
+        let leased: i64 = redis::cmd("ZCARD")
+            .arg(format!("{prefix}:leases"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(leased, 0, "finish dropped the lease in the same step");
         let ttl: i64 = redis::cmd("TTL")
             .arg(format!("{prefix}:{}", job.id))
             .query_async(&mut conn)
             .await
             .unwrap();
         assert!(ttl > 0, "a finished job keeps its TTL");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_finish_whose_record_vanished_writes_it_back_whole() {
+        let settings = settings();
+        let prefix = settings.prefix.clone();
+        let s = store(Backend::Redis, settings);
+        let t = tenant();
+        let mut job = new_job(&t, "sync");
+        job.params = json!({"sources": ["x.jsonl"]});
+        let (created, run) = start(&*s, &job).await;
+        lose_everything(&prefix).await;
+        assert_eq!(s.get(&job.id).await.unwrap(), None);
+        let report = json!({"totals": {"read": 5}});
+        assert_eq!(
+            finish(&*s, &job, &run, &created, Outcome::Done(report.clone())).await,
+            Finish::Applied
+        );
+        let got = s.get(&job.id).await.unwrap().expect("written back");
+        assert_eq!((got.status, got.percent), (Status::Done, 100));
+        assert_eq!(got.result, report);
+        assert_eq!(got.params, job.params);
+        assert_eq!(got.created_at, created.created_at);
+        assert_eq!(s.recent(&t, 5).await.unwrap().len(), 1, "listed again");
+        create(&*s, &new_job(&t, "sync")).await; // and it holds no lock
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_vanished_record_is_not_written_back_over_a_newer_lock() {
+        let settings = settings();
+        let prefix = settings.prefix.clone();
+        let s = store(Backend::Redis, settings);
+        let t = tenant();
+        let old = new_job(&t, "sync");
+        let (old_created, old_run) = start(&*s, &old).await;
+        lose_everything(&prefix).await;
+        let new = new_job(&t, "sync");
+        create(&*s, &new).await;
+        assert_eq!(
+            finish(&*s, &old, &old_run, &old_created, Outcome::Done(json!({}))).await,
+            Finish::Fenced
+        );
+        assert_eq!(
+            s.get(&old.id).await.unwrap(),
+            None,
+            "fencing wins over writing back"
+        );
+        let live = Live {
+            percent: 40,
+            step: "x".into(),
+            attempt: 1,
+        };
+        assert_eq!(
+            s.restore(&old, &old_run, old_created.created_at, &live)
+                .await
+                .unwrap(),
+            Restore::Fenced
+        );
+        assert_eq!(
+            s.create(new_job(&t, "sync")).await.unwrap(),
+            Created::AlreadyRunning(new.id)
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_live_job_whose_record_vanished_is_restored_with_its_progress_lease_and_lock() {
+        let settings = settings();
+        let prefix = settings.prefix.clone();
+        let s = store(Backend::Redis, settings);
+        let t = tenant();
+        let mut job = new_job(&t, "sync");
+        job.params = json!({"sources": ["a.jsonl"]});
+        let (created, run) = start(&*s, &job).await;
+        let live = Live {
+            percent: 40,
+            step: "syncing a.jsonl (1 of 1)".into(),
+            attempt: 1,
+        };
+        assert_eq!(
+            s.restore(&job, &run, created.created_at, &live)
+                .await
+                .unwrap(),
+            Restore::Present,
+            "a record that exists is left alone"
+        );
+        lose_everything(&prefix).await;
+        assert_eq!(s.renew(&[run]).await.unwrap(), vec![Renewal::Missing]);
+        assert_eq!(
+            s.restore(&job, &run, created.created_at, &live)
+                .await
+                .unwrap(),
+            Restore::Restored
+        );
+        let got = s.get(&job.id).await.unwrap().unwrap();
+        assert_eq!(
+            (got.status, got.percent, got.step.as_str(), got.attempt),
+            (Status::Running, 40, "syncing a.jsonl (1 of 1)", 1)
+        );
+        assert_eq!(
+            (got.params.clone(), got.created_at),
+            (job.params.clone(), created.created_at)
+        );
+        assert_eq!(
+            s.renew(&[run]).await.unwrap(),
+            vec![Renewal::Held],
+            "the run holds it again"
+        );
+        assert_eq!(
+            s.create(new_job(&t, "sync")).await.unwrap(),
+            Created::AlreadyRunning(job.id),
+            "its lock is back"
+        );
+        assert_eq!(s.recent(&t, 5).await.unwrap().len(), 1, "listed again");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -650,8 +1035,8 @@ mod redis_only {
         let prefix = settings.prefix.clone();
         let s = store(Backend::Redis, settings);
         let job = new_job(&tenant(), "sync");
-        let created = create(&*s, &job).await;
-        finish(&*s, &job, &created, Outcome::Done(json!({"n": 1}))).await;
+        let (created, run) = start(&*s, &job).await;
+        finish(&*s, &job, &run, &created, Outcome::Done(json!({"n": 1}))).await;
         let running = new_job(&tenant(), "sync");
         create(&*s, &running).await;
         assert!(s.get(&job.id).await.unwrap().is_some());

@@ -14,15 +14,15 @@ use tokio::sync::Semaphore;
 use crate::helpers::{free_port, tenant, RedisServer};
 
 /// A `catalog-jobs` process, killed (by pid) when dropped. Its log goes to a file.
-struct Service {
+pub(crate) struct Service {
     child: Option<Child>,
     port: u16,
     log: std::path::PathBuf,
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
 }
 
 impl Service {
-    async fn start(redis_url: &str, env: &[(&str, String)]) -> Service {
+    pub(crate) async fn start(redis_url: &str, env: &[(&str, String)]) -> Service {
         let port = free_port();
         let log =
             std::env::temp_dir().join(format!("catalog-jobs-{}-{port}.log", std::process::id()));
@@ -60,15 +60,26 @@ impl Service {
         svc
     }
 
-    fn url(&self, path: &str) -> String {
+    /// A service that may sync from `feeds` (its allow-list names their host and port).
+    pub(crate) async fn with_feeds(
+        feeds: &HeldFeeds,
+        redis_url: &str,
+        env: &[(&str, String)],
+    ) -> Service {
+        let mut env = env.to_vec();
+        env.push(("SYNC_ALLOWED_HOSTS", format!("127.0.0.1:{}", feeds.port)));
+        Service::start(redis_url, &env).await
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
     }
 
-    fn signal(&self, sig: &str) {
+    pub(crate) fn signal(&self, sig: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{sig}"))
             .arg(self.pid().to_string())
@@ -79,7 +90,7 @@ impl Service {
     }
 
     /// Waits (10 s at most) for the process to exit, answering its exit code.
-    fn wait_exit(&mut self) -> Option<i32> {
+    pub(crate) fn wait_exit(&mut self) -> Option<i32> {
         let mut child = self.child.take().expect("running");
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
@@ -94,16 +105,16 @@ impl Service {
         }
     }
 
-    fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         self.signal("KILL");
         let _ = self.wait_exit();
     }
 
-    async fn readyz(&self) -> reqwest::Response {
+    pub(crate) async fn readyz(&self) -> reqwest::Response {
         self.client.get(self.url("/readyz")).send().await.unwrap()
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         let mut s = String::new();
         std::fs::File::open(&self.log)
             .unwrap()
@@ -112,7 +123,7 @@ impl Service {
         s
     }
 
-    async fn sync(&self, tenant: &str, sources: &[String]) -> reqwest::Response {
+    pub(crate) async fn sync(&self, tenant: &str, sources: &[String]) -> reqwest::Response {
         let mut form: Vec<(&str, &str)> = vec![("tenant_id", tenant)];
         form.extend(sources.iter().map(|s| ("source", s.as_str())));
         self.client
@@ -123,7 +134,7 @@ impl Service {
             .unwrap()
     }
 
-    async fn job(&self, id: &str) -> reqwest::Response {
+    pub(crate) async fn job(&self, id: &str) -> reqwest::Response {
         self.client
             .get(self.url(&format!("/catalog/jobs/{id}")))
             .send()
@@ -132,7 +143,7 @@ impl Service {
     }
 
     /// Polls until the job satisfies `done` (20 s at most), answering its last snapshot.
-    async fn poll(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn poll(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let r = self.job(id).await;
@@ -169,13 +180,13 @@ impl Drop for Service {
 
 /// Feeds that are held until the test releases them: a sync of one is a long job whose
 /// end the test decides.
-struct HeldFeeds {
+pub(crate) struct HeldFeeds {
     port: u16,
     gates: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
 }
 
 impl HeldFeeds {
-    async fn start() -> HeldFeeds {
+    pub(crate) async fn start() -> HeldFeeds {
         use axum::routing::get;
         let gates: Arc<Mutex<HashMap<String, Arc<Semaphore>>>> = Arc::default();
         let shared = gates.clone();
@@ -192,17 +203,38 @@ impl HeldFeeds {
                 }
             }),
         );
+        // A feed that sends one row, then a byte every 200 ms for ever (a line that never ends).
+        let router = router.route(
+            "/trickle/{name}",
+            get(|| async {
+                let chunks = futures_util::stream::unfold(0u64, |n| async move {
+                    let chunk = if n == 0 {
+                        "{\"product_key\":\"trickled-0\",\"name\":\"Trickled Product\"}\n"
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        " "
+                    };
+                    Some((Ok::<_, std::io::Error>(chunk), n + 1))
+                });
+                axum::body::Body::from_stream(chunks)
+            }),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(async move { axum::serve(listener, router).await });
         HeldFeeds { port, gates }
     }
 
-    fn url(&self, name: &str) -> String {
+    pub(crate) fn url(&self, name: &str) -> String {
         format!("http://127.0.0.1:{}/held/{name}.jsonl", self.port)
     }
 
-    fn release(&self, name: &str) {
+    /// A feed that never ends: one row, then a byte every 200 ms.
+    pub(crate) fn trickle_url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/trickle/{name}.jsonl", self.port)
+    }
+
+    pub(crate) fn release(&self, name: &str) {
         let name = format!("{name}.jsonl");
         self.gates
             .lock()
@@ -213,7 +245,7 @@ impl HeldFeeds {
     }
 }
 
-async fn started_id(r: reqwest::Response) -> String {
+pub(crate) async fn started_id(r: reqwest::Response) -> String {
     assert_eq!(r.status(), 202, "the job was accepted");
     r.json::<Value>().await.unwrap()["job_id"]
         .as_str()
@@ -221,14 +253,14 @@ async fn started_id(r: reqwest::Response) -> String {
         .to_owned()
 }
 
-fn running(job: &Value) -> bool {
+pub(crate) fn running(job: &Value) -> bool {
     job["status"] == "running"
 }
 
 async fn outage(keep_data: bool) {
     let mut redis = RedisServer::start(true);
-    let svc = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let name = format!("outage-{keep_data}-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -267,10 +299,11 @@ async fn outage(keep_data: bool) {
 
     redis.restart(keep_data);
     let done = svc.poll(&id, "done", |j| j["status"] == "done").await;
-    assert_eq!(
-        done["result"]["totals"]["created"], 40,
-        "the full report landed: {done}"
-    );
+    // The outage outlasted the stale threshold, so the run may have been recovered and
+    // run again (attempt 2): sync is safe to run twice, and either way every row is in.
+    let totals = &done["result"]["totals"];
+    let rows = totals["created"].as_u64().unwrap() + totals["unchanged"].as_u64().unwrap();
+    assert_eq!(rows, 40, "the full report landed: {done}");
     assert_eq!(done["percent"], 100);
     let ready = svc.readyz().await;
     assert_eq!(ready.status(), 200, "reconnected by itself");
@@ -297,8 +330,8 @@ async fn a_job_survives_a_redis_that_comes_back_empty_and_its_record_is_written_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_job_whose_record_redis_lost_is_written_back_while_it_runs() {
     let mut redis = RedisServer::start(false);
-    let svc = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let name = format!("wiped-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -320,8 +353,13 @@ async fn a_live_job_whose_record_redis_lost_is_written_back_while_it_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_that_never_returns_leaves_the_process_up_and_the_outcome_logged() {
     let mut redis = RedisServer::start(false);
-    let svc = Service::start(&redis.url(), &[("FINISH_RETRY_SECONDS", "1".into())]).await;
     let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(
+        &feeds,
+        &redis.url(),
+        &[("FINISH_RETRY_SECONDS", "1".into())],
+    )
+    .await;
     let t = tenant();
     let name = format!("gone-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -407,10 +445,14 @@ async fn a_redis_reached_over_its_unix_socket_serves_jobs_and_the_catalogue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_next() {
     let redis = RedisServer::start(false);
-    // A longer threshold here, so the restart below surely happens before the job is stale.
-    let stale = [("STALE_AFTER_SECONDS", "4".to_owned())];
-    let mut svc = Service::start(&redis.url(), &stale).await;
+    // A longer threshold here, so the restart below surely happens before the job is stale;
+    // one attempt, so a lost run is not re-run (MAX_ATTEMPTS=1 keeps this behaviour).
+    let stale = [
+        ("STALE_AFTER_SECONDS", "4".to_owned()),
+        ("MAX_ATTEMPTS", "1".to_owned()),
+    ];
     let feeds = HeldFeeds::start().await;
+    let mut svc = Service::with_feeds(&feeds, &redis.url(), &stale).await;
     let t = tenant();
     let id = started_id(
         svc.sync(t.as_str(), &[feeds.url(&format!("crash-{t}"))])
@@ -433,10 +475,15 @@ async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_ne
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_lets_short_jobs_finish_interrupts_long_ones_and_exits_zero() {
+async fn sigterm_lets_short_jobs_finish_gives_long_ones_back_and_exits_zero() {
     let redis = RedisServer::start(false);
-    let mut svc = Service::start(&redis.url(), &[("SHUTDOWN_GRACE_SECONDS", "2".into())]).await;
     let feeds = HeldFeeds::start().await;
+    let mut svc = Service::with_feeds(
+        &feeds,
+        &redis.url(),
+        &[("SHUTDOWN_GRACE_SECONDS", "2".into())],
+    )
+    .await;
     let (short_t, long_t) = (tenant(), tenant());
     let short = started_id(svc.sync(short_t.as_str(), &[feeds.url("short")]).await).await;
     let long = started_id(svc.sync(long_t.as_str(), &[feeds.url("long")]).await).await;
@@ -464,26 +511,40 @@ async fn sigterm_lets_short_jobs_finish_interrupts_long_ones_and_exits_zero() {
     let done = svc.poll(&short, "done", |j| j["status"] == "done").await;
     assert_eq!(done["result"]["totals"]["created"], 40);
     assert_eq!(svc.wait_exit(), Some(0), "exit status 0");
-    // Read what it left behind through a fresh process on the same Redis.
-    let after = Service::start(&redis.url(), &[]).await;
-    let long_job: Value = after.job(&long).await.json().await.unwrap();
-    assert_eq!(
-        (long_job["status"].as_str(), long_job["error"].as_str()),
-        (Some("failed"), Some("Interrupted"))
+    // The long job went back to the queue: a fresh process (a deploy's new version) runs it.
+    let after = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let requeued: Value = after.job(&long).await.json().await.unwrap();
+    assert!(
+        matches!(requeued["status"].as_str(), Some("queued" | "running")),
+        "given back, not failed: {requeued}"
     );
-    let r = after.sync(long_t.as_str(), &["demo.jsonl".into()]).await;
-    assert_eq!(r.status(), 202, "the interrupted job's lock was released");
+    feeds.release("long");
+    let long_job = after.poll(&long, "done", |j| j["status"] == "done").await;
+    assert_eq!(
+        long_job["attempt"], 1,
+        "the given-back run is not counted: {long_job}"
+    );
+    assert_eq!(long_job["result"]["totals"]["read"], 40);
+    assert!(
+        long_job["worker"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/{}", after.pid())),
+        "it ran on the new process: {long_job}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_process_that_comes_back_is_fenced_off() {
+async fn with_one_attempt_a_paused_process_that_comes_back_is_fenced_off() {
     let redis = RedisServer::start(false);
-    let a = Service::start(&redis.url(), &[]).await;
-    let b = Service::start(&redis.url(), &[]).await;
+    let one = [("MAX_ATTEMPTS", "1".to_owned())];
     let feeds = HeldFeeds::start().await;
+    let a = Service::with_feeds(&feeds, &redis.url(), &one).await;
     let t = tenant();
     let old = started_id(a.sync(t.as_str(), &[feeds.url("paused")]).await).await;
     a.poll(&old, "running", running).await;
+    // Started once A runs the job: B cannot have claimed it.
+    let b = Service::with_feeds(&feeds, &redis.url(), &one).await;
     a.signal("STOP"); // partitioned / paused: no heartbeats
     b.poll(&old, "lost", |j| j["status"] == "lost").await;
     let new = started_id(b.sync(t.as_str(), &[feeds.url("fresh")]).await).await;
@@ -518,9 +579,9 @@ async fn a_paused_process_that_comes_back_is_fenced_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_behave_as_one_service() {
     let redis = RedisServer::start(false);
-    let a = Service::start(&redis.url(), &[]).await;
-    let b = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let a = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let b = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let source = feeds.url("burst");
     let mut tasks = Vec::new();
@@ -602,7 +663,9 @@ async fn two_replicas_behave_as_one_service() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_behind() {
     let redis = RedisServer::start(false);
-    let svc = Service::start(
+    let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(
+        &feeds,
         &redis.url(),
         &[
             ("MAX_CONCURRENT_JOBS", "1".into()),
@@ -610,7 +673,6 @@ async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_
         ],
     )
     .await;
-    let feeds = HeldFeeds::start().await;
     let tenants: Vec<_> = (0..4).map(|_| tenant()).collect();
     let first = started_id(svc.sync(tenants[0].as_str(), &[feeds.url("bp")]).await).await;
     svc.poll(&first, "running", running).await;
@@ -619,7 +681,7 @@ async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_
         let body: Value = r.json().await.unwrap();
         assert_eq!(
             (body["status"].as_str(), body["step"].as_str()),
-            (Some("queued"), Some("waiting for a free worker"))
+            (Some("queued"), Some("queued"))
         );
     }
     let r = svc.sync(tenants[3].as_str(), &[feeds.url("bp")]).await;
@@ -675,5 +737,221 @@ async fn an_evicting_redis_is_warned_about_at_start_up_and_in_readiness() {
     );
     eviction_policy(&mut conn, "noeviction").await;
     let ready: Value = svc.readyz().await.json().await.unwrap();
-    assert_eq!(ready["warnings"], serde_json::json!([]));
+    // Only the open-mode warning (no API tokens) remains.
+    assert_eq!(
+        ready["warnings"],
+        serde_json::json!([catalog_jobs::api::OPEN_WARNING])
+    );
+}
+
+/// A status line of `/proc/<pid>/status` in MiB (`VmHWM`: the peak resident set).
+fn proc_status_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"));
+    kib / 1024.0
+}
+
+/// The peak RSS the service may reach importing 30 MB: its baseline plus a few batches and
+/// the runtime's buffers. Before imports streamed, the same body cost 538 MB.
+const IMPORT_RSS_CEILING_MIB: f64 = 150.0;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn importing_a_30_mb_body_keeps_the_service_under_150_mb_and_healthz_answering() {
+    let redis = RedisServer::start(false);
+    let svc = Service::start(&redis.url(), &[]).await;
+    let t = tenant();
+    let filler = "Sturdy everyday product with a long description. ".repeat(4);
+    let mut body = String::with_capacity(31 << 20);
+    let mut rows = 0u64;
+    while body.len() < 30 << 20 {
+        body.push_str(&format!(
+            "{{\"product_key\":\"m{rows}\",\"name\":\"Memory Mug {rows} Navy 350 ml\",\"brand\":\"Acme\",\"description\":\"{filler}\",\"price_cents\":{rows},\"taxonomy_path\":[\"Home\",\"Mugs\"]}}\n"
+        ));
+        rows += 1;
+    }
+    let size_mib = body.len() as f64 / (1 << 20) as f64;
+    let before = proc_status_mib(svc.pid(), "VmHWM");
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(300))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let import = tokio::spawn(
+        client
+            .post(svc.url(&format!("/catalog/products?tenant_id={t}")))
+            .header("content-type", "application/x-ndjson")
+            .body(body)
+            .send(),
+    );
+    // /healthz answers while the import runs: each probe waits on nothing but the runtime.
+    let mut slowest = Duration::ZERO;
+    while !import.is_finished() {
+        let probe = Instant::now();
+        let r = svc.client.get(svc.url("/healthz")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        slowest = slowest.max(probe.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = import.await.unwrap().unwrap();
+    let took = started.elapsed();
+    assert_eq!(r.status(), 200);
+    let report: Value = r.json().await.unwrap();
+    assert_eq!(
+        (report["created"].as_u64(), report["invalid"].as_u64()),
+        (Some(rows), Some(0)),
+        "{report}"
+    );
+    let peak = proc_status_mib(svc.pid(), "VmHWM");
+    eprintln!(
+        "import of {size_mib:.1} MiB ({rows} rows) in {:.1} s: VmHWM {before:.1} MiB before, \
+         {peak:.1} MiB after; slowest /healthz {} ms",
+        took.as_secs_f64(),
+        slowest.as_millis()
+    );
+    assert!(
+        peak < IMPORT_RSS_CEILING_MIB,
+        "peak RSS {peak:.1} MiB importing {size_mib:.1} MiB"
+    );
+    // Generous: the machine is shared; before imports streamed, /healthz waited seconds.
+    assert!(
+        slowest < Duration::from_secs(2),
+        "slowest /healthz {slowest:?}"
+    );
+
+    // One CSV row of 25 MB is one invalid row, read in bounded pieces and discarded.
+    let csv = format!(
+        "product_key,name\nhuge,{}\nafter,Row After\n",
+        "x".repeat(25 << 20)
+    );
+    let r = client
+        .post(svc.url(&format!("/catalog/products?tenant_id={t}")))
+        .header("content-type", "text/csv")
+        .body(csv)
+        .send()
+        .await
+        .unwrap();
+    let report: Value = r.json().await.unwrap();
+    assert_eq!(
+        (report["invalid"].as_u64(), report["created"].as_u64()),
+        (Some(1), Some(1)),
+        "{report}"
+    );
+    let peak = proc_status_mib(svc.pid(), "VmHWM");
+    eprintln!("after a 25 MiB CSV row: VmHWM {peak:.1} MiB");
+    assert!(peak < IMPORT_RSS_CEILING_MIB, "peak RSS {peak:.1} MiB");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_promptly_while_a_client_dribbles_a_body() {
+    use tokio::io::AsyncWriteExt;
+    let redis = RedisServer::start(false);
+    // The request timeout is far off, so only the bounded drain can end the dribbler.
+    let mut svc = Service::start(
+        &redis.url(),
+        &[
+            ("SHUTDOWN_GRACE_SECONDS", "0.5".into()),
+            ("REQUEST_TIMEOUT_SECONDS", "300".into()),
+        ],
+    )
+    .await;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", svc.port))
+        .await
+        .unwrap();
+    s.write_all(
+        b"POST /catalog/sync HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\nt",
+    )
+    .await
+    .unwrap();
+    let dribbler = tokio::spawn(async move {
+        // A byte every 100 ms: the connection is never idle, and never done.
+        while s.write_all(b"x").await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    // No signal says "the handler is reading the body"; a few dribbled bytes make it likely.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let signalled = Instant::now();
+    svc.signal("TERM");
+    assert_eq!(svc.wait_exit(), Some(0), "exit status 0");
+    let took = signalled.elapsed();
+    let bound = Duration::from_secs_f64(0.5) + catalog_jobs::api::server::DRAIN_MAX;
+    assert!(
+        took < bound + Duration::from_secs(3),
+        "exited {took:?} after SIGTERM (grace + drain is {bound:?})"
+    );
+    assert!(
+        took > Duration::from_millis(500),
+        "the grace was kept: {took:?}"
+    );
+    eprintln!("SIGTERM to exit with a dribbling client: {took:?}");
+    dribbler.abort();
+}
+
+#[test]
+fn an_unknown_redis_variable_stops_start_up_with_a_did_you_mean() {
+    let out = Command::new(env!("CARGO_BIN_EXE_catalog-jobs"))
+        .env_clear()
+        .env("BIND_ADDR", "127.0.0.1:0")
+        .env("REDIS_URI", "redis://127.0.0.1:1/")
+        .output()
+        .expect("the binary runs");
+    assert!(!out.status.success(), "it refused to start");
+    let log =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("REDIS_URI") && log.contains("did you mean REDIS_URL"),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_silent_sockets_under_a_128_file_limit_do_not_make_the_service_unreachable() {
+    let port = free_port();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 128 && exec {}",
+            env!("CARGO_BIN_EXE_catalog-jobs")
+        ))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("BIND_ADDR", format!("127.0.0.1:{port}"))
+        .env("MAX_CONNECTIONS", "64")
+        .env("REQUEST_TIMEOUT_SECONDS", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let health = format!("http://127.0.0.1:{port}/healthz");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.get(&health).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the service came up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut silent = Vec::new();
+    for _ in 0..200 {
+        match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            Ok(s) => silent.push(s),
+            Err(_) => break, // the kernel's backlog is full: as many as it holds are held
+        }
+    }
+    let asked = Instant::now();
+    let r = client.get(&health).send().await;
+    let took = asked.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    let r = r.expect("healthz answered while the silent sockets were open");
+    assert_eq!(r.status(), 200);
+    eprintln!(
+        "{} silent sockets held; /healthz answered in {took:?}",
+        silent.len()
+    );
 }

@@ -17,7 +17,8 @@ use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::registry::{bool_field, only_fields, ErrorClass, JobError, Registry};
 use catalog_jobs::jobs::store::{
-    BoxFuture, Cancel, Created, JobStore, Live, NewJob, Outcome, StoreError, StoreSettings, Write,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
+    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
 };
 use catalog_jobs::jobs::{JobId, Kind, Snapshot, TenantId};
 use catalog_jobs::startup::{catalog_settings, App};
@@ -223,18 +224,39 @@ pub fn new_job(tenant: &TenantId, kind: &str) -> NewJob {
 pub async fn create(store: &dyn JobStore, job: &NewJob) -> Snapshot {
     match store.create(job.clone()).await.expect("the store answers") {
         Created::Created(s) => *s,
-        Created::AlreadyRunning(id) => panic!("expected a new job, the lock is held by {id}"),
+        other => panic!("expected a new job, got {other:?}"),
     }
+}
+
+/// Every kind the store tests create jobs of.
+pub fn test_kinds() -> Vec<Kind> {
+    ["sync", "enrich", "pair", "k1", "k2", "k3"]
+        .iter()
+        .map(|k| Kind::parse(k).expect("valid"))
+        .collect()
+}
+
+/// Creates a job and claims it as worker `test/1` (the queue must hold nothing before it).
+pub async fn start(store: &dyn JobStore, job: &NewJob) -> (Snapshot, RunId) {
+    let created = create(store, job).await;
+    let claim = store
+        .claim("test/1", &test_kinds())
+        .await
+        .expect("the store answers")
+        .expect("the job is in the queue");
+    assert_eq!(claim.job.id, job.id, "the oldest job is claimed first");
+    (created, claim.run)
 }
 
 pub async fn finish(
     store: &dyn JobStore,
     job: &NewJob,
+    run: &RunId,
     created: &Snapshot,
     outcome: Outcome,
-) -> Write {
+) -> Finish {
     store
-        .finish(job, created.created_at, &outcome, 0)
+        .finish(job, run, created.created_at, &outcome, 0)
         .await
         .expect("the store answers")
 }
@@ -418,6 +440,19 @@ impl TestApp {
         }
     }
 
+    /// Polls a job until `done` says so (10 s at most).
+    pub async fn wait_for(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let job = self.get_job(id).await;
+            if done(&job) {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "job {id} never got there: {job}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Polls a job until it has ended or reads lost (10 s at most). A 503 (the store
     /// is coming back) is polled through.
     pub async fn poll_until_ended(&self, id: &str) -> Value {
@@ -548,40 +583,50 @@ impl JobStore for CountingStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
         self.inner.create(job)
     }
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
+        self.inner.claim(worker, kinds)
+    }
     fn tick<'a>(
         &'a self,
-        id: &'a JobId,
+        run: &'a RunId,
         percent: u8,
         step: &'a str,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    ) -> BoxFuture<'a, Result<Tick, StoreError>> {
         self.ticks.fetch_add(1, Ordering::Relaxed);
-        self.inner.tick(id, percent, step)
+        self.inner.tick(run, percent, step)
     }
-    fn heartbeat<'a>(
-        &'a self,
-        id: &'a JobId,
-        tenant: &'a TenantId,
-        kind: &'a Kind,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
+    fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>> {
         self.heartbeats.fetch_add(1, Ordering::Relaxed);
-        self.inner.heartbeat(id, tenant, kind)
+        self.inner.renew(runs)
     }
     fn finish<'a>(
         &'a self,
         job: &'a NewJob,
+        run: &'a RunId,
         created_at: u64,
         outcome: &'a Outcome,
         percent: u8,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
-        self.inner.finish(job, created_at, outcome, percent)
+    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
+        self.inner.finish(job, run, created_at, outcome, percent)
     }
     fn restore<'a>(
         &'a self,
         job: &'a NewJob,
+        run: &'a RunId,
         created_at: u64,
         live: &'a Live,
-    ) -> BoxFuture<'a, Result<Write, StoreError>> {
-        self.inner.restore(job, created_at, live)
+    ) -> BoxFuture<'a, Result<Restore, StoreError>> {
+        self.inner.restore(job, run, created_at, live)
+    }
+    fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {
+        self.inner.release(run)
+    }
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
+        self.inner.recover()
     }
     fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
         self.inner.cancel(id)
@@ -596,11 +641,11 @@ impl JobStore for CountingStore {
     ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
         self.inner.recent(tenant, limit)
     }
-    fn clear_tenant<'a>(
-        &'a self,
-        tenant: &'a TenantId,
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
-        self.inner.clear_tenant(tenant)
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.inner.subscribe()
+    }
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
+        self.inner.queued_by_kind()
     }
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.inner.ping()

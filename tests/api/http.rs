@@ -116,7 +116,8 @@ async fn a_second_job_of_the_same_kind_is_refused_with_409_naming_the_first(b: B
         .unwrap();
     let first_id = first["job_id"].as_str().unwrap();
     gate.reached().await;
-    let running = app.wait_for_status(first_id, "running").await;
+    app.wait_for_status(first_id, "running").await;
+    let running = app.wait_for(first_id, |j| j["percent"] == 50).await;
     assert_eq!(running["percent"], 50);
     assert_eq!(running["step"], "waiting at the gate");
     let r = app.start("gated", &[("tenant_id", t.as_str())]).await;
@@ -563,7 +564,12 @@ async fn a_running_job_is_cancelled_on_request_and_frees_its_kind(b: Backend) {
     let id = app.store.recent(&t, 1).await.unwrap()[0].job_id.to_string();
     let (status, body) = cancel(&app, &id).await;
     assert_eq!(status, 202, "{body}");
-    assert_eq!(body["status"], "cancelling");
+    // The cancel reaches the job at once (an event, not the next heartbeat): by the time the
+    // answer is read back the job may already have stopped.
+    assert!(
+        matches!(body["status"].as_str(), Some("cancelling" | "cancelled")),
+        "{body}"
+    );
     assert!(body["cancel_requested_at"].is_string());
     let ended = app.poll_until_ended(&id).await;
     assert_eq!(
@@ -637,5 +643,9 @@ async fn health_and_readiness_answer(b: Backend) {
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["status"], "ready");
-    assert_eq!(body["durable"], b == Backend::Redis);
+    match b {
+        Backend::Memory => assert_eq!(body["durable"], false),
+        // Whether Redis persists depends on the Redis (tests/api/readiness.rs checks both).
+        Backend::Redis => assert!(body["durable"].is_boolean(), "{body}"),
+    }
 }

@@ -1,10 +1,20 @@
 //! The one integration test binary: real redis-server, real app over real HTTP.
 
+mod auth;
+mod bad_input;
 mod catalog;
+mod cli;
 mod conformance;
 mod extract;
 mod faults;
+mod feeds;
 mod helpers;
 mod http;
+mod limits;
+mod observability;
+mod openapi;
 mod pairing;
+mod readiness;
+mod replicas;
 mod runner;
+mod service;

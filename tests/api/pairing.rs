@@ -27,7 +27,14 @@ fn pair_catalogue(products: &[Product]) -> HashMap<ProductKey, Vec<ProductKey>> 
     };
     let t = tenant();
     catalog.store.upsert(&t, products).unwrap();
-    enrich::run(&catalog, &t, &json!({}), &never(), None).unwrap();
+    enrich::run(
+        &catalog,
+        &t,
+        &enrich::EnrichParams { force: false },
+        &never(),
+        None,
+    )
+    .unwrap();
     let report = pair::run(&catalog, &t, &never(), None).unwrap();
     assert_eq!(report["products"], products.len());
     products

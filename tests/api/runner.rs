@@ -160,7 +160,7 @@ async fn jobs_beyond_max_concurrent_wait_as_queued_for_a_free_worker(b: Backend)
         .await
         .unwrap();
     assert_eq!(second["status"], "queued");
-    assert_eq!(second["step"], "waiting for a free worker");
+    assert_eq!(second["step"], "queued");
     let id2 = second["job_id"].as_str().unwrap();
     assert_eq!(app.get_job(id2).await["status"], "queued");
     g1.release();

@@ -1,13 +1,22 @@
--- cancel: ask an active job to stop. It reads `cancelling` from now on; its runner learns of
--- it from its next heartbeat, stops the work where the job allows, and finishes `cancelled`.
--- KEYS[1] job hash
--- Returns 1 requested (or already requested), 2 not active (finished, or taken over), 0 missing.
-local st = redis.call('HMGET', KEYS[1], 'status', 'superseded_by')
+-- cancel: ask an active job to stop. A running one reads `cancelling` from now on and the
+-- process that runs it is told at once (pub/sub); a queued one leaves the queue and ends
+-- `cancelled` at once, without ever running.
+-- A: id
+-- Returns 1 requested (or already requested), 2 not active (ended, or taken over), 0 missing.
+local id = A[1]
+local hkey = k_job(id)
+local st = redis.call('HMGET', hkey, 'status', 'superseded_by', 'tenant', 'kind', 'percent')
 if not st[1] then return 0 end
-if st[2] or (st[1] ~= 'queued' and st[1] ~= 'running') then return 2 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if redis.call('HSETNX', KEYS[1], 'cancel_requested_ms', now) == 1 then
-  redis.call('HSET', KEYS[1], 'updated_ms', now)
+if st[2] or ended(st[1]) then return 2 end
+local now = now_ms()
+if st[1] == 'queued' then
+  redis.call('LREM', K_QUEUE, 1, id)
+  redis.call('HSET', hkey, 'cancel_requested_ms', now)
+  end_cancelled(id, st[3], st[4], st[5], now)
+  return 1
+end
+if redis.call('HSETNX', hkey, 'cancel_requested_ms', now) == 1 then
+  redis.call('HSET', hkey, 'updated_ms', now)
+  redis.call('PUBLISH', CHANNEL, 'cancel:' .. id)
 end
 return 1

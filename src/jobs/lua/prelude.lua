@@ -1,0 +1,85 @@
+-- prelude: put in front of every job script when it is loaded (see `script` in jobs/redis.rs).
+-- ARGV[1..6] are the store's settings, the same for every script; a script's own arguments
+-- follow and are read from A[1..]. Keys of jobs named only inside a step (a lock's holder, a
+-- trimmed job, a claimed job) are built here from the prefix: the store is one Redis
+-- instance, not a Cluster. Redis::Keys builds the same names for reads and tests.
+local P = ARGV[1]
+local TTL = tonumber(ARGV[2])
+local STALE = tonumber(ARGV[3])
+local CAP = tonumber(ARGV[4])
+local MAX_QUEUED = tonumber(ARGV[5])
+local MAX_ATTEMPTS = tonumber(ARGV[6])
+local A = {}
+for i = 7, #ARGV do A[#A + 1] = ARGV[i] end
+
+local K_QUEUE = P .. ':queue'
+local K_LEASES = P .. ':leases'
+local CHANNEL = P .. ':events'
+local function k_job(id) return P .. ':' .. id end
+local function k_lock(tenant, kind) return P .. ':lock:' .. tenant .. ':' .. kind end
+local function k_tenant(tenant) return P .. ':tenant:' .. tenant end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function ended(status)
+  return status == 'done' or status == 'failed' or status == 'cancelled'
+end
+
+-- Puts a job id at the head of its tenant's listing, trims the listing to its cap and
+-- deletes the trimmed jobs that have ended (an active one keeps its record until it ends).
+local function list_push(tenant, id)
+  local list = k_tenant(tenant)
+  if redis.call('LPUSH', list, id) > CAP then
+    local gone = redis.call('LRANGE', list, CAP, -1)
+    redis.call('LTRIM', list, 0, CAP - 1)
+    for _, old in ipairs(gone) do
+      if ended(redis.call('HGET', k_job(old), 'status')) then redis.call('DEL', k_job(old)) end
+    end
+  end
+  redis.call('EXPIRE', list, TTL)
+end
+
+-- RUN_ARGS: the scripts that may write a run's job back whole (finish, restore) take it
+-- first, in this order (`run_args` in jobs/redis.rs): A[1] id, A[2] claim, A[3] tenant,
+-- A[4] kind, A[5] params (JSON), A[6] created_ms, A[7] the run's last percent.
+
+-- The fields every run write reads, in this order.
+local RUN_FIELDS = {'status', 'claim', 'superseded_by', 'percent', 'cancel_requested_ms',
+  'tenant', 'kind', 'started_ms', 'attempt'}
+
+-- Whether run `claim` still holds the job: 1 yes, 0 missing, 2 ended, -1 fenced (another
+-- run or job holds it). Also answers the RUN_FIELDS.
+local function run_state(hkey, claim)
+  local st = redis.call('HMGET', hkey, unpack(RUN_FIELDS))
+  if not st[1] then return 0, st end
+  if ended(st[1]) then return 2, st end
+  if st[3] or st[1] ~= 'running' or st[2] ~= claim then return -1, st end
+  return 1, st
+end
+
+-- Ends an active job: its final fields, its lock released if it holds it, out of the lease
+-- index, and every process told (`wait=true` learns of it there).
+local function end_job(id, tenant, kind, fields)
+  local hkey = k_job(id)
+  redis.call('HSET', hkey, unpack(fields))
+  redis.call('EXPIRE', hkey, TTL)
+  local lock = k_lock(tenant, kind)
+  if redis.call('GET', lock) == id then redis.call('DEL', lock) end
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('PUBLISH', CHANNEL, 'end:' .. id)
+end
+
+local function end_cancelled(id, tenant, kind, percent, now)
+  end_job(id, tenant, kind, {'status', 'cancelled', 'step', 'cancelled on request',
+    'percent', percent or 0, 'updated_ms', now, 'finished_ms', now})
+end
+
+-- Puts a job back at the head of the ready queue and wakes the dispatchers.
+local function requeue(id)
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('LPUSH', K_QUEUE, id)
+  redis.call('PUBLISH', CHANNEL, 'wake')
+end

@@ -1,0 +1,46 @@
+//! The recovery sweep: every process, once per heartbeat interval (jittered so replicas
+//! do not sweep in step), asks the store for runs whose lease expired — their process
+//! stopped renewing it (killed, paused, cut off). The store re-queues each with its next
+//! attempt (its old run fenced off) or, after `MAX_ATTEMPTS`, ends it `failed`/`Lost` with
+//! its lock released. It reads an index of leases by expiry, never scans jobs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::store::{JobStore, Recovered};
+
+/// The share of the interval the sweep's start may move by, either way.
+const JITTER_SHARE: f64 = 0.25;
+
+pub(super) async fn sweep(store: Arc<dyn JobStore>, interval: Duration, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(jittered(interval)) => {}
+        }
+        match store.recover().await {
+            Ok(recovered) => {
+                for r in recovered {
+                    match r {
+                        Recovered::Requeued(id) => {
+                            info!(job_id = %id, "a lost run was re-queued for its next attempt")
+                        }
+                        Recovered::Lost(id) => {
+                            warn!(job_id = %id, "a lost run had no attempt left: it ended failed (Lost)")
+                        }
+                    }
+                }
+            }
+            Err(e) => warn!(error = %e, "the recovery sweep could not reach the store"),
+        }
+    }
+}
+
+/// `interval` moved by up to ±`JITTER_SHARE` of itself, from a random job id's bits.
+fn jittered(interval: Duration) -> Duration {
+    let random = (super::JobId::new().low_bits() % 10_000) as f64 / 10_000.0;
+    interval.mul_f64(1.0 + JITTER_SHARE * (2.0 * random - 1.0))
+}

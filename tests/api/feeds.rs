@@ -1,0 +1,569 @@
+//! The one feed reader, proven from both ends: the same malformed rows give the same row
+//! report through `sync` (a feed file in FEEDS_DIR) and through `POST /catalog/products`; a
+//! sync that fails says why, keeps its partial report and does not read 100 %; imports run
+//! at most MAX_CONCURRENT_IMPORTS at once while /healthz keeps answering.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use catalog_jobs::catalog::products::MemoryCatalog;
+use catalog_jobs::catalog::{sync, Catalog, CatalogError, CatalogSettings};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::both_stores;
+use crate::helpers::{spawn_catalog_app, tenant, test_config, unique, Backend, TestApp};
+
+both_stores!(
+    the_same_malformed_rows_give_the_same_report_through_sync_and_through_import,
+    a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_percent,
+);
+
+/// One row of a table: its bytes, and a part of the error it must be reported with (`None`
+/// for a valid row).
+type Row = (Vec<u8>, Option<&'static str>);
+
+const TOO_LONG: &str = "longer than 256 KiB";
+const PRICE: &str = "price_cents must be a whole number of cents from 0";
+
+fn valid(key: &str) -> Row {
+    (
+        json!({"product_key": key, "name": format!("Stoneware Mug {key} 350 ml")})
+            .to_string()
+            .into_bytes(),
+        None,
+    )
+}
+
+fn bad(row: Value, error: &'static str) -> Row {
+    (row.to_string().into_bytes(), Some(error))
+}
+
+/// JSON rows, for JSON Lines and JSON arrays alike. `non_utf8` is what the format calls a row
+/// whose bytes are not UTF-8.
+fn json_rows(non_utf8: &'static str) -> Vec<Row> {
+    let mut rows = json_values(non_utf8);
+    rows.insert(
+        rows.len() - 1,
+        (b"[1, 2]".to_vec(), Some("must be a JSON object")),
+    );
+    rows
+}
+
+/// JSON Lines rows: the JSON rows and a line that is not JSON at all (in an array, such an
+/// element breaks the array itself: see `a_failing_sync_reports_its_real_class…`).
+fn json_lines_rows() -> Vec<Row> {
+    let mut rows = json_rows("not UTF-8");
+    rows.insert(
+        rows.len() - 1,
+        (b"{not json".to_vec(), Some("not valid JSON")),
+    );
+    rows
+}
+
+fn json_values(non_utf8: &'static str) -> Vec<Row> {
+    let mut not_utf8 = br#"{"product_key":"u1","name":"Bad "#.to_vec();
+    not_utf8.extend_from_slice(b"\xff\xfe bytes\"}");
+    vec![
+        valid("k1"),
+        bad(
+            json!({"product_key": "long", "name": "x".repeat(300 * 1024)}),
+            TOO_LONG,
+        ),
+        valid("k2"),
+        (
+            br#"{"product_key":"p1","name":"Huge","price_cents":1e400}"#.to_vec(),
+            Some("not valid JSON"),
+        ),
+        (
+            br#"{"product_key":"p2","name":"Huge","price_cents":99999999999999999999}"#.to_vec(),
+            Some(PRICE),
+        ),
+        bad(
+            json!({"product_key": "p3", "name": "Neg", "price_cents": -5}),
+            PRICE,
+        ),
+        bad(
+            json!({"product_key": "n1", "name": "y".repeat(2 * 1024 * 1024)}),
+            TOO_LONG,
+        ),
+        bad(
+            json!({"product_key": "n2", "name": "é".repeat(1001)}),
+            "name is longer than 1000 characters",
+        ),
+        (not_utf8, Some(non_utf8)),
+        bad(
+            json!({"product_key": "t1", "name": 42}),
+            "name must be a string",
+        ),
+        bad(
+            json!({"product_key": "t2", "name": "Ok", "taxonomy_path": 5}),
+            "taxonomy_path must be",
+        ),
+        bad(
+            json!({"product_key": "t3", "name": "Ok", "taxonomy_path": vec!["a"; 11]}),
+            "more than 10 levels",
+        ),
+        bad(
+            json!({"product_key": "t4", "name": "Ok", "brand": "b".repeat(201)}),
+            "brand is longer than 200",
+        ),
+        bad(
+            json!({"product_key": "t5", "name": "Ok", "attributes": (0..101).map(|i| (format!("a{i}"), json!(i))).collect::<serde_json::Map<_, _>>()}),
+            "more than 100 entries",
+        ),
+        bad(json!({"name": "No Key"}), "product_key is required"),
+        bad(
+            json!({"product_key": "k".repeat(129), "name": "Ok"}),
+            "product_key must be 1–128",
+        ),
+        valid("k3"),
+    ]
+}
+
+fn csv_rows() -> Vec<Row> {
+    let mut not_utf8 = b"u1,Bad ".to_vec();
+    not_utf8.extend_from_slice(b"\xff\xfe bytes,,");
+    let row = |s: String, e: Option<&'static str>| (s.into_bytes(), e);
+    vec![
+        row("k1,Oak Desk 120 cm,2500,".into(), None),
+        row(
+            format!("long,{},1,", "x".repeat(300 * 1024)),
+            Some(TOO_LONG),
+        ),
+        row(
+            "k2,\"Oak Desk, 55\"\" wide\",2600,Home > Desks".into(),
+            None,
+        ),
+        row("p1,Huge,1e400,".into(), Some(PRICE)),
+        row("p2,Huge,99999999999999999999,".into(), Some(PRICE)),
+        row(
+            format!("n1,{},1,", "y".repeat(2 * 1024 * 1024)),
+            Some(TOO_LONG),
+        ),
+        row(
+            format!("n2,{},1,", "é".repeat(1001)),
+            Some("name is longer than 1000 characters"),
+        ),
+        (not_utf8, Some("not UTF-8")),
+        row(",No Key,1,".into(), Some("product_key is required")),
+        row(
+            "t1,Ok,1,a>b>c>d>e>f>g>h>i>j>k".into(),
+            Some("more than 10 levels"),
+        ),
+        row("t2,Ok,1,,extra".into(), Some("the row has 5 fields")),
+        row("k3,Oak Desk 140 cm,2700,Home".into(), None),
+    ]
+}
+
+/// A body in `format` and the report it must give: rows numbered as the format numbers them.
+fn table(format: &str) -> (Vec<u8>, Value) {
+    let (rows, first_line, header, separator, open, close): (_, u64, &[u8], &[u8], &[u8], &[u8]) =
+        match format {
+            "jsonl" => (json_lines_rows(), 1, b"", b"\n", b"", b"\n"),
+            "json" => (json_rows("not valid JSON"), 1, b"", b",\n", b"[", b"]"),
+            _ => (
+                csv_rows(),
+                2,
+                b"Product Key,Name,Price_Cents,taxonomy_path\n",
+                b"\n",
+                b"",
+                b"\n",
+            ),
+        };
+    let mut body = [header, open].concat();
+    let mut errors = Vec::new();
+    for (i, (bytes, error)) in rows.iter().enumerate() {
+        if i > 0 {
+            body.extend_from_slice(separator);
+        }
+        body.extend_from_slice(bytes);
+        if let Some(e) = error {
+            errors.push(json!({"line": first_line + i as u64, "error": e}));
+        }
+    }
+    body.extend_from_slice(close);
+    let read = rows.len();
+    let expected = json!({
+        "read": read,
+        "created": read - errors.len(),
+        "invalid": errors.len(),
+        "errors": errors,
+    });
+    (body, expected)
+}
+
+/// The row report's fields, wherever it sits.
+fn rows_of(report: &Value) -> Value {
+    json!({
+        "read": report["read"],
+        "created": report["created"],
+        "updated": report["updated"],
+        "unchanged": report["unchanged"],
+        "invalid": report["invalid"],
+        "errors": report["errors"],
+    })
+}
+
+/// The report matches the expected one: counts equal, each error names its line and says
+/// what the table says it must.
+fn assert_matches(got: &Value, expected: &Value, what: &str) {
+    for field in ["read", "created", "invalid"] {
+        assert_eq!(got[field], expected[field], "{what}: {field} in {got:#}");
+    }
+    let (got_errors, want) = (
+        got["errors"].as_array().unwrap(),
+        expected["errors"].as_array().unwrap(),
+    );
+    assert_eq!(got_errors.len(), want.len(), "{what}: {got:#}");
+    for (g, w) in got_errors.iter().zip(want) {
+        assert_eq!(g["line"], w["line"], "{what}: {g} vs {w}");
+        let message = g["error"].as_str().unwrap();
+        assert!(
+            message.contains(w["error"].as_str().unwrap()),
+            "{what}: line {}: `{message}` should say `{}`",
+            g["line"],
+            w["error"]
+        );
+    }
+}
+
+async fn import(app: &TestApp, tenant: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
+    let r = app
+        .client
+        .post(app.url(&format!("/catalog/products?tenant_id={tenant}")))
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+async fn sync_wait(app: &TestApp, tenant: &str, sources: &[&str]) -> (u16, Value) {
+    let mut form = vec![("tenant_id", tenant), ("wait", "true")];
+    form.extend(sources.iter().map(|s| ("source", *s)));
+    let r = app.start("sync", &form).await;
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+/// How many products a tenant has, page by page.
+async fn count_products(app: &TestApp, tenant: &str) -> u64 {
+    let mut count = 0;
+    let mut cursor = String::new();
+    loop {
+        let page = app
+            .get_json(&format!(
+                "/catalog/products?tenant_id={tenant}&limit=500&cursor={cursor}"
+            ))
+            .await;
+        count += page["products"].as_array().unwrap().len() as u64;
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = next.to_owned(),
+            None => return count,
+        }
+    }
+}
+
+fn feeds_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(unique("feeds"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn the_same_malformed_rows_give_the_same_report_through_sync_and_through_import(b: Backend) {
+    let dir = feeds_dir();
+    let formats = [
+        ("jsonl", "application/x-ndjson"),
+        ("csv", "text/csv"),
+        ("json", "application/json"),
+    ];
+    for (ext, _) in formats {
+        std::fs::write(dir.join(format!("table.{ext}")), table(ext).0).unwrap();
+    }
+    let mut config = test_config();
+    config.feeds_dir = dir;
+    let app = spawn_catalog_app(b, config).await;
+    for (ext, content_type) in formats {
+        let (body, expected) = table(ext);
+        let (by_sync, by_import) = (tenant(), tenant());
+        let (status, report) = sync_wait(&app, by_sync.as_str(), &[&format!("table.{ext}")]).await;
+        assert_eq!(status, 200, "{ext}: {report}");
+        let synced = &report["sources"][0];
+        assert_eq!(synced["status"], "ok", "{ext}: {report}");
+        assert_matches(synced, &expected, &format!("sync of {ext}"));
+
+        let (status, imported) = import(&app, by_import.as_str(), content_type, body).await;
+        assert_eq!(status, 200, "{ext}: {imported}");
+        assert_matches(&imported, &expected, &format!("import of {ext}"));
+        assert_eq!(
+            rows_of(synced),
+            rows_of(&imported),
+            "{ext}: one reader, one report"
+        );
+    }
+}
+
+/// A loopback HTTP server that answers every request with `response` (raw bytes) and then
+/// closes the connection.
+async fn canned_server(response: Vec<u8>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let response = response.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = socket.write_all(&response).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+fn rows_text(keys: std::ops::Range<usize>) -> String {
+    keys.map(|i| format!("{{\"product_key\":\"r{i}\",\"name\":\"Row {i}\"}}\n"))
+        .collect()
+}
+
+async fn a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_percent(b: Backend) {
+    let dir = feeds_dir();
+    let big = rows_text(0..400);
+    std::fs::write(dir.join("big.jsonl"), &big).unwrap();
+    let array: String = format!(
+        "[{}",
+        (0..3)
+            .map(|i| format!("{{\"product_key\":\"a{i}\",\"name\":\"Arr {i}\"}}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    std::fs::write(dir.join("cut.json"), array).unwrap();
+    std::fs::write(dir.join("nokey.csv"), "sku,name\n1,Thing\n").unwrap();
+    let server_error = canned_server(
+        b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            .to_vec(),
+    )
+    .await;
+    let forbidden = canned_server(
+        b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec(),
+    )
+    .await;
+    // Promises 100 kB, sends five rows, hangs up.
+    let rows = rows_text(0..5);
+    let truncated = canned_server(
+        format!("HTTP/1.1 200 OK\r\ncontent-length: 100000\r\nconnection: close\r\n\r\n{rows}")
+            .into_bytes(),
+    )
+    .await;
+    let mut config = test_config();
+    config.feeds_dir = dir;
+    config.sync_allowed_hosts = [server_error, forbidden, truncated]
+        .iter()
+        .map(|a| format!("127.0.0.1:{}", a.port()))
+        .collect();
+    config.max_feed_bytes = big.len() as u64 / 2;
+    let app = spawn_catalog_app(b, config).await;
+    let url = |addr: SocketAddr| format!("http://127.0.0.1:{}/feed.jsonl", addr.port());
+    let (server_error, forbidden, truncated) = (url(server_error), url(forbidden), url(truncated));
+    // (source, class, http_status, rows saved before the failure: at least, at most)
+    let cases: [(&str, &str, Option<u16>, u64, u64); 5] = [
+        ("big.jsonl", "FeedTooLarge", None, 100, 399),
+        ("cut.json", "MalformedFeed", None, 3, 3),
+        ("nokey.csv", "MalformedFeed", None, 0, 0),
+        (&server_error, "SourceServerError", Some(500), 0, 0),
+        (&forbidden, "SourceRefused", Some(403), 0, 0),
+    ];
+    let mut cases = cases.to_vec();
+    cases.push((truncated.as_str(), "FeedTruncated", None, 5, 5));
+    for (source, class, http_status, at_least, at_most) in cases {
+        let t = tenant();
+        let (status, body) = sync_wait(&app, t.as_str(), &[source]).await;
+        assert_eq!(status, 502, "{source}: {body}");
+        let job = &body["job"];
+        assert_eq!(
+            (job["status"].as_str(), job["error"].as_str()),
+            (Some("failed"), Some(class)),
+            "{source}: {job:#}"
+        );
+        assert!(
+            job["percent"].as_u64().unwrap() < 100,
+            "{source}: a failed sync does not read 100 %: {job:#}"
+        );
+        let report = &job["result"]["sources"][0];
+        assert_eq!(
+            (report["status"].as_str(), report["error"].as_str()),
+            (Some("failed"), Some(class)),
+            "{source}: {job:#}"
+        );
+        assert_eq!(
+            report["http_status"].as_u64(),
+            http_status.map(u64::from),
+            "{source}"
+        );
+        let saved = report["created"].as_u64().unwrap();
+        assert!(
+            (at_least..=at_most).contains(&saved),
+            "{source}: {saved} rows saved: {job:#}"
+        );
+        assert_eq!(job["result"]["totals"]["created"], saved, "{source}");
+        assert_eq!(
+            count_products(&app, t.as_str()).await,
+            saved,
+            "{source}: saved for real"
+        );
+    }
+    // Two sources failing differently: the job's class says so, each source keeps its own.
+    let t = tenant();
+    let (status, body) = sync_wait(&app, t.as_str(), &["cut.json", &server_error]).await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["job"]["error"], "SourcesFailed");
+    assert_eq!(body["job"]["result"]["sources_failed"], 2);
+}
+
+#[test]
+fn a_source_that_disappears_after_it_was_accepted_fails_as_not_found() {
+    let dir = feeds_dir();
+    std::fs::write(dir.join("here.jsonl"), rows_text(0..3)).unwrap();
+    let catalog = Catalog {
+        store: std::sync::Arc::new(MemoryCatalog::new()),
+        settings: CatalogSettings {
+            feeds_dir: dir.clone(),
+            ..CatalogSettings::default()
+        },
+    };
+    let t = tenant();
+    let settings = catalog.settings.clone();
+    let mut fields = catalog_jobs::jobs::registry::Fields::new();
+    fields.insert(
+        "source".into(),
+        vec![json!("here.jsonl"), json!("gone.jsonl")],
+    );
+    std::fs::write(dir.join("gone.jsonl"), rows_text(3..4)).unwrap();
+    let params = sync::prepare(&fields, &settings).expect("both sources exist when asked");
+    std::fs::remove_file(dir.join("gone.jsonl")).unwrap();
+    let report = sync::run(&catalog, &t, &params, &CancellationToken::new(), None).unwrap();
+    assert_eq!(report["sources"][0]["created"], 3, "{report}");
+    assert_eq!(report["sources"][1]["error"], "SourceNotFound", "{report}");
+
+    // When it was the only source, the job fails with that class and keeps the report.
+    std::fs::write(dir.join("gone.jsonl"), "").unwrap();
+    fields.insert("source".into(), vec![json!("gone.jsonl")]);
+    let params = sync::prepare(&fields, &settings).unwrap();
+    std::fs::remove_file(dir.join("gone.jsonl")).unwrap();
+    match sync::run(&catalog, &t, &params, &CancellationToken::new(), None) {
+        Err(CatalogError::SyncFailed { class, report }) => {
+            assert_eq!(class, "SourceNotFound");
+            assert_eq!(report["sources"][0]["source"], "gone.jsonl");
+        }
+        other => panic!("expected SyncFailed, got {other:?}"),
+    }
+}
+
+/// Starts an import whose body the test holds: headers and one row now, the rest later.
+async fn held_import(addr: SocketAddr, tenant: &str, rest: &str) -> TcpStream {
+    let first = "{\"product_key\":\"h0\",\"name\":\"Held Row\"}\n";
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /catalog/products?tenant_id={tenant} HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-ndjson\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{first}",
+        first.len() + rest.len()
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    socket
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_max_concurrent_imports_an_import_is_refused_as_overloaded_while_healthz_answers() {
+    let mut config = test_config();
+    config.max_concurrent_imports = 2;
+    let app = spawn_catalog_app(Backend::Memory, config).await;
+    let (t1, t2, t3) = (tenant(), tenant(), tenant());
+    let rest = rows_text(1..50);
+    let mut held = vec![
+        held_import(app.addr, t1.as_str(), &rest).await,
+        held_import(app.addr, t2.as_str(), &rest).await,
+    ];
+    // The service says how many imports hold a slot; polling it is the signal.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while app.get_json("/readyz").await["active_imports"] != 2 {
+        assert!(Instant::now() < deadline, "both held imports started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = app
+        .client
+        .post(app.url(&format!("/catalog/products?tenant_id={t3}")))
+        .header("content-type", "application/x-ndjson")
+        .body("{\"product_key\":\"x\",\"name\":\"X\"}\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "overloaded");
+    let started = Instant::now();
+    let r = app.get("/healthz").await;
+    assert_eq!(r.status(), 200);
+    // Generous: /healthz does no work; before imports were bounded it waited seconds.
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    for socket in &mut held {
+        socket.write_all(rest.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        socket.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.contains("\"created\":50"), "{answer}");
+    }
+    let (status, report) = import(
+        &app,
+        t3.as_str(),
+        "application/x-ndjson",
+        b"{\"product_key\":\"x\",\"name\":\"X\"}\n".to_vec(),
+    )
+    .await;
+    assert_eq!(
+        (status, report["created"].as_u64()),
+        (200, Some(1)),
+        "{report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_past_max_body_bytes_is_413_with_the_rows_already_saved() {
+    let mut config = test_config();
+    config.max_body_bytes = 64 * 1024;
+    let app = spawn_catalog_app(Backend::Memory, config).await;
+    let t = tenant();
+    // No content-length: the body is counted as it streams in.
+    let rows = rows_text(0..2000);
+    assert!(rows.len() > 64 * 1024);
+    let mut socket = TcpStream::connect(app.addr).await.unwrap();
+    let head = format!(
+        "POST /catalog/products?tenant_id={t} HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n{:x}\r\n{rows}\r\n0\r\n\r\n",
+        rows.len()
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"], "payload_too_large");
+    let saved = body["report"]["created"].as_u64().unwrap();
+    assert_eq!(
+        count_products(&app, t.as_str()).await,
+        saved,
+        "the report says what was saved: {body}"
+    );
+    assert!(saved < 2000, "{body}");
+}

@@ -1,0 +1,498 @@
+//! One queue for all replicas, proven with real processes on one real Redis: the built
+//! `catalog-jobs` binary started several times, killed, paused and terminated by pid.
+//! Timings here are asserted with generous margins (the machine is shared and noisy); the
+//! figures measured are printed (`cargo test -- --nocapture`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use catalog_jobs::catalog::demo;
+use catalog_jobs::catalog::products::{CatalogStore, RedisCatalog};
+use catalog_jobs::jobs::TenantId;
+use serde_json::Value;
+
+use crate::faults::{running, started_id, HeldFeeds, Service};
+use crate::helpers::{tenant, RedisServer};
+
+/// The target is 250 ms for the cancel to reach the job plus 250 ms for it to stop; the
+/// assertion allows twice that on a loaded machine (the figure is printed).
+const CANCEL_BOUND: Duration = Duration::from_millis(1000);
+
+/// The pid of the process a job ran on (`worker` is `host/pid`).
+fn worker_pid(job: &Value) -> u32 {
+    job["worker"]
+        .as_str()
+        .and_then(|w| w.rsplit('/').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("the job names its worker: {job}"))
+}
+
+/// The replica among `replicas` that runs the job.
+fn runner_of<'a>(replicas: &'a [&'a Service], job: &Value) -> usize {
+    let pid = worker_pid(job);
+    replicas
+        .iter()
+        .position(|s| s.pid() == pid)
+        .unwrap_or_else(|| panic!("the job runs on one of the replicas: {job}"))
+}
+
+async fn start(svc: &Service, kind: &str, form: &[(&str, &str)]) -> reqwest::Response {
+    svc.client
+        .post(svc.url(&format!("/catalog/{kind}")))
+        .form(form)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn cancel(svc: &Service, id: &str) -> u16 {
+    svc.client
+        .post(svc.url(&format!("/catalog/jobs/{id}/cancel")))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_share_one_queue_and_each_runs_some() {
+    let redis = RedisServer::start(false);
+    let env = [("MAX_CONCURRENT_JOBS", "2".to_owned())];
+    let a = Service::start(&redis.url(), &env).await;
+    let b = Service::start(&redis.url(), &env).await;
+    let c = Service::start(&redis.url(), &env).await;
+    let mut ids = Vec::new();
+    for _ in 0..100 {
+        let t = tenant();
+        for (kind, form) in [
+            ("sync", vec![("source", "demo.jsonl")]),
+            ("enrich", vec![]),
+            ("pair", vec![]),
+        ] {
+            let mut form = form;
+            form.push(("tenant_id", t.as_str()));
+            ids.push(started_id(start(&a, kind, &form).await).await);
+        }
+    }
+    let replicas = [&a, &b, &c];
+    let mut ran = HashMap::new();
+    for id in &ids {
+        let job = a.poll(id, "done", |j| j["status"] == "done").await;
+        assert_eq!(job["attempt"], 1, "{job}");
+        *ran.entry(runner_of(&replicas, &job)).or_insert(0) += 1;
+    }
+    println!("300 jobs created through A ran on A, B, C: {ran:?}");
+    assert_eq!(ran.len(), 3, "each replica ran some: {ran:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replicas_job_is_run_again_elsewhere_as_attempt_2() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    let mut a = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let mut b = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let t = tenant();
+    let id = started_id(a.sync(t.as_str(), &[feeds.url("killed")]).await).await;
+    let first = a.poll(&id, "running", running).await;
+    let (dead, alive) = if worker_pid(&first) == a.pid() {
+        (&mut a, &b)
+    } else {
+        (&mut b, &a)
+    };
+    dead.kill9();
+    let again = alive
+        .poll(&id, "re-run", |j| {
+            j["attempt"] == 2 && j["status"] == "running"
+        })
+        .await;
+    assert_eq!(worker_pid(&again), alive.pid());
+    assert!(again["recovered_at"].is_string(), "{again}");
+    feeds.release("killed");
+    let done = alive.poll(&id, "done", |j| j["status"] == "done").await;
+    assert_eq!(
+        (done["attempt"].as_u64(), done["max_attempts"].as_u64()),
+        (Some(2), Some(3))
+    );
+    // sync upserts by content: the second run reads every row.
+    assert_eq!(done["result"]["totals"]["read"], 40, "{done}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_dies_on_every_attempt_ends_failed_lost_with_its_lock_free() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    let two = [("MAX_ATTEMPTS", "2".to_owned())];
+    let mut a = Service::with_feeds(&feeds, &redis.url(), &two).await;
+    let mut b = Service::with_feeds(&feeds, &redis.url(), &two).await;
+    let t = tenant();
+    let id = started_id(a.sync(t.as_str(), &[feeds.url("doomed")]).await).await;
+    let first = a.poll(&id, "running", running).await;
+    let (first_dead, second) = if worker_pid(&first) == a.pid() {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    first_dead.kill9();
+    second
+        .poll(&id, "re-run", |j| {
+            j["attempt"] == 2 && j["status"] == "running"
+        })
+        .await;
+    second.kill9();
+    // A replica that comes up afterwards finds the last attempt's lease expired.
+    let c = Service::with_feeds(&feeds, &redis.url(), &two).await;
+    let failed = c.poll(&id, "failed", |j| j["status"] == "failed").await;
+    assert_eq!(failed["error"], "Lost", "{failed}");
+    assert!(failed["finished_at"].is_string());
+    let r = c.sync(t.as_str(), &["demo.jsonl".into()]).await;
+    assert_eq!(r.status(), 202, "its lock was released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_replica_resumed_after_its_job_was_recovered_cannot_write_to_it() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    let a = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let b = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let t = tenant();
+    let id = started_id(a.sync(t.as_str(), &[feeds.url("stopped")]).await).await;
+    let first = a.poll(&id, "running", running).await;
+    let (paused, other) = if worker_pid(&first) == a.pid() {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    paused.signal("STOP");
+    other
+        .poll(&id, "recovered", |j| {
+            j["attempt"] == 2 && j["status"] == "running"
+        })
+        .await;
+    paused.signal("CONT");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !paused.log().contains("fenced off") {
+        assert!(
+            Instant::now() < deadline,
+            "the resumed process learns it was fenced off:\n{}",
+            paused.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    feeds.release("stopped");
+    let done = other.poll(&id, "done", |j| j["status"] == "done").await;
+    assert_eq!(done["attempt"], 2);
+    assert_eq!(
+        worker_pid(&done),
+        other.pid(),
+        "the old run wrote nothing: {done}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_job_gives_it_to_another_replica_without_counting_an_attempt() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    let grace = [("SHUTDOWN_GRACE_SECONDS", "0.5".to_owned())];
+    let mut a = Service::with_feeds(&feeds, &redis.url(), &grace).await;
+    let mut b = Service::with_feeds(&feeds, &redis.url(), &grace).await;
+    let t = tenant();
+    let id = started_id(a.sync(t.as_str(), &[feeds.url("deploy")]).await).await;
+    let first = a.poll(&id, "running", running).await;
+    let (leaving, staying) = if worker_pid(&first) == a.pid() {
+        (&mut a, &b)
+    } else {
+        (&mut b, &a)
+    };
+    leaving.signal("TERM");
+    assert_eq!(
+        leaving.wait_exit(),
+        Some(0),
+        "the terminated process exits 0"
+    );
+    let resumed = staying
+        .poll(&id, "resumed", |j| {
+            j["status"] == "running" && worker_pid(j) == staying.pid()
+        })
+        .await;
+    assert_eq!(
+        resumed["attempt"], 1,
+        "a given-back run is not counted: {resumed}"
+    );
+    feeds.release("deploy");
+    let done = staying.poll(&id, "done", |j| j["status"] == "done").await;
+    assert_eq!(
+        (done["attempt"].as_u64(), done["error"].as_str()),
+        (Some(1), None)
+    );
+}
+
+/// Puts `n` demo products in the tenant's catalogue, straight into Redis.
+async fn seed_catalogue(redis_url: &str, t: &TenantId, n: usize) {
+    let store = Arc::new(RedisCatalog::open(redis_url, "catalog").unwrap());
+    let t = t.clone();
+    tokio::task::spawn_blocking(move || {
+        for chunk in demo::generate(n, 7).chunks(1000) {
+            store.upsert(&t, chunk).unwrap();
+        }
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_of_each_kind_is_cancelled_from_its_own_replica_or_another() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    // One worker each, so which replica runs a job is known: the idle one.
+    let env = [("MAX_CONCURRENT_JOBS", "1".to_owned())];
+    let a = Service::with_feeds(&feeds, &redis.url(), &env).await;
+    let b = Service::with_feeds(&feeds, &redis.url(), &env).await;
+    let t = tenant();
+    seed_catalogue(&redis.url(), &t, 30_000).await;
+    let replicas = [&a, &b];
+    let mut figures = Vec::new();
+    let cases = [
+        // waiting for the feed's first byte, then reading a feed that trickles bytes
+        ("sync", Some(feeds.url("never"))),
+        ("sync", Some(feeds.trickle_url("slow"))),
+        ("enrich", None),
+        ("pair", None),
+    ];
+    for (kind, source) in cases {
+        for from_other in [false, true] {
+            let mut form = vec![("tenant_id", t.as_str())];
+            if let Some(s) = &source {
+                form.push(("source", s.as_str()));
+            }
+            if kind == "enrich" {
+                form.push(("force", "true"));
+            }
+            let id = started_id(start(&a, kind, &form).await).await;
+            // Past loading the catalogue: the cancel lands inside the work itself.
+            let job = a
+                .poll(&id, "at work", |j| {
+                    let step = j["step"].as_str().unwrap_or_default();
+                    running(j) && step != "starting" && !step.starts_with("loading")
+                })
+                .await;
+            let owner = runner_of(&replicas, &job);
+            let target = replicas[if from_other { 1 - owner } else { owner }];
+            let asked = Instant::now();
+            assert_eq!(cancel(target, &id).await, 202, "{kind}");
+            let ended = target
+                .poll(&id, "ended", |j| {
+                    matches!(j["status"].as_str(), Some("cancelled" | "done"))
+                })
+                .await;
+            let took = asked.elapsed();
+            figures.push((kind, from_other, took));
+            assert_eq!(ended["status"], "cancelled", "{kind} stopped: {ended}");
+            if kind != "pair" {
+                // pair swaps its whole table at the end: until then it has saved nothing.
+                assert!(
+                    ended["result"].is_object(),
+                    "a cancelled {kind} reports what it saved: {ended}"
+                );
+            }
+            assert!(took < CANCEL_BOUND, "{kind} cancelled in {took:?}");
+        }
+    }
+    println!("cancel → cancelled (kind, from the other replica, time): {figures:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_true_on_one_replica_learns_promptly_of_a_job_run_on_another() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    let one = [("MAX_CONCURRENT_JOBS", "1".to_owned())];
+    let a = Service::with_feeds(&feeds, &redis.url(), &one).await;
+    // A's only worker is busy, so the waited-for job runs on B.
+    let busy = started_id(a.sync(tenant().as_str(), &[feeds.url("busy")]).await).await;
+    a.poll(&busy, "running", running).await;
+    let b = Service::with_feeds(&feeds, &redis.url(), &one).await;
+    let t = tenant();
+    let source = feeds.url("waited");
+    let waiting = {
+        let (client, url) = (a.client.clone(), a.url("/catalog/sync"));
+        let form = [
+            ("tenant_id", t.to_string()),
+            ("source", source.clone()),
+            ("wait", "true".to_owned()),
+        ];
+        tokio::spawn(async move {
+            let r = client.post(url).form(&form).send().await.unwrap();
+            let answered = catalog_jobs::jobs::now_ms();
+            (r.status().as_u16(), answered)
+        })
+    };
+    // Find the job (it is the tenant's only one) and let it run to its end on B.
+    let listed = loop {
+        let v: Value = a
+            .client
+            .get(a.url(&format!("/catalog/jobs?tenant_id={t}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(job) = v["jobs"].as_array().and_then(|j| j.first()).cloned() {
+            if job["status"] == "running" {
+                break job;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(worker_pid(&listed), b.pid(), "the job runs on B: {listed}");
+    feeds.release("waited");
+    let (status, answered_ms) = waiting.await.unwrap();
+    assert_eq!(status, 200);
+    let id = listed["job_id"].as_str().unwrap();
+    let done = a.poll(id, "done", |j| j["status"] == "done").await;
+    let finished_ms = parse_ms(done["finished_at"].as_str().unwrap());
+    let lag = answered_ms.saturating_sub(finished_ms);
+    println!("wait=true on A answered {lag} ms after the job ended on B");
+    // Target 100 ms; asserted at 500 ms (half the old 1 s poll) for a loaded machine.
+    assert!(lag < 500, "answered {lag} ms after the end");
+    feeds.release("busy");
+}
+
+/// Milliseconds since the epoch of `2026-11-30T10:00:00.123Z`.
+fn parse_ms(t: &str) -> u64 {
+    let (date, time) = t.trim_end_matches('Z').split_once('T').unwrap();
+    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
+    let (hms, ms) = time.split_once('.').unwrap();
+    let h: Vec<i64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
+    // Days from civil (Howard Hinnant), the inverse of jobs::format_time.
+    let (y, m) = if d[1] <= 2 {
+        (d[0] - 1, d[1] + 9)
+    } else {
+        (d[0], d[1] - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d[2] - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h[0] * 3600 + h[1] * 60 + h[2];
+    (secs * 1000 + ms.parse::<i64>().unwrap()) as u64
+}
+
+/// Commands Redis has executed, by name, from `INFO commandstats`.
+async fn command_counts(conn: &mut redis::aio::MultiplexedConnection) -> HashMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.parse().ok()?))
+        })
+        .collect()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_queued_jobs_cost_no_redis_calls_while_they_wait() {
+    const QUEUED: usize = 10_000;
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    // Staleness is not under test here: a generous threshold keeps a loaded machine's stall
+    // from recovering the running job, whose re-runs would be counted as waiting's cost.
+    let env = [
+        ("MAX_CONCURRENT_JOBS", "1".to_owned()),
+        ("MAX_QUEUED_JOBS", QUEUED.to_string()),
+        ("STALE_AFTER_SECONDS", "60".to_owned()),
+    ];
+    let svc = Service::with_feeds(&feeds, &redis.url(), &env).await;
+    let busy = started_id(svc.sync(tenant().as_str(), &[feeds.url("hold")]).await).await;
+    svc.poll(&busy, "running", running).await;
+    let rss_before = rss_kib(svc.pid());
+    // 10,000 jobs: 3,334 tenants × 3 kinds, 32 requests in flight.
+    let tenants: Vec<TenantId> = (0..QUEUED.div_ceil(3)).map(|_| tenant()).collect();
+    let mut requests = Vec::new();
+    for (i, t) in tenants.iter().enumerate() {
+        for kind in ["enrich", "pair", "sync"] {
+            if requests.len() < QUEUED {
+                requests.push((i, kind, t.to_string()));
+            }
+        }
+    }
+    let requests = Arc::new(std::sync::Mutex::new(requests));
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let (client, base, requests) = (svc.client.clone(), svc.url(""), requests.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut created = 0;
+            loop {
+                let Some((_, kind, t)) = requests.lock().unwrap().pop() else {
+                    return created;
+                };
+                let mut form = vec![("tenant_id", t.clone())];
+                if kind == "sync" {
+                    form.push(("source", "demo.jsonl".to_owned()));
+                }
+                let r = client
+                    .post(format!("{base}/catalog/{kind}"))
+                    .form(&form)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 202);
+                created += 1;
+            }
+        }));
+    }
+    let mut created = 0;
+    for task in tasks {
+        created += task.await.unwrap();
+    }
+    assert_eq!(created, QUEUED);
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let queued: usize = redis::cmd("LLEN")
+        .arg("job:queue")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(queued, QUEUED, "every job waits in the shared queue");
+    let before = command_counts(&mut conn).await;
+    // Only the passing of time can show that waiting costs nothing.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let after = command_counts(&mut conn).await;
+    let mut spent: Vec<(String, u64)> = after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    spent.sort();
+    let total: u64 = spent.iter().map(|(_, n)| n).sum();
+    println!("Redis commands in 10 s with {QUEUED} jobs queued and 1 running: {total} {spent:?}");
+    // The running job's heartbeat (every 0.2 s) and the recovery sweep (same interval) are
+    // about 100 script calls (commandstats also counts the commands inside them, about 550
+    // in all); none is per queued job (one per job would be ≥ 10,000).
+    assert!(total < 1_000, "{total} commands: {spent:?}");
+    let rss_after = rss_kib(svc.pid());
+    println!("service RSS: {rss_before} KiB before the queue, {rss_after} KiB with it");
+    assert!(
+        rss_after < rss_before + 16 * 1024,
+        "the queue lives in Redis, not in the service: {rss_before} → {rss_after} KiB"
+    );
+    feeds.release("hold");
+}

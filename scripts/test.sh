@@ -13,4 +13,14 @@ if ! command -v redis-server >/dev/null 2>&1; then
   $sudo apt-get install -y -qq redis-server >/dev/null
 fi
 
+# The CLI's progress-bar test gives it a pseudo-terminal with `script` (util-linux).
+if ! command -v script >/dev/null 2>&1; then
+  echo "scripts/test.sh: installing bsdutils for \`script\` (the CLI's terminal test)" >&2
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq bsdutils >/dev/null
+fi
+
 exec cargo test --locked "$@"

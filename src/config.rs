@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+/// A start request carries a few fields: 64 KiB is generous for them and small enough that
+/// no client can make the service buffer much before it is refused.
+pub const DEFAULT_START_BODY_BYTES: usize = 64 * 1024;
+
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "catalog-jobs",
@@ -95,7 +99,8 @@ pub struct Config {
     #[arg(long, env = "FEEDS_DIR", default_value = "examples/feeds")]
     pub feeds_dir: PathBuf,
 
-    /// Comma-separated hosts that `sync` may fetch http(s) feeds from (none by default).
+    /// Comma-separated `host` (the scheme's default port only) or `host:port` entries that
+    /// `sync` may fetch http(s) feeds from (none by default).
     #[arg(
         long,
         env = "SYNC_ALLOWED_HOSTS",
@@ -138,9 +143,89 @@ pub struct Config {
     #[arg(long, env = "MAX_CONCURRENT_IMPORTS", default_value_t = 2)]
     pub max_concurrent_imports: usize,
 
+    /// File of API tokens, one `<tenant_id or *> <name> sha256:<hex>` per line. With none
+    /// (and no API_TOKENS) the service runs open.
+    #[arg(long, env = "API_TOKENS_FILE")]
+    pub api_tokens_file: Option<PathBuf>,
+
+    /// API tokens inline, entries separated by `;` (for compose and development).
+    #[arg(long, env = "API_TOKENS", hide_env_values = true)]
+    pub api_tokens: Option<String>,
+
+    /// Largest body of a start request (`POST /catalog/{kind}`), in bytes; imports keep MAX_BODY_BYTES.
+    #[arg(long, env = "MAX_START_BODY_BYTES", default_value_t = DEFAULT_START_BODY_BYTES)]
+    pub max_start_body_bytes: usize,
+
+    /// Longest a client may take to send a request's headers, or a start request's body
+    /// (an import's body may pause this long between chunks); beyond it, 408.
+    #[arg(long, env = "REQUEST_TIMEOUT_SECONDS", default_value = "30", value_parser = seconds)]
+    pub request_timeout_seconds: Duration,
+
+    /// An idle keep-alive connection is closed after this long.
+    #[arg(long, env = "IDLE_TIMEOUT_SECONDS", default_value = "15", value_parser = seconds)]
+    pub idle_timeout_seconds: Duration,
+
+    /// Open connections at once; further ones wait in the kernel's backlog until one closes.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "pretty")]
     pub log_format: LogFormat,
+}
+
+/// Every `REDIS_*` environment variable this service reads or reserves; any other one is a
+/// typo (`REDIS_URI`) that would quietly leave the service on the embedded, non-durable
+/// store, so start-up refuses it. The one list: add a name here when a setting is added.
+pub const KNOWN_REDIS_VARS: &[&str] = &[
+    "REDIS_URL",
+    // Reserved for Sentinel and authenticated deployments.
+    "REDIS_SENTINELS",
+    "REDIS_MASTER_NAME",
+    "REDIS_SENTINEL_PASSWORD",
+    "REDIS_PASSWORD",
+    "REDIS_MIN_REPLICAS_ACK",
+];
+
+/// Refuses an unknown `REDIS_*` variable among `vars`, suggesting the nearest known name.
+pub fn check_redis_vars<I, K>(vars: I) -> Result<(), ConfigError>
+where
+    I: IntoIterator<Item = K>,
+    K: AsRef<std::ffi::OsStr>,
+{
+    for name in vars {
+        let name = name.as_ref().to_string_lossy();
+        if !name.starts_with("REDIS_") || KNOWN_REDIS_VARS.contains(&name.as_ref()) {
+            continue;
+        }
+        let nearest = KNOWN_REDIS_VARS
+            .iter()
+            .min_by_key(|known| edit_distance(known, &name))
+            .expect("the list of known names is not empty");
+        return Err(ConfigError::Invalid(format!(
+            "unknown environment variable {name}: did you mean {nearest}? (known: {})",
+            KNOWN_REDIS_VARS.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Levenshtein distance, for did-you-mean suggestions among a handful of short names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -188,6 +273,15 @@ impl Config {
         }
         if self.max_concurrent_imports == 0 {
             return bad("MAX_CONCURRENT_IMPORTS must be at least 1");
+        }
+        if self.max_connections == 0 || self.max_start_body_bytes == 0 {
+            return bad("MAX_CONNECTIONS and MAX_START_BODY_BYTES must be at least 1");
+        }
+        if self.request_timeout_seconds.is_zero() || self.idle_timeout_seconds.is_zero() {
+            return bad("REQUEST_TIMEOUT_SECONDS and IDLE_TIMEOUT_SECONDS must be above 0");
+        }
+        for entry in self.allowed_hosts() {
+            crate::catalog::sync::AllowedHost::parse(&entry).map_err(ConfigError::Invalid)?;
         }
         if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
             return bad("KEY_PREFIX must be non-empty and without spaces");
@@ -347,6 +441,52 @@ mod tests {
                 (Err(e), Some(words)) => assert!(e.to_string().contains(words), "{args:?}: {e}"),
                 (got, _) => panic!("{args:?}: {got:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn an_unknown_redis_variable_is_refused_with_the_nearest_name() {
+        let e = check_redis_vars(["PATH", "REDIS_URI"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("REDIS_URI") && e.contains("did you mean REDIS_URL"),
+            "{e}"
+        );
+        let e = check_redis_vars(["REDIS_PASSWROD"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean REDIS_PASSWORD"), "{e}");
+        assert!(check_redis_vars(KNOWN_REDIS_VARS.iter().chain(&["HOME", "XREDIS_URI"])).is_ok());
+    }
+
+    #[test]
+    fn allow_list_entries_are_hosts_with_an_optional_port() {
+        for good in [
+            "feeds.example.com",
+            "127.0.0.1:8080",
+            "[::1]",
+            "[::1]:443",
+            " Feeds.Example.COM ",
+        ] {
+            let c = Config::parse_from(["x", "--sync-allowed-hosts", good]);
+            assert!(c.validate().is_ok(), "{good}");
+        }
+        for bad in [
+            "http://feeds.example.com",
+            "feeds.example.com/x",
+            "h:0",
+            "h:99999",
+            "h:",
+            "[zz]",
+            "a b",
+        ] {
+            let c = Config::parse_from(["x", "--sync-allowed-hosts", bad]);
+            let e = c
+                .validate()
+                .err()
+                .unwrap_or_else(|| panic!("{bad} was accepted"));
+            assert!(e.to_string().contains("SYNC_ALLOWED_HOSTS"), "{e}");
         }
     }
 }

@@ -8,12 +8,16 @@
 //! - [`catalog`]: the domain — products, the one feed reader, and the sync, enrich and pair
 //!   functions. Knows nothing of HTTP or of job keys.
 //! - [`api`]: the HTTP boundary, the only module that knows status codes.
-//! - [`config`], [`startup`], [`telemetry`]: configuration, wiring, logging.
+//! - [`cli`]: the client subcommands, an HTTP client of the service (never the store).
+//! - [`config`], [`startup`], [`telemetry`], [`metrics`]: configuration, wiring, logging,
+//!   Prometheus metrics.
 
 pub mod api;
 pub mod catalog;
+pub mod cli;
 pub mod config;
 pub mod jobs;
+pub mod metrics;
 pub mod startup;
 pub mod telemetry;
 pub mod topology;

@@ -1,11 +1,21 @@
 use clap::Parser;
 
+use catalog_jobs::cli::{self, Cli, Command};
 use catalog_jobs::config::Config;
 use catalog_jobs::startup::App;
 use catalog_jobs::telemetry;
 
 fn main() -> std::process::ExitCode {
-    let config = Config::parse();
+    let cli = Cli::parse();
+    match cli.command {
+        None => serve(cli.serve),
+        Some(Command::Serve(config)) => serve(*config),
+        Some(Command::HashToken) => catalog_jobs::api::auth::hash_token_command(),
+        Some(Command::Client(command)) => cli::run(command),
+    }
+}
+
+fn serve(config: Config) -> std::process::ExitCode {
     telemetry::init(config.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -9,7 +9,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::api::{self, AppState};
+use crate::api::auth::Tokens;
+use crate::api::server::ConnectionLimits;
+use crate::api::{self, AppState, Guard};
 use crate::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use crate::catalog::{Catalog, CatalogSettings};
 use crate::config::Config;
@@ -18,6 +20,7 @@ use crate::jobs::redis::RedisStore;
 use crate::jobs::registry::Registry;
 use crate::jobs::runner::{Runner, RunnerSettings};
 use crate::jobs::store::{JobStore, StoreError, StoreSettings};
+use crate::metrics::store::MeteredStore;
 use crate::topology::Target;
 
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +32,8 @@ pub enum StartupError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("cannot read the API tokens: {0}")]
+    Tokens(String),
     #[error("cannot open the job store: {0}")]
     Store(#[from] StoreError),
 }
@@ -47,6 +52,7 @@ impl App {
         // Before anything is opened: the stores trust what validation checked (sentinel
         // addresses are host:port, one way to reach Redis).
         config.validate()?;
+        crate::config::check_redis_vars(std::env::vars_os().map(|(name, _)| name))?;
         let store = open_store(&config).await?;
         let catalog = open_catalog(&config)?;
         let registry = crate::catalog::registry(catalog.clone());
@@ -72,6 +78,9 @@ impl App {
             addr: config.bind_addr.clone(),
             source,
         })?;
+        let tokens = load_tokens(&config)?;
+        crate::metrics::handle();
+        let store = MeteredStore::wrap(store);
         let runner = Runner::new(store.clone(), Arc::new(registry), runner_settings(&config));
         let state = AppState {
             runner,
@@ -82,6 +91,11 @@ impl App {
                 config.max_concurrent_imports,
                 config.max_body_bytes,
             ),
+            guard: Guard {
+                tokens: Arc::new(tokens),
+                max_start_body_bytes: config.max_start_body_bytes,
+                request_timeout: config.request_timeout_seconds,
+            },
         };
         Ok(Self {
             listener,
@@ -102,12 +116,14 @@ impl App {
     /// Serves until `shutdown` resolves, then shuts down gracefully: new jobs get 503 at
     /// once and no more jobs are claimed, reads go on being served, running jobs get
     /// `SHUTDOWN_GRACE_SECONDS` to finish and the rest go back to the shared queue (their
-    /// attempt not counted) for another replica; then the server stops.
+    /// attempt not counted) for another replica; then the server stops accepting and open
+    /// connections get at most `api::server::DRAIN_MAX` to finish.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         info!(addr = %self.addr, "catalog-jobs listening");
+        let upkeep = tokio::spawn(crate::metrics::upkeep());
         let stopped = CancellationToken::new();
         let runner = self.state.runner.clone();
         let grace = self.config.shutdown_grace_seconds;
@@ -122,12 +138,39 @@ impl App {
             stop.cancel();
         });
         let router = api::router(self.state, self.config.max_body_bytes);
-        axum::serve(self.listener, router)
-            .with_graceful_shutdown(stopped.cancelled_owned())
-            .await?;
+        let limits = ConnectionLimits {
+            header_read: self.config.request_timeout_seconds,
+            idle: self.config.idle_timeout_seconds,
+            max_connections: self.config.max_connections,
+        };
+        api::server::serve(self.listener, router, limits, stopped).await;
+        upkeep.abort();
         info!("catalog-jobs stopped");
         Ok(())
     }
+}
+
+/// The tokens of `API_TOKENS_FILE` and `API_TOKENS`; a malformed entry stops start-up
+/// naming its line. With none, the service runs open and says so.
+pub fn load_tokens(config: &Config) -> Result<Tokens, StartupError> {
+    let mut tokens = Tokens::default();
+    if let Some(path) = &config.api_tokens_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            StartupError::Tokens(format!("API_TOKENS_FILE {}: {e}", path.display()))
+        })?;
+        let name = format!("API_TOKENS_FILE {}", path.display());
+        tokens = Tokens::parse(&text, &name).map_err(|e| StartupError::Tokens(e.to_string()))?;
+    }
+    if let Some(inline) = &config.api_tokens {
+        let more = Tokens::parse_inline(inline).map_err(|e| StartupError::Tokens(e.to_string()))?;
+        tokens = tokens
+            .combine(more)
+            .map_err(|e| StartupError::Tokens(e.to_string()))?;
+    }
+    if tokens.is_open() {
+        warn!("{}", api::OPEN_WARNING);
+    }
+    Ok(tokens)
 }
 
 pub fn store_settings(config: &Config) -> StoreSettings {
@@ -227,6 +270,11 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn JobStore>, StartupErr
             }
         }
         Err(e) => warn!(error = %e, "could not read Redis's eviction policy"),
+    }
+    match store.persists().await {
+        Ok(Some(false)) => warn!("Redis persists nothing (appendonly no, no save points): job state is lost if Redis restarts"),
+        Ok(None) => warn!("cannot tell whether Redis persists (CONFIG GET is not allowed)"),
+        _ => {}
     }
     Ok(Arc::new(store))
 }

@@ -2,13 +2,14 @@
 //!
 //! Every error body is `{"error": "<code>", "message": "<one sentence>", ...context}`. Client
 //! mistakes are 4xx and not logged as errors; a 5xx never echoes internals and is logged once,
-//! with its cause, here at the boundary.
+//! with its cause, here at the boundary (the trace layer does not log failures again).
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use super::access::ErrorNote;
 use crate::catalog::products::CatalogStoreError;
 use crate::jobs::registry::{ParamError, ParamErrorKind};
 use crate::jobs::runner::Refused;
@@ -30,8 +31,13 @@ pub enum ApiError {
         field: String,
         message: String,
     },
-    UnsupportedMediaType(String),
-    PayloadTooLarge,
+    /// The body's content type (or its absence, `got`) is not one the route reads.
+    UnsupportedMediaType {
+        got: String,
+        accepted: &'static str,
+    },
+    /// The body is over the limit the named setting gives its route.
+    PayloadTooLarge(&'static str),
     UnknownKind {
         kind: String,
         known: Vec<String>,
@@ -43,8 +49,22 @@ pub enum ApiError {
     NotActive(Box<Snapshot>),
     JobFailed(Box<Snapshot>),
     StoreUnavailable(StoreError),
+    /// The catalogue store did not answer.
+    CatalogUnavailable(CatalogStoreError),
+    /// The catalogue store answered with a record it cannot read: not an outage, a defect.
+    CatalogCorrupt(CatalogStoreError),
+    /// A blocking task of this process stopped before it answered (a panic, or shutdown).
+    Internal(String),
     ShuttingDown,
     Overloaded,
+    /// No token, or one this service does not know (with tokens configured).
+    Unauthorized,
+    /// The caller's token is for another tenant than the one the request names.
+    Forbidden,
+    /// The request (headers or body) did not arrive within `REQUEST_TIMEOUT_SECONDS`.
+    RequestTimeout,
+    /// A JSON body names the same key twice.
+    DuplicateKey(String),
     /// `MAX_CONCURRENT_IMPORTS` imports are already running.
     ImportsBusy,
     /// An import that stopped part-way: its cause, and the report of the rows already saved.
@@ -96,19 +116,39 @@ impl ApiError {
                 extra.insert("field".into(), json!(field));
                 (StatusCode::UNPROCESSABLE_ENTITY, "unknown_field", message.clone())
             }
-            ApiError::UnsupportedMediaType(got) => (
+            ApiError::UnsupportedMediaType { got, accepted } => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
-                format!(
-                    "content type `{got}` is not accepted; send application/json, \
-                     application/x-www-form-urlencoded, multipart/form-data or query parameters"
-                ),
+                format!("content type {got} is not accepted here; send {accepted}"),
             ),
-            ApiError::PayloadTooLarge => (
+            ApiError::PayloadTooLarge(setting) => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
-                "the request body is larger than this service accepts (MAX_BODY_BYTES); send less at a time".to_owned(),
+                format!("the request body is larger than this route accepts ({setting}); send less at a time"),
             ),
+            ApiError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "send a valid token as `Authorization: Bearer <token>`".to_owned(),
+            ),
+            ApiError::Forbidden => (
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this token may not act for that tenant".to_owned(),
+            ),
+            ApiError::RequestTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the request did not arrive in time (REQUEST_TIMEOUT_SECONDS); send it again, faster".to_owned(),
+            ),
+            ApiError::DuplicateKey(key) => {
+                extra.insert("field".into(), json!(key));
+                (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "duplicate_key",
+                    format!("the JSON body gives `{key}` more than once; give each key once"),
+                )
+            }
             ApiError::UnknownKind { kind, known } => {
                 extra.insert("known_kinds".into(), json!(known));
                 (
@@ -121,7 +161,7 @@ impl ApiError {
             ApiError::NoRoute => (
                 StatusCode::NOT_FOUND,
                 "not_found",
-                "no such endpoint; see the README for the API".to_owned(),
+                "no such endpoint; GET /openapi.json lists them all".to_owned(),
             ),
             ApiError::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -177,6 +217,16 @@ impl ApiError {
                 "store_unavailable",
                 "the job store is unreachable right now; retry shortly".to_owned(),
             ),
+            ApiError::CatalogUnavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "the catalogue store is unreachable right now; retry shortly".to_owned(),
+            ),
+            ApiError::CatalogCorrupt(_) | ApiError::Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the service could not answer this request; it has been logged".to_owned(),
+            ),
             ApiError::ShuttingDown => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",
@@ -200,29 +250,50 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message, extra) = self.parts();
+        // Logged once, by the access line, with this note (a 5xx's cause never reaches the client).
         let logged = match &self {
             ApiError::PartialImport { cause, .. } => cause,
             other => other,
         };
-        match logged {
-            ApiError::StoreUnavailable(cause) => {
-                tracing::error!(error = %cause, "answering 503: the job store is unreachable")
-            }
-            ApiError::JobFailed(s) => {
-                tracing::info!(job_id = %s.job_id, "answering 502: the waited-for job failed")
-            }
-            _ => tracing::debug!(status = status.as_u16(), code, "client error"),
-        }
+        let note = ErrorNote {
+            code,
+            cause: match logged {
+                ApiError::StoreUnavailable(cause) => Some(cause.to_string()),
+                ApiError::CatalogUnavailable(cause) => {
+                    Some(format!("the catalogue store is unreachable: {cause}"))
+                }
+                ApiError::CatalogCorrupt(cause) => {
+                    Some(format!("a catalogue record cannot be read: {cause}"))
+                }
+                ApiError::Internal(cause) => Some(cause.to_string()),
+                ApiError::JobFailed(s) => Some(format!(
+                    "job {} ended {}",
+                    s.job_id,
+                    s.error.as_deref().unwrap_or(s.status.as_str())
+                )),
+                _ => None,
+            },
+        };
         let mut body = Map::new();
         body.insert("error".into(), json!(code));
         body.insert("message".into(), json!(message));
         body.extend(extra);
         let mut response = (status, Json(Value::Object(body))).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        let headers = response.headers_mut();
+        match status {
+            StatusCode::SERVICE_UNAVAILABLE => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            StatusCode::UNAUTHORIZED => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            // The rest of a timed-out body is unread: the connection cannot carry another request.
+            StatusCode::REQUEST_TIMEOUT => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            _ => {}
         }
+        response.extensions_mut().insert(note);
         response
     }
 }
@@ -234,7 +305,8 @@ impl From<CatalogStoreError> for ApiError {
                 "cursor",
                 "cursor must be a next_cursor this listing handed out",
             ),
-            other => ApiError::StoreUnavailable(StoreError::Unavailable(other.to_string())),
+            e @ CatalogStoreError::Unavailable(_) => ApiError::CatalogUnavailable(e),
+            e @ CatalogStoreError::Corrupt(_) => ApiError::CatalogCorrupt(e),
         }
     }
 }

@@ -5,70 +5,133 @@
 //! array, gives several values). Nothing here knows what the fields mean.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Multipart, Request};
+use axum::extract::{FromRequest, FromRequestParts, Multipart, Path, Request};
+use axum::http::request::Parts;
 use axum::http::{header, StatusCode, Uri};
 use serde_json::Value;
 
 use super::error::ApiError;
-use crate::jobs::registry::Fields;
+use super::AppState;
+use crate::catalog::products::ProductKey;
+use crate::jobs::registry::{parse_bool, Fields};
+use crate::jobs::{JobId, TenantId};
 
 /// The fields of a request: query string and body together.
 pub struct StartFields(pub Fields);
 
-impl<S: Send + Sync> FromRequest<S> for StartFields {
+impl FromRequest<AppState> for StartFields {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let mut fields = query_fields(req.uri())?;
-        let content_type = media_type(req.headers());
-        if content_type == "multipart/form-data" {
-            let mut multipart = Multipart::from_request(req, state).await.map_err(|e| {
-                ApiError::MalformedBody(format!(
-                    "the multipart body could not be read: {}",
-                    e.body_text()
-                ))
-            })?;
-            loop {
-                let field = match multipart.next_field().await {
-                    Ok(Some(field)) => field,
-                    Ok(None) => break,
-                    Err(e) => return Err(multipart_error(e)),
-                };
-                let Some(name) = field.name().map(str::to_owned) else {
-                    return Err(ApiError::MalformedBody(
-                        "a multipart part has no field name".into(),
-                    ));
-                };
-                let text = field.text().await.map_err(multipart_error)?;
-                fields.entry(name).or_default().push(Value::String(text));
-            }
-            return Ok(Self(fields));
+    /// The body must arrive whole within `REQUEST_TIMEOUT_SECONDS` (408) and be at most
+    /// `MAX_START_BODY_BYTES` (413, refused by its `Content-Length` before it is read).
+    async fn from_request(req: Request, app: &AppState) -> Result<Self, Self::Rejection> {
+        let fields = query_fields(req.uri())?;
+        if declared_length(&req).is_some_and(|n| n > app.guard.max_start_body_bytes as u64) {
+            return Err(ApiError::PayloadTooLarge("MAX_START_BODY_BYTES"));
         }
-        let body = body_bytes(req, state).await?;
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Self(fields));
-        }
-        match content_type.as_str() {
-            "application/json" => merge_json(&mut fields, &body)?,
-            "application/x-www-form-urlencoded" => {
-                let pairs: Vec<(String, String)> =
-                    serde_urlencoded::from_bytes(&body).map_err(|e| {
-                        ApiError::MalformedBody(format!("the form body could not be read: {e}"))
-                    })?;
-                for (k, v) in pairs {
-                    fields.entry(k).or_default().push(Value::String(v));
-                }
-            }
-            ct if ct.ends_with("+json") => merge_json(&mut fields, &body)?,
-            "" => {
-                return Err(ApiError::UnsupportedMediaType(
-                    "(none given, with a body)".into(),
-                ))
-            }
-            other => return Err(ApiError::UnsupportedMediaType(other.to_owned())),
-        }
-        Ok(Self(fields))
+        tokio::time::timeout(app.guard.request_timeout, body_fields(req, fields, app))
+            .await
+            .map_err(|_| ApiError::RequestTimeout)?
+            .map(Self)
     }
+}
+
+async fn body_fields(req: Request, mut fields: Fields, app: &AppState) -> Result<Fields, ApiError> {
+    let content_type = media_type(req.headers());
+    if content_type == "multipart/form-data" {
+        let mut multipart = Multipart::from_request(req, app).await.map_err(|e| {
+            ApiError::MalformedBody(format!(
+                "the multipart body could not be read: {}",
+                e.body_text()
+            ))
+        })?;
+        loop {
+            let field = match multipart.next_field().await {
+                Ok(Some(field)) => field,
+                Ok(None) => break,
+                Err(e) => return Err(multipart_error(e)),
+            };
+            let Some(name) = field.name().map(str::to_owned) else {
+                return Err(ApiError::MalformedBody(
+                    "a multipart part has no field name".into(),
+                ));
+            };
+            let text = field.text().await.map_err(multipart_error)?;
+            fields.entry(name).or_default().push(Value::String(text));
+        }
+        return Ok(fields);
+    }
+    let body = body_bytes(req, app).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(fields);
+    }
+    match content_type.as_str() {
+        "application/json" => merge_json(&mut fields, &body)?,
+        "application/x-www-form-urlencoded" => {
+            let pairs: Vec<(String, String)> =
+                serde_urlencoded::from_bytes(&body).map_err(|e| {
+                    ApiError::MalformedBody(format!("the form body could not be read: {e}"))
+                })?;
+            for (k, v) in pairs {
+                fields.entry(k).or_default().push(Value::String(v));
+            }
+        }
+        ct if ct.ends_with("+json") => merge_json(&mut fields, &body)?,
+        "" => return Err(unsupported("(none given, with a body)".into())),
+        other => return Err(unsupported(format!("`{other}`"))),
+    }
+    Ok(fields)
+}
+
+/// What a start request's body may be.
+const START_MEDIA_TYPES: &str =
+    "application/json, application/x-www-form-urlencoded, multipart/form-data, or only query parameters";
+
+fn unsupported(got: String) -> ApiError {
+    ApiError::UnsupportedMediaType {
+        got,
+        accepted: START_MEDIA_TYPES,
+    }
+}
+
+/// The route's one path parameter as text ("" when it cannot be decoded: the typed
+/// extractors below answer that as an unknown id).
+async fn path_segment<S: Send + Sync>(parts: &mut Parts, state: &S) -> String {
+    Path::<String>::from_request_parts(parts, state)
+        .await
+        .map(|Path(p)| p)
+        .unwrap_or_default()
+}
+
+/// A `{job_id}` path segment as a `JobId`; one that is not a UUID is answered exactly as an
+/// unknown id (404), so the two cannot be told apart.
+pub struct JobIdPath(pub JobId);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let raw = path_segment(parts, state).await;
+        JobId::parse(&raw)
+            .map(Self)
+            .map_err(|_| ApiError::NotFound(format!("no job has the id `{raw}`")))
+    }
+}
+
+/// The one answer for a job id nobody may see.
+pub fn job_not_found(id: &JobId) -> ApiError {
+    ApiError::NotFound(format!("no job has the id `{id}`"))
+}
+
+/// The body length the request declares (`Content-Length`), if any: a body declared over a
+/// limit is refused before a byte of it is read.
+pub fn declared_length(req: &Request) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
 }
 
 /// The request's media type, lower-cased and without parameters (`""` when none is given).
@@ -90,7 +153,7 @@ pub fn media_type(headers: &axum::http::HeaderMap) -> String {
 pub async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, state).await.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge
+            ApiError::PayloadTooLarge("MAX_START_BODY_BYTES")
         } else {
             ApiError::MalformedBody(format!(
                 "the body could not be read: {}",
@@ -102,7 +165,7 @@ pub async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes
 
 fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::PayloadTooLarge
+        ApiError::PayloadTooLarge("MAX_START_BODY_BYTES")
     } else {
         ApiError::MalformedBody(format!(
             "the multipart body could not be read: {}",
@@ -112,8 +175,7 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
 }
 
 fn merge_json(fields: &mut Fields, body: &[u8]) -> Result<(), ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::MalformedBody(format!("the JSON body is not valid JSON: {e}")))?;
+    let value = strict_json(body)?;
     let Value::Object(map) = value else {
         return Err(ApiError::MalformedBody(
             "the JSON body must be an object such as {\"tenant_id\": \"acme\"}".into(),
@@ -128,6 +190,93 @@ fn merge_json(fields: &mut Fields, body: &[u8]) -> Result<(), ApiError> {
         }
     }
     Ok(())
+}
+
+/// What a duplicate key's deserialisation error starts with, so it can be told apart.
+const DUPLICATE_KEY: &str = "duplicate key `";
+
+/// Parses JSON refusing a key given twice in any object (422), where serde_json would let
+/// the last value silently win.
+pub fn strict_json(body: &[u8]) -> Result<Value, ApiError> {
+    match serde_json::from_slice::<Strict>(body) {
+        Ok(Strict(value)) => Ok(value),
+        Err(e) => {
+            let text = e.to_string();
+            match text
+                .strip_prefix(DUPLICATE_KEY)
+                .and_then(|rest| rest.split_once('`'))
+            {
+                Some((key, _)) => Err(ApiError::DuplicateKey(key.to_owned())),
+                None => Err(ApiError::MalformedBody(format!(
+                    "the JSON body is not valid JSON: {text}"
+                ))),
+            }
+        }
+    }
+}
+
+/// A JSON value whose objects never repeat a key.
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(StrictVisitor)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!("{DUPLICATE_KEY}{key}`")));
+            }
+            let Strict(v) = map.next_value()?;
+            object.insert(key, v);
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 /// The query string as fields; an undecodable one is a 400.
@@ -164,5 +313,90 @@ pub fn take_single(fields: &mut Fields, name: &str) -> Result<Option<Value>, Api
                 )),
             }
         }
+    }
+}
+
+/// Takes the required `tenant_id` field and parses it.
+pub fn tenant_field(fields: &mut Fields) -> Result<TenantId, ApiError> {
+    let value = take_single(fields, "tenant_id")?.ok_or_else(|| {
+        ApiError::missing("tenant_id", "tenant_id is required, e.g. tenant_id=acme")
+    })?;
+    let raw = value
+        .as_str()
+        .ok_or_else(|| ApiError::invalid("tenant_id", "tenant_id must be a string"))?;
+    TenantId::parse(raw).map_err(|e| ApiError::bad_id("tenant_id", e))
+}
+
+/// Takes the optional `wait` field of a start request (false when absent).
+pub fn wait_field(fields: &mut Fields) -> Result<bool, ApiError> {
+    match take_single(fields, "wait")? {
+        None => Ok(false),
+        Some(v) => parse_bool(&v).ok_or_else(|| {
+            ApiError::invalid(
+                "wait",
+                "wait must be one of true, false, 1, 0, yes, no, on, off",
+            )
+        }),
+    }
+}
+
+/// Takes an optional `limit`: a whole number from 1 to `max`, `default` when absent.
+pub fn limit_field(fields: &mut Fields, default: usize, max: usize) -> Result<usize, ApiError> {
+    let Some(v) = take_single(fields, "limit")? else {
+        return Ok(default);
+    };
+    let n = match &v {
+        Value::String(s) => s.trim().parse::<usize>().ok(),
+        Value::Number(n) => n.as_u64().and_then(|n| usize::try_from(n).ok()),
+        _ => None,
+    };
+    n.filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+        ApiError::invalid(
+            "limit",
+            format!("limit must be a whole number from 1 to {max}"),
+        )
+    })
+}
+
+/// Refuses the first field left over once a route took the ones it knows (`allowed` names
+/// those, for the message), so a typo is a clear 422 rather than silently ignored.
+pub fn refuse_unknown(fields: &Fields, allowed: &str) -> Result<(), ApiError> {
+    match fields.keys().next() {
+        None => Ok(()),
+        Some(name) => Err(ApiError::UnknownField {
+            message: format!("`{name}` is not a parameter here; use {allowed}"),
+            field: name.clone(),
+        }),
+    }
+}
+
+/// A `{product_key}` path segment as a `ProductKey`; one that cannot be a key is answered
+/// as a product the tenant does not have (404).
+pub struct ProductKeyPath(pub ProductKey);
+
+impl<S: Send + Sync> FromRequestParts<S> for ProductKeyPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let raw = path_segment(parts, state).await;
+        ProductKey::parse(&raw)
+            .map(Self)
+            .map_err(|_| product_not_found(&raw))
+    }
+}
+
+/// The one answer for a product the tenant does not have.
+pub fn product_not_found(key: &str) -> ApiError {
+    ApiError::NotFound(format!("tenant has no product `{key}`"))
+}
+
+/// A `{kind}` path segment, as given: the registry, not the path, says which kinds exist.
+pub struct KindPath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for KindPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(path_segment(parts, state).await))
     }
 }

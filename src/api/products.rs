@@ -8,19 +8,23 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
+use super::auth::Caller;
 use super::error::ApiError;
-use super::extract::{media_type, query_fields, take_single};
-use super::jobs::tenant_field;
+use super::extract::{
+    declared_length, limit_field, media_type, product_not_found, query_fields, refuse_unknown,
+    take_single, tenant_field, ProductKeyPath,
+};
+use super::openapi;
 use super::AppState;
 use crate::catalog::feed::{self, FeedError, Format, RowReport};
-use crate::catalog::products::{CatalogStore, CatalogStoreError, ProductKey};
+use crate::catalog::products::{CatalogStore, CatalogStoreError};
 use crate::jobs::registry::Fields;
 use crate::jobs::TenantId;
 
@@ -64,28 +68,26 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|_| {
-            ApiError::StoreUnavailable(crate::jobs::store::StoreError::Unavailable(
-                "the catalogue call was cancelled".into(),
-            ))
-        })?
+        .map_err(|e| ApiError::Internal(format!("a catalogue call stopped: {e}")))?
         .map_err(ApiError::from)
 }
 
-fn only_tenant(uri: &Uri, extra: &[&str]) -> Result<(TenantId, Fields), ApiError> {
+/// The `tenant_id` of a products route (which the caller must be allowed to act for) and
+/// the other query fields, refusing any not in `extra`.
+fn only_tenant(caller: &Caller, uri: &Uri, extra: &[&str]) -> Result<(TenantId, Fields), ApiError> {
     let mut fields = query_fields(uri)?;
     let tenant = tenant_field(&mut fields)?;
-    if let Some(name) = fields.keys().find(|k| !extra.contains(&k.as_str())) {
-        let allowed = if extra.is_empty() {
-            "tenant_id".to_owned()
-        } else {
-            format!("tenant_id, {}", extra.join(", "))
-        };
-        return Err(ApiError::UnknownField {
-            field: name.clone(),
-            message: format!("`{name}` is not a parameter here; use {allowed}"),
-        });
-    }
+    caller.may_act_for(&tenant)?;
+    let unknown: Fields = fields
+        .iter()
+        .filter(|(k, _)| !extra.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let allowed = std::iter::once("tenant_id")
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>()
+        .join(", ");
+    refuse_unknown(&unknown, &allowed)?;
     Ok((tenant, fields))
 }
 
@@ -100,8 +102,23 @@ struct BodyTooLarge;
 /// once; beyond that the answer is 503 `overloaded` at once. A body that breaks off part-way
 /// (over `MAX_BODY_BYTES`, or a malformed JSON array) is answered with its error and the
 /// `report` of the rows already saved.
-pub async fn import(State(app): State<AppState>, req: Request) -> Response {
-    match import_rows(app, req).await {
+#[utoipa::path(post, path = "/catalog/products", tag = "products",
+    params(("tenant_id" = String, Query, description = "The tenant.")),
+    request_body(description = "A JSON array (or one object), JSON Lines, or CSV with a header row.", content(
+        (Vec<openapi::ProductInput> = "application/json"),
+        (String = "application/x-ndjson"),
+        (String = "text/csv"),
+    )),
+    responses(
+        (status = 200, description = "What was read, created, updated, unchanged and invalid.", body = openapi::ImportReport),
+        (status = 400, description = "`malformed_body`.", body = openapi::ErrorBody),
+        (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = openapi::ErrorBody),
+        (status = 415, description = "`unsupported_media_type`.", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
+        (status = 503, description = "`overloaded` (`MAX_CONCURRENT_IMPORTS` imports are running) or `store_unavailable`.", body = openapi::ErrorBody),
+    ))]
+pub async fn import(State(app): State<AppState>, caller: Caller, req: Request) -> Response {
+    match import_rows(app, &caller, req).await {
         Ok(report) => Json(report).into_response(),
         Err(e) => {
             // The rest of the body may be unread: the connection cannot carry another request,
@@ -115,16 +132,16 @@ pub async fn import(State(app): State<AppState>, req: Request) -> Response {
     }
 }
 
-async fn import_rows(app: AppState, req: Request) -> Result<RowReport, ApiError> {
-    let (tenant, _) = only_tenant(req.uri(), &[])?;
+async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<RowReport, ApiError> {
+    let (tenant, _) = only_tenant(caller, req.uri(), &[])?;
     let format = match media_type(req.headers()).as_str() {
-        "" => return Err(ApiError::UnsupportedMediaType("(none given)".into())),
+        "" => return Err(unsupported_import("(none given)".into())),
         other => Format::from_media_type(other)
-            .ok_or_else(|| ApiError::UnsupportedMediaType(other.to_owned()))?,
+            .ok_or_else(|| unsupported_import(format!("`{other}`")))?,
     };
     let limit = app.imports.max_body_bytes;
     if declared_length(&req).is_some_and(|n| n > limit as u64) {
-        return Err(ApiError::PayloadTooLarge);
+        return Err(ApiError::PayloadTooLarge("MAX_BODY_BYTES"));
     }
     let permit = app
         .imports
@@ -133,7 +150,12 @@ async fn import_rows(app: AppState, req: Request) -> Result<RowReport, ApiError>
         .try_acquire_owned()
         .map_err(|_| ApiError::ImportsBusy)?;
     let (tx, rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
-    let pump = tokio::spawn(pump_body(req.into_body(), limit, tx));
+    let pump = tokio::spawn(pump_body(
+        req.into_body(),
+        limit,
+        app.guard.request_timeout,
+        tx,
+    ));
     let store = app.catalog.store.clone();
     let joined = tokio::task::spawn_blocking(move || {
         let _permit = permit;
@@ -155,16 +177,16 @@ async fn import_rows(app: AppState, req: Request) -> Result<RowReport, ApiError>
     })
     .await;
     pump.abort();
-    let (report, outcome) = joined.map_err(|_| {
-        ApiError::StoreUnavailable(crate::jobs::store::StoreError::Unavailable(
-            "the import was cancelled".into(),
-        ))
-    })?;
+    let (report, outcome) =
+        joined.map_err(|e| ApiError::Internal(format!("the import stopped: {e}")))?;
     let cause = match outcome {
         Ok(Ok(())) => return Ok(report),
         Ok(Err(FeedError::Malformed(why))) => ApiError::MalformedBody(why),
         Ok(Err(FeedError::Read(e))) if e.get_ref().is_some_and(|i| i.is::<BodyTooLarge>()) => {
-            ApiError::PayloadTooLarge
+            ApiError::PayloadTooLarge("MAX_BODY_BYTES")
+        }
+        Ok(Err(FeedError::Read(e))) if e.get_ref().is_some_and(|i| i.is::<BodyStalled>()) => {
+            ApiError::RequestTimeout
         }
         Ok(Err(FeedError::Read(e))) => {
             ApiError::MalformedBody(format!("the body could not be read: {e}"))
@@ -174,21 +196,39 @@ async fn import_rows(app: AppState, req: Request) -> Result<RowReport, ApiError>
     Err(cause.with_import_report(report))
 }
 
-fn declared_length(req: &Request) -> Option<u64> {
-    req.headers()
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
+/// What an import's body may be.
+const IMPORT_MEDIA_TYPES: &str =
+    "application/json (an array), application/x-ndjson (JSON Lines) or text/csv";
+
+fn unsupported_import(got: String) -> ApiError {
+    ApiError::UnsupportedMediaType {
+        got,
+        accepted: IMPORT_MEDIA_TYPES,
+    }
 }
 
+/// The body paused longer than `REQUEST_TIMEOUT_SECONDS` between two chunks.
+#[derive(Debug, thiserror::Error)]
+#[error("the body stalled for longer than REQUEST_TIMEOUT_SECONDS")]
+struct BodyStalled;
+
 /// Moves the body's chunks to the reading thread, counting bytes: past `limit` it sends
-/// `BodyTooLarge` and stops. It stops too when the thread stopped reading.
-async fn pump_body(mut body: Body, limit: usize, tx: mpsc::Sender<io::Result<Bytes>>) {
+/// `BodyTooLarge` and stops; when no chunk arrives for `stall`, `BodyStalled`. It stops too
+/// when the thread stopped reading. An import may take long, so the clock is per chunk, not
+/// for the whole body.
+async fn pump_body(
+    mut body: Body,
+    limit: usize,
+    stall: std::time::Duration,
+    tx: mpsc::Sender<io::Result<Bytes>>,
+) {
     let mut seen = 0usize;
     loop {
-        let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+        let next = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+        let Ok(frame) = tokio::time::timeout(stall, next).await else {
+            let _ = tx.send(Err(io::Error::other(BodyStalled))).await;
+            return;
+        };
         let item = match frame {
             None => return,
             Some(Err(e)) => Err(io::Error::other(e)),
@@ -234,21 +274,25 @@ impl Read for BodyReader {
     }
 }
 
-pub async fn list(State(app): State<AppState>, uri: Uri) -> Result<Json<Value>, ApiError> {
-    let (tenant, mut fields) = only_tenant(&uri, &["limit", "cursor"])?;
-    let limit = match take_single(&mut fields, "limit")? {
-        None => DEFAULT_PAGE,
-        Some(v) => v
-            .as_str()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-            .filter(|n| (1..=MAX_PAGE).contains(n))
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "limit",
-                    format!("limit must be a whole number from 1 to {MAX_PAGE}"),
-                )
-            })?,
-    };
+/// A page of a tenant's products.
+#[utoipa::path(get, path = "/catalog/products", tag = "products",
+    params(
+        ("tenant_id" = String, Query, description = "The tenant."),
+        ("limit" = Option<u32>, Query, description = "How many, 1–500 (default 50).", minimum = 1, maximum = 500),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page."),
+    ),
+    responses(
+        (status = 200, description = "The page.", body = openapi::ProductPage),
+        (status = 422, description = "`missing_field`, `invalid_field` (a bad `limit` or `cursor`) or `unknown_field`.", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
+pub async fn list(
+    State(app): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let (tenant, mut fields) = only_tenant(&caller, &uri, &["limit", "cursor"])?;
+    let limit = limit_field(&mut fields, DEFAULT_PAGE, MAX_PAGE)?;
     let cursor = take_single(&mut fields, "cursor")?
         .and_then(|v| v.as_str().map(str::to_owned))
         .filter(|c| !c.is_empty());
@@ -257,22 +301,45 @@ pub async fn list(State(app): State<AppState>, uri: Uri) -> Result<Json<Value>, 
     Ok(Json(json!({ "products": items, "next_cursor": next })))
 }
 
+/// A product with its enrichment and nearest neighbours.
+#[utoipa::path(get, path = "/catalog/products/{product_key}", tag = "products",
+    params(
+        ("product_key" = String, Path, description = "The product's key."),
+        ("tenant_id" = String, Query, description = "The tenant."),
+    ),
+    responses(
+        (status = 200, description = "The product.", body = openapi::ProductView),
+        (status = 404, description = "`not_found`.", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field`.", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
 pub async fn get_one(
     State(app): State<AppState>,
-    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    caller: Caller,
+    ProductKeyPath(key): ProductKeyPath,
     uri: Uri,
 ) -> Result<Json<Value>, ApiError> {
-    let (tenant, _) = only_tenant(&uri, &[])?;
-    let raw = path.map(|Path(p)| p).unwrap_or_default();
-    let not_found = || ApiError::NotFound(format!("tenant has no product `{raw}`"));
-    let key = ProductKey::parse(&raw).map_err(|_| not_found())?;
+    let (tenant, _) = only_tenant(&caller, &uri, &[])?;
+    let raw = key.as_str().to_owned();
+    let not_found = || product_not_found(&raw);
     let store: Arc<dyn CatalogStore> = app.catalog.store.clone();
     let found = blocking(move || {
         let Some(stored) = store.get(&tenant, &key)? else {
             return Ok(None);
         };
         let enrichment = store.enrichment(&tenant, &key)?;
-        let neighbours = store.neighbours(&tenant, &key)?.unwrap_or_default();
+        // The table holds keys and scores; names are joined here, at read. A neighbour
+        // deleted since the last pair is skipped: there is nothing left to show or follow.
+        let mut neighbours = Vec::new();
+        for n in store.neighbours(&tenant, &key)?.unwrap_or_default() {
+            if let Some(other) = store.get(&tenant, &n.product_key)? {
+                neighbours.push(json!({
+                    "product_key": n.product_key,
+                    "name": other.product.name,
+                    "score": n.score,
+                }));
+            }
+        }
         Ok(Some((stored, enrichment, neighbours)))
     })
     .await?;

@@ -273,10 +273,12 @@ pub struct Enrichment {
     pub unextractable: bool,
 }
 
+/// One row of the neighbour table: a key and a score, nothing more. The product view joins
+/// the neighbour's name when it is read, so the table stays as small as keys and scores
+/// need. (Tables written before this change carried a `name` too; it is ignored on read.)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Neighbour {
     pub product_key: ProductKey,
-    pub name: String,
     pub score: f64,
 }
 

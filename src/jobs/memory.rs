@@ -13,7 +13,7 @@ use tokio::sync::broadcast;
 
 use super::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
-    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, QUEUE_SAMPLE,
 };
 use super::{is_stale, now_ms, worker_name, JobId, Kind, Snapshot, Status, TenantId};
 
@@ -629,6 +629,26 @@ impl JobStore for MemoryStore {
         let rx = self.events.subscribe();
         self.publish(Event::Resync);
         rx
+    }
+
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let mut state = self.state();
+            let ids: Vec<JobId> = state.queue.iter().take(QUEUE_SAMPLE).copied().collect();
+            let mut counts: Vec<(Kind, u64)> = Vec::new();
+            for id in ids {
+                let Some(entry) = state.job_mut(&id, now) else {
+                    continue;
+                };
+                let kind = &entry.value.snapshot.kind;
+                match counts.iter_mut().find(|(k, _)| k == kind) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((kind.clone(), 1)),
+                }
+            }
+            Ok(counts)
+        })
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {

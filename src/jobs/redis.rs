@@ -24,7 +24,7 @@ use tracing::warn;
 use super::cache::FinishedCache;
 use super::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
-    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
+    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology, QUEUE_SAMPLE,
 };
 use super::{worker_name, JobId, Kind, Snapshot, Status, TenantId};
 use crate::topology::{Primary, Target};
@@ -45,6 +45,7 @@ static RESTORE: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/res
 static RELEASE: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/release.lua")));
 static RECOVER: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/recover.lua")));
 static CANCEL: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/cancel.lua")));
+static QUEUED: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/queued.lua")));
 
 /// How many expired leases one recovery step handles: bounds the script's run time; the
 /// rest wait for the next sweep.
@@ -716,6 +717,20 @@ impl JobStore for RedisStore {
         })
     }
 
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
+        Box::pin(async move {
+            let mut inv = self.invocation(&QUEUED);
+            inv.arg(QUEUE_SAMPLE);
+            let mut conn = self.connection().await?;
+            let flat: Vec<(String, u64)> = self.bounded(inv.invoke_async(&mut conn)).await?;
+            // A kind this build does not parse (another version's) is not this process's to count.
+            Ok(flat
+                .into_iter()
+                .filter_map(|(kind, n)| Kind::parse(&kind).ok().map(|k| (k, n)))
+                .collect())
+        })
+    }
+
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
             let mut conn = self.connection().await?;
@@ -772,6 +787,39 @@ impl JobStore for RedisStore {
 
     fn is_durable(&self) -> bool {
         true
+    }
+
+    /// AOF on, or at least one RDB save point. A Redis that answers neither (CONFIG renamed
+    /// or disabled, as on some managed services) cannot be judged: `None`.
+    fn persists(&self) -> BoxFuture<'_, Result<Option<bool>, StoreError>> {
+        Box::pin(async move {
+            let Ok(mut conn) = self.connection().await else {
+                return Ok(None);
+            };
+            let get = |name: &'static str| {
+                let mut cmd = redis::cmd("CONFIG");
+                cmd.arg("GET").arg(name);
+                cmd
+            };
+            let Ok(appendonly) = self
+                .bounded(get("appendonly").query_async::<Vec<String>>(&mut conn))
+                .await
+            else {
+                return Ok(None);
+            };
+            let Ok(save) = self
+                .bounded(get("save").query_async::<Vec<String>>(&mut conn))
+                .await
+            else {
+                return Ok(None);
+            };
+            let aof = appendonly.get(1).map(|v| v == "yes");
+            let rdb = save.get(1).map(|v| !v.trim().is_empty());
+            Ok(match (aof, rdb) {
+                (Some(aof), Some(rdb)) => Some(aof || rdb),
+                _ => None,
+            })
+        })
     }
 
     fn settings(&self) -> &StoreSettings {

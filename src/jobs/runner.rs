@@ -332,10 +332,15 @@ impl Inner {
                 },
             );
         }
+        // Waited from its creation (the store's clock) to this claim (this host's clock).
+        let waited = Duration::from_millis(super::now_ms().saturating_sub(created_at));
+        let running = crate::metrics::job_started(job.kind.as_str(), waited);
         let result = self.execute(&job, run, reporter, ticks, cancel).await;
+        drop(running);
         match result {
             Some((outcome, percent)) if !fenced.load(Ordering::Acquire) => {
-                self.record(&job, &run, created_at, &outcome, percent).await
+                self.record(&job, &run, created_at, &outcome, percent).await;
+                crate::metrics::job_finished(job.kind.as_str(), &outcome);
             }
             _ => info!("this run's end is not recorded: it no longer holds the job"),
         }

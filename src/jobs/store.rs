@@ -291,6 +291,10 @@ pub struct Topology {
     pub min_replicas_ack: u32,
 }
 
+/// How many queued jobs `queued_by_kind` looks at: the whole queue under the default
+/// `MAX_QUEUED_JOBS`, and a bounded read (about a millisecond of Redis) when the cap is lifted.
+pub const QUEUE_SAMPLE: usize = 10_000;
+
 /// A job store: Redis for production, memory for the embedded mode. Every operation that
 /// changes more than one key is one atomic step.
 pub trait JobStore: Send + Sync + 'static {
@@ -368,6 +372,10 @@ pub trait JobStore: Send + Sync + 'static {
     /// its subscription is live (events published before that may be missed).
     fn subscribe(&self) -> broadcast::Receiver<Event>;
 
+    /// How many jobs of each kind wait in the shared ready queue (the first `QUEUE_SAMPLE`
+    /// of them), for the queued gauge at a scrape: one read, never on a hot path.
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>>;
+
     /// Whether the store answers at all.
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 
@@ -383,6 +391,13 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// Whether state outlives this process (false for the embedded store).
     fn is_durable(&self) -> bool;
+
+    /// Whether the store keeps its data across its own restart: `Some(false)` for a Redis
+    /// with neither AOF nor RDB save points, `None` when it cannot tell (CONFIG disabled).
+    fn persists(&self) -> BoxFuture<'_, Result<Option<bool>, StoreError>> {
+        let durable = self.is_durable();
+        Box::pin(async move { Ok(Some(durable)) })
+    }
 
     fn settings(&self) -> &StoreSettings;
 }

@@ -143,7 +143,7 @@ async fn sync_reports_each_source_and_fails_only_when_none_could_be_read(b: Back
     let server = feed_server(vec![]).await;
     let mut config = test_config();
     config.feeds_dir = dir.clone();
-    config.sync_allowed_hosts = vec!["127.0.0.1".into()];
+    config.sync_allowed_hosts = vec![format!("127.0.0.1:{}", server.port())];
     let app = spawn_catalog_app(b, config).await;
     let t = tenant();
     let broken = format!("http://127.0.0.1:{}/missing.jsonl", server.port());
@@ -208,9 +208,11 @@ async fn sources_outside_the_allowed_places_are_refused_before_a_job_exists(b: B
     std::fs::write(dir.join("ok.jsonl"), "").unwrap();
     std::os::unix::fs::symlink("/etc/hostname", dir.join("escape.jsonl")).unwrap();
     std::os::unix::fs::symlink("/etc", dir.join("etc")).unwrap();
+    // Outside, and nothing there: the same answer as outside with a file there.
+    std::os::unix::fs::symlink("/etc/no-such-feed", dir.join("nothing.jsonl")).unwrap();
     let mut config = test_config();
     config.feeds_dir = dir;
-    config.sync_allowed_hosts = vec!["feeds.example.com".into()];
+    config.sync_allowed_hosts = vec!["feeds.example.com".into(), "mirror.example.com:8443".into()];
     let app = spawn_catalog_app(b, config).await;
     let t = tenant();
     for (source, code) in [
@@ -219,6 +221,25 @@ async fn sources_outside_the_allowed_places_are_refused_before_a_job_exists(b: B
         ("sub/../../x.jsonl", "source_not_allowed"),
         ("escape.jsonl", "source_not_allowed"),
         ("etc/hostname", "source_not_allowed"),
+        ("etc/no-such-feed", "source_not_allowed"),
+        ("nothing.jsonl", "source_not_allowed"),
+        // An allowed host on another port (the Redis port, the service's own API) is refused.
+        (
+            "http://feeds.example.com:6379/feed.jsonl",
+            "source_not_allowed",
+        ),
+        (
+            "https://feeds.example.com:8001/feed.jsonl",
+            "source_not_allowed",
+        ),
+        (
+            "https://mirror.example.com/feed.jsonl",
+            "source_not_allowed",
+        ),
+        (
+            "http://mirror.example.com:8444/feed.jsonl",
+            "source_not_allowed",
+        ),
         ("http://evil.example.org/feed.jsonl", "source_not_allowed"),
         (
             "https://feeds.example.com.evil.org/feed.jsonl",
@@ -295,7 +316,7 @@ async fn an_http_feed_on_an_allowed_host_is_streamed_in(b: Backend) {
     ])
     .await;
     let mut config = test_config();
-    config.sync_allowed_hosts = vec!["127.0.0.1".into()];
+    config.sync_allowed_hosts = vec![format!("127.0.0.1:{}", server.port())];
     let app = spawn_catalog_app(b, config).await;
     let t = tenant();
     let jsonl = format!("http://127.0.0.1:{}/feeds/today.jsonl", server.port());

@@ -75,6 +75,17 @@ impl Service {
         svc
     }
 
+    /// A service that may sync from `feeds` (its allow-list names their host and port).
+    pub(crate) async fn with_feeds(
+        feeds: &HeldFeeds,
+        redis_url: &str,
+        env: &[(&str, String)],
+    ) -> Service {
+        let mut env = env.to_vec();
+        env.push(("SYNC_ALLOWED_HOSTS", feeds.allowed()));
+        Service::start(redis_url, &env).await
+    }
+
     pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
@@ -190,6 +201,11 @@ pub(crate) struct HeldFeeds {
 }
 
 impl HeldFeeds {
+    /// The `SYNC_ALLOWED_HOSTS` entry that lets a service read these feeds (host and port).
+    pub(crate) fn allowed(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
     pub(crate) async fn start() -> HeldFeeds {
         use axum::routing::get;
         let gates: Arc<Mutex<HashMap<String, Arc<Semaphore>>>> = Arc::default();
@@ -263,8 +279,8 @@ pub(crate) fn running(job: &Value) -> bool {
 
 async fn outage(keep_data: bool) {
     let mut redis = RedisServer::start(true);
-    let svc = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let name = format!("outage-{keep_data}-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -334,8 +350,8 @@ async fn a_job_survives_a_redis_that_comes_back_empty_and_its_record_is_written_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_job_whose_record_redis_lost_is_written_back_while_it_runs() {
     let mut redis = RedisServer::start(false);
-    let svc = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let name = format!("wiped-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -357,8 +373,13 @@ async fn a_live_job_whose_record_redis_lost_is_written_back_while_it_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_that_never_returns_leaves_the_process_up_and_the_outcome_logged() {
     let mut redis = RedisServer::start(false);
-    let svc = Service::start(&redis.url(), &[("FINISH_RETRY_SECONDS", "1".into())]).await;
     let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(
+        &feeds,
+        &redis.url(),
+        &[("FINISH_RETRY_SECONDS", "1".into())],
+    )
+    .await;
     let t = tenant();
     let name = format!("gone-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -450,8 +471,8 @@ async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_ne
         ("STALE_AFTER_SECONDS", "4".to_owned()),
         ("MAX_ATTEMPTS", "1".to_owned()),
     ];
-    let mut svc = Service::start(&redis.url(), &stale).await;
     let feeds = HeldFeeds::start().await;
+    let mut svc = Service::with_feeds(&feeds, &redis.url(), &stale).await;
     let t = tenant();
     let id = started_id(
         svc.sync(t.as_str(), &[feeds.url(&format!("crash-{t}"))])
@@ -476,8 +497,13 @@ async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_ne
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_short_jobs_finish_gives_long_ones_back_and_exits_zero() {
     let redis = RedisServer::start(false);
-    let mut svc = Service::start(&redis.url(), &[("SHUTDOWN_GRACE_SECONDS", "2".into())]).await;
     let feeds = HeldFeeds::start().await;
+    let mut svc = Service::with_feeds(
+        &feeds,
+        &redis.url(),
+        &[("SHUTDOWN_GRACE_SECONDS", "2".into())],
+    )
+    .await;
     let (short_t, long_t) = (tenant(), tenant());
     let short = started_id(svc.sync(short_t.as_str(), &[feeds.url("short")]).await).await;
     let long = started_id(svc.sync(long_t.as_str(), &[feeds.url("long")]).await).await;
@@ -506,7 +532,7 @@ async fn sigterm_lets_short_jobs_finish_gives_long_ones_back_and_exits_zero() {
     assert_eq!(done["result"]["totals"]["created"], 40);
     assert_eq!(svc.wait_exit(), Some(0), "exit status 0");
     // The long job went back to the queue: a fresh process (a deploy's new version) runs it.
-    let after = Service::start(&redis.url(), &[]).await;
+    let after = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let requeued: Value = after.job(&long).await.json().await.unwrap();
     assert!(
         matches!(requeued["status"].as_str(), Some("queued" | "running")),
@@ -532,13 +558,13 @@ async fn sigterm_lets_short_jobs_finish_gives_long_ones_back_and_exits_zero() {
 async fn with_one_attempt_a_paused_process_that_comes_back_is_fenced_off() {
     let redis = RedisServer::start(false);
     let one = [("MAX_ATTEMPTS", "1".to_owned())];
-    let a = Service::start(&redis.url(), &one).await;
     let feeds = HeldFeeds::start().await;
+    let a = Service::with_feeds(&feeds, &redis.url(), &one).await;
     let t = tenant();
     let old = started_id(a.sync(t.as_str(), &[feeds.url("paused")]).await).await;
     a.poll(&old, "running", running).await;
     // Started once A runs the job: B cannot have claimed it.
-    let b = Service::start(&redis.url(), &one).await;
+    let b = Service::with_feeds(&feeds, &redis.url(), &one).await;
     a.signal("STOP"); // partitioned / paused: no heartbeats
     b.poll(&old, "lost", |j| j["status"] == "lost").await;
     let new = started_id(b.sync(t.as_str(), &[feeds.url("fresh")]).await).await;
@@ -573,9 +599,9 @@ async fn with_one_attempt_a_paused_process_that_comes_back_is_fenced_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_behave_as_one_service() {
     let redis = RedisServer::start(false);
-    let a = Service::start(&redis.url(), &[]).await;
-    let b = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let a = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let b = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let source = feeds.url("burst");
     let mut tasks = Vec::new();
@@ -657,7 +683,9 @@ async fn two_replicas_behave_as_one_service() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_behind() {
     let redis = RedisServer::start(false);
-    let svc = Service::start(
+    let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(
+        &feeds,
         &redis.url(),
         &[
             ("MAX_CONCURRENT_JOBS", "1".into()),
@@ -665,7 +693,6 @@ async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_
         ],
     )
     .await;
-    let feeds = HeldFeeds::start().await;
     let tenants: Vec<_> = (0..4).map(|_| tenant()).collect();
     let first = started_id(svc.sync(tenants[0].as_str(), &[feeds.url("bp")]).await).await;
     svc.poll(&first, "running", running).await;
@@ -730,7 +757,11 @@ async fn an_evicting_redis_is_warned_about_at_start_up_and_in_readiness() {
     );
     eviction_policy(&mut conn, "noeviction").await;
     let ready: Value = svc.readyz().await.json().await.unwrap();
-    assert_eq!(ready["warnings"], serde_json::json!([]));
+    // Only the open-mode warning (no API tokens) remains.
+    assert_eq!(
+        ready["warnings"],
+        serde_json::json!([catalog_jobs::api::OPEN_WARNING])
+    );
 }
 
 /// A status line of `/proc/<pid>/status` in MiB (`VmHWM`: the peak resident set).
@@ -832,4 +863,115 @@ async fn importing_a_30_mb_body_keeps_the_service_under_150_mb_and_healthz_answe
     let peak = proc_status_mib(svc.pid(), "VmHWM");
     eprintln!("after a 25 MiB CSV row: VmHWM {peak:.1} MiB");
     assert!(peak < IMPORT_RSS_CEILING_MIB, "peak RSS {peak:.1} MiB");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_promptly_while_a_client_dribbles_a_body() {
+    use tokio::io::AsyncWriteExt;
+    let redis = RedisServer::start(false);
+    // The request timeout is far off, so only the bounded drain can end the dribbler.
+    let mut svc = Service::start(
+        &redis.url(),
+        &[
+            ("SHUTDOWN_GRACE_SECONDS", "0.5".into()),
+            ("REQUEST_TIMEOUT_SECONDS", "300".into()),
+        ],
+    )
+    .await;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", svc.port))
+        .await
+        .unwrap();
+    s.write_all(
+        b"POST /catalog/sync HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\nt",
+    )
+    .await
+    .unwrap();
+    let dribbler = tokio::spawn(async move {
+        // A byte every 100 ms: the connection is never idle, and never done.
+        while s.write_all(b"x").await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    // No signal says "the handler is reading the body"; a few dribbled bytes make it likely.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let signalled = Instant::now();
+    svc.signal("TERM");
+    assert_eq!(svc.wait_exit(), Some(0), "exit status 0");
+    let took = signalled.elapsed();
+    let bound = Duration::from_secs_f64(0.5) + catalog_jobs::api::server::DRAIN_MAX;
+    assert!(
+        took < bound + Duration::from_secs(3),
+        "exited {took:?} after SIGTERM (grace + drain is {bound:?})"
+    );
+    assert!(
+        took > Duration::from_millis(500),
+        "the grace was kept: {took:?}"
+    );
+    eprintln!("SIGTERM to exit with a dribbling client: {took:?}");
+    dribbler.abort();
+}
+
+#[test]
+fn an_unknown_redis_variable_stops_start_up_with_a_did_you_mean() {
+    let out = Command::new(env!("CARGO_BIN_EXE_catalog-jobs"))
+        .env_clear()
+        .env("BIND_ADDR", "127.0.0.1:0")
+        .env("REDIS_URI", "redis://127.0.0.1:1/")
+        .output()
+        .expect("the binary runs");
+    assert!(!out.status.success(), "it refused to start");
+    let log =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("REDIS_URI") && log.contains("did you mean REDIS_URL"),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_silent_sockets_under_a_128_file_limit_do_not_make_the_service_unreachable() {
+    let port = free_port();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 128 && exec {}",
+            env!("CARGO_BIN_EXE_catalog-jobs")
+        ))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("BIND_ADDR", format!("127.0.0.1:{port}"))
+        .env("MAX_CONNECTIONS", "64")
+        .env("REQUEST_TIMEOUT_SECONDS", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let health = format!("http://127.0.0.1:{port}/healthz");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.get(&health).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the service came up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut silent = Vec::new();
+    for _ in 0..200 {
+        match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            Ok(s) => silent.push(s),
+            Err(_) => break, // the kernel's backlog is full: as many as it holds are held
+        }
+    }
+    let asked = Instant::now();
+    let r = client.get(&health).send().await;
+    let took = asked.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    let r = r.expect("healthz answered while the silent sockets were open");
+    assert_eq!(r.status(), 200);
+    eprintln!(
+        "{} silent sockets held; /healthz answered in {took:?}",
+        silent.len()
+    );
 }

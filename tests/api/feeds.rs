@@ -370,7 +370,10 @@ async fn a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_pe
     .await;
     let mut config = test_config();
     config.feeds_dir = dir;
-    config.sync_allowed_hosts = vec!["127.0.0.1".into()];
+    config.sync_allowed_hosts = [server_error, forbidden, truncated]
+        .iter()
+        .map(|a| format!("127.0.0.1:{}", a.port()))
+        .collect();
     config.max_feed_bytes = big.len() as u64 / 2;
     let app = spawn_catalog_app(b, config).await;
     let url = |addr: SocketAddr| format!("http://127.0.0.1:{}/feed.jsonl", addr.port());

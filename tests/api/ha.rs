@@ -15,8 +15,10 @@ const STALE_SECONDS: &str = "20";
 /// Longest a test waits for the sentinels to promote the replica and the service to follow.
 const FAILOVER_WITHIN: Duration = Duration::from_secs(25);
 
-fn env(min_replicas_ack: u32) -> Vec<(&'static str, String)> {
+/// The services' settings; `feeds` are the held feeds their syncs may read.
+fn env(min_replicas_ack: u32, feeds: &HeldFeeds) -> Vec<(&'static str, String)> {
     vec![
+        ("SYNC_ALLOWED_HOSTS", feeds.allowed()),
         ("STALE_AFTER_SECONDS", STALE_SECONDS.into()),
         ("HEARTBEAT_SECONDS", "0.5".into()),
         ("FINISH_RETRY_SECONDS", "60".into()),
@@ -56,8 +58,8 @@ async fn following(svc: &Service, port: u16, replicas: u64) -> Value {
 async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_vanishes() {
     let mut ha = start_ha().await;
     let (old_port, new_port) = (ha.primary.port, ha.replica.port);
-    let svc = Service::start_through(&ha, &env(1)).await;
     let feeds = HeldFeeds::start().await;
+    let svc = Service::start_through(&ha, &env(1, &feeds)).await;
     let before = following(&svc, old_port, 1).await;
     assert_eq!(before["min_replicas_ack"], 1, "{before}");
 
@@ -203,9 +205,9 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
 async fn two_service_replicas_through_the_same_sentinels_keep_single_flight_across_a_failover() {
     let mut ha = start_ha().await;
     let new_port = ha.replica.port;
-    let a = Service::start_through(&ha, &env(0)).await;
-    let b = Service::start_through(&ha, &env(0)).await;
     let feeds = HeldFeeds::start().await;
+    let a = Service::start_through(&ha, &env(0, &feeds)).await;
+    let b = Service::start_through(&ha, &env(0, &feeds)).await;
     let t = tenant();
     let name = format!("ha-sf-{t}");
     let id = started_id(a.sync(t.as_str(), &[feeds.url(&name)]).await).await;

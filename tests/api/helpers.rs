@@ -818,6 +818,9 @@ impl JobStore for CountingStore {
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
         self.inner.subscribe()
     }
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
+        self.inner.queued_by_kind()
+    }
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.inner.ping()
     }

@@ -1,6 +1,9 @@
 //! The one integration test binary: real redis-server, real app over real HTTP.
 
+mod auth;
+mod bad_input;
 mod catalog;
+mod cli;
 mod conformance;
 mod extract;
 mod faults;
@@ -8,5 +11,11 @@ mod feeds;
 mod ha;
 mod helpers;
 mod http;
+mod limits;
+mod observability;
+mod openapi;
+mod pairing;
+mod readiness;
 mod replicas;
 mod runner;
+mod service;

@@ -90,9 +90,9 @@ async fn three_replicas_share_one_queue_and_each_runs_some() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replicas_job_is_run_again_elsewhere_as_attempt_2() {
     let redis = RedisServer::start(false);
-    let mut a = Service::start(&redis.url(), &[]).await;
-    let mut b = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let mut a = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let mut b = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let id = started_id(a.sync(t.as_str(), &[feeds.url("killed")]).await).await;
     let first = a.poll(&id, "running", running).await;
@@ -122,10 +122,10 @@ async fn a_killed_replicas_job_is_run_again_elsewhere_as_attempt_2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_dies_on_every_attempt_ends_failed_lost_with_its_lock_free() {
     let redis = RedisServer::start(false);
-    let two = [("MAX_ATTEMPTS", "2".to_owned())];
-    let mut a = Service::start(&redis.url(), &two).await;
-    let mut b = Service::start(&redis.url(), &two).await;
     let feeds = HeldFeeds::start().await;
+    let two = [("MAX_ATTEMPTS", "2".to_owned())];
+    let mut a = Service::with_feeds(&feeds, &redis.url(), &two).await;
+    let mut b = Service::with_feeds(&feeds, &redis.url(), &two).await;
     let t = tenant();
     let id = started_id(a.sync(t.as_str(), &[feeds.url("doomed")]).await).await;
     let first = a.poll(&id, "running", running).await;
@@ -142,7 +142,7 @@ async fn a_job_that_dies_on_every_attempt_ends_failed_lost_with_its_lock_free() 
         .await;
     second.kill9();
     // A replica that comes up afterwards finds the last attempt's lease expired.
-    let c = Service::start(&redis.url(), &two).await;
+    let c = Service::with_feeds(&feeds, &redis.url(), &two).await;
     let failed = c.poll(&id, "failed", |j| j["status"] == "failed").await;
     assert_eq!(failed["error"], "Lost", "{failed}");
     assert!(failed["finished_at"].is_string());
@@ -153,9 +153,9 @@ async fn a_job_that_dies_on_every_attempt_ends_failed_lost_with_its_lock_free() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_replica_resumed_after_its_job_was_recovered_cannot_write_to_it() {
     let redis = RedisServer::start(false);
-    let a = Service::start(&redis.url(), &[]).await;
-    let b = Service::start(&redis.url(), &[]).await;
     let feeds = HeldFeeds::start().await;
+    let a = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let b = Service::with_feeds(&feeds, &redis.url(), &[]).await;
     let t = tenant();
     let id = started_id(a.sync(t.as_str(), &[feeds.url("stopped")]).await).await;
     let first = a.poll(&id, "running", running).await;
@@ -193,10 +193,10 @@ async fn a_paused_replica_resumed_after_its_job_was_recovered_cannot_write_to_it
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_job_gives_it_to_another_replica_without_counting_an_attempt() {
     let redis = RedisServer::start(false);
-    let grace = [("SHUTDOWN_GRACE_SECONDS", "0.5".to_owned())];
-    let mut a = Service::start(&redis.url(), &grace).await;
-    let mut b = Service::start(&redis.url(), &grace).await;
     let feeds = HeldFeeds::start().await;
+    let grace = [("SHUTDOWN_GRACE_SECONDS", "0.5".to_owned())];
+    let mut a = Service::with_feeds(&feeds, &redis.url(), &grace).await;
+    let mut b = Service::with_feeds(&feeds, &redis.url(), &grace).await;
     let t = tenant();
     let id = started_id(a.sync(t.as_str(), &[feeds.url("deploy")]).await).await;
     let first = a.poll(&id, "running", running).await;
@@ -244,11 +244,11 @@ async fn seed_catalogue(redis_url: &str, t: &TenantId, n: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_job_of_each_kind_is_cancelled_from_its_own_replica_or_another() {
     let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
     // One worker each, so which replica runs a job is known: the idle one.
     let env = [("MAX_CONCURRENT_JOBS", "1".to_owned())];
-    let a = Service::start(&redis.url(), &env).await;
-    let b = Service::start(&redis.url(), &env).await;
-    let feeds = HeldFeeds::start().await;
+    let a = Service::with_feeds(&feeds, &redis.url(), &env).await;
+    let b = Service::with_feeds(&feeds, &redis.url(), &env).await;
     let t = tenant();
     seed_catalogue(&redis.url(), &t, 30_000).await;
     let replicas = [&a, &b];
@@ -305,13 +305,13 @@ async fn a_running_job_of_each_kind_is_cancelled_from_its_own_replica_or_another
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_true_on_one_replica_learns_promptly_of_a_job_run_on_another() {
     let redis = RedisServer::start(false);
-    let one = [("MAX_CONCURRENT_JOBS", "1".to_owned())];
-    let a = Service::start(&redis.url(), &one).await;
     let feeds = HeldFeeds::start().await;
+    let one = [("MAX_CONCURRENT_JOBS", "1".to_owned())];
+    let a = Service::with_feeds(&feeds, &redis.url(), &one).await;
     // A's only worker is busy, so the waited-for job runs on B.
     let busy = started_id(a.sync(tenant().as_str(), &[feeds.url("busy")]).await).await;
     a.poll(&busy, "running", running).await;
-    let b = Service::start(&redis.url(), &one).await;
+    let b = Service::with_feeds(&feeds, &redis.url(), &one).await;
     let t = tenant();
     let source = feeds.url("waited");
     let waiting = {
@@ -409,12 +409,15 @@ fn rss_kib(pid: u32) -> u64 {
 async fn ten_thousand_queued_jobs_cost_no_redis_calls_while_they_wait() {
     const QUEUED: usize = 10_000;
     let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    // Staleness is not under test here: a generous threshold keeps a loaded machine's stall
+    // from recovering the running job, whose re-runs would be counted as waiting's cost.
     let env = [
         ("MAX_CONCURRENT_JOBS", "1".to_owned()),
         ("MAX_QUEUED_JOBS", QUEUED.to_string()),
+        ("STALE_AFTER_SECONDS", "60".to_owned()),
     ];
-    let svc = Service::start(&redis.url(), &env).await;
-    let feeds = HeldFeeds::start().await;
+    let svc = Service::with_feeds(&feeds, &redis.url(), &env).await;
     let busy = started_id(svc.sync(tenant().as_str(), &[feeds.url("hold")]).await).await;
     svc.poll(&busy, "running", running).await;
     let rss_before = rss_kib(svc.pid());

@@ -1,0 +1,186 @@
+//! Prometheus metrics: the recorder, every metric name in one list, and one function per
+//! thing worth counting, so call sites elsewhere stay one line.
+//!
+//! Labels are bounded sets (job kind, status, error class, store operation, route template,
+//! method, status code, refusal reason): never a tenant id, a job id or a raw path. Values
+//! are per process; aggregate replicas in PromQL (`sum by (kind) (rate(...))`).
+
+pub mod store;
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::jobs::store::Outcome;
+
+pub const JOBS_CREATED: &str = "catalog_jobs_created_total";
+pub const JOBS_FINISHED: &str = "catalog_jobs_finished_total";
+pub const JOB_DURATION: &str = "catalog_job_duration_seconds";
+pub const JOB_QUEUE_WAIT: &str = "catalog_job_queue_wait_seconds";
+pub const JOBS_RUNNING: &str = "catalog_jobs_running";
+pub const JOBS_QUEUED: &str = "catalog_jobs_queued";
+pub const PROGRESS_WRITES: &str = "catalog_job_progress_writes_total";
+pub const STORE_ERRORS: &str = "catalog_store_errors_total";
+pub const STORE_LATENCY: &str = "catalog_store_latency_seconds";
+pub const HTTP_REQUESTS: &str = "catalog_http_requests_total";
+pub const HTTP_DURATION: &str = "catalog_http_request_duration_seconds";
+pub const JOBS_REFUSED: &str = "catalog_jobs_refused_total";
+
+pub enum Type {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every metric this service exports, with its help text: the README's list and the
+/// `# HELP` lines both come from here.
+pub const ALL: &[(&str, Type, &str)] = &[
+    (JOBS_CREATED, Type::Counter, "Jobs created, by kind."),
+    (JOBS_FINISHED, Type::Counter, "Jobs ended, by kind and status (done, failed, cancelled); failed jobs carry their error class."),
+    (JOB_DURATION, Type::Histogram, "Seconds a job ran, from its start on a worker to its end, by kind."),
+    (JOB_QUEUE_WAIT, Type::Histogram, "Seconds a job waited in the shared queue, from its creation to its claim by this process (store clock to this host's clock), by kind."),
+    (JOBS_RUNNING, Type::Gauge, "Jobs running on a worker in this process, by kind."),
+    (JOBS_QUEUED, Type::Gauge, "Jobs waiting in the shared queue (all replicas), counted by the store at each scrape, by kind."),
+    (PROGRESS_WRITES, Type::Counter, "Progress writes sent to the job store (coalesced ticks)."),
+    (STORE_ERRORS, Type::Counter, "Job store operations that failed (store unreachable), by operation."),
+    (STORE_LATENCY, Type::Histogram, "Seconds a job store operation took, by operation."),
+    (HTTP_REQUESTS, Type::Counter, "HTTP requests answered, by route template, method and status."),
+    (HTTP_DURATION, Type::Histogram, "Seconds to answer an HTTP request (headers sent), by route template."),
+    (JOBS_REFUSED, Type::Counter, "Job starts refused, by reason (already_running, overloaded, shutting_down)."),
+];
+
+/// Histogram buckets in seconds: from a 0.5 ms Redis round trip to a 10-minute job. Fixed
+/// buckets (not summaries) so replicas can be summed and quantiles taken over the sum.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 300.0, 600.0,
+];
+
+/// How often histograms are drained into their buckets (the exporter's upkeep). Rendering
+/// also drains, so this only bounds memory between scrapes.
+pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The route label of a request no route matched (a 404 fallback): one value, whatever
+/// path was asked for.
+pub const UNMATCHED_ROUTE: &str = "unmatched";
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// The process's recorder, installed on first use (the facade has one global recorder; a
+/// test process building several apps shares it).
+pub fn handle() -> &'static PrometheusHandle {
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+            .expect("the bucket list is not empty")
+            .build_recorder();
+        let handle = recorder.handle();
+        // Another recorder can only be installed by code outside this module; then our
+        // handle renders nothing, which the metrics tests would show.
+        let _ = metrics::set_global_recorder(recorder);
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    for (name, kind, help) in ALL {
+        match kind {
+            Type::Counter => describe_counter!(*name, *help),
+            Type::Gauge => describe_gauge!(*name, *help),
+            Type::Histogram => describe_histogram!(*name, *help),
+        }
+    }
+}
+
+/// The Prometheus text exposition of every metric.
+pub fn render() -> String {
+    handle().render()
+}
+
+/// Drains histograms now and then; runs until the process ends.
+pub async fn upkeep() {
+    let mut tick = tokio::time::interval(UPKEEP_INTERVAL);
+    loop {
+        tick.tick().await;
+        handle().run_upkeep();
+    }
+}
+
+pub fn job_created(kind: &str) {
+    counter!(JOBS_CREATED, "kind" => kind.to_owned()).increment(1);
+}
+
+/// A job start refused before anything was created: `already_running`, `overloaded` or
+/// `shutting_down`.
+pub fn job_refused(reason: &'static str) {
+    counter!(JOBS_REFUSED, "reason" => reason).increment(1);
+}
+
+pub fn progress_written() {
+    counter!(PROGRESS_WRITES).increment(1);
+}
+
+/// A job ended. A failed one carries its error class as `error` (a bounded set of names
+/// from the code, never a message).
+pub fn job_finished(kind: &str, outcome: &Outcome) {
+    let status = outcome.status().as_str();
+    match outcome {
+        Outcome::Failed(class, _) => counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status, "error" => class.clone()).increment(1),
+        _ => counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status).increment(1),
+    }
+}
+
+/// A claimed job starts on a worker after waiting `waited` in the shared queue: it counts in
+/// `catalog_jobs_running` until the returned guard drops.
+pub fn job_started(kind: &str, waited: Duration) -> Running {
+    histogram!(JOB_QUEUE_WAIT, "kind" => kind.to_owned()).record(waited);
+    gauge!(JOBS_RUNNING, "kind" => kind.to_owned()).increment(1.0);
+    Running {
+        kind: kind.to_owned(),
+        started: Instant::now(),
+    }
+}
+
+/// The jobs of `kind` waiting in the shared queue, as the store counted them at a scrape.
+pub fn queue_depth(kind: &str, waiting: u64) {
+    gauge!(JOBS_QUEUED, "kind" => kind.to_owned()).set(waiting as f64);
+}
+
+/// A job on a worker; dropping it records how long it ran.
+pub struct Running {
+    kind: String,
+    started: Instant,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        gauge!(JOBS_RUNNING, "kind" => self.kind.clone()).decrement(1.0);
+        histogram!(JOB_DURATION, "kind" => self.kind.clone()).record(self.started.elapsed());
+    }
+}
+
+/// A store operation answered (or failed) after `elapsed`.
+pub fn store_op(op: &'static str, elapsed: Duration, failed: bool) {
+    histogram!(STORE_LATENCY, "op" => op).record(elapsed);
+    if failed {
+        counter!(STORE_ERRORS, "op" => op).increment(1);
+    }
+}
+
+/// Methods beyond these are counted as `OTHER`, so a client cannot grow the label set.
+const KNOWN_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+
+/// An HTTP request answered: `route` is the matched template (or [`UNMATCHED_ROUTE`]).
+pub fn http_request(route: &str, method: &str, status: u16, elapsed: Duration) {
+    let method = if KNOWN_METHODS.contains(&method) {
+        method.to_owned()
+    } else {
+        "OTHER".to_owned()
+    };
+    counter!(HTTP_REQUESTS, "route" => route.to_owned(), "method" => method, "status" => status.to_string())
+        .increment(1);
+    histogram!(HTTP_DURATION, "route" => route.to_owned()).record(elapsed);
+}

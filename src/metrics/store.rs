@@ -1,0 +1,152 @@
+//! `MeteredStore`: a job store that times every operation and counts its failures (and every
+//! progress write), then hands the answer back unchanged. Wrapping the store here keeps
+//! metric calls out of the stores and the runner, and measures each backend the same way.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::broadcast;
+
+use crate::jobs::store::{
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
+    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
+};
+use crate::jobs::{JobId, Kind, Snapshot, TenantId};
+
+pub struct MeteredStore {
+    inner: Arc<dyn JobStore>,
+}
+
+impl MeteredStore {
+    pub fn wrap(inner: Arc<dyn JobStore>) -> Arc<dyn JobStore> {
+        Arc::new(Self { inner })
+    }
+}
+
+/// Runs one store operation, recording its latency under `op` and counting it if it failed.
+async fn timed<T>(
+    op: &'static str,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let started = Instant::now();
+    let answer = call.await;
+    super::store_op(op, started.elapsed(), answer.is_err());
+    answer
+}
+
+impl JobStore for MeteredStore {
+    fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
+        Box::pin(timed("create", self.inner.create(job)))
+    }
+
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
+        Box::pin(timed("claim", self.inner.claim(worker, kinds)))
+    }
+
+    fn tick<'a>(
+        &'a self,
+        run: &'a RunId,
+        percent: u8,
+        step: &'a str,
+    ) -> BoxFuture<'a, Result<Tick, StoreError>> {
+        Box::pin(async move {
+            let answer = timed("tick", self.inner.tick(run, percent, step)).await;
+            if answer.is_ok() {
+                super::progress_written();
+            }
+            answer
+        })
+    }
+
+    fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>> {
+        Box::pin(timed("renew", self.inner.renew(runs)))
+    }
+
+    fn finish<'a>(
+        &'a self,
+        job: &'a NewJob,
+        run: &'a RunId,
+        created_at: u64,
+        outcome: &'a Outcome,
+        percent: u8,
+    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
+        Box::pin(timed(
+            "finish",
+            self.inner.finish(job, run, created_at, outcome, percent),
+        ))
+    }
+
+    fn restore<'a>(
+        &'a self,
+        job: &'a NewJob,
+        run: &'a RunId,
+        created_at: u64,
+        live: &'a Live,
+    ) -> BoxFuture<'a, Result<Restore, StoreError>> {
+        Box::pin(timed(
+            "restore",
+            self.inner.restore(job, run, created_at, live),
+        ))
+    }
+
+    fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {
+        Box::pin(timed("release", self.inner.release(run)))
+    }
+
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
+        Box::pin(timed("recover", self.inner.recover()))
+    }
+
+    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+        Box::pin(timed("cancel", self.inner.cancel(id)))
+    }
+
+    fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
+        Box::pin(timed("get", self.inner.get(id)))
+    }
+
+    fn recent<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(timed("recent", self.inner.recent(tenant, limit)))
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.inner.subscribe()
+    }
+
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
+        Box::pin(timed("queued_by_kind", self.inner.queued_by_kind()))
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(timed("ping", self.inner.ping()))
+    }
+
+    fn warnings(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.inner.warnings()
+    }
+
+    fn is_durable(&self) -> bool {
+        self.inner.is_durable()
+    }
+
+    fn persists(&self) -> BoxFuture<'_, Result<Option<bool>, StoreError>> {
+        self.inner.persists()
+    }
+
+    fn topology(&self) -> BoxFuture<'_, Result<Option<Topology>, StoreError>> {
+        self.inner.topology()
+    }
+
+    fn settings(&self) -> &StoreSettings {
+        self.inner.settings()
+    }
+}

@@ -1,0 +1,343 @@
+//! Tenant tokens through the real server, on both stores: 401 without a known token, 403 for
+//! another tenant named in the request, 404 for another tenant's job by id (exactly as an
+//! unknown id), open health routes, and the open mode that says so.
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::both_stores;
+use crate::helpers::{settings, spawn_app_with, store, tenant, test_config, Backend, TestApp};
+use catalog_jobs::api::auth::hash_token;
+use catalog_jobs::jobs::TenantId;
+
+both_stores!(
+    with_tokens_every_catalog_route_answers_401_without_a_known_token,
+    a_tenant_token_naming_another_tenant_is_forbidden_and_its_own_tenant_is_served,
+    another_tenants_job_by_id_is_404_exactly_like_an_unknown_id,
+    an_operator_token_reaches_every_tenant,
+    health_and_readiness_stay_open_with_tokens,
+    without_tokens_every_route_is_open_and_readiness_says_so,
+);
+
+const OPERATOR: &str = "op-secret-token";
+
+struct Tenants {
+    app: TestApp,
+    a: TenantId,
+    b: TenantId,
+    a_token: String,
+    b_token: String,
+}
+
+/// An app with an operator token (`*`) and one token each for two tenants.
+async fn app_with_tokens(b: Backend) -> Tenants {
+    let (ta, tb) = (tenant(), tenant());
+    let (a_token, b_token) = (format!("{ta}-secret"), format!("{tb}-secret"));
+    let mut config = test_config();
+    config.api_tokens = Some(format!(
+        "* ops {};{ta} a-bot {};{tb} b-bot {}",
+        hash_token(OPERATOR),
+        hash_token(&a_token),
+        hash_token(&b_token)
+    ));
+    let app = spawn_app_with(config, store(b, settings())).await;
+    Tenants {
+        app,
+        a: ta,
+        b: tb,
+        a_token,
+        b_token,
+    }
+}
+
+/// Every guarded route, as (method, path) for tenant `t` and job `job`.
+fn routes(t: &TenantId, job: &str) -> Vec<(Method, String)> {
+    vec![
+        (Method::POST, format!("/catalog/ticker?tenant_id={t}")),
+        (Method::GET, format!("/catalog/jobs?tenant_id={t}")),
+        (Method::GET, format!("/catalog/jobs/{job}")),
+        (Method::POST, format!("/catalog/jobs/{job}/cancel")),
+        (Method::GET, format!("/catalog/products?tenant_id={t}")),
+        (Method::POST, format!("/catalog/products?tenant_id={t}")),
+        (Method::GET, format!("/catalog/products/p1?tenant_id={t}")),
+        (Method::GET, "/catalog/nowhere".to_owned()),
+    ]
+}
+
+async fn send(app: &TestApp, method: Method, path: &str, token: Option<&str>) -> reqwest::Response {
+    let mut req = app
+        .client
+        .request(method, app.url(path))
+        .header("content-type", "application/x-ndjson")
+        .body("");
+    if let Some(token) = token {
+        req = req.bearer_auth(token);
+    }
+    req.send().await.expect("the app answers")
+}
+
+async fn error_of(r: reqwest::Response) -> (StatusCode, String) {
+    let status = r.status();
+    let body: Value = r.json().await.expect("a JSON envelope");
+    assert!(body["message"].is_string(), "{body}");
+    (
+        status,
+        body["error"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+async fn start_as(app: &TestApp, t: &TenantId, token: &str) -> String {
+    let r = app
+        .client
+        .post(app.url("/catalog/ticker"))
+        .bearer_auth(token)
+        .form(&[("tenant_id", t.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let body: Value = r.json().await.unwrap();
+    body["job_id"].as_str().unwrap().to_owned()
+}
+
+async fn with_tokens_every_catalog_route_answers_401_without_a_known_token(b: Backend) {
+    let s = app_with_tokens(b).await;
+    let job = start_as(&s.app, &s.a, &s.a_token).await;
+    for (method, path) in routes(&s.a, &job) {
+        for token in [None, Some("not-a-token"), Some("")] {
+            let r = send(&s.app, method.clone(), &path, token).await;
+            assert_eq!(
+                r.headers()
+                    .get("www-authenticate")
+                    .map(|v| v.to_str().unwrap()),
+                Some("Bearer"),
+                "{method} {path} {token:?}"
+            );
+            assert_eq!(
+                error_of(r).await,
+                (StatusCode::UNAUTHORIZED, "unauthorized".into()),
+                "{method} {path} {token:?}"
+            );
+        }
+    }
+    // A token in another scheme is not a bearer token.
+    let r = s
+        .app
+        .client
+        .get(s.app.url(&format!("/catalog/jobs?tenant_id={}", s.a)))
+        .basic_auth("a", Some(&s.a_token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+}
+
+async fn a_tenant_token_naming_another_tenant_is_forbidden_and_its_own_tenant_is_served(
+    b: Backend,
+) {
+    let s = app_with_tokens(b).await;
+    let (a, tb) = (&s.a, &s.b);
+    let named = [
+        (Method::POST, format!("/catalog/ticker?tenant_id={tb}")),
+        (Method::GET, format!("/catalog/jobs?tenant_id={tb}")),
+        (Method::GET, format!("/catalog/products?tenant_id={tb}")),
+        (Method::POST, format!("/catalog/products?tenant_id={tb}")),
+        (Method::GET, format!("/catalog/products/p1?tenant_id={tb}")),
+    ];
+    for (method, path) in named {
+        let r = send(&s.app, method.clone(), &path, Some(&s.a_token)).await;
+        assert_eq!(
+            error_of(r).await,
+            (StatusCode::FORBIDDEN, "forbidden".into()),
+            "{method} {path}"
+        );
+    }
+    // Nothing was started for b.
+    let r = send(
+        &s.app,
+        Method::GET,
+        &format!("/catalog/jobs?tenant_id={tb}"),
+        Some(&s.b_token),
+    )
+    .await;
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["jobs"].as_array().unwrap().len(), 0, "{body}");
+    // The same routes for its own tenant are served.
+    let own = [
+        (Method::POST, format!("/catalog/ticker?tenant_id={a}"), 202),
+        (Method::GET, format!("/catalog/jobs?tenant_id={a}"), 200),
+        (Method::GET, format!("/catalog/products?tenant_id={a}"), 200),
+        (
+            Method::POST,
+            format!("/catalog/products?tenant_id={a}"),
+            200,
+        ),
+        (
+            Method::GET,
+            format!("/catalog/products/p1?tenant_id={a}"),
+            404,
+        ),
+    ];
+    for (method, path, status) in own {
+        let r = send(&s.app, method.clone(), &path, Some(&s.a_token)).await;
+        assert_eq!(r.status(), status, "{method} {path}");
+    }
+}
+
+async fn another_tenants_job_by_id_is_404_exactly_like_an_unknown_id(b: Backend) {
+    let s = app_with_tokens(b).await;
+    let job = start_as(&s.app, &s.a, &s.a_token).await;
+    let unknown = catalog_jobs::jobs::JobId::new().to_string();
+    for (method, suffix) in [(Method::GET, ""), (Method::POST, "/cancel")] {
+        let theirs = send(
+            &s.app,
+            method.clone(),
+            &format!("/catalog/jobs/{job}{suffix}"),
+            Some(&s.b_token),
+        )
+        .await;
+        let none = send(
+            &s.app,
+            method.clone(),
+            &format!("/catalog/jobs/{unknown}{suffix}"),
+            Some(&s.b_token),
+        )
+        .await;
+        assert_eq!(theirs.status(), 404);
+        assert_eq!(none.status(), 404);
+        let (theirs, none): (Value, Value) =
+            (theirs.json().await.unwrap(), none.json().await.unwrap());
+        assert_eq!(theirs["error"], none["error"]);
+        assert_eq!(
+            theirs["message"].as_str().unwrap().replace(&job, "ID"),
+            none["message"].as_str().unwrap().replace(&unknown, "ID"),
+            "{method} {suffix}"
+        );
+    }
+    // The owner still sees it, and a wrong tenant_id on a job-id route is the same 404.
+    let r = send(
+        &s.app,
+        Method::GET,
+        &format!("/catalog/jobs/{job}"),
+        Some(&s.a_token),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let r = send(
+        &s.app,
+        Method::GET,
+        &format!("/catalog/jobs/{job}?tenant_id={}", s.b),
+        Some(OPERATOR),
+    )
+    .await;
+    assert_eq!(
+        error_of(r).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+    let r = send(
+        &s.app,
+        Method::GET,
+        &format!("/catalog/jobs/{job}?tenant_id={}", s.a),
+        Some(OPERATOR),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+}
+
+async fn an_operator_token_reaches_every_tenant(b: Backend) {
+    let s = app_with_tokens(b).await;
+    let job = start_as(&s.app, &s.a, OPERATOR).await;
+    let _ = start_as(&s.app, &s.b, OPERATOR).await;
+    let r = send(
+        &s.app,
+        Method::GET,
+        &format!("/catalog/jobs/{job}"),
+        Some(OPERATOR),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let r = send(
+        &s.app,
+        Method::GET,
+        &format!("/catalog/jobs?tenant_id={}", s.b),
+        Some(OPERATOR),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+}
+
+async fn health_and_readiness_stay_open_with_tokens(b: Backend) {
+    let s = app_with_tokens(b).await;
+    assert_eq!(s.app.get("/healthz").await.status(), 200);
+    let ready = s.app.get("/readyz").await;
+    assert_eq!(ready.status(), 200);
+    let ready: Value = ready.json().await.unwrap();
+    assert_eq!(ready["auth"], "tokens");
+    assert!(!ready.to_string().contains(s.a.as_str()), "{ready}");
+}
+
+async fn without_tokens_every_route_is_open_and_readiness_says_so(b: Backend) {
+    let app = spawn_app_with(test_config(), store(b, settings())).await;
+    let t = tenant();
+    let job = app.start_id("ticker", &[("tenant_id", t.as_str())]).await;
+    app.poll_until_ended(&job).await;
+    for (method, path) in routes(&t, &job) {
+        let r = send(&app, method.clone(), &path, None).await;
+        assert!(
+            ![401, 403].contains(&r.status().as_u16()),
+            "{method} {path}: {}",
+            r.status()
+        );
+    }
+    let ready: Value = app.get_json("/readyz").await;
+    assert_eq!(ready["auth"], "open");
+    assert!(
+        ready["warnings"].to_string().contains("API_TOKENS"),
+        "{ready}"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_token_entry_stops_start_up_naming_its_line() {
+    let dir = std::env::temp_dir().join(format!("tokens-{}", tenant()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tokens");
+    std::fs::write(
+        &file,
+        format!(
+            "# ops\n* ops {}\n\nacme bot sha256:nothex\n",
+            hash_token("x")
+        ),
+    )
+    .unwrap();
+    let mut config = test_config();
+    config.api_tokens_file = Some(file.clone());
+    let e = catalog_jobs::startup::load_tokens(&config)
+        .err()
+        .expect("refused");
+    let text = e.to_string();
+    assert!(text.contains("line 4"), "{text}");
+    assert!(
+        !text.contains("nothex") || text.contains("64 hex"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn hash_token_prints_the_sha256_form_of_a_token_read_on_stdin() {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_catalog-jobs"))
+        .arg("hash-token")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    child.stdin.take().unwrap().write_all(b"abc\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+}

@@ -1,0 +1,981 @@
+//! Bad input gets a clear 4xx and changes nothing: a table of malformed requests across every
+//! route with the exact status and error code each must get, and a property test throwing
+//! random fields, content types and bodies at each route. Both run against the real service
+//! with the real job kinds, on both stores; on Redis, the app's key namespaces must hold no
+//! new key afterwards.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
+use serde_json::Value;
+
+use crate::both_stores;
+use crate::helpers::{shared_redis_url, store, test_config, unique, Backend, TestApp};
+use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
+use catalog_jobs::catalog::Catalog;
+use catalog_jobs::jobs::store::StoreSettings;
+use catalog_jobs::startup::{catalog_settings, App};
+
+both_stores!(every_malformed_request_in_the_table_gets_its_status_and_code_and_writes_nothing);
+
+/// The real service with the catalogue kinds, in key namespaces of its own, so the keys it
+/// writes can be listed while other tests share the Redis.
+struct Isolated {
+    app: TestApp,
+    prefixes: Vec<String>,
+    backend: Backend,
+}
+
+async fn isolated(backend: Backend) -> Isolated {
+    let (job_prefix, catalog_prefix) = (unique("bad"), unique("badcat"));
+    let mut config = test_config();
+    config.max_start_body_bytes = 4096;
+    // A random `wait=true` must not hold the property test for minutes.
+    config.wait_max_seconds = std::time::Duration::from_secs(2);
+    let catalog_store: Arc<dyn CatalogStore> = match backend {
+        Backend::Memory => Arc::new(MemoryCatalog::new()),
+        Backend::Redis => {
+            Arc::new(RedisCatalog::open(&shared_redis_url(), &catalog_prefix).unwrap())
+        }
+    };
+    let catalog = Arc::new(Catalog {
+        store: catalog_store,
+        settings: catalog_settings(&config),
+    });
+    let registry = catalog_jobs::catalog::registry(catalog.clone());
+    let jobs = store(
+        backend,
+        StoreSettings {
+            prefix: job_prefix.clone(),
+            ..StoreSettings::default()
+        },
+    );
+    let app = App::build_with(config, jobs.clone(), catalog, registry)
+        .await
+        .expect("the app builds");
+    let addr = app.local_addr();
+    tokio::spawn(app.run_until(std::future::pending()));
+    Isolated {
+        app: TestApp {
+            addr,
+            client: reqwest::Client::new(),
+            store: jobs,
+        },
+        prefixes: vec![job_prefix, catalog_prefix],
+        backend,
+    }
+}
+
+impl Isolated {
+    /// Every key under the app's prefixes (none to list for the embedded store).
+    async fn keys(&self) -> BTreeSet<String> {
+        if self.backend == Backend::Memory {
+            return BTreeSet::new();
+        }
+        let client = redis::Client::open(shared_redis_url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let mut keys = BTreeSet::new();
+        for prefix in &self.prefixes {
+            let found: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{prefix}*"))
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            keys.extend(found);
+        }
+        keys
+    }
+
+    /// Sends a raw request; answers its status, its JSON body (Null when it has none) and
+    /// whether the body was the error envelope.
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .app
+            .client
+            .request(method.parse().unwrap(), self.app.url(path))
+            .body(body);
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        let r = req.send().await.expect("the app answers");
+        let status = r.status().as_u16();
+        let bytes = r.bytes().await.unwrap_or_default();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+}
+
+const FORM: Option<&str> = Some("application/x-www-form-urlencoded");
+const JSON: Option<&str> = Some("application/json");
+
+/// (what, method, path, content type, body, status, error code; "" = no JSON envelope,
+/// as for the answers hyper gives before a request reaches the router).
+type Case = (
+    &'static str,
+    &'static str,
+    String,
+    Option<&'static str>,
+    Vec<u8>,
+    u16,
+    &'static str,
+);
+
+fn table(t: &str) -> Vec<Case> {
+    let job = "6f0c1d2e-0000-4000-8000-000000000000";
+    let form = |s: &str| s.as_bytes().to_vec();
+    let long = "a".repeat(129);
+    let cases: Vec<Case> = vec![
+        (
+            "tenant empty",
+            "POST",
+            "/catalog/enrich".into(),
+            FORM,
+            form("tenant_id="),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant too long",
+            "POST",
+            "/catalog/enrich".into(),
+            FORM,
+            form(&format!("tenant_id={long}")),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant with :",
+            "POST",
+            "/catalog/enrich".into(),
+            FORM,
+            form("tenant_id=a%3Ab"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant with *",
+            "POST",
+            "/catalog/pair".into(),
+            FORM,
+            form("tenant_id=a*"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant with {",
+            "POST",
+            "/catalog/pair".into(),
+            FORM,
+            form("tenant_id=a%7Bb"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant with a space",
+            "POST",
+            "/catalog/pair".into(),
+            FORM,
+            form("tenant_id=a+b"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant with a newline",
+            "POST",
+            "/catalog/sync".into(),
+            FORM,
+            form("tenant_id=a%0Ab&source=demo.jsonl"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant with NUL",
+            "POST",
+            "/catalog/sync".into(),
+            FORM,
+            form("tenant_id=a%00b&source=demo.jsonl"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant non-ASCII",
+            "POST",
+            "/catalog/enrich".into(),
+            FORM,
+            form("tenant_id=caf%C3%A9"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant differs in query and body",
+            "POST",
+            format!("/catalog/enrich?tenant_id={t}"),
+            FORM,
+            form("tenant_id=other"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant missing",
+            "POST",
+            "/catalog/enrich".into(),
+            FORM,
+            form("force=true"),
+            422,
+            "missing_field",
+        ),
+        (
+            "tenant as a JSON object",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            form(r#"{"tenant_id":{"a":1}}"#),
+            422,
+            "invalid_field",
+        ),
+        (
+            "tenant as JSON null",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            form(r#"{"tenant_id":null}"#),
+            422,
+            "missing_field",
+        ),
+        (
+            "unknown kind",
+            "POST",
+            format!("/catalog/nope?tenant_id={t}"),
+            None,
+            vec![],
+            404,
+            "unknown_kind",
+        ),
+        (
+            "kind in capitals",
+            "POST",
+            format!("/catalog/SYNC?tenant_id={t}"),
+            None,
+            vec![],
+            404,
+            "unknown_kind",
+        ),
+        (
+            "unknown field",
+            "POST",
+            "/catalog/enrich".into(),
+            FORM,
+            form(&format!("tenant_id={t}&colour=red")),
+            422,
+            "unknown_field",
+        ),
+        (
+            "unknown field for pair",
+            "POST",
+            "/catalog/pair".into(),
+            JSON,
+            form(&format!(r#"{{"tenant_id":"{t}","force":true}}"#)),
+            422,
+            "unknown_field",
+        ),
+        (
+            "wait not a boolean",
+            "POST",
+            "/catalog/enrich".into(),
+            FORM,
+            form(&format!("tenant_id={t}&wait=maybe")),
+            422,
+            "invalid_field",
+        ),
+        (
+            "wait a JSON number",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            form(&format!(r#"{{"tenant_id":"{t}","wait":2}}"#)),
+            422,
+            "invalid_field",
+        ),
+        (
+            "wait twice, differently",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            form(&format!(r#"{{"tenant_id":"{t}","wait":[true,false]}}"#)),
+            422,
+            "invalid_field",
+        ),
+        (
+            "force not a boolean",
+            "POST",
+            "/catalog/enrich".into(),
+            FORM,
+            form(&format!("tenant_id={t}&force=sure")),
+            422,
+            "invalid_field",
+        ),
+        (
+            "force a JSON object",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            form(&format!(r#"{{"tenant_id":"{t}","force":{{}}}}"#)),
+            422,
+            "invalid_field",
+        ),
+        (
+            "sync without a source",
+            "POST",
+            "/catalog/sync".into(),
+            FORM,
+            form(&format!("tenant_id={t}")),
+            422,
+            "missing_field",
+        ),
+        (
+            "sync source outside FEEDS_DIR",
+            "POST",
+            "/catalog/sync".into(),
+            FORM,
+            form(&format!("tenant_id={t}&source=../Cargo.toml")),
+            422,
+            "source_not_allowed",
+        ),
+        (
+            "JSON array body",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            form("[1,2]"),
+            400,
+            "malformed_body",
+        ),
+        (
+            "JSON null body",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            form("null"),
+            400,
+            "malformed_body",
+        ),
+        (
+            "JSON string body",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            form("\"acme\""),
+            400,
+            "malformed_body",
+        ),
+        (
+            "JSON broken",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            form(r#"{"tenant_id":"#),
+            400,
+            "malformed_body",
+        ),
+        (
+            "JSON duplicate key",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            form(&format!(r#"{{"tenant_id":"{t}","tenant_id":"other"}}"#)),
+            422,
+            "duplicate_key",
+        ),
+        (
+            "JSON duplicate nested key",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            form(&format!(r#"{{"tenant_id":"{t}","x":{{"a":1,"a":2}}}}"#)),
+            422,
+            "duplicate_key",
+        ),
+        (
+            "JSON not UTF-8",
+            "POST",
+            "/catalog/enrich".into(),
+            JSON,
+            b"{\"tenant_id\":\"\xff\xfe\"}".to_vec(),
+            400,
+            "malformed_body",
+        ),
+        (
+            "form not UTF-8",
+            "POST",
+            "/catalog/enrich".into(),
+            FORM,
+            b"tenant_id=\xff\xfe".to_vec(),
+            422,
+            "invalid_field",
+        ),
+        (
+            "multipart without a boundary",
+            "POST",
+            "/catalog/enrich".into(),
+            Some("multipart/form-data"),
+            form("x"),
+            400,
+            "malformed_body",
+        ),
+        (
+            "text/plain",
+            "POST",
+            "/catalog/enrich".into(),
+            Some("text/plain"),
+            form(&format!("tenant_id={t}")),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "application/xml",
+            "POST",
+            "/catalog/enrich".into(),
+            Some("application/xml"),
+            form("<x/>"),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "a body without a content type",
+            "POST",
+            "/catalog/enrich".into(),
+            None,
+            form(&format!("tenant_id={t}")),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "start body over MAX_START_BODY_BYTES",
+            "POST",
+            "/catalog/enrich".into(),
+            FORM,
+            form(&format!("tenant_id={t}&pad={}", "x".repeat(5000))),
+            413,
+            "payload_too_large",
+        ),
+        (
+            "job id not a UUID",
+            "GET",
+            "/catalog/jobs/not-a-uuid".into(),
+            None,
+            vec![],
+            404,
+            "not_found",
+        ),
+        (
+            "unknown job id",
+            "GET",
+            format!("/catalog/jobs/{job}"),
+            None,
+            vec![],
+            404,
+            "not_found",
+        ),
+        (
+            "job route with a bad tenant",
+            "GET",
+            format!("/catalog/jobs/{job}?tenant_id=a:b"),
+            None,
+            vec![],
+            422,
+            "invalid_field",
+        ),
+        (
+            "job route with an unknown field",
+            "GET",
+            format!("/catalog/jobs/{job}?verbose=1"),
+            None,
+            vec![],
+            422,
+            "unknown_field",
+        ),
+        (
+            "cancel of a non-UUID",
+            "POST",
+            "/catalog/jobs/42/cancel".into(),
+            None,
+            vec![],
+            404,
+            "not_found",
+        ),
+        (
+            "cancel of an unknown job",
+            "POST",
+            format!("/catalog/jobs/{job}/cancel"),
+            None,
+            vec![],
+            404,
+            "not_found",
+        ),
+        (
+            "DELETE a job",
+            "DELETE",
+            format!("/catalog/jobs/{job}"),
+            None,
+            vec![],
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "listing without a tenant",
+            "GET",
+            "/catalog/jobs".into(),
+            None,
+            vec![],
+            422,
+            "missing_field",
+        ),
+        (
+            "listing limit 0",
+            "GET",
+            format!("/catalog/jobs?tenant_id={t}&limit=0"),
+            None,
+            vec![],
+            422,
+            "invalid_field",
+        ),
+        (
+            "listing limit 101",
+            "GET",
+            format!("/catalog/jobs?tenant_id={t}&limit=101"),
+            None,
+            vec![],
+            422,
+            "invalid_field",
+        ),
+        (
+            "listing limit -1",
+            "GET",
+            format!("/catalog/jobs?tenant_id={t}&limit=-1"),
+            None,
+            vec![],
+            422,
+            "invalid_field",
+        ),
+        (
+            "listing limit a word",
+            "GET",
+            format!("/catalog/jobs?tenant_id={t}&limit=ten"),
+            None,
+            vec![],
+            422,
+            "invalid_field",
+        ),
+        (
+            "listing two tenants",
+            "GET",
+            format!("/catalog/jobs?tenant_id={t}&tenant_id=other"),
+            None,
+            vec![],
+            422,
+            "invalid_field",
+        ),
+        (
+            "listing with a cursor",
+            "GET",
+            format!("/catalog/jobs?tenant_id={t}&cursor=x"),
+            None,
+            vec![],
+            422,
+            "unknown_field",
+        ),
+        (
+            "products limit 501",
+            "GET",
+            format!("/catalog/products?tenant_id={t}&limit=501"),
+            None,
+            vec![],
+            422,
+            "invalid_field",
+        ),
+        (
+            "products limit 1.5",
+            "GET",
+            format!("/catalog/products?tenant_id={t}&limit=1.5"),
+            None,
+            vec![],
+            422,
+            "invalid_field",
+        ),
+        (
+            "products cursor twice",
+            "GET",
+            format!("/catalog/products?tenant_id={t}&cursor=a&cursor=b"),
+            None,
+            vec![],
+            422,
+            "invalid_field",
+        ),
+        (
+            "products unknown field",
+            "GET",
+            format!("/catalog/products?tenant_id={t}&sort=name"),
+            None,
+            vec![],
+            422,
+            "unknown_field",
+        ),
+        (
+            "product without a tenant",
+            "GET",
+            "/catalog/products/p1".into(),
+            None,
+            vec![],
+            422,
+            "missing_field",
+        ),
+        (
+            "product with a bad tenant",
+            "GET",
+            "/catalog/products/p1?tenant_id=%E2%9C%93".into(),
+            None,
+            vec![],
+            422,
+            "invalid_field",
+        ),
+        (
+            "import as text/plain",
+            "POST",
+            format!("/catalog/products?tenant_id={t}"),
+            Some("text/plain"),
+            form("p1,x"),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "import without a content type",
+            "POST",
+            format!("/catalog/products?tenant_id={t}"),
+            None,
+            form("product_key,name\np1,x\n"),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "import with a bad tenant",
+            "POST",
+            "/catalog/products?tenant_id=a%20b".into(),
+            Some("text/csv"),
+            form("product_key,name\np1,x\n"),
+            422,
+            "invalid_field",
+        ),
+        (
+            "import with an unknown field",
+            "POST",
+            format!("/catalog/products?tenant_id={t}&dry_run=1"),
+            Some("text/csv"),
+            form("product_key,name\np1,x\n"),
+            422,
+            "unknown_field",
+        ),
+        (
+            "import of a broken JSON array",
+            "POST",
+            format!("/catalog/products?tenant_id={t}"),
+            JSON,
+            form(r#"[{"product_key":"#),
+            400,
+            "malformed_body",
+        ),
+        (
+            "no such route",
+            "GET",
+            "/catalog".into(),
+            None,
+            vec![],
+            404,
+            "not_found",
+        ),
+    ];
+    cases
+}
+
+async fn every_malformed_request_in_the_table_gets_its_status_and_code_and_writes_nothing(
+    b: Backend,
+) {
+    let app = isolated(b).await;
+    let t = unique("t");
+    let before = app.keys().await;
+    let cases = table(&t);
+    assert!(cases.len() >= 40, "{} cases", cases.len());
+    for (what, method, path, content_type, body, status, code) in cases {
+        let (got, body) = app.send(method, &path, content_type, body).await;
+        assert_eq!(got, status, "{what}: {body}");
+        if code.is_empty() {
+            continue;
+        }
+        assert_eq!(body["error"], code, "{what}: {body}");
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{what}: {body}"
+        );
+    }
+    // An oversized header is refused by hyper before it reaches the router (no envelope).
+    let r = app
+        .app
+        .client
+        .get(app.app.url(&format!("/catalog/jobs?tenant_id={t}")))
+        .header("x-big", "z".repeat(70 * 1024))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 431, "oversized header");
+    // So is a URL beyond the head limit (raw TCP: client libraries refuse to send one).
+    let answer = raw_request(
+        app.app.addr,
+        &format!(
+            "GET /catalog/jobs?tenant_id={t}&pad={} HTTP/1.1\r\nHost: x\r\n\r\n",
+            "y".repeat(70 * 1024)
+        ),
+    )
+    .await;
+    assert!(
+        answer.starts_with("HTTP/1.1 431") || answer.starts_with("HTTP/1.1 414"),
+        "oversized URL: {}",
+        &answer[..answer.len().min(200)]
+    );
+    assert_eq!(app.keys().await, before, "the table wrote keys");
+    assert!(app
+        .app
+        .store
+        .recent(&catalog_jobs::jobs::TenantId::parse(&t).unwrap(), 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// Sends raw bytes and reads the answer until the server closes (or 15 s pass).
+async fn raw_request(addr: std::net::SocketAddr, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // The server may answer and close before it has read all of an oversized head.
+    let _ = s.write_all(request.as_bytes()).await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(15), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+// ---------------------------------------------------------------------------------------
+// The property test
+
+/// Cases per store: enough to meet every route with many shapes, few enough that the suite
+/// stays fast on a shared machine.
+const CASES: u32 = 64;
+
+/// The routes, as (method, path with `{id}` / `{key}` / `{kind}` holes).
+const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/catalog/{kind}"),
+    ("GET", "/catalog/jobs"),
+    ("GET", "/catalog/jobs/{id}"),
+    ("POST", "/catalog/jobs/{id}/cancel"),
+    ("GET", "/catalog/products"),
+    ("POST", "/catalog/products"),
+    ("GET", "/catalog/products/{key}"),
+];
+
+#[derive(Clone, Debug)]
+enum TenantChoice {
+    /// A valid tenant no other case uses.
+    Fresh,
+    Raw(String),
+    Missing,
+}
+
+#[derive(Clone, Debug)]
+struct RandomRequest {
+    route: usize,
+    segment: String,
+    tenant: TenantChoice,
+    fields: Vec<(String, String)>,
+    in_body: bool,
+    content_type: Option<String>,
+    raw_body: Option<Vec<u8>>,
+}
+
+fn field_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("wait".to_owned()),
+        Just("force".to_owned()),
+        Just("limit".to_owned()),
+        Just("cursor".to_owned()),
+        Just("source".to_owned()),
+        Just("tenant_id".to_owned()),
+        "\\PC{0,12}",
+    ]
+}
+
+fn field_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("true".to_owned()),
+        Just("0".to_owned()),
+        Just("-1".to_owned()),
+        Just("101".to_owned()),
+        Just("demo.jsonl".to_owned()),
+        Just("../../etc/passwd".to_owned()),
+        Just("http://127.0.0.1:6379/".to_owned()),
+        "\\PC{0,24}",
+        ".{0,24}",
+    ]
+}
+
+fn content_type() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        Just(None),
+        Just(Some("application/x-www-form-urlencoded".to_owned())),
+        Just(Some("application/json".to_owned())),
+        Just(Some("multipart/form-data".to_owned())),
+        Just(Some("multipart/form-data; boundary=zz".to_owned())),
+        Just(Some("text/csv".to_owned())),
+        Just(Some("application/x-ndjson".to_owned())),
+        Just(Some("text/plain".to_owned())),
+        "[ -~]{0,30}".prop_map(Some),
+    ]
+}
+
+fn random_request() -> impl Strategy<Value = RandomRequest> {
+    (
+        0..ROUTES.len(),
+        prop_oneof![
+            Just("sync".to_owned()),
+            Just("enrich".to_owned()),
+            Just("pair".to_owned()),
+            Just("6f0c1d2e-0000-4000-8000-000000000000".to_owned()),
+            "\\PC{1,20}",
+        ],
+        prop_oneof![
+            Just(TenantChoice::Fresh),
+            Just(TenantChoice::Missing),
+            "\\PC{0,140}".prop_map(TenantChoice::Raw),
+        ],
+        proptest::collection::vec((field_name(), field_value()), 0..4),
+        any::<bool>(),
+        content_type(),
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..96)),
+    )
+        .prop_map(
+            |(route, segment, tenant, fields, in_body, content_type, raw_body)| RandomRequest {
+                route,
+                segment,
+                tenant,
+                fields,
+                in_body,
+                content_type,
+                raw_body,
+            },
+        )
+}
+
+impl Isolated {
+    /// Keys under the app's prefixes that name `tenant`.
+    async fn keys_of(&self, tenant: &str) -> BTreeSet<String> {
+        self.keys()
+            .await
+            .into_iter()
+            .filter(|k| !tenant.is_empty() && k.contains(tenant))
+            .collect()
+    }
+
+    async fn throw(&self, req: RandomRequest) -> Result<(), TestCaseError> {
+        let (method, template) = ROUTES[req.route];
+        let tenant = match &req.tenant {
+            TenantChoice::Fresh => Some(unique("pt")),
+            TenantChoice::Raw(t) => Some(t.clone()),
+            TenantChoice::Missing => None,
+        };
+        let mut fields = req.fields.clone();
+        if let Some(t) = &tenant {
+            fields.insert(0, ("tenant_id".to_owned(), t.clone()));
+        }
+        let mut url = reqwest::Url::parse(&self.app.url("/")).unwrap();
+        {
+            let mut segments = url.path_segments_mut().unwrap();
+            segments.clear();
+            for part in template.trim_start_matches('/').split('/') {
+                segments.push(if part.starts_with('{') {
+                    &req.segment
+                } else {
+                    part
+                });
+            }
+        }
+        let mut body = Vec::new();
+        if req.in_body && method == "POST" {
+            body = match req.content_type.as_deref() {
+                Some("application/json") => {
+                    let object: serde_json::Map<String, Value> = fields
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                        .collect();
+                    serde_json::to_vec(&object).unwrap()
+                }
+                _ => serde_urlencoded::to_string(&fields).unwrap().into_bytes(),
+            };
+        } else {
+            url.query_pairs_mut().extend_pairs(&fields);
+        }
+        if let Some(raw) = &req.raw_body {
+            body = raw.clone();
+        }
+        let before = self.keys_of(tenant.as_deref().unwrap_or("")).await;
+        let (status, answer) = self
+            .send(
+                method,
+                url.as_str().trim_start_matches(&self.app.url("")),
+                req.content_type.as_deref(),
+                body,
+            )
+            .await;
+        prop_assert!(status < 500, "{method} {url}: {status} {answer}");
+        if status >= 400 {
+            prop_assert!(
+                answer["error"].is_string() && answer["message"].is_string(),
+                "{method} {url}: {status} {answer}"
+            );
+            let after = self.keys_of(tenant.as_deref().unwrap_or("")).await;
+            prop_assert_eq!(
+                before,
+                after,
+                "a refused request wrote keys: {} {}",
+                method,
+                url
+            );
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn random_requests_to_every_route_get_a_2xx_or_a_4xx_envelope_and_refusals_write_nothing() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for backend in [Backend::Memory, Backend::Redis] {
+        let app = rt.block_on(isolated(backend));
+        let mut runner = TestRunner::new(ProptestConfig {
+            cases: CASES,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        });
+        runner
+            .run(&random_request(), |req| rt.block_on(app.throw(req)))
+            .unwrap_or_else(|e| panic!("{backend:?}: {e}"));
+    }
+}

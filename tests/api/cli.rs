@@ -1,0 +1,398 @@
+//! The CLI end to end: the built binary's client subcommands against a running service (the
+//! same binary, spawned), each exit code, `--json` parsed, plain output for scripts, the
+//! progress bar in a pseudo-terminal, and Ctrl-C leaving the job running.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::helpers::{free_port, unique};
+use crate::service::{HeldFeeds, Service};
+
+const BIN: &str = env!("CARGO_BIN_EXE_catalog-jobs");
+
+/// Runs the CLI to its end (off the test's runtime, which serves the held feeds).
+async fn cli(svc_base: &str, args: &[&str]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env_clear()
+        .env("CATALOG_JOBS_URL", svc_base)
+        .stdin(Stdio::null());
+    tokio::task::spawn_blocking(move || cmd.output().expect("the CLI runs"))
+        .await
+        .expect("the CLI thread ends")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("the CLI exits, not killed")
+}
+
+/// Output for a script or a CI log: printable characters and newlines only.
+fn assert_plain(text: &str) {
+    assert!(
+        text.chars().all(|c| c == '\n' || !c.is_control()),
+        "control characters in non-terminal output: {text:?}"
+    );
+}
+
+#[tokio::test]
+async fn submit_prints_the_job_id_and_wait_follows_it_to_a_json_report_with_exit_0() {
+    let svc = Service::start(&[]).await;
+    let tenant = unique("cli");
+    let o = cli(
+        &svc.base(),
+        &[
+            "submit",
+            "sync",
+            "--tenant",
+            &tenant,
+            "--source",
+            "demo.jsonl",
+        ],
+    )
+    .await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let id = stdout(&o).trim().to_owned();
+    let job = svc.poll(&id, |j| j["status"] == "done").await;
+    assert_eq!(job["tenant_id"], tenant.as_str(), "stdout is just the id");
+
+    let o = cli(
+        &svc.base(),
+        &["submit", "enrich", "--tenant", &tenant, "--wait", "--json"],
+    )
+    .await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let report: Value =
+        serde_json::from_str(stdout(&o).trim()).expect("--json prints one JSON object");
+    assert_eq!(report["status"], "done");
+    assert_eq!(report["kind"], "enrich");
+    assert_eq!(report["result"]["products"], 2400);
+    assert_plain(&stdout(&o));
+    assert_plain(&stderr(&o));
+    assert!(
+        stderr(&o).contains("enrich done 100%"),
+        "plain progress lines: {}",
+        stderr(&o)
+    );
+
+    let o = cli(&svc.base(), &["jobs", "--tenant", &tenant, "--limit", "5"]).await;
+    assert_eq!(code(&o), 0);
+    let table = stdout(&o);
+    assert!(
+        table.starts_with("JOB ID"),
+        "a table with a header: {table}"
+    );
+    assert!(table.contains(&id) && table.contains("enrich"));
+    assert_eq!(table.lines().count(), 3, "header and two jobs: {table}");
+    let o = cli(&svc.base(), &["jobs", "--tenant", &tenant, "--json"]).await;
+    let listing: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(listing.as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn a_job_that_fails_exits_1_and_says_its_error_class() {
+    // Nobody listens on this (allowed) port: the only source cannot be read, so the sync fails.
+    let port = free_port();
+    let svc = Service::start(&[("SYNC_ALLOWED_HOSTS", &format!("127.0.0.1:{port}"))]).await;
+    let source = format!("http://127.0.0.1:{port}/feed.jsonl");
+    let o = cli(
+        &svc.base(),
+        &[
+            "submit",
+            "sync",
+            "--tenant",
+            &unique("cli"),
+            "--source",
+            &source,
+            "--wait",
+        ],
+    )
+    .await;
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("failed (SourceUnreachable)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[tokio::test]
+async fn an_active_job_exits_3_with_its_id_and_attach_follows_it_to_the_end() {
+    let feeds = HeldFeeds::start().await;
+    let svc = Service::start(&[("SYNC_ALLOWED_HOSTS", &feeds.allowed())]).await;
+    let tenant = unique("cli");
+    let held = feeds.url("attach");
+    let id = svc
+        .start_id("sync", &[("tenant_id", &tenant), ("source", &held)])
+        .await;
+    let o = cli(
+        &svc.base(),
+        &["submit", "sync", "--tenant", &tenant, "--source", &held],
+    )
+    .await;
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), id, "the running job's id is printed");
+
+    // The feed is released only once the CLI says it follows the running job: released
+    // sooner, the job could end before the CLI's POST and that POST would start a new one.
+    let args: Vec<String> = [
+        "submit", "sync", "--tenant", &tenant, "--source", &held, "--attach", "--json",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let base = svc.base();
+    let (following_tx, following) = tokio::sync::oneshot::channel();
+    let attached = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .env_clear()
+            .env("CATALOG_JOBS_URL", base)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the CLI runs");
+        let err = std::io::BufReader::new(child.stderr.take().expect("stderr is piped"));
+        let mut following_tx = Some(following_tx);
+        for line in err.lines().map_while(Result::ok) {
+            if line.contains("following") {
+                if let Some(tx) = following_tx.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        child.wait_with_output().expect("the CLI ends")
+    });
+    following
+        .await
+        .expect("the CLI says it follows the running job");
+    feeds.release("attach");
+    let o = attached.await.unwrap();
+    assert_eq!(code(&o), 0);
+    let report: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(report["job_id"], id.as_str(), "it followed the running job");
+    assert_eq!(report["status"], "done");
+}
+
+#[tokio::test]
+async fn cancel_stops_an_active_job_and_watching_it_then_exits_1() {
+    let feeds = HeldFeeds::start().await;
+    // One worker, held by a first job: the second waits in the queue, and a cancel ends it at
+    // once, whatever the held feed does.
+    let svc = Service::start(&[
+        ("HEARTBEAT_SECONDS", "0.1"),
+        ("MAX_CONCURRENT_JOBS", "1"),
+        ("SYNC_ALLOWED_HOSTS", &feeds.allowed()),
+    ])
+    .await;
+    let busy = svc
+        .start_id(
+            "sync",
+            &[
+                ("tenant_id", &unique("cli")),
+                ("source", &feeds.url("busy")),
+            ],
+        )
+        .await;
+    let tenant = unique("cli");
+    let id = svc
+        .start_id(
+            "sync",
+            &[("tenant_id", &tenant), ("source", &feeds.url("cancel"))],
+        )
+        .await;
+    let o = cli(&svc.base(), &["cancel", &id]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // A queued job ends at once ("cancelled"); a running one reads "cancelling" first.
+    assert!(stdout(&o).contains("cancel"), "{}", stdout(&o));
+    let o = cli(&svc.base(), &["watch", &id]).await;
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(stdout(&o).contains("cancelled"), "{}", stdout(&o));
+    let o = cli(&svc.base(), &["cancel", &id]).await;
+    assert_eq!(code(&o), 1, "an ended job has nothing to cancel");
+    feeds.release("busy");
+    svc.poll(&busy, |j| j["status"] == "done").await;
+}
+
+#[tokio::test]
+async fn usage_errors_exit_2_and_an_unreachable_or_failing_server_exits_4() {
+    let svc = Service::start(&[]).await;
+    let o = cli(&svc.base(), &["submit", "sync"]).await;
+    assert_eq!(code(&o), 2, "a missing --tenant");
+    let o = cli(&svc.base(), &["submit", "sync", "--tenant", "not a tenant"]).await;
+    assert_eq!(code(&o), 2, "the server's 422");
+    assert!(stderr(&o).contains("invalid_field"), "{}", stderr(&o));
+    let o = cli(&svc.base(), &["watch", "no-such-job"]).await;
+    assert_eq!(code(&o), 2, "an unknown job");
+    let o = cli(
+        &svc.base(),
+        &["jobs", "--tenant", "acme", "--token-file", "/no/such/file"],
+    )
+    .await;
+    assert_eq!(code(&o), 2, "an unreadable token file");
+
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let o = cli(&nobody, &["submit", "sync", "--tenant", "acme"]).await;
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot reach"), "{}", stderr(&o));
+
+    let dead_redis = format!("redis://127.0.0.1:{}/0", free_port());
+    let failing = Service::start(&[("REDIS_URL", &dead_redis)]).await;
+    let o = cli(
+        &failing.base(),
+        &[
+            "submit",
+            "sync",
+            "--tenant",
+            "acme",
+            "--source",
+            "demo.jsonl",
+        ],
+    )
+    .await;
+    assert_eq!(code(&o), 4, "a 503: {}", stderr(&o));
+    assert_plain(&stderr(&o));
+}
+
+#[tokio::test]
+async fn a_token_file_is_sent_as_a_bearer_header_and_never_in_the_url() {
+    use axum::http::HeaderMap;
+    use std::sync::{Arc, Mutex};
+    /// Each request the stand-in server saw: its URI and its Authorization header.
+    type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+    let seen: Seen = Arc::default();
+    let record = seen.clone();
+    let router = axum::Router::new().fallback(move |uri: axum::http::Uri, headers: HeaderMap| {
+        let auth = headers
+            .get("authorization")
+            .map(|v| v.to_str().unwrap().to_owned());
+        record.lock().unwrap().push((uri.to_string(), auth));
+        async { axum::Json(serde_json::json!({"jobs": []})) }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let token = std::env::temp_dir().join(format!("catalog-jobs-token-{}", std::process::id()));
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let o = cli(
+        &base,
+        &[
+            "jobs",
+            "--tenant",
+            "acme",
+            "--token-file",
+            token.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let _ = std::fs::remove_file(&token);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].1.as_deref(), Some("Bearer s3cret-token"));
+    assert!(!seen[0].0.contains("s3cret"), "the token is not in the URL");
+}
+
+#[tokio::test]
+async fn watch_in_a_terminal_draws_a_progress_bar() {
+    if Command::new("script").arg("--version").output().is_err() {
+        panic!("`script` (util-linux) is needed to give the CLI a pseudo-terminal");
+    }
+    let feeds = HeldFeeds::start().await;
+    let svc = Service::start(&[("SYNC_ALLOWED_HOSTS", &feeds.allowed())]).await;
+    let id = svc
+        .start_id(
+            "sync",
+            &[("tenant_id", &unique("cli")), ("source", &feeds.url("bar"))],
+        )
+        .await;
+    svc.poll(&id, |j| j["status"] == "running").await;
+    let command = format!("{BIN} watch {id} --server {}", svc.base());
+    let mut cmd = Command::new("script");
+    cmd.args(["-qfec", &command, "/dev/null"])
+        .env("TERM", "xterm")
+        .stdin(Stdio::null());
+    let watching = tokio::task::spawn_blocking(move || cmd.output().expect("script runs"));
+    // The bar redraws a few times a second; give it a moment before the job ends. (No signal
+    // reaches us from inside the pseudo-terminal before the end.)
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    feeds.release("bar");
+    let o = watching.await.unwrap();
+    assert_eq!(code(&o), 0, "{}", stdout(&o));
+    let screen = stdout(&o);
+    assert!(
+        screen.contains("\r") || screen.contains("\u{1b}["),
+        "the bar redraws in place: {screen:?}"
+    );
+    assert!(
+        screen.contains("ETA") && screen.contains("elapsed"),
+        "{screen:?}"
+    );
+    assert!(screen.contains("% ["), "a percent and a bar: {screen:?}");
+    assert!(
+        screen.contains(&format!("sync {id} done")),
+        "then the summary: {screen:?}"
+    );
+}
+
+#[tokio::test]
+async fn ctrl_c_stops_watching_and_leaves_the_job_running() {
+    let feeds = HeldFeeds::start().await;
+    let svc = Service::start(&[("SYNC_ALLOWED_HOSTS", &feeds.allowed())]).await;
+    let id = svc
+        .start_id(
+            "sync",
+            &[
+                ("tenant_id", &unique("cli")),
+                ("source", &feeds.url("ctrlc")),
+            ],
+        )
+        .await;
+    svc.poll(&id, |j| j["status"] == "running").await;
+    let child = Command::new(BIN)
+        .args(["watch", &id, "--server", &svc.base()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the watcher's first progress line before interrupting it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid = child.id().to_string();
+    let o = tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut child = child;
+        let mut err = child.stderr.take().unwrap();
+        let mut first = [0u8; 1];
+        let _ = err.read(&mut first);
+        assert!(Instant::now() < deadline);
+        Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        let mut rest = Vec::new();
+        let _ = err.read_to_end(&mut rest);
+        let status = child.wait().unwrap();
+        let mut text = String::from_utf8_lossy(&first).into_owned();
+        text.push_str(&String::from_utf8_lossy(&rest));
+        (status.code(), text)
+    })
+    .await
+    .unwrap();
+    assert_eq!(o.0, Some(130), "{}", o.1);
+    assert!(
+        o.1.contains("goes on") && o.1.contains(&format!("catalog-jobs cancel {id}")),
+        "{}",
+        o.1
+    );
+    let job = svc.get_json(&format!("/catalog/jobs/{id}")).await;
+    assert_eq!(job["status"], "running", "the job goes on");
+    feeds.release("ctrlc");
+}

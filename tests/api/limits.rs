@@ -1,0 +1,168 @@
+//! Connections and requests cannot be held: header-read, body-read and idle timeouts, the
+//! connection limit, and the start-request size limit, through the real server over raw TCP
+//! (a well-behaved client library would not dribble).
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::helpers::{settings, spawn_app_with, store, tenant, test_config, Backend, TestApp};
+
+/// Longest any answer (or close) is waited for: far beyond the sub-second timeouts these
+/// tests configure, so a loaded machine does not fail them.
+const PATIENCE: Duration = Duration::from_secs(15);
+
+async fn app(configure: impl FnOnce(&mut catalog_jobs::config::Config)) -> TestApp {
+    let mut config = test_config();
+    configure(&mut config);
+    spawn_app_with(config, store(Backend::Memory, settings())).await
+}
+
+/// Reads until the server closes the connection (or `PATIENCE` runs out), answering what it
+/// sent and how long that took.
+async fn read_to_close(stream: &mut TcpStream) -> (String, Duration) {
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut out)).await;
+    assert!(
+        read.is_ok(),
+        "the server did not close the connection in {PATIENCE:?}"
+    );
+    (
+        String::from_utf8_lossy(&out).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[tokio::test]
+async fn an_unfinished_request_head_is_closed_by_the_header_timeout() {
+    let app = app(|c| c.request_timeout_seconds = Duration::from_millis(300)).await;
+    let mut s = TcpStream::connect(app.addr).await.unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .await
+        .unwrap();
+    let (_, took) = read_to_close(&mut s).await;
+    assert!(took >= Duration::from_millis(200), "closed after {took:?}");
+}
+
+#[tokio::test]
+async fn a_connection_that_sends_nothing_is_closed() {
+    let app = app(|c| c.request_timeout_seconds = Duration::from_millis(300)).await;
+    let mut s = TcpStream::connect(app.addr).await.unwrap();
+    let (answer, _) = read_to_close(&mut s).await;
+    assert!(!answer.contains("200"), "{answer}");
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_by_the_idle_timeout() {
+    let app = app(|c| c.idle_timeout_seconds = Duration::from_millis(300)).await;
+    let mut s = TcpStream::connect(app.addr).await.unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (answer, took) = read_to_close(&mut s).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(took >= Duration::from_millis(200), "closed after {took:?}");
+}
+
+#[tokio::test]
+async fn a_start_request_whose_body_dribbles_gets_408() {
+    let app = app(|c| c.request_timeout_seconds = Duration::from_millis(400)).await;
+    let mut s = TcpStream::connect(app.addr).await.unwrap();
+    s.write_all(
+        b"POST /catalog/ticker HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ntenant",
+    )
+    .await
+    .unwrap();
+    let (answer, _) = read_to_close(&mut s).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"request_timeout\""), "{answer}");
+}
+
+#[tokio::test]
+async fn an_import_whose_body_stalls_gets_408() {
+    let app = app(|c| c.request_timeout_seconds = Duration::from_millis(400)).await;
+    let t = tenant();
+    let mut s = TcpStream::connect(app.addr).await.unwrap();
+    let head = format!(
+        "POST /catalog/products?tenant_id={t} HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 1000\r\n\r\n{{\"product_key\""
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let (answer, _) = read_to_close(&mut s).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"request_timeout\""), "{answer}");
+}
+
+#[tokio::test]
+async fn a_start_body_over_the_limit_is_refused_before_it_is_sent() {
+    let app = app(|c| c.max_start_body_bytes = 1024).await;
+    let mut s = TcpStream::connect(app.addr).await.unwrap();
+    // Only the head: the answer must come without the body ever being sent.
+    s.write_all(
+        b"POST /catalog/ticker HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(PATIENCE, s.read(&mut buf))
+        .await
+        .expect("answered without the body")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&buf[..n]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("MAX_START_BODY_BYTES"), "{answer}");
+    // A chunked body (no length given) is cut off at the limit too.
+    let mut s = TcpStream::connect(app.addr).await.unwrap();
+    let mut request = b"POST /catalog/ticker HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1000\r\n".to_vec();
+    request.extend(std::iter::repeat_n(b' ', 0x1000));
+    request.extend(b"\r\n0\r\n\r\n");
+    s.write_all(&request).await.unwrap();
+    let n = tokio::time::timeout(PATIENCE, s.read(&mut buf))
+        .await
+        .expect("answered")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&buf[..n]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+}
+
+#[tokio::test]
+async fn the_connection_limit_holds_and_frees_a_slot_when_one_closes() {
+    let app = app(|c| c.max_connections = 2).await;
+    let first = TcpStream::connect(app.addr).await.unwrap();
+    let _second = TcpStream::connect(app.addr).await.unwrap();
+    let mut third = TcpStream::connect(app.addr).await.unwrap();
+    third
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 1024];
+    // No signal exists for "the server did not accept": an answer within this window would
+    // mean the limit let a third connection in.
+    let early = tokio::time::timeout(Duration::from_millis(500), third.read(&mut buf)).await;
+    assert!(
+        early.is_err(),
+        "a third connection was served while two were open"
+    );
+    drop(first);
+    let (answer, _) = read_to_close(&mut third).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_wait_longer_than_the_idle_timeout_still_gets_its_answer() {
+    let app = app(|c| c.idle_timeout_seconds = Duration::from_millis(200)).await;
+    let t = tenant();
+    let gate = crate::helpers::Gate::of(&t);
+    let waiting = {
+        let (client, url) = (app.client.clone(), app.url("/catalog/gated"));
+        let form = [("tenant_id", t.to_string()), ("wait", "true".into())];
+        tokio::spawn(async move { client.post(url).form(&form).send().await })
+    };
+    gate.reached().await;
+    // No signal exists for "the idle watchdog has looked": outlast several of its checks.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    gate.release();
+    let r = waiting.await.unwrap().expect("the answer arrives");
+    assert_eq!(r.status(), 200);
+}

@@ -1,0 +1,490 @@
+//! Logs and metrics as an operator sees them, from the real binary: JSON log lines that
+//! carry request and job ids, one access line per request (a 5xx logged once, never at
+//! error level for a refusal), and `/metrics` in Prometheus text format that counts a job.
+
+use std::collections::HashMap;
+
+use catalog_jobs::metrics::ALL;
+use serde_json::Value;
+
+use crate::helpers::{free_port, unique};
+use crate::service::{HeldFeeds, Service};
+
+fn json_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not one JSON object ({e}): {l}"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_json_log_line_is_an_object_and_carries_request_and_job_ids() {
+    let mut svc = Service::start(&[("LOG_FORMAT", "json")]).await;
+    let tenant = unique("logs");
+    let r = svc
+        .client
+        .post(svc.url("/catalog/sync"))
+        .header("x-request-id", "req-logs-1")
+        .form(&[
+            ("tenant_id", tenant.as_str()),
+            ("source", "demo.jsonl"),
+            ("wait", "true"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["x-request-id"],
+        "req-logs-1",
+        "the request id is echoed"
+    );
+    let r = svc
+        .client
+        .get(svc.url("/no/such/path"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let generated = r.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert!(!generated.is_empty(), "a request without an id gets one");
+    svc.stop();
+
+    let lines = json_lines(&svc.log());
+    let access = lines
+        .iter()
+        .find(|l| l["message"] == "request" && l["request_id"] == "req-logs-1")
+        .expect("an access line for the sync request");
+    assert_eq!(access["method"], "POST");
+    assert_eq!(
+        access["route"], "/catalog/{kind}",
+        "the matched template, not the path"
+    );
+    assert_eq!(access["status"], 200);
+    assert_eq!(access["level"], "INFO");
+    assert!(access["latency_ms"].is_number());
+    assert!(
+        access.get("error_code").is_none(),
+        "no error fields on a success: {access}"
+    );
+    let ended = lines
+        .iter()
+        .find(|l| l["message"] == "job ended" && l["tenant_id"] == tenant.as_str())
+        .expect("the job's end is logged");
+    assert_eq!(ended["kind"], "sync");
+    assert!(ended["job_id"].as_str().is_some_and(|s| !s.is_empty()));
+    let not_found = lines
+        .iter()
+        .find(|l| l["message"] == "request" && l["request_id"] == generated.as_str())
+        .expect("an access line for the 404");
+    assert_eq!(
+        not_found["route"], "unmatched",
+        "a raw path never becomes a route"
+    );
+    assert_eq!(
+        not_found["level"], "INFO",
+        "a client's mistake is not an error"
+    );
+    let requests = lines.iter().filter(|l| l["message"] == "request").count();
+    assert_eq!(
+        requests, 3,
+        "one access line per request (healthz, sync, 404)"
+    );
+}
+
+#[tokio::test]
+async fn a_5xx_is_logged_once_with_its_route_and_cause_and_a_refusal_never_at_error_level() {
+    // A Redis nobody listens on: the service starts, and readiness answers 503.
+    let dead = format!("redis://127.0.0.1:{}/0", free_port());
+    let mut svc = Service::start(&[("LOG_FORMAT", "json"), ("REDIS_URL", &dead)]).await;
+    let r = svc
+        .client
+        .get(svc.url("/readyz"))
+        .header("x-request-id", "req-503")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    svc.stop();
+    let lines = json_lines(&svc.log());
+    let about_it: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["request_id"] == "req-503")
+        .collect();
+    assert_eq!(about_it.len(), 1, "logged once: {about_it:?}");
+    let line = about_it[0];
+    assert_eq!(line["route"], "/readyz");
+    assert_eq!(line["method"], "GET");
+    assert_eq!(line["status"], 503);
+    assert_eq!(line["level"], "WARN");
+    assert_eq!(line["error_code"], "store_unavailable");
+    assert!(
+        line["cause"].as_str().is_some_and(|c| !c.is_empty()),
+        "the cause is in the log"
+    );
+    assert!(
+        !lines.iter().any(|l| l["level"] == "ERROR"),
+        "nothing an operator must act on happened in this process"
+    );
+}
+
+/// One sample of a scrape: its name, labels and value.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: HashMap<String, String>,
+    value: f64,
+}
+
+/// A strict reader of the Prometheus text exposition format (0.0.4): every line is a
+/// `# HELP`, a `# TYPE` or a sample whose family was typed before it; label values are
+/// quoted with `\\`, `\"` and `\n` escapes. (The `prometheus-parse` crate was tried and
+/// dropped: its sample pattern rejects a `}` inside a label value, as in `/catalog/{kind}`.)
+/// Answers the samples and the help texts, or the first line that breaks the grammar.
+fn parse_exposition(text: &str) -> Result<(Vec<Sample>, HashMap<String, String>), String> {
+    let mut samples = Vec::new();
+    let mut help = HashMap::new();
+    let mut types: HashMap<String, String> = HashMap::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, doc) = rest.split_once(' ').ok_or(line)?;
+            metric_name(name).ok_or(line)?;
+            help.insert(name.to_owned(), doc.to_owned());
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').ok_or(line)?;
+            metric_name(name).ok_or(line)?;
+            if !["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind) {
+                return Err(line.to_owned());
+            }
+            types.insert(name.to_owned(), kind.to_owned());
+        } else {
+            let sample = sample(line).ok_or(line)?;
+            let typed = types.contains_key(&sample.name)
+                || ["_bucket", "_sum", "_count"].iter().any(|suffix| {
+                    sample.name.strip_suffix(suffix).is_some_and(|f| {
+                        matches!(
+                            types.get(f).map(String::as_str),
+                            Some("histogram" | "summary")
+                        )
+                    })
+                });
+            if !typed {
+                return Err(format!("no # TYPE before: {line}"));
+            }
+            samples.push(sample);
+        }
+    }
+    Ok((samples, help))
+}
+
+fn metric_name(name: &str) -> Option<()> {
+    let mut chars = name.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic() || first == '_' || first == ':').then_some(())?;
+    chars
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+        .then_some(())
+}
+
+fn sample(line: &str) -> Option<Sample> {
+    let name_end = line.find(['{', ' '])?;
+    let name = &line[..name_end];
+    metric_name(name)?;
+    let mut rest = &line[name_end..];
+    let mut labels = HashMap::new();
+    if let Some(mut inner) = rest.strip_prefix('{') {
+        loop {
+            if let Some(after) = inner.strip_prefix('}') {
+                rest = after;
+                break;
+            }
+            let eq = inner.find('=')?;
+            let key = &inner[..eq];
+            metric_name(key)?;
+            let mut chars = inner[eq + 1..].strip_prefix('"')?.char_indices();
+            let mut value = String::new();
+            let end = loop {
+                let (i, c) = chars.next()?;
+                match c {
+                    '"' => break i,
+                    '\\' => value.push(match chars.next()?.1 {
+                        'n' => '\n',
+                        c @ ('\\' | '"') => c,
+                        _ => return None,
+                    }),
+                    c => value.push(c),
+                }
+            };
+            labels.insert(key.to_owned(), value);
+            inner = &inner[eq + 1..][1 + end + 1..];
+            inner = inner.strip_prefix(',').unwrap_or(inner);
+        }
+    }
+    let mut fields = rest.strip_prefix(' ')?.split(' ');
+    let value = match fields.next()? {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        "NaN" => f64::NAN,
+        v => v.parse().ok()?,
+    };
+    if let Some(ts) = fields.next() {
+        ts.parse::<i64>().ok()?;
+    }
+    fields.next().is_none().then_some(Sample {
+        name: name.to_owned(),
+        labels,
+        value,
+    })
+}
+
+fn scrape(text: &str) -> Vec<Sample> {
+    parse_exposition(text)
+        .unwrap_or_else(|line| panic!("not Prometheus text format: {line}"))
+        .0
+}
+
+/// The sum of the samples named `name` whose labels include these (0 when none).
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|s| s.name == name)
+        .filter(|s| {
+            labels
+                .iter()
+                .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|s| s.value)
+        .sum()
+}
+
+async fn metrics_text(svc: &Service) -> String {
+    let r = svc.client.get(svc.url("/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    r.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
+    let feeds = HeldFeeds::start().await;
+    // Syncs may read the held feeds and one port nobody listens on (a job that fails).
+    let nowhere_port = free_port();
+    let allowed = format!("{},127.0.0.1:{nowhere_port}", feeds.allowed());
+    let svc = Service::start(&[
+        ("MAX_CONCURRENT_JOBS", "1"),
+        ("MAX_QUEUED_JOBS", "1"),
+        ("SYNC_ALLOWED_HOSTS", &allowed),
+    ])
+    .await;
+    let before = scrape(&metrics_text(&svc).await);
+    let tenant = unique("metrics");
+    let held = feeds.url("m1");
+    let id = svc
+        .start_id("sync", &[("tenant_id", &tenant), ("source", &held)])
+        .await;
+    svc.poll(&id, |j| j["status"] == "running").await;
+    let refused = svc
+        .post_form(
+            "/catalog/sync",
+            &[("tenant_id", &tenant), ("source", &held)],
+        )
+        .await;
+    assert_eq!(refused.status(), 409);
+    // A second tenant's job waits for the one worker; a third finds the queue full.
+    let waiting = svc
+        .start_id(
+            "sync",
+            &[("tenant_id", &unique("metrics")), ("source", &held)],
+        )
+        .await;
+    let refused = svc
+        .post_form(
+            "/catalog/sync",
+            &[("tenant_id", &unique("metrics")), ("source", &held)],
+        )
+        .await;
+    assert_eq!(refused.status(), 503);
+    // The waiting job is counted in the shared queue at each scrape, and the held job writes
+    // its first progress one tick interval after it started: poll for both.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let during = scrape(&metrics_text(&svc).await);
+        assert_eq!(
+            value(&during, "catalog_jobs_running", &[("kind", "sync")]),
+            1.0
+        );
+        let wrote = value(&during, "catalog_job_progress_writes_total", &[])
+            > value(&before, "catalog_job_progress_writes_total", &[]);
+        if wrote && value(&during, "catalog_jobs_queued", &[("kind", "sync")]) == 1.0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiting job was never counted as queued, or the running one wrote no progress"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    feeds.release("m1");
+    svc.poll(&id, |j| j["status"] == "done").await;
+    svc.poll(&waiting, |j| j["status"] == "done").await;
+    let after = scrape(&metrics_text(&svc).await);
+
+    let delta = |name: &str, labels: &[(&str, &str)]| {
+        value(&after, name, labels) - value(&before, name, labels)
+    };
+    assert_eq!(
+        delta("catalog_jobs_created_total", &[("kind", "sync")]),
+        2.0
+    );
+    assert_eq!(
+        delta(
+            "catalog_jobs_finished_total",
+            &[("kind", "sync"), ("status", "done")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        delta(
+            "catalog_jobs_refused_total",
+            &[("reason", "already_running")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        delta("catalog_jobs_refused_total", &[("reason", "overloaded")]),
+        1.0
+    );
+    assert_eq!(
+        delta("catalog_job_duration_seconds_count", &[("kind", "sync")]),
+        2.0
+    );
+    assert_eq!(
+        delta("catalog_job_queue_wait_seconds_count", &[("kind", "sync")]),
+        2.0
+    );
+    assert_eq!(
+        value(&after, "catalog_jobs_running", &[("kind", "sync")]),
+        0.0
+    );
+    assert_eq!(
+        value(&after, "catalog_jobs_queued", &[("kind", "sync")]),
+        0.0
+    );
+    assert!(
+        delta("catalog_job_progress_writes_total", &[]) >= 1.0,
+        "a running job wrote progress"
+    );
+    assert_eq!(
+        delta("catalog_store_latency_seconds_count", &[("op", "create")]),
+        4.0,
+        "two created, one already running and one beyond the queue: the store decides all four"
+    );
+    assert!(delta("catalog_store_latency_seconds_count", &[("op", "get")]) >= 1.0);
+    assert_eq!(
+        delta(
+            "catalog_http_requests_total",
+            &[
+                ("route", "/catalog/{kind}"),
+                ("method", "POST"),
+                ("status", "202")
+            ]
+        ),
+        2.0
+    );
+    assert_eq!(
+        delta(
+            "catalog_http_requests_total",
+            &[
+                ("route", "/catalog/{kind}"),
+                ("method", "POST"),
+                ("status", "409")
+            ]
+        ),
+        1.0
+    );
+    assert!(
+        delta(
+            "catalog_http_request_duration_seconds_count",
+            &[("route", "/catalog/jobs/{job_id}")]
+        ) >= 2.0
+    );
+    // A failed job is counted with its error class; a done one carries no error label.
+    let nowhere = format!("http://127.0.0.1:{nowhere_port}/feed.jsonl");
+    let r = svc
+        .post_form(
+            "/catalog/sync",
+            &[
+                ("tenant_id", &tenant),
+                ("source", &nowhere),
+                ("wait", "true"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 502);
+    let failed = scrape(&metrics_text(&svc).await);
+    let labels = [
+        ("kind", "sync"),
+        ("status", "failed"),
+        ("error", "SourceUnreachable"),
+    ];
+    assert_eq!(value(&failed, "catalog_jobs_finished_total", &labels), 1.0);
+    assert!(failed
+        .iter()
+        .filter(|s| s.name == "catalog_jobs_finished_total"
+            && s.labels.get("status").map(String::as_str) == Some("done"))
+        .all(|s| !s.labels.contains_key("error")));
+    let text = metrics_text(&svc).await;
+    assert!(
+        !text.contains(&tenant) && !text.contains(&id),
+        "no tenant or job id in a label"
+    );
+}
+
+#[tokio::test]
+async fn the_metrics_output_is_valid_prometheus_text_and_names_only_listed_metrics() {
+    let dead = format!("redis://127.0.0.1:{}/0", free_port());
+    let svc = Service::start(&[("REDIS_URL", &dead)]).await;
+    // A store error, a refused start and a few routes, so most families have samples.
+    let r = svc.client.get(svc.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    let r = svc
+        .post_form(
+            "/catalog/sync",
+            &[("tenant_id", "acme"), ("source", "demo.jsonl")],
+        )
+        .await;
+    assert_eq!(r.status(), 503);
+    let text = metrics_text(&svc).await;
+    let (parsed, help) =
+        parse_exposition(&text).unwrap_or_else(|line| panic!("not Prometheus text format: {line}"));
+    let listed: HashMap<&str, ()> = ALL.iter().map(|(name, _, _)| (*name, ())).collect();
+    for sample in &parsed {
+        let family = ["_count", "_sum", "_bucket"]
+            .iter()
+            .find_map(|s| sample.name.strip_suffix(s))
+            .filter(|f| listed.contains_key(f))
+            .unwrap_or(&sample.name);
+        assert!(
+            listed.contains_key(family),
+            "{} is not in metrics::ALL",
+            sample.name
+        );
+        assert!(!sample.labels.contains_key("tenant_id") && !sample.labels.contains_key("tenant"));
+    }
+    assert!(value(&parsed, "catalog_store_errors_total", &[("op", "ping")]) >= 1.0);
+    assert!(
+        help.contains_key("catalog_http_requests_total"),
+        "HELP lines are written"
+    );
+    assert!(
+        parsed
+            .iter()
+            .any(|s| s.labels.get("route").map(String::as_str) == Some("/readyz")),
+        "labels with braces and slashes are read"
+    );
+}

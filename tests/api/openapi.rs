@@ -1,0 +1,550 @@
+//! The OpenAPI document cannot drift from the server: every route is walked with real
+//! requests — its successes and each error it documents — and every answer is checked
+//! against the document (status documented, headers present, body valid against the
+//! schema with `jsonschema`); every documented answer must have been seen. And a route
+//! cannot be added without its documentation.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
+use catalog_jobs::catalog::Catalog;
+use catalog_jobs::config::Config;
+use catalog_jobs::jobs::memory::MemoryStore;
+use catalog_jobs::jobs::redis::RedisStore;
+use catalog_jobs::jobs::store::JobStore;
+use catalog_jobs::startup::{catalog_settings, store_settings, App};
+use reqwest::{Method, RequestBuilder};
+use serde_json::{json, Value};
+
+use crate::helpers::{free_port, test_config, unique};
+use crate::service::HeldFeeds;
+
+/// Small enough that a test body can exceed it.
+const MAX_BODY: usize = 16 * 1024;
+
+async fn serve(
+    config: Config,
+    store: Arc<dyn JobStore>,
+    catalog: Arc<dyn CatalogStore>,
+    closing: bool,
+) -> String {
+    let catalog = Arc::new(Catalog {
+        store: catalog,
+        settings: catalog_settings(&config),
+    });
+    let registry = catalog_jobs::catalog::registry(catalog.clone());
+    let app = App::build_with(config, store, catalog, registry)
+        .await
+        .expect("the app builds");
+    if closing {
+        app.runner().shutdown(Duration::ZERO).await;
+    }
+    let base = format!("http://{}", app.local_addr());
+    tokio::spawn(app.run_until(std::future::pending()));
+    base
+}
+
+/// The walk's configuration; `allowed` names the loopback host and port its syncs may read.
+fn config(allowed: &[String]) -> Config {
+    let mut config = test_config();
+    config.sync_allowed_hosts = allowed.to_vec();
+    config.max_body_bytes = MAX_BODY;
+    config.max_start_body_bytes = MAX_BODY;
+    config.max_concurrent_jobs = 1;
+    config.max_queued_jobs = 1;
+    config
+}
+
+struct Walk {
+    doc: Value,
+    client: reqwest::Client,
+    seen: BTreeSet<(String, String, String)>,
+}
+
+impl Walk {
+    /// Sends `request` (for the route `template`), expects `status`, and checks the answer
+    /// against the document. Answers the body (JSON, or the text as a string).
+    async fn check(&mut self, template: &str, request: RequestBuilder, status: u16) -> Value {
+        let request = request.build().expect("the request builds");
+        let method = request.method().as_str().to_lowercase();
+        let url = request.url().clone();
+        let response = self.client.execute(request).await.expect("the app answers");
+        let got = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("a body");
+        assert_eq!(got, status, "{method} {url}: {text}");
+        let documented = &self.doc["paths"][template][&method]["responses"][status.to_string()];
+        assert!(
+            documented.is_object(),
+            "{method} {template} answered {status}, which the document does not list"
+        );
+        self.seen
+            .insert((template.to_owned(), method.clone(), status.to_string()));
+        for name in documented["headers"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            assert!(
+                headers.contains_key(name.as_str()),
+                "{method} {url} {status}: no {name} header"
+            );
+        }
+        let content = documented["content"]
+            .as_object()
+            .expect("every answer has a body");
+        let content_type = headers["content-type"].to_str().unwrap();
+        let (media, schema) = content.iter().next().expect("one media type");
+        assert!(
+            content_type.starts_with(media.as_str()),
+            "{method} {url}: {content_type}, documented {media}"
+        );
+        let body = if media == "application/json" {
+            serde_json::from_str(&text).expect("a JSON body")
+        } else {
+            Value::String(text)
+        };
+        self.validate(
+            &schema["schema"],
+            &body,
+            &format!("{method} {url} {status}"),
+        );
+        body
+    }
+
+    fn validate(&self, schema: &Value, body: &Value, what: &str) {
+        // The response's schema, with the document's components beside it so that its
+        // `#/components/schemas/…` references resolve.
+        let mut root = schema.clone();
+        root["components"] = self.doc["components"].clone();
+        let validator =
+            jsonschema::draft202012::new(&root).expect("the document's schema compiles");
+        let errors: Vec<String> = validator
+            .iter_errors(body)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{what}: the body does not match the document: {errors:?}\n{body}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_as_the_openapi_document_says() {
+    let feeds = HeldFeeds::start().await;
+    // Syncs may read the held feeds and one port nobody listens on (a source that fails).
+    let unreachable_port = free_port();
+    let allowed = [feeds.allowed(), format!("127.0.0.1:{unreachable_port}")];
+    let config = || config(&allowed);
+    let good = serve(
+        config(),
+        Arc::new(MemoryStore::new(store_settings(&config()))),
+        Arc::new(MemoryCatalog::new()),
+        false,
+    )
+    .await;
+    let dead_url = format!("redis://127.0.0.1:{}/0", free_port());
+    let dead = serve(
+        config(),
+        Arc::new(RedisStore::open(&dead_url, store_settings(&config())).unwrap()),
+        Arc::new(RedisCatalog::open(&dead_url, "cat").unwrap()),
+        false,
+    )
+    .await;
+    let closing = serve(
+        config(),
+        Arc::new(MemoryStore::new(store_settings(&config()))),
+        Arc::new(MemoryCatalog::new()),
+        true,
+    )
+    .await;
+
+    let client = reqwest::Client::new();
+    let doc: Value = client
+        .get(format!("{good}/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let mut w = Walk {
+        doc,
+        client: client.clone(),
+        seen: BTreeSet::new(),
+    };
+    let c = client;
+    let t = unique("oas");
+    let get = |base: &str, path: &str| c.get(format!("{base}{path}"));
+    let post = |base: &str, path: &str| c.post(format!("{base}{path}"));
+    let too_big = "x".repeat(MAX_BODY * 2);
+
+    // Operations.
+    w.check("/healthz", get(&good, "/healthz"), 200).await;
+    w.check("/readyz", get(&good, "/readyz"), 200).await;
+    w.check("/metrics", get(&good, "/metrics"), 200).await;
+    w.check("/openapi.json", get(&good, "/openapi.json"), 200)
+        .await;
+    w.check("/readyz", get(&dead, "/readyz"), 503).await;
+
+    // Products.
+    let products = format!("/catalog/products?tenant_id={t}");
+    let rows = json!([
+        {"product_key": "p1", "name": "Steel Bottle 500 ml Black", "brand": "Acme", "price_cents": 1200, "taxonomy_path": ["Home", "Kitchen"]},
+        {"product_key": "p2", "name": "Steel Bottle 750 ml Black", "brand": "Acme", "price_cents": 1400, "taxonomy_path": ["Home", "Kitchen"]},
+        {"name": "no key"}
+    ]);
+    let report = w
+        .check("/catalog/products", post(&good, &products).json(&rows), 200)
+        .await;
+    assert_eq!(report["invalid"], 1);
+    let ndjson = "{\"product_key\":\"p3\",\"name\":\"Cotton Shirt Blue M\"}\n";
+    w.check(
+        "/catalog/products",
+        post(&good, &products)
+            .header("content-type", "application/x-ndjson")
+            .body(ndjson),
+        200,
+    )
+    .await;
+    let csv = "product_key,name,taxonomy_path\np4,Cotton Shirt Red L,Clothing > Shirts\n";
+    w.check(
+        "/catalog/products",
+        post(&good, &products)
+            .header("content-type", "text/csv")
+            .body(csv),
+        200,
+    )
+    .await;
+    w.check(
+        "/catalog/products",
+        post(&good, &products)
+            .header("content-type", "application/json")
+            .body("[{"),
+        400,
+    )
+    .await;
+    w.check(
+        "/catalog/products",
+        post(&good, &products)
+            .header("content-type", "text/plain")
+            .body("hi"),
+        415,
+    )
+    .await;
+    w.check(
+        "/catalog/products",
+        post(&good, &products)
+            .header("content-type", "text/csv")
+            .body(too_big.clone()),
+        413,
+    )
+    .await;
+    w.check(
+        "/catalog/products",
+        post(&good, "/catalog/products").json(&rows),
+        422,
+    )
+    .await;
+    w.check("/catalog/products", post(&dead, &products).json(&rows), 503)
+        .await;
+    w.check(
+        "/catalog/products",
+        get(&good, &format!("{products}&limit=2")),
+        200,
+    )
+    .await;
+    w.check(
+        "/catalog/products",
+        get(&good, &format!("{products}&limit=0")),
+        422,
+    )
+    .await;
+    w.check("/catalog/products", get(&dead, &products), 503)
+        .await;
+
+    // Jobs: a sync, an enrich and a pair waited for, each field style once.
+    let sync = w
+        .check(
+            "/catalog/{kind}",
+            post(&good, "/catalog/sync").form(&[
+                ("tenant_id", t.as_str()),
+                ("source", "sample.csv"),
+                ("wait", "true"),
+            ]),
+            200,
+        )
+        .await;
+    assert!(sync["totals"]["read"].as_u64().unwrap() > 0);
+    w.check(
+        "/catalog/{kind}",
+        post(&good, "/catalog/enrich").json(&json!({"tenant_id": t, "wait": true})),
+        200,
+    )
+    .await;
+    let form = reqwest::multipart::Form::new()
+        .text("tenant_id", t.clone())
+        .text("wait", "true");
+    w.check(
+        "/catalog/{kind}",
+        post(&good, "/catalog/pair").multipart(form),
+        200,
+    )
+    .await;
+    let product = format!("/catalog/products/p1?tenant_id={t}");
+    let view = w
+        .check("/catalog/products/{product_key}", get(&good, &product), 200)
+        .await;
+    assert_eq!(view["enrichment"]["state"], "enriched");
+    w.check(
+        "/catalog/products/{product_key}",
+        get(&good, &format!("/catalog/products/nope?tenant_id={t}")),
+        404,
+    )
+    .await;
+    w.check(
+        "/catalog/products/{product_key}",
+        get(&good, "/catalog/products/p1"),
+        422,
+    )
+    .await;
+    w.check("/catalog/products/{product_key}", get(&dead, &product), 503)
+        .await;
+
+    // A start's refusals.
+    let sync_path = "/catalog/sync";
+    w.check(
+        "/catalog/{kind}",
+        post(&good, "/catalog/nope").form(&[("tenant_id", t.as_str())]),
+        404,
+    )
+    .await;
+    w.check(
+        "/catalog/{kind}",
+        post(&good, sync_path)
+            .header("content-type", "application/json")
+            .body("{"),
+        400,
+    )
+    .await;
+    w.check(
+        "/catalog/{kind}",
+        post(&good, sync_path)
+            .header("content-type", "text/plain")
+            .body("x"),
+        415,
+    )
+    .await;
+    w.check(
+        "/catalog/{kind}",
+        post(&good, sync_path)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(too_big),
+        413,
+    )
+    .await;
+    w.check(
+        "/catalog/{kind}",
+        post(&good, sync_path).form(&[("source", "demo.jsonl")]),
+        422,
+    )
+    .await;
+    w.check(
+        "/catalog/{kind}",
+        post(&good, sync_path).form(&[("tenant_id", t.as_str()), ("source", "../secret.jsonl")]),
+        422,
+    )
+    .await;
+    let unreachable = format!("http://127.0.0.1:{unreachable_port}/feed.jsonl");
+    let failed = w
+        .check(
+            "/catalog/{kind}",
+            post(&good, sync_path).form(&[
+                ("tenant_id", t.as_str()),
+                ("source", &unreachable),
+                ("wait", "true"),
+            ]),
+            502,
+        )
+        .await;
+    assert_eq!(failed["job"]["error"], "SourceUnreachable");
+    let failed_id = failed["job"]["job_id"].as_str().unwrap().to_owned();
+    w.check(
+        "/catalog/{kind}",
+        post(&dead, sync_path).form(&[("tenant_id", t.as_str()), ("source", "demo.jsonl")]),
+        503,
+    )
+    .await;
+    w.check(
+        "/catalog/{kind}",
+        post(&closing, sync_path).form(&[("tenant_id", t.as_str()), ("source", "demo.jsonl")]),
+        503,
+    )
+    .await;
+
+    // One worker and one waiting place: a held job runs, its twin is refused, a second
+    // tenant's waits, a third is turned away.
+    let held = feeds.url("oas");
+    let running = w
+        .check(
+            "/catalog/{kind}",
+            post(&good, sync_path).query(&[("tenant_id", t.as_str()), ("source", held.as_str())]),
+            202,
+        )
+        .await;
+    let running_id = running["job_id"].as_str().unwrap().to_owned();
+    w.check(
+        "/catalog/{kind}",
+        post(&good, sync_path).form(&[("tenant_id", t.as_str()), ("source", held.as_str())]),
+        409,
+    )
+    .await;
+    let other = unique("oas");
+    let waiting = w
+        .check(
+            "/catalog/{kind}",
+            post(&good, sync_path)
+                .form(&[("tenant_id", other.as_str()), ("source", held.as_str())]),
+            202,
+        )
+        .await;
+    w.check(
+        "/catalog/{kind}",
+        post(&good, sync_path).form(&[
+            ("tenant_id", unique("oas").as_str()),
+            ("source", held.as_str()),
+        ]),
+        503,
+    )
+    .await;
+
+    // Reading and cancelling jobs.
+    let job = |id: &str| format!("/catalog/jobs/{id}");
+    w.check("/catalog/jobs/{job_id}", get(&good, &job(&running_id)), 200)
+        .await;
+    w.check("/catalog/jobs/{job_id}", get(&good, &job(&failed_id)), 200)
+        .await;
+    w.check("/catalog/jobs/{job_id}", get(&good, &job("nope")), 404)
+        .await;
+    w.check("/catalog/jobs/{job_id}", get(&dead, &job(&running_id)), 503)
+        .await;
+    w.check(
+        "/catalog/jobs",
+        get(&good, &format!("/catalog/jobs?tenant_id={t}&limit=50")),
+        200,
+    )
+    .await;
+    w.check(
+        "/catalog/jobs",
+        get(&good, &format!("/catalog/jobs?tenant_id={t}&limit=1000")),
+        422,
+    )
+    .await;
+    w.check(
+        "/catalog/jobs",
+        get(&dead, &format!("/catalog/jobs?tenant_id={t}")),
+        503,
+    )
+    .await;
+    let waiting_id = waiting["job_id"].as_str().unwrap();
+    let cancel = |id: &str| format!("/catalog/jobs/{id}/cancel");
+    w.check(
+        "/catalog/jobs/{job_id}/cancel",
+        post(&good, &cancel(waiting_id)),
+        202,
+    )
+    .await;
+    w.check(
+        "/catalog/jobs/{job_id}/cancel",
+        post(&good, &cancel(&failed_id)),
+        409,
+    )
+    .await;
+    w.check(
+        "/catalog/jobs/{job_id}/cancel",
+        post(&good, &cancel("nope")),
+        404,
+    )
+    .await;
+    w.check(
+        "/catalog/jobs/{job_id}/cancel",
+        post(&dead, &cancel(&running_id)),
+        503,
+    )
+    .await;
+    feeds.release("oas");
+
+    // The check can fail: a body the document does not allow is refused.
+    let error_body = json!({"$ref": "#/components/schemas/ErrorBody"});
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        w.validate(
+            &error_body,
+            &json!({"error": "no_such_code", "message": "m"}),
+            "a made-up error",
+        )
+    }));
+    assert!(refused.is_err(), "an unknown error code must not validate");
+
+    // Every answer the document lists was seen.
+    let mut documented = BTreeSet::new();
+    for (path, item) in w.doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for status in op["responses"].as_object().unwrap().keys() {
+                documented.insert((path.clone(), method.clone(), status.clone()));
+            }
+        }
+    }
+    let unseen: Vec<_> = documented.difference(&w.seen).collect();
+    assert!(
+        unseen.is_empty(),
+        "documented but never exercised: {unseen:?}"
+    );
+}
+
+#[test]
+fn the_router_is_built_only_from_documented_handlers() {
+    // utoipa-axum's `routes!` will not compile a handler without `#[utoipa::path]`; a plain
+    // `.route(…)` would bypass it, so none may exist in the HTTP layer.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/api");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            let source = std::fs::read_to_string(&path).unwrap();
+            for bypass in [
+                ".route(",
+                ".route_service(",
+                ".nest(",
+                ".nest_service(",
+                ".merge(",
+            ] {
+                assert!(
+                    !source.contains(bypass),
+                    "{} calls {bypass}: register routes with routes!(…) and #[utoipa::path]",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_documented_operation_has_a_description_and_the_document_is_openapi_3_1() {
+    let doc = serde_json::to_value(catalog_jobs::api::openapi::document()).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            assert!(
+                op["description"].as_str().is_some_and(|d| !d.is_empty())
+                    || op["summary"].is_string(),
+                "{method} {path} has no description"
+            );
+            let methods = Method::from_bytes(method.to_uppercase().as_bytes());
+            assert!(methods.is_ok());
+        }
+    }
+}

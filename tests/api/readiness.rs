@@ -1,0 +1,48 @@
+//! `/readyz`'s `durable` tells the truth about the Redis behind it: true only when Redis
+//! itself persists (AOF on, or RDB save points), checked against real redis-servers.
+
+use std::sync::Arc;
+
+use catalog_jobs::jobs::redis::RedisStore;
+use serde_json::Value;
+
+use crate::helpers::{settings, spawn_app_with, test_config, RedisServer};
+
+async fn durable(redis: &RedisServer) -> Value {
+    let store = Arc::new(RedisStore::open(&redis.url(), settings()).expect("the URL parses"));
+    let app = spawn_app_with(test_config(), store).await;
+    let body = app.get_json("/readyz").await;
+    assert_eq!(body["status"], "ready", "{body}");
+    assert_eq!(body["store"], "redis");
+    body["durable"].clone()
+}
+
+async fn config_set(redis: &RedisServer, name: &str, value: &str) {
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_redis_that_persists_nothing_is_not_durable_until_it_gets_save_points() {
+    // The harness starts Redis with `--save ''` and, here, `--appendonly no`.
+    let redis = RedisServer::start(false);
+    assert_eq!(durable(&redis).await, false);
+    config_set(&redis, "save", "3600 1").await;
+    assert_eq!(durable(&redis).await, true, "an RDB save point persists");
+}
+
+#[tokio::test]
+async fn a_redis_with_an_append_only_file_is_durable() {
+    let redis = RedisServer::start(true);
+    assert_eq!(durable(&redis).await, true);
+}

@@ -1,19 +1,32 @@
-//! Prints products/second and peak memory for enrich and pair on the demo catalogue.
+//! Prints time, products/second, peak memory and family recall@5 for enrich and pair on the
+//! hard generated catalogue (`demo::generate_hard`: families told apart only by combinations
+//! of common words, 30 % noise).
 //!
-//!     cargo run --release --example catalog_bench            # 10k and 100k products
-//!     cargo run --release --example catalog_bench -- 50000   # one size
+//!     cargo run --release --example catalog_bench                   # 10k, 100k and 1M products
+//!     cargo run --release --example catalog_bench -- 50000          # one size
+//!     cargo run --release --example catalog_bench -- 50000 --demo   # the easy demo catalogue
 //!
 //! Each size runs in a child process of its own, so its peak memory (VmHWM) is its own.
-//! Uses the embedded catalogue store, so it measures the algorithms, not Redis.
+//! Uses the embedded catalogue store, so it measures the algorithms, not Redis. Compare with
+//! `scripts/sklearn_pair.sh N` (scikit-learn's exhaustive cosine kNN on the same products).
 
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use catalog_jobs::catalog::products::MemoryCatalog;
 use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings};
 use catalog_jobs::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
+
+/// The seed of the benchmark catalogue (the sklearn script reads the same products).
+const SEED: u64 = 42;
+
+/// The sizes run by default.
+const SIZES: [usize; 3] = [10_000, 100_000, 1_000_000];
+
+/// Recall is measured at this many neighbours (the default `PAIR_TOP_K`).
+const RECALL_AT: usize = 5;
 
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -32,8 +45,31 @@ fn peak_rss_mib() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-fn run(n: usize) {
-    let products = demo::generate(n, 42);
+/// User + system CPU seconds of this process so far (all threads), from /proc/self/stat.
+/// On a shared machine this, unlike the wall time, does not count time spent waiting for a
+/// core.
+fn cpu_seconds() -> f64 {
+    /// Linux reports these fields in clock ticks of 1/100 s (USER_HZ).
+    const TICKS_PER_SECOND: f64 = 100.0;
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name (which may hold spaces) start at field 3.
+            let rest = s.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) / TICKS_PER_SECOND)
+        })
+        .unwrap_or(f64::NAN)
+}
+
+fn run(n: usize, easy: bool) {
+    let products = if easy {
+        demo::generate(n, SEED)
+    } else {
+        demo::generate_hard(n, SEED)
+    };
     let catalog = Catalog {
         store: Arc::new(MemoryCatalog::new()),
         settings: CatalogSettings::default(),
@@ -43,7 +79,6 @@ fn run(n: usize) {
         .store
         .upsert(&tenant, &products)
         .expect("the embedded store accepts products");
-    drop(products);
     let before = peak_rss_mib();
 
     let started = Instant::now();
@@ -60,31 +95,78 @@ fn run(n: usize) {
     assert_eq!(report["products"], n);
 
     let started = Instant::now();
+    let cpu_before = cpu_seconds();
     let report = pair::run(&catalog, &tenant, &never, None).expect("pair runs");
     let pair_s = started.elapsed().as_secs_f64();
+    let pair_cpu = cpu_seconds() - cpu_before;
+    let peak = peak_rss_mib();
+    let (found, expected) = demo::family_recall(
+        &products,
+        |key| {
+            catalog
+                .store
+                .neighbours(&tenant, key)
+                .expect("the embedded store reads")
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| n.product_key)
+                .collect()
+        },
+        RECALL_AT,
+    );
+    let cancel_ms = cancel_latency_ms(&catalog, &tenant);
     println!(
-        "{n:>7} products | enrich {enrich_s:6.2} s ({:>8.0} products/s) | pair {pair_s:6.2} s ({:>8.0} products/s, {} paired) | peak RSS {:.0} MiB (catalogue loaded: {before:.0} MiB)",
+        "{n:>8} products | enrich {enrich_s:6.2} s ({:>8.0} products/s) | pair {pair_s:7.2} s ({:>8.0} products/s, CPU {pair_cpu:.2} s, {} paired) | recall@{RECALL_AT} {:.3} | peak RSS {peak:.0} MiB (catalogue loaded: {before:.0} MiB) | cancel seen in {cancel_ms:.0} ms",
         n as f64 / enrich_s,
         n as f64 / pair_s,
         report["paired"],
-        peak_rss_mib(),
+        found as f64 / expected.max(1) as f64,
     );
+}
+
+/// Pairs again, cancels once scoring is under way (at `CANCEL_AT` %), and returns how long
+/// the job took to stop after the cancel.
+fn cancel_latency_ms(catalog: &Catalog, tenant: &TenantId) -> f64 {
+    const CANCEL_AT: u8 = 60;
+    let stop = CancellationToken::new();
+    let cancelled_at = Mutex::new(None);
+    let progress = |percent: u8, _: &str| {
+        if percent >= CANCEL_AT && !stop.is_cancelled() {
+            *cancelled_at.lock().expect("not poisoned") = Some(Instant::now());
+            stop.cancel();
+        }
+    };
+    let result = pair::run(catalog, tenant, &stop, Some(&progress));
+    let stopped = Instant::now();
+    assert!(result.is_err(), "the cancelled pair stops");
+    let at = cancelled_at
+        .lock()
+        .expect("not poisoned")
+        .expect("scoring reported progress");
+    stopped.duration_since(at).as_secs_f64() * 1000.0
 }
 
 fn main() {
     let cores = std::thread::available_parallelism()
         .map(|p| p.get())
         .unwrap_or(1);
-    match std::env::args().nth(1) {
-        Some(n) => run(n.parse().expect("a product count")),
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let easy = args.iter().any(|a| a == "--demo");
+    match args.iter().find(|a| !a.starts_with("--")) {
+        Some(n) => run(n.parse().expect("a product count"), easy),
         None => {
-            println!("catalog_bench on {cores} cores (embedded store)");
+            let which = if easy { "demo" } else { "hard" };
+            println!(
+                "catalog_bench on {cores} cores (embedded store, {which} catalogue, seed {SEED})"
+            );
             let me = std::env::current_exe().expect("the bench knows its own path");
-            for n in [10_000, 100_000] {
-                let status = Command::new(&me)
-                    .arg(n.to_string())
-                    .status()
-                    .expect("the bench can run itself");
+            for n in SIZES {
+                let mut child = Command::new(&me);
+                child.arg(n.to_string());
+                if easy {
+                    child.arg("--demo");
+                }
+                let status = child.status().expect("the bench can run itself");
                 assert!(status.success(), "the {n}-product run failed");
             }
         }

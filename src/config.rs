@@ -27,6 +27,29 @@ pub struct Config {
     #[arg(long, env = "REDIS_URL")]
     pub redis_url: Option<String>,
 
+    // --- Redis high availability (Sentinel): keep these together ---
+    /// Comma-separated Sentinel addresses (`host:port,host:port`): discover the Redis primary
+    /// through them and follow a failover. An alternative to `REDIS_URL` (not both).
+    #[arg(long, env = "REDIS_SENTINELS", value_delimiter = ',')]
+    pub redis_sentinels: Vec<String>,
+
+    /// The name the sentinels monitor the primary under (`sentinel monitor <name> …`).
+    #[arg(long, env = "REDIS_MASTER_NAME")]
+    pub redis_master_name: Option<String>,
+
+    /// Password of the sentinels themselves, if they require one.
+    #[arg(long, env = "REDIS_SENTINEL_PASSWORD", hide_env_values = true)]
+    pub redis_sentinel_password: Option<String>,
+
+    /// Password of the Redis primary and replicas found through the sentinels.
+    #[arg(long, env = "REDIS_PASSWORD", hide_env_values = true)]
+    pub redis_password: Option<String>,
+
+    /// Replicas that must acknowledge a create and a finish (`WAIT n 100`) before they count:
+    /// with 1, a 202 means the job survives a failover. 0 (default) does not wait.
+    #[arg(long, env = "REDIS_MIN_REPLICAS_ACK", default_value_t = 0)]
+    pub redis_min_replicas_ack: u32,
+    // --- end of Redis high availability ---
     /// Prefix of every job key in Redis.
     #[arg(long, env = "KEY_PREFIX", default_value = "job")]
     pub key_prefix: String,
@@ -277,7 +300,45 @@ impl Config {
         if !(0.0..=1.0).contains(&self.pair_min_score) {
             return bad("PAIR_MIN_SCORE must be between 0 and 1");
         }
+        self.validate_redis_target()
+    }
+
+    /// `REDIS_URL` or `REDIS_SENTINELS` + `REDIS_MASTER_NAME`, never both.
+    fn validate_redis_target(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
+        let sentinels = self.sentinels();
+        if self.redis_url.is_some() && !sentinels.is_empty() {
+            return bad("REDIS_URL and REDIS_SENTINELS are both set: give one (a fixed Redis, or the sentinels that name the primary)");
+        }
+        if !sentinels.is_empty() && self.redis_master_name.as_deref().unwrap_or("").is_empty() {
+            return bad("REDIS_SENTINELS needs REDIS_MASTER_NAME, the name the sentinels monitor the primary under");
+        }
+        if sentinels.is_empty() && self.redis_master_name.is_some() {
+            return bad("REDIS_MASTER_NAME is set without REDIS_SENTINELS");
+        }
+        if let Some(bad_addr) = sentinels.iter().find(|a| !is_host_port(a)) {
+            return Err(ConfigError::Invalid(format!(
+                "REDIS_SENTINELS entry `{bad_addr}` is not host:port"
+            )));
+        }
+        if self.redis_min_replicas_ack > 0 && self.redis_url.is_none() && sentinels.is_empty() {
+            return bad("REDIS_MIN_REPLICAS_ACK needs Redis (REDIS_URL or REDIS_SENTINELS)");
+        }
         Ok(())
+    }
+
+    /// The sentinels' addresses, trimmed, empty entries dropped.
+    pub fn sentinels(&self) -> Vec<String> {
+        self.redis_sentinels
+            .iter()
+            .map(|a| a.trim().to_owned())
+            .filter(|a| !a.is_empty())
+            .collect()
+    }
+
+    /// Whether the service keeps its state in Redis (a fixed URL or through sentinels).
+    pub fn uses_redis(&self) -> bool {
+        self.redis_url.is_some() || !self.sentinels().is_empty()
     }
 
     pub fn allowed_hosts(&self) -> Vec<String> {
@@ -287,6 +348,10 @@ impl Config {
             .filter(|h| !h.is_empty())
             .collect()
     }
+}
+
+fn is_host_port(addr: &str) -> bool {
+    matches!(addr.rsplit_once(':'), Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
 }
 
 fn seconds(raw: &str) -> Result<Duration, String> {
@@ -336,6 +401,52 @@ mod tests {
         assert!(c.validate().is_err());
         assert!(Config::try_parse_from(["x", "--wait-max-seconds", "soon"]).is_err());
         assert!(Config::try_parse_from(["x", "--wait-max-seconds", "-1"]).is_err());
+    }
+
+    #[test]
+    fn redis_url_and_sentinels_together_or_sentinels_without_a_master_name_are_refused() {
+        let cases: &[(&[&str], Option<&str>)] = &[
+            (
+                &[
+                    "--redis-url",
+                    "redis://a",
+                    "--redis-sentinels",
+                    "a:1",
+                    "--redis-master-name",
+                    "m",
+                ],
+                Some("REDIS_URL and REDIS_SENTINELS"),
+            ),
+            (
+                &["--redis-sentinels", "a:1,b:2"],
+                Some("needs REDIS_MASTER_NAME"),
+            ),
+            (
+                &["--redis-master-name", "m"],
+                Some("without REDIS_SENTINELS"),
+            ),
+            (
+                &["--redis-sentinels", "a", "--redis-master-name", "m"],
+                Some("not host:port"),
+            ),
+            (&["--redis-min-replicas-ack", "1"], Some("needs Redis")),
+            (
+                &["--redis-sentinels", "a:1, b:2", "--redis-master-name", "m"],
+                None,
+            ),
+            (
+                &["--redis-url", "redis://a", "--redis-min-replicas-ack", "1"],
+                None,
+            ),
+        ];
+        for (args, expected) in cases {
+            let c = Config::parse_from(std::iter::once(&"x").chain(args.iter()));
+            match (c.validate(), expected) {
+                (Ok(()), None) => assert!(c.uses_redis()),
+                (Err(e), Some(words)) => assert!(e.to_string().contains(words), "{args:?}: {e}"),
+                (got, _) => panic!("{args:?}: {got:?}"),
+            }
+        }
     }
 
     #[test]

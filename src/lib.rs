@@ -20,3 +20,4 @@ pub mod jobs;
 pub mod metrics;
 pub mod startup;
 pub mod telemetry;
+pub mod topology;

@@ -21,6 +21,7 @@ use crate::jobs::registry::Registry;
 use crate::jobs::runner::{Runner, RunnerSettings};
 use crate::jobs::store::{JobStore, StoreError, StoreSettings};
 use crate::metrics::store::MeteredStore;
+use crate::topology::Target;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -48,6 +49,9 @@ impl App {
     /// Builds the service with the stores the configuration names (Redis, or embedded) and
     /// the catalogue job kinds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
+        // Before anything is opened: the stores trust what validation checked (sentinel
+        // addresses are host:port, one way to reach Redis).
+        config.validate()?;
         crate::config::check_redis_vars(std::env::vars_os().map(|(name, _)| name))?;
         let store = open_store(&config).await?;
         let catalog = open_catalog(&config)?;
@@ -178,6 +182,7 @@ pub fn store_settings(config: &Config) -> StoreSettings {
         max_queued: config.max_queued_jobs,
         max_attempts: config.max_attempts,
         creates_per_minute: config.tenant_creates_per_minute,
+        min_replicas_ack: config.redis_min_replicas_ack,
         ..StoreSettings::default()
     }
 }
@@ -204,11 +209,26 @@ pub fn catalog_settings(config: &Config) -> CatalogSettings {
     }
 }
 
-/// The catalogue in the same place as the jobs: Redis when `REDIS_URL` is set, else embedded.
+/// How to reach Redis, from the configuration: a fixed URL, the sentinels, or neither
+/// (the embedded stores). The one place that decides it.
+pub fn redis_target(config: &Config) -> Option<Target> {
+    let sentinels = config.sentinels();
+    if !sentinels.is_empty() {
+        return Some(Target::Sentinels {
+            sentinels,
+            master: config.redis_master_name.clone().unwrap_or_default(),
+            sentinel_password: config.redis_sentinel_password.clone(),
+            password: config.redis_password.clone(),
+        });
+    }
+    config.redis_url.clone().map(Target::Url)
+}
+
+/// The catalogue in the same place as the jobs: Redis when it is configured, else embedded.
 pub fn open_catalog(config: &Config) -> Result<Arc<Catalog>, StartupError> {
-    let store: Arc<dyn CatalogStore> = match &config.redis_url {
-        Some(url) => Arc::new(
-            RedisCatalog::open(url, &config.catalog_prefix)
+    let store: Arc<dyn CatalogStore> = match redis_target(config) {
+        Some(target) => Arc::new(
+            RedisCatalog::open_target(target, &config.catalog_prefix)
                 .map_err(|e| StartupError::Store(StoreError::Unavailable(e.to_string())))?,
         ),
         None => Arc::new(MemoryCatalog::new()),
@@ -219,18 +239,30 @@ pub fn open_catalog(config: &Config) -> Result<Arc<Catalog>, StartupError> {
     }))
 }
 
-/// Opens Redis when `REDIS_URL` is set (starting even while it is down: it reconnects by
+/// Opens Redis when it is configured (starting even while it is down: it reconnects by
 /// itself and answers 503 meanwhile), else the embedded store, saying it is not durable.
+/// Logs the topology: where the primary is and how it is found.
 pub async fn open_store(config: &Config) -> Result<Arc<dyn JobStore>, StartupError> {
     let settings = store_settings(config);
-    let Some(url) = &config.redis_url else {
-        warn!("no REDIS_URL: using the embedded in-memory store; job state is NOT durable and is lost on restart");
+    let Some(target) = redis_target(config) else {
+        warn!("no REDIS_URL or REDIS_SENTINELS: using the embedded in-memory store; job state is NOT durable and is lost on restart");
         return Ok(Arc::new(MemoryStore::new(settings)));
     };
-    let store = RedisStore::open(url, settings)?;
-    match store.ping().await {
-        Ok(()) => info!("connected to Redis"),
-        Err(e) => warn!(error = %e, "Redis is not reachable yet; serving 503 until it is"),
+    let store = RedisStore::open_target(target, settings)?;
+    match store.topology().await {
+        Ok(Some(t)) => info!(
+            via = %store.primary().target().describe(),
+            primary = %t.primary,
+            replicas = t.replicas,
+            min_replicas_ack = config.redis_min_replicas_ack,
+            "connected to Redis"
+        ),
+        Ok(None) => {}
+        Err(e) => warn!(
+            via = %store.primary().target().describe(),
+            error = %e,
+            "Redis is not reachable yet; serving 503 until it is"
+        ),
     }
     match store.warnings().await {
         Ok(warnings) => {

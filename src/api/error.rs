@@ -229,6 +229,22 @@ impl ApiError {
                     },
                 )
             }
+            ApiError::StoreUnavailable(StoreError::NotReplicated {
+                job: Some(id),
+                acked,
+                wanted,
+            }) => {
+                extra.insert("job_id".into(), json!(id));
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    format!(
+                        "job {id} was created, but only {acked} of the {wanted} replicas \
+                         REDIS_MIN_REPLICAS_ACK asks for confirmed it: it may not survive a \
+                         failover; poll it, or retry (a retry names it while it is active)"
+                    ),
+                )
+            }
             ApiError::StoreUnavailable(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_unavailable",

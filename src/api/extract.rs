@@ -94,6 +94,15 @@ fn unsupported(got: String) -> ApiError {
     }
 }
 
+/// The route's one path parameter as text ("" when it cannot be decoded: the typed
+/// extractors below answer that as an unknown id).
+async fn path_segment<S: Send + Sync>(parts: &mut Parts, state: &S) -> String {
+    Path::<String>::from_request_parts(parts, state)
+        .await
+        .map(|Path(p)| p)
+        .unwrap_or_default()
+}
+
 /// A `{job_id}` path segment as a `JobId`; one that is not a UUID is answered exactly as an
 /// unknown id (404), so the two cannot be told apart.
 pub struct JobIdPath(pub JobId);
@@ -102,10 +111,7 @@ impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let raw = Path::<String>::from_request_parts(parts, state)
-            .await
-            .map(|Path(p)| p)
-            .unwrap_or_default();
+        let raw = path_segment(parts, state).await;
         JobId::parse(&raw)
             .map(Self)
             .map_err(|_| ApiError::NotFound(format!("no job has the id `{raw}`")))
@@ -372,10 +378,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ProductKeyPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let raw = Path::<String>::from_request_parts(parts, state)
-            .await
-            .map(|Path(p)| p)
-            .unwrap_or_default();
+        let raw = path_segment(parts, state).await;
         ProductKey::parse(&raw)
             .map(Self)
             .map_err(|_| product_not_found(&raw))
@@ -394,11 +397,7 @@ impl<S: Send + Sync> FromRequestParts<S> for KindPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let raw = Path::<String>::from_request_parts(parts, state)
-            .await
-            .map(|Path(p)| p)
-            .unwrap_or_default();
-        Ok(Self(raw))
+        Ok(Self(path_segment(parts, state).await))
     }
 }
 

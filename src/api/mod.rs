@@ -127,6 +127,7 @@ async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiErr
     }
     // `durable`: job state survives a restart of the store itself (null: cannot tell).
     let durable = app.store.persists().await?;
+    let topology = app.store.topology().await?;
     Ok(Json(json!({
         "status": "ready",
         "store": if app.store.is_durable() { "redis" } else { "memory" },
@@ -135,6 +136,7 @@ async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiErr
         "active_imports": app.imports.running(),
         "auth": if open { "open" } else { "tokens" },
         "warnings": warnings,
+        "topology": topology,
     })))
 }
 

@@ -430,6 +430,11 @@ pub struct Readiness {
     /// `tokens` when bearer tokens guard `/catalog/...`, `open` when any client may act
     /// for any tenant (then also a warning).
     pub auth: String,
+    /// How the Redis primary is reached (`url` or `sentinels`), its address, how many
+    /// replicas it has and how far the slowest lags, and `min_replicas_ack`; null for the
+    /// embedded store.
+    #[schema(value_type = Option<Object>)]
+    pub topology: Option<Value>,
     /// Things an operator should fix that do not stop the service (an evicting Redis).
     pub warnings: Vec<String>,
 }

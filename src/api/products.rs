@@ -328,7 +328,18 @@ pub async fn get_one(
             return Ok(None);
         };
         let enrichment = store.enrichment(&tenant, &key)?;
-        let neighbours = store.neighbours(&tenant, &key)?.unwrap_or_default();
+        // The table holds keys and scores; names are joined here, at read. A neighbour
+        // deleted since the last pair is skipped: there is nothing left to show or follow.
+        let mut neighbours = Vec::new();
+        for n in store.neighbours(&tenant, &key)?.unwrap_or_default() {
+            if let Some(other) = store.get(&tenant, &n.product_key)? {
+                neighbours.push(json!({
+                    "product_key": n.product_key,
+                    "name": other.product.name,
+                    "score": n.score,
+                }));
+            }
+        }
         Ok(Some((stored, enrichment, neighbours)))
     })
     .await?;

@@ -788,19 +788,88 @@ const STOP_WORDS: &[&str] = &[
 
 /// The words that say *what* a product is: its name without the variant attributes that
 /// extraction found (colour, size, quantities, pack count) and without stop words. Material
-/// stays: a cotton tee and a wool tee are different products.
+/// stays: a cotton tee and a wool tee are different products. Words joined by a hyphen are
+/// one word ("T-Shirt" → `tshirt`); single letters are kept, so that pairing can join them
+/// to a neighbour ("T Shirt") against its vocabulary (`catalog::tokens`).
 pub fn identity_tokens(name: &str) -> Vec<String> {
     let (toks, found) = scan(name);
-    toks.iter()
-        .zip(&found.used)
-        .filter(|(_, used)| !**used)
-        .filter_map(|(t, _)| match &t.kind {
-            Kind::Word(w) if w.chars().count() > 1 && !STOP_WORDS.contains(&w.as_str()) => {
-                Some(normalise_word(w).to_owned())
+    words(&toks, &found.used)
+}
+
+/// Every word of `text` (a brand, or a name enrichment has not seen), folded as
+/// `identity_tokens` folds them but with nothing taken out as a variant.
+pub fn name_words(text: &str) -> Vec<String> {
+    let toks = lex(text);
+    words(&toks, &vec![false; toks.len()])
+}
+
+/// The unused words of a lexed text, lowercased and normalised, stop words out, words around
+/// a hyphen that touches both joined into one, numbers kept only when glued to a word.
+fn words(toks: &[Tok], used: &[bool]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    // The last word pushed is continued by the next word (a hyphen glued both sides).
+    let mut glue = false;
+    let mut last_word_at: Option<usize> = None;
+    for (i, (t, &u)) in toks.iter().zip(used).enumerate() {
+        if u {
+            glue = false;
+            continue;
+        }
+        match &t.kind {
+            Kind::Word(w) => {
+                let w = normalise_word(w);
+                match out.last_mut() {
+                    Some(last) if glue => last.push_str(w),
+                    _ if STOP_WORDS.contains(&w) => {
+                        last_word_at = None;
+                        continue;
+                    }
+                    _ => out.push(w.to_owned()),
+                }
+                glue = false;
+                last_word_at = Some(i);
             }
-            _ => None,
-        })
-        .collect()
+            Kind::Num(v) => {
+                // A number glued to a word is part of a model code ("XM4", "Thing0"); a
+                // number on its own says nothing about what the product is.
+                let text = if v.fract() == 0.0 && v.abs() < 1e15 {
+                    format!("{}", *v as i64)
+                } else {
+                    v.to_string()
+                };
+                let after_word = i > 0 && last_word_at == Some(i - 1) && toks[i - 1].glued_next;
+                let before_word = t.glued_next
+                    && matches!(toks.get(i + 1).map(|n| &n.kind), Some(Kind::Word(_)))
+                    && !used.get(i + 1).copied().unwrap_or(true);
+                match out.last_mut() {
+                    Some(last) if after_word || glue => last.push_str(&text),
+                    _ if before_word => out.push(text),
+                    _ => {
+                        glue = false;
+                        last_word_at = None;
+                        continue;
+                    }
+                }
+                glue = before_word;
+                last_word_at = Some(i);
+            }
+            Kind::Sym('-') => {
+                let after_word = i > 0 && last_word_at == Some(i - 1) && toks[i - 1].glued_next;
+                let before_word = t.glued_next
+                    && matches!(
+                        toks.get(i + 1).map(|n| &n.kind),
+                        Some(Kind::Word(_) | Kind::Num(_))
+                    )
+                    && !used.get(i + 1).copied().unwrap_or(true);
+                glue = after_word && before_word;
+            }
+            _ => {
+                glue = false;
+                last_word_at = None;
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -839,5 +908,18 @@ mod tests {
             identity_tokens("Brewmaster Mug, Off-White, 350 ml"),
             ["brewmaster", "mug"]
         );
+    }
+
+    #[test]
+    fn hyphenated_words_are_one_word_and_single_letters_stay_for_pairing_to_join() {
+        assert_eq!(
+            identity_tokens("Acme T-Shirt, Black - M"),
+            ["acme", "tshirt"]
+        );
+        assert_eq!(identity_tokens("Acme T Shirt - M"), ["acme", "t", "shirt"]);
+        assert_eq!(identity_tokens("USB-C Cable 2 m"), ["usbc", "cable"]);
+        assert_eq!(name_words("Acme T-Shirt - M"), ["acme", "tshirt", "m"]);
+        assert_eq!(name_words("Blue-Fin Co."), ["bluefin", "co"]);
+        assert_eq!(name_words("Sony WH-1000XM4 2 pack"), ["sony", "wh1000xm4"]);
     }
 }

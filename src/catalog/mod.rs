@@ -13,6 +13,7 @@ pub mod feed;
 pub mod pair;
 pub mod products;
 pub mod sync;
+pub mod tokens;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

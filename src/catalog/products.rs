@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 use tokio::runtime::Handle;
 
 use crate::jobs::TenantId;
+use crate::topology::{Primary, Target};
 
 /// A product's key: 1–128 characters of `A-Z a-z 0-9 _ . : -`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -272,10 +273,12 @@ pub struct Enrichment {
     pub unextractable: bool,
 }
 
+/// One row of the neighbour table: a key and a score, nothing more. The product view joins
+/// the neighbour's name when it is read, so the table stays as small as keys and scores
+/// need. (Tables written before this change carried a `name` too; it is ignored on read.)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Neighbour {
     pub product_key: ProductKey,
-    pub name: String,
     pub score: f64,
 }
 
@@ -570,7 +573,7 @@ impl CatalogKeys {
 /// job store keeps its own connection, so a large catalogue page never delays a poll.
 /// Never call these methods on an async worker thread: `block_on` would panic there.
 pub struct RedisCatalog {
-    conn: ConnectionManager,
+    primary: Primary,
     runtime: Handle,
     keys: CatalogKeys,
 }
@@ -583,22 +586,28 @@ const STAGING_TTL_SECS: u64 = 3600;
 const CHUNK: usize = 1000;
 
 impl RedisCatalog {
-    /// Connects lazily, on the runtime it is opened in (it must be opened inside one).
+    /// Connects lazily to a fixed Redis, on the runtime it is opened in (it must be opened
+    /// inside one).
     pub fn open(url: &str, prefix: &str) -> Result<Self, CatalogStoreError> {
+        Self::open_target(Target::Url(url.to_owned()), prefix)
+    }
+
+    /// Connects lazily to the primary `target` names (following a failover), on the runtime
+    /// it is opened in.
+    pub fn open_target(target: Target, prefix: &str) -> Result<Self, CatalogStoreError> {
         let unavailable = |e: &dyn std::fmt::Display| CatalogStoreError::Unavailable(e.to_string());
         let runtime = Handle::try_current().map_err(|e| unavailable(&e))?;
-        let client = redis::Client::open(url).map_err(|e| unavailable(&e))?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1)))
             .set_response_timeout(Some(IO_TIMEOUT))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = {
+        let primary = {
             let _entered = runtime.enter();
-            ConnectionManager::new_lazy_with_config(client, config).map_err(|e| unavailable(&e))?
+            Primary::open(target, config).map_err(|e| unavailable(&e))?
         };
         Ok(Self {
-            conn,
+            primary,
             runtime,
             keys: CatalogKeys::new(prefix),
         })
@@ -606,8 +615,7 @@ impl RedisCatalog {
 
     /// Runs one command, blocking this thread until it is answered.
     fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, CatalogStoreError> {
-        let mut conn = self.conn.clone();
-        self.block(async move { cmd.query_async(&mut conn).await })
+        self.block(|mut conn| async move { cmd.query_async(&mut conn).await })
     }
 
     /// Runs a pipeline (a transaction if it is `atomic`) in one round trip.
@@ -615,18 +623,24 @@ impl RedisCatalog {
         &self,
         pipe: &redis::Pipeline,
     ) -> Result<T, CatalogStoreError> {
-        let mut conn = self.conn.clone();
-        self.block(async move { pipe.query_async(&mut conn).await })
+        self.block(|mut conn| async move { pipe.query_async(&mut conn).await })
     }
 
-    fn block<T>(
-        &self,
-        call: impl std::future::Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, CatalogStoreError> {
-        match self
-            .runtime
-            .block_on(async { tokio::time::timeout(IO_TIMEOUT, call).await })
-        {
+    /// Runs `call` on the primary's connection under [`IO_TIMEOUT`], telling the primary of
+    /// a failure (a sign of a failover makes it ask the sentinels again).
+    fn block<T, F>(&self, call: impl FnOnce(ConnectionManager) -> F) -> Result<T, CatalogStoreError>
+    where
+        F: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let primary = &self.primary;
+        let answer = self.runtime.block_on(async {
+            tokio::time::timeout(IO_TIMEOUT, async {
+                let conn = primary.connection().await?;
+                call(conn).await
+            })
+            .await
+        });
+        match answer {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e))
                 if matches!(
@@ -636,11 +650,17 @@ impl RedisCatalog {
             {
                 Err(CatalogStoreError::Corrupt(e.to_string()))
             }
-            Ok(Err(e)) => Err(CatalogStoreError::Unavailable(e.to_string())),
-            Err(_) => Err(CatalogStoreError::Unavailable(format!(
-                "no answer within {} s",
-                IO_TIMEOUT.as_secs()
-            ))),
+            Ok(Err(e)) => {
+                primary.failed(&e);
+                Err(CatalogStoreError::Unavailable(e.to_string()))
+            }
+            Err(_) => {
+                primary.suspect();
+                Err(CatalogStoreError::Unavailable(format!(
+                    "no answer within {} s",
+                    IO_TIMEOUT.as_secs()
+                )))
+            }
         }
     }
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script, ScriptInvocation};
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -25,9 +25,10 @@ use super::cache::FinishedCache;
 use super::store::{
     params_fingerprint, BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob,
     Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
-    QUEUE_SAMPLE,
+    Topology, QUEUE_SAMPLE,
 };
 use super::{worker_name, JobId, Kind, Snapshot, Status, TenantId};
+use crate::topology::{Primary, Target};
 
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 
@@ -58,6 +59,11 @@ const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(250);
 const RESUBSCRIBE_MAX_DELAY: Duration = Duration::from_secs(4);
 /// Events buffered per subscriber; one that falls further behind gets `Resync`.
 const EVENT_BUFFER: usize = 4096;
+
+/// How long a create or a finish waits for `min_replicas_ack` replicas (`WAIT n 100`): long
+/// enough for a replica on the same network (it acks within a millisecond or two), short
+/// enough that a missing replica costs a request a tenth of a second, not a timeout.
+const REPLICA_ACK_WAIT_MS: u64 = 100;
 
 /// How long one store call may take before it counts as the store being unavailable.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -119,13 +125,17 @@ impl Keys {
 
 #[derive(Clone)]
 pub struct RedisStore {
-    /// One multiplexed connection: concurrent calls are pipelined on it, which under load
-    /// measured faster here than spreading them over several (fewer syscalls per call).
-    conn: ConnectionManager,
+    /// One multiplexed connection to the primary (followed across a failover): concurrent
+    /// calls are pipelined on it, which under load measured faster here than spreading them
+    /// over several (fewer syscalls per call).
+    primary: Primary,
+    /// With `min_replicas_ack`, creates and finishes go over a connection of their own:
+    /// `WAIT` must follow the write on its connection, and it holds that connection while it
+    /// waits, which would stall every poll pipelined on the shared one.
+    acked: Option<Primary>,
     keys: Keys,
     settings: StoreSettings,
     finished: Arc<FinishedCache>,
-    client: redis::Client,
     events: broadcast::Sender<Event>,
     listening: Arc<OnceLock<()>>,
     /// Whether the listener's subscription is live now.
@@ -133,37 +143,93 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    /// Connects lazily: the service starts even while Redis is down, answers 503 until it
-    /// is reachable, and reconnects by itself.
+    /// Connects lazily to a fixed Redis: the service starts even while Redis is down,
+    /// answers 503 until it is reachable, and reconnects by itself.
     pub fn open(url: &str, settings: StoreSettings) -> Result<Self, StoreError> {
-        let client =
-            redis::Client::open(url).map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        let config = redis::aio::ConnectionManagerConfig::new()
+        Self::open_target(Target::Url(url.to_owned()), settings)
+    }
+
+    /// Connects lazily to the primary `target` names (through sentinels, following a failover).
+    pub fn open_target(target: Target, settings: StoreSettings) -> Result<Self, StoreError> {
+        let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1)))
             .set_response_timeout(Some(CALL_TIMEOUT))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let open = |target| {
+            Primary::open(target, config.clone())
+                .map_err(|e| StoreError::Unavailable(e.to_string()))
+        };
+        let acked = match settings.min_replicas_ack {
+            0 => None,
+            _ => Some(open(target.clone())?),
+        };
         Ok(Self {
-            conn,
+            primary: open(target)?,
+            acked,
             keys: Keys::new(&settings.prefix),
             finished: Arc::new(FinishedCache::new(settings.finished_cache, 10_000)),
             settings,
-            client,
             events: broadcast::channel(EVENT_BUFFER).0,
             listening: Arc::new(OnceLock::new()),
             live: Arc::new(AtomicBool::new(false)),
         })
     }
 
+    /// Where the store's primary is now, and how it is found.
+    pub fn primary(&self) -> &Primary {
+        &self.primary
+    }
+
     pub fn keys(&self) -> &Keys {
         &self.keys
     }
 
-    /// A handle on the store's connection (cheap: it is multiplexed).
-    fn connection(&self) -> ConnectionManager {
-        self.conn.clone()
+    /// A handle on the store's connection to the primary (cheap: it is multiplexed).
+    async fn connection(&self) -> Result<ConnectionManager, StoreError> {
+        self.bounded(self.primary.connection()).await
+    }
+
+    /// The primary handle creates and finishes go over (see `acked`).
+    fn writer(&self) -> &Primary {
+        self.acked.as_ref().unwrap_or(&self.primary)
+    }
+
+    /// The connection a create or a finish goes over (see `acked`).
+    async fn write_connection(&self) -> Result<ConnectionManager, StoreError> {
+        bounded_on(self.writer(), self.writer().connection()).await
+    }
+
+    /// After a write on `conn`: waits (bounded) until `min_replicas_ack` replicas have it.
+    async fn replicated(
+        &self,
+        conn: &mut ConnectionManager,
+        job: Option<JobId>,
+    ) -> Result<(), StoreError> {
+        let wanted = self.settings.min_replicas_ack;
+        if wanted == 0 {
+            return Ok(());
+        }
+        let acked: u32 = bounded_on(
+            self.writer(),
+            redis::cmd("WAIT")
+                .arg(wanted)
+                .arg(REPLICA_ACK_WAIT_MS)
+                .query_async(conn),
+        )
+        .await?;
+        if acked < wanted {
+            return Err(StoreError::NotReplicated { job, acked, wanted });
+        }
+        Ok(())
+    }
+
+    /// Runs one Redis call on the shared connection; see [`bounded_on`].
+    async fn bounded<T>(
+        &self,
+        fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        bounded_on(&self.primary, fut).await
     }
 
     /// A script call with the settings every script reads first (see `lua/prelude.lua`).
@@ -200,8 +266,28 @@ impl RedisStore {
     }
 
     async fn code(&self, inv: ScriptInvocation<'_>) -> Result<i64, StoreError> {
-        let mut conn = self.connection();
-        bounded(inv.invoke_async(&mut conn)).await
+        let mut conn = self.connection().await?;
+        self.bounded(inv.invoke_async(&mut conn)).await
+    }
+}
+
+/// Runs one Redis call under [`CALL_TIMEOUT`], mapping every failure to `Unavailable` and
+/// telling `primary` (the handle the call went over) of it: a sign of a failover makes it
+/// ask the sentinels again.
+async fn bounded_on<T>(
+    primary: &Primary,
+    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(CALL_TIMEOUT, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => {
+            primary.failed(&e);
+            Err(StoreError::Unavailable(e.to_string()))
+        }
+        Err(_) => {
+            primary.suspect();
+            Err(StoreError::Unavailable("no answer within 2 s".into()))
+        }
     }
 }
 
@@ -210,19 +296,22 @@ fn unexpected(code: i64) -> StoreError {
 }
 
 /// Reads the store's channel into `tx` for as long as the process lives, subscribing again
-/// after a broken connection (backing off while Redis is away, logging once per outage), and
-/// telling subscribers to re-check (`Resync`) whenever the subscription is live again.
+/// after a broken connection or when the primary moved (backing off while Redis is away,
+/// logging once per outage), and telling subscribers to re-check (`Resync`) whenever the
+/// subscription is live again.
 async fn listen(
-    client: redis::Client,
+    primary: Primary,
     channel: String,
     tx: broadcast::Sender<Event>,
     live: Arc<AtomicBool>,
 ) {
     let mut delay = RESUBSCRIBE_DELAY;
     let mut failing = false;
+    let mut moved = primary.changes();
     loop {
+        moved.mark_unchanged();
         let connected = tokio::time::timeout(CALL_TIMEOUT, async {
-            let mut pubsub = client.get_async_pubsub().await?;
+            let mut pubsub = primary.client().await?.get_async_pubsub().await?;
             pubsub.subscribe(&channel).await?;
             redis::RedisResult::Ok(pubsub)
         })
@@ -233,19 +322,33 @@ async fn listen(
                 let _ = tx.send(Event::Resync);
                 (delay, failing) = (RESUBSCRIBE_DELAY, false);
                 let mut messages = pubsub.into_on_message();
-                while let Some(msg) = messages.next().await {
-                    if let Some(event) = msg
-                        .get_payload::<String>()
-                        .ok()
-                        .and_then(|p| parse_event(&p))
-                    {
-                        let _ = tx.send(event);
+                loop {
+                    tokio::select! {
+                        msg = messages.next() => match msg {
+                            Some(msg) => {
+                                if let Some(event) = msg
+                                    .get_payload::<String>()
+                                    .ok()
+                                    .and_then(|p| parse_event(&p))
+                                {
+                                    let _ = tx.send(event);
+                                }
+                            }
+                            None => break,
+                        },
+                        _ = moved.changed() => break,
                     }
                 }
                 live.store(false, Ordering::Release);
-                warn!("the job events subscription broke; subscribing again");
+                primary.suspect();
+                warn!("the job events subscription broke or the primary moved; subscribing again");
             }
             failed => {
+                if let Ok(Err(e)) = &failed {
+                    primary.failed(e);
+                } else {
+                    primary.suspect();
+                }
                 if !failing {
                     let why = match failed {
                         Ok(Err(e)) => e.to_string(),
@@ -272,17 +375,6 @@ fn parse_event(payload: &str) -> Option<Event> {
         "cancel" => Some(Event::Cancel(id)),
         "end" => Some(Event::Ended(id)),
         _ => None,
-    }
-}
-
-/// Runs one Redis call under [`CALL_TIMEOUT`], mapping every failure to `Unavailable`.
-async fn bounded<T>(
-    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> Result<T, StoreError> {
-    match tokio::time::timeout(CALL_TIMEOUT, fut).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(StoreError::Unavailable(e.to_string())),
-        Err(_) => Err(StoreError::Unavailable("no answer within 2 s".into())),
     }
 }
 
@@ -359,7 +451,7 @@ fn snapshot_from_hash(
 impl JobStore for RedisStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.connection();
+            let mut conn = self.write_connection().await?;
             let mut inv = self.invocation(&CREATE);
             inv.arg(job.id.to_string())
                 .arg(job.tenant.as_str())
@@ -371,7 +463,8 @@ impl JobStore for RedisStore {
                 .arg(job.idempotency_key.as_deref().unwrap_or(""))
                 .arg(params_fingerprint(&job.params))
                 .arg(self.settings.creates_per_minute);
-            let (code, value): (i64, String) = bounded(inv.invoke_async(&mut conn)).await?;
+            let (code, value): (i64, String) =
+                bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
             let job_id = |value: &str| {
                 JobId::parse(value)
                     .map_err(|_| StoreError::Corrupt("create named no job id".into()))
@@ -391,6 +484,7 @@ impl JobStore for RedisStore {
                     let now: u64 = value
                         .parse()
                         .map_err(|_| StoreError::Corrupt("create answered no time".into()))?;
+                    self.replicated(&mut conn, Some(job.id)).await?;
                     let record = job.record(
                         Status::Queued,
                         0,
@@ -411,13 +505,13 @@ impl JobStore for RedisStore {
         kinds: &'a [Kind],
     ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.connection();
+            let mut conn = self.connection().await?;
             let mut inv = self.invocation(&CLAIM);
             inv.arg(worker);
             for kind in kinds {
                 inv.arg(kind.as_str());
             }
-            let raw: Vec<String> = bounded(inv.invoke_async(&mut conn)).await?;
+            let raw: Vec<String> = self.bounded(inv.invoke_async(&mut conn)).await?;
             if raw.is_empty() {
                 return Ok(None);
             }
@@ -455,8 +549,8 @@ impl JobStore for RedisStore {
             for run in runs {
                 inv.arg(run.id.to_string()).arg(run.claim);
             }
-            let mut conn = self.connection();
-            let codes: Vec<i64> = bounded(inv.invoke_async(&mut conn)).await?;
+            let mut conn = self.connection().await?;
+            let codes: Vec<i64> = self.bounded(inv.invoke_async(&mut conn)).await?;
             codes
                 .into_iter()
                 .map(|code| match code {
@@ -493,12 +587,19 @@ impl JobStore for RedisStore {
                 .arg(result)
                 .arg(error)
                 .arg(outcome.step());
-            Ok(match self.code(inv).await? {
+            let mut conn = self.write_connection().await?;
+            let finish = match bounded_on(self.writer(), inv.invoke_async(&mut conn)).await? {
                 1 => Finish::Applied,
                 2 => Finish::AlreadyEnded,
                 -1 => Finish::Fenced,
                 other => return Err(unexpected(other)),
-            })
+            };
+            // Not acknowledged: the runner retries, the script answers `AlreadyEnded` and
+            // this waits again, until the outcome is on the replicas or the retries end.
+            if finish != Finish::Fenced {
+                self.replicated(&mut conn, None).await?;
+            }
+            Ok(finish)
         })
     }
 
@@ -537,8 +638,8 @@ impl JobStore for RedisStore {
         Box::pin(async move {
             let mut inv = self.invocation(&RECOVER);
             inv.arg(RECOVER_BATCH);
-            let mut conn = self.connection();
-            let flat: Vec<String> = bounded(inv.invoke_async(&mut conn)).await?;
+            let mut conn = self.connection().await?;
+            let flat: Vec<String> = self.bounded(inv.invoke_async(&mut conn)).await?;
             flat.chunks(2)
                 .map(|pair| {
                     let id = pair
@@ -581,8 +682,8 @@ impl JobStore for RedisStore {
             for kind in kinds {
                 inv.arg(kind.as_str());
             }
-            let mut conn = self.connection();
-            let (code, value): (i64, String) = bounded(inv.invoke_async(&mut conn)).await?;
+            let mut conn = self.connection().await?;
+            let (code, value): (i64, String) = self.bounded(inv.invoke_async(&mut conn)).await?;
             match code {
                 0 => JobId::parse(&value)
                     .map(Purge::StillActive)
@@ -599,7 +700,7 @@ impl JobStore for RedisStore {
         let rx = self.events.subscribe();
         self.listening.get_or_init(|| {
             tokio::spawn(listen(
-                self.client.clone(),
+                self.primary.clone(),
                 self.keys.events(),
                 self.events.clone(),
                 self.live.clone(),
@@ -616,14 +717,15 @@ impl JobStore for RedisStore {
             if let Some(hit) = self.finished.get(id) {
                 return Ok(Some(hit));
             }
-            let mut conn = self.connection();
-            let (hash, time): (HashMap<String, String>, (u64, u64)) = bounded(
-                redis::pipe()
-                    .hgetall(self.keys.job(id))
-                    .cmd("TIME")
-                    .query_async(&mut conn),
-            )
-            .await?;
+            let mut conn = self.connection().await?;
+            let (hash, time): (HashMap<String, String>, (u64, u64)) = self
+                .bounded(
+                    redis::pipe()
+                        .hgetall(self.keys.job(id))
+                        .cmd("TIME")
+                        .query_async(&mut conn),
+                )
+                .await?;
             let snapshot = snapshot_from_hash(id, &hash, time_ms(&time), &self.settings)?;
             if let Some(s) = &snapshot {
                 self.finished.offer(s);
@@ -638,9 +740,11 @@ impl JobStore for RedisStore {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.connection();
+            let mut conn = self.connection().await?;
             let stop = limit.max(1) as isize - 1;
-            let raw: Vec<String> = bounded(conn.lrange(self.keys.tenant(tenant), 0, stop)).await?;
+            let raw: Vec<String> = self
+                .bounded(conn.lrange(self.keys.tenant(tenant), 0, stop))
+                .await?;
             // An entry that is not a job id was not written by this service; it is skipped.
             let ids: Vec<JobId> = raw.iter().filter_map(|r| JobId::parse(r).ok()).collect();
             if ids.is_empty() {
@@ -651,7 +755,7 @@ impl JobStore for RedisStore {
                 pipe.hgetall(self.keys.job(id));
             }
             pipe.cmd("TIME");
-            let mut values: Vec<redis::Value> = bounded(pipe.query_async(&mut conn)).await?;
+            let mut values: Vec<redis::Value> = self.bounded(pipe.query_async(&mut conn)).await?;
             let time: (u64, u64) = redis::from_redis_value(
                 values
                     .pop()
@@ -675,8 +779,8 @@ impl JobStore for RedisStore {
         Box::pin(async move {
             let mut inv = self.invocation(&QUEUED);
             inv.arg(QUEUE_SAMPLE);
-            let mut conn = self.connection();
-            let flat: Vec<(String, u64)> = bounded(inv.invoke_async(&mut conn)).await?;
+            let mut conn = self.connection().await?;
+            let flat: Vec<(String, u64)> = self.bounded(inv.invoke_async(&mut conn)).await?;
             // A kind this build does not parse (another version's) is not this process's to count.
             Ok(flat
                 .into_iter()
@@ -687,24 +791,27 @@ impl JobStore for RedisStore {
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut conn = self.connection();
-            let _: String = bounded(redis::cmd("PING").query_async(&mut conn)).await?;
+            let mut conn = self.connection().await?;
+            let _: String = self
+                .bounded(redis::cmd("PING").query_async(&mut conn))
+                .await?;
             Ok(())
         })
     }
 
     fn warnings(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.connection();
-            let policy: Vec<String> = bounded(
-                redis::cmd("CONFIG")
-                    .arg("GET")
-                    .arg("maxmemory-policy")
-                    .query_async(&mut conn),
-            )
-            .await
-            // CONFIG may be disabled on managed Redis; that is not a reason to refuse work.
-            .unwrap_or_default();
+            let mut conn = self.connection().await?;
+            let policy: Vec<String> = self
+                .bounded(
+                    redis::cmd("CONFIG")
+                        .arg("GET")
+                        .arg("maxmemory-policy")
+                        .query_async(&mut conn),
+                )
+                .await
+                // CONFIG may be disabled on managed Redis; that is not a reason to refuse work.
+                .unwrap_or_default();
             Ok(match policy.get(1).map(String::as_str) {
                 Some("noeviction") | None => Vec::new(),
                 Some(other) => vec![format!(
@@ -712,6 +819,27 @@ impl JobStore for RedisStore {
                      job locks and records (they all carry a TTL); set it to `noeviction`"
                 )],
             })
+        })
+    }
+
+    fn topology(&self) -> BoxFuture<'_, Result<Option<Topology>, StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.connection().await?;
+            let role: redis::Value = self
+                .bounded(redis::cmd("ROLE").query_async(&mut conn))
+                .await?;
+            let (offset, replicas) = primary_role(role)?;
+            Ok(Some(Topology {
+                via: self.primary.target().describe(),
+                primary: self.primary.address().unwrap_or_default(),
+                replicas: replicas.len(),
+                max_replica_lag_bytes: replicas
+                    .iter()
+                    .map(|acked| offset.saturating_sub(*acked))
+                    .max()
+                    .unwrap_or(0),
+                min_replicas_ack: self.settings.min_replicas_ack,
+            }))
         })
     }
 
@@ -723,18 +851,24 @@ impl JobStore for RedisStore {
     /// or disabled, as on some managed services) cannot be judged: `None`.
     fn persists(&self) -> BoxFuture<'_, Result<Option<bool>, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.connection();
+            let Ok(mut conn) = self.connection().await else {
+                return Ok(None);
+            };
             let get = |name: &'static str| {
                 let mut cmd = redis::cmd("CONFIG");
                 cmd.arg("GET").arg(name);
                 cmd
             };
-            let Ok(appendonly) =
-                bounded(get("appendonly").query_async::<Vec<String>>(&mut conn)).await
+            let Ok(appendonly) = self
+                .bounded(get("appendonly").query_async::<Vec<String>>(&mut conn))
+                .await
             else {
                 return Ok(None);
             };
-            let Ok(save) = bounded(get("save").query_async::<Vec<String>>(&mut conn)).await else {
+            let Ok(save) = self
+                .bounded(get("save").query_async::<Vec<String>>(&mut conn))
+                .await
+            else {
                 return Ok(None);
             };
             let aof = appendonly.get(1).map(|v| v == "yes");
@@ -749,6 +883,24 @@ impl JobStore for RedisStore {
     fn settings(&self) -> &StoreSettings {
         &self.settings
     }
+}
+
+/// Decodes a primary's `ROLE`: `["master", offset, [[ip, port, acked offset], …]]` into its
+/// offset and each replica's acknowledged offset. A node that is not a primary is an error.
+fn primary_role(role: redis::Value) -> Result<(u64, Vec<u64>), StoreError> {
+    type Role = (String, u64, Vec<(String, String, String)>);
+    let (kind, offset, replicas): Role = redis::from_redis_value(role)
+        .map_err(|_| StoreError::Unavailable("the node is not a primary".into()))?;
+    if kind != "master" {
+        return Err(StoreError::Unavailable(format!("the node is a {kind}")));
+    }
+    Ok((
+        offset,
+        replicas
+            .iter()
+            .map(|(_, _, acked)| acked.parse().unwrap_or(0))
+            .collect(),
+    ))
 }
 
 /// Decodes `claim.lua`'s answer: {id, claim, attempt, tenant, kind, params, created_ms}.

@@ -31,6 +31,8 @@ pub struct StoreSettings {
     pub finished_cache: Duration,
     /// Jobs the shared ready queue holds at most; beyond it a create is refused.
     pub max_queued: usize,
+    /// Replicas that must acknowledge a create and a finish (`WAIT`) before they count.
+    pub min_replicas_ack: u32,
     /// Runs a job gets before a lost one ends `failed`/`Lost` (1: it reads `lost`).
     pub max_attempts: u32,
     /// Jobs one tenant may create per minute (a fixed window in the store; 0: no limit).
@@ -48,6 +50,7 @@ impl Default for StoreSettings {
             max_queued: 1000,
             max_attempts: 3,
             creates_per_minute: 600,
+            min_replicas_ack: 0,
         }
     }
 }
@@ -303,6 +306,29 @@ pub enum StoreError {
     Unavailable(String),
     #[error("the job store returned a malformed record: {0}")]
     Corrupt(String),
+    /// The write reached the primary, but fewer replicas than `min_replicas_ack` confirmed
+    /// it in time: it may not survive a failover. `job` names a created job (it exists now).
+    #[error("only {acked} of {wanted} replicas acknowledged the write in time")]
+    NotReplicated {
+        job: Option<JobId>,
+        acked: u32,
+        wanted: u32,
+    },
+}
+
+/// Where the store's data lives now (Redis only): for `/readyz` and the start-up log.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Topology {
+    /// How the primary is found (a fixed URL, or through which sentinels).
+    pub via: String,
+    /// The primary's address now.
+    pub primary: String,
+    /// Replicas connected to it and acknowledging its stream (from `ROLE`).
+    pub replicas: usize,
+    /// How far behind the furthest of them is, in bytes of the replication stream.
+    pub max_replica_lag_bytes: u64,
+    /// Replicas a create and a finish wait for (`REDIS_MIN_REPLICAS_ACK`).
+    pub min_replicas_ack: u32,
 }
 
 /// How many queued jobs `queued_by_kind` looks at: the whole queue under the default
@@ -413,6 +439,11 @@ pub trait JobStore: Send + Sync + 'static {
     /// A warning an operator should see (e.g. an eviction policy that evicts live locks).
     fn warnings(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Where the data lives now (the primary, its replicas); `None` for the embedded store.
+    fn topology(&self) -> BoxFuture<'_, Result<Option<Topology>, StoreError>> {
+        Box::pin(async { Ok(None) })
     }
 
     /// Whether state outlives this process (false for the embedded store).

@@ -10,7 +10,7 @@ use tokio::sync::broadcast;
 
 use crate::jobs::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
-    Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
 };
 use crate::jobs::{JobId, Kind, Snapshot, TenantId};
 
@@ -152,6 +152,10 @@ impl JobStore for MeteredStore {
 
     fn persists(&self) -> BoxFuture<'_, Result<Option<bool>, StoreError>> {
         self.inner.persists()
+    }
+
+    fn topology(&self) -> BoxFuture<'_, Result<Option<Topology>, StoreError>> {
+        self.inner.topology()
     }
 
     fn settings(&self) -> &StoreSettings {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use crate::helpers::{free_port, tenant, RedisServer};
+use crate::helpers::{free_port, tenant, HaRedis, RedisServer, MASTER_NAME};
 
 /// A `catalog-jobs` process, killed (by pid) when dropped. Its log goes to a file.
 pub(crate) struct Service {
@@ -23,6 +23,22 @@ pub(crate) struct Service {
 
 impl Service {
     pub(crate) async fn start(redis_url: &str, env: &[(&str, String)]) -> Service {
+        let mut all = vec![("REDIS_URL", redis_url.to_owned())];
+        all.extend(env.iter().cloned());
+        Self::launch(&all).await
+    }
+
+    /// Through sentinels (`REDIS_SENTINELS`, `REDIS_MASTER_NAME`) instead of a fixed URL.
+    pub(crate) async fn start_through(ha: &HaRedis, env: &[(&str, String)]) -> Service {
+        let mut all = vec![
+            ("REDIS_SENTINELS", ha.sentinels_env()),
+            ("REDIS_MASTER_NAME", MASTER_NAME.to_owned()),
+        ];
+        all.extend(env.iter().cloned());
+        Self::launch(&all).await
+    }
+
+    pub(crate) async fn launch(env: &[(&str, String)]) -> Service {
         let port = free_port();
         let log =
             std::env::temp_dir().join(format!("catalog-jobs-{}-{port}.log", std::process::id()));
@@ -31,7 +47,6 @@ impl Service {
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("BIND_ADDR", format!("127.0.0.1:{port}"))
-            .env("REDIS_URL", redis_url)
             .env("RUST_LOG", "info")
             .env("STALE_AFTER_SECONDS", "1.5")
             .env("HEARTBEAT_SECONDS", "0.2")
@@ -67,7 +82,7 @@ impl Service {
         env: &[(&str, String)],
     ) -> Service {
         let mut env = env.to_vec();
-        env.push(("SYNC_ALLOWED_HOSTS", format!("127.0.0.1:{}", feeds.port)));
+        env.push(("SYNC_ALLOWED_HOSTS", feeds.allowed()));
         Service::start(redis_url, &env).await
     }
 
@@ -186,6 +201,11 @@ pub(crate) struct HeldFeeds {
 }
 
 impl HeldFeeds {
+    /// The `SYNC_ALLOWED_HOSTS` entry that lets a service read these feeds (host and port).
+    pub(crate) fn allowed(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
     pub(crate) async fn start() -> HeldFeeds {
         use axum::routing::get;
         let gates: Arc<Mutex<HashMap<String, Arc<Semaphore>>>> = Arc::default();

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# scikit-learn's exhaustive cosine kNN on the same hard catalogue catalog_bench pairs, side by
+# side with it.
+#
+#   scripts/sklearn_pair.sh [PRODUCTS]     # default 100000
+#
+# Creates a Python venv (target/sklearn-venv, scikit-learn + numpy from PyPI) on first use,
+# writes the hard catalogue (seed 42, as catalog_bench) with gen_feed, runs
+# scripts/sklearn_pair.py over the whole catalogue and per category, then catalog_bench at the
+# same size. Each line: time, products/s, recall@5, peak RSS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+N="${1:-100000}"
+SEED=42
+VENV="${VENV:-target/sklearn-venv}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --upgrade pip
+    "$VENV/bin/pip" install --quiet scikit-learn numpy
+fi
+
+cargo build --quiet --release --example gen_feed --example catalog_bench
+FEED="target/hard-$N.jsonl"
+target/release/examples/gen_feed --hard "$N" "$SEED" > "$FEED"
+
+"$VENV/bin/python" scripts/sklearn_pair.py "$FEED"
+"$VENV/bin/python" scripts/sklearn_pair.py "$FEED" --per-category
+target/release/examples/catalog_bench "$N"

@@ -1,0 +1,269 @@
+//! How to reach the Redis primary: a fixed `REDIS_URL`, or the primary the sentinels name.
+//!
+//! `Primary` is the one place that holds the connection to it. Every user (job store,
+//! catalogue, events listener) takes its connection from here and reports each failure back;
+//! through sentinels, a connection error, a timeout or a `READONLY` answer makes it ask the
+//! sentinels again (one question at a time, at most every `RESOLVE_INTERVAL`) and swap in a
+//! connection to the new primary. Knows nothing of jobs, catalogues or HTTP.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{ConnectionAddr, RedisError, RedisResult};
+use tokio::sync::{watch, Mutex};
+use tracing::{info, warn};
+
+/// Shortest time between two questions to the sentinels: a burst of failing calls during a
+/// failover asks once, not once per call.
+const RESOLVE_INTERVAL: Duration = Duration::from_millis(200);
+/// How long one round of questions to the sentinels (and the new primary's `ROLE` check)
+/// may take; a sentinel that does not answer must not hold a request longer than a call.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where the primary is, as configured.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// One Redis at a fixed address (`REDIS_URL`); its own reconnects are enough.
+    Url(String),
+    /// The primary the sentinels monitor under `master`.
+    Sentinels {
+        sentinels: Vec<String>,
+        master: String,
+        sentinel_password: Option<String>,
+        password: Option<String>,
+    },
+}
+
+impl Target {
+    /// A line for the start-up log and `/readyz` (no passwords).
+    pub fn describe(&self) -> String {
+        match self {
+            Target::Url(_) => "a fixed Redis (REDIS_URL)".to_owned(),
+            Target::Sentinels {
+                sentinels, master, ..
+            } => format!(
+                "primary `{master}` through sentinels {}",
+                sentinels.join(",")
+            ),
+        }
+    }
+}
+
+/// The connection in use now and where it goes.
+#[derive(Clone)]
+struct Current {
+    addr: String,
+    client: redis::Client,
+    conn: ConnectionManager,
+}
+
+/// A handle on the primary: cheap to clone, shared by every clone.
+#[derive(Clone)]
+pub struct Primary {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    target: Target,
+    config: ConnectionManagerConfig,
+    current: RwLock<Option<Current>>,
+    /// The sentinel client, also the single-flight lock of a re-resolution.
+    sentinel: Mutex<Option<SentinelClient>>,
+    last_resolve: std::sync::Mutex<Option<Instant>>,
+    /// Bumped whenever the primary changes: long-lived subscriptions re-subscribe on it.
+    generation: watch::Sender<u64>,
+}
+
+impl Primary {
+    /// Opens lazily: nothing is dialled here, so the service starts while Redis (or every
+    /// sentinel) is away and answers 503 until one answers.
+    pub fn open(target: Target, config: ConnectionManagerConfig) -> RedisResult<Self> {
+        let (current, sentinel) = match &target {
+            Target::Url(url) => {
+                let client = redis::Client::open(url.as_str())?;
+                let addr = client.get_connection_info().addr().to_string();
+                let conn = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+                (Some(Current { addr, client, conn }), None)
+            }
+            Target::Sentinels {
+                sentinels,
+                master,
+                sentinel_password,
+                password,
+            } => (
+                None,
+                Some(sentinel_client(
+                    sentinels,
+                    master,
+                    sentinel_password,
+                    password,
+                )?),
+            ),
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                target,
+                config,
+                current: RwLock::new(current),
+                sentinel: Mutex::new(sentinel),
+                last_resolve: std::sync::Mutex::new(None),
+                generation: watch::channel(0).0,
+            }),
+        })
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.inner.target
+    }
+
+    /// The primary's address as last resolved (`None` before the sentinels first answered).
+    pub fn address(&self) -> Option<String> {
+        self.current().map(|c| c.addr)
+    }
+
+    fn current(&self) -> Option<Current> {
+        self.inner
+            .current
+            .read()
+            .expect("no thread panics while holding the primary's lock")
+            .clone()
+    }
+
+    /// The multiplexed connection to the primary, asking the sentinels first if none has
+    /// been found yet.
+    pub async fn connection(&self) -> RedisResult<ConnectionManager> {
+        if let Some(c) = self.current() {
+            return Ok(c.conn);
+        }
+        self.resolve().await?;
+        self.current()
+            .map(|c| c.conn)
+            .ok_or_else(|| no_primary("the sentinels name no primary yet"))
+    }
+
+    /// A client for the primary (for connections of their own, such as a subscription).
+    pub async fn client(&self) -> RedisResult<redis::Client> {
+        if self.current().is_none() {
+            self.resolve().await?;
+        }
+        self.current()
+            .map(|c| c.client)
+            .ok_or_else(|| no_primary("the sentinels name no primary yet"))
+    }
+
+    /// Tells of a failed call: through sentinels, a connection error or a `READONLY` answer
+    /// (the node was demoted) makes it ask the sentinels again, in the background.
+    pub fn failed(&self, error: &RedisError) {
+        if is_failover_sign(error) {
+            self.suspect();
+        }
+    }
+
+    /// A call got no answer in time: the primary may be gone; ask the sentinels again.
+    pub fn suspect(&self) {
+        if matches!(self.inner.target, Target::Sentinels { .. }) {
+            let me = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = me.resolve().await {
+                    warn!(error = %e, "the sentinels named no reachable primary yet");
+                }
+            });
+        }
+    }
+
+    /// Changes every time the primary does.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.inner.generation.subscribe()
+    }
+
+    /// Asks the sentinels where the primary is and swaps the connection if it moved. One
+    /// question at a time; a caller arriving while one is asked waits for its answer.
+    async fn resolve(&self) -> RedisResult<()> {
+        let mut guard = self.inner.sentinel.lock().await;
+        let Some(sentinel) = guard.as_mut() else {
+            return Ok(());
+        };
+        {
+            let mut last = self
+                .inner
+                .last_resolve
+                .lock()
+                .expect("no thread panics while holding the resolve time");
+            if last.is_some_and(|t| t.elapsed() < RESOLVE_INTERVAL) {
+                return Ok(());
+            }
+            *last = Some(Instant::now());
+        }
+        let client = match tokio::time::timeout(RESOLVE_TIMEOUT, sentinel.async_get_client()).await
+        {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(no_primary("the sentinels did not answer in time")),
+        };
+        let addr = client.get_connection_info().addr().to_string();
+        let previous = self.address();
+        if previous.as_deref() == Some(addr.as_str()) {
+            return Ok(());
+        }
+        let conn =
+            ConnectionManager::new_lazy_with_config(client.clone(), self.inner.config.clone())?;
+        *self
+            .inner
+            .current
+            .write()
+            .expect("no thread panics while holding the primary's lock") = Some(Current {
+            addr: addr.clone(),
+            client,
+            conn,
+        });
+        self.inner.generation.send_modify(|g| *g += 1);
+        match previous {
+            None => info!(primary = %addr, "the sentinels name the Redis primary"),
+            Some(old) => {
+                warn!(primary = %addr, previous = %old, "Redis failover: following the new primary")
+            }
+        }
+        Ok(())
+    }
+}
+
+fn sentinel_client(
+    sentinels: &[String],
+    master: &str,
+    sentinel_password: &Option<String>,
+    password: &Option<String>,
+) -> RedisResult<SentinelClient> {
+    let addrs = sentinels.iter().map(|s| {
+        let (host, port) = s
+            .rsplit_once(':')
+            .expect("the configuration checked that each sentinel is host:port");
+        let port = port
+            .parse()
+            .expect("the configuration checked that each sentinel's port is a number");
+        ConnectionAddr::Tcp(host.to_owned(), port)
+    });
+    let mut builder = SentinelClientBuilder::new(addrs, master, SentinelServerType::Master)?;
+    if let Some(p) = sentinel_password {
+        builder = builder.set_client_to_sentinel_password(p);
+    }
+    if let Some(p) = password {
+        builder = builder.set_client_to_redis_password(p);
+    }
+    builder.build()
+}
+
+fn no_primary(why: &'static str) -> RedisError {
+    RedisError::from((redis::ErrorKind::Io, "no Redis primary", why.to_owned()))
+}
+
+/// Whether an error can mean the primary moved: the connection broke or was refused, or the
+/// node answered `READONLY` (it is a replica now).
+pub fn is_failover_sign(error: &RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || error.code() == Some("READONLY")
+}

@@ -1,0 +1,281 @@
+//! Redis high availability with real processes: a primary, a replica and three sentinels
+//! (`helpers::HaRedis`) and the built binary reaching Redis through the sentinels. The
+//! primary is SIGKILLed mid-job; the sentinels promote the replica; nothing accepted is lost.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::faults::{running, started_id, HeldFeeds, Service};
+use crate::helpers::{free_port, role, tenant, HaRedis};
+
+/// A stale threshold longer than a failover, so the run that was going on is the one that
+/// ends (a shorter one would have it recovered as attempt 2 — also correct, but not this test).
+const STALE_SECONDS: &str = "20";
+/// Longest a test waits for the sentinels to promote the replica and the service to follow.
+const FAILOVER_WITHIN: Duration = Duration::from_secs(25);
+
+/// The services' settings; `feeds` are the held feeds their syncs may read.
+fn env(min_replicas_ack: u32, feeds: &HeldFeeds) -> Vec<(&'static str, String)> {
+    vec![
+        ("SYNC_ALLOWED_HOSTS", feeds.allowed()),
+        ("STALE_AFTER_SECONDS", STALE_SECONDS.into()),
+        ("HEARTBEAT_SECONDS", "0.5".into()),
+        ("FINISH_RETRY_SECONDS", "60".into()),
+        ("REDIS_MIN_REPLICAS_ACK", min_replicas_ack.to_string()),
+    ]
+}
+
+async fn start_ha() -> HaRedis {
+    tokio::task::spawn_blocking(HaRedis::start).await.unwrap()
+}
+
+/// `/readyz`'s topology once it names the primary on `port` (the service followed it) with
+/// `replicas` replicas acknowledging it.
+async fn following(svc: &Service, port: u16, replicas: u64) -> Value {
+    let deadline = Instant::now() + FAILOVER_WITHIN;
+    loop {
+        let r = svc.readyz().await;
+        if r.status() == 200 {
+            let topology = r.json::<Value>().await.unwrap()["topology"].clone();
+            if topology["primary"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(&format!(":{port}")))
+                && topology["replicas"] == replicas
+            {
+                return topology;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the service never followed the primary to port {port} with {replicas} replicas"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_vanishes() {
+    let mut ha = start_ha().await;
+    let (old_port, new_port) = (ha.primary.port, ha.replica.port);
+    let feeds = HeldFeeds::start().await;
+    let svc = Service::start_through(&ha, &env(1, &feeds)).await;
+    let before = following(&svc, old_port, 1).await;
+    assert_eq!(before["min_replicas_ack"], 1, "{before}");
+
+    let t = tenant();
+    let name = format!("ha-{t}");
+    let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
+    svc.poll(&id, "running", running).await;
+    // Created just before the kill: with REDIS_MIN_REPLICAS_ACK=1 a 202 means the replica
+    // has it, so it must be there after the failover.
+    let r = svc.sync(tenant().as_str(), &["demo.jsonl".into()]).await;
+    let mut accepted = vec![];
+    if r.status() == 202 {
+        accepted.push(started_id(r).await);
+    }
+
+    ha.primary.stop(); // SIGKILL
+    let killed = Instant::now();
+    // POSTs during the failover get 503 + Retry-After; once the new primary answers and
+    // has a replica again (the old primary, rejoined), they are accepted.
+    let mut refused = 0;
+    let mut rejoined = false;
+    let mut last = Value::Null;
+    let mut named = Vec::new();
+    loop {
+        let r = svc.sync(tenant().as_str(), &["demo.jsonl".into()]).await;
+        match r.status().as_u16() {
+            202 => {
+                accepted.push(started_id(r).await);
+                if refused > 0 && rejoined {
+                    break;
+                }
+            }
+            503 => {
+                assert!(
+                    r.headers().contains_key("retry-after"),
+                    "503 says when to retry"
+                );
+                let body: Value = r.json().await.unwrap();
+                assert_eq!(body["error"], "store_unavailable", "{body}");
+                // Created on the new primary before its replica was back: the answer names
+                // the job, which exists (it is not a 202, so it promised nothing more).
+                if let Some(job) = body["job_id"].as_str() {
+                    named.push(job.to_owned());
+                }
+                last = body;
+                refused += 1;
+            }
+            other => panic!("a POST during the failover answered {other}"),
+        }
+        if !rejoined && ha.failed_over_to(new_port) {
+            // The sentinels promoted the replica: the old primary comes back, with its old
+            // (stale) data on disk, as the new primary's replica.
+            eprintln!(
+                "failover: the sentinels promoted the replica {:.1} s after the kill",
+                killed.elapsed().as_secs_f64()
+            );
+            ha.primary.restart_as_replica_of(new_port);
+            rejoined = true;
+        }
+        assert!(
+            killed.elapsed() < FAILOVER_WITHIN,
+            "no POST was accepted after the failover ({refused} refused, rejoined {rejoined}, \
+             the last: {last}, old {old_port} new {new_port}); the log's tail: {}",
+            svc.log()
+                .lines()
+                .rev()
+                .take(14)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        // Paces the requests; the condition waited for is the loop's own answer.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = following(&svc, new_port, 1).await;
+    eprintln!(
+        "failover: {refused} POSTs refused, first accepted again {:.1} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
+    assert!(refused > 0, "the failover was seen");
+
+    feeds.release(&name);
+    let done = svc.poll(&id, "done", |j| j["status"] == "done").await;
+    let totals = &done["result"]["totals"];
+    let rows = totals["created"].as_u64().unwrap() + totals["unchanged"].as_u64().unwrap();
+    assert_eq!(rows, 40, "the full report landed: {done}");
+    assert_eq!(
+        done["attempt"], 1,
+        "the run that was going on ended it: {done}"
+    );
+    for job in &accepted {
+        let r = svc.job(job).await;
+        assert_eq!(
+            r.status(),
+            200,
+            "job {job} was answered 202 and must not vanish"
+        );
+    }
+    for job in &named {
+        let r = svc.job(job).await;
+        assert_eq!(r.status(), 200, "the 503 named job {job} as created");
+    }
+    eprintln!(
+        "failover: {} accepted, {} refused naming a job not yet on a replica",
+        accepted.len(),
+        named.len()
+    );
+    assert_eq!(
+        after["replicas"], 1,
+        "the old primary is the new one's replica: {after}"
+    );
+    assert!(
+        role(old_port).is_some_and(|r| r.contains("slave")),
+        "the old primary is a replica"
+    );
+    // The old primary's stale record (the job still running) did not come back: it holds
+    // what the new primary has.
+    let stale = redis::Client::open(format!("redis://127.0.0.1:{old_port}/")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut conn = stale.get_multiplexed_async_connection().await.unwrap();
+        let status: Option<String> = redis::cmd("HGET")
+            .arg(format!("job:{id}"))
+            .arg("status")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if status.as_deref() == Some("done") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the old primary still says {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        svc.job(&id).await.json::<Value>().await.unwrap()["status"],
+        "done"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_service_replicas_through_the_same_sentinels_keep_single_flight_across_a_failover() {
+    let mut ha = start_ha().await;
+    let new_port = ha.replica.port;
+    let feeds = HeldFeeds::start().await;
+    let a = Service::start_through(&ha, &env(0, &feeds)).await;
+    let b = Service::start_through(&ha, &env(0, &feeds)).await;
+    let t = tenant();
+    let name = format!("ha-sf-{t}");
+    let id = started_id(a.sync(t.as_str(), &[feeds.url(&name)]).await).await;
+    a.poll(&id, "running", running).await;
+
+    ha.primary.stop(); // SIGKILL
+    let killed = Instant::now();
+    following(&a, new_port, 0).await;
+    following(&b, new_port, 0).await;
+    eprintln!(
+        "failover: both services follow the new primary {:.1} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
+    for svc in [&a, &b] {
+        let r = svc.sync(t.as_str(), &["demo.jsonl".into()]).await;
+        assert_eq!(
+            r.status(),
+            409,
+            "one job per tenant and kind, also after a failover"
+        );
+        assert_eq!(r.json::<Value>().await.unwrap()["job_id"], id.as_str());
+    }
+    feeds.release(&name);
+    let done = b.poll(&id, "done", |j| j["status"] == "done").await;
+    assert_eq!(done["attempt"], 1, "it ran once: {done}");
+    let next = started_id(b.sync(t.as_str(), &["demo.jsonl".into()]).await).await;
+    assert_ne!(next, id, "the lock was freed on the new primary");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_that_do_not_answer_leave_the_service_up_and_answering_503_promptly() {
+    let nobody = format!("127.0.0.1:{},127.0.0.1:{}", free_port(), free_port());
+    let svc = Service::launch(&[
+        ("REDIS_SENTINELS", nobody),
+        ("REDIS_MASTER_NAME", "m".into()),
+    ])
+    .await;
+    for _ in 0..3 {
+        let asked = Instant::now();
+        let r = svc.sync(tenant().as_str(), &["demo.jsonl".into()]).await;
+        assert_eq!(r.status(), 503);
+        assert!(r.headers().contains_key("retry-after"));
+        assert_eq!(
+            r.json::<Value>().await.unwrap()["error"],
+            "store_unavailable"
+        );
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "answered promptly"
+        );
+        assert_eq!(svc.readyz().await.status(), 503);
+    }
+}
+
+#[test]
+fn redis_url_and_sentinels_together_stop_the_binary_naming_both() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_catalog-jobs"))
+        .env_clear()
+        .env("BIND_ADDR", "127.0.0.1:0")
+        .env("REDIS_URL", "redis://127.0.0.1:1/")
+        .env("REDIS_SENTINELS", "127.0.0.1:2")
+        .env("REDIS_MASTER_NAME", "m")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("REDIS_URL") && said.contains("REDIS_SENTINELS"),
+        "{said}"
+    );
+}

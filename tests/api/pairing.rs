@@ -1,0 +1,354 @@
+//! Pairing quality on hard catalogues (families told apart only by combinations of common
+//! words), exactness against brute force, the identity's folding of how names are written,
+//! and the neighbour table's size.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use catalog_jobs::catalog::products::{Enrichment, MemoryCatalog, Product, ProductKey, Stored};
+use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings, Monotonic};
+use serde_json::{json, Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::{shared_redis_url, spawn_catalog_app, tenant, test_config, Backend};
+
+const TOP_K: usize = 5;
+const MIN_SCORE: f64 = 0.2;
+
+fn never() -> CancellationToken {
+    CancellationToken::new()
+}
+
+/// Enriches and pairs `products` in an embedded catalogue; returns each product's neighbours.
+fn pair_catalogue(products: &[Product]) -> HashMap<ProductKey, Vec<ProductKey>> {
+    let catalog = Catalog {
+        store: Arc::new(MemoryCatalog::new()),
+        settings: CatalogSettings::default(),
+    };
+    let t = tenant();
+    catalog.store.upsert(&t, products).unwrap();
+    enrich::run(
+        &catalog,
+        &t,
+        &enrich::EnrichParams { force: false },
+        &never(),
+        None,
+    )
+    .unwrap();
+    let report = pair::run(&catalog, &t, &never(), None).unwrap();
+    assert_eq!(report["products"], products.len());
+    products
+        .iter()
+        .map(|p| {
+            let row = catalog
+                .store
+                .neighbours(&t, &p.product_key)
+                .unwrap()
+                .unwrap_or_default();
+            assert!(row.len() <= TOP_K);
+            let keys = row.into_iter().map(|n| n.product_key).collect();
+            (p.product_key.clone(), keys)
+        })
+        .collect()
+}
+
+/// Family recall@5 (of each product's siblings, at most 5, the share among its neighbours),
+/// asserting on the way that no neighbour is in another top-level category.
+fn recall_within_categories(n: usize, seed: u64) -> f64 {
+    let products = demo::generate_hard(n, seed);
+    let table = pair_catalogue(&products);
+    let by_key: HashMap<&ProductKey, &Product> =
+        products.iter().map(|p| (&p.product_key, p)).collect();
+    let mut families: HashMap<&str, HashSet<&ProductKey>> = HashMap::new();
+    for p in &products {
+        families
+            .entry(demo::family_of(&p.product_key))
+            .or_default()
+            .insert(&p.product_key);
+    }
+    let (mut found, mut expected) = (0, 0);
+    for p in &products {
+        let neighbours = &table[&p.product_key];
+        for other in neighbours {
+            assert_eq!(
+                by_key[other].top_category(),
+                p.top_category(),
+                "{} paired across categories with {}",
+                p.name,
+                by_key[other].name
+            );
+        }
+        let siblings = &families[demo::family_of(&p.product_key)];
+        let wanted = (siblings.len() - 1).min(TOP_K);
+        expected += wanted;
+        found += neighbours
+            .iter()
+            .filter(|k| *k != &p.product_key && siblings.contains(k))
+            .count()
+            .min(wanted);
+    }
+    let recall = found as f64 / expected as f64;
+    eprintln!("hard catalogue of {n}: family recall@5 {recall:.3} ({found} of {expected})");
+    recall
+}
+
+#[test]
+fn a_hard_catalogue_of_2000_products_pairs_its_families_within_their_categories() {
+    let recall = recall_within_categories(2_000, 17);
+    assert!(recall >= 0.9, "family recall@5 is {recall:.3}");
+}
+
+#[test]
+fn a_hard_catalogue_of_20000_products_pairs_its_families_within_their_categories() {
+    let recall = recall_within_categories(20_000, 18);
+    assert!(recall >= 0.9, "family recall@5 is {recall:.3}");
+}
+
+/// Products as the store holds them, with an enrichment record for each (so that identity
+/// leaves the variant words out, as after a real enrich).
+fn stored_and_enriched(products: &[Product]) -> (Vec<Stored>, HashMap<ProductKey, Enrichment>) {
+    let stored = products
+        .iter()
+        .map(|p| Stored {
+            product: p.clone(),
+            content_hash: String::new(),
+        })
+        .collect();
+    let enriched = products
+        .iter()
+        .map(|p| {
+            let e = Enrichment {
+                content_hash: String::new(),
+                attributes: Map::new(),
+                unextractable: false,
+            };
+            (p.product_key.clone(), e)
+        })
+        .collect();
+    (stored, enriched)
+}
+
+#[test]
+fn pair_neighbours_equal_an_exhaustive_top_k() {
+    let products = demo::generate_hard(5_000, 23);
+    let (stored, enriched) = stored_and_enriched(&products);
+    let progress = Monotonic::new(None);
+    let table =
+        pair::neighbours(&stored, &enriched, TOP_K, MIN_SCORE, &never(), &progress).unwrap();
+    let e = pair::embed(&stored, &enriched, &never(), &progress).unwrap();
+    let index: HashMap<&ProductKey, usize> = products
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (&p.product_key, i))
+        .collect();
+    // Brute force: every comparable pair scored, each product's k best kept.
+    let (mut matched, mut total) = (0usize, 0usize);
+    for (i, (key, row)) in table.iter().enumerate() {
+        assert_eq!(key, &products[i].product_key);
+        let mut all: Vec<f32> = (0..e.len())
+            .filter(|&j| j != i && e.comparable(i, j))
+            .map(|j| e.score(i, j))
+            .filter(|&s| f64::from(s) >= MIN_SCORE)
+            .collect();
+        all.sort_unstable_by(|a, b| b.partial_cmp(a).unwrap());
+        all.truncate(TOP_K);
+        assert_eq!(
+            row.len(),
+            all.len(),
+            "{}: pair found {} neighbours, brute force {}",
+            products[i].name,
+            row.len(),
+            all.len()
+        );
+        // Same scores position by position (ties may pick different products of one score).
+        for (n, want) in row.iter().zip(&all) {
+            let j = index[&n.product_key];
+            let got = e.score(i, j);
+            assert!(e.comparable(i, j));
+            total += 1;
+            if (got - want).abs() < 1e-4 && (n.score - f64::from(got)).abs() < 1e-4 {
+                matched += 1;
+            }
+        }
+    }
+    let overlap = matched as f64 / total as f64;
+    eprintln!("exhaustive top-{TOP_K} overlap on 5,000 hard products: {overlap:.4} ({matched} of {total})");
+    assert!(overlap >= 0.99, "overlap with brute force is {overlap:.4}");
+}
+
+fn product(key: &str, name: &str, brand: Option<&str>) -> Product {
+    Product {
+        product_key: ProductKey::parse(key).unwrap(),
+        name: name.to_owned(),
+        brand: brand.map(str::to_owned),
+        description: None,
+        price_cents: Some(2_000),
+        taxonomy_path: vec!["Apparel".into()],
+        attributes: Map::new(),
+    }
+}
+
+#[test]
+fn names_written_differently_have_one_identity_and_different_products_do_not() {
+    // (name, brand field): every row within a group is the same product.
+    let groups: &[&[(&str, Option<&str>)]] = &[
+        &[
+            ("Acme T-Shirt Navy Blue - XL", Some("Acme")),
+            ("Acme tshirt, Black - S", None),
+            ("ACME T Shirt (White, M)", Some("ACME")),
+            ("T-Shirts Acme", Some("Acme")),
+            ("t-shirt by acme - L", None),
+            ("T Shirt, Grey", Some("Acme")),
+        ],
+        &[
+            ("Northwind Coffee Beans 500 g", Some("Northwind")),
+            ("Coffee Bean Northwind 1 kg", None),
+            ("NORTHWIND coffee-beans, Pack of 3", Some("Northwind")),
+        ],
+        &[
+            ("Lumen Ear Buds Wireless", Some("Lumen")),
+            ("Lumen Earbuds wireless", None),
+            ("Wireless Ear-Bud", Some("Lumen")),
+        ],
+        &[
+            ("Acme Hoodie Black - M", Some("Acme")),
+            ("Hoodies, Red - S", Some("Acme")),
+        ],
+    ];
+    let mut products = Vec::new();
+    let mut group_of = Vec::new();
+    for (g, rows) in groups.iter().enumerate() {
+        for (r, (name, brand)) in rows.iter().enumerate() {
+            products.push(product(&format!("g{g}-r{r}"), name, *brand));
+            group_of.push(g);
+        }
+    }
+    let (stored, enriched) = stored_and_enriched(&products);
+    let e = pair::embed(&stored, &enriched, &never(), &Monotonic::new(None)).unwrap();
+    for i in 0..products.len() {
+        for j in 0..products.len() {
+            let s = e.score(i, j);
+            if group_of[i] == group_of[j] {
+                assert!(
+                    (s - 1.0).abs() < 1e-4,
+                    "`{}` and `{}` are one product, scored {s}",
+                    products[i].name,
+                    products[j].name
+                );
+            } else {
+                assert!(
+                    s < 0.9,
+                    "`{}` and `{}` are different products, scored {s}",
+                    products[i].name,
+                    products[j].name
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_neighbour_table_holds_keys_and_scores_and_the_product_view_joins_names() {
+    let app = spawn_catalog_app(Backend::Redis, test_config()).await;
+    let t = tenant();
+    // Long names: a family of 4 and 40 others, each name ~900 characters.
+    let filler = "Extraordinarily Long Descriptive Wording ".repeat(20);
+    let rows: Vec<Value> = (0..44)
+        .map(|i| {
+            let (key, name) = if i < 4 {
+                (format!("fam-{i}"), format!("Acme Trail Jacket {filler} Size {i}"))
+            } else {
+                let word: String = [b'a' + (i % 26) as u8, b'a' + (i / 26) as u8, b'q']
+                    .iter()
+                    .map(|&c| char::from(c))
+                    .collect();
+                (format!("other-{i}"), format!("Brand{word} Thing{word} {filler}"))
+            };
+            json!({"product_key": key, "name": name, "price_cents": 5000, "taxonomy_path": ["Apparel"]})
+        })
+        .collect();
+    let r = app
+        .client
+        .post(app.url(&format!("/catalog/products?tenant_id={t}")))
+        .header("content-type", "application/json")
+        .body(Value::Array(rows).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = app
+        .start("pair", &[("tenant_id", t.as_str()), ("wait", "true")])
+        .await;
+    assert_eq!(r.status(), 200);
+
+    let mut conn = redis::Client::open(shared_redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*:{t}:neighbours"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let table: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(&keys[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for i in 0..4 {
+        assert!(table.contains_key(&format!("fam-{i}")), "{table:?}");
+    }
+    // What keys and scores need: per neighbour its key, a score of at most 6 digits, and
+    // the JSON punctuation and field names around them.
+    let mut budget = 0;
+    let mut bytes = 0;
+    for (key, value) in &table {
+        let row: Vec<Value> = serde_json::from_str(value).unwrap();
+        assert!(!row.is_empty() && row.len() <= TOP_K, "{key}: {value}");
+        for n in &row {
+            assert_eq!(
+                n.as_object().unwrap().len(),
+                2,
+                "only a key and a score: {n}"
+            );
+            budget += n["product_key"].as_str().unwrap().len()
+                + r#"{"product_key":"","score":0.1234},"#.len()
+                + 2;
+        }
+        budget += 2;
+        bytes += value.len();
+    }
+    let memory: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(&keys[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    eprintln!(
+        "neighbour table of 44 products with ~900-character names: {bytes} bytes of values \
+         (budget {budget}), MEMORY USAGE {memory} bytes"
+    );
+    assert!(
+        bytes <= budget,
+        "{bytes} bytes of values, keys and scores need {budget}"
+    );
+
+    // The product view joins the names at read.
+    let p = app
+        .get_json(&format!("/catalog/products/fam-0?tenant_id={t}"))
+        .await;
+    let neighbours = p["neighbours"].as_array().unwrap();
+    assert_eq!(neighbours.len(), 3, "{p}");
+    for n in neighbours {
+        let key = n["product_key"].as_str().unwrap();
+        assert!(key.starts_with("fam-"), "{p}");
+        let suffix = &key["fam-".len()..];
+        assert_eq!(
+            n["name"],
+            json!(format!("Acme Trail Jacket {filler} Size {suffix}"))
+        );
+        assert!(n["score"].as_f64().unwrap() > 0.9);
+    }
+}

@@ -21,7 +21,7 @@ use super::AppState;
 use crate::jobs::TenantId;
 
 /// The prefix every guarded path starts with.
-const GUARDED_PREFIX: &str = "/catalog";
+pub(crate) const GUARDED_PREFIX: &str = "/catalog";
 /// How a digest is spelled in a token entry.
 const DIGEST_PREFIX: &str = "sha256:";
 /// The scope of an operator token: every tenant.

@@ -21,10 +21,14 @@ const MAX_LIMIT: usize = 100;
 /// A job as it is now: status, a percent that never goes backwards, the step, and the
 /// report once done.
 #[utoipa::path(get, path = "/catalog/jobs/{job_id}", tag = "jobs",
-    params(("job_id" = String, Path, description = "The id a start answered with.")),
+    params(
+        ("job_id" = String, Path, description = "The id a start answered with."),
+        ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
+    ),
     responses(
         (status = 200, description = "The job.", body = openapi::JobSnapshot),
-        (status = 404, description = "`not_found`: no job has this id (or it expired after `JOB_TTL_SECONDS`).", body = openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no job has this id (or it expired after `JOB_TTL_SECONDS`), or it is another tenant's (the `tenant_id` named, or the token's).", body = openapi::ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = openapi::ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
     ))]
 pub async fn get_one(
@@ -45,11 +49,15 @@ pub struct Listing {
 /// `cancelling`); 409 `not_active` when it has already ended; 404 when there is no such job
 /// or it is not the caller's. Asking twice is harmless.
 #[utoipa::path(post, path = "/catalog/jobs/{job_id}/cancel", tag = "jobs",
-    params(("job_id" = String, Path, description = "The job to stop.")),
+    params(
+        ("job_id" = String, Path, description = "The job to stop."),
+        ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
+    ),
     responses(
         (status = 202, description = "Asked: the job reads `cancelling`, then `cancelled` at its next safe point.", body = openapi::JobSnapshot),
-        (status = 404, description = "`not_found`.", body = openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such job, or another tenant's (the `tenant_id` named, or the token's).", body = openapi::ErrorBody),
         (status = 409, description = "`not_active`: the job has already ended (it is in `job`).", body = openapi::ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = openapi::ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
     ))]
 pub async fn cancel(
@@ -104,6 +112,7 @@ async fn visible_job(
     ),
     responses(
         (status = 200, description = "The jobs.", body = openapi::JobListing),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
         (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
     ))]

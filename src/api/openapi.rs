@@ -4,7 +4,8 @@
 //! validates real responses against this document, so the two cannot drift apart.
 //!
 //! Decisions made once for every operation, here: the `x-request-id` request and response
-//! header, and `Retry-After` on every 503.
+//! header, `Retry-After` on every 503, and the bearer-token guard of every `/catalog/...`
+//! operation (its security requirement and its 401 with `WWW-Authenticate`).
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -13,8 +14,13 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
-use utoipa::openapi::{ObjectBuilder, OpenApi, RefOr, Required, Type};
-use utoipa::ToSchema;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{
+    ContentBuilder, ObjectBuilder, OpenApi, Ref, RefOr, Required, ResponseBuilder, Type,
+};
+use utoipa::{Modify, ToSchema};
+
+use super::auth::GUARDED_PREFIX;
 
 /// The document's front matter; paths come from the router.
 #[derive(utoipa::OpenApi)]
@@ -41,6 +47,7 @@ pub fn document() -> &'static OpenApi {
         let front = <Front as utoipa::OpenApi>::openapi();
         doc.info = front.info;
         doc.tags = front.tags;
+        BearerTokens.modify(&mut doc);
         add_common_headers(&mut doc);
         doc
     })
@@ -49,19 +56,81 @@ pub fn document() -> &'static OpenApi {
 /// The header every request may carry and every response carries.
 const REQUEST_ID: &str = "x-request-id";
 
+/// The security scheme's name in `components.securitySchemes`.
+const BEARER: &str = "bearer";
+
+/// The bearer-token guard (`API_TOKENS_FILE` / `API_TOKENS`): a `bearer` HTTP security
+/// scheme, required by every `/catalog/...` operation, each of which may answer 401
+/// `unauthorized` with `WWW-Authenticate: Bearer`. The 403 `forbidden` of the operations that
+/// name a tenant is in their own annotations. Health, readiness, metrics and this document
+/// stay open.
+struct BearerTokens;
+
+impl Modify for BearerTokens {
+    fn modify(&self, doc: &mut OpenApi) {
+        doc.components.get_or_insert_with(Default::default).add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A token from `API_TOKENS_FILE` or `API_TOKENS`, scoped to one tenant or to all (`*`). Without tokens configured the service runs open and never answers 401 or 403.",
+                    ))
+                    .build(),
+            ),
+        );
+        let unauthorized = ResponseBuilder::new()
+            .description("`unauthorized`: no `Authorization: Bearer <token>`, or a token this service does not know (only with tokens configured).")
+            .header(
+                "WWW-Authenticate",
+                HeaderBuilder::new()
+                    .schema(Some(ObjectBuilder::new().schema_type(Type::String).build()))
+                    .description(Some("`Bearer`."))
+                    .build(),
+            )
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            )
+            .build();
+        for (path, item) in doc.paths.paths.iter_mut() {
+            if !path.starts_with(GUARDED_PREFIX) {
+                continue;
+            }
+            for op in operations(item) {
+                op.security = Some(vec![SecurityRequirement::new::<_, [&str; 0], &str>(
+                    BEARER,
+                    [],
+                )]);
+                op.responses
+                    .responses
+                    .insert("401".into(), RefOr::T(unauthorized.clone()));
+            }
+        }
+    }
+}
+
+/// Every operation of a path.
+fn operations(
+    item: &mut utoipa::openapi::PathItem,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    [
+        &mut item.get,
+        &mut item.post,
+        &mut item.put,
+        &mut item.delete,
+        &mut item.patch,
+    ]
+    .into_iter()
+    .flatten()
+}
+
 fn add_common_headers(doc: &mut OpenApi) {
     let string = || ObjectBuilder::new().schema_type(Type::String).build();
     for item in doc.paths.paths.values_mut() {
-        for op in [
-            &mut item.get,
-            &mut item.post,
-            &mut item.put,
-            &mut item.delete,
-            &mut item.patch,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for op in operations(item) {
             op.parameters.get_or_insert_with(Vec::new).push(RefOr::T(
                 ParameterBuilder::new()
                     .name(REQUEST_ID)
@@ -150,6 +219,11 @@ pub enum ErrorCode {
     IdempotencyKeyReused,
     RateLimited,
     StillActive,
+    DuplicateKey,
+    Unauthorized,
+    Forbidden,
+    RequestTimeout,
+    InternalError,
 }
 
 /// What `DELETE /catalog/tenants/{tenant_id}` removed.

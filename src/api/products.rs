@@ -112,6 +112,8 @@ struct BodyTooLarge;
     responses(
         (status = 200, description = "What was read, created, updated, unchanged and invalid.", body = openapi::ImportReport),
         (status = 400, description = "`malformed_body`.", body = openapi::ErrorBody),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
+        (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed.", body = openapi::ErrorBody),
         (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = openapi::ErrorBody),
         (status = 415, description = "`unsupported_media_type`.", body = openapi::ErrorBody),
         (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
@@ -283,6 +285,7 @@ impl Read for BodyReader {
     ),
     responses(
         (status = 200, description = "The page.", body = openapi::ProductPage),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
         (status = 422, description = "`missing_field`, `invalid_field` (a bad `limit` or `cursor`) or `unknown_field`.", body = openapi::ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
     ))]
@@ -309,6 +312,7 @@ pub async fn list(
     ),
     responses(
         (status = 200, description = "The product.", body = openapi::ProductView),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
         (status = 404, description = "`not_found`.", body = openapi::ErrorBody),
         (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field`.", body = openapi::ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),

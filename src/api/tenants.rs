@@ -31,6 +31,7 @@ pub struct Removal {
     params(("tenant_id" = String, Path, description = "The tenant whose data is removed.")),
     responses(
         (status = 200, description = "Removed: how many job records, products, products with extracted attributes and neighbour lists there were.", body = openapi::TenantRemoval),
+        (status = 403, description = "`forbidden`: the token is another tenant's.", body = openapi::ErrorBody),
         (status = 409, description = "`still_active`: a job of the tenant is queued or running (its `job_id`); nothing was removed.", body = openapi::ErrorBody),
         (status = 422, description = "`invalid_field`: not a tenant id (with `field`).", body = openapi::ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use catalog_jobs::api::auth::hash_token;
 use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use catalog_jobs::catalog::Catalog;
 use catalog_jobs::config::Config;
@@ -15,6 +16,7 @@ use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::store::JobStore;
 use catalog_jobs::startup::{catalog_settings, store_settings, App};
+use futures_util::{stream, StreamExt};
 use reqwest::{Method, RequestBuilder};
 use serde_json::{json, Value};
 
@@ -23,6 +25,16 @@ use crate::service::HeldFeeds;
 
 /// Small enough that a test body can exceed it.
 const MAX_BODY: usize = 16 * 1024;
+
+/// The slow app's `REQUEST_TIMEOUT_SECONDS`: short, so a stalled body is answered soon; the
+/// body never arrives, so no load can make it too short.
+const SHORT_REQUEST_TIMEOUT: Duration = Duration::from_millis(400);
+
+/// A body that sends `head` and then nothing, ever (the client stalls).
+fn stalled_body(head: &'static str) -> reqwest::Body {
+    let first = stream::once(async move { Ok::<_, std::io::Error>(head.as_bytes().to_vec()) });
+    reqwest::Body::wrap_stream(first.chain(stream::pending()))
+}
 
 async fn serve(
     config: Config,
@@ -173,6 +185,34 @@ async fn every_route_answers_as_the_openapi_document_says() {
             tenant_creates_per_minute: 1,
             ..config()
         }))),
+        Arc::new(MemoryCatalog::new()),
+        false,
+    )
+    .await;
+
+    // Tokens: an operator's (`*`) and tenant A's.
+    let (tenant_a, tenant_b) = (unique("oas"), unique("oas"));
+    let (operator, a_token) = ("oas-operator-secret", format!("{tenant_a}-secret"));
+    let guarded = serve(
+        Config {
+            api_tokens: Some(format!(
+                "* ops {};{tenant_a} a-bot {}",
+                hash_token(operator),
+                hash_token(&a_token)
+            )),
+            ..config()
+        },
+        Arc::new(MemoryStore::new(store_settings(&config()))),
+        Arc::new(MemoryCatalog::new()),
+        false,
+    )
+    .await;
+    let slow = serve(
+        Config {
+            request_timeout_seconds: SHORT_REQUEST_TIMEOUT,
+            ..config()
+        },
+        Arc::new(MemoryStore::new(store_settings(&config()))),
         Arc::new(MemoryCatalog::new()),
         false,
     )
@@ -550,7 +590,180 @@ async fn every_route_answers_as_the_openapi_document_says() {
         503,
     )
     .await;
+    // A job's `tenant_id` query: another tenant's job reads as unknown; a bad query is 422.
+    let of = |id: &str, query: &str| format!("/catalog/jobs/{id}{query}");
+    let mine = format!("?tenant_id={t}");
+    let others = format!("?tenant_id={other}");
+    w.check(
+        "/catalog/jobs/{job_id}",
+        get(&good, &of(&failed_id, &mine)),
+        200,
+    )
+    .await;
+    w.check(
+        "/catalog/jobs/{job_id}",
+        get(&good, &of(&failed_id, &others)),
+        404,
+    )
+    .await;
+    w.check(
+        "/catalog/jobs/{job_id}",
+        get(&good, &of(&failed_id, "?tenant_id=a:b")),
+        422,
+    )
+    .await;
+    w.check(
+        "/catalog/jobs/{job_id}",
+        get(&good, &of(&failed_id, "?limit=1")),
+        422,
+    )
+    .await;
+    let cancel_of = |id: &str, query: &str| format!("/catalog/jobs/{id}/cancel{query}");
+    let refused = w
+        .check(
+            "/catalog/jobs/{job_id}/cancel",
+            post(&good, &cancel_of(&running_id, &others)),
+            404,
+        )
+        .await;
+    assert_eq!(refused["error"], "not_found");
+    let unknown = w
+        .check(
+            "/catalog/jobs/{job_id}/cancel",
+            post(&good, &cancel_of(&running_id, "?force=1")),
+            422,
+        )
+        .await;
+    assert_eq!(unknown["error"], "unknown_field");
+    w.check(
+        "/catalog/jobs/{job_id}/cancel",
+        post(&good, &cancel_of(&running_id, "?tenant_id=")),
+        422,
+    )
+    .await;
+    let running_now = get(&good, &job(&running_id)).send().await.unwrap();
+    let running_now: Value = running_now.json().await.unwrap();
+    assert_eq!(
+        running_now["status"], "running",
+        "the refused cancels changed nothing"
+    );
     feeds.release("oas");
+
+    // A JSON start giving a key twice.
+    let twice = w
+        .check(
+            "/catalog/{kind}",
+            post(&good, "/catalog/enrich")
+                .header("content-type", "application/json")
+                .body(format!(r#"{{"tenant_id":"{t}","tenant_id":"{other}"}}"#)),
+            422,
+        )
+        .await;
+    assert_eq!(twice["error"], "duplicate_key");
+
+    // With tokens: every /catalog operation answers 401 without a known token, and 403 where
+    // tenant A's token names tenant B.
+    let (a, b) = (tenant_a.as_str(), tenant_b.as_str());
+    let guarded_requests = |token: Option<&str>, named: &str| {
+        let with = |r: RequestBuilder| match token {
+            Some(token) => r.bearer_auth(token),
+            None => r,
+        };
+        vec![
+            (
+                "/catalog/{kind}",
+                with(post(&guarded, "/catalog/enrich").form(&[("tenant_id", named)])),
+            ),
+            (
+                "/catalog/jobs",
+                with(get(&guarded, &format!("/catalog/jobs?tenant_id={named}"))),
+            ),
+            (
+                "/catalog/products",
+                with(post(&guarded, &format!("/catalog/products?tenant_id={named}")).json(&rows)),
+            ),
+            (
+                "/catalog/products",
+                with(get(
+                    &guarded,
+                    &format!("/catalog/products?tenant_id={named}"),
+                )),
+            ),
+            (
+                "/catalog/products/{product_key}",
+                with(get(
+                    &guarded,
+                    &format!("/catalog/products/p1?tenant_id={named}"),
+                )),
+            ),
+            (
+                "/catalog/tenants/{tenant_id}",
+                with(c.delete(format!("{guarded}/catalog/tenants/{named}"))),
+            ),
+        ]
+    };
+    for (template, request) in guarded_requests(None, a) {
+        let body = w.check(template, request, 401).await;
+        assert_eq!(body["error"], "unauthorized");
+    }
+    for (template, request) in guarded_requests(Some("not-a-known-token"), a) {
+        w.check(template, request, 401).await;
+    }
+    for (template, request) in guarded_requests(Some(&a_token), b) {
+        let body = w.check(template, request, 403).await;
+        assert_eq!(body["error"], "forbidden");
+    }
+    for path in [job(&failed_id), cancel(&failed_id)] {
+        let method = if path.ends_with("/cancel") {
+            Method::POST
+        } else {
+            Method::GET
+        };
+        let template = if path.ends_with("/cancel") {
+            "/catalog/jobs/{job_id}/cancel"
+        } else {
+            "/catalog/jobs/{job_id}"
+        };
+        w.check(template, c.request(method, format!("{guarded}{path}")), 401)
+            .await;
+    }
+    // The forbidden requests changed nothing: B has no job and no product.
+    let b_jobs: Value = get(&guarded, &format!("/catalog/jobs?tenant_id={b}"))
+        .bearer_auth(operator)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(b_jobs["jobs"], json!([]));
+    // A's own token is served.
+    w.check(
+        "/catalog/jobs",
+        get(&guarded, &format!("/catalog/jobs?tenant_id={a}")).bearer_auth(&a_token),
+        200,
+    )
+    .await;
+
+    // A start and an import whose body stalls: 408 once `REQUEST_TIMEOUT_SECONDS` passes.
+    let stalled = w
+        .check(
+            "/catalog/{kind}",
+            post(&slow, "/catalog/enrich")
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(stalled_body("tenant_id=")),
+            408,
+        )
+        .await;
+    assert_eq!(stalled["error"], "request_timeout");
+    w.check(
+        "/catalog/products",
+        post(&slow, &products)
+            .header("content-type", "application/x-ndjson")
+            .body(stalled_body("{\"product_key\"")),
+        408,
+    )
+    .await;
 
     // The check can fail: a body the document does not allow is refused.
     let error_body = json!({"$ref": "#/components/schemas/ErrorBody"});
@@ -618,6 +831,36 @@ async fn every_documented_operation_has_a_description_and_the_document_is_openap
             );
             let methods = Method::from_bytes(method.to_uppercase().as_bytes());
             assert!(methods.is_ok());
+        }
+    }
+}
+
+#[test]
+fn every_catalog_operation_requires_the_bearer_scheme_and_the_operations_routes_stay_open() {
+    let doc = serde_json::to_value(catalog_jobs::api::openapi::document()).unwrap();
+    let scheme = &doc["components"]["securitySchemes"]["bearer"];
+    assert_eq!(scheme["type"], "http");
+    assert_eq!(scheme["scheme"], "bearer");
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            if path.starts_with("/catalog") {
+                assert_eq!(
+                    op["security"],
+                    json!([{"bearer": []}]),
+                    "{method} {path} does not require the bearer scheme"
+                );
+                let unauthorized = &op["responses"]["401"];
+                assert!(
+                    unauthorized["headers"]["WWW-Authenticate"].is_object(),
+                    "{method} {path} does not document 401 with WWW-Authenticate"
+                );
+            } else {
+                assert!(op.get("security").is_none(), "{method} {path} is open");
+                assert!(
+                    op["responses"].get("401").is_none(),
+                    "{method} {path} is open"
+                );
+            }
         }
     }
 }

@@ -392,6 +392,8 @@ pub struct StartFields {
     /// sync: a feed (a path inside `FEEDS_DIR`, or an http(s) URL on an allowed host);
     /// repeat the field, or send a JSON array.
     pub source: Option<Vec<String>>,
+    /// `reject` (default) or `join`: see the `on_conflict` query parameter.
+    pub on_conflict: Option<String>,
 }
 
 #[derive(ToSchema, Deserialize)]

@@ -13,6 +13,8 @@ use std::io::{self, BufRead, BufReader, Read};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::strict_json::{self, StrictJsonError};
+
 use super::products::{Product, Upserted};
 
 /// The largest row kept, in bytes. The largest valid product (limits in `products.rs`) is
@@ -174,9 +176,13 @@ fn not_utf8() -> String {
     "the row is not UTF-8 text".to_owned()
 }
 
-/// A JSON object's text as a product.
+/// A JSON object's text as a product; a key given twice (at any depth) makes it invalid,
+/// never "the last one wins".
 fn product_from_json_text(text: &[u8]) -> Result<Product, String> {
-    let value: Value = serde_json::from_slice(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    let value = strict_json::parse(text).map_err(|e| match e {
+        StrictJsonError::DuplicateKey(_) => e.to_string(),
+        StrictJsonError::Invalid(why) => format!("not valid JSON: {why}"),
+    })?;
     Product::from_json(value)
 }
 
@@ -482,6 +488,10 @@ fn csv_header(
     if !names.iter().any(|h| h == "product_key") {
         return Err("the CSV header has no product_key column".into());
     }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(twice) = names.iter().find(|h| !h.is_empty() && !seen.insert(*h)) {
+        return Err(format!("the CSV header names the column `{twice}` twice"));
+    }
     Ok(Some(names))
 }
 
@@ -554,9 +564,13 @@ fn json_array<R: Read, E>(
                     row(1, Err(too_long()))?;
                     Ok(Ok(()))
                 }
-                Ok(_) => match serde_json::from_slice::<Value>(&bytes) {
+                Ok(_) => match strict_json::parse(&bytes) {
                     Ok(value) => {
                         row(1, Product::from_json(value))?;
+                        Ok(Ok(()))
+                    }
+                    Err(e @ StrictJsonError::DuplicateKey(_)) => {
+                        row(1, Err(e.to_string()))?;
                         Ok(Ok(()))
                     }
                     Err(e) => malformed(&format!("the JSON body is not valid JSON: {e}")),

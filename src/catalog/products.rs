@@ -171,8 +171,11 @@ fn attributes_field(v: Option<Value>) -> Result<Map<String, Value>, String> {
         None | Some(Value::Null) => return Ok(Map::new()),
         Some(Value::Object(m)) => m,
         Some(Value::String(s)) if s.trim().is_empty() => return Ok(Map::new()),
-        Some(Value::String(s)) => match serde_json::from_str(&s) {
+        Some(Value::String(s)) => match crate::strict_json::parse(s.as_bytes()) {
             Ok(Value::Object(m)) => m,
+            Err(e @ crate::strict_json::StrictJsonError::DuplicateKey(_)) => {
+                return Err(format!("attributes: {e}"))
+            }
             _ => return Err(not_object()),
         },
         Some(_) => return Err(not_object()),

@@ -391,6 +391,24 @@ impl MemoryCatalog {
     }
 }
 
+/// The embedded listing's cursor: `key:` and the last key a page held, so a cursor this
+/// listing did not hand out (`garbage`) is refused like Redis refuses it.
+struct KeyCursor;
+
+impl KeyCursor {
+    const PREFIX: &'static str = "key:";
+
+    fn encode(last: &ProductKey) -> String {
+        format!("{}{}", Self::PREFIX, last.as_str())
+    }
+
+    fn decode(raw: &str) -> Result<ProductKey, CatalogStoreError> {
+        raw.strip_prefix(Self::PREFIX)
+            .and_then(|k| ProductKey::parse(k).ok())
+            .ok_or(CatalogStoreError::BadCursor)
+    }
+}
+
 impl CatalogStore for MemoryCatalog {
     fn upsert(
         &self,
@@ -432,10 +450,7 @@ impl CatalogStore for MemoryCatalog {
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError> {
-        let after = cursor
-            .map(ProductKey::parse)
-            .transpose()
-            .map_err(|_| CatalogStoreError::BadCursor)?;
+        let after = cursor.map(KeyCursor::decode).transpose()?;
         Ok(self.read(tenant, |c| {
             let mut items: Vec<Stored> = match &after {
                 Some(k) => c
@@ -451,7 +466,9 @@ impl CatalogStore for MemoryCatalog {
             };
             let next = if items.len() > limit {
                 items.truncate(limit);
-                items.last().map(|s| s.product.product_key.0.clone())
+                items
+                    .last()
+                    .map(|s| KeyCursor::encode(&s.product.product_key))
             } else {
                 None
             };

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use catalog_jobs::catalog::products::{MemoryCatalog, Product};
+use catalog_jobs::catalog::products::{CatalogStoreError, MemoryCatalog, Product};
 use catalog_jobs::catalog::{demo, enrich, pair, sync, Catalog, CatalogSettings};
 use catalog_jobs::jobs::runner::guarded;
 use serde_json::{json, Value};
@@ -520,7 +520,12 @@ async fn paging_visits_every_product_exactly_once(b: Backend) {
         }
     }
     assert_eq!(seen.len(), 730);
-    for bad in ["limit=0", "limit=501", "cursor=%20%20bad%20cursor"] {
+    for bad in [
+        "limit=0",
+        "limit=501",
+        "cursor=%20%20bad%20cursor",
+        "cursor=garbage",
+    ] {
         let r = app
             .get(&format!("/catalog/products?tenant_id={t}&{bad}"))
             .await;
@@ -567,6 +572,13 @@ async fn every_page_holds_at_most_limit_and_paging_visits_each_product_once(b: B
             }
             assert_eq!(seen, all, "limit {limit}: every product, once");
         }
+        assert!(
+            matches!(
+                store.page(&t, 7, Some("garbage")),
+                Err(CatalogStoreError::BadCursor)
+            ),
+            "a cursor the listing did not hand out is refused"
+        );
     })
     .await
     .unwrap();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use catalog_jobs::jobs::redis::RedisStore;
-use catalog_jobs::jobs::store::{Created, JobStore, NewJob, Outcome, StoreSettings};
+use catalog_jobs::jobs::store::{Created, JobStore, NewJob, Origin, Outcome, StoreSettings};
 use catalog_jobs::jobs::{JobId, Kind, TenantId};
 use serde_json::json;
 
@@ -68,6 +68,11 @@ async fn one_life(store: &RedisStore, n: usize, worker: &str) {
         kind: Kind::parse("pair").unwrap(),
         params: json!({}),
         step: "queued".into(),
+        origin: Origin {
+            created_by: "anonymous".into(),
+            request_id: format!("ack-{n}"),
+        },
+        idempotency_key: None,
     };
     match store.create(job).await.expect("create") {
         Created::Created(_) => {}

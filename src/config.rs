@@ -87,6 +87,11 @@ pub struct Config {
     #[arg(long, env = "MAX_ATTEMPTS", default_value_t = 3)]
     pub max_attempts: u32,
 
+    /// Jobs one tenant may create per minute, counted in the store (shared by replicas);
+    /// beyond it a start answers 429 `rate_limited`. 0 lifts the limit.
+    #[arg(long, env = "TENANT_CREATES_PER_MINUTE", default_value_t = 600)]
+    pub tenant_creates_per_minute: u32,
+
     /// How long a job's final state is retried while the store is unreachable.
     #[arg(long, env = "FINISH_RETRY_SECONDS", default_value = "300", value_parser = seconds)]
     pub finish_retry_seconds: Duration,

@@ -181,6 +181,7 @@ pub fn store_settings(config: &Config) -> StoreSettings {
         finished_cache: config.finished_cache_seconds,
         max_queued: config.max_queued_jobs,
         max_attempts: config.max_attempts,
+        creates_per_minute: config.tenant_creates_per_minute,
         min_replicas_ack: config.redis_min_replicas_ack,
         ..StoreSettings::default()
     }

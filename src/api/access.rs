@@ -5,7 +5,8 @@
 
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request};
+use axum::extract::{FromRequestParts, MatchedPath, Request};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -38,10 +39,29 @@ pub async fn remember_route(request: Request, next: Next) -> Response {
     response
 }
 
+/// The request's id as the access layer took or made it, for a handler that records it
+/// (a job's `request_id`).
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for RequestId {
+    type Rejection = std::convert::Infallible;
+
+    /// Outside the access layer (never in the service) a request gets an id of its own.
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(parts
+            .extensions
+            .get::<RequestId>()
+            .cloned()
+            .unwrap_or_else(|| RequestId(uuid::Uuid::new_v4().to_string())))
+    }
+}
+
 /// Outer layer: request id, access line, metrics.
-pub async fn access(request: Request, next: Next) -> Response {
+pub async fn access(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let id = request_id(request.headers());
+    request.extensions_mut().insert(RequestId(id.clone()));
     let method = request.method().clone();
     let span = info_span!("request", request_id = %id);
     let mut response = next.run(request).instrument(span.clone()).await;

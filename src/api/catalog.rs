@@ -1,19 +1,24 @@
 //! `POST /catalog/{kind}`: start a job, answer at once (202) or when it ends (`wait=true`).
 
 use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use super::access::RequestId;
 use super::auth::Caller;
 use super::error::ApiError;
-use super::extract::{tenant_field, wait_field, KindPath, StartFields};
+use super::extract::{
+    idempotency_key, job_not_found, on_conflict_field, tenant_field, wait_field, KindPath,
+    OnConflict, StartFields,
+};
 use super::openapi;
 use super::AppState;
 use crate::jobs::runner::{Refused, QUEUED_STEP};
-use crate::jobs::store::{Created, NewJob};
+use crate::jobs::store::{Created, NewJob, Origin};
 use crate::jobs::{JobId, Kind, Snapshot, Status};
 use crate::metrics;
+use serde_json::Value;
 
 /// Starts a job of `kind` for a tenant. Fields may come from the query string and a JSON,
 /// form or multipart body, in any mix; a field the kind does not take is refused.
@@ -24,6 +29,8 @@ use crate::metrics;
         ("wait" = Option<String>, Query, description = "Hold the request until the job ends: `true/false/1/0/yes/no/on/off`."),
         ("source" = Option<Vec<String>>, Query, description = "sync: a feed; repeatable."),
         ("force" = Option<String>, Query, description = "enrich: re-extract unchanged products."),
+        ("on_conflict" = Option<String>, Query, description = "`reject` (default: 409 while a job of this kind is active) or `join` (answer with the active job when its parameters are these)."),
+        ("Idempotency-Key" = Option<String>, Header, description = "1–255 characters: a retry with the same key (same tenant and kind) answers with the first request's job, marked `Idempotent-Replayed: true`, for `JOB_TTL_SECONDS`."),
     ),
     request_body(description = "The same fields as the query string.", content(
         (openapi::StartFields = "application/json"),
@@ -32,21 +39,25 @@ use crate::metrics;
     )),
     responses(
         (status = 200, description = "`wait=true` and the job is done: its report.", body = openapi::JobReport),
-        (status = 202, description = "Started (or still running after `WAIT_MAX_SECONDS` with `wait=true`): the job; poll `Location`.",
+        (status = 202, description = "Started, joined or replayed (or still running after `WAIT_MAX_SECONDS` with `wait=true`): the job; poll `Location`. A replay of an `Idempotency-Key` carries `Idempotent-Replayed: true`.",
             body = openapi::JobSnapshot,
             headers(("Location" = String, description = "Where to poll the job: `/catalog/jobs/{job_id}`."))),
         (status = 400, description = "`malformed_body`.", body = openapi::ErrorBody),
         (status = 404, description = "`unknown_kind` (with `known_kinds`).", body = openapi::ErrorBody),
-        (status = 409, description = "`already_running`: a job of this kind is active for the tenant (with its `job_id`).", body = openapi::ErrorBody),
+        (status = 409, description = "`already_running`: a job of this kind is active for the tenant (with its `job_id`); with `on_conflict=join`, one whose parameters differ.", body = openapi::ErrorBody),
         (status = 413, description = "`payload_too_large` (beyond `MAX_START_BODY_BYTES`).", body = openapi::ErrorBody),
         (status = 415, description = "`unsupported_media_type`.", body = openapi::ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field`, `unknown_field`, `source_not_allowed` or `source_not_found` (with `field`).", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field`, `unknown_field`, `source_not_allowed`, `source_not_found` or `idempotency_key_reused` (with `field`).", body = openapi::ErrorBody),
+        (status = 429, description = "`rate_limited`: the tenant started `TENANT_CREATES_PER_MINUTE` jobs this minute; nothing was created.", body = openapi::ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds until the tenant's minute ends."))),
         (status = 502, description = "`job_failed`: with `wait=true`, the job failed or was cancelled (it is in `job`).", body = openapi::ErrorBody),
         (status = 503, description = "`overloaded`, `shutting_down` or `store_unavailable`; nothing was created.", body = openapi::ErrorBody),
     ))]
 pub async fn start(
     State(app): State<AppState>,
     caller: Caller,
+    RequestId(request_id): RequestId,
+    headers: HeaderMap,
     KindPath(raw_kind): KindPath,
     StartFields(mut fields): StartFields,
 ) -> Result<Response, ApiError> {
@@ -63,6 +74,8 @@ pub async fn start(
     let tenant = tenant_field(&mut fields)?;
     caller.may_act_for(&tenant)?;
     let wait = wait_field(&mut fields)?;
+    let on_conflict = on_conflict_field(&mut fields)?;
+    let idempotency_key = idempotency_key(&headers)?;
     let params = (spec.prepare)(&fields)?;
 
     app.runner
@@ -74,19 +87,68 @@ pub async fn start(
         kind,
         params,
         step: QUEUED_STEP.to_owned(),
+        origin: Origin {
+            created_by: caller.name.clone(),
+            request_id,
+        },
+        idempotency_key,
     };
+    let params = job.params.clone();
     let snapshot = match app.store.create(job).await? {
-        Created::AlreadyRunning(holder) => {
-            metrics::job_refused("already_running");
-            return Err(ApiError::AlreadyRunning(holder));
+        Created::Created(snapshot) => {
+            metrics::job_created(snapshot.kind.as_str());
+            *snapshot
         }
+        Created::Replayed(id) => {
+            let answer = answer(&app, existing(&app, id).await?, wait).await;
+            return Ok(replayed(answer.unwrap_or_else(IntoResponse::into_response)));
+        }
+        Created::KeyReused(id) => return Err(ApiError::IdempotencyKeyReused(id)),
+        Created::AlreadyRunning(holder) => match on_conflict {
+            OnConflict::Join => joinable(&app, holder, &params).await?,
+            OnConflict::Reject => {
+                metrics::job_refused("already_running");
+                return Err(ApiError::AlreadyRunning {
+                    job: holder,
+                    params_differ: false,
+                });
+            }
+        },
         Created::QueueFull => {
             metrics::job_refused("overloaded");
             return Err(ApiError::Overloaded);
         }
-        Created::Created(snapshot) => *snapshot,
+        Created::RateLimited(wait) => {
+            metrics::job_refused("rate_limited");
+            return Err(ApiError::RateLimited(wait));
+        }
     };
-    metrics::job_created(snapshot.kind.as_str());
+    answer(&app, snapshot, wait).await
+}
+
+/// The active job a `on_conflict=join` request joins: the lock holder, when its parameters
+/// are the request's; else 409 `already_running` saying they differ.
+async fn joinable(app: &AppState, holder: JobId, params: &Value) -> Result<Snapshot, ApiError> {
+    match app.store.get(&holder).await? {
+        Some(active) if active.params == *params => Ok(active),
+        _ => {
+            metrics::job_refused("already_running");
+            Err(ApiError::AlreadyRunning {
+                job: holder,
+                params_differ: true,
+            })
+        }
+    }
+}
+
+/// A job the store named (a replay's): gone since is answered as an unknown job.
+async fn existing(app: &AppState, id: JobId) -> Result<Snapshot, ApiError> {
+    app.store.get(&id).await?.ok_or_else(|| job_not_found(&id))
+}
+
+/// The answer for a job this request started (or replays, or joined): 202 at once, or with
+/// `wait=true` its outcome once it ends.
+async fn answer(app: &AppState, snapshot: Snapshot, wait: bool) -> Result<Response, ApiError> {
     if !wait {
         return Ok(accepted(snapshot));
     }
@@ -109,6 +171,18 @@ pub async fn start(
             Ok(accepted(current))
         }
     }
+}
+
+/// The header that tells a client its request was answered from the first one's job.
+const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// A replay's answer: the first request's, marked `Idempotent-Replayed: true`.
+fn replayed(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        HeaderName::from_static(IDEMPOTENT_REPLAYED),
+        HeaderValue::from_static("true"),
+    );
+    response
 }
 
 /// 202 with the job's snapshot and where to poll it.

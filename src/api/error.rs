@@ -45,7 +45,18 @@ pub enum ApiError {
     NotFound(String),
     NoRoute,
     MethodNotAllowed,
-    AlreadyRunning(JobId),
+    /// A job of the kind is active for the tenant; `params_differ` when the request asked
+    /// to join it and its parameters are not the request's.
+    AlreadyRunning {
+        job: JobId,
+        params_differ: bool,
+    },
+    /// A job of the tenant whose data is to be removed is queued or running.
+    StillActive(JobId),
+    /// The `Idempotency-Key` was first sent with other parameters (for this job).
+    IdempotencyKeyReused(JobId),
+    /// The tenant created `TENANT_CREATES_PER_MINUTE` jobs this minute; retry after this.
+    RateLimited(std::time::Duration),
     NotActive(Box<Snapshot>),
     JobFailed(Box<Snapshot>),
     StoreUnavailable(StoreError),
@@ -168,14 +179,36 @@ impl ApiError {
                 "method_not_allowed",
                 "this endpoint does not take that method".to_owned(),
             ),
-            ApiError::AlreadyRunning(id) => {
-                extra.insert("job_id".into(), json!(id));
+            ApiError::AlreadyRunning { job, params_differ } => {
+                extra.insert("job_id".into(), json!(job));
+                let message = match params_differ {
+                    false => format!("a job of this kind is already active for this tenant (job {job}); poll it or wait for it to end"),
+                    true => format!("a job of this kind is already active for this tenant (job {job}) with different parameters, so it cannot be joined; wait for it to end"),
+                };
+                (StatusCode::CONFLICT, "already_running", message)
+            }
+            ApiError::StillActive(job) => {
+                extra.insert("job_id".into(), json!(job));
                 (
                     StatusCode::CONFLICT,
-                    "already_running",
-                    format!("a job of this kind is already active for this tenant (job {id}); poll it or wait for it to end"),
+                    "still_active",
+                    format!("job {job} of this tenant is still active; cancel it or wait for it to end, then remove the tenant"),
                 )
             }
+            ApiError::IdempotencyKeyReused(job) => {
+                extra.insert("field".into(), json!(IDEMPOTENCY_KEY));
+                extra.insert("job_id".into(), json!(job));
+                (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "idempotency_key_reused",
+                    format!("this Idempotency-Key started job {job} with other parameters; use a new key for a new request"),
+                )
+            }
+            ApiError::RateLimited(wait) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!("this tenant started TENANT_CREATES_PER_MINUTE jobs this minute; retry in {} s", retry_after_secs(*wait)),
+            ),
             ApiError::NotActive(snapshot) => {
                 let status = snapshot.status.as_str();
                 extra.insert("job".into(), json!(snapshot));
@@ -280,6 +313,12 @@ impl IntoResponse for ApiError {
         body.extend(extra);
         let mut response = (status, Json(Value::Object(body))).into_response();
         let headers = response.headers_mut();
+        if let ApiError::RateLimited(wait) = &self {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_secs(*wait)),
+            );
+        }
         match status {
             StatusCode::SERVICE_UNAVAILABLE => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -296,6 +335,15 @@ impl IntoResponse for ApiError {
         response.extensions_mut().insert(note);
         response
     }
+}
+
+/// The request header that makes a start idempotent (IETF draft "The Idempotency-Key HTTP
+/// Header Field"), as errors name it.
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// Whole seconds a client should wait, never 0 (a `Retry-After: 0` invites a busy loop).
+fn retry_after_secs(wait: std::time::Duration) -> u64 {
+    wait.as_millis().div_ceil(1000).max(1) as u64
 }
 
 impl From<CatalogStoreError> for ApiError {

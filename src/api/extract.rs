@@ -10,7 +10,7 @@ use axum::http::request::Parts;
 use axum::http::{header, StatusCode, Uri};
 use serde_json::Value;
 
-use super::error::ApiError;
+use super::error::{ApiError, IDEMPOTENCY_KEY};
 use super::AppState;
 use crate::catalog::products::ProductKey;
 use crate::jobs::registry::{parse_bool, Fields};
@@ -322,5 +322,70 @@ impl<S: Send + Sync> FromRequestParts<S> for KindPath {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         Ok(Self(path_segment(parts, state).await))
+    }
+}
+
+/// What a start does when a job of its tenant and kind is already active.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnConflict {
+    /// 409 `already_running` (the default).
+    Reject,
+    /// Answer with the active job when its parameters are the request's.
+    Join,
+}
+
+/// Takes the optional `on_conflict` field of a start request (`reject` when absent).
+pub fn on_conflict_field(fields: &mut Fields) -> Result<OnConflict, ApiError> {
+    match take_single(fields, "on_conflict")? {
+        None => Ok(OnConflict::Reject),
+        Some(v) => match v.as_str() {
+            Some("reject") => Ok(OnConflict::Reject),
+            Some("join") => Ok(OnConflict::Join),
+            _ => Err(ApiError::invalid(
+                "on_conflict",
+                "on_conflict must be `reject` or `join`",
+            )),
+        },
+    }
+}
+
+/// Longest `Idempotency-Key` taken: room for any UUID or client-made key, while a client
+/// cannot bloat the store's key names.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
+/// The request's `Idempotency-Key`, if it sent one: 1–255 visible ASCII characters (a
+/// header value that is not text is refused like an empty one).
+pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let key = value.to_str().ok().filter(|k| {
+        !k.is_empty()
+            && k.len() <= MAX_IDEMPOTENCY_KEY_LEN
+            && k.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+    });
+    key.map(|k| Some(k.to_owned())).ok_or_else(|| {
+        ApiError::invalid(
+            IDEMPOTENCY_KEY,
+            format!("Idempotency-Key must be 1–{MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"),
+        )
+    })
+}
+
+/// A `{tenant_id}` path segment as a `TenantId`; one that cannot be a tenant is a 422
+/// `invalid_field` naming `tenant_id`, as in a query string.
+pub struct TenantPath(pub TenantId);
+
+impl<S: Send + Sync> FromRequestParts<S> for TenantPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let raw = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(p)| p)
+            .unwrap_or_default();
+        TenantId::parse(&raw)
+            .map(Self)
+            .map_err(|e| ApiError::bad_id("tenant_id", e))
     }
 }

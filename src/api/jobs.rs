@@ -60,7 +60,7 @@ pub async fn cancel(
     uri: Uri,
 ) -> Result<(StatusCode, Json<Snapshot>), ApiError> {
     let before = visible_job(&app, &caller, &id, &uri).await?;
-    let answer = app.store.cancel(&id).await?;
+    let answer = app.store.cancel(&id, &caller.name).await?;
     let snapshot = app
         .store
         .get(&id)

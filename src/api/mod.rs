@@ -10,6 +10,7 @@ pub mod jobs;
 pub mod openapi;
 pub mod products;
 pub mod server;
+pub mod tenants;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +80,7 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::cancel))
         .routes(routes!(products::list, products::import))
         .routes(routes!(products::get_one))
+        .routes(routes!(tenants::remove))
 }
 
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {

@@ -27,6 +27,7 @@ use utoipa::ToSchema;
     tags(
         (name = "jobs", description = "Start, poll, list and cancel jobs"),
         (name = "products", description = "The catalogue a tenant's jobs work on"),
+        (name = "tenants", description = "Removing a tenant's data"),
         (name = "operations", description = "Health, readiness, metrics and this document")
     )
 )]
@@ -146,6 +147,24 @@ pub enum ErrorCode {
     StoreUnavailable,
     ShuttingDown,
     Overloaded,
+    IdempotencyKeyReused,
+    RateLimited,
+    StillActive,
+}
+
+/// What `DELETE /catalog/tenants/{tenant_id}` removed.
+#[derive(ToSchema, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct TenantRemoval {
+    pub tenant_id: String,
+    /// Job records removed (all had ended).
+    pub jobs: u64,
+    pub products: u64,
+    /// Products that had extracted attributes.
+    pub extracted_attributes: u64,
+    /// Products that had a neighbour list.
+    pub neighbours: u64,
 }
 
 /// A job as any client reads it. Times are RFC 3339 on the store's clock.
@@ -186,6 +205,12 @@ pub struct JobSnapshot {
     pub worker: Option<String>,
     /// When a lost run was re-queued.
     pub recovered_at: Option<String>,
+    /// Who started the job: the token's name, or `anonymous` without tokens.
+    pub created_by: Option<String>,
+    /// Who asked the job to stop (the first to ask), once someone did.
+    pub cancelled_by: Option<String>,
+    /// The `x-request-id` of the request that started the job.
+    pub request_id: Option<String>,
 }
 
 /// `lost` is never stored: it is an active job whose heartbeat is older than

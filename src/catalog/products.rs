@@ -349,6 +349,18 @@ pub trait CatalogStore: Send + Sync + 'static {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError>;
+    /// Removes the tenant's whole catalogue in one step and counts what was there.
+    fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError>;
+}
+
+/// What a tenant's catalogue held when it was cleared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Cleared {
+    pub products: u64,
+    /// Products with extracted attributes.
+    pub extracted_attributes: u64,
+    /// Products with a neighbour list.
+    pub neighbours: u64,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -530,6 +542,15 @@ impl CatalogStore for MemoryCatalog {
         key: &ProductKey,
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError> {
         Ok(self.read(tenant, |c| c.neighbours.get(key).cloned()))
+    }
+
+    fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError> {
+        let gone = self.tenants().remove(tenant).unwrap_or_default();
+        Ok(Cleared {
+            products: gone.products.len() as u64,
+            extracted_attributes: gone.enriched.len() as u64,
+            neighbours: gone.neighbours.len() as u64,
+        })
     }
 }
 
@@ -948,5 +969,27 @@ impl CatalogStore for RedisCatalog {
         key: &ProductKey,
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError> {
         self.hget_decoded(&self.keys.neighbours(tenant), key)
+    }
+
+    fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError> {
+        let keys = [
+            self.keys.products(tenant),
+            self.keys.enriched(tenant),
+            self.keys.neighbours(tenant),
+        ];
+        let (products, extracted_attributes, neighbours): (u64, u64, u64) = self.query_pipe(
+            redis::pipe()
+                .atomic()
+                .hlen(&keys[0])
+                .hlen(&keys[1])
+                .hlen(&keys[2])
+                .del(&keys)
+                .ignore(),
+        )?;
+        Ok(Cleared {
+            products,
+            extracted_attributes,
+            neighbours,
+        })
     }
 }

@@ -8,12 +8,14 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio::sync::broadcast;
 
 use super::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
-    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, QUEUE_SAMPLE,
+    params_fingerprint, BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob,
+    Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    QUEUE_SAMPLE,
 };
 use super::{is_stale, now_ms, worker_name, JobId, Kind, Snapshot, Status, TenantId};
 
@@ -21,6 +23,8 @@ use super::{is_stale, now_ms, worker_name, JobId, Kind, Snapshot, Status, Tenant
 const SWEEP_EVERY_MS: u64 = 10_000;
 /// Events buffered per subscriber; one that falls further behind gets `Resync`.
 const EVENT_BUFFER: usize = 4096;
+/// The fixed window `creates_per_minute` counts in (as create.lua's).
+const RATE_WINDOW_MS: u64 = 60_000;
 
 struct Expiring<T> {
     value: T,
@@ -64,6 +68,10 @@ struct State {
     jobs: HashMap<JobId, Expiring<Record>>,
     locks: HashMap<(TenantId, Kind), Expiring<JobId>>,
     tenants: HashMap<TenantId, Expiring<VecDeque<JobId>>>,
+    /// Idempotency keys: (tenant, kind, key) → the job and its params fingerprint.
+    idem: HashMap<(TenantId, Kind, String), Expiring<(JobId, String)>>,
+    /// Creates per tenant in the current fixed window (window number, count).
+    rates: HashMap<TenantId, (u64, u32)>,
     queue: VecDeque<JobId>,
     last_sweep_ms: u64,
 }
@@ -77,6 +85,42 @@ impl State {
         self.jobs.retain(|_, e| e.expires_ms > now);
         self.locks.retain(|_, e| e.expires_ms > now);
         self.tenants.retain(|_, e| e.expires_ms > now);
+        self.idem.retain(|_, e| e.expires_ms > now);
+        self.rates
+            .retain(|_, (window, _)| *window >= now / RATE_WINDOW_MS);
+    }
+
+    /// Like create.lua: the job a live idempotency key names, if that job still exists.
+    fn recorded(&mut self, job: &NewJob, now: u64) -> Option<Created> {
+        let key = job.idempotency_key.clone()?;
+        let id_key = (job.tenant.clone(), job.kind.clone(), key);
+        let (id, fingerprint) = self
+            .idem
+            .get(&id_key)
+            .filter(|e| e.expires_ms > now)
+            .map(|e| e.value.clone())?;
+        self.job_mut(&id, now)?;
+        Some(match fingerprint == params_fingerprint(&job.params) {
+            true => Created::Replayed(id),
+            false => Created::KeyReused(id),
+        })
+    }
+
+    /// How long until the tenant may create again, when it used its share of this window.
+    fn rate_limited(&self, tenant: &TenantId, limit: u32, now: u64) -> Option<Duration> {
+        let window = now / RATE_WINDOW_MS;
+        let (w, count) = self.rates.get(tenant).copied()?;
+        (limit > 0 && w == window && count >= limit)
+            .then(|| Duration::from_millis((window + 1) * RATE_WINDOW_MS - now))
+    }
+
+    fn count_create(&mut self, tenant: &TenantId, now: u64) {
+        let window = now / RATE_WINDOW_MS;
+        let entry = self.rates.entry(tenant.clone()).or_insert((window, 0));
+        if entry.0 != window {
+            *entry = (window, 0);
+        }
+        entry.1 += 1;
     }
 
     fn job_mut(&mut self, id: &JobId, now: u64) -> Option<&mut Expiring<Record>> {
@@ -213,6 +257,9 @@ impl JobStore for MemoryStore {
             let expires_ms = self.expiry(now);
             let mut state = self.state();
             state.sweep(now);
+            if let Some(answer) = state.recorded(&job, now) {
+                return Ok(answer);
+            }
             let mut fence_holder = None;
             if let Some(holder) = state.lock(&job.tenant, &job.kind, now) {
                 if let Some(entry) = state.job_mut(&holder, now) {
@@ -231,6 +278,18 @@ impl JobStore for MemoryStore {
             }
             if state.queue.len() >= self.settings.max_queued {
                 return Ok(Created::QueueFull);
+            }
+            let limit = self.settings.creates_per_minute;
+            if let Some(wait) = state.rate_limited(&job.tenant, limit, now) {
+                return Ok(Created::RateLimited(wait));
+            }
+            if limit > 0 {
+                state.count_create(&job.tenant, now);
+            }
+            if let Some(key) = job.idempotency_key.clone() {
+                let value = (job.id, params_fingerprint(&job.params));
+                let id_key = (job.tenant.clone(), job.kind.clone(), key);
+                state.idem.insert(id_key, Expiring { value, expires_ms });
             }
             if let Some(entry) = fence_holder.and_then(|h| state.job_mut(&h, now)) {
                 entry.value.superseded_by = Some(job.id);
@@ -309,6 +368,8 @@ impl JobStore for MemoryStore {
                         kind: s.kind.clone(),
                         params: s.params.clone(),
                         step: String::new(),
+                        origin: Default::default(),
+                        idempotency_key: None,
                     },
                     created_at: s.created_at,
                     run: RunId {
@@ -569,7 +630,11 @@ impl JobStore for MemoryStore {
         })
     }
 
-    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+    fn cancel<'a>(
+        &'a self,
+        id: &'a JobId,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
         Box::pin(async move {
             let now = now_ms();
             let mut state = self.state();
@@ -582,6 +647,9 @@ impl JobStore for MemoryStore {
             }
             let first = rec.snapshot.cancel_requested_at.is_none();
             rec.snapshot.cancel_requested_at.get_or_insert(now);
+            rec.snapshot
+                .cancelled_by
+                .get_or_insert_with(|| by.to_owned());
             if rec.snapshot.status == Status::Queued {
                 state.queue.retain(|queued| queued != id);
                 state.end(*id, Status::Cancelled, now, Self::cancelled);
@@ -593,6 +661,42 @@ impl JobStore for MemoryStore {
                 self.publish(Event::Cancel(*id));
             }
             Ok(Cancel::Requested)
+        })
+    }
+
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let mut state = self.state();
+            let mut ids: Vec<JobId> = state
+                .tenants
+                .get(tenant)
+                .filter(|e| e.expires_ms > now)
+                .map(|e| e.value.iter().copied().collect())
+                .unwrap_or_default();
+            ids.extend(kinds.iter().filter_map(|k| state.lock(tenant, k, now)));
+            for id in &ids {
+                if let Some(entry) = state.job_mut(id, now) {
+                    let rec = &entry.value;
+                    let active = matches!(rec.snapshot.status, Status::Queued | Status::Running);
+                    if active && rec.superseded_by.is_none() {
+                        return Ok(Purge::StillActive(*id));
+                    }
+                }
+            }
+            let mut removed = 0;
+            for id in &ids {
+                removed += u64::from(state.jobs.remove(id).is_some_and(|e| e.expires_ms > now));
+            }
+            for kind in kinds {
+                state.locks.remove(&(tenant.clone(), kind.clone()));
+            }
+            state.tenants.remove(tenant);
+            Ok(Purge::Removed(removed))
         })
     }
 

@@ -229,6 +229,12 @@ pub struct Snapshot {
     /// When the recovery sweep last put the job back in the queue after its run was lost.
     #[serde(serialize_with = "ser_opt_time")]
     pub recovered_at: Option<u64>,
+    /// Who started the job: the token's name, or `anonymous` (null on older records).
+    pub created_by: Option<String>,
+    /// Who asked the job to stop, once someone did.
+    pub cancelled_by: Option<String>,
+    /// The `x-request-id` of the request that started the job.
+    pub request_id: Option<String>,
 }
 
 /// Whether an active job whose last heartbeat was at `heartbeat_ms` reads as lost at `now_ms`.

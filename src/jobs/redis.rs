@@ -23,8 +23,9 @@ use tracing::warn;
 
 use super::cache::FinishedCache;
 use super::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
-    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology, QUEUE_SAMPLE,
+    params_fingerprint, BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob,
+    Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    Topology, QUEUE_SAMPLE,
 };
 use super::{worker_name, JobId, Kind, Snapshot, Status, TenantId};
 use crate::topology::{Primary, Target};
@@ -45,6 +46,7 @@ static RESTORE: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/res
 static RELEASE: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/release.lua")));
 static RECOVER: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/recover.lua")));
 static CANCEL: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/cancel.lua")));
+static PURGE: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/purge.lua")));
 static QUEUED: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/queued.lua")));
 
 /// How many expired leases one recovery step handles: bounds the script's run time; the
@@ -92,6 +94,17 @@ impl Keys {
     /// `<prefix>:tenant:<tenant>` — the tenant's job ids, newest first.
     pub fn tenant(&self, tenant: &TenantId) -> String {
         format!("{}:tenant:{tenant}", self.prefix)
+    }
+
+    /// `<prefix>:idem:<tenant>:<kind>:<key>` — an `Idempotency-Key`'s job id and params
+    /// fingerprint (hash), with the job's TTL.
+    pub fn idem(&self, tenant: &TenantId, kind: &Kind, key: &str) -> String {
+        format!("{}:idem:{tenant}:{kind}:{key}", self.prefix)
+    }
+
+    /// `<prefix>:rate:<tenant>:<minute>` — the tenant's creates in that fixed minute.
+    pub fn rate(&self, tenant: &TenantId, minute: u64) -> String {
+        format!("{}:rate:{tenant}:{minute}", self.prefix)
     }
 
     /// `<prefix>:queue` — the ready queue: ids of queued jobs, oldest first.
@@ -429,6 +442,9 @@ fn snapshot_from_hash(
         max_attempts: settings.max_attempts,
         worker: h.get("worker").cloned(),
         recovered_at: opt_num("recovered_ms"),
+        created_by: h.get("created_by").cloned(),
+        cancelled_by: h.get("cancelled_by").cloned(),
+        request_id: h.get("request_id").cloned(),
     }))
 }
 
@@ -441,16 +457,29 @@ impl JobStore for RedisStore {
                 .arg(job.tenant.as_str())
                 .arg(job.kind.as_str())
                 .arg(job.params.to_string())
-                .arg(&job.step);
+                .arg(&job.step)
+                .arg(&job.origin.created_by)
+                .arg(&job.origin.request_id)
+                .arg(job.idempotency_key.as_deref().unwrap_or(""))
+                .arg(params_fingerprint(&job.params))
+                .arg(self.settings.creates_per_minute);
             let (code, value): (i64, String) =
                 bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
+            let job_id = |value: &str| {
+                JobId::parse(value)
+                    .map_err(|_| StoreError::Corrupt("create named no job id".into()))
+            };
             match code {
-                0 => {
-                    let holder = JobId::parse(&value)
-                        .map_err(|_| StoreError::Corrupt("the lock holds no job id".into()))?;
-                    Ok(Created::AlreadyRunning(holder))
-                }
+                0 => Ok(Created::AlreadyRunning(job_id(&value)?)),
                 2 => Ok(Created::QueueFull),
+                3 => Ok(Created::Replayed(job_id(&value)?)),
+                4 => Ok(Created::KeyReused(job_id(&value)?)),
+                5 => {
+                    let ms: u64 = value
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt("create answered no delay".into()))?;
+                    Ok(Created::RateLimited(Duration::from_millis(ms)))
+                }
                 _ => {
                     let now: u64 = value
                         .parse()
@@ -626,15 +655,44 @@ impl JobStore for RedisStore {
         })
     }
 
-    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+    fn cancel<'a>(
+        &'a self,
+        id: &'a JobId,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
         Box::pin(async move {
             let mut inv = self.invocation(&CANCEL);
-            inv.arg(id.to_string());
+            inv.arg(id.to_string()).arg(by);
             Ok(match self.code(inv).await? {
                 1 => Cancel::Requested,
                 2 => Cancel::NotActive,
                 _ => Cancel::Missing,
             })
+        })
+    }
+
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
+        Box::pin(async move {
+            let mut inv = self.invocation(&PURGE);
+            inv.arg(tenant.as_str());
+            for kind in kinds {
+                inv.arg(kind.as_str());
+            }
+            let mut conn = self.connection().await?;
+            let (code, value): (i64, String) = self.bounded(inv.invoke_async(&mut conn)).await?;
+            match code {
+                0 => JobId::parse(&value)
+                    .map(Purge::StillActive)
+                    .map_err(|_| StoreError::Corrupt("purge named no job id".into())),
+                _ => value
+                    .parse()
+                    .map(Purge::Removed)
+                    .map_err(|_| StoreError::Corrupt("purge answered no count".into())),
+            }
         })
     }
 
@@ -859,6 +917,8 @@ fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
             kind: Kind::parse(kind).map_err(|_| corrupt("no kind"))?,
             params: serde_json::from_str(params).map_err(|_| corrupt("no params"))?,
             step: String::new(),
+            origin: Default::default(),
+            idempotency_key: None,
         },
         created_at: created.parse().map_err(|_| corrupt("no creation time"))?,
         run: RunId {

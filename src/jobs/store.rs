@@ -35,6 +35,8 @@ pub struct StoreSettings {
     pub min_replicas_ack: u32,
     /// Runs a job gets before a lost one ends `failed`/`Lost` (1: it reads `lost`).
     pub max_attempts: u32,
+    /// Jobs one tenant may create per minute (a fixed window in the store; 0: no limit).
+    pub creates_per_minute: u32,
 }
 
 impl Default for StoreSettings {
@@ -47,6 +49,7 @@ impl Default for StoreSettings {
             finished_cache: Duration::from_secs(1),
             max_queued: 1000,
             max_attempts: 3,
+            creates_per_minute: 600,
             min_replicas_ack: 0,
         }
     }
@@ -71,6 +74,25 @@ pub struct NewJob {
     pub params: Value,
     /// The readable step it starts with ("queued").
     pub step: String,
+    /// Who asked for it, and in which request (recorded on the job for audit).
+    pub origin: Origin,
+    /// The client's `Idempotency-Key`, recorded with the job in the same step.
+    pub idempotency_key: Option<String>,
+}
+
+/// Who started a job: the caller's token name (or `anonymous`) and the request's id.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Origin {
+    pub created_by: String,
+    pub request_id: String,
+}
+
+/// The fingerprint an idempotency key is recorded with: the SHA-256 of the parameters' JSON,
+/// so a key sent again with other parameters is told apart from a retry.
+pub fn params_fingerprint(params: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(params.to_string().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl NewJob {
@@ -104,6 +126,9 @@ impl NewJob {
             max_attempts,
             worker: None,
             recovered_at: None,
+            created_by: Some(self.origin.created_by.clone()),
+            cancelled_by: None,
+            request_id: Some(self.origin.request_id.clone()),
         }
     }
 }
@@ -115,6 +140,12 @@ pub enum Created {
     Created(Box<Snapshot>),
     AlreadyRunning(JobId),
     QueueFull,
+    /// The idempotency key was recorded with this job, with the same parameters: a retry.
+    Replayed(JobId),
+    /// The idempotency key was recorded with this job, with other parameters.
+    KeyReused(JobId),
+    /// The tenant created `creates_per_minute` jobs in this window; it ends in this long.
+    RateLimited(Duration),
 }
 
 /// One run of a job: which attempt it is (counted against `max_attempts`) and its fencing
@@ -247,6 +278,15 @@ pub enum Cancel {
     Missing,
 }
 
+/// The answer to a tenant's purge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purge {
+    /// This many job records were removed (0 when there were none: purging is idempotent).
+    Removed(u64),
+    /// This job of the tenant is queued or running: nothing was removed.
+    StillActive(JobId),
+}
+
 /// What a store tells every process of the same namespace (Redis pub/sub, or a channel).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -301,6 +341,9 @@ pub trait JobStore: Send + Sync + 'static {
     /// Creates the job as `queued` at the tail of the shared ready queue and takes its
     /// tenant+kind lock; or names the active holder; or refuses when the queue holds
     /// `max_queued` jobs. A holder that is finished, missing or stale is taken over.
+    /// In the same step: a job's idempotency key already recorded answers `Replayed` or
+    /// `KeyReused` (and nothing else is checked); a tenant over `creates_per_minute` is
+    /// `RateLimited`; only a created job records its key and counts against the limit.
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>>;
 
     /// Takes the job at the head of the ready queue for `worker`: it reads `running` with a
@@ -355,8 +398,22 @@ pub trait JobStore: Send + Sync + 'static {
     fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>>;
 
     /// Asks an active job to stop: a running one reads `cancelling` and its process is told
-    /// at once; a queued one ends `cancelled` at once. Asking again changes nothing.
-    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>>;
+    /// at once; a queued one ends `cancelled` at once. Asking again changes nothing. `by`
+    /// (the caller's name) is recorded as `cancelled_by` by the first request only.
+    fn cancel<'a>(
+        &'a self,
+        id: &'a JobId,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Cancel, StoreError>>;
+
+    /// Removes every job of `tenant` (its listing, records and locks) in one step, unless
+    /// one of them is queued or running (a `lost` one included: its run may be recovered).
+    /// `kinds` are the kinds whose locks may name an active job.
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>>;
 
     /// The job as a reader sees it, `lost` derived on the store's clock.
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>>;

@@ -9,8 +9,8 @@ use std::time::Instant;
 use tokio::sync::broadcast;
 
 use crate::jobs::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
-    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
+    Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
 };
 use crate::jobs::{JobId, Kind, Snapshot, TenantId};
 
@@ -102,8 +102,20 @@ impl JobStore for MeteredStore {
         Box::pin(timed("recover", self.inner.recover()))
     }
 
-    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
-        Box::pin(timed("cancel", self.inner.cancel(id)))
+    fn cancel<'a>(
+        &'a self,
+        id: &'a JobId,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+        Box::pin(timed("cancel", self.inner.cancel(id, by)))
+    }
+
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
+        Box::pin(timed("purge", self.inner.purge(tenant, kinds)))
     }
 
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {

@@ -466,7 +466,7 @@ async fn fifty_concurrent_creates_of_one_tenant_and_kind_have_exactly_one_winner
         match task.await.unwrap() {
             (id, Created::Created(_)) => winners.push(id),
             (_, Created::AlreadyRunning(holder)) => named.push(holder),
-            (_, Created::QueueFull) => panic!("the queue is far from full"),
+            (_, other) => panic!("only one winner and refusals naming it: {other:?}"),
         }
     }
     assert_eq!(winners.len(), 1, "exactly one create wins");
@@ -537,7 +537,7 @@ async fn one_renewal_keeps_many_runs_alive_and_answers_each(b: Backend) {
         Status::Running
     );
     // One asked to stop, one ended, one unknown: each gets its own answer.
-    s.cancel(&runs[0].id).await.unwrap();
+    s.cancel(&runs[0].id, "tester").await.unwrap();
     let (job, created) = &jobs[1];
     finish(&*s, job, &runs[1], created, Outcome::Done(json!({}))).await;
     let unknown = RunId {
@@ -697,7 +697,10 @@ async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_
     .await
     .expect("the subscription goes live");
     s.tick(&run, 30, "batch 3 of 10").await.unwrap();
-    assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::Requested);
+    assert_eq!(
+        s.cancel(&job.id, "tester").await.unwrap(),
+        Cancel::Requested
+    );
     let told = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             match events.recv().await {
@@ -714,7 +717,7 @@ async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_
     assert_eq!(asked.status, Status::Cancelling);
     let first_ask = asked.cancel_requested_at.expect("the request is recorded");
     assert_eq!(
-        s.cancel(&job.id).await.unwrap(),
+        s.cancel(&job.id, "tester").await.unwrap(),
         Cancel::Requested,
         "asking twice is harmless"
     );
@@ -755,8 +758,14 @@ async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_
         "a cancelled job keeps what it had saved"
     );
     assert!(ended.finished_at.is_some());
-    assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::NotActive);
-    assert_eq!(s.cancel(&JobId::new()).await.unwrap(), Cancel::Missing);
+    assert_eq!(
+        s.cancel(&job.id, "tester").await.unwrap(),
+        Cancel::NotActive
+    );
+    assert_eq!(
+        s.cancel(&JobId::new(), "tester").await.unwrap(),
+        Cancel::Missing
+    );
     create(&*s, &new_job(&t, "enrich")).await; // the lock is free
 }
 
@@ -767,7 +776,10 @@ async fn a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed(b: Backe
     create(&*s, &job).await;
     let behind = new_job(&tenant(), "sync");
     create(&*s, &behind).await;
-    assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::Requested);
+    assert_eq!(
+        s.cancel(&job.id, "tester").await.unwrap(),
+        Cancel::Requested
+    );
     let got = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(got.status, Status::Cancelled);
     assert!(got.finished_at.is_some());
@@ -786,7 +798,10 @@ async fn a_cancelling_job_that_goes_silent_reads_lost(b: Backend) {
     let s = stale_at_once(b);
     let job = new_job(&tenant(), "sync");
     start(&*s, &job).await;
-    assert_eq!(s.cancel(&job.id).await.unwrap(), Cancel::Requested);
+    assert_eq!(
+        s.cancel(&job.id, "tester").await.unwrap(),
+        Cancel::Requested
+    );
     assert_eq!(
         s.get(&job.id).await.unwrap().unwrap().status,
         Status::Lost,
@@ -868,7 +883,9 @@ mod redis_only {
         let (created, run) = start(&*s, &job).await;
         s.tick(&run, 10, "x").await.unwrap();
         s.renew(&[run]).await.unwrap();
-        create(&*s, &new_job(&t, "enrich")).await;
+        let mut keyed = new_job(&t, "enrich");
+        keyed.idempotency_key = Some("retry-me".into());
+        create(&*s, &keyed).await;
         let mut conn = redis().await;
         let mut keys: Vec<String> = redis::cmd("KEYS")
             .arg(format!("{prefix}:*"))
@@ -881,8 +898,9 @@ mod redis_only {
         let shared = [format!("{prefix}:leases"), format!("{prefix}:queue")];
         assert_eq!(
             keys.len(),
-            7,
-            "two hashes, two locks, one list, queue, leases: {keys:?}"
+            9,
+            "two hashes, two locks, one list, one idempotency key, one rate window, queue, \
+             leases: {keys:?}"
         );
         for key in keys.iter().filter(|k| !shared.contains(k)) {
             let ttl: i64 = redis::cmd("TTL")
@@ -1076,7 +1094,8 @@ mod redis_only {
         let prefix = settings.prefix.clone();
         let s = store(Backend::Redis, settings);
         let t = tenant();
-        let job = new_job(&t, "sync");
+        let mut job = new_job(&t, "sync");
+        job.idempotency_key = Some("nightly:2026-11-30".into());
         create(&*s, &job).await;
         let mut conn = redis::Client::open(shared_redis_url())
             .unwrap()
@@ -1104,5 +1123,22 @@ mod redis_only {
             .await
             .unwrap();
         assert_eq!(status, "queued");
+        let named: String = redis::cmd("HGET")
+            .arg(format!("{prefix}:idem:{t}:sync:nightly:2026-11-30"))
+            .arg("job")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(named, job.id.to_string(), "the key may itself hold `:`");
+        let counted: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}:rate:{t}:*"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            counted.len(),
+            1,
+            "one fixed-window counter per tenant and minute"
+        );
     }
 }

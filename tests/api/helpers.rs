@@ -17,8 +17,8 @@ use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::registry::{bool_field, only_fields, ErrorClass, JobError, Registry};
 use catalog_jobs::jobs::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Recovered,
-    Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Origin, Outcome,
+    Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
 };
 use catalog_jobs::jobs::{JobId, Kind, Snapshot, TenantId};
 use catalog_jobs::startup::{catalog_settings, App};
@@ -391,6 +391,11 @@ pub fn new_job(tenant: &TenantId, kind: &str) -> NewJob {
         kind: Kind::parse(kind).expect("test kinds are valid"),
         params: json!({}),
         step: "queued".into(),
+        origin: Origin {
+            created_by: "test".into(),
+            request_id: "req-test".into(),
+        },
+        idempotency_key: None,
     }
 }
 
@@ -741,6 +746,8 @@ pub struct CountingStore {
     pub inner: Arc<dyn JobStore>,
     pub ticks: AtomicUsize,
     pub heartbeats: AtomicUsize,
+    /// Creates the store has answered (whatever the answer).
+    pub creates: Arc<AtomicUsize>,
 }
 
 impl CountingStore {
@@ -749,13 +756,18 @@ impl CountingStore {
             inner,
             ticks: AtomicUsize::new(0),
             heartbeats: AtomicUsize::new(0),
+            creates: Arc::new(AtomicUsize::new(0)),
         }
     }
 }
 
 impl JobStore for CountingStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
-        self.inner.create(job)
+        Box::pin(async move {
+            let answer = self.inner.create(job).await;
+            self.creates.fetch_add(1, Ordering::SeqCst);
+            answer
+        })
     }
     fn claim<'a>(
         &'a self,
@@ -802,8 +814,19 @@ impl JobStore for CountingStore {
     fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
         self.inner.recover()
     }
-    fn cancel<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Cancel, StoreError>> {
-        self.inner.cancel(id)
+    fn cancel<'a>(
+        &'a self,
+        id: &'a JobId,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+        self.inner.cancel(id, by)
+    }
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
+        self.inner.purge(tenant, kinds)
     }
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
         self.inner.get(id)

@@ -163,6 +163,21 @@ async fn every_route_answers_as_the_openapi_document_says() {
     )
     .await;
 
+    let limited = serve(
+        Config {
+            tenant_creates_per_minute: 1,
+            max_queued_jobs: 10,
+            ..config()
+        },
+        Arc::new(MemoryStore::new(store_settings(&Config {
+            tenant_creates_per_minute: 1,
+            ..config()
+        }))),
+        Arc::new(MemoryCatalog::new()),
+        false,
+    )
+    .await;
+
     let client = reqwest::Client::new();
     let doc: Value = client
         .get(format!("{good}/openapi.json"))
@@ -402,6 +417,64 @@ async fn every_route_answers_as_the_openapi_document_says() {
         "/catalog/{kind}",
         post(&good, sync_path).form(&[("tenant_id", t.as_str()), ("source", held.as_str())]),
         409,
+    )
+    .await;
+    let joined = w
+        .check(
+            "/catalog/{kind}",
+            post(&good, sync_path).form(&[
+                ("tenant_id", t.as_str()),
+                ("source", held.as_str()),
+                ("on_conflict", "join"),
+            ]),
+            202,
+        )
+        .await;
+    assert_eq!(joined["job_id"], running_id.as_str());
+    let tenant_data = |who: &str| c.delete(format!("{good}/catalog/tenants/{who}"));
+    let busy = w
+        .check("/catalog/tenants/{tenant_id}", tenant_data(&t), 409)
+        .await;
+    assert_eq!(busy["job_id"], running_id.as_str());
+    let gone = w
+        .check(
+            "/catalog/tenants/{tenant_id}",
+            tenant_data(&unique("oas")),
+            200,
+        )
+        .await;
+    assert_eq!(gone["jobs"], 0);
+    w.check("/catalog/tenants/{tenant_id}", tenant_data("a:b"), 422)
+        .await;
+    w.check(
+        "/catalog/tenants/{tenant_id}",
+        c.delete(format!("{dead}/catalog/tenants/{t}")),
+        503,
+    )
+    .await;
+    // An idempotent retry, then the tenant's minute used up.
+    let keyed = |key: &str| {
+        post(&limited, "/catalog/enrich")
+            .header("Idempotency-Key", key)
+            .form(&[("tenant_id", t.as_str())])
+    };
+    let first = w.check("/catalog/{kind}", keyed("k1"), 202).await;
+    let replay = keyed("k1").send().await.unwrap();
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    let replayed = w.check("/catalog/{kind}", keyed("k1"), 202).await;
+    assert_eq!(replayed["job_id"], first["job_id"]);
+    w.check(
+        "/catalog/{kind}",
+        post(&limited, "/catalog/enrich")
+            .header("Idempotency-Key", "k1")
+            .form(&[("tenant_id", t.as_str()), ("force", "true")]),
+        422,
+    )
+    .await;
+    w.check(
+        "/catalog/{kind}",
+        post(&limited, "/catalog/pair").form(&[("tenant_id", t.as_str())]),
+        429,
     )
     .await;
     let other = unique("oas");

@@ -18,6 +18,8 @@ local CHANNEL = P .. ':events'
 local function k_job(id) return P .. ':' .. id end
 local function k_lock(tenant, kind) return P .. ':lock:' .. tenant .. ':' .. kind end
 local function k_tenant(tenant) return P .. ':tenant:' .. tenant end
+local function k_idem(tenant, kind, key) return P .. ':idem:' .. tenant .. ':' .. kind .. ':' .. key end
+local function k_rate(tenant, window) return P .. ':rate:' .. tenant .. ':' .. window end
 
 local function now_ms()
   local t = redis.call('TIME')

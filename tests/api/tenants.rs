@@ -1,0 +1,189 @@
+//! `DELETE /catalog/tenants/{tenant_id}` through the real server on both stores: the
+//! tenant's catalogue and ended jobs go, with counts; an active job refuses it and nothing
+//! changes; another tenant's token is 403; asking again answers zeros.
+
+use catalog_jobs::api::auth::hash_token;
+use catalog_jobs::jobs::store::Purge;
+use catalog_jobs::jobs::Kind;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{
+    create, new_job, settings, spawn_app_with, spawn_catalog_app, store, tenant, test_config,
+    Backend, Gate, TestApp,
+};
+
+both_stores!(
+    a_purge_is_refused_while_a_job_is_active_and_then_removes_every_job_once,
+    removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent,
+    a_tenant_with_an_active_job_is_not_removed_and_nothing_changes,
+);
+
+async fn a_purge_is_refused_while_a_job_is_active_and_then_removes_every_job_once(b: Backend) {
+    let s = store(b, settings());
+    let (t, other) = (tenant(), tenant());
+    let kinds: Vec<Kind> = ["sync", "enrich"].map(|k| Kind::parse(k).unwrap()).to_vec();
+    let job = new_job(&t, "sync");
+    create(&*s, &job).await;
+    let kept = new_job(&other, "sync");
+    create(&*s, &kept).await;
+    assert_eq!(
+        s.purge(&t, &kinds).await.unwrap(),
+        Purge::StillActive(job.id)
+    );
+    assert!(s.get(&job.id).await.unwrap().is_some(), "nothing changed");
+    s.cancel(&job.id, "tester").await.unwrap();
+    let ended = new_job(&t, "enrich");
+    create(&*s, &ended).await;
+    s.cancel(&ended.id, "tester").await.unwrap();
+    assert_eq!(s.purge(&t, &kinds).await.unwrap(), Purge::Removed(2));
+    assert!(s.get(&job.id).await.unwrap().is_none());
+    assert!(s.recent(&t, 10).await.unwrap().is_empty());
+    assert_eq!(s.purge(&t, &kinds).await.unwrap(), Purge::Removed(0));
+    assert!(
+        s.get(&kept.id).await.unwrap().is_some(),
+        "another tenant keeps its jobs"
+    );
+    create(&*s, &new_job(&t, "sync")).await;
+}
+
+async fn send(app: &TestApp, method: Method, path: &str, token: &str) -> reqwest::Response {
+    app.client
+        .request(method, app.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(b: Backend) {
+    let (t, u) = (tenant(), tenant());
+    let (own, others) = (format!("{t}-secret"), format!("{u}-secret"));
+    let mut config = test_config();
+    config.api_tokens = Some(format!(
+        "{t} shop {};{u} other {};* ops {}",
+        hash_token(&own),
+        hash_token(&others),
+        hash_token("ops-secret")
+    ));
+    let app = spawn_catalog_app(b, config).await;
+    let rows = json!([
+        {"product_key": "p1", "name": "Steel Bottle 500 ml Black", "brand": "Acme", "taxonomy_path": ["Home", "Kitchen"]},
+        {"product_key": "p2", "name": "Steel Bottle 750 ml Black", "brand": "Acme", "taxonomy_path": ["Home", "Kitchen"]},
+    ]);
+    for tenant in [&t, &u] {
+        let token = if *tenant == t { &own } else { &others };
+        let r = app
+            .client
+            .post(app.url(&format!("/catalog/products?tenant_id={tenant}")))
+            .bearer_auth(token)
+            .json(&rows)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    for kind in ["enrich", "pair"] {
+        let r = app
+            .client
+            .post(app.url(&format!("/catalog/{kind}")))
+            .bearer_auth(&own)
+            .json(&json!({"tenant_id": t, "wait": true}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{kind}");
+    }
+    let path = format!("/catalog/tenants/{t}");
+    let forbidden = send(&app, Method::DELETE, &path, &others).await;
+    assert_eq!(forbidden.status(), 403);
+    let r = send(&app, Method::DELETE, &path, &own).await;
+    assert_eq!(r.status(), 200);
+    let removed: Value = r.json().await.unwrap();
+    assert_eq!(removed["tenant_id"], t.as_str());
+    assert_eq!(removed["jobs"], 2);
+    assert_eq!(removed["products"], 2);
+    assert_eq!(removed["extracted_attributes"], 2);
+    assert_eq!(removed["neighbours"], 2, "{removed}");
+    let jobs: Value = send(
+        &app,
+        Method::GET,
+        &format!("/catalog/jobs?tenant_id={t}"),
+        &own,
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(jobs["jobs"], json!([]));
+    let products = send(
+        &app,
+        Method::GET,
+        &format!("/catalog/products/p1?tenant_id={t}"),
+        &own,
+    )
+    .await;
+    assert_eq!(products.status(), 404);
+    let again: Value = send(&app, Method::DELETE, &path, "ops-secret")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        json!({"tenant_id": t.as_str(), "jobs": 0, "products": 0, "extracted_attributes": 0, "neighbours": 0}),
+        "asking again (an operator may) removes nothing more"
+    );
+    let kept = send(
+        &app,
+        Method::GET,
+        &format!("/catalog/products/p1?tenant_id={u}"),
+        &others,
+    )
+    .await;
+    assert_eq!(kept.status(), 200, "the other tenant keeps its catalogue");
+    let bad = send(&app, Method::DELETE, "/catalog/tenants/a:b", "ops-secret").await;
+    assert_eq!(bad.status(), 422);
+}
+
+async fn a_tenant_with_an_active_job_is_not_removed_and_nothing_changes(b: Backend) {
+    let app = spawn_app_with(test_config(), store(b, settings())).await;
+    let t = tenant();
+    let r = app
+        .client
+        .post(app.url(&format!("/catalog/products?tenant_id={t}")))
+        .json(&json!([{"product_key": "p1", "name": "Cotton Shirt Blue M"}]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let id = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
+    Gate::of(&t).reached().await;
+    let path = app.url(&format!("/catalog/tenants/{t}"));
+    let refused = app.client.delete(&path).send().await.unwrap();
+    assert_eq!(refused.status(), 409);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"], "still_active");
+    assert_eq!(body["job_id"], id.as_str());
+    assert_eq!(
+        app.get(&format!("/catalog/products/p1?tenant_id={t}"))
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(app.get_job(&id).await["status"], "running");
+    Gate::of(&t).release();
+    app.poll_until_ended(&id).await;
+    let removed: Value = app
+        .client
+        .delete(&path)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(removed["jobs"], 1);
+    assert_eq!(removed["products"], 1);
+}

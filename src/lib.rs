@@ -11,6 +11,7 @@
 //! - [`cli`]: the client subcommands, an HTTP client of the service (never the store).
 //! - [`config`], [`startup`], [`telemetry`], [`metrics`]: configuration, wiring, logging,
 //!   Prometheus metrics.
+//! - [`strict_json`]: JSON parsing that refuses a repeated key (request bodies, feed rows).
 
 pub mod api;
 pub mod catalog;
@@ -19,5 +20,6 @@ pub mod config;
 pub mod jobs;
 pub mod metrics;
 pub mod startup;
+pub mod strict_json;
 pub mod telemetry;
 pub mod topology;

@@ -12,8 +12,9 @@ use super::extract::{
 };
 use super::openapi;
 use super::AppState;
-use crate::jobs::store::Cancel;
-use crate::jobs::{JobId, Snapshot};
+use crate::jobs::store::{Cancel, Outcome};
+use crate::jobs::{JobId, Snapshot, Status};
+use serde_json::Value;
 
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
@@ -66,7 +67,7 @@ pub async fn cancel(
     JobIdPath(id): JobIdPath,
     uri: Uri,
 ) -> Result<(StatusCode, Json<Snapshot>), ApiError> {
-    visible_job(&app, &caller, &id, &uri).await?;
+    let before = visible_job(&app, &caller, &id, &uri).await?;
     let answer = app.store.cancel(&id, &caller.name).await?;
     let snapshot = app
         .store
@@ -74,9 +75,20 @@ pub async fn cancel(
         .await?
         .ok_or_else(|| job_not_found(&id))?;
     match answer {
-        Cancel::Requested => Ok((StatusCode::ACCEPTED, Json(snapshot))),
+        Cancel::Requested => {
+            count_if_ended_at_once(&before, &snapshot);
+            Ok((StatusCode::ACCEPTED, Json(snapshot)))
+        }
         Cancel::NotActive => Err(ApiError::NotActive(Box::new(snapshot))),
         Cancel::Missing => Err(job_not_found(&id)),
+    }
+}
+
+/// A job cancelled while queued ends `cancelled` in the cancel itself and never reaches a
+/// runner, so this answer is the one place that can count it as finished.
+fn count_if_ended_at_once(before: &Snapshot, after: &Snapshot) {
+    if before.status == Status::Queued && after.status == Status::Cancelled {
+        crate::metrics::job_finished(after.kind.as_str(), &Outcome::Cancelled(Value::Null));
     }
 }
 

@@ -47,24 +47,25 @@ fn lex(text: &str) -> Vec<Tok> {
                 int.push(chars[i]);
                 i += 1;
             }
+            // 1,000 g and 1,000,000 g: every `,ddd` group is a thousands separator.
+            let grouped = thousands_group_at(&chars, i);
+            while thousands_group_at(&chars, i) {
+                int.extend(&chars[i + 1..i + 4]);
+                i += 4;
+            }
             let mut value: f64 = int.parse().unwrap_or(0.0);
+            // After thousands groups only `.` can start a fraction; otherwise `,` can too.
             if i + 1 < chars.len()
-                && (chars[i] == '.' || chars[i] == ',')
+                && (chars[i] == '.' || (chars[i] == ',' && !grouped))
                 && chars[i + 1].is_ascii_digit()
             {
-                let sep = chars[i];
                 let mut j = i + 1;
                 let mut frac = String::new();
                 while j < chars.len() && chars[j].is_ascii_digit() {
                     frac.push(chars[j]);
                     j += 1;
                 }
-                if sep == ',' && frac.len() == 3 {
-                    // 1,000 g: a thousands separator.
-                    value = format!("{int}{frac}").parse().unwrap_or(value);
-                } else {
-                    value = format!("{int}.{frac}").parse().unwrap_or(value);
-                }
+                value = format!("{int}.{frac}").parse().unwrap_or(value);
                 i = j;
             }
             Kind::Num(value)
@@ -103,6 +104,14 @@ fn lex(text: &str) -> Vec<Tok> {
         last.glued_next = false;
     }
     toks
+}
+
+/// A thousands group at `i`: a `,` and exactly three digits, no fourth.
+fn thousands_group_at(chars: &[char], i: usize) -> bool {
+    chars.get(i) == Some(&',')
+        && chars.len() >= i + 4
+        && chars[i + 1..i + 4].iter().all(char::is_ascii_digit)
+        && !chars.get(i + 4).is_some_and(char::is_ascii_digit)
 }
 
 #[derive(Clone, Copy, PartialEq)]

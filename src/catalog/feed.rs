@@ -13,6 +13,8 @@ use std::io::{self, BufRead, BufReader, Read};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::strict_json::{self, StrictJsonError};
+
 use super::products::{Product, Upserted};
 
 /// The largest row kept, in bytes. The largest valid product (limits in `products.rs`) is
@@ -174,9 +176,13 @@ fn not_utf8() -> String {
     "the row is not UTF-8 text".to_owned()
 }
 
-/// A JSON object's text as a product.
+/// A JSON object's text as a product; a key given twice (at any depth) makes it invalid,
+/// never "the last one wins".
 fn product_from_json_text(text: &[u8]) -> Result<Product, String> {
-    let value: Value = serde_json::from_slice(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    let value = strict_json::parse(text).map_err(|e| match e {
+        StrictJsonError::DuplicateKey(_) => e.to_string(),
+        StrictJsonError::Invalid(why) => format!("not valid JSON: {why}"),
+    })?;
     Product::from_json(value)
 }
 
@@ -201,13 +207,31 @@ struct Frame {
 /// Reads rows of at most `MAX_ROW_BYTES`, discarding the rest of a longer one.
 struct Framed<R> {
     input: BufReader<R>,
-    /// Line breaks consumed so far.
+    /// Line breaks consumed so far: `\n`, `\r\n` and a lone `\r` each count one.
     newlines: u64,
+    /// The last byte consumed was a `\r` (so a `\n` next is the same line break).
+    after_cr: bool,
 }
 
 impl<R: Read> Framed<R> {
     fn new(input: BufReader<R>) -> Self {
-        Self { input, newlines: 0 }
+        Self {
+            input,
+            newlines: 0,
+            after_cr: false,
+        }
+    }
+
+    /// Counts the line breaks in bytes about to be consumed.
+    fn count_breaks(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            match b {
+                b'\r' => self.newlines += 1,
+                b'\n' if !self.after_cr => self.newlines += 1,
+                _ => {}
+            }
+            self.after_cr = b == b'\r';
+        }
     }
 
     /// The next row into `row` (cleared first); `None` once the input is used up.
@@ -238,7 +262,8 @@ impl<R: Read> Framed<R> {
                     row.extend_from_slice(piece);
                 }
             }
-            self.newlines += available[..used].iter().filter(|b| **b == b'\n').count() as u64;
+            let consumed = available[..used].to_vec();
+            self.count_breaks(&consumed);
             self.input.consume(used);
             if end.is_some() {
                 return Ok(Some(Frame {
@@ -260,9 +285,7 @@ impl<R: Read> Framed<R> {
             if !first.is_ascii_whitespace() {
                 return Ok(Some(first));
             }
-            if first == b'\n' {
-                self.newlines += 1;
-            }
+            self.count_breaks(&[first]);
             self.input.consume(1);
         }
     }
@@ -308,8 +331,10 @@ fn json_lines<R: Read, E>(
 // ---------------------------------------------------------------------------------------
 // CSV
 
-/// A CSV record ends at a line break outside quotes. Quotes open only at a field's start, as
-/// in the csv crate, so `55" TV` in an unquoted field is text, not an opening quote.
+/// A CSV record ends at a line break outside quotes: `\n`, or `\r` (old Mac spreadsheets end
+/// lines with a lone CR; in `\r\n` the `\n` then ends a blank record, which is skipped).
+/// Quotes open only at a field's start, as in the csv crate, so `55" TV` in an unquoted field
+/// is text, not an opening quote.
 struct CsvRecordEnd {
     delimiter: u8,
     state: CsvState,
@@ -331,7 +356,7 @@ impl Framing for CsvRecordEnd {
                 (CsvState::Quoted, b'"') => CsvState::QuoteInQuoted,
                 (CsvState::Quoted, _) => CsvState::Quoted,
                 (CsvState::QuoteInQuoted, b'"') => CsvState::Quoted,
-                (_, b'\n') => {
+                (_, b'\n' | b'\r') => {
                     self.state = CsvState::FieldStart;
                     return Some(i);
                 }
@@ -348,7 +373,8 @@ impl Framing for CsvRecordEnd {
 /// than `,` (`,` on a tie).
 fn sniff_delimiter(input: &mut impl BufRead) -> io::Result<u8> {
     let head = input.fill_buf()?;
-    let line = &head[..head.iter().position(|b| *b == b'\n').unwrap_or(head.len())];
+    let end = head.iter().position(|b| matches!(b, b'\n' | b'\r'));
+    let line = &head[..end.unwrap_or(head.len())];
     let count = |c: u8| line.iter().filter(|b| **b == c).count();
     Ok([b';', b'\t']
         .into_iter()
@@ -416,6 +442,10 @@ fn csv_object(headers: &[String], fields: Vec<String>) -> Result<Value, String> 
     Ok(Value::Object(obj))
 }
 
+/// What a quoted field still open at the end of the feed is reported as.
+const UNCLOSED_QUOTE: &str =
+    "a quoted field is never closed: its opening `\"` runs to the end of the feed";
+
 fn csv_rows<R: Read, E>(
     mut input: BufReader<R>,
     mut row: impl FnMut(u64, Result<Product, String>) -> Result<(), E>,
@@ -438,7 +468,12 @@ fn csv_rows<R: Read, E>(
             Ok(None) => return Ok(Ok(())),
             Err(e) => return Ok(Err(FeedError::Read(e))),
         };
+        // The feed ended inside a quoted field: the rest of the body is not one valid row.
+        let unclosed = frame.end.is_none() && matches!(framing.state, CsvState::Quoted);
         let Some(headers) = &headers else {
+            if unclosed {
+                return Ok(Err(FeedError::Malformed(UNCLOSED_QUOTE.into())));
+            }
             match csv_header(&fields, &bytes, frame.too_long) {
                 Ok(None) => continue,
                 Ok(Some(h)) => headers = Some(h),
@@ -448,6 +483,10 @@ fn csv_rows<R: Read, E>(
         };
         if frame.too_long {
             row(frame.line, Err(too_long()))?;
+            continue;
+        }
+        if unclosed {
+            row(frame.line, Err(UNCLOSED_QUOTE.into()))?;
             continue;
         }
         if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -481,6 +520,10 @@ fn csv_header(
         .collect();
     if !names.iter().any(|h| h == "product_key") {
         return Err("the CSV header has no product_key column".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(twice) = names.iter().find(|h| !h.is_empty() && !seen.insert(*h)) {
+        return Err(format!("the CSV header names the column `{twice}` twice"));
     }
     Ok(Some(names))
 }
@@ -554,9 +597,13 @@ fn json_array<R: Read, E>(
                     row(1, Err(too_long()))?;
                     Ok(Ok(()))
                 }
-                Ok(_) => match serde_json::from_slice::<Value>(&bytes) {
+                Ok(_) => match strict_json::parse(&bytes) {
                     Ok(value) => {
                         row(1, Product::from_json(value))?;
+                        Ok(Ok(()))
+                    }
+                    Err(e @ StrictJsonError::DuplicateKey(_)) => {
+                        row(1, Err(e.to_string()))?;
                         Ok(Ok(()))
                     }
                     Err(e) => malformed(&format!("the JSON body is not valid JSON: {e}")),
@@ -642,6 +689,40 @@ mod tests {
         assert_eq!(rows, [(2, Ok("a1".into())), (4, Ok("a2".into()))]);
         let body = b"\xEF\xBB\xBF{\"product_key\":\"j1\",\"name\":\"x\"}\r\n";
         assert_eq!(lines(Format::JsonLines, body).0, [(1, Ok("j1".into()))]);
+    }
+
+    #[test]
+    fn a_lone_cr_ends_a_csv_line_and_counts_as_one() {
+        let body = b"product_key,name\rc1,x\rc2,\"y\rz\"\rc3,w\r";
+        let (rows, end) = lines(Format::Csv, body);
+        assert_eq!(end, None);
+        assert_eq!(
+            rows,
+            [
+                (2, Ok("c1".into())),
+                (3, Ok("c2".into())),
+                (5, Ok("c3".into()))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_quoted_field_still_open_at_the_end_of_the_feed_is_an_invalid_row_never_a_valid_one() {
+        let (rows, end) = lines(
+            Format::Csv,
+            b"product_key,name\nx1,ok\nx3,\"unterminated\nx4,ok\n",
+        );
+        assert_eq!(end, None);
+        assert_eq!(
+            rows,
+            [(2, Ok("x1".into())), (3, Err(UNCLOSED_QUOTE.into()))]
+        );
+        let (rows, end) = lines(Format::Csv, b"product_key,\"name\nx1,ok\n");
+        assert_eq!(rows, []);
+        assert!(
+            end.is_some_and(|e| e.contains("never closed")),
+            "the header"
+        );
     }
 
     #[test]

@@ -171,8 +171,11 @@ fn attributes_field(v: Option<Value>) -> Result<Map<String, Value>, String> {
         None | Some(Value::Null) => return Ok(Map::new()),
         Some(Value::Object(m)) => m,
         Some(Value::String(s)) if s.trim().is_empty() => return Ok(Map::new()),
-        Some(Value::String(s)) => match serde_json::from_str(&s) {
+        Some(Value::String(s)) => match crate::strict_json::parse(s.as_bytes()) {
             Ok(Value::Object(m)) => m,
+            Err(e @ crate::strict_json::StrictJsonError::DuplicateKey(_)) => {
+                return Err(format!("attributes: {e}"))
+            }
             _ => return Err(not_object()),
         },
         Some(_) => return Err(not_object()),
@@ -311,7 +314,9 @@ pub trait CatalogStore: Send + Sync + 'static {
     ) -> Result<Upserted, CatalogStoreError>;
     fn get(&self, tenant: &TenantId, key: &ProductKey)
         -> Result<Option<Stored>, CatalogStoreError>;
-    /// A page of products in key order (embedded) or scan order (Redis); the cursor is opaque.
+    /// A page of at most `limit` products in key order (embedded) or scan order (Redis);
+    /// following the cursor visits every product present throughout exactly once. The
+    /// cursor is opaque; one this store did not hand out is `BadCursor`.
     fn page(
         &self,
         tenant: &TenantId,
@@ -398,6 +403,24 @@ impl MemoryCatalog {
     }
 }
 
+/// The embedded listing's cursor: `key:` and the last key a page held, so a cursor this
+/// listing did not hand out (`garbage`) is refused like Redis refuses it.
+struct KeyCursor;
+
+impl KeyCursor {
+    const PREFIX: &'static str = "key:";
+
+    fn encode(last: &ProductKey) -> String {
+        format!("{}{}", Self::PREFIX, last.as_str())
+    }
+
+    fn decode(raw: &str) -> Result<ProductKey, CatalogStoreError> {
+        raw.strip_prefix(Self::PREFIX)
+            .and_then(|k| ProductKey::parse(k).ok())
+            .ok_or(CatalogStoreError::BadCursor)
+    }
+}
+
 impl CatalogStore for MemoryCatalog {
     fn upsert(
         &self,
@@ -439,10 +462,7 @@ impl CatalogStore for MemoryCatalog {
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError> {
-        let after = cursor
-            .map(ProductKey::parse)
-            .transpose()
-            .map_err(|_| CatalogStoreError::BadCursor)?;
+        let after = cursor.map(KeyCursor::decode).transpose()?;
         Ok(self.read(tenant, |c| {
             let mut items: Vec<Stored> = match &after {
                 Some(k) => c
@@ -458,7 +478,9 @@ impl CatalogStore for MemoryCatalog {
             };
             let next = if items.len() > limit {
                 items.truncate(limit);
-                items.last().map(|s| s.product.product_key.0.clone())
+                items
+                    .last()
+                    .map(|s| KeyCursor::encode(&s.product.product_key))
             } else {
                 None
             };
@@ -702,6 +724,36 @@ impl RedisCatalog {
     }
 }
 
+/// The Redis listing's cursor: the HSCAN cursor of the batch a page stopped in, and the
+/// last key served from that batch (`<scan>-<key>`; the scan part is digits, so the first
+/// `-` ends it). Without a key the page stopped between batches.
+struct ScanCursor;
+
+impl ScanCursor {
+    fn decode(raw: Option<&str>) -> Result<(u64, Option<String>), CatalogStoreError> {
+        let Some(raw) = raw else {
+            return Ok((0, None));
+        };
+        let (scan, after) = match raw.split_once('-') {
+            Some((scan, key)) => (scan, Some(key)),
+            None => (raw, None),
+        };
+        let scan = scan.parse().map_err(|_| CatalogStoreError::BadCursor)?;
+        let after = after
+            .map(|k| ProductKey::parse(k).map(|k| k.0))
+            .transpose()
+            .map_err(|_| CatalogStoreError::BadCursor)?;
+        Ok((scan, after))
+    }
+
+    fn inside(scan: u64, last: Option<&str>) -> String {
+        match last {
+            Some(k) => format!("{scan}-{k}"),
+            None => scan.to_string(),
+        }
+    }
+}
+
 impl CatalogStore for RedisCatalog {
     fn upsert(
         &self,
@@ -764,25 +816,46 @@ impl CatalogStore for RedisCatalog {
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError> {
-        // HSCAN's own cursor, passed through; COUNT is a hint, so a page may be shorter or
-        // longer than `limit` — it is cut to `limit` and the rest comes on the next page only
-        // when Redis's cursor says so. Ordered by key it is not; complete it is.
-        let start: u64 = match cursor {
-            None => 0,
-            Some(c) => c.parse().map_err(|_| CatalogStoreError::BadCursor)?,
-        };
-        let (next, chunk): (u64, Vec<(String, String)>) = self.query(
-            redis::cmd("HSCAN")
-                .arg(self.keys.products(tenant))
-                .arg(start)
-                .arg("COUNT")
-                .arg(limit),
-        )?;
-        let items = chunk
-            .iter()
-            .map(|(_, v)| Self::decode(v))
-            .collect::<Result<Vec<Stored>, _>>()?;
-        Ok((items, (next != 0).then(|| next.to_string())))
+        // HSCAN cannot resume inside a batch, so the cursor names the batch a page stopped
+        // in and the last key served from it: `<scan cursor>` or `<scan cursor>-<key>`. A
+        // batch is served in key order; resuming re-reads it and skips the keys up to that
+        // one. Batches are read until the page is full, so a page holds at most `limit`.
+        let limit = limit.max(1);
+        let key = self.keys.products(tenant);
+        let (mut scan, mut after) = ScanCursor::decode(cursor)?;
+        let mut items: Vec<Stored> = Vec::with_capacity(limit);
+        loop {
+            let (next, mut batch): (u64, Vec<(String, String)>) = self.query(
+                redis::cmd("HSCAN")
+                    .arg(&key)
+                    .arg(scan)
+                    .arg("COUNT")
+                    .arg(limit),
+            )?;
+            batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            if let Some(last) = after.take() {
+                batch.retain(|(k, _)| *k > last);
+            }
+            let room = limit - items.len();
+            if batch.len() > room {
+                for (_, v) in &batch[..room] {
+                    items.push(Self::decode(v)?);
+                }
+                let resume =
+                    ScanCursor::inside(scan, items.last().map(|s| s.product.product_key.as_str()));
+                return Ok((items, Some(resume)));
+            }
+            for (_, v) in &batch {
+                items.push(Self::decode(v)?);
+            }
+            if next == 0 {
+                return Ok((items, None));
+            }
+            scan = next;
+            if items.len() == limit {
+                return Ok((items, Some(next.to_string())));
+            }
+        }
     }
 
     fn all(&self, tenant: &TenantId) -> Result<Vec<Stored>, CatalogStoreError> {

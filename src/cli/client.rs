@@ -19,6 +19,23 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Job(pub Value);
 
 impl Job {
+    /// A job as the server answered it: without a `job_id` and a `status` the answer is not
+    /// a job, and the server (or whatever answers at `--server`) is at fault.
+    fn from_answer(value: Value) -> Result<Self, ClientError> {
+        let is_job = ["job_id", "status"]
+            .iter()
+            .all(|f| value[f].as_str().is_some_and(|s| !s.is_empty()));
+        if is_job {
+            Ok(Self(value))
+        } else {
+            Err(ClientError::BadAnswer(
+                "the answer is not a job (it has no job_id and status): is --server a \
+                 catalog-jobs service?"
+                    .into(),
+            ))
+        }
+    }
+
     fn text(&self, field: &str) -> &str {
         self.0[field].as_str().unwrap_or("")
     }
@@ -66,12 +83,17 @@ pub enum ClientError {
     Token { path: String, cause: String },
     #[error("{0}")]
     BadServerUrl(String),
+    /// A 2xx whose JSON is not what the route answers (a job without `job_id`/`status`).
+    #[error("the service's answer makes no sense: {0}")]
+    BadAnswer(String),
 }
 
 impl ClientError {
     pub fn exit(&self) -> Exit {
         match self {
-            ClientError::Unreachable { .. } | ClientError::Server { .. } => Exit::Unreachable,
+            ClientError::Unreachable { .. }
+            | ClientError::Server { .. }
+            | ClientError::BadAnswer(_) => Exit::Unreachable,
             ClientError::Rejected { .. }
             | ClientError::Token { .. }
             | ClientError::BadServerUrl(_) => Exit::Usage,
@@ -152,7 +174,9 @@ impl Client {
             }
             return Err(rejected(StatusCode::CONFLICT, &body));
         }
-        Ok(Started::Accepted(Job(answer(response).await?)))
+        Ok(Started::Accepted(Job::from_answer(
+            answer(response).await?,
+        )?))
     }
 
     /// `GET /catalog/jobs/{id}`, with the server's `Retry-After` when it sent one.
@@ -164,7 +188,7 @@ impl Client {
             )
             .await?;
         let retry_after = retry_after(response.headers());
-        Ok((Job(answer(response).await?), retry_after))
+        Ok((Job::from_answer(answer(response).await?)?, retry_after))
     }
 
     /// `GET /catalog/jobs?tenant_id=T&limit=N`.
@@ -175,7 +199,7 @@ impl Client {
         ]);
         let body = answer(self.send(request).await?).await?;
         let jobs = body["jobs"].as_array().cloned().unwrap_or_default();
-        Ok(jobs.into_iter().map(Job).collect())
+        jobs.into_iter().map(Job::from_answer).collect()
     }
 
     /// `POST /catalog/jobs/{id}/cancel`: whether a stop was requested (false: it had
@@ -186,11 +210,11 @@ impl Client {
         if response.status() == StatusCode::CONFLICT {
             let body = json_body(response).await?;
             if body["error"] == "not_active" {
-                return Ok((false, Job(body["job"].clone())));
+                return Ok((false, Job::from_answer(body["job"].clone())?));
             }
             return Err(rejected(StatusCode::CONFLICT, &body));
         }
-        Ok((true, Job(answer(response).await?)))
+        Ok((true, Job::from_answer(answer(response).await?)?))
     }
 }
 

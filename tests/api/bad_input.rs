@@ -685,6 +685,15 @@ fn table(t: &str) -> Vec<Case> {
             "unknown_field",
         ),
         (
+            "import of a CSV whose header repeats a column",
+            "POST",
+            format!("/catalog/products?tenant_id={t}"),
+            Some("text/csv"),
+            form("product_key,Product Key,name\np1,p2,x\n"),
+            400,
+            "malformed_body",
+        ),
+        (
             "import of a broken JSON array",
             "POST",
             format!("/catalog/products?tenant_id={t}"),

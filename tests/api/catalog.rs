@@ -5,14 +5,16 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use catalog_jobs::catalog::products::{MemoryCatalog, Product};
+use catalog_jobs::catalog::products::{CatalogStoreError, MemoryCatalog, Product};
 use catalog_jobs::catalog::{demo, enrich, pair, sync, Catalog, CatalogSettings};
 use catalog_jobs::jobs::runner::guarded;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
-use crate::helpers::{spawn_catalog_app, tenant, test_config, unique, Backend, TestApp};
+use crate::helpers::{
+    catalog_store, spawn_catalog_app, tenant, test_config, unique, Backend, TestApp,
+};
 
 both_stores!(
     the_quickstart_syncs_enriches_pairs_and_shows_a_products_neighbours,
@@ -21,6 +23,7 @@ both_stores!(
     an_http_feed_on_an_allowed_host_is_streamed_in,
     products_import_as_json_ndjson_and_csv_and_bad_rows_do_not_sink_the_rest,
     paging_visits_every_product_exactly_once,
+    every_page_holds_at_most_limit_and_paging_visits_each_product_once,
     enrich_resumes_skipping_unchanged_products_unless_forced,
 );
 
@@ -517,12 +520,68 @@ async fn paging_visits_every_product_exactly_once(b: Backend) {
         }
     }
     assert_eq!(seen.len(), 730);
-    for bad in ["limit=0", "limit=501", "cursor=%20%20bad%20cursor"] {
+    for bad in [
+        "limit=0",
+        "limit=501",
+        "cursor=%20%20bad%20cursor",
+        "cursor=garbage",
+    ] {
         let r = app
             .get(&format!("/catalog/products?tenant_id={t}&{bad}"))
             .await;
         assert_eq!(r.status(), 422, "{bad}");
     }
+}
+
+/// Enough products that Redis stores the hash as a hash table (not one listpack), so HSCAN
+/// hands out batches of its own sizes.
+const PAGED_PRODUCTS: usize = 1_200;
+
+async fn every_page_holds_at_most_limit_and_paging_visits_each_product_once(b: Backend) {
+    let store = catalog_store(b);
+    let t = tenant();
+    let products = demo::generate(PAGED_PRODUCTS, 5);
+    let all: std::collections::BTreeSet<String> = products
+        .iter()
+        .map(|p| p.product_key.as_str().to_owned())
+        .collect();
+    assert_eq!(all.len(), PAGED_PRODUCTS, "the demo keys are distinct");
+    tokio::task::spawn_blocking(move || {
+        store.upsert(&t, &products).unwrap();
+        for limit in [1, 2, 7, 500] {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let (page, next) = store.page(&t, limit, cursor.as_deref()).unwrap();
+                assert!(
+                    page.len() <= limit,
+                    "limit {limit}: a page of {}",
+                    page.len()
+                );
+                for s in page {
+                    let key = s.product.product_key.as_str().to_owned();
+                    assert!(
+                        seen.insert(key.clone()),
+                        "limit {limit}: {key} listed twice"
+                    );
+                }
+                match next {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+            assert_eq!(seen, all, "limit {limit}: every product, once");
+        }
+        assert!(
+            matches!(
+                store.page(&t, 7, Some("garbage")),
+                Err(CatalogStoreError::BadCursor)
+            ),
+            "a cursor the listing did not hand out is refused"
+        );
+    })
+    .await
+    .unwrap();
 }
 
 async fn enrich_resumes_skipping_unchanged_products_unless_forced(b: Backend) {

@@ -396,3 +396,29 @@ async fn ctrl_c_stops_watching_and_leaves_the_job_running() {
     assert_eq!(job["status"], "running", "the job goes on");
     feeds.release("ctrlc");
 }
+
+#[tokio::test]
+async fn a_200_that_is_not_a_job_is_a_bad_answer_from_the_server_and_exits_4() {
+    let router = axum::Router::new()
+        .fallback(|| async { axum::Json(serde_json::json!({"product_key": "w1"})) });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    for args in [
+        &["watch", "w1"][..],
+        &[
+            "submit",
+            "sync",
+            "--tenant",
+            "acme",
+            "--source",
+            "demo.jsonl",
+        ][..],
+        &["cancel", "w1"][..],
+    ] {
+        let o = cli(&base, args).await;
+        assert_eq!(code(&o), 4, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("not a job"), "{args:?}: {}", stderr(&o));
+        assert_plain(&stderr(&o));
+    }
+}

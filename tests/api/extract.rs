@@ -142,6 +142,10 @@ fn titles_yield_exactly_the_expected_attributes() {
         ("Arabica Coffee Beans 250 g", json!({"weight_g": 250})),
         ("Arabica Coffee Beans 1kg", json!({"weight_g": 1000})),
         ("Oats 1,000 g", json!({"weight_g": 1000})),
+        ("Tea 1,000,000 g", json!({"weight_g": 1_000_000})),
+        ("Flour 1,000.5 g", json!({"weight_g": 1000.5})),
+        // Above MAX_QUANTITY (1e9): not extracted, never read as 0.
+        ("Water 5,000,000,000 ml", json!({})),
         ("Dog Food 2.5 kg", json!({"weight_g": 2500})),
         ("Protein Powder 2 lb", json!({"weight_g": 907.18})),
         ("Chocolate Bar 3.5 oz", json!({"weight_g": 99.22})),

@@ -115,6 +115,14 @@ fn json_values(non_utf8: &'static str) -> Vec<Row> {
             "more than 100 entries",
         ),
         bad(json!({"name": "No Key"}), "product_key is required"),
+        (
+            br#"{"product_key":"d1","product_key":"d2","name":"Twice"}"#.to_vec(),
+            Some("the key `product_key` is given twice"),
+        ),
+        (
+            br#"{"product_key":"d3","name":"Ok","attributes":{"c":"red","c":"blue"}}"#.to_vec(),
+            Some("the key `c` is given twice"),
+        ),
         bad(
             json!({"product_key": "k".repeat(129), "name": "Ok"}),
             "product_key must be 1–128",

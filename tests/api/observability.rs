@@ -438,6 +438,38 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
         .filter(|s| s.name == "catalog_jobs_finished_total"
             && s.labels.get("status").map(String::as_str) == Some("done"))
         .all(|s| !s.labels.contains_key("error")));
+    // A job cancelled while queued ends at once, never reaching a runner: it is counted too.
+    let cancelled = [("kind", "sync"), ("status", "cancelled")];
+    let running = svc
+        .start_id(
+            "sync",
+            &[("tenant_id", &tenant), ("source", &feeds.url("m2"))],
+        )
+        .await;
+    svc.poll(&running, |j| j["status"] == "running").await;
+    let queued = svc
+        .start_id(
+            "sync",
+            &[("tenant_id", &unique("metrics")), ("source", &held)],
+        )
+        .await;
+    let r = svc
+        .client
+        .post(svc.url(&format!("/catalog/jobs/{queued}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    svc.poll(&queued, |j| j["status"] == "cancelled").await;
+    let ended = scrape(&metrics_text(&svc).await);
+    assert_eq!(
+        value(&ended, "catalog_jobs_finished_total", &cancelled)
+            - value(&failed, "catalog_jobs_finished_total", &cancelled),
+        1.0,
+        "the queued job's cancel is counted once"
+    );
+    feeds.release("m2");
+    svc.poll(&running, |j| j["status"] == "done").await;
     let text = metrics_text(&svc).await;
     assert!(
         !text.contains(&tenant) && !text.contains(&id),

@@ -247,7 +247,7 @@ async fn usage_errors_exit_2_and_an_unreachable_or_failing_server_exits_4() {
     assert_eq!(code(&o), 4, "{}", stderr(&o));
     assert!(stderr(&o).contains("cannot reach"), "{}", stderr(&o));
 
-    let dead_redis = format!("redis://127.0.0.1:{}/0", free_port());
+    let dead_redis = crate::helpers::dead_redis_url();
     let failing = Service::start(&[("REDIS_URL", &dead_redis)]).await;
     let o = cli(
         &failing.base(),

@@ -310,6 +310,24 @@ pub fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// A Redis URL where no Redis will ever answer: a port held for the whole test process by a
+/// listener that closes every connection at once. (A port that is merely free now may be
+/// taken later by another test's `redis-server`, which would then answer.)
+pub fn dead_redis_url() -> String {
+    static DEAD: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    let port = *DEAD.get_or_init(|| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let port = listener.local_addr().expect("bound").port();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                drop(conn);
+            }
+        });
+        port
+    });
+    format!("redis://127.0.0.1:{port}/0")
+}
+
 fn wait_for_redis(url: &str) {
     let client = redis::Client::open(url).expect("a valid redis url");
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -97,7 +97,7 @@ async fn every_json_log_line_is_an_object_and_carries_request_and_job_ids() {
 #[tokio::test]
 async fn a_5xx_is_logged_once_with_its_route_and_cause_and_a_refusal_never_at_error_level() {
     // A Redis nobody listens on: the service starts, and readiness answers 503.
-    let dead = format!("redis://127.0.0.1:{}/0", free_port());
+    let dead = crate::helpers::dead_redis_url();
     let mut svc = Service::start(&[("LOG_FORMAT", "json"), ("REDIS_URL", &dead)]).await;
     let r = svc
         .client
@@ -479,7 +479,7 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
 
 #[tokio::test]
 async fn the_metrics_output_is_valid_prometheus_text_and_names_only_listed_metrics() {
-    let dead = format!("redis://127.0.0.1:{}/0", free_port());
+    let dead = crate::helpers::dead_redis_url();
     let svc = Service::start(&[("REDIS_URL", &dead)]).await;
     // A store error, a refused start and a few routes, so most families have samples.
     let r = svc.client.get(svc.url("/readyz")).send().await.unwrap();

@@ -174,7 +174,7 @@ async fn every_route_answers_as_the_openapi_document_says() {
         false,
     )
     .await;
-    let dead_url = format!("redis://127.0.0.1:{}/0", free_port());
+    let dead_url = crate::helpers::dead_redis_url();
     let dead = serve(
         config(),
         Arc::new(RedisStore::open(&dead_url, store_settings(&config())).unwrap()),

@@ -2,6 +2,7 @@
 //! on the job store and runner, and every failure into `ApiError`'s envelope.
 
 pub mod access;
+pub mod admin;
 pub mod auth;
 pub mod catalog;
 pub mod error;
@@ -81,6 +82,10 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(products::list, products::import))
         .routes(routes!(products::get_one))
         .routes(routes!(tenants::remove))
+        .routes(routes!(admin::root))
+        .routes(routes!(admin::page))
+        .routes(routes!(admin::style))
+        .routes(routes!(admin::script))
 }
 
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {

@@ -34,7 +34,8 @@ use super::auth::GUARDED_PREFIX;
         (name = "jobs", description = "Start, poll, list and cancel jobs"),
         (name = "products", description = "The catalogue a tenant's jobs work on"),
         (name = "tenants", description = "Removing a tenant's data"),
-        (name = "operations", description = "Health, readiness, metrics and this document")
+        (name = "operations", description = "Health, readiness, metrics and this document"),
+        (name = "admin", description = "The admin page, served by the binary")
     )
 )]
 struct Front;

@@ -1,7 +1,9 @@
 //! The one integration test binary: real redis-server, real app over real HTTP.
 
+mod admin;
 mod auth;
 mod bad_input;
+mod browser;
 mod catalog;
 mod cli;
 mod conformance;
@@ -21,3 +23,4 @@ mod replicas;
 mod runner;
 mod service;
 mod tenants;
+mod webdriver;

@@ -263,6 +263,23 @@ async fn every_route_answers_as_the_openapi_document_says() {
         .await;
     w.check("/readyz", get(&dead, "/readyz"), 503).await;
 
+    // The admin page: static and open, even where tokens are configured.
+    w.check("/admin", get(&guarded, "/admin"), 200).await;
+    w.check("/admin/admin.css", get(&good, "/admin/admin.css"), 200)
+        .await;
+    w.check("/admin/admin.js", get(&good, "/admin/admin.js"), 200)
+        .await;
+    // The walk's client follows redirects; this answer is the redirect itself.
+    let following = std::mem::replace(
+        &mut w.client,
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap(),
+    );
+    w.check("/", get(&good, "/"), 303).await;
+    w.client = following;
+
     // Products.
     let products = format!("/catalog/products?tenant_id={t}");
     let rows = json!([

@@ -1,0 +1,320 @@
+//! The admin page in a real browser: headless Chromium through chromedriver (see
+//! `webdriver.rs`) against the real service (Redis started by the harness, the real catalogue
+//! job kinds, the demo feed). One browser session walks the page the way an operator does;
+//! every wait polls the DOM (bounded), none sleeps. Screenshots go to `target/screenshots/`.
+
+use std::path::PathBuf;
+
+use catalog_jobs::api::auth::hash_token;
+use catalog_jobs::config::Config;
+use serde_json::{json, Value};
+
+use crate::helpers::{spawn_catalog_app, test_config, unique, Backend, TestApp};
+use crate::service::HeldFeeds;
+use crate::webdriver::Browser;
+
+/// A laptop's viewport, and a phone's width (an iPhone SE / 13 mini in CSS pixels).
+const DESKTOP: (u32, u32) = (1280, 1000);
+const PHONE_WIDTH: u32 = 375;
+/// A product name that would run script if the page ever rendered data as markup.
+const HOSTILE: &str = "<img src=x onerror=alert(1)>";
+
+fn screenshot_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/screenshots")
+        .join(format!("{name}.png"))
+}
+
+/// Types the tenant (and token) and applies them.
+async fn use_identity(b: &Browser, tenant: &str, token: &str) {
+    b.fill("[data-testid=tenant]", tenant).await;
+    b.fill("[data-testid=token]", token).await;
+    b.click("#use").await;
+}
+
+/// Waits for the newest live card of `kind` to read `status`; answers its job id.
+async fn card_reads(b: &Browser, kind: &str, status: &str) -> String {
+    b.wait_for(
+        &format!("a {kind} job {status}"),
+        "const c = document.querySelector(`#live .job-card[data-kind=\"${arguments[0]}\"]`);
+         return c && c.dataset.status === arguments[1] ? c.dataset.jobId : null;",
+        json!([kind, status]),
+    )
+    .await
+    .as_str()
+    .expect("a job id")
+    .to_owned()
+}
+
+/// Waits for the jobs table's row of `id` to read `status`.
+async fn row_reads(b: &Browser, id: &str, status: &str) {
+    b.wait_for(
+        &format!("job {id}'s row reading {status}"),
+        "const r = document.querySelector(`[data-testid=jobs-table] [data-testid=job-row][data-job-id=\"${arguments[0]}\"]`);
+         return r && r.dataset.status === arguments[1];",
+        json!([id, status]),
+    )
+    .await;
+}
+
+async fn a_sync_started_from_the_page_fills_its_bar_to_100_and_the_jobs_table_shows_it_done(
+    b: &Browser,
+) {
+    b.fill("[data-testid=sync-source]", "demo.jsonl").await;
+    b.click("[data-testid=start-sync]").await;
+    let id = card_reads(b, "sync", "done").await;
+    let bar = b
+        .exec(
+            "return document.querySelector(`.job-card[data-job-id=\"${arguments[0]}\"] [data-testid=job-progress]`).getAttribute('aria-valuenow');",
+            json!([id]),
+        )
+        .await;
+    assert_eq!(bar, "100", "the bar of a done sync is full");
+    let step = b
+        .text(&format!(
+            ".job-card[data-job-id=\"{id}\"] [data-testid=job-step]"
+        ))
+        .await;
+    assert!(!step.is_empty(), "the card shows the job's step");
+    row_reads(b, &id, "done").await;
+}
+
+async fn pair_and_wait_shows_the_report_inline(b: &Browser) {
+    b.click("[data-testid=start-enrich]").await;
+    card_reads(b, "enrich", "done").await;
+    b.click("[data-testid=pair-wait]").await;
+    let report = b
+        .wait_for(
+            "the pair's report",
+            "const r = document.querySelector('[data-testid=report]').textContent;
+             try { return JSON.parse(r); } catch { return null; }",
+            json!([]),
+        )
+        .await;
+    assert_eq!(report["products"], 2400, "{report}");
+    assert!(report["paired"].as_u64().unwrap() > 2000, "{report}");
+}
+
+async fn a_product_is_found_opened_and_its_neighbour_followed(b: &Browser) {
+    b.fill("[data-testid=product-search]", "fam000001-v0").await;
+    b.click("#product-form button").await;
+    b.wait_for(
+        "the product in the results",
+        "return document.querySelector('[data-testid=product-results] button[data-product-key=\"fam000001-v0\"]');",
+        json!([]),
+    )
+    .await;
+    b.click("[data-testid=product-results] button[data-product-key=\"fam000001-v0\"]")
+        .await;
+    b.wait_for(
+        "its sibling among its neighbours",
+        "const v = document.querySelector('[data-testid=product-view]');
+         return !v.hidden && v.dataset.productKey === 'fam000001-v0'
+           && v.querySelector('[data-testid=neighbours] button[data-product-key=\"fam000001-v1\"]');",
+        json!([]),
+    )
+    .await;
+    let score = b.text("[data-testid=neighbours] .score").await;
+    let shown: f64 = score
+        .strip_prefix("score ")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(-1.0);
+    assert!(
+        (0.0..=1.0).contains(&shown),
+        "a neighbour shows its score: {score}"
+    );
+    b.click("[data-testid=neighbours] button[data-product-key=\"fam000001-v1\"]")
+        .await;
+    b.wait_for(
+        "the neighbour opened",
+        "const v = document.querySelector('[data-testid=product-view]');
+         return v.dataset.productKey === 'fam000001-v1'
+           && v.querySelector('[data-testid=neighbours] button[data-product-key=\"fam000001-v0\"]');",
+        json!([]),
+    )
+    .await;
+}
+
+async fn a_hostile_product_name_is_shown_as_text(b: &Browser, app: &TestApp, tenant: &str) {
+    let r = app
+        .client
+        .post(app.url(&format!("/catalog/products?tenant_id={tenant}")))
+        .json(&json!([{"product_key": "evil-1", "name": HOSTILE, "brand": HOSTILE}]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    b.fill("[data-testid=product-search]", "evil-1").await;
+    b.click("#product-form button").await;
+    b.wait_for(
+        "the hostile product in the results",
+        "return document.querySelector('[data-testid=product-results] button[data-product-key=\"evil-1\"]');",
+        json!([]),
+    )
+    .await;
+    b.click("[data-testid=product-results] button[data-product-key=\"evil-1\"]")
+        .await;
+    b.wait_for(
+        "the hostile product opened",
+        "return document.querySelector('[data-testid=product-view]').dataset.productKey === 'evil-1';",
+        json!([]),
+    )
+    .await;
+    assert_eq!(b.text("#product-name").await, HOSTILE, "the name is text");
+    let images = b
+        .exec("return document.querySelectorAll('img').length;", json!([]))
+        .await;
+    assert_eq!(images, 0, "no element was made from the name");
+}
+
+/// Starts a sync of a held feed (a job that runs until the test releases it) and answers its id.
+async fn start_a_long_sync(b: &Browser, feed: &str) -> String {
+    b.fill("[data-testid=sync-source]", feed).await;
+    b.click("[data-testid=start-sync]").await;
+    b.wait_for(
+        "a held sync running",
+        "const c = document.querySelector('#live .job-card[data-kind=sync]');
+         return c && c.dataset.status === 'running' && c.dataset.jobId;",
+        json!([]),
+    )
+    .await
+    .as_str()
+    .expect("a job id")
+    .to_owned()
+}
+
+async fn a_second_start_shows_already_running_with_a_link_to_the_job(b: &Browser, running: &str) {
+    b.click("[data-testid=start-sync]").await;
+    let link = b
+        .wait_for(
+            "already running",
+            "const e = document.querySelector('[data-testid=error]');
+             const a = e.querySelector('[data-testid=error-job]');
+             return !e.hidden && e.textContent.includes('already running') && a && a.getAttribute('href');",
+            json!([]),
+        )
+        .await;
+    assert_eq!(link, format!("#job={running}"));
+}
+
+async fn a_long_job_is_cancelled_through_the_confirmation(b: &Browser, id: &str) {
+    b.click(&format!(
+        "[data-testid=job-row][data-job-id=\"{id}\"] button"
+    ))
+    .await;
+    b.wait_for(
+        "the job opened with a cancel button",
+        "const v = document.querySelector('[data-testid=job-view]');
+         return !v.hidden && v.dataset.jobId === arguments[0]
+           && !document.querySelector('[data-testid=cancel]').hidden;",
+        json!([id]),
+    )
+    .await;
+    b.click("[data-testid=cancel]").await;
+    b.wait_for(
+        "the confirmation",
+        "return document.getElementById('confirm').open;",
+        json!([]),
+    )
+    .await;
+    b.click("[data-testid=confirm-yes]").await;
+    b.wait_for(
+        "the job cancelled",
+        "const v = document.querySelector('[data-testid=job-view]');
+         return v.dataset.status === 'cancelled' && !document.querySelector('[data-testid=retry]').hidden;",
+        json!([]),
+    )
+    .await;
+    row_reads(b, id, "cancelled").await;
+}
+
+async fn a_phone_wide_window_has_no_horizontal_scroll(b: &Browser) {
+    b.set_size(PHONE_WIDTH, 800).await;
+    let widths = b
+        .wait_for(
+            "a phone-wide viewport",
+            "return window.innerWidth <= arguments[0] + 20
+               ? [window.innerWidth, document.documentElement.scrollWidth] : null;",
+            json!([PHONE_WIDTH]),
+        )
+        .await;
+    assert!(
+        widths[1].as_u64() <= widths[0].as_u64(),
+        "the page is wider than the window: {widths}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin_page() {
+    let feeds = HeldFeeds::start().await;
+    let config = Config {
+        sync_allowed_hosts: vec![feeds.allowed()],
+        ..test_config()
+    };
+    let app = spawn_catalog_app(Backend::Redis, config).await;
+    let tenant = unique("web");
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+
+    b.goto(&app.url("/")).await;
+    let path = b.exec("return location.pathname;", json!([])).await;
+    assert_eq!(path, "/admin", "/ leads to the admin page");
+    use_identity(&b, &tenant, "").await;
+
+    a_sync_started_from_the_page_fills_its_bar_to_100_and_the_jobs_table_shows_it_done(&b).await;
+    pair_and_wait_shows_the_report_inline(&b).await;
+    a_product_is_found_opened_and_its_neighbour_followed(&b).await;
+    b.exec("window.scrollTo(0, 0);", json!([])).await;
+    b.screenshot(&screenshot_path("admin-desktop")).await;
+    a_hostile_product_name_is_shown_as_text(&b, &app, &tenant).await;
+
+    let feed = format!("web-{tenant}");
+    let long = start_a_long_sync(&b, &feeds.url(&feed)).await;
+    a_second_start_shows_already_running_with_a_link_to_the_job(&b, &long).await;
+    a_long_job_is_cancelled_through_the_confirmation(&b, &long).await;
+    b.screenshot(&screenshot_path("admin-job-cancelled")).await;
+    feeds.release(&feed);
+
+    a_phone_wide_window_has_no_horizontal_scroll(&b).await;
+    b.exec("window.scrollTo(0, 0);", json!([])).await;
+    b.screenshot(&screenshot_path("admin-phone")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tokens_the_page_shows_the_401_message_without_one_and_works_with_one() {
+    let tenant = unique("web");
+    let token = format!("{tenant}-secret");
+    let config = Config {
+        api_tokens: Some(format!("{tenant} web-bot {}", hash_token(&token))),
+        ..test_config()
+    };
+    let app = spawn_catalog_app(Backend::Redis, config).await;
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    b.goto(&app.url("/admin")).await;
+
+    use_identity(&b, &tenant, "").await;
+    let shown = b
+        .wait_for(
+            "the 401's message",
+            "const e = document.querySelector('[data-testid=error]');
+             return !e.hidden && e.textContent;",
+            json!([]),
+        )
+        .await;
+    assert!(
+        shown.as_str().unwrap().contains("send a valid token"),
+        "{shown}"
+    );
+
+    use_identity(&b, &tenant, &token).await;
+    b.fill("[data-testid=sync-source]", "sample.csv").await;
+    b.click("[data-testid=start-sync]").await;
+    let id = card_reads(&b, "sync", "done").await;
+    row_reads(&b, &id, "done").await;
+    let error: Value = b
+        .exec(
+            "return document.querySelector('[data-testid=error]').hidden;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(error, true, "no error shows once the token is given");
+}

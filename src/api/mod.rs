@@ -78,6 +78,7 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::list))
         .routes(routes!(jobs::get_one))
         .routes(routes!(jobs::cancel))
+        .routes(routes!(jobs::retry))
         .routes(routes!(products::list, products::import))
         .routes(routes!(products::get_one))
         .routes(routes!(tenants::remove))

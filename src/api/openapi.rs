@@ -285,6 +285,11 @@ pub struct JobSnapshot {
     pub cancelled_by: Option<String>,
     /// The `x-request-id` of the request that started the job.
     pub request_id: Option<String>,
+    /// The ended job this one retries (`POST /catalog/jobs/{job_id}/retry`), else null.
+    pub retry_of: Option<String>,
+    /// Seconds until the job should end at the rate it has progressed since `started_at`;
+    /// null before any progress, while queued and once it ended.
+    pub eta_seconds: Option<u64>,
 }
 
 /// `lost` is never stored: it is an active job whose heartbeat is older than

@@ -242,7 +242,7 @@ impl MemoryStore {
             self.settings.stale_ms(),
             s.cancel_requested_at.is_some(),
         );
-        s
+        s.with_eta(now)
     }
 
     fn cancelled(s: &mut Snapshot) {

@@ -422,30 +422,35 @@ fn snapshot_from_hash(
         cancel_requested_at.is_some(),
     );
     let corrupt = |e: super::InvalidId| StoreError::Corrupt(e.to_string());
-    Ok(Some(Snapshot {
-        job_id: *id,
-        tenant_id: TenantId::parse(field("tenant")?).map_err(corrupt)?,
-        kind: Kind::parse(field("kind")?).map_err(corrupt)?,
-        status,
-        percent: opt_num("percent").unwrap_or(0).min(100) as u8,
-        step: h.get("step").cloned().unwrap_or_default(),
-        params: json("params"),
-        result: json("result"),
-        error: h.get("error").cloned(),
-        created_at,
-        started_at: opt_num("started_ms"),
-        updated_at: opt_num("updated_ms").unwrap_or(created_at),
-        heartbeat_at,
-        finished_at: opt_num("finished_ms"),
-        cancel_requested_at,
-        attempt: opt_num("attempt").unwrap_or(0) as u32,
-        max_attempts: settings.max_attempts,
-        worker: h.get("worker").cloned(),
-        recovered_at: opt_num("recovered_ms"),
-        created_by: h.get("created_by").cloned(),
-        cancelled_by: h.get("cancelled_by").cloned(),
-        request_id: h.get("request_id").cloned(),
-    }))
+    Ok(Some(
+        Snapshot {
+            job_id: *id,
+            tenant_id: TenantId::parse(field("tenant")?).map_err(corrupt)?,
+            kind: Kind::parse(field("kind")?).map_err(corrupt)?,
+            status,
+            percent: opt_num("percent").unwrap_or(0).min(100) as u8,
+            step: h.get("step").cloned().unwrap_or_default(),
+            params: json("params"),
+            result: json("result"),
+            error: h.get("error").cloned(),
+            created_at,
+            started_at: opt_num("started_ms"),
+            updated_at: opt_num("updated_ms").unwrap_or(created_at),
+            heartbeat_at,
+            finished_at: opt_num("finished_ms"),
+            cancel_requested_at,
+            attempt: opt_num("attempt").unwrap_or(0) as u32,
+            max_attempts: settings.max_attempts,
+            worker: h.get("worker").cloned(),
+            recovered_at: opt_num("recovered_ms"),
+            created_by: h.get("created_by").cloned(),
+            cancelled_by: h.get("cancelled_by").cloned(),
+            request_id: h.get("request_id").cloned(),
+            retry_of: h.get("retry_of").and_then(|v| JobId::parse(v).ok()),
+            eta_seconds: None,
+        }
+        .with_eta(now_ms),
+    ))
 }
 
 impl JobStore for RedisStore {
@@ -462,7 +467,13 @@ impl JobStore for RedisStore {
                 .arg(&job.origin.request_id)
                 .arg(job.idempotency_key.as_deref().unwrap_or(""))
                 .arg(params_fingerprint(&job.params))
-                .arg(self.settings.creates_per_minute);
+                .arg(self.settings.creates_per_minute)
+                .arg(
+                    job.origin
+                        .retry_of
+                        .map(|id| id.to_string())
+                        .unwrap_or_default(),
+                );
             let (code, value): (i64, String) =
                 bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
             let job_id = |value: &str| {

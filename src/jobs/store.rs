@@ -85,6 +85,8 @@ pub struct NewJob {
 pub struct Origin {
     pub created_by: String,
     pub request_id: String,
+    /// The ended job this one retries (`POST /catalog/jobs/{id}/retry`).
+    pub retry_of: Option<JobId>,
 }
 
 /// The fingerprint an idempotency key is recorded with: the SHA-256 of the parameters' JSON,
@@ -129,6 +131,8 @@ impl NewJob {
             created_by: Some(self.origin.created_by.clone()),
             cancelled_by: None,
             request_id: Some(self.origin.request_id.clone()),
+            retry_of: self.origin.retry_of,
+            eta_seconds: None,
         }
     }
 }

@@ -412,6 +412,7 @@ pub fn new_job(tenant: &TenantId, kind: &str) -> NewJob {
         origin: Origin {
             created_by: "test".into(),
             request_id: "req-test".into(),
+            retry_of: None,
         },
         idempotency_key: None,
     }

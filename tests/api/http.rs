@@ -25,7 +25,119 @@ both_stores!(
     health_and_readiness_answer,
     a_running_job_is_cancelled_on_request_and_frees_its_kind,
     a_job_waiting_for_a_worker_is_cancelled_without_running,
+    an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused,
+    an_active_job_answers_retry_after_from_its_eta_and_an_ended_one_does_not,
 );
+
+async fn an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let first = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
+    gate.reached().await;
+    let retry = |id: &str| {
+        reqwest::Client::new()
+            .post(app.url(&format!("/catalog/jobs/{id}/retry")))
+            .header("x-request-id", "retry-req-1")
+    };
+    let r = retry(&first).send().await.unwrap();
+    assert_eq!(r.status(), 409);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "still_active");
+    assert_eq!(body["job_id"], first.as_str());
+    assert_eq!(cancel(&app, &first).await.0, 202);
+    assert_eq!(app.poll_until_ended(&first).await["status"], "cancelled");
+
+    let ticker = app
+        .start(
+            "ticker",
+            &[("tenant_id", t.as_str()), ("n", "3"), ("wait", "1")],
+        )
+        .await;
+    let ticker_id = ticker.headers()["location"]
+        .to_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let r = retry(&ticker_id).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let location = r.headers()["location"].to_str().unwrap().to_owned();
+    let again: Value = r.json().await.unwrap();
+    let again_id = again["job_id"].as_str().unwrap();
+    assert_ne!(again_id, ticker_id);
+    assert_eq!(location, format!("/catalog/jobs/{again_id}"));
+    assert_eq!(again["retry_of"], ticker_id.as_str());
+    assert_eq!(again["kind"], "ticker");
+    assert_eq!(again["tenant_id"], t.as_str());
+    assert_eq!(again["params"], app.get_job(&ticker_id).await["params"]);
+    assert_eq!(again["request_id"], "retry-req-1");
+    let done = app.poll_until_ended(again_id).await;
+    assert_eq!(done["result"], json!({"ticks": 3}));
+    assert_eq!(done["retry_of"], ticker_id.as_str());
+    assert_eq!(app.get_job(&ticker_id).await["retry_of"], Value::Null);
+
+    // Single flight as for any start: while the retry waits or runs, another one is 409.
+    let r = retry(&first).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let second: Value = r.json().await.unwrap();
+    let r = retry(&first).send().await.unwrap();
+    assert_eq!(r.status(), 409);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "already_running");
+    assert_eq!(body["job_id"], second["job_id"]);
+    gate.release();
+    app.poll_until_ended(second["job_id"].as_str().unwrap())
+        .await;
+
+    let missing = retry(&uuid::Uuid::new_v4().to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    let other_tenant = reqwest::Client::new()
+        .post(app.url(&format!(
+            "/catalog/jobs/{ticker_id}/retry?tenant_id=someone-else"
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        other_tenant.status(),
+        404,
+        "another tenant's job is unknown"
+    );
+}
+
+async fn an_active_job_answers_retry_after_from_its_eta_and_an_ended_one_does_not(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let id = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
+    gate.reached().await;
+    let half = app.wait_for(&id, |j| j["percent"] == 50).await;
+    assert!(
+        half["eta_seconds"].is_u64(),
+        "a job halfway has an estimate: {half}"
+    );
+    let r = app.get(&format!("/catalog/jobs/{id}")).await;
+    let secs: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=30).contains(&secs), "Retry-After {secs} is bounded");
+    gate.release();
+    let done = app.poll_until_ended(&id).await;
+    assert_eq!(
+        done["eta_seconds"],
+        Value::Null,
+        "an ended job has no estimate"
+    );
+    let r = app.get(&format!("/catalog/jobs/{id}")).await;
+    assert!(r.headers().get("retry-after").is_none());
+}
 
 async fn starting_a_job_answers_202_with_its_id_and_location_then_polls_to_done(b: Backend) {
     let app = spawn_app(b).await;
@@ -72,10 +184,19 @@ async fn wait_true_returns_the_report_inline(b: Backend) {
         )
         .await;
     assert_eq!(r.status(), 200);
+    let location = r.headers()["location"].to_str().unwrap().to_owned();
     assert_eq!(r.json::<Value>().await.unwrap(), json!({"ticks": 7}));
     // The waited job was created exactly like any other: it is listed, and done.
     let listed: Value = app.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
     assert_eq!(listed["jobs"][0]["status"], "done");
+    assert_eq!(
+        location,
+        format!(
+            "/catalog/jobs/{}",
+            listed["jobs"][0]["job_id"].as_str().unwrap()
+        ),
+        "the waited 200 names its job in Location"
+    );
     assert_eq!(listed["jobs"][0]["result"], json!({"ticks": 7}));
 }
 

@@ -79,7 +79,7 @@ struct Walk {
 
 /// Response headers sent on some answers of a status only (the document says when); every
 /// other documented header must be on every answer of its status. Each must be seen once.
-const CONDITIONAL_HEADERS: [&str; 1] = ["Idempotent-Replayed"];
+const CONDITIONAL_HEADERS: [&str; 2] = ["Idempotent-Replayed", "Retry-After"];
 
 impl Walk {
     /// Sends `request` (for the route `template`), expects `status`, and checks the answer
@@ -673,7 +673,75 @@ async fn every_route_answers_as_the_openapi_document_says() {
         running_now["status"], "running",
         "the refused cancels changed nothing"
     );
+    // Retrying: a job that has not ended, one whose kind is taken, unknown ids, bad queries,
+    // a dead store; then, once the held jobs are let go, a retry that starts.
+    let retry = |id: &str| format!("/catalog/jobs/{id}/retry");
+    let active = w
+        .check(
+            "/catalog/jobs/{job_id}/retry",
+            post(&good, &retry(&running_id)),
+            409,
+        )
+        .await;
+    assert_eq!(active["error"], "still_active");
+    let taken = w
+        .check(
+            "/catalog/jobs/{job_id}/retry",
+            post(&good, &retry(&failed_id)),
+            409,
+        )
+        .await;
+    assert_eq!(taken["error"], "already_running");
+    assert_eq!(taken["job_id"], running_id.as_str());
+    w.check(
+        "/catalog/jobs/{job_id}/retry",
+        post(&good, &retry("nope")),
+        404,
+    )
+    .await;
+    w.check(
+        "/catalog/jobs/{job_id}/retry",
+        post(&good, &format!("{}?tenant_id=a:b", retry(&failed_id))),
+        422,
+    )
+    .await;
+    w.check(
+        "/catalog/jobs/{job_id}/retry",
+        post(&dead, &retry(&failed_id)),
+        503,
+    )
+    .await;
     feeds.release("oas");
+    let again = w
+        .check(
+            "/catalog/jobs/{job_id}/retry",
+            post(&good, &retry(waiting_id)),
+            202,
+        )
+        .await;
+    assert_eq!(again["retry_of"], waiting_id);
+    assert_eq!(again["tenant_id"], other.as_str());
+    // The limited app's tenant spent its minute: its ended enrich cannot be retried yet.
+    let first_id = first["job_id"].as_str().unwrap();
+    for _ in 0..200 {
+        let read: Value = get(&limited, &job(first_id))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if read["status"] == "done" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    w.check(
+        "/catalog/jobs/{job_id}/retry",
+        post(&limited, &retry(first_id)),
+        429,
+    )
+    .await;
 
     // A JSON start giving a key twice.
     let twice = w
@@ -739,14 +807,16 @@ async fn every_route_answers_as_the_openapi_document_says() {
         let body = w.check(template, request, 403).await;
         assert_eq!(body["error"], "forbidden");
     }
-    for path in [job(&failed_id), cancel(&failed_id)] {
-        let method = if path.ends_with("/cancel") {
+    for path in [job(&failed_id), cancel(&failed_id), retry(&failed_id)] {
+        let method = if path.ends_with("/cancel") || path.ends_with("/retry") {
             Method::POST
         } else {
             Method::GET
         };
         let template = if path.ends_with("/cancel") {
             "/catalog/jobs/{job_id}/cancel"
+        } else if path.ends_with("/retry") {
+            "/catalog/jobs/{job_id}/retry"
         } else {
             "/catalog/jobs/{job_id}"
         };

@@ -1,7 +1,8 @@
 -- create: queue a new job and take its tenant+kind lock in one step, or name the active
 -- holder, or refuse when the ready queue is full or the tenant created its share this minute.
 -- A: id, tenant, kind, params (JSON), step, created_by, request_id, idempotency key ('' for
---    none), params fingerprint, creates per minute (0: no limit)
+--    none), params fingerprint, creates per minute (0: no limit), the job it retries
+--    ('' for none)
 -- Returns {1, now_ms} created; {0, holder_id} an active holder keeps the lock; {2, ''} queue
 -- full; {3, job_id} the key was recorded with this job and these parameters (a retry);
 -- {4, job_id} the key was recorded with other parameters; {5, ms} rate limited for ms more.
@@ -47,6 +48,7 @@ local hkey = k_job(id)
 -- equal to created_ms. Fewer fields keep this, the hottest script, cheap.
 redis.call('HSET', hkey, 'tenant', tenant, 'kind', kind, 'params', A[4],
   'status', 'queued', 'step', A[5], 'created_ms', now, 'created_by', A[6], 'request_id', A[7])
+if A[11] ~= '' then redis.call('HSET', hkey, 'retry_of', A[11]) end
 redis.call('EXPIRE', hkey, TTL)
 redis.call('SET', lock, id, 'EX', TTL)
 if idem then

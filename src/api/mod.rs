@@ -4,6 +4,7 @@
 pub mod access;
 pub mod auth;
 pub mod catalog;
+pub mod cors;
 pub mod error;
 pub mod extract;
 pub mod jobs;
@@ -55,6 +56,8 @@ pub struct Guard {
     pub max_start_body_bytes: usize,
     /// How long a start request's body may take to arrive (`REQUEST_TIMEOUT_SECONDS`).
     pub request_timeout: Duration,
+    /// The origins whose pages may call the API (`CORS_ALLOWED_ORIGINS`); None: no CORS.
+    pub cors: Option<cors::Cors>,
 }
 
 /// Every route, each registered through its OpenAPI annotation (`routes!`), so a route
@@ -95,6 +98,12 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     let router = router.layer(middleware::from_fn_with_state(
         state.clone(),
         auth::authenticate,
+    ));
+    // Preflights are answered before authentication (a browser sends them without the
+    // token), inside the access line so they are logged.
+    let router = router.layer(middleware::from_fn_with_state(
+        state.guard.cors.clone(),
+        cors::apply,
     ));
     router
         .layer(middleware::from_fn(access::access))

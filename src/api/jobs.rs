@@ -8,11 +8,12 @@ use axum::Json;
 use serde::Serialize;
 
 use super::access::RequestId;
-use super::auth::Caller;
+use super::auth::{Caller, Scope};
 use super::error::ApiError;
 use super::extract::{
-    job_not_found, limit_field, query_fields, refuse_unknown, tenant_field, JobIdPath, OnConflict,
+    job_not_found, query_fields, refuse_unknown, tenant_field, JobIdPath, OnConflict,
 };
+use super::job_filter::JobFilter;
 use super::openapi;
 use super::AppState;
 use crate::jobs::runner::QUEUED_STEP;
@@ -121,6 +122,8 @@ pub async fn retry(
 #[derive(Serialize)]
 pub struct Listing {
     jobs: Vec<Snapshot>,
+    /// The `cursor` of the next page; None at the end.
+    next_cursor: Option<String>,
 }
 
 /// `POST /catalog/jobs/{job_id}/cancel`: asks an active job to stop. 202 with the job (now
@@ -193,16 +196,19 @@ async fn visible_job(
     }
 }
 
-/// A tenant's jobs, newest first.
+/// A tenant's jobs, newest first; or, for an operator, the active jobs of every tenant.
 #[utoipa::path(get, path = "/catalog/jobs", tag = "jobs",
     params(
-        ("tenant_id" = String, Query, description = "The tenant."),
-        ("limit" = Option<u32>, Query, description = "How many jobs, 1–100 (default 20).", minimum = 1, maximum = 100),
+        ("tenant_id" = Option<String>, Query, description = "The tenant: its recent jobs (the last 100 it created). Left out, with an operator token (scope `*`) or on a service without tokens: the active jobs (queued, running, cancelling, lost) of every tenant, read from the ready queue and the lease index. A tenant token must name its tenant (403 otherwise)."),
+        ("status" = Option<String>, Query, description = "Only jobs in these statuses: one or more of `queued`, `running`, `cancelling`, `done`, `failed`, `cancelled`, `lost`, comma-separated or repeated."),
+        ("kind" = Option<String>, Query, description = "Only jobs of this kind."),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page (opaque)."),
+        ("limit" = Option<u32>, Query, description = "How many jobs per page, 1–100 (default 20).", minimum = 1, maximum = 100),
     ),
     responses(
-        (status = 200, description = "The jobs.", body = openapi::JobListing),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
+        (status = 200, description = "A page of jobs, newest first, and the `next_cursor` (null on the last page).", body = openapi::JobListing),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or a tenant token named no tenant.", body = openapi::ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`, `status`, `kind`, `cursor` or `limit`) or `unknown_field` (with `field`).", body = openapi::ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
     ))]
 pub async fn list(
@@ -211,12 +217,24 @@ pub async fn list(
     uri: Uri,
 ) -> Result<Json<Listing>, ApiError> {
     let mut fields = query_fields(&uri)?;
-    let tenant = tenant_field(&mut fields)?;
-    caller.may_act_for(&tenant)?;
-    let limit = limit_field(&mut fields, DEFAULT_LIMIT, MAX_LIMIT)?;
-    refuse_unknown(&fields, "tenant_id and limit")?;
-    let jobs = app.store.recent(&tenant, limit).await?;
-    Ok(Json(Listing { jobs }))
+    let tenant = match fields.contains_key("tenant_id") {
+        true => Some(tenant_field(&mut fields)?),
+        false => None,
+    };
+    let filter = JobFilter::take(&mut fields, DEFAULT_LIMIT, MAX_LIMIT)?;
+    refuse_unknown(&fields, "tenant_id, status, kind, cursor and limit")?;
+    let jobs = match tenant {
+        Some(tenant) => {
+            caller.may_act_for(&tenant)?;
+            let cap = app.store.settings().list_cap;
+            app.store.recent(&tenant, cap).await?
+        }
+        // Every tenant's active jobs: an operator's view (or anyone's, running open).
+        None if caller.scope == Scope::All => app.store.active().await?,
+        None => return Err(ApiError::Forbidden),
+    };
+    let (jobs, next_cursor) = filter.page(jobs);
+    Ok(Json(Listing { jobs, next_cursor }))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod cors;
 pub mod error;
 pub mod extract;
+pub mod job_filter;
 pub mod jobs;
 pub mod openapi;
 pub mod products;

@@ -407,6 +407,8 @@ pub struct StartFields {
 pub struct JobListing {
     /// Newest first.
     pub jobs: Vec<JobSnapshot>,
+    /// The `cursor` of the next page; null on the last one.
+    pub next_cursor: Option<String>,
 }
 
 /// A product as imported (fields beyond these are refused per row).

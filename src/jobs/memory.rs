@@ -729,6 +729,26 @@ impl JobStore for MemoryStore {
         })
     }
 
+    /// The ready queue's jobs and the leased (running) ones. There is no lease index here:
+    /// the records are walked in memory, under the lock, which costs microseconds per
+    /// thousand jobs and no I/O.
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let state = self.state();
+            Ok(state
+                .jobs
+                .values()
+                .filter(|e| e.expires_ms > now)
+                .map(|e| &e.value)
+                .filter(|r| r.superseded_by.is_none())
+                .filter(|r| r.snapshot.status == Status::Queued || r.lease_ms.is_some())
+                .map(|r| self.read(r, now))
+                .filter(|s| s.status.is_active() || s.status == Status::Lost)
+                .collect())
+        })
+    }
+
     fn subscribe(&self) -> broadcast::Receiver<Event> {
         let rx = self.events.subscribe();
         self.publish(Event::Resync);

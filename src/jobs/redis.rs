@@ -143,6 +143,40 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
+    /// The jobs named by `raw` ids, as read now on the store's clock (one pipeline). An
+    /// entry that is not a job id was not written by this service, and a job whose hash
+    /// expired before its index entry is gone: both are skipped.
+    async fn snapshots(
+        &self,
+        conn: &mut ConnectionManager,
+        raw: &[String],
+    ) -> Result<Vec<Snapshot>, StoreError> {
+        let ids: Vec<JobId> = raw.iter().filter_map(|r| JobId::parse(r).ok()).collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.hgetall(self.keys.job(id));
+        }
+        pipe.cmd("TIME");
+        let mut values: Vec<redis::Value> = self.bounded(pipe.query_async(conn)).await?;
+        let time: (u64, u64) = redis::from_redis_value(
+            values
+                .pop()
+                .ok_or_else(|| StoreError::Corrupt("no TIME".into()))?,
+        )
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut out = Vec::with_capacity(values.len());
+        for (id, v) in ids.iter().zip(values) {
+            let hash: HashMap<String, String> =
+                redis::from_redis_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            if let Some(s) = snapshot_from_hash(id, &hash, time_ms(&time), &self.settings)? {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
     /// Connects lazily to a fixed Redis: the service starts even while Redis is down,
     /// answers 503 until it is reachable, and reconnects by itself.
     pub fn open(url: &str, settings: StoreSettings) -> Result<Self, StoreError> {
@@ -756,33 +790,28 @@ impl JobStore for RedisStore {
             let raw: Vec<String> = self
                 .bounded(conn.lrange(self.keys.tenant(tenant), 0, stop))
                 .await?;
-            // An entry that is not a job id was not written by this service; it is skipped.
-            let ids: Vec<JobId> = raw.iter().filter_map(|r| JobId::parse(r).ok()).collect();
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            let mut pipe = redis::pipe();
-            for id in &ids {
-                pipe.hgetall(self.keys.job(id));
-            }
-            pipe.cmd("TIME");
-            let mut values: Vec<redis::Value> = self.bounded(pipe.query_async(&mut conn)).await?;
-            let time: (u64, u64) = redis::from_redis_value(
-                values
-                    .pop()
-                    .ok_or_else(|| StoreError::Corrupt("no TIME".into()))?,
-            )
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            let mut out = Vec::with_capacity(values.len());
-            for (id, v) in ids.iter().zip(values) {
-                let hash: HashMap<String, String> =
-                    redis::from_redis_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                // A job whose hash expired before its list entry is simply gone.
-                if let Some(s) = snapshot_from_hash(id, &hash, time_ms(&time), &self.settings)? {
-                    out.push(s);
-                }
-            }
-            Ok(out)
+            self.snapshots(&mut conn, &raw).await
+        })
+    }
+
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.connection().await?;
+            let (mut raw, running): (Vec<String>, Vec<String>) = self
+                .bounded(
+                    redis::pipe()
+                        .lrange(self.keys.queue(), 0, -1)
+                        .zrange(self.keys.leases(), 0, -1)
+                        .query_async(&mut conn),
+                )
+                .await?;
+            raw.extend(running);
+            // A job put back at the head of the queue may still have its lease entry.
+            raw.sort_unstable();
+            raw.dedup();
+            let mut jobs = self.snapshots(&mut conn, &raw).await?;
+            jobs.retain(|s| s.status.is_active() || s.status == Status::Lost);
+            Ok(jobs)
         })
     }
 

@@ -429,6 +429,11 @@ pub trait JobStore: Send + Sync + 'static {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>>;
 
+    /// The active jobs of every tenant (queued, running, cancelling, or lost until
+    /// recovered), in no order: read from the ready queue and the lease index, never a scan
+    /// of keys, so the answer is bounded by `MAX_QUEUED_JOBS` plus the running jobs.
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>>;
+
     /// The events of this namespace, from every process. A subscriber gets `Resync` once
     /// its subscription is live (events published before that may be missed).
     fn subscribe(&self) -> broadcast::Receiver<Event>;

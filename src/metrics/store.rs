@@ -130,6 +130,10 @@ impl JobStore for MeteredStore {
         Box::pin(timed("recent", self.inner.recent(tenant, limit)))
     }
 
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(timed("active", self.inner.active()))
+    }
+
     fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.inner.subscribe()
     }

@@ -45,6 +45,8 @@ async fn outlive(ms: u64) {
 }
 
 both_stores!(
+    the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones,
+    a_running_job_whose_lease_went_stale_is_listed_active_as_lost,
     a_new_job_is_queued_at_zero_with_its_kind,
     a_claim_makes_it_running_with_attempt_and_worker,
     jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing,
@@ -1141,4 +1143,53 @@ mod redis_only {
             "one fixed-window counter per tenant and minute"
         );
     }
+}
+
+async fn the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones(b: Backend) {
+    let store = fresh(b);
+    let (one, two) = (tenant(), tenant());
+    let ended = new_job(&one, "sync");
+    let (created, run) = start(&*store, &ended).await;
+    finish(&*store, &ended, &run, &created, Outcome::Done(json!({}))).await;
+    let running = new_job(&one, "enrich");
+    start(&*store, &running).await;
+    let queued = new_job(&two, "sync");
+    create(&*store, &queued).await;
+    let mut seen: Vec<_> = store
+        .active()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| (s.job_id, s.status))
+        .collect();
+    seen.sort_by_key(|(id, _)| *id);
+    let mut expected = vec![(running.id, Status::Running), (queued.id, Status::Queued)];
+    expected.sort_by_key(|(id, _)| *id);
+    assert_eq!(
+        seen, expected,
+        "the ended job is not active; both tenants' active jobs are"
+    );
+    store.cancel(&queued.id, "test").await.unwrap();
+    let after: Vec<_> = store
+        .active()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.job_id)
+        .collect();
+    assert_eq!(
+        after,
+        vec![running.id],
+        "a job cancelled while queued is no longer active"
+    );
+}
+
+async fn a_running_job_whose_lease_went_stale_is_listed_active_as_lost(b: Backend) {
+    let store = stale_at_once(b);
+    let job = new_job(&tenant(), "sync");
+    start(&*store, &job).await;
+    let active = store.active().await.unwrap();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].job_id, job.id);
+    assert_eq!(active[0].status, Status::Lost);
 }

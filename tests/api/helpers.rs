@@ -857,6 +857,9 @@ impl JobStore for CountingStore {
     ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
         self.inner.recent(tenant, limit)
     }
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
+        self.inner.active()
+    }
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
         self.inner.subscribe()
     }

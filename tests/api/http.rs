@@ -26,6 +26,7 @@ both_stores!(
     a_running_job_is_cancelled_on_request_and_frees_its_kind,
     a_job_waiting_for_a_worker_is_cancelled_without_running,
     an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused,
+    the_listing_filters_by_status_and_kind_and_pages_with_a_cursor,
     an_active_job_answers_retry_after_from_its_eta_and_an_ended_one_does_not,
 );
 
@@ -327,7 +328,7 @@ async fn the_listing_is_newest_first_and_honours_the_limit(b: Backend) {
     let none: Value = app
         .get_json(&format!("/catalog/jobs?tenant_id={}", tenant()))
         .await;
-    assert_eq!(none, json!({"jobs": []}));
+    assert_eq!(none, json!({"jobs": [], "next_cursor": null}));
 }
 
 async fn every_content_type_starts_a_job(b: Backend) {
@@ -565,7 +566,11 @@ async fn bad_input_gets_a_4xx_envelope_and_creates_nothing(b: Backend) {
         );
     }
     for (what, query, code) in [
-        ("no tenant", "".to_owned(), "missing_field"),
+        (
+            "a repeated tenant",
+            format!("tenant_id={ts}&tenant_id=x"),
+            "invalid_field",
+        ),
         (
             "limit zero",
             format!("tenant_id={ts}&limit=0"),
@@ -768,5 +773,95 @@ async fn health_and_readiness_answer(b: Backend) {
         Backend::Memory => assert_eq!(body["durable"], false),
         // Whether Redis persists depends on the Redis (tests/api/readiness.rs checks both).
         Backend::Redis => assert!(body["durable"].is_boolean(), "{body}"),
+    }
+}
+
+async fn the_listing_filters_by_status_and_kind_and_pages_with_a_cursor(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let mut started = Vec::new();
+    for kind in ["ticker", "fail", "ticker", "fail", "ticker"] {
+        let form = [("tenant_id", t.as_str()), ("n", "1"), ("wait", "1")];
+        let form = if kind == "fail" {
+            &form[..1]
+        } else {
+            &form[..]
+        };
+        let r = app.start(kind, form).await;
+        let id = r
+            .headers()
+            .get("location")
+            .map(|l| l.to_str().unwrap().rsplit('/').next().unwrap().to_owned());
+        let id = match id {
+            Some(id) => id,
+            None => r.json::<Value>().await.unwrap()["job"]["job_id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        };
+        app.poll_until_ended(&id).await;
+        started.push(id);
+    }
+    let newest_first: Vec<String> = started.iter().rev().cloned().collect();
+    // Pages of 2 visit every job once, newest first, and the last page says it is the last.
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10 {
+        let mut path = format!("/catalog/jobs?tenant_id={t}&limit=2");
+        if let Some(c) = &cursor {
+            path.push_str(&format!("&cursor={c}"));
+        }
+        let page = app.get_json(&path).await;
+        let jobs = page["jobs"].as_array().unwrap();
+        assert!(jobs.len() <= 2);
+        seen.extend(
+            jobs.iter()
+                .map(|j| j["job_id"].as_str().unwrap().to_owned()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, newest_first);
+    let ids = |v: Value| -> Vec<String> {
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["job_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let failed = ids(app
+        .get_json(&format!("/catalog/jobs?tenant_id={t}&status=failed"))
+        .await);
+    assert_eq!(failed, vec![started[3].clone(), started[1].clone()]);
+    let by_kind = ids(app
+        .get_json(&format!("/catalog/jobs?tenant_id={t}&kind=fail"))
+        .await);
+    assert_eq!(by_kind, failed);
+    let both = ids(app
+        .get_json(&format!(
+            "/catalog/jobs?tenant_id={t}&status=done,failed&status=lost"
+        ))
+        .await);
+    assert_eq!(both, newest_first);
+    let none = ids(app
+        .get_json(&format!("/catalog/jobs?tenant_id={t}&status=running"))
+        .await);
+    assert!(none.is_empty());
+    for (query, field) in [
+        ("status=finished", "status"),
+        ("kind=Not-A-Kind", "kind"),
+        ("cursor=garbage", "cursor"),
+        ("cursor=12.not-a-uuid", "cursor"),
+    ] {
+        let r = app
+            .get(&format!("/catalog/jobs?tenant_id={t}&{query}"))
+            .await;
+        assert_eq!(r.status(), 422, "{query}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"], "invalid_field", "{query}");
+        assert_eq!(body["field"], field, "{query}");
     }
 }

@@ -584,6 +584,34 @@ async fn every_route_answers_as_the_openapi_document_says() {
         422,
     )
     .await;
+    // Every tenant's active jobs (the service runs open), filtered and paged.
+    let active = w
+        .check(
+            "/catalog/jobs",
+            get(
+                &good,
+                "/catalog/jobs?status=queued,running&kind=sync&limit=1",
+            ),
+            200,
+        )
+        .await;
+    assert_eq!(active["jobs"][0]["status"], "queued", "{active}");
+    let cursor = active["next_cursor"]
+        .as_str()
+        .expect("a second page")
+        .to_owned();
+    let rest = w
+        .check(
+            "/catalog/jobs",
+            get(&good, "/catalog/jobs").query(&[
+                ("limit", "1"),
+                ("status", "queued,running"),
+                ("cursor", cursor.as_str()),
+            ]),
+            200,
+        )
+        .await;
+    assert_eq!(rest["jobs"][0]["job_id"], running_id.as_str());
     w.check(
         "/catalog/jobs",
         get(&dead, &format!("/catalog/jobs?tenant_id={t}")),

@@ -20,5 +20,6 @@ mod pairing;
 mod readiness;
 mod replicas;
 mod runner;
+mod search;
 mod service;
 mod tenants;

@@ -338,6 +338,24 @@ async fn every_route_answers_as_the_openapi_document_says() {
     .await;
     w.check("/catalog/products", get(&dead, &products), 503)
         .await;
+    // Search: a page of what `q` finds (shaped like the listing), and an empty `q` refused.
+    let first_key = rows[0]["product_key"].as_str().unwrap();
+    let found = w
+        .check(
+            "/catalog/products",
+            get(&good, &products).query(&[("q", first_key), ("limit", "1")]),
+            200,
+        )
+        .await;
+    assert_eq!(found["products"][0]["product_key"], first_key, "{found}");
+    let refused = w
+        .check(
+            "/catalog/products",
+            get(&good, &format!("{products}&q=")),
+            422,
+        )
+        .await;
+    assert_eq!(refused["field"], "q");
 
     // Jobs: a sync, an enrich and a pair waited for, each field style once.
     let sync = w

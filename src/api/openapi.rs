@@ -260,7 +260,9 @@ pub struct JobSnapshot {
     /// The parameters the job runs with.
     pub params: BTreeMap<String, Value>,
     /// The report once `done` (null before): see `SyncReport`, `EnrichReport`, `PairReport`.
-    /// A failed sync and a cancelled sync or enrich keep what they saved, in the same shape.
+    /// A failed or cancelled job keeps what it did: a sync per source (status, error class,
+    /// HTTP status, rows read and saved), an enrich its counts and batches saved, a pair the
+    /// phase it reached (`PairStopped`) — classes and counts only, never messages.
     pub result: Option<JobReport>,
     /// The error class when `failed` (`SourceUnreachable`, `Panic`, `Interrupted`, …).
     pub error: Option<String>,
@@ -315,6 +317,7 @@ pub enum JobReport {
     Sync(SyncReport),
     Enrich(EnrichReport),
     Pair(PairReport),
+    PairStopped(PairStopped),
 }
 
 #[derive(ToSchema, Deserialize)]
@@ -381,6 +384,26 @@ pub struct PairReport {
     pub products: u64,
     pub paired: u64,
     pub pairs: u64,
+}
+
+/// What a pair that was cancelled or failed kept as its `result`: the phase it had reached
+/// (the old neighbour table is left whole).
+#[derive(ToSchema, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct PairStopped {
+    pub phase: PairPhase,
+}
+
+#[derive(ToSchema, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum PairPhase {
+    Loading,
+    Embedding,
+    Indexing,
+    Scoring,
+    Writing,
 }
 
 /// A start's fields, from the query string and the body in any accepted content type.

@@ -60,6 +60,7 @@ fn routes(t: &TenantId, job: &str) -> Vec<(Method, String)> {
         (Method::GET, format!("/catalog/jobs?tenant_id={t}")),
         (Method::GET, format!("/catalog/jobs/{job}")),
         (Method::POST, format!("/catalog/jobs/{job}/cancel")),
+        (Method::POST, format!("/catalog/jobs/{job}/retry")),
         (Method::GET, format!("/catalog/products?tenant_id={t}")),
         (Method::POST, format!("/catalog/products?tenant_id={t}")),
         (Method::GET, format!("/catalog/products/p1?tenant_id={t}")),
@@ -191,7 +192,11 @@ async fn another_tenants_job_by_id_is_404_exactly_like_an_unknown_id(b: Backend)
     let s = app_with_tokens(b).await;
     let job = start_as(&s.app, &s.a, &s.a_token).await;
     let unknown = catalog_jobs::jobs::JobId::new().to_string();
-    for (method, suffix) in [(Method::GET, ""), (Method::POST, "/cancel")] {
+    for (method, suffix) in [
+        (Method::GET, ""),
+        (Method::POST, "/cancel"),
+        (Method::POST, "/retry"),
+    ] {
         let theirs = send(
             &s.app,
             method.clone(),

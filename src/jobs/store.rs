@@ -12,6 +12,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+use super::timeline::{EventId, TimelineEvent};
+use super::watch::TenantWatch;
 use super::{JobId, Kind, Snapshot, Status, TenantId};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -428,6 +430,19 @@ pub trait JobStore: Send + Sync + 'static {
     /// The events of this namespace, from every process. A subscriber gets `Resync` once
     /// its subscription is live (events published before that may be missed).
     fn subscribe(&self) -> broadcast::Receiver<Event>;
+
+    /// The job's timeline after `after` (from its start with `None`), oldest first: at most
+    /// `TIMELINE_CAP` events, the newest. Empty for an unknown job.
+    fn timeline<'a>(
+        &'a self,
+        id: &'a JobId,
+        after: Option<EventId>,
+    ) -> BoxFuture<'a, Result<Vec<TimelineEvent>, StoreError>>;
+
+    /// Every change of `tenant`'s jobs from now on, while the watch is held. Resolves once
+    /// changes can no longer be missed (Redis: the tenant's channel is subscribed), or after
+    /// a bounded wait when the store is away (the watcher reads again at its own pace).
+    fn watch_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, TenantWatch>;
 
     /// How many jobs of each kind wait in the shared ready queue (the first `QUEUE_SAMPLE`
     /// of them), for the queued gauge at a scrape: one read, never on a hot path.

@@ -23,12 +23,15 @@ local now = now_ms()
 local lock = k_lock(tenant, kind)
 local holder = redis.call('GET', lock)
 local fence_holder = false
+local old = nil
 if holder then
-  local st = redis.call('HMGET', k_job(holder), 'status', 'heartbeat_ms', 'created_ms')
+  local st = redis.call('HMGET', k_job(holder), 'status', 'heartbeat_ms', 'created_ms',
+    'percent', 'step')
   if st[1] == 'queued' then return {0, holder} end
   if st[1] == 'running' then
     if now - tonumber(st[2] or st[3]) < STALE then return {0, holder} end
     fence_holder = true
+    old = st
   end
 end
 if redis.call('LLEN', K_QUEUE) >= MAX_QUEUED then return {2, ''} end
@@ -41,6 +44,7 @@ end
 if fence_holder then
   redis.call('HSET', k_job(holder), 'superseded_by', id)
   redis.call('ZREM', K_LEASES, holder)
+  note(holder, tenant, kind, 'superseded', 'lost', old[4], old[5], now, {'superseded_by', id})
 end
 local hkey = k_job(id)
 -- Fields left out read as their defaults: percent 0, attempt 0, updated_ms and heartbeat_ms
@@ -48,6 +52,8 @@ local hkey = k_job(id)
 redis.call('HSET', hkey, 'tenant', tenant, 'kind', kind, 'params', A[4],
   'status', 'queued', 'step', A[5], 'created_ms', now, 'created_by', A[6], 'request_id', A[7])
 redis.call('EXPIRE', hkey, TTL)
+note(id, tenant, kind, 'created', 'queued', 0, A[5], now, {'request_id', A[7]})
+redis.call('EXPIRE', k_timeline(id), TTL)
 redis.call('SET', lock, id, 'EX', TTL)
 if idem then
   redis.call('HSET', idem, 'job', id, 'fingerprint', A[9])

@@ -5,6 +5,7 @@ pub mod access;
 pub mod auth;
 pub mod catalog;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod jobs;
 pub mod openapi;
@@ -78,6 +79,8 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::list))
         .routes(routes!(jobs::get_one))
         .routes(routes!(jobs::cancel))
+        .routes(routes!(events::job_events))
+        .routes(routes!(events::tenant_events))
         .routes(routes!(products::list, products::import))
         .routes(routes!(products::get_one))
         .routes(routes!(tenants::remove))

@@ -176,6 +176,12 @@ impl Runner {
         self.inner.closing.is_cancelled()
     }
 
+    /// Resolves when shutdown starts: open streams end then, so the server's drain never
+    /// waits on them.
+    pub async fn closing(&self) {
+        self.inner.closing.cancelled().await
+    }
+
     /// Jobs this process is running.
     pub fn active_jobs(&self) -> usize {
         self.inner.lock_running().len()

@@ -5,6 +5,7 @@ mod bad_input;
 mod catalog;
 mod cli;
 mod conformance;
+mod events;
 mod extract;
 mod faults;
 mod feeds;

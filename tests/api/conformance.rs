@@ -1027,6 +1027,16 @@ mod redis_only {
             (got.status, got.percent, got.step.as_str(), got.attempt),
             (Status::Running, 40, "syncing a.jsonl (1 of 1)", 1)
         );
+        let restored = s.timeline(&job.id, None).await.unwrap();
+        assert_eq!(
+            types(&restored),
+            ["restored"],
+            "a new timeline, in the same step"
+        );
+        assert_eq!(
+            (restored[0].percent, restored[0].extra["attempt"].clone()),
+            (40, json!(1))
+        );
         assert_eq!(
             (got.params.clone(), got.created_at),
             (job.params.clone(), created.created_at)
@@ -1153,6 +1163,7 @@ both_stores!(
     a_timeline_keeps_the_newest_events_up_to_its_cap,
     a_timeline_read_after_an_id_answers_only_later_events,
     a_tenant_watch_hears_its_jobs_changes_and_no_other_tenant_s,
+    runs_given_back_recovered_or_lost_are_on_the_timeline,
 );
 
 fn types(events: &[catalog_jobs::jobs::timeline::TimelineEvent]) -> Vec<&str> {
@@ -1342,6 +1353,51 @@ async fn a_tenant_watch_hears_its_jobs_changes_and_no_other_tenant_s(b: Backend)
         ("sync", mine.as_str())
     );
     assert_eq!(heard.id, s.timeline(&job.id, None).await.unwrap()[0].id);
+}
+
+async fn runs_given_back_recovered_or_lost_are_on_the_timeline(b: Backend) {
+    let s = leases_of(b, 300, 2);
+    let t = tenant();
+    let job = new_job(&t, "sync");
+    let (created, run) = start(&*s, &job).await;
+    assert_eq!(s.release(&run).await.unwrap(), Release::Requeued);
+    let again = s.claim("test/2", &test_kinds()).await.unwrap().unwrap();
+    outlive(300).await;
+    assert_eq!(
+        s.recover().await.unwrap(),
+        vec![Recovered::Requeued(job.id)]
+    );
+    let events = s.timeline(&job.id, None).await.unwrap();
+    assert_eq!(
+        types(&events),
+        ["created", "started", "released", "started", "requeued"]
+    );
+    assert_eq!(events[2].status, "queued");
+    assert_eq!(events[3].extra["worker"], "test/2");
+    assert_eq!(
+        (events[4].status.as_str(), &events[4].extra["attempt"]),
+        ("queued", &json!(1))
+    );
+    let last = s.claim("test/3", &test_kinds()).await.unwrap().unwrap();
+    outlive(300).await;
+    assert_eq!(s.recover().await.unwrap(), vec![Recovered::Lost(job.id)]);
+    let end = s.timeline(&job.id, None).await.unwrap().pop().unwrap();
+    assert_eq!(
+        (end.kind.as_str(), end.status.as_str()),
+        ("finished", "failed")
+    );
+    assert_eq!(end.extra["error"], "Lost");
+    drop((created, run, again, last));
+
+    // With one attempt, an expired run is left to read lost: `lost`, and nothing ends.
+    let s = leases_of(b, 300, 1);
+    let job = new_job(&t, "sync");
+    start(&*s, &job).await;
+    outlive(300).await;
+    s.recover().await.unwrap();
+    let last = s.timeline(&job.id, None).await.unwrap().pop().unwrap();
+    assert_eq!((last.kind.as_str(), last.status.as_str()), ("lost", "lost"));
+    assert!(!last.is_last());
 }
 
 /// The length of a job's timeline stream, and its TTL, read straight from Redis.

@@ -441,3 +441,40 @@ async fn shutdown_ends_open_streams_and_does_not_wait_on_them() {
         .unwrap();
     gate.release();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_tenant_stream_follows_its_jobs_again_after_redis_restarts() {
+    let mut redis = crate::helpers::RedisServer::start(false);
+    let store = std::sync::Arc::new(
+        catalog_jobs::jobs::redis::RedisStore::open(&redis.url(), settings()).unwrap(),
+    );
+    let app = spawn_app_with(test_config(), store).await;
+    let t = tenant();
+    let mut reader = SseReader::new(app.get(&format!("/catalog/events?tenant_id={t}")).await);
+    redis.restart(true);
+    // The listener subscribes again (the watched tenant's channel too) and says so.
+    let frame = reader.next().await.expect("the stream stays open");
+    assert_eq!(frame.event.as_deref(), Some("resync"), "{frame:?}");
+    let id = loop {
+        let r = app.start("ticker", &[("tenant_id", t.as_str())]).await;
+        if r.status() == StatusCode::ACCEPTED {
+            break r.json::<Value>().await.unwrap()["job_id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        }
+        assert_eq!(
+            r.status(),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "only while Redis is back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    loop {
+        let frame = reader.next().await.expect("the stream stays open");
+        if frame.event.as_deref() == Some("finished") {
+            assert_eq!(frame.json()["job_id"], id.as_str());
+            break;
+        }
+    }
+}

@@ -100,7 +100,7 @@ pub async fn start(
         idempotency_key,
     };
     let params = job.params.clone();
-    let snapshot = match app.store.create(job).await? {
+    let snapshot = match app.runner.create(job).await? {
         Created::Created(snapshot) => {
             metrics::job_created(snapshot.kind.as_str());
             *snapshot

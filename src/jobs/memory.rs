@@ -17,7 +17,7 @@ use tokio::sync::broadcast;
 use super::store::{
     params_fingerprint, BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob,
     Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
-    QUEUE_SAMPLE,
+    FIRST_CLAIM, QUEUE_SAMPLE, STARTING_STEP,
 };
 use super::timeline::{EventId, JobChange, TimelineEvent, TIMELINE_CAP};
 use super::watch::{TenantWatch, Watchers};
@@ -316,80 +316,96 @@ impl MemoryStore {
     fn cancelled(s: &mut Snapshot) {
         s.step = "cancelled on request".to_owned();
     }
+
+    /// Like create.lua: `worker` set, the job is claimed for it when nothing waits.
+    fn create_for(&self, job: NewJob, worker: Option<&str>) -> Result<Created, StoreError> {
+        let now = now_ms();
+        let expires_ms = self.expiry(now);
+        let mut state = self.state();
+        state.sweep(now);
+        if let Some(answer) = state.recorded(&job, now) {
+            return Ok(answer);
+        }
+        let mut fence_holder = None;
+        if let Some(holder) = state.lock(&job.tenant, &job.kind, now) {
+            if let Some(entry) = state.job_mut(&holder, now) {
+                let s = &entry.value.snapshot;
+                match s.status {
+                    Status::Queued => return Ok(Created::AlreadyRunning(holder)),
+                    Status::Running => {
+                        if !is_stale(s.heartbeat_at, now, self.settings.stale_ms()) {
+                            return Ok(Created::AlreadyRunning(holder));
+                        }
+                        fence_holder = Some(holder);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if state.queue.len() >= self.settings.max_queued {
+            return Ok(Created::QueueFull);
+        }
+        let limit = self.settings.creates_per_minute;
+        if let Some(wait) = state.rate_limited(&job.tenant, limit, now) {
+            return Ok(Created::RateLimited(wait));
+        }
+        if limit > 0 {
+            state.count_create(&job.tenant, now);
+        }
+        if let Some(key) = job.idempotency_key.clone() {
+            let value = (job.id, params_fingerprint(&job.params));
+            let id_key = (job.tenant.clone(), job.kind.clone(), key);
+            state.idem.insert(id_key, Expiring { value, expires_ms });
+        }
+        if let Some(holder) = fence_holder {
+            if let Some(entry) = state.job_mut(&holder, now) {
+                entry.value.superseded_by = Some(job.id);
+                entry.value.lease_ms = None;
+                let by = [("superseded_by", job.id.to_string().into())];
+                state.note(holder, "superseded", Some("lost"), &by, now);
+            }
+        }
+        let max = self.settings.max_attempts;
+        let request = [("request_id", job.origin.request_id.clone().into())];
+        if let Some(worker) = worker.filter(|_| state.queue.is_empty()) {
+            let snapshot = job.claimed_record(worker, now, max);
+            let mut record = Record::new(snapshot.clone());
+            record.claim = FIRST_CLAIM;
+            record.lease_ms = Some(now + self.settings.stale_ms());
+            state.insert(record, expires_ms, self.settings.list_cap);
+            state.note(job.id, "created", Some("queued"), &request, now);
+            let extra = [("attempt", FIRST_CLAIM.into()), ("worker", worker.into())];
+            state.note(job.id, "started", None, &extra, now);
+            return Ok(Created::Created(Box::new(snapshot)));
+        }
+        let snapshot = job.record(Status::Queued, 0, &job.step, now, now, max);
+        state.insert(
+            Record::new(snapshot.clone()),
+            expires_ms,
+            self.settings.list_cap,
+        );
+        state.note(job.id, "created", None, &request, now);
+        state.queue.push_back(job.id);
+        let was_empty = state.queue.len() == 1;
+        drop(state);
+        if was_empty {
+            self.publish(Event::Wake);
+        }
+        Ok(Created::Created(Box::new(snapshot)))
+    }
 }
 
 impl JobStore for MemoryStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
-        Box::pin(async move {
-            let now = now_ms();
-            let expires_ms = self.expiry(now);
-            let mut state = self.state();
-            state.sweep(now);
-            if let Some(answer) = state.recorded(&job, now) {
-                return Ok(answer);
-            }
-            let mut fence_holder = None;
-            if let Some(holder) = state.lock(&job.tenant, &job.kind, now) {
-                if let Some(entry) = state.job_mut(&holder, now) {
-                    let s = &entry.value.snapshot;
-                    match s.status {
-                        Status::Queued => return Ok(Created::AlreadyRunning(holder)),
-                        Status::Running => {
-                            if !is_stale(s.heartbeat_at, now, self.settings.stale_ms()) {
-                                return Ok(Created::AlreadyRunning(holder));
-                            }
-                            fence_holder = Some(holder);
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            if state.queue.len() >= self.settings.max_queued {
-                return Ok(Created::QueueFull);
-            }
-            let limit = self.settings.creates_per_minute;
-            if let Some(wait) = state.rate_limited(&job.tenant, limit, now) {
-                return Ok(Created::RateLimited(wait));
-            }
-            if limit > 0 {
-                state.count_create(&job.tenant, now);
-            }
-            if let Some(key) = job.idempotency_key.clone() {
-                let value = (job.id, params_fingerprint(&job.params));
-                let id_key = (job.tenant.clone(), job.kind.clone(), key);
-                state.idem.insert(id_key, Expiring { value, expires_ms });
-            }
-            if let Some(holder) = fence_holder {
-                if let Some(entry) = state.job_mut(&holder, now) {
-                    entry.value.superseded_by = Some(job.id);
-                    entry.value.lease_ms = None;
-                    let by = [("superseded_by", job.id.to_string().into())];
-                    state.note(holder, "superseded", Some("lost"), &by, now);
-                }
-            }
-            let snapshot = job.record(
-                Status::Queued,
-                0,
-                &job.step,
-                now,
-                now,
-                self.settings.max_attempts,
-            );
-            state.insert(
-                Record::new(snapshot.clone()),
-                expires_ms,
-                self.settings.list_cap,
-            );
-            let request = [("request_id", job.origin.request_id.clone().into())];
-            state.note(job.id, "created", None, &request, now);
-            state.queue.push_back(job.id);
-            let was_empty = state.queue.len() == 1;
-            drop(state);
-            if was_empty {
-                self.publish(Event::Wake);
-            }
-            Ok(Created::Created(Box::new(snapshot)))
-        })
+        Box::pin(async move { self.create_for(job, None) })
+    }
+
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(async move { self.create_for(job, Some(worker)) })
     }
 
     fn claim<'a>(
@@ -431,7 +447,7 @@ impl JobStore for MemoryStore {
                 let s = &mut rec.snapshot;
                 s.status = Status::Running;
                 s.worker = Some(worker.to_owned());
-                "starting".clone_into(&mut s.step);
+                STARTING_STEP.clone_into(&mut s.step);
                 s.updated_at = now;
                 s.heartbeat_at = now;
                 s.started_at.get_or_insert(now);

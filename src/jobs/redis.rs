@@ -555,55 +555,68 @@ fn snapshot_from_hash(
     }))
 }
 
+impl RedisStore {
+    /// create.lua for `worker` ("": queue the job; else claim it when nothing waits).
+    async fn create_for(&self, job: NewJob, worker: &str) -> Result<Created, StoreError> {
+        let mut conn = self.write_connection().await?;
+        let mut inv = self.invocation(&CREATE);
+        inv.arg(job.id.to_string())
+            .arg(job.tenant.as_str())
+            .arg(job.kind.as_str())
+            .arg(job.params.to_string())
+            .arg(&job.step)
+            .arg(&job.origin.created_by)
+            .arg(&job.origin.request_id)
+            .arg(job.idempotency_key.as_deref().unwrap_or(""))
+            .arg(params_fingerprint(&job.params))
+            .arg(self.settings.creates_per_minute)
+            .arg(worker);
+        let (code, value): (i64, String) =
+            bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
+        let job_id = |value: &str| {
+            JobId::parse(value).map_err(|_| StoreError::Corrupt("create named no job id".into()))
+        };
+        match code {
+            0 => Ok(Created::AlreadyRunning(job_id(&value)?)),
+            2 => Ok(Created::QueueFull),
+            3 => Ok(Created::Replayed(job_id(&value)?)),
+            4 => Ok(Created::KeyReused(job_id(&value)?)),
+            5 => {
+                let ms: u64 = value
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt("create answered no delay".into()))?;
+                Ok(Created::RateLimited(Duration::from_millis(ms)))
+            }
+            _ => {
+                let now: u64 = value
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt("create answered no time".into()))?;
+                self.replicated(&mut conn, Some(job.id)).await?;
+                let max = self.settings.max_attempts;
+                let record = match code {
+                    CREATED_CLAIMED => job.claimed_record(worker, now, max),
+                    _ => job.record(Status::Queued, 0, &job.step, now, now, max),
+                };
+                Ok(Created::Created(Box::new(record)))
+            }
+        }
+    }
+}
+
+/// create.lua's answer for a job it created and claimed for the creating worker.
+const CREATED_CLAIMED: i64 = 6;
+
 impl JobStore for RedisStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.write_connection().await?;
-            let mut inv = self.invocation(&CREATE);
-            inv.arg(job.id.to_string())
-                .arg(job.tenant.as_str())
-                .arg(job.kind.as_str())
-                .arg(job.params.to_string())
-                .arg(&job.step)
-                .arg(&job.origin.created_by)
-                .arg(&job.origin.request_id)
-                .arg(job.idempotency_key.as_deref().unwrap_or(""))
-                .arg(params_fingerprint(&job.params))
-                .arg(self.settings.creates_per_minute);
-            let (code, value): (i64, String) =
-                bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
-            let job_id = |value: &str| {
-                JobId::parse(value)
-                    .map_err(|_| StoreError::Corrupt("create named no job id".into()))
-            };
-            match code {
-                0 => Ok(Created::AlreadyRunning(job_id(&value)?)),
-                2 => Ok(Created::QueueFull),
-                3 => Ok(Created::Replayed(job_id(&value)?)),
-                4 => Ok(Created::KeyReused(job_id(&value)?)),
-                5 => {
-                    let ms: u64 = value
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt("create answered no delay".into()))?;
-                    Ok(Created::RateLimited(Duration::from_millis(ms)))
-                }
-                _ => {
-                    let now: u64 = value
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt("create answered no time".into()))?;
-                    self.replicated(&mut conn, Some(job.id)).await?;
-                    let record = job.record(
-                        Status::Queued,
-                        0,
-                        &job.step,
-                        now,
-                        now,
-                        self.settings.max_attempts,
-                    );
-                    Ok(Created::Created(Box::new(record)))
-                }
-            }
-        })
+        Box::pin(self.create_for(job, ""))
+    }
+
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(self.create_for(job, worker))
     }
 
     fn claim<'a>(

@@ -133,7 +133,36 @@ impl NewJob {
             request_id: Some(self.origin.request_id.clone()),
         }
     }
+
+    /// The record of a job claimed in the step that created it (`create_claimed`).
+    pub fn claimed_record(&self, worker: &str, now: u64, max_attempts: u32) -> Snapshot {
+        Snapshot {
+            attempt: FIRST_CLAIM as u32,
+            worker: Some(worker.to_owned()),
+            ..self.record(Status::Running, 0, STARTING_STEP, now, now, max_attempts)
+        }
+    }
+
+    /// The run of a job claimed in the step that created it, to hand to a worker.
+    pub fn first_claim(self, created_at: u64) -> Claim {
+        let run = RunId {
+            id: self.id,
+            claim: FIRST_CLAIM,
+        };
+        Claim {
+            job: self,
+            created_at,
+            run,
+            attempt: FIRST_CLAIM as u32,
+        }
+    }
 }
+
+/// The claim token and attempt of a job's first run.
+pub const FIRST_CLAIM: u64 = 1;
+
+/// The step a claimed job reads until its function reports one.
+pub const STARTING_STEP: &str = "starting";
 
 /// The answer to a create: the job is queued now, another active job holds the lock, or
 /// the shared ready queue is full (nothing was created).
@@ -347,6 +376,17 @@ pub trait JobStore: Send + Sync + 'static {
     /// `KeyReused` (and nothing else is checked); a tenant over `creates_per_minute` is
     /// `RateLimited`; only a created job records its key and counts against the limit.
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>>;
+
+    /// `create`, and when no job waits in the ready queue (so creation order is kept) the
+    /// job is claimed for `worker` in the same step: `Created::Created` then carries it
+    /// `running`, attempt 1, claim 1, leased like any claim. The process that accepted the
+    /// request runs it at once instead of sending it through the queue and back (a wake-up
+    /// and a claim saved). When jobs wait, it is queued as `create` would queue it.
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>>;
 
     /// Takes the job at the head of the ready queue for `worker`: it reads `running` with a
     /// lease, `attempt` and a new fencing token. Jobs of kinds not in `kinds` are passed over

@@ -42,6 +42,14 @@ impl JobStore for MeteredStore {
         Box::pin(timed("create", self.inner.create(job)))
     }
 
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(timed("create", self.inner.create_claimed(job, worker)))
+    }
+
     fn claim<'a>(
         &'a self,
         worker: &'a str,

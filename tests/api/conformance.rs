@@ -75,6 +75,9 @@ both_stores!(
     a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed,
     a_cancelling_job_that_goes_silent_reads_lost,
     trimmed_jobs_that_ended_are_deleted_with_their_listing_entry,
+    a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in_the_same_step,
+    a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds,
+    a_job_claimed_at_create_whose_worker_dies_is_recovered_and_fenced,
 );
 
 async fn a_new_job_is_queued_at_zero_with_its_kind(b: Backend) {
@@ -1438,4 +1441,88 @@ async fn a_timeline_stream_in_redis_carries_the_job_s_ttl_from_create_to_finish(
     let (len, at_end) = redis_stream(&*s, &job.id).await;
     assert_eq!(len, 3);
     assert!(at_end > ttl - 10 && at_end <= ttl, "TTL {at_end} of {ttl}");
+}
+
+async fn a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in_the_same_step(
+    b: Backend,
+) {
+    let s = fresh(b);
+    let job = new_job(&tenant(), "enrich");
+    let Created::Created(answer) = s.create_claimed(job.clone(), "host-a/1").await.unwrap() else {
+        panic!("expected a new job");
+    };
+    assert_eq!(answer.status, Status::Running);
+    let got = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(got.status, Status::Running);
+    assert_eq!((got.attempt, got.worker.as_deref()), (1, Some("host-a/1")));
+    assert!(got.started_at.is_some());
+    assert_eq!(
+        s.claim("host-b/2", &test_kinds()).await.unwrap(),
+        None,
+        "it never went through the queue: no other worker can claim it"
+    );
+    let events = s.timeline(&job.id, None).await.unwrap();
+    assert_eq!(types(&events), ["created", "started"]);
+    assert_eq!(events[1].extra["worker"], "host-a/1");
+    let run = job.clone().first_claim(got.created_at).run;
+    assert_eq!(s.renew(&[run]).await.unwrap(), vec![Renewal::Held]);
+    assert_eq!(s.tick(&run, 40, "half").await.unwrap(), Tick::Applied);
+    let later = new_job(&job.tenant, "enrich");
+    assert_eq!(
+        s.create(later).await.unwrap(),
+        Created::AlreadyRunning(job.id),
+        "it holds its tenant+kind lock like any job"
+    );
+    assert_eq!(
+        finish(&*s, &job, &run, &got, Outcome::Done(json!({"n": 1}))).await,
+        Finish::Applied
+    );
+    let done = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!((done.status, done.percent), (Status::Done, 100));
+}
+
+async fn a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds(b: Backend) {
+    let s = fresh(b);
+    let first = new_job(&tenant(), "sync");
+    create(&*s, &first).await;
+    let second = new_job(&tenant(), "sync");
+    let Created::Created(answer) = s.create_claimed(second.clone(), "host-a/1").await.unwrap()
+    else {
+        panic!("expected a new job");
+    };
+    assert_eq!(answer.status, Status::Queued, "a job waits ahead of it");
+    let got = s.get(&second.id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.status, got.attempt, got.worker),
+        (Status::Queued, 0, None)
+    );
+    let order: Vec<JobId> = [
+        s.claim("w/1", &test_kinds()).await.unwrap(),
+        s.claim("w/1", &test_kinds()).await.unwrap(),
+    ]
+    .into_iter()
+    .map(|c| c.expect("both queued").job.id)
+    .collect();
+    assert_eq!(order, vec![first.id, second.id]);
+}
+
+async fn a_job_claimed_at_create_whose_worker_dies_is_recovered_and_fenced(b: Backend) {
+    let s = leases_of(b, 300, 3);
+    let job = new_job(&tenant(), "pair");
+    let Created::Created(created) = s.create_claimed(job.clone(), "dead/1").await.unwrap() else {
+        panic!("expected a new job");
+    };
+    let old_run = job.clone().first_claim(created.created_at).run;
+    outlive(300).await;
+    assert_eq!(
+        s.recover().await.unwrap(),
+        vec![Recovered::Requeued(job.id)]
+    );
+    let again = s
+        .claim("host-b/2", &test_kinds())
+        .await
+        .unwrap()
+        .expect("back in the queue");
+    assert_eq!((again.job.id, again.attempt), (job.id, 2));
+    assert_eq!(s.tick(&old_run, 90, "late").await.unwrap(), Tick::Fenced);
 }

@@ -794,6 +794,17 @@ impl JobStore for CountingStore {
             answer
         })
     }
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(async move {
+            let answer = self.inner.create_claimed(job, worker).await;
+            self.creates.fetch_add(1, Ordering::SeqCst);
+            answer
+        })
+    }
     fn claim<'a>(
         &'a self,
         worker: &'a str,

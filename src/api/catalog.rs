@@ -114,7 +114,7 @@ pub(crate) async fn launch(
         .admit()
         .inspect_err(|r| metrics::job_refused(refusal_reason(r)))?;
     let params = job.params.clone();
-    let snapshot = match app.store.create(job).await? {
+    let snapshot = match app.runner.create(job).await? {
         Created::Created(snapshot) => {
             metrics::job_created(snapshot.kind.as_str());
             *snapshot

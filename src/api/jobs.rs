@@ -18,7 +18,7 @@ use super::openapi;
 use super::AppState;
 use crate::jobs::runner::QUEUED_STEP;
 use crate::jobs::store::{Cancel, NewJob, Origin, Outcome};
-use crate::jobs::{JobId, Snapshot, Status};
+use crate::jobs::{JobId, Snapshot, Status, TenantId};
 use serde_json::Value;
 
 const DEFAULT_LIMIT: usize = 20;
@@ -186,6 +186,17 @@ async fn visible_job(
         false => None,
     };
     refuse_unknown(&fields, "tenant_id")?;
+    visible(app, caller, id, named).await
+}
+
+/// The job, if it exists, the caller may see it, and it belongs to tenant `named` (when a
+/// request names one). Every refusal is the same 404, so an id leaks nothing.
+pub(super) async fn visible(
+    app: &AppState,
+    caller: &Caller,
+    id: &JobId,
+    named: Option<TenantId>,
+) -> Result<Snapshot, ApiError> {
     let snapshot = app.store.get(id).await?.ok_or_else(|| job_not_found(id))?;
     let theirs =
         caller.sees(&snapshot.tenant_id) && named.is_none_or(|tenant| tenant == snapshot.tenant_id);

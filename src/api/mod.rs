@@ -6,6 +6,7 @@ pub mod auth;
 pub mod catalog;
 pub mod cors;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod job_filter;
 pub mod jobs;
@@ -83,6 +84,8 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::get_one))
         .routes(routes!(jobs::cancel))
         .routes(routes!(jobs::retry))
+        .routes(routes!(events::job_events))
+        .routes(routes!(events::tenant_events))
         .routes(routes!(products::list, products::import))
         .routes(routes!(products::get_one))
         .routes(routes!(tenants::remove))

@@ -434,6 +434,50 @@ pub struct JobListing {
     pub next_cursor: Option<String>,
 }
 
+/// A job's timeline, oldest first.
+#[derive(ToSchema, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct JobTimeline {
+    pub events: Vec<TimelineEvent>,
+}
+
+/// One event of a job's timeline: these fields, and those its type adds (`request_id` on
+/// `created`; `attempt` and `worker` on `started` and `restored`; `by` on
+/// `cancel_requested`; `attempt` on `requeued`; `superseded_by` on `superseded`; `error`, the
+/// error class, on a `finished` that failed).
+#[derive(ToSchema, Deserialize)]
+#[allow(dead_code)]
+pub struct TimelineEvent {
+    /// `<ms>-<seq>`: ids grow; send one back as `after` or `Last-Event-ID` to resume.
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: TimelineEventType,
+    /// When, in ms since the epoch.
+    pub at: u64,
+    /// What the job read right after it.
+    pub status: String,
+    #[schema(minimum = 0, maximum = 100)]
+    pub percent: u8,
+    pub step: String,
+}
+
+#[derive(ToSchema, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum TimelineEventType {
+    Created,
+    Started,
+    Progress,
+    CancelRequested,
+    Released,
+    Requeued,
+    Lost,
+    Restored,
+    Superseded,
+    Finished,
+}
+
 /// A product as imported (fields beyond these are refused per row).
 #[derive(ToSchema, Deserialize)]
 #[allow(dead_code)]

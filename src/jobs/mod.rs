@@ -13,6 +13,8 @@ pub mod redis;
 pub mod registry;
 pub mod runner;
 pub mod store;
+pub mod timeline;
+pub mod watch;
 
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};

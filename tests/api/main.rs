@@ -6,6 +6,7 @@ mod catalog;
 mod cli;
 mod conformance;
 mod cors;
+mod events;
 mod extract;
 mod faults;
 mod feeds;

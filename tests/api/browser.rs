@@ -60,9 +60,46 @@ async fn row_reads(b: &Browser, id: &str, status: &str) {
 async fn a_sync_started_from_the_page_fills_its_bar_to_100_and_the_jobs_table_shows_it_done(
     b: &Browser,
 ) {
+    // Every value the bars take, as the page sets them.
+    b.exec(
+        "window.barValues = [];
+         new MutationObserver((changes) => {
+           for (const c of changes) if (c.attributeName === 'aria-valuenow')
+             window.barValues.push([c.target.closest('.job-card').dataset.jobId, Number(c.target.getAttribute('aria-valuenow'))]);
+         }).observe(document.getElementById('live'), { attributes: true, subtree: true });",
+        json!([]),
+    )
+    .await;
     b.fill("[data-testid=sync-source]", "demo.jsonl").await;
     b.click("[data-testid=start-sync]").await;
     let id = card_reads(b, "sync", "done").await;
+    let follow = b
+        .exec(
+            "return [document.querySelector(`.job-card[data-job-id=\"${arguments[0]}\"]`).dataset.follow,
+                     document.getElementById('jobs-table').dataset.follow];",
+            json!([id]),
+        )
+        .await;
+    assert_eq!(
+        follow,
+        json!(["stream", "stream"]),
+        "the card and the table follow the event streams, not a poll"
+    );
+    let values: Vec<u64> = b
+        .exec(
+            "return window.barValues.filter(([job]) => job === arguments[0]).map(([, v]) => v);",
+            json!([id]),
+        )
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!(
+        values.windows(2).all(|w| w[0] <= w[1]),
+        "the bar never goes backwards: {values:?}"
+    );
     let bar = b
         .exec(
             "return document.querySelector(`.job-card[data-job-id=\"${arguments[0]}\"] [data-testid=job-progress]`).getAttribute('aria-valuenow');",
@@ -144,7 +181,8 @@ async fn a_hostile_product_name_is_shown_as_text(b: &Browser, app: &TestApp, ten
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    b.fill("[data-testid=product-search]", "evil-1").await;
+    // A key prefix: found by the search, not by a key lookup.
+    b.fill("[data-testid=product-search]", "evil").await;
     b.click("#product-form button").await;
     b.wait_for(
         "the hostile product in the results",
@@ -226,6 +264,49 @@ async fn a_long_job_is_cancelled_through_the_confirmation(b: &Browser, id: &str)
     )
     .await;
     row_reads(b, id, "cancelled").await;
+    b.wait_for(
+        "the timeline from created to finished",
+        "const types = [...document.querySelectorAll('[data-testid=job-timeline] li')].map((li) => li.dataset.type);
+         return types[0] === 'created' && types.includes('cancel_requested') && types[types.length - 1] === 'finished';",
+        json!([]),
+    )
+    .await;
+}
+
+async fn a_cancelled_job_is_retried_and_the_new_job_runs_to_done(b: &Browser, old: &str) -> String {
+    b.click("[data-testid=retry]").await;
+    let id = b
+        .wait_for(
+            "the new job opened",
+            "const v = document.querySelector('[data-testid=job-view]');
+             return !v.hidden && v.dataset.jobId !== arguments[0] && v.dataset.jobId;",
+            json!([old]),
+        )
+        .await
+        .as_str()
+        .expect("a job id")
+        .to_owned();
+    let facts = b
+        .text("#job-snapshot")
+        .await
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        facts.contains(&format!("Retry of {old}")),
+        "the new job names the old one: {facts}"
+    );
+    b.wait_for(
+        "the retried job done, its bar full",
+        "const c = document.querySelector(`.job-card[data-job-id=\"${arguments[0]}\"]`);
+         return c && c.dataset.status === 'done'
+           && c.querySelector('[data-testid=job-progress]').getAttribute('aria-valuenow') === '100'
+           && document.querySelector('[data-testid=job-view]').dataset.status === 'done';",
+        json!([id]),
+    )
+    .await;
+    row_reads(b, &id, "done").await;
+    id
 }
 
 async fn a_phone_wide_window_has_no_horizontal_scroll(b: &Browser) {
@@ -272,7 +353,9 @@ async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin
     a_second_start_shows_already_running_with_a_link_to_the_job(&b, &long).await;
     a_long_job_is_cancelled_through_the_confirmation(&b, &long).await;
     b.screenshot(&screenshot_path("admin-job-cancelled")).await;
+    // The retry reads the same feed, released now: it runs to its end.
     feeds.release(&feed);
+    a_cancelled_job_is_retried_and_the_new_job_runs_to_done(&b, &long).await;
 
     a_phone_wide_window_has_no_horizontal_scroll(&b).await;
     b.exec("window.scrollTo(0, 0);", json!([])).await;

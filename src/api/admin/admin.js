@@ -217,10 +217,30 @@
     if (j.error) w.step.textContent = `${j.step || ''} — ${j.error}`;
   }
 
+  /** How far along a job's life a status is: answers can arrive out of order. */
+  const RANK = { queued: 0, running: 1, cancelling: 2, done: 3, failed: 3, cancelled: 3, lost: 3 };
+
+  /**
+   * Whether `incoming` (a snapshot or an event) is older news than `known`: a reply that was
+   * overtaken by a later event. A job's percent never goes backwards, nor its status, within
+   * one attempt.
+   */
+  function stale(known, incoming) {
+    if (!known || known.status == null || incoming.status == null) return false;
+    if ((incoming.attempt || 0) > (known.attempt || 0) && known.attempt != null) return false;
+    const [a, b] = [RANK[known.status] ?? 0, RANK[incoming.status] ?? 0];
+    return b < a || (b === a && a < 3 && Number(incoming.percent) < Number(known.percent));
+  }
+
   /** Merges what is known of a job (snapshot or event) into every view of it. */
   function learn(job) {
     if (!job || !job.job_id) return;
-    const merged = { ...(state.jobs.get(job.job_id) || {}), ...job };
+    const known = state.jobs.get(job.job_id);
+    const news = { ...job };
+    if (stale(known, news)) {
+      for (const k of ['status', 'percent', 'step', 'eta_seconds', 'error', 'finished_at']) delete news[k];
+    }
+    const merged = { ...(known || {}), ...news };
     state.jobs.set(job.job_id, merged);
     const w = state.watched.get(job.job_id);
     if (w) { w.job = merged; paintCard(w); }
@@ -247,6 +267,7 @@
         const how = await readSse(url, {
           lastId: w.lastId,
           onEvent: (e) => {
+            w.node.dataset.follow = 'stream';
             if (e.id) w.lastId = e.id;
             const data = parse(e.data) || {};
             learn({ job_id: job.job_id, ...pick(data) });
@@ -265,6 +286,7 @@
       }
     }
     while (ACTIVE.has(w.job.status)) {
+      w.node.dataset.follow = 'poll';
       const a = await snapshot(job.job_id).catch(() => null);
       if (a && a.status === 404) break;
       await sleep(POLL_MS);
@@ -381,6 +403,7 @@
             const data = parse(e.data);
             if (!data || !data.job_id) return;
             streamed = true;
+            $('jobs-table').dataset.follow = 'stream';
             learn({ job_id: data.job_id, ...pick(data) });
             if (!state.jobs.get(data.job_id).created_at || !ACTIVE.has(data.status)) {
               snapshot(data.job_id).catch(() => {});
@@ -395,6 +418,7 @@
       await sleep(POLL_MS, ctl.signal);
     }
     $('jobs-live').textContent = 'Refreshed every few seconds';
+    $('jobs-table').dataset.follow = 'poll';
     while (!ctl.signal.aborted) {
       await sleep(TABLE_POLL_MS, ctl.signal);
       if (!ctl.signal.aborted) await loadJobs().catch(() => {});

@@ -108,6 +108,7 @@
   const ms = (iso) => (iso ? Date.parse(iso) : NaN);
   function span(seconds) {
     if (!Number.isFinite(seconds) || seconds < 0) return '—';
+    if (seconds < 1) return '< 1 s';
     const s = Math.round(seconds);
     if (s < 60) return `${s} s`;
     if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;

@@ -9,7 +9,14 @@ use catalog_jobs::api::auth::hash_token;
 use catalog_jobs::config::Config;
 use serde_json::{json, Value};
 
-use crate::helpers::{spawn_catalog_app, test_config, unique, Backend, TestApp};
+use std::sync::Arc;
+
+use catalog_jobs::jobs::redis::RedisStore;
+
+use crate::helpers::{
+    dead_redis_url, free_port, settings, spawn_app_with, spawn_catalog_app, test_config, unique,
+    Backend, TestApp,
+};
 use crate::service::HeldFeeds;
 use crate::webdriver::Browser;
 
@@ -205,6 +212,94 @@ async fn a_hostile_product_name_is_shown_as_text(b: &Browser, app: &TestApp, ten
     assert_eq!(images, 0, "no element was made from the name");
 }
 
+async fn every_control_is_labelled(b: &Browser) {
+    let unlabelled = b
+        .exec(
+            "const fields = [...document.querySelectorAll('input, select, textarea')]
+               .filter((e) => !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))
+               .map((e) => e.id);
+             const buttons = [...document.querySelectorAll('button')]
+               .filter((e) => !e.textContent.trim() && !e.getAttribute('aria-label'))
+               .map((e) => e.id);
+             return fields.concat(buttons);",
+            json!([]),
+        )
+        .await;
+    assert_eq!(unlabelled, json!([]), "controls without a label");
+}
+
+async fn a_failed_sync_shows_its_error_class(b: &Browser, unreachable: &str) -> String {
+    b.fill("[data-testid=sync-source]", unreachable).await;
+    b.click("[data-testid=start-sync]").await;
+    let id = b
+        .wait_for(
+            "the sync failed",
+            "const c = document.querySelector('#live .job-card[data-kind=sync]');
+             return c && c.dataset.status === 'failed' && c.dataset.jobId;",
+            json!([]),
+        )
+        .await
+        .as_str()
+        .expect("a job id")
+        .to_owned();
+    row_reads(b, &id, "failed").await;
+    b.wait_for(
+        "the error class in the row",
+        "const r = document.querySelector(`[data-testid=job-row][data-job-id=\"${arguments[0]}\"]`);
+         return r.lastElementChild.textContent === 'SourceUnreachable';",
+        json!([id]),
+    )
+    .await;
+    id
+}
+
+async fn the_jobs_table_filters_by_status_and_kind_and_finds_a_job_by_id(
+    b: &Browser,
+    failed: &str,
+) {
+    let visible = "return [...document.querySelectorAll('[data-testid=job-row]')]
+                     .filter((r) => !r.hidden).map((r) => [r.dataset.jobId, r.dataset.status, r.children[1].textContent]);";
+    b.exec(
+        "const s = document.getElementById('filter-status'); s.value = 'failed'; s.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .await;
+    let rows = b.exec(visible, json!([])).await;
+    assert_eq!(
+        rows,
+        json!([[failed, "failed", "sync"]]),
+        "only the failed job"
+    );
+    b.exec(
+        "const s = document.getElementById('filter-status'); s.value = ''; s.dispatchEvent(new Event('change'));
+         const k = document.getElementById('filter-kind'); k.value = 'pair'; k.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .await;
+    let rows = b.exec(visible, json!([])).await;
+    let rows = rows.as_array().unwrap();
+    assert!(
+        !rows.is_empty() && rows.iter().all(|r| r[2] == "pair"),
+        "only pairs: {rows:?}"
+    );
+    b.exec(
+        "const k = document.getElementById('filter-kind'); k.value = ''; k.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .await;
+    b.fill("[data-testid=find-job]", failed).await;
+    b.click("#find-form button").await;
+    b.wait_for(
+        "the job found by its id",
+        "const v = document.querySelector('[data-testid=job-view]');
+         return !v.hidden && v.dataset.jobId === arguments[0] && v.dataset.status === 'failed'
+           && !document.querySelector('[data-testid=retry]').hidden
+           && document.querySelector('[data-testid=cancel]').hidden;",
+        json!([failed]),
+    )
+    .await;
+}
+
 /// Starts a sync of a held feed (a job that runs until the test releases it) and answers its id.
 async fn start_a_long_sync(b: &Browser, feed: &str) -> String {
     b.fill("[data-testid=sync-source]", feed).await;
@@ -328,8 +423,10 @@ async fn a_phone_wide_window_has_no_horizontal_scroll(b: &Browser) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin_page() {
     let feeds = HeldFeeds::start().await;
+    // A port nobody listens on: a source that cannot be reached.
+    let dead = format!("127.0.0.1:{}", free_port());
     let config = Config {
-        sync_allowed_hosts: vec![feeds.allowed()],
+        sync_allowed_hosts: vec![feeds.allowed(), dead.clone()],
         ..test_config()
     };
     let app = spawn_catalog_app(Backend::Redis, config).await;
@@ -340,9 +437,13 @@ async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin
     let path = b.exec("return location.pathname;", json!([])).await;
     assert_eq!(path, "/admin", "/ leads to the admin page");
     use_identity(&b, &tenant, "").await;
+    every_control_is_labelled(&b).await;
 
     a_sync_started_from_the_page_fills_its_bar_to_100_and_the_jobs_table_shows_it_done(&b).await;
     pair_and_wait_shows_the_report_inline(&b).await;
+    let failed =
+        a_failed_sync_shows_its_error_class(&b, &format!("http://{dead}/gone.jsonl")).await;
+    the_jobs_table_filters_by_status_and_kind_and_finds_a_job_by_id(&b, &failed).await;
     a_product_is_found_opened_and_its_neighbour_followed(&b).await;
     b.exec("window.scrollTo(0, 0);", json!([])).await;
     b.screenshot(&screenshot_path("admin-desktop")).await;
@@ -363,7 +464,7 @@ async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_tokens_the_page_shows_the_401_message_without_one_and_works_with_one() {
+async fn the_page_shows_a_401_without_a_token_and_a_503_without_a_store_and_works_with_a_token() {
     let tenant = unique("web");
     let token = format!("{tenant}-secret");
     let config = Config {
@@ -400,4 +501,29 @@ async fn with_tokens_the_page_shows_the_401_message_without_one_and_works_with_o
         )
         .await;
     assert_eq!(error, true, "no error shows once the token is given");
+
+    // A service whose store cannot be reached: the page shows the 503's message.
+    let down = spawn_app_with(
+        test_config(),
+        Arc::new(RedisStore::open(&dead_redis_url(), settings()).unwrap()),
+    )
+    .await;
+    let refusal: Value = down
+        .get_json(&format!("/catalog/jobs?tenant_id={tenant}"))
+        .await;
+    let message = refusal["message"].as_str().expect("a message").to_owned();
+    b.goto(&down.url("/admin")).await;
+    use_identity(&b, &tenant, "").await;
+    let shown = b
+        .wait_for(
+            "the 503's message",
+            "const e = document.querySelector('[data-testid=error]');
+             return !e.hidden && e.textContent;",
+            json!([]),
+        )
+        .await;
+    assert!(
+        shown.as_str().unwrap().contains(&message),
+        "{shown} should carry {message}"
+    );
 }

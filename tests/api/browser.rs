@@ -120,6 +120,13 @@ async fn a_sync_started_from_the_page_fills_its_bar_to_100_and_the_jobs_table_sh
         ))
         .await;
     assert!(!step.is_empty(), "the card shows the job's step");
+    let meta = b
+        .text(&format!(".job-card[data-job-id=\"{id}\"] .meta"))
+        .await;
+    assert!(
+        meta.contains("elapsed") && meta.contains("ETA"),
+        "the card shows elapsed time and ETA: {meta}"
+    );
     row_reads(b, &id, "done").await;
 }
 
@@ -501,6 +508,28 @@ async fn the_page_shows_a_401_without_a_token_and_a_503_without_a_store_and_work
         )
         .await;
     assert_eq!(error, true, "no error shows once the token is given");
+
+    // Where the event stream fails, the card polls the job instead, to the same end.
+    b.exec(
+        "const plain = window.fetch;
+         window.fetch = (url, init) => init && init.headers && init.headers.Accept === 'text/event-stream'
+           ? Promise.reject(new TypeError('streams blocked by the test'))
+           : plain(url, init);",
+        json!([]),
+    )
+    .await;
+    b.click("[data-testid=start-sync]").await;
+    let polled = b
+        .wait_for(
+            "a polled sync done",
+            "const c = document.querySelector('#live .job-card[data-kind=sync]');
+             return c && c.dataset.jobId !== arguments[0] && c.dataset.status === 'done'
+               && c.querySelector('[data-testid=job-progress]').getAttribute('aria-valuenow') === '100'
+               && c.dataset.follow;",
+            json!([id]),
+        )
+        .await;
+    assert_eq!(polled, "poll", "the card fell back to polling");
 
     // A service whose store cannot be reached: the page shows the 503's message.
     let down = spawn_app_with(

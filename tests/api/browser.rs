@@ -264,31 +264,35 @@ async fn the_jobs_table_filters_by_status_and_kind_and_finds_a_job_by_id(
     b: &Browser,
     failed: &str,
 ) {
-    let visible = "return [...document.querySelectorAll('[data-testid=job-row]')]
-                     .filter((r) => !r.hidden).map((r) => [r.dataset.jobId, r.dataset.status, r.children[1].textContent]);";
+    const VISIBLE: &str = "const rows = [...document.querySelectorAll('[data-testid=job-row]')].filter((r) => !r.hidden);";
     b.exec(
         "const s = document.getElementById('filter-status'); s.value = 'failed'; s.dispatchEvent(new Event('change'));",
         json!([]),
     )
     .await;
-    let rows = b.exec(visible, json!([])).await;
-    assert_eq!(
-        rows,
-        json!([[failed, "failed", "sync"]]),
-        "only the failed job"
-    );
+    b.wait_for(
+        "only the failed job",
+        &format!(
+            "{VISIBLE} return rows.length === 1 && rows[0].dataset.jobId === arguments[0]
+               && rows[0].dataset.status === 'failed';"
+        ),
+        json!([failed]),
+    )
+    .await;
     b.exec(
         "const s = document.getElementById('filter-status'); s.value = ''; s.dispatchEvent(new Event('change'));
          const k = document.getElementById('filter-kind'); k.value = 'pair'; k.dispatchEvent(new Event('change'));",
         json!([]),
     )
     .await;
-    let rows = b.exec(visible, json!([])).await;
-    let rows = rows.as_array().unwrap();
-    assert!(
-        !rows.is_empty() && rows.iter().all(|r| r[2] == "pair"),
-        "only pairs: {rows:?}"
-    );
+    b.wait_for(
+        "only pairs",
+        &format!(
+            "{VISIBLE} return rows.length > 0 && rows.every((r) => r.children[1].textContent === 'pair');"
+        ),
+        json!([]),
+    )
+    .await;
     b.exec(
         "const k = document.getElementById('filter-kind'); k.value = ''; k.dispatchEvent(new Event('change'));",
         json!([]),

@@ -202,13 +202,18 @@ impl Browser {
                 return v;
             }
             if Instant::now() >= deadline {
-                let error = self
+                let seen = self
                     .exec(
-                        "const e = document.querySelector('[data-testid=error]'); return e && !e.hidden ? e.textContent : null",
+                        "const e = document.querySelector('[data-testid=error]');
+                         return [e && !e.hidden ? e.textContent : null,
+                                 [...document.querySelectorAll('[data-job-id]')].map((n) => ({ ...n.dataset }))];",
                         json!([]),
                     )
                     .await;
-                panic!("the page never showed {what} within {WAIT:?} (its error box: {error})");
+                panic!(
+                    "the page never showed {what} within {WAIT:?} (its error box: {}; its jobs: {})",
+                    seen[0], seen[1]
+                );
             }
             tokio::time::sleep(POLL).await;
         }

@@ -263,11 +263,14 @@
     learn(job);
     const url = `/catalog/jobs/${enc(job.job_id)}/events`;
     let failures = 0;
-    while (failures < STREAM_RETRIES && ACTIVE.has(w.job.status)) {
+    // At least one read, even of a job another view has already seen end: its timeline.
+    do {
+      let heard = false;
       try {
         const how = await readSse(url, {
           lastId: w.lastId,
           onEvent: (e) => {
+            heard = true;
             w.node.dataset.follow = 'stream';
             if (e.id) w.lastId = e.id;
             const data = parse(e.data) || {};
@@ -278,16 +281,15 @@
             }
           },
         });
-        if (how === 'ended') break;
-        failures = 0;
-        if (!ACTIVE.has(w.job.status)) break;
-        failures += 1; // closed before the end: resume after the last event seen
+        if (how === 'ended' || !ACTIVE.has(w.job.status)) break;
+        // Closed before the end: resume after the last event seen.
+        failures = heard ? 0 : failures + 1;
       } catch {
         failures = STREAM_RETRIES; // no stream here: poll instead
       }
-    }
+    } while (failures < STREAM_RETRIES && ACTIVE.has(w.job.status));
+    if (failures >= STREAM_RETRIES) w.node.dataset.follow = 'poll';
     while (ACTIVE.has(w.job.status)) {
-      w.node.dataset.follow = 'poll';
       const a = await snapshot(job.job_id).catch(() => null);
       if (a && a.status === 404) break;
       await sleep(POLL_MS);
@@ -371,6 +373,11 @@
     return (!status || job.status === status) && (!kind || job.kind === kind);
   }
 
+  /** Shows the rows the filters let through (at once; the reload may add more). */
+  function applyFilters() {
+    for (const row of $('jobs-body').children) row.hidden = !matchesFilters(state.jobs.get(row.dataset.jobId) || {});
+  }
+
   async function loadJobs() {
     if (!state.tenant) return;
     const filters = { status: $('filter-status').value, kind: $('filter-kind').value };
@@ -382,7 +389,7 @@
     if (a.status !== 200) { showError('Could not list jobs', a); return; }
     const body = $('jobs-body');
     for (const job of [...a.body.jobs].reverse()) learn(job);
-    for (const row of body.children) row.hidden = !matchesFilters(state.jobs.get(row.dataset.jobId) || {});
+    applyFilters();
     $('jobs-empty').hidden = body.children.length > 0;
   }
 
@@ -602,8 +609,9 @@
       else if (a && a.status === 202) $('report').textContent = 'Still running: follow it above.';
       else $('report-box').hidden = true;
     });
-    $('filter-status').addEventListener('change', () => loadJobs());
-    $('filter-kind').addEventListener('change', () => loadJobs());
+    for (const filter of ['filter-status', 'filter-kind']) {
+      $(filter).addEventListener('change', () => { applyFilters(); loadJobs(); });
+    }
     $('find-form').addEventListener('submit', (e) => {
       e.preventDefault();
       const id = $('find-id').value.trim();

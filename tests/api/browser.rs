@@ -146,6 +146,29 @@ async fn pair_and_wait_shows_the_report_inline(b: &Browser) {
     assert!(report["paired"].as_u64().unwrap() > 2000, "{report}");
 }
 
+async fn a_search_pages_through_its_results(b: &Browser) {
+    // Every key of families 10-19 starts with this: more than one page of 20.
+    b.fill("[data-testid=product-search]", "fam00001").await;
+    b.click("#product-form button").await;
+    let first = b
+        .wait_for(
+            "a first page with more to come",
+            "const found = document.querySelectorAll('[data-testid=product-result]').length;
+             return document.querySelector('[data-testid=product-more]') && found;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(first, 20, "a page of 20");
+    b.click("[data-testid=product-more]").await;
+    b.wait_for(
+        "a second page appended, every result matching",
+        "const keys = [...document.querySelectorAll('[data-testid=product-result] button')].map((b) => b.dataset.productKey);
+         return keys.length > 20 && new Set(keys).size === keys.length && keys.every((k) => k.startsWith('fam00001'));",
+        json!([]),
+    )
+    .await;
+}
+
 async fn a_product_is_found_opened_and_its_neighbour_followed(b: &Browser) {
     b.fill("[data-testid=product-search]", "fam000001-v0").await;
     b.click("#product-form button").await;
@@ -455,6 +478,7 @@ async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin
     let failed =
         a_failed_sync_shows_its_error_class(&b, &format!("http://{dead}/gone.jsonl")).await;
     the_jobs_table_filters_by_status_and_kind_and_finds_a_job_by_id(&b, &failed).await;
+    a_search_pages_through_its_results(&b).await;
     a_product_is_found_opened_and_its_neighbour_followed(&b).await;
     b.exec("window.scrollTo(0, 0);", json!([])).await;
     b.screenshot(&screenshot_path("admin-desktop")).await;

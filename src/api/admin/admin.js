@@ -14,6 +14,8 @@
   const STREAM_RETRIES = 3;
   /** Jobs listed in the table. */
   const TABLE_LIMIT = 50;
+  /** Products per page of search results. */
+  const PRODUCT_PAGE = 20;
   const ACTIVE = new Set(['queued', 'running', 'cancelling']);
   const STORE = { tenant: 'catalog-jobs.tenant', token: 'catalog-jobs.token' };
 
@@ -515,24 +517,37 @@
 
   // ---------------------------------------------------------------- products
 
-  async function searchProducts(text) {
+  /**
+   * Searches the catalogue (`q`: a key prefix or name words; empty lists every product) and
+   * shows a page; with `cursor`, appends the next page.
+   */
+  async function searchProducts(text, cursor) {
     clearError();
     if (!needTenant()) return;
     const list = $('product-results');
-    let a = await api('GET', `/catalog/products?${q({ tenant_id: state.tenant, q: text, limit: 20 })}`);
+    let a = await api('GET', `/catalog/products?${q({ tenant_id: state.tenant, q: text, limit: PRODUCT_PAGE, cursor })}`);
     let products = a.status === 200 ? a.body.products : null;
-    if (a.status === 422 && a.body && a.body.field === 'q') {
+    if (a.status === 422 && a.body && a.body.error === 'unknown_field' && a.body.field === 'q') {
       // A server without search: look the text up as a key.
       a = await api('GET', `/catalog/products/${enc(text)}?${q({ tenant_id: state.tenant })}`);
       products = a.status === 200 ? [a.body] : a.status === 404 ? [] : null;
     }
     if (!products) { showError('Could not search products', a); return; }
-    list.replaceChildren(...products.map((p) => {
+    const more = list.querySelector('[data-testid=product-more]');
+    if (more) more.closest('li').remove();
+    const items = products.map((p) => {
       const b = el('button', { type: 'button', class: 'linklike', text: p.name || p.product_key, 'data-product-key': p.product_key });
       b.addEventListener('click', () => openProduct(p.product_key));
       return el('li', { 'data-testid': 'product-result' }, b, el('span', { class: 'score mono', text: p.product_key }));
-    }));
-    if (!products.length) list.append(el('li', { class: 'help', text: 'No product matches.' }));
+    });
+    if (cursor) list.append(...items); else list.replaceChildren(...items);
+    const next = a.body && a.body.next_cursor;
+    if (next) {
+      const b = el('button', { type: 'button', text: 'More results', 'data-testid': 'product-more' });
+      b.addEventListener('click', () => searchProducts(text, next));
+      list.append(el('li', {}, b));
+    }
+    if (!list.children.length) list.append(el('li', { class: 'help', text: 'No product matches.' }));
   }
 
   async function openProduct(key) {

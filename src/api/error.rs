@@ -10,8 +10,8 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use super::access::ErrorNote;
+use super::extract::{ParamError, ParamErrorKind, INVALID_FIELD, MISSING_FIELD, UNKNOWN_FIELD};
 use crate::catalog::products::CatalogStoreError;
-use crate::jobs::registry::{ParamError, ParamErrorKind};
 use crate::jobs::runner::Refused;
 use crate::jobs::store::StoreError;
 use crate::jobs::{InvalidId, JobId, Snapshot};
@@ -90,7 +90,7 @@ pub enum ApiError {
 impl ApiError {
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
         Self::InvalidField {
-            code: "invalid_field",
+            code: INVALID_FIELD,
             field: field.to_owned(),
             message: message.into(),
         }
@@ -98,7 +98,7 @@ impl ApiError {
 
     pub fn missing(field: &str, message: impl Into<String>) -> Self {
         Self::InvalidField {
-            code: "missing_field",
+            code: MISSING_FIELD,
             field: field.to_owned(),
             message: message.into(),
         }
@@ -127,7 +127,7 @@ impl ApiError {
             }
             ApiError::UnknownField { field, message } => {
                 extra.insert("field".into(), json!(field));
-                (StatusCode::UNPROCESSABLE_ENTITY, "unknown_field", message.clone())
+                (StatusCode::UNPROCESSABLE_ENTITY, UNKNOWN_FIELD, message.clone())
             }
             ApiError::UnsupportedMediaType { got, accepted } => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,

@@ -9,7 +9,8 @@ use serde_json::{json, Value};
 use super::extract::extract;
 use super::products::Enrichment;
 use super::{check, retrying, Catalog, CatalogError, Monotonic};
-use crate::jobs::registry::{bool_field, only_fields, Fields, ParamError, Progress};
+use crate::api::extract::{bool_field, only_fields, Fields, ParamError};
+use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
 

@@ -24,7 +24,8 @@ use serde_json::{json, Value};
 
 use super::feed::{self, FeedError, Format, RowReport};
 use super::{check, retrying, Catalog, CatalogError, CatalogSettings, Monotonic};
-use crate::jobs::registry::{only_fields, Fields, ParamError, Progress};
+use crate::api::extract::{only_fields, Fields, ParamError};
+use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
 

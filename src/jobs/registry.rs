@@ -4,6 +4,8 @@
 //! and behaves the same with or without it. Its error exposes a class name (the variant),
 //! which is all the job record keeps; the message goes to the log only. Each kind also checks
 //! its own parameters before a job is created, so bad input never creates a job.
+//! It reads them in the request vocabulary the HTTP boundary owns (`Fields` in,
+//! `ParamError` out, both in `api::extract`); nothing here parses or answers a request.
 
 use std::collections::BTreeMap;
 use std::error::Error as StdError;
@@ -16,6 +18,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{JobId, Kind, TenantId};
+use crate::api::extract::{no_fields, Fields, ParamError};
 
 /// The optional progress callback: `(percent, step)`. `Sync` so a job may report from
 /// several threads. It never blocks and never fails the job.
@@ -138,54 +141,6 @@ impl fmt::Display for JobError {
     }
 }
 
-/// A parameter a client got wrong; `field` names it, `message` says what to fix.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParamError {
-    /// Snake-case error code (`invalid_field`, `missing_field`, `source_not_allowed`, …).
-    pub code: &'static str,
-    pub field: String,
-    pub message: String,
-    /// An HTTP-agnostic hint: `Unprocessable` for values the client must change.
-    pub kind: ParamErrorKind,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParamErrorKind {
-    /// The request names something this kind does not take.
-    Unknown,
-    /// The value is missing or not acceptable.
-    Unprocessable,
-}
-
-impl ParamError {
-    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
-        Self {
-            code: "invalid_field",
-            field: field.to_owned(),
-            message: message.into(),
-            kind: ParamErrorKind::Unprocessable,
-        }
-    }
-
-    pub fn missing(field: &str, message: impl Into<String>) -> Self {
-        Self {
-            code: "missing_field",
-            field: field.to_owned(),
-            message: message.into(),
-            kind: ParamErrorKind::Unprocessable,
-        }
-    }
-
-    pub fn with_code(mut self, code: &'static str) -> Self {
-        self.code = code;
-        self
-    }
-}
-
-/// The fields of a start request other than `tenant_id` and `wait`: each name with the
-/// values given for it, in order (a repeated form field or a JSON array gives several).
-pub type Fields = BTreeMap<String, Vec<Value>>;
-
 pub type JobFn = Arc<dyn Fn(&JobInput, Progress<'_>) -> Result<Report, JobError> + Send + Sync>;
 pub type PrepareFn = Arc<dyn Fn(&Fields) -> Result<Value, ParamError> + Send + Sync>;
 
@@ -276,65 +231,5 @@ impl Registry {
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.kinds.keys().map(Kind::as_str)
-    }
-}
-
-/// Refuses any field: for kinds that take no parameters.
-pub fn no_fields(fields: &Fields) -> Result<(), ParamError> {
-    only_fields(fields, &[])
-}
-
-/// Refuses fields other than `allowed`, so a typo is a clear 4xx rather than silently ignored.
-pub fn only_fields(fields: &Fields, allowed: &[&str]) -> Result<(), ParamError> {
-    match fields.keys().find(|k| !allowed.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(name) => Err(ParamError {
-            code: "unknown_field",
-            field: name.clone(),
-            message: if allowed.is_empty() {
-                format!("`{name}` is not a field of this job; it takes only tenant_id and wait")
-            } else {
-                format!(
-                    "`{name}` is not a field of this job; it takes tenant_id, wait and {}",
-                    allowed.join(", ")
-                )
-            },
-            kind: ParamErrorKind::Unknown,
-        }),
-    }
-}
-
-/// Reads a boolean field given at most once: `true/false/1/0/yes/no/on/off` or a JSON bool.
-pub fn bool_field(fields: &Fields, name: &str) -> Result<Option<bool>, ParamError> {
-    match fields.get(name).map(Vec::as_slice) {
-        None | Some([]) => Ok(None),
-        Some([v]) => parse_bool(v).map(Some).ok_or_else(|| {
-            ParamError::invalid(
-                name,
-                format!("`{name}` must be one of true, false, 1, 0, yes, no, on, off"),
-            )
-        }),
-        Some(_) => Err(ParamError::invalid(
-            name,
-            format!("`{name}` was given more than once"),
-        )),
-    }
-}
-
-/// Parses a boolean as forms, query strings and JSON spell it.
-pub fn parse_bool(v: &Value) -> Option<bool> {
-    match v {
-        Value::Bool(b) => Some(*b),
-        Value::Number(n) => match n.as_u64() {
-            Some(1) => Some(true),
-            Some(0) => Some(false),
-            _ => None,
-        },
-        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" | "on" => Some(true),
-            "false" | "0" | "no" | "off" => Some(false),
-            _ => None,
-        },
-        _ => None,
     }
 }

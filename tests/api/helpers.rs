@@ -10,12 +10,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use catalog_jobs::api::extract::{bool_field, only_fields};
 use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use catalog_jobs::catalog::Catalog;
 use catalog_jobs::config::Config;
 use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
-use catalog_jobs::jobs::registry::{bool_field, only_fields, ErrorClass, JobError, Registry};
+use catalog_jobs::jobs::registry::{ErrorClass, JobError, Registry};
 use catalog_jobs::jobs::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Origin, Outcome,
     Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
@@ -550,7 +551,7 @@ pub fn test_registry() -> Registry {
                         .as_u64()
                         .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
                         .ok_or_else(|| {
-                            catalog_jobs::jobs::registry::ParamError::invalid(
+                            catalog_jobs::api::extract::ParamError::invalid(
                                 "n",
                                 "n must be a whole number",
                             )

@@ -385,10 +385,7 @@ impl<S: Send + Sync> FromRequestParts<S> for TenantPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let raw = Path::<String>::from_request_parts(parts, state)
-            .await
-            .map(|Path(p)| p)
-            .unwrap_or_default();
+        let raw = path_segment(parts, state).await;
         TenantId::parse(&raw)
             .map(Self)
             .map_err(|e| ApiError::bad_id("tenant_id", e))

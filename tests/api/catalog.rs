@@ -25,6 +25,7 @@ both_stores!(
     paging_visits_every_product_exactly_once,
     every_page_holds_at_most_limit_and_paging_visits_each_product_once,
     enrich_resumes_skipping_unchanged_products_unless_forced,
+    a_body_without_a_content_type_is_told_what_its_own_route_reads,
 );
 
 fn feeds_dir() -> PathBuf {
@@ -474,6 +475,34 @@ async fn products_import_as_json_ndjson_and_csv_and_bad_rows_do_not_sink_the_res
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
     let r = app.get("/catalog/products/j1").await;
     assert_eq!(r.status(), 422, "tenant_id is required");
+}
+
+async fn a_body_without_a_content_type_is_told_what_its_own_route_reads(b: Backend) {
+    let app = spawn_catalog_app(b, test_config()).await;
+    let t = tenant();
+    let send = |path: String| {
+        app.client
+            .post(app.url(&path))
+            .body("product_key,name\np1,x\n")
+            .send()
+    };
+    // An import names the import formats only, never the start forms (nor the other way).
+    let r = send(format!("/catalog/products?tenant_id={t}"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 415);
+    let message = r.json::<Value>().await.unwrap()["message"].to_string();
+    assert!(message.contains("text/csv"), "{message}");
+    assert!(!message.contains("x-www-form-urlencoded"), "{message}");
+    let r = send(format!("/catalog/sync?tenant_id={t}")).await.unwrap();
+    assert_eq!(r.status(), 415);
+    let message = r.json::<Value>().await.unwrap()["message"].to_string();
+    assert!(message.contains("x-www-form-urlencoded"), "{message}");
+    assert!(!message.contains("text/csv"), "{message}");
+    let r = app
+        .get(&format!("/catalog/products/p1?tenant_id={t}"))
+        .await;
+    assert_eq!(r.status(), 404, "a refused import writes nothing");
 }
 
 async fn paging_visits_every_product_exactly_once(b: Backend) {

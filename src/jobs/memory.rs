@@ -922,4 +922,20 @@ impl JobStore for MemoryStore {
     fn settings(&self) -> &StoreSettings {
         &self.settings
     }
+
+    fn while_held(&self, run: &RunId, write: &mut dyn FnMut()) -> bool {
+        // Under the store's lock: no claim, recovery or end can come between check and write.
+        let mut state = self.state();
+        let held = state
+            .job_mut(&run.id, now_ms())
+            .is_some_and(|entry| entry.value.held_by(run.claim).is_ok());
+        if held {
+            write();
+        }
+        held
+    }
+
+    fn job_key(&self, _id: &JobId) -> Option<String> {
+        None
+    }
 }

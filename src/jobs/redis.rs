@@ -1076,6 +1076,17 @@ impl JobStore for RedisStore {
     fn settings(&self) -> &StoreSettings {
         &self.settings
     }
+
+    fn while_held(&self, _run: &RunId, write: &mut dyn FnMut()) -> bool {
+        // The record cannot be held still across another store's write: a catalogue in this
+        // Redis checks `job_key` inside its own script instead.
+        write();
+        true
+    }
+
+    fn job_key(&self, id: &JobId) -> Option<String> {
+        Some(self.keys.job(id))
+    }
 }
 
 /// Decodes a primary's `ROLE`: `["master", offset, [[ip, port, acked offset], …]]` into its

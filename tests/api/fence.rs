@@ -25,6 +25,7 @@ both_stores!(
     a_run_fenced_off_before_its_swap_leaves_the_table_and_the_current_run_swaps,
     an_ended_job_s_run_cannot_swap_the_table,
     a_fenced_off_pair_run_keeps_the_old_table_and_ends_fenced_not_recorded,
+    a_run_taken_over_mid_job_does_not_swap_and_its_end_is_not_recorded,
 );
 
 /// A job store and a catalogue in the same place (the same Redis, or both embedded).
@@ -219,4 +220,85 @@ async fn a_fenced_off_pair_run_keeps_the_old_table_and_ends_fenced_not_recorded(
         Status::Running,
         "the current run still holds the job"
     );
+}
+
+/// A runner whose one worker runs a pair-like job: its first run hands the test its run,
+/// waits for the go-ahead, then swaps the table through the fence the runner gave it.
+async fn a_run_taken_over_mid_job_does_not_swap_and_its_end_is_not_recorded(b: Backend) {
+    use std::sync::mpsc;
+    use std::sync::Mutex;
+
+    use catalog_jobs::jobs::registry::Registry;
+    use catalog_jobs::jobs::runner::{Runner, RunnerSettings};
+    use catalog_jobs::jobs::store::RunId;
+
+    let (jobs, catalog) = stores(b);
+    let t = tenant();
+    let (ran_tx, ran_rx) = mpsc::channel::<RunId>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    let ran_tx = Mutex::new(ran_tx);
+    let in_job = catalog.clone();
+    let registry = Registry::new().with_plain("pair", move |input, _| {
+        let _ = ran_tx.lock().unwrap().send(input.run);
+        let _ = go_rx.lock().unwrap().recv();
+        match in_job.replace_neighbours(&input.tenant, &table("a", "stale"), &*input.fence) {
+            Ok(Swap::Swapped) => Ok(json!({"swapped": true})),
+            Ok(Swap::Fenced) => Err(JobError::Fenced),
+            Err(e) => Err(JobError::new("StoreUnavailable", e)),
+        }
+    });
+    let settings = RunnerSettings {
+        max_concurrent: 1,
+        ..RunnerSettings::default()
+    };
+    let runner = Runner::new(jobs.clone(), Arc::new(registry), settings);
+    assert_eq!(
+        swap(&catalog, &t, table("a", "old"), Arc::new(Unfenced)).await,
+        Swap::Swapped
+    );
+
+    let job = new_job(&t, "pair");
+    runner.create(job.clone()).await.unwrap();
+    let first = tokio::task::spawn_blocking(move || ran_rx.recv().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(first.id, job.id);
+    // Taken over while it works: given back and claimed by another process.
+    assert_eq!(jobs.release(&first).await.unwrap(), Release::Requeued);
+    let second = jobs
+        .claim("host-b/2", &test_kinds())
+        .await
+        .unwrap()
+        .expect("requeued");
+    go_tx.send(()).unwrap();
+
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while runner.active_jobs() > 0 {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the fenced-off run ends");
+    assert_eq!(
+        neighbour_of(&catalog, &t, "a").await.as_deref(),
+        Some("old")
+    );
+    let record = jobs.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.worker.as_deref()),
+        (Status::Running, Some("host-b/2")),
+        "the old run's end is not recorded: the job is still the second run's"
+    );
+    let created = record.clone();
+    finish(
+        &*jobs,
+        &second.job,
+        &second.run,
+        &created,
+        Outcome::Done(json!({})),
+    )
+    .await;
+    runner.shutdown(std::time::Duration::from_secs(1)).await;
 }

@@ -11,14 +11,15 @@ use catalog_jobs::catalog::products::{
 use catalog_jobs::catalog::{Catalog, CatalogError, CatalogSettings};
 use catalog_jobs::jobs::fence::{Fence, StoreFence, Unfenced};
 use catalog_jobs::jobs::registry::{ErrorClass, JobError};
-use catalog_jobs::jobs::store::{Claim, JobStore, Outcome, Release};
+use catalog_jobs::jobs::store::{Claim, JobStore, Outcome, Release, StoreSettings};
 use catalog_jobs::jobs::{Status, TenantId};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::{
-    create, finish, new_job, settings, shared_redis_url, store, tenant, test_kinds, unique, Backend,
+    create, finish, new_job, settings, shared_redis_url, start, store, tenant, test_kinds, unique,
+    Backend,
 };
 
 both_stores!(
@@ -26,6 +27,7 @@ both_stores!(
     an_ended_job_s_run_cannot_swap_the_table,
     a_fenced_off_pair_run_keeps_the_old_table_and_ends_fenced_not_recorded,
     a_run_taken_over_mid_job_does_not_swap_and_its_end_is_not_recorded,
+    a_run_whose_job_was_superseded_cannot_swap_the_table,
 );
 
 /// A job store and a catalogue in the same place (the same Redis, or both embedded).
@@ -301,4 +303,40 @@ async fn a_run_taken_over_mid_job_does_not_swap_and_its_end_is_not_recorded(b: B
     )
     .await;
     runner.shutdown(std::time::Duration::from_secs(1)).await;
+}
+
+/// A job whose lease is stale at once and runs once: the next create of its tenant and kind
+/// takes its lock over and marks it `superseded_by` (what happens after a lost run).
+async fn a_run_whose_job_was_superseded_cannot_swap_the_table(b: Backend) {
+    let jobs = store(
+        b,
+        StoreSettings {
+            stale_after: std::time::Duration::ZERO,
+            max_attempts: 1,
+            ..settings()
+        },
+    );
+    let (_, catalog) = stores(b);
+    let t = tenant();
+    let old = new_job(&t, "pair");
+    let (_, old_run) = start(&*jobs, &old).await;
+    let fence: Arc<dyn Fence> = Arc::new(StoreFence::new(jobs.clone(), old_run));
+    assert_eq!(
+        swap(&catalog, &t, table("a", "old"), fence.clone()).await,
+        Swap::Swapped
+    );
+    create(&*jobs, &new_job(&t, "pair")).await;
+    assert_eq!(
+        jobs.get(&old.id).await.unwrap().unwrap().status,
+        Status::Lost,
+        "the old job was superseded"
+    );
+    assert_eq!(
+        swap(&catalog, &t, table("a", "stale"), fence).await,
+        Swap::Fenced
+    );
+    assert_eq!(
+        neighbour_of(&catalog, &t, "a").await.as_deref(),
+        Some("old")
+    );
 }

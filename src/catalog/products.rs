@@ -4,7 +4,8 @@
 //!
 //! A product is valid by construction: `Product::from_json` checks every field against
 //! `limits`, so one bad row is reported with its line and never stops the rows around it.
-//! Catalogue data has no TTL. The store knows nothing of job keys or of HTTP.
+//! Catalogue data has no TTL. The store knows nothing of HTTP and builds no job keys: the
+//! neighbour swap checks the job record its run's fence names (`jobs::fence`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{LazyLock, Mutex};

@@ -71,6 +71,7 @@ async fn one_life(store: &RedisStore, n: usize, worker: &str) {
         origin: Origin {
             created_by: "anonymous".into(),
             request_id: format!("ack-{n}"),
+            retry_of: None,
         },
         idempotency_key: None,
     };

@@ -23,4 +23,14 @@ if ! command -v script >/dev/null 2>&1; then
   $sudo apt-get install -y -qq bsdutils >/dev/null
 fi
 
+# The admin page's browser tests drive a headless Chromium through chromedriver.
+if ! command -v chromedriver >/dev/null 2>&1; then
+  echo "scripts/test.sh: installing chromium and chromium-driver (the admin page's browser tests)" >&2
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+
 exec cargo test --locked "$@"

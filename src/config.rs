@@ -114,6 +114,16 @@ pub struct Config {
     )]
     pub sync_allowed_hosts: Vec<String>,
 
+    /// Comma-separated origins (`https://admin.example.com`, `http://localhost:8080`) whose
+    /// pages may call the API from a browser (none by default: no CORS headers at all).
+    #[arg(
+        long,
+        env = "CORS_ALLOWED_ORIGINS",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    pub cors_allowed_origins: Vec<String>,
+
     /// How long a replica may answer polls of a finished job from memory (0 turns it off).
     /// A finished job never changes; only its deletion can go unseen for this long.
     #[arg(long, env = "FINISHED_CACHE_SECONDS", default_value = "1", value_parser = seconds)]
@@ -288,6 +298,8 @@ impl Config {
         for entry in self.allowed_hosts() {
             crate::catalog::sync::AllowedHost::parse(&entry).map_err(ConfigError::Invalid)?;
         }
+        crate::api::cors::Cors::from_config(&self.cors_allowed_origins)
+            .map_err(ConfigError::Invalid)?;
         if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
             return bad("KEY_PREFIX must be non-empty and without spaces");
         }

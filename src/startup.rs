@@ -95,6 +95,8 @@ impl App {
                 tokens: Arc::new(tokens),
                 max_start_body_bytes: config.max_start_body_bytes,
                 request_timeout: config.request_timeout_seconds,
+                cors: api::cors::Cors::from_config(&config.cors_allowed_origins)
+                    .map_err(crate::config::ConfigError::Invalid)?,
             },
         };
         Ok(Self {

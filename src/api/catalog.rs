@@ -38,8 +38,9 @@ use serde_json::Value;
         (openapi::StartFields = "multipart/form-data"),
     )),
     responses(
-        (status = 200, description = "`wait=true` and the job is done: its report.", body = openapi::JobReport,
-            headers(("Idempotent-Replayed" = String, description = "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."))),
+       (status = 200, description = "`wait=true` and the job is done: its report.", body = openapi::JobReport,
+            headers(("Location" = String, description = "The job that made the report: `/catalog/jobs/{job_id}`."),
+                ("Idempotent-Replayed" = String, description = "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."))),
         (status = 202, description = "Started, joined or replayed (or still running after `WAIT_MAX_SECONDS` with `wait=true`): the job; poll `Location`. A replay of an `Idempotency-Key` carries `Idempotent-Replayed: true`.",
             body = openapi::JobSnapshot,
             headers(
@@ -84,9 +85,6 @@ pub async fn start(
     let idempotency_key = idempotency_key(&headers)?;
     let params = (spec.prepare)(&fields)?;
 
-    app.runner
-        .admit()
-        .inspect_err(|r| metrics::job_refused(refusal_reason(r)))?;
     let job = NewJob {
         id: JobId::new(),
         tenant,
@@ -96,22 +94,38 @@ pub async fn start(
         origin: Origin {
             created_by: caller.name.clone(),
             request_id,
+            retry_of: None,
         },
         idempotency_key,
     };
+    launch(&app, job, on_conflict, wait).await
+}
+
+/// Creates `job` (a start's, or a retry's) and answers as a start does: 202, or the outcome
+/// with `wait`; 409 when the kind is taken (joined with `on_conflict=join`), 429/503 when
+/// refused. One place decides what a create's answer means over HTTP.
+pub(crate) async fn launch(
+    app: &AppState,
+    job: NewJob,
+    on_conflict: OnConflict,
+    wait: bool,
+) -> Result<Response, ApiError> {
+    app.runner
+        .admit()
+        .inspect_err(|r| metrics::job_refused(refusal_reason(r)))?;
     let params = job.params.clone();
-    let snapshot = match app.store.create(job).await? {
+    let snapshot = match app.runner.create(job).await? {
         Created::Created(snapshot) => {
             metrics::job_created(snapshot.kind.as_str());
             *snapshot
         }
         Created::Replayed(id) => {
-            let answer = answer(&app, existing(&app, id).await?, wait).await;
+            let answer = answer(app, existing(app, id).await?, wait).await;
             return Ok(replayed(answer.unwrap_or_else(IntoResponse::into_response)));
         }
         Created::KeyReused(id) => return Err(ApiError::IdempotencyKeyReused(id)),
         Created::AlreadyRunning(holder) => match on_conflict {
-            OnConflict::Join => joinable(&app, holder, &params).await?,
+            OnConflict::Join => joinable(app, holder, &params).await?,
             OnConflict::Reject => {
                 metrics::job_refused("already_running");
                 return Err(ApiError::AlreadyRunning {
@@ -129,7 +143,7 @@ pub async fn start(
             return Err(ApiError::RateLimited(wait));
         }
     };
-    answer(&app, snapshot, wait).await
+    answer(app, snapshot, wait).await
 }
 
 /// The active job a `on_conflict=join` request joins: the lock holder, when its parameters
@@ -161,7 +175,11 @@ async fn answer(app: &AppState, snapshot: Snapshot, wait: bool) -> Result<Respon
     // The job may run on any replica: its end is learnt from the store's events.
     match tokio::time::timeout(app.wait_max, app.runner.wait_end(snapshot.job_id)).await {
         Ok(Ok(job)) if job.status == Status::Done => {
-            Ok((StatusCode::OK, Json(job.result)).into_response())
+            let location = job_location(&job.job_id);
+            Ok(with_location(
+                (StatusCode::OK, Json(job.result)).into_response(),
+                &location,
+            ))
         }
         Ok(Ok(job)) => Err(ApiError::JobFailed(Box::new(job))),
         // Outlasted WAIT_MAX_SECONDS (or the store went away): answer as if wait were false.
@@ -192,10 +210,23 @@ fn replayed(mut response: Response) -> Response {
 }
 
 /// 202 with the job's snapshot and where to poll it.
-fn accepted(snapshot: Snapshot) -> Response {
-    let location = format!("/catalog/jobs/{}", snapshot.job_id);
-    let mut response = (StatusCode::ACCEPTED, Json(snapshot)).into_response();
-    if let Ok(v) = HeaderValue::from_str(&location) {
+pub(crate) fn accepted(snapshot: Snapshot) -> Response {
+    let location = job_location(&snapshot.job_id);
+    with_location(
+        (StatusCode::ACCEPTED, Json(snapshot)).into_response(),
+        &location,
+    )
+}
+
+/// Where a job is read: `/catalog/jobs/{job_id}`.
+fn job_location(id: &JobId) -> String {
+    format!("/catalog/jobs/{id}")
+}
+
+/// The response with a `Location` header naming the job (a 202 to poll, a waited 200 to
+/// find the job again: the body of that one is the report, not the job).
+fn with_location(mut response: Response, location: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(location) {
         response.headers_mut().insert(header::LOCATION, v);
     }
     response

@@ -58,6 +58,8 @@ pub enum ApiError {
     /// The tenant created `TENANT_CREATES_PER_MINUTE` jobs this minute; retry after this.
     RateLimited(std::time::Duration),
     NotActive(Box<Snapshot>),
+    /// A retry names a job that has not ended (it is queued, running or cancelling).
+    NotEnded(Box<Snapshot>),
     JobFailed(Box<Snapshot>),
     StoreUnavailable(StoreError),
     /// The catalogue store did not answer.
@@ -216,6 +218,16 @@ impl ApiError {
                     StatusCode::CONFLICT,
                     "not_active",
                     format!("the job is {status}: there is nothing left to cancel"),
+                )
+            }
+            ApiError::NotEnded(snapshot) => {
+                let status = snapshot.status.as_str();
+                extra.insert("job_id".into(), json!(snapshot.job_id));
+                extra.insert("job".into(), json!(snapshot));
+                (
+                    StatusCode::CONFLICT,
+                    "still_active",
+                    format!("the job is {status}: only a job that ended can be retried; wait for it or cancel it"),
                 )
             }
             ApiError::JobFailed(snapshot) => {

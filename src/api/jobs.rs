@@ -1,23 +1,36 @@
-//! `GET /catalog/jobs/{job_id}` and `GET /catalog/jobs?tenant_id=T&limit=N`.
+//! `GET /catalog/jobs/{job_id}`, `GET /catalog/jobs?tenant_id=T&limit=N`, and a job's
+//! cancel and retry.
 
 use axum::extract::State;
-use axum::http::{StatusCode, Uri};
+use axum::http::{header, HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 
-use super::auth::Caller;
+use super::access::RequestId;
+use super::auth::{Caller, Scope};
 use super::error::ApiError;
 use super::extract::{
-    job_not_found, limit_field, query_fields, refuse_unknown, tenant_field, JobIdPath,
+    job_not_found, query_fields, refuse_unknown, tenant_field, JobIdPath, OnConflict,
 };
+use super::job_filter::JobFilter;
 use super::openapi;
 use super::AppState;
-use crate::jobs::store::{Cancel, Outcome};
-use crate::jobs::{JobId, Snapshot, Status};
+use crate::jobs::runner::QUEUED_STEP;
+use crate::jobs::store::{Cancel, NewJob, Origin, Outcome};
+use crate::jobs::{JobId, Snapshot, Status, TenantId};
 use serde_json::Value;
 
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
+/// The longest `Retry-After` an active job's answer suggests: an estimate further out than
+/// this is too unsure to wait on, and a client polling twice a minute misses little.
+const RETRY_AFTER_CAP_SECS: u64 = 30;
+/// The shortest `Retry-After`: HTTP counts it in whole seconds, and sooner is only load.
+const RETRY_AFTER_MIN_SECS: u64 = 1;
+/// `Retry-After` while there is no estimate (queued, or no progress yet): soon enough to
+/// see the job start, far enough not to hammer the store.
+const RETRY_AFTER_UNKNOWN_SECS: u64 = 2;
 
 /// A job as it is now: status, a percent that never goes backwards, the step, and the
 /// report once done.
@@ -27,7 +40,8 @@ const MAX_LIMIT: usize = 100;
         ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
     ),
     responses(
-        (status = 200, description = "The job.", body = openapi::JobSnapshot),
+        (status = 200, description = "The job. While it is active the answer carries `Retry-After`: when to poll again, from `eta_seconds` (1–30 s; 2 s while there is no estimate).", body = openapi::JobSnapshot,
+            headers(("Retry-After" = u64, description = "Active jobs only: seconds until polling again is worth it."))),
         (status = 404, description = "`not_found`: no job has this id (or it expired after `JOB_TTL_SECONDS`), or it is another tenant's (the `tenant_id` named, or the token's).", body = openapi::ErrorBody),
         (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = openapi::ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
@@ -37,13 +51,79 @@ pub async fn get_one(
     caller: Caller,
     JobIdPath(id): JobIdPath,
     uri: Uri,
-) -> Result<Json<Snapshot>, ApiError> {
-    visible_job(&app, &caller, &id, &uri).await.map(Json)
+) -> Result<Response, ApiError> {
+    let snapshot = visible_job(&app, &caller, &id, &uri).await?;
+    let retry_after = snapshot
+        .status
+        .is_active()
+        .then(|| retry_after_secs(snapshot.eta_seconds));
+    let mut response = Json(snapshot).into_response();
+    if let Some(secs) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    Ok(response)
+}
+
+/// When an active job is worth polling again: its estimate, held to
+/// [`RETRY_AFTER_MIN_SECS`]–[`RETRY_AFTER_CAP_SECS`], or [`RETRY_AFTER_UNKNOWN_SECS`].
+pub fn retry_after_secs(eta_seconds: Option<u64>) -> u64 {
+    eta_seconds
+        .unwrap_or(RETRY_AFTER_UNKNOWN_SECS)
+        .clamp(RETRY_AFTER_MIN_SECS, RETRY_AFTER_CAP_SECS)
+}
+
+/// `POST /catalog/jobs/{job_id}/retry`: a new job with the tenant, kind and parameters of a
+/// job that ended (`done`, `failed`, `cancelled` or `lost`), recorded as its `retry_of`.
+/// Answered as a start is (202 + `Location`; 409 `already_running` while the kind is taken).
+#[utoipa::path(post, path = "/catalog/jobs/{job_id}/retry", tag = "jobs",
+    params(
+        ("job_id" = String, Path, description = "The ended job to run again."),
+        ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
+    ),
+    responses(
+        (status = 202, description = "The new job (its `retry_of` names the old one); poll `Location`.", body = openapi::JobSnapshot,
+            headers(("Location" = String, description = "Where to poll the new job: `/catalog/jobs/{job_id}`."))),
+        (status = 404, description = "`not_found`: no such job, or another tenant's (the `tenant_id` named, or the token's).", body = openapi::ErrorBody),
+        (status = 409, description = "`still_active`: the job has not ended (it is in `job`, its id in `job_id`); `already_running`: another job of this tenant and kind is active (its `job_id`).", body = openapi::ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = openapi::ErrorBody),
+        (status = 429, description = "`rate_limited`: the tenant started `TENANT_CREATES_PER_MINUTE` jobs this minute.", body = openapi::ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds until the tenant's minute ends."))),
+        (status = 503, description = "`overloaded`, `shutting_down` or `store_unavailable`; nothing was created.", body = openapi::ErrorBody),
+    ))]
+pub async fn retry(
+    State(app): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+    JobIdPath(id): JobIdPath,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    let old = visible_job(&app, &caller, &id, &uri).await?;
+    if old.status.is_active() {
+        return Err(ApiError::NotEnded(Box::new(old)));
+    }
+    let job = NewJob {
+        id: JobId::new(),
+        tenant: old.tenant_id,
+        kind: old.kind,
+        params: old.params,
+        step: QUEUED_STEP.to_owned(),
+        origin: Origin {
+            created_by: caller.name.clone(),
+            request_id,
+            retry_of: Some(old.job_id),
+        },
+        idempotency_key: None,
+    };
+    super::catalog::launch(&app, job, OnConflict::Reject, false).await
 }
 
 #[derive(Serialize)]
 pub struct Listing {
     jobs: Vec<Snapshot>,
+    /// The `cursor` of the next page; None at the end.
+    next_cursor: Option<String>,
 }
 
 /// `POST /catalog/jobs/{job_id}/cancel`: asks an active job to stop. 202 with the job (now
@@ -106,6 +186,17 @@ async fn visible_job(
         false => None,
     };
     refuse_unknown(&fields, "tenant_id")?;
+    visible(app, caller, id, named).await
+}
+
+/// The job, if it exists, the caller may see it, and it belongs to tenant `named` (when a
+/// request names one). Every refusal is the same 404, so an id leaks nothing.
+pub(super) async fn visible(
+    app: &AppState,
+    caller: &Caller,
+    id: &JobId,
+    named: Option<TenantId>,
+) -> Result<Snapshot, ApiError> {
     let snapshot = app.store.get(id).await?.ok_or_else(|| job_not_found(id))?;
     let theirs =
         caller.sees(&snapshot.tenant_id) && named.is_none_or(|tenant| tenant == snapshot.tenant_id);
@@ -116,16 +207,19 @@ async fn visible_job(
     }
 }
 
-/// A tenant's jobs, newest first.
+/// A tenant's jobs, newest first; or, for an operator, the active jobs of every tenant.
 #[utoipa::path(get, path = "/catalog/jobs", tag = "jobs",
     params(
-        ("tenant_id" = String, Query, description = "The tenant."),
-        ("limit" = Option<u32>, Query, description = "How many jobs, 1–100 (default 20).", minimum = 1, maximum = 100),
+        ("tenant_id" = Option<String>, Query, description = "The tenant: its recent jobs (the last 100 it created). Left out, with an operator token (scope `*`) or on a service without tokens: the active jobs (queued, running, cancelling, lost) of every tenant, read from the ready queue and the lease index. A tenant token must name its tenant (403 otherwise)."),
+        ("status" = Option<String>, Query, description = "Only jobs in these statuses: one or more of `queued`, `running`, `cancelling`, `done`, `failed`, `cancelled`, `lost`, comma-separated or repeated."),
+        ("kind" = Option<String>, Query, description = "Only jobs of this kind."),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page (opaque)."),
+        ("limit" = Option<u32>, Query, description = "How many jobs per page, 1–100 (default 20).", minimum = 1, maximum = 100),
     ),
     responses(
-        (status = 200, description = "The jobs.", body = openapi::JobListing),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
+        (status = 200, description = "A page of jobs, newest first, and the `next_cursor` (null on the last page).", body = openapi::JobListing),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or a tenant token named no tenant.", body = openapi::ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`, `status`, `kind`, `cursor` or `limit`) or `unknown_field` (with `field`).", body = openapi::ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
     ))]
 pub async fn list(
@@ -134,10 +228,35 @@ pub async fn list(
     uri: Uri,
 ) -> Result<Json<Listing>, ApiError> {
     let mut fields = query_fields(&uri)?;
-    let tenant = tenant_field(&mut fields)?;
-    caller.may_act_for(&tenant)?;
-    let limit = limit_field(&mut fields, DEFAULT_LIMIT, MAX_LIMIT)?;
-    refuse_unknown(&fields, "tenant_id and limit")?;
-    let jobs = app.store.recent(&tenant, limit).await?;
-    Ok(Json(Listing { jobs }))
+    let tenant = match fields.contains_key("tenant_id") {
+        true => Some(tenant_field(&mut fields)?),
+        false => None,
+    };
+    let filter = JobFilter::take(&mut fields, DEFAULT_LIMIT, MAX_LIMIT)?;
+    refuse_unknown(&fields, "tenant_id, status, kind, cursor and limit")?;
+    let jobs = match tenant {
+        Some(tenant) => {
+            caller.may_act_for(&tenant)?;
+            let cap = app.store.settings().list_cap;
+            app.store.recent(&tenant, cap).await?
+        }
+        // Every tenant's active jobs: an operator's view (or anyone's, running open).
+        None if caller.scope == Scope::All => app.store.active().await?,
+        None => return Err(ApiError::Forbidden),
+    };
+    let (jobs, next_cursor) = filter.page(jobs);
+    Ok(Json(Listing { jobs, next_cursor }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_follows_the_eta_within_its_bounds() {
+        assert_eq!(retry_after_secs(Some(7)), 7);
+        assert_eq!(retry_after_secs(Some(0)), RETRY_AFTER_MIN_SECS);
+        assert_eq!(retry_after_secs(Some(3_600)), RETRY_AFTER_CAP_SECS);
+        assert_eq!(retry_after_secs(None), RETRY_AFTER_UNKNOWN_SECS);
+    }
 }

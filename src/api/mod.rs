@@ -2,10 +2,14 @@
 //! on the job store and runner, and every failure into `ApiError`'s envelope.
 
 pub mod access;
+pub mod admin;
 pub mod auth;
 pub mod catalog;
+pub mod cors;
 pub mod error;
+pub mod events;
 pub mod extract;
+pub mod job_filter;
 pub mod jobs;
 pub mod openapi;
 pub mod products;
@@ -55,6 +59,8 @@ pub struct Guard {
     pub max_start_body_bytes: usize,
     /// How long a start request's body may take to arrive (`REQUEST_TIMEOUT_SECONDS`).
     pub request_timeout: Duration,
+    /// The origins whose pages may call the API (`CORS_ALLOWED_ORIGINS`); None: no CORS.
+    pub cors: Option<cors::Cors>,
 }
 
 /// Every route, each registered through its OpenAPI annotation (`routes!`), so a route
@@ -78,9 +84,16 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::list))
         .routes(routes!(jobs::get_one))
         .routes(routes!(jobs::cancel))
+        .routes(routes!(jobs::retry))
+        .routes(routes!(events::job_events))
+        .routes(routes!(events::tenant_events))
         .routes(routes!(products::list, products::import))
         .routes(routes!(products::get_one))
         .routes(routes!(tenants::remove))
+        .routes(routes!(admin::root))
+        .routes(routes!(admin::page))
+        .routes(routes!(admin::style))
+        .routes(routes!(admin::script))
 }
 
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {
@@ -94,6 +107,12 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     let router = router.layer(middleware::from_fn_with_state(
         state.clone(),
         auth::authenticate,
+    ));
+    // Preflights are answered before authentication (a browser sends them without the
+    // token), inside the access line so they are logged.
+    let router = router.layer(middleware::from_fn_with_state(
+        state.guard.cors.clone(),
+        cors::apply,
     ));
     router
         .layer(middleware::from_fn(access::access))

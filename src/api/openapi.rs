@@ -34,7 +34,8 @@ use super::auth::GUARDED_PREFIX;
         (name = "jobs", description = "Start, poll, list and cancel jobs"),
         (name = "products", description = "The catalogue a tenant's jobs work on"),
         (name = "tenants", description = "Removing a tenant's data"),
-        (name = "operations", description = "Health, readiness, metrics and this document")
+        (name = "operations", description = "Health, readiness, metrics and this document"),
+        (name = "admin", description = "The admin page, served by the binary")
     )
 )]
 struct Front;
@@ -260,7 +261,9 @@ pub struct JobSnapshot {
     /// The parameters the job runs with.
     pub params: BTreeMap<String, Value>,
     /// The report once `done` (null before): see `SyncReport`, `EnrichReport`, `PairReport`.
-    /// A failed sync and a cancelled sync or enrich keep what they saved, in the same shape.
+    /// A failed or cancelled job keeps what it did: a sync per source (status, error class,
+    /// HTTP status, rows read and saved), an enrich its counts and batches saved, a pair the
+    /// phase it reached (`PairStopped`) — classes and counts only, never messages.
     pub result: Option<JobReport>,
     /// The error class when `failed` (`SourceUnreachable`, `Panic`, `Interrupted`, …).
     pub error: Option<String>,
@@ -285,6 +288,11 @@ pub struct JobSnapshot {
     pub cancelled_by: Option<String>,
     /// The `x-request-id` of the request that started the job.
     pub request_id: Option<String>,
+    /// The ended job this one retries (`POST /catalog/jobs/{job_id}/retry`), else null.
+    pub retry_of: Option<String>,
+    /// Seconds until the job should end at the rate it has progressed since `started_at`;
+    /// null before any progress, while queued and once it ended.
+    pub eta_seconds: Option<u64>,
 }
 
 /// `lost` is never stored: it is an active job whose heartbeat is older than
@@ -310,6 +318,7 @@ pub enum JobReport {
     Sync(SyncReport),
     Enrich(EnrichReport),
     Pair(PairReport),
+    PairStopped(PairStopped),
 }
 
 #[derive(ToSchema, Deserialize)]
@@ -378,6 +387,26 @@ pub struct PairReport {
     pub pairs: u64,
 }
 
+/// What a pair that was cancelled or failed kept as its `result`: the phase it had reached
+/// (the old neighbour table is left whole).
+#[derive(ToSchema, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct PairStopped {
+    pub phase: PairPhase,
+}
+
+#[derive(ToSchema, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum PairPhase {
+    Loading,
+    Embedding,
+    Indexing,
+    Scoring,
+    Writing,
+}
+
 /// A start's fields, from the query string and the body in any accepted content type.
 #[derive(ToSchema, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -402,6 +431,52 @@ pub struct StartFields {
 pub struct JobListing {
     /// Newest first.
     pub jobs: Vec<JobSnapshot>,
+    /// The `cursor` of the next page; null on the last one.
+    pub next_cursor: Option<String>,
+}
+
+/// A job's timeline, oldest first.
+#[derive(ToSchema, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct JobTimeline {
+    pub events: Vec<TimelineEvent>,
+}
+
+/// One event of a job's timeline: these fields, and those its type adds (`request_id` on
+/// `created`; `attempt` and `worker` on `started` and `restored`; `by` on
+/// `cancel_requested`; `attempt` on `requeued`; `superseded_by` on `superseded`; `error`, the
+/// error class, on a `finished` that failed).
+#[derive(ToSchema, Deserialize)]
+#[allow(dead_code)]
+pub struct TimelineEvent {
+    /// `<ms>-<seq>`: ids grow; send one back as `after` or `Last-Event-ID` to resume.
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: TimelineEventType,
+    /// When, in ms since the epoch.
+    pub at: u64,
+    /// What the job read right after it.
+    pub status: String,
+    #[schema(minimum = 0, maximum = 100)]
+    pub percent: u8,
+    pub step: String,
+}
+
+#[derive(ToSchema, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum TimelineEventType {
+    Created,
+    Started,
+    Progress,
+    CancelRequested,
+    Released,
+    Requeued,
+    Lost,
+    Restored,
+    Superseded,
+    Finished,
 }
 
 /// A product as imported (fields beyond these are refused per row).

@@ -25,6 +25,7 @@ use super::openapi;
 use super::AppState;
 use crate::catalog::feed::{self, FeedError, Format, RowReport};
 use crate::catalog::products::{CatalogStore, CatalogStoreError};
+use crate::catalog::search::{search, ProductQuery};
 use crate::jobs::registry::Fields;
 use crate::jobs::TenantId;
 
@@ -276,17 +277,18 @@ impl Read for BodyReader {
     }
 }
 
-/// A page of a tenant's products.
+/// A page of a tenant's products; with `q`, the products it finds.
 #[utoipa::path(get, path = "/catalog/products", tag = "products",
     params(
         ("tenant_id" = String, Query, description = "The tenant."),
+        ("q" = Option<String>, Query, description = "Search: products whose key starts with `q` (case-insensitively), or whose name has every word of `q` (read as the catalogue reads names: case, hyphens and plurals folded, so `t-shirts` finds `T Shirt`). 1–200 characters. A search examines at most 100,000 products per request and may answer a short (even empty) page with a `next_cursor` to go on."),
         ("limit" = Option<u32>, Query, description = "How many, 1–500 (default 50).", minimum = 1, maximum = 500),
-        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page."),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page (of the same `q`)."),
     ),
     responses(
         (status = 200, description = "The page.", body = openapi::ProductPage),
         (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field` (a bad `limit` or `cursor`) or `unknown_field`.", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` (a bad `limit` or `cursor`, or a `q` empty or over 200 characters) or `unknown_field`.", body = openapi::ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
     ))]
 pub async fn list(
@@ -294,13 +296,21 @@ pub async fn list(
     caller: Caller,
     uri: Uri,
 ) -> Result<Json<Value>, ApiError> {
-    let (tenant, mut fields) = only_tenant(&caller, &uri, &["limit", "cursor"])?;
+    let (tenant, mut fields) = only_tenant(&caller, &uri, &["limit", "cursor", "q"])?;
     let limit = limit_field(&mut fields, DEFAULT_PAGE, MAX_PAGE)?;
     let cursor = take_single(&mut fields, "cursor")?
         .and_then(|v| v.as_str().map(str::to_owned))
         .filter(|c| !c.is_empty());
+    let query = take_single(&mut fields, "q")?
+        .map(|v| ProductQuery::parse(v.as_str().unwrap_or_default()))
+        .transpose()
+        .map_err(|message| ApiError::invalid("q", message))?;
     let store = app.catalog.store.clone();
-    let (items, next) = blocking(move || store.page(&tenant, limit, cursor.as_deref())).await?;
+    let (items, next) = blocking(move || match query {
+        Some(query) => search(&*store, &tenant, &query, limit, cursor.as_deref()),
+        None => store.page(&tenant, limit, cursor.as_deref()),
+    })
+    .await?;
     Ok(Json(json!({ "products": items, "next_cursor": next })))
 }
 

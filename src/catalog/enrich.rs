@@ -60,17 +60,18 @@ pub fn run(
     let batches = todo.len().div_ceil(size);
     let (mut extracted, mut unextractable) = (0u64, 0u64);
     // Batches already saved stay saved: a re-run resumes after them, and a stop on request
-    // reports them.
-    let stopped = |saved: usize, extracted: u64, unextractable: u64| {
-        check(stop).map_err(|_| {
-            CatalogError::CancelledWith(json!({
-                "products": products.len(),
-                "extracted": extracted,
-                "unextractable": unextractable,
-                "skipped": skipped,
-                "batches": saved,
-            }))
+    // or a failure reports them.
+    let partial = |saved: usize, extracted: u64, unextractable: u64| {
+        json!({
+            "products": products.len(),
+            "extracted": extracted,
+            "unextractable": unextractable,
+            "skipped": skipped,
+            "batches": saved,
         })
+    };
+    let stopped = |saved: usize, extracted: u64, unextractable: u64| {
+        check(stop).map_err(|e| e.with_report(partial(saved, extracted, unextractable)))
     };
     for (n, chunk) in todo.chunks(size).enumerate() {
         let step = format!("extracting attributes — batch {} of {batches}", n + 1);
@@ -90,6 +91,8 @@ pub fn run(
             };
             batch.push((p.product.product_key.clone(), e));
         }
+        retrying(window, || catalog.store.save_enrichments(tenant, &batch))
+            .map_err(|e| e.with_report(partial(n, extracted, unextractable)))?;
         for (_, e) in &batch {
             if e.unextractable {
                 unextractable += 1;
@@ -97,7 +100,6 @@ pub fn run(
                 extracted += 1;
             }
         }
-        retrying(window, || catalog.store.save_enrichments(tenant, &batch))?;
         progress.interpolate(0, 100, n * size + chunk.len(), todo.len(), &step);
     }
     let last = if batches == 0 {

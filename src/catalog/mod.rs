@@ -12,6 +12,7 @@ pub mod extract;
 pub mod feed;
 pub mod pair;
 pub mod products;
+pub mod search;
 pub mod sync;
 pub mod tokens;
 
@@ -75,6 +76,30 @@ pub enum CatalogError {
     /// Stopped on request, with the report of what it had saved so far.
     #[error("the job was asked to stop")]
     CancelledWith(serde_json::Value),
+    /// Failed with `cause` (whose class it keeps), with the report of what the job had done
+    /// by then: counts and phases only, never a message.
+    #[error("{cause}")]
+    FailedWith {
+        cause: Box<CatalogError>,
+        report: serde_json::Value,
+    },
+}
+
+impl CatalogError {
+    /// This error with the partial `report` of a job: a stop on request keeps it as the
+    /// cancelled job's report, a failure as the failed job's (a sync failure keeps its own).
+    pub fn with_report(self, report: serde_json::Value) -> Self {
+        match self {
+            CatalogError::Cancelled => CatalogError::CancelledWith(report),
+            e @ (CatalogError::StoreUnavailable(_) | CatalogError::CorruptRecord(_)) => {
+                CatalogError::FailedWith {
+                    cause: Box::new(e),
+                    report,
+                }
+            }
+            e => e,
+        }
+    }
 }
 
 impl ErrorClass for CatalogError {
@@ -83,6 +108,7 @@ impl ErrorClass for CatalogError {
             CatalogError::StoreUnavailable(_) => "StoreUnavailable",
             CatalogError::CorruptRecord(_) => "CorruptRecord",
             CatalogError::SyncFailed { class, .. } => class,
+            CatalogError::FailedWith { cause, .. } => cause.class(),
             CatalogError::Cancelled | CatalogError::CancelledWith(_) => {
                 crate::jobs::registry::CANCELLED
             }
@@ -91,7 +117,9 @@ impl ErrorClass for CatalogError {
 
     fn partial_report(&self) -> Option<serde_json::Value> {
         match self {
-            CatalogError::SyncFailed { report, .. } => Some(report.clone()),
+            CatalogError::SyncFailed { report, .. } | CatalogError::FailedWith { report, .. } => {
+                Some(report.clone())
+            }
             _ => None,
         }
     }
@@ -164,6 +192,14 @@ impl<'a> Monotonic<'a> {
         let percent = percent.min(100).max(last.unwrap_or(0));
         *last = Some(percent);
         cb(percent, step);
+    }
+
+    /// The last percent reported (0 before any).
+    pub fn last(&self) -> u8 {
+        self.last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or(0)
     }
 
     /// `from + (to - from) · done / total`, for progress inside a phase.

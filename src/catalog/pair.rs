@@ -87,6 +87,19 @@ const EMBEDDED: u8 = 35;
 const INDEXED: u8 = 45;
 const SCORED: u8 = 90;
 
+/// The phase a run had reached at `percent`, as a stopped or failed pair reports it.
+fn phase_at(percent: u8) -> &'static str {
+    match percent {
+        p if p < LOADED => "loading",
+        p if p < EMBEDDED => "embedding",
+        p if p < INDEXED => "indexing",
+        p if p < SCORED => "scoring",
+        _ => "writing",
+    }
+}
+
+/// Pairs the tenant's products. A run that stops on request or fails reports the phase it
+/// had reached (`{"phase": "scoring"}`); the old neighbour table is left whole either way.
 pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
@@ -94,6 +107,16 @@ pub fn run(
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
     let progress = Monotonic::new(progress);
+    run_phases(catalog, tenant, stop, &progress)
+        .map_err(|e| e.with_report(json!({ "phase": phase_at(progress.last()) })))
+}
+
+fn run_phases(
+    catalog: &Catalog,
+    tenant: &TenantId,
+    stop: &CancellationToken,
+    progress: &Monotonic<'_>,
+) -> Result<Value, CatalogError> {
     let window = catalog.settings.write_retry;
     progress.report(0, "loading products");
     let products = retrying(window, || catalog.store.all(tenant))?;
@@ -113,7 +136,7 @@ pub fn run(
             catalog.settings.pair_top_k,
             catalog.settings.pair_min_score,
             stop,
-            &progress,
+            progress,
         )
     });
     // Freeing a million loaded products takes most of a second; a cancelled job should not

@@ -7,16 +7,20 @@
 //! says so at start-up.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use serde_json::Value;
 
 use tokio::sync::broadcast;
 
 use super::store::{
     params_fingerprint, BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob,
     Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
-    QUEUE_SAMPLE,
+    FIRST_CLAIM, QUEUE_SAMPLE, STARTING_STEP,
 };
+use super::timeline::{EventId, JobChange, TimelineEvent, TIMELINE_CAP};
+use super::watch::{TenantWatch, Watchers};
 use super::{is_stale, now_ms, worker_name, JobId, Kind, Snapshot, Status, TenantId};
 
 /// How often expired entries are swept out (lookups also ignore them).
@@ -40,6 +44,8 @@ struct Record {
     free_retry: bool,
     /// When the running job's lease expires.
     lease_ms: Option<u64>,
+    /// Its timeline, oldest first, at most `TIMELINE_CAP` events (it expires with the record).
+    timeline: VecDeque<TimelineEvent>,
 }
 
 impl Record {
@@ -50,6 +56,7 @@ impl Record {
             claim: 0,
             free_retry: false,
             lease_ms: None,
+            timeline: VecDeque::new(),
         }
     }
 
@@ -74,6 +81,10 @@ struct State {
     rates: HashMap<TenantId, (u64, u32)>,
     queue: VecDeque<JobId>,
     last_sweep_ms: u64,
+    /// The last timeline event id handed out (ids only grow, as a stream's do).
+    last_event: EventId,
+    /// The open streams' watches of tenants, fed by every timeline write.
+    watchers: Arc<Watchers>,
 }
 
 impl State {
@@ -188,7 +199,58 @@ impl State {
         }
     }
 
-    /// Ends an active job: final fields set by `fill`, lock released, lease dropped.
+    /// Like `note` in the prelude: appends an event to the job's timeline (the record as it
+    /// reads now, `status` when given) and hands it to the tenant's watchers.
+    fn note(
+        &mut self,
+        id: JobId,
+        typ: &str,
+        status: Option<&str>,
+        extra: &[(&str, Value)],
+        now: u64,
+    ) {
+        let event_id = self.last_event.next(now);
+        self.last_event = event_id;
+        let Some(entry) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let rec = &mut entry.value;
+        let s = &rec.snapshot;
+        let status = status.unwrap_or(match s.cancel_requested_at {
+            Some(_) if s.status == Status::Running => Status::Cancelling.as_str(),
+            _ => s.status.as_str(),
+        });
+        let event = TimelineEvent {
+            id: event_id.to_string(),
+            kind: typ.to_owned(),
+            at: now,
+            status: status.to_owned(),
+            percent: s.percent,
+            step: s.step.clone(),
+            extra: extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+        };
+        let change = JobChange {
+            id: event.id.clone(),
+            kind_of_event: event.kind.clone(),
+            job_id: id.to_string(),
+            tenant_id: s.tenant_id.to_string(),
+            kind: s.kind.to_string(),
+            status: event.status.clone(),
+            percent: event.percent,
+            step: event.step.clone(),
+        };
+        rec.timeline.push_back(event);
+        if rec.timeline.len() > TIMELINE_CAP {
+            rec.timeline.pop_front();
+        }
+        self.watchers.send(change);
+    }
+
+    /// Ends an active job: final fields set by `fill`, lock released, lease dropped, and its
+    /// `finished` event.
     fn end(&mut self, id: JobId, status: Status, now: u64, fill: impl FnOnce(&mut Snapshot)) {
         let Some(entry) = self.jobs.get_mut(&id) else {
             return;
@@ -199,8 +261,14 @@ impl State {
         s.updated_at = now;
         s.finished_at = Some(now);
         fill(s);
+        let error: Vec<(&str, Value)> = s
+            .error
+            .iter()
+            .map(|e| ("error", e.as_str().into()))
+            .collect();
         let (tenant, kind) = (s.tenant_id.clone(), s.kind.clone());
         self.release_lock(&tenant, &kind, id, now);
+        self.note(id, "finished", None, &error, now);
     }
 }
 
@@ -242,80 +310,102 @@ impl MemoryStore {
             self.settings.stale_ms(),
             s.cancel_requested_at.is_some(),
         );
-        s
+        s.with_eta(now)
     }
 
     fn cancelled(s: &mut Snapshot) {
         s.step = "cancelled on request".to_owned();
     }
+
+    /// Like create.lua: `worker` set, the job is claimed for it when nothing waits.
+    fn create_for(&self, job: NewJob, worker: Option<&str>) -> Result<Created, StoreError> {
+        let now = now_ms();
+        let expires_ms = self.expiry(now);
+        let mut state = self.state();
+        state.sweep(now);
+        if let Some(answer) = state.recorded(&job, now) {
+            return Ok(answer);
+        }
+        let mut fence_holder = None;
+        if let Some(holder) = state.lock(&job.tenant, &job.kind, now) {
+            if let Some(entry) = state.job_mut(&holder, now) {
+                let s = &entry.value.snapshot;
+                match s.status {
+                    Status::Queued => return Ok(Created::AlreadyRunning(holder)),
+                    Status::Running => {
+                        if !is_stale(s.heartbeat_at, now, self.settings.stale_ms()) {
+                            return Ok(Created::AlreadyRunning(holder));
+                        }
+                        fence_holder = Some(holder);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if state.queue.len() >= self.settings.max_queued {
+            return Ok(Created::QueueFull);
+        }
+        let limit = self.settings.creates_per_minute;
+        if let Some(wait) = state.rate_limited(&job.tenant, limit, now) {
+            return Ok(Created::RateLimited(wait));
+        }
+        if limit > 0 {
+            state.count_create(&job.tenant, now);
+        }
+        if let Some(key) = job.idempotency_key.clone() {
+            let value = (job.id, params_fingerprint(&job.params));
+            let id_key = (job.tenant.clone(), job.kind.clone(), key);
+            state.idem.insert(id_key, Expiring { value, expires_ms });
+        }
+        if let Some(holder) = fence_holder {
+            if let Some(entry) = state.job_mut(&holder, now) {
+                entry.value.superseded_by = Some(job.id);
+                entry.value.lease_ms = None;
+                let by = [("superseded_by", job.id.to_string().into())];
+                state.note(holder, "superseded", Some("lost"), &by, now);
+            }
+        }
+        let max = self.settings.max_attempts;
+        let request = [("request_id", job.origin.request_id.clone().into())];
+        if let Some(worker) = worker.filter(|_| state.queue.is_empty()) {
+            let snapshot = job.claimed_record(worker, now, max);
+            let mut record = Record::new(snapshot.clone());
+            record.claim = FIRST_CLAIM;
+            record.lease_ms = Some(now + self.settings.stale_ms());
+            state.insert(record, expires_ms, self.settings.list_cap);
+            state.note(job.id, "created", Some("queued"), &request, now);
+            let extra = [("attempt", FIRST_CLAIM.into()), ("worker", worker.into())];
+            state.note(job.id, "started", None, &extra, now);
+            return Ok(Created::Created(Box::new(snapshot)));
+        }
+        let snapshot = job.record(Status::Queued, 0, &job.step, now, now, max);
+        state.insert(
+            Record::new(snapshot.clone()),
+            expires_ms,
+            self.settings.list_cap,
+        );
+        state.note(job.id, "created", None, &request, now);
+        state.queue.push_back(job.id);
+        let was_empty = state.queue.len() == 1;
+        drop(state);
+        if was_empty {
+            self.publish(Event::Wake);
+        }
+        Ok(Created::Created(Box::new(snapshot)))
+    }
 }
 
 impl JobStore for MemoryStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
-        Box::pin(async move {
-            let now = now_ms();
-            let expires_ms = self.expiry(now);
-            let mut state = self.state();
-            state.sweep(now);
-            if let Some(answer) = state.recorded(&job, now) {
-                return Ok(answer);
-            }
-            let mut fence_holder = None;
-            if let Some(holder) = state.lock(&job.tenant, &job.kind, now) {
-                if let Some(entry) = state.job_mut(&holder, now) {
-                    let s = &entry.value.snapshot;
-                    match s.status {
-                        Status::Queued => return Ok(Created::AlreadyRunning(holder)),
-                        Status::Running => {
-                            if !is_stale(s.heartbeat_at, now, self.settings.stale_ms()) {
-                                return Ok(Created::AlreadyRunning(holder));
-                            }
-                            fence_holder = Some(holder);
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            if state.queue.len() >= self.settings.max_queued {
-                return Ok(Created::QueueFull);
-            }
-            let limit = self.settings.creates_per_minute;
-            if let Some(wait) = state.rate_limited(&job.tenant, limit, now) {
-                return Ok(Created::RateLimited(wait));
-            }
-            if limit > 0 {
-                state.count_create(&job.tenant, now);
-            }
-            if let Some(key) = job.idempotency_key.clone() {
-                let value = (job.id, params_fingerprint(&job.params));
-                let id_key = (job.tenant.clone(), job.kind.clone(), key);
-                state.idem.insert(id_key, Expiring { value, expires_ms });
-            }
-            if let Some(entry) = fence_holder.and_then(|h| state.job_mut(&h, now)) {
-                entry.value.superseded_by = Some(job.id);
-                entry.value.lease_ms = None;
-            }
-            let snapshot = job.record(
-                Status::Queued,
-                0,
-                &job.step,
-                now,
-                now,
-                self.settings.max_attempts,
-            );
-            state.insert(
-                Record::new(snapshot.clone()),
-                expires_ms,
-                self.settings.list_cap,
-            );
-            state.queue.push_back(job.id);
-            let was_empty = state.queue.len() == 1;
-            drop(state);
-            if was_empty {
-                self.publish(Event::Wake);
-            }
-            Ok(Created::Created(Box::new(snapshot)))
-        })
+        Box::pin(async move { self.create_for(job, None) })
+    }
+
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(async move { self.create_for(job, Some(worker)) })
     }
 
     fn claim<'a>(
@@ -357,11 +447,11 @@ impl JobStore for MemoryStore {
                 let s = &mut rec.snapshot;
                 s.status = Status::Running;
                 s.worker = Some(worker.to_owned());
-                "starting".clone_into(&mut s.step);
+                STARTING_STEP.clone_into(&mut s.step);
                 s.updated_at = now;
                 s.heartbeat_at = now;
                 s.started_at.get_or_insert(now);
-                return Ok(Some(Claim {
+                let claim = Claim {
                     job: NewJob {
                         id,
                         tenant: s.tenant_id.clone(),
@@ -377,7 +467,10 @@ impl JobStore for MemoryStore {
                         claim: rec.claim,
                     },
                     attempt: s.attempt,
-                }));
+                };
+                let extra = [("attempt", claim.attempt.into()), ("worker", worker.into())];
+                state.note(id, "started", None, &extra, now);
+                return Ok(Some(claim));
             }
             Ok(None)
         })
@@ -402,6 +495,7 @@ impl JobStore for MemoryStore {
             s.percent = s.percent.max(percent.min(100));
             step.clone_into(&mut s.step);
             s.updated_at = now;
+            state.note(run.id, "progress", None, &[], now);
             Ok(Tick::Applied)
         })
     }
@@ -468,8 +562,8 @@ impl JobStore for MemoryStore {
                     // Written back whole; the outcome is applied below like any finish.
                     let snapshot = job.record(
                         Status::Running,
-                        0,
-                        "",
+                        percent.min(100),
+                        &outcome.step(),
                         created_at,
                         now,
                         self.settings.max_attempts,
@@ -477,6 +571,7 @@ impl JobStore for MemoryStore {
                     let mut record = Record::new(snapshot);
                     record.claim = run.claim;
                     state.insert(record, expires_ms, self.settings.list_cap);
+                    state.note(job.id, "restored", None, &[], now);
                 }
                 Some(entry) => {
                     if entry.value.snapshot.status.is_finished() {
@@ -547,6 +642,11 @@ impl JobStore for MemoryStore {
             record.claim = run.claim;
             record.lease_ms = Some(now + self.settings.stale_ms());
             state.insert(record, expires_ms, self.settings.list_cap);
+            let extra = [
+                ("attempt", live.attempt.into()),
+                ("worker", worker_name().into()),
+            ];
+            state.note(job.id, "restored", None, &extra, now);
             Ok(Restore::Restored)
         })
     }
@@ -575,6 +675,7 @@ impl JobStore for MemoryStore {
             "requeued: its replica shut down; waiting for a worker"
                 .clone_into(&mut rec.snapshot.step);
             state.queue.push_front(run.id);
+            state.note(run.id, "released", None, &[], now);
             drop(state);
             self.publish(Event::Wake);
             Ok(Release::Requeued)
@@ -610,6 +711,8 @@ impl JobStore for MemoryStore {
                     s.recovered_at = Some(now);
                     s.updated_at = now;
                     "recovered: its run was lost; waiting for a worker".clone_into(&mut s.step);
+                    let attempt = [("attempt", s.attempt.into())];
+                    state.note(id, "requeued", None, &attempt, now);
                     state.queue.push_front(id);
                     out.push(Recovered::Requeued(id));
                     events.push(Event::Wake);
@@ -620,6 +723,8 @@ impl JobStore for MemoryStore {
                     });
                     out.push(Recovered::Lost(id));
                     events.push(Event::Ended(id));
+                } else {
+                    state.note(id, "lost", Some("lost"), &[], now);
                 }
             }
             drop(state);
@@ -650,13 +755,16 @@ impl JobStore for MemoryStore {
             rec.snapshot
                 .cancelled_by
                 .get_or_insert_with(|| by.to_owned());
+            let by = [("by", by.into())];
             if rec.snapshot.status == Status::Queued {
+                state.note(*id, "cancel_requested", Some("cancelling"), &by, now);
                 state.queue.retain(|queued| queued != id);
                 state.end(*id, Status::Cancelled, now, Self::cancelled);
                 drop(state);
                 self.publish(Event::Ended(*id));
             } else if first {
                 rec.snapshot.updated_at = now;
+                state.note(*id, "cancel_requested", Some("cancelling"), &by, now);
                 drop(state);
                 self.publish(Event::Cancel(*id));
             }
@@ -729,10 +837,58 @@ impl JobStore for MemoryStore {
         })
     }
 
+    /// The ready queue's jobs and the leased (running) ones. There is no lease index here:
+    /// the records are walked in memory, under the lock, which costs microseconds per
+    /// thousand jobs and no I/O.
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let state = self.state();
+            Ok(state
+                .jobs
+                .values()
+                .filter(|e| e.expires_ms > now)
+                .map(|e| &e.value)
+                .filter(|r| r.superseded_by.is_none())
+                .filter(|r| r.snapshot.status == Status::Queued || r.lease_ms.is_some())
+                .map(|r| self.read(r, now))
+                .filter(|s| s.status.is_active() || s.status == Status::Lost)
+                .collect())
+        })
+    }
+
     fn subscribe(&self) -> broadcast::Receiver<Event> {
         let rx = self.events.subscribe();
         self.publish(Event::Resync);
         rx
+    }
+
+    fn timeline<'a>(
+        &'a self,
+        id: &'a JobId,
+        after: Option<EventId>,
+    ) -> BoxFuture<'a, Result<Vec<TimelineEvent>, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let mut state = self.state();
+            let Some(entry) = state.job_mut(id, now) else {
+                return Ok(Vec::new());
+            };
+            Ok(entry
+                .value
+                .timeline
+                .iter()
+                .filter(|e| after.is_none_or(|after| e.event_id() > Some(after)))
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn watch_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, TenantWatch> {
+        Box::pin(async move {
+            let watchers = self.state().watchers.clone();
+            watchers.watch(tenant)
+        })
     }
 
     fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {

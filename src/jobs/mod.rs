@@ -13,6 +13,8 @@ pub mod redis;
 pub mod registry;
 pub mod runner;
 pub mod store;
+pub mod timeline;
+pub mod watch;
 
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -235,6 +237,37 @@ pub struct Snapshot {
     pub cancelled_by: Option<String>,
     /// The `x-request-id` of the request that started the job.
     pub request_id: Option<String>,
+    /// The ended job this one retries (`POST /catalog/jobs/{id}/retry`), else null.
+    pub retry_of: Option<JobId>,
+    /// Seconds until the job should end at the rate it has progressed so far (see
+    /// [`eta_seconds`]); null before any progress and once it ended. Derived on read.
+    pub eta_seconds: Option<u64>,
+}
+
+impl Snapshot {
+    /// The snapshot with its `eta_seconds` estimated at `now_ms` (the store's clock).
+    pub fn with_eta(mut self, now_ms: u64) -> Self {
+        self.eta_seconds = eta_seconds(&self, now_ms);
+        self
+    }
+}
+
+/// The time left for a running job from its observed rate of progress: `percent` was reached
+/// in `updated_at - started_at`, so the rest takes that much per percent again, less the time
+/// already passed since that progress was written. None while there is no rate to go by
+/// (queued, or no progress yet) and once the job ended. Progress written in the millisecond
+/// the job started counts as taking one.
+pub fn eta_seconds(s: &Snapshot, now_ms: u64) -> Option<u64> {
+    let running = matches!(s.status, Status::Running | Status::Cancelling);
+    let percent = u64::from(s.percent);
+    let started = s.started_at?;
+    let spent = s.updated_at.saturating_sub(started).max(1);
+    if !running || percent == 0 || percent >= 100 {
+        return None;
+    }
+    let total_left_ms = spent.saturating_mul(100 - percent) / percent;
+    let since_progress = now_ms.saturating_sub(s.updated_at);
+    Some(total_left_ms.saturating_sub(since_progress).div_ceil(1000))
 }
 
 /// Whether an active job whose last heartbeat was at `heartbeat_ms` reads as lost at `now_ms`.
@@ -328,6 +361,54 @@ mod tests {
         assert!(JobId::parse("not-a-uuid").is_err());
         let id = JobId::new();
         assert_eq!(JobId::parse(&id.to_string()), Ok(id));
+    }
+
+    fn running(percent: u8, started_at: u64, updated_at: u64) -> Snapshot {
+        let job = store::NewJob {
+            id: JobId::new(),
+            tenant: TenantId::parse("t").unwrap(),
+            kind: Kind::parse("sync").unwrap(),
+            params: Value::Null,
+            step: String::new(),
+            origin: Default::default(),
+            idempotency_key: None,
+        };
+        let mut s = job.record(Status::Running, percent, "", started_at, started_at, 1);
+        s.updated_at = updated_at;
+        s
+    }
+
+    #[test]
+    fn the_eta_is_the_time_the_rest_takes_at_the_observed_rate() {
+        // 25 % in 10 s: the other 75 % take 30 s more.
+        assert_eq!(eta_seconds(&running(25, 0, 10_000), 10_000), Some(30));
+        // Read 12 s after that progress was written: 18 s are left.
+        assert_eq!(eta_seconds(&running(25, 0, 10_000), 22_000), Some(18));
+        // Late past the estimate it reads 0, never negative; part seconds round up.
+        assert_eq!(eta_seconds(&running(25, 0, 10_000), 99_000), Some(0));
+        assert_eq!(eta_seconds(&running(50, 0, 1_500), 1_500), Some(2));
+    }
+
+    #[test]
+    fn there_is_no_eta_without_progress_or_once_the_job_ended() {
+        assert_eq!(eta_seconds(&running(0, 0, 10_000), 10_000), None);
+        assert_eq!(eta_seconds(&running(100, 0, 10_000), 10_000), None);
+        for status in [
+            Status::Queued,
+            Status::Done,
+            Status::Failed,
+            Status::Cancelled,
+            Status::Lost,
+        ] {
+            let mut s = running(40, 0, 10_000);
+            s.status = status;
+            assert_eq!(eta_seconds(&s, 10_000), None, "{status:?}");
+        }
+        let mut never_started = running(40, 0, 10_000);
+        never_started.started_at = None;
+        assert_eq!(eta_seconds(&never_started, 10_000), None);
+        // Progress in the very millisecond of the start is a rate too (one ms for it).
+        assert_eq!(eta_seconds(&running(50, 5_000, 5_000), 5_000), Some(1));
     }
 
     #[test]

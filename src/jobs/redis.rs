@@ -10,15 +10,16 @@
 //! `StoreError::Unavailable`.
 
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script, ScriptInvocation};
 use serde_json::Value;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 use tracing::warn;
 
 use super::cache::FinishedCache;
@@ -27,6 +28,8 @@ use super::store::{
     Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
     Topology, QUEUE_SAMPLE,
 };
+use super::timeline::{EventId, JobChange, TimelineEvent, TIMELINE_CAP};
+use super::watch::{TenantWatch, Watchers};
 use super::{worker_name, JobId, Kind, Snapshot, Status, TenantId};
 use crate::topology::{Primary, Target};
 
@@ -117,6 +120,17 @@ impl Keys {
         format!("{}:leases", self.prefix)
     }
 
+    /// `<prefix>:<id>:timeline` — the job's timeline (a stream, capped, with the job's TTL).
+    pub fn timeline(&self, id: &JobId) -> String {
+        format!("{}:{id}:timeline", self.prefix)
+    }
+
+    /// `<prefix>:tenant:<tenant>:events` — the pub/sub channel of a tenant's job changes
+    /// (one JSON message per timeline event).
+    pub fn tenant_events(&self, tenant: &TenantId) -> String {
+        format!("{}:tenant:{tenant}:events", self.prefix)
+    }
+
     /// `<prefix>:events` — the pub/sub channel (`wake`, `cancel:<id>`, `end:<id>`).
     pub fn events(&self) -> String {
         format!("{}:events", self.prefix)
@@ -140,9 +154,48 @@ pub struct RedisStore {
     listening: Arc<OnceLock<()>>,
     /// Whether the listener's subscription is live now.
     live: Arc<AtomicBool>,
+    /// The tenants whose changes open streams of this process follow; the listener
+    /// subscribes to their channels on its own connection.
+    watchers: Arc<Watchers>,
+    /// Taken by the listener when it starts: told when the watched tenants changed.
+    watched_changes: Arc<Mutex<Option<mpsc::UnboundedReceiver<()>>>>,
 }
 
 impl RedisStore {
+    /// The jobs named by `raw` ids, as read now on the store's clock (one pipeline). An
+    /// entry that is not a job id was not written by this service, and a job whose hash
+    /// expired before its index entry is gone: both are skipped.
+    async fn snapshots(
+        &self,
+        conn: &mut ConnectionManager,
+        raw: &[String],
+    ) -> Result<Vec<Snapshot>, StoreError> {
+        let ids: Vec<JobId> = raw.iter().filter_map(|r| JobId::parse(r).ok()).collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.hgetall(self.keys.job(id));
+        }
+        pipe.cmd("TIME");
+        let mut values: Vec<redis::Value> = self.bounded(pipe.query_async(conn)).await?;
+        let time: (u64, u64) = redis::from_redis_value(
+            values
+                .pop()
+                .ok_or_else(|| StoreError::Corrupt("no TIME".into()))?,
+        )
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut out = Vec::with_capacity(values.len());
+        for (id, v) in ids.iter().zip(values) {
+            let hash: HashMap<String, String> =
+                redis::from_redis_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            if let Some(s) = snapshot_from_hash(id, &hash, time_ms(&time), &self.settings)? {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
     /// Connects lazily to a fixed Redis: the service starts even while Redis is down,
     /// answers 503 until it is reachable, and reconnects by itself.
     pub fn open(url: &str, settings: StoreSettings) -> Result<Self, StoreError> {
@@ -164,7 +217,10 @@ impl RedisStore {
             0 => None,
             _ => Some(open(target.clone())?),
         };
+        let (tell, watched_changes) = mpsc::unbounded_channel();
         Ok(Self {
+            watchers: Arc::new(Watchers::telling(tell)),
+            watched_changes: Arc::new(Mutex::new(Some(watched_changes))),
             primary: open(target)?,
             acked,
             keys: Keys::new(&settings.prefix),
@@ -265,6 +321,29 @@ impl RedisStore {
         inv
     }
 
+    /// Starts the listener (once): the store's channel and the watched tenants' channels.
+    fn listen_once(&self) {
+        self.listening.get_or_init(|| {
+            let watched = self
+                .watched_changes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .expect("the listener starts once");
+            tokio::spawn(listen(
+                Listener {
+                    primary: self.primary.clone(),
+                    channel: self.keys.events(),
+                    keys: self.keys.clone(),
+                    tx: self.events.clone(),
+                    live: self.live.clone(),
+                    watchers: self.watchers.clone(),
+                },
+                watched,
+            ));
+        });
+    }
+
     async fn code(&self, inv: ScriptInvocation<'_>) -> Result<i64, StoreError> {
         let mut conn = self.connection().await?;
         self.bounded(inv.invoke_async(&mut conn)).await
@@ -295,59 +374,69 @@ fn unexpected(code: i64) -> StoreError {
     StoreError::Corrupt(format!("script answered {code}"))
 }
 
-/// Reads the store's channel into `tx` for as long as the process lives, subscribing again
-/// after a broken connection or when the primary moved (backing off while Redis is away,
-/// logging once per outage), and telling subscribers to re-check (`Resync`) whenever the
-/// subscription is live again.
-async fn listen(
+/// What the listener needs: where to subscribe, and whom to tell.
+struct Listener {
     primary: Primary,
+    /// The store's channel (`wake`, `cancel:<id>`, `end:<id>`).
     channel: String,
+    keys: Keys,
     tx: broadcast::Sender<Event>,
     live: Arc<AtomicBool>,
-) {
+    watchers: Arc<Watchers>,
+}
+
+/// Reads the store's channel into `tx`, and the watched tenants' channels into `watchers`,
+/// for as long as the process lives, on a pub/sub connection of its own: subscribing again
+/// after a broken connection or when the primary moved (backing off while Redis is away,
+/// logging once per outage), and telling subscribers to re-check (`Resync`) whenever the
+/// subscription is live again. `watched` says when the set of watched tenants changed: the
+/// tenant channels follow it (subscribed while a watch is held, dropped after the last).
+async fn listen(l: Listener, mut watched: mpsc::UnboundedReceiver<()>) {
     let mut delay = RESUBSCRIBE_DELAY;
     let mut failing = false;
-    let mut moved = primary.changes();
+    let mut moved = l.primary.changes();
     loop {
         moved.mark_unchanged();
         let connected = tokio::time::timeout(CALL_TIMEOUT, async {
-            let mut pubsub = primary.client().await?.get_async_pubsub().await?;
-            pubsub.subscribe(&channel).await?;
-            redis::RedisResult::Ok(pubsub)
+            let (mut sink, stream) = l.primary.client().await?.get_async_pubsub().await?.split();
+            sink.subscribe(&l.channel).await?;
+            redis::RedisResult::Ok((sink, stream))
         })
         .await;
         match connected {
-            Ok(Ok(pubsub)) => {
-                live.store(true, Ordering::Release);
-                let _ = tx.send(Event::Resync);
-                (delay, failing) = (RESUBSCRIBE_DELAY, false);
-                let mut messages = pubsub.into_on_message();
-                loop {
-                    tokio::select! {
-                        msg = messages.next() => match msg {
-                            Some(msg) => {
-                                if let Some(event) = msg
-                                    .get_payload::<String>()
-                                    .ok()
-                                    .and_then(|p| parse_event(&p))
-                                {
-                                    let _ = tx.send(event);
+            Ok(Ok((mut sink, mut messages))) => {
+                let mut tenants = HashSet::new();
+                let synced = follow_watched(&l, &mut sink, &mut tenants).await;
+                if synced.is_ok() {
+                    l.live.store(true, Ordering::Release);
+                    let _ = l.tx.send(Event::Resync);
+                    l.watchers.resync();
+                    (delay, failing) = (RESUBSCRIBE_DELAY, false);
+                    loop {
+                        tokio::select! {
+                            msg = messages.next() => match msg {
+                                Some(msg) => l.dispatch(&msg),
+                                None => break,
+                            },
+                            Some(()) = watched.recv() => {
+                                if follow_watched(&l, &mut sink, &mut tenants).await.is_err() {
+                                    break;
                                 }
                             }
-                            None => break,
-                        },
-                        _ = moved.changed() => break,
+                            _ = moved.changed() => break,
+                        }
                     }
                 }
-                live.store(false, Ordering::Release);
-                primary.suspect();
+                l.live.store(false, Ordering::Release);
+                l.watchers.set_live(HashSet::new());
+                l.primary.suspect();
                 warn!("the job events subscription broke or the primary moved; subscribing again");
             }
             failed => {
                 if let Ok(Err(e)) = &failed {
-                    primary.failed(e);
+                    l.primary.failed(e);
                 } else {
-                    primary.suspect();
+                    l.primary.suspect();
                 }
                 if !failing {
                     let why = match failed {
@@ -361,6 +450,58 @@ async fn listen(
             }
         }
         tokio::time::sleep(delay).await;
+    }
+}
+
+/// Subscribes `sink` to the channels of the tenants watched now and drops the others
+/// (`tenants`: those it is subscribed to), then records them as live.
+async fn follow_watched(
+    l: &Listener,
+    sink: &mut redis::aio::PubSubSink,
+    tenants: &mut HashSet<TenantId>,
+) -> redis::RedisResult<()> {
+    let wanted: HashSet<TenantId> = l.watchers.wanted().into_iter().collect();
+    let add: Vec<String> = wanted
+        .difference(tenants)
+        .map(|t| l.keys.tenant_events(t))
+        .collect();
+    let drop: Vec<String> = tenants
+        .difference(&wanted)
+        .map(|t| l.keys.tenant_events(t))
+        .collect();
+    if !add.is_empty() {
+        pubsub_bounded(sink.subscribe(&add)).await?;
+    }
+    if !drop.is_empty() {
+        pubsub_bounded(sink.unsubscribe(&drop)).await?;
+    }
+    *tenants = wanted.clone();
+    l.watchers.set_live(wanted);
+    Ok(())
+}
+
+/// A subscribe or unsubscribe, bounded by [`CALL_TIMEOUT`] (no answer breaks the connection).
+async fn pubsub_bounded(
+    fut: impl std::future::Future<Output = redis::RedisResult<()>>,
+) -> redis::RedisResult<()> {
+    tokio::time::timeout(CALL_TIMEOUT, fut)
+        .await
+        .unwrap_or_else(|_| Err((redis::ErrorKind::Io, "no answer").into()))
+}
+
+impl Listener {
+    /// Hands one message to whoever follows its channel.
+    fn dispatch(&self, msg: &redis::Msg) {
+        let Ok(payload) = msg.get_payload::<String>() else {
+            return;
+        };
+        if msg.get_channel_name() == self.channel {
+            if let Some(event) = parse_event(&payload) {
+                let _ = self.tx.send(event);
+            }
+        } else if let Ok(change) = serde_json::from_str::<JobChange>(&payload) {
+            self.watchers.send(change);
+        }
     }
 }
 
@@ -422,81 +563,105 @@ fn snapshot_from_hash(
         cancel_requested_at.is_some(),
     );
     let corrupt = |e: super::InvalidId| StoreError::Corrupt(e.to_string());
-    Ok(Some(Snapshot {
-        job_id: *id,
-        tenant_id: TenantId::parse(field("tenant")?).map_err(corrupt)?,
-        kind: Kind::parse(field("kind")?).map_err(corrupt)?,
-        status,
-        percent: opt_num("percent").unwrap_or(0).min(100) as u8,
-        step: h.get("step").cloned().unwrap_or_default(),
-        params: json("params"),
-        result: json("result"),
-        error: h.get("error").cloned(),
-        created_at,
-        started_at: opt_num("started_ms"),
-        updated_at: opt_num("updated_ms").unwrap_or(created_at),
-        heartbeat_at,
-        finished_at: opt_num("finished_ms"),
-        cancel_requested_at,
-        attempt: opt_num("attempt").unwrap_or(0) as u32,
-        max_attempts: settings.max_attempts,
-        worker: h.get("worker").cloned(),
-        recovered_at: opt_num("recovered_ms"),
-        created_by: h.get("created_by").cloned(),
-        cancelled_by: h.get("cancelled_by").cloned(),
-        request_id: h.get("request_id").cloned(),
-    }))
+    Ok(Some(
+        Snapshot {
+            job_id: *id,
+            tenant_id: TenantId::parse(field("tenant")?).map_err(corrupt)?,
+            kind: Kind::parse(field("kind")?).map_err(corrupt)?,
+            status,
+            percent: opt_num("percent").unwrap_or(0).min(100) as u8,
+            step: h.get("step").cloned().unwrap_or_default(),
+            params: json("params"),
+            result: json("result"),
+            error: h.get("error").cloned(),
+            created_at,
+            started_at: opt_num("started_ms"),
+            updated_at: opt_num("updated_ms").unwrap_or(created_at),
+            heartbeat_at,
+            finished_at: opt_num("finished_ms"),
+            cancel_requested_at,
+            attempt: opt_num("attempt").unwrap_or(0) as u32,
+            max_attempts: settings.max_attempts,
+            worker: h.get("worker").cloned(),
+            recovered_at: opt_num("recovered_ms"),
+            created_by: h.get("created_by").cloned(),
+            cancelled_by: h.get("cancelled_by").cloned(),
+            request_id: h.get("request_id").cloned(),
+            retry_of: h.get("retry_of").and_then(|v| JobId::parse(v).ok()),
+            eta_seconds: None,
+        }
+        .with_eta(now_ms),
+    ))
 }
+
+impl RedisStore {
+    /// create.lua for `worker` ("": queue the job; else claim it when nothing waits).
+    async fn create_for(&self, job: NewJob, worker: &str) -> Result<Created, StoreError> {
+        let mut conn = self.write_connection().await?;
+        let mut inv = self.invocation(&CREATE);
+        inv.arg(job.id.to_string())
+            .arg(job.tenant.as_str())
+            .arg(job.kind.as_str())
+            .arg(job.params.to_string())
+            .arg(&job.step)
+            .arg(&job.origin.created_by)
+            .arg(&job.origin.request_id)
+            .arg(job.idempotency_key.as_deref().unwrap_or(""))
+            .arg(params_fingerprint(&job.params))
+            .arg(self.settings.creates_per_minute)
+            .arg(
+                job.origin
+                    .retry_of
+                    .map(|id| id.to_string())
+                    .unwrap_or_default(),
+            )
+            .arg(worker);
+        let (code, value): (i64, String) =
+            bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
+        let job_id = |value: &str| {
+            JobId::parse(value).map_err(|_| StoreError::Corrupt("create named no job id".into()))
+        };
+        match code {
+            0 => Ok(Created::AlreadyRunning(job_id(&value)?)),
+            2 => Ok(Created::QueueFull),
+            3 => Ok(Created::Replayed(job_id(&value)?)),
+            4 => Ok(Created::KeyReused(job_id(&value)?)),
+            5 => {
+                let ms: u64 = value
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt("create answered no delay".into()))?;
+                Ok(Created::RateLimited(Duration::from_millis(ms)))
+            }
+            _ => {
+                let now: u64 = value
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt("create answered no time".into()))?;
+                self.replicated(&mut conn, Some(job.id)).await?;
+                let max = self.settings.max_attempts;
+                let record = match code {
+                    CREATED_CLAIMED => job.claimed_record(worker, now, max),
+                    _ => job.record(Status::Queued, 0, &job.step, now, now, max),
+                };
+                Ok(Created::Created(Box::new(record)))
+            }
+        }
+    }
+}
+
+/// create.lua's answer for a job it created and claimed for the creating worker.
+const CREATED_CLAIMED: i64 = 6;
 
 impl JobStore for RedisStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.write_connection().await?;
-            let mut inv = self.invocation(&CREATE);
-            inv.arg(job.id.to_string())
-                .arg(job.tenant.as_str())
-                .arg(job.kind.as_str())
-                .arg(job.params.to_string())
-                .arg(&job.step)
-                .arg(&job.origin.created_by)
-                .arg(&job.origin.request_id)
-                .arg(job.idempotency_key.as_deref().unwrap_or(""))
-                .arg(params_fingerprint(&job.params))
-                .arg(self.settings.creates_per_minute);
-            let (code, value): (i64, String) =
-                bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
-            let job_id = |value: &str| {
-                JobId::parse(value)
-                    .map_err(|_| StoreError::Corrupt("create named no job id".into()))
-            };
-            match code {
-                0 => Ok(Created::AlreadyRunning(job_id(&value)?)),
-                2 => Ok(Created::QueueFull),
-                3 => Ok(Created::Replayed(job_id(&value)?)),
-                4 => Ok(Created::KeyReused(job_id(&value)?)),
-                5 => {
-                    let ms: u64 = value
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt("create answered no delay".into()))?;
-                    Ok(Created::RateLimited(Duration::from_millis(ms)))
-                }
-                _ => {
-                    let now: u64 = value
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt("create answered no time".into()))?;
-                    self.replicated(&mut conn, Some(job.id)).await?;
-                    let record = job.record(
-                        Status::Queued,
-                        0,
-                        &job.step,
-                        now,
-                        now,
-                        self.settings.max_attempts,
-                    );
-                    Ok(Created::Created(Box::new(record)))
-                }
-            }
-        })
+        Box::pin(self.create_for(job, ""))
+    }
+
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(self.create_for(job, worker))
     }
 
     fn claim<'a>(
@@ -698,14 +863,7 @@ impl JobStore for RedisStore {
 
     fn subscribe(&self) -> broadcast::Receiver<Event> {
         let rx = self.events.subscribe();
-        self.listening.get_or_init(|| {
-            tokio::spawn(listen(
-                self.primary.clone(),
-                self.keys.events(),
-                self.events.clone(),
-                self.live.clone(),
-            ));
-        });
+        self.listen_once();
         if self.live.load(Ordering::Acquire) {
             let _ = self.events.send(Event::Resync);
         }
@@ -745,33 +903,68 @@ impl JobStore for RedisStore {
             let raw: Vec<String> = self
                 .bounded(conn.lrange(self.keys.tenant(tenant), 0, stop))
                 .await?;
-            // An entry that is not a job id was not written by this service; it is skipped.
-            let ids: Vec<JobId> = raw.iter().filter_map(|r| JobId::parse(r).ok()).collect();
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            let mut pipe = redis::pipe();
-            for id in &ids {
-                pipe.hgetall(self.keys.job(id));
-            }
-            pipe.cmd("TIME");
-            let mut values: Vec<redis::Value> = self.bounded(pipe.query_async(&mut conn)).await?;
-            let time: (u64, u64) = redis::from_redis_value(
-                values
-                    .pop()
-                    .ok_or_else(|| StoreError::Corrupt("no TIME".into()))?,
-            )
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            let mut out = Vec::with_capacity(values.len());
-            for (id, v) in ids.iter().zip(values) {
-                let hash: HashMap<String, String> =
-                    redis::from_redis_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                // A job whose hash expired before its list entry is simply gone.
-                if let Some(s) = snapshot_from_hash(id, &hash, time_ms(&time), &self.settings)? {
-                    out.push(s);
-                }
-            }
-            Ok(out)
+            self.snapshots(&mut conn, &raw).await
+        })
+    }
+
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.connection().await?;
+            let (mut raw, running): (Vec<String>, Vec<String>) = self
+                .bounded(
+                    redis::pipe()
+                        .lrange(self.keys.queue(), 0, -1)
+                        .zrange(self.keys.leases(), 0, -1)
+                        .query_async(&mut conn),
+                )
+                .await?;
+            raw.extend(running);
+            // A job put back at the head of the queue may still have its lease entry.
+            raw.sort_unstable();
+            raw.dedup();
+            let mut jobs = self.snapshots(&mut conn, &raw).await?;
+            jobs.retain(|s| s.status.is_active() || s.status == Status::Lost);
+            Ok(jobs)
+        })
+    }
+
+    fn timeline<'a>(
+        &'a self,
+        id: &'a JobId,
+        after: Option<EventId>,
+    ) -> BoxFuture<'a, Result<Vec<TimelineEvent>, StoreError>> {
+        Box::pin(async move {
+            let start = after.map_or_else(|| "-".to_owned(), |id| format!("({id}"));
+            let mut conn = self.connection().await?;
+            // Newest first, at most the cap: `MAXLEN ~` may keep a few more.
+            let mut raw: Vec<(String, Vec<(String, String)>)> = self
+                .bounded(
+                    redis::cmd("XREVRANGE")
+                        .arg(self.keys.timeline(id))
+                        .arg("+")
+                        .arg(start)
+                        .arg("COUNT")
+                        .arg(TIMELINE_CAP)
+                        .query_async(&mut conn),
+                )
+                .await?;
+            raw.reverse();
+            raw.into_iter()
+                .map(|(eid, pairs)| {
+                    TimelineEvent::from_fields(eid, &pairs).ok_or_else(|| {
+                        StoreError::Corrupt(format!("a timeline event of job {id} is malformed"))
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn watch_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, TenantWatch> {
+        Box::pin(async move {
+            self.listen_once();
+            let watch = self.watchers.watch(tenant);
+            self.watchers.until_live(tenant, CALL_TIMEOUT).await;
+            watch
         })
     }
 

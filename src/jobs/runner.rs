@@ -23,10 +23,10 @@ use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
 use super::registry::{JobError, JobFn, JobInput, Registry};
 use super::store::{
-    Claim, Event, Finish, JobStore, Live, NewJob, Outcome, Release, Renewal, Restore, RunId,
-    StoreError, Tick as TickAnswer,
+    Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Release, Renewal, Restore,
+    RunId, StoreError, Tick as TickAnswer,
 };
-use super::{worker_name, JobId, Kind, Snapshot};
+use super::{worker_name, JobId, Kind, Snapshot, Status};
 
 /// The step a job shows while it waits in the queue.
 pub const QUEUED_STEP: &str = "queued";
@@ -176,6 +176,12 @@ impl Runner {
         self.inner.closing.is_cancelled()
     }
 
+    /// Resolves when shutdown starts: open streams end then, so the server's drain never
+    /// waits on them.
+    pub async fn closing(&self) {
+        self.inner.closing.cancelled().await
+    }
+
     /// Jobs this process is running.
     pub fn active_jobs(&self) -> usize {
         self.inner.lock_running().len()
@@ -187,6 +193,40 @@ impl Runner {
             return Err(Refused::ShuttingDown);
         }
         Ok(())
+    }
+
+    /// Creates a job. With a worker free here, the store may hand this process the job in
+    /// the same step (when nothing waits ahead of it in the shared queue), and it starts at
+    /// once — no trip through the queue and back; otherwise it waits in the queue for any
+    /// replica's dispatcher.
+    pub async fn create(&self, job: NewJob) -> Result<Created, StoreError> {
+        let inner = &self.inner;
+        let permit = match inner.workers.clone().try_acquire_owned() {
+            Ok(permit) if !inner.closing.is_cancelled() => permit,
+            _ => return inner.store.create(job).await,
+        };
+        match inner
+            .store
+            .create_claimed(job.clone(), &inner.worker)
+            .await?
+        {
+            Created::Created(claimed) if claimed.status == Status::Running => {
+                let created_at = claimed.created_at;
+                // The answer shows the job as it was accepted, as the contract's 202 does:
+                // queued, its function not started (the first poll may read it running).
+                let accepted = job.record(
+                    Status::Queued,
+                    0,
+                    &job.step,
+                    created_at,
+                    created_at,
+                    claimed.max_attempts,
+                );
+                inner.spawn_run(job.first_claim(created_at), permit);
+                Ok(Created::Created(Box::new(accepted)))
+            }
+            other => Ok(other),
+        }
     }
 
     /// Resolves with the job once it has ended, wherever it ran: woken by the job's end

@@ -12,6 +12,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+use super::timeline::{EventId, TimelineEvent};
+use super::watch::TenantWatch;
 use super::{JobId, Kind, Snapshot, Status, TenantId};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -85,6 +87,8 @@ pub struct NewJob {
 pub struct Origin {
     pub created_by: String,
     pub request_id: String,
+    /// The ended job this one retries (`POST /catalog/jobs/{id}/retry`).
+    pub retry_of: Option<JobId>,
 }
 
 /// The fingerprint an idempotency key is recorded with: the SHA-256 of the parameters' JSON,
@@ -129,9 +133,40 @@ impl NewJob {
             created_by: Some(self.origin.created_by.clone()),
             cancelled_by: None,
             request_id: Some(self.origin.request_id.clone()),
+            retry_of: self.origin.retry_of,
+            eta_seconds: None,
+        }
+    }
+
+    /// The record of a job claimed in the step that created it (`create_claimed`).
+    pub fn claimed_record(&self, worker: &str, now: u64, max_attempts: u32) -> Snapshot {
+        Snapshot {
+            attempt: FIRST_CLAIM as u32,
+            worker: Some(worker.to_owned()),
+            ..self.record(Status::Running, 0, STARTING_STEP, now, now, max_attempts)
+        }
+    }
+
+    /// The run of a job claimed in the step that created it, to hand to a worker.
+    pub fn first_claim(self, created_at: u64) -> Claim {
+        let run = RunId {
+            id: self.id,
+            claim: FIRST_CLAIM,
+        };
+        Claim {
+            job: self,
+            created_at,
+            run,
+            attempt: FIRST_CLAIM as u32,
         }
     }
 }
+
+/// The claim token and attempt of a job's first run.
+pub const FIRST_CLAIM: u64 = 1;
+
+/// The step a claimed job reads until its function reports one.
+pub const STARTING_STEP: &str = "starting";
 
 /// The answer to a create: the job is queued now, another active job holds the lock, or
 /// the shared ready queue is full (nothing was created).
@@ -346,6 +381,17 @@ pub trait JobStore: Send + Sync + 'static {
     /// `RateLimited`; only a created job records its key and counts against the limit.
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>>;
 
+    /// `create`, and when no job waits in the ready queue (so creation order is kept) the
+    /// job is claimed for `worker` in the same step: `Created::Created` then carries it
+    /// `running`, attempt 1, claim 1, leased like any claim. The process that accepted the
+    /// request runs it at once instead of sending it through the queue and back (a wake-up
+    /// and a claim saved). When jobs wait, it is queued as `create` would queue it.
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>>;
+
     /// Takes the job at the head of the ready queue for `worker`: it reads `running` with a
     /// lease, `attempt` and a new fencing token. Jobs of kinds not in `kinds` are passed over
     /// (moved to the tail for a worker that runs them); `None` when nothing is left to claim.
@@ -425,9 +471,27 @@ pub trait JobStore: Send + Sync + 'static {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>>;
 
+    /// The active jobs of every tenant (queued, running, cancelling, or lost until
+    /// recovered), in no order: read from the ready queue and the lease index, never a scan
+    /// of keys, so the answer is bounded by `MAX_QUEUED_JOBS` plus the running jobs.
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>>;
+
     /// The events of this namespace, from every process. A subscriber gets `Resync` once
     /// its subscription is live (events published before that may be missed).
     fn subscribe(&self) -> broadcast::Receiver<Event>;
+
+    /// The job's timeline after `after` (from its start with `None`), oldest first: at most
+    /// `TIMELINE_CAP` events, the newest. Empty for an unknown job.
+    fn timeline<'a>(
+        &'a self,
+        id: &'a JobId,
+        after: Option<EventId>,
+    ) -> BoxFuture<'a, Result<Vec<TimelineEvent>, StoreError>>;
+
+    /// Every change of `tenant`'s jobs from now on, while the watch is held. Resolves once
+    /// changes can no longer be missed (Redis: the tenant's channel is subscribed), or after
+    /// a bounded wait when the store is away (the watcher reads again at its own pace).
+    fn watch_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, TenantWatch>;
 
     /// How many jobs of each kind wait in the shared ready queue (the first `QUEUE_SAMPLE`
     /// of them), for the queued gauge at a scrape: one read, never on a hot path.

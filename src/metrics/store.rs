@@ -12,6 +12,8 @@ use crate::jobs::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
     Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
 };
+use crate::jobs::timeline::{EventId, TimelineEvent};
+use crate::jobs::watch::TenantWatch;
 use crate::jobs::{JobId, Kind, Snapshot, TenantId};
 
 pub struct MeteredStore {
@@ -38,6 +40,14 @@ async fn timed<T>(
 impl JobStore for MeteredStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
         Box::pin(timed("create", self.inner.create(job)))
+    }
+
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(timed("create", self.inner.create_claimed(job, worker)))
     }
 
     fn claim<'a>(
@@ -130,8 +140,24 @@ impl JobStore for MeteredStore {
         Box::pin(timed("recent", self.inner.recent(tenant, limit)))
     }
 
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(timed("active", self.inner.active()))
+    }
+
     fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.inner.subscribe()
+    }
+
+    fn timeline<'a>(
+        &'a self,
+        id: &'a JobId,
+        after: Option<EventId>,
+    ) -> BoxFuture<'a, Result<Vec<TimelineEvent>, StoreError>> {
+        Box::pin(timed("timeline", self.inner.timeline(id, after)))
+    }
+
+    fn watch_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, TenantWatch> {
+        self.inner.watch_tenant(tenant)
     }
 
     fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {

@@ -6,7 +6,9 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 use crate::both_stores;
-use crate::helpers::{settings, spawn_app_with, store, tenant, test_config, Backend, TestApp};
+use crate::helpers::{
+    settings, spawn_app_with, store, tenant, test_config, Backend, Gate, TestApp,
+};
 use catalog_jobs::api::auth::hash_token;
 use catalog_jobs::jobs::TenantId;
 
@@ -15,6 +17,7 @@ both_stores!(
     a_tenant_token_naming_another_tenant_is_forbidden_and_its_own_tenant_is_served,
     another_tenants_job_by_id_is_404_exactly_like_an_unknown_id,
     an_operator_token_reaches_every_tenant,
+    an_operator_lists_every_tenants_active_jobs_and_a_tenant_token_must_name_its_tenant,
     health_and_readiness_stay_open_with_tokens,
     without_tokens_every_route_is_open_and_readiness_says_so,
 );
@@ -57,6 +60,7 @@ fn routes(t: &TenantId, job: &str) -> Vec<(Method, String)> {
         (Method::GET, format!("/catalog/jobs?tenant_id={t}")),
         (Method::GET, format!("/catalog/jobs/{job}")),
         (Method::POST, format!("/catalog/jobs/{job}/cancel")),
+        (Method::POST, format!("/catalog/jobs/{job}/retry")),
         (Method::GET, format!("/catalog/products?tenant_id={t}")),
         (Method::POST, format!("/catalog/products?tenant_id={t}")),
         (Method::GET, format!("/catalog/products/p1?tenant_id={t}")),
@@ -188,7 +192,11 @@ async fn another_tenants_job_by_id_is_404_exactly_like_an_unknown_id(b: Backend)
     let s = app_with_tokens(b).await;
     let job = start_as(&s.app, &s.a, &s.a_token).await;
     let unknown = catalog_jobs::jobs::JobId::new().to_string();
-    for (method, suffix) in [(Method::GET, ""), (Method::POST, "/cancel")] {
+    for (method, suffix) in [
+        (Method::GET, ""),
+        (Method::POST, "/cancel"),
+        (Method::POST, "/retry"),
+    ] {
         let theirs = send(
             &s.app,
             method.clone(),
@@ -340,4 +348,101 @@ fn hash_token_prints_the_sha256_form_of_a_token_read_on_stdin() {
         String::from_utf8(out.stdout).unwrap().trim(),
         "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     );
+}
+
+async fn an_operator_lists_every_tenants_active_jobs_and_a_tenant_token_must_name_its_tenant(
+    b: Backend,
+) {
+    let t = app_with_tokens(b).await;
+    let c = &t.app.client;
+    let mut held = Vec::new();
+    for (tenant, token) in [(&t.a, &t.a_token), (&t.b, &t.b_token)] {
+        let gate = Gate::of(tenant);
+        let r = c
+            .post(t.app.url("/catalog/gated"))
+            .bearer_auth(token)
+            .form(&[("tenant_id", tenant.as_str())])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+        let body: Value = r.json().await.unwrap();
+        gate.reached().await;
+        held.push((gate, body["job_id"].as_str().unwrap().to_owned()));
+    }
+    // An ended job of A's is not among the active ones.
+    let r = c
+        .post(t.app.url("/catalog/ticker"))
+        .bearer_auth(&t.a_token)
+        .form(&[("tenant_id", t.a.as_str()), ("n", "1"), ("wait", "1")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    let r = c
+        .get(t.app.url("/catalog/jobs"))
+        .bearer_auth(&t.a_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::FORBIDDEN,
+        "a tenant token names its tenant"
+    );
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "forbidden");
+
+    let r = c
+        .get(t.app.url("/catalog/jobs"))
+        .bearer_auth(OPERATOR)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let listed: Value = r.json().await.unwrap();
+    let ids: Vec<&str> = listed["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![held[1].1.as_str(), held[0].1.as_str()],
+        "both tenants' active jobs, newest first, and nothing that ended: {listed}"
+    );
+    assert_eq!(listed["next_cursor"], Value::Null);
+    let r = c
+        .get(
+            t.app
+                .url("/catalog/jobs?kind=gated&status=running,cancelling&limit=1"),
+        )
+        .bearer_auth(OPERATOR)
+        .send()
+        .await
+        .unwrap();
+    let page: Value = r.json().await.unwrap();
+    assert_eq!(page["jobs"][0]["job_id"], held[1].1.as_str());
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    let r = c
+        .get(t.app.url("/catalog/jobs"))
+        .query(&[("kind", "gated"), ("limit", "1"), ("cursor", &cursor)])
+        .bearer_auth(OPERATOR)
+        .send()
+        .await
+        .unwrap();
+    let page: Value = r.json().await.unwrap();
+    assert_eq!(page["jobs"][0]["job_id"], held[0].1.as_str());
+    assert_eq!(page["next_cursor"], Value::Null);
+    for (gate, id) in &held {
+        gate.release();
+        t.app
+            .client
+            .get(t.app.url(&format!("/catalog/jobs/{id}")))
+            .bearer_auth(OPERATOR)
+            .send()
+            .await
+            .unwrap();
+    }
 }

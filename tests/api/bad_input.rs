@@ -532,13 +532,13 @@ fn table(t: &str) -> Vec<Case> {
             "method_not_allowed",
         ),
         (
-            "listing without a tenant",
+            "listing an unknown status",
             "GET",
-            "/catalog/jobs".into(),
+            "/catalog/jobs?status=stuck".into(),
             None,
             vec![],
             422,
-            "missing_field",
+            "invalid_field",
         ),
         (
             "listing limit 0",
@@ -586,13 +586,13 @@ fn table(t: &str) -> Vec<Case> {
             "invalid_field",
         ),
         (
-            "listing with a cursor",
+            "listing with a cursor it never answered",
             "GET",
             format!("/catalog/jobs?tenant_id={t}&cursor=x"),
             None,
             vec![],
             422,
-            "unknown_field",
+            "invalid_field",
         ),
         (
             "products limit 501",

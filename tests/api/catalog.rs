@@ -938,3 +938,80 @@ fn sources(names: &[&str]) -> sync::SyncParams {
         sources: names.iter().map(|n| (*n).to_owned()).collect(),
     }
 }
+
+/// Runs `job` with a progress callback that asks it to stop once a step contains `at`, and
+/// answers the report the stopped job kept.
+fn cancelled_at(
+    at: &str,
+    job: impl FnOnce(
+        &CancellationToken,
+        catalog_jobs::jobs::registry::Progress<'_>,
+    ) -> Result<Value, catalog_jobs::catalog::CatalogError>,
+) -> Value {
+    let stop = CancellationToken::new();
+    let asked = stop.clone();
+    let at = at.to_owned();
+    let progress = move |_: u8, step: &str| {
+        if step.contains(&at) {
+            asked.cancel();
+        }
+    };
+    match job(&stop, Some(&progress)) {
+        Err(catalog_jobs::catalog::CatalogError::CancelledWith(report)) => report,
+        other => panic!("the job was not cancelled with a report: {other:?}"),
+    }
+}
+
+#[test]
+fn a_cancelled_enrich_keeps_the_counts_of_the_batches_it_saved() {
+    let products = demo::generate(50, 8);
+    let catalog = Catalog {
+        store: Arc::new(MemoryCatalog::new()),
+        settings: CatalogSettings {
+            enrich_batch: 10,
+            ..CatalogSettings::default()
+        },
+    };
+    let t = tenant();
+    catalog.store.upsert(&t, &products).unwrap();
+    let report = cancelled_at("batch 3 of 5", |stop, progress| {
+        enrich::run(&catalog, &t, &no_force(), stop, progress)
+    });
+    assert_eq!(report["batches"], 2, "{report}");
+    assert_eq!(report["products"], 50);
+    let saved = report["extracted"].as_u64().unwrap() + report["unextractable"].as_u64().unwrap();
+    assert_eq!(saved, 20, "{report}");
+    assert_eq!(
+        catalog.store.enrichments(&t).unwrap().len(),
+        20,
+        "the counts are what was saved"
+    );
+}
+
+#[test]
+fn a_cancelled_pair_names_the_phase_it_reached_and_nothing_else() {
+    let products = demo::generate(400, 9);
+    let (catalog, t) = catalog_with(&products, None);
+    for (step, phase) in [
+        // Loading is not interrupted; the stop is seen as embedding begins.
+        ("loading extracted attributes", "embedding"),
+        ("scoring neighbours", "scoring"),
+    ] {
+        let report = cancelled_at(step, |stop, progress| {
+            pair::run(&catalog, &t, stop, progress)
+        });
+        assert_eq!(report, json!({ "phase": phase }), "cancelled at {step}");
+    }
+}
+
+#[test]
+fn a_store_failure_keeps_its_class_and_the_partial_report_of_what_was_done() {
+    use catalog_jobs::catalog::CatalogError;
+    use catalog_jobs::jobs::registry::ErrorClass;
+    let failed = CatalogError::StoreUnavailable("redis at 10.0.0.3 refused".into())
+        .with_report(json!({ "phase": "writing" }));
+    assert_eq!(failed.class(), "StoreUnavailable");
+    assert_eq!(failed.partial_report(), Some(json!({ "phase": "writing" })));
+    let cancelled = CatalogError::Cancelled.with_report(json!({ "batches": 3 }));
+    assert!(matches!(cancelled, CatalogError::CancelledWith(ref r) if r["batches"] == 3));
+}

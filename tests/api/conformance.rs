@@ -45,6 +45,8 @@ async fn outlive(ms: u64) {
 }
 
 both_stores!(
+    the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones,
+    a_running_job_whose_lease_went_stale_is_listed_active_as_lost,
     a_new_job_is_queued_at_zero_with_its_kind,
     a_claim_makes_it_running_with_attempt_and_worker,
     jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing,
@@ -75,6 +77,9 @@ both_stores!(
     a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed,
     a_cancelling_job_that_goes_silent_reads_lost,
     trimmed_jobs_that_ended_are_deleted_with_their_listing_entry,
+    a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in_the_same_step,
+    a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds,
+    a_job_claimed_at_create_whose_worker_dies_is_recovered_and_fenced,
 );
 
 async fn a_new_job_is_queued_at_zero_with_its_kind(b: Backend) {
@@ -898,9 +903,9 @@ mod redis_only {
         let shared = [format!("{prefix}:leases"), format!("{prefix}:queue")];
         assert_eq!(
             keys.len(),
-            9,
-            "two hashes, two locks, one list, one idempotency key, one rate window, queue, \
-             leases: {keys:?}"
+            11,
+            "two hashes and their timelines, two locks, one list, one idempotency key, one \
+             rate window, queue, leases: {keys:?}"
         );
         for key in keys.iter().filter(|k| !shared.contains(k)) {
             let ttl: i64 = redis::cmd("TTL")
@@ -1027,6 +1032,16 @@ mod redis_only {
             (got.status, got.percent, got.step.as_str(), got.attempt),
             (Status::Running, 40, "syncing a.jsonl (1 of 1)", 1)
         );
+        let restored = s.timeline(&job.id, None).await.unwrap();
+        assert_eq!(
+            types(&restored),
+            ["restored"],
+            "a new timeline, in the same step"
+        );
+        assert_eq!(
+            (restored[0].percent, restored[0].extra["attempt"].clone()),
+            (40, json!(1))
+        );
         assert_eq!(
             (got.params.clone(), got.created_at),
             (job.params.clone(), created.created_at)
@@ -1141,4 +1156,424 @@ mod redis_only {
             "one fixed-window counter per tenant and minute"
         );
     }
+}
+
+async fn the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones(b: Backend) {
+    let store = fresh(b);
+    let (one, two) = (tenant(), tenant());
+    let ended = new_job(&one, "sync");
+    let (created, run) = start(&*store, &ended).await;
+    finish(&*store, &ended, &run, &created, Outcome::Done(json!({}))).await;
+    let running = new_job(&one, "enrich");
+    start(&*store, &running).await;
+    let queued = new_job(&two, "sync");
+    create(&*store, &queued).await;
+    let mut seen: Vec<_> = store
+        .active()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| (s.job_id, s.status))
+        .collect();
+    seen.sort_by_key(|(id, _)| *id);
+    let mut expected = vec![(running.id, Status::Running), (queued.id, Status::Queued)];
+    expected.sort_by_key(|(id, _)| *id);
+    assert_eq!(
+        seen, expected,
+        "the ended job is not active; both tenants' active jobs are"
+    );
+    store.cancel(&queued.id, "test").await.unwrap();
+    let after: Vec<_> = store
+        .active()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.job_id)
+        .collect();
+    assert_eq!(
+        after,
+        vec![running.id],
+        "a job cancelled while queued is no longer active"
+    );
+}
+
+async fn a_running_job_whose_lease_went_stale_is_listed_active_as_lost(b: Backend) {
+    let store = stale_at_once(b);
+    let job = new_job(&tenant(), "sync");
+    start(&*store, &job).await;
+    let active = store.active().await.unwrap();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].job_id, job.id);
+    assert_eq!(active[0].status, Status::Lost);
+}
+
+// ---------------------------------------------------------------------------------------
+// Timelines (issue 10): each state change writes its event in the same step.
+
+both_stores!(
+    a_job_s_timeline_reads_created_started_progress_finished_in_order,
+    a_cancel_request_is_on_the_timeline_with_who_asked,
+    a_job_taken_over_gets_superseded_on_its_own_timeline,
+    a_timeline_keeps_the_newest_events_up_to_its_cap,
+    a_timeline_read_after_an_id_answers_only_later_events,
+    a_tenant_watch_hears_its_jobs_changes_and_no_other_tenant_s,
+    runs_given_back_recovered_or_lost_are_on_the_timeline,
+);
+
+fn types(events: &[catalog_jobs::jobs::timeline::TimelineEvent]) -> Vec<&str> {
+    events.iter().map(|e| e.kind.as_str()).collect()
+}
+
+async fn a_job_s_timeline_reads_created_started_progress_finished_in_order(b: Backend) {
+    let s = fresh(b);
+    let job = new_job(&tenant(), "sync");
+    let (created, run) = start(&*s, &job).await;
+    assert_eq!(
+        s.tick(&run, 40, "reading feeds").await.unwrap(),
+        Tick::Applied
+    );
+    finish(
+        &*s,
+        &job,
+        &run,
+        &created,
+        Outcome::Failed("SourceUnreachable".into(), None),
+    )
+    .await;
+    let events = s.timeline(&job.id, None).await.unwrap();
+    assert_eq!(
+        types(&events),
+        ["created", "started", "progress", "finished"]
+    );
+    let [c, st, p, f] = &events[..] else {
+        unreachable!()
+    };
+    assert_eq!(
+        (c.status.as_str(), c.percent, c.step.as_str()),
+        ("queued", 0, "queued")
+    );
+    assert_eq!(c.extra["request_id"], "req-test");
+    assert_eq!(
+        (st.status.as_str(), st.step.as_str()),
+        ("running", "starting")
+    );
+    assert_eq!(st.extra["attempt"], 1);
+    assert_eq!(st.extra["worker"], "test/1");
+    assert_eq!(
+        (p.status.as_str(), p.percent, p.step.as_str()),
+        ("running", 40, "reading feeds")
+    );
+    assert_eq!((f.status.as_str(), f.percent), ("failed", 40));
+    assert_eq!(f.step, "failed: SourceUnreachable");
+    assert_eq!(f.extra["error"], "SourceUnreachable");
+    let ids: Vec<_> = events
+        .iter()
+        .map(|e| e.event_id().expect("a <ms>-<seq> id"))
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids grow: {ids:?}");
+    assert!(events.windows(2).all(|w| w[0].at <= w[1].at));
+    assert!(events[3].is_last());
+    let unknown = s.timeline(&JobId::new(), None).await.unwrap();
+    assert!(unknown.is_empty());
+}
+
+async fn a_cancel_request_is_on_the_timeline_with_who_asked(b: Backend) {
+    let s = fresh(b);
+    let t = tenant();
+    let running = new_job(&t, "sync");
+    let (_, run) = start(&*s, &running).await;
+    assert_eq!(
+        s.cancel(&running.id, "ops").await.unwrap(),
+        Cancel::Requested
+    );
+    assert_eq!(
+        s.cancel(&running.id, "again").await.unwrap(),
+        Cancel::Requested
+    );
+    s.tick(&run, 10, "stopping").await.unwrap();
+    let events = s.timeline(&running.id, None).await.unwrap();
+    assert_eq!(
+        types(&events),
+        ["created", "started", "cancel_requested", "progress"]
+    );
+    assert_eq!(
+        events[2].extra["by"], "ops",
+        "only the first request is recorded"
+    );
+    assert_eq!(events[2].status, "cancelling");
+    assert_eq!(events[3].status, "cancelling");
+
+    let queued = new_job(&t, "enrich");
+    create(&*s, &queued).await;
+    s.cancel(&queued.id, "ops").await.unwrap();
+    let events = s.timeline(&queued.id, None).await.unwrap();
+    assert_eq!(types(&events), ["created", "cancel_requested", "finished"]);
+    assert_eq!(events[2].status, "cancelled");
+}
+
+async fn a_job_taken_over_gets_superseded_on_its_own_timeline(b: Backend) {
+    let s = stale_at_once(b);
+    let t = tenant();
+    let old = new_job(&t, "sync");
+    start(&*s, &old).await;
+    let new = new_job(&t, "sync");
+    create(&*s, &new).await;
+    let events = s.timeline(&old.id, None).await.unwrap();
+    assert_eq!(types(&events), ["created", "started", "superseded"]);
+    assert_eq!(events[2].extra["superseded_by"], new.id.to_string());
+    assert_eq!(events[2].status, "lost");
+    assert!(events[2].is_last());
+    assert_eq!(
+        types(&s.timeline(&new.id, None).await.unwrap()),
+        ["created"]
+    );
+}
+
+async fn a_timeline_keeps_the_newest_events_up_to_its_cap(b: Backend) {
+    use catalog_jobs::jobs::timeline::TIMELINE_CAP;
+    let s = fresh(b);
+    let job = new_job(&tenant(), "sync");
+    let (_, run) = start(&*s, &job).await;
+    let ticks = TIMELINE_CAP * 3;
+    for i in 0..ticks {
+        s.tick(&run, (i * 100 / ticks) as u8, &format!("tick {i}"))
+            .await
+            .unwrap();
+    }
+    let events = s.timeline(&job.id, None).await.unwrap();
+    assert_eq!(events.len(), TIMELINE_CAP);
+    assert_eq!(events.last().unwrap().step, format!("tick {}", ticks - 1));
+    assert!(
+        events.iter().all(|e| e.kind == "progress"),
+        "the oldest were trimmed"
+    );
+    if b == Backend::Redis {
+        let len = redis_len(&*s, &job.id).await;
+        assert!(
+            len < 2 * TIMELINE_CAP,
+            "the stream is trimmed too: {len} entries"
+        );
+    }
+}
+
+async fn a_timeline_read_after_an_id_answers_only_later_events(b: Backend) {
+    let s = fresh(b);
+    let job = new_job(&tenant(), "sync");
+    let (created, run) = start(&*s, &job).await;
+    let all = s.timeline(&job.id, None).await.unwrap();
+    let after = all[0].event_id().unwrap();
+    assert_eq!(
+        types(&s.timeline(&job.id, Some(after)).await.unwrap()),
+        ["started"]
+    );
+    finish(&*s, &job, &run, &created, Outcome::Done(json!({}))).await;
+    let last = s.timeline(&job.id, None).await.unwrap().pop().unwrap();
+    assert_eq!((last.kind.as_str(), last.percent), ("finished", 100));
+    assert!(s
+        .timeline(&job.id, last.event_id())
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn a_tenant_watch_hears_its_jobs_changes_and_no_other_tenant_s(b: Backend) {
+    use catalog_jobs::jobs::watch::Change;
+    let s = fresh(b);
+    let (mine, theirs) = (tenant(), tenant());
+    let mut watch = s.watch_tenant(&mine).await;
+    create(&*s, &new_job(&theirs, "sync")).await;
+    let job = new_job(&mine, "sync");
+    create(&*s, &job).await;
+    let heard = loop {
+        let change = tokio::time::timeout(Duration::from_secs(10), watch.changes.recv())
+            .await
+            .expect("the change arrives within 10 s")
+            .expect("the watch lives");
+        if let Change::Job(c) = change {
+            break c;
+        }
+    };
+    assert_eq!(
+        heard.job_id,
+        job.id.to_string(),
+        "another tenant's job is not heard"
+    );
+    assert_eq!(
+        (heard.kind_of_event.as_str(), heard.status.as_str()),
+        ("created", "queued")
+    );
+    assert_eq!(
+        (heard.kind.as_str(), heard.tenant_id.as_str()),
+        ("sync", mine.as_str())
+    );
+    assert_eq!(heard.id, s.timeline(&job.id, None).await.unwrap()[0].id);
+}
+
+async fn runs_given_back_recovered_or_lost_are_on_the_timeline(b: Backend) {
+    let s = leases_of(b, 300, 2);
+    let t = tenant();
+    let job = new_job(&t, "sync");
+    let (created, run) = start(&*s, &job).await;
+    assert_eq!(s.release(&run).await.unwrap(), Release::Requeued);
+    let again = s.claim("test/2", &test_kinds()).await.unwrap().unwrap();
+    outlive(300).await;
+    assert_eq!(
+        s.recover().await.unwrap(),
+        vec![Recovered::Requeued(job.id)]
+    );
+    let events = s.timeline(&job.id, None).await.unwrap();
+    assert_eq!(
+        types(&events),
+        ["created", "started", "released", "started", "requeued"]
+    );
+    assert_eq!(events[2].status, "queued");
+    assert_eq!(events[3].extra["worker"], "test/2");
+    assert_eq!(
+        (events[4].status.as_str(), &events[4].extra["attempt"]),
+        ("queued", &json!(1))
+    );
+    let last = s.claim("test/3", &test_kinds()).await.unwrap().unwrap();
+    outlive(300).await;
+    assert_eq!(s.recover().await.unwrap(), vec![Recovered::Lost(job.id)]);
+    let end = s.timeline(&job.id, None).await.unwrap().pop().unwrap();
+    assert_eq!(
+        (end.kind.as_str(), end.status.as_str()),
+        ("finished", "failed")
+    );
+    assert_eq!(end.extra["error"], "Lost");
+    drop((created, run, again, last));
+
+    // With one attempt, an expired run is left to read lost: `lost`, and nothing ends.
+    let s = leases_of(b, 300, 1);
+    let job = new_job(&t, "sync");
+    start(&*s, &job).await;
+    outlive(300).await;
+    s.recover().await.unwrap();
+    let last = s.timeline(&job.id, None).await.unwrap().pop().unwrap();
+    assert_eq!((last.kind.as_str(), last.status.as_str()), ("lost", "lost"));
+    assert!(!last.is_last());
+}
+
+/// The length of a job's timeline stream, and its TTL, read straight from Redis.
+async fn redis_len(s: &dyn JobStore, id: &JobId) -> usize {
+    redis_stream(s, id).await.0
+}
+
+async fn redis_stream(s: &dyn JobStore, id: &JobId) -> (usize, i64) {
+    let client = redis::Client::open(crate::helpers::shared_redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let key = format!("{}:{id}:timeline", s.settings().prefix);
+    let len: usize = redis::cmd("XLEN")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    (len, ttl)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeline_stream_in_redis_carries_the_job_s_ttl_from_create_to_finish() {
+    let s = fresh(Backend::Redis);
+    let ttl = s.settings().ttl_secs() as i64;
+    let job = new_job(&tenant(), "sync");
+    let (created, run) = start(&*s, &job).await;
+    let (len, at_start) = redis_stream(&*s, &job.id).await;
+    assert_eq!(len, 2);
+    assert!(
+        at_start > ttl - 10 && at_start <= ttl,
+        "TTL {at_start} of {ttl}"
+    );
+    finish(&*s, &job, &run, &created, Outcome::Done(json!({}))).await;
+    let (len, at_end) = redis_stream(&*s, &job.id).await;
+    assert_eq!(len, 3);
+    assert!(at_end > ttl - 10 && at_end <= ttl, "TTL {at_end} of {ttl}");
+}
+
+async fn a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in_the_same_step(
+    b: Backend,
+) {
+    let s = fresh(b);
+    let job = new_job(&tenant(), "enrich");
+    let Created::Created(answer) = s.create_claimed(job.clone(), "host-a/1").await.unwrap() else {
+        panic!("expected a new job");
+    };
+    assert_eq!(answer.status, Status::Running);
+    let got = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(got.status, Status::Running);
+    assert_eq!((got.attempt, got.worker.as_deref()), (1, Some("host-a/1")));
+    assert!(got.started_at.is_some());
+    assert_eq!(
+        s.claim("host-b/2", &test_kinds()).await.unwrap(),
+        None,
+        "it never went through the queue: no other worker can claim it"
+    );
+    let events = s.timeline(&job.id, None).await.unwrap();
+    assert_eq!(types(&events), ["created", "started"]);
+    assert_eq!(events[1].extra["worker"], "host-a/1");
+    let run = job.clone().first_claim(got.created_at).run;
+    assert_eq!(s.renew(&[run]).await.unwrap(), vec![Renewal::Held]);
+    assert_eq!(s.tick(&run, 40, "half").await.unwrap(), Tick::Applied);
+    let later = new_job(&job.tenant, "enrich");
+    assert_eq!(
+        s.create(later).await.unwrap(),
+        Created::AlreadyRunning(job.id),
+        "it holds its tenant+kind lock like any job"
+    );
+    assert_eq!(
+        finish(&*s, &job, &run, &got, Outcome::Done(json!({"n": 1}))).await,
+        Finish::Applied
+    );
+    let done = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!((done.status, done.percent), (Status::Done, 100));
+}
+
+async fn a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds(b: Backend) {
+    let s = fresh(b);
+    let first = new_job(&tenant(), "sync");
+    create(&*s, &first).await;
+    let second = new_job(&tenant(), "sync");
+    let Created::Created(answer) = s.create_claimed(second.clone(), "host-a/1").await.unwrap()
+    else {
+        panic!("expected a new job");
+    };
+    assert_eq!(answer.status, Status::Queued, "a job waits ahead of it");
+    let got = s.get(&second.id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.status, got.attempt, got.worker),
+        (Status::Queued, 0, None)
+    );
+    let order: Vec<JobId> = [
+        s.claim("w/1", &test_kinds()).await.unwrap(),
+        s.claim("w/1", &test_kinds()).await.unwrap(),
+    ]
+    .into_iter()
+    .map(|c| c.expect("both queued").job.id)
+    .collect();
+    assert_eq!(order, vec![first.id, second.id]);
+}
+
+async fn a_job_claimed_at_create_whose_worker_dies_is_recovered_and_fenced(b: Backend) {
+    let s = leases_of(b, 300, 3);
+    let job = new_job(&tenant(), "pair");
+    let Created::Created(created) = s.create_claimed(job.clone(), "dead/1").await.unwrap() else {
+        panic!("expected a new job");
+    };
+    let old_run = job.clone().first_claim(created.created_at).run;
+    outlive(300).await;
+    assert_eq!(
+        s.recover().await.unwrap(),
+        vec![Recovered::Requeued(job.id)]
+    );
+    let again = s
+        .claim("host-b/2", &test_kinds())
+        .await
+        .unwrap()
+        .expect("back in the queue");
+    assert_eq!((again.job.id, again.attempt), (job.id, 2));
+    assert_eq!(s.tick(&old_run, 90, "late").await.unwrap(), Tick::Fenced);
 }

@@ -20,6 +20,8 @@ use catalog_jobs::jobs::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Origin, Outcome,
     Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
 };
+use catalog_jobs::jobs::timeline::{EventId, TimelineEvent};
+use catalog_jobs::jobs::watch::TenantWatch;
 use catalog_jobs::jobs::{JobId, Kind, Snapshot, TenantId};
 use catalog_jobs::startup::{catalog_settings, App};
 use serde_json::{json, Value};
@@ -412,6 +414,7 @@ pub fn new_job(tenant: &TenantId, kind: &str) -> NewJob {
         origin: Origin {
             created_by: "test".into(),
             request_id: "req-test".into(),
+            retry_of: None,
         },
         idempotency_key: None,
     }
@@ -708,10 +711,7 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 }
 
 pub async fn spawn_app_with(config: Config, store: Arc<dyn JobStore>) -> TestApp {
-    let catalog = Arc::new(Catalog {
-        store: Arc::new(MemoryCatalog::new()),
-        settings: catalog_settings(&config),
-    });
+    let catalog = test_catalog(&config);
     let app = App::build_with(config, store.clone(), catalog, test_registry())
         .await
         .expect("the app builds");
@@ -722,6 +722,14 @@ pub async fn spawn_app_with(config: Config, store: Arc<dyn JobStore>) -> TestApp
         client: reqwest::Client::new(),
         store,
     }
+}
+
+/// An empty catalogue in memory, with `config`'s settings.
+pub fn test_catalog(config: &Config) -> Arc<Catalog> {
+    Arc::new(Catalog {
+        store: Arc::new(MemoryCatalog::new()),
+        settings: catalog_settings(config),
+    })
 }
 
 /// A catalogue store of the given backend, in its own key namespace.
@@ -783,6 +791,17 @@ impl JobStore for CountingStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
         Box::pin(async move {
             let answer = self.inner.create(job).await;
+            self.creates.fetch_add(1, Ordering::SeqCst);
+            answer
+        })
+    }
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(async move {
+            let answer = self.inner.create_claimed(job, worker).await;
             self.creates.fetch_add(1, Ordering::SeqCst);
             answer
         })
@@ -856,8 +875,21 @@ impl JobStore for CountingStore {
     ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
         self.inner.recent(tenant, limit)
     }
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
+        self.inner.active()
+    }
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
         self.inner.subscribe()
+    }
+    fn timeline<'a>(
+        &'a self,
+        id: &'a JobId,
+        after: Option<EventId>,
+    ) -> BoxFuture<'a, Result<Vec<TimelineEvent>, StoreError>> {
+        self.inner.timeline(id, after)
+    }
+    fn watch_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, TenantWatch> {
+        self.inner.watch_tenant(tenant)
     }
     fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
         self.inner.queued_by_kind()
@@ -889,4 +921,75 @@ macro_rules! both_stores {
             }
         }
     )*};
+}
+
+// ---------------------------------------------------------------------------------------
+// Server-Sent Events
+
+/// One SSE frame: its `id:`, `event:` and `data:` lines (comment-only frames are skipped).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SseFrame {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+}
+
+impl SseFrame {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.data).expect("an event's data is JSON")
+    }
+}
+
+/// Reads SSE frames off a response body as they arrive.
+pub struct SseReader {
+    body: std::pin::Pin<
+        Box<dyn futures_util::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>,
+    >,
+    buffer: String,
+}
+
+impl SseReader {
+    pub fn new(response: reqwest::Response) -> Self {
+        assert_eq!(response.status(), 200, "a stream answers 200");
+        let media = response.headers()["content-type"].to_str().unwrap();
+        assert!(media.starts_with("text/event-stream"), "{media}");
+        Self {
+            body: Box::pin(response.bytes_stream()),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next frame, or `None` when the server closed the stream (20 s at most).
+    pub async fn next(&mut self) -> Option<SseFrame> {
+        use futures_util::StreamExt;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let raw: String = self.buffer.drain(..end + 2).collect();
+                let mut frame = SseFrame::default();
+                let mut data = Vec::new();
+                for line in raw.lines() {
+                    let (name, value) = line.split_once(':').unwrap_or((line, ""));
+                    let value = value.strip_prefix(' ').unwrap_or(value);
+                    match name {
+                        "id" => frame.id = Some(value.to_owned()),
+                        "event" => frame.event = Some(value.to_owned()),
+                        "data" => data.push(value),
+                        _ => {} // a comment (keep-alive), or a field this parser ignores
+                    }
+                }
+                frame.data = data.join("\n");
+                if frame.id.is_some() || frame.event.is_some() || !frame.data.is_empty() {
+                    return Some(frame);
+                }
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(20), self.body.next())
+                .await
+                .expect("the stream sent something within 20 s");
+            match chunk {
+                Some(Ok(bytes)) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
+                Some(Err(e)) => panic!("the stream broke: {e}"),
+                None => return None,
+            }
+        }
+    }
 }

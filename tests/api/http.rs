@@ -25,7 +25,120 @@ both_stores!(
     health_and_readiness_answer,
     a_running_job_is_cancelled_on_request_and_frees_its_kind,
     a_job_waiting_for_a_worker_is_cancelled_without_running,
+    an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused,
+    the_listing_filters_by_status_and_kind_and_pages_with_a_cursor,
+    an_active_job_answers_retry_after_from_its_eta_and_an_ended_one_does_not,
 );
+
+async fn an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let first = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
+    gate.reached().await;
+    let retry = |id: &str| {
+        reqwest::Client::new()
+            .post(app.url(&format!("/catalog/jobs/{id}/retry")))
+            .header("x-request-id", "retry-req-1")
+    };
+    let r = retry(&first).send().await.unwrap();
+    assert_eq!(r.status(), 409);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "still_active");
+    assert_eq!(body["job_id"], first.as_str());
+    assert_eq!(cancel(&app, &first).await.0, 202);
+    assert_eq!(app.poll_until_ended(&first).await["status"], "cancelled");
+
+    let ticker = app
+        .start(
+            "ticker",
+            &[("tenant_id", t.as_str()), ("n", "3"), ("wait", "1")],
+        )
+        .await;
+    let ticker_id = ticker.headers()["location"]
+        .to_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let r = retry(&ticker_id).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let location = r.headers()["location"].to_str().unwrap().to_owned();
+    let again: Value = r.json().await.unwrap();
+    let again_id = again["job_id"].as_str().unwrap();
+    assert_ne!(again_id, ticker_id);
+    assert_eq!(location, format!("/catalog/jobs/{again_id}"));
+    assert_eq!(again["retry_of"], ticker_id.as_str());
+    assert_eq!(again["kind"], "ticker");
+    assert_eq!(again["tenant_id"], t.as_str());
+    assert_eq!(again["params"], app.get_job(&ticker_id).await["params"]);
+    assert_eq!(again["request_id"], "retry-req-1");
+    let done = app.poll_until_ended(again_id).await;
+    assert_eq!(done["result"], json!({"ticks": 3}));
+    assert_eq!(done["retry_of"], ticker_id.as_str());
+    assert_eq!(app.get_job(&ticker_id).await["retry_of"], Value::Null);
+
+    // Single flight as for any start: while the retry waits or runs, another one is 409.
+    let r = retry(&first).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let second: Value = r.json().await.unwrap();
+    let r = retry(&first).send().await.unwrap();
+    assert_eq!(r.status(), 409);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "already_running");
+    assert_eq!(body["job_id"], second["job_id"]);
+    gate.release();
+    app.poll_until_ended(second["job_id"].as_str().unwrap())
+        .await;
+
+    let missing = retry(&uuid::Uuid::new_v4().to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    let other_tenant = reqwest::Client::new()
+        .post(app.url(&format!(
+            "/catalog/jobs/{ticker_id}/retry?tenant_id=someone-else"
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        other_tenant.status(),
+        404,
+        "another tenant's job is unknown"
+    );
+}
+
+async fn an_active_job_answers_retry_after_from_its_eta_and_an_ended_one_does_not(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let id = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
+    gate.reached().await;
+    let half = app.wait_for(&id, |j| j["percent"] == 50).await;
+    assert!(
+        half["eta_seconds"].is_u64(),
+        "a job halfway has an estimate: {half}"
+    );
+    let r = app.get(&format!("/catalog/jobs/{id}")).await;
+    let secs: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=30).contains(&secs), "Retry-After {secs} is bounded");
+    gate.release();
+    let done = app.poll_until_ended(&id).await;
+    assert_eq!(
+        done["eta_seconds"],
+        Value::Null,
+        "an ended job has no estimate"
+    );
+    let r = app.get(&format!("/catalog/jobs/{id}")).await;
+    assert!(r.headers().get("retry-after").is_none());
+}
 
 async fn starting_a_job_answers_202_with_its_id_and_location_then_polls_to_done(b: Backend) {
     let app = spawn_app(b).await;
@@ -72,10 +185,19 @@ async fn wait_true_returns_the_report_inline(b: Backend) {
         )
         .await;
     assert_eq!(r.status(), 200);
+    let location = r.headers()["location"].to_str().unwrap().to_owned();
     assert_eq!(r.json::<Value>().await.unwrap(), json!({"ticks": 7}));
     // The waited job was created exactly like any other: it is listed, and done.
     let listed: Value = app.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
     assert_eq!(listed["jobs"][0]["status"], "done");
+    assert_eq!(
+        location,
+        format!(
+            "/catalog/jobs/{}",
+            listed["jobs"][0]["job_id"].as_str().unwrap()
+        ),
+        "the waited 200 names its job in Location"
+    );
     assert_eq!(listed["jobs"][0]["result"], json!({"ticks": 7}));
 }
 
@@ -206,7 +328,7 @@ async fn the_listing_is_newest_first_and_honours_the_limit(b: Backend) {
     let none: Value = app
         .get_json(&format!("/catalog/jobs?tenant_id={}", tenant()))
         .await;
-    assert_eq!(none, json!({"jobs": []}));
+    assert_eq!(none, json!({"jobs": [], "next_cursor": null}));
 }
 
 async fn every_content_type_starts_a_job(b: Backend) {
@@ -444,7 +566,11 @@ async fn bad_input_gets_a_4xx_envelope_and_creates_nothing(b: Backend) {
         );
     }
     for (what, query, code) in [
-        ("no tenant", "".to_owned(), "missing_field"),
+        (
+            "a repeated tenant",
+            format!("tenant_id={ts}&tenant_id=x"),
+            "invalid_field",
+        ),
         (
             "limit zero",
             format!("tenant_id={ts}&limit=0"),
@@ -647,5 +773,95 @@ async fn health_and_readiness_answer(b: Backend) {
         Backend::Memory => assert_eq!(body["durable"], false),
         // Whether Redis persists depends on the Redis (tests/api/readiness.rs checks both).
         Backend::Redis => assert!(body["durable"].is_boolean(), "{body}"),
+    }
+}
+
+async fn the_listing_filters_by_status_and_kind_and_pages_with_a_cursor(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let mut started = Vec::new();
+    for kind in ["ticker", "fail", "ticker", "fail", "ticker"] {
+        let form = [("tenant_id", t.as_str()), ("n", "1"), ("wait", "1")];
+        let form = if kind == "fail" {
+            &form[..1]
+        } else {
+            &form[..]
+        };
+        let r = app.start(kind, form).await;
+        let id = r
+            .headers()
+            .get("location")
+            .map(|l| l.to_str().unwrap().rsplit('/').next().unwrap().to_owned());
+        let id = match id {
+            Some(id) => id,
+            None => r.json::<Value>().await.unwrap()["job"]["job_id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        };
+        app.poll_until_ended(&id).await;
+        started.push(id);
+    }
+    let newest_first: Vec<String> = started.iter().rev().cloned().collect();
+    // Pages of 2 visit every job once, newest first, and the last page says it is the last.
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10 {
+        let mut path = format!("/catalog/jobs?tenant_id={t}&limit=2");
+        if let Some(c) = &cursor {
+            path.push_str(&format!("&cursor={c}"));
+        }
+        let page = app.get_json(&path).await;
+        let jobs = page["jobs"].as_array().unwrap();
+        assert!(jobs.len() <= 2);
+        seen.extend(
+            jobs.iter()
+                .map(|j| j["job_id"].as_str().unwrap().to_owned()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, newest_first);
+    let ids = |v: Value| -> Vec<String> {
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["job_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let failed = ids(app
+        .get_json(&format!("/catalog/jobs?tenant_id={t}&status=failed"))
+        .await);
+    assert_eq!(failed, vec![started[3].clone(), started[1].clone()]);
+    let by_kind = ids(app
+        .get_json(&format!("/catalog/jobs?tenant_id={t}&kind=fail"))
+        .await);
+    assert_eq!(by_kind, failed);
+    let both = ids(app
+        .get_json(&format!(
+            "/catalog/jobs?tenant_id={t}&status=done,failed&status=lost"
+        ))
+        .await);
+    assert_eq!(both, newest_first);
+    let none = ids(app
+        .get_json(&format!("/catalog/jobs?tenant_id={t}&status=running"))
+        .await);
+    assert!(none.is_empty());
+    for (query, field) in [
+        ("status=finished", "status"),
+        ("kind=Not-A-Kind", "kind"),
+        ("cursor=garbage", "cursor"),
+        ("cursor=12.not-a-uuid", "cursor"),
+    ] {
+        let r = app
+            .get(&format!("/catalog/jobs?tenant_id={t}&{query}"))
+            .await;
+        assert_eq!(r.status(), 422, "{query}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"], "invalid_field", "{query}");
+        assert_eq!(body["field"], field, "{query}");
     }
 }

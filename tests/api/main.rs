@@ -1,10 +1,14 @@
 //! The one integration test binary: real redis-server, real app over real HTTP.
 
+mod admin;
 mod auth;
 mod bad_input;
+mod browser;
 mod catalog;
 mod cli;
 mod conformance;
+mod cors;
+mod events;
 mod extract;
 mod faults;
 mod feeds;
@@ -19,5 +23,7 @@ mod pairing;
 mod readiness;
 mod replicas;
 mod runner;
+mod search;
 mod service;
 mod tenants;
+mod webdriver;

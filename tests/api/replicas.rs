@@ -87,6 +87,30 @@ async fn three_replicas_share_one_queue_and_each_runs_some() {
     assert_eq!(ran.len(), 3, "each replica ran some: {ran:?}");
 }
 
+/// With a worker free and nothing waiting, the replica that accepts a job runs it itself:
+/// create claims it in the same step, so it never goes through the queue to another
+/// replica (whose dispatchers would otherwise race for it and win about half the time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_with_a_free_worker_runs_the_job_it_accepted_when_nothing_waits() {
+    let redis = RedisServer::start(false);
+    let env = [("MAX_CONCURRENT_JOBS", "4".to_owned())];
+    let a = Service::start(&redis.url(), &env).await;
+    let b = Service::start(&redis.url(), &env).await;
+    let replicas = [&a, &b];
+    for _ in 0..12 {
+        let t = tenant();
+        let form = [("tenant_id", t.as_str())];
+        let id = started_id(start(&a, "enrich", &form).await).await;
+        let job = a.poll(&id, "done", |j| j["status"] == "done").await;
+        assert_eq!(
+            runner_of(&replicas, &job),
+            0,
+            "A accepted it and ran it: {job}"
+        );
+        assert_eq!(job["attempt"], 1, "{job}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replicas_job_is_run_again_elsewhere_as_attempt_2() {
     let redis = RedisServer::start(false);

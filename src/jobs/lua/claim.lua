@@ -20,7 +20,7 @@ while true do
   end
   local hkey = k_job(id)
   local st = redis.call('HMGET', hkey, 'status', 'superseded_by', 'attempt', 'free_retry',
-    'tenant', 'kind', 'params', 'created_ms', 'claim', 'started_ms')
+    'tenant', 'kind', 'params', 'created_ms', 'claim', 'started_ms', 'percent')
   if st[1] == 'queued' and not st[2] and not runs[st[6]] then
     redis.call('RPUSH', K_QUEUE, id)
     first_passed = first_passed or id
@@ -34,6 +34,8 @@ while true do
       'worker', A[1], 'step', 'starting', 'updated_ms', now, 'heartbeat_ms', now,
       'started_ms', st[10] or now)
     redis.call('ZADD', K_LEASES, now + STALE, id)
+    note(id, st[5], st[6], 'started', 'running', st[11], 'starting', now,
+      {'attempt', attempt, 'worker', A[1]})
     return {id, claim, attempt, st[5], st[6], st[7], st[8]}
   end
 end

@@ -13,6 +13,7 @@ if code == 0 then
   if holder and holder ~= id then return -1 end
   redis.call('HSET', hkey, 'tenant', tenant, 'kind', kind, 'params', A[5],
     'created_ms', A[6], 'claim', A[2], 'restored', 1)
+  note(id, tenant, kind, 'restored', 'running', A[7], A[11], now)
   list_push(tenant, id)
 elseif code ~= 1 then
   return code

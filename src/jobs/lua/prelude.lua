@@ -20,6 +20,12 @@ local function k_lock(tenant, kind) return P .. ':lock:' .. tenant .. ':' .. kin
 local function k_tenant(tenant) return P .. ':tenant:' .. tenant end
 local function k_idem(tenant, kind, key) return P .. ':idem:' .. tenant .. ':' .. kind .. ':' .. key end
 local function k_rate(tenant, window) return P .. ':rate:' .. tenant .. ':' .. window end
+local function k_timeline(id) return P .. ':' .. id .. ':timeline' end
+local function k_tenant_events(tenant) return P .. ':tenant:' .. tenant .. ':events' end
+
+-- How many events a job's timeline keeps: TIMELINE_CAP in jobs/timeline.rs (its reason is
+-- there). `MAXLEN ~` trims whole stream nodes, so a stream may hold a few more.
+local TIMELINE_CAP = 100
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -30,6 +36,25 @@ local function ended(status)
   return status == 'done' or status == 'failed' or status == 'cancelled'
 end
 
+-- Appends an event to a job's timeline (its stream) and tells the tenant's watchers (one
+-- PUBLISH on the tenant's channel), in the step that made the change. `extra` is a flat list
+-- of the type's own fields. The stream's TTL is set where the job's is (create, restore,
+-- renew, end_job), not here: one EXPIRE per job, not one per event.
+local function note(id, tenant, kind, typ, status, percent, step, now, extra)
+  local fields = {'type', typ, 'at', now, 'status', status, 'percent', percent or 0, 'step', step}
+  for _, v in ipairs(extra or {}) do fields[#fields + 1] = v end
+  local eid = redis.call('XADD', k_timeline(id), 'MAXLEN', '~', TIMELINE_CAP, '*', unpack(fields))
+  redis.call('PUBLISH', k_tenant_events(tenant), cjson.encode({id = eid, type = typ,
+    job_id = id, tenant_id = tenant, kind = kind, status = status,
+    percent = tonumber(percent) or 0, step = step}))
+  return eid
+end
+
+-- Deletes a job's record and its timeline.
+local function drop_job(id)
+  return redis.call('DEL', k_job(id), k_timeline(id))
+end
+
 -- Puts a job id at the head of its tenant's listing, trims the listing to its cap and
 -- deletes the trimmed jobs that have ended (an active one keeps its record until it ends).
 local function list_push(tenant, id)
@@ -38,7 +63,7 @@ local function list_push(tenant, id)
     local gone = redis.call('LRANGE', list, CAP, -1)
     redis.call('LTRIM', list, 0, CAP - 1)
     for _, old in ipairs(gone) do
-      if ended(redis.call('HGET', k_job(old), 'status')) then redis.call('DEL', k_job(old)) end
+      if ended(redis.call('HGET', k_job(old), 'status')) then drop_job(old) end
     end
   end
   redis.call('EXPIRE', list, TTL)
@@ -63,11 +88,17 @@ local function run_state(hkey, claim)
 end
 
 -- Ends an active job: its final fields, its lock released if it holds it, out of the lease
--- index, and every process told (`wait=true` learns of it there).
+-- index, its `finished` event on its timeline, and every process told (`wait=true` learns
+-- of it there). `fields` always name status, step and finished_ms.
 local function end_job(id, tenant, kind, fields)
   local hkey = k_job(id)
   redis.call('HSET', hkey, unpack(fields))
   redis.call('EXPIRE', hkey, TTL)
+  local f = {}
+  for i = 1, #fields, 2 do f[fields[i]] = fields[i + 1] end
+  note(id, tenant, kind, 'finished', f.status, f.percent or redis.call('HGET', hkey, 'percent'),
+    f.step, f.finished_ms, f.error and {'error', f.error} or nil)
+  redis.call('EXPIRE', k_timeline(id), TTL)
   local lock = k_lock(tenant, kind)
   if redis.call('GET', lock) == id then redis.call('DEL', lock) end
   redis.call('ZREM', K_LEASES, id)

@@ -15,7 +15,10 @@ for _, id in ipairs(ids) do
   if (st[1] == 'queued' or st[1] == 'running') and not st[2] then return {0, id} end
 end
 local removed = 0
-for _, id in ipairs(ids) do removed = removed + redis.call('DEL', k_job(id)) end
+for _, id in ipairs(ids) do
+  removed = removed + redis.call('DEL', k_job(id))
+  redis.call('DEL', k_timeline(id))
+end
 for i = 2, #A do redis.call('DEL', k_lock(tenant, A[i])) end
 redis.call('DEL', list)
 return {1, removed}

@@ -15,14 +15,18 @@ for _, id in ipairs(due) do
     if st[5] then
       end_cancelled(id, st[6], st[7], st[4], now)
     elseif attempt < MAX_ATTEMPTS then
+      local step = 'recovered: its run was lost; waiting for a worker'
       redis.call('HSET', hkey, 'status', 'queued', 'recovered_ms', now, 'updated_ms', now,
-        'step', 'recovered: its run was lost; waiting for a worker')
+        'step', step)
+      note(id, st[6], st[7], 'requeued', 'queued', st[4], step, now, {'attempt', attempt})
       requeue(id)
       out[#out + 1] = 'r'; out[#out + 1] = id
     elseif MAX_ATTEMPTS > 1 then
       end_job(id, st[6], st[7], {'status', 'failed', 'error', 'Lost', 'step', 'failed: Lost',
         'updated_ms', now, 'finished_ms', now})
       out[#out + 1] = 'l'; out[#out + 1] = id
+    else
+      note(id, st[6], st[7], 'lost', 'lost', st[4], redis.call('HGET', hkey, 'step'), now)
     end
   end
 end

@@ -12,7 +12,8 @@ if st[5] then
   end_cancelled(id, st[6], st[7], st[4], now)
   return 1
 end
-redis.call('HSET', hkey, 'status', 'queued', 'free_retry', 1, 'updated_ms', now,
-  'step', 'requeued: its replica shut down; waiting for a worker')
+local step = 'requeued: its replica shut down; waiting for a worker'
+redis.call('HSET', hkey, 'status', 'queued', 'free_retry', 1, 'updated_ms', now, 'step', step)
+note(id, st[6], st[7], 'released', 'queued', st[4], step, now)
 requeue(id)
 return 1

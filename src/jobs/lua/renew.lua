@@ -16,6 +16,7 @@ for i = 1, #A, 2 do
     else
       redis.call('HSET', hkey, 'heartbeat_ms', now)
       redis.call('EXPIRE', hkey, TTL)
+      redis.call('EXPIRE', k_timeline(id), TTL)
       redis.call('SET', lock, id, 'EX', TTL)
       redis.call('ZADD', K_LEASES, now + STALE, id)
       if st[5] then code = 3 end

@@ -14,6 +14,8 @@ redis.call('HSET', hkey, 'tenant', tenant, 'kind', kind, 'params', A[5],
   'started_ms', now, 'updated_ms', now, 'heartbeat_ms', now, 'restored', 1,
   'claim', A[2], 'attempt', A[9], 'worker', A[10])
 redis.call('EXPIRE', hkey, TTL)
+note(id, tenant, kind, 'restored', 'running', A[7], A[8], now, {'attempt', A[9], 'worker', A[10]})
+redis.call('EXPIRE', k_timeline(id), TTL)
 redis.call('SET', lock, id, 'EX', TTL)
 redis.call('ZADD', K_LEASES, now + STALE, id)
 list_push(tenant, id)

@@ -1,0 +1,253 @@
+//! `GET /catalog/jobs/{job_id}/events` (a job's timeline, as JSON or live as Server-Sent
+//! Events) and `GET /catalog/events?tenant_id=T` (every change of a tenant's jobs, live).
+//!
+//! A live stream watches the job's tenant BEFORE it reads the timeline, so no event can
+//! fall between the read and the first message; every message (and a periodic re-check)
+//! makes it read the timeline again after the last id it sent, so it sends each event once,
+//! in order, whatever was missed or repeated on the way. Streams end when the process starts
+//! shutting down, so the server's drain never waits on them.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::header::{ACCEPT, CACHE_CONTROL};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::stream::{self, Stream};
+use serde::Serialize;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::extract::{query_fields, refuse_unknown, take_single, tenant_field, JobIdPath};
+use super::openapi;
+use super::AppState;
+use crate::jobs::runner::Runner;
+use crate::jobs::store::JobStore;
+use crate::jobs::timeline::{EventId, TimelineEvent};
+use crate::jobs::watch::{Change, TenantWatch};
+use crate::jobs::{JobId, Snapshot};
+
+/// How often an idle stream sends a comment: well under the idle timeouts of common
+/// proxies and load balancers (60 s), so they keep the connection open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How often a job stream reads the timeline again without being told to: covers a
+/// message published while the tenant's subscription was being renewed (a failover).
+const RECHECK: Duration = Duration::from_secs(5);
+/// The header a reconnecting browser sends with the last id it received.
+const LAST_EVENT_ID: &str = "last-event-id";
+/// Asks nginx-like proxies not to buffer the stream (they would hold events back).
+const NO_PROXY_BUFFERING: (HeaderName, HeaderValue) = (
+    HeaderName::from_static("x-accel-buffering"),
+    HeaderValue::from_static("no"),
+);
+
+#[derive(Serialize)]
+pub struct Timeline {
+    events: Vec<TimelineEvent>,
+}
+
+/// A job's timeline: `{"events": […]}`, or with `Accept: text/event-stream` the events so far
+/// and then each new one live, ending after `finished`.
+#[utoipa::path(get, path = "/catalog/jobs/{job_id}/events", tag = "jobs",
+    params(
+        ("job_id" = String, Path, description = "The id a start answered with."),
+        ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
+        ("after" = Option<String>, Query, description = "Only the events after this event id (`<ms>-<seq>`); a `Last-Event-ID` header takes its place when a stream reconnects."),
+        ("Last-Event-ID" = Option<String>, Header, description = "The id of the last event a stream received: it resumes right after it."),
+    ),
+    responses(
+        (status = 200, description = "The timeline, oldest first (at most the newest 100 events): as JSON, or with `Accept: text/event-stream` as Server-Sent Events (`id:` the event id, `event:` its type, `data:` the event's JSON), live until the job's `finished` (or `superseded`) event; keep-alive comments every 15 s.",
+            content((openapi::JobTimeline = "application/json"), (String = "text/event-stream"))),
+        (status = 204, description = "A stream asked for after the job ended and after its last event: nothing more will come (browsers stop reconnecting)."),
+        (status = 404, description = "`not_found`: no job has this id (or it expired), or it is another tenant's (the `tenant_id` named, or the token's).", body = openapi::ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`, `after` or `Last-Event-ID`) or `unknown_field` (any other query field), with `field`.", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
+pub async fn job_events(
+    State(app): State<AppState>,
+    caller: Caller,
+    JobIdPath(id): JobIdPath,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    let mut fields = query_fields(&uri)?;
+    let named = match fields.contains_key("tenant_id") {
+        true => Some(tenant_field(&mut fields)?),
+        false => None,
+    };
+    let after = take_single(&mut fields, "after")?;
+    refuse_unknown(&fields, "tenant_id and after")?;
+    let after = match headers.get(LAST_EVENT_ID) {
+        Some(header) => Some(event_id(LAST_EVENT_ID, header.to_str().ok())?),
+        None => after.map(|v| event_id("after", v.as_str())).transpose()?,
+    };
+    let job = super::jobs::visible(&app, &caller, &id, named).await?;
+    if !wants_stream(&headers) {
+        let events = app.store.timeline(&id, after).await?;
+        return Ok(Json(Timeline { events }).into_response());
+    }
+    // Watch first, then read: an event written in between is heard (and read again).
+    let watch = app.store.watch_tenant(&job.tenant_id).await;
+    let events = app.store.timeline(&id, after).await?;
+    if events.is_empty() && has_ended(&*app.store, &job).await? {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let follow = Follow {
+        store: app.store.clone(),
+        runner: app.runner.clone(),
+        id,
+        pending: events.into(),
+        last: after,
+        watch,
+        done: false,
+    };
+    Ok(live(stream::unfold(follow, Follow::next)))
+}
+
+/// Every change of a tenant's jobs, live: `id:` the timeline event's id, `event:` its type,
+/// `data:` `{"id","type","job_id","tenant_id","kind","status","percent","step"}`.
+#[utoipa::path(get, path = "/catalog/events", tag = "jobs",
+    params(("tenant_id" = String, Query, description = "The tenant whose jobs to follow.")),
+    responses(
+        (status = 200, description = "Server-Sent Events, one per timeline event of any of the tenant's jobs (on any replica), until the client goes away or the service shuts down; `event: resync` (data `{}`) when changes may have been missed (re-read the listing); keep-alive comments every 15 s.",
+            body = String, content_type = "text/event-stream"),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+    ))]
+pub async fn tenant_events(
+    State(app): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    let mut fields = query_fields(&uri)?;
+    let tenant = tenant_field(&mut fields)?;
+    caller.may_act_for(&tenant)?;
+    refuse_unknown(&fields, "tenant_id")?;
+    app.store.ping().await?;
+    let watch = app.store.watch_tenant(&tenant).await;
+    let runner = app.runner.clone();
+    Ok(live(stream::unfold(
+        (watch, runner),
+        |(mut watch, runner)| async move {
+            let event = tokio::select! {
+                () = runner.closing() => return None,
+                change = watch.changes.recv() => match change {
+                    Ok(Change::Job(c)) => Event::default()
+                        .id(&c.id)
+                        .event(&c.kind_of_event)
+                        .data(serde_json::to_string(&c).expect("a change serialises")),
+                    Ok(Change::Resync) | Err(RecvError::Lagged(_)) => {
+                        Event::default().event("resync").data("{}")
+                    }
+                    Err(RecvError::Closed) => return None,
+                },
+            };
+            Some((Ok::<_, Infallible>(event), (watch, runner)))
+        },
+    )))
+}
+
+/// An SSE answer: keep-alives, and no buffering on the way.
+fn live(events: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -> Response {
+    let sse = Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE));
+    (
+        [
+            NO_PROXY_BUFFERING,
+            (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        sse,
+    )
+        .into_response()
+}
+
+fn wants_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"))
+}
+
+fn event_id(field: &str, raw: Option<&str>) -> Result<EventId, ApiError> {
+    raw.and_then(|r| r.trim().parse().ok()).ok_or_else(|| {
+        ApiError::invalid(
+            field,
+            format!("{field} must be an event id as the timeline gives them (<ms>-<seq>)"),
+        )
+    })
+}
+
+/// Whether nothing more will be written to the job's timeline: it ended, or its last event
+/// says so (`superseded`).
+async fn has_ended(store: &dyn JobStore, job: &Snapshot) -> Result<bool, ApiError> {
+    if job.status.is_finished() {
+        return Ok(true);
+    }
+    let all = store.timeline(&job.job_id, None).await?;
+    Ok(all.last().is_some_and(TimelineEvent::is_last))
+}
+
+/// One job stream's state: what is left to send, and the last id sent.
+struct Follow {
+    store: Arc<dyn JobStore>,
+    runner: Runner,
+    id: JobId,
+    pending: VecDeque<TimelineEvent>,
+    last: Option<EventId>,
+    watch: TenantWatch,
+    /// The last event was sent: the stream ends.
+    done: bool,
+}
+
+impl Follow {
+    /// The next event to send, waiting for it when there is none; `None` ends the stream.
+    async fn next(mut self) -> Option<(Result<Event, Infallible>, Self)> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                let id = event.event_id();
+                if self.last.is_some() && id <= self.last {
+                    continue; // sent already
+                }
+                self.last = id;
+                self.done = event.is_last();
+                return Some((Ok(sse_event(&event)), self));
+            }
+            if self.done {
+                return None;
+            }
+            let recheck = tokio::select! {
+                () = self.runner.closing() => return None,
+                change = self.watch.changes.recv() => match change {
+                    Ok(Change::Job(c)) if c.job_id != self.id.to_string() => continue,
+                    Err(RecvError::Closed) => return None,
+                    _ => false,
+                },
+                () = tokio::time::sleep(RECHECK) => true,
+            };
+            // A store that does not answer now is read again at the next wake.
+            if let Ok(events) = self.store.timeline(&self.id, self.last).await {
+                self.pending.extend(events);
+            }
+            if recheck && self.pending.is_empty() {
+                // A job that is gone (expired, its tenant removed) has nothing more to say.
+                if let Ok(None) = self.store.get(&self.id).await {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+fn sse_event(event: &TimelineEvent) -> Event {
+    Event::default()
+        .id(&event.id)
+        .event(&event.kind)
+        .data(serde_json::to_string(event).expect("an event serialises"))
+}

@@ -1,0 +1,586 @@
+//! The admin page in a real browser: headless Chromium through chromedriver (see
+//! `webdriver.rs`) against the real service (Redis started by the harness, the real catalogue
+//! job kinds, the demo feed). One browser session walks the page the way an operator does;
+//! every wait polls the DOM (bounded), none sleeps. Screenshots go to `target/screenshots/`.
+
+use std::path::PathBuf;
+
+use catalog_jobs::api::auth::hash_token;
+use catalog_jobs::config::Config;
+use serde_json::{json, Value};
+
+use std::sync::Arc;
+
+use catalog_jobs::jobs::redis::RedisStore;
+
+use crate::helpers::{
+    dead_redis_url, free_port, settings, spawn_app_with, spawn_catalog_app, test_config, unique,
+    Backend, TestApp,
+};
+use crate::service::HeldFeeds;
+use crate::webdriver::Browser;
+
+/// A laptop's viewport, and a phone's width (an iPhone SE / 13 mini in CSS pixels).
+const DESKTOP: (u32, u32) = (1280, 1000);
+const PHONE_WIDTH: u32 = 375;
+/// A product name that would run script if the page ever rendered data as markup.
+const HOSTILE: &str = "<img src=x onerror=alert(1)>";
+
+fn screenshot_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/screenshots")
+        .join(format!("{name}.png"))
+}
+
+/// Types the tenant (and token) and applies them.
+async fn use_identity(b: &Browser, tenant: &str, token: &str) {
+    b.fill("[data-testid=tenant]", tenant).await;
+    b.fill("[data-testid=token]", token).await;
+    b.click("#use").await;
+}
+
+/// Waits for the newest live card of `kind` to read `status`; answers its job id.
+async fn card_reads(b: &Browser, kind: &str, status: &str) -> String {
+    b.wait_for(
+        &format!("a {kind} job {status}"),
+        "const c = document.querySelector(`#live .job-card[data-kind=\"${arguments[0]}\"]`);
+         return c && c.dataset.status === arguments[1] ? c.dataset.jobId : null;",
+        json!([kind, status]),
+    )
+    .await
+    .as_str()
+    .expect("a job id")
+    .to_owned()
+}
+
+/// Waits for the jobs table's row of `id` to read `status`.
+async fn row_reads(b: &Browser, id: &str, status: &str) {
+    b.wait_for(
+        &format!("job {id}'s row reading {status}"),
+        "const r = document.querySelector(`[data-testid=jobs-table] [data-testid=job-row][data-job-id=\"${arguments[0]}\"]`);
+         return r && r.dataset.status === arguments[1];",
+        json!([id, status]),
+    )
+    .await;
+}
+
+async fn a_sync_started_from_the_page_fills_its_bar_to_100_and_the_jobs_table_shows_it_done(
+    b: &Browser,
+) {
+    // Every value the bars take, as the page sets them.
+    b.exec(
+        "window.barValues = [];
+         new MutationObserver((changes) => {
+           for (const c of changes) if (c.attributeName === 'aria-valuenow')
+             window.barValues.push([c.target.closest('.job-card').dataset.jobId, Number(c.target.getAttribute('aria-valuenow'))]);
+         }).observe(document.getElementById('live'), { attributes: true, subtree: true });",
+        json!([]),
+    )
+    .await;
+    b.fill("[data-testid=sync-source]", "demo.jsonl").await;
+    b.click("[data-testid=start-sync]").await;
+    let id = card_reads(b, "sync", "done").await;
+    let follow = b
+        .exec(
+            "return [document.querySelector(`.job-card[data-job-id=\"${arguments[0]}\"]`).dataset.follow,
+                     document.getElementById('jobs-table').dataset.follow];",
+            json!([id]),
+        )
+        .await;
+    assert_eq!(
+        follow,
+        json!(["stream", "stream"]),
+        "the card and the table follow the event streams, not a poll"
+    );
+    let values: Vec<u64> = b
+        .exec(
+            "return window.barValues.filter(([job]) => job === arguments[0]).map(([, v]) => v);",
+            json!([id]),
+        )
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!(
+        values.windows(2).all(|w| w[0] <= w[1]),
+        "the bar never goes backwards: {values:?}"
+    );
+    let bar = b
+        .exec(
+            "return document.querySelector(`.job-card[data-job-id=\"${arguments[0]}\"] [data-testid=job-progress]`).getAttribute('aria-valuenow');",
+            json!([id]),
+        )
+        .await;
+    assert_eq!(bar, "100", "the bar of a done sync is full");
+    let step = b
+        .text(&format!(
+            ".job-card[data-job-id=\"{id}\"] [data-testid=job-step]"
+        ))
+        .await;
+    assert!(!step.is_empty(), "the card shows the job's step");
+    let meta = b
+        .text(&format!(".job-card[data-job-id=\"{id}\"] .meta"))
+        .await;
+    assert!(
+        meta.contains("elapsed") && meta.contains("ETA"),
+        "the card shows elapsed time and ETA: {meta}"
+    );
+    row_reads(b, &id, "done").await;
+}
+
+async fn pair_and_wait_shows_the_report_inline(b: &Browser) {
+    b.click("[data-testid=start-enrich]").await;
+    card_reads(b, "enrich", "done").await;
+    b.click("[data-testid=pair-wait]").await;
+    let report = b
+        .wait_for(
+            "the pair's report",
+            "const r = document.querySelector('[data-testid=report]').textContent;
+             try { return JSON.parse(r); } catch { return null; }",
+            json!([]),
+        )
+        .await;
+    assert_eq!(report["products"], 2400, "{report}");
+    assert!(report["paired"].as_u64().unwrap() > 2000, "{report}");
+}
+
+async fn a_search_pages_through_its_results(b: &Browser) {
+    // Every key of families 10-19 starts with this: more than one page of 20.
+    b.fill("[data-testid=product-search]", "fam00001").await;
+    b.click("#product-form button").await;
+    let first = b
+        .wait_for(
+            "a first page with more to come",
+            "const found = document.querySelectorAll('[data-testid=product-result]').length;
+             return document.querySelector('[data-testid=product-more]') && found;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(first, 20, "a page of 20");
+    b.click("[data-testid=product-more]").await;
+    b.wait_for(
+        "a second page appended, every result matching",
+        "const keys = [...document.querySelectorAll('[data-testid=product-result] button')].map((b) => b.dataset.productKey);
+         return keys.length > 20 && new Set(keys).size === keys.length && keys.every((k) => k.startsWith('fam00001'));",
+        json!([]),
+    )
+    .await;
+}
+
+async fn a_product_is_found_opened_and_its_neighbour_followed(b: &Browser) {
+    b.fill("[data-testid=product-search]", "fam000001-v0").await;
+    b.click("#product-form button").await;
+    b.wait_for(
+        "the product in the results",
+        "return document.querySelector('[data-testid=product-results] button[data-product-key=\"fam000001-v0\"]');",
+        json!([]),
+    )
+    .await;
+    b.click("[data-testid=product-results] button[data-product-key=\"fam000001-v0\"]")
+        .await;
+    b.wait_for(
+        "its sibling among its neighbours",
+        "const v = document.querySelector('[data-testid=product-view]');
+         return !v.hidden && v.dataset.productKey === 'fam000001-v0'
+           && v.querySelector('[data-testid=neighbours] button[data-product-key=\"fam000001-v1\"]');",
+        json!([]),
+    )
+    .await;
+    let score = b.text("[data-testid=neighbours] .score").await;
+    let shown: f64 = score
+        .strip_prefix("score ")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(-1.0);
+    assert!(
+        (0.0..=1.0).contains(&shown),
+        "a neighbour shows its score: {score}"
+    );
+    b.click("[data-testid=neighbours] button[data-product-key=\"fam000001-v1\"]")
+        .await;
+    b.wait_for(
+        "the neighbour opened",
+        "const v = document.querySelector('[data-testid=product-view]');
+         return v.dataset.productKey === 'fam000001-v1'
+           && v.querySelector('[data-testid=neighbours] button[data-product-key=\"fam000001-v0\"]');",
+        json!([]),
+    )
+    .await;
+}
+
+async fn a_hostile_product_name_is_shown_as_text(b: &Browser, app: &TestApp, tenant: &str) {
+    let r = app
+        .client
+        .post(app.url(&format!("/catalog/products?tenant_id={tenant}")))
+        .json(&json!([{"product_key": "evil-1", "name": HOSTILE, "brand": HOSTILE}]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // A key prefix: found by the search, not by a key lookup.
+    b.fill("[data-testid=product-search]", "evil").await;
+    b.click("#product-form button").await;
+    b.wait_for(
+        "the hostile product in the results",
+        "return document.querySelector('[data-testid=product-results] button[data-product-key=\"evil-1\"]');",
+        json!([]),
+    )
+    .await;
+    b.click("[data-testid=product-results] button[data-product-key=\"evil-1\"]")
+        .await;
+    b.wait_for(
+        "the hostile product opened",
+        "return document.querySelector('[data-testid=product-view]').dataset.productKey === 'evil-1';",
+        json!([]),
+    )
+    .await;
+    assert_eq!(b.text("#product-name").await, HOSTILE, "the name is text");
+    let images = b
+        .exec("return document.querySelectorAll('img').length;", json!([]))
+        .await;
+    assert_eq!(images, 0, "no element was made from the name");
+}
+
+async fn every_control_is_labelled(b: &Browser) {
+    let unlabelled = b
+        .exec(
+            "const fields = [...document.querySelectorAll('input, select, textarea')]
+               .filter((e) => !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))
+               .map((e) => e.id);
+             const buttons = [...document.querySelectorAll('button')]
+               .filter((e) => !e.textContent.trim() && !e.getAttribute('aria-label'))
+               .map((e) => e.id);
+             return fields.concat(buttons);",
+            json!([]),
+        )
+        .await;
+    assert_eq!(unlabelled, json!([]), "controls without a label");
+}
+
+async fn a_failed_sync_shows_its_error_class(b: &Browser, unreachable: &str) -> String {
+    b.fill("[data-testid=sync-source]", unreachable).await;
+    b.click("[data-testid=start-sync]").await;
+    let id = b
+        .wait_for(
+            "the sync failed",
+            "const c = document.querySelector('#live .job-card[data-kind=sync]');
+             return c && c.dataset.status === 'failed' && c.dataset.jobId;",
+            json!([]),
+        )
+        .await
+        .as_str()
+        .expect("a job id")
+        .to_owned();
+    row_reads(b, &id, "failed").await;
+    b.wait_for(
+        "the error class in the row",
+        "const r = document.querySelector(`[data-testid=job-row][data-job-id=\"${arguments[0]}\"]`);
+         return r.lastElementChild.textContent === 'SourceUnreachable';",
+        json!([id]),
+    )
+    .await;
+    id
+}
+
+async fn the_jobs_table_filters_by_status_and_kind_and_finds_a_job_by_id(
+    b: &Browser,
+    failed: &str,
+) {
+    const VISIBLE: &str = "const rows = [...document.querySelectorAll('[data-testid=job-row]')].filter((r) => !r.hidden);";
+    b.exec(
+        "const s = document.getElementById('filter-status'); s.value = 'failed'; s.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .await;
+    b.wait_for(
+        "only the failed job",
+        &format!(
+            "{VISIBLE} return rows.length === 1 && rows[0].dataset.jobId === arguments[0]
+               && rows[0].dataset.status === 'failed';"
+        ),
+        json!([failed]),
+    )
+    .await;
+    b.exec(
+        "const s = document.getElementById('filter-status'); s.value = ''; s.dispatchEvent(new Event('change'));
+         const k = document.getElementById('filter-kind'); k.value = 'pair'; k.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .await;
+    b.wait_for(
+        "only pairs",
+        &format!(
+            "{VISIBLE} return rows.length > 0 && rows.every((r) => r.children[1].textContent === 'pair');"
+        ),
+        json!([]),
+    )
+    .await;
+    b.exec(
+        "const k = document.getElementById('filter-kind'); k.value = ''; k.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .await;
+    b.fill("[data-testid=find-job]", failed).await;
+    b.click("#find-form button").await;
+    b.wait_for(
+        "the job found by its id",
+        "const v = document.querySelector('[data-testid=job-view]');
+         return !v.hidden && v.dataset.jobId === arguments[0] && v.dataset.status === 'failed'
+           && !document.querySelector('[data-testid=retry]').hidden
+           && document.querySelector('[data-testid=cancel]').hidden;",
+        json!([failed]),
+    )
+    .await;
+}
+
+/// Starts a sync of a held feed (a job that runs until the test releases it) and answers its id.
+async fn start_a_long_sync(b: &Browser, feed: &str) -> String {
+    b.fill("[data-testid=sync-source]", feed).await;
+    b.click("[data-testid=start-sync]").await;
+    b.wait_for(
+        "a held sync running",
+        "const c = document.querySelector('#live .job-card[data-kind=sync]');
+         return c && c.dataset.status === 'running' && c.dataset.jobId;",
+        json!([]),
+    )
+    .await
+    .as_str()
+    .expect("a job id")
+    .to_owned()
+}
+
+async fn a_second_start_shows_already_running_with_a_link_to_the_job(b: &Browser, running: &str) {
+    b.click("[data-testid=start-sync]").await;
+    let link = b
+        .wait_for(
+            "already running",
+            "const e = document.querySelector('[data-testid=error]');
+             const a = e.querySelector('[data-testid=error-job]');
+             return !e.hidden && e.textContent.includes('already running') && a && a.getAttribute('href');",
+            json!([]),
+        )
+        .await;
+    assert_eq!(link, format!("#job={running}"));
+}
+
+async fn a_long_job_is_cancelled_through_the_confirmation(b: &Browser, id: &str) {
+    b.click(&format!(
+        "[data-testid=job-row][data-job-id=\"{id}\"] button"
+    ))
+    .await;
+    b.wait_for(
+        "the job opened with a cancel button",
+        "const v = document.querySelector('[data-testid=job-view]');
+         return !v.hidden && v.dataset.jobId === arguments[0]
+           && !document.querySelector('[data-testid=cancel]').hidden;",
+        json!([id]),
+    )
+    .await;
+    b.click("[data-testid=cancel]").await;
+    b.wait_for(
+        "the confirmation",
+        "return document.getElementById('confirm').open;",
+        json!([]),
+    )
+    .await;
+    b.click("[data-testid=confirm-yes]").await;
+    b.wait_for(
+        "the job cancelled",
+        "const v = document.querySelector('[data-testid=job-view]');
+         return v.dataset.status === 'cancelled' && !document.querySelector('[data-testid=retry]').hidden;",
+        json!([]),
+    )
+    .await;
+    row_reads(b, id, "cancelled").await;
+    b.wait_for(
+        "the timeline from created to finished",
+        "const types = [...document.querySelectorAll('[data-testid=job-timeline] li')].map((li) => li.dataset.type);
+         return types[0] === 'created' && types.includes('cancel_requested') && types[types.length - 1] === 'finished';",
+        json!([]),
+    )
+    .await;
+}
+
+async fn a_cancelled_job_is_retried_and_the_new_job_runs_to_done(b: &Browser, old: &str) -> String {
+    b.click("[data-testid=retry]").await;
+    let id = b
+        .wait_for(
+            "the new job opened",
+            "const v = document.querySelector('[data-testid=job-view]');
+             return !v.hidden && v.dataset.jobId !== arguments[0] && v.dataset.jobId;",
+            json!([old]),
+        )
+        .await
+        .as_str()
+        .expect("a job id")
+        .to_owned();
+    let facts = b
+        .text("#job-snapshot")
+        .await
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        facts.contains(&format!("Retry of {old}")),
+        "the new job names the old one: {facts}"
+    );
+    b.wait_for(
+        "the retried job done, its bar full",
+        "const c = document.querySelector(`.job-card[data-job-id=\"${arguments[0]}\"]`);
+         return c && c.dataset.status === 'done'
+           && c.querySelector('[data-testid=job-progress]').getAttribute('aria-valuenow') === '100'
+           && document.querySelector('[data-testid=job-view]').dataset.status === 'done';",
+        json!([id]),
+    )
+    .await;
+    row_reads(b, &id, "done").await;
+    id
+}
+
+async fn a_phone_wide_window_has_no_horizontal_scroll(b: &Browser) {
+    b.set_size(PHONE_WIDTH, 800).await;
+    let widths = b
+        .wait_for(
+            "a phone-wide viewport",
+            "return window.innerWidth <= arguments[0] + 20
+               ? [window.innerWidth, document.documentElement.scrollWidth] : null;",
+            json!([PHONE_WIDTH]),
+        )
+        .await;
+    assert!(
+        widths[1].as_u64() <= widths[0].as_u64(),
+        "the page is wider than the window: {widths}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin_page() {
+    let feeds = HeldFeeds::start().await;
+    // A port nobody listens on: a source that cannot be reached.
+    let dead = format!("127.0.0.1:{}", free_port());
+    let config = Config {
+        sync_allowed_hosts: vec![feeds.allowed(), dead.clone()],
+        ..test_config()
+    };
+    let app = spawn_catalog_app(Backend::Redis, config).await;
+    let tenant = unique("web");
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+
+    b.goto(&app.url("/")).await;
+    let path = b.exec("return location.pathname;", json!([])).await;
+    assert_eq!(path, "/admin", "/ leads to the admin page");
+    use_identity(&b, &tenant, "").await;
+    every_control_is_labelled(&b).await;
+
+    a_sync_started_from_the_page_fills_its_bar_to_100_and_the_jobs_table_shows_it_done(&b).await;
+    pair_and_wait_shows_the_report_inline(&b).await;
+    let failed =
+        a_failed_sync_shows_its_error_class(&b, &format!("http://{dead}/gone.jsonl")).await;
+    the_jobs_table_filters_by_status_and_kind_and_finds_a_job_by_id(&b, &failed).await;
+    a_search_pages_through_its_results(&b).await;
+    a_product_is_found_opened_and_its_neighbour_followed(&b).await;
+    b.exec("window.scrollTo(0, 0);", json!([])).await;
+    b.screenshot(&screenshot_path("admin-desktop")).await;
+    a_hostile_product_name_is_shown_as_text(&b, &app, &tenant).await;
+
+    let feed = format!("web-{tenant}");
+    let long = start_a_long_sync(&b, &feeds.url(&feed)).await;
+    a_second_start_shows_already_running_with_a_link_to_the_job(&b, &long).await;
+    a_long_job_is_cancelled_through_the_confirmation(&b, &long).await;
+    b.screenshot(&screenshot_path("admin-job-cancelled")).await;
+    // The retry reads the same feed, released now: it runs to its end.
+    feeds.release(&feed);
+    a_cancelled_job_is_retried_and_the_new_job_runs_to_done(&b, &long).await;
+
+    a_phone_wide_window_has_no_horizontal_scroll(&b).await;
+    b.exec("window.scrollTo(0, 0);", json!([])).await;
+    b.screenshot(&screenshot_path("admin-phone")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_a_401_without_a_token_and_a_503_without_a_store_and_works_with_a_token() {
+    let tenant = unique("web");
+    let token = format!("{tenant}-secret");
+    let config = Config {
+        api_tokens: Some(format!("{tenant} web-bot {}", hash_token(&token))),
+        ..test_config()
+    };
+    let app = spawn_catalog_app(Backend::Redis, config).await;
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    b.goto(&app.url("/admin")).await;
+
+    use_identity(&b, &tenant, "").await;
+    let shown = b
+        .wait_for(
+            "the 401's message",
+            "const e = document.querySelector('[data-testid=error]');
+             return !e.hidden && e.textContent;",
+            json!([]),
+        )
+        .await;
+    assert!(
+        shown.as_str().unwrap().contains("send a valid token"),
+        "{shown}"
+    );
+
+    use_identity(&b, &tenant, &token).await;
+    b.fill("[data-testid=sync-source]", "sample.csv").await;
+    b.click("[data-testid=start-sync]").await;
+    let id = card_reads(&b, "sync", "done").await;
+    row_reads(&b, &id, "done").await;
+    let error: Value = b
+        .exec(
+            "return document.querySelector('[data-testid=error]').hidden;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(error, true, "no error shows once the token is given");
+
+    // Where the event stream fails, the card polls the job instead, to the same end.
+    b.exec(
+        "const plain = window.fetch;
+         window.fetch = (url, init) => init && init.headers && init.headers.Accept === 'text/event-stream'
+           ? Promise.reject(new TypeError('streams blocked by the test'))
+           : plain(url, init);",
+        json!([]),
+    )
+    .await;
+    b.click("[data-testid=start-sync]").await;
+    let polled = b
+        .wait_for(
+            "a polled sync done",
+            "const c = document.querySelector('#live .job-card[data-kind=sync]');
+             return c && c.dataset.jobId !== arguments[0] && c.dataset.status === 'done'
+               && c.querySelector('[data-testid=job-progress]').getAttribute('aria-valuenow') === '100'
+               && c.dataset.follow;",
+            json!([id]),
+        )
+        .await;
+    assert_eq!(polled, "poll", "the card fell back to polling");
+
+    // A service whose store cannot be reached: the page shows the 503's message.
+    let down = spawn_app_with(
+        test_config(),
+        Arc::new(RedisStore::open(&dead_redis_url(), settings()).unwrap()),
+    )
+    .await;
+    let refusal: Value = down
+        .get_json(&format!("/catalog/jobs?tenant_id={tenant}"))
+        .await;
+    let message = refusal["message"].as_str().expect("a message").to_owned();
+    b.goto(&down.url("/admin")).await;
+    use_identity(&b, &tenant, "").await;
+    let shown = b
+        .wait_for(
+            "the 503's message",
+            "const e = document.querySelector('[data-testid=error]');
+             return !e.hidden && e.textContent;",
+            json!([]),
+        )
+        .await;
+    assert!(
+        shown.as_str().unwrap().contains(&message),
+        "{shown} should carry {message}"
+    );
+}

@@ -1,0 +1,480 @@
+//! Job timelines and live streams over real HTTP (issue 10): `GET /catalog/jobs/{id}/events`
+//! as JSON and as Server-Sent Events (resuming with `Last-Event-ID`, 204 after the end, seen
+//! from another replica), `GET /catalog/events?tenant_id=T`, their 404/403/422s, and a
+//! shutdown that does not wait on open streams.
+
+use std::time::Duration;
+
+use catalog_jobs::api::auth::hash_token;
+use catalog_jobs::startup::App;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::both_stores;
+use crate::helpers::{
+    settings, spawn_app, spawn_app_with, store, tenant, test_config, Backend, Gate, SseFrame,
+    SseReader, TestApp,
+};
+
+both_stores!(
+    a_job_stream_sends_its_timeline_from_created_to_finished_then_closes,
+    reconnecting_with_last_event_id_mid_job_misses_nothing_and_repeats_nothing,
+    a_stream_asked_for_after_the_end_gets_204_and_json_after_the_end_is_empty,
+    the_tenant_stream_sees_that_tenant_s_jobs_only,
+    an_unknown_id_or_a_bad_resume_id_is_refused_with_json,
+);
+
+/// Opens a job's event stream, resuming after `last` when given.
+async fn open(app: &TestApp, id: &str, last: Option<&str>) -> reqwest::Response {
+    let mut req = app
+        .client
+        .get(app.url(&format!("/catalog/jobs/{id}/events")))
+        .header("accept", "text/event-stream");
+    if let Some(last) = last {
+        req = req.header("last-event-id", last);
+    }
+    req.send().await.expect("the app answers")
+}
+
+/// Reads frames until the server closes the stream.
+async fn read_to_end(reader: &mut SseReader) -> Vec<SseFrame> {
+    let mut frames = Vec::new();
+    while let Some(frame) = reader.next().await {
+        frames.push(frame);
+    }
+    frames
+}
+
+fn types(frames: &[SseFrame]) -> Vec<String> {
+    frames.iter().map(|f| f.event.clone().unwrap()).collect()
+}
+
+/// The job's whole timeline as JSON.
+async fn timeline(app: &TestApp, id: &str) -> Vec<Value> {
+    let body = app.get_json(&format!("/catalog/jobs/{id}/events")).await;
+    body["events"].as_array().expect("an events array").clone()
+}
+
+async fn a_job_stream_sends_its_timeline_from_created_to_finished_then_closes(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let id = app
+        .start_id("ticker", &[("tenant_id", t.as_str()), ("n", "3")])
+        .await;
+    let response = open(&app, &id, None).await;
+    assert_eq!(response.headers()["x-accel-buffering"], "no");
+    assert_eq!(response.headers()["cache-control"], "no-cache");
+    let frames = read_to_end(&mut SseReader::new(response)).await;
+    let seen = types(&frames);
+    assert_eq!(
+        seen.first().map(String::as_str),
+        Some("created"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("finished"),
+        "{seen:?}"
+    );
+    assert!(seen.contains(&"started".to_owned()), "{seen:?}");
+    for frame in &frames {
+        let event = frame.json();
+        assert_eq!(
+            frame.id.as_deref(),
+            event["id"].as_str(),
+            "id: is the event's id"
+        );
+        assert_eq!(frame.event.as_deref(), event["type"].as_str());
+        for field in ["at", "status", "percent", "step"] {
+            assert!(!event[field].is_null(), "{field} in {event}");
+        }
+    }
+    let finished = frames.last().unwrap().json();
+    assert_eq!(
+        (finished["status"].as_str(), finished["percent"].as_u64()),
+        (Some("done"), Some(100))
+    );
+    let ids: Vec<Value> = timeline(&app, &id)
+        .await
+        .iter()
+        .map(|e| e["id"].clone())
+        .collect();
+    let sent: Vec<Value> = frames
+        .iter()
+        .map(|f| Value::from(f.id.clone().unwrap()))
+        .collect();
+    assert_eq!(sent, ids, "the stream sent the timeline, in order, once");
+}
+
+async fn reconnecting_with_last_event_id_mid_job_misses_nothing_and_repeats_nothing(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let id = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
+    gate.reached().await;
+    let mut first = SseReader::new(open(&app, &id, None).await);
+    let mut before = Vec::new();
+    // The gated job reports 50 % and waits: read up to that progress event, then go away.
+    while before
+        .last()
+        .is_none_or(|f: &SseFrame| f.json()["percent"] != 50)
+    {
+        before.push(
+            first
+                .next()
+                .await
+                .expect("the stream stays open while the job runs"),
+        );
+    }
+    drop(first);
+    gate.release();
+    app.wait_for_status(&id, "done").await;
+    let last = before.last().unwrap().id.clone().unwrap();
+    let after = read_to_end(&mut SseReader::new(open(&app, &id, Some(&last)).await)).await;
+    assert_eq!(types(&after).last().map(String::as_str), Some("finished"));
+    let both: Vec<String> = before
+        .iter()
+        .chain(&after)
+        .map(|f| f.id.clone().unwrap())
+        .collect();
+    let all: Vec<String> = timeline(&app, &id)
+        .await
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        both, all,
+        "nothing missed, nothing repeated across the reconnect"
+    );
+}
+
+async fn a_stream_asked_for_after_the_end_gets_204_and_json_after_the_end_is_empty(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let id = app.start_id("ticker", &[("tenant_id", t.as_str())]).await;
+    app.poll_until_ended(&id).await;
+    let events = timeline(&app, &id).await;
+    let last = events.last().unwrap()["id"].as_str().unwrap().to_owned();
+    assert_eq!(events.last().unwrap()["type"], "finished");
+    assert_eq!(
+        open(&app, &id, Some(&last)).await.status(),
+        StatusCode::NO_CONTENT
+    );
+    let query = app
+        .client
+        .get(app.url(&format!("/catalog/jobs/{id}/events?after={last}")))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        query.status(),
+        StatusCode::NO_CONTENT,
+        "?after= works as Last-Event-ID"
+    );
+    let json = app
+        .get_json(&format!("/catalog/jobs/{id}/events?after={last}"))
+        .await;
+    assert_eq!(json["events"], serde_json::json!([]));
+    // From the start, an ended job's stream is its whole timeline, then the end.
+    let frames = read_to_end(&mut SseReader::new(open(&app, &id, None).await)).await;
+    assert_eq!(frames.len(), events.len());
+}
+
+async fn the_tenant_stream_sees_that_tenant_s_jobs_only(b: Backend) {
+    let app = spawn_app(b).await;
+    let (mine, theirs) = (tenant(), tenant());
+    let response = app
+        .client
+        .get(app.url(&format!("/catalog/events?tenant_id={mine}")))
+        .send()
+        .await
+        .unwrap();
+    let mut reader = SseReader::new(response);
+    let other = app
+        .start_id("ticker", &[("tenant_id", theirs.as_str())])
+        .await;
+    app.poll_until_ended(&other).await;
+    let id = app
+        .start_id("ticker", &[("tenant_id", mine.as_str())])
+        .await;
+    let mut seen = Vec::new();
+    loop {
+        let frame = reader.next().await.expect("the tenant stream stays open");
+        let change = frame.json();
+        assert_eq!(change["tenant_id"], mine.as_str(), "{change}");
+        assert_eq!(
+            change["job_id"],
+            id.as_str(),
+            "only this tenant's job: {change}"
+        );
+        assert_eq!(frame.event.as_deref(), change["type"].as_str());
+        for field in ["kind", "status", "percent", "step", "id"] {
+            assert!(!change[field].is_null(), "{field} in {change}");
+        }
+        seen.push(frame.event.unwrap());
+        if change["type"] == "finished" {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.first().map(String::as_str),
+        Some("created"),
+        "{seen:?}"
+    );
+}
+
+async fn an_unknown_id_or_a_bad_resume_id_is_refused_with_json(b: Backend) {
+    let app = spawn_app(b).await;
+    let unknown = catalog_jobs::jobs::JobId::new().to_string();
+    for accept in ["application/json", "text/event-stream"] {
+        let r = app
+            .client
+            .get(app.url(&format!("/catalog/jobs/{unknown}/events")))
+            .header("accept", accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
+    }
+    let t = tenant();
+    let id = app.start_id("ticker", &[("tenant_id", t.as_str())]).await;
+    for bad in ["x", "1-", "-1", "1-2-3"] {
+        let body = app
+            .get_json(&format!("/catalog/jobs/{id}/events?after={bad}"))
+            .await;
+        assert_eq!(
+            (body["error"].as_str(), body["field"].as_str()),
+            (Some("invalid_field"), Some("after")),
+            "{bad}"
+        );
+        let r = open(&app, &id, Some(bad)).await;
+        assert_eq!(
+            r.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Last-Event-ID {bad}"
+        );
+    }
+    let r = app.get(&format!("/catalog/jobs/{id}/events?limit=2")).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let r = app.get("/catalog/events").await;
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "missing_field");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_opened_on_a_second_replica_sees_the_first_replica_s_job() {
+    let shared = settings();
+    let first = spawn_app_with(test_config(), store(Backend::Redis, shared.clone())).await;
+    let second = spawn_app_with(test_config(), store(Backend::Redis, shared)).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let id = first.start_id("gated", &[("tenant_id", t.as_str())]).await;
+    gate.reached().await;
+    let mut tenant_stream =
+        SseReader::new(second.get(&format!("/catalog/events?tenant_id={t}")).await);
+    let mut reader = SseReader::new(open(&second, &id, None).await);
+    let mut seen = Vec::new();
+    while seen
+        .last()
+        .is_none_or(|f: &SseFrame| f.json()["percent"] != 50)
+    {
+        seen.push(reader.next().await.expect("open while the job waits"));
+    }
+    gate.release();
+    seen.extend(read_to_end(&mut reader).await);
+    assert_eq!(types(&seen).last().map(String::as_str), Some("finished"));
+    let ids: Vec<Value> = timeline(&first, &id)
+        .await
+        .iter()
+        .map(|e| e["id"].clone())
+        .collect();
+    let sent: Vec<Value> = seen
+        .iter()
+        .map(|f| Value::from(f.id.clone().unwrap()))
+        .collect();
+    assert_eq!(sent, ids);
+    // The tenant stream on the second replica heard the end the first replica wrote.
+    loop {
+        let frame = tenant_stream
+            .next()
+            .await
+            .expect("the tenant stream stays open");
+        if frame.event.as_deref() == Some("finished") {
+            assert_eq!(frame.json()["job_id"], id.as_str());
+            break;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tokens_another_tenant_s_job_stream_is_404_and_its_tenant_stream_403() {
+    let (a, b) = (tenant(), tenant());
+    let (operator, a_token) = ("events-operator", format!("{a}-secret"));
+    let mut config = test_config();
+    config.api_tokens = Some(format!(
+        "* ops {};{a} a-bot {}",
+        hash_token(operator),
+        hash_token(&a_token)
+    ));
+    let app = spawn_app_with(config, store(Backend::Memory, settings())).await;
+    let start = |t: &catalog_jobs::jobs::TenantId| {
+        app.client
+            .post(app.url("/catalog/ticker"))
+            .bearer_auth(operator)
+            .form(&[("tenant_id", t.as_str())])
+            .send()
+    };
+    let theirs: Value = start(&b).await.unwrap().json().await.unwrap();
+    let theirs = theirs["job_id"].as_str().unwrap().to_owned();
+    let mine: Value = start(&a).await.unwrap().json().await.unwrap();
+    let mine = mine["job_id"].as_str().unwrap().to_owned();
+    let get = |path: String, token: &str| {
+        app.client
+            .get(app.url(&path))
+            .bearer_auth(token)
+            .header("accept", "text/event-stream")
+            .send()
+    };
+    let r = get(format!("/catalog/jobs/{theirs}/events"), &a_token)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = get(
+        format!("/catalog/jobs/{mine}/events?tenant_id={b}"),
+        operator,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::NOT_FOUND,
+        "the tenant named is not the job's"
+    );
+    let r = get(format!("/catalog/events?tenant_id={b}"), &a_token)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = get(format!("/catalog/jobs/{mine}/events"), &a_token)
+        .await
+        .unwrap();
+    assert_eq!(
+        read_to_end(&mut SseReader::new(r))
+            .await
+            .last()
+            .unwrap()
+            .event
+            .as_deref(),
+        Some("finished")
+    );
+    let r = get(format!("/catalog/events?tenant_id={a}"), &a_token)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = app
+        .client
+        .get(app.url(&format!("/catalog/jobs/{mine}/events")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_open_streams_and_does_not_wait_on_them() {
+    let mut config = test_config();
+    config.shutdown_grace_seconds = Duration::from_millis(200);
+    let catalog = crate::helpers::test_catalog(&config);
+    let app = App::build_with(
+        config,
+        store(Backend::Memory, settings()),
+        catalog,
+        crate::helpers::test_registry(),
+    )
+    .await
+    .expect("the app builds");
+    let addr = app.local_addr();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(app.run_until(async move {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::new();
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let started: Value = client
+        .post(format!("http://{addr}/catalog/gated"))
+        .form(&[("tenant_id", t.as_str())])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    gate.reached().await;
+    let id = started["job_id"].as_str().unwrap();
+    let job_stream = client
+        .get(format!("http://{addr}/catalog/jobs/{id}/events"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let tenant_stream = client
+        .get(format!("http://{addr}/catalog/events?tenant_id={t}"))
+        .send()
+        .await
+        .unwrap();
+    let (mut job_stream, mut tenant_stream) =
+        (SseReader::new(job_stream), SseReader::new(tenant_stream));
+    assert_eq!(
+        job_stream.next().await.unwrap().event.as_deref(),
+        Some("created")
+    );
+    stop.send(()).unwrap();
+    // Both streams end cleanly (a connection the drain bound force-closed would break the
+    // body, and the reader would panic), and so does the server.
+    while job_stream.next().await.is_some() {}
+    while tenant_stream.next().await.is_some() {}
+    tokio::time::timeout(Duration::from_secs(20), server)
+        .await
+        .expect("the server stopped without waiting on the streams")
+        .unwrap()
+        .unwrap();
+    gate.release();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_tenant_stream_follows_its_jobs_again_after_redis_restarts() {
+    let mut redis = crate::helpers::RedisServer::start(false);
+    let store = std::sync::Arc::new(
+        catalog_jobs::jobs::redis::RedisStore::open(&redis.url(), settings()).unwrap(),
+    );
+    let app = spawn_app_with(test_config(), store).await;
+    let t = tenant();
+    let mut reader = SseReader::new(app.get(&format!("/catalog/events?tenant_id={t}")).await);
+    redis.restart(true);
+    // The listener subscribes again (the watched tenant's channel too) and says so.
+    let frame = reader.next().await.expect("the stream stays open");
+    assert_eq!(frame.event.as_deref(), Some("resync"), "{frame:?}");
+    let id = loop {
+        let r = app.start("ticker", &[("tenant_id", t.as_str())]).await;
+        if r.status() == StatusCode::ACCEPTED {
+            break r.json::<Value>().await.unwrap()["job_id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        }
+        assert_eq!(
+            r.status(),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "only while Redis is back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    loop {
+        let frame = reader.next().await.expect("the stream stays open");
+        if frame.event.as_deref() == Some("finished") {
+            assert_eq!(frame.json()["job_id"], id.as_str());
+            break;
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! A small W3C WebDriver client over reqwest (JSON over HTTP), enough for the admin page's
+//! browser tests: a headless Chromium through `chromedriver`, started on a free port and
+//! stopped (browser first) when the session is dropped. A machine without chromedriver fails
+//! the test with what to install — no silent skip.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::helpers::free_port;
+
+/// The key W3C WebDriver names an element reference by.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+/// How long chromedriver may take to answer its status as ready (a loaded machine).
+const DRIVER_READY: Duration = Duration::from_secs(30);
+/// How long a DOM condition is polled before the test fails: generous, the machine is shared.
+pub const WAIT: Duration = Duration::from_secs(30);
+/// Between two polls of a DOM condition.
+const POLL: Duration = Duration::from_millis(100);
+/// Where Debian's chromium is; chromedriver finds it by itself elsewhere.
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// What the browser tests run with: headless, and none of what a container lacks.
+const CHROMIUM_ARGS: [&str; 4] = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+];
+
+/// A browser session; dropping it closes the browser and stops chromedriver.
+pub struct Browser {
+    http: reqwest::Client,
+    port: u16,
+    session: String,
+    driver: Child,
+}
+
+/// An element of the page (a WebDriver reference).
+#[derive(Clone, Debug)]
+pub struct Element(String);
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium of `width`×`height`.
+    pub async fn start(width: u32, height: u32) -> Browser {
+        let port = free_port();
+        let driver = match Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            Ok(child) => child,
+            Err(e) => panic!(
+                "chromedriver could not be started ({e}): the browser tests need Chromium and its \
+                 driver — install them with `apt-get install chromium chromium-driver` \
+                 (scripts/test.sh does so when they are missing)"
+            ),
+        };
+        let http = reqwest::Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + DRIVER_READY;
+        loop {
+            let ready = match http.get(format!("{base}/status")).send().await {
+                Ok(r) => r.json::<Value>().await.ok(),
+                Err(_) => None,
+            };
+            if ready.is_some_and(|s| s["value"]["ready"] == true) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not become ready"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+        let mut options = json!({ "args": CHROMIUM_ARGS });
+        if Path::new(CHROMIUM).exists() {
+            options["binary"] = json!(CHROMIUM);
+        }
+        options["args"]
+            .as_array_mut()
+            .expect("args is an array")
+            .push(json!(format!("--window-size={width},{height}")));
+        let created: Value = http
+            .post(format!("{base}/session"))
+            .json(&json!({"capabilities": {"alwaysMatch": {
+                "browserName": "chrome",
+                "goog:chromeOptions": options,
+            }}}))
+            .send()
+            .await
+            .expect("chromedriver answers")
+            .json()
+            .await
+            .expect("a JSON answer");
+        let session = created["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no browser session: {created}"))
+            .to_owned();
+        Browser {
+            http,
+            port,
+            session,
+            driver,
+        }
+    }
+
+    /// One WebDriver command on the session; answers its `value`, or panics with the error.
+    async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let url = format!(
+            "http://127.0.0.1:{}/session/{}{path}",
+            self.port, self.session
+        );
+        let mut request = self.http.request(method, &url);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let answer: Value = request
+            .send()
+            .await
+            .expect("chromedriver answers")
+            .json()
+            .await
+            .expect("a JSON answer");
+        let value = answer["value"].clone();
+        if let Some(error) = value.get("error").and_then(Value::as_str) {
+            panic!("WebDriver {path}: {error}: {}", value["message"]);
+        }
+        value
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Value {
+        self.command(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        self.command(reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn goto(&self, url: &str) {
+        self.post("/url", json!({ "url": url })).await;
+    }
+
+    pub async fn set_size(&self, width: u32, height: u32) {
+        self.post("/window/rect", json!({ "width": width, "height": height }))
+            .await;
+    }
+
+    /// The first element matching `css` (panics when there is none).
+    pub async fn find(&self, css: &str) -> Element {
+        let v = self
+            .post("/element", json!({ "using": "css selector", "value": css }))
+            .await;
+        Element(
+            v[ELEMENT]
+                .as_str()
+                .expect("an element reference")
+                .to_owned(),
+        )
+    }
+
+    pub async fn click(&self, css: &str) {
+        let e = self.find(css).await;
+        self.post(&format!("/element/{}/click", e.0), json!({}))
+            .await;
+    }
+
+    /// Replaces the text of the field `css` with `text`.
+    pub async fn fill(&self, css: &str, text: &str) {
+        let e = self.find(css).await;
+        self.post(&format!("/element/{}/clear", e.0), json!({}))
+            .await;
+        self.post(&format!("/element/{}/value", e.0), json!({ "text": text }))
+            .await;
+    }
+
+    /// The rendered text of the element `css`.
+    pub async fn text(&self, css: &str) -> String {
+        let e = self.find(css).await;
+        let v = self.get(&format!("/element/{}/text", e.0)).await;
+        v.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Runs `script` (a function body; `arguments` are `args`) in the page.
+    pub async fn exec(&self, script: &str, args: Value) -> Value {
+        self.post("/execute/sync", json!({ "script": script, "args": args }))
+            .await
+    }
+
+    /// Polls `script` until it answers something truthy (bounded by [`WAIT`]); answers it.
+    pub async fn wait_for(&self, what: &str, script: &str, args: Value) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let v = self.exec(script, args.clone()).await;
+            let truthy =
+                !matches!(&v, Value::Null | Value::Bool(false)) && v != json!("") && v != json!(0);
+            if truthy {
+                return v;
+            }
+            if Instant::now() >= deadline {
+                let seen = self
+                    .exec(
+                        "const e = document.querySelector('[data-testid=error]');
+                         return [e && !e.hidden ? e.textContent : null,
+                                 [...document.querySelectorAll('[data-job-id]')].map((n) => ({ ...n.dataset }))];",
+                        json!([]),
+                    )
+                    .await;
+                panic!(
+                    "the page never showed {what} within {WAIT:?} (its error box: {}; its jobs: {})",
+                    seen[0], seen[1]
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Saves a PNG of the viewport to `path`.
+    pub async fn screenshot(&self, path: &Path) {
+        let v = self.get("/screenshot").await;
+        let png = decode_base64(v.as_str().expect("a base64 screenshot"));
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).expect("the screenshot folder");
+        }
+        std::fs::write(path, png).expect("the screenshot is written");
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // Closing the session quits Chromium; chromedriver would leave it running otherwise.
+        // A plain request on a socket: Drop cannot wait on the async client.
+        if let Ok(mut socket) = TcpStream::connect(("127.0.0.1", self.port)) {
+            let _ = socket.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = write!(
+                socket,
+                "DELETE /session/{} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                self.session
+            );
+            let _ = socket.read_to_end(&mut Vec::new());
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// Standard base64 (the screenshot's encoding), without a dependency for one call.
+fn decode_base64(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for sextet in text.bytes().filter_map(value) {
+        acc = ((acc << 6) | u32::from(sextet)) & 0xffff;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    out
+}
+
+#[test]
+fn base64_decodes_what_it_should() {
+    assert_eq!(decode_base64("aGVsbG8="), b"hello");
+    assert_eq!(decode_base64("aGk="), b"hi");
+    assert_eq!(decode_base64("YWJj"), b"abc");
+}

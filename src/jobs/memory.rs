@@ -16,8 +16,8 @@ use tokio::sync::broadcast;
 
 use super::store::{
     params_fingerprint, BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob,
-    Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
-    FIRST_CLAIM, QUEUE_SAMPLE, STARTING_STEP,
+    Origin, Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings,
+    Tick, FIRST_CLAIM, QUEUE_SAMPLE, STARTING_STEP,
 };
 use super::timeline::{EventId, JobChange, TimelineEvent, TIMELINE_CAP};
 use super::watch::{TenantWatch, Watchers};
@@ -458,7 +458,11 @@ impl JobStore for MemoryStore {
                         kind: s.kind.clone(),
                         params: s.params.clone(),
                         step: String::new(),
-                        origin: Default::default(),
+                        origin: Origin {
+                            created_by: s.created_by.clone().unwrap_or_default(),
+                            request_id: s.request_id.clone().unwrap_or_default(),
+                            retry_of: s.retry_of,
+                        },
                         idempotency_key: None,
                     },
                     created_at: s.created_at,

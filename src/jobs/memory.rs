@@ -367,17 +367,6 @@ impl MemoryStore {
         }
         let max = self.settings.max_attempts;
         let request = [("request_id", job.origin.request_id.clone().into())];
-        if let Some(worker) = worker.filter(|_| state.queue.is_empty()) {
-            let snapshot = job.claimed_record(worker, now, max);
-            let mut record = Record::new(snapshot.clone());
-            record.claim = FIRST_CLAIM;
-            record.lease_ms = Some(now + self.settings.stale_ms());
-            state.insert(record, expires_ms, self.settings.list_cap);
-            state.note(job.id, "created", Some("queued"), &request, now);
-            let extra = [("attempt", FIRST_CLAIM.into()), ("worker", worker.into())];
-            state.note(job.id, "started", None, &extra, now);
-            return Ok(Created::Created(Box::new(snapshot)));
-        }
         let snapshot = job.record(Status::Queued, 0, &job.step, now, now, max);
         state.insert(
             Record::new(snapshot.clone()),
@@ -385,6 +374,18 @@ impl MemoryStore {
             self.settings.list_cap,
         );
         state.note(job.id, "created", None, &request, now);
+        if let Some(worker) = worker.filter(|_| state.queue.is_empty()) {
+            // Claimed in the same step, as create.lua does: created, then started.
+            let claimed = job.claimed_record(worker, now, max);
+            if let Some(entry) = state.job_mut(&job.id, now) {
+                entry.value.snapshot = claimed.clone();
+                entry.value.claim = FIRST_CLAIM;
+                entry.value.lease_ms = Some(now + self.settings.stale_ms());
+            }
+            let extra = [("attempt", FIRST_CLAIM.into()), ("worker", worker.into())];
+            state.note(job.id, "started", None, &extra, now);
+            return Ok(Created::Created(Box::new(claimed)));
+        }
         state.queue.push_back(job.id);
         let was_empty = state.queue.len() == 1;
         drop(state);

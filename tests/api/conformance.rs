@@ -1555,6 +1555,11 @@ async fn a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in
     );
     let events = s.timeline(&job.id, None).await.unwrap();
     assert_eq!(types(&events), ["created", "started"]);
+    assert_eq!(
+        (events[0].status.as_str(), events[0].step.as_str()),
+        ("queued", "queued"),
+        "created reads as the job was accepted"
+    );
     assert_eq!(events[1].extra["worker"], "host-a/1");
     let run = job.clone().first_claim(got.created_at).run;
     assert_eq!(s.renew(&[run]).await.unwrap(), vec![Renewal::Held]);

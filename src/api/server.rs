@@ -116,6 +116,15 @@ impl Connection {
             inner: stream,
             activity: activity.clone(),
         });
+        // Malformed framing (two different Content-Lengths, a NUL or invalid byte in a header,
+        // an invalid request line) cannot get our JSON envelope: hyper 1.x's parser answers
+        // it itself (proto/h1/conn.rs `on_parse_error` writes `Server::on_error`'s fixed head,
+        // a bare 400 with no body) and closes the connection before any service is called,
+        // and neither `http1::Builder` nor hyper-util offers a hook for that answer; the
+        // error only reaches us afterwards, as the `Err` of the connection future below.
+        // Answering it ourselves would mean reading and validating the head before hyper
+        // does, a second HTTP parser of our own. Pinned by the test
+        // `malformed_framing_gets_hyper_s_bare_400_and_starts_nothing`.
         let mut builder = http1::Builder::new();
         builder
             .timer(TokioTimer::new())

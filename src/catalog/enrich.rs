@@ -2,7 +2,9 @@
 //! so a crash keeps the work done and a re-run resumes: a product whose content hash is
 //! unchanged since its last enrichment is skipped unless `force`. So it is safe to run
 //! again (a recovered job's next attempt resumes), and a stop on request, checked between
-//! products, reports the batches it saved.
+//! products, reports the batches it saved. It has no final state write to fence (unlike
+//! pair's table swap, `jobs::fence`): a fenced-off run's last batch is one its successor
+//! would write the same (extraction is a function of the product's content).
 
 use serde_json::{json, Value};
 

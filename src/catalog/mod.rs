@@ -73,6 +73,9 @@ pub enum CatalogError {
     },
     #[error("the job was asked to stop")]
     Cancelled,
+    /// The store refused the run's final write: another run or job holds the job.
+    #[error("the store refused this run's final write: another run or job holds the job")]
+    Fenced,
     /// Stopped on request, with the report of what it had saved so far.
     #[error("the job was asked to stop")]
     CancelledWith(serde_json::Value),
@@ -112,6 +115,7 @@ impl ErrorClass for CatalogError {
             CatalogError::Cancelled | CatalogError::CancelledWith(_) => {
                 crate::jobs::registry::CANCELLED
             }
+            CatalogError::Fenced => crate::jobs::registry::FENCED,
         }
     }
 
@@ -237,6 +241,7 @@ pub fn registry(catalog: Arc<Catalog>) -> Registry {
             enrich::run(&c3, &input.tenant, params, &input.cancel, progress).map_err(job_error)
         })
         .with_plain("pair", move |input, progress| {
-            pair::run(&c4, &input.tenant, &input.cancel, progress).map_err(JobError::from)
+            pair::run_in(&c4, &input.tenant, &*input.fence, &input.cancel, progress)
+                .map_err(JobError::from)
         })
 }

@@ -35,7 +35,9 @@
 //! the cancel token between runs, so a cancel is seen within milliseconds even at 1M
 //! products. The neighbour table (keys and scores; names are joined when a product is
 //! read) is replaced as a whole at the end, so pair is safe to run again (a recovered job's
-//! next attempt does) and a stop on request leaves the old table whole.
+//! next attempt does) and a stop on request leaves the old table whole. The swap is fenced:
+//! it happens only while the run still holds its job (`jobs::fence`), so a run fenced off
+//! while it scored never replaces the table its successor wrote.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -45,9 +47,10 @@ use std::sync::LazyLock;
 use serde_json::{json, Value};
 
 use super::extract::{identity_tokens, name_words};
-use super::products::{Enrichment, Neighbour, ProductKey, Stored};
+use super::products::{Enrichment, Neighbour, ProductKey, Stored, Swap};
 use super::tokens::{identity, Vocabulary};
 use super::{check, retrying, Catalog, CatalogError, Monotonic};
+use crate::jobs::fence::{Fence, Unfenced};
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
@@ -100,20 +103,35 @@ fn phase_at(percent: u8) -> &'static str {
 
 /// Pairs the tenant's products. A run that stops on request or fails reports the phase it
 /// had reached (`{"phase": "scoring"}`); the old neighbour table is left whole either way.
+/// Outside any job (tests, benchmarks): the table is swapped unfenced.
 pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
     stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
+    run_in(catalog, tenant, &Unfenced, stop, progress)
+}
+
+/// Pairs the tenant's products as a job's run: the table is swapped only while the run
+/// still holds its job (`fence`), in the same atomic step; a run fenced off before its swap
+/// leaves the old table whole and ends `CatalogError::Fenced` (its end is not recorded).
+pub fn run_in(
+    catalog: &Catalog,
+    tenant: &TenantId,
+    fence: &dyn Fence,
+    stop: &CancellationToken,
+    progress: Progress<'_>,
+) -> Result<Value, CatalogError> {
     let progress = Monotonic::new(progress);
-    run_phases(catalog, tenant, stop, &progress)
+    run_phases(catalog, tenant, fence, stop, &progress)
         .map_err(|e| e.with_report(json!({ "phase": phase_at(progress.last()) })))
 }
 
 fn run_phases(
     catalog: &Catalog,
     tenant: &TenantId,
+    fence: &dyn Fence,
     stop: &CancellationToken,
     progress: &Monotonic<'_>,
 ) -> Result<Value, CatalogError> {
@@ -155,7 +173,14 @@ fn run_phases(
     );
     let rows: Vec<(ProductKey, Vec<Neighbour>)> =
         table.into_iter().filter(|(_, n)| !n.is_empty()).collect();
-    retrying(window, || catalog.store.replace_neighbours(tenant, &rows))?;
+    // A run fenced off after the check above (recovered, taken over) must not swap: the
+    // store checks the job record in the same step as the swap.
+    let swap = retrying(window, || {
+        catalog.store.replace_neighbours(tenant, &rows, fence)
+    })?;
+    if swap == Swap::Fenced {
+        return Err(CatalogError::Fenced);
+    }
     progress.report(100, &format!("paired {paired} of {count} products"));
     Ok(json!({ "products": count, "paired": paired, "pairs": pairs }))
 }

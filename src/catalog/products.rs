@@ -4,17 +4,20 @@
 //!
 //! A product is valid by construction: `Product::from_json` checks every field against
 //! `limits`, so one bad row is reported with its line and never stops the rows around it.
-//! Catalogue data has no TTL. The store knows nothing of job keys or of HTTP.
+//! Catalogue data has no TTL. The store knows nothing of HTTP and builds no job keys: the
+//! neighbour swap checks the job record its run's fence names (`jobs::fence`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
+use redis::Script;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::runtime::Handle;
 
+use crate::jobs::fence::Fence;
 use crate::jobs::TenantId;
 use crate::topology::{Primary, Target};
 
@@ -339,11 +342,14 @@ pub trait CatalogStore: Send + Sync + 'static {
         batch: &[(ProductKey, Enrichment)],
     ) -> Result<(), CatalogStoreError>;
     /// Replaces the whole neighbour table at once: readers see the old table or the new one.
+    /// The swap happens only while `fence`'s run still holds its job, checked in the same
+    /// atomic step (`jobs::fence`); otherwise the old table stays whole and it is `Fenced`.
     fn replace_neighbours(
         &self,
         tenant: &TenantId,
         table: &[(ProductKey, Vec<Neighbour>)],
-    ) -> Result<(), CatalogStoreError>;
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError>;
     fn neighbours(
         &self,
         tenant: &TenantId,
@@ -351,6 +357,24 @@ pub trait CatalogStore: Send + Sync + 'static {
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError>;
     /// Removes the tenant's whole catalogue in one step and counts what was there.
     fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError>;
+}
+
+/// How a fenced swap of a whole table went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Swap {
+    Swapped,
+    /// The run no longer holds its job: nothing was changed.
+    Fenced,
+}
+
+impl Swap {
+    fn from_held(held: bool) -> Self {
+        if held {
+            Swap::Swapped
+        } else {
+            Swap::Fenced
+        }
+    }
 }
 
 /// What a tenant's catalogue held when it was cleared.
@@ -524,16 +548,21 @@ impl CatalogStore for MemoryCatalog {
         &self,
         tenant: &TenantId,
         table: &[(ProductKey, Vec<Neighbour>)],
-    ) -> Result<(), CatalogStoreError> {
-        let fresh: HashMap<_, _> = table.iter().cloned().collect();
-        let mut tenants = self.tenants();
-        match tenants.get_mut(tenant) {
-            Some(c) => c.neighbours = fresh,
-            // No catalogue and nothing to write: nothing to make.
-            None if fresh.is_empty() => {}
-            None => tenants.entry(tenant.clone()).or_default().neighbours = fresh,
-        }
-        Ok(())
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError> {
+        let mut fresh: Option<HashMap<_, _>> = Some(table.iter().cloned().collect());
+        // Under the job store's lock (the embedded one): no claim comes between check and swap.
+        let held = fence.while_held(&mut || {
+            let fresh = fresh.take().unwrap_or_default();
+            let mut tenants = self.tenants();
+            match tenants.get_mut(tenant) {
+                Some(c) => c.neighbours = fresh,
+                // No catalogue and nothing to write: nothing to make.
+                None if fresh.is_empty() => {}
+                None => tenants.entry(tenant.clone()).or_default().neighbours = fresh,
+            }
+        });
+        Ok(Swap::from_held(held))
     }
 
     fn neighbours(
@@ -604,6 +633,9 @@ pub struct RedisCatalog {
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an unfinished staging neighbour table may linger.
 const STAGING_TTL_SECS: u64 = 3600;
+/// The swap of a staged neighbour table, fenced by the job record (see the script).
+static SWAP_NEIGHBOURS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/swap_neighbours.lua")));
 /// How many fields one HSET/HMGET carries at most, to keep each command small.
 const CHUNK: usize = 1000;
 
@@ -684,6 +716,80 @@ impl RedisCatalog {
                 )))
             }
         }
+    }
+
+    /// Writes a neighbour table to `staging` (nothing for an empty table), in chunks.
+    fn stage_neighbours(
+        &self,
+        staging: &str,
+        table: &[(ProductKey, Vec<Neighbour>)],
+    ) -> Result<(), CatalogStoreError> {
+        for chunk in table.chunks(CHUNK) {
+            let writes: Vec<(&str, String)> = chunk
+                .iter()
+                .map(|(k, n)| {
+                    (
+                        k.as_str(),
+                        serde_json::to_string(n).expect("neighbours always serialise"),
+                    )
+                })
+                .collect();
+            // The staging table expires if this process dies before the swap.
+            self.query_pipe::<()>(
+                redis::pipe()
+                    .cmd("HSET")
+                    .arg(staging)
+                    .arg(&writes)
+                    .ignore()
+                    .cmd("EXPIRE")
+                    .arg(staging)
+                    .arg(STAGING_TTL_SECS)
+                    .ignore(),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Puts the staged table in place of the live one (an absent staging table empties it)
+    /// while the fence's run holds its job: checked inside the script when the jobs are in
+    /// this Redis, else under the job store's own check (`Fence::while_held`).
+    fn swap_neighbours(
+        &self,
+        staging: &str,
+        live: &str,
+        staged: bool,
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError> {
+        if let Some((record, claim)) = fence.job_record() {
+            let swapped: i64 = self.block(|mut conn| async move {
+                SWAP_NEIGHBOURS
+                    .key(staging)
+                    .key(live)
+                    .key(&record)
+                    .arg(claim)
+                    .invoke_async(&mut conn)
+                    .await
+            })?;
+            return Ok(Swap::from_held(swapped == 1));
+        }
+        let mut answer = Ok(Swap::Fenced);
+        fence.while_held(&mut || {
+            let mut swap = redis::pipe();
+            if staged {
+                swap.atomic()
+                    .cmd("RENAME")
+                    .arg(staging)
+                    .arg(live)
+                    .ignore()
+                    .cmd("PERSIST")
+                    .arg(live)
+                    .ignore();
+            } else {
+                swap.cmd("DEL").arg(live).ignore();
+            }
+            answer = self.query_pipe::<()>(&swap).map(|()| Swap::Swapped);
+        });
+        answer
     }
 
     fn decode<T: for<'de> Deserialize<'de>>(raw: &str) -> Result<T, CatalogStoreError> {
@@ -912,55 +1018,17 @@ impl CatalogStore for RedisCatalog {
         &self,
         tenant: &TenantId,
         table: &[(ProductKey, Vec<Neighbour>)],
-    ) -> Result<(), CatalogStoreError> {
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError> {
         let live = self.keys.neighbours(tenant);
-        if table.is_empty() {
-            self.query::<()>(redis::cmd("DEL").arg(&live))?;
-            return Ok(());
-        }
         let staging = self.keys.neighbours_staging(tenant);
-        let result = (|| {
-            for chunk in table.chunks(CHUNK) {
-                let writes: Vec<(&str, String)> = chunk
-                    .iter()
-                    .map(|(k, n)| {
-                        (
-                            k.as_str(),
-                            serde_json::to_string(n).expect("neighbours always serialise"),
-                        )
-                    })
-                    .collect();
-                // The staging table expires if this process dies before the swap.
-                self.query_pipe::<()>(
-                    redis::pipe()
-                        .cmd("HSET")
-                        .arg(&staging)
-                        .arg(&writes)
-                        .ignore()
-                        .cmd("EXPIRE")
-                        .arg(&staging)
-                        .arg(STAGING_TTL_SECS)
-                        .ignore(),
-                )?;
-            }
-            // RENAME is atomic: a reader sees the whole old table or the whole new one. The
-            // live table has no TTL, so the staging one's goes in the same transaction.
-            self.query_pipe::<()>(
-                redis::pipe()
-                    .atomic()
-                    .cmd("RENAME")
-                    .arg(&staging)
-                    .arg(&live)
-                    .ignore()
-                    .cmd("PERSIST")
-                    .arg(&live)
-                    .ignore(),
-            )
-        })();
-        if result.is_err() {
+        let swapped = self
+            .stage_neighbours(&staging, table)
+            .and_then(|()| self.swap_neighbours(&staging, &live, !table.is_empty(), fence));
+        if !matches!(swapped, Ok(Swap::Swapped)) {
             let _ = self.query::<()>(redis::cmd("DEL").arg(&staging));
         }
-        result
+        swapped
     }
 
     fn neighbours(

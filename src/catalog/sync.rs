@@ -9,8 +9,10 @@
 //! read, with the sources' class and the same partial report.
 //!
 //! Safe to run again (a recovered job's next attempt does): products are upserted by
-//! content hash, so rows already written read `unchanged`. It stops on request between rows
-//! and during a stalled feed read, reporting what it saved.
+//! content hash, so rows already written read `unchanged`. It has no final state write to
+//! fence (unlike pair's table swap, `jobs::fence`): a fenced-off run's last upserts are ones
+//! its successor would write the same. It stops on request between rows and during a
+//! stalled feed read, reporting what it saved.
 
 use std::fs::File;
 use std::io::{self, Read};

@@ -16,8 +16,8 @@ use tokio::sync::broadcast;
 
 use super::store::{
     params_fingerprint, BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob,
-    Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
-    FIRST_CLAIM, QUEUE_SAMPLE, STARTING_STEP,
+    Origin, Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings,
+    Tick, FIRST_CLAIM, QUEUE_SAMPLE, STARTING_STEP,
 };
 use super::timeline::{EventId, JobChange, TimelineEvent, TIMELINE_CAP};
 use super::watch::{TenantWatch, Watchers};
@@ -367,17 +367,6 @@ impl MemoryStore {
         }
         let max = self.settings.max_attempts;
         let request = [("request_id", job.origin.request_id.clone().into())];
-        if let Some(worker) = worker.filter(|_| state.queue.is_empty()) {
-            let snapshot = job.claimed_record(worker, now, max);
-            let mut record = Record::new(snapshot.clone());
-            record.claim = FIRST_CLAIM;
-            record.lease_ms = Some(now + self.settings.stale_ms());
-            state.insert(record, expires_ms, self.settings.list_cap);
-            state.note(job.id, "created", Some("queued"), &request, now);
-            let extra = [("attempt", FIRST_CLAIM.into()), ("worker", worker.into())];
-            state.note(job.id, "started", None, &extra, now);
-            return Ok(Created::Created(Box::new(snapshot)));
-        }
         let snapshot = job.record(Status::Queued, 0, &job.step, now, now, max);
         state.insert(
             Record::new(snapshot.clone()),
@@ -385,6 +374,18 @@ impl MemoryStore {
             self.settings.list_cap,
         );
         state.note(job.id, "created", None, &request, now);
+        if let Some(worker) = worker.filter(|_| state.queue.is_empty()) {
+            // Claimed in the same step, as create.lua does: created, then started.
+            let claimed = job.claimed_record(worker, now, max);
+            if let Some(entry) = state.job_mut(&job.id, now) {
+                entry.value.snapshot = claimed.clone();
+                entry.value.claim = FIRST_CLAIM;
+                entry.value.lease_ms = Some(now + self.settings.stale_ms());
+            }
+            let extra = [("attempt", FIRST_CLAIM.into()), ("worker", worker.into())];
+            state.note(job.id, "started", None, &extra, now);
+            return Ok(Created::Created(Box::new(claimed)));
+        }
         state.queue.push_back(job.id);
         let was_empty = state.queue.len() == 1;
         drop(state);
@@ -458,7 +459,11 @@ impl JobStore for MemoryStore {
                         kind: s.kind.clone(),
                         params: s.params.clone(),
                         step: String::new(),
-                        origin: Default::default(),
+                        origin: Origin {
+                            created_by: s.created_by.clone().unwrap_or_default(),
+                            request_id: s.request_id.clone().unwrap_or_default(),
+                            retry_of: s.retry_of,
+                        },
                         idempotency_key: None,
                     },
                     created_at: s.created_at,
@@ -921,5 +926,21 @@ impl JobStore for MemoryStore {
 
     fn settings(&self) -> &StoreSettings {
         &self.settings
+    }
+
+    fn while_held(&self, run: &RunId, write: &mut dyn FnMut()) -> bool {
+        // Under the store's lock: no claim, recovery or end can come between check and write.
+        let mut state = self.state();
+        let held = state
+            .job_mut(&run.id, now_ms())
+            .is_some_and(|entry| entry.value.held_by(run.claim).is_ok());
+        if held {
+            write();
+        }
+        held
+    }
+
+    fn job_key(&self, _id: &JobId) -> Option<String> {
+        None
     }
 }

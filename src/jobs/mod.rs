@@ -6,6 +6,7 @@
 //! nothing of HTTP or of catalogues: job kinds come in through a [`registry::Registry`].
 
 pub mod cache;
+pub mod fence;
 pub mod memory;
 pub mod queue;
 pub mod recovery;

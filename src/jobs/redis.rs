@@ -25,8 +25,8 @@ use tracing::warn;
 use super::cache::FinishedCache;
 use super::store::{
     params_fingerprint, BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob,
-    Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
-    Topology, QUEUE_SAMPLE,
+    Origin, Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings,
+    Tick, Topology, QUEUE_SAMPLE,
 };
 use super::timeline::{EventId, JobChange, TimelineEvent, TIMELINE_CAP};
 use super::watch::{TenantWatch, Watchers};
@@ -317,7 +317,15 @@ impl RedisStore {
             .arg(job.kind.as_str())
             .arg(job.params.to_string())
             .arg(created_at)
-            .arg(percent.min(100));
+            .arg(percent.min(100))
+            .arg(&job.origin.created_by)
+            .arg(&job.origin.request_id)
+            .arg(
+                job.origin
+                    .retry_of
+                    .map(|id| id.to_string())
+                    .unwrap_or_default(),
+            );
         inv
     }
 
@@ -1076,6 +1084,17 @@ impl JobStore for RedisStore {
     fn settings(&self) -> &StoreSettings {
         &self.settings
     }
+
+    fn while_held(&self, _run: &RunId, write: &mut dyn FnMut()) -> bool {
+        // The record cannot be held still across another store's write: a catalogue in this
+        // Redis checks `job_key` inside its own script instead.
+        write();
+        true
+    }
+
+    fn job_key(&self, id: &JobId) -> Option<String> {
+        Some(self.keys.job(id))
+    }
 }
 
 /// Decodes a primary's `ROLE`: `["master", offset, [[ip, port, acked offset], …]]` into its
@@ -1099,7 +1118,8 @@ fn primary_role(role: redis::Value) -> Result<(u64, Vec<u64>), StoreError> {
 /// Decodes `claim.lua`'s answer: {id, claim, attempt, tenant, kind, params, created_ms}.
 fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
     let corrupt = |what: &str| StoreError::Corrupt(format!("claim answered {what}"));
-    let [id, claim, attempt, tenant, kind, params, created] = raw else {
+    let [id, claim, attempt, tenant, kind, params, created, created_by, request_id, retry_of] = raw
+    else {
         return Err(corrupt("a malformed job"));
     };
     let id = JobId::parse(id).map_err(|_| corrupt("no job id"))?;
@@ -1110,7 +1130,11 @@ fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
             kind: Kind::parse(kind).map_err(|_| corrupt("no kind"))?,
             params: serde_json::from_str(params).map_err(|_| corrupt("no params"))?,
             step: String::new(),
-            origin: Default::default(),
+            origin: Origin {
+                created_by: created_by.clone(),
+                request_id: request_id.clone(),
+                retry_of: JobId::parse(retry_of).ok(),
+            },
             idempotency_key: None,
         },
         created_at: created.parse().map_err(|_| corrupt("no creation time"))?,

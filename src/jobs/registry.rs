@@ -17,6 +17,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::fence::Fence;
+use super::store::RunId;
 use super::{JobId, Kind, TenantId};
 use crate::api::extract::{no_fields, Fields, ParamError};
 
@@ -38,10 +40,18 @@ pub struct JobInput {
     /// Cancelled when someone asked the job to stop. A job that looks at it between units of
     /// work returns `JobError::cancelled()`; one that never looks simply runs to its end.
     pub cancel: CancellationToken,
+    /// This run: the job's id and its claim token (raised by every claim).
+    pub run: RunId,
+    /// What a final data write passes (`jobs::fence`): it happens only while this run
+    /// still holds its job.
+    pub fence: Arc<dyn Fence>,
 }
 
 /// The error class of a job that stopped because it was asked to.
 pub const CANCELLED: &str = "Cancelled";
+/// The class of a run whose final write was refused (never recorded: see `JobError::Fenced`).
+pub const FENCED: &str = "Fenced";
+const FENCED_MESSAGE: &str = "the store refused this run's write: another run or job holds the job";
 /// The error class of a job whose stored parameters are not its kind's.
 pub const CORRUPT_PARAMS: &str = "CorruptParams";
 
@@ -67,6 +77,9 @@ pub enum JobError {
     /// Stopped because `JobInput::cancel` was tripped (a cancel request, or the run was
     /// fenced off); `report` becomes the cancelled job's `result`.
     Cancelled { report: Option<Report> },
+    /// The store refused the run's final write: another run or job holds the job now. The
+    /// run ends as a fenced-off run does: its end is not recorded.
+    Fenced,
 }
 
 impl JobError {
@@ -74,6 +87,7 @@ impl JobError {
         match self {
             JobError::Failed { class, .. } => class,
             JobError::Cancelled { .. } => CANCELLED,
+            JobError::Fenced => FENCED,
         }
     }
 
@@ -81,6 +95,7 @@ impl JobError {
     pub fn report(&self) -> Option<&Report> {
         match self {
             JobError::Failed { report, .. } | JobError::Cancelled { report } => report.as_ref(),
+            JobError::Fenced => None,
         }
     }
 
@@ -106,11 +121,14 @@ impl JobError {
     }
 }
 
-/// An error whose class is `Cancelled` is a stop on request, without a report.
+/// An error whose class is `Cancelled` is a stop on request, without a report; one whose class
+/// is `Fenced` is a refused final write.
 impl<E: ErrorClass> From<E> for JobError {
     fn from(e: E) -> Self {
-        if e.class() == CANCELLED {
-            return JobError::cancelled();
+        match e.class() {
+            CANCELLED => return JobError::cancelled(),
+            FENCED => return JobError::Fenced,
+            _ => {}
         }
         JobError::Failed {
             class: e.class().to_owned(),
@@ -128,8 +146,10 @@ impl fmt::Debug for JobError {
 
 impl fmt::Display for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let JobError::Failed { source, .. } = self else {
-            return f.write_str("the job was asked to stop");
+        let source = match self {
+            JobError::Failed { source, .. } => source,
+            JobError::Cancelled { .. } => return f.write_str("the job was asked to stop"),
+            JobError::Fenced => return f.write_str(FENCED_MESSAGE),
         };
         write!(f, "{source}")?;
         let mut cause = source.source();

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
+use super::fence::StoreFence;
 use super::registry::{JobError, JobFn, JobInput, Registry};
 use super::store::{
     Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Release, Renewal, Restore,
@@ -390,7 +391,8 @@ impl Inner {
     }
 
     /// Runs the function and turns whatever happened into an outcome with the last percent
-    /// the job reported; `None` when the run was given back at the shutdown deadline.
+    /// the job reported; `None` when the run was given back at the shutdown deadline or its
+    /// final write was refused (fenced off): either way its end is not recorded.
     async fn execute(
         &self,
         job: &NewJob,
@@ -422,6 +424,8 @@ impl Inner {
             kind: job.kind.clone(),
             params: job.params.clone(),
             cancel,
+            run,
+            fence: Arc::new(StoreFence::new(self.store.clone(), run)),
         };
         let blocking = tokio::task::spawn_blocking(run_blocking(
             kind.run.clone(),
@@ -439,6 +443,12 @@ impl Inner {
         let percent = latest.borrow().percent;
         let outcome = match joined? {
             Ok(Ok(report)) => Outcome::Done(report),
+            Ok(Err(JobError::Fenced)) => {
+                warn!(
+                    "fenced off: the store refused this run's final write; its end is not recorded"
+                );
+                return None;
+            }
             Ok(Err(JobError::Cancelled { report })) => {
                 info!("job stopped on request");
                 Outcome::Cancelled(report.unwrap_or(serde_json::Value::Null))

@@ -521,4 +521,15 @@ pub trait JobStore: Send + Sync + 'static {
     }
 
     fn settings(&self) -> &StoreSettings;
+
+    /// Runs `write` only while `run` holds its job (`running`, its claim, not superseded),
+    /// with no claim, recovery or end in between, and answers whether it ran: the embedded
+    /// store runs it under its own lock. The Redis store cannot hold its record still across
+    /// another store's write: it runs `write` unchecked, and a catalogue in the same Redis
+    /// checks `job_key` inside its own script instead (see `jobs::fence`).
+    fn while_held(&self, run: &RunId, write: &mut dyn FnMut()) -> bool;
+
+    /// The Redis key of a job's record, for a script on the same Redis that checks a run
+    /// still holds its job; `None` for the embedded store.
+    fn job_key(&self, id: &JobId) -> Option<String>;
 }

@@ -187,4 +187,12 @@ impl JobStore for MeteredStore {
     fn settings(&self) -> &StoreSettings {
         self.inner.settings()
     }
+
+    fn while_held(&self, run: &RunId, write: &mut dyn FnMut()) -> bool {
+        self.inner.while_held(run, write)
+    }
+
+    fn job_key(&self, id: &JobId) -> Option<String> {
+        self.inner.job_key(id)
+    }
 }

@@ -952,7 +952,11 @@ fn an_empty_catalogue_enriches_and_pairs_to_nothing_and_clears_an_old_neighbour_
     let old = catalog.store.neighbours(&t, &key).unwrap().unwrap();
     emptied
         .store
-        .replace_neighbours(&t, &[(key.clone(), old)])
+        .replace_neighbours(
+            &t,
+            &[(key.clone(), old)],
+            &catalog_jobs::jobs::fence::Unfenced,
+        )
         .unwrap();
     pair::run(&emptied, &t, &never(), None).unwrap();
     assert_eq!(emptied.store.neighbours(&t, &key).unwrap(), None);

@@ -80,6 +80,7 @@ both_stores!(
     a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in_the_same_step,
     a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds,
     a_job_claimed_at_create_whose_worker_dies_is_recovered_and_fenced,
+    a_claim_carries_who_started_the_job_in_which_request_and_what_it_retries,
 );
 
 async fn a_new_job_is_queued_at_zero_with_its_kind(b: Backend) {
@@ -961,6 +962,46 @@ mod redis_only {
         create(&*s, &new_job(&t, "sync")).await; // and it holds no lock
     }
 
+    /// The runner writes back the job its claim answered: its audit trail must be in it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_record_written_back_after_redis_lost_it_keeps_who_started_it_and_in_which_request() {
+        let settings = settings();
+        let prefix = settings.prefix.clone();
+        let s = store(Backend::Redis, settings);
+        let t = tenant();
+        for ending in [false, true] {
+            let mut job = audited_job(&t);
+            let kind = if ending { "enrich" } else { "sync" };
+            job.kind = catalog_jobs::jobs::Kind::parse(kind).unwrap();
+            create(&*s, &job).await;
+            let claim = s.claim("w/1", &test_kinds()).await.unwrap().unwrap();
+            lose_everything(&prefix).await;
+            if ending {
+                let outcome = Outcome::Done(json!({}));
+                let answer = s.finish(&claim.job, &claim.run, claim.created_at, &outcome, 0);
+                assert_eq!(answer.await.unwrap(), Finish::Applied);
+            } else {
+                let live = Live {
+                    percent: 10,
+                    step: "x".into(),
+                    attempt: 1,
+                };
+                let answer = s.restore(&claim.job, &claim.run, claim.created_at, &live);
+                assert_eq!(answer.await.unwrap(), Restore::Restored);
+            }
+            let got = s.get(&job.id).await.unwrap().expect("written back");
+            assert_eq!(
+                (got.created_by, got.request_id, got.retry_of),
+                (
+                    Some("alice".into()),
+                    Some("req-alice-1".into()),
+                    job.origin.retry_of
+                ),
+                "{kind}: the audit trail survives the lost record"
+            );
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_vanished_record_is_not_written_back_over_a_newer_lock() {
         let settings = settings();
@@ -1514,6 +1555,11 @@ async fn a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in
     );
     let events = s.timeline(&job.id, None).await.unwrap();
     assert_eq!(types(&events), ["created", "started"]);
+    assert_eq!(
+        (events[0].status.as_str(), events[0].step.as_str()),
+        ("queued", "queued"),
+        "created reads as the job was accepted"
+    );
     assert_eq!(events[1].extra["worker"], "host-a/1");
     let run = job.clone().first_claim(got.created_at).run;
     assert_eq!(s.renew(&[run]).await.unwrap(), vec![Renewal::Held]);
@@ -1576,4 +1622,25 @@ async fn a_job_claimed_at_create_whose_worker_dies_is_recovered_and_fenced(b: Ba
         .expect("back in the queue");
     assert_eq!((again.job.id, again.attempt), (job.id, 2));
     assert_eq!(s.tick(&old_run, 90, "late").await.unwrap(), Tick::Fenced);
+}
+
+/// A job with a full audit trail: started by `alice`, in request `req-alice-1`, retrying
+/// another job.
+fn audited_job(t: &catalog_jobs::jobs::TenantId) -> catalog_jobs::jobs::store::NewJob {
+    let mut job = new_job(t, "sync");
+    job.origin.created_by = "alice".into();
+    job.origin.request_id = "req-alice-1".into();
+    job.origin.retry_of = Some(JobId::new());
+    job
+}
+
+async fn a_claim_carries_who_started_the_job_in_which_request_and_what_it_retries(b: Backend) {
+    let s = fresh(b);
+    let job = audited_job(&tenant());
+    create(&*s, &job).await;
+    let claim = s.claim("w/1", &test_kinds()).await.unwrap().unwrap();
+    assert_eq!(
+        claim.job.origin, job.origin,
+        "the run writes back what it was told"
+    );
 }

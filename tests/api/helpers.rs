@@ -904,6 +904,14 @@ impl JobStore for CountingStore {
     fn settings(&self) -> &StoreSettings {
         self.inner.settings()
     }
+
+    fn while_held(&self, run: &RunId, write: &mut dyn FnMut()) -> bool {
+        self.inner.while_held(run, write)
+    }
+
+    fn job_key(&self, id: &JobId) -> Option<String> {
+        self.inner.job_key(id)
+    }
 }
 
 /// Runs a test body once per backend: `both_stores!(name)` makes `name::memory` and

@@ -166,3 +166,68 @@ async fn a_quiet_wait_longer_than_the_idle_timeout_still_gets_its_answer() {
     let r = waiting.await.unwrap().expect("the answer arrives");
     assert_eq!(r.status(), 200);
 }
+
+/// Pins today's answer to framing hyper's parser refuses (see the comment on `Connection::run`
+/// and the README's limits): hyper's own bare 400, no JSON envelope, the connection closed,
+/// the service still serving and nothing started.
+#[tokio::test]
+async fn malformed_framing_gets_hyper_s_bare_400_and_starts_nothing() {
+    let app = app(|_| {}).await;
+    let t = tenant();
+    let body = format!(r#"{{"tenant_id":"{t}"}}"#);
+    let head = |extra: &str| {
+        format!(
+            "POST /catalog/ticker HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{extra}\r\n{body}"
+        )
+        .into_bytes()
+    };
+    let len = body.len();
+    let malformed: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "two different Content-Lengths",
+            head(&format!("Content-Length: {len}\r\nContent-Length: {}\r\n", len + 1)),
+        ),
+        (
+            "a NUL in a header value",
+            head(&format!("Content-Length: {len}\r\nX-Bad: a\0b\r\n")),
+        ),
+        (
+            "an invalid byte in a header name",
+            head(&format!("Content-Length: {len}\r\nX(Bad): a\r\n")),
+        ),
+        (
+            "an invalid request line",
+            format!("POST /catalog/ticker HTTP/9.9 extra\r\nHost: x\r\nContent-Length: {len}\r\n\r\n{body}")
+                .into_bytes(),
+        ),
+    ];
+    for (what, request) in malformed {
+        let mut s = TcpStream::connect(app.addr).await.unwrap();
+        s.write_all(&request).await.unwrap();
+        let (answer, _) = read_to_close(&mut s).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{what}: {answer}");
+        assert!(
+            !answer.contains("bad_request"),
+            "{what}: now enveloped? {answer}"
+        );
+    }
+    let listed: serde_json::Value = app
+        .client
+        .get(app.url(&format!("/catalog/jobs?tenant_id={t}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 0, "{listed}");
+    // The same request well framed does start a job: the check above can fail.
+    let mut s = TcpStream::connect(app.addr).await.unwrap();
+    s.write_all(&head(&format!(
+        "Content-Length: {len}\r\nConnection: close\r\n"
+    )))
+    .await
+    .unwrap();
+    let (answer, _) = read_to_close(&mut s).await;
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+}

@@ -12,6 +12,7 @@ mod events;
 mod extract;
 mod faults;
 mod feeds;
+mod fence;
 mod ha;
 mod helpers;
 mod http;

@@ -28,12 +28,18 @@ fn a_job_function_gives_the_same_report_without_a_callback() {
     let registry = test_registry();
     let kind = Kind::parse("ticker").unwrap();
     let spec = registry.get(&kind).unwrap();
+    let job_id = JobId::new();
     let input = JobInput {
-        job_id: JobId::new(),
+        job_id,
         tenant: tenant(),
         kind,
         params: json!({"n": 50, "slow": false}),
         cancel: Default::default(),
+        run: catalog_jobs::jobs::store::RunId {
+            id: job_id,
+            claim: 1,
+        },
+        fence: std::sync::Arc::new(catalog_jobs::jobs::fence::Unfenced),
     };
     let seen = std::sync::Mutex::new(Vec::new());
     let record = |p: u8, _: &str| seen.lock().unwrap().push(p);

@@ -21,6 +21,10 @@ const DRIVER_READY: Duration = Duration::from_secs(30);
 pub const WAIT: Duration = Duration::from_secs(30);
 /// Between two polls of a DOM condition.
 const POLL: Duration = Duration::from_millis(100);
+/// How often an element may go stale under a command before the test gives up.
+const STALE_RETRIES: usize = 20;
+/// WebDriver's error for an element the page has since replaced.
+const STALE: &str = "stale element reference";
 /// Where Debian's chromium is; chromedriver finds it by itself elsewhere.
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// What the browser tests run with: headless, and none of what a container lacks.
@@ -111,6 +115,19 @@ impl Browser {
 
     /// One WebDriver command on the session; answers its `value`, or panics with the error.
     async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        match self.try_command(method, path, body).await {
+            Ok(value) => value,
+            Err((error, message)) => panic!("WebDriver {path}: {error}: {message}"),
+        }
+    }
+
+    /// One WebDriver command; answers its `value`, or the error's name and message.
+    async fn try_command(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, (String, Value)> {
         let url = format!(
             "http://127.0.0.1:{}/session/{}{path}",
             self.port, self.session
@@ -127,10 +144,10 @@ impl Browser {
             .await
             .expect("a JSON answer");
         let value = answer["value"].clone();
-        if let Some(error) = value.get("error").and_then(Value::as_str) {
-            panic!("WebDriver {path}: {error}: {}", value["message"]);
+        match value.get("error").and_then(Value::as_str) {
+            Some(error) => Err((error.to_owned(), value["message"].clone())),
+            None => Ok(value),
         }
-        value
     }
 
     async fn post(&self, path: &str, body: Value) -> Value {
@@ -163,25 +180,54 @@ impl Browser {
         )
     }
 
+    /// Sends `commands` (method, path after the element, body) to the element `css`. The page
+    /// redraws live (streams, polls): an element found just before a redraw is stale by the
+    /// command, so it is found again and the commands start over, boundedly. Answers the last
+    /// command's value.
+    async fn on_element(
+        &self,
+        css: &str,
+        commands: &[(reqwest::Method, &str, Option<Value>)],
+    ) -> Value {
+        'found: for _ in 0..STALE_RETRIES {
+            let e = self.find(css).await;
+            let mut last = Value::Null;
+            for (method, suffix, body) in commands {
+                let path = format!("/element/{}{suffix}", e.0);
+                match self.try_command(method.clone(), &path, body.clone()).await {
+                    Ok(value) => last = value,
+                    Err((error, _)) if error == STALE => {
+                        tokio::time::sleep(POLL).await;
+                        continue 'found;
+                    }
+                    Err((error, message)) => panic!("WebDriver {path}: {error}: {message}"),
+                }
+            }
+            return last;
+        }
+        panic!("{css} went stale {STALE_RETRIES} times in a row");
+    }
+
     pub async fn click(&self, css: &str) {
-        let e = self.find(css).await;
-        self.post(&format!("/element/{}/click", e.0), json!({}))
-            .await;
+        let click = (reqwest::Method::POST, "/click", Some(json!({})));
+        self.on_element(css, &[click]).await;
     }
 
     /// Replaces the text of the field `css` with `text`.
     pub async fn fill(&self, css: &str, text: &str) {
-        let e = self.find(css).await;
-        self.post(&format!("/element/{}/clear", e.0), json!({}))
-            .await;
-        self.post(&format!("/element/{}/value", e.0), json!({ "text": text }))
-            .await;
+        let clear = (reqwest::Method::POST, "/clear", Some(json!({})));
+        let value = (
+            reqwest::Method::POST,
+            "/value",
+            Some(json!({ "text": text })),
+        );
+        self.on_element(css, &[clear, value]).await;
     }
 
     /// The rendered text of the element `css`.
     pub async fn text(&self, css: &str) -> String {
-        let e = self.find(css).await;
-        let v = self.get(&format!("/element/{}/text", e.0)).await;
+        let read = (reqwest::Method::GET, "/text", None);
+        let v = self.on_element(css, &[read]).await;
         v.as_str().unwrap_or_default().to_owned()
     }
 

@@ -1,6 +1,7 @@
 -- claim: take the job at the head of the ready queue for a worker, as a leased run.
 -- A: worker (host/pid), then the kinds it runs
--- Returns {} when the queue is empty, else {id, claim, attempt, tenant, kind, params, created_ms}.
+-- Returns {} when the queue is empty, else {id, claim, attempt, tenant, kind, params,
+-- created_ms, created_by, request_id, retry_of} ('' for a field the job lacks).
 -- `claim` is the run's fencing token (raised by every claim); `attempt` counts runs against
 -- MAX_ATTEMPTS, except a run given back at shutdown (free_retry). Entries whose job ended,
 -- vanished or was taken over while it waited are dropped on the way. A job of a kind this
@@ -20,7 +21,8 @@ while true do
   end
   local hkey = k_job(id)
   local st = redis.call('HMGET', hkey, 'status', 'superseded_by', 'attempt', 'free_retry',
-    'tenant', 'kind', 'params', 'created_ms', 'claim', 'started_ms', 'percent')
+    'tenant', 'kind', 'params', 'created_ms', 'claim', 'started_ms', 'percent', 'created_by',
+    'request_id', 'retry_of')
   if st[1] == 'queued' and not st[2] and not runs[st[6]] then
     redis.call('RPUSH', K_QUEUE, id)
     first_passed = first_passed or id
@@ -36,6 +38,7 @@ while true do
     redis.call('ZADD', K_LEASES, now + STALE, id)
     note(id, st[5], st[6], 'started', 'running', st[11], 'starting', now,
       {'attempt', attempt, 'worker', A[1]})
-    return {id, claim, attempt, st[5], st[6], st[7], st[8]}
+    return {id, claim, attempt, st[5], st[6], st[7], st[8], st[12] or '', st[13] or '',
+      st[14] or ''}
   end
 end

@@ -71,7 +71,17 @@ end
 
 -- RUN_ARGS: the scripts that may write a run's job back whole (finish, restore) take it
 -- first, in this order (`run_args` in jobs/redis.rs): A[1] id, A[2] claim, A[3] tenant,
--- A[4] kind, A[5] params (JSON), A[6] created_ms, A[7] the run's last percent.
+-- A[4] kind, A[5] params (JSON), A[6] created_ms, A[7] the run's last percent, A[8]
+-- created_by, A[9] request_id, A[10] retry_of ('' for none). A script's own arguments
+-- follow, from A[11].
+
+-- The fields of a job written back whole that say where it came from (its audit trail).
+local function run_origin(fields)
+  table.insert(fields, 'created_by'); table.insert(fields, A[8])
+  table.insert(fields, 'request_id'); table.insert(fields, A[9])
+  if A[10] ~= '' then table.insert(fields, 'retry_of'); table.insert(fields, A[10]) end
+  return fields
+end
 
 -- The fields every run write reads, in this order.
 local RUN_FIELDS = {'status', 'claim', 'superseded_by', 'percent', 'cancel_requested_ms',

@@ -9,12 +9,12 @@ local lock = k_lock(tenant, kind)
 local holder = redis.call('GET', lock)
 if holder and holder ~= id then return -1 end
 local now = now_ms()
-redis.call('HSET', hkey, 'tenant', tenant, 'kind', kind, 'params', A[5],
-  'status', 'running', 'percent', A[7], 'step', A[8], 'created_ms', A[6],
+redis.call('HSET', hkey, unpack(run_origin({'tenant', tenant, 'kind', kind, 'params', A[5],
+  'status', 'running', 'percent', A[7], 'step', A[11], 'created_ms', A[6],
   'started_ms', now, 'updated_ms', now, 'heartbeat_ms', now, 'restored', 1,
-  'claim', A[2], 'attempt', A[9], 'worker', A[10])
+  'claim', A[2], 'attempt', A[12], 'worker', A[13]})))
 redis.call('EXPIRE', hkey, TTL)
-note(id, tenant, kind, 'restored', 'running', A[7], A[8], now, {'attempt', A[9], 'worker', A[10]})
+note(id, tenant, kind, 'restored', 'running', A[7], A[11], now, {'attempt', A[12], 'worker', A[13]})
 redis.call('EXPIRE', k_timeline(id), TTL)
 redis.call('SET', lock, id, 'EX', TTL)
 redis.call('ZADD', K_LEASES, now + STALE, id)

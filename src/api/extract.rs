@@ -105,7 +105,35 @@ async fn path_segment<S: Send + Sync>(parts: &mut Parts, state: &S) -> String {
     Path::<String>::from_request_parts(parts, state)
         .await
         .map(|Path(p)| p)
-        .unwrap_or_default()
+        // A segment whose percent-decoded bytes are not UTF-8 (`%ff`) matches nothing.
+        .unwrap_or_else(|_| char::REPLACEMENT_CHARACTER.to_string())
+}
+
+/// How much of a client's path segment a message repeats.
+const MAX_ECHOED_CHARS: usize = 80;
+
+/// A client's path segment as a message shows it: control and invisible formatting
+/// characters (a NUL, a right-to-left override) escaped, and cut after
+/// [`MAX_ECHOED_CHARS`], so a message never carries them or grows with the request.
+fn echoed(raw: &str) -> String {
+    let mut shown: String = raw
+        .chars()
+        .take(MAX_ECHOED_CHARS)
+        .flat_map(|c| match c.is_control() || is_format_char(c) {
+            true => c.escape_unicode().collect::<Vec<_>>(),
+            false => vec![c],
+        })
+        .collect();
+    if raw.chars().count() > MAX_ECHOED_CHARS {
+        shown.push('…');
+    }
+    shown
+}
+
+/// Unicode's invisible formatting characters that can reorder or hide text around them
+/// (bidirectional overrides and isolates, zero-width characters).
+fn is_format_char(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// A `{job_id}` path segment as a `JobId`; one that is not a UUID is answered exactly as an
@@ -119,7 +147,7 @@ impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
         let raw = path_segment(parts, state).await;
         JobId::parse(&raw)
             .map(Self)
-            .map_err(|_| ApiError::NotFound(format!("no job has the id `{raw}`")))
+            .map_err(|_| ApiError::NotFound(format!("no job has the id `{}`", echoed(&raw))))
     }
 }
 
@@ -310,7 +338,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ProductKeyPath {
         let raw = path_segment(parts, state).await;
         ProductKey::parse(&raw)
             .map(Self)
-            .map_err(|_| product_not_found(&raw))
+            .map_err(|_| product_not_found(&echoed(&raw)))
     }
 }
 
@@ -326,7 +354,7 @@ impl<S: Send + Sync> FromRequestParts<S> for KindPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self(path_segment(parts, state).await))
+        Ok(Self(echoed(&path_segment(parts, state).await)))
     }
 }
 

@@ -292,6 +292,20 @@ async fn unknown_and_malformed_job_ids_are_404_json(b: Backend) {
         assert_eq!(body["error"], "not_found");
         assert!(body["message"].is_string());
     }
+    // The message repeats what was asked for, but never invisibly, blank or whole.
+    let long = "x".repeat(5_000);
+    for (id, shown) in [
+        ("%00%ff", "`\u{fffd}`".to_owned()),
+        ("%00abc", "`\\u{0}abc`".to_owned()),
+        ("ab%E2%80%AEcd", "`ab\\u{202e}cd`".to_owned()),
+        (long.as_str(), format!("`{}…`", "x".repeat(80))),
+    ] {
+        let r = app.get(&format!("/catalog/jobs/{id}")).await;
+        assert_eq!(r.status(), 404, "{id}");
+        let body: Value = r.json().await.unwrap();
+        let message = body["message"].as_str().unwrap();
+        assert!(message.ends_with(&shown), "{id}: {message}");
+    }
 }
 
 async fn the_listing_is_newest_first_and_honours_the_limit(b: Backend) {

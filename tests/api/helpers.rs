@@ -1002,3 +1002,19 @@ impl SseReader {
         }
     }
 }
+
+/// Waits until the wall clock is well clear of the next minute, so that the requests of a
+/// short test fall in one window of the per-minute rate limit (fixed clock minutes).
+pub async fn clear_of_a_minute_edge() {
+    const MINUTE_MS: u128 = 60_000;
+    /// Longer than any rate-limit test takes from its first create to its last check.
+    const MARGIN_MS: u128 = 10_000;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is after 1970")
+        .as_millis();
+    let left = MINUTE_MS - now % MINUTE_MS;
+    if left < MARGIN_MS {
+        tokio::time::sleep(Duration::from_millis((left + 100) as u64)).await;
+    }
+}

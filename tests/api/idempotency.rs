@@ -149,6 +149,7 @@ async fn beyond_the_tenants_creates_per_minute_a_create_is_rate_limited_and_leav
             ..settings()
         },
     );
+    crate::helpers::clear_of_a_minute_edge().await;
     let t = tenant();
     for kind in ["sync", "enrich"] {
         create(&*s, &new_job(&t, kind)).await;
@@ -523,6 +524,7 @@ async fn beyond_tenant_creates_per_minute_a_start_is_429_with_retry_after(b: Bac
         },
     );
     let app = spawn_app_with(config, s).await;
+    crate::helpers::clear_of_a_minute_edge().await;
     let t = tenant();
     for n in ["1", "2"] {
         let id =
@@ -570,6 +572,7 @@ async fn a_replay_from_a_second_replica_answers_the_first_job_and_the_rate_limit
     let env = [("TENANT_CREATES_PER_MINUTE", "2".to_owned())];
     let a = Service::start(&redis.url(), &env).await;
     let b = Service::start(&redis.url(), &env).await;
+    crate::helpers::clear_of_a_minute_edge().await;
     let t = tenant();
     let sync = [("tenant_id", t.as_str()), ("source", "demo.jsonl")];
     let first = start_on(&a, "sync", &sync, Some("nightly-1")).await;

@@ -869,7 +869,7 @@ async fn every_route_answers_as_the_openapi_document_says() {
     // The limit counts per clock minute, and the walk has run for a while since the tenant's
     // first create: spend the current minute's one create (or find it spent) right before
     // the retry, away from a minute's edge, so the retry meets a spent minute.
-    clear_of_a_minute_edge().await;
+    crate::helpers::clear_of_a_minute_edge().await;
     let spend = post(&limited, "/catalog/pair").form(&[("tenant_id", t.as_str())]);
     let spent = spend.send().await.unwrap().status().as_u16();
     assert!(spent == 202 || spent == 429, "{spent}");
@@ -1169,20 +1169,5 @@ fn every_catalog_operation_requires_the_bearer_scheme_and_the_operations_routes_
                 );
             }
         }
-    }
-}
-
-/// Waits until the wall clock is at least two seconds from the next minute, so that two
-/// requests made now fall in one rate-limit window.
-async fn clear_of_a_minute_edge() {
-    const MINUTE_MS: u128 = 60_000;
-    const MARGIN_MS: u128 = 2_000;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    let left = MINUTE_MS - now % MINUTE_MS;
-    if left < MARGIN_MS {
-        tokio::time::sleep(Duration::from_millis((left + 100) as u64)).await;
     }
 }

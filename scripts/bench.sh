@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load figures for the README: the release binary against a local redis-server, loaded by wrk
+# Load figures for docs/performance.md: the release binary against a local redis-server, loaded by wrk
 # on loopback only, ~10 s a scenario. Needs redis-server and wrk (apt-get install -y redis-server wrk).
 #   scripts/bench.sh                  # all scenarios, 10 s each, 2 threads, 16 connections
 #   DURATION=5s CONNECTIONS=32 scripts/bench.sh

@@ -34,7 +34,7 @@ pub enum Type {
     Histogram,
 }
 
-/// Every metric this service exports, with its help text: the README's list and the
+/// Every metric this service exports, with its help text: the list in docs/operations.md and the
 /// `# HELP` lines both come from here.
 pub const ALL: &[(&str, Type, &str)] = &[
     (JOBS_CREATED, Type::Counter, "Jobs created, by kind."),

@@ -1,0 +1,276 @@
+//! The product record: its key, its checking from one row's JSON object (rows are framed
+//! by `feed`), its field limits and content hash, and the shapes the store keeps beside it
+//! (enrichment, neighbour rows).
+//!
+//! A product is valid by construction: `Product::from_json` checks every field against
+//! `limits`, so one bad row is reported with its line and never stops the rows around it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A product's key: 1–128 characters of `A-Z a-z 0-9 _ . : -`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ProductKey(String);
+
+impl ProductKey {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let ok = (1..=limits::KEY).contains(&raw.len())
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'));
+        if ok {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err("product_key must be 1–128 characters of A-Z a-z 0-9 _ . : -".into())
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Product {
+    pub product_key: ProductKey,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brand: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_cents: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taxonomy_path: Vec<String>,
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub attributes: Map<String, Value>,
+}
+
+/// Field limits, checked at parse time for every entry point (sync, import). Counted in
+/// characters, so a limit means the same in any script. Each is far above what a real
+/// catalogue writes and far below what would let one row crowd out the rest.
+pub mod limits {
+    /// `product_key`: the longest key a URL path and a Redis field name carry comfortably.
+    pub const KEY: usize = 128;
+    /// `name`: a product title; a page shows a few hundred characters at most.
+    pub const NAME: usize = 1_000;
+    /// `brand`: a brand or maker's name.
+    pub const BRAND: usize = 200;
+    /// `description`: a product page's text.
+    pub const DESCRIPTION: usize = 10_000;
+    /// `taxonomy_path`: levels in a category tree (Google's has 7).
+    pub const TAXONOMY_DEPTH: usize = 10;
+    /// One `taxonomy_path` level's name.
+    pub const TAXONOMY_SEGMENT: usize = 200;
+    /// `attributes`: how many.
+    pub const ATTRIBUTES: usize = 100;
+    /// One attribute's name.
+    pub const ATTRIBUTE_NAME: usize = 100;
+    /// All attributes together, as JSON text, in bytes.
+    pub const ATTRIBUTES_BYTES: usize = 16 * 1024;
+}
+
+/// A text field: trimmed, absent when blank, at most `max` characters.
+fn text_field(field: &str, v: Option<Value>, max: usize) -> Result<Option<String>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => {
+            let s = s.trim();
+            if s.is_empty() {
+                Ok(None)
+            } else if s.chars().count() > max {
+                Err(format!("{field} is longer than {max} characters"))
+            } else {
+                Ok(Some(s.to_owned()))
+            }
+        }
+        Some(_) => Err(format!("{field} must be a string")),
+    }
+}
+
+fn key_field(v: Option<Value>) -> Result<ProductKey, String> {
+    match v {
+        Some(Value::String(s)) => ProductKey::parse(s.trim()),
+        Some(Value::Number(n)) => ProductKey::parse(&n.to_string()),
+        Some(_) => Err("product_key must be a string".into()),
+        None => Err("product_key is required".into()),
+    }
+}
+
+fn name_field(v: Option<Value>) -> Result<String, String> {
+    match text_field("name", v, limits::NAME)? {
+        Some(name) => Ok(name),
+        None => Err("name is required and must not be empty".into()),
+    }
+}
+
+const PRICE_RULE: &str =
+    "price_cents must be a whole number of cents from 0 to 9223372036854775807";
+
+/// A price in cents: a JSON whole number or its text. Anything that does not fit an i64
+/// (1e400, 2^63) is an invalid value, never rounded and never dropped to null.
+fn price_field(v: Option<Value>) -> Result<Option<i64>, String> {
+    let cents = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => return Ok(None),
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
+        Some(_) => return Err("price_cents must be a number".into()),
+    };
+    match cents {
+        Some(c) if c >= 0 => Ok(Some(c)),
+        _ => Err(PRICE_RULE.into()),
+    }
+}
+
+fn taxonomy_field(v: Option<Value>) -> Result<Vec<String>, String> {
+    let levels = match v {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => split_taxonomy(&s),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+                _ => Err("taxonomy_path must be a list of non-empty strings".to_owned()),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("taxonomy_path must be a list of strings or \"A > B > C\"".into()),
+    };
+    if levels.len() > limits::TAXONOMY_DEPTH {
+        return Err(format!(
+            "taxonomy_path has more than {} levels",
+            limits::TAXONOMY_DEPTH
+        ));
+    }
+    if levels
+        .iter()
+        .any(|l| l.chars().count() > limits::TAXONOMY_SEGMENT)
+    {
+        return Err(format!(
+            "a taxonomy_path level is longer than {} characters",
+            limits::TAXONOMY_SEGMENT
+        ));
+    }
+    Ok(levels)
+}
+
+fn attributes_field(v: Option<Value>) -> Result<Map<String, Value>, String> {
+    let not_object = || "attributes must be a JSON object".to_owned();
+    let attributes = match v {
+        None | Some(Value::Null) => return Ok(Map::new()),
+        Some(Value::Object(m)) => m,
+        Some(Value::String(s)) if s.trim().is_empty() => return Ok(Map::new()),
+        Some(Value::String(s)) => match crate::strict_json::parse(s.as_bytes()) {
+            Ok(Value::Object(m)) => m,
+            Err(e @ crate::strict_json::StrictJsonError::DuplicateKey(_)) => {
+                return Err(format!("attributes: {e}"))
+            }
+            _ => return Err(not_object()),
+        },
+        Some(_) => return Err(not_object()),
+    };
+    if attributes.len() > limits::ATTRIBUTES {
+        return Err(format!(
+            "attributes has more than {} entries",
+            limits::ATTRIBUTES
+        ));
+    }
+    if attributes
+        .keys()
+        .any(|k| k.trim().is_empty() || k.chars().count() > limits::ATTRIBUTE_NAME)
+    {
+        return Err(format!(
+            "an attribute name is empty or longer than {} characters",
+            limits::ATTRIBUTE_NAME
+        ));
+    }
+    let size = serde_json::to_string(&attributes)
+        .expect("a JSON map always serialises")
+        .len();
+    if size > limits::ATTRIBUTES_BYTES {
+        return Err(format!(
+            "attributes take more than {} KiB as JSON",
+            limits::ATTRIBUTES_BYTES / 1024
+        ));
+    }
+    Ok(attributes)
+}
+
+impl Product {
+    /// Checks and builds a product from a JSON object (a JSON Lines row, an array element,
+    /// or a CSV row turned into an object). The message says what to fix.
+    pub fn from_json(value: Value) -> Result<Self, String> {
+        let Value::Object(mut obj) = value else {
+            return Err("a product must be a JSON object".into());
+        };
+        let product = Self {
+            product_key: key_field(obj.remove("product_key"))?,
+            name: name_field(obj.remove("name"))?,
+            description: text_field(
+                "description",
+                obj.remove("description"),
+                limits::DESCRIPTION,
+            )?,
+            brand: text_field("brand", obj.remove("brand"), limits::BRAND)?,
+            price_cents: price_field(obj.remove("price_cents"))?,
+            taxonomy_path: taxonomy_field(obj.remove("taxonomy_path"))?,
+            attributes: attributes_field(obj.remove("attributes"))?,
+        };
+        if let Some(other) = obj.keys().next() {
+            return Err(format!("`{other}` is not a product field"));
+        }
+        Ok(product)
+    }
+
+    /// A stable hash of everything a product says (FNV-1a over its canonical JSON), so an
+    /// unchanged product is recognised on re-import and skipped by enrichment.
+    pub fn content_hash(&self) -> String {
+        let canonical = serde_json::to_string(self).expect("a product always serialises");
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in canonical.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{h:016x}")
+    }
+
+    pub fn top_category(&self) -> Option<&str> {
+        self.taxonomy_path.first().map(String::as_str)
+    }
+}
+
+/// `"Apparel > T-Shirts"` → `["Apparel", "T-Shirts"]`.
+pub fn split_taxonomy(raw: &str) -> Vec<String> {
+    raw.split('>')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A product as stored, with its content hash.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stored {
+    #[serde(flatten)]
+    pub product: Product,
+    pub content_hash: String,
+}
+
+/// What enrichment found for a product, and for which version of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Enrichment {
+    /// The content hash the attributes were extracted from.
+    pub content_hash: String,
+    pub attributes: Map<String, Value>,
+    pub unextractable: bool,
+}
+
+/// One row of the neighbour table: a key and a score, nothing more. The product view joins
+/// the neighbour's name when it is read, so the table stays as small as keys and scores
+/// need. A row that carries more (a `name`) reads the same: extra fields are ignored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Neighbour {
+    pub product_key: ProductKey,
+    pub score: f64,
+}

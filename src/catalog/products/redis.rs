@@ -1,0 +1,495 @@
+//! The catalogue in Redis: one hash per tenant for products, enrichments and the neighbour
+//! table (`CatalogKeys` is the only place their names are built). A new neighbour table is
+//! staged under a key of its own and renamed over the live one in one fenced step, so
+//! readers see the old table or the new one, never half of each.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::Script;
+use serde::Deserialize;
+use tokio::runtime::Handle;
+
+use super::record::{Enrichment, Neighbour, Product, ProductKey, Stored};
+use super::store::{CatalogStore, CatalogStoreError, Cleared, Swap, Upserted};
+use crate::jobs::fence::Fence;
+use crate::jobs::TenantId;
+use crate::topology::{Primary, Target};
+
+/// Builds the catalogue's keys: `<prefix>:<tenant>:products|enriched|neighbours`.
+#[derive(Clone, Debug)]
+pub struct CatalogKeys {
+    prefix: String,
+}
+
+impl CatalogKeys {
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+        }
+    }
+    pub fn products(&self, t: &TenantId) -> String {
+        format!("{}:{t}:products", self.prefix)
+    }
+    pub fn enriched(&self, t: &TenantId) -> String {
+        format!("{}:{t}:enriched", self.prefix)
+    }
+    pub fn neighbours(&self, t: &TenantId) -> String {
+        format!("{}:{t}:neighbours", self.prefix)
+    }
+    /// Where a new neighbour table is written before it is renamed over the old one.
+    pub fn neighbours_staging(&self, t: &TenantId) -> String {
+        format!(
+            "{}:{t}:neighbours:staging:{}",
+            self.prefix,
+            crate::jobs::JobId::new()
+        )
+    }
+}
+
+/// The catalogue in Redis. Its methods block (job functions call them from their blocking
+/// threads, handlers through `spawn_blocking`), but the I/O is the runtime's: each call is
+/// handed to one multiplexed connection of the catalogue's own, so concurrent jobs' calls
+/// share its round trips, and a blocked thread parks instead of sleeping on a socket. The
+/// job store keeps its own connection, so a large catalogue page never delays a poll.
+/// Never call these methods on an async worker thread: `block_on` would panic there.
+pub struct RedisCatalog {
+    primary: Primary,
+    runtime: Handle,
+    keys: CatalogKeys,
+}
+
+/// How long one catalogue call may take before the store counts as unreachable.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an unfinished staging neighbour table may linger.
+const STAGING_TTL_SECS: u64 = 3600;
+/// The swap of a staged neighbour table, fenced by the job record (see the script).
+static SWAP_NEIGHBOURS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/swap_neighbours.lua")));
+/// How many fields one HSET/HMGET carries at most, to keep each command small.
+const CHUNK: usize = 1000;
+
+impl RedisCatalog {
+    /// Connects lazily to a fixed Redis, on the runtime it is opened in (it must be opened
+    /// inside one).
+    pub fn open(url: &str, prefix: &str) -> Result<Self, CatalogStoreError> {
+        Self::open_target(Target::Url(url.to_owned()), prefix)
+    }
+
+    /// Connects lazily to the primary `target` names (following a failover), on the runtime
+    /// it is opened in.
+    pub fn open_target(target: Target, prefix: &str) -> Result<Self, CatalogStoreError> {
+        let unavailable = |e: &dyn std::fmt::Display| CatalogStoreError::Unavailable(e.to_string());
+        let runtime = Handle::try_current().map_err(|e| unavailable(&e))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_response_timeout(Some(IO_TIMEOUT))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let primary = {
+            let _entered = runtime.enter();
+            Primary::open(target, config).map_err(|e| unavailable(&e))?
+        };
+        Ok(Self {
+            primary,
+            runtime,
+            keys: CatalogKeys::new(prefix),
+        })
+    }
+
+    /// Runs one command, blocking this thread until it is answered.
+    fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, CatalogStoreError> {
+        self.block(|mut conn| async move { cmd.query_async(&mut conn).await })
+    }
+
+    /// Runs a pipeline (a transaction if it is `atomic`) in one round trip.
+    fn query_pipe<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, CatalogStoreError> {
+        self.block(|mut conn| async move { pipe.query_async(&mut conn).await })
+    }
+
+    /// Runs `call` on the primary's connection under [`IO_TIMEOUT`], telling the primary of
+    /// a failure (a sign of a failover makes it ask the sentinels again).
+    fn block<T, F>(&self, call: impl FnOnce(ConnectionManager) -> F) -> Result<T, CatalogStoreError>
+    where
+        F: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let primary = &self.primary;
+        let answer = self.runtime.block_on(async {
+            tokio::time::timeout(IO_TIMEOUT, async {
+                let conn = primary.connection().await?;
+                call(conn).await
+            })
+            .await
+        });
+        match answer {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e))
+                if matches!(
+                    e.kind(),
+                    redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
+                ) =>
+            {
+                Err(CatalogStoreError::Corrupt(e.to_string()))
+            }
+            Ok(Err(e)) => {
+                primary.failed(&e);
+                Err(CatalogStoreError::Unavailable(e.to_string()))
+            }
+            Err(_) => {
+                primary.suspect();
+                Err(CatalogStoreError::Unavailable(format!(
+                    "no answer within {} s",
+                    IO_TIMEOUT.as_secs()
+                )))
+            }
+        }
+    }
+
+    /// Writes a neighbour table to `staging` (nothing for an empty table), in chunks.
+    fn stage_neighbours(
+        &self,
+        staging: &str,
+        table: &[(ProductKey, Vec<Neighbour>)],
+    ) -> Result<(), CatalogStoreError> {
+        for chunk in table.chunks(CHUNK) {
+            let writes: Vec<(&str, String)> = chunk
+                .iter()
+                .map(|(k, n)| {
+                    (
+                        k.as_str(),
+                        serde_json::to_string(n).expect("neighbours always serialise"),
+                    )
+                })
+                .collect();
+            // The staging table expires if this process dies before the swap.
+            self.query_pipe::<()>(
+                redis::pipe()
+                    .cmd("HSET")
+                    .arg(staging)
+                    .arg(&writes)
+                    .ignore()
+                    .cmd("EXPIRE")
+                    .arg(staging)
+                    .arg(STAGING_TTL_SECS)
+                    .ignore(),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Puts the staged table in place of the live one (an absent staging table empties it)
+    /// while the fence's run holds its job: checked inside the script when the jobs are in
+    /// this Redis, else under the job store's own check (`Fence::while_held`).
+    fn swap_neighbours(
+        &self,
+        staging: &str,
+        live: &str,
+        staged: bool,
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError> {
+        if let Some((record, claim)) = fence.job_record() {
+            let swapped: i64 = self.block(|mut conn| async move {
+                SWAP_NEIGHBOURS
+                    .key(staging)
+                    .key(live)
+                    .key(&record)
+                    .arg(claim)
+                    .invoke_async(&mut conn)
+                    .await
+            })?;
+            return Ok(Swap::from_held(swapped == 1));
+        }
+        let mut answer = Ok(Swap::Fenced);
+        fence.while_held(&mut || {
+            let mut swap = redis::pipe();
+            if staged {
+                swap.atomic()
+                    .cmd("RENAME")
+                    .arg(staging)
+                    .arg(live)
+                    .ignore()
+                    .cmd("PERSIST")
+                    .arg(live)
+                    .ignore();
+            } else {
+                swap.cmd("DEL").arg(live).ignore();
+            }
+            answer = self.query_pipe::<()>(&swap).map(|()| Swap::Swapped);
+        });
+        answer
+    }
+
+    fn decode<T: for<'de> Deserialize<'de>>(raw: &str) -> Result<T, CatalogStoreError> {
+        serde_json::from_str(raw).map_err(|e| CatalogStoreError::Corrupt(e.to_string()))
+    }
+
+    fn hget_decoded<T: for<'de> Deserialize<'de>>(
+        &self,
+        key: &str,
+        field: &ProductKey,
+    ) -> Result<Option<T>, CatalogStoreError> {
+        let raw: Option<String> = self.query(redis::cmd("HGET").arg(key).arg(field.as_str()))?;
+        raw.map(|r| Self::decode(&r)).transpose()
+    }
+
+    fn hgetall_decoded<T: for<'de> Deserialize<'de>>(
+        &self,
+        key: &str,
+    ) -> Result<Vec<(String, T)>, CatalogStoreError> {
+        let mut out = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, chunk): (u64, Vec<(String, String)>) = self.query(
+                redis::cmd("HSCAN")
+                    .arg(key)
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(CHUNK),
+            )?;
+            for (k, v) in chunk {
+                out.push((k, Self::decode(&v)?));
+            }
+            if next == 0 {
+                return Ok(out);
+            }
+            cursor = next;
+        }
+    }
+}
+
+/// The Redis listing's cursor: the HSCAN cursor of the batch a page stopped in, and the
+/// last key served from that batch (`<scan>-<key>`; the scan part is digits, so the first
+/// `-` ends it). Without a key the page stopped between batches.
+struct ScanCursor;
+
+impl ScanCursor {
+    fn decode(raw: Option<&str>) -> Result<(u64, Option<String>), CatalogStoreError> {
+        let Some(raw) = raw else {
+            return Ok((0, None));
+        };
+        let (scan, after) = match raw.split_once('-') {
+            Some((scan, key)) => (scan, Some(key)),
+            None => (raw, None),
+        };
+        let scan = scan.parse().map_err(|_| CatalogStoreError::BadCursor)?;
+        let after = after
+            .map(|k| ProductKey::parse(k).map(|k| k.as_str().to_owned()))
+            .transpose()
+            .map_err(|_| CatalogStoreError::BadCursor)?;
+        Ok((scan, after))
+    }
+
+    fn inside(scan: u64, last: Option<&str>) -> String {
+        match last {
+            Some(k) => format!("{scan}-{k}"),
+            None => scan.to_string(),
+        }
+    }
+}
+
+impl CatalogStore for RedisCatalog {
+    fn upsert(
+        &self,
+        tenant: &TenantId,
+        products: &[Product],
+    ) -> Result<Upserted, CatalogStoreError> {
+        let key = self.keys.products(tenant);
+        let mut counts = Upserted::default();
+        for chunk in products.chunks(CHUNK) {
+            let fields: Vec<&str> = chunk.iter().map(|p| p.product_key.as_str()).collect();
+            let old: Vec<Option<String>> =
+                self.query(redis::cmd("HMGET").arg(&key).arg(&fields))?;
+            let mut writes: Vec<(String, String)> = Vec::new();
+            // A key repeated inside one chunk: the later row wins, counted as an update.
+            let mut seen: HashMap<&str, String> = HashMap::new();
+            for (p, old) in chunk.iter().zip(old) {
+                let hash = p.content_hash();
+                let previous = seen.get(p.product_key.as_str()).cloned().or_else(|| {
+                    old.and_then(|raw| {
+                        serde_json::from_str::<Stored>(&raw)
+                            .ok()
+                            .map(|s| s.content_hash)
+                    })
+                });
+                match previous {
+                    Some(h) if h == hash => counts.unchanged += 1,
+                    Some(_) => counts.updated += 1,
+                    None => counts.created += 1,
+                }
+                if seen.get(p.product_key.as_str()) != Some(&hash) {
+                    let stored = Stored {
+                        product: p.clone(),
+                        content_hash: hash.clone(),
+                    };
+                    writes.push((
+                        p.product_key.as_str().to_owned(),
+                        serde_json::to_string(&stored).expect("a product always serialises"),
+                    ));
+                }
+                seen.insert(p.product_key.as_str(), hash);
+            }
+            if !writes.is_empty() {
+                self.query::<()>(redis::cmd("HSET").arg(&key).arg(&writes))?;
+            }
+        }
+        Ok(counts)
+    }
+
+    fn get(
+        &self,
+        tenant: &TenantId,
+        key: &ProductKey,
+    ) -> Result<Option<Stored>, CatalogStoreError> {
+        self.hget_decoded(&self.keys.products(tenant), key)
+    }
+
+    fn page(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError> {
+        // HSCAN cannot resume inside a batch, so the cursor names the batch a page stopped
+        // in and the last key served from it: `<scan cursor>` or `<scan cursor>-<key>`. A
+        // batch is served in key order; resuming re-reads it and skips the keys up to that
+        // one. Batches are read until the page is full, so a page holds at most `limit`.
+        let limit = limit.max(1);
+        let key = self.keys.products(tenant);
+        let (mut scan, mut after) = ScanCursor::decode(cursor)?;
+        let mut items: Vec<Stored> = Vec::with_capacity(limit);
+        loop {
+            let (next, mut batch): (u64, Vec<(String, String)>) = self.query(
+                redis::cmd("HSCAN")
+                    .arg(&key)
+                    .arg(scan)
+                    .arg("COUNT")
+                    .arg(limit),
+            )?;
+            batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            if let Some(last) = after.take() {
+                batch.retain(|(k, _)| *k > last);
+            }
+            let room = limit - items.len();
+            if batch.len() > room {
+                for (_, v) in &batch[..room] {
+                    items.push(Self::decode(v)?);
+                }
+                let resume =
+                    ScanCursor::inside(scan, items.last().map(|s| s.product.product_key.as_str()));
+                return Ok((items, Some(resume)));
+            }
+            for (_, v) in &batch {
+                items.push(Self::decode(v)?);
+            }
+            if next == 0 {
+                return Ok((items, None));
+            }
+            scan = next;
+            if items.len() == limit {
+                return Ok((items, Some(next.to_string())));
+            }
+        }
+    }
+
+    fn all(&self, tenant: &TenantId) -> Result<Vec<Stored>, CatalogStoreError> {
+        let mut items: Vec<Stored> = self
+            .hgetall_decoded::<Stored>(&self.keys.products(tenant))?
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        items.sort_by(|a, b| a.product.product_key.cmp(&b.product.product_key));
+        Ok(items)
+    }
+
+    fn enrichments(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<HashMap<ProductKey, Enrichment>, CatalogStoreError> {
+        Ok(self
+            .hgetall_decoded::<Enrichment>(&self.keys.enriched(tenant))?
+            .into_iter()
+            .filter_map(|(k, v)| ProductKey::parse(&k).ok().map(|k| (k, v)))
+            .collect())
+    }
+
+    fn enrichment(
+        &self,
+        tenant: &TenantId,
+        key: &ProductKey,
+    ) -> Result<Option<Enrichment>, CatalogStoreError> {
+        self.hget_decoded(&self.keys.enriched(tenant), key)
+    }
+
+    fn save_enrichments(
+        &self,
+        tenant: &TenantId,
+        batch: &[(ProductKey, Enrichment)],
+    ) -> Result<(), CatalogStoreError> {
+        let key = self.keys.enriched(tenant);
+        for chunk in batch.chunks(CHUNK) {
+            let writes: Vec<(&str, String)> = chunk
+                .iter()
+                .map(|(k, e)| {
+                    (
+                        k.as_str(),
+                        serde_json::to_string(e).expect("an enrichment always serialises"),
+                    )
+                })
+                .collect();
+            self.query::<()>(redis::cmd("HSET").arg(&key).arg(&writes))?;
+        }
+        Ok(())
+    }
+
+    fn replace_neighbours(
+        &self,
+        tenant: &TenantId,
+        table: &[(ProductKey, Vec<Neighbour>)],
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError> {
+        let live = self.keys.neighbours(tenant);
+        let staging = self.keys.neighbours_staging(tenant);
+        let swapped = self
+            .stage_neighbours(&staging, table)
+            .and_then(|()| self.swap_neighbours(&staging, &live, !table.is_empty(), fence));
+        if !matches!(swapped, Ok(Swap::Swapped)) {
+            let _ = self.query::<()>(redis::cmd("DEL").arg(&staging));
+        }
+        swapped
+    }
+
+    fn neighbours(
+        &self,
+        tenant: &TenantId,
+        key: &ProductKey,
+    ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError> {
+        self.hget_decoded(&self.keys.neighbours(tenant), key)
+    }
+
+    fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError> {
+        let keys = [
+            self.keys.products(tenant),
+            self.keys.enriched(tenant),
+            self.keys.neighbours(tenant),
+        ];
+        let (products, extracted_attributes, neighbours): (u64, u64, u64) = self.query_pipe(
+            redis::pipe()
+                .atomic()
+                .hlen(&keys[0])
+                .hlen(&keys[1])
+                .hlen(&keys[2])
+                .del(&keys)
+                .ignore(),
+        )?;
+        Ok(Cleared {
+            products,
+            extracted_attributes,
+            neighbours,
+        })
+    }
+}

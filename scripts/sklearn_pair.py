@@ -2,7 +2,7 @@
 
     python scripts/sklearn_pair.py hard.jsonl [--per-category] [--k 5]
 
-Reads JSON Lines products (as `cargo run --release --example gen_feed -- --hard N` writes
+Reads JSON Lines products (as `catalog-jobs gen-feed --hard N` writes
 them), embeds name + brand with TfidfVectorizer, finds each product's k nearest neighbours
 with NearestNeighbors(metric='cosine', algorithm='brute') -- over the whole catalogue, or
 within each top-level category with --per-category (pair's category rule) -- and prints the

@@ -5,7 +5,7 @@
 #   scripts/sklearn_pair.sh [PRODUCTS]     # default 100000
 #
 # Creates a Python venv (target/sklearn-venv, scikit-learn + numpy from PyPI) on first use,
-# writes the hard catalogue (seed 42, as catalog_bench) with gen_feed, runs
+# writes the hard catalogue (seed 42, as catalog_bench) with `catalog-jobs gen-feed`, runs
 # scripts/sklearn_pair.py over the whole catalogue and per category, then catalog_bench at the
 # same size. Each line: time, products/s, recall@5, peak RSS.
 set -euo pipefail
@@ -21,9 +21,9 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$VENV/bin/pip" install --quiet scikit-learn numpy
 fi
 
-cargo build --quiet --release --example gen_feed --example catalog_bench
+cargo build --quiet --release --bin catalog-jobs --example catalog_bench
 FEED="target/hard-$N.jsonl"
-target/release/examples/gen_feed --hard "$N" "$SEED" > "$FEED"
+target/release/catalog-jobs gen-feed --hard "$N" "$SEED" > "$FEED"
 
 "$VENV/bin/python" scripts/sklearn_pair.py "$FEED"
 "$VENV/bin/python" scripts/sklearn_pair.py "$FEED" --per-category

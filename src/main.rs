@@ -11,6 +11,7 @@ fn main() -> std::process::ExitCode {
         None => serve(cli.serve),
         Some(Command::Serve(config)) => serve(*config),
         Some(Command::HashToken) => catalog_jobs::api::auth::hash_token_command(),
+        Some(Command::GenFeed(args)) => cli::gen_feed::run(&args),
         Some(Command::Client(command)) => cli::run(command),
     }
 }

@@ -1,5 +1,5 @@
 //! A deterministic demo catalogue with planted families: one product in several colours,
-//! sizes or pack sizes. Used by `examples/gen_feed.rs` (the committed demo feed), the
+//! sizes or pack sizes. Used by `catalog-jobs gen-feed` (the committed demo feed), the
 //! pairing quality test and the benchmark. Keys are `fam<family>-v<variant>`, so a test can
 //! tell which products are one family.
 

@@ -1,11 +1,12 @@
 //! The client subcommands (`submit`, `watch`, `jobs`, `cancel`): an HTTP client of the
 //! service and nothing else — it never opens the store, so it works against any replica
-//! and sees exactly what every other client sees.
+//! and sees exactly what every other client sees. `gen-feed` writes a demo feed offline.
 //!
 //! Exit codes are part of the interface (scripts branch on them): see [`Exit`].
 
 mod client;
 mod follow;
+pub mod gen_feed;
 mod output;
 
 use std::path::PathBuf;
@@ -41,6 +42,8 @@ pub enum Command {
     Serve(Box<Config>),
     /// Read a token on stdin and print its `sha256:` form for API_TOKENS(_FILE).
     HashToken,
+    /// Write a generated catalogue as JSON Lines on stdout (the demo feed by default).
+    GenFeed(gen_feed::GenFeedArgs),
     #[command(flatten)]
     Client(ClientCommand),
 }

@@ -13,6 +13,7 @@ mod extract;
 mod faults;
 mod feeds;
 mod fence;
+mod gen_feed;
 mod ha;
 mod helpers;
 mod http;

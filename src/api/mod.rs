@@ -51,7 +51,7 @@ pub struct AppState {
     pub guard: Guard,
 }
 
-/// What the hardening layers need (issue 9): who may call, how large and how slow a request may be.
+/// What the hardening layers need: who may call, how large and how slow a request may be.
 #[derive(Clone)]
 pub struct Guard {
     /// The configured tokens; empty means the service runs open.

@@ -1,5 +1,5 @@
-//! Following a job to its end: updates come from a source (today polling, honouring
-//! `Retry-After`; an event stream can be another [`Updates`]) and go to a display — an
+//! Following a job to its end: updates come from a source (a poll honouring `Retry-After`;
+//! an event stream would be another [`Updates`]) and go to a display — an
 //! `indicatif` bar for a person at a terminal, plain lines for scripts and CI logs.
 //! Ctrl-C stops following, never the job.
 

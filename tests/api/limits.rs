@@ -168,7 +168,7 @@ async fn a_quiet_wait_longer_than_the_idle_timeout_still_gets_its_answer() {
 }
 
 /// Pins today's answer to framing hyper's parser refuses (see the comment on `Connection::run`
-/// and the README's limits): hyper's own bare 400, no JSON envelope, the connection closed,
+/// and docs/api.md's error list): hyper's own bare 400, no JSON envelope, the connection closed,
 /// the service still serving and nothing started.
 #[tokio::test]
 async fn malformed_framing_gets_hyper_s_bare_400_and_starts_nothing() {

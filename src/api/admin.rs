@@ -25,7 +25,7 @@ const CACHE_CONTROL: &str = "no-cache";
 
 /// The admin page: tenant and token pickers, job starts with live progress, the jobs table,
 /// a job's timeline, cancel and retry, and the product browser.
-#[utoipa::path(get, path = "/admin", tag = "admin",
+#[utoipa::path(get, path = "/admin", tag = "admin", operation_id = "admin_page",
     responses((status = 200, description = "The admin page (HTML; its stylesheet and script are the two routes below).",
         body = String, content_type = "text/html")))]
 pub async fn page() -> Response {
@@ -33,21 +33,21 @@ pub async fn page() -> Response {
 }
 
 /// The admin page's stylesheet.
-#[utoipa::path(get, path = "/admin/admin.css", tag = "admin",
+#[utoipa::path(get, path = "/admin/admin.css", tag = "admin", operation_id = "admin_style",
     responses((status = 200, description = "The admin page's stylesheet.", body = String, content_type = "text/css")))]
 pub async fn style() -> Response {
     asset(STYLE, "text/css; charset=utf-8")
 }
 
 /// The admin page's script (plain JavaScript, no framework).
-#[utoipa::path(get, path = "/admin/admin.js", tag = "admin",
+#[utoipa::path(get, path = "/admin/admin.js", tag = "admin", operation_id = "admin_script",
     responses((status = 200, description = "The admin page's script.", body = String, content_type = "text/javascript")))]
 pub async fn script() -> Response {
     asset(SCRIPT, "text/javascript; charset=utf-8")
 }
 
 /// Sends a browser that opens the service's root to the admin page.
-#[utoipa::path(get, path = "/", tag = "admin",
+#[utoipa::path(get, path = "/", tag = "admin", operation_id = "admin_redirect",
     responses((status = 303, description = "See `/admin`.", body = String, content_type = "text/html",
         headers(("Location" = String, description = "`/admin`.")))))]
 pub async fn root() -> Response {

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 /// Starts a job of `kind` for a tenant. Fields may come from the query string and a JSON,
 /// form or multipart body, in any mix; a field the kind does not take is refused.
-#[utoipa::path(post, path = "/catalog/{kind}", tag = "jobs",
+#[utoipa::path(post, path = "/catalog/{kind}", tag = "jobs", operation_id = "start_job",
     params(
         ("kind" = String, Path, description = "`sync`, `enrich` or `pair`."),
         ("tenant_id" = Option<String>, Query, description = "The tenant (here or in the body)."),

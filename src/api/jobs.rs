@@ -34,7 +34,7 @@ const RETRY_AFTER_UNKNOWN_SECS: u64 = 2;
 
 /// A job as it is now: status, a percent that never goes backwards, the step, and the
 /// report once done.
-#[utoipa::path(get, path = "/catalog/jobs/{job_id}", tag = "jobs",
+#[utoipa::path(get, path = "/catalog/jobs/{job_id}", tag = "jobs", operation_id = "get_job",
     params(
         ("job_id" = String, Path, description = "The id a start answered with."),
         ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
@@ -77,7 +77,7 @@ pub fn retry_after_secs(eta_seconds: Option<u64>) -> u64 {
 /// `POST /catalog/jobs/{job_id}/retry`: a new job with the tenant, kind and parameters of a
 /// job that ended (`done`, `failed`, `cancelled` or `lost`), recorded as its `retry_of`.
 /// Answered as a start is (202 + `Location`; 409 `already_running` while the kind is taken).
-#[utoipa::path(post, path = "/catalog/jobs/{job_id}/retry", tag = "jobs",
+#[utoipa::path(post, path = "/catalog/jobs/{job_id}/retry", tag = "jobs", operation_id = "retry_job",
     params(
         ("job_id" = String, Path, description = "The ended job to run again."),
         ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
@@ -129,7 +129,7 @@ pub struct Listing {
 /// `POST /catalog/jobs/{job_id}/cancel`: asks an active job to stop. 202 with the job (now
 /// `cancelling`); 409 `not_active` when it has already ended; 404 when there is no such job
 /// or it is not the caller's. Asking twice is harmless.
-#[utoipa::path(post, path = "/catalog/jobs/{job_id}/cancel", tag = "jobs",
+#[utoipa::path(post, path = "/catalog/jobs/{job_id}/cancel", tag = "jobs", operation_id = "cancel_job",
     params(
         ("job_id" = String, Path, description = "The job to stop."),
         ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
@@ -208,7 +208,7 @@ pub(super) async fn visible(
 }
 
 /// A tenant's jobs, newest first; or, for an operator, the active jobs of every tenant.
-#[utoipa::path(get, path = "/catalog/jobs", tag = "jobs",
+#[utoipa::path(get, path = "/catalog/jobs", tag = "jobs", operation_id = "list_jobs",
     params(
         ("tenant_id" = Option<String>, Query, description = "The tenant: its recent jobs (the last 100 it created). Left out, with an operator token (scope `*`) or on a service without tokens: the active jobs (queued, running, cancelling, lost) of every tenant, read from the ready queue and the lease index. A tenant token must name its tenant (403 otherwise)."),
         ("status" = Option<String>, Query, description = "Only jobs in these statuses: one or more of `queued`, `running`, `cancelling`, `done`, `failed`, `cancelled`, `lost`, comma-separated or repeated."),

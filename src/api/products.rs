@@ -102,7 +102,7 @@ struct BodyTooLarge;
 /// once; beyond that the answer is 503 `overloaded` at once. A body that breaks off part-way
 /// (over `MAX_BODY_BYTES`, or a malformed JSON array) is answered with its error and the
 /// `report` of the rows already saved.
-#[utoipa::path(post, path = "/catalog/products", tag = "products",
+#[utoipa::path(post, path = "/catalog/products", tag = "products", operation_id = "import_products",
     params(("tenant_id" = String, Query, description = "The tenant.")),
     request_body(description = "A JSON array (or one object), JSON Lines, or CSV with a header row.", content(
         (Vec<openapi::ProductInput> = "application/json"),
@@ -277,7 +277,7 @@ impl Read for BodyReader {
 }
 
 /// A page of a tenant's products; with `q`, the products it finds.
-#[utoipa::path(get, path = "/catalog/products", tag = "products",
+#[utoipa::path(get, path = "/catalog/products", tag = "products", operation_id = "list_products",
     params(
         ("tenant_id" = String, Query, description = "The tenant."),
         ("q" = Option<String>, Query, description = "Search: products whose key starts with `q` (case-insensitively), or whose name has every word of `q` (read as the catalogue reads names: case, hyphens and plurals folded, so `t-shirts` finds `T Shirt`). 1–200 characters. A search examines at most 100,000 products per request and may answer a short (even empty) page with a `next_cursor` to go on."),
@@ -314,7 +314,7 @@ pub async fn list(
 }
 
 /// A product with its enrichment and nearest neighbours.
-#[utoipa::path(get, path = "/catalog/products/{product_key}", tag = "products",
+#[utoipa::path(get, path = "/catalog/products/{product_key}", tag = "products", operation_id = "get_product",
     params(
         ("product_key" = String, Path, description = "The product's key."),
         ("tenant_id" = String, Query, description = "The tenant."),

@@ -27,7 +27,7 @@ pub struct Removal {
 /// Removes a tenant's ended jobs and its catalogue. Refused while one of its jobs is queued
 /// or running (nothing is removed then); asking again answers zero counts. With tokens, the
 /// tenant's own token or an operator's (`*`); another tenant's is 403 `forbidden`.
-#[utoipa::path(delete, path = "/catalog/tenants/{tenant_id}", tag = "tenants",
+#[utoipa::path(delete, path = "/catalog/tenants/{tenant_id}", tag = "tenants", operation_id = "remove_tenant",
     params(("tenant_id" = String, Path, description = "The tenant whose data is removed.")),
     responses(
         (status = 200, description = "Removed: how many job records, products, products with extracted attributes and neighbour lists there were.", body = openapi::TenantRemoval),

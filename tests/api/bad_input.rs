@@ -12,7 +12,9 @@ use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner}
 use serde_json::Value;
 
 use crate::both_stores;
-use crate::helpers::{shared_redis_url, store, test_config, unique, Backend, TestApp};
+use crate::helpers::{
+    shared_redis, shared_redis_url, store, test_config, unique, Backend, TestApp,
+};
 use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use catalog_jobs::catalog::Catalog;
 use catalog_jobs::jobs::store::StoreSettings;
@@ -55,14 +57,8 @@ async fn isolated(backend: Backend) -> Isolated {
     let app = App::build_with(config, jobs.clone(), catalog, registry)
         .await
         .expect("the app builds");
-    let addr = app.local_addr();
-    tokio::spawn(app.run_until(std::future::pending()));
     Isolated {
-        app: TestApp {
-            addr,
-            client: reqwest::Client::new(),
-            store: jobs,
-        },
+        app: TestApp::run(app, jobs),
         prefixes: vec![job_prefix, catalog_prefix],
         backend,
     }
@@ -74,8 +70,7 @@ impl Isolated {
         if self.backend == Backend::Memory {
             return BTreeSet::new();
         }
-        let client = redis::Client::open(shared_redis_url()).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let mut conn = shared_redis().await;
         let mut keys = BTreeSet::new();
         for prefix in &self.prefixes {
             let found: Vec<String> = redis::cmd("KEYS")

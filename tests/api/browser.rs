@@ -15,9 +15,8 @@ use catalog_jobs::jobs::redis::RedisStore;
 
 use crate::helpers::{
     dead_redis_url, free_port, settings, spawn_app_with, spawn_catalog_app, test_config, unique,
-    Backend, TestApp,
+    Backend, HeldFeeds, TestApp,
 };
-use crate::service::HeldFeeds;
 use crate::webdriver::Browser;
 
 /// A laptop's viewport, and a phone's width (an iPhone SE / 13 mini in CSS pixels).

@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{free_port, unique};
-use crate::service::{HeldFeeds, Service};
+use crate::helpers::{free_port, unique, HeldFeeds, Service};
 
 const BIN: &str = env!("CARGO_BIN_EXE_catalog-jobs");
 
@@ -46,7 +45,7 @@ fn assert_plain(text: &str) {
 
 #[tokio::test]
 async fn submit_prints_the_job_id_and_wait_follows_it_to_a_json_report_with_exit_0() {
-    let svc = Service::start(&[]).await;
+    let svc = Service::embedded().start().await;
     let tenant = unique("cli");
     let o = cli(
         &svc.base(),
@@ -62,7 +61,7 @@ async fn submit_prints_the_job_id_and_wait_follows_it_to_a_json_report_with_exit
     .await;
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let id = stdout(&o).trim().to_owned();
-    let job = svc.poll(&id, |j| j["status"] == "done").await;
+    let job = svc.wait_for_status(&id, "done").await;
     assert_eq!(job["tenant_id"], tenant.as_str(), "stdout is just the id");
 
     let o = cli(
@@ -102,7 +101,10 @@ async fn submit_prints_the_job_id_and_wait_follows_it_to_a_json_report_with_exit
 async fn a_job_that_fails_exits_1_and_says_its_error_class() {
     // Nobody listens on this (allowed) port: the only source cannot be read, so the sync fails.
     let port = free_port();
-    let svc = Service::start(&[("SYNC_ALLOWED_HOSTS", &format!("127.0.0.1:{port}"))]).await;
+    let svc = Service::embedded()
+        .env("SYNC_ALLOWED_HOSTS", format!("127.0.0.1:{port}"))
+        .start()
+        .await;
     let source = format!("http://127.0.0.1:{port}/feed.jsonl");
     let o = cli(
         &svc.base(),
@@ -128,7 +130,7 @@ async fn a_job_that_fails_exits_1_and_says_its_error_class() {
 #[tokio::test]
 async fn an_active_job_exits_3_with_its_id_and_attach_follows_it_to_the_end() {
     let feeds = HeldFeeds::start().await;
-    let svc = Service::start(&[("SYNC_ALLOWED_HOSTS", &feeds.allowed())]).await;
+    let svc = Service::embedded().reading(&feeds).start().await;
     let tenant = unique("cli");
     let held = feeds.url("attach");
     let id = svc
@@ -190,12 +192,12 @@ async fn cancel_stops_an_active_job_and_watching_it_then_exits_1() {
     let feeds = HeldFeeds::start().await;
     // One worker, held by a first job: the second waits in the queue, and a cancel ends it at
     // once, whatever the held feed does.
-    let svc = Service::start(&[
-        ("HEARTBEAT_SECONDS", "0.1"),
-        ("MAX_CONCURRENT_JOBS", "1"),
-        ("SYNC_ALLOWED_HOSTS", &feeds.allowed()),
-    ])
-    .await;
+    let svc = Service::embedded()
+        .env("HEARTBEAT_SECONDS", "0.1")
+        .env("MAX_CONCURRENT_JOBS", "1")
+        .reading(&feeds)
+        .start()
+        .await;
     let busy = svc
         .start_id(
             "sync",
@@ -222,12 +224,12 @@ async fn cancel_stops_an_active_job_and_watching_it_then_exits_1() {
     let o = cli(&svc.base(), &["cancel", &id]).await;
     assert_eq!(code(&o), 1, "an ended job has nothing to cancel");
     feeds.release("busy");
-    svc.poll(&busy, |j| j["status"] == "done").await;
+    svc.wait_for_status(&busy, "done").await;
 }
 
 #[tokio::test]
 async fn usage_errors_exit_2_and_an_unreachable_or_failing_server_exits_4() {
-    let svc = Service::start(&[]).await;
+    let svc = Service::embedded().start().await;
     let o = cli(&svc.base(), &["submit", "sync"]).await;
     assert_eq!(code(&o), 2, "a missing --tenant");
     let o = cli(&svc.base(), &["submit", "sync", "--tenant", "not a tenant"]).await;
@@ -247,8 +249,7 @@ async fn usage_errors_exit_2_and_an_unreachable_or_failing_server_exits_4() {
     assert_eq!(code(&o), 4, "{}", stderr(&o));
     assert!(stderr(&o).contains("cannot reach"), "{}", stderr(&o));
 
-    let dead_redis = crate::helpers::dead_redis_url();
-    let failing = Service::start(&[("REDIS_URL", &dead_redis)]).await;
+    let failing = Service::on_unreachable_redis().start().await;
     let o = cli(
         &failing.base(),
         &[
@@ -310,14 +311,14 @@ async fn watch_in_a_terminal_draws_a_progress_bar() {
         panic!("`script` (util-linux) is needed to give the CLI a pseudo-terminal");
     }
     let feeds = HeldFeeds::start().await;
-    let svc = Service::start(&[("SYNC_ALLOWED_HOSTS", &feeds.allowed())]).await;
+    let svc = Service::embedded().reading(&feeds).start().await;
     let id = svc
         .start_id(
             "sync",
             &[("tenant_id", &unique("cli")), ("source", &feeds.url("bar"))],
         )
         .await;
-    svc.poll(&id, |j| j["status"] == "running").await;
+    svc.wait_for_status(&id, "running").await;
     let command = format!("{BIN} watch {id} --server {}", svc.base());
     let mut cmd = Command::new("script");
     cmd.args(["-qfec", &command, "/dev/null"])
@@ -349,7 +350,7 @@ async fn watch_in_a_terminal_draws_a_progress_bar() {
 #[tokio::test]
 async fn ctrl_c_stops_watching_and_leaves_the_job_running() {
     let feeds = HeldFeeds::start().await;
-    let svc = Service::start(&[("SYNC_ALLOWED_HOSTS", &feeds.allowed())]).await;
+    let svc = Service::embedded().reading(&feeds).start().await;
     let id = svc
         .start_id(
             "sync",
@@ -359,7 +360,7 @@ async fn ctrl_c_stops_watching_and_leaves_the_job_running() {
             ],
         )
         .await;
-    svc.poll(&id, |j| j["status"] == "running").await;
+    svc.wait_for_status(&id, "running").await;
     let child = Command::new(BIN)
         .args(["watch", &id, "--server", &svc.base()])
         .stdout(Stdio::piped())

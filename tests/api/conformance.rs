@@ -852,14 +852,10 @@ async fn trimmed_jobs_that_ended_are_deleted_with_their_listing_entry(b: Backend
 
 mod redis_only {
     use super::*;
-    use crate::helpers::shared_redis_url;
+    use crate::helpers::shared_redis;
 
     async fn redis() -> redis::aio::MultiplexedConnection {
-        redis::Client::open(shared_redis_url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap()
+        shared_redis().await
     }
 
     /// Stands for a Redis that came back empty: every key of the namespace is gone.
@@ -1115,11 +1111,7 @@ mod redis_only {
         create(&*s, &running).await;
         assert!(s.get(&job.id).await.unwrap().is_some());
         assert!(s.get(&running.id).await.unwrap().is_some());
-        let mut conn = redis::Client::open(shared_redis_url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut conn = shared_redis().await;
         for id in [job.id, running.id] {
             let _: () = redis::cmd("DEL")
                 .arg(format!("{prefix}:{id}"))
@@ -1153,11 +1145,7 @@ mod redis_only {
         let mut job = new_job(&t, "sync");
         job.idempotency_key = Some("nightly:2026-11-30".into());
         create(&*s, &job).await;
-        let mut conn = redis::Client::open(shared_redis_url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut conn = shared_redis().await;
         let lock: String = redis::cmd("GET")
             .arg(format!("{prefix}:lock:{t}:sync"))
             .query_async(&mut conn)
@@ -1501,8 +1489,7 @@ async fn redis_len(s: &dyn JobStore, id: &JobId) -> usize {
 }
 
 async fn redis_stream(s: &dyn JobStore, id: &JobId) -> (usize, i64) {
-    let client = redis::Client::open(crate::helpers::shared_redis_url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut conn = crate::helpers::shared_redis().await;
     let key = format!("{}:{id}:timeline", s.settings().prefix);
     let len: usize = redis::cmd("XLEN")
         .arg(&key)

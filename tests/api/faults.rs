@@ -2,285 +2,19 @@
 //! `redis-server`, started, paused, killed and restarted by pid. Long jobs are real `sync`
 //! jobs reading a feed that a test-held HTTP server releases when the test says so.
 
-use std::collections::HashMap;
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
 
-use crate::helpers::{free_port, tenant, HaRedis, RedisServer, MASTER_NAME};
-
-/// A `catalog-jobs` process, killed (by pid) when dropped. Its log goes to a file.
-pub(crate) struct Service {
-    child: Option<Child>,
-    port: u16,
-    log: std::path::PathBuf,
-    pub(crate) client: reqwest::Client,
-}
-
-impl Service {
-    pub(crate) async fn start(redis_url: &str, env: &[(&str, String)]) -> Service {
-        let mut all = vec![("REDIS_URL", redis_url.to_owned())];
-        all.extend(env.iter().cloned());
-        Self::launch(&all).await
-    }
-
-    /// Through sentinels (`REDIS_SENTINELS`, `REDIS_MASTER_NAME`) instead of a fixed URL.
-    pub(crate) async fn start_through(ha: &HaRedis, env: &[(&str, String)]) -> Service {
-        let mut all = vec![
-            ("REDIS_SENTINELS", ha.sentinels_env()),
-            ("REDIS_MASTER_NAME", MASTER_NAME.to_owned()),
-        ];
-        all.extend(env.iter().cloned());
-        Self::launch(&all).await
-    }
-
-    pub(crate) async fn launch(env: &[(&str, String)]) -> Service {
-        let port = free_port();
-        let log =
-            std::env::temp_dir().join(format!("catalog-jobs-{}-{port}.log", std::process::id()));
-        let out = std::fs::File::create(&log).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_catalog-jobs"));
-        cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("BIND_ADDR", format!("127.0.0.1:{port}"))
-            .env("RUST_LOG", "info")
-            .env("STALE_AFTER_SECONDS", "1.5")
-            .env("HEARTBEAT_SECONDS", "0.2")
-            .env("FINISH_RETRY_SECONDS", "20")
-            .env("SYNC_ALLOWED_HOSTS", "127.0.0.1")
-            .stdout(Stdio::null())
-            .stderr(out);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("the catalog-jobs binary starts");
-        let svc = Service {
-            child: Some(child),
-            port,
-            log,
-            client: reqwest::Client::builder()
-                .timeout(Duration::from_secs(10))
-                .build()
-                .unwrap(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while svc.client.get(svc.url("/healthz")).send().await.is_err() {
-            assert!(Instant::now() < deadline, "the service came up");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        svc
-    }
-
-    /// A service that may sync from `feeds` (its allow-list names their host and port).
-    pub(crate) async fn with_feeds(
-        feeds: &HeldFeeds,
-        redis_url: &str,
-        env: &[(&str, String)],
-    ) -> Service {
-        let mut env = env.to_vec();
-        env.push(("SYNC_ALLOWED_HOSTS", feeds.allowed()));
-        Service::start(redis_url, &env).await
-    }
-
-    pub(crate) fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").id()
-    }
-
-    pub(crate) fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .arg(format!("-{sig}"))
-            .arg(self.pid().to_string())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{sig}");
-    }
-
-    /// Waits (10 s at most) for the process to exit, answering its exit code.
-    pub(crate) fn wait_exit(&mut self) -> Option<i32> {
-        let mut child = self.child.take().expect("running");
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status.code();
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("the service did not exit");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    pub(crate) fn kill9(&mut self) {
-        self.signal("KILL");
-        let _ = self.wait_exit();
-    }
-
-    pub(crate) async fn readyz(&self) -> reqwest::Response {
-        self.client.get(self.url("/readyz")).send().await.unwrap()
-    }
-
-    pub(crate) fn log(&self) -> String {
-        let mut s = String::new();
-        std::fs::File::open(&self.log)
-            .unwrap()
-            .read_to_string(&mut s)
-            .unwrap();
-        s
-    }
-
-    pub(crate) async fn sync(&self, tenant: &str, sources: &[String]) -> reqwest::Response {
-        let mut form: Vec<(&str, &str)> = vec![("tenant_id", tenant)];
-        form.extend(sources.iter().map(|s| ("source", s.as_str())));
-        self.client
-            .post(self.url("/catalog/sync"))
-            .form(&form)
-            .send()
-            .await
-            .unwrap()
-    }
-
-    pub(crate) async fn job(&self, id: &str) -> reqwest::Response {
-        self.client
-            .get(self.url(&format!("/catalog/jobs/{id}")))
-            .send()
-            .await
-            .unwrap()
-    }
-
-    /// Polls until the job satisfies `done` (20 s at most), answering its last snapshot.
-    pub(crate) async fn poll(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let r = self.job(id).await;
-            if r.status() == 200 {
-                let job: Value = r.json().await.unwrap();
-                if done(&job) {
-                    return job;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "job {id} never became {what}: {job}"
-                );
-            } else {
-                assert!(
-                    Instant::now() < deadline,
-                    "job {id} never became {what}: HTTP {}",
-                    r.status()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let _ = std::fs::remove_file(&self.log);
-    }
-}
-
-/// Feeds that are held until the test releases them: a sync of one is a long job whose
-/// end the test decides.
-pub(crate) struct HeldFeeds {
-    port: u16,
-    gates: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
-}
-
-impl HeldFeeds {
-    /// The `SYNC_ALLOWED_HOSTS` entry that lets a service read these feeds (host and port).
-    pub(crate) fn allowed(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    pub(crate) async fn start() -> HeldFeeds {
-        use axum::routing::get;
-        let gates: Arc<Mutex<HashMap<String, Arc<Semaphore>>>> = Arc::default();
-        let shared = gates.clone();
-        let router = axum::Router::new().route(
-            "/held/{name}",
-            get(move |axum::extract::Path(name): axum::extract::Path<String>| {
-                let gate = shared.lock().unwrap().entry(name.clone()).or_insert_with(|| Arc::new(Semaphore::new(0))).clone();
-                async move {
-                    let _ = gate.acquire().await.expect("gates are never closed");
-                    let body: String = (0..40)
-                        .map(|i| format!("{{\"product_key\":\"{name}-{i}\",\"name\":\"Held Product {i} Black - M\"}}\n"))
-                        .collect();
-                    body
-                }
-            }),
-        );
-        // A feed that sends one row, then a byte every 200 ms for ever (a line that never ends).
-        let router = router.route(
-            "/trickle/{name}",
-            get(|| async {
-                let chunks = futures_util::stream::unfold(0u64, |n| async move {
-                    let chunk = if n == 0 {
-                        "{\"product_key\":\"trickled-0\",\"name\":\"Trickled Product\"}\n"
-                    } else {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        " "
-                    };
-                    Some((Ok::<_, std::io::Error>(chunk), n + 1))
-                });
-                axum::body::Body::from_stream(chunks)
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(async move { axum::serve(listener, router).await });
-        HeldFeeds { port, gates }
-    }
-
-    pub(crate) fn url(&self, name: &str) -> String {
-        format!("http://127.0.0.1:{}/held/{name}.jsonl", self.port)
-    }
-
-    /// A feed that never ends: one row, then a byte every 200 ms.
-    pub(crate) fn trickle_url(&self, name: &str) -> String {
-        format!("http://127.0.0.1:{}/trickle/{name}.jsonl", self.port)
-    }
-
-    pub(crate) fn release(&self, name: &str) {
-        let name = format!("{name}.jsonl");
-        self.gates
-            .lock()
-            .unwrap()
-            .entry(name)
-            .or_insert_with(|| Arc::new(Semaphore::new(0)))
-            .add_permits(1000);
-    }
-}
-
-pub(crate) async fn started_id(r: reqwest::Response) -> String {
-    assert_eq!(r.status(), 202, "the job was accepted");
-    r.json::<Value>().await.unwrap()["job_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
-pub(crate) fn running(job: &Value) -> bool {
-    job["status"] == "running"
-}
+use crate::helpers::{
+    free_port, running, started_id, tenant, HeldFeeds, RedisServer, Service, HELD_ROWS,
+};
 
 async fn outage(keep_data: bool) {
     let mut redis = RedisServer::start(true);
     let feeds = HeldFeeds::start().await;
-    let svc = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let svc = Service::on(&redis).reading(&feeds).start().await;
     let t = tenant();
     let name = format!("outage-{keep_data}-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -323,7 +57,7 @@ async fn outage(keep_data: bool) {
     // run again (attempt 2): sync is safe to run twice, and either way every row is in.
     let totals = &done["result"]["totals"];
     let rows = totals["created"].as_u64().unwrap() + totals["unchanged"].as_u64().unwrap();
-    assert_eq!(rows, 40, "the full report landed: {done}");
+    assert_eq!(rows, HELD_ROWS as u64, "the full report landed: {done}");
     assert_eq!(done["percent"], 100);
     let ready = svc.readyz().await;
     assert_eq!(ready.status(), 200, "reconnected by itself");
@@ -351,7 +85,7 @@ async fn a_job_survives_a_redis_that_comes_back_empty_and_its_record_is_written_
 async fn a_live_job_whose_record_redis_lost_is_written_back_while_it_runs() {
     let mut redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let svc = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let svc = Service::on(&redis).reading(&feeds).start().await;
     let t = tenant();
     let name = format!("wiped-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -367,35 +101,27 @@ async fn a_live_job_whose_record_redis_lost_is_written_back_while_it_runs() {
     assert_eq!(r.status(), 409, "its lock is back too");
     feeds.release(&name);
     let done = svc.poll(&id, "done", |j| j["status"] == "done").await;
-    assert_eq!(done["result"]["totals"]["created"], 40);
+    assert_eq!(done["result"]["totals"]["created"], HELD_ROWS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_that_never_returns_leaves_the_process_up_and_the_outcome_logged() {
     let mut redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let svc = Service::with_feeds(
-        &feeds,
-        &redis.url(),
-        &[("FINISH_RETRY_SECONDS", "1".into())],
-    )
-    .await;
+    let svc = Service::on(&redis)
+        .reading(&feeds)
+        .env("FINISH_RETRY_SECONDS", "1")
+        .start()
+        .await;
     let t = tenant();
     let name = format!("gone-{t}");
     let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
     svc.poll(&id, "running", running).await;
     redis.stop();
     feeds.release(&name);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !svc.log().contains("could not be recorded") {
-        assert!(
-            Instant::now() < deadline,
-            "the lost outcome was logged:\n{}",
-            svc.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let log = svc.log();
+    let log = svc
+        .wait_for_log("could not be recorded", Duration::from_secs(15))
+        .await;
     let line = log
         .lines()
         .find(|l| l.contains("could not be recorded"))
@@ -431,7 +157,7 @@ async fn a_redis_that_never_returns_leaves_the_process_up_and_the_outcome_logged
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_reached_over_its_unix_socket_serves_jobs_and_the_catalogue() {
     let redis = RedisServer::start(false);
-    let svc = Service::start(&redis.socket_url(), &[]).await;
+    let svc = Service::on_redis(&redis.socket_url()).start().await;
     assert_eq!(svc.readyz().await.status(), 200);
     let t = tenant();
     let synced = started_id(svc.sync(t.as_str(), &["demo.jsonl".into()]).await).await;
@@ -449,11 +175,7 @@ async fn a_redis_reached_over_its_unix_socket_serves_jobs_and_the_catalogue() {
     let paired: Value = r.json().await.unwrap();
     assert_eq!(paired["products"].as_u64(), imported, "{paired}");
     // It is the server behind the socket that holds them: read back over TCP.
-    let mut conn = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis.connection().await;
     let stored: u64 = redis::cmd("HLEN")
         .arg(format!("catalog:{t}:products"))
         .query_async(&mut conn)
@@ -472,7 +194,11 @@ async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_ne
         ("MAX_ATTEMPTS", "1".to_owned()),
     ];
     let feeds = HeldFeeds::start().await;
-    let mut svc = Service::with_feeds(&feeds, &redis.url(), &stale).await;
+    let mut svc = Service::on(&redis)
+        .reading(&feeds)
+        .envs(&stale)
+        .start()
+        .await;
     let t = tenant();
     let id = started_id(
         svc.sync(t.as_str(), &[feeds.url(&format!("crash-{t}"))])
@@ -481,7 +207,7 @@ async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_ne
     .await;
     svc.poll(&id, "running", running).await;
     svc.kill9();
-    let restarted = Service::start(&redis.url(), &stale).await;
+    let restarted = Service::on(&redis).envs(&stale).start().await;
     let refused = restarted.sync(t.as_str(), &["demo.jsonl".into()]).await;
     assert_eq!(
         refused.status(),
@@ -498,12 +224,11 @@ async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_ne
 async fn sigterm_lets_short_jobs_finish_gives_long_ones_back_and_exits_zero() {
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let mut svc = Service::with_feeds(
-        &feeds,
-        &redis.url(),
-        &[("SHUTDOWN_GRACE_SECONDS", "2".into())],
-    )
-    .await;
+    let mut svc = Service::on(&redis)
+        .reading(&feeds)
+        .env("SHUTDOWN_GRACE_SECONDS", "2")
+        .start()
+        .await;
     let (short_t, long_t) = (tenant(), tenant());
     let short = started_id(svc.sync(short_t.as_str(), &[feeds.url("short")]).await).await;
     let long = started_id(svc.sync(long_t.as_str(), &[feeds.url("long")]).await).await;
@@ -529,10 +254,10 @@ async fn sigterm_lets_short_jobs_finish_gives_long_ones_back_and_exits_zero() {
     );
     feeds.release("short");
     let done = svc.poll(&short, "done", |j| j["status"] == "done").await;
-    assert_eq!(done["result"]["totals"]["created"], 40);
+    assert_eq!(done["result"]["totals"]["created"], HELD_ROWS);
     assert_eq!(svc.wait_exit(), Some(0), "exit status 0");
     // The long job went back to the queue: a fresh process (a deploy's new version) runs it.
-    let after = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let after = Service::on(&redis).reading(&feeds).start().await;
     let requeued: Value = after.job(&long).await.json().await.unwrap();
     assert!(
         matches!(requeued["status"].as_str(), Some("queued" | "running")),
@@ -544,7 +269,7 @@ async fn sigterm_lets_short_jobs_finish_gives_long_ones_back_and_exits_zero() {
         long_job["attempt"], 1,
         "the given-back run is not counted: {long_job}"
     );
-    assert_eq!(long_job["result"]["totals"]["read"], 40);
+    assert_eq!(long_job["result"]["totals"]["read"], HELD_ROWS);
     assert!(
         long_job["worker"]
             .as_str()
@@ -559,26 +284,18 @@ async fn with_one_attempt_a_paused_process_that_comes_back_is_fenced_off() {
     let redis = RedisServer::start(false);
     let one = [("MAX_ATTEMPTS", "1".to_owned())];
     let feeds = HeldFeeds::start().await;
-    let a = Service::with_feeds(&feeds, &redis.url(), &one).await;
+    let a = Service::on(&redis).reading(&feeds).envs(&one).start().await;
     let t = tenant();
     let old = started_id(a.sync(t.as_str(), &[feeds.url("paused")]).await).await;
     a.poll(&old, "running", running).await;
     // Started once A runs the job: B cannot have claimed it.
-    let b = Service::with_feeds(&feeds, &redis.url(), &one).await;
+    let b = Service::on(&redis).reading(&feeds).envs(&one).start().await;
     a.signal("STOP"); // partitioned / paused: no heartbeats
     b.poll(&old, "lost", |j| j["status"] == "lost").await;
     let new = started_id(b.sync(t.as_str(), &[feeds.url("fresh")]).await).await;
     a.signal("CONT");
     feeds.release("paused"); // the old job finishes its work and tries to record it
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !a.log().contains("fenced off") {
-        assert!(
-            Instant::now() < deadline,
-            "the old process logs that it was fenced off:\n{}",
-            a.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    a.wait_for_log("fenced off", Duration::from_secs(10)).await;
     let old_job: Value = b.job(&old).await.json().await.unwrap();
     assert_eq!(
         old_job["status"], "lost",
@@ -600,8 +317,8 @@ async fn with_one_attempt_a_paused_process_that_comes_back_is_fenced_off() {
 async fn two_replicas_behave_as_one_service() {
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let a = Service::with_feeds(&feeds, &redis.url(), &[]).await;
-    let b = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let a = Service::on(&redis).reading(&feeds).start().await;
+    let b = Service::on(&redis).reading(&feeds).start().await;
     let t = tenant();
     let source = feeds.url("burst");
     let mut tasks = Vec::new();
@@ -684,15 +401,12 @@ async fn two_replicas_behave_as_one_service() {
 async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_behind() {
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let svc = Service::with_feeds(
-        &feeds,
-        &redis.url(),
-        &[
-            ("MAX_CONCURRENT_JOBS", "1".into()),
-            ("MAX_QUEUED_JOBS", "2".into()),
-        ],
-    )
-    .await;
+    let svc = Service::on(&redis)
+        .reading(&feeds)
+        .env("MAX_CONCURRENT_JOBS", "1")
+        .env("MAX_QUEUED_JOBS", "2")
+        .start()
+        .await;
     let tenants: Vec<_> = (0..4).map(|_| tenant()).collect();
     let first = started_id(svc.sync(tenants[0].as_str(), &[feeds.url("bp")]).await).await;
     svc.poll(&first, "running", running).await;
@@ -708,11 +422,7 @@ async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_
     assert_eq!(r.status(), 503);
     assert!(r.headers().contains_key("retry-after"));
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "overloaded");
-    let mut conn = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis.connection().await;
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("*{}*", tenants[3]))
         .query_async(&mut conn)
@@ -735,13 +445,9 @@ async fn eviction_policy(conn: &mut redis::aio::MultiplexedConnection, policy: &
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_evicting_redis_is_warned_about_at_start_up_and_in_readiness() {
     let redis = RedisServer::start(false);
-    let mut conn = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis.connection().await;
     eviction_policy(&mut conn, "allkeys-lru").await;
-    let svc = Service::start(&redis.url(), &[]).await;
+    let svc = Service::on(&redis).start().await;
     let ready: Value = svc.readyz().await.json().await.unwrap();
     let warnings = ready["warnings"].as_array().unwrap();
     assert!(
@@ -782,7 +488,7 @@ const IMPORT_RSS_CEILING_MIB: f64 = 150.0;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn importing_a_30_mb_body_keeps_the_service_under_150_mb_and_healthz_answering() {
     let redis = RedisServer::start(false);
-    let svc = Service::start(&redis.url(), &[]).await;
+    let svc = Service::on(&redis).start().await;
     let t = tenant();
     let filler = "Sturdy everyday product with a long description. ".repeat(4);
     let mut body = String::with_capacity(31 << 20);
@@ -870,14 +576,11 @@ async fn sigterm_exits_promptly_while_a_client_dribbles_a_body() {
     use tokio::io::AsyncWriteExt;
     let redis = RedisServer::start(false);
     // The request timeout is far off, so only the bounded drain can end the dribbler.
-    let mut svc = Service::start(
-        &redis.url(),
-        &[
-            ("SHUTDOWN_GRACE_SECONDS", "0.5".into()),
-            ("REQUEST_TIMEOUT_SECONDS", "300".into()),
-        ],
-    )
-    .await;
+    let mut svc = Service::on(&redis)
+        .env("SHUTDOWN_GRACE_SECONDS", "0.5")
+        .env("REQUEST_TIMEOUT_SECONDS", "300")
+        .start()
+        .await;
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", svc.port))
         .await
         .unwrap();

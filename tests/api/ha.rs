@@ -6,8 +6,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::faults::{running, started_id, HeldFeeds, Service};
-use crate::helpers::{free_port, role, tenant, HaRedis};
+use crate::helpers::{
+    free_port, redis_connection, role, running, started_id, tenant, HaRedis, HeldFeeds, Service,
+    HELD_ROWS,
+};
 
 /// A stale threshold longer than a failover, so the run that was going on is the one that
 /// ends (a shorter one would have it recovered as attempt 2 — also correct, but not this test).
@@ -59,7 +61,10 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
     let mut ha = start_ha().await;
     let (old_port, new_port) = (ha.primary.port, ha.replica.port);
     let feeds = HeldFeeds::start().await;
-    let svc = Service::start_through(&ha, &env(1, &feeds)).await;
+    let svc = Service::through_sentinels(&ha)
+        .envs(&env(1, &feeds))
+        .start()
+        .await;
     let before = following(&svc, old_port, 1).await;
     assert_eq!(before["min_replicas_ack"], 1, "{before}");
 
@@ -144,7 +149,7 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
     let done = svc.poll(&id, "done", |j| j["status"] == "done").await;
     let totals = &done["result"]["totals"];
     let rows = totals["created"].as_u64().unwrap() + totals["unchanged"].as_u64().unwrap();
-    assert_eq!(rows, 40, "the full report landed: {done}");
+    assert_eq!(rows, HELD_ROWS as u64, "the full report landed: {done}");
     assert_eq!(
         done["attempt"], 1,
         "the run that was going on ended it: {done}"
@@ -176,10 +181,10 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
     );
     // The old primary's stale record (the job still running) did not come back: it holds
     // what the new primary has.
-    let stale = redis::Client::open(format!("redis://127.0.0.1:{old_port}/")).unwrap();
+    let stale = format!("redis://127.0.0.1:{old_port}/");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let mut conn = stale.get_multiplexed_async_connection().await.unwrap();
+        let mut conn = redis_connection(&stale).await;
         let status: Option<String> = redis::cmd("HGET")
             .arg(format!("job:{id}"))
             .arg("status")
@@ -206,8 +211,14 @@ async fn two_service_replicas_through_the_same_sentinels_keep_single_flight_acro
     let mut ha = start_ha().await;
     let new_port = ha.replica.port;
     let feeds = HeldFeeds::start().await;
-    let a = Service::start_through(&ha, &env(0, &feeds)).await;
-    let b = Service::start_through(&ha, &env(0, &feeds)).await;
+    let a = Service::through_sentinels(&ha)
+        .envs(&env(0, &feeds))
+        .start()
+        .await;
+    let b = Service::through_sentinels(&ha)
+        .envs(&env(0, &feeds))
+        .start()
+        .await;
     let t = tenant();
     let name = format!("ha-sf-{t}");
     let id = started_id(a.sync(t.as_str(), &[feeds.url(&name)]).await).await;
@@ -240,11 +251,7 @@ async fn two_service_replicas_through_the_same_sentinels_keep_single_flight_acro
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinels_that_do_not_answer_leave_the_service_up_and_answering_503_promptly() {
     let nobody = format!("127.0.0.1:{},127.0.0.1:{}", free_port(), free_port());
-    let svc = Service::launch(&[
-        ("REDIS_SENTINELS", nobody),
-        ("REDIS_MASTER_NAME", "m".into()),
-    ])
-    .await;
+    let svc = Service::through_sentinels_at(&nobody).start().await;
     for _ in 0..3 {
         let asked = Instant::now();
         let r = svc.sync(tenant().as_str(), &["demo.jsonl".into()]).await;

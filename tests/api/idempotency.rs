@@ -18,8 +18,7 @@ use catalog_jobs::jobs::store::Outcome;
 use catalog_jobs::jobs::TenantId;
 use reqwest::Response;
 
-use crate::faults::Service;
-use crate::helpers::RedisServer;
+use crate::helpers::{RedisServer, Service};
 
 fn keyed(t: &catalog_jobs::jobs::TenantId, key: &str) -> catalog_jobs::jobs::store::NewJob {
     let mut job = new_job(t, "sync");
@@ -570,8 +569,8 @@ async fn start_on(svc: &Service, kind: &str, form: &[(&str, &str)], key: Option<
 async fn a_replay_from_a_second_replica_answers_the_first_job_and_the_rate_limit_is_shared() {
     let redis = RedisServer::start(false);
     let env = [("TENANT_CREATES_PER_MINUTE", "2".to_owned())];
-    let a = Service::start(&redis.url(), &env).await;
-    let b = Service::start(&redis.url(), &env).await;
+    let a = Service::on(&redis).envs(&env).start().await;
+    let b = Service::on(&redis).envs(&env).start().await;
     crate::helpers::clear_of_a_minute_edge().await;
     let t = tenant();
     let sync = [("tenant_id", t.as_str()), ("source", "demo.jsonl")];

@@ -26,6 +26,5 @@ mod readiness;
 mod replicas;
 mod runner;
 mod search;
-mod service;
 mod tenants;
 mod webdriver;

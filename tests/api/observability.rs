@@ -7,8 +7,7 @@ use std::collections::HashMap;
 use catalog_jobs::metrics::ALL;
 use serde_json::Value;
 
-use crate::helpers::{free_port, unique};
-use crate::service::{HeldFeeds, Service};
+use crate::helpers::{free_port, unique, HeldFeeds, Service};
 
 fn json_lines(log: &str) -> Vec<Value> {
     log.lines()
@@ -21,7 +20,7 @@ fn json_lines(log: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn every_json_log_line_is_an_object_and_carries_request_and_job_ids() {
-    let mut svc = Service::start(&[("LOG_FORMAT", "json")]).await;
+    let mut svc = Service::embedded().env("LOG_FORMAT", "json").start().await;
     let tenant = unique("logs");
     let r = svc
         .client
@@ -97,8 +96,10 @@ async fn every_json_log_line_is_an_object_and_carries_request_and_job_ids() {
 #[tokio::test]
 async fn a_5xx_is_logged_once_with_its_route_and_cause_and_a_refusal_never_at_error_level() {
     // A Redis nobody listens on: the service starts, and readiness answers 503.
-    let dead = crate::helpers::dead_redis_url();
-    let mut svc = Service::start(&[("LOG_FORMAT", "json"), ("REDIS_URL", &dead)]).await;
+    let mut svc = Service::on_unreachable_redis()
+        .env("LOG_FORMAT", "json")
+        .start()
+        .await;
     let r = svc
         .client
         .get(svc.url("/readyz"))
@@ -275,19 +276,19 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
     // Syncs may read the held feeds and one port nobody listens on (a job that fails).
     let nowhere_port = free_port();
     let allowed = format!("{},127.0.0.1:{nowhere_port}", feeds.allowed());
-    let svc = Service::start(&[
-        ("MAX_CONCURRENT_JOBS", "1"),
-        ("MAX_QUEUED_JOBS", "1"),
-        ("SYNC_ALLOWED_HOSTS", &allowed),
-    ])
-    .await;
+    let svc = Service::embedded()
+        .env("MAX_CONCURRENT_JOBS", "1")
+        .env("MAX_QUEUED_JOBS", "1")
+        .env("SYNC_ALLOWED_HOSTS", allowed)
+        .start()
+        .await;
     let before = scrape(&metrics_text(&svc).await);
     let tenant = unique("metrics");
     let held = feeds.url("m1");
     let id = svc
         .start_id("sync", &[("tenant_id", &tenant), ("source", &held)])
         .await;
-    svc.poll(&id, |j| j["status"] == "running").await;
+    svc.wait_for_status(&id, "running").await;
     let refused = svc
         .post_form(
             "/catalog/sync",
@@ -330,8 +331,8 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     feeds.release("m1");
-    svc.poll(&id, |j| j["status"] == "done").await;
-    svc.poll(&waiting, |j| j["status"] == "done").await;
+    svc.wait_for_status(&id, "done").await;
+    svc.wait_for_status(&waiting, "done").await;
     let after = scrape(&metrics_text(&svc).await);
 
     let delta = |name: &str, labels: &[(&str, &str)]| {
@@ -446,7 +447,7 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
             &[("tenant_id", &tenant), ("source", &feeds.url("m2"))],
         )
         .await;
-    svc.poll(&running, |j| j["status"] == "running").await;
+    svc.wait_for_status(&running, "running").await;
     let queued = svc
         .start_id(
             "sync",
@@ -460,7 +461,7 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
         .await
         .unwrap();
     assert_eq!(r.status(), 202);
-    svc.poll(&queued, |j| j["status"] == "cancelled").await;
+    svc.wait_for_status(&queued, "cancelled").await;
     let ended = scrape(&metrics_text(&svc).await);
     assert_eq!(
         value(&ended, "catalog_jobs_finished_total", &cancelled)
@@ -469,7 +470,7 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
         "the queued job's cancel is counted once"
     );
     feeds.release("m2");
-    svc.poll(&running, |j| j["status"] == "done").await;
+    svc.wait_for_status(&running, "done").await;
     let text = metrics_text(&svc).await;
     assert!(
         !text.contains(&tenant) && !text.contains(&id),
@@ -479,8 +480,7 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
 
 #[tokio::test]
 async fn the_metrics_output_is_valid_prometheus_text_and_names_only_listed_metrics() {
-    let dead = crate::helpers::dead_redis_url();
-    let svc = Service::start(&[("REDIS_URL", &dead)]).await;
+    let svc = Service::on_unreachable_redis().start().await;
     // A store error, a refused start and a few routes, so most families have samples.
     let r = svc.client.get(svc.url("/readyz")).send().await.unwrap();
     assert_eq!(r.status(), 503);

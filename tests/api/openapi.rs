@@ -20,8 +20,7 @@ use futures_util::{stream, StreamExt};
 use reqwest::{Method, RequestBuilder};
 use serde_json::{json, Value};
 
-use crate::helpers::{free_port, test_config, unique};
-use crate::service::HeldFeeds;
+use crate::helpers::{free_port, test_config, unique, HeldFeeds};
 
 /// Small enough that a test body can exceed it.
 const MAX_BODY: usize = 16 * 1024;

@@ -10,7 +10,7 @@ use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings, Monoto
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{shared_redis_url, spawn_catalog_app, tenant, test_config, Backend};
+use crate::helpers::{shared_redis, spawn_catalog_app, tenant, test_config, Backend};
 
 const TOP_K: usize = 5;
 const MIN_SCORE: f64 = 0.2;
@@ -281,11 +281,7 @@ async fn the_neighbour_table_holds_keys_and_scores_and_the_product_view_joins_na
         .await;
     assert_eq!(r.status(), 200);
 
-    let mut conn = redis::Client::open(shared_redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = shared_redis().await;
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("*:{t}:neighbours"))
         .query_async(&mut conn)

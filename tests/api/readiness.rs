@@ -18,11 +18,7 @@ async fn durable(redis: &RedisServer) -> Value {
 }
 
 async fn config_set(redis: &RedisServer, name: &str, value: &str) {
-    let mut conn = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis.connection().await;
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg(name)

@@ -12,8 +12,7 @@ use catalog_jobs::catalog::products::{CatalogStore, RedisCatalog};
 use catalog_jobs::jobs::TenantId;
 use serde_json::Value;
 
-use crate::faults::{running, started_id, HeldFeeds, Service};
-use crate::helpers::{tenant, RedisServer};
+use crate::helpers::{running, started_id, tenant, HeldFeeds, RedisServer, Service, HELD_ROWS};
 
 /// The target is 250 ms for the cancel to reach the job plus 250 ms for it to stop; the
 /// assertion allows twice that on a loaded machine (the figure is printed).
@@ -60,9 +59,9 @@ async fn cancel(svc: &Service, id: &str) -> u16 {
 async fn three_replicas_share_one_queue_and_each_runs_some() {
     let redis = RedisServer::start(false);
     let env = [("MAX_CONCURRENT_JOBS", "2".to_owned())];
-    let a = Service::start(&redis.url(), &env).await;
-    let b = Service::start(&redis.url(), &env).await;
-    let c = Service::start(&redis.url(), &env).await;
+    let a = Service::on(&redis).envs(&env).start().await;
+    let b = Service::on(&redis).envs(&env).start().await;
+    let c = Service::on(&redis).envs(&env).start().await;
     let mut ids = Vec::new();
     for _ in 0..100 {
         let t = tenant();
@@ -94,8 +93,8 @@ async fn three_replicas_share_one_queue_and_each_runs_some() {
 async fn a_replica_with_a_free_worker_runs_the_job_it_accepted_when_nothing_waits() {
     let redis = RedisServer::start(false);
     let env = [("MAX_CONCURRENT_JOBS", "4".to_owned())];
-    let a = Service::start(&redis.url(), &env).await;
-    let b = Service::start(&redis.url(), &env).await;
+    let a = Service::on(&redis).envs(&env).start().await;
+    let b = Service::on(&redis).envs(&env).start().await;
     let replicas = [&a, &b];
     for _ in 0..12 {
         let t = tenant();
@@ -115,8 +114,8 @@ async fn a_replica_with_a_free_worker_runs_the_job_it_accepted_when_nothing_wait
 async fn a_killed_replicas_job_is_run_again_elsewhere_as_attempt_2() {
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let mut a = Service::with_feeds(&feeds, &redis.url(), &[]).await;
-    let mut b = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let mut a = Service::on(&redis).reading(&feeds).start().await;
+    let mut b = Service::on(&redis).reading(&feeds).start().await;
     let t = tenant();
     let id = started_id(a.sync(t.as_str(), &[feeds.url("killed")]).await).await;
     let first = a.poll(&id, "running", running).await;
@@ -140,7 +139,7 @@ async fn a_killed_replicas_job_is_run_again_elsewhere_as_attempt_2() {
         (Some(2), Some(3))
     );
     // sync upserts by content: the second run reads every row.
-    assert_eq!(done["result"]["totals"]["read"], 40, "{done}");
+    assert_eq!(done["result"]["totals"]["read"], HELD_ROWS, "{done}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,8 +147,8 @@ async fn a_job_that_dies_on_every_attempt_ends_failed_lost_with_its_lock_free() 
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
     let two = [("MAX_ATTEMPTS", "2".to_owned())];
-    let mut a = Service::with_feeds(&feeds, &redis.url(), &two).await;
-    let mut b = Service::with_feeds(&feeds, &redis.url(), &two).await;
+    let mut a = Service::on(&redis).reading(&feeds).envs(&two).start().await;
+    let mut b = Service::on(&redis).reading(&feeds).envs(&two).start().await;
     let t = tenant();
     let id = started_id(a.sync(t.as_str(), &[feeds.url("doomed")]).await).await;
     let first = a.poll(&id, "running", running).await;
@@ -166,7 +165,7 @@ async fn a_job_that_dies_on_every_attempt_ends_failed_lost_with_its_lock_free() 
         .await;
     second.kill9();
     // A replica that comes up afterwards finds the last attempt's lease expired.
-    let c = Service::with_feeds(&feeds, &redis.url(), &two).await;
+    let c = Service::on(&redis).reading(&feeds).envs(&two).start().await;
     let failed = c.poll(&id, "failed", |j| j["status"] == "failed").await;
     assert_eq!(failed["error"], "Lost", "{failed}");
     assert!(failed["finished_at"].is_string());
@@ -178,8 +177,8 @@ async fn a_job_that_dies_on_every_attempt_ends_failed_lost_with_its_lock_free() 
 async fn a_paused_replica_resumed_after_its_job_was_recovered_cannot_write_to_it() {
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let a = Service::with_feeds(&feeds, &redis.url(), &[]).await;
-    let b = Service::with_feeds(&feeds, &redis.url(), &[]).await;
+    let a = Service::on(&redis).reading(&feeds).start().await;
+    let b = Service::on(&redis).reading(&feeds).start().await;
     let t = tenant();
     let id = started_id(a.sync(t.as_str(), &[feeds.url("stopped")]).await).await;
     let first = a.poll(&id, "running", running).await;
@@ -195,15 +194,9 @@ async fn a_paused_replica_resumed_after_its_job_was_recovered_cannot_write_to_it
         })
         .await;
     paused.signal("CONT");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !paused.log().contains("fenced off") {
-        assert!(
-            Instant::now() < deadline,
-            "the resumed process learns it was fenced off:\n{}",
-            paused.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    paused
+        .wait_for_log("fenced off", Duration::from_secs(10))
+        .await;
     feeds.release("stopped");
     let done = other.poll(&id, "done", |j| j["status"] == "done").await;
     assert_eq!(done["attempt"], 2);
@@ -219,8 +212,16 @@ async fn sigterm_mid_job_gives_it_to_another_replica_without_counting_an_attempt
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
     let grace = [("SHUTDOWN_GRACE_SECONDS", "0.5".to_owned())];
-    let mut a = Service::with_feeds(&feeds, &redis.url(), &grace).await;
-    let mut b = Service::with_feeds(&feeds, &redis.url(), &grace).await;
+    let mut a = Service::on(&redis)
+        .reading(&feeds)
+        .envs(&grace)
+        .start()
+        .await;
+    let mut b = Service::on(&redis)
+        .reading(&feeds)
+        .envs(&grace)
+        .start()
+        .await;
     let t = tenant();
     let id = started_id(a.sync(t.as_str(), &[feeds.url("deploy")]).await).await;
     let first = a.poll(&id, "running", running).await;
@@ -271,8 +272,8 @@ async fn a_running_job_of_each_kind_is_cancelled_from_its_own_replica_or_another
     let feeds = HeldFeeds::start().await;
     // One worker each, so which replica runs a job is known: the idle one.
     let env = [("MAX_CONCURRENT_JOBS", "1".to_owned())];
-    let a = Service::with_feeds(&feeds, &redis.url(), &env).await;
-    let b = Service::with_feeds(&feeds, &redis.url(), &env).await;
+    let a = Service::on(&redis).reading(&feeds).envs(&env).start().await;
+    let b = Service::on(&redis).reading(&feeds).envs(&env).start().await;
     let t = tenant();
     seed_catalogue(&redis.url(), &t, 30_000).await;
     let replicas = [&a, &b];
@@ -331,11 +332,11 @@ async fn wait_true_on_one_replica_learns_promptly_of_a_job_run_on_another() {
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
     let one = [("MAX_CONCURRENT_JOBS", "1".to_owned())];
-    let a = Service::with_feeds(&feeds, &redis.url(), &one).await;
+    let a = Service::on(&redis).reading(&feeds).envs(&one).start().await;
     // A's only worker is busy, so the waited-for job runs on B.
     let busy = started_id(a.sync(tenant().as_str(), &[feeds.url("busy")]).await).await;
     a.poll(&busy, "running", running).await;
-    let b = Service::with_feeds(&feeds, &redis.url(), &one).await;
+    let b = Service::on(&redis).reading(&feeds).envs(&one).start().await;
     let t = tenant();
     let source = feeds.url("waited");
     let waiting = {
@@ -441,7 +442,7 @@ async fn ten_thousand_queued_jobs_cost_no_redis_calls_while_they_wait() {
         ("MAX_QUEUED_JOBS", QUEUED.to_string()),
         ("STALE_AFTER_SECONDS", "60".to_owned()),
     ];
-    let svc = Service::with_feeds(&feeds, &redis.url(), &env).await;
+    let svc = Service::on(&redis).reading(&feeds).envs(&env).start().await;
     let busy = started_id(svc.sync(tenant().as_str(), &[feeds.url("hold")]).await).await;
     svc.poll(&busy, "running", running).await;
     let rss_before = rss_kib(svc.pid());
@@ -485,11 +486,7 @@ async fn ten_thousand_queued_jobs_cost_no_redis_calls_while_they_wait() {
         created += task.await.unwrap();
     }
     assert_eq!(created, QUEUED);
-    let mut conn = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis.connection().await;
     let queued: usize = redis::cmd("LLEN")
         .arg("job:queue")
         .query_async(&mut conn)

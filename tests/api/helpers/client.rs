@@ -1,0 +1,168 @@
+//! The service's HTTP API as a test reaches it, the same whether the app runs in this
+//! process (`TestApp`) or as the built binary (`Service`): requests by route, and polls
+//! that wait for a job to reach a state (bounded, so a stuck job fails its test).
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Response, StatusCode};
+use serde_json::Value;
+
+/// How often a poll asks again.
+const POLL_EVERY: Duration = Duration::from_millis(20);
+
+/// Real HTTP to one running service.
+#[derive(Clone)]
+pub struct Api {
+    base: String,
+    pub client: reqwest::Client,
+    /// Longest a poll waits for a job to get where the test expects it.
+    patience: Duration,
+}
+
+impl Api {
+    pub fn new(base: String, client: reqwest::Client, patience: Duration) -> Self {
+        Self {
+            base,
+            client,
+            patience,
+        }
+    }
+
+    /// `http://host:port`, without a trailing slash.
+    pub fn base(&self) -> String {
+        self.base.clone()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// GET a path of the service.
+    pub async fn get(&self, path: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("the service answers")
+    }
+
+    /// GET a path and read its JSON body, whatever the status.
+    pub async fn get_json(&self, path: &str) -> Value {
+        self.get(path).await.json().await.expect("a JSON body")
+    }
+
+    pub async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> Response {
+        self.client
+            .post(self.url(path))
+            .form(form)
+            .send()
+            .await
+            .expect("the service answers")
+    }
+
+    /// Asks for a job of `kind` (`POST /catalog/{kind}`).
+    pub async fn start(&self, kind: &str, form: &[(&str, &str)]) -> Response {
+        self.post_form(&format!("/catalog/{kind}"), form).await
+    }
+
+    /// Starts a job and answers its id (the start must be accepted).
+    pub async fn start_id(&self, kind: &str, form: &[(&str, &str)]) -> String {
+        started_id(self.start(kind, form).await).await
+    }
+
+    /// Asks for a sync of the tenant's catalogue from these sources.
+    pub async fn sync(&self, tenant: &str, sources: &[String]) -> Response {
+        let mut form: Vec<(&str, &str)> = vec![("tenant_id", tenant)];
+        form.extend(sources.iter().map(|s| ("source", s.as_str())));
+        self.post_form("/catalog/sync", &form).await
+    }
+
+    /// `GET /catalog/jobs/{id}`, whatever it answers.
+    pub async fn job(&self, id: &str) -> Response {
+        self.get(&format!("/catalog/jobs/{id}")).await
+    }
+
+    /// The job's snapshot (it must be there).
+    pub async fn get_job(&self, id: &str) -> Value {
+        let r = self.job(id).await;
+        assert_eq!(r.status(), 200, "GET job {id}");
+        r.json().await.expect("a JSON snapshot")
+    }
+
+    pub async fn readyz(&self) -> Response {
+        self.get("/readyz").await
+    }
+
+    /// Polls a job until `done` holds for it; every read must find the job.
+    pub async fn wait_for(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+        self.poll_job(id, "what the test waits for", |_| false, done)
+            .await
+    }
+
+    /// Polls a job until it shows `status`: progress reaches the store at most one write
+    /// interval after it is reported. Every read must find the job.
+    pub async fn wait_for_status(&self, id: &str, status: &str) -> Value {
+        self.poll_job(id, status, |_| false, |j| j["status"] == status)
+            .await
+    }
+
+    /// Polls a job until it has ended or reads lost. A 503 (the store is coming back) is
+    /// polled through.
+    pub async fn poll_until_ended(&self, id: &str) -> Value {
+        let ended = |j: &Value| {
+            !matches!(
+                j["status"].as_str(),
+                Some("queued" | "running" | "cancelling")
+            )
+        };
+        self.poll_job(id, "ended", |s| s == 503, ended).await
+    }
+
+    /// Polls a job until `done` holds, through any other answer (a 503 while the store is
+    /// away, a 404 while its record is being written back): for tests of faults.
+    pub async fn poll(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        self.poll_job(id, what, |_| true, done).await
+    }
+
+    async fn poll_job(
+        &self,
+        id: &str,
+        what: &str,
+        tolerated: impl Fn(StatusCode) -> bool,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + self.patience;
+        loop {
+            let r = self.job(id).await;
+            let status = r.status();
+            let last = if status == 200 {
+                let job: Value = r.json().await.expect("a JSON snapshot");
+                if done(&job) {
+                    return job;
+                }
+                job.to_string()
+            } else {
+                assert!(tolerated(status), "GET job {id} answered {status}");
+                format!("HTTP {status}")
+            };
+            assert!(
+                Instant::now() < deadline,
+                "job {id} never became {what} within {:?}: {last}",
+                self.patience
+            );
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+    }
+}
+
+/// The id of the job a start accepted (it must answer 202).
+pub async fn started_id(r: Response) -> String {
+    assert_eq!(r.status(), 202, "the job was accepted");
+    let body: Value = r.json().await.expect("a JSON snapshot");
+    body["job_id"].as_str().expect("a job id").to_owned()
+}
+
+/// Whether a job's snapshot says it runs.
+pub fn running(job: &Value) -> bool {
+    job["status"] == "running"
+}

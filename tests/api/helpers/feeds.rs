@@ -1,0 +1,101 @@
+//! Feed servers a test controls, on loopback ports of their own: `HeldFeeds`, whose feeds
+//! answer only when the test releases them (a sync of one is a long job whose end the test
+//! decides), and `serve`, for a test's own stand-in server.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::Path;
+use axum::routing::get;
+use tokio::sync::Semaphore;
+
+/// Rows in each held feed.
+pub const HELD_ROWS: usize = 40;
+
+/// Serves `router` on a loopback port of its own until the test binary ends.
+pub async fn serve(router: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener
+        .local_addr()
+        .expect("a bound listener has an address");
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+/// Feeds held until the test releases them, and a feed that never ends.
+pub struct HeldFeeds {
+    addr: SocketAddr,
+    gates: Gates,
+}
+
+type Gates = Arc<Mutex<HashMap<String, Arc<Semaphore>>>>;
+
+impl HeldFeeds {
+    pub async fn start() -> HeldFeeds {
+        let gates = Gates::default();
+        let shared = gates.clone();
+        let router = axum::Router::new()
+            .route(
+                "/held/{name}",
+                get(move |Path(name): Path<String>| held(gate_of(&shared, &name), name)),
+            )
+            .route("/trickle/{name}", get(trickle));
+        let addr = serve(router).await;
+        HeldFeeds { addr, gates }
+    }
+
+    /// A JSON Lines feed of `HELD_ROWS` rows (`{name}.jsonl-0`, …), sent once released.
+    pub fn url(&self, name: &str) -> String {
+        format!("http://{}/held/{name}.jsonl", self.addr)
+    }
+
+    /// A feed that never ends: one row, then a byte every 200 ms.
+    pub fn trickle_url(&self, name: &str) -> String {
+        format!("http://{}/trickle/{name}.jsonl", self.addr)
+    }
+
+    /// The `SYNC_ALLOWED_HOSTS` entry that lets a service read these feeds (host and port).
+    pub fn allowed(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Lets every read of the feed `name` (now and later) be answered.
+    pub fn release(&self, name: &str) {
+        gate_of(&self.gates, &format!("{name}.jsonl")).add_permits(1000);
+    }
+}
+
+async fn held(gate: Arc<Semaphore>, name: String) -> String {
+    let _permit = gate.acquire().await.expect("gates are never closed");
+    (0..HELD_ROWS)
+        .map(|i| {
+            format!("{{\"product_key\":\"{name}-{i}\",\"name\":\"Held Product {i} Black - M\"}}\n")
+        })
+        .collect()
+}
+
+async fn trickle() -> axum::body::Body {
+    let chunks = futures_util::stream::unfold(0u64, |n| async move {
+        let chunk = if n == 0 {
+            "{\"product_key\":\"trickled-0\",\"name\":\"Trickled Product\"}\n"
+        } else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            " "
+        };
+        Some((Ok::<_, std::io::Error>(chunk), n + 1))
+    });
+    axum::body::Body::from_stream(chunks)
+}
+
+fn gate_of(gates: &Mutex<HashMap<String, Arc<Semaphore>>>, name: &str) -> Arc<Semaphore> {
+    gates
+        .lock()
+        .expect("the gate map is never poisoned")
+        .entry(name.to_owned())
+        .or_insert_with(|| Arc::new(Semaphore::new(0)))
+        .clone()
+}

@@ -1,0 +1,96 @@
+//! The one test harness every integration test uses: real processes and real HTTP.
+//! `redis_server` starts `redis-server` (shared once per binary, or one per test, or a
+//! sentinel set); `app` runs the app in this process on port 0; `service` runs the built
+//! binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`.
+//! Tests isolate themselves by tenant and key prefix, never by FLUSHDB.
+
+mod app;
+mod client;
+mod feeds;
+mod kinds;
+mod redis_server;
+mod service;
+mod sse;
+mod store;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use catalog_jobs::jobs::{JobId, TenantId};
+
+pub use app::*;
+pub use client::*;
+pub use feeds::*;
+pub use kinds::*;
+pub use redis_server::*;
+pub use service::*;
+pub use sse::*;
+pub use store::*;
+
+/// Which job store a test runs against: the embedded one or the shared `redis-server`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    Redis,
+}
+
+/// Runs a test body once per backend: `both_stores!(name)` makes `name::memory` and
+/// `name::redis` from `async fn name(backend: Backend)`.
+#[macro_export]
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn memory() {
+                super::$name($crate::helpers::Backend::Memory).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn redis() {
+                super::$name($crate::helpers::Backend::Redis).await
+            }
+        }
+    )*};
+}
+
+/// A name no other test uses: for tenants and key prefixes.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{prefix}{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ) + &uuid_suffix()
+}
+
+fn uuid_suffix() -> String {
+    format!("-{}", &JobId::new().to_string()[..8])
+}
+
+/// A tenant no other test uses.
+pub fn tenant() -> TenantId {
+    TenantId::parse(&unique("t")).expect("unique names are valid tenants")
+}
+
+/// A loopback port nobody listens on now (a server started later may take it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// Waits until the wall clock is well clear of the next minute, so that the requests of a
+/// short test fall in one window of the per-minute rate limit (fixed clock minutes).
+pub async fn clear_of_a_minute_edge() {
+    const MINUTE_MS: u128 = 60_000;
+    /// Longer than any rate-limit test takes from its first create to its last check.
+    const MARGIN_MS: u128 = 10_000;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is after 1970")
+        .as_millis();
+    let left = MINUTE_MS - now % MINUTE_MS;
+    if left < MARGIN_MS {
+        tokio::time::sleep(Duration::from_millis((left + 100) as u64)).await;
+    }
+}

@@ -1,0 +1,238 @@
+//! Job stores for tests: either backend in a key namespace of its own, jobs made and
+//! claimed in one call, and `CountingStore`, a real store that counts the writes through it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use catalog_jobs::jobs::memory::MemoryStore;
+use catalog_jobs::jobs::redis::RedisStore;
+use catalog_jobs::jobs::store::{
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Origin, Outcome,
+    Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+};
+use catalog_jobs::jobs::timeline::{EventId, TimelineEvent};
+use catalog_jobs::jobs::watch::TenantWatch;
+use catalog_jobs::jobs::{JobId, Kind, Snapshot, TenantId};
+use serde_json::json;
+
+use super::{shared_redis_url, unique, Backend};
+
+pub fn settings() -> StoreSettings {
+    StoreSettings {
+        prefix: unique("test"),
+        ..StoreSettings::default()
+    }
+}
+
+/// A store of the given backend, in its own key namespace.
+pub fn store(backend: Backend, settings: StoreSettings) -> Arc<dyn JobStore> {
+    match backend {
+        Backend::Memory => Arc::new(MemoryStore::new(settings)),
+        Backend::Redis => {
+            Arc::new(RedisStore::open(&shared_redis_url(), settings).expect("the redis url parses"))
+        }
+    }
+}
+
+pub fn new_job(tenant: &TenantId, kind: &str) -> NewJob {
+    NewJob {
+        id: JobId::new(),
+        tenant: tenant.clone(),
+        kind: Kind::parse(kind).expect("test kinds are valid"),
+        params: json!({}),
+        step: "queued".into(),
+        origin: Origin {
+            created_by: "test".into(),
+            request_id: "req-test".into(),
+            retry_of: None,
+        },
+        idempotency_key: None,
+    }
+}
+
+/// Creates a job and expects it to be created.
+pub async fn create(store: &dyn JobStore, job: &NewJob) -> Snapshot {
+    match store.create(job.clone()).await.expect("the store answers") {
+        Created::Created(s) => *s,
+        other => panic!("expected a new job, got {other:?}"),
+    }
+}
+
+/// Every kind the store tests create jobs of.
+pub fn test_kinds() -> Vec<Kind> {
+    ["sync", "enrich", "pair", "k1", "k2", "k3"]
+        .iter()
+        .map(|k| Kind::parse(k).expect("valid"))
+        .collect()
+}
+
+/// Creates a job and claims it as worker `test/1` (the queue must hold nothing before it).
+pub async fn start(store: &dyn JobStore, job: &NewJob) -> (Snapshot, RunId) {
+    let created = create(store, job).await;
+    let claim = store
+        .claim("test/1", &test_kinds())
+        .await
+        .expect("the store answers")
+        .expect("the job is in the queue");
+    assert_eq!(claim.job.id, job.id, "the oldest job is claimed first");
+    (created, claim.run)
+}
+
+pub async fn finish(
+    store: &dyn JobStore,
+    job: &NewJob,
+    run: &RunId,
+    created: &Snapshot,
+    outcome: Outcome,
+) -> Finish {
+    store
+        .finish(job, run, created.created_at, &outcome, 0)
+        .await
+        .expect("the store answers")
+}
+
+/// A real store that counts the writes made through it, to measure what the runner costs.
+pub struct CountingStore {
+    pub inner: Arc<dyn JobStore>,
+    pub ticks: AtomicUsize,
+    pub heartbeats: AtomicUsize,
+    /// Creates the store has answered (whatever the answer).
+    pub creates: Arc<AtomicUsize>,
+}
+
+impl CountingStore {
+    pub fn new(inner: Arc<dyn JobStore>) -> Self {
+        Self {
+            inner,
+            ticks: AtomicUsize::new(0),
+            heartbeats: AtomicUsize::new(0),
+            creates: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+}
+
+impl JobStore for CountingStore {
+    fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
+        Box::pin(async move {
+            let answer = self.inner.create(job).await;
+            self.creates.fetch_add(1, Ordering::SeqCst);
+            answer
+        })
+    }
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(async move {
+            let answer = self.inner.create_claimed(job, worker).await;
+            self.creates.fetch_add(1, Ordering::SeqCst);
+            answer
+        })
+    }
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
+        self.inner.claim(worker, kinds)
+    }
+    fn tick<'a>(
+        &'a self,
+        run: &'a RunId,
+        percent: u8,
+        step: &'a str,
+    ) -> BoxFuture<'a, Result<Tick, StoreError>> {
+        self.ticks.fetch_add(1, Ordering::Relaxed);
+        self.inner.tick(run, percent, step)
+    }
+    fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>> {
+        self.heartbeats.fetch_add(1, Ordering::Relaxed);
+        self.inner.renew(runs)
+    }
+    fn finish<'a>(
+        &'a self,
+        job: &'a NewJob,
+        run: &'a RunId,
+        created_at: u64,
+        outcome: &'a Outcome,
+        percent: u8,
+    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
+        self.inner.finish(job, run, created_at, outcome, percent)
+    }
+    fn restore<'a>(
+        &'a self,
+        job: &'a NewJob,
+        run: &'a RunId,
+        created_at: u64,
+        live: &'a Live,
+    ) -> BoxFuture<'a, Result<Restore, StoreError>> {
+        self.inner.restore(job, run, created_at, live)
+    }
+    fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {
+        self.inner.release(run)
+    }
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
+        self.inner.recover()
+    }
+    fn cancel<'a>(
+        &'a self,
+        id: &'a JobId,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+        self.inner.cancel(id, by)
+    }
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
+        self.inner.purge(tenant, kinds)
+    }
+    fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
+        self.inner.get(id)
+    }
+    fn recent<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
+        self.inner.recent(tenant, limit)
+    }
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
+        self.inner.active()
+    }
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.inner.subscribe()
+    }
+    fn timeline<'a>(
+        &'a self,
+        id: &'a JobId,
+        after: Option<EventId>,
+    ) -> BoxFuture<'a, Result<Vec<TimelineEvent>, StoreError>> {
+        self.inner.timeline(id, after)
+    }
+    fn watch_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, TenantWatch> {
+        self.inner.watch_tenant(tenant)
+    }
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
+        self.inner.queued_by_kind()
+    }
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.inner.ping()
+    }
+    fn is_durable(&self) -> bool {
+        self.inner.is_durable()
+    }
+    fn settings(&self) -> &StoreSettings {
+        self.inner.settings()
+    }
+
+    fn while_held(&self, run: &RunId, write: &mut dyn FnMut()) -> bool {
+        self.inner.while_held(run, write)
+    }
+
+    fn job_key(&self, id: &JobId) -> Option<String> {
+        self.inner.job_key(id)
+    }
+}

@@ -10,8 +10,10 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use super::access::ErrorNote;
-use super::extract::{ParamError, ParamErrorKind, INVALID_FIELD, MISSING_FIELD, UNKNOWN_FIELD};
 use crate::catalog::products::CatalogStoreError;
+use crate::jobs::params::{
+    ParamError, ParamErrorKind, INVALID_FIELD, MISSING_FIELD, UNKNOWN_FIELD,
+};
 use crate::jobs::runner::Refused;
 use crate::jobs::store::StoreError;
 use crate::jobs::{InvalidId, JobId, Snapshot};

@@ -13,13 +13,8 @@ use serde_json::Value;
 use super::error::{ApiError, IDEMPOTENCY_KEY};
 use super::AppState;
 use crate::catalog::products::ProductKey;
+use crate::jobs::params::{parse_bool, Fields};
 use crate::jobs::{JobId, TenantId};
-
-/// The request vocabulary, defined in `params.rs` and read by the catalogue's `prepare`s.
-pub use super::params::{
-    bool_field, no_fields, only_fields, parse_bool, Fields, ParamError, ParamErrorKind,
-    INVALID_FIELD, MISSING_FIELD, UNKNOWN_FIELD,
-};
 
 /// The fields of a request: query string and body together.
 pub struct StartFields(pub Fields);

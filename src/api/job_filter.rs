@@ -7,7 +7,8 @@
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::extract::{limit_field, take_single, Fields};
+use super::extract::{limit_field, take_single};
+use crate::jobs::params::Fields;
 use crate::jobs::{JobId, Kind, Snapshot, Status};
 
 /// Every status a reader can see, `lost` included (the order of the error message).

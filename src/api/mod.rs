@@ -12,7 +12,6 @@ pub mod extract;
 pub mod job_filter;
 pub mod jobs;
 pub mod openapi;
-mod params;
 pub mod products;
 pub mod server;
 pub mod tenants;

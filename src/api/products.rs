@@ -19,13 +19,14 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{
     declared_length, limit_field, media_type, product_not_found, query_fields, refuse_unknown,
-    take_single, tenant_field, Fields, ProductKeyPath,
+    take_single, tenant_field, ProductKeyPath,
 };
 use super::openapi;
 use super::AppState;
 use crate::catalog::feed::{self, FeedError, Format, RowReport};
 use crate::catalog::products::{CatalogStore, CatalogStoreError};
 use crate::catalog::search::{search, ProductQuery};
+use crate::jobs::params::Fields;
 use crate::jobs::TenantId;
 
 /// Products per upsert of an import: one round trip carries many, and memory holds one batch.

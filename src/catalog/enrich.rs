@@ -11,7 +11,6 @@ use serde_json::{json, Value};
 use super::extract::extract;
 use super::products::Enrichment;
 use super::{check, retrying, Catalog, CatalogError, Monotonic};
-use crate::api::extract::{bool_field, only_fields, Fields, ParamError};
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
@@ -20,14 +19,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EnrichParams {
     /// Re-extract products whose content is unchanged since their last enrichment.
+    #[serde(default)]
     pub force: bool,
-}
-
-pub fn prepare(fields: &Fields) -> Result<EnrichParams, ParamError> {
-    only_fields(fields, &["force"])?;
-    Ok(EnrichParams {
-        force: bool_field(fields, "force")?.unwrap_or(false),
-    })
 }
 
 pub fn run(

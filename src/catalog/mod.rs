@@ -237,10 +237,10 @@ pub fn registry(catalog: Arc<Catalog>) -> Registry {
                 sync::run(&c2, &input.tenant, params, &input.cancel, progress).map_err(job_error)
             },
         )
-        .with_typed("enrich", enrich::prepare, move |input, params, progress| {
+        .with_params("enrich", move |input, params, progress| {
             enrich::run(&c3, &input.tenant, params, &input.cancel, progress).map_err(job_error)
         })
-        .with_plain("pair", move |input, progress| {
+        .with_params("pair", move |input, _: &pair::PairParams, progress| {
             pair::run_in(&c4, &input.tenant, &*input.fence, &input.cancel, progress)
                 .map_err(JobError::from)
         })

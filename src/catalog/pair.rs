@@ -101,6 +101,10 @@ fn phase_at(percent: u8) -> &'static str {
     }
 }
 
+/// A pair's parameters (none yet): each one is a field here, read from the request's fields.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PairParams {}
+
 /// Pairs the tenant's products. A run that stops on request or fails reports the phase it
 /// had reached (`{"phase": "scoring"}`); the old neighbour table is left whole either way.
 /// Outside any job (tests, benchmarks): the table is swapped unfenced.

@@ -21,12 +21,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::feed::{self, FeedError, Format, RowReport};
 use super::{check, retrying, Catalog, CatalogError, CatalogSettings, Monotonic};
-use crate::api::extract::{only_fields, Fields, ParamError};
+use crate::jobs::params::{from_fields, Fields, ParamError};
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
@@ -43,36 +43,41 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest silence between two pieces of an http(s) feed.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A sync's parameters, as the POST checked them.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+/// A sync's parameters, as the POST checked them: its feeds, in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SyncParams {
     pub sources: Vec<String>,
 }
 
-/// Checks the `source` fields: each must resolve to an allowed place that exists.
+/// A sync request's fields as the client spells them: one `source` per feed. Kept apart from
+/// `SyncParams`, whose record spells them `sources`, so stored jobs keep reading.
+#[derive(Deserialize)]
+struct SyncFields {
+    #[serde(default)]
+    source: Vec<String>,
+}
+
+/// Reads the `source` fields: each must resolve to an allowed place that exists.
 pub fn prepare(fields: &Fields, settings: &CatalogSettings) -> Result<SyncParams, ParamError> {
-    only_fields(fields, &["source"])?;
-    let raw = fields.get("source").map(Vec::as_slice).unwrap_or_default();
-    if raw.is_empty() {
+    let SyncFields { source } = from_fields(fields)?;
+    if source.is_empty() {
         return Err(ParamError::missing(
             "source",
             "sync needs at least one source: a feed path inside FEEDS_DIR (e.g. demo.jsonl) or an http(s) URL",
         ));
     }
-    if raw.len() > MAX_SOURCES {
+    if source.len() > MAX_SOURCES {
         return Err(ParamError::invalid(
             "source",
             format!("at most {MAX_SOURCES} sources per sync"),
         ));
     }
-    let mut sources = Vec::with_capacity(raw.len());
-    for v in raw {
-        let s = v
-            .as_str()
-            .ok_or_else(|| ParamError::invalid("source", "each source must be a string"))?
-            .trim();
+    let sources = source
+        .iter()
+        .map(|s| s.trim().to_owned())
+        .collect::<Vec<_>>();
+    for s in &sources {
         resolve(s, settings)?;
-        sources.push(s.to_owned());
     }
     Ok(SyncParams { sources })
 }

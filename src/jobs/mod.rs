@@ -8,6 +8,7 @@
 pub mod cache;
 pub mod fence;
 pub mod memory;
+pub mod params;
 pub mod queue;
 pub mod recovery;
 pub mod redis;

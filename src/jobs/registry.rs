@@ -3,9 +3,9 @@
 //! A job function is a plain blocking function that takes an *optional* progress callback
 //! and behaves the same with or without it. Its error exposes a class name (the variant),
 //! which is all the job record keeps; the message goes to the log only. Each kind also checks
-//! its own parameters before a job is created, so bad input never creates a job.
-//! It reads them in the request vocabulary the HTTP boundary owns (`Fields` in,
-//! `ParamError` out, both in `api::extract`); nothing here parses or answers a request.
+//! its own parameters before a job is created, so bad input never creates a job: it declares
+//! them as a type read from the request's fields (`params::from_fields`), or reads the fields
+//! itself; either way a mistake is a `ParamError`, which the HTTP boundary answers.
 
 use std::collections::BTreeMap;
 use std::error::Error as StdError;
@@ -14,13 +14,13 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::fence::Fence;
+use super::params::{from_fields, Fields, NoParams, ParamError};
 use super::store::RunId;
 use super::{JobId, Kind, TenantId};
-use crate::api::extract::{no_fields, Fields, ParamError};
 
 /// The optional progress callback: `(percent, step)`. `Sync` so a job may report from
 /// several threads. It never blocks and never fails the job.
@@ -228,7 +228,20 @@ impl Registry {
         )
     }
 
-    /// Registers a kind that takes no parameters.
+    /// Registers a kind whose parameters are `P`, read from the request's fields as they
+    /// are ([`from_fields`]): adding a parameter is adding a field to `P`.
+    pub fn with_params<P>(
+        self,
+        kind: &str,
+        run: impl Fn(&JobInput, &P, Progress<'_>) -> Result<Report, JobError> + Send + Sync + 'static,
+    ) -> Self
+    where
+        P: Serialize + DeserializeOwned + 'static,
+    {
+        self.with_typed(kind, from_fields::<P>, run)
+    }
+
+    /// Registers a kind that takes no parameters (any field is refused).
     pub fn with_plain(
         self,
         kind: &str,
@@ -236,7 +249,10 @@ impl Registry {
     ) -> Self {
         self.with(
             kind,
-            |fields| no_fields(fields).map(|()| Value::Object(Map::new())),
+            |fields| {
+                let none: NoParams = from_fields(fields)?;
+                Ok(serde_json::to_value(none).expect("an empty struct serialises to {}"))
+            },
             run,
         )
     }

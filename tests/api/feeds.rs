@@ -454,7 +454,7 @@ fn a_source_that_disappears_after_it_was_accepted_fails_as_not_found() {
     };
     let t = tenant();
     let settings = catalog.settings.clone();
-    let mut fields = catalog_jobs::api::extract::Fields::new();
+    let mut fields = catalog_jobs::jobs::params::Fields::new();
     fields.insert(
         "source".into(),
         vec![json!("here.jsonl"), json!("gone.jsonl")],

@@ -1061,44 +1061,6 @@ async fn every_route_answers_as_the_openapi_document_says() {
 }
 
 #[test]
-fn the_request_vocabulary_lives_in_the_api_and_the_job_core_defines_none_of_it() {
-    // Issue 9: `Fields`, `ParamError`, `parse_bool` and the field readers belong to the HTTP
-    // boundary (api/extract.rs re-exports them); `jobs/` only names them in a kind's `prepare`.
-    use catalog_jobs::api::extract::{bool_field, only_fields, parse_bool, Fields, ParamError};
-    let mut fields = Fields::new();
-    fields.insert("dry_run".into(), vec![serde_json::json!("yes")]);
-    assert_eq!(bool_field(&fields, "dry_run"), Ok(Some(true)));
-    assert_eq!(parse_bool(&serde_json::json!(0)), Some(false));
-    let refused: ParamError = only_fields(&fields, &["full"]).unwrap_err();
-    assert_eq!(
-        (refused.code, refused.field.as_str()),
-        ("unknown_field", "dry_run")
-    );
-
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/jobs");
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "rs") {
-            let source = std::fs::read_to_string(&path).unwrap();
-            for definition in [
-                "pub type Fields",
-                "pub struct ParamError",
-                "pub enum ParamErrorKind",
-                "fn parse_bool",
-                "fn bool_field",
-                "fn only_fields",
-            ] {
-                assert!(
-                    !source.contains(definition),
-                    "{} defines `{definition}`: the request vocabulary lives in src/api",
-                    path.display()
-                );
-            }
-        }
-    }
-}
-
-#[test]
 fn the_router_is_built_only_from_documented_handlers() {
     // utoipa-axum's `routes!` will not compile a handler without `#[utoipa::path]`; a plain
     // `.route(…)` would bypass it, so none may exist in the HTTP layer.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use catalog_jobs::api::extract::{bool_field, only_fields};
+use catalog_jobs::jobs::params::{bool_field, only_fields, ParamError};
 use catalog_jobs::jobs::registry::{ErrorClass, JobError, Registry};
 use catalog_jobs::jobs::TenantId;
 use serde_json::json;
@@ -96,12 +96,7 @@ pub fn test_registry() -> Registry {
                     Some(v) => v
                         .as_u64()
                         .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-                        .ok_or_else(|| {
-                            catalog_jobs::api::extract::ParamError::invalid(
-                                "n",
-                                "n must be a whole number",
-                            )
-                        })?,
+                        .ok_or_else(|| ParamError::invalid("n", "n must be a whole number"))?,
                 };
                 let slow = bool_field(fields, "slow")?.unwrap_or(false);
                 Ok(json!({ "n": n, "slow": slow }))

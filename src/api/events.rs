@@ -29,7 +29,7 @@ use super::openapi;
 use super::AppState;
 use crate::jobs::runner::Runner;
 use crate::jobs::store::JobStore;
-use crate::jobs::timeline::{EventId, TimelineEvent};
+use crate::jobs::timeline::{EventId, TimelineEvent, LAST_TYPES};
 use crate::jobs::watch::{Change, TenantWatch};
 use crate::jobs::{JobId, Snapshot};
 
@@ -175,11 +175,13 @@ fn wants_stream(headers: &HeaderMap) -> bool {
         .any(|v| v.contains("text/event-stream"))
 }
 
+/// A resume id, checked whole before any store call: a store must never see client input it
+/// could fail on and report as its own failure (a 503 and a store error metric).
 fn event_id(field: &str, raw: Option<&str>) -> Result<EventId, ApiError> {
     raw.and_then(|r| r.trim().parse().ok()).ok_or_else(|| {
         ApiError::invalid(
             field,
-            format!("{field} must be an event id as the timeline gives them (<ms>-<seq>)"),
+            format!("{field} must be an event id as the timeline gives them (<ms>-<seq>, <ms> no later than the year 9999)"),
         )
     })
 }
@@ -222,27 +224,51 @@ impl Follow {
             if self.done {
                 return None;
             }
-            let recheck = tokio::select! {
+            let wake = tokio::select! {
                 () = self.runner.closing() => return None,
                 change = self.watch.changes.recv() => match change {
                     Ok(Change::Job(c)) if c.job_id != self.id.to_string() => continue,
+                    Ok(Change::Job(c)) if LAST_TYPES.contains(&c.kind_of_event.as_str()) => Wake::Ended,
                     Err(RecvError::Closed) => return None,
-                    _ => false,
+                    _ => Wake::Told,
                 },
-                () = tokio::time::sleep(RECHECK) => true,
+                () = tokio::time::sleep(RECHECK) => Wake::Recheck,
+            };
+            // The job's state is read BEFORE its timeline: its last event is written in the
+            // same step as its end, so a job seen ended has that event in the read that follows.
+            let ended = match wake {
+                Wake::Ended => true,
+                Wake::Told => false,
+                // A job that is gone (expired, its tenant removed) has nothing more to say.
+                Wake::Recheck => match self.store.get(&self.id).await {
+                    Ok(None) => true,
+                    Ok(Some(job)) => job.status.is_finished(),
+                    Err(_) => false,
+                },
             };
             // A store that does not answer now is read again at the next wake.
-            if let Ok(events) = self.store.timeline(&self.id, self.last).await {
-                self.pending.extend(events);
-            }
-            if recheck && self.pending.is_empty() {
-                // A job that is gone (expired, its tenant removed) has nothing more to say.
-                if let Ok(None) = self.store.get(&self.id).await {
-                    return None;
-                }
+            let Ok(events) = self.store.timeline(&self.id, self.last).await else {
+                continue;
+            };
+            self.pending.extend(events);
+            // Nothing after the cursor and nothing more to come: a client may resume after an
+            // id beyond the job's last one, and its stream still ends with the job.
+            if self.pending.is_empty() && ended {
+                return None;
             }
         }
     }
+}
+
+/// What woke a waiting job stream.
+#[derive(Clone, Copy)]
+enum Wake {
+    /// A change of this job that is not its last.
+    Told,
+    /// This job's last event (`finished`, `superseded`) was written.
+    Ended,
+    /// Nothing was heard for [`RECHECK`].
+    Recheck,
 }
 
 fn sse_event(event: &TimelineEvent) -> Event {

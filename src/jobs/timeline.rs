@@ -24,7 +24,8 @@ pub const TIMELINE_CAP: usize = 100;
 pub const LAST_TYPES: [&str; 2] = ["finished", "superseded"];
 
 /// A timeline event's id: `<ms>-<seq>`, as Redis Stream ids are; ids of one job's timeline
-/// only grow, and compare as their two numbers.
+/// only grow, and compare as their two numbers. A parsed id's `ms` is at most
+/// [`EventId::MAX_MS`], so every id a client can name has a successor a store can read after.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EventId {
     pub ms: u64,
@@ -32,6 +33,11 @@ pub struct EventId {
 }
 
 impl EventId {
+    /// The last millisecond of the year 9999, the latest time RFC 3339 can write. Clients name
+    /// ids to resume after; one beyond any clock's reach is a mistake, and at `u64::MAX-u64::MAX`
+    /// Redis has no next id to read from (`XRANGE` answers "invalid start ID").
+    pub const MAX_MS: u64 = 253_402_300_799_999;
+
     /// The id that follows `self` at `now_ms`: a later millisecond starts at 0, the same (or
     /// an earlier: the clock stepped back) one counts on.
     pub fn next(self, now_ms: u64) -> Self {
@@ -53,7 +59,7 @@ impl fmt::Display for EventId {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("an event id is <ms>-<seq>, two whole numbers (e.g. 1732960000000-0)")]
+#[error("an event id is <ms>-<seq>, two whole numbers, <ms> no later than the year 9999 (e.g. 1732960000000-0)")]
 pub struct BadEventId;
 
 impl FromStr for EventId {
@@ -68,10 +74,11 @@ impl FromStr for EventId {
                 .flatten()
                 .ok_or(BadEventId)
         };
-        Ok(Self {
+        let id = Self {
             ms: number(ms)?,
             seq: number(seq)?,
-        })
+        };
+        (id.ms <= Self::MAX_MS).then_some(id).ok_or(BadEventId)
     }
 }
 
@@ -163,7 +170,17 @@ mod tests {
         assert!(a < b);
         assert_eq!(b.to_string(), "1732960000000-10");
         assert_eq!("17".parse::<EventId>().unwrap(), EventId { ms: 17, seq: 0 });
-        for bad in ["", "-", "x-1", "1-", "1-2-3", "+1-0", " 1-0"] {
+        let latest = format!("{}-{}", EventId::MAX_MS, u64::MAX);
+        assert_eq!(latest.parse::<EventId>().unwrap().ms, EventId::MAX_MS);
+        let beyond = [
+            "18446744073709551615-18446744073709551615",
+            "18446744073709551616-0",
+            "253402300800000-0",
+        ];
+        for bad in ["", "-", "x-1", "1-", "1-2-3", "+1-0", " 1-0"]
+            .into_iter()
+            .chain(beyond)
+        {
             assert!(bad.parse::<EventId>().is_err(), "{bad:?} was accepted");
         }
     }

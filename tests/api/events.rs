@@ -1,4 +1,4 @@
-//! Job timelines and live streams over real HTTP (issue 10): `GET /catalog/jobs/{id}/events`
+//! Job timelines and live streams over real HTTP: `GET /catalog/jobs/{id}/events`
 //! as JSON and as Server-Sent Events (resuming with `Last-Event-ID`, 204 after the end, seen
 //! from another replica), `GET /catalog/events?tenant_id=T`, their 404/403/422s, and a
 //! shutdown that does not wait on open streams.
@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use crate::both_stores;
 use crate::helpers::{
-    settings, spawn_app, spawn_app_with, store, tenant, test_config, Backend, Gate, SseFrame,
-    SseReader, TestApp,
+    settings, spawn_app, spawn_app_with, store, tenant, test_config, Backend, Gate, RedisServer,
+    Service, SseFrame, SseReader, TestApp,
 };
 
 both_stores!(
@@ -22,7 +22,19 @@ both_stores!(
     a_stream_asked_for_after_the_end_gets_204_and_json_after_the_end_is_empty,
     the_tenant_stream_sees_that_tenant_s_jobs_only,
     an_unknown_id_or_a_bad_resume_id_is_refused_with_json,
+    a_stream_resumed_after_an_id_beyond_the_job_s_last_event_ends_when_the_job_ends,
 );
+
+/// Resume ids no clock reaches: past the year 9999, and the largest pair of numbers, after
+/// which Redis has no next id to read from.
+const FAR_BEYOND: [&str; 3] = [
+    "18446744073709551615-18446744073709551615",
+    "99999999999999999999-0",
+    "253402300800000-0",
+];
+/// A bound on a stream that should end, so that one that never does fails the test instead
+/// of hanging it (its keep-alives would keep a reader waiting for ever).
+const ENDS_WITHIN: Duration = Duration::from_secs(30);
 
 /// Opens a job's event stream, resuming after `last` when given.
 async fn open(app: &TestApp, id: &str, last: Option<&str>) -> reqwest::Response {
@@ -240,7 +252,7 @@ async fn an_unknown_id_or_a_bad_resume_id_is_refused_with_json(b: Backend) {
     }
     let t = tenant();
     let id = app.start_id("ticker", &[("tenant_id", t.as_str())]).await;
-    for bad in ["x", "1-", "-1", "1-2-3"] {
+    for bad in ["x", "1-", "-1", "1-2-3"].into_iter().chain(FAR_BEYOND) {
         let body = app
             .get_json(&format!("/catalog/jobs/{id}/events?after={bad}"))
             .await;
@@ -260,6 +272,89 @@ async fn an_unknown_id_or_a_bad_resume_id_is_refused_with_json(b: Backend) {
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let r = app.get("/catalog/events").await;
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "missing_field");
+}
+
+async fn a_stream_resumed_after_an_id_beyond_the_job_s_last_event_ends_when_the_job_ends(
+    b: Backend,
+) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let gate = Gate::of(&t);
+    let id = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
+    gate.reached().await;
+    let far = "9999999999999-0";
+    let by_header = open(&app, &id, Some(far)).await;
+    let by_query = app
+        .client
+        .get(app.url(&format!("/catalog/jobs/{id}/events?after={far}")))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut streams = [SseReader::new(by_header), SseReader::new(by_query)];
+    gate.release();
+    for stream in &mut streams {
+        let frames = tokio::time::timeout(ENDS_WITHIN, read_to_end(stream))
+            .await
+            .expect("the stream ended with its job");
+        assert_eq!(frames, [], "no event of the job comes after {far}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_id_beyond_any_clock_is_422_and_never_a_store_error() {
+    let redis = RedisServer::start(false);
+    let svc = Service::on(&redis).start().await;
+    let t = tenant();
+    let id = svc
+        .start_id(
+            "sync",
+            &[("tenant_id", t.as_str()), ("source", "demo.jsonl")],
+        )
+        .await;
+    svc.wait_for_status(&id, "done").await;
+    for far in FAR_BEYOND {
+        let by_query = svc
+            .get_json(&format!("/catalog/jobs/{id}/events?after={far}"))
+            .await;
+        assert_eq!(
+            (by_query["error"].as_str(), by_query["field"].as_str()),
+            (Some("invalid_field"), Some("after")),
+            "{far}"
+        );
+        let by_header = svc
+            .client
+            .get(svc.url(&format!("/catalog/jobs/{id}/events")))
+            .header("accept", "text/event-stream")
+            .header("last-event-id", far)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            by_header.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{far}"
+        );
+    }
+    let metrics = svc
+        .client
+        .get(svc.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let store_errors: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("catalog_store_errors_total"))
+        .collect();
+    assert_eq!(
+        store_errors,
+        Vec::<&str>::new(),
+        "client input is not a store failure"
+    );
+    assert!(!svc.log().contains("invalid start ID"), "{}", svc.log());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,7 @@
 //! error level for a refusal), and `/metrics` in Prometheus text format that counts a job.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use catalog_jobs::metrics::ALL;
 use serde_json::Value;
@@ -189,41 +190,65 @@ fn metric_name(name: &str) -> Option<()> {
         .then_some(())
 }
 
+/// The characters that frame a sample's labels and quote and escape their values.
+const LABELS_OPEN: char = '{';
+const LABELS_CLOSE: char = '}';
+const QUOTE: char = '"';
+const ESCAPE: char = '\\';
+
 fn sample(line: &str) -> Option<Sample> {
-    let name_end = line.find(['{', ' '])?;
+    let name_end = line.find([LABELS_OPEN, ' '])?;
     let name = &line[..name_end];
     metric_name(name)?;
-    let mut rest = &line[name_end..];
+    let rest = &line[name_end..];
+    let (labels, rest) = match rest.strip_prefix(LABELS_OPEN) {
+        Some(inner) => labels(inner)?,
+        None => (HashMap::new(), rest),
+    };
+    let value = sample_value(rest.strip_prefix(' ')?)?;
+    Some(Sample {
+        name: name.to_owned(),
+        labels,
+        value,
+    })
+}
+
+/// Reads `key="value",…` up to the closing brace, answering the labels and what follows.
+fn labels(mut inner: &str) -> Option<(HashMap<String, String>, &str)> {
     let mut labels = HashMap::new();
-    if let Some(mut inner) = rest.strip_prefix('{') {
-        loop {
-            if let Some(after) = inner.strip_prefix('}') {
-                rest = after;
-                break;
-            }
-            let eq = inner.find('=')?;
-            let key = &inner[..eq];
-            metric_name(key)?;
-            let mut chars = inner[eq + 1..].strip_prefix('"')?.char_indices();
-            let mut value = String::new();
-            let end = loop {
-                let (i, c) = chars.next()?;
-                match c {
-                    '"' => break i,
-                    '\\' => value.push(match chars.next()?.1 {
-                        'n' => '\n',
-                        c @ ('\\' | '"') => c,
-                        _ => return None,
-                    }),
-                    c => value.push(c),
-                }
-            };
-            labels.insert(key.to_owned(), value);
-            inner = &inner[eq + 1..][1 + end + 1..];
-            inner = inner.strip_prefix(',').unwrap_or(inner);
+    loop {
+        if let Some(after) = inner.strip_prefix(LABELS_CLOSE) {
+            return Some((labels, after));
+        }
+        let (key, quoted) = inner.split_once('=')?;
+        metric_name(key)?;
+        let (value, after) = quoted_value(quoted.strip_prefix(QUOTE)?)?;
+        labels.insert(key.to_owned(), value);
+        inner = after.strip_prefix(',').unwrap_or(after);
+    }
+}
+
+/// Reads an escaped label value up to its closing quote, answering it and what follows.
+fn quoted_value(text: &str) -> Option<(String, &str)> {
+    let mut value = String::new();
+    let mut chars = text.char_indices();
+    loop {
+        let (i, c) = chars.next()?;
+        match c {
+            QUOTE => return Some((value, &text[i + QUOTE.len_utf8()..])),
+            ESCAPE => value.push(match chars.next()?.1 {
+                'n' => '\n',
+                c @ (ESCAPE | QUOTE) => c,
+                _ => return None,
+            }),
+            c => value.push(c),
         }
     }
-    let mut fields = rest.strip_prefix(' ')?.split(' ');
+}
+
+/// A sample's value, then an optional timestamp, and nothing after them.
+fn sample_value(text: &str) -> Option<f64> {
+    let mut fields = text.split(' ');
     let value = match fields.next()? {
         "+Inf" => f64::INFINITY,
         "-Inf" => f64::NEG_INFINITY,
@@ -233,11 +258,7 @@ fn sample(line: &str) -> Option<Sample> {
     if let Some(ts) = fields.next() {
         ts.parse::<i64>().ok()?;
     }
-    fields.next().is_none().then_some(Sample {
-        name: name.to_owned(),
-        labels,
-        value,
-    })
+    fields.next().is_none().then_some(value)
 }
 
 fn scrape(text: &str) -> Vec<Sample> {
@@ -270,177 +291,215 @@ async fn metrics_text(svc: &Service) -> String {
     r.text().await.unwrap()
 }
 
-#[tokio::test]
-async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
-    let feeds = HeldFeeds::start().await;
-    // Syncs may read the held feeds and one port nobody listens on (a job that fails).
-    let nowhere_port = free_port();
-    let allowed = format!("{},127.0.0.1:{nowhere_port}", feeds.allowed());
-    let svc = Service::embedded()
+/// A metric's name and the labels a sample must carry.
+type Series = (&'static str, &'static [(&'static str, &'static str)]);
+
+/// What two syncs (one run at once, one waiting for the worker), one start refused as
+/// already running and one refused beyond the queue add to each series, exactly.
+const TWO_SYNCS_AND_TWO_REFUSALS: &[(Series, f64)] = &[
+    (("catalog_jobs_created_total", &[("kind", "sync")]), 2.0),
+    (
+        (
+            "catalog_jobs_finished_total",
+            &[("kind", "sync"), ("status", "done")],
+        ),
+        2.0,
+    ),
+    (
+        (
+            "catalog_jobs_refused_total",
+            &[("reason", "already_running")],
+        ),
+        1.0,
+    ),
+    (
+        ("catalog_jobs_refused_total", &[("reason", "overloaded")]),
+        1.0,
+    ),
+    (
+        ("catalog_job_duration_seconds_count", &[("kind", "sync")]),
+        2.0,
+    ),
+    (
+        ("catalog_job_queue_wait_seconds_count", &[("kind", "sync")]),
+        2.0,
+    ),
+    // Two created, one already running and one beyond the queue: the store decides all four.
+    (
+        ("catalog_store_latency_seconds_count", &[("op", "create")]),
+        4.0,
+    ),
+    (
+        (
+            "catalog_http_requests_total",
+            &[
+                ("route", "/catalog/{kind}"),
+                ("method", "POST"),
+                ("status", "202"),
+            ],
+        ),
+        2.0,
+    ),
+    (
+        (
+            "catalog_http_requests_total",
+            &[
+                ("route", "/catalog/{kind}"),
+                ("method", "POST"),
+                ("status", "409"),
+            ],
+        ),
+        1.0,
+    ),
+];
+
+/// What the same adds to each series at the least (a running job wrote progress, its
+/// snapshot was read, its route was timed).
+const TWO_SYNCS_AT_LEAST: &[(Series, f64)] = &[
+    (("catalog_job_progress_writes_total", &[]), 1.0),
+    (
+        ("catalog_store_latency_seconds_count", &[("op", "get")]),
+        1.0,
+    ),
+    (
+        (
+            "catalog_http_request_duration_seconds_count",
+            &[("route", "/catalog/jobs/{job_id}")],
+        ),
+        2.0,
+    ),
+];
+
+/// A service with one worker and room for one waiting job, whose syncs may read `feeds`.
+async fn one_worker_one_waiting(feeds: &HeldFeeds) -> Service {
+    Service::embedded()
         .env("MAX_CONCURRENT_JOBS", "1")
         .env("MAX_QUEUED_JOBS", "1")
-        .env("SYNC_ALLOWED_HOSTS", allowed)
+        .reading(feeds)
         .start()
-        .await;
-    let before = scrape(&metrics_text(&svc).await);
-    let tenant = unique("metrics");
-    let held = feeds.url("m1");
-    let id = svc
-        .start_id("sync", &[("tenant_id", &tenant), ("source", &held)])
-        .await;
-    svc.wait_for_status(&id, "running").await;
-    let refused = svc
-        .post_form(
-            "/catalog/sync",
-            &[("tenant_id", &tenant), ("source", &held)],
-        )
-        .await;
-    assert_eq!(refused.status(), 409);
-    // A second tenant's job waits for the one worker; a third finds the queue full.
-    let waiting = svc
-        .start_id(
-            "sync",
-            &[("tenant_id", &unique("metrics")), ("source", &held)],
-        )
-        .await;
-    let refused = svc
-        .post_form(
-            "/catalog/sync",
-            &[("tenant_id", &unique("metrics")), ("source", &held)],
-        )
-        .await;
-    assert_eq!(refused.status(), 503);
-    // The waiting job is counted in the shared queue at each scrape, and the held job writes
-    // its first progress one tick interval after it started: poll for both.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        .await
+}
+
+/// Scrapes until the one running sync wrote progress (one tick interval after it started)
+/// and the waiting one is counted in the shared queue; the running gauge holds 1 throughout.
+async fn until_one_runs_and_one_waits(svc: &Service, before: &[Sample]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let during = scrape(&metrics_text(&svc).await);
+        let during = scrape(&metrics_text(svc).await);
         assert_eq!(
             value(&during, "catalog_jobs_running", &[("kind", "sync")]),
             1.0
         );
         let wrote = value(&during, "catalog_job_progress_writes_total", &[])
-            > value(&before, "catalog_job_progress_writes_total", &[]);
+            > value(before, "catalog_job_progress_writes_total", &[]);
         if wrote && value(&during, "catalog_jobs_queued", &[("kind", "sync")]) == 1.0 {
-            break;
+            return;
         }
         assert!(
-            std::time::Instant::now() < deadline,
+            Instant::now() < deadline,
             "the waiting job was never counted as queued, or the running one wrote no progress"
         );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// No label names a tenant or a job: series stay few however many there are.
+async fn assert_no_label_names(svc: &Service, tenant: &str, job: &str) {
+    let text = metrics_text(svc).await;
+    assert!(
+        !text.contains(tenant) && !text.contains(job),
+        "no tenant or job id in a label"
+    );
+}
+
+#[tokio::test]
+async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
+    let feeds = HeldFeeds::start().await;
+    let svc = one_worker_one_waiting(&feeds).await;
+    let before = scrape(&metrics_text(&svc).await);
+    let (tenant, held) = (unique("metrics"), feeds.url("m1"));
+    let sync = [("tenant_id", tenant.as_str()), ("source", held.as_str())];
+    let id = svc.start_id("sync", &sync).await;
+    svc.wait_for_status(&id, "running").await;
+    assert_eq!(svc.start("sync", &sync).await.status(), 409);
+    // A second tenant's job waits for the one worker; a third finds the queue full.
+    let other = unique("metrics");
+    let waiting = svc
+        .start_id("sync", &[("tenant_id", &other), ("source", &held)])
+        .await;
+    let third = unique("metrics");
+    let refused = svc
+        .start("sync", &[("tenant_id", &third), ("source", &held)])
+        .await;
+    assert_eq!(refused.status(), 503);
+    until_one_runs_and_one_waits(&svc, &before).await;
     feeds.release("m1");
     svc.wait_for_status(&id, "done").await;
     svc.wait_for_status(&waiting, "done").await;
     let after = scrape(&metrics_text(&svc).await);
+    let delta = |(name, labels): Series| value(&after, name, labels) - value(&before, name, labels);
+    for &(series, exactly) in TWO_SYNCS_AND_TWO_REFUSALS {
+        assert_eq!(delta(series), exactly, "{series:?}");
+    }
+    for &(series, at_least) in TWO_SYNCS_AT_LEAST {
+        assert!(delta(series) >= at_least, "{series:?}: {}", delta(series));
+    }
+    for gauge in ["catalog_jobs_running", "catalog_jobs_queued"] {
+        assert_eq!(value(&after, gauge, &[("kind", "sync")]), 0.0, "{gauge}");
+    }
+    assert_no_label_names(&svc, &tenant, &id).await;
+}
 
-    let delta = |name: &str, labels: &[(&str, &str)]| {
-        value(&after, name, labels) - value(&before, name, labels)
-    };
-    assert_eq!(
-        delta("catalog_jobs_created_total", &[("kind", "sync")]),
-        2.0
-    );
-    assert_eq!(
-        delta(
-            "catalog_jobs_finished_total",
-            &[("kind", "sync"), ("status", "done")]
-        ),
-        2.0
-    );
-    assert_eq!(
-        delta(
-            "catalog_jobs_refused_total",
-            &[("reason", "already_running")]
-        ),
-        1.0
-    );
-    assert_eq!(
-        delta("catalog_jobs_refused_total", &[("reason", "overloaded")]),
-        1.0
-    );
-    assert_eq!(
-        delta("catalog_job_duration_seconds_count", &[("kind", "sync")]),
-        2.0
-    );
-    assert_eq!(
-        delta("catalog_job_queue_wait_seconds_count", &[("kind", "sync")]),
-        2.0
-    );
-    assert_eq!(
-        value(&after, "catalog_jobs_running", &[("kind", "sync")]),
-        0.0
-    );
-    assert_eq!(
-        value(&after, "catalog_jobs_queued", &[("kind", "sync")]),
-        0.0
-    );
-    assert!(
-        delta("catalog_job_progress_writes_total", &[]) >= 1.0,
-        "a running job wrote progress"
-    );
-    assert_eq!(
-        delta("catalog_store_latency_seconds_count", &[("op", "create")]),
-        4.0,
-        "two created, one already running and one beyond the queue: the store decides all four"
-    );
-    assert!(delta("catalog_store_latency_seconds_count", &[("op", "get")]) >= 1.0);
-    assert_eq!(
-        delta(
-            "catalog_http_requests_total",
-            &[
-                ("route", "/catalog/{kind}"),
-                ("method", "POST"),
-                ("status", "202")
-            ]
-        ),
-        2.0
-    );
-    assert_eq!(
-        delta(
-            "catalog_http_requests_total",
-            &[
-                ("route", "/catalog/{kind}"),
-                ("method", "POST"),
-                ("status", "409")
-            ]
-        ),
-        1.0
-    );
-    assert!(
-        delta(
-            "catalog_http_request_duration_seconds_count",
-            &[("route", "/catalog/jobs/{job_id}")]
-        ) >= 2.0
-    );
-    // A failed job is counted with its error class; a done one carries no error label.
-    let nowhere = format!("http://127.0.0.1:{nowhere_port}/feed.jsonl");
-    let r = svc
-        .post_form(
-            "/catalog/sync",
-            &[
-                ("tenant_id", &tenant),
-                ("source", &nowhere),
-                ("wait", "true"),
-            ],
-        )
+#[tokio::test]
+async fn a_failed_job_is_counted_with_its_error_class_and_a_done_one_carries_no_error_label() {
+    // Nobody listens on this (allowed) port: a sync of it fails.
+    let nowhere_port = free_port();
+    let svc = Service::embedded()
+        .env("SYNC_ALLOWED_HOSTS", format!("127.0.0.1:{nowhere_port}"))
+        .start()
         .await;
-    assert_eq!(r.status(), 502);
-    let failed = scrape(&metrics_text(&svc).await);
+    let tenant = unique("metrics");
+    let wait = |source: &str| {
+        let form = [
+            ("tenant_id", tenant.clone()),
+            ("source", source.to_owned()),
+            ("wait", "true".to_owned()),
+        ];
+        svc.client.post(svc.url("/catalog/sync")).form(&form).send()
+    };
+    let done = wait("demo.jsonl").await.expect("the service answers");
+    assert_eq!(done.status(), 200);
+    let nowhere = format!("http://127.0.0.1:{nowhere_port}/feed.jsonl");
+    let failed = wait(&nowhere).await.expect("the service answers");
+    assert_eq!(failed.status(), 502);
+    let id = failed.json::<Value>().await.expect("a JSON body")["job"]["job_id"]
+        .as_str()
+        .expect("a job id")
+        .to_owned();
+    let samples = scrape(&metrics_text(&svc).await);
     let labels = [
         ("kind", "sync"),
         ("status", "failed"),
         ("error", "SourceUnreachable"),
     ];
-    assert_eq!(value(&failed, "catalog_jobs_finished_total", &labels), 1.0);
-    assert!(failed
+    assert_eq!(value(&samples, "catalog_jobs_finished_total", &labels), 1.0);
+    let done_samples: Vec<&Sample> = samples
         .iter()
-        .filter(|s| s.name == "catalog_jobs_finished_total"
-            && s.labels.get("status").map(String::as_str) == Some("done"))
-        .all(|s| !s.labels.contains_key("error")));
-    // A job cancelled while queued ends at once, never reaching a runner: it is counted too.
-    let cancelled = [("kind", "sync"), ("status", "cancelled")];
+        .filter(|s| {
+            s.name == "catalog_jobs_finished_total"
+                && s.labels.get("status").map(String::as_str) == Some("done")
+        })
+        .collect();
+    assert!(!done_samples.is_empty(), "the done sync is counted");
+    assert!(done_samples.iter().all(|s| !s.labels.contains_key("error")));
+    assert_no_label_names(&svc, &tenant, &id).await;
+}
+
+#[tokio::test]
+async fn a_job_cancelled_while_queued_ends_at_once_and_is_counted_once() {
+    let feeds = HeldFeeds::start().await;
+    let svc = one_worker_one_waiting(&feeds).await;
+    let tenant = unique("metrics");
     let running = svc
         .start_id(
             "sync",
@@ -448,34 +507,30 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
         )
         .await;
     svc.wait_for_status(&running, "running").await;
+    let before = scrape(&metrics_text(&svc).await);
+    // It never reaches a runner: the one worker is busy.
     let queued = svc
         .start_id(
             "sync",
-            &[("tenant_id", &unique("metrics")), ("source", &held)],
+            &[
+                ("tenant_id", &unique("metrics")),
+                ("source", &feeds.url("m1")),
+            ],
         )
         .await;
-    let r = svc
-        .client
-        .post(svc.url(&format!("/catalog/jobs/{queued}/cancel")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202);
+    assert_eq!(svc.cancel(&queued).await.status(), 202);
     svc.wait_for_status(&queued, "cancelled").await;
     let ended = scrape(&metrics_text(&svc).await);
+    let cancelled = [("kind", "sync"), ("status", "cancelled")];
     assert_eq!(
         value(&ended, "catalog_jobs_finished_total", &cancelled)
-            - value(&failed, "catalog_jobs_finished_total", &cancelled),
+            - value(&before, "catalog_jobs_finished_total", &cancelled),
         1.0,
         "the queued job's cancel is counted once"
     );
     feeds.release("m2");
     svc.wait_for_status(&running, "done").await;
-    let text = metrics_text(&svc).await;
-    assert!(
-        !text.contains(&tenant) && !text.contains(&id),
-        "no tenant or job id in a label"
-    );
+    assert_no_label_names(&svc, &tenant, &running).await;
 }
 
 #[tokio::test]

@@ -82,6 +82,15 @@ impl Api {
         self.get(&format!("/catalog/jobs/{id}")).await
     }
 
+    /// Asks for the job to be cancelled (`POST /catalog/jobs/{id}/cancel`).
+    pub async fn cancel(&self, id: &str) -> Response {
+        self.client
+            .post(self.url(&format!("/catalog/jobs/{id}/cancel")))
+            .send()
+            .await
+            .expect("the service answers")
+    }
+
     /// The job's snapshot (it must be there).
     pub async fn get_job(&self, id: &str) -> Value {
         let r = self.job(id).await;

@@ -375,21 +375,8 @@ async fn two_replicas_behave_as_one_service() {
         stable(on_b),
         "a job is read identically on both replicas"
     );
-    let list = |svc: &Service| {
-        svc.client
-            .get(svc.url(&format!("/catalog/jobs?tenant_id={t}")))
-            .send()
-    };
-    let ids = |v: Value| -> Vec<String> {
-        v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|j| j["job_id"].as_str().unwrap().to_owned())
-            .collect()
-    };
-    let la = ids(list(&a).await.unwrap().json().await.unwrap());
-    let lb = ids(list(&b).await.unwrap().json().await.unwrap());
+    let listing = format!("tenant_id={t}");
+    let (la, lb) = (a.job_ids(&listing).await, b.job_ids(&listing).await);
     assert_eq!(la, lb, "listings agree");
     assert_eq!(la, vec![accepted[0].clone()]);
     feeds.release("burst");

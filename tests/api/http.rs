@@ -6,8 +6,10 @@ use reqwest::multipart::Form;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use catalog_jobs::jobs::TenantId;
+
 use crate::helpers::{
-    settings, spawn_app, spawn_app_with, store, tenant, test_config, Backend, Gate,
+    settings, spawn_app, spawn_app_with, store, tenant, test_config, Backend, Gate, TestApp,
 };
 
 both_stores!(
@@ -19,14 +21,18 @@ both_stores!(
     unknown_and_malformed_job_ids_are_404_json,
     the_listing_is_newest_first_and_honours_the_limit,
     every_content_type_starts_a_job,
-    bad_input_gets_a_4xx_envelope_and_creates_nothing,
+    a_bad_start_gets_its_4xx_envelope_and_creates_nothing,
+    a_bad_listing_query_is_422_naming_its_problem,
+    an_unknown_route_is_404_and_a_wrong_method_405_in_the_envelope,
     a_wait_longer_than_the_maximum_turns_into_202_and_the_job_goes_on,
     a_client_that_hangs_up_on_a_wait_does_not_stop_the_job,
     health_and_readiness_answer,
     a_running_job_is_cancelled_on_request_and_frees_its_kind,
     a_job_waiting_for_a_worker_is_cancelled_without_running,
     an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused,
-    the_listing_filters_by_status_and_kind_and_pages_with_a_cursor,
+    the_listing_pages_with_a_cursor_newest_first_and_its_last_page_says_so,
+    the_listing_filters_by_status_and_kind,
+    a_bad_filter_or_cursor_is_422_naming_its_field,
     an_active_job_answers_retry_after_from_its_eta_and_an_ended_one_does_not,
 );
 
@@ -407,164 +413,195 @@ async fn every_content_type_starts_a_job(b: Backend) {
     }
 }
 
-async fn bad_input_gets_a_4xx_envelope_and_creates_nothing(b: Backend) {
+const FORM: &str = "application/x-www-form-urlencoded";
+const JSON: &str = "application/json";
+
+/// Start requests that are refused: (what, path, content type, body, status, code). In a
+/// body, `{t}` stands for the test's tenant and `{long}` for a tenant one character too long.
+const BAD_STARTS: &[(&str, &str, &str, &str, u16, &str)] = &[
+    (
+        "missing tenant",
+        "/catalog/ticker",
+        FORM,
+        "n=2",
+        422,
+        "missing_field",
+    ),
+    (
+        "empty tenant",
+        "/catalog/ticker",
+        FORM,
+        "tenant_id=",
+        422,
+        "invalid_field",
+    ),
+    (
+        "tenant with a space",
+        "/catalog/ticker",
+        FORM,
+        "tenant_id=a+b",
+        422,
+        "invalid_field",
+    ),
+    (
+        "tenant with a colon",
+        "/catalog/ticker",
+        JSON,
+        r#"{"tenant_id":"a:b"}"#,
+        422,
+        "invalid_field",
+    ),
+    (
+        "tenant too long",
+        "/catalog/ticker",
+        FORM,
+        "tenant_id={long}",
+        422,
+        "invalid_field",
+    ),
+    (
+        "tenant not a string",
+        "/catalog/ticker",
+        JSON,
+        r#"{"tenant_id":42}"#,
+        422,
+        "invalid_field",
+    ),
+    (
+        "tenant twice",
+        "/catalog/ticker",
+        FORM,
+        "tenant_id={t}&tenant_id=other",
+        422,
+        "invalid_field",
+    ),
+    (
+        "bad wait",
+        "/catalog/ticker",
+        FORM,
+        "tenant_id={t}&wait=maybe",
+        422,
+        "invalid_field",
+    ),
+    (
+        "wait as an object",
+        "/catalog/ticker",
+        JSON,
+        r#"{"tenant_id":"{t}","wait":{}}"#,
+        422,
+        "invalid_field",
+    ),
+    (
+        "unknown field",
+        "/catalog/ticker",
+        FORM,
+        "tenant_id={t}&tenantid=x",
+        422,
+        "unknown_field",
+    ),
+    (
+        "bad kind parameter",
+        "/catalog/ticker",
+        FORM,
+        "tenant_id={t}&n=lots",
+        422,
+        "invalid_field",
+    ),
+    (
+        "unknown kind",
+        "/catalog/bogus",
+        FORM,
+        "tenant_id={t}",
+        404,
+        "unknown_kind",
+    ),
+    (
+        "kind with capitals",
+        "/catalog/TICKER",
+        FORM,
+        "tenant_id={t}",
+        404,
+        "unknown_kind",
+    ),
+    (
+        "malformed JSON",
+        "/catalog/ticker",
+        JSON,
+        "{\"tenant_id\": ",
+        400,
+        "malformed_body",
+    ),
+    (
+        "JSON not an object",
+        "/catalog/ticker",
+        JSON,
+        "[1,2]",
+        400,
+        "malformed_body",
+    ),
+    (
+        "unsupported type",
+        "/catalog/ticker",
+        "text/plain",
+        "tenant_id={t}",
+        415,
+        "unsupported_media_type",
+    ),
+    (
+        "broken multipart",
+        "/catalog/ticker",
+        "multipart/form-data; boundary=zzz",
+        "--zzz\r\nnonsense",
+        400,
+        "malformed_body",
+    ),
+    (
+        "multipart without boundary",
+        "/catalog/ticker",
+        "multipart/form-data",
+        "x",
+        400,
+        "malformed_body",
+    ),
+];
+
+/// Listing queries that are refused with 422: (what, query, code), `{t}` as above.
+const BAD_LISTINGS: &[(&str, &str, &str)] = &[
+    (
+        "a repeated tenant",
+        "tenant_id={t}&tenant_id=x",
+        "invalid_field",
+    ),
+    ("limit zero", "tenant_id={t}&limit=0", "invalid_field"),
+    ("limit too big", "tenant_id={t}&limit=101", "invalid_field"),
+    (
+        "limit not a number",
+        "tenant_id={t}&limit=ten",
+        "invalid_field",
+    ),
+    (
+        "unknown parameter",
+        "tenant_id={t}&tenant=x",
+        "unknown_field",
+    ),
+    ("bad tenant", "tenant_id=%2F", "invalid_field"),
+];
+
+fn filled(template: &str, t: &TenantId) -> String {
+    template
+        .replace("{t}", t.as_str())
+        .replace("{long}", &"x".repeat(129))
+}
+
+async fn a_bad_start_gets_its_4xx_envelope_and_creates_nothing(b: Backend) {
     let app = spawn_app(b).await;
     let t = tenant();
-    let ts = t.as_str();
-    let long = "x".repeat(129);
-    // (what, method+path, content type, body, expected status, expected code)
-    let cases: Vec<(&str, String, &str, String, u16, &str)> = vec![
-        (
-            "missing tenant",
-            "/catalog/ticker".into(),
-            "application/x-www-form-urlencoded",
-            "n=2".into(),
-            422,
-            "missing_field",
-        ),
-        (
-            "empty tenant",
-            "/catalog/ticker".into(),
-            "application/x-www-form-urlencoded",
-            "tenant_id=".into(),
-            422,
-            "invalid_field",
-        ),
-        (
-            "tenant with a space",
-            "/catalog/ticker".into(),
-            "application/x-www-form-urlencoded",
-            "tenant_id=a+b".into(),
-            422,
-            "invalid_field",
-        ),
-        (
-            "tenant with a colon",
-            "/catalog/ticker".into(),
-            "application/json",
-            r#"{"tenant_id":"a:b"}"#.into(),
-            422,
-            "invalid_field",
-        ),
-        (
-            "tenant too long",
-            "/catalog/ticker".into(),
-            "application/x-www-form-urlencoded",
-            format!("tenant_id={long}"),
-            422,
-            "invalid_field",
-        ),
-        (
-            "tenant not a string",
-            "/catalog/ticker".into(),
-            "application/json",
-            r#"{"tenant_id":42}"#.into(),
-            422,
-            "invalid_field",
-        ),
-        (
-            "tenant twice",
-            "/catalog/ticker".into(),
-            "application/x-www-form-urlencoded",
-            format!("tenant_id={ts}&tenant_id=other"),
-            422,
-            "invalid_field",
-        ),
-        (
-            "bad wait",
-            "/catalog/ticker".into(),
-            "application/x-www-form-urlencoded",
-            format!("tenant_id={ts}&wait=maybe"),
-            422,
-            "invalid_field",
-        ),
-        (
-            "wait as an object",
-            "/catalog/ticker".into(),
-            "application/json",
-            format!(r#"{{"tenant_id":"{ts}","wait":{{}}}}"#),
-            422,
-            "invalid_field",
-        ),
-        (
-            "unknown field",
-            "/catalog/ticker".into(),
-            "application/x-www-form-urlencoded",
-            format!("tenant_id={ts}&tenantid=x"),
-            422,
-            "unknown_field",
-        ),
-        (
-            "bad kind parameter",
-            "/catalog/ticker".into(),
-            "application/x-www-form-urlencoded",
-            format!("tenant_id={ts}&n=lots"),
-            422,
-            "invalid_field",
-        ),
-        (
-            "unknown kind",
-            "/catalog/bogus".into(),
-            "application/x-www-form-urlencoded",
-            format!("tenant_id={ts}"),
-            404,
-            "unknown_kind",
-        ),
-        (
-            "kind with capitals",
-            "/catalog/TICKER".into(),
-            "application/x-www-form-urlencoded",
-            format!("tenant_id={ts}"),
-            404,
-            "unknown_kind",
-        ),
-        (
-            "malformed JSON",
-            "/catalog/ticker".into(),
-            "application/json",
-            "{\"tenant_id\": ".into(),
-            400,
-            "malformed_body",
-        ),
-        (
-            "JSON not an object",
-            "/catalog/ticker".into(),
-            "application/json",
-            "[1,2]".into(),
-            400,
-            "malformed_body",
-        ),
-        (
-            "unsupported type",
-            "/catalog/ticker".into(),
-            "text/plain",
-            format!("tenant_id={ts}"),
-            415,
-            "unsupported_media_type",
-        ),
-        (
-            "broken multipart",
-            "/catalog/ticker".into(),
-            "multipart/form-data; boundary=zzz",
-            "--zzz\r\nnonsense".into(),
-            400,
-            "malformed_body",
-        ),
-        (
-            "multipart without boundary",
-            "/catalog/ticker".into(),
-            "multipart/form-data",
-            "x".into(),
-            400,
-            "malformed_body",
-        ),
-    ];
-    for (what, path, ct, body, status, code) in cases {
+    for &(what, path, content_type, body, status, code) in BAD_STARTS {
         let r = app
             .client
-            .post(app.url(&path))
-            .header("content-type", ct)
-            .body(body)
+            .post(app.url(path))
+            .header("content-type", content_type)
+            .body(filled(body, &t))
             .send()
             .await
             .unwrap();
@@ -579,38 +616,26 @@ async fn bad_input_gets_a_4xx_envelope_and_creates_nothing(b: Backend) {
             "{what}: {body}"
         );
     }
-    for (what, query, code) in [
-        (
-            "a repeated tenant",
-            format!("tenant_id={ts}&tenant_id=x"),
-            "invalid_field",
-        ),
-        (
-            "limit zero",
-            format!("tenant_id={ts}&limit=0"),
-            "invalid_field",
-        ),
-        (
-            "limit too big",
-            format!("tenant_id={ts}&limit=101"),
-            "invalid_field",
-        ),
-        (
-            "limit not a number",
-            format!("tenant_id={ts}&limit=ten"),
-            "invalid_field",
-        ),
-        (
-            "unknown parameter",
-            format!("tenant_id={ts}&tenant=x"),
-            "unknown_field",
-        ),
-        ("bad tenant", "tenant_id=%2F".to_owned(), "invalid_field"),
-    ] {
-        let r = app.get(&format!("/catalog/jobs?{query}")).await;
+    assert!(
+        app.store.recent(&t, 100).await.unwrap().is_empty(),
+        "no bad request created a job"
+    );
+}
+
+async fn a_bad_listing_query_is_422_naming_its_problem(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    for &(what, query, code) in BAD_LISTINGS {
+        let r = app
+            .get(&format!("/catalog/jobs?{}", filled(query, &t)))
+            .await;
         assert_eq!(r.status(), 422, "{what}");
         assert_eq!(r.json::<Value>().await.unwrap()["error"], code, "{what}");
     }
+}
+
+async fn an_unknown_route_is_404_and_a_wrong_method_405_in_the_envelope(b: Backend) {
+    let app = spawn_app(b).await;
     let r = app
         .client
         .delete(app.url("/catalog/jobs"))
@@ -625,10 +650,6 @@ async fn bad_input_gets_a_4xx_envelope_and_creates_nothing(b: Backend) {
     let r = app.get("/nowhere").await;
     assert_eq!(r.status(), 404);
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
-    assert!(
-        app.store.recent(&t, 100).await.unwrap().is_empty(),
-        "no bad request created a job"
-    );
 }
 
 async fn a_wait_longer_than_the_maximum_turns_into_202_and_the_job_goes_on(b: Backend) {
@@ -681,13 +702,8 @@ fn quick_heartbeats() -> catalog_jobs::config::Config {
     config
 }
 
-async fn cancel(app: &crate::helpers::TestApp, id: &str) -> (u16, Value) {
-    let r = app
-        .client
-        .post(app.url(&format!("/catalog/jobs/{id}/cancel")))
-        .send()
-        .await
-        .unwrap();
+async fn cancel(app: &TestApp, id: &str) -> (u16, Value) {
+    let r = app.cancel(id).await;
     (r.status().as_u16(), r.json().await.unwrap())
 }
 
@@ -790,9 +806,8 @@ async fn health_and_readiness_answer(b: Backend) {
     }
 }
 
-async fn the_listing_filters_by_status_and_kind_and_pages_with_a_cursor(b: Backend) {
-    let app = spawn_app(b).await;
-    let t = tenant();
+/// Five ended jobs of the tenant, oldest first: ticker, fail, ticker, fail, ticker.
+async fn five_ended_jobs(app: &TestApp, t: &TenantId) -> Vec<String> {
     let mut started = Vec::new();
     for kind in ["ticker", "fail", "ticker", "fail", "ticker"] {
         let form = [("tenant_id", t.as_str()), ("n", "1"), ("wait", "1")];
@@ -816,8 +831,13 @@ async fn the_listing_filters_by_status_and_kind_and_pages_with_a_cursor(b: Backe
         app.poll_until_ended(&id).await;
         started.push(id);
     }
-    let newest_first: Vec<String> = started.iter().rev().cloned().collect();
-    // Pages of 2 visit every job once, newest first, and the last page says it is the last.
+    started
+}
+
+async fn the_listing_pages_with_a_cursor_newest_first_and_its_last_page_says_so(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let newest_first: Vec<String> = five_ended_jobs(&app, &t).await.into_iter().rev().collect();
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..10 {
@@ -838,32 +858,28 @@ async fn the_listing_filters_by_status_and_kind_and_pages_with_a_cursor(b: Backe
         }
     }
     assert_eq!(seen, newest_first);
-    let ids = |v: Value| -> Vec<String> {
-        v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|j| j["job_id"].as_str().unwrap().to_owned())
-            .collect()
-    };
-    let failed = ids(app
-        .get_json(&format!("/catalog/jobs?tenant_id={t}&status=failed"))
-        .await);
-    assert_eq!(failed, vec![started[3].clone(), started[1].clone()]);
-    let by_kind = ids(app
-        .get_json(&format!("/catalog/jobs?tenant_id={t}&kind=fail"))
-        .await);
-    assert_eq!(by_kind, failed);
-    let both = ids(app
-        .get_json(&format!(
-            "/catalog/jobs?tenant_id={t}&status=done,failed&status=lost"
-        ))
-        .await);
-    assert_eq!(both, newest_first);
-    let none = ids(app
-        .get_json(&format!("/catalog/jobs?tenant_id={t}&status=running"))
-        .await);
-    assert!(none.is_empty());
+}
+
+async fn the_listing_filters_by_status_and_kind(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let started = five_ended_jobs(&app, &t).await;
+    let failed = vec![started[3].clone(), started[1].clone()];
+    let newest_first: Vec<String> = started.into_iter().rev().collect();
+    for (query, expected) in [
+        ("status=failed", failed.clone()),
+        ("kind=fail", failed),
+        ("status=done,failed&status=lost", newest_first),
+        ("status=running", vec![]),
+    ] {
+        let listed = app.job_ids(&format!("tenant_id={t}&{query}")).await;
+        assert_eq!(listed, expected, "{query}");
+    }
+}
+
+async fn a_bad_filter_or_cursor_is_422_naming_its_field(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
     for (query, field) in [
         ("status=finished", "status"),
         ("kind=Not-A-Kind", "kind"),

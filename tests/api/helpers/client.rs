@@ -77,6 +77,19 @@ impl Api {
         self.post_form("/catalog/sync", &form).await
     }
 
+    /// The ids `GET /catalog/jobs?{query}` lists, in its order (it must answer 200).
+    pub async fn job_ids(&self, query: &str) -> Vec<String> {
+        let r = self.get(&format!("/catalog/jobs?{query}")).await;
+        assert_eq!(r.status(), 200, "the listing ?{query}");
+        let listing: Value = r.json().await.expect("a JSON listing");
+        listing["jobs"]
+            .as_array()
+            .expect("a listing holds jobs")
+            .iter()
+            .map(|j| j["job_id"].as_str().expect("a job id").to_owned())
+            .collect()
+    }
+
     /// `GET /catalog/jobs/{id}`, whatever it answers.
     pub async fn job(&self, id: &str) -> Response {
         self.get(&format!("/catalog/jobs/{id}")).await

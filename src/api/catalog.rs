@@ -7,13 +7,14 @@ use axum::Json;
 
 use super::access::RequestId;
 use super::auth::Caller;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{
     idempotency_key, job_not_found, on_conflict_field, tenant_field, wait_field, KindPath,
     OnConflict, StartFields,
 };
 use super::openapi;
 use super::AppState;
+use crate::catalog::report::JobReport;
 use crate::jobs::runner::{Refused, QUEUED_STEP};
 use crate::jobs::store::{Created, NewJob, Origin};
 use crate::jobs::{JobId, Kind, Snapshot, Status};
@@ -38,27 +39,27 @@ use serde_json::Value;
         (openapi::StartFields = "multipart/form-data"),
     )),
     responses(
-       (status = 200, description = "`wait=true` and the job is done: its report.", body = openapi::JobReport,
+       (status = 200, description = "`wait=true` and the job is done: its report.", body = JobReport,
             headers(("Location" = String, description = "The job that made the report: `/catalog/jobs/{job_id}`."),
                 ("Idempotent-Replayed" = String, description = "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."))),
         (status = 202, description = "Started, joined or replayed (or still running after `WAIT_MAX_SECONDS` with `wait=true`): the job; poll `Location`. A replay of an `Idempotency-Key` carries `Idempotent-Replayed: true`.",
-            body = openapi::JobSnapshot,
+            body = Snapshot,
             headers(
                 ("Location" = String, description = "Where to poll the job: `/catalog/jobs/{job_id}`."),
                 ("Idempotent-Replayed" = String, description = "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."),
             )),
-        (status = 400, description = "`malformed_body`.", body = openapi::ErrorBody),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
-        (status = 404, description = "`unknown_kind` (with `known_kinds`); `not_found` when an `Idempotency-Key` retry's job has expired.", body = openapi::ErrorBody),
-        (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed and nothing was created.", body = openapi::ErrorBody),
-        (status = 409, description = "`already_running`: a job of this kind is active for the tenant (with its `job_id`); with `on_conflict=join`, one whose parameters differ.", body = openapi::ErrorBody),
-        (status = 413, description = "`payload_too_large` (beyond `MAX_START_BODY_BYTES`).", body = openapi::ErrorBody),
-        (status = 415, description = "`unsupported_media_type`.", body = openapi::ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field`, `unknown_field`, `source_not_allowed`, `source_not_found` or `idempotency_key_reused` or `duplicate_key` (a JSON body giving a key twice) (with `field`).", body = openapi::ErrorBody),
-        (status = 429, description = "`rate_limited`: the tenant started `TENANT_CREATES_PER_MINUTE` jobs this minute; nothing was created.", body = openapi::ErrorBody,
+        (status = 400, description = "`malformed_body`.", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
+        (status = 404, description = "`unknown_kind` (with `known_kinds`); `not_found` when an `Idempotency-Key` retry's job has expired.", body = ErrorBody),
+        (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed and nothing was created.", body = ErrorBody),
+        (status = 409, description = "`already_running`: a job of this kind is active for the tenant (with its `job_id`); with `on_conflict=join`, one whose parameters differ.", body = ErrorBody),
+        (status = 413, description = "`payload_too_large` (beyond `MAX_START_BODY_BYTES`).", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`.", body = ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field`, `unknown_field`, `source_not_allowed`, `source_not_found` or `idempotency_key_reused` or `duplicate_key` (a JSON body giving a key twice) (with `field`).", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the tenant started `TENANT_CREATES_PER_MINUTE` jobs this minute; nothing was created.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds until the tenant's minute ends."))),
-        (status = 502, description = "`job_failed`: with `wait=true`, the job failed or was cancelled (it is in `job`).", body = openapi::ErrorBody),
-        (status = 503, description = "`overloaded`, `shutting_down` or `store_unavailable`; nothing was created.", body = openapi::ErrorBody),
+        (status = 502, description = "`job_failed`: with `wait=true`, the job failed or was cancelled (it is in `job`).", body = ErrorBody),
+        (status = 503, description = "`overloaded`, `shutting_down` or `store_unavailable`; nothing was created.", body = ErrorBody),
     ))]
 pub async fn start(
     State(app): State<AppState>,

@@ -7,9 +7,11 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::access::ErrorNote;
+use crate::catalog::feed::RowReport;
 use crate::catalog::products::CatalogStoreError;
 use crate::jobs::params::{
     ParamError, ParamErrorKind, INVALID_FIELD, MISSING_FIELD, UNKNOWN_FIELD,
@@ -85,8 +87,68 @@ pub enum ApiError {
     /// An import that stopped part-way: its cause, and the report of the rows already saved.
     PartialImport {
         cause: Box<ApiError>,
-        report: Value,
+        report: RowReport,
     },
+}
+
+/// Every error's body: a code, a sentence for a person, and the context fields its code
+/// carries (absent otherwise).
+#[derive(Debug, Default, Serialize, ToSchema)]
+pub struct ErrorBody {
+    #[schema(value_type = ErrorCode)]
+    pub error: &'static str,
+    /// What happened and what to do, in one sentence.
+    pub message: String,
+    /// The request field at fault (4xx field errors).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// The active job (`already_running`, `still_active`), the one an `Idempotency-Key`
+    /// started, or one created whose replication was not confirmed (`store_unavailable`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<JobId>,
+    /// The kinds this service runs (`unknown_kind`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub known_kinds: Option<Vec<String>>,
+    /// The job as it ended (`job_failed`) or as it is (`not_active`, `still_active`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<Box<Snapshot>>,
+    /// What an import saved before it stopped part-way (`payload_too_large`,
+    /// `malformed_body`, `request_timeout` on `POST /catalog/products`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<RowReport>,
+}
+
+/// Every code an error body's `error` can be: those `ApiError` answers with, and those a job
+/// kind's parameters give (`source_not_allowed`, `source_not_found`). Clients match on
+/// these; the OpenAPI walk checks every error the suite provokes against this list.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum ErrorCode {
+    MalformedBody,
+    MissingField,
+    InvalidField,
+    UnknownField,
+    SourceNotAllowed,
+    SourceNotFound,
+    UnsupportedMediaType,
+    PayloadTooLarge,
+    UnknownKind,
+    NotFound,
+    MethodNotAllowed,
+    AlreadyRunning,
+    NotActive,
+    JobFailed,
+    StoreUnavailable,
+    ShuttingDown,
+    Overloaded,
+    IdempotencyKeyReused,
+    RateLimited,
+    StillActive,
+    DuplicateKey,
+    Unauthorized,
+    Forbidden,
+    RequestTimeout,
+    InternalError,
 }
 
 impl ApiError {
@@ -107,28 +169,28 @@ impl ApiError {
     }
 
     /// This error, answered with the report of what an import saved before it.
-    pub fn with_import_report(self, report: impl serde::Serialize) -> Self {
+    pub fn with_import_report(self, report: RowReport) -> Self {
         ApiError::PartialImport {
             cause: Box::new(self),
-            report: serde_json::to_value(report).expect("a row report always serialises"),
+            report,
         }
     }
 
-    fn parts(&self) -> (StatusCode, &'static str, String, Map<String, Value>) {
-        let mut extra = Map::new();
+    fn parts(&self) -> (StatusCode, ErrorBody) {
+        let mut extra = ErrorBody::default();
         let (status, code, message) = match self {
             ApiError::PartialImport { cause, report } => {
-                let (status, code, message, mut inner) = cause.parts();
-                inner.insert("report".into(), report.clone());
-                return (status, code, message, inner);
+                let (status, mut body) = cause.parts();
+                body.report = Some(report.clone());
+                return (status, body);
             }
             ApiError::MalformedBody(why) => (StatusCode::BAD_REQUEST, "malformed_body", why.clone()),
             ApiError::InvalidField { code, field, message } => {
-                extra.insert("field".into(), json!(field));
+                extra.field = Some(field.clone());
                 (StatusCode::UNPROCESSABLE_ENTITY, *code, message.clone())
             }
             ApiError::UnknownField { field, message } => {
-                extra.insert("field".into(), json!(field));
+                extra.field = Some(field.clone());
                 (StatusCode::UNPROCESSABLE_ENTITY, UNKNOWN_FIELD, message.clone())
             }
             ApiError::UnsupportedMediaType { got, accepted } => (
@@ -157,7 +219,7 @@ impl ApiError {
                 "the request did not arrive in time (REQUEST_TIMEOUT_SECONDS); send it again, faster".to_owned(),
             ),
             ApiError::DuplicateKey(key) => {
-                extra.insert("field".into(), json!(key));
+                extra.field = Some(key.clone());
                 (
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "duplicate_key",
@@ -165,7 +227,7 @@ impl ApiError {
                 )
             }
             ApiError::UnknownKind { kind, known } => {
-                extra.insert("known_kinds".into(), json!(known));
+                extra.known_kinds = Some(known.clone());
                 (
                     StatusCode::NOT_FOUND,
                     "unknown_kind",
@@ -184,7 +246,7 @@ impl ApiError {
                 "this endpoint does not take that method".to_owned(),
             ),
             ApiError::AlreadyRunning { job, params_differ } => {
-                extra.insert("job_id".into(), json!(job));
+                extra.job_id = Some(*job);
                 let message = match params_differ {
                     false => format!("a job of this kind is already active for this tenant (job {job}); poll it or wait for it to end"),
                     true => format!("a job of this kind is already active for this tenant (job {job}) with different parameters, so it cannot be joined; wait for it to end"),
@@ -192,7 +254,7 @@ impl ApiError {
                 (StatusCode::CONFLICT, "already_running", message)
             }
             ApiError::StillActive(job) => {
-                extra.insert("job_id".into(), json!(job));
+                extra.job_id = Some(*job);
                 (
                     StatusCode::CONFLICT,
                     "still_active",
@@ -200,8 +262,8 @@ impl ApiError {
                 )
             }
             ApiError::IdempotencyKeyReused(job) => {
-                extra.insert("field".into(), json!(IDEMPOTENCY_KEY));
-                extra.insert("job_id".into(), json!(job));
+                extra.field = Some(IDEMPOTENCY_KEY.to_owned());
+                extra.job_id = Some(*job);
                 (
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "idempotency_key_reused",
@@ -215,7 +277,7 @@ impl ApiError {
             ),
             ApiError::NotActive(snapshot) => {
                 let status = snapshot.status.as_str();
-                extra.insert("job".into(), json!(snapshot));
+                extra.job = Some(snapshot.clone());
                 (
                     StatusCode::CONFLICT,
                     "not_active",
@@ -224,8 +286,8 @@ impl ApiError {
             }
             ApiError::NotEnded(snapshot) => {
                 let status = snapshot.status.as_str();
-                extra.insert("job_id".into(), json!(snapshot.job_id));
-                extra.insert("job".into(), json!(snapshot));
+                extra.job_id = Some(snapshot.job_id);
+                extra.job = Some(snapshot.clone());
                 (
                     StatusCode::CONFLICT,
                     "still_active",
@@ -233,7 +295,7 @@ impl ApiError {
                 )
             }
             ApiError::JobFailed(snapshot) => {
-                extra.insert("job".into(), json!(snapshot));
+                extra.job = Some(snapshot.clone());
                 (
                     StatusCode::BAD_GATEWAY,
                     "job_failed",
@@ -248,7 +310,7 @@ impl ApiError {
                 acked,
                 wanted,
             }) => {
-                extra.insert("job_id".into(), json!(id));
+                extra.job_id = Some(*id);
                 (
                     StatusCode::SERVICE_UNAVAILABLE,
                     "store_unavailable",
@@ -290,13 +352,19 @@ impl ApiError {
                 "MAX_CONCURRENT_IMPORTS imports are running already; retry shortly".to_owned(),
             ),
         };
-        (status, code, message, extra)
+        let body = ErrorBody {
+            error: code,
+            message,
+            ..extra
+        };
+        (status, body)
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, code, message, extra) = self.parts();
+        let (status, body) = self.parts();
+        let code = body.error;
         // Logged once, by the access line, with this note (a 5xx's cause never reaches the client).
         let logged = match &self {
             ApiError::PartialImport { cause, .. } => cause,
@@ -321,11 +389,7 @@ impl IntoResponse for ApiError {
                 _ => None,
             },
         };
-        let mut body = Map::new();
-        body.insert("error".into(), json!(code));
-        body.insert("message".into(), json!(message));
-        body.extend(extra);
-        let mut response = (status, Json(Value::Object(body))).into_response();
+        let mut response = (status, Json(body)).into_response();
         let headers = response.headers_mut();
         if let ApiError::RateLimited(wait) = &self {
             headers.insert(

@@ -21,11 +21,11 @@ use axum::Json;
 use futures_util::stream::{self, Stream};
 use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
+use utoipa::ToSchema;
 
 use super::auth::Caller;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{query_fields, refuse_unknown, take_single, tenant_field, JobIdPath};
-use super::openapi;
 use super::AppState;
 use crate::jobs::runner::Runner;
 use crate::jobs::store::JobStore;
@@ -47,7 +47,9 @@ const NO_PROXY_BUFFERING: (HeaderName, HeaderValue) = (
     HeaderValue::from_static("no"),
 );
 
-#[derive(Serialize)]
+/// A job's timeline, oldest first.
+#[derive(Serialize, ToSchema)]
+#[schema(as = JobTimeline)]
 pub struct Timeline {
     events: Vec<TimelineEvent>,
 }
@@ -63,11 +65,11 @@ pub struct Timeline {
     ),
     responses(
         (status = 200, description = "The timeline, oldest first (at most the newest 100 events): as JSON, or with `Accept: text/event-stream` as Server-Sent Events (`id:` the event id, `event:` its type, `data:` the event's JSON), live until the job's `finished` (or `superseded`) event; keep-alive comments every 15 s.",
-            content((openapi::JobTimeline = "application/json"), (String = "text/event-stream"))),
+            content((Timeline = "application/json"), (String = "text/event-stream"))),
         (status = 204, description = "A stream asked for after the job ended and after its last event: nothing more will come (browsers stop reconnecting)."),
-        (status = 404, description = "`not_found`: no job has this id (or it expired), or it is another tenant's (the `tenant_id` named, or the token's).", body = openapi::ErrorBody),
-        (status = 422, description = "`invalid_field` (a bad `tenant_id`, `after` or `Last-Event-ID`) or `unknown_field` (any other query field), with `field`.", body = openapi::ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no job has this id (or it expired), or it is another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`, `after` or `Last-Event-ID`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn job_events(
     State(app): State<AppState>,
@@ -117,9 +119,9 @@ pub async fn job_events(
     responses(
         (status = 200, description = "Server-Sent Events, one per timeline event of any of the tenant's jobs (on any replica), until the client goes away or the service shuts down; `event: resync` (data `{}`) when changes may have been missed (re-read the listing); keep-alive comments every 15 s.",
             body = String, content_type = "text/event-stream"),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn tenant_events(
     State(app): State<AppState>,

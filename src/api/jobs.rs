@@ -6,15 +6,15 @@ use axum::http::{header, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::access::RequestId;
 use super::auth::{Caller, Scope};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{
     job_not_found, query_fields, refuse_unknown, tenant_field, JobIdPath, OnConflict,
 };
 use super::job_filter::JobFilter;
-use super::openapi;
 use super::AppState;
 use crate::jobs::runner::QUEUED_STEP;
 use crate::jobs::store::{Cancel, NewJob, Origin, Outcome};
@@ -40,11 +40,11 @@ const RETRY_AFTER_UNKNOWN_SECS: u64 = 2;
         ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
     ),
     responses(
-        (status = 200, description = "The job. While it is active the answer carries `Retry-After`: when to poll again, from `eta_seconds` (1–30 s; 2 s while there is no estimate).", body = openapi::JobSnapshot,
+        (status = 200, description = "The job. While it is active the answer carries `Retry-After`: when to poll again, from `eta_seconds` (1–30 s; 2 s while there is no estimate).", body = Snapshot,
             headers(("Retry-After" = u64, description = "Active jobs only: seconds until polling again is worth it."))),
-        (status = 404, description = "`not_found`: no job has this id (or it expired after `JOB_TTL_SECONDS`), or it is another tenant's (the `tenant_id` named, or the token's).", body = openapi::ErrorBody),
-        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = openapi::ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no job has this id (or it expired after `JOB_TTL_SECONDS`), or it is another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn get_one(
     State(app): State<AppState>,
@@ -83,14 +83,14 @@ pub fn retry_after_secs(eta_seconds: Option<u64>) -> u64 {
         ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
     ),
     responses(
-        (status = 202, description = "The new job (its `retry_of` names the old one); poll `Location`.", body = openapi::JobSnapshot,
+        (status = 202, description = "The new job (its `retry_of` names the old one); poll `Location`.", body = Snapshot,
             headers(("Location" = String, description = "Where to poll the new job: `/catalog/jobs/{job_id}`."))),
-        (status = 404, description = "`not_found`: no such job, or another tenant's (the `tenant_id` named, or the token's).", body = openapi::ErrorBody),
-        (status = 409, description = "`still_active`: the job has not ended (it is in `job`, its id in `job_id`); `already_running`: another job of this tenant and kind is active (its `job_id`).", body = openapi::ErrorBody),
-        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = openapi::ErrorBody),
-        (status = 429, description = "`rate_limited`: the tenant started `TENANT_CREATES_PER_MINUTE` jobs this minute.", body = openapi::ErrorBody,
+        (status = 404, description = "`not_found`: no such job, or another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
+        (status = 409, description = "`still_active`: the job has not ended (it is in `job`, its id in `job_id`); `already_running`: another job of this tenant and kind is active (its `job_id`).", body = ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the tenant started `TENANT_CREATES_PER_MINUTE` jobs this minute.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds until the tenant's minute ends."))),
-        (status = 503, description = "`overloaded`, `shutting_down` or `store_unavailable`; nothing was created.", body = openapi::ErrorBody),
+        (status = 503, description = "`overloaded`, `shutting_down` or `store_unavailable`; nothing was created.", body = ErrorBody),
     ))]
 pub async fn retry(
     State(app): State<AppState>,
@@ -119,10 +119,13 @@ pub async fn retry(
     super::catalog::launch(&app, job, OnConflict::Reject, false).await
 }
 
-#[derive(Serialize)]
+/// A page of jobs.
+#[derive(Serialize, ToSchema)]
+#[schema(as = JobListing)]
 pub struct Listing {
+    /// Newest first.
     jobs: Vec<Snapshot>,
-    /// The `cursor` of the next page; None at the end.
+    /// The `cursor` of the next page; null on the last one.
     next_cursor: Option<String>,
 }
 
@@ -135,11 +138,11 @@ pub struct Listing {
         ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
     ),
     responses(
-        (status = 202, description = "Asked: the job reads `cancelling`, then `cancelled` at its next safe point.", body = openapi::JobSnapshot),
-        (status = 404, description = "`not_found`: no such job, or another tenant's (the `tenant_id` named, or the token's).", body = openapi::ErrorBody),
-        (status = 409, description = "`not_active`: the job has already ended (it is in `job`).", body = openapi::ErrorBody),
-        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = openapi::ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+        (status = 202, description = "Asked: the job reads `cancelling`, then `cancelled` at its next safe point.", body = Snapshot),
+        (status = 404, description = "`not_found`: no such job, or another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
+        (status = 409, description = "`not_active`: the job has already ended (it is in `job`).", body = ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn cancel(
     State(app): State<AppState>,
@@ -217,10 +220,10 @@ pub(super) async fn visible(
         ("limit" = Option<u32>, Query, description = "How many jobs per page, 1–100 (default 20).", minimum = 1, maximum = 100),
     ),
     responses(
-        (status = 200, description = "A page of jobs, newest first, and the `next_cursor` (null on the last page).", body = openapi::JobListing),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or a tenant token named no tenant.", body = openapi::ErrorBody),
-        (status = 422, description = "`invalid_field` (a bad `tenant_id`, `status`, `kind`, `cursor` or `limit`) or `unknown_field` (with `field`).", body = openapi::ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+        (status = 200, description = "A page of jobs, newest first, and the `next_cursor` (null on the last page).", body = Listing),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or a tenant token named no tenant.", body = ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`, `status`, `kind`, `cursor` or `limit`) or `unknown_field` (with `field`).", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn list(
     State(app): State<AppState>,

@@ -12,6 +12,8 @@ pub mod extract;
 pub mod job_filter;
 pub mod jobs;
 pub mod openapi;
+pub mod operations;
+pub mod product_view;
 pub mod products;
 pub mod server;
 pub mod tenants;
@@ -19,11 +21,9 @@ pub mod tenants;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::DefaultBodyLimit;
 use axum::middleware;
-use axum::response::IntoResponse;
-use axum::{Json, Router};
-use serde_json::json;
+use axum::Router;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -77,10 +77,10 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(catalog::start))
         .layer(DefaultBodyLimit::max(max_start_body))
-        .routes(routes!(healthz))
-        .routes(routes!(readyz))
-        .routes(routes!(metrics))
-        .routes(routes!(openapi_json))
+        .routes(routes!(operations::healthz))
+        .routes(routes!(operations::readyz))
+        .routes(routes!(operations::metrics))
+        .routes(routes!(operations::openapi_json))
         .routes(routes!(jobs::list))
         .routes(routes!(jobs::get_one))
         .routes(routes!(jobs::cancel))
@@ -117,76 +117,4 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     router
         .layer(middleware::from_fn(access::access))
         .with_state(state)
-}
-
-/// The process is up and serving HTTP (liveness: it says nothing of the store).
-#[utoipa::path(get, path = "/healthz", tag = "operations",
-    responses((status = 200, description = "The process is up.", body = openapi::Health)))]
-async fn healthz() -> impl IntoResponse {
-    Json(json!({"status": "ok"}))
-}
-
-/// The store answers, and this instance takes jobs. Warnings (an eviction policy that can
-/// evict live locks) and `durable: false` (a Redis that does not persist) are reported
-/// without failing readiness.
-#[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses(
-        (status = 200, description = "The store answers and this instance takes jobs.", body = openapi::Readiness),
-        (status = 503, description = "`store_unavailable` or `shutting_down`.", body = openapi::ErrorBody),
-    ))]
-async fn readyz(State(app): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    if app.runner.is_closing() {
-        return Err(ApiError::ShuttingDown);
-    }
-    app.store.ping().await?;
-    let mut warnings = app.store.warnings().await.unwrap_or_default();
-    let open = app.guard.tokens.is_open();
-    if open {
-        warnings.push(OPEN_WARNING.to_owned());
-    }
-    // `durable`: job state survives a restart of the store itself (null: cannot tell).
-    let durable = app.store.persists().await?;
-    let topology = app.store.topology().await?;
-    Ok(Json(json!({
-        "status": "ready",
-        "store": if app.store.is_durable() { "redis" } else { "memory" },
-        "durable": durable,
-        "active_jobs": app.runner.active_jobs(),
-        "active_imports": app.imports.running(),
-        "auth": if open { "open" } else { "tokens" },
-        "warnings": warnings,
-        "topology": topology,
-    })))
-}
-
-/// Prometheus text format: every metric of this process (see `crate::metrics`).
-#[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text exposition format 0.0.4; counters are per process.",
-        body = String, content_type = "text/plain")))]
-async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
-    // The queue is shared by every replica, so its depth is read from the store at the
-    // scrape; a store that does not answer leaves the last value (the scrape still answers).
-    if let Ok(depths) = app.store.queued_by_kind().await {
-        for kind in app.runner.registry().kinds() {
-            let waiting = depths
-                .iter()
-                .find(|(k, _)| k == kind)
-                .map_or(0, |(_, n)| *n);
-            crate::metrics::queue_depth(kind.as_str(), waiting);
-        }
-    }
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        crate::metrics::render(),
-    )
-}
-
-/// This document (OpenAPI 3.1), for any OpenAPI viewer or client generator.
-#[utoipa::path(get, path = "/openapi.json", tag = "operations",
-    responses((status = 200, description = "The OpenAPI 3.1 document of this service.", body = Object)))]
-async fn openapi_json() -> impl IntoResponse {
-    Json(openapi::document())
 }

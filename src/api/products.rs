@@ -12,18 +12,18 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
 use super::auth::Caller;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{
     declared_length, limit_field, media_type, product_not_found, query_fields, refuse_unknown,
     take_single, tenant_field, ProductKeyPath,
 };
-use super::openapi;
+use super::product_view::{NeighbourView, ProductPage, ProductView};
 use super::AppState;
 use crate::catalog::feed::{self, FeedError, Format, RowReport};
+use crate::catalog::products::Product;
 use crate::catalog::products::{CatalogStore, CatalogStoreError};
 use crate::catalog::search::{search, ProductQuery};
 use crate::jobs::params::Fields;
@@ -106,19 +106,19 @@ struct BodyTooLarge;
 #[utoipa::path(post, path = "/catalog/products", tag = "products", operation_id = "import_products",
     params(("tenant_id" = String, Query, description = "The tenant.")),
     request_body(description = "A JSON array (or one object), JSON Lines, or CSV with a header row.", content(
-        (Vec<openapi::ProductInput> = "application/json"),
+        (Vec<Product> = "application/json"),
         (String = "application/x-ndjson"),
         (String = "text/csv"),
     )),
     responses(
-        (status = 200, description = "What was read, created, updated, unchanged and invalid.", body = openapi::ImportReport),
-        (status = 400, description = "`malformed_body`.", body = openapi::ErrorBody),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
-        (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed.", body = openapi::ErrorBody),
-        (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = openapi::ErrorBody),
-        (status = 415, description = "`unsupported_media_type`.", body = openapi::ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = openapi::ErrorBody),
-        (status = 503, description = "`overloaded` (`MAX_CONCURRENT_IMPORTS` imports are running) or `store_unavailable`.", body = openapi::ErrorBody),
+        (status = 200, description = "What was read, created, updated, unchanged and invalid.", body = RowReport),
+        (status = 400, description = "`malformed_body`.", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
+        (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed.", body = ErrorBody),
+        (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`.", body = ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = ErrorBody),
+        (status = 503, description = "`overloaded` (`MAX_CONCURRENT_IMPORTS` imports are running) or `store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn import(State(app): State<AppState>, caller: Caller, req: Request) -> Response {
     match import_rows(app, &caller, req).await {
@@ -286,16 +286,16 @@ impl Read for BodyReader {
         ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page (of the same `q`)."),
     ),
     responses(
-        (status = 200, description = "The page.", body = openapi::ProductPage),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field` (a bad `limit` or `cursor`, or a `q` empty or over 200 characters) or `unknown_field`.", body = openapi::ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+        (status = 200, description = "The page.", body = ProductPage),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` (a bad `limit` or `cursor`, or a `q` empty or over 200 characters) or `unknown_field`.", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn list(
     State(app): State<AppState>,
     caller: Caller,
     uri: Uri,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ProductPage>, ApiError> {
     let (tenant, mut fields) = only_tenant(&caller, &uri, &["limit", "cursor", "q"])?;
     let limit = limit_field(&mut fields, DEFAULT_PAGE, MAX_PAGE)?;
     let cursor = take_single(&mut fields, "cursor")?
@@ -311,7 +311,10 @@ pub async fn list(
         None => store.page(&tenant, limit, cursor.as_deref()),
     })
     .await?;
-    Ok(Json(json!({ "products": items, "next_cursor": next })))
+    Ok(Json(ProductPage {
+        products: items,
+        next_cursor: next,
+    }))
 }
 
 /// A product with its enrichment and nearest neighbours.
@@ -321,18 +324,18 @@ pub async fn list(
         ("tenant_id" = String, Query, description = "The tenant."),
     ),
     responses(
-        (status = 200, description = "The product.", body = openapi::ProductView),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = openapi::ErrorBody),
-        (status = 404, description = "`not_found`.", body = openapi::ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field`.", body = openapi::ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+        (status = 200, description = "The product.", body = ProductView),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
+        (status = 404, description = "`not_found`.", body = ErrorBody),
+        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field`.", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn get_one(
     State(app): State<AppState>,
     caller: Caller,
     ProductKeyPath(key): ProductKeyPath,
     uri: Uri,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ProductView>, ApiError> {
     let (tenant, _) = only_tenant(&caller, &uri, &[])?;
     let raw = key.as_str().to_owned();
     let not_found = || product_not_found(&raw);
@@ -347,30 +350,15 @@ pub async fn get_one(
         let mut neighbours = Vec::new();
         for n in store.neighbours(&tenant, &key)?.unwrap_or_default() {
             if let Some(other) = store.get(&tenant, &n.product_key)? {
-                neighbours.push(json!({
-                    "product_key": n.product_key,
-                    "name": other.product.name,
-                    "score": n.score,
-                }));
+                neighbours.push(NeighbourView {
+                    product_key: n.product_key,
+                    name: other.product.name,
+                    score: n.score,
+                });
             }
         }
-        Ok(Some((stored, enrichment, neighbours)))
+        Ok(Some(ProductView::new(stored, enrichment, neighbours)))
     })
     .await?;
-    let Some((stored, enrichment, neighbours)) = found else {
-        return Err(not_found());
-    };
-    let state = match &enrichment {
-        None => "not_enriched",
-        Some(e) if e.content_hash != stored.content_hash => "stale",
-        Some(e) if e.unextractable => "unextractable",
-        Some(_) => "enriched",
-    };
-    let mut body = serde_json::to_value(&stored).expect("a stored product always serialises");
-    body["enrichment"] = json!({
-        "state": state,
-        "attributes": enrichment.map(|e| Value::Object(e.attributes)).unwrap_or(json!({})),
-    });
-    body["neighbours"] = json!(neighbours);
-    Ok(Json(body))
+    found.map(Json).ok_or_else(not_found)
 }

@@ -4,18 +4,19 @@
 use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::auth::Caller;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::TenantPath;
-use super::openapi;
 use super::AppState;
 use crate::catalog::products::Cleared;
 use crate::jobs::store::Purge;
 use crate::jobs::{Kind, TenantId};
 
 /// What a removal took away.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = TenantRemoval)]
 pub struct Removal {
     tenant_id: TenantId,
     /// Job records removed (every one had ended).
@@ -30,11 +31,11 @@ pub struct Removal {
 #[utoipa::path(delete, path = "/catalog/tenants/{tenant_id}", tag = "tenants", operation_id = "remove_tenant",
     params(("tenant_id" = String, Path, description = "The tenant whose data is removed.")),
     responses(
-        (status = 200, description = "Removed: how many job records, products, products with extracted attributes and neighbour lists there were.", body = openapi::TenantRemoval),
-        (status = 403, description = "`forbidden`: the token is another tenant's.", body = openapi::ErrorBody),
-        (status = 409, description = "`still_active`: a job of the tenant is queued or running (its `job_id`); nothing was removed.", body = openapi::ErrorBody),
-        (status = 422, description = "`invalid_field`: not a tenant id (with `field`).", body = openapi::ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = openapi::ErrorBody),
+        (status = 200, description = "Removed: how many job records, products, products with extracted attributes and neighbour lists there were.", body = Removal),
+        (status = 403, description = "`forbidden`: the token is another tenant's.", body = ErrorBody),
+        (status = 409, description = "`still_active`: a job of the tenant is queued or running (its `job_id`); nothing was removed.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`: not a tenant id (with `field`).", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn remove(
     State(app): State<AppState>,

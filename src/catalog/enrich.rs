@@ -6,10 +6,11 @@
 //! pair's table swap, `jobs::fence`): a fenced-off run's last batch is one its successor
 //! would write the same (extraction is a function of the product's content).
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::extract::extract;
 use super::products::Enrichment;
+use super::report::{to_result, EnrichReport};
 use super::{check, retrying, Catalog, CatalogError, Monotonic};
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
@@ -58,12 +59,12 @@ pub fn run(
     // Batches already saved stay saved: a re-run resumes after them, and a stop on request
     // or a failure reports them.
     let partial = |saved: usize, extracted: u64, unextractable: u64| {
-        json!({
-            "products": products.len(),
-            "extracted": extracted,
-            "unextractable": unextractable,
-            "skipped": skipped,
-            "batches": saved,
+        to_result(&EnrichReport {
+            products: products.len(),
+            extracted,
+            unextractable,
+            skipped,
+            batches: saved,
         })
     };
     let stopped = |saved: usize, extracted: u64, unextractable: u64| {
@@ -107,11 +108,5 @@ pub fn run(
         )
     };
     progress.report(100, &last);
-    Ok(json!({
-        "products": products.len(),
-        "extracted": extracted,
-        "unextractable": unextractable,
-        "skipped": skipped,
-        "batches": batches,
-    }))
+    Ok(partial(batches, extracted, unextractable))
 }

@@ -64,7 +64,7 @@ impl Format {
 }
 
 /// One row that could not be read as a product.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RowError {
     /// The line the row starts on (JSON Lines, CSV), or its position in a JSON array (1-based).
     pub line: u64,
@@ -72,7 +72,7 @@ pub struct RowError {
 }
 
 /// What reading a feed did, row by row. `read` counts every non-blank row.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RowReport {
     pub read: u64,
     pub created: u64,

@@ -12,6 +12,7 @@ pub mod extract;
 pub mod feed;
 pub mod pair;
 pub mod products;
+pub mod report;
 pub mod search;
 pub mod sync;
 pub mod tokens;

@@ -44,10 +44,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::LazyLock;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::extract::{identity_tokens, name_words};
 use super::products::{Enrichment, Neighbour, ProductKey, Stored, Swap};
+use super::report::{to_result, PairPhase, PairReport, PairStopped};
 use super::tokens::{identity, Vocabulary};
 use super::{check, retrying, Catalog, CatalogError, Monotonic};
 use crate::jobs::fence::{Fence, Unfenced};
@@ -91,13 +92,13 @@ const INDEXED: u8 = 45;
 const SCORED: u8 = 90;
 
 /// The phase a run had reached at `percent`, as a stopped or failed pair reports it.
-fn phase_at(percent: u8) -> &'static str {
+fn phase_at(percent: u8) -> PairPhase {
     match percent {
-        p if p < LOADED => "loading",
-        p if p < EMBEDDED => "embedding",
-        p if p < INDEXED => "indexing",
-        p if p < SCORED => "scoring",
-        _ => "writing",
+        p if p < LOADED => PairPhase::Loading,
+        p if p < EMBEDDED => PairPhase::Embedding,
+        p if p < INDEXED => PairPhase::Indexing,
+        p if p < SCORED => PairPhase::Scoring,
+        _ => PairPhase::Writing,
     }
 }
 
@@ -128,8 +129,11 @@ pub fn run_in(
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
     let progress = Monotonic::new(progress);
-    run_phases(catalog, tenant, fence, stop, &progress)
-        .map_err(|e| e.with_report(json!({ "phase": phase_at(progress.last()) })))
+    run_phases(catalog, tenant, fence, stop, &progress).map_err(|e| {
+        e.with_report(to_result(&PairStopped {
+            phase: phase_at(progress.last()),
+        }))
+    })
 }
 
 fn run_phases(
@@ -186,7 +190,11 @@ fn run_phases(
         return Err(CatalogError::Fenced);
     }
     progress.report(100, &format!("paired {paired} of {count} products"));
-    Ok(json!({ "products": count, "paired": paired, "pairs": pairs }))
+    Ok(to_result(&PairReport {
+        products: count,
+        paired,
+        pairs,
+    }))
 }
 
 /// From how many products the loaded data is freed on a thread of its own: below it,

@@ -22,9 +22,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::feed::{self, FeedError, Format, RowReport};
+use super::report::{to_result, RowCounts, SourceReport, SyncReport};
 use super::{check, retrying, Catalog, CatalogError, CatalogSettings, Monotonic};
 use crate::jobs::params::{from_fields, Fields, ParamError};
 use crate::jobs::registry::Progress;
@@ -256,21 +257,6 @@ pub fn resolve(source: &str, settings: &CatalogSettings) -> Result<Resolved, Par
         );
     }
     Ok(Resolved::File(full))
-}
-
-/// One source's part of the report: how it ended and the rows it read and saved.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct SourceReport {
-    pub source: String,
-    pub status: &'static str,
-    /// The error class of a failed source (`SourceNotFound`, `FeedTooLarge`, …).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<&'static str>,
-    /// The status an http(s) source answered with, when it was not a success.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub http_status: Option<u16>,
-    #[serde(flatten)]
-    pub rows: RowReport,
 }
 
 /// Why one source could not be read to its end. Each variant is a class in the report.
@@ -554,16 +540,11 @@ pub fn run(
 
 /// The job's report: each source's, the totals and how many sources failed.
 fn summary(reports: &[SourceReport]) -> Value {
-    let total = |f: fn(&RowReport) -> u64| reports.iter().map(|r| f(&r.rows)).sum::<u64>();
-    let totals = json!({
-        "read": total(|r| r.read),
-        "created": total(|r| r.created),
-        "updated": total(|r| r.updated),
-        "unchanged": total(|r| r.unchanged),
-        "invalid": total(|r| r.invalid),
-    });
-    let failed = reports.iter().filter(|r| r.status == "failed").count();
-    json!({ "sources": reports, "totals": totals, "sources_failed": failed })
+    to_result(&SyncReport {
+        sources: reports.to_vec(),
+        totals: RowCounts::of(reports),
+        sources_failed: reports.iter().filter(|r| r.status == "failed").count(),
+    })
 }
 
 /// When every source failed: their common class, or `SourcesFailed` when they differ.

@@ -23,9 +23,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::ToSchema;
 
 /// A job's id: a v4 UUID, only ever built by [`JobId::new`] or [`JobId::parse`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ToSchema)]
+#[schema(value_type = String, format = "uuid", description = "A job's id: a UUID.")]
 pub struct JobId(uuid::Uuid);
 
 impl JobId {
@@ -70,7 +72,7 @@ pub enum InvalidId {
 }
 
 /// A tenant: 1–128 characters of `A-Z a-z 0-9 _ . -`, so it is safe inside a Redis key.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema)]
 #[serde(transparent)]
 pub struct TenantId(String);
 
@@ -99,7 +101,7 @@ impl fmt::Display for TenantId {
 }
 
 /// A job kind's name (`sync`, `enrich`, `pair`, or a test kind): 1–32 of `a-z 0-9 _`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema)]
 #[serde(transparent)]
 pub struct Kind(String);
 
@@ -131,8 +133,9 @@ impl fmt::Display for Kind {
 /// what a running job whose lease (heartbeat) is older than the stale threshold reads as,
 /// and `cancelling` a running job that was asked to stop. A queued job waits in the shared
 /// queue at no cost and is never `lost`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = JobStatus)]
 pub enum Status {
     Queued,
     Running,
@@ -198,52 +201,92 @@ impl Status {
     }
 }
 
-/// What a client reads for a job: the stored record with `lost` derived and times as
-/// RFC 3339 strings. Times are milliseconds on the store's clock.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// A job as any client reads it: the stored record with `lost` and `cancelling` derived and
+/// times as RFC 3339 strings (milliseconds on the store's clock).
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = JobSnapshot)]
 pub struct Snapshot {
     pub job_id: JobId,
     pub tenant_id: TenantId,
     pub kind: Kind,
     pub status: Status,
+    /// Never goes backwards.
+    #[schema(minimum = 0, maximum = 100)]
     pub percent: u8,
+    /// What the job is doing, for a person.
     pub step: String,
+    /// The parameters the job runs with, as its kind read them from the start.
+    #[schema(value_type = Object)]
     pub params: Value,
+    /// The kind's report once `done` (null before). A failed or cancelled job keeps what it
+    /// did (classes and counts only, never messages).
+    #[schema(schema_with = kind_report)]
     pub result: Value,
+    /// The error class when `failed` (`SourceUnreachable`, `Panic`, `Interrupted`, …).
     pub error: Option<String>,
     #[serde(serialize_with = "ser_time")]
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: u64,
     #[serde(serialize_with = "ser_opt_time")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub started_at: Option<u64>,
     #[serde(serialize_with = "ser_time")]
+    #[schema(value_type = String, format = DateTime)]
     pub updated_at: u64,
     #[serde(serialize_with = "ser_time")]
+    #[schema(value_type = String, format = DateTime)]
     pub heartbeat_at: u64,
     #[serde(serialize_with = "ser_opt_time")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub finished_at: Option<u64>,
-    /// When someone asked the job to stop (`POST /catalog/jobs/{id}/cancel`).
+    /// When someone asked the job to stop (`POST /catalog/jobs/{job_id}/cancel`).
     #[serde(serialize_with = "ser_opt_time")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub cancel_requested_at: Option<u64>,
-    /// Which run this is (1 for the first claim; 0 while it has never run).
+    /// Which run this is: 1 for the first claim, then 2, 3, … when a lost run was re-queued;
+    /// 0 while it has never run.
     pub attempt: u32,
-    /// Runs the job gets before a lost one ends `failed`/`Lost`.
+    /// Runs the job gets before a lost one ends `failed`/`Lost` (`MAX_ATTEMPTS`).
     pub max_attempts: u32,
     /// The process running (or that last ran) the job: `host/pid`.
     pub worker: Option<String>,
     /// When the recovery sweep last put the job back in the queue after its run was lost.
     #[serde(serialize_with = "ser_opt_time")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub recovered_at: Option<u64>,
-    /// Who started the job: the token's name, or `anonymous` (null on older records).
+    /// Who started the job: the token's name, or `anonymous` without tokens (null on older
+    /// records).
     pub created_by: Option<String>,
-    /// Who asked the job to stop, once someone did.
+    /// Who asked the job to stop (the first to ask), once someone did.
     pub cancelled_by: Option<String>,
     /// The `x-request-id` of the request that started the job.
     pub request_id: Option<String>,
-    /// The ended job this one retries (`POST /catalog/jobs/{id}/retry`), else null.
+    /// The ended job this one retries (`POST /catalog/jobs/{job_id}/retry`), else null.
     pub retry_of: Option<JobId>,
-    /// Seconds until the job should end at the rate it has progressed so far (see
-    /// [`eta_seconds`]); null before any progress and once it ended. Derived on read.
+    /// Seconds until the job should end at the rate it has progressed since `started_at`;
+    /// null before any progress, while queued and once it ended. Derived on read.
     pub eta_seconds: Option<u64>,
+}
+
+/// The name the document gives the union of every kind's report. The kinds are not this
+/// module's to know, so a snapshot's `result` only refers to it; whoever assembles the
+/// document with the kinds defines it (the document check fails on a reference to nothing).
+pub const KIND_REPORT_SCHEMA: &str = "JobReport";
+
+/// The schema of a snapshot's `result`: the kind's report, or null.
+fn kind_report() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+    use utoipa::openapi::Ref;
+    OneOfBuilder::new()
+        .item(Ref::from_schema_name(KIND_REPORT_SCHEMA))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .description(Some(
+            "The kind's report once `done` (null before). A failed or cancelled job keeps what \
+             it did: a sync per source (status, error class, HTTP status, rows read and saved), \
+             an enrich its counts and batches saved, a pair the phase it reached \
+             (`PairStopped`) — classes and counts only, never messages.",
+        ))
+        .into()
 }
 
 impl Snapshot {

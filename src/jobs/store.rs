@@ -352,7 +352,7 @@ pub enum StoreError {
 }
 
 /// Where the store's data lives now (Redis only): for `/readyz` and the start-up log.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct Topology {
     /// How the primary is found (a fixed URL, or through which sentinels).
     pub via: String,

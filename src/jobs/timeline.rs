@@ -13,6 +13,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 /// How many events a job's timeline keeps, newest last: enough for a long job's coalesced
 /// progress writes (one every few hundred ms at most) around its start and end. Redis trims
@@ -82,17 +83,23 @@ impl FromStr for EventId {
     }
 }
 
-/// One event of a job's timeline: `{"id","type","at","status","percent","step"}` and the
-/// fields its type adds (`request_id`, `attempt`, `worker`, `by`, `superseded_by`, `error`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One event of a job's timeline: these fields, and those its type adds (`request_id` on
+/// `created`; `attempt` and `worker` on `started` and `restored`; `by` on
+/// `cancel_requested`; `attempt` on `requeued`; `superseded_by` on `superseded`; `error`, the
+/// error class, on a `finished` that failed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TimelineEvent {
+    /// `<ms>-<seq>`: ids grow; send one back as `after` or `Last-Event-ID` to resume.
     pub id: String,
+    /// `created`, `started`, `progress`, `cancel_requested`, `released`, `requeued`, `lost`,
+    /// `restored`, `superseded` or `finished`.
     #[serde(rename = "type")]
     pub kind: String,
     /// When it happened, ms since the epoch (the store's clock).
     pub at: u64,
     /// What the job read right after it (`cancelling` once asked to stop).
     pub status: String,
+    #[schema(minimum = 0, maximum = 100)]
     pub percent: u8,
     pub step: String,
     #[serde(flatten)]

@@ -153,7 +153,7 @@ impl Walk {
         // The response's schema, with the document's components beside it so that its
         // `#/components/schemas/…` references resolve.
         let mut root = schema.clone();
-        root["components"] = self.doc["components"].clone();
+        root["components"] = closed(&self.doc["components"]);
         let validator =
             jsonschema::draft202012::new(&root).expect("the document's schema compiles");
         let errors: Vec<String> = validator
@@ -164,6 +164,63 @@ impl Walk {
             errors.is_empty(),
             "{what}: the body does not match the document: {errors:?}\n{body}"
         );
+    }
+}
+
+/// The document's components with every object schema closed: a field it does not name is
+/// refused (unless it takes any, as a timeline event's extras do), so an answer carrying an
+/// undocumented field fails the walk. The published document leaves objects open, so that a
+/// client keeps working when a field is added; the walk holds the service to naming it.
+/// Flattened types (`allOf` of objects) are merged first: closed apart, each part would
+/// refuse the other's fields.
+fn closed(components: &Value) -> Value {
+    let schemas = &components["schemas"];
+    let mut out = components.clone();
+    for (name, schema) in schemas.as_object().expect("the document has schemas") {
+        let mut schema = merged(schema, schemas);
+        close(&mut schema);
+        out["schemas"][name] = schema;
+    }
+    out
+}
+
+/// `schema` with an `allOf` of objects merged into one object (properties and required).
+fn merged(schema: &Value, schemas: &Value) -> Value {
+    let Some(parts) = schema["allOf"].as_array() else {
+        return schema.clone();
+    };
+    let mut object = json!({"type": "object", "properties": {}, "required": []});
+    for part in parts {
+        let part = match part["$ref"].as_str() {
+            Some(to) => merged(
+                &schemas[to.trim_start_matches("#/components/schemas/")],
+                schemas,
+            ),
+            None => part.clone(),
+        };
+        let properties = part["properties"].as_object().cloned().unwrap_or_default();
+        object["properties"]
+            .as_object_mut()
+            .unwrap()
+            .extend(properties);
+        let required = part["required"].as_array().cloned().unwrap_or_default();
+        object["required"].as_array_mut().unwrap().extend(required);
+    }
+    object
+}
+
+/// Sets `additionalProperties: false` on every object schema in `schema` that names its
+/// properties and says nothing of others.
+fn close(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") {
+                map.insert("additionalProperties".into(), json!(false));
+            }
+            map.values_mut().for_each(close);
+        }
+        Value::Array(items) => items.iter_mut().for_each(close),
+        _ => {}
     }
 }
 

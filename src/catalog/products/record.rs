@@ -7,9 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 /// A product's key: 1–128 characters of `A-Z a-z 0-9 _ . : -`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(transparent)]
 pub struct ProductKey(String);
 
@@ -31,7 +32,8 @@ impl ProductKey {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A product as a feed or an import gives it (a row with fields beyond these is refused).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Product {
     pub product_key: ProductKey,
     pub name: String,
@@ -41,9 +43,11 @@ pub struct Product {
     pub brand: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_cents: Option<i64>,
+    /// Category path from the root; in CSV, `A > B > C`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taxonomy_path: Vec<String>,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[schema(value_type = Object)]
     pub attributes: Map<String, Value>,
 }
 
@@ -249,8 +253,9 @@ pub fn split_taxonomy(raw: &str) -> Vec<String> {
         .collect()
 }
 
-/// A product as stored, with its content hash.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A product as stored: the imported fields and the hash of its content.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = StoredProduct)]
 pub struct Stored {
     #[serde(flatten)]
     pub product: Product,

@@ -101,7 +101,7 @@ impl Swap {
 }
 
 /// What a tenant's catalogue held when it was cleared.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Cleared {
     pub products: u64,
     /// Products with extracted attributes.

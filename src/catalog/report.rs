@@ -1,0 +1,113 @@
+//! What each catalogue job kind reports as its job's `result`: one type per kind, written when
+//! the run ends, and kept as far as it got by a run that fails or is cancelled (classes and
+//! counts, never messages). The API publishes these types as the job's report, so the JSON a
+//! kind writes and its documented schema are one definition. Knows nothing of how a job is
+//! stored or served.
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::feed::RowReport;
+
+/// A report as a job's `result`.
+pub fn to_result(report: &impl Serialize) -> Value {
+    serde_json::to_value(report).expect("a report is counts and names: it always serialises")
+}
+
+/// A sync's report: each source's part, the totals and how many sources failed.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct SyncReport {
+    pub sources: Vec<SourceReport>,
+    pub totals: RowCounts,
+    pub sources_failed: usize,
+}
+
+/// One source of a sync: how it ended and the rows it read and saved.
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct SourceReport {
+    pub source: String,
+    /// `ok`, `failed` (with its error class) or `cancelled`.
+    pub status: &'static str,
+    /// The error class of a failed source (`SourceNotFound`, `FeedTooLarge`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'static str>,
+    /// The status an http(s) source answered with, when it was not a success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    #[serde(flatten)]
+    pub rows: RowReport,
+}
+
+/// Rows read, and what saving them did, summed over a sync's sources.
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct RowCounts {
+    pub read: u64,
+    pub created: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+    pub invalid: u64,
+}
+
+impl RowCounts {
+    /// The sum of the sources' rows.
+    pub fn of(sources: &[SourceReport]) -> Self {
+        sources.iter().fold(Self::default(), |t, s| Self {
+            read: t.read + s.rows.read,
+            created: t.created + s.rows.created,
+            updated: t.updated + s.rows.updated,
+            unchanged: t.unchanged + s.rows.unchanged,
+            invalid: t.invalid + s.rows.invalid,
+        })
+    }
+}
+
+/// An enrich's report; a stopped or failed one counts the batches it saved.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct EnrichReport {
+    pub products: usize,
+    pub extracted: u64,
+    pub unextractable: u64,
+    /// Products unchanged since their last enrichment (without `force`).
+    pub skipped: usize,
+    pub batches: usize,
+}
+
+/// A pair's report.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct PairReport {
+    pub products: usize,
+    /// Products that got at least one neighbour.
+    pub paired: usize,
+    pub pairs: usize,
+}
+
+/// What a pair that was cancelled or failed keeps as its `result`: the phase it had reached
+/// (the old neighbour table is left whole).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct PairStopped {
+    pub phase: PairPhase,
+}
+
+/// A pair's phases, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PairPhase {
+    Loading,
+    Embedding,
+    Indexing,
+    Scoring,
+    Writing,
+}
+
+/// Any catalogue job's report, by kind: what a snapshot's `result` refers to by the name
+/// `jobs::KIND_REPORT_SCHEMA` (the job core knows no kind), and what a start with
+/// `wait=true` answers.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum JobReport {
+    Sync(SyncReport),
+    Enrich(EnrichReport),
+    Pair(PairReport),
+    PairStopped(PairStopped),
+}

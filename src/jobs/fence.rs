@@ -12,6 +12,11 @@ use std::sync::Arc;
 
 use super::store::{JobStore, RunId};
 
+/// The job record's schema for Lua (its field names, `read_job`, `is_held`): a script on the
+/// same Redis that checks a run still holds its job puts it in front of its own body and
+/// reads the record by name, as the job scripts do.
+pub use super::redis::scripts::RECORD_LUA;
+
 /// Answers, atomically with a write, whether a run still holds its job.
 pub trait Fence: Send + Sync + std::fmt::Debug {
     /// The Redis key of the run's job record (`<prefix>:<id>`) and the run's claim, when

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod fence;
+pub mod keys;
 pub mod memory;
 pub mod params;
 pub mod queue;

@@ -1,11 +1,11 @@
 -- swap_neighbours: replaces a tenant's neighbour table by its staged copy in one step, only
--- while the run that wrote it still holds its job — the `run_state` rule of the job scripts'
--- prelude (jobs/lua/prelude.lua): the record reads `running`, with this run's claim, and no
--- `superseded_by`. A refused swap deletes the staged copy and leaves the live table whole.
+-- while the run that wrote it still holds its job (`is_held` of the job record's schema,
+-- jobs/lua/record.lua, loaded in front of this script): the record reads `running`, with this
+-- run's claim, and no `superseded_by`. A refused swap deletes the staged copy and leaves the
+-- live table whole.
 -- KEYS[1] staging table (may not exist: an empty table), KEYS[2] live table, KEYS[3] the
 -- job's record. ARGV[1] the run's claim. Answers 1 swapped, 0 refused (fenced off).
-local st = redis.call('HMGET', KEYS[3], 'status', 'claim', 'superseded_by')
-if st[1] ~= 'running' or st[2] ~= ARGV[1] or st[3] then
+if not is_held(read_job(KEYS[3], HELD_FIELDS), ARGV[1]) then
   redis.call('DEL', KEYS[1])
   return 0
 end

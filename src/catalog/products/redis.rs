@@ -65,9 +65,15 @@ pub struct RedisCatalog {
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an unfinished staging neighbour table may linger.
 const STAGING_TTL_SECS: u64 = 3600;
-/// The swap of a staged neighbour table, fenced by the job record (see the script).
-static SWAP_NEIGHBOURS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/swap_neighbours.lua")));
+/// The swap of a staged neighbour table, fenced by the job record (see the script), which
+/// it reads through the job record's own Lua schema.
+static SWAP_NEIGHBOURS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{}\n{}",
+        crate::jobs::fence::RECORD_LUA,
+        include_str!("../lua/swap_neighbours.lua")
+    ))
+});
 /// How many fields one HSET/HMGET carries at most, to keep each command small.
 const CHUNK: usize = 1000;
 

@@ -2,24 +2,25 @@
 -- process that runs it is told at once (pub/sub); a queued one leaves the queue and ends
 -- `cancelled` at once, without ever running.
 -- A: id, by (the caller's name, recorded as cancelled_by by the first request)
--- Returns 1 requested (or already requested), 2 not active (ended, or taken over), 0 missing.
-local id = A[1]
+-- Returns 'requested' (or already requested), 'not_active' (ended, or taken over), 'missing'.
+local id, by = A[1], A[2]
 local hkey = k_job(id)
-local st = redis.call('HMGET', hkey, 'status', 'superseded_by', 'tenant', 'kind', 'percent',
-  'step')
-if not st[1] then return 0 end
-if st[2] or ended(st[1]) then return 2 end
+local job = read_job(hkey, {'status', 'superseded_by', 'tenant', 'kind', 'percent', 'step'})
+if not job.status then return 'missing' end
+if job.superseded_by or ended(job.status) then return 'not_active' end
 local now = now_ms()
-if st[1] == 'queued' then
+if job.status == 'queued' then
   redis.call('LREM', K_QUEUE, 1, id)
-  redis.call('HSET', hkey, 'cancel_requested_ms', now, 'cancelled_by', A[2])
-  note(id, st[3], st[4], 'cancel_requested', 'cancelling', st[5], st[6], now, {'by', A[2]})
-  end_cancelled(id, st[3], st[4], st[5], now)
-  return 1
+  write_job(hkey, {cancel_requested_ms = now, cancelled_by = by})
+  note(id, job.tenant, job.kind, 'cancel_requested', 'cancelling', job.percent, job.step, now,
+    {'by', by})
+  end_cancelled(id, job.tenant, job.kind, job.percent, now)
+  return 'requested'
 end
-if redis.call('HSETNX', hkey, 'cancel_requested_ms', now) == 1 then
-  redis.call('HSET', hkey, 'updated_ms', now, 'cancelled_by', A[2])
-  note(id, st[3], st[4], 'cancel_requested', 'cancelling', st[5], st[6], now, {'by', A[2]})
+if redis.call('HSETNX', hkey, field_name('cancel_requested_ms'), now) == 1 then
+  write_job(hkey, {updated_ms = now, cancelled_by = by})
+  note(id, job.tenant, job.kind, 'cancel_requested', 'cancelling', job.percent, job.step, now,
+    {'by', by})
   redis.call('PUBLISH', CHANNEL, 'cancel:' .. id)
 end
-return 1
+return 'requested'

@@ -1,8 +1,11 @@
--- prelude: put in front of every job script when it is loaded (see `script` in jobs/redis.rs).
--- ARGV[1..6] are the store's settings, the same for every script; a script's own arguments
--- follow and are read from A[1..]. Keys of jobs named only inside a step (a lock's holder, a
--- trimmed job, a claimed job) are built here from the prefix: the store is one Redis
--- instance, not a Cluster. Redis::Keys builds the same names for reads and tests.
+-- prelude: put in front of every job script when it is loaded (after record.lua; see
+-- jobs/redis/scripts.rs). ARGV[1..6] are the store's settings, the same for every script; a
+-- script's own arguments follow and are read from A[1..]. Job fields travel by name: a named
+-- list is a count, then name, value, … (`named_args`; `Pairs` in jobs/redis/record.rs builds
+-- them). Answers are named too: each script returns a code word (`Code` in
+-- jobs/redis/scripts.rs reads them). Keys of jobs named only inside a step (a lock's holder, a
+-- trimmed job, a claimed job) are built here from the prefix: the store is one Redis instance,
+-- not a Cluster. jobs/keys.rs builds the same names for reads and tests.
 local P = ARGV[1]
 local TTL = tonumber(ARGV[2])
 local STALE = tonumber(ARGV[3])
@@ -36,6 +39,27 @@ local function ended(status)
   return status == 'done' or status == 'failed' or status == 'cancelled'
 end
 
+-- Reads a named list of job fields from A at index `i`: a table keyed by name, and the index
+-- of the first argument after the list.
+local function named_args(i)
+  local n = tonumber(A[i])
+  local fields = {}
+  for j = i + 1, i + 2 * n, 2 do fields[field_name(A[j])] = A[j + 1] end
+  return fields, i + 1 + 2 * n
+end
+
+-- `names` of `job` that it has, as a flat name, value, … list (an answer Rust reads by name).
+local function flat_fields(job, names)
+  local out = {}
+  for _, name in ipairs(names) do
+    if job[name] then
+      out[#out + 1] = name
+      out[#out + 1] = tostring(job[name])
+    end
+  end
+  return out
+end
+
 -- Appends an event to a job's timeline (its stream) and tells the tenant's watchers (one
 -- PUBLISH on the tenant's channel), in the step that made the change. `extra` is a flat list
 -- of the type's own fields. The stream's TTL is set where the job's is (create, restore,
@@ -63,51 +87,45 @@ local function list_push(tenant, id)
     local gone = redis.call('LRANGE', list, CAP, -1)
     redis.call('LTRIM', list, 0, CAP - 1)
     for _, old in ipairs(gone) do
-      if ended(redis.call('HGET', k_job(old), 'status')) then drop_job(old) end
+      if ended(read_job(k_job(old), {'status'}).status) then drop_job(old) end
     end
   end
   redis.call('EXPIRE', list, TTL)
 end
 
--- RUN_ARGS: the scripts that may write a run's job back whole (finish, restore) take it
--- first, in this order (`run_args` in jobs/redis.rs): A[1] id, A[2] claim, A[3] tenant,
--- A[4] kind, A[5] params (JSON), A[6] created_ms, A[7] the run's last percent, A[8]
--- created_by, A[9] request_id, A[10] retry_of ('' for none). A script's own arguments
--- follow, from A[11].
-
--- The fields of a job written back whole that say where it came from (its audit trail).
-local function run_origin(fields)
-  table.insert(fields, 'created_by'); table.insert(fields, A[8])
-  table.insert(fields, 'request_id'); table.insert(fields, A[9])
-  if A[10] ~= '' then table.insert(fields, 'retry_of'); table.insert(fields, A[10]) end
-  return fields
+-- A run's arguments, for the scripts about a run's job that may write it back whole (finish,
+-- restore): A[1] id, A[2] claim, A[3] the run's last percent, then the job's own fields as a
+-- named list (`run_args` in jobs/redis/scripts.rs). Answers id, claim, percent, the job's
+-- fields and the index of the script's own arguments.
+local function run_args()
+  local job, i = named_args(4)
+  return A[1], A[2], tonumber(A[3]), job, i
 end
 
--- The fields every run write reads, in this order.
+-- The fields every run write reads.
 local RUN_FIELDS = {'status', 'claim', 'superseded_by', 'percent', 'cancel_requested_ms',
   'tenant', 'kind', 'started_ms', 'attempt'}
 
--- Whether run `claim` still holds the job: 1 yes, 0 missing, 2 ended, -1 fenced (another
--- run or job holds it). Also answers the RUN_FIELDS.
+-- Whether run `claim` still holds the job: 'held', 'missing', 'ended', or 'fenced' (another
+-- run or job holds it). Also answers the RUN_FIELDS, by name.
 local function run_state(hkey, claim)
-  local st = redis.call('HMGET', hkey, unpack(RUN_FIELDS))
-  if not st[1] then return 0, st end
-  if ended(st[1]) then return 2, st end
-  if st[3] or st[1] ~= 'running' or st[2] ~= claim then return -1, st end
-  return 1, st
+  local job = read_job(hkey, RUN_FIELDS)
+  if not job.status then return 'missing', job end
+  if ended(job.status) then return 'ended', job end
+  if not is_held(job, claim) then return 'fenced', job end
+  return 'held', job
 end
 
 -- Ends an active job: its final fields, its lock released if it holds it, out of the lease
 -- index, its `finished` event on its timeline, and every process told (`wait=true` learns
--- of it there). `fields` always name status, step and finished_ms.
+-- of it there). `fields` (keyed by name) always name status, step and finished_ms.
 local function end_job(id, tenant, kind, fields)
   local hkey = k_job(id)
-  redis.call('HSET', hkey, unpack(fields))
+  write_job(hkey, fields)
   redis.call('EXPIRE', hkey, TTL)
-  local f = {}
-  for i = 1, #fields, 2 do f[fields[i]] = fields[i + 1] end
-  note(id, tenant, kind, 'finished', f.status, f.percent or redis.call('HGET', hkey, 'percent'),
-    f.step, f.finished_ms, f.error and {'error', f.error} or nil)
+  note(id, tenant, kind, 'finished', fields.status,
+    fields.percent or read_job(hkey, {'percent'}).percent, fields.step, fields.finished_ms,
+    fields.error and {'error', fields.error} or nil)
   redis.call('EXPIRE', k_timeline(id), TTL)
   local lock = k_lock(tenant, kind)
   if redis.call('GET', lock) == id then redis.call('DEL', lock) end
@@ -116,8 +134,8 @@ local function end_job(id, tenant, kind, fields)
 end
 
 local function end_cancelled(id, tenant, kind, percent, now)
-  end_job(id, tenant, kind, {'status', 'cancelled', 'step', 'cancelled on request',
-    'percent', percent or 0, 'updated_ms', now, 'finished_ms', now})
+  end_job(id, tenant, kind, {status = 'cancelled', step = 'cancelled on request',
+    percent = percent or 0, updated_ms = now, finished_ms = now})
 end
 
 -- Puts a job back at the head of the ready queue and wakes the dispatchers.

@@ -1,8 +1,9 @@
 -- purge: remove a tenant's jobs in one step, unless one of them is active.
 -- A: tenant, then the kinds this service runs (their locks name the active jobs, even one
 --    trimmed out of the listing)
--- Returns {0, job_id} a job is queued or running (nothing changed); {1, n} n jobs removed.
--- A tenant's idempotency keys are left to expire: a key whose job is gone is spent (create.lua).
+-- Returns {'active', job_id} a job is queued or running (nothing changed); {'removed', n} n
+-- jobs removed. A tenant's idempotency keys are left to expire: a key whose job is gone is
+-- spent (create.lua).
 local tenant = A[1]
 local list = k_tenant(tenant)
 local ids = redis.call('LRANGE', list, 0, -1)
@@ -11,8 +12,10 @@ for i = 2, #A do
   if holder then ids[#ids + 1] = holder end
 end
 for _, id in ipairs(ids) do
-  local st = redis.call('HMGET', k_job(id), 'status', 'superseded_by')
-  if (st[1] == 'queued' or st[1] == 'running') and not st[2] then return {0, id} end
+  local job = read_job(k_job(id), {'status', 'superseded_by'})
+  if (job.status == 'queued' or job.status == 'running') and not job.superseded_by then
+    return {'active', id}
+  end
 end
 local removed = 0
 for _, id in ipairs(ids) do
@@ -21,4 +24,4 @@ for _, id in ipairs(ids) do
 end
 for i = 2, #A do redis.call('DEL', k_lock(tenant, A[i])) end
 redis.call('DEL', list)
-return {1, removed}
+return {'removed', tostring(removed)}

@@ -4,7 +4,7 @@
 -- Returns a flat list: kind, count, kind, count, …
 local counts = {}
 for _, id in ipairs(redis.call('LRANGE', K_QUEUE, 0, tonumber(A[1]) - 1)) do
-  local kind = redis.call('HGET', k_job(id), 'kind')
+  local kind = read_job(k_job(id), {'kind'}).kind
   if kind then counts[kind] = (counts[kind] or 0) + 1 end
 end
 local out = {}

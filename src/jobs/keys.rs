@@ -1,0 +1,78 @@
+//! `Keys`: every Redis key and channel name of the job store, built under one prefix.
+//!
+//! The Rust side builds names here only; inside a step, `lua/prelude.lua` builds the same
+//! names for keys a script learns of as it runs (a lock's holder, a claimed job). Nothing
+//! here knows what a key holds beyond its one-line doc.
+
+use super::{JobId, Kind, TenantId};
+
+/// Builds every Redis key the job store uses, under one configurable prefix.
+#[derive(Clone, Debug)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The prefix every name starts with (the scripts build their names from it).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// `<prefix>:<id>` — the job's hash.
+    pub fn job(&self, id: &JobId) -> String {
+        format!("{}:{id}", self.prefix)
+    }
+
+    /// `<prefix>:lock:<tenant>:<kind>` — holds the active job's id.
+    pub fn lock(&self, tenant: &TenantId, kind: &Kind) -> String {
+        format!("{}:lock:{tenant}:{kind}", self.prefix)
+    }
+
+    /// `<prefix>:tenant:<tenant>` — the tenant's job ids, newest first.
+    pub fn tenant(&self, tenant: &TenantId) -> String {
+        format!("{}:tenant:{tenant}", self.prefix)
+    }
+
+    /// `<prefix>:idem:<tenant>:<kind>:<key>` — an `Idempotency-Key`'s job id and params
+    /// fingerprint (hash), with the job's TTL.
+    pub fn idem(&self, tenant: &TenantId, kind: &Kind, key: &str) -> String {
+        format!("{}:idem:{tenant}:{kind}:{key}", self.prefix)
+    }
+
+    /// `<prefix>:rate:<tenant>:<minute>` — the tenant's creates in that fixed minute.
+    pub fn rate(&self, tenant: &TenantId, minute: u64) -> String {
+        format!("{}:rate:{tenant}:{minute}", self.prefix)
+    }
+
+    /// `<prefix>:queue` — the ready queue: ids of queued jobs, oldest first.
+    pub fn queue(&self) -> String {
+        format!("{}:queue", self.prefix)
+    }
+
+    /// `<prefix>:leases` — running jobs' ids scored by lease expiry (ms).
+    pub fn leases(&self) -> String {
+        format!("{}:leases", self.prefix)
+    }
+
+    /// `<prefix>:<id>:timeline` — the job's timeline (a stream, capped, with the job's TTL).
+    pub fn timeline(&self, id: &JobId) -> String {
+        format!("{}:{id}:timeline", self.prefix)
+    }
+
+    /// `<prefix>:tenant:<tenant>:events` — the pub/sub channel of a tenant's job changes
+    /// (one JSON message per timeline event).
+    pub fn tenant_events(&self, tenant: &TenantId) -> String {
+        format!("{}:tenant:{tenant}:events", self.prefix)
+    }
+
+    /// `<prefix>:events` — the pub/sub channel (`wake`, `cancel:<id>`, `end:<id>`).
+    pub fn events(&self) -> String {
+        format!("{}:events", self.prefix)
+    }
+}

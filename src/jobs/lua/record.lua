@@ -1,0 +1,46 @@
+-- record: the job hash's schema on the Lua side, put in front of every job script (before the
+-- prelude) and of any script on the same Redis that fences a write by a run (the catalogue's
+-- swap_neighbours.lua). FIELDS is the same list as `Field` in jobs/redis/record.rs (a test
+-- holds them equal). Scripts read and write fields by name through these helpers, never by
+-- position.
+local FIELDS = {'tenant', 'kind', 'params', 'status', 'percent', 'step', 'result', 'error',
+  'created_ms', 'started_ms', 'updated_ms', 'heartbeat_ms', 'finished_ms', 'cancel_requested_ms',
+  'recovered_ms', 'attempt', 'claim', 'worker', 'created_by', 'request_id', 'retry_of',
+  'cancelled_by', 'superseded_by', 'free_retry', 'restored'}
+local IS_FIELD = {}
+for _, name in ipairs(FIELDS) do IS_FIELD[name] = true end
+
+local function field_name(name)
+  if not IS_FIELD[name] then error('not a job field: ' .. tostring(name)) end
+  return name
+end
+
+-- The named fields of the job hash at `hkey`: a table keyed by name, a missing field absent.
+local function read_job(hkey, names)
+  for _, name in ipairs(names) do field_name(name) end
+  local values = redis.call('HMGET', hkey, unpack(names))
+  local job = {}
+  for i, name in ipairs(names) do
+    if values[i] then job[name] = values[i] end
+  end
+  return job
+end
+
+-- Writes the fields of `fields` (a table keyed by name) to the job hash at `hkey`.
+local function write_job(hkey, fields)
+  local flat = {}
+  for name, value in pairs(fields) do
+    flat[#flat + 1] = field_name(name)
+    flat[#flat + 1] = value
+  end
+  if #flat > 0 then redis.call('HSET', hkey, unpack(flat)) end
+end
+
+-- The fields `is_held` reads.
+local HELD_FIELDS = {'status', 'claim', 'superseded_by'}
+
+-- Whether run `claim` still holds `job` (read with at least HELD_FIELDS): it reads
+-- `running`, with this claim, and no other job took it over.
+local function is_held(job, claim)
+  return job.status == 'running' and job.claim == tostring(claim) and not job.superseded_by
+end

@@ -1,0 +1,226 @@
+//! `MemoryStore`: the embedded store used when no Redis is configured.
+//!
+//! Same contract as `RedisStore` — a ready queue with a cap, leased runs fenced by their
+//! claim number, recovery of expired leases, locks, takeover of stale holders, TTLs, `lost`
+//! derived on read, events to subscribers — kept under one mutex so every operation is
+//! atomic, like a Lua script. Not durable: state dies with the process, and the service
+//! says so at start-up.
+
+mod reads;
+mod record;
+mod requests;
+mod runs;
+mod state;
+mod timeline;
+
+use std::sync::Mutex;
+
+use tokio::sync::broadcast;
+
+use super::store::{
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
+    Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+};
+use super::timeline::{EventId, TimelineEvent};
+use super::watch::TenantWatch;
+use super::{now_ms, JobId, Kind, Snapshot, TenantId};
+use record::Record;
+use state::State;
+
+/// Events buffered per subscriber; one that falls further behind gets `Resync`.
+const EVENT_BUFFER: usize = 4096;
+
+pub struct MemoryStore {
+    state: Mutex<State>,
+    settings: StoreSettings,
+    events: broadcast::Sender<Event>,
+}
+
+impl MemoryStore {
+    pub fn new(settings: StoreSettings) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            settings,
+            events: broadcast::channel(EVENT_BUFFER).0,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave a half-written record: every operation
+        // validates before it mutates, so a poisoned state is still consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn expiry(&self, now: u64) -> u64 {
+        now + self.settings.ttl_secs() * 1000
+    }
+
+    fn publish(&self, event: Event) {
+        // No subscriber (a store used without a runner) is not an error.
+        let _ = self.events.send(event);
+    }
+
+    fn read(&self, rec: &Record, now: u64) -> Snapshot {
+        let mut s = rec.snapshot.clone();
+        s.status = s.status.derive(
+            s.heartbeat_at,
+            now,
+            self.settings.stale_ms(),
+            s.cancel_requested_at.is_some(),
+        );
+        s.with_eta(now)
+    }
+
+    fn cancelled(s: &mut Snapshot) {
+        s.step = "cancelled on request".to_owned();
+    }
+}
+
+impl JobStore for MemoryStore {
+    fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
+        Box::pin(async move { self.create_for(job, None) })
+    }
+
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(async move { self.create_for(job, Some(worker)) })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
+        Box::pin(async move { self.claim_next(worker, kinds) })
+    }
+
+    fn tick<'a>(
+        &'a self,
+        run: &'a RunId,
+        percent: u8,
+        step: &'a str,
+    ) -> BoxFuture<'a, Result<Tick, StoreError>> {
+        Box::pin(async move { self.tick_run(run, percent, step) })
+    }
+
+    fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>> {
+        Box::pin(async move { self.renew_runs(runs) })
+    }
+
+    fn finish<'a>(
+        &'a self,
+        job: &'a NewJob,
+        run: &'a RunId,
+        created_at: u64,
+        outcome: &'a Outcome,
+        percent: u8,
+    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
+        Box::pin(async move { self.finish_run(job, run, created_at, outcome, percent) })
+    }
+
+    fn restore<'a>(
+        &'a self,
+        job: &'a NewJob,
+        run: &'a RunId,
+        created_at: u64,
+        live: &'a Live,
+    ) -> BoxFuture<'a, Result<Restore, StoreError>> {
+        Box::pin(async move { self.restore_run(job, run, created_at, live) })
+    }
+
+    fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {
+        Box::pin(async move { self.release_run(run) })
+    }
+
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
+        Box::pin(async move { self.recover_leases() })
+    }
+
+    fn cancel<'a>(
+        &'a self,
+        id: &'a JobId,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+        Box::pin(async move { self.cancel_job(id, by) })
+    }
+
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
+        Box::pin(async move { self.purge_tenant(tenant, kinds) })
+    }
+
+    fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
+        Box::pin(async move { self.read_job(id) })
+    }
+
+    fn recent<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(async move { self.read_recent(tenant, limit) })
+    }
+
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(async move { self.read_active() })
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Event> {
+        let rx = self.events.subscribe();
+        self.publish(Event::Resync);
+        rx
+    }
+
+    fn timeline<'a>(
+        &'a self,
+        id: &'a JobId,
+        after: Option<EventId>,
+    ) -> BoxFuture<'a, Result<Vec<TimelineEvent>, StoreError>> {
+        Box::pin(async move { self.read_timeline(id, after) })
+    }
+
+    fn watch_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, TenantWatch> {
+        Box::pin(async move {
+            let watchers = self.state().watchers.clone();
+            watchers.watch(tenant)
+        })
+    }
+
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
+        Box::pin(async move { self.read_queued_by_kind() })
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn is_durable(&self) -> bool {
+        false
+    }
+
+    fn settings(&self) -> &StoreSettings {
+        &self.settings
+    }
+
+    fn while_held(&self, run: &RunId, write: &mut dyn FnMut()) -> bool {
+        // Under the store's lock: no claim, recovery or end can come between check and write.
+        let mut state = self.state();
+        let held = state
+            .job_mut(&run.id, now_ms())
+            .is_some_and(|entry| entry.value.held_by(run.claim).is_ok());
+        if held {
+            write();
+        }
+        held
+    }
+
+    fn job_key(&self, _id: &JobId) -> Option<String> {
+        None
+    }
+}

@@ -1,0 +1,89 @@
+//! The embedded store's reads: a job, a tenant's listing, the active jobs, a timeline and
+//! the queue's make-up, `lost` derived on read like Redis's, under the store's lock.
+
+use super::super::store::{StoreError, QUEUE_SAMPLE};
+use super::super::timeline::{EventId, TimelineEvent};
+use super::super::{now_ms, JobId, Kind, Snapshot, Status, TenantId};
+use super::MemoryStore;
+
+impl MemoryStore {
+    pub(super) fn read_job(&self, id: &JobId) -> Result<Option<Snapshot>, StoreError> {
+        let now = now_ms();
+        let mut state = self.state();
+        Ok(state.job_mut(id, now).map(|e| self.read(&e.value, now)))
+    }
+
+    pub(super) fn read_recent(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+    ) -> Result<Vec<Snapshot>, StoreError> {
+        let now = now_ms();
+        let state = self.state();
+        let Some(list) = state.tenants.get(tenant).filter(|e| e.expires_ms > now) else {
+            return Ok(Vec::new());
+        };
+        Ok(list
+            .value
+            .iter()
+            .take(limit)
+            .filter_map(|id| state.jobs.get(id).filter(|e| e.expires_ms > now))
+            .map(|e| self.read(&e.value, now))
+            .collect())
+    }
+
+    /// The ready queue's jobs and the leased (running) ones. There is no lease index here:
+    /// the records are walked in memory, under the lock, which costs microseconds per
+    /// thousand jobs and no I/O.
+    pub(super) fn read_active(&self) -> Result<Vec<Snapshot>, StoreError> {
+        let now = now_ms();
+        let state = self.state();
+        Ok(state
+            .jobs
+            .values()
+            .filter(|e| e.expires_ms > now)
+            .map(|e| &e.value)
+            .filter(|r| r.superseded_by.is_none())
+            .filter(|r| r.snapshot.status == Status::Queued || r.lease_ms.is_some())
+            .map(|r| self.read(r, now))
+            .filter(|s| s.status.is_active() || s.status == Status::Lost)
+            .collect())
+    }
+
+    pub(super) fn read_timeline(
+        &self,
+        id: &JobId,
+        after: Option<EventId>,
+    ) -> Result<Vec<TimelineEvent>, StoreError> {
+        let now = now_ms();
+        let mut state = self.state();
+        let Some(entry) = state.job_mut(id, now) else {
+            return Ok(Vec::new());
+        };
+        Ok(entry
+            .value
+            .timeline
+            .iter()
+            .filter(|e| after.is_none_or(|after| e.event_id() > Some(after)))
+            .cloned()
+            .collect())
+    }
+
+    pub(super) fn read_queued_by_kind(&self) -> Result<Vec<(Kind, u64)>, StoreError> {
+        let now = now_ms();
+        let mut state = self.state();
+        let ids: Vec<JobId> = state.queue.iter().take(QUEUE_SAMPLE).copied().collect();
+        let mut counts: Vec<(Kind, u64)> = Vec::new();
+        for id in ids {
+            let Some(entry) = state.job_mut(&id, now) else {
+                continue;
+            };
+            let kind = &entry.value.snapshot.kind;
+            match counts.iter_mut().find(|(k, _)| k == kind) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((kind.clone(), 1)),
+            }
+        }
+        Ok(counts)
+    }
+}

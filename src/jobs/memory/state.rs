@@ -1,0 +1,159 @@
+//! The embedded store's bookkeeping, all under its one lock: the records with their
+//! expiry, the tenant+kind locks, the tenants' listings, idempotency keys, the per-tenant
+//! create windows and the ready queue — each kept as the Redis keys of the same name are.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::super::store::{params_fingerprint, Created, NewJob};
+use super::super::timeline::EventId;
+use super::super::watch::Watchers;
+use super::super::{JobId, Kind, TenantId};
+use super::record::Record;
+
+/// How often expired entries are swept out (lookups also ignore them).
+const SWEEP_EVERY_MS: u64 = 10_000;
+/// The fixed window `creates_per_minute` counts in (as create.lua's).
+pub(super) const RATE_WINDOW_MS: u64 = 60_000;
+
+pub(super) struct Expiring<T> {
+    pub(super) value: T,
+    pub(super) expires_ms: u64,
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    pub(super) jobs: HashMap<JobId, Expiring<Record>>,
+    pub(super) locks: HashMap<(TenantId, Kind), Expiring<JobId>>,
+    pub(super) tenants: HashMap<TenantId, Expiring<VecDeque<JobId>>>,
+    /// Idempotency keys: (tenant, kind, key) → the job and its params fingerprint.
+    pub(super) idem: HashMap<(TenantId, Kind, String), Expiring<(JobId, String)>>,
+    /// Creates per tenant in the current fixed window (window number, count).
+    pub(super) rates: HashMap<TenantId, (u64, u32)>,
+    pub(super) queue: VecDeque<JobId>,
+    pub(super) last_sweep_ms: u64,
+    /// The last timeline event id handed out (ids only grow, as a stream's do).
+    pub(super) last_event: EventId,
+    /// The open streams' watches of tenants, fed by every timeline write.
+    pub(super) watchers: Arc<Watchers>,
+}
+
+impl State {
+    pub(super) fn sweep(&mut self, now: u64) {
+        if now.saturating_sub(self.last_sweep_ms) < SWEEP_EVERY_MS {
+            return;
+        }
+        self.last_sweep_ms = now;
+        self.jobs.retain(|_, e| e.expires_ms > now);
+        self.locks.retain(|_, e| e.expires_ms > now);
+        self.tenants.retain(|_, e| e.expires_ms > now);
+        self.idem.retain(|_, e| e.expires_ms > now);
+        self.rates
+            .retain(|_, (window, _)| *window >= now / RATE_WINDOW_MS);
+    }
+
+    /// Like create.lua: the job a live idempotency key names, if that job still exists.
+    pub(super) fn recorded(&mut self, job: &NewJob, now: u64) -> Option<Created> {
+        let key = job.idempotency_key.clone()?;
+        let id_key = (job.tenant.clone(), job.kind.clone(), key);
+        let (id, fingerprint) = self
+            .idem
+            .get(&id_key)
+            .filter(|e| e.expires_ms > now)
+            .map(|e| e.value.clone())?;
+        self.job_mut(&id, now)?;
+        Some(match fingerprint == params_fingerprint(&job.params) {
+            true => Created::Replayed(id),
+            false => Created::KeyReused(id),
+        })
+    }
+
+    /// How long until the tenant may create again, when it used its share of this window.
+    pub(super) fn rate_limited(&self, tenant: &TenantId, limit: u32, now: u64) -> Option<Duration> {
+        let window = now / RATE_WINDOW_MS;
+        let (w, count) = self.rates.get(tenant).copied()?;
+        (limit > 0 && w == window && count >= limit)
+            .then(|| Duration::from_millis((window + 1) * RATE_WINDOW_MS - now))
+    }
+
+    pub(super) fn count_create(&mut self, tenant: &TenantId, now: u64) {
+        let window = now / RATE_WINDOW_MS;
+        let entry = self.rates.entry(tenant.clone()).or_insert((window, 0));
+        if entry.0 != window {
+            *entry = (window, 0);
+        }
+        entry.1 += 1;
+    }
+
+    pub(super) fn job_mut(&mut self, id: &JobId, now: u64) -> Option<&mut Expiring<Record>> {
+        self.jobs.get_mut(id).filter(|e| e.expires_ms > now)
+    }
+
+    pub(super) fn lock(&self, tenant: &TenantId, kind: &Kind, now: u64) -> Option<JobId> {
+        self.locks
+            .get(&(tenant.clone(), kind.clone()))
+            .filter(|e| e.expires_ms > now)
+            .map(|e| e.value)
+    }
+
+    pub(super) fn take_lock(&mut self, tenant: &TenantId, kind: &Kind, id: JobId, expires_ms: u64) {
+        self.locks.insert(
+            (tenant.clone(), kind.clone()),
+            Expiring {
+                value: id,
+                expires_ms,
+            },
+        );
+    }
+
+    pub(super) fn release_lock(&mut self, tenant: &TenantId, kind: &Kind, id: JobId, now: u64) {
+        if self.lock(tenant, kind, now) == Some(id) {
+            self.locks.remove(&(tenant.clone(), kind.clone()));
+        }
+    }
+
+    /// Inserts a record with its lock and listing entry, as one step.
+    pub(super) fn insert(&mut self, record: Record, expires_ms: u64, cap: usize) {
+        let s = &record.snapshot;
+        let (id, tenant, kind) = (s.job_id, s.tenant_id.clone(), s.kind.clone());
+        self.jobs.insert(
+            id,
+            Expiring {
+                value: record,
+                expires_ms,
+            },
+        );
+        self.take_lock(&tenant, &kind, id, expires_ms);
+        self.push_listing(&tenant, id, expires_ms, cap);
+    }
+
+    /// Like `list_push` in the prelude: trimmed jobs that have ended are deleted.
+    pub(super) fn push_listing(
+        &mut self,
+        tenant: &TenantId,
+        id: JobId,
+        expires_ms: u64,
+        cap: usize,
+    ) {
+        let entry = self
+            .tenants
+            .entry(tenant.clone())
+            .or_insert_with(|| Expiring {
+                value: VecDeque::new(),
+                expires_ms,
+            });
+        entry.value.push_front(id);
+        entry.expires_ms = expires_ms;
+        let gone: Vec<JobId> = entry.value.drain(cap.min(entry.value.len())..).collect();
+        for old in gone {
+            if self
+                .jobs
+                .get(&old)
+                .is_some_and(|e| e.value.snapshot.status.is_finished())
+            {
+                self.jobs.remove(&old);
+            }
+        }
+    }
+}

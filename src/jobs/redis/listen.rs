@@ -1,0 +1,174 @@
+//! The store's listener: one pub/sub connection per process that hears the store's channel
+//! (`wake`, `cancel:<id>`, `end:<id>`) and the channels of the tenants this process watches,
+//! subscribing again after a broken connection or a failover.
+//!
+//! It hands what it hears on (a broadcast of [`Event`]s, the tenant [`Watchers`]) and never
+//! reads or writes a job.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::{broadcast, mpsc};
+use tracing::warn;
+
+use super::super::keys::Keys;
+use super::super::store::Event;
+use super::super::timeline::JobChange;
+use super::super::watch::Watchers;
+use super::super::{JobId, TenantId};
+use super::CALL_TIMEOUT;
+use crate::topology::Primary;
+
+/// How long the event listener waits before subscribing again after its connection broke;
+/// it doubles while Redis stays away, up to `RESUBSCRIBE_MAX_DELAY` (the dispatcher's own
+/// re-check and `wait=true`'s re-read cover the gap).
+const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(250);
+const RESUBSCRIBE_MAX_DELAY: Duration = Duration::from_secs(4);
+
+/// What the listener needs: where to subscribe, and whom to tell.
+pub(super) struct Listener {
+    pub primary: Primary,
+    /// The store's channel (`wake`, `cancel:<id>`, `end:<id>`).
+    pub channel: String,
+    pub keys: Keys,
+    pub tx: broadcast::Sender<Event>,
+    pub live: Arc<AtomicBool>,
+    pub watchers: Arc<Watchers>,
+}
+
+/// Reads the store's channel into `tx`, and the watched tenants' channels into `watchers`,
+/// for as long as the process lives, on a pub/sub connection of its own: subscribing again
+/// after a broken connection or when the primary moved (backing off while Redis is away,
+/// logging once per outage), and telling subscribers to re-check (`Resync`) whenever the
+/// subscription is live again. `watched` says when the set of watched tenants changed: the
+/// tenant channels follow it (subscribed while a watch is held, dropped after the last).
+pub(super) async fn listen(l: Listener, mut watched: mpsc::UnboundedReceiver<()>) {
+    let mut delay = RESUBSCRIBE_DELAY;
+    let mut failing = false;
+    let mut moved = l.primary.changes();
+    loop {
+        moved.mark_unchanged();
+        let connected = tokio::time::timeout(CALL_TIMEOUT, async {
+            let (mut sink, stream) = l.primary.client().await?.get_async_pubsub().await?.split();
+            sink.subscribe(&l.channel).await?;
+            redis::RedisResult::Ok((sink, stream))
+        })
+        .await;
+        match connected {
+            Ok(Ok((mut sink, mut messages))) => {
+                let mut tenants = HashSet::new();
+                let synced = follow_watched(&l, &mut sink, &mut tenants).await;
+                if synced.is_ok() {
+                    l.live.store(true, Ordering::Release);
+                    let _ = l.tx.send(Event::Resync);
+                    l.watchers.resync();
+                    (delay, failing) = (RESUBSCRIBE_DELAY, false);
+                    loop {
+                        tokio::select! {
+                            msg = messages.next() => match msg {
+                                Some(msg) => l.dispatch(&msg),
+                                None => break,
+                            },
+                            Some(()) = watched.recv() => {
+                                if follow_watched(&l, &mut sink, &mut tenants).await.is_err() {
+                                    break;
+                                }
+                            }
+                            _ = moved.changed() => break,
+                        }
+                    }
+                }
+                l.live.store(false, Ordering::Release);
+                l.watchers.set_live(HashSet::new());
+                l.primary.suspect();
+                warn!("the job events subscription broke or the primary moved; subscribing again");
+            }
+            failed => {
+                if let Ok(Err(e)) = &failed {
+                    l.primary.failed(e);
+                } else {
+                    l.primary.suspect();
+                }
+                if !failing {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "no answer".to_owned(),
+                    };
+                    warn!(error = %why, "cannot subscribe to job events yet; retrying with backoff");
+                    failing = true;
+                }
+                delay = (delay * 2).min(RESUBSCRIBE_MAX_DELAY);
+            }
+        }
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// Subscribes `sink` to the channels of the tenants watched now and drops the others
+/// (`tenants`: those it is subscribed to), then records them as live.
+async fn follow_watched(
+    l: &Listener,
+    sink: &mut redis::aio::PubSubSink,
+    tenants: &mut HashSet<TenantId>,
+) -> redis::RedisResult<()> {
+    let wanted: HashSet<TenantId> = l.watchers.wanted().into_iter().collect();
+    let add: Vec<String> = wanted
+        .difference(tenants)
+        .map(|t| l.keys.tenant_events(t))
+        .collect();
+    let drop: Vec<String> = tenants
+        .difference(&wanted)
+        .map(|t| l.keys.tenant_events(t))
+        .collect();
+    if !add.is_empty() {
+        pubsub_bounded(sink.subscribe(&add)).await?;
+    }
+    if !drop.is_empty() {
+        pubsub_bounded(sink.unsubscribe(&drop)).await?;
+    }
+    *tenants = wanted.clone();
+    l.watchers.set_live(wanted);
+    Ok(())
+}
+
+/// A subscribe or unsubscribe, bounded by [`CALL_TIMEOUT`] (no answer breaks the connection).
+async fn pubsub_bounded(
+    fut: impl std::future::Future<Output = redis::RedisResult<()>>,
+) -> redis::RedisResult<()> {
+    tokio::time::timeout(CALL_TIMEOUT, fut)
+        .await
+        .unwrap_or_else(|_| Err((redis::ErrorKind::Io, "no answer").into()))
+}
+
+impl Listener {
+    /// Hands one message to whoever follows its channel.
+    fn dispatch(&self, msg: &redis::Msg) {
+        let Ok(payload) = msg.get_payload::<String>() else {
+            return;
+        };
+        if msg.get_channel_name() == self.channel {
+            if let Some(event) = parse_event(&payload) {
+                let _ = self.tx.send(event);
+            }
+        } else if let Ok(change) = serde_json::from_str::<JobChange>(&payload) {
+            self.watchers.send(change);
+        }
+    }
+}
+
+/// An event as `lua/*.lua` publish it: `wake`, `cancel:<id>`, `end:<id>`.
+fn parse_event(payload: &str) -> Option<Event> {
+    if payload == "wake" {
+        return Some(Event::Wake);
+    }
+    let (what, id) = payload.split_once(':')?;
+    let id = JobId::parse(id).ok()?;
+    match what {
+        "cancel" => Some(Event::Cancel(id)),
+        "end" => Some(Event::Ended(id)),
+        _ => None,
+    }
+}

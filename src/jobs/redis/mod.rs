@@ -1,0 +1,368 @@
+//! `RedisStore`: the durable job store shared by every replica.
+//!
+//! Each operation that changes several keys is one Lua script (`scripts.rs`, `writes.rs`);
+//! reads are one pipelined round trip that includes `TIME`, so staleness is judged on Redis's
+//! clock (`reads.rs`). Jobs wait in one ready queue per prefix (a list); a claimed run holds a
+//! lease indexed by expiry (a sorted set); state changes other processes must hear of go out
+//! on one pub/sub channel per prefix (`listen.rs`). The job hash's fields are named in
+//! `record.rs`, every key in `jobs::keys`. Every call is bounded by a timeout, so an
+//! unreachable Redis is a prompt `StoreError::Unavailable`.
+
+mod admin;
+mod listen;
+mod reads;
+pub mod record;
+pub mod scripts;
+mod writes;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::{broadcast, mpsc};
+
+use super::cache::FinishedCache;
+use super::keys::Keys;
+use super::store::{
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
+    Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
+};
+use super::timeline::{EventId, TimelineEvent};
+use super::watch::{TenantWatch, Watchers};
+use super::{JobId, Kind, Snapshot, TenantId};
+use crate::topology::{Primary, Target};
+use listen::{listen, Listener};
+
+/// Events buffered per subscriber; one that falls further behind gets `Resync`.
+const EVENT_BUFFER: usize = 4096;
+
+/// How long a create or a finish waits for `min_replicas_ack` replicas (`WAIT n 100`): long
+/// enough for a replica on the same network (it acks within a millisecond or two), short
+/// enough that a missing replica costs a request a tenth of a second, not a timeout.
+const REPLICA_ACK_WAIT_MS: u64 = 100;
+
+/// How long one store call may take before it counts as the store being unavailable.
+const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Clone)]
+pub struct RedisStore {
+    /// One multiplexed connection to the primary (followed across a failover): concurrent
+    /// calls are pipelined on it, which under load measured faster here than spreading them
+    /// over several (fewer syscalls per call).
+    primary: Primary,
+    /// With `min_replicas_ack`, creates and finishes go over a connection of their own:
+    /// `WAIT` must follow the write on its connection, and it holds that connection while it
+    /// waits, which would stall every poll pipelined on the shared one.
+    acked: Option<Primary>,
+    keys: Keys,
+    settings: StoreSettings,
+    finished: Arc<FinishedCache>,
+    events: broadcast::Sender<Event>,
+    listening: Arc<OnceLock<()>>,
+    /// Whether the listener's subscription is live now.
+    live: Arc<AtomicBool>,
+    /// The tenants whose changes open streams of this process follow; the listener
+    /// subscribes to their channels on its own connection.
+    watchers: Arc<Watchers>,
+    /// Taken by the listener when it starts: told when the watched tenants changed.
+    watched_changes: Arc<Mutex<Option<mpsc::UnboundedReceiver<()>>>>,
+}
+
+impl RedisStore {
+    /// Connects lazily to a fixed Redis: the service starts even while Redis is down,
+    /// answers 503 until it is reachable, and reconnects by itself.
+    pub fn open(url: &str, settings: StoreSettings) -> Result<Self, StoreError> {
+        Self::open_target(Target::Url(url.to_owned()), settings)
+    }
+
+    /// Connects lazily to the primary `target` names (through sentinels, following a failover).
+    pub fn open_target(target: Target, settings: StoreSettings) -> Result<Self, StoreError> {
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_response_timeout(Some(CALL_TIMEOUT))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let open = |target| {
+            Primary::open(target, config.clone())
+                .map_err(|e| StoreError::Unavailable(e.to_string()))
+        };
+        let acked = match settings.min_replicas_ack {
+            0 => None,
+            _ => Some(open(target.clone())?),
+        };
+        let (tell, watched_changes) = mpsc::unbounded_channel();
+        Ok(Self {
+            watchers: Arc::new(Watchers::telling(tell)),
+            watched_changes: Arc::new(Mutex::new(Some(watched_changes))),
+            primary: open(target)?,
+            acked,
+            keys: Keys::new(&settings.prefix),
+            finished: Arc::new(FinishedCache::new(settings.finished_cache, 10_000)),
+            settings,
+            events: broadcast::channel(EVENT_BUFFER).0,
+            listening: Arc::new(OnceLock::new()),
+            live: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// Where the store's primary is now, and how it is found.
+    pub fn primary(&self) -> &Primary {
+        &self.primary
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// A handle on the store's connection to the primary (cheap: it is multiplexed).
+    async fn connection(&self) -> Result<ConnectionManager, StoreError> {
+        self.bounded(self.primary.connection()).await
+    }
+
+    /// The primary handle creates and finishes go over (see `acked`).
+    fn writer(&self) -> &Primary {
+        self.acked.as_ref().unwrap_or(&self.primary)
+    }
+
+    /// The connection a create or a finish goes over (see `acked`).
+    async fn write_connection(&self) -> Result<ConnectionManager, StoreError> {
+        bounded_on(self.writer(), self.writer().connection()).await
+    }
+
+    /// After a write on `conn`: waits (bounded) until `min_replicas_ack` replicas have it.
+    async fn replicated(
+        &self,
+        conn: &mut ConnectionManager,
+        job: Option<JobId>,
+    ) -> Result<(), StoreError> {
+        let wanted = self.settings.min_replicas_ack;
+        if wanted == 0 {
+            return Ok(());
+        }
+        let acked: u32 = bounded_on(
+            self.writer(),
+            redis::cmd("WAIT")
+                .arg(wanted)
+                .arg(REPLICA_ACK_WAIT_MS)
+                .query_async(conn),
+        )
+        .await?;
+        if acked < wanted {
+            return Err(StoreError::NotReplicated { job, acked, wanted });
+        }
+        Ok(())
+    }
+
+    /// Runs one Redis call on the shared connection; see [`bounded_on`].
+    async fn bounded<T>(
+        &self,
+        fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        bounded_on(&self.primary, fut).await
+    }
+
+    /// Starts the listener (once): the store's channel and the watched tenants' channels.
+    fn listen_once(&self) {
+        self.listening.get_or_init(|| {
+            let watched = self
+                .watched_changes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .expect("the listener starts once");
+            tokio::spawn(listen(
+                Listener {
+                    primary: self.primary.clone(),
+                    channel: self.keys.events(),
+                    keys: self.keys.clone(),
+                    tx: self.events.clone(),
+                    live: self.live.clone(),
+                    watchers: self.watchers.clone(),
+                },
+                watched,
+            ));
+        });
+    }
+}
+
+/// Runs one Redis call under [`CALL_TIMEOUT`], mapping every failure to `Unavailable` and
+/// telling `primary` (the handle the call went over) of it: a sign of a failover makes it
+/// ask the sentinels again.
+async fn bounded_on<T>(
+    primary: &Primary,
+    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(CALL_TIMEOUT, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => {
+            primary.failed(&e);
+            Err(StoreError::Unavailable(e.to_string()))
+        }
+        Err(_) => {
+            primary.suspect();
+            Err(StoreError::Unavailable("no answer within 2 s".into()))
+        }
+    }
+}
+
+impl JobStore for RedisStore {
+    fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
+        Box::pin(self.create_for(job, ""))
+    }
+
+    fn create_claimed<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(self.create_for(job, worker))
+    }
+
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
+        Box::pin(self.claim_next(worker, kinds))
+    }
+
+    fn tick<'a>(
+        &'a self,
+        run: &'a RunId,
+        percent: u8,
+        step: &'a str,
+    ) -> BoxFuture<'a, Result<Tick, StoreError>> {
+        Box::pin(self.tick_run(run, percent, step))
+    }
+
+    fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>> {
+        Box::pin(self.renew_runs(runs))
+    }
+
+    fn finish<'a>(
+        &'a self,
+        job: &'a NewJob,
+        run: &'a RunId,
+        created_at: u64,
+        outcome: &'a Outcome,
+        percent: u8,
+    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
+        Box::pin(self.finish_run(job, run, created_at, outcome, percent))
+    }
+
+    fn restore<'a>(
+        &'a self,
+        job: &'a NewJob,
+        run: &'a RunId,
+        created_at: u64,
+        live: &'a Live,
+    ) -> BoxFuture<'a, Result<Restore, StoreError>> {
+        Box::pin(self.restore_run(job, run, created_at, live))
+    }
+
+    fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {
+        Box::pin(self.release_run(run))
+    }
+
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
+        Box::pin(self.recover_leases())
+    }
+
+    fn cancel<'a>(
+        &'a self,
+        id: &'a JobId,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
+        Box::pin(self.cancel_job(id, by))
+    }
+
+    fn purge<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
+        Box::pin(self.purge_tenant(tenant, kinds))
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Event> {
+        let rx = self.events.subscribe();
+        self.listen_once();
+        if self.live.load(Ordering::Acquire) {
+            let _ = self.events.send(Event::Resync);
+        }
+        rx
+    }
+
+    fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
+        Box::pin(self.read_job(id))
+    }
+
+    fn recent<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(self.read_recent(tenant, limit))
+    }
+
+    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(self.read_active())
+    }
+
+    fn timeline<'a>(
+        &'a self,
+        id: &'a JobId,
+        after: Option<EventId>,
+    ) -> BoxFuture<'a, Result<Vec<TimelineEvent>, StoreError>> {
+        Box::pin(self.read_timeline(id, after))
+    }
+
+    fn watch_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, TenantWatch> {
+        Box::pin(async move {
+            self.listen_once();
+            let watch = self.watchers.watch(tenant);
+            self.watchers.until_live(tenant, CALL_TIMEOUT).await;
+            watch
+        })
+    }
+
+    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
+        Box::pin(self.read_queued_by_kind())
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.ping_primary())
+    }
+
+    fn warnings(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        Box::pin(self.config_warnings())
+    }
+
+    fn topology(&self) -> BoxFuture<'_, Result<Option<Topology>, StoreError>> {
+        Box::pin(self.read_topology())
+    }
+
+    fn is_durable(&self) -> bool {
+        true
+    }
+
+    fn persists(&self) -> BoxFuture<'_, Result<Option<bool>, StoreError>> {
+        Box::pin(self.read_persists())
+    }
+
+    fn settings(&self) -> &StoreSettings {
+        &self.settings
+    }
+
+    fn while_held(&self, _run: &RunId, write: &mut dyn FnMut()) -> bool {
+        // The record cannot be held still across another store's write: a catalogue in this
+        // Redis checks `job_key` inside its own script instead.
+        write();
+        true
+    }
+
+    fn job_key(&self, id: &JobId) -> Option<String> {
+        Some(self.keys.job(id))
+    }
+}

@@ -1,0 +1,274 @@
+//! The store's writes: each operation is one script call (`scripts.rs`), its arguments built
+//! from the job's fields by name (`record.rs`) and its answer read into the store's values.
+//!
+//! Nothing here builds a key: the scripts build them from the prefix, inside the step.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::super::store::{
+    params_fingerprint, Cancel, Claim, Created, Finish, Live, NewJob, Outcome, Purge, Recovered,
+    Release, Renewal, Restore, RunId, StoreError, Tick,
+};
+use super::super::{worker_name, JobId, Kind, Status, TenantId};
+use super::record::{Field, Hash, Pairs};
+use super::scripts::{self, unexpected, Code, CreateCode};
+use super::{bounded_on, RedisStore};
+
+/// How many expired leases one recovery step handles: bounds the script's run time; the
+/// rest wait for the next sweep.
+const RECOVER_BATCH: usize = 100;
+
+impl RedisStore {
+    /// Runs a script that answers one code word, on the shared connection.
+    async fn code(&self, inv: redis::ScriptInvocation<'_>) -> Result<Code, StoreError> {
+        let mut conn = self.connection().await?;
+        let word: String = self.bounded(inv.invoke_async(&mut conn)).await?;
+        Code::parse(&word)
+    }
+
+    /// create.lua for `worker` ("": queue the job; else claim it when nothing waits).
+    pub(super) async fn create_for(
+        &self,
+        job: NewJob,
+        worker: &str,
+    ) -> Result<Created, StoreError> {
+        let mut conn = self.write_connection().await?;
+        let mut inv = scripts::invocation(&scripts::CREATE, &self.settings);
+        inv.arg(job.id.to_string());
+        Pairs::origin(&job)
+            .with(Field::Step, &job.step)
+            .append_to(&mut inv);
+        inv.arg(job.idempotency_key.as_deref().unwrap_or(""))
+            .arg(params_fingerprint(&job.params))
+            .arg(self.settings.creates_per_minute)
+            .arg(worker);
+        let (word, value): (String, String) =
+            bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
+        let job_id = |value: &str| {
+            JobId::parse(value).map_err(|_| StoreError::Corrupt("create named no job id".into()))
+        };
+        let number = |what: &str| {
+            value
+                .parse::<u64>()
+                .map_err(|_| StoreError::Corrupt(format!("create answered no {what}")))
+        };
+        let code = CreateCode::parse(&word)?;
+        let now = match code {
+            CreateCode::Held => return Ok(Created::AlreadyRunning(job_id(&value)?)),
+            CreateCode::QueueFull => return Ok(Created::QueueFull),
+            CreateCode::Replayed => return Ok(Created::Replayed(job_id(&value)?)),
+            CreateCode::KeyReused => return Ok(Created::KeyReused(job_id(&value)?)),
+            CreateCode::RateLimited => {
+                let ms = number("delay")?;
+                return Ok(Created::RateLimited(Duration::from_millis(ms)));
+            }
+            CreateCode::Queued | CreateCode::Claimed => number("time")?,
+        };
+        self.replicated(&mut conn, Some(job.id)).await?;
+        let max = self.settings.max_attempts;
+        let record = match code {
+            CreateCode::Claimed => job.claimed_record(worker, now, max),
+            _ => job.record(Status::Queued, 0, &job.step, now, now, max),
+        };
+        Ok(Created::Created(Box::new(record)))
+    }
+
+    pub(super) async fn claim_next(
+        &self,
+        worker: &str,
+        kinds: &[Kind],
+    ) -> Result<Option<Claim>, StoreError> {
+        let mut conn = self.connection().await?;
+        let mut inv = scripts::invocation(&scripts::CLAIM, &self.settings);
+        inv.arg(worker);
+        for kind in kinds {
+            inv.arg(kind.as_str());
+        }
+        let raw: Vec<String> = self.bounded(inv.invoke_async(&mut conn)).await?;
+        let Some((id, fields)) = raw.split_first() else {
+            return Ok(None);
+        };
+        let id = JobId::parse(id).map_err(|_| StoreError::Corrupt("claim named no id".into()))?;
+        Hash::from_flat(fields).claim(id).map(Some)
+    }
+
+    pub(super) async fn tick_run(
+        &self,
+        run: &RunId,
+        percent: u8,
+        step: &str,
+    ) -> Result<Tick, StoreError> {
+        let mut inv = scripts::invocation(&scripts::TICK, &self.settings);
+        inv.arg(run.id.to_string())
+            .arg(run.claim)
+            .arg(percent.min(100))
+            .arg(step);
+        Ok(match self.code(inv).await? {
+            Code::Applied => Tick::Applied,
+            Code::Missing => Tick::Missing,
+            Code::Ended | Code::Fenced => Tick::Fenced,
+            other => return Err(unexpected(other)),
+        })
+    }
+
+    pub(super) async fn renew_runs(&self, runs: &[RunId]) -> Result<Vec<Renewal>, StoreError> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut inv = scripts::invocation(&scripts::RENEW, &self.settings);
+        for run in runs {
+            inv.arg(run.id.to_string()).arg(run.claim);
+        }
+        let mut conn = self.connection().await?;
+        let words: Vec<String> = self.bounded(inv.invoke_async(&mut conn)).await?;
+        words
+            .iter()
+            .map(|word| match Code::parse(word)? {
+                Code::Held => Ok(Renewal::Held),
+                Code::CancelRequested => Ok(Renewal::CancelRequested),
+                Code::Missing => Ok(Renewal::Missing),
+                Code::Fenced => Ok(Renewal::Fenced),
+                other => Err(unexpected(other)),
+            })
+            .collect()
+    }
+
+    pub(super) async fn finish_run(
+        &self,
+        job: &NewJob,
+        run: &RunId,
+        created_at: u64,
+        outcome: &Outcome,
+        percent: u8,
+    ) -> Result<Finish, StoreError> {
+        let (result, error) = match outcome {
+            Outcome::Done(report) => (Some(report), None),
+            Outcome::Failed(class, report) => (report.as_ref(), Some(class.as_str())),
+            Outcome::Cancelled(Value::Null) => (None, None),
+            Outcome::Cancelled(report) => (Some(report), None),
+        };
+        let mut inv = scripts::run_invocation(
+            &scripts::FINISH,
+            &self.settings,
+            job,
+            run,
+            created_at,
+            percent,
+        );
+        Pairs::default()
+            .with(Field::Status, outcome.status().as_str())
+            .with(Field::Step, outcome.step())
+            .with_some(Field::Result, result)
+            .with_some(Field::Error, error)
+            .append_to(&mut inv);
+        let mut conn = self.write_connection().await?;
+        let word: String = bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
+        let finish = match Code::parse(&word)? {
+            Code::Applied => Finish::Applied,
+            Code::Ended => Finish::AlreadyEnded,
+            Code::Fenced => Finish::Fenced,
+            other => return Err(unexpected(other)),
+        };
+        // Not acknowledged: the runner retries, the script answers `AlreadyEnded` and
+        // this waits again, until the outcome is on the replicas or the retries end.
+        if finish != Finish::Fenced {
+            self.replicated(&mut conn, None).await?;
+        }
+        Ok(finish)
+    }
+
+    pub(super) async fn restore_run(
+        &self,
+        job: &NewJob,
+        run: &RunId,
+        created_at: u64,
+        live: &Live,
+    ) -> Result<Restore, StoreError> {
+        let mut inv = scripts::run_invocation(
+            &scripts::RESTORE,
+            &self.settings,
+            job,
+            run,
+            created_at,
+            live.percent,
+        );
+        Pairs::default()
+            .with(Field::Step, &live.step)
+            .with(Field::Attempt, live.attempt)
+            .with(Field::Worker, worker_name())
+            .append_to(&mut inv);
+        Ok(match self.code(inv).await? {
+            Code::Restored => Restore::Restored,
+            Code::Present => Restore::Present,
+            Code::Fenced => Restore::Fenced,
+            other => return Err(unexpected(other)),
+        })
+    }
+
+    pub(super) async fn release_run(&self, run: &RunId) -> Result<Release, StoreError> {
+        let mut inv = scripts::invocation(&scripts::RELEASE, &self.settings);
+        inv.arg(run.id.to_string()).arg(run.claim);
+        Ok(match self.code(inv).await? {
+            Code::Requeued => Release::Requeued,
+            Code::Fenced => Release::Fenced,
+            other => return Err(unexpected(other)),
+        })
+    }
+
+    pub(super) async fn recover_leases(&self) -> Result<Vec<Recovered>, StoreError> {
+        let mut inv = scripts::invocation(&scripts::RECOVER, &self.settings);
+        inv.arg(RECOVER_BATCH);
+        let mut conn = self.connection().await?;
+        let flat: Vec<String> = self.bounded(inv.invoke_async(&mut conn)).await?;
+        flat.chunks(2)
+            .map(|pair| {
+                let id = pair
+                    .get(1)
+                    .and_then(|raw| JobId::parse(raw).ok())
+                    .ok_or_else(|| StoreError::Corrupt("recover answered no id".into()))?;
+                match Code::parse(&pair[0])? {
+                    Code::Requeued => Ok(Recovered::Requeued(id)),
+                    Code::Lost => Ok(Recovered::Lost(id)),
+                    other => Err(unexpected(other)),
+                }
+            })
+            .collect()
+    }
+
+    pub(super) async fn cancel_job(&self, id: &JobId, by: &str) -> Result<Cancel, StoreError> {
+        let mut inv = scripts::invocation(&scripts::CANCEL, &self.settings);
+        inv.arg(id.to_string()).arg(by);
+        Ok(match self.code(inv).await? {
+            Code::Requested => Cancel::Requested,
+            Code::NotActive => Cancel::NotActive,
+            Code::Missing => Cancel::Missing,
+            other => return Err(unexpected(other)),
+        })
+    }
+
+    pub(super) async fn purge_tenant(
+        &self,
+        tenant: &TenantId,
+        kinds: &[Kind],
+    ) -> Result<Purge, StoreError> {
+        let mut inv = scripts::invocation(&scripts::PURGE, &self.settings);
+        inv.arg(tenant.as_str());
+        for kind in kinds {
+            inv.arg(kind.as_str());
+        }
+        let mut conn = self.connection().await?;
+        let (word, value): (String, String) = self.bounded(inv.invoke_async(&mut conn)).await?;
+        match Code::parse(&word)? {
+            Code::Active => JobId::parse(&value)
+                .map(Purge::StillActive)
+                .map_err(|_| StoreError::Corrupt("purge named no job id".into())),
+            Code::Removed => value
+                .parse()
+                .map(Purge::Removed)
+                .map_err(|_| StoreError::Corrupt("purge answered no count".into())),
+            other => Err(unexpected(other)),
+        }
+    }
+}

@@ -18,7 +18,7 @@ use crate::jobs::params::{
 };
 use crate::jobs::runner::Refused;
 use crate::jobs::store::StoreError;
-use crate::jobs::{InvalidId, JobId, Snapshot};
+use crate::jobs::{InvalidId, JobId, Snapshot, TenantId};
 
 #[derive(Debug)]
 pub enum ApiError {
@@ -78,6 +78,9 @@ pub enum ApiError {
     Unauthorized,
     /// The caller's token is for another tenant than the one the request names.
     Forbidden,
+    /// A tenant token asked for something only an operator may ask without naming a tenant
+    /// (every tenant's active jobs); it names the tenant the token is for.
+    TenantNotNamed(TenantId),
     /// The request (headers or body) did not arrive within `REQUEST_TIMEOUT_SECONDS`.
     RequestTimeout,
     /// A JSON body names the same key twice.
@@ -213,6 +216,14 @@ impl ApiError {
                 "forbidden",
                 "this token may not act for that tenant".to_owned(),
             ),
+            ApiError::TenantNotNamed(own) => {
+                extra.field = Some("tenant_id".to_owned());
+                (
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    format!("a tenant token lists its own tenant's jobs: add tenant_id={own} (only an operator token lists every tenant's active jobs)"),
+                )
+            }
             ApiError::RequestTimeout => (
                 StatusCode::REQUEST_TIMEOUT,
                 "request_timeout",

@@ -244,8 +244,10 @@ pub async fn list(
             app.store.recent(&tenant, cap).await?
         }
         // Every tenant's active jobs: an operator's view (or anyone's, running open).
-        None if caller.scope == Scope::All => app.store.active().await?,
-        None => return Err(ApiError::Forbidden),
+        None => match &caller.scope {
+            Scope::All => app.store.active().await?,
+            Scope::Tenant(own) => return Err(ApiError::TenantNotNamed(own.clone())),
+        },
     };
     let (jobs, next_cursor) = filter.page(jobs);
     Ok(Json(Listing { jobs, next_cursor }))

@@ -18,6 +18,7 @@ both_stores!(
     another_tenants_job_by_id_is_404_exactly_like_an_unknown_id,
     an_operator_token_reaches_every_tenant,
     an_operator_lists_every_tenants_active_jobs_and_a_tenant_token_must_name_its_tenant,
+    a_tenant_token_listing_without_a_tenant_is_told_to_add_its_own,
     health_and_readiness_stay_open_with_tokens,
     without_tokens_every_route_is_open_and_readiness_says_so,
 );
@@ -51,6 +52,22 @@ async fn app_with_tokens(b: Backend) -> Tenants {
         a_token,
         b_token,
     }
+}
+
+async fn a_tenant_token_listing_without_a_tenant_is_told_to_add_its_own(b: Backend) {
+    let t = app_with_tokens(b).await;
+    let r = send(&t.app, Method::GET, "/catalog/jobs", Some(&t.a_token)).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        (body["error"].as_str(), body["field"].as_str()),
+        (Some("forbidden"), Some("tenant_id"))
+    );
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("add tenant_id={}", t.a)),
+        "the message names what to add: {message}"
+    );
 }
 
 /// Every guarded route, as (method, path) for tenant `t` and job `job`.

@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use catalog_jobs::jobs::runner::{guarded, progress_channel};
+use catalog_jobs::jobs::progress::{guarded, progress_channel};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn progress_callback(c: &mut Criterion) {

@@ -6,14 +6,18 @@
 //! nothing of HTTP or of catalogues: job kinds come in through a [`registry::Registry`].
 
 pub mod cache;
+mod dispatch;
 pub mod fence;
+mod heartbeat;
 pub mod keys;
+mod log_limit;
 pub mod memory;
 pub mod params;
-pub mod queue;
+pub mod progress;
 pub mod recovery;
 pub mod redis;
 pub mod registry;
+pub mod run;
 pub mod runner;
 pub mod store;
 pub mod timeline;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use catalog_jobs::catalog::products::{CatalogStoreError, MemoryCatalog, Product};
 use catalog_jobs::catalog::{demo, enrich, pair, sync, Catalog, CatalogSettings};
-use catalog_jobs::jobs::runner::guarded;
+use catalog_jobs::jobs::progress::guarded;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 

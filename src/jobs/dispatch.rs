@@ -1,0 +1,84 @@
+//! The dispatcher: one per process, it claims jobs from the store's shared ready queue
+//! whenever this process has a free worker (`MAX_CONCURRENT_JOBS`), oldest first, and hands
+//! each claim to whoever starts runs.
+//!
+//! It never polls a queue it cannot serve: it first waits for a free worker, then claims
+//! until the queue is empty, then sleeps until the store says work arrived (`Event::Wake`,
+//! sent when a create, recovery or release puts a job in an empty queue) — or, should that
+//! message be missed, until `IDLE_RECHECK` has passed. So a job waiting in the queue costs
+//! no store call, whatever the queue's length.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::log_limit::LogLimiter;
+use super::store::{Claim, JobStore};
+use super::Kind;
+
+/// How long an idle dispatcher waits for a wake-up before claiming anyway: a bound on
+/// the delay a missed pub/sub message (a reconnect) can cause, at one call per interval.
+const IDLE_RECHECK: Duration = Duration::from_secs(5);
+/// How long the dispatcher waits after the store failed a claim before trying again.
+const STORE_RETRY: Duration = Duration::from_millis(500);
+
+/// What the dispatcher claims with and for.
+pub(super) struct Dispatcher {
+    pub store: Arc<dyn JobStore>,
+    /// This process, as claims name it.
+    pub worker: String,
+    /// The kinds this process runs: it claims no other.
+    pub kinds: Vec<Kind>,
+    /// One permit per free worker.
+    pub workers: Arc<Semaphore>,
+    /// Signalled when the queue may have work (an event, a resync).
+    pub wake: Arc<Notify>,
+    /// Cancelled when shutdown starts: no more claims.
+    pub closing: CancellationToken,
+    /// The longest an idle dispatcher sleeps (at most `IDLE_RECHECK`).
+    pub recheck: Duration,
+}
+
+impl Dispatcher {
+    /// Claims whenever a worker is free and hands each claim, with its worker's permit, to
+    /// `start`; returns when shutdown starts.
+    pub(super) async fn run(self, start: impl Fn(Claim, OwnedSemaphorePermit)) {
+        let mut limiter = LogLimiter::default();
+        loop {
+            let permit = tokio::select! {
+                permit = self.workers.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => return,
+                },
+                () = self.closing.cancelled() => return,
+            };
+            loop {
+                if self.closing.is_cancelled() {
+                    return;
+                }
+                // Not raced against `closing`: a claim that reached the store must be run or
+                // given back, never dropped on the floor.
+                match self.store.claim(&self.worker, &self.kinds).await {
+                    Ok(Some(claim)) => {
+                        start(claim, permit);
+                        break;
+                    }
+                    Ok(None) => tokio::select! {
+                        () = self.wake.notified() => {}
+                        () = tokio::time::sleep(IDLE_RECHECK.min(self.recheck)) => {}
+                        () = self.closing.cancelled() => return,
+                    },
+                    Err(e) => {
+                        limiter.warn(&e, "could not claim a job; trying again shortly");
+                        tokio::select! {
+                            () = tokio::time::sleep(STORE_RETRY) => {}
+                            () = self.closing.cancelled() => return,
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

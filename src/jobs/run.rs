@@ -1,0 +1,375 @@
+//! The run: one claimed job on a worker, from its start to its recorded end, and the table
+//! of this process's runs (`Runs`) that the heartbeat, the listener and shutdown act on.
+//!
+//! A run executes the kind's blocking function on `spawn_blocking` inside the job's span,
+//! with a never-blocking progress reporter, and records how it ended — retrying while the
+//! store is unreachable. A run the store refused (`Fenced`: recovered, taken over or given
+//! back) stops at its next safe point and records nothing.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{error, info, info_span, warn, Instrument, Span};
+
+use super::fence::StoreFence;
+use super::log_limit::LogLimiter;
+use super::progress::{guarded, progress_channel, progress_writer, Reporter, Tick, Ticks};
+use super::registry::{JobError, JobFn, JobInput, Registry};
+use super::store::{Claim, Finish, JobStore, NewJob, Outcome, Release, RunId};
+use super::JobId;
+
+/// The error class of a job whose function panicked.
+pub const PANIC: &str = "Panic";
+/// How long a run given back at shutdown, or ending during it, gets to be written.
+pub(super) const RELEASE_WINDOW: Duration = Duration::from_secs(3);
+/// How long a cancel event for a job this process does not (yet) run is remembered: it may
+/// have been claimed here a moment before, and not be registered yet. Past this, the next
+/// heartbeat's answer carries the request anyway.
+const EARLY_CANCEL_MEMORY: Duration = Duration::from_secs(10);
+
+/// What the process knows of one of its runs.
+pub(super) struct Running {
+    pub job: NewJob,
+    pub run: RunId,
+    pub created_at: u64,
+    pub attempt: u32,
+    /// Tripped on a cancel request, when fenced off, and at the shutdown deadline.
+    pub cancel: CancellationToken,
+    /// Set when the store refused this run: it records nothing more.
+    pub fenced: Arc<AtomicBool>,
+    pub latest: watch::Receiver<Tick>,
+}
+
+impl Running {
+    pub(super) fn fence(&self, why: &str) {
+        if !self.fenced.swap(true, Ordering::AcqRel) {
+            warn!(job_id = %self.job.id, "fenced off: {why}; the run stops at its next safe point");
+        }
+        self.cancel.cancel();
+    }
+}
+
+/// This process's runs and what they need: the store, the kinds, the shutdown tokens.
+pub(super) struct Runs {
+    pub store: Arc<dyn JobStore>,
+    pub registry: Arc<Registry>,
+    /// The shortest gap between two progress writes of one job.
+    pub tick_interval: Duration,
+    /// How long a job's final state is retried while the store is unreachable.
+    pub finish_retry: Duration,
+    pub tracker: TaskTracker,
+    /// Cancelled when shutdown starts: no new jobs, no more claims.
+    pub closing: CancellationToken,
+    /// Cancelled at the grace deadline: runs still going were given back.
+    pub interrupt: CancellationToken,
+    running: Mutex<HashMap<JobId, Running>>,
+    /// Cancel events for jobs not running here when they came (see `EARLY_CANCEL_MEMORY`).
+    early_cancels: Mutex<HashMap<JobId, Instant>>,
+    /// `wait=true` requests, woken when their job ends.
+    waiters: Mutex<HashMap<JobId, Arc<Notify>>>,
+}
+
+impl Runs {
+    pub(super) fn new(
+        store: Arc<dyn JobStore>,
+        registry: Arc<Registry>,
+        tick_interval: Duration,
+        finish_retry: Duration,
+    ) -> Self {
+        Self {
+            store,
+            registry,
+            tick_interval,
+            finish_retry,
+            tracker: TaskTracker::new(),
+            closing: CancellationToken::new(),
+            interrupt: CancellationToken::new(),
+            running: Mutex::new(HashMap::new()),
+            early_cancels: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(super) fn lock_running(&self) -> MutexGuard<'_, HashMap<JobId, Running>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn lock_waiters(&self) -> MutexGuard<'_, HashMap<JobId, Arc<Notify>>> {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a cancel event for this job came before its run was registered here.
+    fn take_early_cancel(&self, id: &JobId) -> bool {
+        let mut early = self.early_cancels.lock().unwrap_or_else(|p| p.into_inner());
+        early.retain(|_, at| at.elapsed() < EARLY_CANCEL_MEMORY);
+        early.remove(id).is_some()
+    }
+
+    /// Someone asked `id` to stop: its run here is told, or the request is remembered for
+    /// a run about to be registered.
+    pub(super) fn on_cancel_event(&self, id: JobId) {
+        let running = self.lock_running();
+        if let Some(r) = running.get(&id) {
+            info!(job_id = %id, "asked to stop: the job is told");
+            r.cancel.cancel();
+            return;
+        }
+        let mut early = self.early_cancels.lock().unwrap_or_else(|p| p.into_inner());
+        early.retain(|_, at| at.elapsed() < EARLY_CANCEL_MEMORY);
+        early.insert(id, Instant::now());
+    }
+
+    /// Job `id` ended (here or anywhere): a request waiting for it wakes.
+    pub(super) fn ended(&self, id: &JobId) {
+        if let Some(n) = self.lock_waiters().get(id) {
+            n.notify_one();
+        }
+    }
+
+    /// Hands a claimed job to a worker task.
+    pub(super) fn spawn(self: &Arc<Self>, claim: Claim, permit: OwnedSemaphorePermit) {
+        let job = &claim.job;
+        let span = info_span!("job", job_id = %job.id, tenant_id = %job.tenant, kind = %job.kind, attempt = claim.attempt);
+        let runs = self.clone();
+        self.tracker
+            .spawn(async move { runs.run(claim, permit).await }.instrument(span));
+    }
+
+    async fn run(self: Arc<Self>, claim: Claim, permit: OwnedSemaphorePermit) {
+        let Claim {
+            job,
+            created_at,
+            run,
+            attempt,
+        } = claim;
+        let (reporter, ticks) = progress_channel();
+        let cancel = CancellationToken::new();
+        let fenced = Arc::new(AtomicBool::new(false));
+        {
+            // Under the running lock, like `on_cancel_event`: a cancel event is either seen
+            // there or left for this check, never lost in between.
+            let mut running = self.lock_running();
+            if self.take_early_cancel(&job.id) {
+                cancel.cancel();
+            }
+            running.insert(
+                job.id,
+                Running {
+                    job: job.clone(),
+                    run,
+                    created_at,
+                    attempt,
+                    cancel: cancel.clone(),
+                    fenced: fenced.clone(),
+                    latest: ticks.latest(),
+                },
+            );
+        }
+        // Waited from its creation (the store's clock) to this claim (this host's clock).
+        let waited = Duration::from_millis(super::now_ms().saturating_sub(created_at));
+        let running = crate::metrics::job_started(job.kind.as_str(), waited);
+        let result = self.execute(&job, run, reporter, ticks, cancel).await;
+        drop(running);
+        match result {
+            Some((outcome, percent)) if !fenced.load(Ordering::Acquire) => {
+                self.record(&job, &run, created_at, &outcome, percent).await;
+                crate::metrics::job_finished(job.kind.as_str(), &outcome);
+            }
+            _ => info!("this run's end is not recorded: it no longer holds the job"),
+        }
+        self.lock_running().remove(&job.id);
+        drop(permit);
+        self.ended(&job.id);
+    }
+
+    /// Runs the function and turns whatever happened into an outcome with the last percent
+    /// the job reported; `None` when the run was given back at the shutdown deadline or its
+    /// final write was refused (fenced off): either way its end is not recorded.
+    async fn execute(
+        &self,
+        job: &NewJob,
+        run: RunId,
+        reporter: Reporter,
+        ticks: Ticks,
+        cancel: CancellationToken,
+    ) -> Option<(Outcome, u8)> {
+        let Some(kind) = self.registry.get(&job.kind) else {
+            // A job created by a replica with other kinds reached this one.
+            error!("no function is registered for this kind");
+            return Some((Outcome::Failed("UnknownKind".into(), None), 0));
+        };
+        reporter.report(0, "starting");
+        let latest = ticks.latest();
+        let writer = progress_writer(
+            self.store.clone(),
+            run,
+            ticks,
+            self.tick_interval,
+            cancel.clone(),
+        );
+        let writer = tokio::spawn(writer.in_current_span());
+        let input = JobInput {
+            job_id: job.id,
+            tenant: job.tenant.clone(),
+            kind: job.kind.clone(),
+            params: job.params.clone(),
+            cancel,
+            run,
+            fence: Arc::new(StoreFence::new(self.store.clone(), run)),
+        };
+        let function = run_blocking(kind.run.clone(), input, reporter, Span::current());
+        let blocking = tokio::task::spawn_blocking(function);
+        let joined = tokio::select! {
+            joined = blocking => Some(joined),
+            () = self.interrupt.cancelled() => None,
+        };
+        // The last tick travels with the finish.
+        writer.abort();
+        let _ = writer.await;
+        let percent = latest.borrow().percent;
+        let outcome = outcome_of(joined?)?;
+        Some((outcome, percent))
+    }
+
+    /// Writes the outcome, retrying while the store is unreachable, for `finish_retry` (a few
+    /// seconds once the service is shutting down). Never gives up silently.
+    async fn record(
+        &self,
+        job: &NewJob,
+        run: &RunId,
+        created_at: u64,
+        outcome: &Outcome,
+        percent: u8,
+    ) {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(50);
+        let mut limiter = LogLimiter::default();
+        loop {
+            let e = match self
+                .store
+                .finish(job, run, created_at, outcome, percent)
+                .await
+            {
+                Ok(Finish::Applied) => {
+                    info!(status = outcome.status().as_str(), "job ended");
+                    return;
+                }
+                Ok(Finish::AlreadyEnded) => {
+                    info!("job's end was already recorded");
+                    return;
+                }
+                Ok(Finish::Fenced) => {
+                    warn!(outcome = ?outcome, "fenced off: another run or job holds this job; this run's end is not recorded");
+                    return;
+                }
+                Err(e) => e,
+            };
+            let window = match self.closing.is_cancelled() {
+                true => RELEASE_WINDOW,
+                false => self.finish_retry,
+            };
+            if started.elapsed() >= window {
+                error!(
+                    error = %e,
+                    outcome = %serde_json::to_string(&outcome_json(outcome)).unwrap_or_default(),
+                    "the job's end could not be recorded: the store stayed unreachable"
+                );
+                return;
+            }
+            limiter.warn(&e, "the job's end is waiting for the store");
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// Puts a run back in the queue at shutdown, retrying briefly while the store is down
+    /// (if it stays down, the lease expires and recovery re-queues the job).
+    pub(super) async fn give_back(&self, run: &RunId) {
+        let started = Instant::now();
+        loop {
+            match self.store.release(run).await {
+                Ok(Release::Requeued) => {
+                    info!(job_id = %run.id, "given back to the queue");
+                    return;
+                }
+                Ok(Release::Fenced) => return,
+                Err(e) if started.elapsed() >= RELEASE_WINDOW => {
+                    error!(job_id = %run.id, error = %e, "could not give the job back; recovery will re-queue it");
+                    return;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+}
+
+/// How the function's task ended, as the record keeps it; `None` for a refused final write.
+fn outcome_of(
+    joined: Result<Result<serde_json::Value, JobError>, tokio::task::JoinError>,
+) -> Option<Outcome> {
+    Some(match joined {
+        Ok(Ok(report)) => Outcome::Done(report),
+        Ok(Err(JobError::Fenced)) => {
+            warn!("fenced off: the store refused this run's final write; its end is not recorded");
+            return None;
+        }
+        Ok(Err(JobError::Cancelled { report })) => {
+            info!("job stopped on request");
+            Outcome::Cancelled(report.unwrap_or(serde_json::Value::Null))
+        }
+        Ok(Err(e)) => {
+            // The message may carry customer data: it goes to the log, the class to the record.
+            warn!(error_class = e.class(), error = %e, "job failed");
+            Outcome::Failed(e.class().to_owned(), e.report().cloned())
+        }
+        Err(join) => {
+            let message = if join.is_panic() {
+                panic_message(join.into_panic())
+            } else {
+                "the blocking task was cancelled".to_owned()
+            };
+            error!(panic = %message, "job function panicked");
+            Outcome::Failed(PANIC.into(), None)
+        }
+    })
+}
+
+fn outcome_json(outcome: &Outcome) -> serde_json::Value {
+    match outcome {
+        Outcome::Done(report) => serde_json::json!({"status": "done", "result": report}),
+        Outcome::Failed(class, report) => {
+            serde_json::json!({"status": "failed", "error": class, "result": report})
+        }
+        Outcome::Cancelled(report) => serde_json::json!({"status": "cancelled", "result": report}),
+    }
+}
+
+/// The body of the blocking task: the job function with a never-blocking, guarded reporter.
+fn run_blocking(
+    run: JobFn,
+    input: JobInput,
+    reporter: Reporter,
+    span: Span,
+) -> impl FnOnce() -> Result<serde_json::Value, JobError> {
+    move || {
+        let _entered = span.enter();
+        let report = |percent: u8, step: &str| reporter.report(percent, step);
+        let progress = guarded(report);
+        run(&input, Some(&progress))
+    }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}

@@ -8,12 +8,14 @@
 pub mod store;
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::jobs::run::RunObserver;
 use crate::jobs::store::Outcome;
+use crate::jobs::Kind;
 
 pub const JOBS_CREATED: &str = "catalog_jobs_created_total";
 pub const JOBS_FINISHED: &str = "catalog_jobs_finished_total";
@@ -133,32 +135,28 @@ pub fn job_finished(kind: &str, outcome: &Outcome) {
     }
 }
 
-/// A claimed job starts on a worker after waiting `waited` in the shared queue: it counts in
-/// `catalog_jobs_running` until the returned guard drops.
-pub fn job_started(kind: &str, waited: Duration) -> Running {
-    histogram!(JOB_QUEUE_WAIT, "kind" => kind.to_owned()).record(waited);
-    gauge!(JOBS_RUNNING, "kind" => kind.to_owned()).increment(1.0);
-    Running {
-        kind: kind.to_owned(),
-        started: Instant::now(),
-    }
-}
-
 /// The jobs of `kind` waiting in the shared queue, as the store counted them at a scrape.
 pub fn queue_depth(kind: &str, waiting: u64) {
     gauge!(JOBS_QUEUED, "kind" => kind.to_owned()).set(waiting as f64);
 }
 
-/// A job on a worker; dropping it records how long it ran.
-pub struct Running {
-    kind: String,
-    started: Instant,
-}
+/// The runner's observer: the queue wait, the jobs running, how long each ran and how it
+/// ended, by kind.
+pub struct RunMetrics;
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        gauge!(JOBS_RUNNING, "kind" => self.kind.clone()).decrement(1.0);
-        histogram!(JOB_DURATION, "kind" => self.kind.clone()).record(self.started.elapsed());
+impl RunObserver for RunMetrics {
+    fn started(&self, kind: &Kind, waited: Duration) {
+        histogram!(JOB_QUEUE_WAIT, "kind" => kind.as_str().to_owned()).record(waited);
+        gauge!(JOBS_RUNNING, "kind" => kind.as_str().to_owned()).increment(1.0);
+    }
+
+    fn stopped(&self, kind: &Kind, ran: Duration) {
+        gauge!(JOBS_RUNNING, "kind" => kind.as_str().to_owned()).decrement(1.0);
+        histogram!(JOB_DURATION, "kind" => kind.as_str().to_owned()).record(ran);
+    }
+
+    fn finished(&self, kind: &Kind, outcome: &Outcome) {
+        job_finished(kind.as_str(), outcome);
     }
 }
 

@@ -81,7 +81,12 @@ impl App {
         let tokens = load_tokens(&config)?;
         crate::metrics::handle();
         let store = MeteredStore::wrap(store);
-        let runner = Runner::new(store.clone(), Arc::new(registry), runner_settings(&config));
+        let runner = Runner::with_observer(
+            store.clone(),
+            Arc::new(registry),
+            runner_settings(&config),
+            Arc::new(crate::metrics::RunMetrics),
+        );
         let state = AppState {
             runner,
             store,

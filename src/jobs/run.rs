@@ -21,7 +21,7 @@ use super::log_limit::LogLimiter;
 use super::progress::{guarded, progress_channel, progress_writer, Reporter, Tick, Ticks};
 use super::registry::{JobError, JobFn, JobInput, Registry};
 use super::store::{Claim, Finish, JobStore, NewJob, Outcome, Release, RunId};
-use super::JobId;
+use super::{JobId, Kind};
 
 /// The error class of a job whose function panicked.
 pub const PANIC: &str = "Panic";
@@ -31,6 +31,23 @@ pub(super) const RELEASE_WINDOW: Duration = Duration::from_secs(3);
 /// have been claimed here a moment before, and not be registered yet. Past this, the next
 /// heartbeat's answer carries the request anyway.
 const EARLY_CANCEL_MEMORY: Duration = Duration::from_secs(10);
+
+/// What the runs tell whoever observes the runner (the metrics, wired at start-up). Each
+/// call is cheap, never blocks and cannot fail the run; by default nothing is observed.
+pub trait RunObserver: Send + Sync {
+    /// A claimed job starts on a worker, `waited` after its creation (the store's clock to
+    /// this host's).
+    fn started(&self, _kind: &Kind, _waited: Duration) {}
+    /// The job's function is over, or was given up on at the shutdown deadline, after `ran`.
+    fn stopped(&self, _kind: &Kind, _ran: Duration) {}
+    /// The run's end was recorded as `outcome` (or given up on when the store stayed down).
+    fn finished(&self, _kind: &Kind, _outcome: &Outcome) {}
+}
+
+/// Observes nothing: the runner of a test that does not look at metrics.
+pub struct Unobserved;
+
+impl RunObserver for Unobserved {}
 
 /// What the process knows of one of its runs.
 pub(super) struct Running {
@@ -72,6 +89,7 @@ pub(super) struct Runs {
     early_cancels: Mutex<HashMap<JobId, Instant>>,
     /// `wait=true` requests, woken when their job ends.
     waiters: Mutex<HashMap<JobId, Arc<Notify>>>,
+    observer: Arc<dyn RunObserver>,
 }
 
 impl Runs {
@@ -80,6 +98,7 @@ impl Runs {
         registry: Arc<Registry>,
         tick_interval: Duration,
         finish_retry: Duration,
+        observer: Arc<dyn RunObserver>,
     ) -> Self {
         Self {
             store,
@@ -92,6 +111,7 @@ impl Runs {
             running: Mutex::new(HashMap::new()),
             early_cancels: Mutex::new(HashMap::new()),
             waiters: Mutex::new(HashMap::new()),
+            observer,
         }
     }
 
@@ -172,13 +192,14 @@ impl Runs {
         }
         // Waited from its creation (the store's clock) to this claim (this host's clock).
         let waited = Duration::from_millis(super::now_ms().saturating_sub(created_at));
-        let running = crate::metrics::job_started(job.kind.as_str(), waited);
+        self.observer.started(&job.kind, waited);
+        let began = Instant::now();
         let result = self.execute(&job, run, reporter, ticks, cancel).await;
-        drop(running);
+        self.observer.stopped(&job.kind, began.elapsed());
         match result {
             Some((outcome, percent)) if !fenced.load(Ordering::Acquire) => {
                 self.record(&job, &run, created_at, &outcome, percent).await;
-                crate::metrics::job_finished(job.kind.as_str(), &outcome);
+                self.observer.finished(&job.kind, &outcome);
             }
             _ => info!("this run's end is not recorded: it no longer holds the job"),
         }

@@ -17,7 +17,7 @@ use tracing::warn;
 use super::dispatch::Dispatcher;
 use super::heartbeat::heartbeat;
 use super::registry::Registry;
-use super::run::Runs;
+use super::run::{RunObserver, Runs, Unobserved};
 use super::store::{Created, Event, JobStore, NewJob, RunId, StoreError};
 use super::{worker_name, JobId, Snapshot, Status};
 
@@ -74,12 +74,22 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// Builds the runner and starts its dispatcher, heartbeat, recovery sweep and event
-    /// listener (call inside the runtime).
+    /// Builds a runner nobody observes (see [`Runner::with_observer`]).
     pub fn new(
         store: Arc<dyn JobStore>,
         registry: Arc<Registry>,
         settings: RunnerSettings,
+    ) -> Self {
+        Self::with_observer(store, registry, settings, Arc::new(Unobserved))
+    }
+
+    /// Builds the runner, whose runs tell `observer` how they go, and starts its dispatcher,
+    /// heartbeat, recovery sweep and event listener (call inside the runtime).
+    pub fn with_observer(
+        store: Arc<dyn JobStore>,
+        registry: Arc<Registry>,
+        settings: RunnerSettings,
+        observer: Arc<dyn RunObserver>,
     ) -> Self {
         let kinds = registry.kinds().cloned().collect();
         let runs = Arc::new(Runs::new(
@@ -87,6 +97,7 @@ impl Runner {
             registry,
             settings.tick_interval,
             settings.finish_retry,
+            observer,
         ));
         let runner = Self {
             runs: runs.clone(),

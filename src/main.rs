@@ -10,7 +10,7 @@ fn main() -> std::process::ExitCode {
     match cli.command {
         None => serve(cli.serve),
         Some(Command::Serve(config)) => serve(*config),
-        Some(Command::HashToken) => catalog_jobs::api::auth::hash_token_command(),
+        Some(Command::HashToken) => cli::hash_token::run(),
         Some(Command::GenFeed(args)) => cli::gen_feed::run(&args),
         Some(Command::Client(command)) => cli::run(command),
     }

@@ -9,11 +9,11 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::api::auth::Tokens;
 use crate::api::server::ConnectionLimits;
 use crate::api::{self, AppState, Guard};
 use crate::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use crate::catalog::{Catalog, CatalogSettings};
+use crate::config::tokens::Tokens;
 use crate::config::Config;
 use crate::jobs::memory::MemoryStore;
 use crate::jobs::redis::RedisStore;
@@ -100,8 +100,11 @@ impl App {
                 tokens: Arc::new(tokens),
                 max_start_body_bytes: config.max_start_body_bytes,
                 request_timeout: config.request_timeout_seconds,
-                cors: api::cors::Cors::from_config(&config.cors_allowed_origins)
-                    .map_err(crate::config::ConfigError::Invalid)?,
+                cors: api::cors::Cors::new(
+                    &config
+                        .cors_origins()
+                        .map_err(crate::config::ConfigError::Invalid)?,
+                ),
             },
         };
         Ok(Self {
@@ -160,20 +163,11 @@ impl App {
 /// The tokens of `API_TOKENS_FILE` and `API_TOKENS`; a malformed entry stops start-up
 /// naming its line. With none, the service runs open and says so.
 pub fn load_tokens(config: &Config) -> Result<Tokens, StartupError> {
-    let mut tokens = Tokens::default();
-    if let Some(path) = &config.api_tokens_file {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            StartupError::Tokens(format!("API_TOKENS_FILE {}: {e}", path.display()))
-        })?;
-        let name = format!("API_TOKENS_FILE {}", path.display());
-        tokens = Tokens::parse(&text, &name).map_err(|e| StartupError::Tokens(e.to_string()))?;
-    }
-    if let Some(inline) = &config.api_tokens {
-        let more = Tokens::parse_inline(inline).map_err(|e| StartupError::Tokens(e.to_string()))?;
-        tokens = tokens
-            .combine(more)
-            .map_err(|e| StartupError::Tokens(e.to_string()))?;
-    }
+    let tokens = crate::config::tokens::load(
+        config.api_tokens_file.as_deref(),
+        config.api_tokens.as_deref(),
+    )
+    .map_err(StartupError::Tokens)?;
     if tokens.is_open() {
         warn!("{}", api::OPEN_WARNING);
     }

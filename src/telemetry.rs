@@ -15,7 +15,12 @@ use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::LogFormat;
+/// How log lines are written (`LOG_FORMAT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
 
 /// Installs the global subscriber once; a second call (tests) is a no-op.
 pub fn init(format: LogFormat) {

@@ -1,41 +1,25 @@
 //! Bearer tokens → a `Caller` (scope, name) request extension; handlers ask the `Caller`,
 //! never the header.
 //!
-//! Tokens are configured as `<scope> <name> sha256:<hex>` entries (`API_TOKENS_FILE`, or
-//! `API_TOKENS` with `;` between entries); only digests are held, compared in constant time,
-//! and a token is never logged. Without any entry the service runs open: every caller is an
-//! anonymous operator. `/healthz`, `/readyz` and `/metrics` are never guarded.
-
-use std::io::Read;
+//! The configured tokens (`config::tokens`) are looked up by the presented bearer token.
+//! Without any entry the service runs open: every caller is an anonymous operator.
+//! `/healthz`, `/readyz` and `/metrics` are never guarded.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header;
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use super::AppState;
+use crate::config::tokens::{Holder, Scope};
 use crate::jobs::TenantId;
 
 /// The prefix every guarded path starts with.
 pub(crate) const GUARDED_PREFIX: &str = "/catalog";
-/// How a digest is spelled in a token entry.
-const DIGEST_PREFIX: &str = "sha256:";
-/// The scope of an operator token: every tenant.
-const OPERATOR_SCOPE: &str = "*";
 /// The name a caller gets when the service runs without tokens.
 pub const ANONYMOUS: &str = "anonymous";
-
-/// Whose data a caller may touch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// Every tenant (an operator token, or any caller of a service without tokens).
-    All,
-    Tenant(TenantId),
-}
 
 /// Who is asking: put on every guarded request by [`authenticate`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +55,15 @@ impl Caller {
     }
 }
 
+impl From<Holder> for Caller {
+    fn from(h: Holder) -> Self {
+        Self {
+            scope: h.scope,
+            name: h.name,
+        }
+    }
+}
+
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
 
@@ -84,156 +77,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     }
 }
 
-/// One configured token: its scope, its holder and the SHA-256 of the token.
-#[derive(Clone)]
-struct Entry {
-    scope: Scope,
-    name: String,
-    digest: [u8; 32],
-}
-
-/// The configured tokens; empty means the service runs open.
-#[derive(Clone, Default)]
-pub struct Tokens {
-    entries: Vec<Entry>,
-}
-
-/// A token entry that cannot be read: start-up stops with this.
-#[derive(Debug, thiserror::Error)]
-#[error("{source_name} line {line}: {why}; an entry is `<tenant_id or *> <name> sha256:<64 hex digits>`")]
-pub struct TokenFileError {
-    pub source_name: String,
-    pub line: usize,
-    pub why: String,
-}
-
-impl Tokens {
-    /// Reads entries, one per line (`API_TOKENS_FILE`); blank lines and `#` comments are skipped.
-    pub fn parse(text: &str, source_name: &str) -> Result<Self, TokenFileError> {
-        let mut entries = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let refuse = |why: String| TokenFileError {
-                source_name: source_name.to_owned(),
-                line: i + 1,
-                why,
-            };
-            let entry = parse_entry(line).map_err(refuse)?;
-            // One token with two scopes would make the caller's rights depend on line order.
-            if entries.iter().any(|e: &Entry| e.digest == entry.digest) {
-                return Err(refuse(
-                    "this digest is already given on an earlier line".into(),
-                ));
-            }
-            entries.push(entry);
-        }
-        Ok(Self { entries })
-    }
-
-    /// Reads `API_TOKENS` entries separated by `;` (numbered as lines from 1).
-    pub fn parse_inline(text: &str) -> Result<Self, TokenFileError> {
-        Self::parse(&text.replace(';', "\n"), "API_TOKENS entry")
-    }
-
-    /// Both sources together; a token in both is refused as it is within one.
-    pub fn combine(mut self, other: Tokens) -> Result<Self, TokenFileError> {
-        for (i, entry) in other.entries.into_iter().enumerate() {
-            if self.entries.iter().any(|e| e.digest == entry.digest) {
-                return Err(TokenFileError {
-                    source_name: "API_TOKENS entry".into(),
-                    line: i + 1,
-                    why: "this digest is already given in API_TOKENS_FILE".into(),
-                });
-            }
-            self.entries.push(entry);
-        }
-        Ok(self)
-    }
-
-    pub fn is_open(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// The caller a presented token belongs to. Every entry is compared, in constant time,
-    /// so the answer's timing says nothing about which digest nearly matched.
-    fn caller(&self, token: &str) -> Option<Caller> {
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let mut found = None;
-        for entry in &self.entries {
-            if bool::from(entry.digest.ct_eq(&digest)) && found.is_none() {
-                found = Some(Caller {
-                    scope: entry.scope.clone(),
-                    name: entry.name.clone(),
-                });
-            }
-        }
-        found
-    }
-}
-
-fn parse_entry(line: &str) -> Result<Entry, String> {
-    let parts: Vec<&str> = line.split_whitespace().collect();
-    let [scope, name, digest] = parts.as_slice() else {
-        return Err(format!("expected 3 fields, found {}", parts.len()));
-    };
-    let scope = if *scope == OPERATOR_SCOPE {
-        Scope::All
-    } else {
-        Scope::Tenant(
-            TenantId::parse(scope)
-                .map_err(|e| format!("the scope is not a tenant id or `*` ({e})"))?,
-        )
-    };
-    let hex = digest
-        .strip_prefix(DIGEST_PREFIX)
-        .ok_or_else(|| "the digest must start with `sha256:`".to_owned())?;
-    let digest = decode_digest(hex).ok_or_else(|| "the digest must be 64 hex digits".to_owned())?;
-    Ok(Entry {
-        scope,
-        name: (*name).to_owned(),
-        digest,
-    })
-}
-
-fn decode_digest(hex: &str) -> Option<[u8; 32]> {
-    if hex.len() != 64 || !hex.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
-}
-
-/// The `sha256:<hex>` form of a token, as an entry spells it.
-pub fn hash_token(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{DIGEST_PREFIX}{hex}")
-}
-
-/// `catalog-jobs hash-token`: reads a token on stdin (one trailing newline dropped) and
-/// prints its digest, so a token never has to appear on a command line.
-pub fn hash_token_command() -> std::process::ExitCode {
-    let mut input = String::new();
-    if std::io::stdin().read_to_string(&mut input).is_err() {
-        eprintln!("hash-token: stdin is not UTF-8 text");
-        return std::process::ExitCode::FAILURE;
-    }
-    let token = input.strip_suffix('\n').unwrap_or(&input);
-    let token = token.strip_suffix('\r').unwrap_or(token);
-    if token.is_empty() || token.chars().any(char::is_whitespace) {
-        eprintln!("hash-token: give one token, without spaces, on stdin");
-        return std::process::ExitCode::FAILURE;
-    }
-    println!("{}", hash_token(token));
-    std::process::ExitCode::SUCCESS
-}
-
 /// Middleware: every `/catalog/...` request gets a `Caller`, or 401 without a known token.
 pub async fn authenticate(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
     if !req.uri().path().starts_with(GUARDED_PREFIX) {
@@ -242,7 +85,9 @@ pub async fn authenticate(State(app): State<AppState>, mut req: Request, next: N
     let caller = if app.guard.tokens.is_open() {
         Some(Caller::anonymous())
     } else {
-        bearer(&req).and_then(|token| app.guard.tokens.caller(token))
+        bearer(&req)
+            .and_then(|token| app.guard.tokens.holder(token))
+            .map(Caller::from)
     };
     match caller {
         Some(caller) => {
@@ -259,66 +104,4 @@ fn bearer(req: &Request) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_entry_names_its_scope_holder_and_digest() {
-        let text = format!(
-            "# operators\n\n* ops {}\nacme ci-bot {}\n",
-            hash_token("op-secret"),
-            hash_token("acme-secret")
-        );
-        let tokens = Tokens::parse(&text, "tokens.txt").unwrap();
-        let op = tokens.caller("op-secret").unwrap();
-        assert_eq!(op.scope, Scope::All);
-        assert_eq!(op.name, "ops");
-        let acme = tokens.caller("acme-secret").unwrap();
-        assert_eq!(acme.scope, Scope::Tenant(TenantId::parse("acme").unwrap()));
-        assert!(tokens.caller("guess").is_none());
-    }
-
-    #[test]
-    fn a_malformed_entry_is_refused_naming_its_line() {
-        for bad in [
-            "acme bot",
-            "acme bot sha1:00",
-            "acme bot sha256:zz",
-            "ac:me bot sha256:0000000000000000000000000000000000000000000000000000000000000000",
-            "acme bot sha256:00 extra",
-        ] {
-            let text = format!("# ok\n{bad}\n");
-            let e = Tokens::parse(&text, "tokens.txt").err().expect(bad);
-            assert_eq!(e.line, 2, "{bad}");
-            assert!(e.to_string().contains("tokens.txt line 2"), "{e}");
-        }
-    }
-
-    #[test]
-    fn a_token_given_twice_is_refused() {
-        let text = format!("acme a {}\nbeta b {}\n", hash_token("x"), hash_token("x"));
-        assert_eq!(Tokens::parse(&text, "f").err().map(|e| e.line), Some(2));
-        let file = Tokens::parse(&format!("acme a {}", hash_token("x")), "f").unwrap();
-        let inline = Tokens::parse_inline(&format!("* ops {}", hash_token("x"))).unwrap();
-        assert!(file.combine(inline).is_err());
-    }
-
-    #[test]
-    fn inline_entries_are_separated_by_semicolons() {
-        let text = format!("acme a {};beta b {}", hash_token("x"), hash_token("y"));
-        let tokens = Tokens::parse_inline(&text).unwrap();
-        assert_eq!(tokens.caller("y").unwrap().name, "b");
-        assert!(Tokens::parse_inline("").unwrap().is_open());
-    }
-
-    #[test]
-    fn the_digest_is_sha256_in_lower_hex() {
-        assert_eq!(
-            hash_token("abc"),
-            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-    }
 }

@@ -9,13 +9,14 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::access::RequestId;
-use super::auth::{Caller, Scope};
+use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{
     job_not_found, query_fields, refuse_unknown, tenant_field, JobIdPath, OnConflict,
 };
 use super::job_filter::JobFilter;
 use super::AppState;
+use crate::config::tokens::Scope;
 use crate::jobs::runner::QUEUED_STEP;
 use crate::jobs::store::{Cancel, NewJob, Origin, Outcome};
 use crate::jobs::{JobId, Snapshot, Status, TenantId};

@@ -54,7 +54,7 @@ pub struct AppState {
 #[derive(Clone)]
 pub struct Guard {
     /// The configured tokens; empty means the service runs open.
-    pub tokens: Arc<auth::Tokens>,
+    pub tokens: Arc<crate::config::tokens::Tokens>,
     /// Largest body of a start request (`MAX_START_BODY_BYTES`).
     pub max_start_body_bytes: usize,
     /// How long a start request's body may take to arrive (`REQUEST_TIMEOUT_SECONDS`).

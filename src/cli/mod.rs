@@ -7,6 +7,7 @@
 mod client;
 mod follow;
 pub mod gen_feed;
+pub mod hash_token;
 mod output;
 
 use std::path::PathBuf;

@@ -9,7 +9,7 @@ use crate::both_stores;
 use crate::helpers::{
     settings, spawn_app_with, store, tenant, test_config, Backend, Gate, TestApp,
 };
-use catalog_jobs::api::auth::hash_token;
+use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::TenantId;
 
 both_stores!(

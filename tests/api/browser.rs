@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use catalog_jobs::api::auth::hash_token;
+use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::config::Config;
 use serde_json::{json, Value};
 

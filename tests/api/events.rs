@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use catalog_jobs::api::auth::hash_token;
+use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::startup::App;
 use reqwest::StatusCode;
 use serde_json::Value;

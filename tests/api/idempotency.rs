@@ -13,7 +13,7 @@ use crate::helpers::{
     create, finish, new_job, settings, spawn_app_with, store, tenant, test_config, test_kinds,
     Backend, CountingStore, Gate, TestApp,
 };
-use catalog_jobs::api::auth::hash_token;
+use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::store::Outcome;
 use catalog_jobs::jobs::TenantId;
 use reqwest::Response;

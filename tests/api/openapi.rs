@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use catalog_jobs::api::auth::hash_token;
 use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use catalog_jobs::catalog::Catalog;
+use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::config::Config;
 use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;

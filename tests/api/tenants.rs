@@ -2,7 +2,7 @@
 //! tenant's catalogue and ended jobs go, with counts; an active job refuses it and nothing
 //! changes; another tenant's token is 403; asking again answers zeros.
 
-use catalog_jobs::api::auth::hash_token;
+use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::store::Purge;
 use catalog_jobs::jobs::Kind;
 use reqwest::Method;

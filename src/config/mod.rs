@@ -2,10 +2,16 @@
 //!
 //! Durations are given in seconds and may be fractional (`0.2`), so tests can shrink them.
 
+pub mod origins;
+pub mod tokens;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+
+use crate::telemetry::LogFormat;
+use origins::Origin;
 
 /// A start request carries a few fields: 64 KiB is generous for them and small enough that
 /// no client can make the service buffer much before it is refused.
@@ -243,12 +249,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Pretty,
-    Json,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{0}")]
@@ -298,8 +298,7 @@ impl Config {
         for entry in self.allowed_hosts() {
             crate::catalog::sync::AllowedHost::parse(&entry).map_err(ConfigError::Invalid)?;
         }
-        crate::api::cors::Cors::from_config(&self.cors_allowed_origins)
-            .map_err(ConfigError::Invalid)?;
+        self.cors_origins().map_err(ConfigError::Invalid)?;
         if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
             return bad("KEY_PREFIX must be non-empty and without spaces");
         }
@@ -351,6 +350,17 @@ impl Config {
     /// Whether the service keeps its state in Redis (a fixed URL or through sentinels).
     pub fn uses_redis(&self) -> bool {
         self.redis_url.is_some() || !self.sentinels().is_empty()
+    }
+
+    /// The origins of `CORS_ALLOWED_ORIGINS` (empty entries ignored; none: no CORS at all),
+    /// or a message naming the variable and the first entry that is not an origin.
+    pub fn cors_origins(&self) -> Result<Vec<Origin>, String> {
+        self.cors_allowed_origins
+            .iter()
+            .map(|e| e.trim())
+            .filter(|e| !e.is_empty())
+            .map(Origin::parse)
+            .collect()
     }
 
     pub fn allowed_hosts(&self) -> Vec<String> {

@@ -18,6 +18,7 @@ mod ha;
 mod helpers;
 mod http;
 mod idempotency;
+mod layers;
 mod limits;
 mod observability;
 mod openapi;

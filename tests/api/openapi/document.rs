@@ -1,0 +1,199 @@
+//! The document itself: valid OpenAPI 3.1 (the official schema, vendored), unique
+//! `operationId`s, every `$ref` resolving, every component a JSON Schema; every operation
+//! described, guarded where it should be, and registered only through its annotation.
+
+use std::collections::BTreeSet;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{spawn_catalog_app, test_config, Backend};
+
+#[test]
+fn the_router_is_built_only_from_documented_handlers() {
+    // utoipa-axum's `routes!` will not compile a handler without `#[utoipa::path]`; a plain
+    // `.route(…)` would bypass it, so none may exist in the HTTP layer.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/api");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            let source = std::fs::read_to_string(&path).unwrap();
+            for bypass in [
+                ".route(",
+                ".route_service(",
+                ".nest(",
+                ".nest_service(",
+                ".merge(",
+            ] {
+                assert!(
+                    !source.contains(bypass),
+                    "{} calls {bypass}: register routes with routes!(…) and #[utoipa::path]",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_documented_operation_has_a_description_and_the_document_is_openapi_3_1() {
+    let doc = serde_json::to_value(catalog_jobs::api::openapi::document()).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            assert!(
+                op["description"].as_str().is_some_and(|d| !d.is_empty())
+                    || op["summary"].is_string(),
+                "{method} {path} has no description"
+            );
+            let methods = Method::from_bytes(method.to_uppercase().as_bytes());
+            assert!(methods.is_ok());
+        }
+    }
+}
+
+#[test]
+fn every_catalog_operation_requires_the_bearer_scheme_and_the_operations_routes_stay_open() {
+    let doc = serde_json::to_value(catalog_jobs::api::openapi::document()).unwrap();
+    let scheme = &doc["components"]["securitySchemes"]["bearer"];
+    assert_eq!(scheme["type"], "http");
+    assert_eq!(scheme["scheme"], "bearer");
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            if path.starts_with("/catalog") {
+                assert_eq!(
+                    op["security"],
+                    json!([{"bearer": []}]),
+                    "{method} {path} does not require the bearer scheme"
+                );
+                let unauthorized = &op["responses"]["401"];
+                assert!(
+                    unauthorized["headers"]["WWW-Authenticate"].is_object(),
+                    "{method} {path} does not document 401 with WWW-Authenticate"
+                );
+            } else {
+                assert!(op.get("security").is_none(), "{method} {path} is open");
+                assert!(
+                    op["responses"].get("401").is_none(),
+                    "{method} {path} is open"
+                );
+            }
+        }
+    }
+}
+
+/// The official JSON Schema of OpenAPI 3.1 documents (source and licence in tests/data/README.md).
+const OPENAPI_3_1_SCHEMA: &str = include_str!("../../data/openapi-3.1-schema.json");
+
+/// What is wrong with `doc` as an OpenAPI 3.1 document: where it breaks the official schema,
+/// each `operationId` used twice (generators name a client's methods by them), each `$ref`
+/// that leads nowhere, and each component schema that is not valid JSON Schema 2020-12.
+fn document_problems(doc: &Value) -> Vec<String> {
+    let official: Value =
+        serde_json::from_str(OPENAPI_3_1_SCHEMA).expect("the vendored schema is JSON");
+    let validator = jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(&official)
+        .expect("the official schema compiles");
+    let mut problems: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("OpenAPI 3.1 schema: {e} at {}", e.instance_path()))
+        .collect();
+    let mut ids = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        for (method, op) in item.as_object().into_iter().flatten() {
+            if let Some(id) = op["operationId"].as_str() {
+                if !ids.insert(id) {
+                    problems.push(format!(
+                        "operationId `{id}` is used twice ({method} {path})"
+                    ));
+                }
+            }
+        }
+    }
+    let mut refs = Vec::new();
+    collect_refs(doc, &mut refs);
+    for target in refs {
+        let resolves = target
+            .strip_prefix('#')
+            .is_some_and(|pointer| doc.pointer(pointer).is_some());
+        if !resolves {
+            problems.push(format!("$ref `{target}` leads nowhere"));
+        }
+    }
+    for (name, schema) in doc["components"]["schemas"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        if let Err(e) = jsonschema::draft202012::meta::validate(schema) {
+            problems.push(format!("schema {name} is not JSON Schema 2020-12: {e}"));
+        }
+    }
+    problems
+}
+
+/// Every `$ref` in `value`, in document order.
+fn collect_refs(value: &Value, refs: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(target)) = map.get("$ref") {
+                refs.push(target.clone());
+            }
+            map.values().for_each(|v| collect_refs(v, refs));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_refs(v, refs)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn the_served_document_is_valid_openapi_3_1_with_unique_operation_ids() {
+    let app = spawn_catalog_app(Backend::Memory, test_config()).await;
+    let doc = app.get_json("/openapi.json").await;
+    let problems = document_problems(&doc);
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn the_document_check_finds_a_twice_used_operation_id_a_dangling_ref_and_a_schema_breach() {
+    type Plant = fn(&mut Value);
+    let cases: [(&str, Plant, &str); 4] = [
+        (
+            "a second `readyz`",
+            |d| d["paths"]["/healthz"]["get"]["operationId"] = json!("readyz"),
+            "operationId `readyz` is used twice",
+        ),
+        (
+            "a ref to no schema",
+            |d| {
+                d["paths"]["/healthz"]["get"]["responses"]["200"]["content"]["application/json"]
+                    ["schema"] = json!({"$ref": "#/components/schemas/Nowhere"})
+            },
+            "`#/components/schemas/Nowhere` leads nowhere",
+        ),
+        (
+            "no info",
+            |d| {
+                d.as_object_mut().unwrap().remove("info");
+            },
+            "OpenAPI 3.1 schema: \"info\" is a required property",
+        ),
+        (
+            "a schema of a made-up type",
+            |d| d["components"]["schemas"]["ErrorBody"]["type"] = json!("record"),
+            "schema ErrorBody is not JSON Schema 2020-12",
+        ),
+    ];
+    let served = serde_json::to_value(catalog_jobs::api::openapi::document()).unwrap();
+    assert!(document_problems(&served).is_empty());
+    for (what, plant, expected) in cases {
+        let mut doc = served.clone();
+        plant(&mut doc);
+        let problems = document_problems(&doc);
+        assert!(
+            problems.iter().any(|p| p.contains(expected)),
+            "{what}: expected `{expected}` among {problems:#?}"
+        );
+    }
+}

@@ -1,0 +1,535 @@
+//! Every route walked through each answer the document lists, as tables of rows (see
+//! `walk`): each test starts the apps and jobs its rows need, then sends them. The last test
+//! holds the tables against the document: every answer and conditional header it lists has
+//! a row, so an answer the document promises cannot go unexercised.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use super::walk::{conditional, template_of, App::*, Body, Row, Walk};
+
+/// Two products and a row without a key (refused, counted `invalid`).
+const PRODUCT_ROWS: &str = r#"[
+    {"product_key": "p1", "name": "Steel Bottle 500 ml Black", "brand": "Acme", "price_cents": 1200, "taxonomy_path": ["Home", "Kitchen"]},
+    {"product_key": "p2", "name": "Steel Bottle 750 ml Black", "brand": "Acme", "price_cents": 1400, "taxonomy_path": ["Home", "Kitchen"]},
+    {"name": "no key"}
+]"#;
+
+/// A sync of the source nobody listens on, waited for: it fails (502), and is kept as
+/// `failed`.
+const FAILED_SYNC: Row = Row::post(Good, "/catalog/sync", 502)
+    .form(&[
+        ("tenant_id", "{t}"),
+        ("source", "{unreachable}"),
+        ("wait", "true"),
+    ])
+    .expect(&[("/job/error", "SourceUnreachable")])
+    .keep(&[("failed", "/job/job_id")]);
+
+/// The operator's routes and the admin page: open, even where tokens are configured.
+const OPERATIONS: &[Row] = &[
+    Row::get(Good, "/healthz", 200),
+    Row::get(Good, "/readyz", 200),
+    Row::get(Good, "/metrics", 200),
+    Row::get(Good, "/openapi.json", 200),
+    Row::get(Dead, "/readyz", 503),
+    Row::get(Guarded, "/admin", 200),
+    Row::get(Good, "/admin/admin.css", 200),
+    Row::get(Good, "/admin/admin.js", 200),
+    Row::get(Good, "/", 303),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operations_routes_and_the_admin_page_answer_as_documented() {
+    Walk::start().await.run(OPERATIONS).await;
+}
+
+/// Imports in each format and their refusals; pages, a search, and theirs.
+const PRODUCTS: &[Row] = &[
+    Row::post(Good, "/catalog/products?tenant_id={t}", 200)
+        .body(Body::Json(PRODUCT_ROWS))
+        .expect(&[("/invalid", "1")]),
+    Row::post(Good, "/catalog/products?tenant_id={t}", 200).body(Body::Raw(
+        "application/x-ndjson",
+        "{\"product_key\":\"p3\",\"name\":\"Cotton Shirt Blue M\"}\n",
+    )),
+    Row::post(Good, "/catalog/products?tenant_id={t}", 200).body(Body::Raw(
+        "text/csv",
+        "product_key,name,taxonomy_path\np4,Cotton Shirt Red L,Clothing > Shirts\n",
+    )),
+    Row::post(Good, "/catalog/products?tenant_id={t}", 400)
+        .body(Body::Raw("application/json", "[{")),
+    Row::post(Good, "/catalog/products?tenant_id={t}", 415).body(Body::Raw("text/plain", "hi")),
+    Row::post(Good, "/catalog/products?tenant_id={t}", 413).body(Body::TooBig("text/csv")),
+    Row::post(Good, "/catalog/products", 422).body(Body::Json(PRODUCT_ROWS)),
+    Row::post(Dead, "/catalog/products?tenant_id={t}", 503).body(Body::Json(PRODUCT_ROWS)),
+    Row::get(Good, "/catalog/products?tenant_id={t}&limit=2", 200),
+    Row::get(Good, "/catalog/products?tenant_id={t}&limit=0", 422),
+    Row::get(Dead, "/catalog/products?tenant_id={t}", 503),
+    // A search answers a page of what `q` finds, shaped like the listing; an empty `q` is refused.
+    Row::get(Good, "/catalog/products?tenant_id={t}&q=p1&limit=1", 200)
+        .expect(&[("/products/0/product_key", "p1")]),
+    Row::get(Good, "/catalog/products?tenant_id={t}&q=", 422).expect(&[("/field", "q")]),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn products_are_imported_listed_searched_and_refused_as_documented() {
+    Walk::start().await.run(PRODUCTS).await;
+}
+
+/// A sync, an enrich and a pair waited for (each field style once), then the product view.
+const WAITED: &[Row] = &[
+    Row::post(Good, "/catalog/products?tenant_id={t}", 200).body(Body::Json(PRODUCT_ROWS)),
+    Row::post(Good, "/catalog/sync", 200)
+        .form(&[
+            ("tenant_id", "{t}"),
+            ("source", "sample.csv"),
+            ("wait", "true"),
+        ])
+        .expect(&[("/totals/read", "5")]),
+    Row::post(Good, "/catalog/enrich", 200)
+        .body(Body::Json(r#"{"tenant_id": "{t}", "wait": true}"#)),
+    // A retry of a start that waited answers the report again, marked as a replay.
+    Row::post(Good, "/catalog/enrich", 200)
+        .headers(&[("Idempotency-Key", "waited")])
+        .form(&[("tenant_id", "{t}"), ("wait", "true")])
+        .keep(&[("report", "")]),
+    Row::post(Good, "/catalog/enrich", 200)
+        .headers(&[("Idempotency-Key", "waited")])
+        .form(&[("tenant_id", "{t}"), ("wait", "true")])
+        .carries(&[("Idempotent-Replayed", "true")])
+        .same_as("report"),
+    Row::post(Good, "/catalog/pair", 200)
+        .body(Body::Multipart(&[("tenant_id", "{t}"), ("wait", "true")])),
+    Row::get(Good, "/catalog/products/p1?tenant_id={t}", 200)
+        .expect(&[("/enrichment/state", "enriched")]),
+    Row::get(Good, "/catalog/products/nope?tenant_id={t}", 404),
+    Row::get(Good, "/catalog/products/p1", 422),
+    Row::get(Dead, "/catalog/products/p1?tenant_id={t}", 503),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_waited_for_answer_their_reports_and_the_product_view_shows_what_they_found() {
+    Walk::start().await.run(WAITED).await;
+}
+
+/// A start's refusals, before and after its job exists.
+const REFUSED_STARTS: &[Row] = &[
+    Row::post(Good, "/catalog/nope", 404).form(&[("tenant_id", "{t}")]),
+    Row::post(Good, "/catalog/sync", 400).body(Body::Raw("application/json", "{")),
+    Row::post(Good, "/catalog/sync", 415).body(Body::Raw("text/plain", "x")),
+    Row::post(Good, "/catalog/sync", 413).body(Body::TooBig("application/x-www-form-urlencoded")),
+    Row::post(Good, "/catalog/sync", 422).form(&[("source", "demo.jsonl")]),
+    Row::post(Good, "/catalog/sync", 422)
+        .form(&[("tenant_id", "{t}"), ("source", "../secret.jsonl")]),
+    FAILED_SYNC,
+    Row::post(Dead, "/catalog/sync", 503).form(&[("tenant_id", "{t}"), ("source", "demo.jsonl")]),
+    Row::post(Closing, "/catalog/sync", 503)
+        .form(&[("tenant_id", "{t}"), ("source", "demo.jsonl")]),
+    // A JSON body giving a key twice.
+    Row::post(Good, "/catalog/enrich", 422)
+        .body(Body::Json(r#"{"tenant_id":"{t}","tenant_id":"{other}"}"#))
+        .expect(&[("/error", "duplicate_key")]),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_is_refused_as_documented() {
+    Walk::start().await.run(REFUSED_STARTS).await;
+}
+
+/// A failed job; then the one worker and the one waiting place taken: a held sync of `t`
+/// runs (`running`, started with query-string fields) and one of `other` waits (`waiting`).
+const HELD_JOBS: &[Row] = &[
+    FAILED_SYNC,
+    Row::post(Good, "/catalog/sync?tenant_id={t}&source={held}", 202)
+        .keep(&[("running", "/job_id")]),
+    Row::post(Good, "/catalog/sync", 202)
+        .form(&[("tenant_id", "{other}"), ("source", "{held}")])
+        .keep(&[("waiting", "/job_id")]),
+];
+
+/// A walk whose good app holds the jobs of `HELD_JOBS`, `running` read running.
+async fn walk_with_held_jobs() -> Walk {
+    let mut walk = Walk::start().await;
+    walk.run(HELD_JOBS).await;
+    walk.poll(Good, "/catalog/jobs/{running}", "/status", "running")
+        .await;
+    walk
+}
+
+/// With the worker and the waiting place taken: the kind's twin, a join, a third tenant,
+/// and the removal of a tenant with a job running and of one without.
+const FULL: &[Row] = &[
+    Row::post(Good, "/catalog/sync", 409).form(&[("tenant_id", "{t}"), ("source", "{held}")]),
+    Row::post(Good, "/catalog/sync", 202)
+        .form(&[
+            ("tenant_id", "{t}"),
+            ("source", "{held}"),
+            ("on_conflict", "join"),
+        ])
+        .expect(&[("/job_id", "{running}")]),
+    Row::post(Good, "/catalog/sync", 503).form(&[("tenant_id", "{fresh}"), ("source", "{held}")]),
+    Row::delete(Good, "/catalog/tenants/{t}", 409).expect(&[("/job_id", "{running}")]),
+    Row::delete(Good, "/catalog/tenants/{fresh}", 200).expect(&[("/jobs", "0")]),
+    Row::delete(Good, "/catalog/tenants/a:b", 422),
+    Row::delete(Dead, "/catalog/tenants/{t}", 503),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_service_refuses_a_twin_joins_a_match_turns_a_third_away_and_keeps_a_busy_tenant() {
+    walk_with_held_jobs().await.run(FULL).await;
+}
+
+/// Reading jobs: one, a tenant's, every tenant's active ones paged, and a job's
+/// `tenant_id` query (another tenant's job reads as unknown; a bad query is 422).
+const READ: &[Row] = &[
+    Row::get(Good, "/catalog/jobs/{running}", 200).carries(&[("Retry-After", "")]),
+    Row::get(Good, "/catalog/jobs/{failed}", 200),
+    Row::get(Good, "/catalog/jobs/nope", 404),
+    Row::get(Dead, "/catalog/jobs/{running}", 503),
+    Row::get(Good, "/catalog/jobs?tenant_id={t}&limit=50", 200),
+    Row::get(Good, "/catalog/jobs?tenant_id={t}&limit=1000", 422),
+    Row::get(
+        Good,
+        "/catalog/jobs?status=queued,running&kind=sync&limit=1",
+        200,
+    )
+    .expect(&[("/jobs/0/status", "queued")])
+    .keep(&[("cursor", "/next_cursor")]),
+    Row::get(
+        Good,
+        "/catalog/jobs?limit=1&status=queued,running&cursor={cursor}",
+        200,
+    )
+    .expect(&[("/jobs/0/job_id", "{running}")]),
+    Row::get(Dead, "/catalog/jobs?tenant_id={t}", 503),
+    Row::get(Good, "/catalog/jobs/{failed}?tenant_id={t}", 200),
+    Row::get(Good, "/catalog/jobs/{failed}?tenant_id={other}", 404),
+    Row::get(Good, "/catalog/jobs/{failed}?tenant_id=a:b", 422),
+    Row::get(Good, "/catalog/jobs/{failed}?limit=1", 422),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_read_and_listed_as_documented() {
+    walk_with_held_jobs().await.run(READ).await;
+}
+
+/// Cancelling: the waiting job, an ended one, unknown ids, another tenant's, bad queries;
+/// the refused ones changed nothing.
+const CANCEL: &[Row] = &[
+    Row::post(Good, "/catalog/jobs/{waiting}/cancel", 202),
+    Row::post(Good, "/catalog/jobs/{failed}/cancel", 409),
+    Row::post(Good, "/catalog/jobs/nope/cancel", 404),
+    Row::post(Dead, "/catalog/jobs/{running}/cancel", 503),
+    Row::post(
+        Good,
+        "/catalog/jobs/{running}/cancel?tenant_id={other}",
+        404,
+    )
+    .expect(&[("/error", "not_found")]),
+    Row::post(Good, "/catalog/jobs/{running}/cancel?force=1", 422)
+        .expect(&[("/error", "unknown_field")]),
+    Row::post(Good, "/catalog/jobs/{running}/cancel?tenant_id=", 422),
+    Row::get(Good, "/catalog/jobs/{running}", 200).expect(&[("/status", "running")]),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_cancelled_and_refused_as_documented() {
+    walk_with_held_jobs().await.run(CANCEL).await;
+}
+
+/// The failed job's timeline as JSON, kept whole.
+const TIMELINE: Row =
+    Row::get(Good, "/catalog/jobs/{failed}/events", 200).keep(&[("timeline", "")]);
+
+/// The failed job's timeline as a stream (it has ended: the stream closes), 204 after its
+/// last event, and the refusals; a tenant's stream on a closing app (it ends at once).
+const EVENTS: &[Row] = &[
+    Row::get(Good, "/catalog/jobs/{failed}/events", 200)
+        .headers(&[("accept", "text/event-stream")])
+        .contains("event: finished"),
+    Row::get(Good, "/catalog/jobs/{failed}/events", 204)
+        .headers(&[("accept", "text/event-stream"), ("last-event-id", "{last}")]),
+    Row::get(Good, "/catalog/jobs/nope/events", 404),
+    Row::get(Good, "/catalog/jobs/{failed}/events?after=soon", 422),
+    Row::get(Dead, "/catalog/jobs/{failed}/events", 503),
+    Row::get(Closing, "/catalog/events?tenant_id={t}", 200),
+    Row::get(Good, "/catalog/events", 422),
+    Row::get(Dead, "/catalog/events?tenant_id={t}", 503),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_s_timeline_is_read_as_json_and_followed_as_a_stream() {
+    let mut walk = Walk::start().await;
+    walk.row(&FAILED_SYNC).await;
+    let timeline = walk.row(&TIMELINE).await;
+    let last = timeline["events"]
+        .as_array()
+        .and_then(|e| e.last())
+        .expect("events");
+    assert_eq!(last["type"], "finished", "{timeline}");
+    let last = last["id"].as_str().expect("an event id").to_owned();
+    walk.set("last", last);
+    walk.run(EVENTS).await;
+}
+
+/// Retrying: a job that has not ended, one whose kind is taken, unknown ids, a bad query,
+/// a dead store (the waiting job is cancelled first, so it has ended).
+const RETRY_REFUSED: &[Row] = &[
+    Row::post(Good, "/catalog/jobs/{waiting}/cancel", 202),
+    Row::post(Good, "/catalog/jobs/{running}/retry", 409).expect(&[("/error", "still_active")]),
+    Row::post(Good, "/catalog/jobs/{failed}/retry", 409)
+        .expect(&[("/error", "already_running"), ("/job_id", "{running}")]),
+    Row::post(Good, "/catalog/jobs/nope/retry", 404),
+    Row::post(Good, "/catalog/jobs/{failed}/retry?tenant_id=a:b", 422),
+    Row::post(Dead, "/catalog/jobs/{failed}/retry", 503),
+];
+
+/// Once the held jobs are let go: a retry of the cancelled job starts a new one.
+const RETRIED: Row = Row::post(Good, "/catalog/jobs/{waiting}/retry", 202)
+    .expect(&[("/retry_of", "{waiting}"), ("/tenant_id", "{other}")]);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_job_is_retried_and_the_refusals_are_as_documented() {
+    let mut walk = walk_with_held_jobs().await;
+    walk.run(RETRY_REFUSED).await;
+    walk.feeds.release("oas");
+    walk.row(&RETRIED).await;
+}
+
+/// On the app with one create per tenant per minute: an idempotent start and its replay,
+/// its key reused with other parameters, and the tenant's minute spent.
+const LIMITED: &[Row] = &[
+    Row::post(Limited, "/catalog/enrich", 202)
+        .headers(&[("Idempotency-Key", "k1")])
+        .form(&[("tenant_id", "{t}")])
+        .keep(&[("first", "/job_id")]),
+    Row::post(Limited, "/catalog/enrich", 202)
+        .headers(&[("Idempotency-Key", "k1")])
+        .form(&[("tenant_id", "{t}")])
+        .carries(&[("Idempotent-Replayed", "true")])
+        .expect(&[("/job_id", "{first}")]),
+    Row::post(Limited, "/catalog/enrich", 422)
+        .headers(&[("Idempotency-Key", "k1")])
+        .form(&[("tenant_id", "{t}"), ("force", "true")]),
+    Row::post(Limited, "/catalog/pair", 429).form(&[("tenant_id", "{t}")]),
+];
+
+/// The ended enrich retried in a spent minute.
+const SPENT_RETRY: Row = Row::post(Limited, "/catalog/jobs/{first}/retry", 429);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_start_replays_and_a_spent_minute_refuses_starts_and_retries() {
+    crate::helpers::clear_of_a_minute_edge().await;
+    let mut walk = Walk::start().await;
+    walk.run(LIMITED).await;
+    walk.poll(Limited, "/catalog/jobs/{first}", "/status", "done")
+        .await;
+    // The limit counts per clock minute and the enrich took a while: spend the current
+    // minute's one create (or find it spent) right before the retry, clear of a minute's
+    // edge, so the retry meets a spent minute.
+    crate::helpers::clear_of_a_minute_edge().await;
+    let spend = format!("{}/catalog/pair", walk.base(Limited).await);
+    let form = [("tenant_id", walk.fill("{t}"))];
+    let spent = reqwest::Client::new().post(spend).form(&form).send().await;
+    let spent = spent.expect("the app answers").status().as_u16();
+    assert!(spent == 202 || spent == 429, "{spent}");
+    walk.row(&SPENT_RETRY).await;
+}
+
+/// Every `/catalog` operation that names a tenant, for tenant `{named}`, sending `{auth}`.
+const GUARDED: &[Row] = &[
+    Row::post(Guarded, "/catalog/enrich", 401)
+        .headers(AUTH)
+        .form(&[("tenant_id", "{named}")]),
+    Row::get(Guarded, "/catalog/jobs?tenant_id={named}", 401).headers(AUTH),
+    Row::post(Guarded, "/catalog/products?tenant_id={named}", 401)
+        .headers(AUTH)
+        .body(Body::Json(PRODUCT_ROWS)),
+    Row::get(Guarded, "/catalog/products?tenant_id={named}", 401).headers(AUTH),
+    Row::get(Guarded, "/catalog/products/p1?tenant_id={named}", 401).headers(AUTH),
+    Row::delete(Guarded, "/catalog/tenants/{named}", 401).headers(AUTH),
+    Row::get(Guarded, "/catalog/events?tenant_id={named}", 401).headers(AUTH),
+];
+
+const AUTH: &[(&str, &str)] = &[("authorization", "{auth}")];
+
+/// Who calls `GUARDED` (an `Authorization` header), naming whom, and how it is answered:
+/// without a token, with a token nobody issued, and with tenant `a`'s token naming `b`.
+type Caller = (
+    &'static str,
+    &'static str,
+    u16,
+    &'static [(&'static str, &'static str)],
+);
+const CALLERS: [Caller; 3] = [
+    ("", "{a}", 401, &[("/error", "unauthorized")]),
+    (
+        "Bearer not-a-known-token",
+        "{a}",
+        401,
+        &[("/error", "unauthorized")],
+    ),
+    ("Bearer {a_token}", "{b}", 403, &[("/error", "forbidden")]),
+];
+
+/// The routes of one job, without a token (any id: the guard answers before the store).
+const GUARDED_JOB: &[Row] = &[
+    Row::get(
+        Guarded,
+        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000",
+        401,
+    ),
+    Row::post(
+        Guarded,
+        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000/cancel",
+        401,
+    ),
+    Row::post(
+        Guarded,
+        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000/retry",
+        401,
+    ),
+    Row::get(
+        Guarded,
+        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000/events",
+        401,
+    ),
+];
+
+/// The refused requests changed nothing (`b` has no job), and `a`'s own token is served.
+const TOKENS_SERVED: &[Row] = &[
+    Row::get(Guarded, "/catalog/jobs?tenant_id={b}", 200)
+        .headers(&[("authorization", "Bearer {operator}")])
+        .expect(&[("/jobs", "[]")]),
+    Row::get(Guarded, "/catalog/jobs?tenant_id={a}", 200)
+        .headers(&[("authorization", "Bearer {a_token}")]),
+];
+
+/// `GUARDED` as `caller` sends it.
+fn guarded_as(caller: &Caller) -> impl Iterator<Item = Row> {
+    let &(_, _, status, expect) = caller;
+    GUARDED.iter().map(move |row| Row {
+        status,
+        expect,
+        ..*row
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tokens_every_catalog_route_answers_401_without_one_and_403_for_another_tenant() {
+    let mut walk = Walk::start().await;
+    for caller @ (auth, named, _, _) in &CALLERS {
+        let (auth, named) = (walk.fill(auth), walk.fill(named));
+        walk.set("auth", auth);
+        walk.set("named", named);
+        for row in guarded_as(caller) {
+            walk.row(&row).await;
+        }
+    }
+    walk.run(GUARDED_JOB).await;
+    walk.run(TOKENS_SERVED).await;
+}
+
+/// A start and an import whose body stalls: 408 once `REQUEST_TIMEOUT_SECONDS` passes.
+const STALLED: &[Row] = &[
+    Row::post(Slow, "/catalog/enrich", 408)
+        .body(Body::Stalled(
+            "application/x-www-form-urlencoded",
+            "tenant_id=",
+        ))
+        .expect(&[("/error", "request_timeout")]),
+    Row::post(Slow, "/catalog/products?tenant_id={t}", 408)
+        .body(Body::Stalled("application/x-ndjson", "{\"product_key\"")),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stalls_is_answered_408() {
+    Walk::start().await.run(STALLED).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walk_refuses_a_body_the_document_does_not_allow() {
+    let walk = Walk::start().await;
+    let error_body = json!({"$ref": "#/components/schemas/ErrorBody"});
+    let cases = [
+        (
+            "an unknown error code",
+            json!({"error": "no_such_code", "message": "m"}),
+        ),
+        ("no message", json!({"error": "not_found"})),
+        (
+            "a field the envelope does not name",
+            json!({"error": "not_found", "message": "m", "hint": "h"}),
+        ),
+    ];
+    for (what, body) in cases {
+        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            walk.validate(&error_body, &body, what)
+        }));
+        assert!(refused.is_err(), "{what} must not validate");
+    }
+}
+
+/// Every row the tests above send.
+fn every_row() -> Vec<Row> {
+    let tables = [
+        OPERATIONS,
+        PRODUCTS,
+        WAITED,
+        REFUSED_STARTS,
+        HELD_JOBS,
+        FULL,
+        READ,
+        CANCEL,
+        &[TIMELINE],
+        EVENTS,
+        RETRY_REFUSED,
+        &[RETRIED],
+        LIMITED,
+        &[SPENT_RETRY],
+        GUARDED_JOB,
+        TOKENS_SERVED,
+        STALLED,
+    ];
+    let mut rows = tables.concat();
+    rows.extend(CALLERS.iter().flat_map(guarded_as));
+    rows
+}
+
+#[test]
+fn every_answer_and_conditional_header_the_document_lists_has_a_row() {
+    let doc = serde_json::to_value(catalog_jobs::api::openapi::document()).expect("JSON");
+    let (mut answers, mut carried) = (BTreeSet::new(), BTreeSet::new());
+    for row in every_row() {
+        let template = template_of(&doc, row.method, row.path)
+            .unwrap_or_else(|| panic!("{} {}: no route of the document", row.method, row.path));
+        let answer = (template, row.method.to_lowercase(), row.status.to_string());
+        for (header, _) in row.carries {
+            carried.insert((answer.clone(), (*header).to_owned()));
+        }
+        answers.insert(answer);
+    }
+    let mut unwalked = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("operations") {
+            for (status, response) in op["responses"].as_object().expect("responses") {
+                let answer = (path.clone(), method.clone(), status.clone());
+                if !answers.contains(&answer) {
+                    unwalked.push(format!("{method} {path} {status}"));
+                }
+                let headers = response["headers"].as_object().into_iter().flatten();
+                for (header, _) in headers.filter(|(h, _)| conditional(status, h)) {
+                    if !carried.contains(&(answer.clone(), header.clone())) {
+                        unwalked.push(format!("{method} {path} {status} with {header}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        unwalked.is_empty(),
+        "documented, but no row asks for: {unwalked:#?}"
+    );
+}

@@ -13,7 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::{
-    catalog_store, spawn_catalog_app, tenant, test_config, unique, Backend, TestApp,
+    catalog_store, serve, spawn_catalog_app, status_and_json, temp_dir, tenant, test_config,
+    Backend, TestApp,
 };
 
 both_stores!(
@@ -21,47 +22,39 @@ both_stores!(
     sync_reports_each_source_and_fails_only_when_none_could_be_read,
     sources_outside_the_allowed_places_are_refused_before_a_job_exists,
     an_http_feed_on_an_allowed_host_is_streamed_in,
-    products_import_as_json_ndjson_and_csv_and_bad_rows_do_not_sink_the_rest,
+    a_json_import_keeps_its_good_rows_and_reports_each_bad_one_by_line,
+    ndjson_and_csv_imports_create_update_and_leave_unchanged_rows_be,
+    imports_read_what_spreadsheets_save_and_a_line_not_utf8_is_one_invalid_row,
+    a_bad_import_body_is_refused_with_its_code_and_a_product_is_read_by_tenant,
     paging_visits_every_product_exactly_once,
     every_page_holds_at_most_limit_and_paging_visits_each_product_once,
     enrich_resumes_skipping_unchanged_products_unless_forced,
     a_body_without_a_content_type_is_told_what_its_own_route_reads,
 );
 
+/// A feeds directory of the test's own, with a subdirectory.
 fn feeds_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(unique("feeds"));
+    let dir = temp_dir("feeds");
     std::fs::create_dir_all(dir.join("sub")).unwrap();
     dir
 }
 
 async fn post(app: &TestApp, kind: &str, form: &[(&str, &str)]) -> (u16, Value) {
-    let r = app.start(kind, form).await;
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap())
+    status_and_json(app.start(kind, form).await).await
 }
 
-async fn product(app: &TestApp, tenant: &str, key: &str) -> Value {
-    let r = app
-        .get(&format!("/catalog/products/{key}?tenant_id={tenant}"))
-        .await;
-    assert_eq!(r.status(), 200, "{key}");
-    r.json().await.unwrap()
-}
+const JSON: &str = "application/json";
 
 async fn the_quickstart_syncs_enriches_pairs_and_shows_a_products_neighbours(b: Backend) {
     let app = spawn_catalog_app(b, test_config()).await;
     let t = tenant();
     let ts = t.as_str();
-    let (status, report) = post(
-        &app,
-        "sync",
-        &[
-            ("tenant_id", ts),
-            ("source", "demo.jsonl"),
-            ("wait", "true"),
-        ],
-    )
-    .await;
+    let sync_demo = [
+        ("tenant_id", ts),
+        ("source", "demo.jsonl"),
+        ("wait", "true"),
+    ];
+    let (status, report) = post(&app, "sync", &sync_demo).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(
         report["totals"],
@@ -85,7 +78,7 @@ async fn the_quickstart_syncs_enriches_pairs_and_shows_a_products_neighbours(b: 
     assert_eq!(report["products"], 2400);
     assert!(report["paired"].as_u64().unwrap() > 2000, "{report}");
 
-    let p = product(&app, ts, "fam000001-v0").await;
+    let p = app.product(ts, "fam000001-v0").await;
     assert_eq!(p["enrichment"]["state"], "enriched");
     assert!(
         !p["enrichment"]["attributes"]
@@ -108,16 +101,7 @@ async fn the_quickstart_syncs_enriches_pairs_and_shows_a_products_neighbours(b: 
     assert!(p["neighbours"][0]["name"].is_string());
 
     // A re-sync finds nothing changed, and a re-enrich skips everything.
-    let (_, report) = post(
-        &app,
-        "sync",
-        &[
-            ("tenant_id", ts),
-            ("source", "demo.jsonl"),
-            ("wait", "true"),
-        ],
-    )
-    .await;
+    let (_, report) = post(&app, "sync", &sync_demo).await;
     assert_eq!(report["totals"]["unchanged"], 2400);
     let (_, report) = post(&app, "enrich", &[("tenant_id", ts), ("wait", "true")]).await;
     assert_eq!(
@@ -188,7 +172,7 @@ async fn sync_reports_each_source_and_fails_only_when_none_could_be_read(b: Back
     assert_eq!(sources[2]["http_status"], 404);
     assert_eq!(report["totals"]["created"], 3);
     assert_eq!(report["sources_failed"], 1);
-    let p = product(&app, t.as_str(), "a3").await;
+    let p = app.product(t.as_str(), "a3").await;
     assert_eq!(p["taxonomy_path"], json!(["Home", "Mugs"]));
 
     // Every source unreadable: the job fails, with the class only.
@@ -303,10 +287,7 @@ async fn feed_server(files: Vec<(&'static str, String)>) -> std::net::SocketAddr
             },
         ),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    addr
+    serve(router).await
 }
 
 async fn an_http_feed_on_an_allowed_host_is_streamed_in(b: Backend) {
@@ -341,45 +322,36 @@ async fn an_http_feed_on_an_allowed_host_is_streamed_in(b: Backend) {
     assert_eq!(report["sources"][1]["created"], 1);
 }
 
-async fn products_import_as_json_ndjson_and_csv_and_bad_rows_do_not_sink_the_rest(b: Backend) {
+/// The catalogue app with a 64 KiB body limit, so an import can exceed it.
+async fn importing_app(b: Backend) -> TestApp {
     let mut config = test_config();
     config.max_body_bytes = 64 * 1024;
-    let app = spawn_catalog_app(b, config).await;
+    spawn_catalog_app(b, config).await
+}
+
+const NDJSON: &str = "application/x-ndjson";
+const CSV: &str = "text/csv";
+
+/// A report's counts, by name (`None` where it has no such count).
+fn counts(report: &Value, names: &[&str]) -> Vec<Option<u64>> {
+    names.iter().map(|n| report[*n].as_u64()).collect()
+}
+
+async fn a_json_import_keeps_its_good_rows_and_reports_each_bad_one_by_line(b: Backend) {
+    let app = importing_app(b).await;
     let t = tenant();
-    let url = app.url(&format!("/catalog/products?tenant_id={t}"));
-    let import = |ct: &'static str, body: String| {
-        let (client, url) = (app.client.clone(), url.clone());
-        async move {
-            let r = client
-                .post(url)
-                .header("content-type", ct)
-                .body(body)
-                .send()
-                .await
-                .unwrap();
-            (r.status().as_u16(), r.json::<Value>().await.unwrap())
-        }
-    };
-    let (status, r) = import(
-        "application/json",
-        json!([
-            {"product_key": "j1", "name": "Oak Desk 120 x 60 cm", "price_cents": 25000, "taxonomy_path": ["Furniture"]},
-            {"product_key": "bad key!", "name": "x"},
-            {"product_key": "j2", "name": "Oak Desk 140 x 70 cm", "price_cents": -5},
-            {"product_key": "j3", "name": "Desk Lamp", "attributes": {"colour": "Gray"}, "colour": "x"},
-            {"product_key": "j4", "name": "Desk Lamp Brass", "brand": "Lumen"}
-        ])
-        .to_string(),
-    )
-    .await;
+    let rows = json!([
+        {"product_key": "j1", "name": "Oak Desk 120 x 60 cm", "price_cents": 25000, "taxonomy_path": ["Furniture"]},
+        {"product_key": "bad key!", "name": "x"},
+        {"product_key": "j2", "name": "Oak Desk 140 x 70 cm", "price_cents": -5},
+        {"product_key": "j3", "name": "Desk Lamp", "attributes": {"colour": "Gray"}, "colour": "x"},
+        {"product_key": "j4", "name": "Desk Lamp Brass", "brand": "Lumen"}
+    ]);
+    let (status, r) = status_and_json(app.import(t.as_str(), JSON, rows.to_string()).await).await;
     assert_eq!(status, 200, "{r}");
     assert_eq!(
-        (
-            r["read"].as_u64(),
-            r["created"].as_u64(),
-            r["invalid"].as_u64()
-        ),
-        (Some(5), Some(2), Some(3))
+        counts(&r, &["read", "created", "invalid"]),
+        [Some(5), Some(2), Some(3)]
     );
     let lines: Vec<u64> = r["errors"]
         .as_array()
@@ -388,84 +360,72 @@ async fn products_import_as_json_ndjson_and_csv_and_bad_rows_do_not_sink_the_res
         .map(|e| e["line"].as_u64().unwrap())
         .collect();
     assert_eq!(lines, [2, 3, 4]);
-    let (status, r) = import("application/x-ndjson", "{\"product_key\":\"n1\",\"name\":\"Tea Cup\"}\n\n{\"product_key\":\"j1\",\"name\":\"Oak Desk 120 x 60 cm\",\"price_cents\":25000,\"taxonomy_path\":[\"Furniture\"]}\n{oops\n".into()).await;
+}
+
+async fn ndjson_and_csv_imports_create_update_and_leave_unchanged_rows_be(b: Backend) {
+    let app = importing_app(b).await;
+    let t = tenant();
+    let j1 = r#"{"product_key":"j1","name":"Oak Desk 120 x 60 cm","price_cents":25000,"taxonomy_path":["Furniture"]}"#;
+    let (status, r) =
+        status_and_json(app.import(t.as_str(), NDJSON, format!("{j1}\n")).await).await;
+    assert_eq!((status, r["created"].as_u64()), (200, Some(1)), "{r}");
+    let ndjson = format!("{{\"product_key\":\"n1\",\"name\":\"Tea Cup\"}}\n\n{j1}\n{{oops\n");
+    let (status, r) = status_and_json(app.import(t.as_str(), NDJSON, ndjson).await).await;
     assert_eq!(status, 200, "{r}");
     assert_eq!(
-        (
-            r["created"].as_u64(),
-            r["unchanged"].as_u64(),
-            r["invalid"].as_u64()
-        ),
-        (Some(1), Some(1), Some(1))
+        counts(&r, &["created", "unchanged", "invalid"]),
+        [Some(1), Some(1), Some(1)]
     );
-    let (status, r) = import("text/csv", "product_key,name,taxonomy_path,price_cents\nc1,Linen Shirt Off-White - M,Apparel > Shirts,3900\nn1,Tea Cup Large,,\nc3,,x,1\n".into()).await;
+    let csv = "product_key,name,taxonomy_path,price_cents\nc1,Linen Shirt Off-White - M,Apparel > Shirts,3900\nn1,Tea Cup Large,,\nc3,,x,1\n";
+    let (status, r) = status_and_json(app.import(t.as_str(), CSV, csv).await).await;
     assert_eq!(status, 200, "{r}");
     assert_eq!(
-        (
-            r["created"].as_u64(),
-            r["updated"].as_u64(),
-            r["invalid"].as_u64()
-        ),
-        (Some(1), Some(1), Some(1))
+        counts(&r, &["created", "updated", "invalid"]),
+        [Some(1), Some(1), Some(1)]
     );
+    let c1 = app.product(t.as_str(), "c1").await;
+    assert_eq!(c1["taxonomy_path"], json!(["Apparel", "Shirts"]));
+    assert_eq!(c1["enrichment"]["state"], "not_enriched");
+    assert!(c1["content_hash"].is_string());
+}
+
+async fn imports_read_what_spreadsheets_save_and_a_line_not_utf8_is_one_invalid_row(b: Backend) {
+    let app = importing_app(b).await;
+    let t = tenant();
     // As spreadsheets save it: a byte-order mark, semicolons, headers in their own words.
-    let (status, r) = import(
-        "text/csv",
-        "\u{feff}Product Key;Name;Price_Cents\ns1;Stoneware Bowl 15 cm;1200\ns2;Stoneware Bowl 20 cm;1500\n".into(),
-    )
-    .await;
+    let csv = "\u{feff}Product Key;Name;Price_Cents\ns1;Stoneware Bowl 15 cm;1200\ns2;Stoneware Bowl 20 cm;1500\n";
+    let (status, r) = status_and_json(app.import(t.as_str(), CSV, csv).await).await;
     assert_eq!(
         (status, r["created"].as_u64(), r["invalid"].as_u64()),
         (200, Some(2), Some(0)),
         "{r}"
     );
-    assert_eq!(product(&app, t.as_str(), "s2").await["price_cents"], 1500);
-    let (status, r) = import(
-        "application/x-ndjson",
-        "\u{feff}{\"product_key\":\"b1\",\"name\":\"Bom Thing\"}\n".into(),
-    )
-    .await;
+    assert_eq!(app.product(t.as_str(), "s2").await["price_cents"], 1500);
+    let bom = "\u{feff}{\"product_key\":\"b1\",\"name\":\"Bom Thing\"}\n";
+    let (status, r) = status_and_json(app.import(t.as_str(), NDJSON, bom).await).await;
     assert_eq!((status, r["created"].as_u64()), (200, Some(1)), "{r}");
     // One line that is not UTF-8 is one invalid row, not a refused body.
     let mut body = b"{\"product_key\":\"u1\",\"name\":\"Fine\"}\n".to_vec();
     body.extend_from_slice(b"{\"product_key\":\"u2\",\"name\":\"\xff\xfe\"}\n");
-    let r = app
-        .client
-        .post(&url)
-        .header("content-type", "application/x-ndjson")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let r: Value = r.json().await.unwrap();
+    let (_, r) = status_and_json(app.import(t.as_str(), NDJSON, body).await).await;
     let got = (
         r["created"].as_u64(),
         r["invalid"].as_u64(),
         r["errors"][0]["line"].as_u64(),
     );
     assert_eq!(got, (Some(1), Some(1), Some(2)), "{r}");
-    let c1 = product(&app, t.as_str(), "c1").await;
-    assert_eq!(c1["taxonomy_path"], json!(["Apparel", "Shirts"]));
-    assert_eq!(c1["enrichment"]["state"], "not_enriched");
-    assert!(c1["content_hash"].is_string());
+}
 
+async fn a_bad_import_body_is_refused_with_its_code_and_a_product_is_read_by_tenant(b: Backend) {
+    let app = importing_app(b).await;
+    let t = tenant();
     for (ct, body, status, code) in [
-        (
-            "application/json",
-            "{\"product_key\":".to_owned(),
-            400,
-            "malformed_body",
-        ),
-        ("application/json", "42".to_owned(), 400, "malformed_body"),
+        (JSON, "{\"product_key\":".to_owned(), 400, "malformed_body"),
+        (JSON, "42".to_owned(), 400, "malformed_body"),
         ("text/plain", "x".to_owned(), 415, "unsupported_media_type"),
-        (
-            "application/x-ndjson",
-            "x".repeat(70 * 1024),
-            413,
-            "payload_too_large",
-        ),
+        (NDJSON, "x".repeat(70 * 1024), 413, "payload_too_large"),
     ] {
-        let (got, r) = import(ct, body).await;
+        let (got, r) = status_and_json(app.import(t.as_str(), ct, body).await).await;
         assert_eq!((got, r["error"].as_str()), (status, Some(code)), "{ct}");
     }
     let r = app
@@ -633,11 +593,11 @@ async fn enrich_resumes_skipping_unchanged_products_unless_forced(b: Backend) {
         json!({"products": 5, "extracted": 3, "unextractable": 2, "skipped": 0, "batches": 2})
     );
     assert_eq!(
-        product(&app, t.as_str(), "p2").await["enrichment"]["state"],
+        app.product(t.as_str(), "p2").await["enrichment"]["state"],
         "unextractable"
     );
     assert_eq!(
-        product(&app, t.as_str(), "p1").await["enrichment"]["attributes"],
+        app.product(t.as_str(), "p1").await["enrichment"]["attributes"],
         json!({"color": "black", "size": "M"})
     );
     // One product changes: only it is extracted again; its old attributes read as stale until then.
@@ -648,7 +608,7 @@ async fn enrich_resumes_skipping_unchanged_products_unless_forced(b: Backend) {
         .await
         .unwrap();
     assert_eq!(
-        product(&app, t.as_str(), "p2").await["enrichment"]["state"],
+        app.product(t.as_str(), "p2").await["enrichment"]["state"],
         "stale"
     );
     let (_, r) = post(&app, "enrich", &[("tenant_id", t.as_str()), ("wait", "1")]).await;

@@ -8,13 +8,16 @@ use std::time::{Duration, Instant};
 
 use catalog_jobs::catalog::products::MemoryCatalog;
 use catalog_jobs::catalog::{sync, Catalog, CatalogError, CatalogSettings};
+use catalog_jobs::config::Config;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
-use crate::helpers::{spawn_catalog_app, tenant, test_config, unique, Backend, TestApp};
+use crate::helpers::{
+    spawn_catalog_app, status_and_json, temp_dir, tenant, test_config, Backend, TestApp,
+};
 
 both_stores!(
     the_same_malformed_rows_give_the_same_report_through_sync_and_through_import,
@@ -239,22 +242,13 @@ fn assert_matches(got: &Value, expected: &Value, what: &str) {
 }
 
 async fn import(app: &TestApp, tenant: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
-    let r = app
-        .client
-        .post(app.url(&format!("/catalog/products?tenant_id={tenant}")))
-        .header("content-type", content_type)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap())
+    status_and_json(app.import(tenant, content_type, body).await).await
 }
 
 async fn sync_wait(app: &TestApp, tenant: &str, sources: &[&str]) -> (u16, Value) {
     let mut form = vec![("tenant_id", tenant), ("wait", "true")];
     form.extend(sources.iter().map(|s| ("source", *s)));
-    let r = app.start("sync", &form).await;
-    (r.status().as_u16(), r.json().await.unwrap())
+    status_and_json(app.start("sync", &form).await).await
 }
 
 /// How many products a tenant has, page by page.
@@ -275,14 +269,8 @@ async fn count_products(app: &TestApp, tenant: &str) -> u64 {
     }
 }
 
-fn feeds_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(unique("feeds"));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 async fn the_same_malformed_rows_give_the_same_report_through_sync_and_through_import(b: Backend) {
-    let dir = feeds_dir();
+    let dir = temp_dir("feeds");
     let formats = [
         ("jsonl", "application/x-ndjson"),
         ("csv", "text/csv"),
@@ -347,8 +335,11 @@ fn rows_text(keys: std::ops::Range<usize>) -> String {
         .collect()
 }
 
-async fn a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_percent(b: Backend) {
-    let dir = feeds_dir();
+/// A configuration whose feeds fail in every way a sync can see: local files too large,
+/// cut short or without a key column, and servers that answer 500, 403, or less than
+/// they promised. Answers it and the failing servers' feed URLs.
+async fn failing_feeds() -> (Config, [String; 3]) {
+    let dir = temp_dir("feeds");
     let big = rows_text(0..400);
     std::fs::write(dir.join("big.jsonl"), &big).unwrap();
     let array: String = format!(
@@ -376,62 +367,73 @@ async fn a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_pe
             .into_bytes(),
     )
     .await;
+    let servers = [server_error, forbidden, truncated];
     let mut config = test_config();
     config.feeds_dir = dir;
-    config.sync_allowed_hosts = [server_error, forbidden, truncated]
-        .iter()
-        .map(|a| format!("127.0.0.1:{}", a.port()))
-        .collect();
+    config.sync_allowed_hosts = servers.iter().map(SocketAddr::to_string).collect();
     config.max_feed_bytes = big.len() as u64 / 2;
+    let urls = servers.map(|addr| format!("http://{addr}/feed.jsonl"));
+    (config, urls)
+}
+
+/// Syncs `source` alone and checks the job failed with `class`, below 100 %, its source's
+/// report saying the same (and the HTTP status), with `saved` rows within the bounds both
+/// in its report and in the catalogue.
+async fn assert_fails_keeping_what_it_saved(
+    app: &TestApp,
+    (source, class, http_status, at_least, at_most): (&str, &str, Option<u16>, u64, u64),
+) {
+    let t = tenant();
+    let (status, body) = sync_wait(app, t.as_str(), &[source]).await;
+    assert_eq!(status, 502, "{source}: {body}");
+    let job = &body["job"];
+    assert_eq!(
+        (job["status"].as_str(), job["error"].as_str()),
+        (Some("failed"), Some(class)),
+        "{source}: {job:#}"
+    );
+    assert!(
+        job["percent"].as_u64().unwrap() < 100,
+        "{source}: a failed sync does not read 100 %: {job:#}"
+    );
+    let report = &job["result"]["sources"][0];
+    assert_eq!(
+        (report["status"].as_str(), report["error"].as_str()),
+        (Some("failed"), Some(class)),
+        "{source}: {job:#}"
+    );
+    assert_eq!(
+        report["http_status"].as_u64(),
+        http_status.map(u64::from),
+        "{source}"
+    );
+    let saved = report["created"].as_u64().unwrap();
+    assert!(
+        (at_least..=at_most).contains(&saved),
+        "{source}: {saved} rows saved: {job:#}"
+    );
+    assert_eq!(job["result"]["totals"]["created"], saved, "{source}");
+    assert_eq!(
+        count_products(app, t.as_str()).await,
+        saved,
+        "{source}: saved for real"
+    );
+}
+
+async fn a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_percent(b: Backend) {
+    let (config, [server_error, forbidden, truncated]) = failing_feeds().await;
     let app = spawn_catalog_app(b, config).await;
-    let url = |addr: SocketAddr| format!("http://127.0.0.1:{}/feed.jsonl", addr.port());
-    let (server_error, forbidden, truncated) = (url(server_error), url(forbidden), url(truncated));
     // (source, class, http_status, rows saved before the failure: at least, at most)
-    let cases: [(&str, &str, Option<u16>, u64, u64); 5] = [
+    let cases = [
         ("big.jsonl", "FeedTooLarge", None, 100, 399),
         ("cut.json", "MalformedFeed", None, 3, 3),
         ("nokey.csv", "MalformedFeed", None, 0, 0),
-        (&server_error, "SourceServerError", Some(500), 0, 0),
-        (&forbidden, "SourceRefused", Some(403), 0, 0),
+        (server_error.as_str(), "SourceServerError", Some(500), 0, 0),
+        (forbidden.as_str(), "SourceRefused", Some(403), 0, 0),
+        (truncated.as_str(), "FeedTruncated", None, 5, 5),
     ];
-    let mut cases = cases.to_vec();
-    cases.push((truncated.as_str(), "FeedTruncated", None, 5, 5));
-    for (source, class, http_status, at_least, at_most) in cases {
-        let t = tenant();
-        let (status, body) = sync_wait(&app, t.as_str(), &[source]).await;
-        assert_eq!(status, 502, "{source}: {body}");
-        let job = &body["job"];
-        assert_eq!(
-            (job["status"].as_str(), job["error"].as_str()),
-            (Some("failed"), Some(class)),
-            "{source}: {job:#}"
-        );
-        assert!(
-            job["percent"].as_u64().unwrap() < 100,
-            "{source}: a failed sync does not read 100 %: {job:#}"
-        );
-        let report = &job["result"]["sources"][0];
-        assert_eq!(
-            (report["status"].as_str(), report["error"].as_str()),
-            (Some("failed"), Some(class)),
-            "{source}: {job:#}"
-        );
-        assert_eq!(
-            report["http_status"].as_u64(),
-            http_status.map(u64::from),
-            "{source}"
-        );
-        let saved = report["created"].as_u64().unwrap();
-        assert!(
-            (at_least..=at_most).contains(&saved),
-            "{source}: {saved} rows saved: {job:#}"
-        );
-        assert_eq!(job["result"]["totals"]["created"], saved, "{source}");
-        assert_eq!(
-            count_products(&app, t.as_str()).await,
-            saved,
-            "{source}: saved for real"
-        );
+    for case in cases {
+        assert_fails_keeping_what_it_saved(&app, case).await;
     }
     // Two sources failing differently: the job's class says so, each source keeps its own.
     let t = tenant();
@@ -443,7 +445,7 @@ async fn a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_pe
 
 #[test]
 fn a_source_that_disappears_after_it_was_accepted_fails_as_not_found() {
-    let dir = feeds_dir();
+    let dir = temp_dir("feeds");
     std::fs::write(dir.join("here.jsonl"), rows_text(0..3)).unwrap();
     let catalog = Catalog {
         store: std::sync::Arc::new(MemoryCatalog::new()),

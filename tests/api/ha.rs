@@ -56,6 +56,112 @@ async fn following(svc: &Service, port: u16, replicas: u64) -> Value {
     }
 }
 
+/// What the service answered new jobs from the primary's kill until it accepted them again.
+struct Failover {
+    /// Jobs answered 202: each must outlive the failover.
+    accepted: Vec<String>,
+    /// Jobs a 503 named as created (on the new primary before its replica was back).
+    named: Vec<String>,
+    refused: usize,
+}
+
+/// Kills the primary, then posts a sync every 100 ms: during the failover they get 503 +
+/// Retry-After; once the sentinels promoted the replica, the old primary rejoins as its
+/// replica (with its old, stale data on disk), and the POSTs are accepted again.
+async fn post_through_a_failover(
+    ha: &mut HaRedis,
+    svc: &Service,
+    accepted: Vec<String>,
+) -> Failover {
+    let (old_port, new_port) = (ha.primary.port, ha.replica.port);
+    let mut seen = Failover {
+        accepted,
+        named: Vec::new(),
+        refused: 0,
+    };
+    let (mut rejoined, mut last) = (false, Value::Null);
+    ha.primary.stop(); // SIGKILL
+    let killed = Instant::now();
+    loop {
+        let r = svc.sync(tenant().as_str(), &["demo.jsonl".into()]).await;
+        match r.status().as_u16() {
+            202 => {
+                seen.accepted.push(started_id(r).await);
+                if seen.refused > 0 && rejoined {
+                    break;
+                }
+            }
+            503 => {
+                assert!(
+                    r.headers().contains_key("retry-after"),
+                    "503 says when to retry"
+                );
+                let body: Value = r.json().await.unwrap();
+                assert_eq!(body["error"], "store_unavailable", "{body}");
+                // Created on the new primary before its replica was back: the answer names
+                // the job, which exists (it is not a 202, so it promised nothing more).
+                if let Some(job) = body["job_id"].as_str() {
+                    seen.named.push(job.to_owned());
+                }
+                last = body;
+                seen.refused += 1;
+            }
+            other => panic!("a POST during the failover answered {other}"),
+        }
+        if !rejoined && ha.failed_over_to(new_port) {
+            eprintln!(
+                "failover: the sentinels promoted the replica {:.1} s after the kill",
+                killed.elapsed().as_secs_f64()
+            );
+            ha.primary.restart_as_replica_of(new_port);
+            rejoined = true;
+        }
+        assert!(
+            killed.elapsed() < FAILOVER_WITHIN,
+            "no POST was accepted after the failover ({} refused, rejoined {rejoined}, \
+             the last: {last}, old {old_port} new {new_port}); the log's tail: {}",
+            seen.refused,
+            svc.log()
+                .lines()
+                .rev()
+                .take(14)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        // Paces the requests; the condition waited for is the loop's own answer.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "failover: {} POSTs refused, first accepted again {:.1} s after the kill",
+        seen.refused,
+        killed.elapsed().as_secs_f64()
+    );
+    seen
+}
+
+/// Waits until the Redis on `port` holds job `id` as done (a replica catching up).
+async fn until_it_holds_the_job_done(port: u16, id: &str) {
+    let url = format!("redis://127.0.0.1:{port}/");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut conn = redis_connection(&url).await;
+        let status: Option<String> = redis::cmd("HGET")
+            .arg(format!("job:{id}"))
+            .arg("status")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if status.as_deref() == Some("done") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the Redis on {port} still says {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_vanishes() {
     let mut ha = start_ha().await;
@@ -79,71 +185,9 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
     if r.status() == 202 {
         accepted.push(started_id(r).await);
     }
-
-    ha.primary.stop(); // SIGKILL
-    let killed = Instant::now();
-    // POSTs during the failover get 503 + Retry-After; once the new primary answers and
-    // has a replica again (the old primary, rejoined), they are accepted.
-    let mut refused = 0;
-    let mut rejoined = false;
-    let mut last = Value::Null;
-    let mut named = Vec::new();
-    loop {
-        let r = svc.sync(tenant().as_str(), &["demo.jsonl".into()]).await;
-        match r.status().as_u16() {
-            202 => {
-                accepted.push(started_id(r).await);
-                if refused > 0 && rejoined {
-                    break;
-                }
-            }
-            503 => {
-                assert!(
-                    r.headers().contains_key("retry-after"),
-                    "503 says when to retry"
-                );
-                let body: Value = r.json().await.unwrap();
-                assert_eq!(body["error"], "store_unavailable", "{body}");
-                // Created on the new primary before its replica was back: the answer names
-                // the job, which exists (it is not a 202, so it promised nothing more).
-                if let Some(job) = body["job_id"].as_str() {
-                    named.push(job.to_owned());
-                }
-                last = body;
-                refused += 1;
-            }
-            other => panic!("a POST during the failover answered {other}"),
-        }
-        if !rejoined && ha.failed_over_to(new_port) {
-            // The sentinels promoted the replica: the old primary comes back, with its old
-            // (stale) data on disk, as the new primary's replica.
-            eprintln!(
-                "failover: the sentinels promoted the replica {:.1} s after the kill",
-                killed.elapsed().as_secs_f64()
-            );
-            ha.primary.restart_as_replica_of(new_port);
-            rejoined = true;
-        }
-        assert!(
-            killed.elapsed() < FAILOVER_WITHIN,
-            "no POST was accepted after the failover ({refused} refused, rejoined {rejoined}, \
-             the last: {last}, old {old_port} new {new_port}); the log's tail: {}",
-            svc.log()
-                .lines()
-                .rev()
-                .take(14)
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-        // Paces the requests; the condition waited for is the loop's own answer.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let failover = post_through_a_failover(&mut ha, &svc, accepted).await;
     let after = following(&svc, new_port, 1).await;
-    eprintln!(
-        "failover: {refused} POSTs refused, first accepted again {:.1} s after the kill",
-        killed.elapsed().as_secs_f64()
-    );
-    assert!(refused > 0, "the failover was seen");
+    assert!(failover.refused > 0, "the failover was seen");
 
     feeds.release(&name);
     let done = svc.poll(&id, "done", |j| j["status"] == "done").await;
@@ -154,7 +198,7 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
         done["attempt"], 1,
         "the run that was going on ended it: {done}"
     );
-    for job in &accepted {
+    for job in &failover.accepted {
         let r = svc.job(job).await;
         assert_eq!(
             r.status(),
@@ -162,14 +206,14 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
             "job {job} was answered 202 and must not vanish"
         );
     }
-    for job in &named {
+    for job in &failover.named {
         let r = svc.job(job).await;
         assert_eq!(r.status(), 200, "the 503 named job {job} as created");
     }
     eprintln!(
         "failover: {} accepted, {} refused naming a job not yet on a replica",
-        accepted.len(),
-        named.len()
+        failover.accepted.len(),
+        failover.named.len()
     );
     assert_eq!(
         after["replicas"], 1,
@@ -181,29 +225,8 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
     );
     // The old primary's stale record (the job still running) did not come back: it holds
     // what the new primary has.
-    let stale = format!("redis://127.0.0.1:{old_port}/");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut conn = redis_connection(&stale).await;
-        let status: Option<String> = redis::cmd("HGET")
-            .arg(format!("job:{id}"))
-            .arg("status")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if status.as_deref() == Some("done") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the old primary still says {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(
-        svc.job(&id).await.json::<Value>().await.unwrap()["status"],
-        "done"
-    );
+    until_it_holds_the_job_done(old_port, &id).await;
+    assert_eq!(svc.get_job(&id).await["status"], "done");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -90,6 +90,31 @@ impl Api {
             .collect()
     }
 
+    /// Imports products into the tenant's catalogue (`POST /catalog/products`).
+    pub async fn import(
+        &self,
+        tenant: &str,
+        content_type: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> Response {
+        self.client
+            .post(self.url(&format!("/catalog/products?tenant_id={tenant}")))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .expect("the service answers")
+    }
+
+    /// The tenant's product (it must be there).
+    pub async fn product(&self, tenant: &str, key: &str) -> Value {
+        let r = self
+            .get(&format!("/catalog/products/{key}?tenant_id={tenant}"))
+            .await;
+        assert_eq!(r.status(), 200, "product {key}");
+        r.json().await.expect("a JSON product")
+    }
+
     /// `GET /catalog/jobs/{id}`, whatever it answers.
     pub async fn job(&self, id: &str) -> Response {
         self.get(&format!("/catalog/jobs/{id}")).await
@@ -182,6 +207,12 @@ pub async fn started_id(r: Response) -> String {
     assert_eq!(r.status(), 202, "the job was accepted");
     let body: Value = r.json().await.expect("a JSON snapshot");
     body["job_id"].as_str().expect("a job id").to_owned()
+}
+
+/// An answer's status and its JSON body (it must have one).
+pub async fn status_and_json(r: Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    (status, r.json().await.expect("a JSON body"))
 }
 
 /// Whether a job's snapshot says it runs.

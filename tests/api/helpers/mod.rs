@@ -71,6 +71,13 @@ pub fn tenant() -> TenantId {
     TenantId::parse(&unique("t")).expect("unique names are valid tenants")
 }
 
+/// A directory of the test's own under the system's temp dir.
+pub fn temp_dir(prefix: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(unique(prefix));
+    std::fs::create_dir_all(&dir).expect("the temp dir is writable");
+    dir
+}
+
 /// A loopback port nobody listens on now (a server started later may take it).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

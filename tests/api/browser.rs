@@ -497,37 +497,29 @@ async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin
     b.screenshot(&screenshot_path("admin-phone")).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_page_shows_a_401_without_a_token_and_a_503_without_a_store_and_works_with_a_token() {
-    let tenant = unique("web");
-    let token = format!("{tenant}-secret");
-    let config = Config {
-        api_tokens: Some(format!("{tenant} web-bot {}", hash_token(&token))),
-        ..test_config()
-    };
-    let app = spawn_catalog_app(Backend::Redis, config).await;
-    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
-    b.goto(&app.url("/admin")).await;
-
-    use_identity(&b, &tenant, "").await;
+/// The message the page's error banner shows, once it shows one.
+async fn the_error_shown(b: &Browser, what: &str) -> String {
     let shown = b
         .wait_for(
-            "the 401's message",
+            what,
             "const e = document.querySelector('[data-testid=error]');
              return !e.hidden && e.textContent;",
             json!([]),
         )
         .await;
-    assert!(
-        shown.as_str().unwrap().contains("send a valid token"),
-        "{shown}"
-    );
+    shown.as_str().expect("the banner's text").to_owned()
+}
 
-    use_identity(&b, &tenant, &token).await;
+async fn with_its_token_a_sync_runs_to_done_and_no_error_shows(
+    b: &Browser,
+    tenant: &str,
+    token: &str,
+) -> String {
+    use_identity(b, tenant, token).await;
     b.fill("[data-testid=sync-source]", "sample.csv").await;
     b.click("[data-testid=start-sync]").await;
-    let id = card_reads(&b, "sync", "done").await;
-    row_reads(&b, &id, "done").await;
+    let id = card_reads(b, "sync", "done").await;
+    row_reads(b, &id, "done").await;
     let error: Value = b
         .exec(
             "return document.querySelector('[data-testid=error]').hidden;",
@@ -535,8 +527,11 @@ async fn the_page_shows_a_401_without_a_token_and_a_503_without_a_store_and_work
         )
         .await;
     assert_eq!(error, true, "no error shows once the token is given");
+    id
+}
 
-    // Where the event stream fails, the card polls the job instead, to the same end.
+/// Where the event stream fails, the card polls the job instead, to the same end.
+async fn without_the_event_stream_the_card_polls_its_job_to_done(b: &Browser, earlier: &str) {
     b.exec(
         "const plain = window.fetch;
          window.fetch = (url, init) => init && init.headers && init.headers.Accept === 'text/event-stream'
@@ -553,12 +548,14 @@ async fn the_page_shows_a_401_without_a_token_and_a_503_without_a_store_and_work
              return c && c.dataset.jobId !== arguments[0] && c.dataset.status === 'done'
                && c.querySelector('[data-testid=job-progress]').getAttribute('aria-valuenow') === '100'
                && c.dataset.follow;",
-            json!([id]),
+            json!([earlier]),
         )
         .await;
     assert_eq!(polled, "poll", "the card fell back to polling");
+}
 
-    // A service whose store cannot be reached: the page shows the 503's message.
+/// A service whose store cannot be reached: the page shows the 503's message.
+async fn a_service_without_its_store_shows_the_503s_message(b: &Browser, tenant: &str) {
     let down = spawn_app_with(
         test_config(),
         Arc::new(RedisStore::open(&dead_redis_url(), settings()).unwrap()),
@@ -569,17 +566,27 @@ async fn the_page_shows_a_401_without_a_token_and_a_503_without_a_store_and_work
         .await;
     let message = refusal["message"].as_str().expect("a message").to_owned();
     b.goto(&down.url("/admin")).await;
+    use_identity(b, tenant, "").await;
+    let shown = the_error_shown(b, "the 503's message").await;
+    assert!(shown.contains(&message), "{shown} should carry {message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_a_401_without_a_token_and_a_503_without_a_store_and_works_with_a_token() {
+    let tenant = unique("web");
+    let token = format!("{tenant}-secret");
+    let config = Config {
+        api_tokens: Some(format!("{tenant} web-bot {}", hash_token(&token))),
+        ..test_config()
+    };
+    let app = spawn_catalog_app(Backend::Redis, config).await;
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    b.goto(&app.url("/admin")).await;
+
     use_identity(&b, &tenant, "").await;
-    let shown = b
-        .wait_for(
-            "the 503's message",
-            "const e = document.querySelector('[data-testid=error]');
-             return !e.hidden && e.textContent;",
-            json!([]),
-        )
-        .await;
-    assert!(
-        shown.as_str().unwrap().contains(&message),
-        "{shown} should carry {message}"
-    );
+    let shown = the_error_shown(&b, "the 401's message").await;
+    assert!(shown.contains("send a valid token"), "{shown}");
+    let id = with_its_token_a_sync_runs_to_done_and_no_error_shows(&b, &tenant, &token).await;
+    without_the_event_stream_the_card_polls_its_job_to_done(&b, &id).await;
+    a_service_without_its_store_shows_the_503s_message(&b, &tenant).await;
 }

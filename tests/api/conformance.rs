@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use catalog_jobs::jobs::store::{
-    Cancel, Created, Finish, JobStore, Live, Outcome, Recovered, Release, Renewal, Restore, RunId,
-    StoreSettings, Tick,
+    Cancel, Created, Event, Finish, JobStore, Live, Outcome, Recovered, Release, Renewal, Restore,
+    RunId, StoreSettings, Tick,
 };
 use catalog_jobs::jobs::{JobId, Status};
 use serde_json::json;
@@ -689,6 +689,32 @@ async fn a_released_run_goes_back_to_the_head_without_counting_an_attempt(b: Bac
     );
 }
 
+/// The store's events, once the subscription is live (it says so with a resync).
+async fn live_events(s: &dyn JobStore) -> tokio::sync::broadcast::Receiver<Event> {
+    let mut events = s.subscribe();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while events.recv().await.unwrap() != Event::Resync {}
+    })
+    .await
+    .expect("the subscription goes live");
+    events
+}
+
+/// The job the next cancel announced to every process names.
+async fn next_cancel(events: &mut tokio::sync::broadcast::Receiver<Event>) -> JobId {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match events.recv().await {
+                Ok(Event::Cancel(id)) => return id,
+                Ok(_) => continue,
+                Err(e) => panic!("events: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("the cancel is announced to every process")
+}
+
 async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_its_lock(
     b: Backend,
 ) {
@@ -696,29 +722,13 @@ async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_
     let t = tenant();
     let job = new_job(&t, "enrich");
     let (created, run) = start(&*s, &job).await;
-    let mut events = s.subscribe();
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while events.recv().await.unwrap() != catalog_jobs::jobs::store::Event::Resync {}
-    })
-    .await
-    .expect("the subscription goes live");
+    let mut events = live_events(&*s).await;
     s.tick(&run, 30, "batch 3 of 10").await.unwrap();
     assert_eq!(
         s.cancel(&job.id, "tester").await.unwrap(),
         Cancel::Requested
     );
-    let told = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            match events.recv().await {
-                Ok(catalog_jobs::jobs::store::Event::Cancel(id)) => return id,
-                Ok(_) => continue,
-                Err(e) => panic!("events: {e}"),
-            }
-        }
-    })
-    .await
-    .expect("the cancel is announced to every process");
-    assert_eq!(told, job.id);
+    assert_eq!(next_cancel(&mut events).await, job.id);
     let asked = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(asked.status, Status::Cancelling);
     let first_ask = asked.cancel_requested_at.expect("the request is recorded");

@@ -472,11 +472,8 @@ fn proc_status_mib(pid: u32, field: &str) -> f64 {
 /// the runtime's buffers. Before imports streamed, the same body cost 538 MB.
 const IMPORT_RSS_CEILING_MIB: f64 = 150.0;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn importing_a_30_mb_body_keeps_the_service_under_150_mb_and_healthz_answering() {
-    let redis = RedisServer::start(false);
-    let svc = Service::on(&redis).start().await;
-    let t = tenant();
+/// About 30 MiB of JSON Lines, one product a line: the body and its rows.
+fn thirty_mib_of_products() -> (String, u64) {
     let filler = "Sturdy everyday product with a long description. ".repeat(4);
     let mut body = String::with_capacity(31 << 20);
     let mut rows = 0u64;
@@ -486,6 +483,29 @@ async fn importing_a_30_mb_body_keeps_the_service_under_150_mb_and_healthz_answe
         ));
         rows += 1;
     }
+    (body, rows)
+}
+
+/// Asks `/healthz` every 100 ms until `until` has finished; answers the slowest answer.
+async fn slowest_healthz_while<T>(svc: &Service, until: &tokio::task::JoinHandle<T>) -> Duration {
+    // Each probe waits on nothing but the runtime.
+    let mut slowest = Duration::ZERO;
+    while !until.is_finished() {
+        let probe = Instant::now();
+        let r = svc.get("/healthz").await;
+        assert_eq!(r.status(), 200);
+        slowest = slowest.max(probe.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    slowest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn importing_a_30_mb_body_keeps_the_service_under_150_mb_and_healthz_answering() {
+    let redis = RedisServer::start(false);
+    let svc = Service::on(&redis).start().await;
+    let t = tenant();
+    let (body, rows) = thirty_mib_of_products();
     let size_mib = body.len() as f64 / (1 << 20) as f64;
     let before = proc_status_mib(svc.pid(), "VmHWM");
     let client = reqwest::Client::builder()
@@ -500,15 +520,8 @@ async fn importing_a_30_mb_body_keeps_the_service_under_150_mb_and_healthz_answe
             .body(body)
             .send(),
     );
-    // /healthz answers while the import runs: each probe waits on nothing but the runtime.
-    let mut slowest = Duration::ZERO;
-    while !import.is_finished() {
-        let probe = Instant::now();
-        let r = svc.client.get(svc.url("/healthz")).send().await.unwrap();
-        assert_eq!(r.status(), 200);
-        slowest = slowest.max(probe.elapsed());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // /healthz answers while the import runs.
+    let slowest = slowest_healthz_while(&svc, &import).await;
     let r = import.await.unwrap().unwrap();
     let took = started.elapsed();
     assert_eq!(r.status(), 200);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use catalog_jobs::catalog::products::{Enrichment, MemoryCatalog, Product, ProductKey, Stored};
 use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings, Monotonic};
+use catalog_jobs::jobs::TenantId;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -247,13 +248,15 @@ fn names_written_differently_have_one_identity_and_different_products_do_not() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_neighbour_table_holds_keys_and_scores_and_the_product_view_joins_names() {
-    let app = spawn_catalog_app(Backend::Redis, test_config()).await;
-    let t = tenant();
-    // Long names: a family of 4 and 40 others, each name ~900 characters.
-    let filler = "Extraordinarily Long Descriptive Wording ".repeat(20);
-    let rows: Vec<Value> = (0..44)
+/// Words that make a product name about 900 characters long.
+fn filler() -> String {
+    "Extraordinarily Long Descriptive Wording ".repeat(20)
+}
+
+/// A family of 4 (`fam-0` … `fam-3`) and 40 others, each name about 900 characters.
+fn long_named_products() -> Value {
+    let filler = filler();
+    (0..44)
         .map(|i| {
             let (key, name) = if i < 4 {
                 (format!("fam-{i}"), format!("Acme Trail Jacket {filler} Size {i}"))
@@ -266,21 +269,11 @@ async fn the_neighbour_table_holds_keys_and_scores_and_the_product_view_joins_na
             };
             json!({"product_key": key, "name": name, "price_cents": 5000, "taxonomy_path": ["Apparel"]})
         })
-        .collect();
-    let r = app
-        .client
-        .post(app.url(&format!("/catalog/products?tenant_id={t}")))
-        .header("content-type", "application/json")
-        .body(Value::Array(rows).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let r = app
-        .start("pair", &[("tenant_id", t.as_str()), ("wait", "true")])
-        .await;
-    assert_eq!(r.status(), 200);
+        .collect()
+}
 
+/// The tenant's neighbour table as Redis holds it: its key and its rows.
+async fn neighbour_table(t: &TenantId) -> (String, HashMap<String, String>) {
     let mut conn = shared_redis().await;
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("*:{t}:neighbours"))
@@ -293,14 +286,15 @@ async fn the_neighbour_table_holds_keys_and_scores_and_the_product_view_joins_na
         .query_async(&mut conn)
         .await
         .unwrap();
-    for i in 0..4 {
-        assert!(table.contains_key(&format!("fam-{i}")), "{table:?}");
-    }
-    // What keys and scores need: per neighbour its key, a score of at most 6 digits, and
-    // the JSON punctuation and field names around them.
-    let mut budget = 0;
-    let mut bytes = 0;
-    for (key, value) in &table {
+    (keys[0].clone(), table)
+}
+
+/// Checks each row holds 1 to `TOP_K` neighbours of a key and a score only; answers the
+/// bytes of the rows and what keys and scores need: per neighbour its key, a score of at
+/// most 6 digits, and the JSON punctuation and field names around them.
+fn bytes_and_budget(table: &HashMap<String, String>) -> (usize, usize) {
+    let (mut bytes, mut budget) = (0, 0);
+    for (key, value) in table {
         let row: Vec<Value> = serde_json::from_str(value).unwrap();
         assert!(!row.is_empty() && row.len() <= TOP_K, "{key}: {value}");
         for n in &row {
@@ -316,10 +310,35 @@ async fn the_neighbour_table_holds_keys_and_scores_and_the_product_view_joins_na
         budget += 2;
         bytes += value.len();
     }
+    (bytes, budget)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_neighbour_table_holds_keys_and_scores_and_the_product_view_joins_names() {
+    let app = spawn_catalog_app(Backend::Redis, test_config()).await;
+    let t = tenant();
+    let r = app
+        .import(
+            t.as_str(),
+            "application/json",
+            long_named_products().to_string(),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let r = app
+        .start("pair", &[("tenant_id", t.as_str()), ("wait", "true")])
+        .await;
+    assert_eq!(r.status(), 200);
+
+    let (key, table) = neighbour_table(&t).await;
+    for i in 0..4 {
+        assert!(table.contains_key(&format!("fam-{i}")), "{table:?}");
+    }
+    let (bytes, budget) = bytes_and_budget(&table);
     let memory: i64 = redis::cmd("MEMORY")
         .arg("USAGE")
-        .arg(&keys[0])
-        .query_async(&mut conn)
+        .arg(&key)
+        .query_async(&mut shared_redis().await)
         .await
         .unwrap();
     eprintln!(
@@ -332,9 +351,7 @@ async fn the_neighbour_table_holds_keys_and_scores_and_the_product_view_joins_na
     );
 
     // The product view joins the names at read.
-    let p = app
-        .get_json(&format!("/catalog/products/fam-0?tenant_id={t}"))
-        .await;
+    let p = app.product(t.as_str(), "fam-0").await;
     let neighbours = p["neighbours"].as_array().unwrap();
     assert_eq!(neighbours.len(), 3, "{p}");
     for n in neighbours {
@@ -343,7 +360,7 @@ async fn the_neighbour_table_holds_keys_and_scores_and_the_product_view_joins_na
         let suffix = &key["fam-".len()..];
         assert_eq!(
             n["name"],
-            json!(format!("Acme Trail Jacket {filler} Size {suffix}"))
+            json!(format!("Acme Trail Jacket {} Size {suffix}", filler()))
         );
         assert!(n["score"].as_f64().unwrap() > 0.9);
     }

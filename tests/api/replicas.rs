@@ -12,7 +12,9 @@ use catalog_jobs::catalog::products::{CatalogStore, RedisCatalog};
 use catalog_jobs::jobs::TenantId;
 use serde_json::Value;
 
-use crate::helpers::{running, started_id, tenant, HeldFeeds, RedisServer, Service, HELD_ROWS};
+use crate::helpers::{
+    running, started_id, tenant, Api, HeldFeeds, RedisServer, Service, HELD_ROWS,
+};
 
 /// The target is 250 ms for the cancel to reach the job plus 250 ms for it to stop; the
 /// assertion allows twice that on a loaded machine (the figure is printed).
@@ -36,25 +38,6 @@ fn runner_of<'a>(replicas: &'a [&'a Service], job: &Value) -> usize {
         .unwrap_or_else(|| panic!("the job runs on one of the replicas: {job}"))
 }
 
-async fn start(svc: &Service, kind: &str, form: &[(&str, &str)]) -> reqwest::Response {
-    svc.client
-        .post(svc.url(&format!("/catalog/{kind}")))
-        .form(form)
-        .send()
-        .await
-        .unwrap()
-}
-
-async fn cancel(svc: &Service, id: &str) -> u16 {
-    svc.client
-        .post(svc.url(&format!("/catalog/jobs/{id}/cancel")))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_share_one_queue_and_each_runs_some() {
     let redis = RedisServer::start(false);
@@ -72,7 +55,7 @@ async fn three_replicas_share_one_queue_and_each_runs_some() {
         ] {
             let mut form = form;
             form.push(("tenant_id", t.as_str()));
-            ids.push(started_id(start(&a, kind, &form).await).await);
+            ids.push(started_id(a.start(kind, &form).await).await);
         }
     }
     let replicas = [&a, &b, &c];
@@ -99,7 +82,7 @@ async fn a_replica_with_a_free_worker_runs_the_job_it_accepted_when_nothing_wait
     for _ in 0..12 {
         let t = tenant();
         let form = [("tenant_id", t.as_str())];
-        let id = started_id(start(&a, "enrich", &form).await).await;
+        let id = started_id(a.start("enrich", &form).await).await;
         let job = a.poll(&id, "done", |j| j["status"] == "done").await;
         assert_eq!(
             runner_of(&replicas, &job),
@@ -110,30 +93,59 @@ async fn a_replica_with_a_free_worker_runs_the_job_it_accepted_when_nothing_wait
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_replicas_job_is_run_again_elsewhere_as_attempt_2() {
+/// Two replicas on one Redis, both up before a sync of a held feed starts on one of them.
+/// (Fields drop in order: the services before the feeds and Redis they use.)
+struct HeldOnOne {
+    /// The replica that runs the sync.
+    runner: Service,
+    other: Service,
+    id: String,
+    t: TenantId,
+    feeds: HeldFeeds,
+    redis: RedisServer,
+}
+
+async fn a_held_sync_on_one_of_two_replicas(feed: &str, env: &[(&str, &str)]) -> HeldOnOne {
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let mut a = Service::on(&redis).reading(&feeds).start().await;
-    let mut b = Service::on(&redis).reading(&feeds).start().await;
+    let a = Service::on(&redis).reading(&feeds).envs(env).start().await;
+    let b = Service::on(&redis).reading(&feeds).envs(env).start().await;
     let t = tenant();
-    let id = started_id(a.sync(t.as_str(), &[feeds.url("killed")]).await).await;
+    let id = started_id(a.sync(t.as_str(), &[feeds.url(feed)]).await).await;
     let first = a.poll(&id, "running", running).await;
-    let (dead, alive) = if worker_pid(&first) == a.pid() {
-        (&mut a, &b)
+    let (runner, other) = if worker_pid(&first) == a.pid() {
+        (a, b)
     } else {
-        (&mut b, &a)
+        (b, a)
     };
-    dead.kill9();
-    let again = alive
-        .poll(&id, "re-run", |j| {
-            j["attempt"] == 2 && j["status"] == "running"
-        })
-        .await;
-    assert_eq!(worker_pid(&again), alive.pid());
+    HeldOnOne {
+        runner,
+        other,
+        id,
+        t,
+        feeds,
+        redis,
+    }
+}
+
+/// Whether the job runs again as its second attempt.
+fn rerun(job: &Value) -> bool {
+    job["attempt"] == 2 && job["status"] == "running"
+}
+
+fn done(job: &Value) -> bool {
+    job["status"] == "done"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replicas_job_is_run_again_elsewhere_as_attempt_2() {
+    let mut s = a_held_sync_on_one_of_two_replicas("killed", &[]).await;
+    s.runner.kill9();
+    let again = s.other.poll(&s.id, "re-run", rerun).await;
+    assert_eq!(worker_pid(&again), s.other.pid());
     assert!(again["recovered_at"].is_string(), "{again}");
-    feeds.release("killed");
-    let done = alive.poll(&id, "done", |j| j["status"] == "done").await;
+    s.feeds.release("killed");
+    let done = s.other.poll(&s.id, "done", done).await;
     assert_eq!(
         (done["attempt"].as_u64(), done["max_attempts"].as_u64()),
         (Some(2), Some(3))
@@ -144,61 +156,36 @@ async fn a_killed_replicas_job_is_run_again_elsewhere_as_attempt_2() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_dies_on_every_attempt_ends_failed_lost_with_its_lock_free() {
-    let redis = RedisServer::start(false);
-    let feeds = HeldFeeds::start().await;
-    let two = [("MAX_ATTEMPTS", "2".to_owned())];
-    let mut a = Service::on(&redis).reading(&feeds).envs(&two).start().await;
-    let mut b = Service::on(&redis).reading(&feeds).envs(&two).start().await;
-    let t = tenant();
-    let id = started_id(a.sync(t.as_str(), &[feeds.url("doomed")]).await).await;
-    let first = a.poll(&id, "running", running).await;
-    let (first_dead, second) = if worker_pid(&first) == a.pid() {
-        (&mut a, &mut b)
-    } else {
-        (&mut b, &mut a)
-    };
-    first_dead.kill9();
-    second
-        .poll(&id, "re-run", |j| {
-            j["attempt"] == 2 && j["status"] == "running"
-        })
-        .await;
-    second.kill9();
+    let two = [("MAX_ATTEMPTS", "2")];
+    let mut s = a_held_sync_on_one_of_two_replicas("doomed", &two).await;
+    s.runner.kill9();
+    s.other.poll(&s.id, "re-run", rerun).await;
+    s.other.kill9();
     // A replica that comes up afterwards finds the last attempt's lease expired.
-    let c = Service::on(&redis).reading(&feeds).envs(&two).start().await;
-    let failed = c.poll(&id, "failed", |j| j["status"] == "failed").await;
+    let c = Service::on(&s.redis)
+        .reading(&s.feeds)
+        .envs(&two)
+        .start()
+        .await;
+    let failed = c.poll(&s.id, "failed", |j| j["status"] == "failed").await;
     assert_eq!(failed["error"], "Lost", "{failed}");
     assert!(failed["finished_at"].is_string());
-    let r = c.sync(t.as_str(), &["demo.jsonl".into()]).await;
+    let r = c.sync(s.t.as_str(), &["demo.jsonl".into()]).await;
     assert_eq!(r.status(), 202, "its lock was released");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_replica_resumed_after_its_job_was_recovered_cannot_write_to_it() {
-    let redis = RedisServer::start(false);
-    let feeds = HeldFeeds::start().await;
-    let a = Service::on(&redis).reading(&feeds).start().await;
-    let b = Service::on(&redis).reading(&feeds).start().await;
-    let t = tenant();
-    let id = started_id(a.sync(t.as_str(), &[feeds.url("stopped")]).await).await;
-    let first = a.poll(&id, "running", running).await;
-    let (paused, other) = if worker_pid(&first) == a.pid() {
-        (&a, &b)
-    } else {
-        (&b, &a)
-    };
+    let s = a_held_sync_on_one_of_two_replicas("stopped", &[]).await;
+    let (paused, other) = (&s.runner, &s.other);
     paused.signal("STOP");
-    other
-        .poll(&id, "recovered", |j| {
-            j["attempt"] == 2 && j["status"] == "running"
-        })
-        .await;
+    other.poll(&s.id, "recovered", rerun).await;
     paused.signal("CONT");
     paused
         .wait_for_log("fenced off", Duration::from_secs(10))
         .await;
-    feeds.release("stopped");
-    let done = other.poll(&id, "done", |j| j["status"] == "done").await;
+    s.feeds.release("stopped");
+    let done = other.poll(&s.id, "done", done).await;
     assert_eq!(done["attempt"], 2);
     assert_eq!(
         worker_pid(&done),
@@ -209,35 +196,17 @@ async fn a_paused_replica_resumed_after_its_job_was_recovered_cannot_write_to_it
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_job_gives_it_to_another_replica_without_counting_an_attempt() {
-    let redis = RedisServer::start(false);
-    let feeds = HeldFeeds::start().await;
-    let grace = [("SHUTDOWN_GRACE_SECONDS", "0.5".to_owned())];
-    let mut a = Service::on(&redis)
-        .reading(&feeds)
-        .envs(&grace)
-        .start()
-        .await;
-    let mut b = Service::on(&redis)
-        .reading(&feeds)
-        .envs(&grace)
-        .start()
-        .await;
-    let t = tenant();
-    let id = started_id(a.sync(t.as_str(), &[feeds.url("deploy")]).await).await;
-    let first = a.poll(&id, "running", running).await;
-    let (leaving, staying) = if worker_pid(&first) == a.pid() {
-        (&mut a, &b)
-    } else {
-        (&mut b, &a)
-    };
-    leaving.signal("TERM");
+    let grace = [("SHUTDOWN_GRACE_SECONDS", "0.5")];
+    let mut s = a_held_sync_on_one_of_two_replicas("deploy", &grace).await;
+    s.runner.signal("TERM");
     assert_eq!(
-        leaving.wait_exit(),
+        s.runner.wait_exit(),
         Some(0),
         "the terminated process exits 0"
     );
+    let staying = &s.other;
     let resumed = staying
-        .poll(&id, "resumed", |j| {
+        .poll(&s.id, "resumed", |j| {
             j["status"] == "running" && worker_pid(j) == staying.pid()
         })
         .await;
@@ -245,8 +214,8 @@ async fn sigterm_mid_job_gives_it_to_another_replica_without_counting_an_attempt
         resumed["attempt"], 1,
         "a given-back run is not counted: {resumed}"
     );
-    feeds.release("deploy");
-    let done = staying.poll(&id, "done", |j| j["status"] == "done").await;
+    s.feeds.release("deploy");
+    let done = staying.poll(&s.id, "done", done).await;
     assert_eq!(
         (done["attempt"].as_u64(), done["error"].as_str()),
         (Some(1), None)
@@ -294,7 +263,7 @@ async fn a_running_job_of_each_kind_is_cancelled_from_its_own_replica_or_another
             if kind == "enrich" {
                 form.push(("force", "true"));
             }
-            let id = started_id(start(&a, kind, &form).await).await;
+            let id = started_id(a.start(kind, &form).await).await;
             // Past loading the catalogue: the cancel lands inside the work itself.
             let job = a
                 .poll(&id, "at work", |j| {
@@ -305,7 +274,7 @@ async fn a_running_job_of_each_kind_is_cancelled_from_its_own_replica_or_another
             let owner = runner_of(&replicas, &job);
             let target = replicas[if from_other { 1 - owner } else { owner }];
             let asked = Instant::now();
-            assert_eq!(cancel(target, &id).await, 202, "{kind}");
+            assert_eq!(target.cancel(&id).await.status(), 202, "{kind}");
             let ended = target
                 .poll(&id, "ended", |j| {
                     matches!(j["status"].as_str(), Some("cancelled" | "done"))
@@ -430,6 +399,59 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
+/// Creates `n` jobs through `svc`, 32 requests in flight: for each of ⌈n/3⌉ new tenants an
+/// enrich, a pair and a sync of the demo feed (each must be accepted).
+async fn create_jobs(svc: &Service, n: usize) {
+    let tenants: Vec<TenantId> = (0..n.div_ceil(3)).map(|_| tenant()).collect();
+    let mut requests = Vec::new();
+    for t in &tenants {
+        for kind in ["enrich", "pair", "sync"] {
+            if requests.len() < n {
+                requests.push((kind, t.to_string()));
+            }
+        }
+    }
+    let requests = Arc::new(std::sync::Mutex::new(requests));
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let (api, requests) = (Api::clone(svc), requests.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut created = 0;
+            loop {
+                let Some((kind, t)) = requests.lock().unwrap().pop() else {
+                    return created;
+                };
+                let mut form = vec![("tenant_id", t.as_str())];
+                if kind == "sync" {
+                    form.push(("source", "demo.jsonl"));
+                }
+                assert_eq!(api.start(kind, &form).await.status(), 202);
+                created += 1;
+            }
+        }));
+    }
+    let mut created = 0;
+    for task in tasks {
+        created += task.await.unwrap();
+    }
+    assert_eq!(created, n);
+}
+
+/// The Redis commands run while `wait` passes, by name (those run at least once).
+async fn commands_during(redis: &RedisServer, wait: Duration) -> Vec<(String, u64)> {
+    let mut conn = redis.connection().await;
+    let before = command_counts(&mut conn).await;
+    tokio::time::sleep(wait).await;
+    let after = command_counts(&mut conn).await;
+    let mut spent: Vec<(String, u64)> = after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    spent.sort();
+    spent
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_queued_jobs_cost_no_redis_calls_while_they_wait() {
     const QUEUED: usize = 10_000;
@@ -450,63 +472,15 @@ async fn ten_thousand_queued_jobs_cost_no_redis_calls_while_they_wait() {
     let busy = started_id(svc.sync(tenant().as_str(), &[never_ends]).await).await;
     svc.poll(&busy, "running", running).await;
     let rss_before = rss_kib(svc.pid());
-    // 10,000 jobs: 3,334 tenants × 3 kinds, 32 requests in flight.
-    let tenants: Vec<TenantId> = (0..QUEUED.div_ceil(3)).map(|_| tenant()).collect();
-    let mut requests = Vec::new();
-    for (i, t) in tenants.iter().enumerate() {
-        for kind in ["enrich", "pair", "sync"] {
-            if requests.len() < QUEUED {
-                requests.push((i, kind, t.to_string()));
-            }
-        }
-    }
-    let requests = Arc::new(std::sync::Mutex::new(requests));
-    let mut tasks = Vec::new();
-    for _ in 0..32 {
-        let (client, base, requests) = (svc.client.clone(), svc.url(""), requests.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut created = 0;
-            loop {
-                let Some((_, kind, t)) = requests.lock().unwrap().pop() else {
-                    return created;
-                };
-                let mut form = vec![("tenant_id", t.clone())];
-                if kind == "sync" {
-                    form.push(("source", "demo.jsonl".to_owned()));
-                }
-                let r = client
-                    .post(format!("{base}/catalog/{kind}"))
-                    .form(&form)
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(r.status(), 202);
-                created += 1;
-            }
-        }));
-    }
-    let mut created = 0;
-    for task in tasks {
-        created += task.await.unwrap();
-    }
-    assert_eq!(created, QUEUED);
-    let mut conn = redis.connection().await;
+    create_jobs(&svc, QUEUED).await;
     let queued: usize = redis::cmd("LLEN")
         .arg("job:queue")
-        .query_async(&mut conn)
+        .query_async(&mut redis.connection().await)
         .await
         .unwrap();
     assert_eq!(queued, QUEUED, "every job waits in the shared queue");
-    let before = command_counts(&mut conn).await;
     // Only the passing of time can show that waiting costs nothing.
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let after = command_counts(&mut conn).await;
-    let mut spent: Vec<(String, u64)> = after
-        .iter()
-        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
-        .filter(|(_, n)| *n > 0)
-        .collect();
-    spent.sort();
+    let spent = commands_during(&redis, Duration::from_secs(10)).await;
     let total: u64 = spent.iter().map(|(_, n)| n).sum();
     println!("Redis commands in 10 s with {QUEUED} jobs queued and 1 running: {total} {spent:?}");
     // The running job's heartbeat (every 0.2 s) and the recovery sweep (same interval) are

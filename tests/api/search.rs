@@ -6,24 +6,24 @@ use std::collections::BTreeSet;
 
 use catalog_jobs::catalog::demo;
 use catalog_jobs::catalog::search::{search, ProductQuery, MAX_QUERY_CHARS};
+use catalog_jobs::jobs::TenantId;
 use serde_json::{json, Value};
 
 use crate::both_stores;
-use crate::helpers::{catalog_store, spawn_catalog_app, tenant, test_config, Backend};
+use crate::helpers::{catalog_store, spawn_catalog_app, tenant, test_config, Backend, TestApp};
 
 both_stores!(
     search_finds_key_prefixes_and_every_name_word_and_returns_hostile_names_verbatim,
     search_pages_find_every_match_once_and_nothing_else,
+    a_blank_or_overlong_query_or_a_cursor_it_did_not_hand_out_is_422,
 );
 
 const HOSTILE: &str = "<img src=x onerror=alert(1)> Mug";
 
-async fn search_finds_key_prefixes_and_every_name_word_and_returns_hostile_names_verbatim(
-    b: Backend,
-) {
+/// The catalogue app with five products, one with a hostile name, for a new tenant.
+async fn five_products(b: Backend) -> (TestApp, TenantId) {
     let app = spawn_catalog_app(b, test_config()).await;
     let t = tenant();
-    let url = app.url(&format!("/catalog/products?tenant_id={t}"));
     let rows = json!([
         {"product_key": "sku-100", "name": "T Shirt Blue"},
         {"product_key": "sku-200", "name": "Organic T-Shirts"},
@@ -31,74 +31,89 @@ async fn search_finds_key_prefixes_and_every_name_word_and_returns_hostile_names
         {"product_key": "creme-1", "name": "Crème Brûlée Torch \"pro\" & co"},
         {"product_key": "lamp-1", "name": "Лампа настольная ✓ Lamp"},
     ]);
-    let r = app.client.post(&url).json(&rows).send().await.unwrap();
+    let r = app
+        .import(t.as_str(), "application/json", rows.to_string())
+        .await;
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-    let found = |q: &str| {
-        let c = app.client.clone();
-        let url = url.clone();
-        let q = q.to_owned();
-        async move {
-            let r = c
-                .get(&url)
-                .query(&[("q", q.as_str())])
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 200, "q={q}");
-            let page: Value = r.json().await.unwrap();
-            let mut keys: Vec<String> = page["products"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| p["product_key"].as_str().unwrap().to_owned())
-                .collect();
-            keys.sort();
-            (keys, page)
-        }
-    };
-    assert_eq!(found("t-shirts").await.0, vec!["sku-100", "sku-200"]);
-    assert_eq!(found("BLUE shirt").await.0, vec!["sku-100"]);
-    assert_eq!(found("SKU-2").await.0, vec!["sku-200"], "a key prefix");
-    assert_eq!(found("crème torch").await.0, vec!["creme-1"]);
-    assert_eq!(found("ЛАМПА").await.0, vec!["lamp-1"], "unicode folds case");
-    let (keys, page) = found("mug").await;
-    assert_eq!(keys, vec!["mug-1"]);
+    (app, t)
+}
+
+/// Searches the tenant's products for `q` (with more parameters, if any), as a client
+/// would: the answer.
+async fn search_for(app: &TestApp, t: &TenantId, query: &[(&str, &str)]) -> reqwest::Response {
+    app.client
+        .get(app.url(&format!("/catalog/products?tenant_id={t}")))
+        .query(query)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The keys found for `q`, sorted, and the page they came on.
+async fn found(app: &TestApp, t: &TenantId, q: &str) -> (Vec<String>, Value) {
+    let r = search_for(app, t, &[("q", q)]).await;
+    assert_eq!(r.status(), 200, "q={q}");
+    let page: Value = r.json().await.unwrap();
+    let mut keys: Vec<String> = page["products"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["product_key"].as_str().unwrap().to_owned())
+        .collect();
+    keys.sort();
+    (keys, page)
+}
+
+/// (query, the keys it finds, why)
+const QUERIES: &[(&str, &[&str], &str)] = &[
+    (
+        "t-shirts",
+        &["sku-100", "sku-200"],
+        "a word, written differently",
+    ),
+    ("BLUE shirt", &["sku-100"], "words in any case and order"),
+    ("SKU-2", &["sku-200"], "a key prefix"),
+    ("crème torch", &["creme-1"], "accented words"),
+    ("ЛАМПА", &["lamp-1"], "unicode folds case"),
+    ("mug", &["mug-1"], "a word of a hostile name"),
+    (
+        "<script>alert(1)</script>",
+        &[],
+        "markup is words like any other",
+    ),
+    ("shirt torch", &[], "every word must match"),
+];
+
+async fn search_finds_key_prefixes_and_every_name_word_and_returns_hostile_names_verbatim(
+    b: Backend,
+) {
+    let (app, t) = five_products(b).await;
+    for &(q, keys, why) in QUERIES {
+        assert_eq!(found(&app, &t, q).await.0, keys, "{q}: {why}");
+    }
+    let (_, page) = found(&app, &t, "mug").await;
     assert_eq!(
         page["products"][0]["name"], HOSTILE,
         "a hostile name is data: returned as stored, in JSON"
     );
-    let (keys, page) = found("<script>alert(1)</script>").await;
-    assert!(keys.is_empty());
+    let (_, page) = found(&app, &t, "<script>alert(1)</script>").await;
     assert_eq!(page["next_cursor"], Value::Null);
-    assert!(
-        found("shirt torch").await.0.is_empty(),
-        "every word must match"
-    );
+}
 
+async fn a_blank_or_overlong_query_or_a_cursor_it_did_not_hand_out_is_422(b: Backend) {
+    let (app, t) = five_products(b).await;
     for bad in [
         String::new(),
         "  ".to_owned(),
         "x".repeat(MAX_QUERY_CHARS + 1),
     ] {
-        let r = app
-            .client
-            .get(&url)
-            .query(&[("q", bad.as_str())])
-            .send()
-            .await
-            .unwrap();
+        let r = search_for(&app, &t, &[("q", bad.as_str())]).await;
         assert_eq!(r.status(), 422, "q={bad:?}");
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["error"], "invalid_field");
         assert_eq!(body["field"], "q");
     }
-    let r = app
-        .client
-        .get(&url)
-        .query(&[("q", "mug"), ("cursor", "garbage")])
-        .send()
-        .await
-        .unwrap();
+    let r = search_for(&app, &t, &[("q", "mug"), ("cursor", "garbage")]).await;
     assert_eq!(r.status(), 422, "a cursor the search did not hand out");
 }
 

@@ -4,7 +4,7 @@
 
 use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::store::Purge;
-use catalog_jobs::jobs::Kind;
+use catalog_jobs::jobs::{Kind, TenantId};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -57,7 +57,17 @@ async fn send(app: &TestApp, method: Method, path: &str, token: &str) -> reqwest
         .unwrap()
 }
 
-async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(b: Backend) {
+/// Two tenants with a token each (and an operator's, `ops-secret`), the same two products
+/// each; the first has also enriched and paired them.
+struct TwoTenants {
+    app: TestApp,
+    t: TenantId,
+    u: TenantId,
+    own: String,
+    others: String,
+}
+
+async fn two_catalogued_tenants(b: Backend) -> TwoTenants {
     let (t, u) = (tenant(), tenant());
     let (own, others) = (format!("{t}-secret"), format!("{u}-secret"));
     let mut config = test_config();
@@ -72,8 +82,7 @@ async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(
         {"product_key": "p1", "name": "Steel Bottle 500 ml Black", "brand": "Acme", "taxonomy_path": ["Home", "Kitchen"]},
         {"product_key": "p2", "name": "Steel Bottle 750 ml Black", "brand": "Acme", "taxonomy_path": ["Home", "Kitchen"]},
     ]);
-    for tenant in [&t, &u] {
-        let token = if *tenant == t { &own } else { &others };
+    for (tenant, token) in [(&t, &own), (&u, &others)] {
         let r = app
             .client
             .post(app.url(&format!("/catalog/products?tenant_id={tenant}")))
@@ -95,6 +104,23 @@ async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(
             .unwrap();
         assert_eq!(r.status(), 200, "{kind}");
     }
+    TwoTenants {
+        app,
+        t,
+        u,
+        own,
+        others,
+    }
+}
+
+async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(b: Backend) {
+    let TwoTenants {
+        app,
+        t,
+        u,
+        own,
+        others,
+    } = two_catalogued_tenants(b).await;
     let path = format!("/catalog/tenants/{t}");
     let forbidden = send(&app, Method::DELETE, &path, &others).await;
     assert_eq!(forbidden.status(), 403);
@@ -106,42 +132,24 @@ async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(
     assert_eq!(removed["products"], 2);
     assert_eq!(removed["extracted_attributes"], 2);
     assert_eq!(removed["neighbours"], 2, "{removed}");
-    let jobs: Value = send(
+    let jobs = send(
         &app,
         Method::GET,
         &format!("/catalog/jobs?tenant_id={t}"),
         &own,
     )
-    .await
-    .json()
-    .await
-    .unwrap();
-    assert_eq!(jobs["jobs"], json!([]));
-    let products = send(
-        &app,
-        Method::GET,
-        &format!("/catalog/products/p1?tenant_id={t}"),
-        &own,
-    )
     .await;
-    assert_eq!(products.status(), 404);
-    let again: Value = send(&app, Method::DELETE, &path, "ops-secret")
-        .await
-        .json()
-        .await
-        .unwrap();
+    assert_eq!(jobs.json::<Value>().await.unwrap()["jobs"], json!([]));
+    let p1 = format!("/catalog/products/p1?tenant_id={t}");
+    assert_eq!(send(&app, Method::GET, &p1, &own).await.status(), 404);
+    let again = send(&app, Method::DELETE, &path, "ops-secret").await;
     assert_eq!(
-        again,
+        again.json::<Value>().await.unwrap(),
         json!({"tenant_id": t.as_str(), "jobs": 0, "products": 0, "extracted_attributes": 0, "neighbours": 0}),
         "asking again (an operator may) removes nothing more"
     );
-    let kept = send(
-        &app,
-        Method::GET,
-        &format!("/catalog/products/p1?tenant_id={u}"),
-        &others,
-    )
-    .await;
+    let theirs = format!("/catalog/products/p1?tenant_id={u}");
+    let kept = send(&app, Method::GET, &theirs, &others).await;
     assert_eq!(kept.status(), 200, "the other tenant keeps its catalogue");
     let bad = send(&app, Method::DELETE, "/catalog/tenants/a:b", "ops-secret").await;
     assert_eq!(bad.status(), 422);
@@ -150,13 +158,10 @@ async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(
 async fn a_tenant_with_an_active_job_is_not_removed_and_nothing_changes(b: Backend) {
     let app = spawn_app_with(test_config(), store(b, settings())).await;
     let t = tenant();
+    let row = json!([{"product_key": "p1", "name": "Cotton Shirt Blue M"}]);
     let r = app
-        .client
-        .post(app.url(&format!("/catalog/products?tenant_id={t}")))
-        .json(&json!([{"product_key": "p1", "name": "Cotton Shirt Blue M"}]))
-        .send()
-        .await
-        .unwrap();
+        .import(t.as_str(), "application/json", row.to_string())
+        .await;
     assert_eq!(r.status(), 200);
     let id = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
     Gate::of(&t).reached().await;
@@ -175,15 +180,8 @@ async fn a_tenant_with_an_active_job_is_not_removed_and_nothing_changes(b: Backe
     assert_eq!(app.get_job(&id).await["status"], "running");
     Gate::of(&t).release();
     app.poll_until_ended(&id).await;
-    let removed: Value = app
-        .client
-        .delete(&path)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let removed = app.client.delete(&path).send().await.unwrap();
+    let removed: Value = removed.json().await.unwrap();
     assert_eq!(removed["jobs"], 1);
     assert_eq!(removed["products"], 1);
 }

@@ -14,7 +14,7 @@ use crate::api::{self, AppState, Guard};
 use crate::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use crate::catalog::{Catalog, CatalogSettings};
 use crate::config::tokens::Tokens;
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::jobs::memory::MemoryStore;
 use crate::jobs::redis::RedisStore;
 use crate::jobs::registry::Registry;
@@ -52,9 +52,9 @@ impl App {
         // Before anything is opened: the stores trust what validation checked (sentinel
         // addresses are host:port, one way to reach Redis).
         config.validate()?;
-        crate::config::check_redis_vars(std::env::vars_os().map(|(name, _)| name))?;
+        crate::config::env::check_names(std::env::vars_os().map(|(name, _)| name))?;
+        let catalog = open_catalog(&config, catalog_settings(&config)?)?;
         let store = open_store(&config).await?;
-        let catalog = open_catalog(&config)?;
         let registry = crate::catalog::registry(catalog.clone());
         Self::build_with(config, store, catalog, registry).await
     }
@@ -68,17 +68,14 @@ impl App {
         registry: Registry,
     ) -> Result<Self, StartupError> {
         config.validate()?;
-        let listener = TcpListener::bind(&config.bind_addr)
-            .await
-            .map_err(|source| StartupError::Bind {
-                addr: config.bind_addr.clone(),
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| StartupError::Bind {
-            addr: config.bind_addr.clone(),
+        let listen = config.listen_addr();
+        let bind_error = |source| StartupError::Bind {
+            addr: listen.clone(),
             source,
-        })?;
-        let tokens = load_tokens(&config)?;
+        };
+        let listener = TcpListener::bind(&listen).await.map_err(bind_error)?;
+        let addr = listener.local_addr().map_err(bind_error)?;
+        let guard = guard(&config)?;
         crate::metrics::handle();
         let store = MeteredStore::wrap(store);
         let runner = Runner::with_observer(
@@ -96,16 +93,7 @@ impl App {
                 config.max_concurrent_imports,
                 config.max_body_bytes,
             ),
-            guard: Guard {
-                tokens: Arc::new(tokens),
-                max_start_body_bytes: config.max_start_body_bytes,
-                request_timeout: config.request_timeout_seconds,
-                cors: api::cors::Cors::new(
-                    &config
-                        .cors_origins()
-                        .map_err(crate::config::ConfigError::Invalid)?,
-                ),
-            },
+            guard,
         };
         Ok(Self {
             listener,
@@ -160,6 +148,16 @@ impl App {
     }
 }
 
+/// What every request passes: the tokens, the body and time limits, the CORS origins.
+fn guard(config: &Config) -> Result<Guard, StartupError> {
+    Ok(Guard {
+        tokens: Arc::new(load_tokens(config)?),
+        max_start_body_bytes: config.max_start_body_bytes,
+        request_timeout: config.request_timeout_seconds,
+        cors: api::cors::Cors::new(&config.cors_origins()?),
+    })
+}
+
 /// The tokens of `API_TOKENS_FILE` and `API_TOKENS`; a malformed entry stops start-up
 /// naming its line. With none, the service runs open and says so.
 pub fn load_tokens(config: &Config) -> Result<Tokens, StartupError> {
@@ -197,17 +195,17 @@ pub fn runner_settings(config: &Config) -> RunnerSettings {
     }
 }
 
-/// The catalogue's settings, from the configuration.
-pub fn catalog_settings(config: &Config) -> CatalogSettings {
-    CatalogSettings {
+/// The catalogue's settings, from the configuration (the allow-list parsed here, once).
+pub fn catalog_settings(config: &Config) -> Result<CatalogSettings, ConfigError> {
+    Ok(CatalogSettings {
         feeds_dir: config.feeds_dir.clone(),
-        allowed_hosts: config.allowed_hosts(),
+        allowed_hosts: config.allowed_hosts()?,
         max_feed_bytes: config.max_feed_bytes,
         enrich_batch: config.enrich_batch_size,
         pair_top_k: config.pair_top_k,
         pair_min_score: config.pair_min_score,
         write_retry: config.finish_retry_seconds,
-    }
+    })
 }
 
 /// How to reach Redis, from the configuration: a fixed URL, the sentinels, or neither
@@ -226,7 +224,10 @@ pub fn redis_target(config: &Config) -> Option<Target> {
 }
 
 /// The catalogue in the same place as the jobs: Redis when it is configured, else embedded.
-pub fn open_catalog(config: &Config) -> Result<Arc<Catalog>, StartupError> {
+pub fn open_catalog(
+    config: &Config,
+    settings: CatalogSettings,
+) -> Result<Arc<Catalog>, StartupError> {
     let store: Arc<dyn CatalogStore> = match redis_target(config) {
         Some(target) => Arc::new(
             RedisCatalog::open_target(target, &config.catalog_prefix)
@@ -234,10 +235,7 @@ pub fn open_catalog(config: &Config) -> Result<Arc<Catalog>, StartupError> {
         ),
         None => Arc::new(MemoryCatalog::new()),
     };
-    Ok(Arc::new(Catalog {
-        store,
-        settings: catalog_settings(config),
-    }))
+    Ok(Arc::new(Catalog { store, settings }))
 }
 
 /// Opens Redis when it is configured (starting even while it is down: it reconnects by

@@ -14,6 +14,7 @@ pub mod pair;
 pub mod products;
 pub mod report;
 pub mod search;
+pub mod source;
 pub mod sync;
 pub mod tokens;
 
@@ -29,7 +30,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Debug)]
 pub struct CatalogSettings {
     pub feeds_dir: PathBuf,
-    pub allowed_hosts: Vec<String>,
+    /// Where sync may fetch http(s) feeds from (`SYNC_ALLOWED_HOSTS`).
+    pub allowed_hosts: Vec<source::AllowedHost>,
     /// Largest feed read, in bytes.
     pub max_feed_bytes: u64,
     pub enrich_batch: usize,

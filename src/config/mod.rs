@@ -2,6 +2,7 @@
 //!
 //! Durations are given in seconds and may be fractional (`0.2`), so tests can shrink them.
 
+pub mod env;
 pub mod origins;
 pub mod tokens;
 
@@ -10,12 +11,16 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::catalog::source::AllowedHost;
 use crate::telemetry::LogFormat;
 use origins::Origin;
 
 /// A start request carries a few fields: 64 KiB is generous for them and small enough that
 /// no client can make the service buffer much before it is refused.
 pub const DEFAULT_START_BODY_BYTES: usize = 64 * 1024;
+
+/// Where the service listens when neither `BIND_ADDR` nor `PORT` is given: this host only.
+pub const DEFAULT_BIND_ADDR: &str = "127.0.0.1:8001";
 
 #[derive(Clone, Debug, Parser)]
 #[command(
@@ -24,9 +29,15 @@ pub const DEFAULT_START_BODY_BYTES: usize = 64 * 1024;
     about = "Runs a product catalogue's long jobs (sync, enrich, pair) per tenant, with honest progress."
 )]
 pub struct Config {
-    /// Address to listen on (port 0 picks a free one).
-    #[arg(long, env = "BIND_ADDR", default_value = "127.0.0.1:8001")]
-    pub bind_addr: String,
+    /// Address to listen on (port 0 picks a free one). Unset: `0.0.0.0:$PORT` when `PORT`
+    /// is set, else 127.0.0.1:8001.
+    #[arg(long, env = "BIND_ADDR")]
+    pub bind_addr: Option<String>,
+
+    /// The port a container platform assigns; listened on, on every interface, when
+    /// `BIND_ADDR` is not given (`BIND_ADDR` wins).
+    #[arg(long, env = "PORT")]
+    pub port: Option<u16>,
 
     /// Redis URL (redis://host:6379/0, or unix:///path/redis.sock for a Redis on this host).
     /// Unset: the embedded in-memory store, not durable.
@@ -195,61 +206,7 @@ pub struct Config {
     pub log_format: LogFormat,
 }
 
-/// Every `REDIS_*` environment variable this service reads or reserves; any other one is a
-/// typo (`REDIS_URI`) that would quietly leave the service on the embedded, non-durable
-/// store, so start-up refuses it. The one list: add a name here when a setting is added.
-pub const KNOWN_REDIS_VARS: &[&str] = &[
-    "REDIS_URL",
-    // Reserved for Sentinel and authenticated deployments.
-    "REDIS_SENTINELS",
-    "REDIS_MASTER_NAME",
-    "REDIS_SENTINEL_PASSWORD",
-    "REDIS_PASSWORD",
-    "REDIS_MIN_REPLICAS_ACK",
-];
-
-/// Refuses an unknown `REDIS_*` variable among `vars`, suggesting the nearest known name.
-pub fn check_redis_vars<I, K>(vars: I) -> Result<(), ConfigError>
-where
-    I: IntoIterator<Item = K>,
-    K: AsRef<std::ffi::OsStr>,
-{
-    for name in vars {
-        let name = name.as_ref().to_string_lossy();
-        if !name.starts_with("REDIS_") || KNOWN_REDIS_VARS.contains(&name.as_ref()) {
-            continue;
-        }
-        let nearest = KNOWN_REDIS_VARS
-            .iter()
-            .min_by_key(|known| edit_distance(known, &name))
-            .expect("the list of known names is not empty");
-        return Err(ConfigError::Invalid(format!(
-            "unknown environment variable {name}: did you mean {nearest}? (known: {})",
-            KNOWN_REDIS_VARS.join(", ")
-        )));
-    }
-    Ok(())
-}
-
-/// Levenshtein distance, for did-you-mean suggestions among a handful of short names.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
-}
-
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     #[error("{0}")]
     Invalid(String),
@@ -295,10 +252,6 @@ impl Config {
         if self.request_timeout_seconds.is_zero() || self.idle_timeout_seconds.is_zero() {
             return bad("REQUEST_TIMEOUT_SECONDS and IDLE_TIMEOUT_SECONDS must be above 0");
         }
-        for entry in self.allowed_hosts() {
-            crate::catalog::sync::AllowedHost::parse(&entry).map_err(ConfigError::Invalid)?;
-        }
-        self.cors_origins().map_err(ConfigError::Invalid)?;
         if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
             return bad("KEY_PREFIX must be non-empty and without spaces");
         }
@@ -332,6 +285,9 @@ impl Config {
                 "REDIS_SENTINELS entry `{bad_addr}` is not host:port"
             )));
         }
+        if let Some(url) = &self.redis_url {
+            check_redis_url(url)?;
+        }
         if self.redis_min_replicas_ack > 0 && self.redis_url.is_none() && sentinels.is_empty() {
             return bad("REDIS_MIN_REPLICAS_ACK needs Redis (REDIS_URL or REDIS_SENTINELS)");
         }
@@ -352,24 +308,73 @@ impl Config {
         self.redis_url.is_some() || !self.sentinels().is_empty()
     }
 
-    /// The origins of `CORS_ALLOWED_ORIGINS` (empty entries ignored; none: no CORS at all),
-    /// or a message naming the variable and the first entry that is not an origin.
-    pub fn cors_origins(&self) -> Result<Vec<Origin>, String> {
-        self.cors_allowed_origins
-            .iter()
-            .map(|e| e.trim())
-            .filter(|e| !e.is_empty())
-            .map(Origin::parse)
-            .collect()
+    /// Where to listen: `BIND_ADDR`, else every interface on `PORT`, else the default.
+    pub fn listen_addr(&self) -> String {
+        match (&self.bind_addr, self.port) {
+            (Some(addr), _) => addr.clone(),
+            (None, Some(port)) => format!("0.0.0.0:{port}"),
+            (None, None) => DEFAULT_BIND_ADDR.to_owned(),
+        }
     }
 
-    pub fn allowed_hosts(&self) -> Vec<String> {
-        self.sync_allowed_hosts
-            .iter()
-            .map(|h| h.trim().to_ascii_lowercase())
-            .filter(|h| !h.is_empty())
-            .collect()
+    /// The origins of `CORS_ALLOWED_ORIGINS` (empty entries ignored; none: no CORS at all),
+    /// or a message naming the variable and the first entry that is not an origin.
+    pub fn cors_origins(&self) -> Result<Vec<Origin>, ConfigError> {
+        parse_list(&self.cors_allowed_origins, Origin::parse)
     }
+
+    /// The entries of `SYNC_ALLOWED_HOSTS` (empty ones ignored), or a message naming the
+    /// variable and the first entry that is not `host` or `host:port`.
+    pub fn allowed_hosts(&self) -> Result<Vec<AllowedHost>, ConfigError> {
+        parse_list(&self.sync_allowed_hosts, AllowedHost::parse)
+    }
+}
+
+/// The schemes a Redis URL may have (redis-rs reads no other).
+const REDIS_SCHEMES: &[&str] = &[
+    "redis",
+    "rediss",
+    "redis+unix",
+    "unix",
+    "valkey",
+    "valkeys",
+    "valkey+unix",
+];
+
+/// Refuses a `REDIS_URL` without a Redis scheme (`localhost:6379`), showing what one looks
+/// like. The value is repeated only when it holds no credentials.
+fn check_redis_url(url: &str) -> Result<(), ConfigError> {
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    if scheme.is_some_and(|s| REDIS_SCHEMES.contains(&s.to_ascii_lowercase().as_str())) {
+        return Ok(());
+    }
+    let what = match (url.contains('@'), scheme) {
+        (true, _) => {
+            "REDIS_URL is not a Redis URL (its value is not shown: it holds a password)".to_owned()
+        }
+        (false, None) => format!("REDIS_URL `{url}` has no scheme: did you mean redis://{url}?"),
+        (false, Some(s)) => {
+            format!("REDIS_URL `{url}` is not a Redis URL (`{s}` is not a Redis scheme)")
+        }
+    };
+    Err(ConfigError::Invalid(format!(
+        "{what} A Redis URL looks like redis://host:6379/0 (rediss:// for TLS, \
+         redis://:password@host:6379/0 with a password, unix:///path/to/redis.sock for a \
+         socket on this host)"
+    )))
+}
+
+/// Each non-empty entry of a comma-separated setting, parsed.
+fn parse_list<T>(
+    entries: &[String],
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, ConfigError> {
+    entries
+        .iter()
+        .map(|e| e.trim())
+        .filter(|e| !e.is_empty())
+        .map(|e| parse(e).map_err(ConfigError::Invalid))
+        .collect()
 }
 
 fn is_host_port(addr: &str) -> bool {
@@ -394,11 +399,12 @@ mod tests {
     #[test]
     fn defaults_follow_the_spec() {
         let c = Config::defaults();
-        assert_eq!(c.bind_addr, "127.0.0.1:8001");
+        assert_eq!(c.listen_addr(), "127.0.0.1:8001");
         assert_eq!(c.stale_after_seconds, Duration::from_secs(300));
         assert_eq!(c.job_ttl_seconds, Duration::from_secs(86_400));
         assert_eq!(c.heartbeat(), Duration::from_secs(5));
-        assert!(c.allowed_hosts().is_empty());
+        assert!(c.allowed_hosts().unwrap().is_empty());
+        assert!(c.cors_origins().unwrap().is_empty());
         c.validate().unwrap();
     }
 
@@ -472,19 +478,52 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_redis_variable_is_refused_with_the_nearest_name() {
-        let e = check_redis_vars(["PATH", "REDIS_URI"])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("REDIS_URI") && e.contains("did you mean REDIS_URL"),
-            "{e}"
-        );
-        let e = check_redis_vars(["REDIS_PASSWROD"])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("did you mean REDIS_PASSWORD"), "{e}");
-        assert!(check_redis_vars(KNOWN_REDIS_VARS.iter().chain(&["HOME", "XREDIS_URI"])).is_ok());
+    fn a_redis_url_without_a_redis_scheme_is_refused_showing_what_one_looks_like() {
+        let cases: &[(&str, Option<&str>)] = &[
+            (
+                "localhost:6379",
+                Some("did you mean redis://localhost:6379?"),
+            ),
+            (
+                "http://localhost:6379",
+                Some("`http` is not a Redis scheme"),
+            ),
+            ("user:secret@localhost:6379", Some("its value is not shown")),
+            ("redis://localhost:6379/0", None),
+            ("REDISS://h:6380", None),
+            ("unix:///run/redis.sock", None),
+        ];
+        for (url, expected) in cases {
+            let c = Config::parse_from(["x", "--redis-url", url]);
+            match (c.validate(), expected) {
+                (Ok(()), None) => {}
+                (Err(e), Some(words)) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.contains(words) && e.contains("redis://host:6379/0"),
+                        "{e}"
+                    );
+                    assert!(!e.contains("secret"), "{e}");
+                }
+                (got, _) => panic!("{url}: {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn bind_addr_wins_over_port_which_wins_over_the_default() {
+        let cases: &[(&[&str], &str)] = &[
+            (&[], "127.0.0.1:8001"),
+            (&["--port", "8080"], "0.0.0.0:8080"),
+            (
+                &["--port", "8080", "--bind-addr", "127.0.0.1:9"],
+                "127.0.0.1:9",
+            ),
+        ];
+        for (args, expected) in cases {
+            let c = Config::parse_from(std::iter::once(&"x").chain(args.iter()));
+            assert_eq!(c.listen_addr(), *expected, "{args:?}");
+        }
     }
 
     #[test]
@@ -497,7 +536,7 @@ mod tests {
             " Feeds.Example.COM ",
         ] {
             let c = Config::parse_from(["x", "--sync-allowed-hosts", good]);
-            assert!(c.validate().is_ok(), "{good}");
+            assert_eq!(c.allowed_hosts().map(|h| h.len()), Ok(1), "{good}");
         }
         for bad in [
             "http://feeds.example.com",
@@ -510,7 +549,7 @@ mod tests {
         ] {
             let c = Config::parse_from(["x", "--sync-allowed-hosts", bad]);
             let e = c
-                .validate()
+                .allowed_hosts()
                 .err()
                 .unwrap_or_else(|| panic!("{bad} was accepted"));
             assert!(e.to_string().contains("SYNC_ALLOWED_HOSTS"), "{e}");

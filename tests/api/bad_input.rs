@@ -44,7 +44,7 @@ async fn isolated(backend: Backend) -> Isolated {
     };
     let catalog = Arc::new(Catalog {
         store: catalog_store,
-        settings: catalog_settings(&config),
+        settings: catalog_settings(&config).expect("the allow-list parses"),
     });
     let registry = catalog_jobs::catalog::registry(catalog.clone());
     let jobs = store(

@@ -132,7 +132,7 @@ async fn a_malformed_origin_stops_start_up_naming_the_variable() {
         };
         let catalog = Arc::new(Catalog {
             store: Arc::new(MemoryCatalog::new()),
-            settings: catalog_settings(&config),
+            settings: catalog_settings(&config).expect("the allow-list parses"),
         });
         let Err(e) = App::build_with(
             config,

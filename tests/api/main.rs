@@ -27,5 +27,6 @@ mod readiness;
 mod replicas;
 mod runner;
 mod search;
+mod settings;
 mod tenants;
 mod webdriver;

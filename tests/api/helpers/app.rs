@@ -46,7 +46,7 @@ impl Deref for TestApp {
 /// A config for tests: ephemeral port, the usual thresholds.
 pub fn test_config() -> Config {
     let mut config = Config::defaults();
-    config.bind_addr = "127.0.0.1:0".into();
+    config.bind_addr = Some("127.0.0.1:0".into());
     config.redis_url = None;
     config
 }
@@ -67,7 +67,7 @@ pub async fn spawn_app_with(config: Config, store: Arc<dyn JobStore>) -> TestApp
 pub fn test_catalog(config: &Config) -> Arc<Catalog> {
     Arc::new(Catalog {
         store: Arc::new(MemoryCatalog::new()),
-        settings: catalog_settings(config),
+        settings: catalog_settings(config).expect("the allow-list parses"),
     })
 }
 
@@ -85,7 +85,7 @@ pub fn catalog_store(backend: Backend) -> Arc<dyn CatalogStore> {
 pub async fn spawn_catalog_app(backend: Backend, config: Config) -> TestApp {
     let catalog = Arc::new(Catalog {
         store: catalog_store(backend),
-        settings: catalog_settings(&config),
+        settings: catalog_settings(&config).expect("the allow-list parses"),
     });
     let registry = catalog_jobs::catalog::registry(catalog.clone());
     let app = App::build_with(

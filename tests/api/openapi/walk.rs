@@ -322,7 +322,7 @@ async fn serve(app: App, config: Config) -> String {
     };
     let catalog = Arc::new(Catalog {
         store: catalog,
-        settings: catalog_settings(&config),
+        settings: catalog_settings(&config).expect("the allow-list parses"),
     });
     let registry = catalog_jobs::catalog::registry(catalog.clone());
     let service = Service::build_with(config, store, catalog, registry)

@@ -2,7 +2,8 @@
 //! never the header.
 //!
 //! The configured tokens (`config::tokens`) are looked up by the presented bearer token.
-//! Without any entry the service runs open: every caller is an anonymous operator.
+//! Without any entry the service runs open: every caller is an anonymous operator. A
+//! read-only token (`read:…`) passes every read check of its scope and fails every change.
 //! `/healthz`, `/readyz` and `/metrics` are never guarded.
 
 use axum::extract::{FromRequestParts, Request, State};
@@ -13,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::AppState;
-use crate::config::tokens::{Holder, Scope};
+use crate::config::tokens::{Access, Holder, Scope};
 use crate::jobs::TenantId;
 
 /// The prefix every guarded path starts with.
@@ -25,6 +26,7 @@ pub const ANONYMOUS: &str = "anonymous";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller {
     pub scope: Scope,
+    pub access: Access,
     /// Who holds the token (for audit), or `anonymous`.
     pub name: String,
 }
@@ -33,8 +35,44 @@ impl Caller {
     fn anonymous() -> Self {
         Self {
             scope: Scope::All,
+            access: Access::ReadWrite,
             name: ANONYMOUS.to_owned(),
         }
+    }
+
+    /// Whether this caller reads every tenant (an operator token, read-only or not, or any
+    /// caller of a service without tokens).
+    pub fn is_operator(&self) -> bool {
+        self.scope == Scope::All
+    }
+
+    /// Whether this caller may change anything at all.
+    pub fn may_write(&self) -> bool {
+        self.access == Access::ReadWrite
+    }
+
+    /// 403 `forbidden` for a read-only token: asked first by every route that changes
+    /// something, before the request's content is looked at.
+    pub fn may_change(&self) -> Result<(), ApiError> {
+        if self.may_write() {
+            Ok(())
+        } else {
+            Err(ApiError::ReadOnly)
+        }
+    }
+
+    /// 403 `forbidden` unless this caller may read every tenant (the overview, every
+    /// tenant's jobs).
+    pub fn may_read_every_tenant(&self) -> Result<(), ApiError> {
+        match &self.scope {
+            Scope::All => Ok(()),
+            Scope::Tenant(_) => Err(ApiError::OperatorsOnly),
+        }
+    }
+
+    /// The scope as the token file spells it (`*`, `acme`, `read:*`, `read:acme`).
+    pub fn scope_label(&self) -> String {
+        Holder::scope_label(&self.scope, self.access)
     }
 
     /// Whether this caller may see and act on `tenant`'s data.
@@ -59,6 +97,7 @@ impl From<Holder> for Caller {
     fn from(h: Holder) -> Self {
         Self {
             scope: h.scope,
+            access: h.access,
             name: h.name,
         }
     }

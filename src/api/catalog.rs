@@ -49,7 +49,7 @@ use serde_json::Value;
                 ("Idempotent-Replayed" = String, description = "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."),
             )),
         (status = 400, description = "`malformed_body`.", body = ErrorBody),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or may only read (`read:…`).", body = ErrorBody),
         (status = 404, description = "`unknown_kind` (with `known_kinds`); `not_found` when an `Idempotency-Key` retry's job has expired.", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed and nothing was created.", body = ErrorBody),
         (status = 409, description = "`already_running`: a job of this kind is active for the tenant (with its `job_id`); with `on_conflict=join`, one whose parameters differ.", body = ErrorBody),
@@ -69,6 +69,7 @@ pub async fn start(
     KindPath(raw_kind): KindPath,
     StartFields(mut fields): StartFields,
 ) -> Result<Response, ApiError> {
+    caller.may_change()?;
     let registry = app.runner.registry();
     let Some((kind, spec)) = Kind::parse(&raw_kind)
         .ok()

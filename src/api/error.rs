@@ -78,8 +78,12 @@ pub enum ApiError {
     Unauthorized,
     /// The caller's token is for another tenant than the one the request names.
     Forbidden,
+    /// A read-only token (`read:…`) asked for a change.
+    ReadOnly,
+    /// A tenant token asked for what only an operator token may read (the overview).
+    OperatorsOnly,
     /// A tenant token asked for something only an operator may ask without naming a tenant
-    /// (every tenant's active jobs); it names the tenant the token is for.
+    /// (every tenant's jobs); it names the tenant the token is for.
     TenantNotNamed(TenantId),
     /// The request (headers or body) did not arrive within `REQUEST_TIMEOUT_SECONDS`.
     RequestTimeout,
@@ -216,12 +220,22 @@ impl ApiError {
                 "forbidden",
                 "this token may not act for that tenant".to_owned(),
             ),
+            ApiError::ReadOnly => (
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this token may read but not change anything; ask for a token without `read:` to do this".to_owned(),
+            ),
+            ApiError::OperatorsOnly => (
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "only an operator token (`*` or `read:*`) may read every tenant's figures".to_owned(),
+            ),
             ApiError::TenantNotNamed(own) => {
                 extra.field = Some("tenant_id".to_owned());
                 (
                     StatusCode::FORBIDDEN,
                     "forbidden",
-                    format!("a tenant token lists its own tenant's jobs: add tenant_id={own} (only an operator token lists every tenant's active jobs)"),
+                    format!("a tenant token lists its own tenant's jobs: add tenant_id={own} (only an operator token lists every tenant's jobs)"),
                 )
             }
             ApiError::RequestTimeout => (

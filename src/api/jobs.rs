@@ -86,6 +86,7 @@ pub fn retry_after_secs(eta_seconds: Option<u64>) -> u64 {
     responses(
         (status = 202, description = "The new job (its `retry_of` names the old one); poll `Location`.", body = Snapshot,
             headers(("Location" = String, description = "Where to poll the new job: `/catalog/jobs/{job_id}`."))),
+        (status = 403, description = "`forbidden`: the token may only read (`read:…`).", body = ErrorBody),
         (status = 404, description = "`not_found`: no such job, or another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
         (status = 409, description = "`still_active`: the job has not ended (it is in `job`, its id in `job_id`); `already_running`: another job of this tenant and kind is active (its `job_id`).", body = ErrorBody),
         (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
@@ -100,6 +101,7 @@ pub async fn retry(
     JobIdPath(id): JobIdPath,
     uri: Uri,
 ) -> Result<Response, ApiError> {
+    caller.may_change()?;
     let old = visible_job(&app, &caller, &id, &uri).await?;
     if old.status.is_active() {
         return Err(ApiError::NotEnded(Box::new(old)));
@@ -140,6 +142,7 @@ pub struct Listing {
     ),
     responses(
         (status = 202, description = "Asked: the job reads `cancelling`, then `cancelled` at its next safe point.", body = Snapshot),
+        (status = 403, description = "`forbidden`: the token may only read (`read:…`).", body = ErrorBody),
         (status = 404, description = "`not_found`: no such job, or another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
         (status = 409, description = "`not_active`: the job has already ended (it is in `job`).", body = ErrorBody),
         (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
@@ -151,6 +154,7 @@ pub async fn cancel(
     JobIdPath(id): JobIdPath,
     uri: Uri,
 ) -> Result<(StatusCode, Json<Snapshot>), ApiError> {
+    caller.may_change()?;
     let before = visible_job(&app, &caller, &id, &uri).await?;
     let answer = app.store.cancel(&id, &caller.name).await?;
     let snapshot = app

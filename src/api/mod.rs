@@ -5,6 +5,7 @@ pub mod access;
 pub mod admin;
 pub mod auth;
 pub mod catalog;
+pub mod console;
 pub mod cors;
 pub mod error;
 pub mod events;
@@ -90,6 +91,7 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(products::list, products::import))
         .routes(routes!(products::get_one))
         .routes(routes!(tenants::remove))
+        .routes(routes!(console::whoami))
         .routes(routes!(admin::root))
         .routes(routes!(admin::page))
         .routes(routes!(admin::style))

@@ -34,6 +34,7 @@ use super::error::ErrorBody;
         (name = "jobs", description = "Start, poll, list and cancel jobs"),
         (name = "products", description = "The catalogue a tenant's jobs work on"),
         (name = "tenants", description = "Removing a tenant's data"),
+        (name = "console", description = "The operator's console: who the caller is, the overview of the whole service, the tenant picker and bulk actions"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
         (name = "admin", description = "The admin page, served by the binary")
     )

@@ -113,7 +113,7 @@ struct BodyTooLarge;
     responses(
         (status = 200, description = "What was read, created, updated, unchanged and invalid.", body = RowReport),
         (status = 400, description = "`malformed_body`.", body = ErrorBody),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or may only read (`read:…`).", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed.", body = ErrorBody),
         (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`.", body = ErrorBody),
@@ -136,6 +136,7 @@ pub async fn import(State(app): State<AppState>, caller: Caller, req: Request) -
 }
 
 async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<RowReport, ApiError> {
+    caller.may_change()?;
     let (tenant, _) = only_tenant(caller, req.uri(), &[])?;
     let format = match media_type(req.headers()).as_str() {
         "" => return Err(unsupported_import("(none given)".into())),

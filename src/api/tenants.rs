@@ -32,7 +32,7 @@ pub struct Removal {
     params(("tenant_id" = String, Path, description = "The tenant whose data is removed.")),
     responses(
         (status = 200, description = "Removed: how many job records, products, products with extracted attributes and neighbour lists there were.", body = Removal),
-        (status = 403, description = "`forbidden`: the token is another tenant's.", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the token is another tenant's, or may only read (`read:…`).", body = ErrorBody),
         (status = 409, description = "`still_active`: a job of the tenant is queued or running (its `job_id`); nothing was removed.", body = ErrorBody),
         (status = 422, description = "`invalid_field`: not a tenant id (with `field`).", body = ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = ErrorBody),
@@ -42,6 +42,7 @@ pub async fn remove(
     caller: Caller,
     TenantPath(tenant): TenantPath,
 ) -> Result<Json<Removal>, ApiError> {
+    caller.may_change()?;
     caller.may_act_for(&tenant)?;
     let kinds: Vec<Kind> = app.runner.registry().kinds().cloned().collect();
     let jobs = match app.store.purge(&tenant, &kinds).await? {

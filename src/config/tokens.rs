@@ -1,6 +1,8 @@
 //! API tokens as configured (`API_TOKENS_FILE`, `API_TOKENS`): `<scope> <name> sha256:<hex>`
-//! entries, parsed once at start-up into [`Tokens`]. Only digests are held, compared in
-//! constant time; a token is never logged. Knows nothing of how a request presents one.
+//! entries, parsed once at start-up into [`Tokens`]. A scope is a tenant or `*`, optionally
+//! `read:`-prefixed for a token that may read but change nothing. Only digests are held,
+//! compared in constant time; a token is never logged. Knows nothing of how a request
+//! presents one.
 
 use std::path::Path;
 
@@ -13,6 +15,9 @@ use crate::jobs::TenantId;
 const DIGEST_PREFIX: &str = "sha256:";
 /// The scope of an operator token: every tenant.
 const OPERATOR_SCOPE: &str = "*";
+/// What a read-only scope starts with (`read:*`, `read:acme`): tenant ids cannot contain
+/// `:`, so a tenant is never mistaken for it.
+const READ_ONLY_PREFIX: &str = "read:";
 
 /// Whose data a caller may touch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,17 +27,42 @@ pub enum Scope {
     Tenant(TenantId),
 }
 
-/// Who holds a token, and whose data it may touch.
+/// What a caller may do with the data its scope covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Read and change (start, cancel, retry, import, remove).
+    ReadWrite,
+    /// Read only: every change is refused.
+    ReadOnly,
+}
+
+/// Who holds a token, whose data it may touch, and whether it may change it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Holder {
     pub scope: Scope,
+    pub access: Access,
     pub name: String,
+}
+
+impl Holder {
+    /// The scope as a token entry spells it: `*`, `acme`, `read:*`, `read:acme`.
+    pub fn scope_label(scope: &Scope, access: Access) -> String {
+        let target = match scope {
+            Scope::All => OPERATOR_SCOPE,
+            Scope::Tenant(t) => t.as_str(),
+        };
+        match access {
+            Access::ReadWrite => target.to_owned(),
+            Access::ReadOnly => format!("{READ_ONLY_PREFIX}{target}"),
+        }
+    }
 }
 
 /// One configured token: its scope, its holder and the SHA-256 of the token.
 #[derive(Clone)]
 struct Entry {
     scope: Scope,
+    access: Access,
     name: String,
     digest: [u8; 32],
 }
@@ -45,7 +75,7 @@ pub struct Tokens {
 
 /// A token entry that cannot be read: start-up stops with this.
 #[derive(Debug, thiserror::Error)]
-#[error("{source_name} line {line}: {why}; an entry is `<tenant_id or *> <name> sha256:<64 hex digits>`")]
+#[error("{source_name} line {line}: {why}; an entry is `<tenant_id, *, read:<tenant_id> or read:*> <name> sha256:<64 hex digits>`")]
 pub struct TokenFileError {
     pub source_name: String,
     pub line: usize,
@@ -111,6 +141,7 @@ impl Tokens {
             if bool::from(entry.digest.ct_eq(&digest)) && found.is_none() {
                 found = Some(Holder {
                     scope: entry.scope.clone(),
+                    access: entry.access,
                     name: entry.name.clone(),
                 });
             }
@@ -124,13 +155,16 @@ fn parse_entry(line: &str) -> Result<Entry, String> {
     let [scope, name, digest] = parts.as_slice() else {
         return Err(format!("expected 3 fields, found {}", parts.len()));
     };
-    let scope = if *scope == OPERATOR_SCOPE {
+    let (access, target) = match scope.strip_prefix(READ_ONLY_PREFIX) {
+        Some(target) => (Access::ReadOnly, target),
+        None => (Access::ReadWrite, *scope),
+    };
+    let scope = if target == OPERATOR_SCOPE {
         Scope::All
     } else {
-        Scope::Tenant(
-            TenantId::parse(scope)
-                .map_err(|e| format!("the scope is not a tenant id or `*` ({e})"))?,
-        )
+        Scope::Tenant(TenantId::parse(target).map_err(|e| {
+            format!("the scope is not a tenant id, `*`, `read:<tenant id>` or `read:*` ({e})")
+        })?)
     };
     let hex = digest
         .strip_prefix(DIGEST_PREFIX)
@@ -138,6 +172,7 @@ fn parse_entry(line: &str) -> Result<Entry, String> {
     let digest = decode_digest(hex).ok_or_else(|| "the digest must be 64 hex digits".to_owned())?;
     Ok(Entry {
         scope,
+        access,
         name: (*name).to_owned(),
         digest,
     })
@@ -199,6 +234,28 @@ mod tests {
     }
 
     #[test]
+    fn a_read_prefix_makes_a_read_only_token_for_a_tenant_or_every_tenant() {
+        let text = format!(
+            "read:* dashboards {}\nread:acme viewer {}\nacme bot {}\n",
+            hash_token("r-all"),
+            hash_token("r-acme"),
+            hash_token("w-acme")
+        );
+        let tokens = Tokens::parse(&text, "tokens.txt").unwrap();
+        let acme = Scope::Tenant(TenantId::parse("acme").unwrap());
+        let cases = [
+            ("r-all", Scope::All, Access::ReadOnly, "read:*"),
+            ("r-acme", acme.clone(), Access::ReadOnly, "read:acme"),
+            ("w-acme", acme, Access::ReadWrite, "acme"),
+        ];
+        for (token, scope, access, label) in cases {
+            let h = tokens.holder(token).unwrap();
+            assert_eq!((&h.scope, h.access), (&scope, access), "{token}");
+            assert_eq!(Holder::scope_label(&h.scope, h.access), label);
+        }
+    }
+
+    #[test]
     fn a_malformed_entry_is_refused_naming_its_line() {
         for bad in [
             "acme bot",
@@ -206,6 +263,9 @@ mod tests {
             "acme bot sha256:zz",
             "ac:me bot sha256:0000000000000000000000000000000000000000000000000000000000000000",
             "acme bot sha256:00 extra",
+            "read: bot sha256:0000000000000000000000000000000000000000000000000000000000000000",
+            "write:acme bot sha256:0000000000000000000000000000000000000000000000000000000000000000",
+            "read:read:acme bot sha256:0000000000000000000000000000000000000000000000000000000000000000",
         ] {
             let text = format!("# ok\n{bad}\n");
             let e = Tokens::parse(&text, "tokens.txt").err().expect(bad);

@@ -7,6 +7,7 @@ mod browser;
 mod catalog;
 mod cli;
 mod conformance;
+mod console;
 mod cors;
 mod events;
 mod extract;

@@ -407,6 +407,44 @@ const TOKENS_SERVED: &[Row] = &[
         .headers(&[("authorization", "Bearer {a_token}")]),
 ];
 
+const READER: &[(&str, &str)] = &[("authorization", "Bearer {reader}")];
+
+/// A read-only operator token (`read:*`): `whoami` says so, and a change is 403 before the
+/// job is even looked for.
+const READ_ONLY: &[Row] = &[
+    Row::get(Guarded, "/catalog/whoami", 200)
+        .headers(READER)
+        .expect(&[
+            ("/scope", "read:*"),
+            ("/read_only", "true"),
+            ("/may/cancel", "false"),
+        ]),
+    Row::get(Guarded, "/catalog/whoami?verbose=1", 422)
+        .headers(READER)
+        .expect(&[("/error", "unknown_field")]),
+    Row::post(
+        Guarded,
+        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000/cancel",
+        403,
+    )
+    .headers(READER)
+    .expect(&[("/error", "forbidden")]),
+    Row::post(
+        Guarded,
+        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000/retry",
+        403,
+    )
+    .headers(READER)
+    .expect(&[("/error", "forbidden")]),
+    Row::get(Good, "/catalog/whoami", 200).expect(&[("/name", "anonymous"), ("/auth", "open")]),
+    Row::get(Guarded, "/catalog/whoami", 401).expect(&[("/error", "unauthorized")]),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_token_is_told_what_it_may_do_and_refused_changes() {
+    Walk::start().await.run(READ_ONLY).await;
+}
+
 /// `GUARDED` as `caller` sends it.
 fn guarded_as(caller: &Caller) -> impl Iterator<Item = Row> {
     let &(_, _, status, expect) = caller;
@@ -491,6 +529,7 @@ fn every_row() -> Vec<Row> {
         &[SPENT_RETRY],
         GUARDED_JOB,
         TOKENS_SERVED,
+        READ_ONLY,
         STALLED,
     ];
     let mut rows = tables.concat();

@@ -33,6 +33,8 @@ const SHORT_REQUEST_TIMEOUT: Duration = Duration::from_millis(400);
 
 /// The operator's token on the guarded app (scope `*`); tenant `a`'s is `{a_token}`.
 pub const OPERATOR_TOKEN: &str = "oas-operator-secret";
+/// A read-only operator's token on the guarded app (scope `read:*`).
+pub const READER_TOKEN: &str = "oas-reader-secret";
 
 /// Whether a documented response header is sent on some answers of its status only, as
 /// the document says: `Idempotent-Replayed` on a replay, and `Retry-After` on a job read
@@ -54,7 +56,7 @@ pub enum App {
     Closing,
     /// One create per tenant per minute, and ten waiting places.
     Limited,
-    /// Tokens configured: the operator's and tenant `a`'s.
+    /// Tokens configured: the operator's, a read-only operator's and tenant `a`'s.
     Guarded,
     /// `REQUEST_TIMEOUT_SECONDS` of 400 ms.
     Slow,
@@ -188,6 +190,7 @@ impl Walk {
             ("a_token", format!("{a}-secret")),
             ("a", a),
             ("operator", OPERATOR_TOKEN.to_owned()),
+            ("reader", READER_TOKEN.to_owned()),
             ("held", feeds.url("oas")),
             (
                 "unreachable",
@@ -277,9 +280,10 @@ impl Walk {
             App::Guarded => {
                 let (a, a_token) = (self.fill("{a}"), self.fill("{a_token}"));
                 config.api_tokens = Some(format!(
-                    "* ops {};{a} a-bot {}",
+                    "* ops {};{a} a-bot {};read:* viewer {}",
                     hash_token(OPERATOR_TOKEN),
-                    hash_token(&a_token)
+                    hash_token(&a_token),
+                    hash_token(READER_TOKEN)
                 ));
             }
             App::Slow => config.request_timeout_seconds = SHORT_REQUEST_TIMEOUT,

@@ -1,0 +1,90 @@
+//! The operator's console, as the page (and any operator tool) reads it: who the caller is
+//! and what it may do (`whoami`), the overview of the whole service (`stats`) and the tenant
+//! picker. Every figure is the store's, shared by all replicas; nothing here scans keys.
+
+use axum::extract::State;
+use axum::http::Uri;
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::auth::Caller;
+use super::error::{ApiError, ErrorBody};
+use super::extract::{query_fields, refuse_unknown};
+use super::AppState;
+use crate::config::tokens::Scope;
+use crate::jobs::TenantId;
+
+/// What a caller may do, one flag per control a page shows.
+#[derive(Serialize, ToSchema)]
+pub struct Permissions {
+    /// Read the overview (`GET /catalog/stats`).
+    stats: bool,
+    /// List every tenant's jobs (`GET /catalog/jobs` without `tenant_id`).
+    list_every_tenant: bool,
+    /// Start jobs and pipelines.
+    start: bool,
+    cancel: bool,
+    retry: bool,
+    /// The bulk actions (`POST /catalog/bulk/…`).
+    bulk: bool,
+    /// Import products (`POST /catalog/products`).
+    import: bool,
+    /// Remove a tenant's data (`DELETE /catalog/tenants/{tenant_id}`).
+    delete_tenant: bool,
+}
+
+/// `GET /catalog/whoami`'s answer.
+#[derive(Serialize, ToSchema)]
+pub struct WhoAmI {
+    /// The token's holder, or `anonymous` on a service without tokens.
+    name: String,
+    /// `tokens` when bearer tokens guard the API, `open` when they do not.
+    auth: &'static str,
+    /// The scope as the token file spells it: `*`, `<tenant_id>`, `read:*`, `read:<tenant_id>`.
+    scope: String,
+    /// The scope's tenant; null for `*` and `read:*`.
+    tenant_id: Option<TenantId>,
+    /// Whether the token may read but change nothing.
+    read_only: bool,
+    may: Permissions,
+}
+
+/// Who the caller is and what it may do, so a page shows only the controls that will work.
+#[utoipa::path(get, path = "/catalog/whoami", tag = "console", operation_id = "whoami",
+    responses(
+        (status = 200, description = "The caller: its name, scope and what it may do.", body = WhoAmI),
+        (status = 422, description = "`unknown_field`: this route takes no query field.", body = ErrorBody),
+    ))]
+pub async fn whoami(
+    State(app): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+) -> Result<Json<WhoAmI>, ApiError> {
+    refuse_unknown(&query_fields(&uri)?, "no query field at all")?;
+    let (write, operator) = (caller.may_write(), caller.is_operator());
+    Ok(Json(WhoAmI {
+        auth: if app.guard.tokens.is_open() {
+            "open"
+        } else {
+            "tokens"
+        },
+        scope: caller.scope_label(),
+        tenant_id: match &caller.scope {
+            Scope::All => None,
+            Scope::Tenant(t) => Some(t.clone()),
+        },
+        read_only: !write,
+        may: Permissions {
+            stats: operator,
+            list_every_tenant: operator,
+            start: write,
+            cancel: write,
+            retry: write,
+            bulk: write,
+            import: write,
+            delete_tenant: write,
+        },
+        name: caller.name,
+    }))
+}

@@ -18,8 +18,8 @@
 //! 7. [`jobs`]: the coordination core (ids, lifecycle, the seam job kinds plug into, store
 //!    seam, Redis and memory stores, runner). Knows nothing of HTTP or catalogues.
 //! 8. the ground floor, each knowing no other room: [`strict_json`] (JSON parsing that
-//!    refuses a repeated key), [`telemetry`] (log set-up), [`topology`] (how Redis is
-//!    reached).
+//!    refuses a repeated key), [`nearest`] (did-you-mean), [`telemetry`] (log set-up),
+//!    [`topology`] (how Redis is reached).
 
 pub mod api;
 pub mod catalog;
@@ -27,6 +27,7 @@ pub mod cli;
 pub mod config;
 pub mod jobs;
 pub mod metrics;
+pub mod nearest;
 pub mod startup;
 pub mod strict_json;
 pub mod telemetry;

@@ -7,6 +7,7 @@
 use clap::CommandFactory;
 
 use super::{Config, ConfigError};
+use crate::nearest::edit_distance;
 
 /// Names read outside the configuration struct.
 const ALSO_READ: &[&str] = &["RUST_LOG"];
@@ -70,24 +71,6 @@ fn near_miss<'k>(name: &str, known: &'k [String]) -> Option<&'k str> {
 
 fn first_word(name: &str) -> &str {
     name.split('_').next().unwrap_or(name)
-}
-
-/// Levenshtein distance, for did-you-mean suggestions among a few dozen short names.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

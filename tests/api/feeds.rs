@@ -22,6 +22,7 @@ use crate::helpers::{
 both_stores!(
     the_same_malformed_rows_give_the_same_report_through_sync_and_through_import,
     a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_percent,
+    a_feed_that_misnames_its_fields_is_refused_once_by_sync_and_import_naming_the_columns,
 );
 
 /// One row of a table: its bytes, and a part of the error it must be reported with (`None`
@@ -441,6 +442,97 @@ async fn a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_pe
     assert_eq!(status, 502, "{body}");
     assert_eq!(body["job"]["error"], "SourcesFailed");
     assert_eq!(body["job"]["result"]["sources_failed"], 2);
+}
+
+/// Feeds whose names for the fields are wrong, each 2,400 rows: (file, content type, the
+/// header or the start of every row, what the one error must say).
+const MISNAMED: [(&str, &str, &str, &[&str]); 3] = [
+    (
+        "price.csv",
+        "text/csv",
+        "product_key,name,price",
+        &[
+            "CSV header",
+            "`price` is not a product field (did you mean `price_cents`?)",
+        ],
+    ),
+    (
+        "sku.csv",
+        "text/csv",
+        "sku,title,price_cents",
+        &[
+            "`product_key` is required",
+            "`name` is required",
+            "`sku`, `title`, `price_cents`",
+        ],
+    ),
+    (
+        "price.jsonl",
+        "application/x-ndjson",
+        r#"{"product_key":"m{i}","name":"Mug {i}","price":1300}"#,
+        &[
+            "first row",
+            "`price` is not a product field (did you mean `price_cents`?)",
+        ],
+    ),
+];
+
+fn misnamed_feed(file: &str, head: &str) -> String {
+    if file.ends_with(".csv") {
+        let rows: String = (0..2_400).map(|i| format!("m{i},Mug {i},1300\n")).collect();
+        return format!("{head}\n{rows}");
+    }
+    (0..2_400)
+        .map(|i| head.replace("{i}", &i.to_string()) + "\n")
+        .collect()
+}
+
+async fn a_feed_that_misnames_its_fields_is_refused_once_by_sync_and_import_naming_the_columns(
+    b: Backend,
+) {
+    let dir = temp_dir("feeds");
+    for (file, _, head, _) in MISNAMED {
+        std::fs::write(dir.join(file), misnamed_feed(file, head)).unwrap();
+    }
+    let mut config = test_config();
+    config.feeds_dir = dir;
+    let app = spawn_catalog_app(b, config).await;
+    for (file, content_type, head, says) in MISNAMED {
+        let t = tenant();
+        let (status, body) = import(
+            &app,
+            t.as_str(),
+            content_type,
+            misnamed_feed(file, head).into(),
+        )
+        .await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (400, Some("malformed_body")),
+            "{file}: {body}"
+        );
+        let message = body["message"].as_str().unwrap();
+        for part in says {
+            assert!(message.contains(part), "{file}: {message}");
+        }
+        assert_eq!(
+            body["report"]["read"], 0,
+            "{file}: not a row error per line: {body}"
+        );
+        let (status, body) = sync_wait(&app, t.as_str(), &[file]).await;
+        assert_eq!(status, 502, "{file}: {body}");
+        let source = &body["job"]["result"]["sources"][0];
+        assert_eq!(
+            (
+                source["error"].as_str(),
+                &source["read"],
+                &source["invalid"]
+            ),
+            (Some("MalformedFeed"), &json!(0), &json!(0)),
+            "{file}: {source}"
+        );
+        assert_eq!(count_products(&app, t.as_str()).await, 0, "{file}");
+    }
 }
 
 #[test]

@@ -12,20 +12,24 @@ const FLOORS: &[(&str, &str)] = &[
     ("main", "startup cli config telemetry"),
     (
         "startup",
-        "api catalog config jobs metrics strict_json telemetry topology",
+        "api catalog config jobs metrics nearest strict_json telemetry topology",
     ),
     (
         "api",
-        "catalog config jobs metrics strict_json telemetry topology",
+        "catalog config jobs metrics nearest strict_json telemetry topology",
     ),
-    ("cli", "catalog config strict_json telemetry"),
+    ("cli", "catalog config nearest strict_json telemetry"),
     // The settings, parsed into the values the rooms below use.
-    ("config", "catalog jobs strict_json telemetry topology"),
+    (
+        "config",
+        "catalog jobs nearest strict_json telemetry topology",
+    ),
     // Observes the runner and the store through the seams `jobs` defines.
     ("metrics", "jobs"),
-    ("catalog", "jobs strict_json telemetry topology"),
-    ("jobs", "strict_json telemetry topology"),
+    ("catalog", "jobs nearest strict_json telemetry topology"),
+    ("jobs", "nearest strict_json telemetry topology"),
     // The ground floor: each knows no other room.
+    ("nearest", ""),
     ("strict_json", ""),
     ("telemetry", ""),
     ("topology", ""),

@@ -6,6 +6,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use serde_json::{Map, Value};
 
 use super::framing::{Framed, Framing};
+use super::header::{self, Names};
 use super::{not_utf8, too_long, FeedError, Product};
 
 /// A CSV record ends at a line break outside quotes: `\n`, or `\r` (old Mac spreadsheets end
@@ -195,12 +196,12 @@ fn csv_header(
         .iter()
         .map(|h| header_name(h))
         .collect();
-    if !names.iter().any(|h| h == "product_key") {
-        return Err("the CSV header has no product_key column".into());
-    }
     let mut seen = std::collections::HashSet::new();
     if let Some(twice) = names.iter().find(|h| !h.is_empty() && !seen.insert(*h)) {
         return Err(format!("the CSV header names the column `{twice}` twice"));
     }
-    Ok(Some(names))
+    match header::refusal(&names, Names::CsvHeader) {
+        Some(why) => Err(why),
+        None => Ok(Some(names)),
+    }
 }

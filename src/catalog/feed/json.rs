@@ -3,10 +3,13 @@
 
 use std::io::{BufRead, BufReader, Read};
 
+use serde_json::Value;
+
 use crate::strict_json::{self, StrictJsonError};
 
 use super::framing::{Framed, Framing};
-use super::{not_utf8, product_from_json_text, too_long, FeedError, Product};
+use super::header::{self, Names};
+use super::{not_utf8, too_long, FeedError, Product};
 
 /// A JSON Lines row ends at a line break.
 struct LineEnd;
@@ -23,22 +26,64 @@ pub(super) fn json_lines<R: Read, E>(
 ) -> Result<Result<(), FeedError>, E> {
     let mut framed = Framed::new(input);
     let mut bytes = Vec::new();
+    let mut rows = JsonRows::default();
     loop {
         let frame = match framed.next(&mut LineEnd, &mut bytes) {
             Ok(Some(frame)) => frame,
             Ok(None) => return Ok(Ok(())),
             Err(e) => return Ok(Err(FeedError::Read(e))),
         };
-        if frame.too_long {
-            row(frame.line, Err(too_long()))?;
-            continue;
-        }
         let parsed = match std::str::from_utf8(&bytes) {
-            Err(_) => Err(not_utf8()),
+            _ if frame.too_long => rows.unread(too_long()),
+            Err(_) => rows.unread(not_utf8()),
             Ok(text) if text.trim().is_empty() => continue,
-            Ok(text) => product_from_json_text(text.trim().as_bytes()),
+            Ok(text) => match rows.read(text.trim().as_bytes()) {
+                Ok(parsed) => parsed,
+                Err(refused) => return Ok(Err(refused)),
+            },
         };
         row(frame.line, parsed)?;
+    }
+}
+
+/// Reads rows' JSON text as products, and the first row's keys as the feed's header.
+#[derive(Default)]
+struct JsonRows {
+    /// A row has been seen: the header check is behind us.
+    past_first: bool,
+}
+
+impl JsonRows {
+    /// A row that could not be read at all (too long, not UTF-8): no header to check.
+    fn unread(&mut self, why: String) -> Result<Product, String> {
+        self.past_first = true;
+        Err(why)
+    }
+
+    /// The row's product, or why it is not one; `Err` when the first row's keys refuse the
+    /// whole feed (see `header`). A key given twice (at any depth) makes the row invalid,
+    /// never "the last one wins".
+    fn read(&mut self, text: &[u8]) -> Result<Result<Product, String>, FeedError> {
+        let value = match strict_json::parse(text) {
+            Ok(value) => value,
+            Err(StrictJsonError::Invalid(why)) => {
+                return Ok(self.unread(format!("not valid JSON: {why}")))
+            }
+            Err(e) => return Ok(self.unread(e.to_string())),
+        };
+        self.read_value(value)
+    }
+
+    fn read_value(&mut self, value: Value) -> Result<Result<Product, String>, FeedError> {
+        if !std::mem::replace(&mut self.past_first, true) {
+            if let Value::Object(fields) = &value {
+                let keys: Vec<String> = fields.keys().cloned().collect();
+                if let Some(why) = header::refusal(&keys, Names::FirstJsonRow) {
+                    return Err(FeedError::Malformed(why));
+                }
+            }
+        }
+        Ok(Product::from_json(value))
     }
 }
 
@@ -89,41 +134,54 @@ impl Framing for NoEnd {
 
 pub(super) fn json_array<R: Read, E>(
     input: BufReader<R>,
-    mut row: impl FnMut(u64, Result<Product, String>) -> Result<(), E>,
+    row: impl FnMut(u64, Result<Product, String>) -> Result<(), E>,
 ) -> Result<Result<(), FeedError>, E> {
     let mut framed = Framed::new(input);
-    let malformed = |m: &str| Ok(Err(FeedError::Malformed(m.to_owned())));
-    let mut bytes = Vec::new();
-    let first = match framed.peek_past_whitespace() {
-        Ok(b) => b,
-        Err(e) => return Ok(Err(FeedError::Read(e))),
-    };
-    match first {
-        Some(b'[') => framed.input.consume(1),
-        Some(b'{') => {
-            // One object is one product: a body that is not JSON is malformed, not a row.
-            return match framed.next(&mut NoEnd, &mut bytes) {
-                Err(e) => Ok(Err(FeedError::Read(e))),
-                Ok(Some(frame)) if frame.too_long => {
-                    row(1, Err(too_long()))?;
-                    Ok(Ok(()))
-                }
-                Ok(_) => match strict_json::parse(&bytes) {
-                    Ok(value) => {
-                        row(1, Product::from_json(value))?;
-                        Ok(Ok(()))
-                    }
-                    Err(e @ StrictJsonError::DuplicateKey(_)) => {
-                        row(1, Err(e.to_string()))?;
-                        Ok(Ok(()))
-                    }
-                    Err(e) => malformed(&format!("the JSON body is not valid JSON: {e}")),
-                },
-            };
+    match framed.peek_past_whitespace() {
+        Ok(Some(b'[')) => {
+            framed.input.consume(1);
+            elements(framed, row)
         }
-        _ => return malformed("send a JSON array of products (or one product object)"),
+        Ok(Some(b'{')) => single_object(framed, row),
+        Ok(_) => malformed("send a JSON array of products (or one product object)"),
+        Err(e) => Ok(Err(FeedError::Read(e))),
     }
-    let mut framing = ElementEnd::default();
+}
+
+fn malformed<E>(why: &str) -> Result<Result<(), FeedError>, E> {
+    Ok(Err(FeedError::Malformed(why.to_owned())))
+}
+
+/// One object as the whole body is one product: a body that is not JSON is malformed, not
+/// a row.
+fn single_object<R: Read, E>(
+    mut framed: Framed<R>,
+    mut row: impl FnMut(u64, Result<Product, String>) -> Result<(), E>,
+) -> Result<Result<(), FeedError>, E> {
+    let mut bytes = Vec::new();
+    let parsed = match framed.next(&mut NoEnd, &mut bytes) {
+        Err(e) => return Ok(Err(FeedError::Read(e))),
+        Ok(Some(frame)) if frame.too_long => Err(too_long()),
+        Ok(_) => match strict_json::parse(&bytes) {
+            Ok(value) => match JsonRows::default().read_value(value) {
+                Ok(parsed) => parsed,
+                Err(refused) => return Ok(Err(refused)),
+            },
+            Err(e @ StrictJsonError::DuplicateKey(_)) => Err(e.to_string()),
+            Err(e) => return malformed(&format!("the JSON body is not valid JSON: {e}")),
+        },
+    };
+    row(1, parsed)?;
+    Ok(Ok(()))
+}
+
+/// The elements of an array whose `[` was consumed, each one row, up to its `]`.
+fn elements<R: Read, E>(
+    mut framed: Framed<R>,
+    mut row: impl FnMut(u64, Result<Product, String>) -> Result<(), E>,
+) -> Result<Result<(), FeedError>, E> {
+    let (mut bytes, mut framing, mut rows) =
+        (Vec::new(), ElementEnd::default(), JsonRows::default());
     let mut position = 0u64;
     loop {
         let frame = match framed.next(&mut framing, &mut bytes) {
@@ -139,9 +197,12 @@ pub(super) fn json_array<R: Read, E>(
             (false, _) => {
                 position += 1;
                 let parsed = if frame.too_long {
-                    Err(too_long())
+                    rows.unread(too_long())
                 } else {
-                    product_from_json_text(&bytes)
+                    match rows.read(&bytes) {
+                        Ok(parsed) => parsed,
+                        Err(refused) => return Ok(Err(refused)),
+                    }
                 };
                 row(position, parsed)?;
             }

@@ -12,8 +12,6 @@ use std::io::{self, BufRead, BufReader, Read};
 
 use serde::{Deserialize, Serialize};
 
-use crate::strict_json::{self, StrictJsonError};
-
 use super::products::{Product, Upserted};
 
 /// The largest row kept, in bytes. The largest valid product (limits in `products.rs`) is
@@ -175,18 +173,9 @@ fn not_utf8() -> String {
     "the row is not UTF-8 text".to_owned()
 }
 
-/// A JSON object's text as a product; a key given twice (at any depth) makes it invalid,
-/// never "the last one wins".
-fn product_from_json_text(text: &[u8]) -> Result<Product, String> {
-    let value = strict_json::parse(text).map_err(|e| match e {
-        StrictJsonError::DuplicateKey(_) => e.to_string(),
-        StrictJsonError::Invalid(why) => format!("not valid JSON: {why}"),
-    })?;
-    Product::from_json(value)
-}
-
 mod delimited;
 mod framing;
+pub mod header;
 mod json;
 
 use delimited::csv_rows;

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::both_stores;
 use crate::helpers::{
-    settings, spawn_app_with, store, tenant, test_config, Backend, Gate, TestApp,
+    settings, spawn_app_with, store, tenant, test_config, Backend, Gate, TestApp, Tokens, OPERATOR,
 };
 use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::TenantId;
@@ -23,35 +23,26 @@ both_stores!(
     without_tokens_every_route_is_open_and_readiness_says_so,
 );
 
-const OPERATOR: &str = "op-secret-token";
-
+/// An app that knows the operator's token and one token each for two tenants.
 struct Tenants {
     app: TestApp,
-    a: TenantId,
-    b: TenantId,
-    a_token: String,
-    b_token: String,
+    tokens: Tokens,
 }
 
-/// An app with an operator token (`*`) and one token each for two tenants.
-async fn app_with_tokens(b: Backend) -> Tenants {
-    let (ta, tb) = (tenant(), tenant());
-    let (a_token, b_token) = (format!("{ta}-secret"), format!("{tb}-secret"));
-    let mut config = test_config();
-    config.api_tokens = Some(format!(
-        "* ops {};{ta} a-bot {};{tb} b-bot {}",
-        hash_token(OPERATOR),
-        hash_token(&a_token),
-        hash_token(&b_token)
-    ));
-    let app = spawn_app_with(config, store(b, settings())).await;
-    Tenants {
-        app,
-        a: ta,
-        b: tb,
-        a_token,
-        b_token,
+impl std::ops::Deref for Tenants {
+    type Target = Tokens;
+
+    fn deref(&self) -> &Tokens {
+        &self.tokens
     }
+}
+
+async fn app_with_tokens(b: Backend) -> Tenants {
+    let tokens = Tokens::new();
+    let mut config = test_config();
+    config.api_tokens = Some(tokens.api_tokens());
+    let app = spawn_app_with(config, store(b, settings())).await;
+    Tenants { app, tokens }
 }
 
 async fn a_tenant_token_listing_without_a_tenant_is_told_to_add_its_own(b: Backend) {

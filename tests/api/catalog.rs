@@ -484,19 +484,11 @@ async fn paging_visits_every_product_exactly_once(b: Backend) {
     let mut seen = std::collections::HashSet::new();
     let mut cursor: Option<String> = None;
     for _ in 0..100 {
-        let mut url = app.url(&format!("/catalog/products?tenant_id={t}&limit=100"));
+        let mut path = format!("/catalog/products?tenant_id={t}&limit=100");
         if let Some(c) = &cursor {
-            url.push_str(&format!("&cursor={c}"));
+            path.push_str(&format!("&cursor={c}"));
         }
-        let page: Value = app
-            .client
-            .get(url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let page = app.get_json(&path).await;
         for p in page["products"].as_array().unwrap() {
             assert!(
                 seen.insert(p["product_key"].as_str().unwrap().to_owned()),

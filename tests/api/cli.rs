@@ -133,9 +133,7 @@ async fn an_active_job_exits_3_with_its_id_and_attach_follows_it_to_the_end() {
     let svc = Service::embedded().reading(&feeds).start().await;
     let tenant = unique("cli");
     let held = feeds.url("attach");
-    let id = svc
-        .start_id("sync", &[("tenant_id", &tenant), ("source", &held)])
-        .await;
+    let id = svc.start_sync(&tenant, &held).await;
     let o = cli(
         &svc.base(),
         &["submit", "sync", "--tenant", &tenant, "--source", &held],
@@ -198,22 +196,9 @@ async fn cancel_stops_an_active_job_and_watching_it_then_exits_1() {
         .reading(&feeds)
         .start()
         .await;
-    let busy = svc
-        .start_id(
-            "sync",
-            &[
-                ("tenant_id", &unique("cli")),
-                ("source", &feeds.url("busy")),
-            ],
-        )
-        .await;
+    let busy = svc.start_sync(&unique("cli"), &feeds.url("busy")).await;
     let tenant = unique("cli");
-    let id = svc
-        .start_id(
-            "sync",
-            &[("tenant_id", &tenant), ("source", &feeds.url("cancel"))],
-        )
-        .await;
+    let id = svc.start_sync(&tenant, &feeds.url("cancel")).await;
     let o = cli(&svc.base(), &["cancel", &id]).await;
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     // A queued job ends at once ("cancelled"); a running one reads "cancelling" first.
@@ -312,12 +297,7 @@ async fn watch_in_a_terminal_draws_a_progress_bar() {
     }
     let feeds = HeldFeeds::start().await;
     let svc = Service::embedded().reading(&feeds).start().await;
-    let id = svc
-        .start_id(
-            "sync",
-            &[("tenant_id", &unique("cli")), ("source", &feeds.url("bar"))],
-        )
-        .await;
+    let id = svc.start_sync(&unique("cli"), &feeds.url("bar")).await;
     svc.wait_for_status(&id, "running").await;
     let command = format!("{BIN} watch {id} --server {}", svc.base());
     let mut cmd = Command::new("script");
@@ -351,15 +331,7 @@ async fn watch_in_a_terminal_draws_a_progress_bar() {
 async fn ctrl_c_stops_watching_and_leaves_the_job_running() {
     let feeds = HeldFeeds::start().await;
     let svc = Service::embedded().reading(&feeds).start().await;
-    let id = svc
-        .start_id(
-            "sync",
-            &[
-                ("tenant_id", &unique("cli")),
-                ("source", &feeds.url("ctrlc")),
-            ],
-        )
-        .await;
+    let id = svc.start_sync(&unique("cli"), &feeds.url("ctrlc")).await;
     svc.wait_for_status(&id, "running").await;
     let child = Command::new(BIN)
         .args(["watch", &id, "--server", &svc.base()])

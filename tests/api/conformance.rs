@@ -15,7 +15,8 @@ use serde_json::json;
 
 use crate::both_stores;
 use crate::helpers::{
-    create, finish, new_job, settings, start, store, tenant, test_kinds, Backend,
+    claim_next, claim_queued, create, failure, finish, new_job, settings, start, store, tenant,
+    Backend,
 };
 
 fn fresh(backend: Backend) -> Arc<dyn JobStore> {
@@ -109,11 +110,7 @@ async fn a_claim_makes_it_running_with_attempt_and_worker(b: Backend) {
     let mut job = new_job(&tenant(), "enrich");
     job.params = json!({"batch": 5});
     create(&*s, &job).await;
-    let claim = s
-        .claim("host-a/42", &test_kinds())
-        .await
-        .unwrap()
-        .expect("queued");
+    let claim = claim_queued(&*s, "host-a/42").await;
     assert_eq!(claim.job.id, job.id);
     assert_eq!(
         claim.job.params, job.params,
@@ -125,7 +122,7 @@ async fn a_claim_makes_it_running_with_attempt_and_worker(b: Backend) {
     assert_eq!((got.attempt, got.worker.as_deref()), (1, Some("host-a/42")));
     assert!(got.started_at.is_some());
     assert_eq!(
-        s.claim("host-b/7", &test_kinds()).await.unwrap(),
+        claim_next(&*s, "host-b/7").await,
         None,
         "a job is claimed once"
     );
@@ -133,7 +130,7 @@ async fn a_claim_makes_it_running_with_attempt_and_worker(b: Backend) {
 
 async fn jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing(b: Backend) {
     let s = fresh(b);
-    assert_eq!(s.claim("w/1", &test_kinds()).await.unwrap(), None);
+    assert_eq!(claim_next(&*s, "w/1").await, None);
     let mut ids = Vec::new();
     for _ in 0..5 {
         let job = new_job(&tenant(), "sync");
@@ -141,7 +138,7 @@ async fn jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing(b:
         ids.push(job.id);
     }
     let mut claimed = Vec::new();
-    while let Some(c) = s.claim("w/1", &test_kinds()).await.unwrap() {
+    while let Some(c) = claim_next(&*s, "w/1").await {
         claimed.push(c.job.id);
     }
     assert_eq!(claimed, ids);
@@ -167,11 +164,7 @@ async fn a_worker_claims_only_kinds_it_runs_and_passes_others_on(b: Backend) {
     );
     let got = s.get(&new_kind.id).await.unwrap().unwrap();
     assert_eq!(got.status, Status::Queued, "left for a worker that runs it");
-    let claimed = s
-        .claim("new/2", &test_kinds())
-        .await
-        .unwrap()
-        .expect("queued");
+    let claimed = claim_queued(&*s, "new/2").await;
     assert_eq!(claimed.job.id, new_kind.id);
 }
 
@@ -191,10 +184,7 @@ async fn beyond_the_queue_cap_a_create_is_refused_and_leaves_nothing(b: Backend)
     assert_eq!(s.get(&refused.id).await.unwrap(), None);
     assert_eq!(s.recent(&t, 10).await.unwrap().len(), 2);
     // A claim makes room; the lock of the refused kind was never taken.
-    s.claim("w/1", &test_kinds())
-        .await
-        .unwrap()
-        .expect("queued");
+    claim_queued(&*s, "w/1").await;
     create(&*s, &new_job(&t, "k3")).await;
 }
 
@@ -235,14 +225,7 @@ async fn a_failure_carries_the_class_only(b: Backend) {
     let job = new_job(&tenant(), "sync");
     let (created, run) = start(&*s, &job).await;
     s.tick(&run, 20, "syncing a (1 of 2)").await.unwrap();
-    finish(
-        &*s,
-        &job,
-        &run,
-        &created,
-        Outcome::Failed("SourceUnreachable".into(), None),
-    )
-    .await;
+    finish(&*s, &job, &run, &created, failure("SourceUnreachable")).await;
     let got = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(got.status, Status::Failed);
     assert_eq!(got.error.as_deref(), Some("SourceUnreachable"));
@@ -252,7 +235,7 @@ async fn a_failure_carries_the_class_only(b: Backend) {
     // The last reported percent comes with the finish, so the last tick needs no write of its own.
     let job = new_job(&tenant(), "sync");
     let (created, run) = start(&*s, &job).await;
-    let failed = Outcome::Failed("Panic".into(), None);
+    let failed = failure("Panic");
     s.finish(&job, &run, created.created_at, &failed, 35)
         .await
         .unwrap();
@@ -318,10 +301,7 @@ async fn a_silent_running_job_reads_lost_and_a_queued_one_never_does(b: Backend)
 
 async fn a_finished_job_is_never_lost(b: Backend) {
     let s = stale_at_once(b);
-    for outcome in [
-        Outcome::Done(json!({"ok": 1})),
-        Outcome::Failed("Panic".into(), None),
-    ] {
+    for outcome in [Outcome::Done(json!({"ok": 1})), failure("Panic")] {
         let job = new_job(&tenant(), "sync");
         let (created, run) = start(&*s, &job).await;
         finish(&*s, &job, &run, &created, outcome.clone()).await;
@@ -416,14 +396,7 @@ async fn an_old_jobs_finish_does_not_release_a_newer_jobs_lock(b: Backend) {
     let new = new_job(&t, "sync");
     create(&*s, &new).await; // takes over the stale holder
     assert_eq!(
-        finish(
-            &*s,
-            &old,
-            &old_run,
-            &old_created,
-            Outcome::Failed("Panic".into(), None)
-        )
-        .await,
+        finish(&*s, &old, &old_run, &old_created, failure("Panic")).await,
         Finish::Fenced
     );
     assert_eq!(
@@ -444,14 +417,7 @@ async fn a_tick_never_lowers_percent_and_is_fenced_after_finish(b: Backend) {
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 60);
     s.tick(&run, 200, "over the top").await.unwrap();
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 100);
-    finish(
-        &*s,
-        &job,
-        &run,
-        &created,
-        Outcome::Failed("Panic".into(), None),
-    )
-    .await;
+    finish(&*s, &job, &run, &created, failure("Panic")).await;
     let before = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(s.tick(&run, 100, "too late").await.unwrap(), Tick::Fenced);
     assert_eq!(s.get(&job.id).await.unwrap().unwrap(), before);
@@ -502,14 +468,7 @@ async fn a_repeated_finish_changes_nothing(b: Backend) {
     .await;
     let first = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(
-        finish(
-            &*s,
-            &job,
-            &run,
-            &created,
-            Outcome::Failed("Panic".into(), None)
-        )
-        .await,
+        finish(&*s, &job, &run, &created, failure("Panic")).await,
         Finish::AlreadyEnded
     );
     assert_eq!(
@@ -580,11 +539,7 @@ async fn an_expired_lease_is_requeued_with_the_next_attempt_and_the_old_run_is_f
     let requeued = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(requeued.status, Status::Queued);
     assert!(requeued.recovered_at.is_some());
-    let again = s
-        .claim("host-b/2", &test_kinds())
-        .await
-        .unwrap()
-        .expect("back in the queue");
+    let again = claim_queued(&*s, "host-b/2").await;
     assert_eq!((again.job.id, again.attempt), (job.id, 2));
     // The paused first run comes back: every write is refused.
     assert_eq!(s.tick(&old_run, 90, "late").await.unwrap(), Tick::Fenced);
@@ -627,11 +582,7 @@ async fn after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free(b: Back
         s.recover().await.unwrap(),
         vec![Recovered::Requeued(job.id)]
     );
-    let second = s
-        .claim("w/2", &test_kinds())
-        .await
-        .unwrap()
-        .expect("requeued");
+    let second = claim_queued(&*s, "w/2").await;
     assert_eq!(second.attempt, 2);
     outlive(200).await;
     assert_eq!(s.recover().await.unwrap(), vec![Recovered::Lost(job.id)]);
@@ -640,11 +591,7 @@ async fn after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free(b: Back
         (got.status, got.error.as_deref()),
         (Status::Failed, Some("Lost"))
     );
-    assert_eq!(
-        s.claim("w/3", &test_kinds()).await.unwrap(),
-        None,
-        "not in the queue"
-    );
+    assert_eq!(claim_next(&*s, "w/3").await, None, "not in the queue");
     create(&*s, &new_job(&t, "sync")).await; // its lock is free
 }
 
@@ -672,11 +619,7 @@ async fn a_released_run_goes_back_to_the_head_without_counting_an_attempt(b: Bac
         Status::Queued
     );
     assert_eq!(s.release(&run).await.unwrap(), Release::Fenced, "once only");
-    let again = s
-        .claim("w/2", &test_kinds())
-        .await
-        .unwrap()
-        .expect("requeued");
+    let again = claim_queued(&*s, "w/2").await;
     assert_eq!(
         (again.job.id, again.attempt),
         (job.id, 1),
@@ -800,13 +743,10 @@ async fn a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed(b: Backe
     assert_eq!(got.status, Status::Cancelled);
     assert!(got.finished_at.is_some());
     assert_eq!(
-        s.claim("w/1", &test_kinds())
-            .await
-            .unwrap()
-            .map(|c| c.job.id),
+        claim_next(&*s, "w/1").await.map(|c| c.job.id),
         Some(behind.id)
     );
-    assert_eq!(s.claim("w/1", &test_kinds()).await.unwrap(), None);
+    assert_eq!(claim_next(&*s, "w/1").await, None);
     create(&*s, &new_job(&t, "sync")).await; // the lock is free
 }
 
@@ -980,7 +920,7 @@ mod redis_only {
             let kind = if ending { "enrich" } else { "sync" };
             job.kind = catalog_jobs::jobs::Kind::parse(kind).unwrap();
             create(&*s, &job).await;
-            let claim = s.claim("w/1", &test_kinds()).await.unwrap().unwrap();
+            let claim = claim_queued(&*s, "w/1").await;
             lose_everything(&prefix).await;
             if ending {
                 let outcome = Outcome::Done(json!({}));
@@ -1271,14 +1211,7 @@ async fn a_job_s_timeline_reads_created_started_progress_finished_in_order(b: Ba
         s.tick(&run, 40, "reading feeds").await.unwrap(),
         Tick::Applied
     );
-    finish(
-        &*s,
-        &job,
-        &run,
-        &created,
-        Outcome::Failed("SourceUnreachable".into(), None),
-    )
-    .await;
+    finish(&*s, &job, &run, &created, failure("SourceUnreachable")).await;
     let events = s.timeline(&job.id, None).await.unwrap();
     assert_eq!(
         types(&events),
@@ -1454,7 +1387,7 @@ async fn runs_given_back_recovered_or_lost_are_on_the_timeline(b: Backend) {
     let job = new_job(&t, "sync");
     let (created, run) = start(&*s, &job).await;
     assert_eq!(s.release(&run).await.unwrap(), Release::Requeued);
-    let again = s.claim("test/2", &test_kinds()).await.unwrap().unwrap();
+    let again = claim_queued(&*s, "test/2").await;
     outlive(300).await;
     assert_eq!(
         s.recover().await.unwrap(),
@@ -1471,7 +1404,7 @@ async fn runs_given_back_recovered_or_lost_are_on_the_timeline(b: Backend) {
         (events[4].status.as_str(), &events[4].extra["attempt"]),
         ("queued", &json!(1))
     );
-    let last = s.claim("test/3", &test_kinds()).await.unwrap().unwrap();
+    let last = claim_queued(&*s, "test/3").await;
     outlive(300).await;
     assert_eq!(s.recover().await.unwrap(), vec![Recovered::Lost(job.id)]);
     let end = s.timeline(&job.id, None).await.unwrap().pop().unwrap();
@@ -1546,7 +1479,7 @@ async fn a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in
     assert_eq!((got.attempt, got.worker.as_deref()), (1, Some("host-a/1")));
     assert!(got.started_at.is_some());
     assert_eq!(
-        s.claim("host-b/2", &test_kinds()).await.unwrap(),
+        claim_next(&*s, "host-b/2").await,
         None,
         "it never went through the queue: no other worker can claim it"
     );
@@ -1590,13 +1523,10 @@ async fn a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds(b:
         (got.status, got.attempt, got.worker),
         (Status::Queued, 0, None)
     );
-    let order: Vec<JobId> = [
-        s.claim("w/1", &test_kinds()).await.unwrap(),
-        s.claim("w/1", &test_kinds()).await.unwrap(),
-    ]
-    .into_iter()
-    .map(|c| c.expect("both queued").job.id)
-    .collect();
+    let order: Vec<JobId> = [claim_next(&*s, "w/1").await, claim_next(&*s, "w/1").await]
+        .into_iter()
+        .map(|c| c.expect("both queued").job.id)
+        .collect();
     assert_eq!(order, vec![first.id, second.id]);
 }
 
@@ -1612,11 +1542,7 @@ async fn a_job_claimed_at_create_whose_worker_dies_is_recovered_and_fenced(b: Ba
         s.recover().await.unwrap(),
         vec![Recovered::Requeued(job.id)]
     );
-    let again = s
-        .claim("host-b/2", &test_kinds())
-        .await
-        .unwrap()
-        .expect("back in the queue");
+    let again = claim_queued(&*s, "host-b/2").await;
     assert_eq!((again.job.id, again.attempt), (job.id, 2));
     assert_eq!(s.tick(&old_run, 90, "late").await.unwrap(), Tick::Fenced);
 }
@@ -1635,7 +1561,7 @@ async fn a_claim_carries_who_started_the_job_in_which_request_and_what_it_retrie
     let s = fresh(b);
     let job = audited_job(&tenant());
     create(&*s, &job).await;
-    let claim = s.claim("w/1", &test_kinds()).await.unwrap().unwrap();
+    let claim = claim_queued(&*s, "w/1").await;
     assert_eq!(
         claim.job.origin, job.origin,
         "the run writes back what it was told"

@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use crate::both_stores;
 use crate::helpers::{
-    settings, spawn_app, spawn_app_with, store, tenant, test_config, Backend, Gate, RedisServer,
-    Service, SseFrame, SseReader, TestApp,
+    settings, spawn_app, spawn_app_with, store, tenant, test_config, Backend, Gate, JsonAnswer,
+    RedisServer, Service, SseFrame, SseReader, TestApp,
 };
 
 both_stores!(
@@ -496,15 +496,11 @@ async fn shutdown_ends_open_streams_and_does_not_wait_on_them() {
     let client = reqwest::Client::new();
     let t = tenant();
     let gate = Gate::of(&t);
-    let started: Value = client
+    let started = client
         .post(format!("http://{addr}/catalog/gated"))
         .form(&[("tenant_id", t.as_str())])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_answer()
+        .await;
     gate.reached().await;
     let id = started["job_id"].as_str().unwrap();
     let job_stream = client

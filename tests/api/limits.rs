@@ -211,15 +211,7 @@ async fn malformed_framing_gets_hyper_s_bare_400_and_starts_nothing() {
             "{what}: now enveloped? {answer}"
         );
     }
-    let listed: serde_json::Value = app
-        .client
-        .get(app.url(&format!("/catalog/jobs?tenant_id={t}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = app.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 0, "{listed}");
     // The same request well framed does start a job: the check above can fail.
     let mut s = TcpStream::connect(app.addr).await.unwrap();

@@ -424,9 +424,7 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
     assert_eq!(svc.start("sync", &sync).await.status(), 409);
     // A second tenant's job waits for the one worker; a third finds the queue full.
     let other = unique("metrics");
-    let waiting = svc
-        .start_id("sync", &[("tenant_id", &other), ("source", &held)])
-        .await;
+    let waiting = svc.start_sync(&other, &held).await;
     let third = unique("metrics");
     let refused = svc
         .start("sync", &[("tenant_id", &third), ("source", &held)])
@@ -500,24 +498,11 @@ async fn a_job_cancelled_while_queued_ends_at_once_and_is_counted_once() {
     let feeds = HeldFeeds::start().await;
     let svc = one_worker_one_waiting(&feeds).await;
     let tenant = unique("metrics");
-    let running = svc
-        .start_id(
-            "sync",
-            &[("tenant_id", &tenant), ("source", &feeds.url("m2"))],
-        )
-        .await;
+    let running = svc.start_sync(&tenant, &feeds.url("m2")).await;
     svc.wait_for_status(&running, "running").await;
     let before = scrape(&metrics_text(&svc).await);
     // It never reaches a runner: the one worker is busy.
-    let queued = svc
-        .start_id(
-            "sync",
-            &[
-                ("tenant_id", &unique("metrics")),
-                ("source", &feeds.url("m1")),
-            ],
-        )
-        .await;
+    let queued = svc.start_sync(&unique("metrics"), &feeds.url("m1")).await;
     assert_eq!(svc.cancel(&queued).await.status(), 202);
     svc.wait_for_status(&queued, "cancelled").await;
     let ended = scrape(&metrics_text(&svc).await);

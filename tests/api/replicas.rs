@@ -323,15 +323,7 @@ async fn wait_true_on_one_replica_learns_promptly_of_a_job_run_on_another() {
     };
     // Find the job (it is the tenant's only one) and let it run to its end on B.
     let listed = loop {
-        let v: Value = a
-            .client
-            .get(a.url(&format!("/catalog/jobs?tenant_id={t}")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v = a.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
         if let Some(job) = v["jobs"].as_array().and_then(|j| j.first()).cloned() {
             if job["status"] == "running" {
                 break job;

@@ -2,16 +2,15 @@
 //! tenant's catalogue and ended jobs go, with counts; an active job refuses it and nothing
 //! changes; another tenant's token is 403; asking again answers zeros.
 
-use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::store::Purge;
-use catalog_jobs::jobs::{Kind, TenantId};
+use catalog_jobs::jobs::Kind;
 use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{
     create, new_job, settings, spawn_app_with, spawn_catalog_app, store, tenant, test_config,
-    Backend, Gate, TestApp,
+    Backend, Gate, TestApp, Tokens, OPERATOR,
 };
 
 both_stores!(
@@ -57,32 +56,18 @@ async fn send(app: &TestApp, method: Method, path: &str, token: &str) -> reqwest
         .unwrap()
 }
 
-/// Two tenants with a token each (and an operator's, `ops-secret`), the same two products
-/// each; the first has also enriched and paired them.
-struct TwoTenants {
-    app: TestApp,
-    t: TenantId,
-    u: TenantId,
-    own: String,
-    others: String,
-}
-
-async fn two_catalogued_tenants(b: Backend) -> TwoTenants {
-    let (t, u) = (tenant(), tenant());
-    let (own, others) = (format!("{t}-secret"), format!("{u}-secret"));
+/// Two tenants with a token each (and the operator's), the same two products each; the
+/// first has also enriched and paired them.
+async fn two_catalogued_tenants(b: Backend) -> (TestApp, Tokens) {
+    let tokens = Tokens::new();
     let mut config = test_config();
-    config.api_tokens = Some(format!(
-        "{t} shop {};{u} other {};* ops {}",
-        hash_token(&own),
-        hash_token(&others),
-        hash_token("ops-secret")
-    ));
+    config.api_tokens = Some(tokens.api_tokens());
     let app = spawn_catalog_app(b, config).await;
     let rows = json!([
         {"product_key": "p1", "name": "Steel Bottle 500 ml Black", "brand": "Acme", "taxonomy_path": ["Home", "Kitchen"]},
         {"product_key": "p2", "name": "Steel Bottle 750 ml Black", "brand": "Acme", "taxonomy_path": ["Home", "Kitchen"]},
     ]);
-    for (tenant, token) in [(&t, &own), (&u, &others)] {
+    for (tenant, token) in [(&tokens.a, &tokens.a_token), (&tokens.b, &tokens.b_token)] {
         let r = app
             .client
             .post(app.url(&format!("/catalog/products?tenant_id={tenant}")))
@@ -97,30 +82,24 @@ async fn two_catalogued_tenants(b: Backend) -> TwoTenants {
         let r = app
             .client
             .post(app.url(&format!("/catalog/{kind}")))
-            .bearer_auth(&own)
-            .json(&json!({"tenant_id": t, "wait": true}))
+            .bearer_auth(&tokens.a_token)
+            .json(&json!({"tenant_id": tokens.a, "wait": true}))
             .send()
             .await
             .unwrap();
         assert_eq!(r.status(), 200, "{kind}");
     }
-    TwoTenants {
-        app,
-        t,
-        u,
-        own,
-        others,
-    }
+    (app, tokens)
 }
 
 async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(b: Backend) {
-    let TwoTenants {
-        app,
-        t,
-        u,
-        own,
-        others,
-    } = two_catalogued_tenants(b).await;
+    let (app, tokens) = two_catalogued_tenants(b).await;
+    let Tokens {
+        a: t,
+        b: u,
+        a_token: own,
+        b_token: others,
+    } = tokens;
     let path = format!("/catalog/tenants/{t}");
     let forbidden = send(&app, Method::DELETE, &path, &others).await;
     assert_eq!(forbidden.status(), 403);
@@ -142,7 +121,7 @@ async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(
     assert_eq!(jobs.json::<Value>().await.unwrap()["jobs"], json!([]));
     let p1 = format!("/catalog/products/p1?tenant_id={t}");
     assert_eq!(send(&app, Method::GET, &p1, &own).await.status(), 404);
-    let again = send(&app, Method::DELETE, &path, "ops-secret").await;
+    let again = send(&app, Method::DELETE, &path, OPERATOR).await;
     assert_eq!(
         again.json::<Value>().await.unwrap(),
         json!({"tenant_id": t.as_str(), "jobs": 0, "products": 0, "extracted_attributes": 0, "neighbours": 0}),
@@ -151,7 +130,7 @@ async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(
     let theirs = format!("/catalog/products/p1?tenant_id={u}");
     let kept = send(&app, Method::GET, &theirs, &others).await;
     assert_eq!(kept.status(), 200, "the other tenant keeps its catalogue");
-    let bad = send(&app, Method::DELETE, "/catalog/tenants/a:b", "ops-secret").await;
+    let bad = send(&app, Method::DELETE, "/catalog/tenants/a:b", OPERATOR).await;
     assert_eq!(bad.status(), 422);
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::free_port;
+use crate::helpers::{free_port, JsonAnswer};
 
 /// The key W3C WebDriver names an element reference by.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
@@ -95,12 +95,8 @@ impl Browser {
                 "browserName": "chrome",
                 "goog:chromeOptions": options,
             }}}))
-            .send()
-            .await
-            .expect("chromedriver answers")
-            .json()
-            .await
-            .expect("a JSON answer");
+            .json_answer()
+            .await;
         let session = created["value"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no browser session: {created}"))
@@ -136,13 +132,7 @@ impl Browser {
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let answer: Value = request
-            .send()
-            .await
-            .expect("chromedriver answers")
-            .json()
-            .await
-            .expect("a JSON answer");
+        let answer = request.json_answer().await;
         let value = answer["value"].clone();
         match value.get("error").and_then(Value::as_str) {
             Some(error) => Err((error.to_owned(), value["message"].clone())),

@@ -2,6 +2,7 @@
 //! process (`TestApp`) or as the built binary (`Service`): requests by route, and polls
 //! that wait for a job to reach a state (bounded, so a stuck job fails its test).
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use reqwest::{Response, StatusCode};
@@ -68,6 +69,13 @@ impl Api {
     /// Starts a job and answers its id (the start must be accepted).
     pub async fn start_id(&self, kind: &str, form: &[(&str, &str)]) -> String {
         started_id(self.start(kind, form).await).await
+    }
+
+    /// Starts a sync of the tenant's catalogue from one source; answers its id (the start
+    /// must be accepted).
+    pub async fn start_sync(&self, tenant: &str, source: &str) -> String {
+        self.start_id("sync", &[("tenant_id", tenant), ("source", source)])
+            .await
     }
 
     /// Asks for a sync of the tenant's catalogue from these sources.
@@ -199,6 +207,19 @@ impl Api {
             );
             tokio::time::sleep(POLL_EVERY).await;
         }
+    }
+}
+
+/// A request a test builds by hand (its own headers, method or client), sent, and its JSON
+/// answer read whatever the status: `client.post(url).form(&f).json_answer().await`.
+pub trait JsonAnswer {
+    fn json_answer(self) -> impl Future<Output = Value> + Send;
+}
+
+impl JsonAnswer for reqwest::RequestBuilder {
+    async fn json_answer(self) -> Value {
+        let answer = self.send().await.expect("the server answers");
+        answer.json().await.expect("a JSON answer")
     }
 }
 

@@ -1,7 +1,8 @@
 //! The one test harness every integration test uses: real processes and real HTTP.
 //! `redis_server` starts `redis-server` (shared once per binary, or one per test, or a
 //! sentinel set); `app` runs the app in this process on port 0; `service` runs the built
-//! binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`.
+//! binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`;
+//! `client` is the API both apps answer; `tokens` says who may call it.
 //! Tests isolate themselves by tenant and key prefix, never by FLUSHDB.
 
 mod app;
@@ -12,6 +13,7 @@ mod redis_server;
 mod service;
 mod sse;
 mod store;
+mod tokens;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -26,6 +28,7 @@ pub use redis_server::*;
 pub use service::*;
 pub use sse::*;
 pub use store::*;
+pub use tokens::*;
 
 /// Which job store a test runs against: the embedded one or the shared `redis-server`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

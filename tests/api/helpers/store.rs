@@ -50,6 +50,11 @@ pub fn new_job(tenant: &TenantId, kind: &str) -> NewJob {
     }
 }
 
+/// A failed job's outcome: its error class, no partial report.
+pub fn failure(class: &str) -> Outcome {
+    Outcome::Failed(class.into(), None)
+}
+
 /// Creates a job and expects it to be created.
 pub async fn create(store: &dyn JobStore, job: &NewJob) -> Snapshot {
     match store.create(job.clone()).await.expect("the store answers") {
@@ -64,6 +69,21 @@ pub fn test_kinds() -> Vec<Kind> {
         .iter()
         .map(|k| Kind::parse(k).expect("valid"))
         .collect()
+}
+
+/// The next job `worker` claims of the test kinds, if the queue holds one.
+pub async fn claim_next(store: &dyn JobStore, worker: &str) -> Option<Claim> {
+    store
+        .claim(worker, &test_kinds())
+        .await
+        .expect("the store answers")
+}
+
+/// The next job `worker` claims of the test kinds (the queue must hold one).
+pub async fn claim_queued(store: &dyn JobStore, worker: &str) -> Claim {
+    claim_next(store, worker)
+        .await
+        .expect("a job waits in the queue")
 }
 
 /// Creates a job and claims it as worker `test/1` (the queue must hold nothing before it).

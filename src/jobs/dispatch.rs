@@ -3,7 +3,7 @@
 //! each claim to whoever starts runs.
 //!
 //! It never polls a queue it cannot serve: it first waits for a free worker, then claims
-//! until the queue is empty, then sleeps until the store says work arrived (`Event::Wake`,
+//! (for every worker free at that moment, in one store call) until the queue is empty, then sleeps until the store says work arrived (`Event::Wake`,
 //! sent when a create, recovery or release puts a job in an empty queue) — or, should that
 //! message be missed, until `IDLE_RECHECK` has passed. So a job waiting in the queue costs
 //! no store call, whatever the queue's length.
@@ -47,7 +47,7 @@ impl Dispatcher {
     pub(super) async fn run(self, start: impl Fn(Claim, OwnedSemaphorePermit)) {
         let mut limiter = LogLimiter::default();
         loop {
-            let permit = tokio::select! {
+            let mut permit = tokio::select! {
                 permit = self.workers.clone().acquire_owned() => match permit {
                     Ok(permit) => permit,
                     Err(_) => return,
@@ -58,14 +58,31 @@ impl Dispatcher {
                 if self.closing.is_cancelled() {
                     return;
                 }
+                // Every worker free now is filled by the same claim call.
+                let mut permits = vec![permit];
+                while let Ok(more) = self.workers.clone().try_acquire_owned() {
+                    permits.push(more);
+                }
                 // Not raced against `closing`: a claim that reached the store must be run or
                 // given back, never dropped on the floor.
-                match self.store.claim(&self.worker, &self.kinds).await {
-                    Ok(Some(claim)) => {
-                        start(claim, permit);
+                let claimed = self
+                    .store
+                    .claim_many(&self.worker, &self.kinds, permits.len())
+                    .await;
+                // One permit is kept for the next claim; the others go back to the pool.
+                permit = permits.swap_remove(0);
+                match claimed {
+                    Ok(claims) if !claims.is_empty() => {
+                        let mut claims = claims.into_iter();
+                        for claim in claims.by_ref().take(permits.len()) {
+                            start(claim, permits.pop().expect("one permit per claim"));
+                        }
+                        if let Some(claim) = claims.next() {
+                            start(claim, permit);
+                        }
                         break;
                     }
-                    Ok(None) => tokio::select! {
+                    Ok(_) => tokio::select! {
                         () = self.wake.notified() => {}
                         () = tokio::time::sleep(IDLE_RECHECK.min(self.recheck)) => {}
                         () = self.closing.cancelled() => return,

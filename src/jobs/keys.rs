@@ -24,7 +24,7 @@ impl Keys {
         &self.prefix
     }
 
-    /// `<prefix>:<id>` — the job's hash.
+    /// `<prefix>:<id>` — the job's hash: its record and its timeline.
     pub fn job(&self, id: &JobId) -> String {
         format!("{}:{id}", self.prefix)
     }
@@ -58,11 +58,6 @@ impl Keys {
     /// `<prefix>:leases` — running jobs' ids scored by lease expiry (ms).
     pub fn leases(&self) -> String {
         format!("{}:leases", self.prefix)
-    }
-
-    /// `<prefix>:<id>:timeline` — the job's timeline (a stream, capped, with the job's TTL).
-    pub fn timeline(&self, id: &JobId) -> String {
-        format!("{}:{id}:timeline", self.prefix)
     }
 
     /// `<prefix>:tenant:<tenant>:events` — the pub/sub channel of a tenant's job changes

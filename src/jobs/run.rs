@@ -196,16 +196,25 @@ impl Runs {
         let began = Instant::now();
         let result = self.execute(&job, run, reporter, ticks, cancel).await;
         self.observer.stopped(&job.kind, began.elapsed());
-        match result {
+        let next = match result {
             Some((outcome, percent)) if !fenced.load(Ordering::Acquire) => {
-                self.record(&job, &run, created_at, &outcome, percent).await;
+                let next = self.record(&job, &run, created_at, &outcome, percent).await;
                 self.observer.finished(&job.kind, &outcome);
+                next
             }
-            _ => info!("this run's end is not recorded: it no longer holds the job"),
-        }
+            _ => {
+                info!("this run's end is not recorded: it no longer holds the job");
+                None
+            }
+        };
         self.lock_running().remove(&job.id);
-        drop(permit);
         self.ended(&job.id);
+        // The store claimed this worker's next job in the finish's step: it runs on the
+        // same permit, with no wake-up and no claim call.
+        match next {
+            Some(next) => self.spawn(next, permit),
+            None => drop(permit),
+        }
     }
 
     /// Runs the function and turns whatever happened into an outcome with the last percent
@@ -258,7 +267,9 @@ impl Runs {
     }
 
     /// Writes the outcome, retrying while the store is unreachable, for `finish_retry` (a few
-    /// seconds once the service is shutting down). Never gives up silently.
+    /// seconds once the service is shutting down). Never gives up silently. Unless the
+    /// process is shutting down, the store claims this (now free) worker's next job in the
+    /// same step: answers it.
     async fn record(
         &self,
         job: &NewJob,
@@ -266,27 +277,37 @@ impl Runs {
         created_at: u64,
         outcome: &Outcome,
         percent: u8,
-    ) {
+    ) -> Option<Claim> {
         let started = Instant::now();
         let mut delay = Duration::from_millis(50);
         let mut limiter = LogLimiter::default();
+        let kinds: Vec<Kind> = self.registry.kinds().cloned().collect();
         loop {
-            let e = match self
-                .store
-                .finish(job, run, created_at, outcome, percent)
-                .await
-            {
-                Ok(Finish::Applied) => {
+            let answer = match self.closing.is_cancelled() {
+                true => self
+                    .store
+                    .finish(job, run, created_at, outcome, percent)
+                    .await
+                    .map(|finish| (finish, None)),
+                false => {
+                    let worker = super::worker_name();
+                    self.store
+                        .finish_and_claim(job, run, created_at, outcome, percent, &worker, &kinds)
+                        .await
+                }
+            };
+            let e = match answer {
+                Ok((Finish::Applied, next)) => {
                     info!(status = outcome.status().as_str(), "job ended");
-                    return;
+                    return next;
                 }
-                Ok(Finish::AlreadyEnded) => {
+                Ok((Finish::AlreadyEnded, _)) => {
                     info!("job's end was already recorded");
-                    return;
+                    return None;
                 }
-                Ok(Finish::Fenced) => {
+                Ok((Finish::Fenced, _)) => {
                     warn!(outcome = ?outcome, "fenced off: another run or job holds this job; this run's end is not recorded");
-                    return;
+                    return None;
                 }
                 Err(e) => e,
             };
@@ -300,7 +321,7 @@ impl Runs {
                     outcome = %serde_json::to_string(&outcome_json(outcome)).unwrap_or_default(),
                     "the job's end could not be recorded: the store stayed unreachable"
                 );
-                return;
+                return None;
             }
             limiter.warn(&e, "the job's end is waiting for the store");
             tokio::time::sleep(delay).await;

@@ -191,6 +191,8 @@ impl Runner {
     pub async fn wait_end(&self, id: JobId) -> Result<Snapshot, StoreError> {
         let notify = Arc::new(Notify::new());
         let _registered = Waiter::register(&self.runs, id, notify.clone());
+        // Registered first: an end told from now on reaches this request.
+        self.runs.store.expect_end(&id).await?;
         loop {
             if let Some(s) = self.runs.store.get(&id).await? {
                 if s.status.is_finished() {

@@ -23,7 +23,8 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub struct StoreSettings {
     /// Prefix of every key (`job` → `job:<id>`, `job:lock:…`, `job:tenant:…`).
     pub prefix: String,
-    /// Time to live of every key, renewed by each write to it.
+    /// Time to live of every per-job key, set where the key is created (and again, for a
+    /// job older than a tenth of it, by its renewals and its end).
     pub ttl: Duration,
     /// An active job whose heartbeat is this old reads as lost.
     pub stale_after: Duration,
@@ -39,6 +40,9 @@ pub struct StoreSettings {
     pub max_attempts: u32,
     /// Jobs one tenant may create per minute (a fixed window in the store; 0: no limit).
     pub creates_per_minute: u32,
+    /// The least time between two progress ticks kept in a timeline (the sampling rule is at
+    /// `timeline::PROGRESS_KEPT`); every tick still goes to live watchers.
+    pub progress_sample: Duration,
 }
 
 impl Default for StoreSettings {
@@ -53,6 +57,7 @@ impl Default for StoreSettings {
             max_attempts: 3,
             creates_per_minute: 600,
             min_replicas_ack: 0,
+            progress_sample: Duration::from_secs(5),
         }
     }
 }
@@ -64,6 +69,10 @@ impl StoreSettings {
 
     pub fn stale_ms(&self) -> u64 {
         self.stale_after.as_millis() as u64
+    }
+
+    pub fn progress_sample_ms(&self) -> u64 {
+        self.progress_sample.as_millis() as u64
     }
 }
 
@@ -329,7 +338,8 @@ pub enum Event {
     Wake,
     /// A running job was asked to stop: the process that runs it trips its token.
     Cancel(JobId),
-    /// A job ended (wherever it ran): `wait=true` requests learn of it.
+    /// A job ended (wherever it ran) that a `wait=true` request waits for (`expect_end`):
+    /// those requests learn of it.
     Ended(JobId),
     /// Messages may have been missed (reconnect, lag): re-check everything.
     Resync,
@@ -401,6 +411,27 @@ pub trait JobStore: Send + Sync + 'static {
         kinds: &'a [Kind],
     ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>>;
 
+    /// Takes up to `n` jobs from the head of the ready queue for `worker`, each as `claim`
+    /// takes one, in one step: a dispatcher with several free workers fills them with one
+    /// call. Empty when nothing is left to claim.
+    fn claim_many<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+        n: usize,
+    ) -> BoxFuture<'a, Result<Vec<Claim>, StoreError>> {
+        Box::pin(async move {
+            let mut claims = Vec::new();
+            while claims.len() < n {
+                match self.claim(worker, kinds).await? {
+                    Some(claim) => claims.push(claim),
+                    None => break,
+                }
+            }
+            Ok(claims)
+        })
+    }
+
     /// Records a run's progress: percent never goes down; other runs are refused.
     fn tick<'a>(
         &'a self,
@@ -424,6 +455,37 @@ pub trait JobStore: Send + Sync + 'static {
         outcome: &'a Outcome,
         percent: u8,
     ) -> BoxFuture<'a, Result<Finish, StoreError>>;
+
+    /// `finish`, and when it applied, the next job claimed for `worker` (which is free again)
+    /// as `claim` would take it, in the same step: a busy worker's job costs one store call
+    /// to end and start the next, and no wake-up.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_and_claim<'a>(
+        &'a self,
+        job: &'a NewJob,
+        run: &'a RunId,
+        created_at: u64,
+        outcome: &'a Outcome,
+        percent: u8,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<(Finish, Option<Claim>), StoreError>> {
+        Box::pin(async move {
+            let finish = self.finish(job, run, created_at, outcome, percent).await?;
+            let next = match finish {
+                Finish::Applied => self.claim(worker, kinds).await?,
+                _ => None,
+            };
+            Ok((finish, next))
+        })
+    }
+
+    /// Says a request waits for the job's end (`wait=true`): from now on the end is told to
+    /// every process (`Event::Ended`), not only to the one that ran it. A store that tells
+    /// every end anyway needs nothing.
+    fn expect_end<'a>(&'a self, _id: &'a JobId) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
 
     /// Writes back the record of a running job whose record the store lost, with its last
     /// known progress, lease and lock — unless a newer job holds the lock.

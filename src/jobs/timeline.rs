@@ -1,6 +1,6 @@
 //! A job's timeline: the events its state changes wrote, each in the same atomic step as the
-//! change (a Redis Stream per job, or a capped list in the embedded store), and the ids they
-//! are read back after.
+//! change (kept in the job's own record: the Redis hash, or the embedded store's record), and
+//! the ids they are read back after.
 //!
 //! Event types: `created` (request_id), `started` (attempt, worker), `progress`,
 //! `cancel_requested` (by), `released` (given back at shutdown), `requeued` (attempt: its
@@ -15,18 +15,36 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-/// How many events a job's timeline keeps, newest last: enough for a long job's coalesced
-/// progress writes (one every few hundred ms at most) around its start and end. Redis trims
-/// with `MAXLEN ~` (whole nodes, cheaper), so a stream may hold a few more; a read answers
-/// at most this many, the newest. `TIMELINE_CAP` in `lua/prelude.lua` is the same number.
+/// How many events a timeline read answers at most (the newest). A timeline keeps every
+/// lifecycle event and at most [`PROGRESS_KEPT`] sampled progress events plus the latest
+/// tick, so only a job recovered or restored dozens of times comes near it.
 pub const TIMELINE_CAP: usize = 100;
+
+/// How many sampled progress events a timeline keeps (the newest; `PROGRESS_KEPT` in
+/// `lua/prelude.lua` is the same number). Every lifecycle event (created, started,
+/// cancel_requested, released, requeued, lost, restored, superseded, finished) is kept for
+/// the job's life, so a timeline always starts with `created` and `started`.
+///
+/// The sampling rule: every progress tick the runner writes (at most one per tick interval)
+/// goes to live watchers (the tenant's channel, so tenant and job streams) and becomes the
+/// job's latest progress, which a timeline read shows after the events before it. A tick is
+/// also kept in the timeline when at least [`StoreSettings::progress_sample`] (5 s) passed
+/// since the last kept one and its step differs from that one's (the first always does), or
+/// when twelve times that (a minute) passed whatever the step. So a ten-minute job keeps at
+/// most [`PROGRESS_KEPT`] of its ~120 possible samples, and its timeline about two dozen
+/// events; the record holds them in a few hundred bytes.
+///
+/// [`StoreSettings::progress_sample`]: super::store::StoreSettings::progress_sample
+pub const PROGRESS_KEPT: usize = 20;
 
 /// The event types after which a job's timeline gets nothing more.
 pub const LAST_TYPES: [&str; 2] = ["finished", "superseded"];
 
-/// A timeline event's id: `<ms>-<seq>`, as Redis Stream ids are; ids of one job's timeline
-/// only grow, and compare as their two numbers. A parsed id's `ms` is at most
-/// [`EventId::MAX_MS`], so every id a client can name has a successor a store can read after.
+/// A timeline event's id: `<ms>-<seq>`, when it happened (never before the job's previous
+/// event, whatever the clock does) and its number in its job's timeline (0, 1, 2, …, counting
+/// every event noted, the ticks that were not kept included). Ids of one job only grow, and
+/// compare as their two numbers. A parsed id's `ms` is at most [`EventId::MAX_MS`], so every
+/// id a client can name has a successor a store can read after.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EventId {
     pub ms: u64,
@@ -38,19 +56,6 @@ impl EventId {
     /// ids to resume after; one beyond any clock's reach is a mistake, and at `u64::MAX-u64::MAX`
     /// Redis has no next id to read from (`XRANGE` answers "invalid start ID").
     pub const MAX_MS: u64 = 253_402_300_799_999;
-
-    /// The id that follows `self` at `now_ms`: a later millisecond starts at 0, the same (or
-    /// an earlier: the clock stepped back) one counts on.
-    pub fn next(self, now_ms: u64) -> Self {
-        if now_ms > self.ms {
-            Self { ms: now_ms, seq: 0 }
-        } else {
-            Self {
-                ms: self.ms,
-                seq: self.seq + 1,
-            }
-        }
-    }
 }
 
 impl fmt::Display for EventId {
@@ -116,38 +121,6 @@ impl TimelineEvent {
     pub fn is_last(&self) -> bool {
         LAST_TYPES.contains(&self.kind.as_str())
     }
-
-    /// Reads an event from a stream entry's field/value pairs (numbers arrive as text; the
-    /// type-specific `attempt` is a number too).
-    pub fn from_fields(id: String, pairs: &[(String, String)]) -> Option<Self> {
-        let mut event = Self {
-            id,
-            kind: String::new(),
-            at: 0,
-            status: String::new(),
-            percent: 0,
-            step: String::new(),
-            extra: Map::new(),
-        };
-        for (name, value) in pairs {
-            match name.as_str() {
-                "type" => event.kind.clone_from(value),
-                "at" => event.at = value.parse().ok()?,
-                "status" => event.status.clone_from(value),
-                "percent" => event.percent = value.parse::<f64>().ok()?.clamp(0.0, 100.0) as u8,
-                "step" => event.step.clone_from(value),
-                "attempt" => {
-                    event
-                        .extra
-                        .insert(name.clone(), value.parse::<u64>().ok()?.into());
-                }
-                _ => {
-                    event.extra.insert(name.clone(), value.clone().into());
-                }
-            }
-        }
-        (!event.kind.is_empty()).then_some(event)
-    }
 }
 
 /// What every timeline write tells the job's tenant's watchers (one message on the tenant's
@@ -190,13 +163,5 @@ mod tests {
         {
             assert!(bad.parse::<EventId>().is_err(), "{bad:?} was accepted");
         }
-    }
-
-    #[test]
-    fn the_next_id_counts_on_within_a_millisecond_and_when_the_clock_steps_back() {
-        let id = EventId { ms: 10, seq: 3 };
-        assert_eq!(id.next(11), EventId { ms: 11, seq: 0 });
-        assert_eq!(id.next(10), EventId { ms: 10, seq: 4 });
-        assert_eq!(id.next(9), EventId { ms: 10, seq: 4 });
     }
 }

@@ -58,6 +58,36 @@ impl JobStore for MeteredStore {
         Box::pin(timed("claim", self.inner.claim(worker, kinds)))
     }
 
+    fn claim_many<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+        n: usize,
+    ) -> BoxFuture<'a, Result<Vec<Claim>, StoreError>> {
+        Box::pin(timed("claim", self.inner.claim_many(worker, kinds, n)))
+    }
+
+    fn finish_and_claim<'a>(
+        &'a self,
+        job: &'a NewJob,
+        run: &'a RunId,
+        created_at: u64,
+        outcome: &'a Outcome,
+        percent: u8,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<(Finish, Option<Claim>), StoreError>> {
+        Box::pin(timed(
+            "finish",
+            self.inner
+                .finish_and_claim(job, run, created_at, outcome, percent, worker, kinds),
+        ))
+    }
+
+    fn expect_end<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.expect_end(id)
+    }
+
     fn tick<'a>(
         &'a self,
         run: &'a RunId,

@@ -850,9 +850,9 @@ mod redis_only {
         let shared = [format!("{prefix}:leases"), format!("{prefix}:queue")];
         assert_eq!(
             keys.len(),
-            11,
-            "two hashes and their timelines, two locks, one list, one idempotency key, one \
-             rate window, queue, leases: {keys:?}"
+            9,
+            "two hashes (each holding its timeline), two locks, one list, one idempotency \
+             key, one rate window, queue, leases: {keys:?}"
         );
         for key in keys.iter().filter(|k| !shared.contains(k)) {
             let ttl: i64 = redis::cmd("TTL")
@@ -1193,7 +1193,8 @@ both_stores!(
     a_job_s_timeline_reads_created_started_progress_finished_in_order,
     a_cancel_request_is_on_the_timeline_with_who_asked,
     a_job_taken_over_gets_superseded_on_its_own_timeline,
-    a_timeline_keeps_the_newest_events_up_to_its_cap,
+    a_timeline_keeps_every_lifecycle_event_and_a_bounded_sample_of_progress,
+    progress_within_the_sample_interval_reaches_watchers_but_only_the_latest_is_kept,
     a_timeline_read_after_an_id_answers_only_later_events,
     a_tenant_watch_hears_its_jobs_changes_and_no_other_tenant_s,
     runs_given_back_recovered_or_lost_are_on_the_timeline,
@@ -1301,31 +1302,82 @@ async fn a_job_taken_over_gets_superseded_on_its_own_timeline(b: Backend) {
     );
 }
 
-async fn a_timeline_keeps_the_newest_events_up_to_its_cap(b: Backend) {
-    use catalog_jobs::jobs::timeline::TIMELINE_CAP;
-    let s = fresh(b);
+async fn a_timeline_keeps_every_lifecycle_event_and_a_bounded_sample_of_progress(b: Backend) {
+    use catalog_jobs::jobs::timeline::PROGRESS_KEPT;
+    // No least interval between samples, and every tick a new step: every tick is sampled.
+    let s = store(
+        b,
+        StoreSettings {
+            progress_sample: Duration::ZERO,
+            ..settings()
+        },
+    );
     let job = new_job(&tenant(), "sync");
-    let (_, run) = start(&*s, &job).await;
-    let ticks = TIMELINE_CAP * 3;
+    let (created, run) = start(&*s, &job).await;
+    let ticks = PROGRESS_KEPT * 3;
     for i in 0..ticks {
         s.tick(&run, (i * 100 / ticks) as u8, &format!("tick {i}"))
             .await
             .unwrap();
     }
+    finish(&*s, &job, &run, &created, Outcome::Done(json!({}))).await;
     let events = s.timeline(&job.id, None).await.unwrap();
-    assert_eq!(events.len(), TIMELINE_CAP);
-    assert_eq!(events.last().unwrap().step, format!("tick {}", ticks - 1));
-    assert!(
-        events.iter().all(|e| e.kind == "progress"),
-        "the oldest were trimmed"
+    assert_eq!(
+        types(&events)[..2],
+        ["created", "started"],
+        "a long job's start is never trimmed"
     );
-    if b == Backend::Redis {
-        let len = redis_len(&*s, &job.id).await;
-        assert!(
-            len < 2 * TIMELINE_CAP,
-            "the stream is trimmed too: {len} entries"
-        );
+    assert_eq!(events.len(), 2 + PROGRESS_KEPT + 1, "{:?}", types(&events));
+    assert!(events[2..2 + PROGRESS_KEPT]
+        .iter()
+        .all(|e| e.kind == "progress"));
+    assert_eq!(
+        events[1 + PROGRESS_KEPT].step,
+        format!("tick {}", ticks - 1),
+        "the newest samples are kept"
+    );
+    assert_eq!(events.last().unwrap().kind, "finished");
+}
+
+async fn progress_within_the_sample_interval_reaches_watchers_but_only_the_latest_is_kept(
+    b: Backend,
+) {
+    use catalog_jobs::jobs::watch::Change;
+    let s = fresh(b);
+    let t = tenant();
+    let mut watch = s.watch_tenant(&t).await;
+    let job = new_job(&t, "sync");
+    let (_, run) = start(&*s, &job).await;
+    for (percent, step) in [(10, "a"), (20, "b"), (30, "c")] {
+        s.tick(&run, percent, step).await.unwrap();
     }
+    let events = s.timeline(&job.id, None).await.unwrap();
+    assert_eq!(
+        types(&events),
+        ["created", "started", "progress", "progress"]
+    );
+    assert_eq!(
+        (events[2].step.as_str(), events[3].step.as_str()),
+        ("a", "c"),
+        "the first tick is sampled; the next ones come within the interval, and the latest shows"
+    );
+    let mut heard = Vec::new();
+    while heard.len() < 3 {
+        let change = tokio::time::timeout(Duration::from_secs(10), watch.changes.recv())
+            .await
+            .expect("every tick reaches the watchers within 10 s")
+            .expect("the watch lives");
+        if let Change::Job(c) = change {
+            if c.kind_of_event == "progress" {
+                heard.push(c.step);
+            }
+        }
+    }
+    assert_eq!(heard, ["a", "b", "c"], "live watchers hear every tick");
+    assert_eq!(
+        events[3].id,
+        s.timeline(&job.id, events[2].event_id()).await.unwrap()[0].id
+    );
 }
 
 async fn a_timeline_read_after_an_id_answers_only_later_events(b: Backend) {
@@ -1426,43 +1478,48 @@ async fn runs_given_back_recovered_or_lost_are_on_the_timeline(b: Backend) {
     assert!(!last.is_last());
 }
 
-/// The length of a job's timeline stream, and its TTL, read straight from Redis.
-async fn redis_len(s: &dyn JobStore, id: &JobId) -> usize {
-    redis_stream(s, id).await.0
-}
-
-async fn redis_stream(s: &dyn JobStore, id: &JobId) -> (usize, i64) {
-    let mut conn = crate::helpers::shared_redis().await;
-    let key = format!("{}:{id}:timeline", s.settings().prefix);
-    let len: usize = redis::cmd("XLEN")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let ttl: i64 = redis::cmd("TTL")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    (len, ttl)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_timeline_stream_in_redis_carries_the_job_s_ttl_from_create_to_finish() {
+async fn a_job_s_record_holds_its_timeline_and_stays_compact_with_long_params_and_result() {
     let s = fresh(Backend::Redis);
     let ttl = s.settings().ttl_secs() as i64;
-    let job = new_job(&tenant(), "sync");
+    let mut job = new_job(&tenant(), "sync");
+    job.params =
+        json!({"sources": ["a-feed-whose-name-takes-the-parameters-past-sixty-four-bytes.jsonl"]});
     let (created, run) = start(&*s, &job).await;
-    let (len, at_start) = redis_stream(&*s, &job.id).await;
-    assert_eq!(len, 2);
-    assert!(
-        at_start > ttl - 10 && at_start <= ttl,
-        "TTL {at_start} of {ttl}"
+    s.tick(&run, 50, "halfway").await.unwrap();
+    let report = json!({"products": 123_456, "extracted": 123_456, "unextractable": 0, "skipped": 0, "batches": 247});
+    finish(&*s, &job, &run, &created, Outcome::Done(report.clone())).await;
+    let client = redis::Client::open(crate::helpers::shared_redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let key = format!("{}:{}", s.settings().prefix, job.id);
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{key}*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys, vec![key.clone()], "the timeline is in the record");
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        encoding, "listpack",
+        "every value fits Redis's compact encoding"
     );
-    finish(&*s, &job, &run, &created, Outcome::Done(json!({}))).await;
-    let (len, at_end) = redis_stream(&*s, &job.id).await;
-    assert_eq!(len, 3);
-    assert!(at_end > ttl - 10 && at_end <= ttl, "TTL {at_end} of {ttl}");
+    let left: i64 = redis::cmd("TTL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(left > ttl - 10 && left <= ttl, "TTL {left} of {ttl}");
+    let read = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!((read.params, read.result), (job.params.clone(), report));
+    assert_eq!(
+        types(&s.timeline(&job.id, None).await.unwrap()),
+        ["created", "started", "progress", "finished"]
+    );
 }
 
 async fn a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in_the_same_step(

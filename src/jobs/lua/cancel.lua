@@ -5,22 +5,19 @@
 -- Returns 'requested' (or already requested), 'not_active' (ended, or taken over), 'missing'.
 local id, by = A[1], A[2]
 local hkey = k_job(id)
-local job = read_job(hkey, {'status', 'superseded_by', 'tenant', 'kind', 'percent', 'step'})
+local job = read_job(hkey, {'status', 'superseded_by', 'tenant', 'kind', 'percent', 'step',
+  'cancel_requested_ms', 'created_ms', 'events', 'event_ms', 'awaited'})
 if not job.status then return 'missing' end
 if job.superseded_by or ended(job.status) then return 'not_active' end
+if job.cancel_requested_ms then return 'requested' end
 local now = now_ms()
+local fields = {cancel_requested_ms = now, cancelled_by = by, updated_ms = now}
+note(id, job, fields, 'cancel_requested', 'cancelling', job.percent, job.step, now)
 if job.status == 'queued' then
   redis.call('LREM', K_QUEUE, 1, id)
-  write_job(hkey, {cancel_requested_ms = now, cancelled_by = by})
-  note(id, job.tenant, job.kind, 'cancel_requested', 'cancelling', job.percent, job.step, now,
-    {'by', by})
-  end_cancelled(id, job.tenant, job.kind, job.percent, now)
+  end_cancelled(id, job, fields, now)
   return 'requested'
 end
-if redis.call('HSETNX', hkey, field_name('cancel_requested_ms'), now) == 1 then
-  write_job(hkey, {updated_ms = now, cancelled_by = by})
-  note(id, job.tenant, job.kind, 'cancel_requested', 'cancelling', job.percent, job.step, now,
-    {'by', by})
-  redis.call('PUBLISH', CHANNEL, 'cancel:' .. id)
-end
+write_job(hkey, fields)
+redis.call('PUBLISH', CHANNEL, 'cancel:' .. id)
 return 'requested'

@@ -31,7 +31,7 @@ local holder = redis.call('GET', lock)
 local old = nil
 if holder then
   local held = read_job(k_job(holder), {'status', 'heartbeat_ms', 'created_ms', 'percent',
-    'step'})
+    'step', 'events', 'event_ms', 'tenant', 'kind'})
   if held.status == 'queued' then return {'held', holder} end
   if held.status == 'running' then
     if now - tonumber(held.heartbeat_ms or held.created_ms) < STALE then
@@ -48,10 +48,10 @@ if limit > 0 and tonumber(redis.call('GET', rate) or '0') >= limit then
   return {'rate_limited', tostring((window + 1) * 60000 - now)}
 end
 if old then
-  write_job(k_job(holder), {superseded_by = id})
+  local fenced = {superseded_by = id}
+  note(holder, old, fenced, 'superseded', 'lost', old.percent, old.step, now)
+  write_job(k_job(holder), fenced)
   redis.call('ZREM', K_LEASES, holder)
-  note(holder, tenant, kind, 'superseded', 'lost', old.percent, old.step, now,
-    {'superseded_by', id})
 end
 local hkey = k_job(id)
 local here = worker ~= '' and waiting == 0
@@ -60,29 +60,25 @@ local here = worker ~= '' and waiting == 0
 local record = {}
 for name, value in pairs(job) do record[name] = value end
 record.created_ms = now
+note(id, job, record, 'created', 'queued', 0, job.step, now)
 if here then
   record.status, record.step, record.started_ms = 'running', 'starting', now
   record.claim, record.attempt, record.worker = 1, 1, worker
+  note(id, job, record, 'started', 'running', 0, 'starting', now, '1;' .. worker)
   redis.call('ZADD', K_LEASES, now + STALE, id)
 else
   record.status = 'queued'
 end
 write_job(hkey, record)
 redis.call('EXPIRE', hkey, TTL)
-note(id, tenant, kind, 'created', 'queued', 0, job.step, now, {'request_id', job.request_id})
-if here then
-  note(id, tenant, kind, 'started', 'running', 0, 'starting', now, {'attempt', 1, 'worker', worker})
-end
-redis.call('EXPIRE', k_timeline(id), TTL)
 redis.call('SET', lock, id, 'EX', TTL)
 if idem then
   redis.call('HSET', idem, 'job', id, 'fingerprint', fingerprint)
   redis.call('EXPIRE', idem, TTL)
 end
 if limit > 0 then
-  redis.call('INCR', rate)
   -- The window's key outlives its minute by a little, so a clock step cannot revive it.
-  redis.call('PEXPIRE', rate, 120000)
+  if redis.call('INCR', rate) == 1 then redis.call('PEXPIRE', rate, 120000) end
 end
 list_push(tenant, id)
 if here then return {'claimed', tostring(now)} end

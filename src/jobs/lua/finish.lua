@@ -1,30 +1,40 @@
--- finish: end a run's job and release its lock if the lock still holds it, in one step.
+-- finish: end a run's job and release its lock if the lock still holds it, in one step; and
+-- when the worker that ran it is free for another, claim the next job for it in the same step
+-- (one script a job instead of two, and no wake-up).
 -- A: the run's job (see `run_args` in the prelude), then the outcome as a named list:
 --    status (done|failed|cancelled), step, and result (JSON; a failed job may carry its
---    partial report) and error (the class) when it has them
--- Returns 'applied', 'ended' (already ended), 'fenced' (another run or job holds it). A
--- missing record (the store came back empty) is written back whole so the result is not
--- lost, unless a newer job holds the lock by then.
+--    partial report) and error (the class) when it has them; then the worker ('' to claim
+--    nothing) and the kinds it runs
+-- Returns {'applied', next} (false, or a claim as claim.lua answers one), {'ended', false} (already
+-- ended), {'fenced', false} (another run or job holds it). A missing record (the store came back
+-- empty) is written back whole so the result is not lost, unless a newer job holds the lock
+-- by then.
 local id, claim, run_percent, job, i = run_args()
-local outcome = named_args(i)
+local outcome, j = named_args(i)
+local worker = A[j]
 local tenant, kind = job.tenant, job.kind
 local hkey = k_job(id)
 local code, st = run_state(hkey, claim)
 local now = now_ms()
+local fields = outcome
 if code == 'missing' then
   local holder = redis.call('GET', k_lock(tenant, kind))
-  if holder and holder ~= id then return 'fenced' end
-  job.claim, job.restored = claim, 1
-  write_job(hkey, job)
-  note(id, tenant, kind, 'restored', 'running', run_percent, outcome.step, now)
+  if holder and holder ~= id then return {'fenced', false} end
+  for name, value in pairs(job) do fields[name] = value end
+  fields.claim, fields.restored = claim, 1
+  st = job
+  note(id, st, fields, 'restored', 'running', run_percent, outcome.step, now)
   list_push(tenant, id)
 elseif code ~= 'held' then
-  return code
+  return {code, false}
 end
-local fields = outcome
 fields.percent = math.max(tonumber(st.percent) or 0, run_percent)
 if outcome.status == 'done' then fields.percent = 100 end
-fields.updated_ms, fields.heartbeat_ms, fields.finished_ms = now, now, now
-fields.started_ms = st.started_ms or now
-end_job(id, tenant, kind, fields)
-return 'applied'
+fields.heartbeat_ms, fields.finished_ms = now, now
+if not st.started_ms then fields.started_ms = now end
+end_job(id, st, fields, now)
+if code == 'missing' then redis.call('EXPIRE', hkey, TTL) end
+if worker == '' then return {'applied', false} end
+local runs = {}
+for k = j + 1, #A do runs[A[k]] = true end
+return {'applied', claim_one(worker, runs, now) or false}

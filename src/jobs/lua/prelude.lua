@@ -1,19 +1,24 @@
 -- prelude: put in front of every job script when it is loaded (after record.lua; see
--- jobs/redis/scripts.rs). ARGV[1..6] are the store's settings, the same for every script; a
+-- jobs/redis/scripts.rs). ARGV[1..7] are the store's settings, the same for every script; a
 -- script's own arguments follow and are read from A[1..]. Job fields travel by name: a named
 -- list is a count, then name, value, … (`named_args`; `Pairs` in jobs/redis/record.rs builds
 -- them). Answers are named too: each script returns a code word (`Code` in
 -- jobs/redis/scripts.rs reads them). Keys of jobs named only inside a step (a lock's holder, a
 -- trimmed job, a claimed job) are built here from the prefix: the store is one Redis instance,
 -- not a Cluster. jobs/keys.rs builds the same names for reads and tests.
+--
+-- Each script calls TIME once (now_ms). A key's TTL is set where the key is created; a
+-- renewal or an end sets it again only for a job older than a tenth of the TTL (`aged`), so a
+-- long job never outlives its keys and an ended one is kept at least nine tenths of the TTL.
 local P = ARGV[1]
 local TTL = tonumber(ARGV[2])
 local STALE = tonumber(ARGV[3])
 local CAP = tonumber(ARGV[4])
 local MAX_QUEUED = tonumber(ARGV[5])
 local MAX_ATTEMPTS = tonumber(ARGV[6])
+local SAMPLE_MS = tonumber(ARGV[7])
 local A = {}
-for i = 7, #ARGV do A[#A + 1] = ARGV[i] end
+for i = 8, #ARGV do A[#A + 1] = ARGV[i] end
 
 local K_QUEUE = P .. ':queue'
 local K_LEASES = P .. ':leases'
@@ -23,12 +28,11 @@ local function k_lock(tenant, kind) return P .. ':lock:' .. tenant .. ':' .. kin
 local function k_tenant(tenant) return P .. ':tenant:' .. tenant end
 local function k_idem(tenant, kind, key) return P .. ':idem:' .. tenant .. ':' .. kind .. ':' .. key end
 local function k_rate(tenant, window) return P .. ':rate:' .. tenant .. ':' .. window end
-local function k_timeline(id) return P .. ':' .. id .. ':timeline' end
 local function k_tenant_events(tenant) return P .. ':tenant:' .. tenant .. ':events' end
 
--- How many events a job's timeline keeps: TIMELINE_CAP in jobs/timeline.rs (its reason is
--- there). `MAXLEN ~` trims whole stream nodes, so a stream may hold a few more.
-local TIMELINE_CAP = 100
+-- How many sampled progress events a timeline keeps (the newest): PROGRESS_KEPT in
+-- jobs/timeline.rs, where the sampling rule is explained.
+local PROGRESS_KEPT = 20
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -37,6 +41,11 @@ end
 
 local function ended(status)
   return status == 'done' or status == 'failed' or status == 'cancelled'
+end
+
+-- Whether a job created at `created_ms` is old enough that its keys' TTL is set again.
+local function aged(created_ms, now)
+  return now - tonumber(created_ms or now) > TTL * 100
 end
 
 -- Reads a named list of job fields from A at index `i`: a table keyed by name, and the index
@@ -48,46 +57,37 @@ local function named_args(i)
   return fields, i + 1 + 2 * n
 end
 
--- `names` of `job` that it has, as a flat name, value, … list (an answer Rust reads by name).
-local function flat_fields(job, names)
-  local out = {}
-  for _, name in ipairs(names) do
-    if job[name] then
-      out[#out + 1] = name
-      out[#out + 1] = tostring(job[name])
-    end
-  end
-  return out
-end
+-- The fields a step that notes an event reads of its job (with its own).
+local NOTE_FIELDS = {'tenant', 'kind', 'created_ms', 'events', 'event_ms'}
 
--- Appends an event to a job's timeline (its stream) and tells the tenant's watchers (one
--- PUBLISH on the tenant's channel), in the step that made the change. `extra` is a flat list
--- of the type's own fields. The stream's TTL is set where the job's is (create, restore,
--- renew, end_job), not here: one EXPIRE per job, not one per event.
-local function note(id, tenant, kind, typ, status, percent, step, now, extra)
-  local fields = {'type', typ, 'at', now, 'status', status, 'percent', percent or 0, 'step', step}
-  for _, v in ipairs(extra or {}) do fields[#fields + 1] = v end
-  local eid = redis.call('XADD', k_timeline(id), 'MAXLEN', '~', TIMELINE_CAP, '*', unpack(fields))
-  redis.call('PUBLISH', k_tenant_events(tenant), cjson.encode({id = eid, type = typ,
-    job_id = id, tenant_id = tenant, kind = kind, status = status,
+-- Notes event `typ` of job `id` into `fields` (the step's write of that job, keyed by name,
+-- written by the caller with write_job) and tells the tenant's watchers (one PUBLISH). `job`
+-- is the record as read, with NOTE_FIELDS. `extra` is the type's own data (attempt;worker for
+-- a start); what the record holds (request_id, by, error, superseded_by) is read back from it.
+-- Answers the event's value. A progress tick goes to `@tick` only: tick.lua samples it.
+local function note(id, job, fields, typ, status, percent, step, now, extra)
+  local seq = tonumber(fields.events or job.events or '0')
+  local ms = math.max(now, tonumber(fields.event_ms or job.event_ms or '0'))
+  fields.events, fields.event_ms = seq + 1, ms
+  local at = ms - tonumber(job.created_ms or fields.created_ms or now)
+  local value = table.concat({seq, typ, at, status, percent or 0, extra or '', step or ''}, '|')
+  fields[typ == 'progress' and '@tick' or '@' .. seq] = value
+  redis.call('PUBLISH', k_tenant_events(job.tenant), cjson.encode({id = ms .. '-' .. seq,
+    type = typ, job_id = id, tenant_id = job.tenant, kind = job.kind, status = status,
     percent = tonumber(percent) or 0, step = step}))
-  return eid
-end
-
--- Deletes a job's record and its timeline.
-local function drop_job(id)
-  return redis.call('DEL', k_job(id), k_timeline(id))
+  return value
 end
 
 -- Puts a job id at the head of its tenant's listing, trims the listing to its cap and
 -- deletes the trimmed jobs that have ended (an active one keeps its record until it ends).
+-- The listing's TTL follows its newest job.
 local function list_push(tenant, id)
   local list = k_tenant(tenant)
   if redis.call('LPUSH', list, id) > CAP then
     local gone = redis.call('LRANGE', list, CAP, -1)
     redis.call('LTRIM', list, 0, CAP - 1)
     for _, old in ipairs(gone) do
-      if ended(read_job(k_job(old), {'status'}).status) then drop_job(old) end
+      if ended(read_job(k_job(old), {'status'}).status) then redis.call('DEL', k_job(old)) end
     end
   end
   redis.call('EXPIRE', list, TTL)
@@ -95,8 +95,8 @@ end
 
 -- A run's arguments, for the scripts about a run's job that may write it back whole (finish,
 -- restore): A[1] id, A[2] claim, A[3] the run's last percent, then the job's own fields as a
--- named list (`run_args` in jobs/redis/scripts.rs). Answers id, claim, percent, the job's
--- fields and the index of the script's own arguments.
+-- named list (`run_invocation` in jobs/redis/scripts.rs). Answers id, claim, percent, the
+-- job's fields and the index of the script's own arguments.
 local function run_args()
   local job, i = named_args(4)
   return A[1], A[2], tonumber(A[3]), job, i
@@ -104,38 +104,39 @@ end
 
 -- The fields every run write reads.
 local RUN_FIELDS = {'status', 'claim', 'superseded_by', 'percent', 'cancel_requested_ms',
-  'tenant', 'kind', 'started_ms', 'attempt'}
+  'tenant', 'kind', 'started_ms', 'attempt', 'created_ms', 'events', 'event_ms', 'awaited'}
 
 -- Whether run `claim` still holds the job: 'held', 'missing', 'ended', or 'fenced' (another
--- run or job holds it). Also answers the RUN_FIELDS, by name.
-local function run_state(hkey, claim)
-  local job = read_job(hkey, RUN_FIELDS)
+-- run or job holds it). Also answers `names` (RUN_FIELDS by default), by name.
+local function run_state(hkey, claim, names)
+  local job = read_job(hkey, names or RUN_FIELDS)
   if not job.status then return 'missing', job end
   if ended(job.status) then return 'ended', job end
   if not is_held(job, claim) then return 'fenced', job end
   return 'held', job
 end
 
--- Ends an active job: its final fields, its lock released if it holds it, out of the lease
--- index, its `finished` event on its timeline, and every process told (`wait=true` learns
--- of it there). `fields` (keyed by name) always name status, step and finished_ms.
-local function end_job(id, tenant, kind, fields)
+-- Ends an active job: `fields` (keyed by name; always status, step and finished_ms) and its
+-- `finished` event written in one HSET, its lock released if it holds it, out of the lease
+-- index. A process waiting for it elsewhere (`awaited`, set by a `wait=true` request) is told.
+-- `job` was read with RUN_FIELDS.
+local function end_job(id, job, fields, now)
   local hkey = k_job(id)
+  fields.updated_ms = now
+  note(id, job, fields, 'finished', fields.status, fields.percent or job.percent, fields.step,
+    now)
   write_job(hkey, fields)
-  redis.call('EXPIRE', hkey, TTL)
-  note(id, tenant, kind, 'finished', fields.status,
-    fields.percent or read_job(hkey, {'percent'}).percent, fields.step, fields.finished_ms,
-    fields.error and {'error', fields.error} or nil)
-  redis.call('EXPIRE', k_timeline(id), TTL)
-  local lock = k_lock(tenant, kind)
+  if aged(job.created_ms, now) then redis.call('EXPIRE', hkey, TTL) end
+  local lock = k_lock(job.tenant, job.kind)
   if redis.call('GET', lock) == id then redis.call('DEL', lock) end
   redis.call('ZREM', K_LEASES, id)
-  redis.call('PUBLISH', CHANNEL, 'end:' .. id)
+  if job.awaited then redis.call('PUBLISH', CHANNEL, 'end:' .. id) end
 end
 
-local function end_cancelled(id, tenant, kind, percent, now)
-  end_job(id, tenant, kind, {status = 'cancelled', step = 'cancelled on request',
-    percent = percent or 0, updated_ms = now, finished_ms = now})
+local function end_cancelled(id, job, fields, now)
+  fields.status, fields.step = 'cancelled', 'cancelled on request'
+  fields.percent, fields.finished_ms = job.percent or 0, now
+  end_job(id, job, fields, now)
 end
 
 -- Puts a job back at the head of the ready queue and wakes the dispatchers.
@@ -143,4 +144,55 @@ local function requeue(id)
   redis.call('ZREM', K_LEASES, id)
   redis.call('LPUSH', K_QUEUE, id)
   redis.call('PUBLISH', CHANNEL, 'wake')
+end
+
+-- Takes the job at the head of the ready queue for `worker` (it runs the kinds in `runs`, a
+-- set), as a leased run: `claim` is the run's fencing token (raised by every claim); `attempt`
+-- counts runs against MAX_ATTEMPTS, except a run given back at shutdown (free_retry). Entries
+-- whose job ended, vanished or was taken over while it waited are dropped on the way. A job
+-- of a kind this worker does not run (replicas of two versions during a deploy, or a
+-- rollback) goes to the tail for a worker that does, and this one looks further; once it
+-- meets such a job a second time it has seen the whole queue and claims nothing.
+-- Answers nil, or {id, then the whole record as name, value, …} (as HGETALL answers it).
+local function claim_one(worker, runs, now)
+  local first_passed = nil
+  while true do
+    local id = redis.call('LPOP', K_QUEUE)
+    if not id then return nil end
+    if id == first_passed then
+      redis.call('LPUSH', K_QUEUE, id)
+      return nil
+    end
+    local hkey = k_job(id)
+    local job = read_job(hkey, {'status', 'superseded_by', 'attempt', 'free_retry', 'tenant',
+      'kind', 'claim', 'started_ms', 'percent', 'created_ms', 'events', 'event_ms'})
+    if job.status == 'queued' and not job.superseded_by and not runs[job.kind] then
+      redis.call('RPUSH', K_QUEUE, id)
+      first_passed = first_passed or id
+    elseif job.status == 'queued' and not job.superseded_by then
+      local attempt = tonumber(job.attempt or '0')
+      if job.free_retry then redis.call('HDEL', hkey, 'free_retry') else attempt = attempt + 1 end
+      local fields = {status = 'running', claim = tonumber(job.claim or '0') + 1,
+        attempt = attempt, worker = worker, step = 'starting', updated_ms = now,
+        heartbeat_ms = now, started_ms = job.started_ms or now}
+      note(id, job, fields, 'started', 'running', job.percent, 'starting', now,
+        attempt .. ';' .. worker)
+      write_job(hkey, fields)
+      redis.call('ZADD', K_LEASES, now + STALE, id)
+      local answer = redis.call('HGETALL', hkey)
+      table.insert(answer, 1, id)
+      return answer
+    end
+  end
+end
+
+-- Claims up to `n` jobs for `worker` with claim_one: a list of its answers.
+local function claim_up_to(n, worker, runs, now)
+  local out = {}
+  while #out < n do
+    local claimed = claim_one(worker, runs, now)
+    if not claimed then break end
+    out[#out + 1] = claimed
+  end
+  return out
 end

@@ -20,7 +20,6 @@ end
 local removed = 0
 for _, id in ipairs(ids) do
   removed = removed + redis.call('DEL', k_job(id))
-  redis.call('DEL', k_timeline(id))
 end
 for i = 2, #A do redis.call('DEL', k_lock(tenant, A[i])) end
 redis.call('DEL', list)

@@ -13,21 +13,22 @@ for _, id in ipairs(due) do
   if job.status == 'running' and not job.superseded_by then
     local attempt = tonumber(job.attempt or '1')
     if job.cancel_requested_ms then
-      end_cancelled(id, job.tenant, job.kind, job.percent, now)
+      end_cancelled(id, job, {}, now)
     elseif attempt < MAX_ATTEMPTS then
       local step = 'recovered: its run was lost; waiting for a worker'
-      write_job(hkey, {status = 'queued', recovered_ms = now, updated_ms = now, step = step})
-      note(id, job.tenant, job.kind, 'requeued', 'queued', job.percent, step, now,
-        {'attempt', attempt})
+      local fields = {status = 'queued', recovered_ms = now, updated_ms = now, step = step}
+      note(id, job, fields, 'requeued', 'queued', job.percent, step, now, attempt)
+      write_job(hkey, fields)
       requeue(id)
       out[#out + 1] = 'requeued'; out[#out + 1] = id
     elseif MAX_ATTEMPTS > 1 then
-      end_job(id, job.tenant, job.kind, {status = 'failed', error = 'Lost',
-        step = 'failed: Lost', updated_ms = now, finished_ms = now})
+      end_job(id, job, {status = 'failed', error = 'Lost', step = 'failed: Lost',
+        finished_ms = now}, now)
       out[#out + 1] = 'lost'; out[#out + 1] = id
     else
-      note(id, job.tenant, job.kind, 'lost', 'lost', job.percent,
-        read_job(hkey, {'step'}).step, now)
+      local fields = {}
+      note(id, job, fields, 'lost', 'lost', job.percent, read_job(hkey, {'step'}).step, now)
+      write_job(hkey, fields)
     end
   end
 end

@@ -9,11 +9,12 @@ local code, job = run_state(hkey, A[2])
 if code ~= 'held' then return 'fenced' end
 local now = now_ms()
 if job.cancel_requested_ms then
-  end_cancelled(id, job.tenant, job.kind, job.percent, now)
+  end_cancelled(id, job, {}, now)
   return 'requeued'
 end
 local step = 'requeued: its replica shut down; waiting for a worker'
-write_job(hkey, {status = 'queued', free_retry = 1, updated_ms = now, step = step})
-note(id, job.tenant, job.kind, 'released', 'queued', job.percent, step, now)
+local fields = {status = 'queued', free_retry = 1, updated_ms = now, step = step}
+note(id, job, fields, 'released', 'queued', job.percent, step, now)
+write_job(hkey, fields)
 requeue(id)
 return 'requeued'

@@ -1,4 +1,5 @@
--- renew: one process's heartbeat. Renews the lease, TTL and lock of each of its runs.
+-- renew: one process's heartbeat. Renews the lease of each of its runs (and, for a job older
+-- than a tenth of the TTL, the TTL of its record and lock: see `aged`).
 -- A: id1, claim1, id2, claim2, ...
 -- Returns one code per run, in order: 'held', 'cancel_requested' (held and asked to stop),
 -- 'missing', 'fenced'. A lock that expired or was never restored is taken back, so single
@@ -16,9 +17,9 @@ for i = 1, #A, 2 do
       code = 'fenced'
     else
       write_job(hkey, {heartbeat_ms = now})
-      redis.call('EXPIRE', hkey, TTL)
-      redis.call('EXPIRE', k_timeline(id), TTL)
-      redis.call('SET', lock, id, 'EX', TTL)
+      local old = aged(job.created_ms, now)
+      if old then redis.call('EXPIRE', hkey, TTL) end
+      if old or not holder then redis.call('SET', lock, id, 'EX', TTL) end
       redis.call('ZADD', K_LEASES, now + STALE, id)
       if job.cancel_requested_ms then code = 'cancel_requested' end
     end

@@ -12,14 +12,15 @@ local lock = k_lock(tenant, kind)
 local holder = redis.call('GET', lock)
 if holder and holder ~= id then return 'fenced' end
 local now = now_ms()
-for name, value in pairs(live) do job[name] = value end
-job.status, job.percent, job.claim, job.restored = 'running', percent, claim, 1
-job.started_ms, job.updated_ms, job.heartbeat_ms = now, now, now
-write_job(hkey, job)
+local fields = {}
+for name, value in pairs(job) do fields[name] = value end
+for name, value in pairs(live) do fields[name] = value end
+fields.status, fields.percent, fields.claim, fields.restored = 'running', percent, claim, 1
+fields.started_ms, fields.updated_ms, fields.heartbeat_ms = now, now, now
+note(id, job, fields, 'restored', 'running', percent, live.step, now,
+  live.attempt .. ';' .. live.worker)
+write_job(hkey, fields)
 redis.call('EXPIRE', hkey, TTL)
-note(id, tenant, kind, 'restored', 'running', percent, live.step, now,
-  {'attempt', live.attempt, 'worker', live.worker})
-redis.call('EXPIRE', k_timeline(id), TTL)
 redis.call('SET', lock, id, 'EX', TTL)
 redis.call('ZADD', K_LEASES, now + STALE, id)
 list_push(tenant, id)

@@ -39,7 +39,10 @@ pub struct MemoryStore {
 impl MemoryStore {
     pub fn new(settings: StoreSettings) -> Self {
         Self {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                progress_sample_ms: settings.progress_sample_ms(),
+                ..State::default()
+            }),
             settings,
             events: broadcast::channel(EVENT_BUFFER).0,
         }

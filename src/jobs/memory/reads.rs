@@ -57,16 +57,10 @@ impl MemoryStore {
     ) -> Result<Vec<TimelineEvent>, StoreError> {
         let now = now_ms();
         let mut state = self.state();
-        let Some(entry) = state.job_mut(id, now) else {
-            return Ok(Vec::new());
-        };
-        Ok(entry
-            .value
-            .timeline
-            .iter()
-            .filter(|e| after.is_none_or(|after| e.event_id() > Some(after)))
-            .cloned()
-            .collect())
+        Ok(state
+            .job_mut(id, now)
+            .map(|entry| entry.value.timeline.after(after))
+            .unwrap_or_default())
     }
 
     pub(super) fn read_queued_by_kind(&self) -> Result<Vec<(Kind, u64)>, StoreError> {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::store::{params_fingerprint, Created, NewJob};
-use super::super::timeline::EventId;
 use super::super::watch::Watchers;
 use super::super::{JobId, Kind, TenantId};
 use super::record::Record;
@@ -33,8 +32,8 @@ pub(super) struct State {
     pub(super) rates: HashMap<TenantId, (u64, u32)>,
     pub(super) queue: VecDeque<JobId>,
     pub(super) last_sweep_ms: u64,
-    /// The last timeline event id handed out (ids only grow, as a stream's do).
-    pub(super) last_event: EventId,
+    /// The least time between two progress ticks kept in a timeline.
+    pub(super) progress_sample_ms: u64,
     /// The open streams' watches of tenants, fed by every timeline write.
     pub(super) watchers: Arc<Watchers>,
 }

@@ -1,11 +1,11 @@
-//! Timeline writes in the embedded store: an event appended to the job's capped list and
-//! handed to its tenant's watchers in the same step as the change, and the end of a job
+//! Timeline writes in the embedded store: an event kept in the job's timeline (by the rule of
+//! `record::Timeline`) and handed to its tenant's watchers in the same step as the change, and the end of a job
 //! (final fields, lock released, lease dropped, its `finished` event) — as `note` and
 //! `end_job` do in the prelude.
 
 use serde_json::Value;
 
-use super::super::timeline::{JobChange, TimelineEvent, TIMELINE_CAP};
+use super::super::timeline::{JobChange, TimelineEvent};
 use super::super::{JobId, Snapshot, Status};
 use super::state::State;
 
@@ -20,21 +20,21 @@ impl State {
         extra: &[(&str, Value)],
         now: u64,
     ) {
-        let event_id = self.last_event.next(now);
-        self.last_event = event_id;
+        let sample_ms = self.progress_sample_ms;
         let Some(entry) = self.jobs.get_mut(&id) else {
             return;
         };
         let rec = &mut entry.value;
+        let (event_id, at) = rec.timeline.next_id(now);
         let s = &rec.snapshot;
         let status = status.unwrap_or(match s.cancel_requested_at {
             Some(_) if s.status == Status::Running => Status::Cancelling.as_str(),
             _ => s.status.as_str(),
         });
         let event = TimelineEvent {
-            id: event_id.to_string(),
+            id: event_id,
             kind: typ.to_owned(),
-            at: now,
+            at,
             status: status.to_owned(),
             percent: s.percent,
             step: s.step.clone(),
@@ -53,10 +53,7 @@ impl State {
             percent: event.percent,
             step: event.step.clone(),
         };
-        rec.timeline.push_back(event);
-        if rec.timeline.len() > TIMELINE_CAP {
-            rec.timeline.pop_front();
-        }
+        rec.timeline.push(event, sample_ms);
         self.watchers.send(change);
     }
 

@@ -224,7 +224,19 @@ impl JobStore for RedisStore {
         worker: &'a str,
         kinds: &'a [Kind],
     ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
-        Box::pin(self.claim_next(worker, kinds))
+        Box::pin(async move {
+            let mut claims = self.claim_many_for(worker, kinds, 1).await?;
+            Ok(claims.pop())
+        })
+    }
+
+    fn claim_many<'a>(
+        &'a self,
+        worker: &'a str,
+        kinds: &'a [Kind],
+        n: usize,
+    ) -> BoxFuture<'a, Result<Vec<Claim>, StoreError>> {
+        Box::pin(self.claim_many_for(worker, kinds, n))
     }
 
     fn tick<'a>(
@@ -248,7 +260,35 @@ impl JobStore for RedisStore {
         outcome: &'a Outcome,
         percent: u8,
     ) -> BoxFuture<'a, Result<Finish, StoreError>> {
-        Box::pin(self.finish_run(job, run, created_at, outcome, percent))
+        Box::pin(async move {
+            let (finish, _) = self
+                .finish_run(job, run, created_at, (outcome, percent), None)
+                .await?;
+            Ok(finish)
+        })
+    }
+
+    fn finish_and_claim<'a>(
+        &'a self,
+        job: &'a NewJob,
+        run: &'a RunId,
+        created_at: u64,
+        outcome: &'a Outcome,
+        percent: u8,
+        worker: &'a str,
+        kinds: &'a [Kind],
+    ) -> BoxFuture<'a, Result<(Finish, Option<Claim>), StoreError>> {
+        Box::pin(self.finish_run(
+            job,
+            run,
+            created_at,
+            (outcome, percent),
+            Some((worker, kinds)),
+        ))
+    }
+
+    fn expect_end<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.expect_end_of(id))
     }
 
     fn restore<'a>(

@@ -8,7 +8,7 @@ use redis::aio::ConnectionManager;
 use redis::AsyncCommands;
 
 use super::super::store::{StoreError, QUEUE_SAMPLE};
-use super::super::timeline::{EventId, TimelineEvent, TIMELINE_CAP};
+use super::super::timeline::{EventId, TimelineEvent};
 use super::super::{JobId, Kind, Snapshot, Status, TenantId};
 use super::record::Hash;
 use super::scripts;
@@ -106,33 +106,15 @@ impl RedisStore {
         Ok(jobs)
     }
 
+    /// The timeline lives in the job's record: one HGETALL.
     pub(super) async fn read_timeline(
         &self,
         id: &JobId,
         after: Option<EventId>,
     ) -> Result<Vec<TimelineEvent>, StoreError> {
-        let start = after.map_or_else(|| "-".to_owned(), |id| format!("({id}"));
         let mut conn = self.connection().await?;
-        // Newest first, at most the cap: `MAXLEN ~` may keep a few more.
-        let mut raw: Vec<(String, Vec<(String, String)>)> = self
-            .bounded(
-                redis::cmd("XREVRANGE")
-                    .arg(self.keys.timeline(id))
-                    .arg("+")
-                    .arg(start)
-                    .arg("COUNT")
-                    .arg(TIMELINE_CAP)
-                    .query_async(&mut conn),
-            )
-            .await?;
-        raw.reverse();
-        raw.into_iter()
-            .map(|(eid, pairs)| {
-                TimelineEvent::from_fields(eid, &pairs).ok_or_else(|| {
-                    StoreError::Corrupt(format!("a timeline event of job {id} is malformed"))
-                })
-            })
-            .collect()
+        let hash: HashMap<String, String> = self.bounded(conn.hgetall(self.keys.job(id))).await?;
+        Hash::new(hash).timeline(id, after)
     }
 
     pub(super) async fn read_queued_by_kind(&self) -> Result<Vec<(Kind, u64)>, StoreError> {

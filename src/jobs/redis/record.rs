@@ -3,13 +3,16 @@
 //! read's `HGETALL`, a claim's named list) into what a reader or a worker sees.
 //!
 //! `lua/record.lua` names the same fields for the scripts (`FIELDS`; a test holds the two
-//! lists equal). Nothing here knows a key name or a script.
+//! lists equal), and says how a long value is split into pieces and how the job's timeline
+//! is kept in its record; [`Pairs::with_long`] and [`Hash::timeline`] are the Rust side of
+//! both. Nothing here knows a key name or a script.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::super::store::{Claim, NewJob, Origin, RunId, StoreError, StoreSettings};
+use super::super::timeline::{EventId, TimelineEvent, TIMELINE_CAP};
 use super::super::{InvalidId, JobId, Kind, Snapshot, Status, TenantId};
 
 macro_rules! fields {
@@ -71,16 +74,48 @@ fields! {
     FreeRetry = "free_retry",
     /// The record was written back by its live run after the store lost it.
     Restored = "restored",
+    /// How many timeline events were noted (ticks included): the next event's seq.
+    Events = "events",
+    /// When the last event was noted: the next one is never dated before it.
+    EventMs = "event_ms",
+    /// How many progress ticks were sampled into the timeline, and when the last one was.
+    Sampled = "sampled",
+    SampledMs = "sampled_ms",
+    /// A `wait=true` request waits for the job: its end is published to every process.
+    Awaited = "awaited",
+}
+
+/// The longest value a field holds in one piece: Redis keeps a hash compact (a listpack)
+/// while every value is at most `hash-max-listpack-value` (64) bytes long.
+pub const PIECE: usize = 64;
+
+/// The first byte of a timeline event's field name (`@<seq>`, `@p<slot>`, `@tick`).
+const EVENT_MARK: char = '@';
+
+/// `value` cut into pieces of at most [`PIECE`] bytes, each ending on a character boundary.
+fn pieces(value: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = value;
+    while rest.len() > PIECE {
+        let mut cut = PIECE;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.push(&rest[..cut]);
+        rest = &rest[cut..];
+    }
+    out.push(rest);
+    out
 }
 
 /// A named list of job fields as scripts take it (`named_args` in the prelude): how many
 /// pairs, then name, value, ….
 #[derive(Clone, Debug, Default)]
-pub struct Pairs(Vec<(Field, String)>);
+pub struct Pairs(Vec<(String, String)>);
 
 impl Pairs {
     pub fn with(mut self, field: Field, value: impl ToString) -> Self {
-        self.0.push((field, value.to_string()));
+        self.0.push((field.name().to_owned(), value.to_string()));
         self
     }
 
@@ -92,13 +127,26 @@ impl Pairs {
         }
     }
 
+    /// With a value that may be long (params, a result) in pieces of at most [`PIECE`]
+    /// bytes: `<field>`, `<field>.2`, `<field>.3`, … ([`Hash`] joins them again).
+    pub fn with_long(mut self, field: Field, value: &str) -> Self {
+        for (i, piece) in pieces(value).into_iter().enumerate() {
+            let name = match i {
+                0 => field.name().to_owned(),
+                n => format!("{}.{}", field.name(), n + 1),
+            };
+            self.0.push((name, piece.to_owned()));
+        }
+        self
+    }
+
     /// The fields that say what the job is and where it came from: everything needed to
     /// run it again or write it back whole.
     pub fn origin(job: &NewJob) -> Self {
         Self::default()
             .with(Field::Tenant, job.tenant.as_str())
             .with(Field::Kind, job.kind.as_str())
-            .with(Field::Params, &job.params)
+            .with_long(Field::Params, &job.params.to_string())
             .with(Field::CreatedBy, &job.origin.created_by)
             .with(Field::RequestId, &job.origin.request_id)
             .with_some(Field::RetryOf, job.origin.retry_of)
@@ -107,8 +155,8 @@ impl Pairs {
     /// Appends the list to a script call's arguments.
     pub fn append_to(&self, inv: &mut redis::ScriptInvocation<'_>) {
         inv.arg(self.0.len());
-        for (field, value) in &self.0 {
-            inv.arg(field.name()).arg(value);
+        for (name, value) in &self.0 {
+            inv.arg(name).arg(value);
         }
     }
 }
@@ -157,9 +205,21 @@ impl Hash {
         self.get(field).map(str::to_owned)
     }
 
+    /// A value written in pieces (`Pairs::with_long`), joined again.
+    fn long(&self, field: Field) -> Option<String> {
+        let mut value = self.get(field)?.to_owned();
+        for n in 2.. {
+            match self.0.get(&format!("{}.{n}", field.name())) {
+                Some(piece) => value.push_str(piece),
+                None => break,
+            }
+        }
+        Some(value)
+    }
+
     fn json(&self, field: Field) -> Value {
-        self.get(field)
-            .and_then(|v| serde_json::from_str(v).ok())
+        self.long(field)
+            .and_then(|v| serde_json::from_str(&v).ok())
             .unwrap_or(Value::Null)
     }
 
@@ -234,13 +294,15 @@ impl Hash {
 
     /// The run a claim handed to a worker (claim.lua's answer after the job's id).
     pub fn claim(&self, id: JobId) -> Result<Claim, StoreError> {
-        let params = self.required(Field::Params)?;
+        let params = self
+            .long(Field::Params)
+            .ok_or_else(|| StoreError::Corrupt("claim answered no params".into()))?;
         Ok(Claim {
             job: NewJob {
                 id,
                 tenant: self.tenant()?,
                 kind: self.kind()?,
-                params: serde_json::from_str(params)
+                params: serde_json::from_str(&params)
                     .map_err(|_| StoreError::Corrupt("claim answered no params".into()))?,
                 step: String::new(),
                 origin: self.origin(),
@@ -253,6 +315,82 @@ impl Hash {
             },
             attempt: self.num(Field::Attempt)? as u32,
         })
+    }
+}
+
+impl Hash {
+    /// The job's timeline as its record keeps it (see `lua/record.lua`): the events after
+    /// `after`, oldest first, at most [`TIMELINE_CAP`] (the newest). The latest progress tick
+    /// is among them, after the events noted before it. Empty when there is no job.
+    pub fn timeline(
+        &self,
+        id: &JobId,
+        after: Option<EventId>,
+    ) -> Result<Vec<TimelineEvent>, StoreError> {
+        let Some(created) = self.opt_num(Field::CreatedMs) else {
+            return Ok(Vec::new());
+        };
+        // Keyed by seq: a sampled tick that is also the latest is one event.
+        let mut events = BTreeMap::new();
+        for (name, value) in &self.0 {
+            if !name.starts_with(EVENT_MARK) {
+                continue;
+            }
+            let (seq, event) = self.event(created, value).ok_or_else(|| {
+                StoreError::Corrupt(format!("a timeline event of job {id} is malformed"))
+            })?;
+            if after.is_none_or(|after| event.event_id() > Some(after)) {
+                events.insert(seq, event);
+            }
+        }
+        let skip = events.len().saturating_sub(TIMELINE_CAP);
+        Ok(events.into_values().skip(skip).collect())
+    }
+
+    /// One event's value, `seq|type|ms since created|status|percent|extra|step`, with the
+    /// fields its type adds: its own (`extra`: attempt and worker of a start) or the
+    /// record's (the request id of `created`, who asked of `cancel_requested`, …).
+    fn event(&self, created: u64, value: &str) -> Option<(u64, TimelineEvent)> {
+        let mut parts = value.splitn(7, '|');
+        let seq: u64 = parts.next()?.parse().ok()?;
+        let kind = parts.next()?.to_owned();
+        let at = created + parts.next()?.parse::<u64>().ok()?;
+        let status = parts.next()?.to_owned();
+        let percent = parts.next()?.parse::<f64>().ok()?.clamp(0.0, 100.0) as u8;
+        let own = parts.next()?;
+        let step = parts.next()?.to_owned();
+        let mut extra = Map::new();
+        let mut from_record = |name: &str, field: Field| {
+            if let Some(v) = self.get(field) {
+                extra.insert(name.to_owned(), v.into());
+            }
+        };
+        match kind.as_str() {
+            "created" => from_record("request_id", Field::RequestId),
+            "cancel_requested" => from_record("by", Field::CancelledBy),
+            "superseded" => from_record("superseded_by", Field::SupersededBy),
+            "finished" => from_record("error", Field::Error),
+            _ => {}
+        }
+        if !own.is_empty() {
+            let (attempt, worker) = own
+                .split_once(';')
+                .map_or((own, None), |(a, w)| (a, Some(w)));
+            extra.insert("attempt".into(), attempt.parse::<u64>().ok()?.into());
+            if let Some(worker) = worker {
+                extra.insert("worker".into(), worker.into());
+            }
+        }
+        let event = TimelineEvent {
+            id: EventId { seq, ms: at }.to_string(),
+            kind,
+            at,
+            status,
+            percent,
+            step,
+            extra,
+        };
+        Some((seq, event))
     }
 }
 
@@ -282,6 +420,57 @@ mod tests {
     fn the_lua_side_names_the_same_fields_in_the_same_order() {
         let rust: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
         assert_eq!(lua_fields(), rust);
+    }
+
+    #[test]
+    fn a_long_value_is_cut_on_character_boundaries_and_joined_again() {
+        let long = format!("{{\"name\":\"{}\"}}", "é".repeat(100));
+        let pairs = Pairs::default().with_long(Field::Result, &long);
+        assert!(pairs.0.len() > 3, "{} pieces", pairs.0.len());
+        assert!(pairs.0.iter().all(|(_, piece)| piece.len() <= PIECE));
+        assert_eq!(pairs.0[1].0, "result.2");
+        let hash = Hash::new(pairs.0.into_iter().collect());
+        assert_eq!(hash.long(Field::Result), Some(long));
+        let short = Pairs::default().with_long(Field::Params, "{}");
+        assert_eq!(short.0, vec![("params".to_owned(), "{}".to_owned())]);
+    }
+
+    #[test]
+    fn a_timeline_reads_from_the_record_by_seq_with_the_record_s_fields() {
+        let fields = [
+            ("created_ms", "1000"),
+            ("request_id", "r-1"),
+            ("error", "Boom"),
+            ("@0", "0|created|0|queued|0||queued"),
+            ("@1", "1|started|2|running|0|1;host/7|starting"),
+            ("@p0", "2|progress|5|running|40||a|b"),
+            ("@tick", "3|progress|9|running|60||c"),
+            ("@4", "4|finished|12|failed|60||failed: Boom"),
+        ];
+        let hash = Hash::new(
+            fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        let events = hash.timeline(&JobId::new(), None).unwrap();
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["created", "started", "progress", "progress", "finished"]
+        );
+        assert_eq!(events[0].extra["request_id"], "r-1");
+        assert_eq!(
+            (events[1].extra["attempt"].as_u64(), events[1].at),
+            (Some(1), 1002)
+        );
+        assert_eq!(events[1].extra["worker"], "host/7");
+        assert_eq!(events[2].step, "a|b", "a step may hold the separator");
+        assert_eq!(events[4].extra["error"], "Boom");
+        assert_eq!(events[4].id, "1012-4");
+        let after = hash.timeline(&JobId::new(), events[2].event_id()).unwrap();
+        assert_eq!(after[0].id, events[3].id);
+        assert_eq!(after.len(), 2);
     }
 
     #[test]

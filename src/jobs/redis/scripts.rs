@@ -34,6 +34,7 @@ pub static RECOVER: LazyLock<Script> = LazyLock::new(|| script(include_str!("../
 pub static CANCEL: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/cancel.lua")));
 pub static PURGE: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/purge.lua")));
 pub static QUEUED: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/queued.lua")));
+pub static AWAITED: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/awaited.lua")));
 
 /// A script call with the settings every script reads first (see `lua/prelude.lua`).
 pub fn invocation<'s>(script: &'s Script, settings: &StoreSettings) -> ScriptInvocation<'s> {
@@ -43,7 +44,8 @@ pub fn invocation<'s>(script: &'s Script, settings: &StoreSettings) -> ScriptInv
         .arg(settings.stale_ms())
         .arg(settings.list_cap)
         .arg(settings.max_queued)
-        .arg(settings.max_attempts.max(1));
+        .arg(settings.max_attempts.max(1))
+        .arg(settings.progress_sample_ms());
     inv
 }
 
@@ -151,6 +153,7 @@ mod tests {
             include_str!("../lua/recover.lua"),
             include_str!("../lua/cancel.lua"),
             include_str!("../lua/purge.lua"),
+            include_str!("../lua/awaited.lua"),
             include_str!("../lua/prelude.lua"),
         ];
         let words: Vec<String> = scripts.iter().flat_map(|s| returned_words(s)).collect();

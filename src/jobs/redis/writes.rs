@@ -20,6 +20,16 @@ use super::{bounded_on, RedisStore};
 /// rest wait for the next sweep.
 const RECOVER_BATCH: usize = 100;
 
+/// A claim as claim.lua and finish.lua answer it: the job's id, then its record as HGETALL
+/// answers it.
+fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
+    let Some((id, fields)) = raw.split_first() else {
+        return Err(StoreError::Corrupt("a claim named no job".into()));
+    };
+    let id = JobId::parse(id).map_err(|_| StoreError::Corrupt("a claim named no id".into()))?;
+    Hash::from_flat(fields).claim(id)
+}
+
 impl RedisStore {
     /// Runs a script that answers one code word, on the shared connection.
     async fn code(&self, inv: redis::ScriptInvocation<'_>) -> Result<Code, StoreError> {
@@ -75,23 +85,23 @@ impl RedisStore {
         Ok(Created::Created(Box::new(record)))
     }
 
-    pub(super) async fn claim_next(
+    pub(super) async fn claim_many_for(
         &self,
         worker: &str,
         kinds: &[Kind],
-    ) -> Result<Option<Claim>, StoreError> {
+        n: usize,
+    ) -> Result<Vec<Claim>, StoreError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
         let mut conn = self.connection().await?;
         let mut inv = scripts::invocation(&scripts::CLAIM, &self.settings);
-        inv.arg(worker);
+        inv.arg(worker).arg(n);
         for kind in kinds {
             inv.arg(kind.as_str());
         }
-        let raw: Vec<String> = self.bounded(inv.invoke_async(&mut conn)).await?;
-        let Some((id, fields)) = raw.split_first() else {
-            return Ok(None);
-        };
-        let id = JobId::parse(id).map_err(|_| StoreError::Corrupt("claim named no id".into()))?;
-        Hash::from_flat(fields).claim(id).map(Some)
+        let raw: Vec<Vec<String>> = self.bounded(inv.invoke_async(&mut conn)).await?;
+        raw.iter().map(|claimed| claim_from(claimed)).collect()
     }
 
     pub(super) async fn tick_run(
@@ -135,14 +145,16 @@ impl RedisStore {
             .collect()
     }
 
+    /// finish.lua; with `next` (a worker and the kinds it runs), the worker's next job is
+    /// claimed in the same step.
     pub(super) async fn finish_run(
         &self,
         job: &NewJob,
         run: &RunId,
         created_at: u64,
-        outcome: &Outcome,
-        percent: u8,
-    ) -> Result<Finish, StoreError> {
+        (outcome, percent): (&Outcome, u8),
+        next: Option<(&str, &[Kind])>,
+    ) -> Result<(Finish, Option<Claim>), StoreError> {
         let (result, error) = match outcome {
             Outcome::Done(report) => (Some(report), None),
             Outcome::Failed(class, report) => (report.as_ref(), Some(class.as_str())),
@@ -157,14 +169,22 @@ impl RedisStore {
             created_at,
             percent,
         );
-        Pairs::default()
+        let mut ended = Pairs::default()
             .with(Field::Status, outcome.status().as_str())
             .with(Field::Step, outcome.step())
-            .with_some(Field::Result, result)
-            .with_some(Field::Error, error)
-            .append_to(&mut inv);
+            .with_some(Field::Error, error);
+        if let Some(result) = result {
+            ended = ended.with_long(Field::Result, &result.to_string());
+        }
+        ended.append_to(&mut inv);
+        let (worker, kinds) = next.unwrap_or(("", &[]));
+        inv.arg(worker);
+        for kind in kinds {
+            inv.arg(kind.as_str());
+        }
         let mut conn = self.write_connection().await?;
-        let word: String = bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
+        let (word, claimed): (String, Vec<String>) =
+            bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
         let finish = match Code::parse(&word)? {
             Code::Applied => Finish::Applied,
             Code::Ended => Finish::AlreadyEnded,
@@ -176,7 +196,20 @@ impl RedisStore {
         if finish != Finish::Fenced {
             self.replicated(&mut conn, None).await?;
         }
-        Ok(finish)
+        let next = match claimed.is_empty() {
+            true => None,
+            false => Some(claim_from(&claimed)?),
+        };
+        Ok((finish, next))
+    }
+
+    pub(super) async fn expect_end_of(&self, id: &JobId) -> Result<(), StoreError> {
+        let mut inv = scripts::invocation(&scripts::AWAITED, &self.settings);
+        inv.arg(id.to_string());
+        match self.code(inv).await? {
+            Code::Applied | Code::Missing => Ok(()),
+            other => Err(unexpected(other)),
+        }
     }
 
     pub(super) async fn restore_run(

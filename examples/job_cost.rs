@@ -1,0 +1,278 @@
+//! The job store's cost model: what each step of a job's life costs Redis, measured through
+//! `RedisStore` on a `redis-server` it starts on a free loopback port (and kills at the end).
+//! For each step it runs N calls (one job each, each job of its own tenant, as the side-by-side
+//! harness does) and prints, per call: Redis commands (`INFO commandstats`, commands inside
+//! scripts counted one by one), script calls, Redis CPU (`used_cpu_user + used_cpu_sys`, µs)
+//! and the bytes the step left in Redis (`used_memory`). Then the bytes a finished job keeps.
+//!
+//!     cargo run --release --example job_cost            # 2000 jobs a step
+//!     cargo run --release --example job_cost -- 10000
+//!
+//! Calls go one at a time, so each pays its own round trip and Redis's per-call overhead;
+//! under load, calls pipelined on one connection share them (the harness's figures are lower).
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use catalog_jobs::jobs::redis::RedisStore;
+use catalog_jobs::jobs::store::{
+    Claim, Created, JobStore, NewJob, Origin, Outcome, RunId, StoreSettings,
+};
+use catalog_jobs::jobs::{JobId, Kind, TenantId};
+use serde_json::json;
+
+/// Jobs measured a step when no count is given.
+const DEFAULT_JOBS: usize = 2000;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// What Redis has done so far: calls per command, CPU seconds and memory in use.
+#[derive(Default)]
+struct Counters {
+    calls: BTreeMap<String, u64>,
+    cpu_s: f64,
+    memory: i64,
+}
+
+fn counters(conn: &mut redis::Connection) -> Counters {
+    let info: String = redis::cmd("INFO")
+        .arg("all")
+        .query(conn)
+        .expect("INFO answers");
+    let mut c = Counters::default();
+    for line in info.lines() {
+        if let Some((name, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        {
+            let calls = rest
+                .strip_prefix("calls=")
+                .and_then(|r| r.split(',').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            c.calls.insert(name.to_owned(), calls);
+        } else if let Some((key, value)) = line.split_once(':') {
+            match key {
+                "used_cpu_user" | "used_cpu_sys" => {
+                    c.cpu_s += value.trim().parse::<f64>().unwrap_or(0.0)
+                }
+                "used_memory" => c.memory = value.trim().parse().unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    c
+}
+
+/// One line of the cost model: a step's cost per call.
+struct Cost {
+    step: &'static str,
+    commands: f64,
+    scripts: f64,
+    cpu_us: f64,
+    bytes: f64,
+    top: String,
+}
+
+fn cost(step: &'static str, before: &Counters, after: &Counters, n: usize) -> Cost {
+    let n = n as f64;
+    let mut deltas: Vec<(String, u64)> = after
+        .calls
+        .iter()
+        .filter(|(name, _)| name.as_str() != "info")
+        .map(|(name, c)| {
+            (
+                name.clone(),
+                c - before.calls.get(name).copied().unwrap_or(0),
+            )
+        })
+        .filter(|(_, d)| *d > 0)
+        .collect();
+    deltas.sort_by_key(|d| std::cmp::Reverse(d.1));
+    let total: u64 = deltas.iter().map(|(_, d)| d).sum();
+    let scripts: u64 = deltas
+        .iter()
+        .filter(|(name, _)| name.starts_with("eval"))
+        .map(|(_, d)| d)
+        .sum();
+    let top = deltas
+        .iter()
+        .map(|(name, d)| format!("{name} {:.1}", *d as f64 / n))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Cost {
+        step,
+        commands: total as f64 / n,
+        scripts: scripts as f64 / n,
+        cpu_us: (after.cpu_s - before.cpu_s) * 1e6 / n,
+        bytes: (after.memory - before.memory) as f64 / n,
+        top,
+    }
+}
+
+fn new_job(n: usize) -> NewJob {
+    NewJob {
+        id: JobId::new(),
+        tenant: TenantId::parse(&format!("cost-{}-{n}", std::process::id())).expect("a tenant"),
+        kind: Kind::parse("enrich").expect("a kind"),
+        params: json!({}),
+        step: "queued".into(),
+        origin: Origin {
+            created_by: "anonymous".into(),
+            request_id: JobId::new().to_string(),
+            retry_of: None,
+        },
+        idempotency_key: None,
+    }
+}
+
+/// The report the harness's enrich of an empty catalogue ends with.
+fn report() -> Outcome {
+    Outcome::Done(
+        json!({"products": 0, "extracted": 0, "unextractable": 0, "skipped": 0, "batches": 0}),
+    )
+}
+
+fn start_redis() -> (Child, String) {
+    let port = free_port();
+    let server = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args(["--appendonly", "no", "--loglevel", "warning"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server is installed");
+    (server, format!("redis://127.0.0.1:{port}/"))
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .map(|n| n.parse().expect("a job count"))
+        .unwrap_or(DEFAULT_JOBS);
+    let (mut server, url) = start_redis();
+    let client = redis::Client::open(url.as_str()).expect("the URL parses");
+    let mut conn = loop {
+        if let Ok(c) = client.get_connection() {
+            break c;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Polls are read from Redis, never from the finished-job cache.
+    let settings = StoreSettings {
+        finished_cache: Duration::ZERO,
+        max_queued: n * 2,
+        ..StoreSettings::default()
+    };
+    let store = RedisStore::open(&url, settings).expect("the URL parses");
+    let kinds = [Kind::parse("enrich").expect("a kind")];
+    store.ping().await.expect("Redis answers");
+    let jobs: Vec<NewJob> = (0..n).map(new_job).collect();
+    let mut created_at = Vec::with_capacity(n);
+    let mut runs: Vec<Claim> = Vec::with_capacity(n);
+    let mut lines = Vec::new();
+
+    let before = counters(&mut conn);
+    for job in &jobs {
+        let Ok(Created::Created(s)) = store.create(job.clone()).await else {
+            panic!("created");
+        };
+        created_at.push(s.created_at);
+    }
+    lines.push(cost("create (queued)", &before, &counters(&mut conn), n));
+    let before = counters(&mut conn);
+    for _ in &jobs {
+        runs.push(
+            store
+                .claim("cost/1", &kinds)
+                .await
+                .expect("claimed")
+                .expect("one"),
+        );
+    }
+    lines.push(cost("claim", &before, &counters(&mut conn), n));
+    let before = counters(&mut conn);
+    for claim in &runs {
+        store
+            .tick(&claim.run, 50, "enriching 1 of 2")
+            .await
+            .expect("ticked");
+    }
+    lines.push(cost(
+        "progress (one tick)",
+        &before,
+        &counters(&mut conn),
+        n,
+    ));
+    let before = counters(&mut conn);
+    for job in &jobs {
+        store.get(&job.id).await.expect("read").expect("found");
+    }
+    lines.push(cost("poll (running job)", &before, &counters(&mut conn), n));
+    let before = counters(&mut conn);
+    for (claim, at) in runs.iter().zip(&created_at) {
+        let run: RunId = claim.run;
+        store
+            .finish(&claim.job, &run, *at, &report(), 50)
+            .await
+            .expect("finished");
+    }
+    lines.push(cost("finish", &before, &counters(&mut conn), n));
+    let before = counters(&mut conn);
+    for job in &jobs {
+        store.get(&job.id).await.expect("read").expect("found");
+    }
+    lines.push(cost(
+        "poll (finished job)",
+        &before,
+        &counters(&mut conn),
+        n,
+    ));
+
+    // The harness's life: a create the accepting replica claims at once, then its finish.
+    let more: Vec<NewJob> = (n..2 * n).map(new_job).collect();
+    let before = counters(&mut conn);
+    for job in &more {
+        let Ok(Created::Created(s)) = store.create_claimed(job.clone(), "cost/1").await else {
+            panic!("created");
+        };
+        let run = job.clone().first_claim(s.created_at).run;
+        store
+            .finish(job, &run, s.created_at, &report(), 0)
+            .await
+            .expect("finished");
+    }
+    let life = cost("create claimed + finish", &before, &counters(&mut conn), n);
+    let _ = server.kill();
+    let _ = server.wait();
+
+    println!("Redis cost per call, {n} jobs a step, each of its own tenant (one call at a time):");
+    println!();
+    println!("| step | commands | scripts | Redis CPU µs | bytes left | commands by name |");
+    println!("|---|---|---|---|---|---|");
+    for c in lines.iter().chain(std::iter::once(&life)) {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.0} | {:.0} | {} |",
+            c.step, c.commands, c.scripts, c.cpu_us, c.bytes, c.top
+        );
+    }
+    println!();
+    println!(
+        "A finished job (its record, timeline, listing entry and rate window) keeps {:.0} bytes \
+         of Redis memory (the last line's bytes left).",
+        life.bytes
+    );
+}

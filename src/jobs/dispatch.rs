@@ -3,7 +3,8 @@
 //! each claim to whoever starts runs.
 //!
 //! It never polls a queue it cannot serve: it first waits for a free worker, then claims
-//! (for every worker free at that moment, in one store call) until the queue is empty, then sleeps until the store says work arrived (`Event::Wake`,
+//! (once the queue has work, for every worker free at that moment in one store call) until
+//! the queue is empty, then sleeps until the store says work arrived (`Event::Wake`,
 //! sent when a create, recovery or release puts a job in an empty queue) — or, should that
 //! message be missed, until `IDLE_RECHECK` has passed. So a job waiting in the queue costs
 //! no store call, whatever the queue's length.
@@ -46,6 +47,10 @@ impl Dispatcher {
     /// `start`; returns when shutdown starts.
     pub(super) async fn run(self, start: impl Fn(Claim, OwnedSemaphorePermit)) {
         let mut limiter = LogLimiter::default();
+        // Whether the last claim found work: only then are the other free workers filled in
+        // the same call. An idle dispatcher holds one permit, never all of them, so a
+        // replica's create can still claim the job it accepts for a free worker.
+        let mut busy = false;
         loop {
             let mut permit = tokio::select! {
                 permit = self.workers.clone().acquire_owned() => match permit {
@@ -58,10 +63,11 @@ impl Dispatcher {
                 if self.closing.is_cancelled() {
                     return;
                 }
-                // Every worker free now is filled by the same claim call.
                 let mut permits = vec![permit];
-                while let Ok(more) = self.workers.clone().try_acquire_owned() {
-                    permits.push(more);
+                if busy {
+                    while let Ok(more) = self.workers.clone().try_acquire_owned() {
+                        permits.push(more);
+                    }
                 }
                 // Not raced against `closing`: a claim that reached the store must be run or
                 // given back, never dropped on the floor.
@@ -71,6 +77,7 @@ impl Dispatcher {
                     .await;
                 // One permit is kept for the next claim; the others go back to the pool.
                 permit = permits.swap_remove(0);
+                busy = matches!(&claimed, Ok(claims) if !claims.is_empty());
                 match claimed {
                     Ok(claims) if !claims.is_empty() => {
                         let mut claims = claims.into_iter();

@@ -183,206 +183,160 @@ impl ApiError {
         }
     }
 
+    /// The status and body a client gets. An import that stopped part-way answers as its
+    /// cause does, with the report of what it saved.
     fn parts(&self) -> (StatusCode, ErrorBody) {
-        let mut extra = ErrorBody::default();
-        let (status, code, message) = match self {
-            ApiError::PartialImport { cause, report } => {
-                let (status, mut body) = cause.parts();
-                body.report = Some(report.clone());
-                return (status, body);
-            }
-            ApiError::MalformedBody(why) => (StatusCode::BAD_REQUEST, "malformed_body", why.clone()),
-            ApiError::InvalidField { code, field, message } => {
-                extra.field = Some(field.clone());
-                (StatusCode::UNPROCESSABLE_ENTITY, *code, message.clone())
-            }
-            ApiError::UnknownField { field, message } => {
-                extra.field = Some(field.clone());
-                (StatusCode::UNPROCESSABLE_ENTITY, UNKNOWN_FIELD, message.clone())
-            }
-            ApiError::UnsupportedMediaType { got, accepted } => (
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                format!("content type {got} is not accepted here; send {accepted}"),
-            ),
-            ApiError::PayloadTooLarge(setting) => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the request body is larger than this route accepts ({setting}); send less at a time"),
-            ),
-            ApiError::Unauthorized => (
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "send a valid token as `Authorization: Bearer <token>`".to_owned(),
-            ),
-            ApiError::Forbidden => (
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "this token may not act for that tenant".to_owned(),
-            ),
-            ApiError::ReadOnly => (
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "this token may read but not change anything; ask for a token without `read:` to do this".to_owned(),
-            ),
-            ApiError::OperatorsOnly => (
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "only an operator token (`*` or `read:*`) may read every tenant's figures".to_owned(),
-            ),
-            ApiError::TenantNotNamed(own) => {
-                extra.field = Some("tenant_id".to_owned());
-                (
-                    StatusCode::FORBIDDEN,
-                    "forbidden",
-                    format!("a tenant token lists its own tenant's jobs: add tenant_id={own} (only an operator token lists every tenant's jobs)"),
-                )
-            }
-            ApiError::RequestTimeout => (
-                StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
-                "the request did not arrive in time (REQUEST_TIMEOUT_SECONDS); send it again, faster".to_owned(),
-            ),
-            ApiError::DuplicateKey(key) => {
-                extra.field = Some(key.clone());
-                (
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "duplicate_key",
-                    format!("the JSON body gives `{key}` more than once; give each key once"),
-                )
-            }
-            ApiError::UnknownKind { kind, known } => {
-                extra.known_kinds = Some(known.clone());
-                (
-                    StatusCode::NOT_FOUND,
-                    "unknown_kind",
-                    format!("there is no job kind `{kind}`; use one of: {}", known.join(", ")),
-                )
-            }
-            ApiError::NotFound(what) => (StatusCode::NOT_FOUND, "not_found", what.clone()),
-            ApiError::NoRoute => (
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "no such endpoint; GET /openapi.json lists them all".to_owned(),
-            ),
-            ApiError::MethodNotAllowed => (
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "this endpoint does not take that method".to_owned(),
-            ),
-            ApiError::AlreadyRunning { job, params_differ } => {
-                extra.job_id = Some(*job);
-                let message = match params_differ {
-                    false => format!("a job of this kind is already active for this tenant (job {job}); poll it or wait for it to end"),
-                    true => format!("a job of this kind is already active for this tenant (job {job}) with different parameters, so it cannot be joined; wait for it to end"),
-                };
-                (StatusCode::CONFLICT, "already_running", message)
-            }
-            ApiError::StillActive(job) => {
-                extra.job_id = Some(*job);
-                (
-                    StatusCode::CONFLICT,
-                    "still_active",
-                    format!("job {job} of this tenant is still active; cancel it or wait for it to end, then remove the tenant"),
-                )
-            }
-            ApiError::IdempotencyKeyReused(job) => {
-                extra.field = Some(IDEMPOTENCY_KEY.to_owned());
-                extra.job_id = Some(*job);
-                (
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "idempotency_key_reused",
-                    format!("this Idempotency-Key started job {job} with other parameters; use a new key for a new request"),
-                )
-            }
-            ApiError::RateLimited(wait) => (
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                format!("this tenant started TENANT_CREATES_PER_MINUTE jobs this minute; retry in {} s", retry_after_secs(*wait)),
-            ),
-            ApiError::NotActive(snapshot) => {
-                let status = snapshot.status.as_str();
-                extra.job = Some(snapshot.clone());
-                (
-                    StatusCode::CONFLICT,
-                    "not_active",
-                    format!("the job is {status}: there is nothing left to cancel"),
-                )
-            }
-            ApiError::NotEnded(snapshot) => {
-                let status = snapshot.status.as_str();
-                extra.job_id = Some(snapshot.job_id);
-                extra.job = Some(snapshot.clone());
-                (
-                    StatusCode::CONFLICT,
-                    "still_active",
-                    format!("the job is {status}: only a job that ended can be retried; wait for it or cancel it"),
-                )
-            }
-            ApiError::JobFailed(snapshot) => {
-                extra.job = Some(snapshot.clone());
-                (
-                    StatusCode::BAD_GATEWAY,
-                    "job_failed",
-                    match snapshot.error.as_deref() {
-                        Some(class) => format!("the job ended {} with error {class}", snapshot.status.as_str()),
-                        None => format!("the job ended {} before its work was done", snapshot.status.as_str()),
-                    },
-                )
-            }
-            ApiError::StoreUnavailable(StoreError::NotReplicated {
-                job: Some(id),
-                acked,
-                wanted,
-            }) => {
-                extra.job_id = Some(*id);
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "store_unavailable",
-                    format!(
-                        "job {id} was created, but only {acked} of the {wanted} replicas \
-                         REDIS_MIN_REPLICAS_ACK asks for confirmed it: it may not survive a \
-                         failover; poll it, or retry (a retry names it while it is active)"
-                    ),
-                )
-            }
-            ApiError::StoreUnavailable(_) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                "the job store is unreachable right now; retry shortly".to_owned(),
-            ),
-            ApiError::CatalogUnavailable(_) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                "the catalogue store is unreachable right now; retry shortly".to_owned(),
-            ),
-            ApiError::CatalogCorrupt(_) | ApiError::Internal(_) => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal_error",
-                "the service could not answer this request; it has been logged".to_owned(),
-            ),
-            ApiError::ShuttingDown => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
-                "this instance is shutting down and takes no new jobs; retry on another".to_owned(),
-            ),
-            ApiError::Overloaded => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "overloaded",
-                "too many jobs are waiting for a worker; retry later".to_owned(),
-            ),
-            ApiError::ImportsBusy => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "overloaded",
-                "MAX_CONCURRENT_IMPORTS imports are running already; retry shortly".to_owned(),
-            ),
-        };
+        if let ApiError::PartialImport { cause, report } = self {
+            let (status, body) = cause.parts();
+            let report = Some(report.clone());
+            return (status, ErrorBody { report, ..body });
+        }
         let body = ErrorBody {
-            error: code,
-            message,
-            ..extra
+            error: self.code(),
+            message: self.message(),
+            field: self.field(),
+            job_id: self.job_id(),
+            known_kinds: match self {
+                ApiError::UnknownKind { known, .. } => Some(known.clone()),
+                _ => None,
+            },
+            job: match self {
+                ApiError::NotActive(s) | ApiError::NotEnded(s) | ApiError::JobFailed(s) => {
+                    Some(s.clone())
+                }
+                _ => None,
+            },
+            report: None,
         };
-        (status, body)
+        (self.status(), body)
+    }
+
+    /// The one status mapping.
+    fn status(&self) -> StatusCode {
+        use ApiError::*;
+        match self {
+            PartialImport { cause, .. } => cause.status(),
+            MalformedBody(_) => StatusCode::BAD_REQUEST,
+            InvalidField { .. } | UnknownField { .. } | DuplicateKey(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            IdempotencyKeyReused(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Unauthorized => StatusCode::UNAUTHORIZED,
+            Forbidden | ReadOnly | OperatorsOnly | TenantNotNamed(_) => StatusCode::FORBIDDEN,
+            RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            UnknownKind { .. } | NotFound(_) | NoRoute => StatusCode::NOT_FOUND,
+            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            AlreadyRunning { .. } | StillActive(_) | NotActive(_) | NotEnded(_) => {
+                StatusCode::CONFLICT
+            }
+            RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            JobFailed(_) => StatusCode::BAD_GATEWAY,
+            StoreUnavailable(_) | CatalogUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ShuttingDown | Overloaded | ImportsBusy => StatusCode::SERVICE_UNAVAILABLE,
+            CatalogCorrupt(_) | Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The error code clients match on (the `ErrorCode` list).
+    fn code(&self) -> &'static str {
+        use ApiError::*;
+        match self {
+            PartialImport { cause, .. } => cause.code(),
+            MalformedBody(_) => "malformed_body",
+            InvalidField { code, .. } => code,
+            UnknownField { .. } => UNKNOWN_FIELD,
+            DuplicateKey(_) => "duplicate_key",
+            IdempotencyKeyReused(_) => "idempotency_key_reused",
+            UnsupportedMediaType { .. } => "unsupported_media_type",
+            PayloadTooLarge(_) => "payload_too_large",
+            Unauthorized => "unauthorized",
+            Forbidden | ReadOnly | OperatorsOnly | TenantNotNamed(_) => "forbidden",
+            RequestTimeout => "request_timeout",
+            UnknownKind { .. } => "unknown_kind",
+            NotFound(_) | NoRoute => "not_found",
+            MethodNotAllowed => "method_not_allowed",
+            AlreadyRunning { .. } => "already_running",
+            StillActive(_) | NotEnded(_) => "still_active",
+            NotActive(_) => "not_active",
+            RateLimited(_) => "rate_limited",
+            JobFailed(_) => "job_failed",
+            StoreUnavailable(_) | CatalogUnavailable(_) => "store_unavailable",
+            ShuttingDown => "shutting_down",
+            Overloaded | ImportsBusy => "overloaded",
+            CatalogCorrupt(_) | Internal(_) => "internal_error",
+        }
+    }
+
+    /// One sentence: what happened and what to do. A 5xx's says nothing of its cause.
+    fn message(&self) -> String {
+        use ApiError::*;
+        match self {
+            PartialImport { cause, .. } => cause.message(),
+            MalformedBody(why) => why.clone(),
+            InvalidField { message, .. } | UnknownField { message, .. } => message.clone(),
+            DuplicateKey(key) => format!("the JSON body gives `{key}` more than once; give each key once"),
+            IdempotencyKeyReused(job) => format!("this Idempotency-Key started job {job} with other parameters; use a new key for a new request"),
+            UnsupportedMediaType { got, accepted } => format!("content type {got} is not accepted here; send {accepted}"),
+            PayloadTooLarge(setting) => format!("the request body is larger than this route accepts ({setting}); send less at a time"),
+            Unauthorized => "send a valid token as `Authorization: Bearer <token>`".to_owned(),
+            Forbidden => "this token may not act for that tenant".to_owned(),
+            ReadOnly => "this token may read but not change anything; ask for a token without `read:` to do this".to_owned(),
+            OperatorsOnly => "only an operator token (`*` or `read:*`) may read every tenant's figures".to_owned(),
+            TenantNotNamed(own) => format!("a tenant token lists its own tenant's jobs: add tenant_id={own} (only an operator token lists every tenant's jobs)"),
+            RequestTimeout => "the request did not arrive in time (REQUEST_TIMEOUT_SECONDS); send it again, faster".to_owned(),
+            UnknownKind { kind, known } => format!("there is no job kind `{kind}`; use one of: {}", known.join(", ")),
+            NotFound(what) => what.clone(),
+            NoRoute => "no such endpoint; GET /openapi.json lists them all".to_owned(),
+            MethodNotAllowed => "this endpoint does not take that method".to_owned(),
+            AlreadyRunning { job, params_differ: false } => format!("a job of this kind is already active for this tenant (job {job}); poll it or wait for it to end"),
+            AlreadyRunning { job, params_differ: true } => format!("a job of this kind is already active for this tenant (job {job}) with different parameters, so it cannot be joined; wait for it to end"),
+            StillActive(job) => format!("job {job} of this tenant is still active; cancel it or wait for it to end, then remove the tenant"),
+            NotActive(s) => format!("the job is {}: there is nothing left to cancel", s.status.as_str()),
+            NotEnded(s) => format!("the job is {}: only a job that ended can be retried; wait for it or cancel it", s.status.as_str()),
+            RateLimited(wait) => format!("this tenant started TENANT_CREATES_PER_MINUTE jobs this minute; retry in {} s", retry_after_secs(*wait)),
+            JobFailed(s) => match s.error.as_deref() {
+                Some(class) => format!("the job ended {} with error {class}", s.status.as_str()),
+                None => format!("the job ended {} before its work was done", s.status.as_str()),
+            },
+            StoreUnavailable(StoreError::NotReplicated { job: Some(id), acked, wanted }) => format!(
+                "job {id} was created, but only {acked} of the {wanted} replicas \
+                 REDIS_MIN_REPLICAS_ACK asks for confirmed it: it may not survive a \
+                 failover; poll it, or retry (a retry names it while it is active)"
+            ),
+            StoreUnavailable(_) => "the job store is unreachable right now; retry shortly".to_owned(),
+            CatalogUnavailable(_) => "the catalogue store is unreachable right now; retry shortly".to_owned(),
+            CatalogCorrupt(_) | Internal(_) => "the service could not answer this request; it has been logged".to_owned(),
+            ShuttingDown => "this instance is shutting down and takes no new jobs; retry on another".to_owned(),
+            Overloaded => "too many jobs are waiting for a worker; retry later".to_owned(),
+            ImportsBusy => "MAX_CONCURRENT_IMPORTS imports are running already; retry shortly".to_owned(),
+        }
+    }
+
+    /// The request field at fault, for the errors that have one.
+    fn field(&self) -> Option<String> {
+        match self {
+            ApiError::InvalidField { field, .. } | ApiError::UnknownField { field, .. } => {
+                Some(field.clone())
+            }
+            ApiError::DuplicateKey(key) => Some(key.clone()),
+            ApiError::TenantNotNamed(_) => Some("tenant_id".to_owned()),
+            ApiError::IdempotencyKeyReused(_) => Some(IDEMPOTENCY_KEY.to_owned()),
+            _ => None,
+        }
+    }
+
+    /// The job an error is about, for the errors that name one.
+    fn job_id(&self) -> Option<JobId> {
+        match self {
+            ApiError::AlreadyRunning { job, .. }
+            | ApiError::StillActive(job)
+            | ApiError::IdempotencyKeyReused(job) => Some(*job),
+            ApiError::NotEnded(s) => Some(s.job_id),
+            ApiError::StoreUnavailable(StoreError::NotReplicated { job, .. }) => *job,
+            _ => None,
+        }
     }
 }
 

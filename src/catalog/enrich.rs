@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::extract::extract;
-use super::products::Enrichment;
+use super::products::{Enrichment, Stored};
 use super::report::{to_result, EnrichReport};
 use super::{check, retrying, Catalog, CatalogError, Monotonic};
 use crate::jobs::registry::Progress;
@@ -24,6 +24,8 @@ pub struct EnrichParams {
     pub force: bool,
 }
 
+/// Enriches the tenant's products that changed since their last enrichment (all with
+/// `force`), a batch at a time, each batch saved before the next starts.
 pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
@@ -31,82 +33,86 @@ pub fn run(
     stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
-    let force = params.force;
     let progress = Monotonic::new(progress);
     progress.report(0, "loading products");
     let window = catalog.settings.write_retry;
     let products = retrying(window, || catalog.store.all(tenant))?;
     check(stop)?;
-    // With nothing to enrich there is nothing to compare against: one round trip fewer.
-    let done = if force || products.is_empty() {
-        Default::default()
-    } else {
-        retrying(window, || catalog.store.enrichments(tenant))?
-    };
-    let todo: Vec<_> = products
-        .iter()
-        .filter(|p| {
-            force
-                || done
-                    .get(&p.product.product_key)
-                    .is_none_or(|e| e.content_hash != p.content_hash)
-        })
-        .collect();
-    let skipped = products.len() - todo.len();
+    let todo = to_enrich(catalog, tenant, &products, params.force)?;
     let size = catalog.settings.enrich_batch.max(1);
     let batches = todo.len().div_ceil(size);
-    let (mut extracted, mut unextractable) = (0u64, 0u64);
     // Batches already saved stay saved: a re-run resumes after them, and a stop on request
-    // or a failure reports them.
-    let partial = |saved: usize, extracted: u64, unextractable: u64| {
-        to_result(&EnrichReport {
-            products: products.len(),
-            extracted,
-            unextractable,
-            skipped,
-            batches: saved,
-        })
-    };
-    let stopped = |saved: usize, extracted: u64, unextractable: u64| {
-        check(stop).map_err(|e| e.with_report(partial(saved, extracted, unextractable)))
+    // or a failure reports them (`report.batches` counts the saved ones).
+    let mut report = EnrichReport {
+        products: products.len(),
+        extracted: 0,
+        unextractable: 0,
+        skipped: products.len() - todo.len(),
+        batches: 0,
     };
     for (n, chunk) in todo.chunks(size).enumerate() {
         let step = format!("extracting attributes — batch {} of {batches}", n + 1);
         progress.interpolate(0, 100, n * size, todo.len(), &step);
         let mut batch = Vec::with_capacity(chunk.len());
         for p in chunk {
-            stopped(n, extracted, unextractable)?;
-            let attributes = extract(
-                &p.product.name,
-                p.product.description.as_deref(),
-                &p.product.attributes,
-            );
-            let e = Enrichment {
-                content_hash: p.content_hash.clone(),
-                unextractable: attributes.is_empty(),
-                attributes,
-            };
-            batch.push((p.product.product_key.clone(), e));
+            check(stop).map_err(|e| e.with_report(to_result(&report)))?;
+            batch.push((p.product.product_key.clone(), enrich(p)));
         }
         retrying(window, || catalog.store.save_enrichments(tenant, &batch))
-            .map_err(|e| e.with_report(partial(n, extracted, unextractable)))?;
+            .map_err(|e| e.with_report(to_result(&report)))?;
+        report.batches += 1;
         for (_, e) in &batch {
-            if e.unextractable {
-                unextractable += 1;
-            } else {
-                extracted += 1;
+            match e.unextractable {
+                true => report.unextractable += 1,
+                false => report.extracted += 1,
             }
         }
         progress.interpolate(0, 100, n * size + chunk.len(), todo.len(), &step);
     }
-    let last = if batches == 0 {
-        "nothing to extract: every product is up to date".to_owned()
-    } else {
-        format!(
-            "extracted attributes — {batches} batch{}",
-            if batches == 1 { "" } else { "es" }
-        )
+    progress.report(100, &last_step(batches));
+    Ok(to_result(&report))
+}
+
+/// The products to enrich: all with `force`, else those whose content changed since their
+/// last enrichment (or that have none).
+fn to_enrich<'p>(
+    catalog: &Catalog,
+    tenant: &TenantId,
+    products: &'p [Stored],
+    force: bool,
+) -> Result<Vec<&'p Stored>, CatalogError> {
+    // With nothing to enrich there is nothing to compare against: one round trip fewer.
+    if force || products.is_empty() {
+        return Ok(products.iter().collect());
+    }
+    let window = catalog.settings.write_retry;
+    let done = retrying(window, || catalog.store.enrichments(tenant))?;
+    let changed = |p: &&Stored| {
+        done.get(&p.product.product_key)
+            .is_none_or(|e| e.content_hash != p.content_hash)
     };
-    progress.report(100, &last);
-    Ok(partial(batches, extracted, unextractable))
+    Ok(products.iter().filter(changed).collect())
+}
+
+/// What the text of one product yields, for the version of it that was read.
+fn enrich(p: &Stored) -> Enrichment {
+    let product = &p.product;
+    let attributes = extract(
+        &product.name,
+        product.description.as_deref(),
+        &product.attributes,
+    );
+    Enrichment {
+        content_hash: p.content_hash.clone(),
+        unextractable: attributes.is_empty(),
+        attributes,
+    }
+}
+
+fn last_step(batches: usize) -> String {
+    match batches {
+        0 => "nothing to extract: every product is up to date".to_owned(),
+        1 => "extracted attributes — 1 batch".to_owned(),
+        n => format!("extracted attributes — {n} batches"),
+    }
 }

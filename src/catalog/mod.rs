@@ -235,7 +235,7 @@ pub fn registry(catalog: Arc<Catalog>) -> Registry {
     Registry::new()
         .with_typed(
             "sync",
-            move |fields| sync::prepare(fields, &c1.settings),
+            move |fields| sync::checked(fields, &c1.settings),
             move |input, params, progress| {
                 sync::run(&c2, &input.tenant, params, &input.cancel, progress).map_err(job_error)
             },
@@ -247,4 +247,26 @@ pub fn registry(catalog: Arc<Catalog>) -> Registry {
             pair::run_in(&c4, &input.tenant, &*input.fence, &input.cancel, progress)
                 .map_err(JobError::from)
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::Kind;
+
+    #[test]
+    fn each_catalogue_kind_names_the_request_fields_it_takes() {
+        let catalog = Arc::new(Catalog {
+            store: Arc::new(products::MemoryCatalog::new()),
+            settings: CatalogSettings::default(),
+        });
+        let kinds = registry(catalog);
+        let fields = |kind: &str| {
+            let kind = Kind::parse(kind).expect("a kind name");
+            kinds.get(&kind).and_then(|k| k.fields)
+        };
+        assert_eq!(fields("sync"), Some(&["source"][..]));
+        assert_eq!(fields("enrich"), Some(&["force"][..]));
+        assert_eq!(fields("pair"), Some(&[][..]));
+    }
 }

@@ -51,15 +51,22 @@ pub struct SyncParams {
 
 /// A sync request's fields as the client spells them: one `source` per feed. Kept apart from
 /// `SyncParams`, whose record spells them `sources`, so stored jobs keep reading.
-#[derive(Deserialize)]
-struct SyncFields {
+#[derive(Debug, Deserialize)]
+pub struct SyncFields {
     #[serde(default)]
-    source: Vec<String>,
+    pub source: Vec<String>,
 }
 
-/// Reads the `source` fields: each must resolve to an allowed place that exists.
+/// Reads the `source` fields and checks them (see [`checked`]).
 pub fn prepare(fields: &Fields, settings: &CatalogSettings) -> Result<SyncParams, ParamError> {
-    let SyncFields { source } = from_fields(fields)?;
+    checked(from_fields(fields)?, settings)
+}
+
+/// Checks a request's sources: at least one, each resolving to an allowed place that exists.
+pub fn checked(
+    SyncFields { source }: SyncFields,
+    settings: &CatalogSettings,
+) -> Result<SyncParams, ParamError> {
     if source.is_empty() {
         return Err(ParamError::missing(
             "source",

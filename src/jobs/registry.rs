@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::fence::Fence;
-use super::params::{from_fields, Fields, NoParams, ParamError};
+use super::params::{field_names, from_fields, Fields, NoParams, ParamError};
 use super::store::RunId;
 use super::{JobId, Kind, TenantId};
 
@@ -169,6 +169,8 @@ pub type PrepareFn = Arc<dyn Fn(&Fields) -> Result<Value, ParamError> + Send + S
 pub struct JobKind {
     pub run: JobFn,
     pub prepare: PrepareFn,
+    /// The request fields a start of this kind takes (`None`: the kind reads them itself).
+    pub fields: Option<&'static [&'static str]>,
 }
 
 /// The job kinds a service runs, passed to the app builder: the binary registers the
@@ -183,48 +185,61 @@ impl Registry {
         Self::default()
     }
 
-    /// Registers a kind whose parameters are checked by `prepare`.
+    /// Registers a kind that reads the request's fields itself, with `prepare`.
     pub fn with(
-        mut self,
+        self,
         kind: &str,
         prepare: impl Fn(&Fields) -> Result<Value, ParamError> + Send + Sync + 'static,
         run: impl Fn(&JobInput, Progress<'_>) -> Result<Report, JobError> + Send + Sync + 'static,
     ) -> Self {
+        self.insert(kind, Arc::new(prepare), Arc::new(run), None)
+    }
+
+    fn insert(
+        mut self,
+        kind: &str,
+        prepare: PrepareFn,
+        run: JobFn,
+        fields: Option<&'static [&'static str]>,
+    ) -> Self {
         let kind = Kind::parse(kind).expect("registered kind names are valid by construction");
-        self.kinds.insert(
-            kind,
-            JobKind {
-                run: Arc::new(run),
-                prepare: Arc::new(prepare),
-            },
-        );
+        let spec = JobKind {
+            run,
+            prepare,
+            fields,
+        };
+        self.kinds.insert(kind, spec);
         self
     }
 
-    /// Registers a kind with typed parameters: `prepare` parses the request's fields once,
-    /// at the POST (they are stored with the job as JSON, so any replica can run it), and
-    /// `run` gets them deserialised once, when the job starts.
-    pub fn with_typed<P>(
+    /// Registers a kind with typed parameters: the request's fields are read once as `F`
+    /// ([`from_fields`]) and `check`ed into its parameters `P` at the POST (stored with the
+    /// job as JSON, so any replica can run it); `run` gets them deserialised once, when the
+    /// job starts.
+    pub fn with_typed<F, P>(
         self,
         kind: &str,
-        prepare: impl Fn(&Fields) -> Result<P, ParamError> + Send + Sync + 'static,
+        check: impl Fn(F) -> Result<P, ParamError> + Send + Sync + 'static,
         run: impl Fn(&JobInput, &P, Progress<'_>) -> Result<Report, JobError> + Send + Sync + 'static,
     ) -> Self
     where
+        F: DeserializeOwned,
         P: Serialize + DeserializeOwned,
     {
-        self.with(
+        let prepare = move |fields: &Fields| {
+            let params = check(from_fields::<F>(fields)?)?;
+            Ok(serde_json::to_value(params).expect("job parameters serialise to JSON"))
+        };
+        self.insert(
             kind,
-            move |fields| {
-                let params = prepare(fields)?;
-                Ok(serde_json::to_value(params).expect("job parameters serialise to JSON"))
-            },
-            move |input, progress| {
+            Arc::new(prepare),
+            Arc::new(move |input: &JobInput, progress: Progress<'_>| {
                 // Written by `prepare` above; anything else in the store is a corrupt record.
                 let params: P = serde_json::from_value(input.params.clone())
                     .map_err(|e| JobError::new(CORRUPT_PARAMS, e))?;
                 run(input, &params, progress)
-            },
+            }),
+            Some(field_names::<F>()),
         )
     }
 
@@ -238,7 +253,7 @@ impl Registry {
     where
         P: Serialize + DeserializeOwned + 'static,
     {
-        self.with_typed(kind, from_fields::<P>, run)
+        self.with_typed(kind, Ok::<P, ParamError>, run)
     }
 
     /// Registers a kind that takes no parameters (any field is refused).
@@ -247,14 +262,11 @@ impl Registry {
         kind: &str,
         run: impl Fn(&JobInput, Progress<'_>) -> Result<Report, JobError> + Send + Sync + 'static,
     ) -> Self {
-        self.with(
-            kind,
-            |fields| {
-                let none: NoParams = from_fields(fields)?;
-                Ok(serde_json::to_value(none).expect("an empty struct serialises to {}"))
-            },
-            run,
-        )
+        let prepare = |fields: &Fields| {
+            let none: NoParams = from_fields(fields)?;
+            Ok(serde_json::to_value(none).expect("an empty struct serialises to {}"))
+        };
+        self.insert(kind, Arc::new(prepare), Arc::new(run), Some(&[]))
     }
 
     pub fn get(&self, kind: &Kind) -> Option<&JobKind> {

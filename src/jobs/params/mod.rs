@@ -9,7 +9,7 @@ mod error;
 mod reader;
 
 pub use error::{ParamError, ParamErrorKind, INVALID_FIELD, MISSING_FIELD, UNKNOWN_FIELD};
-pub use reader::{bool_field, from_fields, only_fields, parse_bool, Fields, NoParams};
+pub use reader::{bool_field, field_names, from_fields, only_fields, parse_bool, Fields, NoParams};
 
 #[cfg(test)]
 mod tests {
@@ -126,6 +126,13 @@ mod tests {
                 "{given}"
             );
         }
+    }
+
+    #[test]
+    fn a_parameters_type_names_the_fields_it_reads() {
+        assert_eq!(field_names::<Example>(), ["force", "source", "limit"]);
+        assert_eq!(field_names::<NoParams>(), [] as [&str; 0]);
+        assert_eq!(field_names::<Value>(), [] as [&str; 0]);
     }
 
     #[test]

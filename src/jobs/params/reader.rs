@@ -27,6 +27,59 @@ pub fn from_fields<P: DeserializeOwned>(fields: &Fields) -> Result<P, ParamError
     P::deserialize(FieldsReader { fields })
 }
 
+/// The request fields a parameters type reads (its serde field names, in order; none for a
+/// type that is not a struct), so a caller can tell which kind a field belongs to.
+pub fn field_names<P: DeserializeOwned>() -> &'static [&'static str] {
+    match P::deserialize(NamesOf) {
+        Err(Names(names)) => names,
+        Ok(_) => &[],
+    }
+}
+
+/// A deserializer that reads nothing: it answers the struct's field names as its error.
+struct NamesOf;
+
+/// The field names `NamesOf` found (empty when the type asked for something else).
+#[derive(Debug)]
+struct Names(&'static [&'static str]);
+
+impl std::fmt::Display for Names {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "fields {:?}", self.0)
+    }
+}
+
+impl std::error::Error for Names {}
+
+impl de::Error for Names {
+    fn custom<T: std::fmt::Display>(_: T) -> Self {
+        Names(&[])
+    }
+}
+
+impl<'de> de::Deserializer<'de> for NamesOf {
+    type Error = Names;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Names> {
+        Err(Names(&[]))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Names> {
+        Err(Names(fields))
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
 /// Refuses fields other than `allowed`, so a typo is a clear 4xx rather than silently ignored
 /// (for a kind that reads its fields itself).
 pub fn only_fields(fields: &Fields, allowed: &[&str]) -> Result<(), ParamError> {

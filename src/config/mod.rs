@@ -123,22 +123,12 @@ pub struct Config {
 
     /// Comma-separated `host` (the scheme's default port only) or `host:port` entries that
     /// `sync` may fetch http(s) feeds from (none by default).
-    #[arg(
-        long,
-        env = "SYNC_ALLOWED_HOSTS",
-        value_delimiter = ',',
-        default_value = ""
-    )]
+    #[arg(long, env = "SYNC_ALLOWED_HOSTS", value_delimiter = ',')]
     pub sync_allowed_hosts: Vec<String>,
 
     /// Comma-separated origins (`https://admin.example.com`, `http://localhost:8080`) whose
     /// pages may call the API from a browser (none by default: no CORS headers at all).
-    #[arg(
-        long,
-        env = "CORS_ALLOWED_ORIGINS",
-        value_delimiter = ',',
-        default_value = ""
-    )]
+    #[arg(long, env = "CORS_ALLOWED_ORIGINS", value_delimiter = ',')]
     pub cors_allowed_origins: Vec<String>,
 
     /// How long a replica may answer polls of a finished job from memory (0 turns it off).

@@ -1,14 +1,15 @@
-//! The service's HTTP API as the CLI uses it: start, get, list, cancel. Answers are the
-//! server's JSON; failures are sorted by whose fault they are, which decides the exit code.
+//! The service's HTTP API as the CLI uses it: start, get, list, cancel, retry, products.
+//! Answers are the server's JSON; a failure becomes a [`ClientError`] in the command line's
+//! words.
 
 use std::path::Path;
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, RETRY_AFTER};
-use reqwest::{Response, StatusCode};
+use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::Value;
 
-use super::Exit;
+pub use super::error::ClientError;
 
 /// How long one request may take: a `wait`-less start, a poll or a listing answers in
 /// milliseconds; this only bounds a server that hangs.
@@ -42,6 +43,9 @@ impl Job {
     pub fn id(&self) -> String {
         self.text("job_id").to_owned()
     }
+    pub fn tenant(&self) -> &str {
+        self.text("tenant_id")
+    }
     pub fn kind(&self) -> &str {
         self.text("kind")
     }
@@ -57,73 +61,44 @@ impl Job {
     pub fn percent(&self) -> u64 {
         self.0["percent"].as_u64().unwrap_or(0)
     }
+    /// The service's estimate of the seconds left: none while queued, before any progress
+    /// (no rate is known yet) and once ended.
+    pub fn eta_seconds(&self) -> Option<u64> {
+        self.0["eta_seconds"].as_u64()
+    }
     /// Whether the job will not change any more (`lost` included: nobody runs it).
     pub fn has_ended(&self) -> bool {
         !matches!(self.status(), "queued" | "running" | "cancelling")
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("cannot reach the service at {url}: {cause}")]
-    Unreachable { url: String, cause: String },
-    #[error("the service answered {status}: {message}")]
-    Server {
-        status: StatusCode,
-        message: String,
-        retry_after: Option<Duration>,
-    },
-    #[error("{message} ({code}, HTTP {status})")]
-    Rejected {
-        status: StatusCode,
-        code: String,
-        message: String,
-    },
-    #[error("cannot read the token file {path}: {cause}")]
-    Token { path: String, cause: String },
-    #[error("{0}")]
-    BadServerUrl(String),
-    /// A 2xx whose JSON is not what the route answers (a job without `job_id`/`status`).
-    #[error("the service's answer makes no sense: {0}")]
-    BadAnswer(String),
-}
-
-impl ClientError {
-    pub fn exit(&self) -> Exit {
-        match self {
-            ClientError::Unreachable { .. }
-            | ClientError::Server { .. }
-            | ClientError::BadAnswer(_) => Exit::Unreachable,
-            ClientError::Rejected { .. }
-            | ClientError::Token { .. }
-            | ClientError::BadServerUrl(_) => Exit::Usage,
-        }
-    }
-
-    /// Worth retrying while following a job: the service or its store may be back soon.
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            ClientError::Unreachable { .. } | ClientError::Server { .. }
-        )
-    }
-
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            ClientError::Server { retry_after, .. } => *retry_after,
-            _ => None,
-        }
-    }
-}
-
+/// What a start (or a retry) came to.
 pub enum Started {
     Accepted(Job),
+    /// A job of that tenant and kind is active: its id.
     AlreadyRunning(String),
+}
+
+/// One page of a listing and the cursor of the next (none on the last).
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+/// What `jobs` asks the listing for.
+pub struct JobQuery<'a> {
+    pub tenant: Option<&'a str>,
+    pub statuses: &'a [String],
+    pub kind: Option<&'a str>,
+    pub limit: usize,
+    pub cursor: Option<String>,
 }
 
 pub struct Client {
     base: String,
     http: reqwest::Client,
+    /// The `--token-file` given, for the words of a refusal.
+    token_file: Option<String>,
 }
 
 impl Client {
@@ -143,63 +118,112 @@ impl Client {
             .default_headers(headers)
             .build()
             .map_err(|e| ClientError::BadServerUrl(e.to_string()))?;
-        Ok(Self { base, http })
+        let token_file = token_file.map(|p| p.display().to_string());
+        Ok(Self {
+            base,
+            http,
+            token_file,
+        })
     }
 
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Response, ClientError> {
+    async fn send(&self, request: RequestBuilder) -> Result<Response, ClientError> {
         request.send().await.map_err(|e| ClientError::Unreachable {
             url: self.base.clone(),
             cause: cause_chain(&e),
         })
     }
 
-    /// `POST /catalog/{kind}` with form fields.
-    pub async fn start(&self, kind: &str, form: &[(&str, String)]) -> Result<Started, ClientError> {
-        let body = serde_urlencoded::to_string(form).expect("string pairs always encode");
-        let request = self
-            .http
-            .post(self.url(&format!("/catalog/{kind}")))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body);
-        let response = self.send(request).await?;
+    /// The body of a 2xx, or the failure its status stands for.
+    async fn answer(&self, response: Response) -> Result<Value, ClientError> {
+        let status = response.status();
+        let retry_after = retry_after(response.headers());
+        let body = json_body(response).await;
+        if status.is_success() {
+            return body;
+        }
+        let body = body.unwrap_or(Value::Null);
+        if status.is_server_error() {
+            return Err(ClientError::Server {
+                status,
+                message: body["message"].as_str().unwrap_or("no message").to_owned(),
+                retry_after,
+            });
+        }
+        Err(self.refused(&body))
+    }
+
+    fn refused(&self, body: &Value) -> ClientError {
+        ClientError::refused(body, self.token_file.as_deref())
+    }
+
+    /// A start's answer: the job, or the active job's id on 409 `already_running`.
+    async fn started(&self, response: Response) -> Result<Started, ClientError> {
         if response.status() == StatusCode::CONFLICT {
             let body = json_body(response).await?;
             if body["error"] == "already_running" {
                 let id = body["job_id"].as_str().unwrap_or_default().to_owned();
                 return Ok(Started::AlreadyRunning(id));
             }
-            return Err(rejected(StatusCode::CONFLICT, &body));
+            return Err(self.refused(&body));
         }
         Ok(Started::Accepted(Job::from_answer(
-            answer(response).await?,
+            self.answer(response).await?,
         )?))
     }
 
-    /// `GET /catalog/jobs/{id}`, with the server's `Retry-After` when it sent one.
-    pub async fn job(&self, id: &str) -> Result<(Job, Option<Duration>), ClientError> {
-        let response = self
-            .send(
-                self.http
-                    .get(self.url(&format!("/catalog/jobs/{}", path_segment(id)))),
-            )
-            .await?;
-        let retry_after = retry_after(response.headers());
-        Ok((Job::from_answer(answer(response).await?)?, retry_after))
+    /// `POST {path}` with form fields (a start of a kind, or a pipeline).
+    pub async fn start(&self, path: &str, form: &[(&str, String)]) -> Result<Started, ClientError> {
+        let body = serde_urlencoded::to_string(form).expect("string pairs always encode");
+        let request = self
+            .http
+            .post(self.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        self.started(self.send(request).await?).await
     }
 
-    /// `GET /catalog/jobs?tenant_id=T&limit=N`.
-    pub async fn list(&self, tenant: &str, limit: usize) -> Result<Vec<Job>, ClientError> {
-        let request = self.http.get(self.url("/catalog/jobs")).query(&[
-            ("tenant_id", tenant.to_owned()),
-            ("limit", limit.to_string()),
-        ]);
-        let body = answer(self.send(request).await?).await?;
+    /// `POST /catalog/jobs/{id}/retry`: a new job with the old one's tenant, kind and fields.
+    pub async fn retry(&self, id: &str) -> Result<Started, ClientError> {
+        let url = self.url(&format!("/catalog/jobs/{}/retry", path_segment(id)));
+        self.started(self.send(self.http.post(url)).await?).await
+    }
+
+    /// `GET /catalog/jobs/{id}`.
+    pub async fn job(&self, id: &str) -> Result<Job, ClientError> {
+        let url = self.url(&format!("/catalog/jobs/{}", path_segment(id)));
+        let response = self.send(self.http.get(url)).await?;
+        Job::from_answer(self.answer(response).await?)
+    }
+
+    /// `GET /catalog/jobs` with the query's filters: one page.
+    pub async fn list(&self, query: &JobQuery<'_>) -> Result<Page<Job>, ClientError> {
+        let mut pairs = vec![("limit", query.limit.to_string())];
+        if let Some(tenant) = query.tenant {
+            pairs.push(("tenant_id", tenant.to_owned()));
+        }
+        if !query.statuses.is_empty() {
+            pairs.push(("status", query.statuses.join(",")));
+        }
+        if let Some(kind) = query.kind {
+            pairs.push(("kind", kind.to_owned()));
+        }
+        if let Some(cursor) = &query.cursor {
+            pairs.push(("cursor", cursor.clone()));
+        }
+        let request = self.http.get(self.url("/catalog/jobs")).query(&pairs);
+        let body = self.answer(self.send(request).await?).await?;
         let jobs = body["jobs"].as_array().cloned().unwrap_or_default();
-        jobs.into_iter().map(Job::from_answer).collect()
+        Ok(Page {
+            items: jobs
+                .into_iter()
+                .map(Job::from_answer)
+                .collect::<Result<_, _>>()?,
+            next_cursor: body["next_cursor"].as_str().map(str::to_owned),
+        })
     }
 
     /// `POST /catalog/jobs/{id}/cancel`: whether a stop was requested (false: it had
@@ -212,18 +236,51 @@ impl Client {
             if body["error"] == "not_active" {
                 return Ok((false, Job::from_answer(body["job"].clone())?));
             }
-            return Err(rejected(StatusCode::CONFLICT, &body));
+            return Err(self.refused(&body));
         }
-        Ok((true, Job::from_answer(answer(response).await?)?))
+        Ok((true, Job::from_answer(self.answer(response).await?)?))
+    }
+
+    /// `GET /catalog/products`: a page of a tenant's products, or of what `search` finds.
+    pub async fn products(
+        &self,
+        tenant: &str,
+        search: Option<&str>,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<Value>, ClientError> {
+        let mut pairs = vec![("tenant_id", tenant), ("limit", &limit.to_string())]
+            .into_iter()
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect::<Vec<_>>();
+        if let Some(q) = search {
+            pairs.push(("q", q.to_owned()));
+        }
+        if let Some(cursor) = cursor {
+            pairs.push(("cursor", cursor.to_owned()));
+        }
+        let request = self.http.get(self.url("/catalog/products")).query(&pairs);
+        let body = self.answer(self.send(request).await?).await?;
+        Ok(Page {
+            items: body["products"].as_array().cloned().unwrap_or_default(),
+            next_cursor: body["next_cursor"].as_str().map(str::to_owned),
+        })
+    }
+
+    /// `GET /catalog/products/{key}`: the product with its enrichment and neighbours.
+    pub async fn product(&self, tenant: &str, key: &str) -> Result<Value, ClientError> {
+        let url = self.url(&format!("/catalog/products/{}", path_segment(key)));
+        let request = self.http.get(url).query(&[("tenant_id", tenant)]);
+        self.answer(self.send(request).await?).await
     }
 }
 
-/// A job id goes into a path segment: anything but the id alphabet is percent-encoded, so
-/// a stray `/` or `?` cannot reach another route.
+/// An id or a key goes into a path segment: anything but letters, digits and `- _ .` is
+/// percent-encoded, so a stray `/` or `?` cannot reach another route.
 fn path_segment(id: &str) -> String {
     id.bytes()
         .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'-' {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
                 (b as char).to_string()
             } else {
                 format!("%{b:02X}")
@@ -246,36 +303,6 @@ fn bearer(path: &Path) -> Result<HeaderValue, ClientError> {
         .map_err(|_| token_error("the token is not one line of visible characters".into()))?;
     value.set_sensitive(true);
     Ok(value)
-}
-
-/// The body of a 2xx, or the failure its status stands for.
-async fn answer(response: Response) -> Result<Value, ClientError> {
-    let status = response.status();
-    let retry_after = retry_after(response.headers());
-    let body = json_body(response).await;
-    if status.is_success() {
-        return body;
-    }
-    let body = body.unwrap_or(Value::Null);
-    if status.is_server_error() {
-        return Err(ClientError::Server {
-            status,
-            message: body["message"].as_str().unwrap_or("no message").to_owned(),
-            retry_after,
-        });
-    }
-    Err(rejected(status, &body))
-}
-
-fn rejected(status: StatusCode, body: &Value) -> ClientError {
-    ClientError::Rejected {
-        status,
-        code: body["error"].as_str().unwrap_or("error").to_owned(),
-        message: body["message"]
-            .as_str()
-            .unwrap_or("the service refused the request")
-            .to_owned(),
-    }
 }
 
 async fn json_body(response: Response) -> Result<Value, ClientError> {

@@ -1,7 +1,7 @@
-//! Following a job to its end: updates come from a source (a poll honouring `Retry-After`;
-//! an event stream would be another [`Updates`]) and go to a display — an
-//! `indicatif` bar for a person at a terminal, plain lines for scripts and CI logs.
-//! Ctrl-C stops following, never the job.
+//! Following a job to its end: snapshots come from a source (a poll twice a second; an
+//! event stream would be another [`Updates`]) and go to a display — an `indicatif` bar for
+//! a person at a terminal, plain lines for scripts and CI logs. Ctrl-C stops following,
+//! never the job.
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -10,13 +10,17 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::client::{Client, ClientError, Job};
 
-/// Time between polls when the server gives no `Retry-After`: twice a second looks live to
-/// a person and costs the service one cheap read.
+/// Time between polls. The server's `Retry-After` on a job read says when its estimate
+/// expects a change, up to 30 s; a person watching wants to see every step and the end as
+/// it happens, and a read costs the service one cheap call, so the poll keeps its pace.
 const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Longest a follow rides out an unreachable service or its 5xx (a restart, a Redis
 /// failover) before giving up with exit 4.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
+
+/// Longest wait between two tries while the service fails, whatever its `Retry-After`.
+const RETRY_AT_MOST: Duration = Duration::from_secs(5);
 
 /// Redraws per second of the bar: smooth enough for the elapsed clock, cheap on a slow tty.
 const BAR_REFRESH_HZ: u8 = 4;
@@ -33,10 +37,10 @@ pub trait Updates {
     fn next(&mut self) -> impl std::future::Future<Output = Result<Job, ClientError>>;
 }
 
-/// Polls `GET /catalog/jobs/{id}`: every [`POLL_INTERVAL`], or after the server's
-/// `Retry-After`. Once the job has been seen, transient failures are retried for
-/// [`GIVE_UP_AFTER`]; before that they end the follow at once (a wrong `--server` should
-/// not take a minute to say so).
+/// Polls `GET /catalog/jobs/{id}` every [`POLL_INTERVAL`]. Once the job has been seen,
+/// transient failures are retried for [`GIVE_UP_AFTER`] (after the server's `Retry-After`,
+/// at most [`RETRY_AT_MOST`]); before that they end the follow at once (a wrong `--server`
+/// should not take a minute to say so).
 pub struct Polling<'a> {
     client: &'a Client,
     id: String,
@@ -52,9 +56,9 @@ impl Updates for Polling<'_> {
                 tokio::time::sleep(wait).await;
             }
             match self.client.job(&self.id).await {
-                Ok((job, retry_after)) => {
+                Ok(job) => {
                     self.seen = true;
-                    self.wait = Some(retry_after.unwrap_or(POLL_INTERVAL));
+                    self.wait = Some(POLL_INTERVAL);
                     return Ok(job);
                 }
                 Err(e) if self.seen && e.is_transient() => {
@@ -62,7 +66,8 @@ impl Updates for Polling<'_> {
                     if since.elapsed() >= GIVE_UP_AFTER {
                         return Err(e);
                     }
-                    self.wait = Some(e.retry_after().unwrap_or(POLL_INTERVAL));
+                    let wait = e.retry_after().unwrap_or(POLL_INTERVAL);
+                    self.wait = Some(wait.min(RETRY_AT_MOST));
                 }
                 Err(e) => return Err(e),
             }
@@ -121,6 +126,7 @@ impl Display {
                 let bar = bar.get_or_insert_with(|| new_bar(job));
                 bar.set_position(job.percent());
                 bar.set_message(format!("{} · {}", job.status(), job.step()));
+                bar.set_prefix(eta(job));
             }
             Display::Lines { last } => {
                 let line = format!(
@@ -154,13 +160,33 @@ fn new_bar(job: &Job) -> ProgressBar {
     .with_elapsed(running_for(job));
     bar.set_style(
         ProgressStyle::with_template(
-            "{spinner} {pos:>3}% [{bar:30}] {msg}  elapsed {elapsed} · ETA {eta}",
+            "{spinner} {pos:>3}% [{bar:30}] {msg}  elapsed {elapsed} · {prefix}",
         )
         .expect("the bar template is valid")
         .progress_chars("=> "),
     );
     bar.enable_steady_tick(Duration::from_millis(1000 / u64::from(BAR_REFRESH_HZ)));
     bar
+}
+
+/// The service's estimate of the time left. Not indicatif's own: it knows only the
+/// positions this process saw, so it would read "0s" at 0 % and climb with every pause
+/// between polls. Before the service knows a rate (queued, no progress yet) there is none.
+fn eta(job: &Job) -> String {
+    match job.eta_seconds() {
+        _ if job.has_ended() => String::new(),
+        Some(s) => format!("ETA {}", short(s)),
+        None => "ETA not known yet".to_owned(),
+    }
+}
+
+/// `45s`, `3m05s`, `2h10m`: as indicatif writes its elapsed time beside it.
+fn short(secs: u64) -> String {
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        _ => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
+    }
 }
 
 /// How long the job has been running (since `started_at`, else `created_at`), on this
@@ -198,7 +224,15 @@ fn unix_ms(text: &str) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::unix_ms;
+    use super::{short, unix_ms};
+
+    #[test]
+    fn an_eta_is_written_short() {
+        assert_eq!(short(0), "0s");
+        assert_eq!(short(59), "59s");
+        assert_eq!(short(185), "3m05s");
+        assert_eq!(short(7_800), "2h10m");
+    }
 
     #[test]
     fn the_services_times_read_as_unix_milliseconds() {

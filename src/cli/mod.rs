@@ -1,21 +1,24 @@
-//! The client subcommands (`submit`, `watch`, `jobs`, `cancel`): an HTTP client of the
-//! service and nothing else — it never opens the store, so it works against any replica
-//! and sees exactly what every other client sees. `gen-feed` writes a demo feed offline.
+//! The client subcommands (`submit`, `watch`, `jobs`, `cancel`, `retry`, `products`): an
+//! HTTP client of the service and nothing else — it never opens the store, so it works
+//! against any replica and sees exactly what every other client sees. `gen-feed` writes a
+//! demo feed offline.
 //!
 //! Exit codes are part of the interface (scripts branch on them): see [`Exit`].
 
+mod args;
 mod client;
+mod error;
 mod follow;
 pub mod gen_feed;
 pub mod hash_token;
 mod output;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
-use client::{Client, ClientError, Started};
+pub use args::*;
+use client::{Client, ClientError, JobQuery, Started};
 use follow::{follow, Followed};
 
 use crate::config::Config;
@@ -72,103 +75,6 @@ impl From<Exit> for ExitCode {
     }
 }
 
-#[derive(Clone, Debug, Subcommand)]
-pub enum ClientCommand {
-    /// Start a job; print its id, or follow it with --wait.
-    Submit(SubmitArgs),
-    /// Follow a job until it ends, with a progress bar, then print its report.
-    Watch(WatchArgs),
-    /// A tenant's recent jobs, newest first, as a table.
-    Jobs(JobsArgs),
-    /// Ask an active job to stop.
-    Cancel(CancelArgs),
-}
-
-/// Where the service is and how to talk to it; shared by every client subcommand.
-#[derive(Clone, Debug, Args)]
-pub struct Connection {
-    /// The service's base URL.
-    #[arg(
-        long,
-        env = "CATALOG_JOBS_URL",
-        default_value = "http://127.0.0.1:8001"
-    )]
-    pub server: String,
-
-    /// A file holding a bearer token, sent as `Authorization: Bearer …` (never in a URL).
-    #[arg(long, env = "CATALOG_JOBS_TOKEN_FILE")]
-    pub token_file: Option<PathBuf>,
-
-    /// Print JSON on stdout (the job snapshot, or the listing) instead of a summary.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum JobKind {
-    Sync,
-    Enrich,
-    Pair,
-}
-
-impl JobKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            JobKind::Sync => "sync",
-            JobKind::Enrich => "enrich",
-            JobKind::Pair => "pair",
-        }
-    }
-}
-
-#[derive(Clone, Debug, Args)]
-pub struct SubmitArgs {
-    /// The job kind.
-    pub kind: JobKind,
-    /// The tenant the job runs for.
-    #[arg(long)]
-    pub tenant: String,
-    /// A feed to sync (a path inside FEEDS_DIR or an allowed URL); repeatable.
-    #[arg(long = "source")]
-    pub sources: Vec<String>,
-    /// Enrich every product, even those unchanged since their last enrichment.
-    #[arg(long)]
-    pub force: bool,
-    /// Follow the job until it ends, then print its report.
-    #[arg(long)]
-    pub wait: bool,
-    /// When a job of this kind is already active for the tenant, follow that one instead.
-    #[arg(long)]
-    pub attach: bool,
-    #[command(flatten)]
-    pub connection: Connection,
-}
-
-#[derive(Clone, Debug, Args)]
-pub struct WatchArgs {
-    pub job_id: String,
-    #[command(flatten)]
-    pub connection: Connection,
-}
-
-#[derive(Clone, Debug, Args)]
-pub struct JobsArgs {
-    #[arg(long)]
-    pub tenant: String,
-    /// How many jobs to show (1–100).
-    #[arg(long, default_value_t = 20)]
-    pub limit: usize,
-    #[command(flatten)]
-    pub connection: Connection,
-}
-
-#[derive(Clone, Debug, Args)]
-pub struct CancelArgs {
-    pub job_id: String,
-    #[command(flatten)]
-    pub connection: Connection,
-}
-
 /// Runs a client subcommand to its exit code.
 pub fn run(command: ClientCommand) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -179,12 +85,7 @@ pub fn run(command: ClientCommand) -> ExitCode {
 }
 
 async fn dispatch(command: ClientCommand) -> Exit {
-    let connection = match &command {
-        ClientCommand::Submit(a) => &a.connection,
-        ClientCommand::Watch(a) => &a.connection,
-        ClientCommand::Jobs(a) => &a.connection,
-        ClientCommand::Cancel(a) => &a.connection,
-    };
+    let connection = command.connection();
     let client = match Client::new(&connection.server, connection.token_file.as_deref()) {
         Ok(c) => c,
         Err(e) => return output::failure(&e),
@@ -193,8 +94,10 @@ async fn dispatch(command: ClientCommand) -> Exit {
     let answer = match command {
         ClientCommand::Submit(args) => submit(&client, args).await,
         ClientCommand::Watch(args) => watch(&client, &args.job_id, json).await,
-        ClientCommand::Jobs(args) => jobs(&client, &args.tenant, args.limit, json).await,
+        ClientCommand::Jobs(args) => jobs(&client, &args).await,
         ClientCommand::Cancel(args) => cancel(&client, &args.job_id, json).await,
+        ClientCommand::Retry(args) => retry(&client, &args).await,
+        ClientCommand::Products(command) => products(&client, command, json).await,
     };
     answer.unwrap_or_else(|e| output::failure(&e))
 }
@@ -206,7 +109,8 @@ async fn submit(client: &Client, args: SubmitArgs) -> Result<Exit, ClientError> 
     if args.force {
         form.push(("force", "true".to_owned()));
     }
-    match client.start(args.kind.as_str(), &form).await? {
+    let path = format!("/catalog/{}", args.kind.as_str());
+    match client.start(&path, &form).await? {
         Started::Accepted(job) if args.wait => watch(client, &job.id(), json).await,
         Started::Accepted(job) => {
             output::started(&job, json);
@@ -235,18 +139,74 @@ async fn watch(client: &Client, id: &str, json: bool) -> Result<Exit, ClientErro
     }
 }
 
-async fn jobs(
-    client: &Client,
-    tenant: &str,
-    limit: usize,
-    json: bool,
-) -> Result<Exit, ClientError> {
-    let listing = client.list(tenant, limit).await?;
-    output::table(&listing, json);
-    Ok(Exit::Done)
+/// One page of jobs (or, with `--all`, every page), then where the next page starts.
+async fn jobs(client: &Client, args: &JobsArgs) -> Result<Exit, ClientError> {
+    let mut query = JobQuery {
+        tenant: args.tenant.as_deref(),
+        statuses: &args.statuses,
+        kind: args.kind.as_deref(),
+        limit: args.limit,
+        cursor: args.cursor.clone(),
+    };
+    let mut jobs = Vec::new();
+    loop {
+        let page = client.list(&query).await?;
+        jobs.extend(page.items);
+        match page.next_cursor {
+            Some(next) if args.all => query.cursor = Some(next),
+            next => {
+                output::table(&jobs, args.tenant.is_none(), args.connection.json);
+                output::more(next.as_deref());
+                return Ok(Exit::Done);
+            }
+        }
+    }
 }
 
 async fn cancel(client: &Client, id: &str, json: bool) -> Result<Exit, ClientError> {
     let (requested, job) = client.cancel(id).await?;
     Ok(output::cancelled(&job, requested, json))
+}
+
+async fn retry(client: &Client, args: &RetryArgs) -> Result<Exit, ClientError> {
+    let json = args.connection.json;
+    match client.retry(&args.job_id).await? {
+        Started::Accepted(job) if args.wait => watch(client, &job.id(), json).await,
+        Started::Accepted(job) => {
+            output::started(&job, json);
+            Ok(Exit::Done)
+        }
+        Started::AlreadyRunning(id) => {
+            output::already_running(&id, json);
+            Ok(Exit::AlreadyRunning)
+        }
+    }
+}
+
+async fn products(
+    client: &Client,
+    command: ProductsCommand,
+    json: bool,
+) -> Result<Exit, ClientError> {
+    let page = match command {
+        ProductsCommand::View(args) => {
+            let product = client.product(&args.tenant, &args.key).await?;
+            output::product(&product, json);
+            return Ok(Exit::Done);
+        }
+        ProductsCommand::List(args) => {
+            let (limit, cursor) = (args.paging.limit, args.paging.cursor.as_deref());
+            client.products(&args.tenant, None, limit, cursor).await?
+        }
+        ProductsCommand::Search(args) => {
+            let words = args.words.join(" ");
+            let (limit, cursor) = (args.paging.limit, args.paging.cursor.as_deref());
+            client
+                .products(&args.tenant, Some(&words), limit, cursor)
+                .await?
+        }
+    };
+    output::products(&page.items, json);
+    output::more(page.next_cursor.as_deref());
+    Ok(Exit::Done)
 }

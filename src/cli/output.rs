@@ -84,25 +84,128 @@ pub fn left_running(job: &Job) {
     eprintln!("stopped watching; job {id} goes on. Follow it again with `catalog-jobs watch {id}`, or stop it with `catalog-jobs cancel {id}`.");
 }
 
-pub fn table(jobs: &[Job], json: bool) {
+/// Jobs as a table; `with_tenant` adds the tenant column (a listing across tenants).
+pub fn table(jobs: &[Job], with_tenant: bool, json: bool) {
     if json {
         print_json(&Value::Array(jobs.iter().map(|j| j.0.clone()).collect()));
         return;
     }
+    let tenant = |t: &str| match with_tenant {
+        true => format!("{t:<20}  "),
+        false => String::new(),
+    };
     println!(
-        "{:<36}  {:<7}  {:<10}  {:>4}  {:<24}  STEP",
-        "JOB ID", "KIND", "STATUS", "%", "CREATED"
+        "{:<36}  {}{:<8}  {:<10}  {:>4}  {:<24}  STEP",
+        "JOB ID",
+        tenant("TENANT"),
+        "KIND",
+        "STATUS",
+        "%",
+        "CREATED"
     );
     for job in jobs {
         let step: String = job.step().chars().take(STEP_WIDTH).collect();
         println!(
-            "{:<36}  {:<7}  {:<10}  {:>4}  {:<24}  {step}",
+            "{:<36}  {}{:<8}  {:<10}  {:>4}  {:<24}  {step}",
             job.id(),
+            tenant(job.tenant()),
             job.kind(),
             job.status(),
             job.percent(),
             job.0["created_at"].as_str().unwrap_or(""),
         );
+    }
+}
+
+/// Where the next page starts, when there is one (on stderr: stdout stays the data).
+pub fn more(next_cursor: Option<&str>) {
+    if let Some(cursor) = next_cursor {
+        eprintln!("more on the next page: run the same command with --cursor {cursor}");
+    }
+}
+
+/// Products as a table: key, price, brand and name.
+pub fn products(products: &[Value], json: bool) {
+    if json {
+        print_json(&Value::Array(products.to_vec()));
+        return;
+    }
+    println!("{:<24}  {:>12}  {:<16}  NAME", "KEY", "PRICE", "BRAND");
+    for p in products {
+        println!(
+            "{:<24}  {:>12}  {:<16}  {}",
+            text(p, "product_key"),
+            price(p),
+            text(p, "brand"),
+            text(p, "name")
+        );
+    }
+}
+
+/// One product: its facts, the attributes enrich extracted, and its neighbours with keys.
+pub fn product(p: &Value, json: bool) {
+    if json {
+        print_json(p);
+        return;
+    }
+    println!("{}  {}", text(p, "product_key"), text(p, "name"));
+    let category = p["taxonomy_path"]
+        .as_array()
+        .map(|path| {
+            path.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" › ")
+        })
+        .unwrap_or_default();
+    let enrichment = &p["enrichment"];
+    for (label, value) in [
+        ("brand", text(p, "brand").to_owned()),
+        ("price", price(p)),
+        ("category", category),
+        ("enrichment", text(enrichment, "state").replace('_', " ")),
+    ] {
+        if !value.is_empty() {
+            println!("{label:<12}{value}");
+        }
+    }
+    if let Some(attributes) = enrichment["attributes"].as_object() {
+        for (name, value) in attributes {
+            let value = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            println!("  {name:<10}{value}");
+        }
+    }
+    let neighbours = p["neighbours"].as_array().cloned().unwrap_or_default();
+    if neighbours.is_empty() {
+        println!("neighbours  none yet (run `catalog-jobs submit pair`)");
+    } else {
+        println!("neighbours");
+    }
+    for n in &neighbours {
+        let score = n["score"].as_f64().unwrap_or(0.0);
+        println!(
+            "  {:<24}  {score:.3}  {}",
+            text(n, "product_key"),
+            text(n, "name")
+        );
+    }
+}
+
+fn text<'a>(v: &'a Value, field: &str) -> &'a str {
+    v[field].as_str().unwrap_or("")
+}
+
+/// A price from its cents, with the currency the service names (when it names one).
+fn price(p: &Value) -> String {
+    let Some(cents) = p["price_cents"].as_i64() else {
+        return String::new();
+    };
+    let amount = format!("{}.{:02}", cents / 100, cents % 100);
+    match p["currency"].as_str() {
+        Some(currency) => format!("{amount} {currency}"),
+        None => amount,
     }
 }
 

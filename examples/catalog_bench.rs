@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use catalog_jobs::catalog::products::MemoryCatalog;
 use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings};
+use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
 
@@ -77,7 +78,7 @@ fn run(n: usize, easy: bool) {
     let tenant = TenantId::parse("bench").expect("a valid tenant");
     catalog
         .store
-        .upsert(&tenant, &products)
+        .upsert(&tenant, &products, &Unfenced)
         .expect("the embedded store accepts products");
     let before = peak_rss_mib();
 

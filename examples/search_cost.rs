@@ -13,6 +13,7 @@ use std::time::Instant;
 use catalog_jobs::catalog::demo;
 use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use catalog_jobs::catalog::search::{search, ProductQuery};
+use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::TenantId;
 
 /// The default catalogue size: the one the issue asks about.
@@ -29,7 +30,7 @@ fn measure(name: &str, store: Arc<dyn CatalogStore>, n: usize) {
     let products = demo::generate(n, SEED);
     for chunk in products.chunks(LOAD_BATCH) {
         store
-            .upsert(&tenant, chunk)
+            .upsert(&tenant, chunk, &Unfenced)
             .expect("the store takes the products");
     }
     let common = products[0]

@@ -91,6 +91,8 @@ pub enum ApiError {
     DuplicateKey(String),
     /// `MAX_CONCURRENT_IMPORTS` imports are already running.
     ImportsBusy,
+    /// The import's tenant was deleted while it ran: it stopped at its next batch.
+    TenantDeleted,
     /// An import that stopped part-way: its cause, and the report of the rows already saved.
     PartialImport {
         cause: Box<ApiError>,
@@ -120,7 +122,7 @@ pub struct ErrorBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job: Option<Box<Snapshot>>,
     /// What an import saved before it stopped part-way (`payload_too_large`,
-    /// `malformed_body`, `request_timeout` on `POST /catalog/products`).
+    /// `malformed_body`, `request_timeout`, `tenant_deleted` on `POST /catalog/products`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<RowReport>,
 }
@@ -151,6 +153,7 @@ pub enum ErrorCode {
     IdempotencyKeyReused,
     RateLimited,
     StillActive,
+    TenantDeleted,
     DuplicateKey,
     Unauthorized,
     Forbidden,
@@ -231,6 +234,7 @@ impl ApiError {
             AlreadyRunning { .. } | StillActive(_) | NotActive(_) | NotEnded(_) => {
                 StatusCode::CONFLICT
             }
+            TenantDeleted => StatusCode::CONFLICT,
             RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             JobFailed(_) => StatusCode::BAD_GATEWAY,
             StoreUnavailable(_) | CatalogUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -265,6 +269,7 @@ impl ApiError {
             StoreUnavailable(_) | CatalogUnavailable(_) => "store_unavailable",
             ShuttingDown => "shutting_down",
             Overloaded | ImportsBusy => "overloaded",
+            TenantDeleted => "tenant_deleted",
             CatalogCorrupt(_) | Internal(_) => "internal_error",
         }
     }
@@ -311,6 +316,7 @@ impl ApiError {
             ShuttingDown => "this instance is shutting down and takes no new jobs; retry on another".to_owned(),
             Overloaded => "too many jobs are waiting for a worker; retry later".to_owned(),
             ImportsBusy => "MAX_CONCURRENT_IMPORTS imports are running already; retry shortly".to_owned(),
+            TenantDeleted => "the tenant was deleted while this import ran; it stopped there, and `report` counts the rows it had saved before (the delete removed them)".to_owned(),
         }
     }
 
@@ -410,7 +416,9 @@ impl From<CatalogStoreError> for ApiError {
                 "cursor",
                 "cursor must be a next_cursor this listing handed out",
             ),
-            e @ CatalogStoreError::Unavailable(_) => ApiError::CatalogUnavailable(e),
+            e @ (CatalogStoreError::Unavailable(_) | CatalogStoreError::RecordMissing) => {
+                ApiError::CatalogUnavailable(e)
+            }
             e @ CatalogStoreError::Corrupt(_) => ApiError::CatalogCorrupt(e),
         }
     }

@@ -26,6 +26,7 @@ use crate::catalog::feed::{self, FeedError, Format, RowReport};
 use crate::catalog::products::Product;
 use crate::catalog::products::{CatalogStore, CatalogStoreError};
 use crate::catalog::search::{search, ProductQuery};
+use crate::jobs::fence::{StoreFence, Writer};
 use crate::jobs::params::Fields;
 use crate::jobs::TenantId;
 
@@ -115,6 +116,7 @@ struct BodyTooLarge;
         (status = 400, description = "`malformed_body`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or may only read (`read:…`).", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed.", body = ErrorBody),
+        (status = 409, description = "`tenant_deleted`: the tenant was deleted while the import ran; it stopped at its next batch, and `report` counts what it saved before (which the delete removed).", body = ErrorBody),
         (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`.", body = ErrorBody),
         (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = ErrorBody),
@@ -153,6 +155,17 @@ async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<Row
         .clone()
         .try_acquire_owned()
         .map_err(|_| ApiError::ImportsBusy)?;
+    // The tombstone as the import begins, before a byte of its body is read: a delete of the
+    // tenant from now on refuses its later batches (`jobs::fence`), so nothing it streams in
+    // outlives the delete.
+    let seen = app.store.tombstone(&tenant).await?;
+    let fence = StoreFence::new(
+        app.store.clone(),
+        Writer::Import {
+            tenant: tenant.clone(),
+            seen,
+        },
+    );
     let (tx, rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
     let pump = tokio::spawn(pump_body(
         req.into_body(),
@@ -175,7 +188,11 @@ async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<Row
             IMPORT_BATCH,
             &mut report,
             no_check,
-            |batch| store.upsert(&tenant, batch),
+            |batch| {
+                store
+                    .upsert(&tenant, batch, &fence)?
+                    .or_else(|| Stopped::TenantDeleted)
+            },
         );
         (report, outcome)
     })
@@ -195,9 +212,22 @@ async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<Row
         Ok(Err(FeedError::Read(e))) => {
             ApiError::MalformedBody(format!("the body could not be read: {e}"))
         }
-        Err(store) => ApiError::from(store),
+        Err(Stopped::Store(e)) => ApiError::from(e),
+        Err(Stopped::TenantDeleted) => ApiError::TenantDeleted,
     };
     Err(cause.with_import_report(report))
+}
+
+/// Why an import stopped saving: the store failed, or its tenant was deleted meanwhile.
+enum Stopped {
+    Store(CatalogStoreError),
+    TenantDeleted,
+}
+
+impl From<CatalogStoreError> for Stopped {
+    fn from(e: CatalogStoreError) -> Self {
+        Stopped::Store(e)
+    }
 }
 
 /// What an import's body may be.

@@ -1,5 +1,8 @@
 //! `DELETE /catalog/tenants/{tenant_id}`: a tenant's data removed — its jobs (once none is
-//! active) and then its catalogue (products, extracted attributes, neighbours).
+//! active), its idempotency keys and create windows, and its catalogue (products, extracted
+//! attributes, neighbours) — in one step of the job store when the catalogue is in the same
+//! Redis. It leaves the tenant's tombstone: nothing of a run or an import begun before the
+//! delete is written after it (`jobs::fence`), while new jobs and imports work as usual.
 
 use axum::extract::State;
 use axum::Json;
@@ -25,8 +28,11 @@ pub struct Removal {
     catalogue: Cleared,
 }
 
-/// Removes a tenant's ended jobs and its catalogue. Refused while one of its jobs is queued
-/// or running (nothing is removed then); asking again answers zero counts. With tokens, the
+/// Removes a tenant's ended jobs and its catalogue, for good: a run or an import of the
+/// tenant begun before the delete writes nothing after it (an import streaming in stops at
+/// its next batch with 409 `tenant_deleted`), and no record of its jobs is written back; a
+/// job or import begun after it works as usual. Refused while one of its jobs is queued or
+/// running (nothing is removed then); asking again answers zero counts. With tokens, the
 /// tenant's own token or an operator's (`*`); another tenant's is 403 `forbidden`.
 #[utoipa::path(delete, path = "/catalog/tenants/{tenant_id}", tag = "tenants", operation_id = "remove_tenant",
     params(("tenant_id" = String, Path, description = "The tenant whose data is removed.")),
@@ -45,15 +51,23 @@ pub async fn remove(
     caller.may_change()?;
     caller.may_act_for(&tenant)?;
     let kinds: Vec<Kind> = app.runner.registry().kinds().cloned().collect();
-    let jobs = match app.store.purge(&tenant, &kinds).await? {
+    let hashes = app.catalog.store.hashes(&tenant);
+    let (jobs, sizes) = match app.store.purge(&tenant, &kinds, &hashes).await? {
         Purge::StillActive(job) => return Err(ApiError::StillActive(job)),
-        Purge::Removed(n) => n,
+        Purge::Removed { jobs, hashes } => (jobs, hashes),
     };
-    let store = app.catalog.store.clone();
-    let owner = tenant.clone();
-    let catalogue = tokio::task::spawn_blocking(move || store.clear(&owner))
-        .await
-        .map_err(|e| ApiError::Internal(format!("a catalogue call stopped: {e}")))??;
+    // A catalogue the job store could not remove in its step (the embedded one) is cleared
+    // now; the tombstone already refuses every writer begun before the delete.
+    let catalogue = match Cleared::from_sizes(&sizes) {
+        Some(cleared) => cleared,
+        None => {
+            let store = app.catalog.store.clone();
+            let owner = tenant.clone();
+            tokio::task::spawn_blocking(move || store.clear(&owner))
+                .await
+                .map_err(|e| ApiError::Internal(format!("a catalogue call stopped: {e}")))??
+        }
+    };
     Ok(Json(Removal {
         tenant_id: tenant,
         jobs,

@@ -2,9 +2,9 @@
 //! so a crash keeps the work done and a re-run resumes: a product whose content hash is
 //! unchanged since its last enrichment is skipped unless `force`. So it is safe to run
 //! again (a recovered job's next attempt resumes), and a stop on request, checked between
-//! products, reports the batches it saved. It has no final state write to fence (unlike
-//! pair's table swap, `jobs::fence`): a fenced-off run's last batch is one its successor
-//! would write the same (extraction is a function of the product's content).
+//! products, reports the batches it saved. Each batch's save passes the run's fence
+//! (`jobs::fence`): a run that lost its job, or whose tenant was deleted, writes nothing more
+//! and stops.
 
 use serde_json::Value;
 
@@ -12,6 +12,7 @@ use super::extract::extract;
 use super::products::{Enrichment, Stored};
 use super::report::{to_result, EnrichReport};
 use super::{check, retrying, Catalog, CatalogError, Monotonic};
+use crate::jobs::fence::{Fence, Unfenced};
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
@@ -24,8 +25,7 @@ pub struct EnrichParams {
     pub force: bool,
 }
 
-/// Enriches the tenant's products that changed since their last enrichment (all with
-/// `force`), a batch at a time, each batch saved before the next starts.
+/// Enriches outside any job (tests, benchmarks): its saves are unfenced.
 pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
@@ -33,12 +33,25 @@ pub fn run(
     stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
+    run_in(catalog, tenant, params, &Unfenced, stop, progress)
+}
+
+/// Enriches the tenant's products that changed since their last enrichment (all with
+/// `force`) as a job's run, a batch at a time, each batch saved only while `fence` holds.
+pub fn run_in(
+    catalog: &Catalog,
+    tenant: &TenantId,
+    params: &EnrichParams,
+    fence: &dyn Fence,
+    stop: &CancellationToken,
+    progress: Progress<'_>,
+) -> Result<Value, CatalogError> {
     let progress = Monotonic::new(progress);
     progress.report(0, "loading products");
     let window = catalog.settings.write_retry;
-    let products = retrying(window, || catalog.store.all(tenant))?;
+    let products = retrying(window, stop, || catalog.store.all(tenant))?;
     check(stop)?;
-    let todo = to_enrich(catalog, tenant, &products, params.force)?;
+    let todo = to_enrich(catalog, tenant, &products, params.force, stop)?;
     let size = catalog.settings.enrich_batch.max(1);
     let batches = todo.len().div_ceil(size);
     // Batches already saved stay saved: a re-run resumes after them, and a stop on request
@@ -58,8 +71,11 @@ pub fn run(
             check(stop).map_err(|e| e.with_report(to_result(&report)))?;
             batch.push((p.product.product_key.clone(), enrich(p)));
         }
-        retrying(window, || catalog.store.save_enrichments(tenant, &batch))
-            .map_err(|e| e.with_report(to_result(&report)))?;
+        retrying(window, stop, || {
+            catalog.store.save_enrichments(tenant, &batch, fence)
+        })
+        .and_then(|saved| saved.or_else(|| CatalogError::Fenced))
+        .map_err(|e| e.with_report(to_result(&report)))?;
         report.batches += 1;
         for (_, e) in &batch {
             match e.unextractable {
@@ -80,13 +96,14 @@ fn to_enrich<'p>(
     tenant: &TenantId,
     products: &'p [Stored],
     force: bool,
+    stop: &CancellationToken,
 ) -> Result<Vec<&'p Stored>, CatalogError> {
     // With nothing to enrich there is nothing to compare against: one round trip fewer.
     if force || products.is_empty() {
         return Ok(products.iter().collect());
     }
     let window = catalog.settings.write_retry;
-    let done = retrying(window, || catalog.store.enrichments(tenant))?;
+    let done = retrying(window, stop, || catalog.store.enrichments(tenant))?;
     let changed = |p: &&Stored| {
         done.get(&p.product.product_key)
             .is_none_or(|e| e.content_hash != p.content_hash)

@@ -2,9 +2,10 @@
 //! as plain blocking functions with an optional progress callback, over a per-tenant
 //! catalogue store. Knows nothing of HTTP or of job keys.
 //!
-//! Every job function does the same work with or without a callback. Its data writes are
-//! retried while the store is unreachable (for `write_retry`), so a Redis outage pauses a job
-//! instead of throwing its work away.
+//! Every job function does the same work with or without a callback. Its data writes pass
+//! its run's fence (`jobs::fence`): a refused write stops the job at once, its end not
+//! recorded. Its store calls are retried while the store is unreachable (for `write_retry`),
+//! so a Redis outage pauses a job instead of throwing its work away.
 
 pub mod demo;
 pub mod enrich;
@@ -76,8 +77,9 @@ pub enum CatalogError {
     },
     #[error("the job was asked to stop")]
     Cancelled,
-    /// The store refused the run's final write: another run or job holds the job.
-    #[error("the store refused this run's final write: another run or job holds the job")]
+    /// The store refused a write of the run: another run or job holds the job, or its
+    /// tenant was deleted.
+    #[error("the store refused this run's write: another run or job holds the job, or its tenant was deleted")]
     Fenced,
     /// Stopped on request, with the report of what it had saved so far.
     #[error("the job was asked to stop")]
@@ -138,6 +140,7 @@ impl From<CatalogStoreError> for CatalogError {
             CatalogStoreError::Unavailable(m) => CatalogError::StoreUnavailable(m),
             CatalogStoreError::Corrupt(m) => CatalogError::CorruptRecord(m),
             CatalogStoreError::BadCursor => CatalogError::CorruptRecord("a cursor".into()),
+            e @ CatalogStoreError::RecordMissing => CatalogError::StoreUnavailable(e.to_string()),
         }
     }
 }
@@ -151,28 +154,35 @@ pub fn check(stop: &CancellationToken) -> Result<(), CatalogError> {
     }
 }
 
-/// Runs a store call, retrying with backoff while the store is unreachable, for `window`.
-/// A malformed record is not retried.
+/// Runs a store call, retrying with backoff while the store is unreachable (or a write
+/// waits for its run's lost record to be written back), for `window`, and no longer once
+/// the job is asked to stop (`stop`: a cancel, or its run fenced off). A malformed record is
+/// not retried.
 pub fn retrying<T>(
     window: Duration,
+    stop: &CancellationToken,
     mut op: impl FnMut() -> Result<T, CatalogStoreError>,
 ) -> Result<T, CatalogError> {
     let started = Instant::now();
     let mut delay = Duration::from_millis(50);
     let mut warned = false;
     loop {
-        match op() {
+        let e = match op() {
             Ok(v) => return Ok(v),
-            Err(CatalogStoreError::Unavailable(m)) if started.elapsed() < window => {
-                if !warned {
-                    tracing::warn!(error = %m, "the catalogue store is unreachable; the job waits and retries");
-                    warned = true;
-                }
-                std::thread::sleep(delay);
-                delay = (delay * 2).min(Duration::from_secs(2));
+            Err(e @ (CatalogStoreError::Unavailable(_) | CatalogStoreError::RecordMissing))
+                if started.elapsed() < window =>
+            {
+                e
             }
             Err(e) => return Err(e.into()),
+        };
+        if !warned {
+            tracing::warn!(error = %e, "a catalogue call must wait; the job retries it");
+            warned = true;
         }
+        std::thread::sleep(delay);
+        check(stop)?;
+        delay = (delay * 2).min(Duration::from_secs(2));
     }
 }
 
@@ -237,11 +247,13 @@ pub fn registry(catalog: Arc<Catalog>) -> Registry {
             "sync",
             move |fields| sync::checked(fields, &c1.settings),
             move |input, params, progress| {
-                sync::run(&c2, &input.tenant, params, &input.cancel, progress).map_err(job_error)
+                let (tenant, fence) = (&input.tenant, &*input.fence);
+                sync::run_in(&c2, tenant, params, fence, &input.cancel, progress).map_err(job_error)
             },
         )
         .with_params("enrich", move |input, params, progress| {
-            enrich::run(&c3, &input.tenant, params, &input.cancel, progress).map_err(job_error)
+            let (tenant, fence) = (&input.tenant, &*input.fence);
+            enrich::run_in(&c3, tenant, params, fence, &input.cancel, progress).map_err(job_error)
         })
         .with_params("pair", move |input, _: &pair::PairParams, progress| {
             pair::run_in(&c4, &input.tenant, &*input.fence, &input.cancel, progress)

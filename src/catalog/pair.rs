@@ -145,13 +145,13 @@ fn run_phases(
 ) -> Result<Value, CatalogError> {
     let window = catalog.settings.write_retry;
     progress.report(0, "loading products");
-    let products = retrying(window, || catalog.store.all(tenant))?;
+    let products = retrying(window, stop, || catalog.store.all(tenant))?;
     progress.report(3, "loading extracted attributes");
     // An empty catalogue pairs to an empty table whatever was extracted: one round trip fewer.
     let enriched = if products.is_empty() {
         HashMap::new()
     } else {
-        retrying(window, || catalog.store.enrichments(tenant))?
+        retrying(window, stop, || catalog.store.enrichments(tenant))?
     };
     progress.report(LOADED, "loaded products");
 
@@ -183,7 +183,7 @@ fn run_phases(
         table.into_iter().filter(|(_, n)| !n.is_empty()).collect();
     // A run fenced off after the check above (recovered, taken over) must not swap: the
     // store checks the job record in the same step as the swap.
-    let swap = retrying(window, || {
+    let swap = retrying(window, stop, || {
         catalog.store.replace_neighbours(tenant, &rows, fence)
     })?;
     if swap == Swap::Fenced {

@@ -8,10 +8,10 @@
 //! read, with the sources' class and the same partial report.
 //!
 //! Safe to run again (a recovered job's next attempt does): products are upserted by
-//! content hash, so rows already written read `unchanged`. It has no final state write to
-//! fence (unlike pair's table swap, `jobs::fence`): a fenced-off run's last upserts are ones
-//! its successor would write the same. It stops on request between rows and during a
-//! stalled feed read, reporting what it saved.
+//! content hash, so rows already written read `unchanged`. Each batch's upsert passes the
+//! run's fence (`jobs::fence`): a run that lost its job, or whose tenant was deleted, writes
+//! nothing more and stops. It stops on request between rows and during a stalled feed
+//! read, reporting what it saved.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -26,6 +26,7 @@ use super::feed::{self, FeedError, Format, RowReport};
 use super::report::{to_result, RowCounts, SourceReport, SyncReport};
 use super::source::{resolve, Resolved};
 use super::{check, retrying, Catalog, CatalogError, CatalogSettings, Monotonic};
+use crate::jobs::fence::{Fence, Unfenced};
 use crate::jobs::params::{from_fields, Fields, ParamError};
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
@@ -310,11 +311,24 @@ fn open_url(url: reqwest::Url, stop: &CancellationToken) -> Result<Opened, Sourc
     })
 }
 
-/// Runs a sync: every source in turn, upserting in batches, reporting per source.
+/// Runs a sync outside any job (tests, benchmarks): its upserts are unfenced.
 pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
     params: &SyncParams,
+    stop: &CancellationToken,
+    progress: Progress<'_>,
+) -> Result<Value, CatalogError> {
+    run_in(catalog, tenant, params, &Unfenced, stop, progress)
+}
+
+/// Runs a sync as a job's run: every source in turn, upserting in batches, each only while
+/// `fence` holds, reporting per source.
+pub fn run_in(
+    catalog: &Catalog,
+    tenant: &TenantId,
+    params: &SyncParams,
+    fence: &dyn Fence,
     stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
@@ -330,10 +344,17 @@ pub fn run(
             source: source.clone(),
             ..Default::default()
         };
-        let outcome = sync_source(catalog, tenant, source, stop, &mut report.rows, &|frac| {
-            let p = ((i as f64 + frac.clamp(0.0, 1.0)) * 100.0 / n as f64) as u8;
-            progress.report(p, &step);
-        });
+        let outcome = sync_source(
+            catalog,
+            (tenant, fence),
+            source,
+            stop,
+            &mut report.rows,
+            &|frac| {
+                let p = ((i as f64 + frac.clamp(0.0, 1.0)) * 100.0 / n as f64) as u8;
+                progress.report(p, &step);
+            },
+        );
         // A stop (between rows, or during a stalled read, which then fails the source) is
         // reported with what was saved before it.
         if stop.is_cancelled() || matches!(outcome, Err(CatalogError::Cancelled)) {
@@ -390,11 +411,12 @@ fn all_failed(reports: &[SourceReport]) -> Option<&'static str> {
     })
 }
 
-/// Streams one source into the catalogue. The outer error ends the job (the store stayed
-/// down, or a cancel); the inner one fails only this source.
+/// Streams one source into the catalogue of `tenant`, each batch passing `fence`. The outer
+/// error ends the job (the store stayed down, a cancel, or a refused batch); the inner one
+/// fails only this source.
 fn sync_source(
     catalog: &Catalog,
-    tenant: &TenantId,
+    (tenant, fence): (&TenantId, &dyn Fence),
     source: &str,
     stop: &CancellationToken,
     rows: &mut RowReport,
@@ -419,7 +441,8 @@ fn sync_source(
         rows,
         between_rows,
         |batch| {
-            let counts = retrying(window, || catalog.store.upsert(tenant, batch))?;
+            let counts = retrying(window, stop, || catalog.store.upsert(tenant, batch, fence))?
+                .or_else(|| CatalogError::Fenced)?;
             if let Some(size) = opened.size.filter(|s| *s > 0) {
                 let read = bytes.load(Ordering::Relaxed) as f64 / size as f64;
                 on_progress(read.min(READ_BUT_NOT_DONE));

@@ -74,7 +74,7 @@ async fn on_renewal(runs: &Runs, run: &RunId, answer: Renewal) {
         }
         Ok(Restore::Fenced) => {
             if let Some(r) = runs.lock_running().get(&run.id) {
-                r.fence("the store lost this job's record and a newer job holds the lock");
+                r.fence("the store lost this job's record, and a newer job or its tenant's delete says not to write it back");
             }
         }
         Ok(Restore::Present) => {}

@@ -39,6 +39,19 @@ impl Keys {
         format!("{}:tenant:{tenant}", self.prefix)
     }
 
+    /// `<prefix>:tenant:<tenant>:gone` — the tenant's tombstone: the store's time (ms) of its
+    /// last delete, kept for the job TTL. Writes of runs and imports begun before it are
+    /// refused (`jobs::fence`), and so is writing back a record of a job created before it.
+    pub fn gone(&self, tenant: &TenantId) -> String {
+        format!("{}:tenant:{tenant}:gone", self.prefix)
+    }
+
+    /// `<prefix>:tenant:<tenant>:idem` — the names of the tenant's idempotency keys (a set),
+    /// so a delete finds the keys its clients named.
+    pub fn tenant_idem(&self, tenant: &TenantId) -> String {
+        format!("{}:tenant:{tenant}:idem", self.prefix)
+    }
+
     /// `<prefix>:idem:<tenant>:<kind>:<key>` — an `Idempotency-Key`'s job id and params
     /// fingerprint (hash), with the job's TTL.
     pub fn idem(&self, tenant: &TenantId, kind: &Kind, key: &str) -> String {

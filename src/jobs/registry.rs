@@ -42,14 +42,14 @@ pub struct JobInput {
     pub cancel: CancellationToken,
     /// This run: the job's id and its claim token (raised by every claim).
     pub run: RunId,
-    /// What a final data write passes (`jobs::fence`): it happens only while this run
-    /// still holds its job.
+    /// What every catalogue write of this run passes (`jobs::fence`): it happens only while
+    /// this run still holds its job and its tenant was not deleted since.
     pub fence: Arc<dyn Fence>,
 }
 
 /// The error class of a job that stopped because it was asked to.
 pub const CANCELLED: &str = "Cancelled";
-/// The class of a run whose final write was refused (never recorded: see `JobError::Fenced`).
+/// The class of a run whose write was refused (never recorded: see `JobError::Fenced`).
 pub const FENCED: &str = "Fenced";
 const FENCED_MESSAGE: &str = "the store refused this run's write: another run or job holds the job";
 /// The error class of a job whose stored parameters are not its kind's.
@@ -77,8 +77,8 @@ pub enum JobError {
     /// Stopped because `JobInput::cancel` was tripped (a cancel request, or the run was
     /// fenced off); `report` becomes the cancelled job's `result`.
     Cancelled { report: Option<Report> },
-    /// The store refused the run's final write: another run or job holds the job now. The
-    /// run ends as a fenced-off run does: its end is not recorded.
+    /// The store refused a write of the run: another run or job holds the job now, or its
+    /// tenant was deleted. The run ends as a fenced-off run does: its end is not recorded.
     Fenced,
 }
 
@@ -122,7 +122,7 @@ impl JobError {
 }
 
 /// An error whose class is `Cancelled` is a stop on request, without a report; one whose class
-/// is `Fenced` is a refused final write.
+/// is `Fenced` is a refused write.
 impl<E: ErrorClass> From<E> for JobError {
     fn from(e: E) -> Self {
         match e.class() {

@@ -194,7 +194,9 @@ impl Runs {
         let waited = Duration::from_millis(super::now_ms().saturating_sub(created_at));
         self.observer.started(&job.kind, waited);
         let began = Instant::now();
-        let result = self.execute(&job, run, reporter, ticks, cancel).await;
+        let result = self
+            .execute(&job, run, created_at, reporter, ticks, cancel)
+            .await;
         self.observer.stopped(&job.kind, began.elapsed());
         let next = match result {
             Some((outcome, percent)) if !fenced.load(Ordering::Acquire) => {
@@ -218,12 +220,13 @@ impl Runs {
     }
 
     /// Runs the function and turns whatever happened into an outcome with the last percent
-    /// the job reported; `None` when the run was given back at the shutdown deadline or its
-    /// final write was refused (fenced off): either way its end is not recorded.
+    /// the job reported; `None` when the run was given back at the shutdown deadline or a
+    /// write of it was refused (fenced off): either way its end is not recorded.
     async fn execute(
         &self,
         job: &NewJob,
         run: RunId,
+        created_at: u64,
         reporter: Reporter,
         ticks: Ticks,
         cancel: CancellationToken,
@@ -250,7 +253,12 @@ impl Runs {
             params: job.params.clone(),
             cancel,
             run,
-            fence: Arc::new(StoreFence::new(self.store.clone(), run)),
+            fence: Arc::new(StoreFence::run(
+                self.store.clone(),
+                run,
+                job.tenant.clone(),
+                created_at,
+            )),
         };
         let function = run_blocking(kind.run.clone(), input, reporter, Span::current());
         let blocking = tokio::task::spawn_blocking(function);
@@ -350,14 +358,14 @@ impl Runs {
     }
 }
 
-/// How the function's task ended, as the record keeps it; `None` for a refused final write.
+/// How the function's task ended, as the record keeps it; `None` for a refused write.
 fn outcome_of(
     joined: Result<Result<serde_json::Value, JobError>, tokio::task::JoinError>,
 ) -> Option<Outcome> {
     Some(match joined {
         Ok(Ok(report)) => Outcome::Done(report),
         Ok(Err(JobError::Fenced)) => {
-            warn!("fenced off: the store refused this run's final write; its end is not recorded");
+            warn!("fenced off: the store refused this run's write; its end is not recorded");
             return None;
         }
         Ok(Err(JobError::Cancelled { report })) => {

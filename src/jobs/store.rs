@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+use super::fence::{Hold, ScriptFence, Writer};
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::TenantWatch;
 use super::{JobId, Kind, Snapshot, Status, TenantId};
@@ -288,7 +289,8 @@ pub enum Restore {
     Restored,
     /// The record exists: nothing changed.
     Present,
-    /// A newer job holds the lock: this run may not write.
+    /// Something newer says otherwise (a newer job, the tenant deleted since): this run
+    /// may not write.
     Fenced,
 }
 
@@ -323,10 +325,12 @@ pub enum Cancel {
 }
 
 /// The answer to a tenant's purge.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Purge {
-    /// This many job records were removed (0 when there were none: purging is idempotent).
-    Removed(u64),
+    /// This many job records were removed (0 when there were none: purging is idempotent),
+    /// and the hashes of the tenant's data with them, each of this many fields (in the order
+    /// given; none from the embedded store, which holds no such hashes).
+    Removed { jobs: u64, hashes: Vec<u64> },
     /// This job of the tenant is queued or running: nothing was removed.
     StillActive(JobId),
 }
@@ -445,7 +449,9 @@ pub trait JobStore: Send + Sync + 'static {
     fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>>;
 
     /// Ends the run's job and releases its lock if the lock still holds it. A missing record
-    /// (the store came back empty) is written back whole, unless a newer job holds the lock.
+    /// (the store came back empty) is written back whole, unless something newer says
+    /// otherwise: another job holds the lock, a job of the same kind created after it is in
+    /// the tenant's listing, or the tenant was deleted after it was created (`Fenced`).
     /// `percent` is the run's last reported progress.
     fn finish<'a>(
         &'a self,
@@ -488,7 +494,7 @@ pub trait JobStore: Send + Sync + 'static {
     }
 
     /// Writes back the record of a running job whose record the store lost, with its last
-    /// known progress, lease and lock — unless a newer job holds the lock.
+    /// known progress, lease and lock — unless something newer says otherwise (as `finish`).
     fn restore<'a>(
         &'a self,
         job: &'a NewJob,
@@ -516,11 +522,18 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// Removes every job of `tenant` (its listing, records and locks) in one step, unless
     /// one of them is queued or running (a `lost` one included: its run may be recovered).
-    /// `kinds` are the kinds whose locks may name an active job.
+    /// Its idempotency keys and create windows go too, and it leaves the tenant's tombstone
+    /// for the job TTL: later writes of runs and imports begun before it are refused
+    /// (`jobs::fence`), and no record of a job created before it is written back.
+    /// `kinds` are the kinds whose locks may name an active job. `hashes` name the tenant's
+    /// data kept beside its jobs in the same Redis (its catalogue): they are deleted in the
+    /// same step, so a job or import begun after it loses nothing to it (the embedded store
+    /// holds none and leaves them to their owner).
     fn purge<'a>(
         &'a self,
         tenant: &'a TenantId,
         kinds: &'a [Kind],
+        hashes: &'a [String],
     ) -> BoxFuture<'a, Result<Purge, StoreError>>;
 
     /// The job as a reader sees it, `lost` derived on the store's clock.
@@ -584,14 +597,18 @@ pub trait JobStore: Send + Sync + 'static {
 
     fn settings(&self) -> &StoreSettings;
 
-    /// Runs `write` only while `run` holds its job (`running`, its claim, not superseded),
-    /// with no claim, recovery or end in between, and answers whether it ran: the embedded
-    /// store runs it under its own lock. The Redis store cannot hold its record still across
+    /// Runs `write` only while `writer`'s fence holds (`jobs::fence::Writer`), with no
+    /// claim, recovery, end or delete in between, and answers whether it ran: the embedded
+    /// store runs it under its own lock. The Redis store cannot hold its keys still across
     /// another store's write: it runs `write` unchecked, and a catalogue in the same Redis
-    /// checks `job_key` inside its own script instead (see `jobs::fence`).
-    fn while_held(&self, run: &RunId, write: &mut dyn FnMut()) -> bool;
+    /// checks the keys `fence_keys` names inside its own script instead.
+    fn while_held(&self, writer: &Writer, write: &mut dyn FnMut()) -> Hold;
 
-    /// The Redis key of a job's record, for a script on the same Redis that checks a run
-    /// still holds its job; `None` for the embedded store.
-    fn job_key(&self, id: &JobId) -> Option<String>;
+    /// The keys a script on the same Redis reads to check `writer`'s fence (its tenant's
+    /// tombstone, a run's job record); `None` for the embedded store.
+    fn fence_keys(&self, writer: &Writer) -> Option<ScriptFence>;
+
+    /// The tenant's tombstone: the store's time (ms) of its last delete within the job TTL,
+    /// 0 when none. An import begins from it (`Writer::Import`).
+    fn tombstone<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<u64, StoreError>>;
 }

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use tokio::sync::broadcast;
 
+use crate::jobs::fence::{Hold, ScriptFence, Writer};
 use crate::jobs::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
     Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
@@ -154,8 +155,9 @@ impl JobStore for MeteredStore {
         &'a self,
         tenant: &'a TenantId,
         kinds: &'a [Kind],
+        hashes: &'a [String],
     ) -> BoxFuture<'a, Result<Purge, StoreError>> {
-        Box::pin(timed("purge", self.inner.purge(tenant, kinds)))
+        Box::pin(timed("purge", self.inner.purge(tenant, kinds, hashes)))
     }
 
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
@@ -218,11 +220,15 @@ impl JobStore for MeteredStore {
         self.inner.settings()
     }
 
-    fn while_held(&self, run: &RunId, write: &mut dyn FnMut()) -> bool {
-        self.inner.while_held(run, write)
+    fn while_held(&self, writer: &Writer, write: &mut dyn FnMut()) -> Hold {
+        self.inner.while_held(writer, write)
     }
 
-    fn job_key(&self, id: &JobId) -> Option<String> {
-        self.inner.job_key(id)
+    fn fence_keys(&self, writer: &Writer) -> Option<ScriptFence> {
+        self.inner.fence_keys(writer)
+    }
+
+    fn tombstone<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(timed("tombstone", self.inner.tombstone(tenant)))
     }
 }

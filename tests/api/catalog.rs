@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use catalog_jobs::catalog::products::{CatalogStoreError, MemoryCatalog, Product};
 use catalog_jobs::catalog::{demo, enrich, pair, sync, Catalog, CatalogSettings};
+use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::progress::guarded;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -528,7 +529,7 @@ async fn every_page_holds_at_most_limit_and_paging_visits_each_product_once(b: B
         .collect();
     assert_eq!(all.len(), PAGED_PRODUCTS, "the demo keys are distinct");
     tokio::task::spawn_blocking(move || {
-        store.upsert(&t, &products).unwrap();
+        store.upsert(&t, &products, &Unfenced).unwrap();
         for limit in [1, 2, 7, 500] {
             let mut seen = std::collections::BTreeSet::new();
             let mut cursor: Option<String> = None;
@@ -648,7 +649,7 @@ fn catalog_with(
         },
     };
     let t = tenant();
-    catalog.store.upsert(&t, products).unwrap();
+    catalog.store.upsert(&t, products, &Unfenced).unwrap();
     (catalog, t)
 }
 
@@ -874,7 +875,7 @@ fn a_second_pair_replaces_the_whole_neighbour_table() {
             ..p.clone()
         })
         .collect();
-    catalog.store.upsert(&t, &changed).unwrap();
+    catalog.store.upsert(&t, &changed, &Unfenced).unwrap();
     pair::run(&catalog, &t, &never(), None).unwrap();
     assert_eq!(catalog.store.neighbours(&t, &key).unwrap(), None);
 }
@@ -958,7 +959,7 @@ fn a_cancelled_enrich_keeps_the_counts_of_the_batches_it_saved() {
         },
     };
     let t = tenant();
-    catalog.store.upsert(&t, &products).unwrap();
+    catalog.store.upsert(&t, &products, &Unfenced).unwrap();
     let report = cancelled_at("batch 3 of 5", |stop, progress| {
         enrich::run(&catalog, &t, &no_force(), stop, progress)
     });

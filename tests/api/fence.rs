@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::{
-    create, finish, new_job, settings, shared_redis_url, start, store, tenant, test_kinds, unique,
-    Backend,
+    create, finish, new_job, run_fence, settings, shared_redis_url, start, store, tenant,
+    test_kinds, unique, Backend,
 };
 
 both_stores!(
@@ -86,7 +86,7 @@ async fn a_run_fenced_off_before_its_swap_leaves_the_table_and_the_current_run_s
     let (jobs, catalog) = stores(b);
     let t = tenant();
     let first = claimed(&*jobs, &t).await;
-    let old: Arc<dyn Fence> = Arc::new(StoreFence::new(jobs.clone(), first.run));
+    let old: Arc<dyn Fence> = run_fence(&jobs, &first);
     assert_eq!(
         swap(&catalog, &t, table("a", "old"), old.clone()).await,
         Swap::Swapped
@@ -111,7 +111,7 @@ async fn a_run_fenced_off_before_its_swap_leaves_the_table_and_the_current_run_s
         Some("old")
     );
 
-    let current = Arc::new(StoreFence::new(jobs.clone(), second.run));
+    let current = run_fence(&jobs, &second);
     assert_eq!(
         swap(&catalog, &t, table("a", "new"), current).await,
         Swap::Swapped
@@ -139,7 +139,7 @@ async fn an_ended_job_s_run_cannot_swap_the_table(b: Backend) {
         Outcome::Done(json!({})),
     )
     .await;
-    let fence = Arc::new(StoreFence::new(jobs.clone(), run.run));
+    let fence = run_fence(&jobs, &run);
     assert_eq!(
         swap(&catalog, &t, table("a", "late"), fence).await,
         Swap::Fenced
@@ -169,11 +169,11 @@ async fn a_fenced_off_pair_run_keeps_the_old_table_and_ends_fenced_not_recorded(
     })
     .collect();
     let first = claimed(&*jobs, &t).await;
-    let old: Arc<dyn Fence> = Arc::new(StoreFence::new(jobs.clone(), first.run));
+    let old: Arc<dyn Fence> = run_fence(&jobs, &first);
     let pair_as = |fence: Arc<dyn Fence>| {
         let (catalog, t, products) = (catalog.clone(), t.clone(), products.clone());
         tokio::task::spawn_blocking(move || {
-            catalog.store.upsert(&t, &products).unwrap();
+            catalog.store.upsert(&t, &products, &Unfenced).unwrap();
             pair::run_in(&catalog, &t, &*fence, &CancellationToken::new(), None)
         })
     };
@@ -192,13 +192,7 @@ async fn a_fenced_off_pair_run_keeps_the_old_table_and_ends_fenced_not_recorded(
         .unwrap();
     let clear = table("p0", "p9");
     assert_eq!(
-        swap(
-            &store,
-            &t,
-            clear,
-            Arc::new(StoreFence::new(jobs.clone(), second.run))
-        )
-        .await,
+        swap(&store, &t, clear, run_fence(&jobs, &second)).await,
         Swap::Swapped
     );
     let refused = pair_as(old)
@@ -319,8 +313,13 @@ async fn a_run_whose_job_was_superseded_cannot_swap_the_table(b: Backend) {
     let (_, catalog) = stores(b);
     let t = tenant();
     let old = new_job(&t, "pair");
-    let (_, old_run) = start(&*jobs, &old).await;
-    let fence: Arc<dyn Fence> = Arc::new(StoreFence::new(jobs.clone(), old_run));
+    let (created, old_run) = start(&*jobs, &old).await;
+    let fence: Arc<dyn Fence> = Arc::new(StoreFence::run(
+        jobs.clone(),
+        old_run,
+        t.clone(),
+        created.created_at,
+    ));
     assert_eq!(
         swap(&catalog, &t, table("a", "old"), fence.clone()).await,
         Swap::Swapped

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use catalog_jobs::catalog::products::{Enrichment, MemoryCatalog, Product, ProductKey, Stored};
 use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings, Monotonic};
+use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::TenantId;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -27,7 +28,7 @@ fn pair_catalogue(products: &[Product]) -> HashMap<ProductKey, Vec<ProductKey>> 
         settings: CatalogSettings::default(),
     };
     let t = tenant();
-    catalog.store.upsert(&t, products).unwrap();
+    catalog.store.upsert(&t, products, &Unfenced).unwrap();
     enrich::run(
         &catalog,
         &t,

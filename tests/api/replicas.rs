@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use catalog_jobs::catalog::demo;
 use catalog_jobs::catalog::products::{CatalogStore, RedisCatalog};
+use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::TenantId;
 use serde_json::Value;
 
@@ -231,7 +232,7 @@ async fn seed_catalogue(redis_url: &str, t: &TenantId, n: usize) {
     let t = t.clone();
     tokio::task::spawn_blocking(move || {
         for chunk in demo::generate(n, 7).chunks(1000) {
-            store.upsert(&t, chunk).unwrap();
+            store.upsert(&t, chunk, &Unfenced).unwrap();
         }
     })
     .await

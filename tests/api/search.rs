@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use catalog_jobs::catalog::demo;
 use catalog_jobs::catalog::search::{search, ProductQuery, MAX_QUERY_CHARS};
+use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::TenantId;
 use serde_json::{json, Value};
 
@@ -125,7 +126,7 @@ async fn search_pages_find_every_match_once_and_nothing_else(b: Backend) {
     let t = tenant();
     let products = demo::generate(SEARCHED_PRODUCTS, 11);
     tokio::task::spawn_blocking(move || {
-        store.upsert(&t, &products).unwrap();
+        store.upsert(&t, &products, &Unfenced).unwrap();
         let word = products[0]
             .name
             .split_whitespace()

@@ -28,7 +28,7 @@ async fn a_purge_is_refused_while_a_job_is_active_and_then_removes_every_job_onc
     let kept = new_job(&other, "sync");
     create(&*s, &kept).await;
     assert_eq!(
-        s.purge(&t, &kinds).await.unwrap(),
+        s.purge(&t, &kinds, &[]).await.unwrap(),
         Purge::StillActive(job.id)
     );
     assert!(s.get(&job.id).await.unwrap().is_some(), "nothing changed");
@@ -36,10 +36,22 @@ async fn a_purge_is_refused_while_a_job_is_active_and_then_removes_every_job_onc
     let ended = new_job(&t, "enrich");
     create(&*s, &ended).await;
     s.cancel(&ended.id, "tester").await.unwrap();
-    assert_eq!(s.purge(&t, &kinds).await.unwrap(), Purge::Removed(2));
+    assert_eq!(
+        s.purge(&t, &kinds, &[]).await.unwrap(),
+        Purge::Removed {
+            jobs: 2,
+            hashes: Vec::new()
+        }
+    );
     assert!(s.get(&job.id).await.unwrap().is_none());
     assert!(s.recent(&t, 10).await.unwrap().is_empty());
-    assert_eq!(s.purge(&t, &kinds).await.unwrap(), Purge::Removed(0));
+    assert_eq!(
+        s.purge(&t, &kinds, &[]).await.unwrap(),
+        Purge::Removed {
+            jobs: 0,
+            hashes: Vec::new()
+        }
+    );
     assert!(
         s.get(&kept.id).await.unwrap().is_some(),
         "another tenant keeps its jobs"

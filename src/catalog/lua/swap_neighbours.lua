@@ -1,13 +1,14 @@
 -- swap_neighbours: replaces a tenant's neighbour table by its staged copy in one step, only
--- while the run that wrote it still holds its job (`is_held` of the job record's schema,
--- jobs/lua/record.lua, loaded in front of this script): the record reads `running`, with this
--- run's claim, and no `superseded_by`. A refused swap deletes the staged copy and leaves the
--- live table whole.
+-- while the run that wrote it still holds its job and its tenant was not deleted since
+-- (`fence_at` of jobs/lua/fence.lua, loaded in front of this script with the job record's
+-- schema). A refused swap deletes the staged copy and leaves the live table whole.
 -- KEYS[1] staging table (may not exist: an empty table), KEYS[2] live table, KEYS[3] the
--- job's record. ARGV[1] the run's claim. Answers 1 swapped, 0 refused (fenced off).
-if not is_held(read_job(KEYS[3], HELD_FIELDS), ARGV[1]) then
+-- tenant's tombstone, KEYS[4] the run's job record. ARGV[1] since, ARGV[2] the run's claim.
+-- Answers 'swapped', or why not: 'fenced', 'missing' (the run's record is gone).
+local state = fence_at(3)
+if state ~= 'held' then
   redis.call('DEL', KEYS[1])
-  return 0
+  return state
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   -- RENAME is atomic; the live table has no TTL, so the staging one's goes here too.
@@ -16,4 +17,4 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 else
   redis.call('DEL', KEYS[2])
 end
-return 1
+return 'swapped'

@@ -1,13 +1,13 @@
 //! The embedded catalogue: every tenant's products, enrichments and neighbour table in one
-//! mutex-guarded map. Same contract as Redis (`store::CatalogStore`), not durable; a
-//! neighbour swap happens under the embedded job store's lock, so no claim comes between
-//! the fence's check and the swap.
+//! mutex-guarded map. Same contract as Redis (`store::CatalogStore`), not durable; every
+//! write happens under the embedded job store's lock (`Fence::while_held`), so no claim,
+//! end or delete comes between the fence's check and the write.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use super::record::{Enrichment, Neighbour, Product, ProductKey, Stored};
-use super::store::{CatalogStore, CatalogStoreError, Cleared, Swap, Upserted};
+use super::store::{CatalogStore, CatalogStoreError, Cleared, Swap, Upserted, Write};
 use crate::jobs::fence::Fence;
 use crate::jobs::TenantId;
 
@@ -71,26 +71,31 @@ impl CatalogStore for MemoryCatalog {
         &self,
         tenant: &TenantId,
         products: &[Product],
-    ) -> Result<Upserted, CatalogStoreError> {
-        Ok(self.with(tenant, |c| {
-            let mut counts = Upserted::default();
-            for p in products {
-                let hash = p.content_hash();
-                match c.products.get(&p.product_key) {
-                    Some(old) if old.content_hash == hash => counts.unchanged += 1,
-                    Some(_) => counts.updated += 1,
-                    None => counts.created += 1,
+        fence: &dyn Fence,
+    ) -> Result<Write<Upserted>, CatalogStoreError> {
+        let mut counts = Upserted::default();
+        let hold = fence.while_held(&mut || {
+            counts = self.with(tenant, |c| {
+                let mut counts = Upserted::default();
+                for p in products {
+                    let hash = p.content_hash();
+                    match c.products.get(&p.product_key) {
+                        Some(old) if old.content_hash == hash => counts.unchanged += 1,
+                        Some(_) => counts.updated += 1,
+                        None => counts.created += 1,
+                    }
+                    c.products.insert(
+                        p.product_key.clone(),
+                        Stored {
+                            product: p.clone(),
+                            content_hash: hash,
+                        },
+                    );
                 }
-                c.products.insert(
-                    p.product_key.clone(),
-                    Stored {
-                        product: p.clone(),
-                        content_hash: hash,
-                    },
-                );
-            }
-            counts
-        }))
+                counts
+            })
+        });
+        Write::from_hold(hold, counts)
     }
 
     fn get(
@@ -156,13 +161,16 @@ impl CatalogStore for MemoryCatalog {
         &self,
         tenant: &TenantId,
         batch: &[(ProductKey, Enrichment)],
-    ) -> Result<(), CatalogStoreError> {
-        self.with(tenant, |c| {
-            for (k, e) in batch {
-                c.enriched.insert(k.clone(), e.clone());
-            }
+        fence: &dyn Fence,
+    ) -> Result<Write<()>, CatalogStoreError> {
+        let hold = fence.while_held(&mut || {
+            self.with(tenant, |c| {
+                for (k, e) in batch {
+                    c.enriched.insert(k.clone(), e.clone());
+                }
+            })
         });
-        Ok(())
+        Write::from_hold(hold, ())
     }
 
     fn replace_neighbours(
@@ -173,7 +181,7 @@ impl CatalogStore for MemoryCatalog {
     ) -> Result<Swap, CatalogStoreError> {
         let mut fresh: Option<HashMap<_, _>> = Some(table.iter().cloned().collect());
         // Under the job store's lock (the embedded one): no claim comes between check and swap.
-        let held = fence.while_held(&mut || {
+        let hold = fence.while_held(&mut || {
             let fresh = fresh.take().unwrap_or_default();
             let mut tenants = self.tenants();
             match tenants.get_mut(tenant) {
@@ -183,7 +191,7 @@ impl CatalogStore for MemoryCatalog {
                 None => tenants.entry(tenant.clone()).or_default().neighbours = fresh,
             }
         });
-        Ok(Swap::from_held(held))
+        Write::from_hold(hold, ()).map(Swap::from)
     }
 
     fn neighbours(
@@ -192,6 +200,10 @@ impl CatalogStore for MemoryCatalog {
         key: &ProductKey,
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError> {
         Ok(self.read(tenant, |c| c.neighbours.get(key).cloned()))
+    }
+
+    fn hashes(&self, _tenant: &TenantId) -> Vec<String> {
+        Vec::new()
     }
 
     fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError> {

@@ -14,4 +14,4 @@ pub use self::record::{
     limits, split_taxonomy, Enrichment, Neighbour, Product, ProductKey, Stored,
 };
 pub use self::redis::{CatalogKeys, RedisCatalog};
-pub use self::store::{CatalogStore, CatalogStoreError, Cleared, Swap, Upserted};
+pub use self::store::{CatalogStore, CatalogStoreError, Cleared, Swap, Upserted, Write};

@@ -1,7 +1,8 @@
 //! The catalogue in Redis: one hash per tenant for products, enrichments and the neighbour
-//! table (`CatalogKeys` is the only place their names are built). A new neighbour table is
-//! staged under a key of its own and renamed over the live one in one fenced step, so
-//! readers see the old table or the new one, never half of each.
+//! table (`CatalogKeys` is the only place their names are built). Every write is one fenced
+//! script call per batch (`jobs::fence`). A new neighbour table is staged under a key of its
+//! own and renamed over the live one in one fenced step, so readers see the old table or
+//! the new one, never half of each.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -13,8 +14,8 @@ use serde::Deserialize;
 use tokio::runtime::Handle;
 
 use super::record::{Enrichment, Neighbour, Product, ProductKey, Stored};
-use super::store::{CatalogStore, CatalogStoreError, Cleared, Swap, Upserted};
-use crate::jobs::fence::Fence;
+use super::store::{CatalogStore, CatalogStoreError, Cleared, Swap, Upserted, Write};
+use crate::jobs::fence::{Fence, Hold, ScriptFence};
 use crate::jobs::TenantId;
 use crate::topology::{Primary, Target};
 
@@ -65,15 +66,43 @@ pub struct RedisCatalog {
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an unfinished staging neighbour table may linger.
 const STAGING_TTL_SECS: u64 = 3600;
-/// The swap of a staged neighbour table, fenced by the job record (see the script), which
-/// it reads through the job record's own Lua schema.
-static SWAP_NEIGHBOURS: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        "{}\n{}",
-        crate::jobs::fence::RECORD_LUA,
-        include_str!("../lua/swap_neighbours.lua")
-    ))
-});
+/// The swap of a staged neighbour table, fenced (see the script): it reads the job record
+/// and the tenant's tombstone through the job store's own Lua (`jobs::fence::FENCE_LUA`).
+static SWAP_NEIGHBOURS: LazyLock<Script> =
+    LazyLock::new(|| fenced_script(include_str!("../lua/swap_neighbours.lua")));
+/// A fenced write of fields to one hash (products, enrichments, a staged table).
+static FENCED_HSET: LazyLock<Script> =
+    LazyLock::new(|| fenced_script(include_str!("../lua/fenced_hset.lua")));
+
+fn fenced_script(body: &str) -> Script {
+    Script::new(&format!("{}\n{body}", *crate::jobs::fence::FENCE_LUA))
+}
+
+/// Puts a fence's keys and values where `fence_at` reads them (jobs/lua/fence.lua), after
+/// the script's own keys.
+fn with_fence(inv: &mut redis::ScriptInvocation<'_>, fence: &ScriptFence) {
+    inv.key(&fence.gone);
+    match &fence.run {
+        Some((record, claim)) => {
+            inv.key(record).arg(fence.since).arg(*claim);
+        }
+        None => {
+            inv.arg(fence.since).arg("");
+        }
+    }
+}
+
+/// A fenced script's answer: written (or swapped), or why not.
+fn hold_of(word: &str) -> Result<Hold, CatalogStoreError> {
+    match word {
+        "written" | "swapped" => Ok(Hold::Held),
+        "fenced" => Ok(Hold::Fenced),
+        "missing" => Ok(Hold::Missing),
+        other => Err(CatalogStoreError::Corrupt(format!(
+            "a fenced write answered `{other}`"
+        ))),
+    }
+}
 /// How many fields one HSET/HMGET carries at most, to keep each command small.
 const CHUNK: usize = 1000;
 
@@ -156,12 +185,44 @@ impl RedisCatalog {
         }
     }
 
-    /// Writes a neighbour table to `staging` (nothing for an empty table), in chunks.
+    /// Writes `fields` to the hash at `key` (with a TTL of `ttl` seconds, 0 for none) while
+    /// `fence` holds: checked inside the script when the jobs are in this Redis, else under
+    /// the job store's own check (`Fence::while_held`).
+    fn hset_fenced(
+        &self,
+        key: &str,
+        fields: &[(&str, String)],
+        ttl: u64,
+        fence: &dyn Fence,
+    ) -> Result<Hold, CatalogStoreError> {
+        if let Some(checked) = fence.in_script() {
+            let word: String = self.block(|mut conn| async move {
+                let mut inv = FENCED_HSET.key(key);
+                with_fence(&mut inv, &checked);
+                inv.arg(ttl).arg(fields).invoke_async(&mut conn).await
+            })?;
+            return hold_of(&word);
+        }
+        let mut written = Ok(());
+        let hold = fence.while_held(&mut || {
+            let mut pipe = redis::pipe();
+            pipe.cmd("HSET").arg(key).arg(fields).ignore();
+            if ttl > 0 {
+                pipe.cmd("EXPIRE").arg(key).arg(ttl).ignore();
+            }
+            written = self.query_pipe::<()>(&pipe);
+        });
+        written.map(|()| hold)
+    }
+
+    /// Writes a neighbour table to `staging` (nothing for an empty table), in chunks, while
+    /// `fence` holds.
     fn stage_neighbours(
         &self,
         staging: &str,
         table: &[(ProductKey, Vec<Neighbour>)],
-    ) -> Result<(), CatalogStoreError> {
+        fence: &dyn Fence,
+    ) -> Result<Hold, CatalogStoreError> {
         for chunk in table.chunks(CHUNK) {
             let writes: Vec<(&str, String)> = chunk
                 .iter()
@@ -173,45 +234,35 @@ impl RedisCatalog {
                 })
                 .collect();
             // The staging table expires if this process dies before the swap.
-            self.query_pipe::<()>(
-                redis::pipe()
-                    .cmd("HSET")
-                    .arg(staging)
-                    .arg(&writes)
-                    .ignore()
-                    .cmd("EXPIRE")
-                    .arg(staging)
-                    .arg(STAGING_TTL_SECS)
-                    .ignore(),
-            )?;
+            let hold = self.hset_fenced(staging, &writes, STAGING_TTL_SECS, fence)?;
+            if hold != Hold::Held {
+                return Ok(hold);
+            }
         }
-        Ok(())
+        Ok(Hold::Held)
     }
 
     /// Puts the staged table in place of the live one (an absent staging table empties it)
-    /// while the fence's run holds its job: checked inside the script when the jobs are in
-    /// this Redis, else under the job store's own check (`Fence::while_held`).
+    /// while `fence` holds: checked inside the script when the jobs are in this Redis, else
+    /// under the job store's own check (`Fence::while_held`).
     fn swap_neighbours(
         &self,
         staging: &str,
         live: &str,
         staged: bool,
         fence: &dyn Fence,
-    ) -> Result<Swap, CatalogStoreError> {
-        if let Some((record, claim)) = fence.job_record() {
-            let swapped: i64 = self.block(|mut conn| async move {
-                SWAP_NEIGHBOURS
-                    .key(staging)
-                    .key(live)
-                    .key(&record)
-                    .arg(claim)
-                    .invoke_async(&mut conn)
-                    .await
+    ) -> Result<Hold, CatalogStoreError> {
+        if let Some(checked) = fence.in_script() {
+            let word: String = self.block(|mut conn| async move {
+                let mut inv = SWAP_NEIGHBOURS.key(staging);
+                inv.key(live);
+                with_fence(&mut inv, &checked);
+                inv.invoke_async(&mut conn).await
             })?;
-            return Ok(Swap::from_held(swapped == 1));
+            return hold_of(&word);
         }
-        let mut answer = Ok(Swap::Fenced);
-        fence.while_held(&mut || {
+        let mut swapped = Ok(());
+        let hold = fence.while_held(&mut || {
             let mut swap = redis::pipe();
             if staged {
                 swap.atomic()
@@ -225,9 +276,9 @@ impl RedisCatalog {
             } else {
                 swap.cmd("DEL").arg(live).ignore();
             }
-            answer = self.query_pipe::<()>(&swap).map(|()| Swap::Swapped);
+            swapped = self.query_pipe::<()>(&swap);
         });
-        answer
+        swapped.map(|()| hold)
     }
 
     fn decode<T: for<'de> Deserialize<'de>>(raw: &str) -> Result<T, CatalogStoreError> {
@@ -298,52 +349,68 @@ impl ScanCursor {
     }
 }
 
+/// The rows of `chunk` whose content differs from what the store holds (`old`, the stored
+/// records of the same keys, in order), as fields to write, and how each row counts. A key
+/// repeated inside one chunk: the later row wins, counted as an update.
+fn changed(chunk: &[Product], old: Vec<Option<String>>) -> (Vec<(&str, String)>, Upserted) {
+    let mut counts = Upserted::default();
+    let mut writes: Vec<(&str, String)> = Vec::new();
+    let mut seen: HashMap<&str, String> = HashMap::new();
+    for (p, old) in chunk.iter().zip(old) {
+        let hash = p.content_hash();
+        let previous = seen.get(p.product_key.as_str()).cloned().or_else(|| {
+            old.and_then(|raw| {
+                serde_json::from_str::<Stored>(&raw)
+                    .ok()
+                    .map(|s| s.content_hash)
+            })
+        });
+        match previous {
+            Some(h) if h == hash => counts.unchanged += 1,
+            Some(_) => counts.updated += 1,
+            None => counts.created += 1,
+        }
+        if seen.get(p.product_key.as_str()) != Some(&hash) {
+            let stored = Stored {
+                product: p.clone(),
+                content_hash: hash.clone(),
+            };
+            writes.push((
+                p.product_key.as_str(),
+                serde_json::to_string(&stored).expect("a product always serialises"),
+            ));
+        }
+        seen.insert(p.product_key.as_str(), hash);
+    }
+    (writes, counts)
+}
+
 impl CatalogStore for RedisCatalog {
     fn upsert(
         &self,
         tenant: &TenantId,
         products: &[Product],
-    ) -> Result<Upserted, CatalogStoreError> {
+        fence: &dyn Fence,
+    ) -> Result<Write<Upserted>, CatalogStoreError> {
         let key = self.keys.products(tenant);
         let mut counts = Upserted::default();
         for chunk in products.chunks(CHUNK) {
             let fields: Vec<&str> = chunk.iter().map(|p| p.product_key.as_str()).collect();
             let old: Vec<Option<String>> =
                 self.query(redis::cmd("HMGET").arg(&key).arg(&fields))?;
-            let mut writes: Vec<(String, String)> = Vec::new();
-            // A key repeated inside one chunk: the later row wins, counted as an update.
-            let mut seen: HashMap<&str, String> = HashMap::new();
-            for (p, old) in chunk.iter().zip(old) {
-                let hash = p.content_hash();
-                let previous = seen.get(p.product_key.as_str()).cloned().or_else(|| {
-                    old.and_then(|raw| {
-                        serde_json::from_str::<Stored>(&raw)
-                            .ok()
-                            .map(|s| s.content_hash)
-                    })
-                });
-                match previous {
-                    Some(h) if h == hash => counts.unchanged += 1,
-                    Some(_) => counts.updated += 1,
-                    None => counts.created += 1,
-                }
-                if seen.get(p.product_key.as_str()) != Some(&hash) {
-                    let stored = Stored {
-                        product: p.clone(),
-                        content_hash: hash.clone(),
-                    };
-                    writes.push((
-                        p.product_key.as_str().to_owned(),
-                        serde_json::to_string(&stored).expect("a product always serialises"),
-                    ));
-                }
-                seen.insert(p.product_key.as_str(), hash);
-            }
+            let (writes, chunk_counts) = changed(chunk, old);
+            // Rows that changed nothing need no write, so no fence either.
             if !writes.is_empty() {
-                self.query::<()>(redis::cmd("HSET").arg(&key).arg(&writes))?;
+                let hold = self.hset_fenced(&key, &writes, 0, fence)?;
+                if hold != Hold::Held {
+                    return Write::from_hold(hold, counts);
+                }
             }
+            counts.created += chunk_counts.created;
+            counts.updated += chunk_counts.updated;
+            counts.unchanged += chunk_counts.unchanged;
         }
-        Ok(counts)
+        Ok(Write::Done(counts))
     }
 
     fn get(
@@ -435,7 +502,8 @@ impl CatalogStore for RedisCatalog {
         &self,
         tenant: &TenantId,
         batch: &[(ProductKey, Enrichment)],
-    ) -> Result<(), CatalogStoreError> {
+        fence: &dyn Fence,
+    ) -> Result<Write<()>, CatalogStoreError> {
         let key = self.keys.enriched(tenant);
         for chunk in batch.chunks(CHUNK) {
             let writes: Vec<(&str, String)> = chunk
@@ -447,9 +515,12 @@ impl CatalogStore for RedisCatalog {
                     )
                 })
                 .collect();
-            self.query::<()>(redis::cmd("HSET").arg(&key).arg(&writes))?;
+            let hold = self.hset_fenced(&key, &writes, 0, fence)?;
+            if hold != Hold::Held {
+                return Write::from_hold(hold, ());
+            }
         }
-        Ok(())
+        Ok(Write::Done(()))
     }
 
     fn replace_neighbours(
@@ -460,13 +531,16 @@ impl CatalogStore for RedisCatalog {
     ) -> Result<Swap, CatalogStoreError> {
         let live = self.keys.neighbours(tenant);
         let staging = self.keys.neighbours_staging(tenant);
-        let swapped = self
-            .stage_neighbours(&staging, table)
-            .and_then(|()| self.swap_neighbours(&staging, &live, !table.is_empty(), fence));
-        if !matches!(swapped, Ok(Swap::Swapped)) {
+        let hold = self
+            .stage_neighbours(&staging, table, fence)
+            .and_then(|hold| match hold {
+                Hold::Held => self.swap_neighbours(&staging, &live, !table.is_empty(), fence),
+                refused => Ok(refused),
+            });
+        if !matches!(hold, Ok(Hold::Held)) {
             let _ = self.query::<()>(redis::cmd("DEL").arg(&staging));
         }
-        swapped
+        Write::from_hold(hold?, ()).map(Swap::from)
     }
 
     fn neighbours(
@@ -477,12 +551,16 @@ impl CatalogStore for RedisCatalog {
         self.hget_decoded(&self.keys.neighbours(tenant), key)
     }
 
-    fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError> {
-        let keys = [
+    fn hashes(&self, tenant: &TenantId) -> Vec<String> {
+        vec![
             self.keys.products(tenant),
             self.keys.enriched(tenant),
             self.keys.neighbours(tenant),
-        ];
+        ]
+    }
+
+    fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError> {
+        let keys = self.hashes(tenant);
         let (products, extracted_attributes, neighbours): (u64, u64, u64) = self.query_pipe(
             redis::pipe()
                 .atomic()

@@ -1,14 +1,15 @@
 //! The catalogue store's contract: what the job functions and the API may ask of a tenant's
 //! catalogue, answered the same by both backends (`memory`, `redis`). Blocking, no TTL on
-//! catalogue data, no HTTP and no job keys: the neighbour swap checks the job record its
-//! run's fence names (`jobs::fence`).
+//! catalogue data, no HTTP and no job keys: every write passes its writer's fence
+//! (`jobs::fence`), checked in the same atomic step, so a run that lost its job or an import
+//! into a tenant deleted since changes nothing.
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
 use super::record::{Enrichment, Neighbour, Product, ProductKey, Stored};
-use crate::jobs::fence::Fence;
+use crate::jobs::fence::{Fence, Hold};
 use crate::jobs::TenantId;
 
 /// How an upsert went, per product.
@@ -27,17 +28,52 @@ pub enum CatalogStoreError {
     Corrupt(String),
     #[error("the cursor is not one this listing handed out")]
     BadCursor,
+    /// A run's job record is gone and nothing says why (the store lost it): the write waits
+    /// for the run's heartbeat to write the record back, and is tried again.
+    #[error("the run's job record is missing; waiting for it to be written back")]
+    RecordMissing,
+}
+
+/// How a fenced write went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Write<T> {
+    /// Written, with what the write counted.
+    Done(T),
+    /// Refused by its fence (the run no longer holds its job, or the tenant was deleted
+    /// since its writer began): nothing of it was written, and the writer stops.
+    Fenced,
+}
+
+impl<T> Write<T> {
+    /// What a fence answered about a write that gave `value` when it ran.
+    pub(super) fn from_hold(hold: Hold, value: T) -> Result<Self, CatalogStoreError> {
+        match hold {
+            Hold::Held => Ok(Write::Done(value)),
+            Hold::Fenced => Ok(Write::Fenced),
+            Hold::Missing => Err(CatalogStoreError::RecordMissing),
+        }
+    }
+
+    /// The write's counts, or `fenced()` when it was refused.
+    pub fn or_else<E>(self, fenced: impl FnOnce() -> E) -> Result<T, E> {
+        match self {
+            Write::Done(v) => Ok(v),
+            Write::Fenced => Err(fenced()),
+        }
+    }
 }
 
 /// The per-tenant catalogue. Blocking: the job functions call it from their blocking
 /// threads, the HTTP handlers through `spawn_blocking`.
 pub trait CatalogStore: Send + Sync + 'static {
-    /// Writes the products whose content changed; counts created, updated and unchanged.
+    /// Writes the products whose content changed, while `fence` holds; counts created,
+    /// updated and unchanged.
     fn upsert(
         &self,
         tenant: &TenantId,
         products: &[Product],
-    ) -> Result<Upserted, CatalogStoreError>;
+        fence: &dyn Fence,
+    ) -> Result<Write<Upserted>, CatalogStoreError>;
     fn get(&self, tenant: &TenantId, key: &ProductKey)
         -> Result<Option<Stored>, CatalogStoreError>;
     /// A page of at most `limit` products in key order (embedded) or scan order (Redis);
@@ -59,14 +95,17 @@ pub trait CatalogStore: Send + Sync + 'static {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Enrichment>, CatalogStoreError>;
+    /// Saves a batch of enrichments while `fence` holds.
     fn save_enrichments(
         &self,
         tenant: &TenantId,
         batch: &[(ProductKey, Enrichment)],
-    ) -> Result<(), CatalogStoreError>;
+        fence: &dyn Fence,
+    ) -> Result<Write<()>, CatalogStoreError>;
     /// Replaces the whole neighbour table at once: readers see the old table or the new one.
-    /// The swap happens only while `fence`'s run still holds its job, checked in the same
-    /// atomic step (`jobs::fence`); otherwise the old table stays whole and it is `Fenced`.
+    /// The swap (and the staging of the new table) happens only while `fence` holds,
+    /// checked in the same atomic step (`jobs::fence`); otherwise the old table stays whole
+    /// and it is `Fenced`.
     fn replace_neighbours(
         &self,
         tenant: &TenantId,
@@ -80,22 +119,39 @@ pub trait CatalogStore: Send + Sync + 'static {
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError>;
     /// Removes the tenant's whole catalogue in one step and counts what was there.
     fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError>;
+    /// The Redis hashes that hold the tenant's catalogue (products, extracted attributes,
+    /// neighbours, in that order), for a delete that removes them in the same step as the
+    /// tenant's jobs (`JobStore::purge`); none for the embedded catalogue.
+    fn hashes(&self, tenant: &TenantId) -> Vec<String>;
 }
 
 /// How a fenced swap of a whole table went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Swap {
     Swapped,
-    /// The run no longer holds its job: nothing was changed.
+    /// The run no longer holds its job (or its tenant was deleted): nothing was changed.
     Fenced,
 }
 
-impl Swap {
-    pub(super) fn from_held(held: bool) -> Self {
-        if held {
-            Swap::Swapped
-        } else {
-            Swap::Fenced
+impl From<Write<()>> for Swap {
+    fn from(write: Write<()>) -> Self {
+        match write {
+            Write::Done(()) => Swap::Swapped,
+            Write::Fenced => Swap::Fenced,
+        }
+    }
+}
+
+impl Cleared {
+    /// The sizes of the hashes `CatalogStore::hashes` named, in its order.
+    pub fn from_sizes(sizes: &[u64]) -> Option<Self> {
+        match *sizes {
+            [products, extracted_attributes, neighbours] => Some(Cleared {
+                products,
+                extracted_attributes,
+                neighbours,
+            }),
+            _ => None,
         }
     }
 }

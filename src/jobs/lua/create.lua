@@ -75,6 +75,20 @@ redis.call('SET', lock, id, 'EX', TTL)
 if idem then
   redis.call('HSET', idem, 'job', id, 'fingerprint', fingerprint)
   redis.call('EXPIRE', idem, TTL)
+  -- Named in the tenant's set of keys, so a delete of the tenant finds it. A key is spent once
+  -- its job is gone (see above), so past twice the listing's cap the spent ones are dropped:
+  -- the set stays near the number of jobs the tenant keeps, at an amortised constant cost.
+  local names = k_tenant_idem(tenant)
+  if redis.call('SADD', names, idem) == 1 and redis.call('SCARD', names) > 2 * CAP then
+    for _, name in ipairs(redis.call('SMEMBERS', names)) do
+      local owner = redis.call('HGET', name, 'job')
+      if not owner or redis.call('EXISTS', k_job(owner)) == 0 then
+        redis.call('DEL', name)
+        redis.call('SREM', names, name)
+      end
+    end
+  end
+  redis.call('EXPIRE', names, TTL)
 end
 if limit > 0 then
   -- The window's key outlives its minute by a little, so a clock step cannot revive it.

@@ -7,8 +7,8 @@
 --    nothing) and the kinds it runs
 -- Returns {'applied', next} (false, or a claim as claim.lua answers one), {'ended', false} (already
 -- ended), {'fenced', false} (another run or job holds it). A missing record (the store came back
--- empty) is written back whole so the result is not lost, unless a newer job holds the lock
--- by then.
+-- empty) is written back whole so the result is not lost, unless something newer says
+-- otherwise (`may_write_back`: a newer job, or the tenant deleted since).
 local id, claim, run_percent, job, i = run_args()
 local outcome, j = named_args(i)
 local worker = A[j]
@@ -18,8 +18,7 @@ local code, st = run_state(hkey, claim)
 local now = now_ms()
 local fields = outcome
 if code == 'missing' then
-  local holder = redis.call('GET', k_lock(tenant, kind))
-  if holder and holder ~= id then return {'fenced', false} end
+  if not may_write_back(id, tenant, kind, job.created_ms) then return {'fenced', false} end
   for name, value in pairs(job) do fields[name] = value end
   fields.claim, fields.restored = claim, 1
   st = job

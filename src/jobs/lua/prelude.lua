@@ -29,6 +29,8 @@ local function k_tenant(tenant) return P .. ':tenant:' .. tenant end
 local function k_idem(tenant, kind, key) return P .. ':idem:' .. tenant .. ':' .. kind .. ':' .. key end
 local function k_rate(tenant, window) return P .. ':rate:' .. tenant .. ':' .. window end
 local function k_tenant_events(tenant) return P .. ':tenant:' .. tenant .. ':events' end
+local function k_gone(tenant) return P .. ':tenant:' .. tenant .. ':gone' end
+local function k_tenant_idem(tenant) return P .. ':tenant:' .. tenant .. ':idem' end
 
 -- How many sampled progress events a timeline keeps (the newest): PROGRESS_KEPT in
 -- jobs/timeline.rs, where the sampling rule is explained.
@@ -114,6 +116,27 @@ local function run_state(hkey, claim, names)
   if ended(job.status) then return 'ended', job end
   if not is_held(job, claim) then return 'fenced', job end
   return 'held', job
+end
+
+-- Whether a run may write back its job's record that the store lost (finish, restore): only
+-- when nothing newer says otherwise — no other job holds the lock, no job of the same kind
+-- created after it is in the tenant's listing, and the tenant was not deleted since it was
+-- created (its tombstone; one of the same millisecond counts as since: a job created in it
+-- after the delete loses at most the writing back of a lost record, one created before it
+-- must never come back). Reads the listing (at most CAP records), but only on this rare path.
+local function may_write_back(id, tenant, kind, created_ms)
+  local holder = redis.call('GET', k_lock(tenant, kind))
+  if holder and holder ~= id then return false end
+  local created = tonumber(created_ms) or 0
+  local gone = redis.call('GET', k_gone(tenant))
+  if gone and tonumber(gone) >= created then return false end
+  for _, other in ipairs(redis.call('LRANGE', k_tenant(tenant), 0, -1)) do
+    local o = read_job(k_job(other), {'kind', 'created_ms'})
+    if other ~= id and o.kind == kind and (tonumber(o.created_ms) or 0) > created then
+      return false
+    end
+  end
+  return true
 end
 
 -- Ends an active job: `fields` (keyed by name; always status, step and finished_ms) and its

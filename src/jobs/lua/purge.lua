@@ -1,14 +1,24 @@
--- purge: remove a tenant's jobs in one step, unless one of them is active.
--- A: tenant, then the kinds this service runs (their locks name the active jobs, even one
---    trimmed out of the listing)
--- Returns {'active', job_id} a job is queued or running (nothing changed); {'removed', n} n
--- jobs removed. A tenant's idempotency keys are left to expire: a key whose job is gone is
--- spent (create.lua).
+-- purge: remove a tenant's jobs in one step, unless one of them is active, and leave the
+-- tenant's tombstone.
+-- A: tenant, how many kinds, the kinds this service runs (their locks name the active jobs,
+--    even one trimmed out of the listing), then the hashes of the tenant's data kept beside
+--    its jobs (its catalogue), deleted in this step too
+-- Returns {'active', job_id} a job is queued or running (nothing changed); {'removed', n,
+-- then each hash's size before} n jobs removed. Their idempotency keys and the tenant's
+-- create windows go with them, and the hashes: so a job or import begun after this step
+-- loses nothing to it. The tombstone (`k_gone`, this step's time and above any earlier one,
+-- for the job TTL) refuses every later write of a run or an import begun before it
+-- (jobs/lua/fence.lua) and writing back a record of a job created before it
+-- (`may_write_back`).
 local tenant = A[1]
+local kinds, hashes = {}, {}
+for i = 3, #A do
+  if i < 3 + tonumber(A[2]) then kinds[#kinds + 1] = A[i] else hashes[#hashes + 1] = A[i] end
+end
 local list = k_tenant(tenant)
 local ids = redis.call('LRANGE', list, 0, -1)
-for i = 2, #A do
-  local holder = redis.call('GET', k_lock(tenant, A[i]))
+for _, kind in ipairs(kinds) do
+  local holder = redis.call('GET', k_lock(tenant, kind))
   if holder then ids[#ids + 1] = holder end
 end
 for _, id in ipairs(ids) do
@@ -21,6 +31,20 @@ local removed = 0
 for _, id in ipairs(ids) do
   removed = removed + redis.call('DEL', k_job(id))
 end
-for i = 2, #A do redis.call('DEL', k_lock(tenant, A[i])) end
+for _, kind in ipairs(kinds) do redis.call('DEL', k_lock(tenant, kind)) end
 redis.call('DEL', list)
-return {'removed', tostring(removed)}
+local answer = {'removed', tostring(removed)}
+for _, hash in ipairs(hashes) do
+  answer[#answer + 1] = tostring(redis.call('HLEN', hash))
+  redis.call('DEL', hash)
+end
+local idem = k_tenant_idem(tenant)
+for _, key in ipairs(redis.call('SMEMBERS', idem)) do redis.call('DEL', key) end
+redis.call('DEL', idem)
+local now = now_ms()
+local window = math.floor(now / 60000)
+redis.call('DEL', k_rate(tenant, window), k_rate(tenant, window - 1))
+local gone = k_gone(tenant)
+local stamp = math.max(now, (tonumber(redis.call('GET', gone)) or 0) + 1)
+redis.call('SET', gone, stamp, 'EX', TTL)
+return answer

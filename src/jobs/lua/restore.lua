@@ -2,15 +2,15 @@
 -- (Redis came back empty), so pollers see it again instead of a 404.
 -- A: the run's job (see `run_args` in the prelude), then what the run knows of itself as a
 --    named list: step, attempt, worker
--- Returns 'restored', 'present' (the record exists), 'fenced' (a newer job holds the lock).
+-- Returns 'restored', 'present' (the record exists), 'fenced' (something newer says
+-- otherwise: `may_write_back`).
 local id, claim, percent, job, i = run_args()
 local live = named_args(i)
 local tenant, kind = job.tenant, job.kind
 local hkey = k_job(id)
 if redis.call('EXISTS', hkey) == 1 then return 'present' end
+if not may_write_back(id, tenant, kind, job.created_ms) then return 'fenced' end
 local lock = k_lock(tenant, kind)
-local holder = redis.call('GET', lock)
-if holder and holder ~= id then return 'fenced' end
 local now = now_ms()
 local fields = {}
 for name, value in pairs(job) do fields[name] = value end

@@ -17,6 +17,7 @@ use std::sync::Mutex;
 
 use tokio::sync::broadcast;
 
+use super::fence::{Hold, ScriptFence, Writer};
 use super::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
     Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
@@ -154,6 +155,7 @@ impl JobStore for MemoryStore {
         &'a self,
         tenant: &'a TenantId,
         kinds: &'a [Kind],
+        _hashes: &'a [String],
     ) -> BoxFuture<'a, Result<Purge, StoreError>> {
         Box::pin(async move { self.purge_tenant(tenant, kinds) })
     }
@@ -211,19 +213,41 @@ impl JobStore for MemoryStore {
         &self.settings
     }
 
-    fn while_held(&self, run: &RunId, write: &mut dyn FnMut()) -> bool {
-        // Under the store's lock: no claim, recovery or end can come between check and write.
+    fn while_held(&self, writer: &Writer, write: &mut dyn FnMut()) -> Hold {
+        // Under the store's lock: no claim, recovery, end or delete can come between check
+        // and write.
+        let now = now_ms();
         let mut state = self.state();
-        let held = state
-            .job_mut(&run.id, now_ms())
-            .is_some_and(|entry| entry.value.held_by(run.claim).is_ok());
-        if held {
+        let deleted = state.deleted_since(writer.tenant(), writer.since(), now);
+        let hold = match writer {
+            Writer::Run { run, .. } => match state.job_mut(&run.id, now) {
+                Some(entry) if entry.value.held_by(run.claim).is_ok() => Hold::Held,
+                Some(_) => Hold::Fenced,
+                None if deleted => Hold::Fenced,
+                None => Hold::Missing,
+            },
+            Writer::Import { .. } if deleted => Hold::Fenced,
+            Writer::Import { .. } => Hold::Held,
+        };
+        if hold == Hold::Held {
             write();
         }
-        held
+        hold
     }
 
-    fn job_key(&self, _id: &JobId) -> Option<String> {
+    fn fence_keys(&self, _writer: &Writer) -> Option<ScriptFence> {
         None
+    }
+
+    fn tombstone<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let state = self.state();
+            Ok(state
+                .gone
+                .get(tenant)
+                .filter(|e| e.expires_ms > now)
+                .map_or(0, |e| e.value))
+        })
     }
 }

@@ -166,6 +166,10 @@ impl MemoryStore {
             state.locks.remove(&(tenant.clone(), kind.clone()));
         }
         state.tenants.remove(tenant);
-        Ok(Purge::Removed(removed))
+        state.bury(tenant, now, self.settings.ttl_secs() * 1000);
+        Ok(Purge::Removed {
+            jobs: removed,
+            hashes: Vec::new(),
+        })
     }
 }

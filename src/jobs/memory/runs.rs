@@ -158,8 +158,7 @@ impl MemoryStore {
         let mut state = self.state();
         match state.job_mut(&job.id, now) {
             None => {
-                let lock = state.lock(&job.tenant, &job.kind, now);
-                if lock.is_some_and(|holder| holder != job.id) {
+                if !state.may_write_back(job, created_at, now) {
                     return Ok(Finish::Fenced);
                 }
                 // Written back whole; the outcome is applied below like any finish.
@@ -223,10 +222,7 @@ impl MemoryStore {
         if state.job_mut(&job.id, now).is_some() {
             return Ok(Restore::Present);
         }
-        if state
-            .lock(&job.tenant, &job.kind, now)
-            .is_some_and(|holder| holder != job.id)
-        {
+        if !state.may_write_back(job, created_at, now) {
             return Ok(Restore::Fenced);
         }
         let mut snapshot = job.record(

@@ -30,6 +30,8 @@ pub(super) struct State {
     pub(super) idem: HashMap<(TenantId, Kind, String), Expiring<(JobId, String)>>,
     /// Creates per tenant in the current fixed window (window number, count).
     pub(super) rates: HashMap<TenantId, (u64, u32)>,
+    /// Tombstones: a deleted tenant → the time of its last delete (as `Keys::gone`).
+    pub(super) gone: HashMap<TenantId, Expiring<u64>>,
     pub(super) queue: VecDeque<JobId>,
     pub(super) last_sweep_ms: u64,
     /// The least time between two progress ticks kept in a timeline.
@@ -48,6 +50,7 @@ impl State {
         self.locks.retain(|_, e| e.expires_ms > now);
         self.tenants.retain(|_, e| e.expires_ms > now);
         self.idem.retain(|_, e| e.expires_ms > now);
+        self.gone.retain(|_, e| e.expires_ms > now);
         self.rates
             .retain(|_, (window, _)| *window >= now / RATE_WINDOW_MS);
     }
@@ -83,6 +86,59 @@ impl State {
             *entry = (window, 0);
         }
         entry.1 += 1;
+    }
+
+    /// Whether `tenant` was deleted since `since` (its tombstone is at or after it; see
+    /// `jobs::fence::Writer::since`).
+    pub(super) fn deleted_since(&self, tenant: &TenantId, since: u64, now: u64) -> bool {
+        self.gone
+            .get(tenant)
+            .is_some_and(|e| e.expires_ms > now && e.value >= since)
+    }
+
+    /// Like `may_write_back` in the prelude: a lost record of `job` (created at `created_at`)
+    /// may be written back only when no other job holds its lock, no job of its kind created
+    /// after it is in the listing, and its tenant was not deleted since it was created.
+    pub(super) fn may_write_back(&mut self, job: &NewJob, created_at: u64, now: u64) -> bool {
+        if self
+            .lock(&job.tenant, &job.kind, now)
+            .is_some_and(|holder| holder != job.id)
+        {
+            return false;
+        }
+        if self.deleted_since(&job.tenant, created_at, now) {
+            return false;
+        }
+        let listed: Vec<JobId> = self
+            .tenants
+            .get(&job.tenant)
+            .filter(|e| e.expires_ms > now)
+            .map(|e| e.value.iter().copied().collect())
+            .unwrap_or_default();
+        !listed.iter().any(|other| {
+            *other != job.id
+                && self.job_mut(other, now).is_some_and(|e| {
+                    e.value.snapshot.kind == job.kind && e.value.snapshot.created_at > created_at
+                })
+        })
+    }
+
+    /// What a delete leaves and takes beside the jobs (as purge.lua): the tenant's
+    /// idempotency keys and create window go, and its tombstone stands for `ttl_ms`, above
+    /// any earlier one.
+    pub(super) fn bury(&mut self, tenant: &TenantId, now: u64, ttl_ms: u64) {
+        self.idem.retain(|(t, _, _), _| t != tenant);
+        self.rates.remove(tenant);
+        let stamp = self
+            .gone
+            .get(tenant)
+            .filter(|e| e.expires_ms > now)
+            .map_or(now, |e| now.max(e.value + 1));
+        let value = Expiring {
+            value: stamp,
+            expires_ms: now + ttl_ms,
+        };
+        self.gone.insert(tenant.clone(), value);
     }
 
     pub(super) fn job_mut(&mut self, id: &JobId, now: u64) -> Option<&mut Expiring<Record>> {

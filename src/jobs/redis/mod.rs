@@ -23,6 +23,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{broadcast, mpsc};
 
 use super::cache::FinishedCache;
+use super::fence::{Hold, ScriptFence, Writer};
 use super::keys::Keys;
 use super::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
@@ -321,8 +322,17 @@ impl JobStore for RedisStore {
         &'a self,
         tenant: &'a TenantId,
         kinds: &'a [Kind],
+        hashes: &'a [String],
     ) -> BoxFuture<'a, Result<Purge, StoreError>> {
-        Box::pin(self.purge_tenant(tenant, kinds))
+        Box::pin(async move {
+            let purged = self.purge_tenant(tenant, kinds, hashes).await?;
+            // This replica answers no poll of the removed jobs from memory; another one may,
+            // for the cache's second at most.
+            if matches!(purged, Purge::Removed { .. }) {
+                self.finished.forget_tenant(tenant);
+            }
+            Ok(purged)
+        })
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Event> {
@@ -395,14 +405,36 @@ impl JobStore for RedisStore {
         &self.settings
     }
 
-    fn while_held(&self, _run: &RunId, write: &mut dyn FnMut()) -> bool {
-        // The record cannot be held still across another store's write: a catalogue in this
-        // Redis checks `job_key` inside its own script instead.
+    fn while_held(&self, _writer: &Writer, write: &mut dyn FnMut()) -> Hold {
+        // Its keys cannot be held still across another store's write: a catalogue in this
+        // Redis checks the keys `fence_keys` names inside its own script instead.
         write();
-        true
+        Hold::Held
     }
 
-    fn job_key(&self, id: &JobId) -> Option<String> {
-        Some(self.keys.job(id))
+    fn fence_keys(&self, writer: &Writer) -> Option<ScriptFence> {
+        let run = match writer {
+            Writer::Run { run, .. } => Some((self.keys.job(&run.id), run.claim)),
+            Writer::Import { .. } => None,
+        };
+        Some(ScriptFence {
+            gone: self.keys.gone(writer.tenant()),
+            since: writer.since(),
+            run,
+        })
+    }
+
+    fn tombstone<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.connection().await?;
+            let gone: Option<u64> = self
+                .bounded(
+                    redis::cmd("GET")
+                        .arg(self.keys.gone(tenant))
+                        .query_async(&mut conn),
+                )
+                .await?;
+            Ok(gone.unwrap_or(0))
+        })
     }
 }

@@ -285,22 +285,35 @@ impl RedisStore {
         &self,
         tenant: &TenantId,
         kinds: &[Kind],
+        hashes: &[String],
     ) -> Result<Purge, StoreError> {
         let mut inv = scripts::invocation(&scripts::PURGE, &self.settings);
-        inv.arg(tenant.as_str());
+        inv.arg(tenant.as_str()).arg(kinds.len());
         for kind in kinds {
             inv.arg(kind.as_str());
         }
+        for hash in hashes {
+            inv.arg(hash);
+        }
         let mut conn = self.connection().await?;
-        let (word, value): (String, String) = self.bounded(inv.invoke_async(&mut conn)).await?;
-        match Code::parse(&word)? {
-            Code::Active => JobId::parse(&value)
+        let answer: Vec<String> = self.bounded(inv.invoke_async(&mut conn)).await?;
+        let corrupt = |what: &str| StoreError::Corrupt(format!("purge answered {what}"));
+        let (word, rest) = answer.split_first().ok_or_else(|| corrupt("nothing"))?;
+        let value = rest.first().ok_or_else(|| corrupt("no value"))?;
+        match Code::parse(word)? {
+            Code::Active => JobId::parse(value)
                 .map(Purge::StillActive)
-                .map_err(|_| StoreError::Corrupt("purge named no job id".into())),
-            Code::Removed => value
-                .parse()
-                .map(Purge::Removed)
-                .map_err(|_| StoreError::Corrupt("purge answered no count".into())),
+                .map_err(|_| corrupt("no job id")),
+            Code::Removed => {
+                let mut numbers = rest
+                    .iter()
+                    .map(|n| n.parse::<u64>().map_err(|_| corrupt("no count")));
+                let jobs = numbers.next().ok_or_else(|| corrupt("no count"))??;
+                Ok(Purge::Removed {
+                    jobs,
+                    hashes: numbers.collect::<Result<_, _>>()?,
+                })
+            }
             other => Err(unexpected(other)),
         }
     }

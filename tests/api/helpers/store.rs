@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use catalog_jobs::jobs::fence::{Fence, Hold, ScriptFence, StoreFence, Writer};
 use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::store::{
@@ -84,6 +85,16 @@ pub async fn claim_queued(store: &dyn JobStore, worker: &str) -> Claim {
     claim_next(store, worker)
         .await
         .expect("a job waits in the queue")
+}
+
+/// The fence of a claimed run, as the runner gives it to the job.
+pub fn run_fence(jobs: &Arc<dyn JobStore>, claimed: &Claim) -> Arc<dyn Fence> {
+    Arc::new(StoreFence::run(
+        jobs.clone(),
+        claimed.run,
+        claimed.job.tenant.clone(),
+        claimed.created_at,
+    ))
 }
 
 /// Creates a job and claims it as worker `test/1` (the queue must hold nothing before it).
@@ -206,8 +217,9 @@ impl JobStore for CountingStore {
         &'a self,
         tenant: &'a TenantId,
         kinds: &'a [Kind],
+        hashes: &'a [String],
     ) -> BoxFuture<'a, Result<Purge, StoreError>> {
-        self.inner.purge(tenant, kinds)
+        self.inner.purge(tenant, kinds, hashes)
     }
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
         self.inner.get(id)
@@ -248,11 +260,15 @@ impl JobStore for CountingStore {
         self.inner.settings()
     }
 
-    fn while_held(&self, run: &RunId, write: &mut dyn FnMut()) -> bool {
-        self.inner.while_held(run, write)
+    fn while_held(&self, writer: &Writer, write: &mut dyn FnMut()) -> Hold {
+        self.inner.while_held(writer, write)
     }
 
-    fn job_key(&self, id: &JobId) -> Option<String> {
-        self.inner.job_key(id)
+    fn fence_keys(&self, writer: &Writer) -> Option<ScriptFence> {
+        self.inner.fence_keys(writer)
+    }
+
+    fn tombstone<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<u64, StoreError>> {
+        self.inner.tombstone(tenant)
     }
 }

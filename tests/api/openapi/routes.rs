@@ -45,7 +45,8 @@ async fn the_operations_routes_and_the_admin_page_answer_as_documented() {
     Walk::start().await.run(OPERATIONS).await;
 }
 
-/// Imports in each format and their refusals; pages, a search, and theirs.
+/// Imports in each format and their refusals; pages, a search, and theirs; last, an import
+/// whose tenant is removed while it streams in.
 const PRODUCTS: &[Row] = &[
     Row::post(Good, "/catalog/products?tenant_id={t}", 200)
         .body(Body::Json(PRODUCT_ROWS))
@@ -71,6 +72,10 @@ const PRODUCTS: &[Row] = &[
     Row::get(Good, "/catalog/products?tenant_id={t}&q=p1&limit=1", 200)
         .expect(&[("/products/0/product_key", "p1")]),
     Row::get(Good, "/catalog/products?tenant_id={t}&q=", 422).expect(&[("/field", "q")]),
+    // Last: the tenant is removed while an import streams in; the import stops there.
+    Row::post(Good, "/catalog/products?tenant_id={t}", 409)
+        .body(Body::DeletedMidway)
+        .expect(&[("/error", "tenant_deleted")]),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

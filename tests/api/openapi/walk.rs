@@ -75,6 +75,9 @@ pub enum Body {
     TooBig(&'static str),
     /// The content type, then a head of the body and nothing more, ever.
     Stalled(&'static str, &'static str),
+    /// JSON Lines: 1,500 rows, then the request's tenant (`{t}`) deleted on the same app,
+    /// then 1,500 more.
+    DeletedMidway,
 }
 
 /// One request and what its answer must be. Paths, header values, bodies and expected values
@@ -357,6 +360,12 @@ impl Walk {
             }
         }
         let what = format!("{} {path} on the {:?} app", row.method, row.app);
+        if let Body::DeletedMidway = row.body {
+            let delete = format!("{base}/catalog/tenants/{}", self.fill("{t}"));
+            request = request
+                .header("content-type", "application/x-ndjson")
+                .body(deleted_midway(self.client.clone(), delete));
+        }
         let response = self
             .with_body(request, row.body)
             .send()
@@ -405,6 +414,7 @@ impl Walk {
             Body::Stalled(content_type, head) => {
                 typed(request, content_type).body(stalled_body(head))
             }
+            Body::DeletedMidway => request,
         }
     }
 
@@ -555,6 +565,23 @@ pub fn template_of(doc: &Value, method: &str, path: &str) -> Option<String> {
 }
 
 /// A body that sends `head` and then nothing, ever (the client stalls).
+/// A body whose second half is sent only once `delete` (a tenant's removal) has answered.
+fn deleted_midway(client: reqwest::Client, delete: String) -> reqwest::Body {
+    let rows = |from: usize| -> Vec<u8> {
+        (from..from + 1500)
+            .map(|i| format!("{{\"product_key\":\"m{i}\",\"name\":\"Mug {i}\"}}\n"))
+            .collect::<String>()
+            .into_bytes()
+    };
+    let first = stream::once(async move { Ok::<_, std::io::Error>(rows(0)) });
+    let second = stream::once(async move {
+        let removed = client.delete(delete).send().await.expect("the app answers");
+        assert_eq!(removed.status(), 200, "the tenant is removed mid-import");
+        Ok(rows(1500))
+    });
+    reqwest::Body::wrap_stream(first.chain(second))
+}
+
 fn stalled_body(head: &'static str) -> reqwest::Body {
     let first = stream::once(async move { Ok::<_, std::io::Error>(head.as_bytes().to_vec()) });
     reqwest::Body::wrap_stream(first.chain(stream::pending()))

@@ -19,7 +19,7 @@
 //!    seam, Redis and memory stores, runner). Knows nothing of HTTP or catalogues.
 //! 8. the ground floor, each knowing no other room: [`strict_json`] (JSON parsing that
 //!    refuses a repeated key), [`nearest`] (did-you-mean), [`telemetry`] (log set-up),
-//!    [`topology`] (how Redis is reached).
+//!    [`topology`] (how Redis is reached: one node, sentinels, or a cluster).
 
 pub mod api;
 pub mod catalog;

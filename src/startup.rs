@@ -19,7 +19,7 @@ use crate::jobs::memory::MemoryStore;
 use crate::jobs::redis::RedisStore;
 use crate::jobs::registry::Registry;
 use crate::jobs::runner::{Runner, RunnerSettings};
-use crate::jobs::store::{JobStore, StoreError, StoreSettings};
+use crate::jobs::store::{JobStore, StoreError, StoreSettings, Topology};
 use crate::metrics::store::MeteredStore;
 use crate::topology::Target;
 
@@ -211,6 +211,13 @@ pub fn catalog_settings(config: &Config) -> Result<CatalogSettings, ConfigError>
 /// How to reach Redis, from the configuration: a fixed URL, the sentinels, or neither
 /// (the embedded stores). The one place that decides it.
 pub fn redis_target(config: &Config) -> Option<Target> {
+    let nodes = config.cluster_nodes();
+    if !nodes.is_empty() {
+        return Some(Target::Cluster {
+            nodes,
+            password: config.redis_password.clone(),
+        });
+    }
     let sentinels = config.sentinels();
     if !sentinels.is_empty() {
         return Some(Target::Sentinels {
@@ -244,11 +251,21 @@ pub fn open_catalog(
 pub async fn open_store(config: &Config) -> Result<Arc<dyn JobStore>, StartupError> {
     let settings = store_settings(config);
     let Some(target) = redis_target(config) else {
-        warn!("no REDIS_URL or REDIS_SENTINELS: using the embedded in-memory store; job state is NOT durable and is lost on restart");
+        warn!("no REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES: using the embedded in-memory store; job state is NOT durable and is lost on restart");
         return Ok(Arc::new(MemoryStore::new(settings)));
     };
     let store = RedisStore::open_target(target, settings)?;
     match store.topology().await {
+        Ok(Some(Topology {
+            cluster: Some(c), ..
+        })) => info!(
+            via = %store.primary().target().describe(),
+            shards = c.shards.len(),
+            slots_covered = c.slots_covered,
+            replicas = c.replicas(),
+            min_replicas_ack = config.redis_min_replicas_ack,
+            "connected to a Redis Cluster"
+        ),
         Ok(Some(t)) => info!(
             via = %store.primary().target().describe(),
             primary = %t.primary,

@@ -93,7 +93,10 @@ mod tests {
             assert!(e.contains(name) && e.contains(words), "{name}: {e}");
         }
         let e = check_names(["REDIS_URI"]).unwrap_err().to_string();
-        assert!(e.contains("known: REDIS_MASTER_NAME, "), "{e}");
+        assert!(
+            e.contains("known: REDIS_CLUSTER_NODES, REDIS_MASTER_NAME, "),
+            "{e}"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod env;
 pub mod origins;
+mod redis;
 pub mod tokens;
 
 use std::path::PathBuf;
@@ -58,7 +59,8 @@ pub struct Config {
     #[arg(long, env = "REDIS_SENTINEL_PASSWORD", hide_env_values = true)]
     pub redis_sentinel_password: Option<String>,
 
-    /// Password of the Redis primary and replicas found through the sentinels.
+    /// Password of the Redis primary and replicas found through the sentinels, or of the
+    /// nodes of a Redis Cluster (`REDIS_CLUSTER_NODES`).
     #[arg(long, env = "REDIS_PASSWORD", hide_env_values = true)]
     pub redis_password: Option<String>,
 
@@ -66,6 +68,13 @@ pub struct Config {
     /// with 1, a 202 means the job survives a failover. 0 (default) does not wait.
     #[arg(long, env = "REDIS_MIN_REPLICAS_ACK", default_value_t = 0)]
     pub redis_min_replicas_ack: u32,
+
+    /// Comma-separated addresses (`host:port,host:port`) of nodes of a Redis Cluster: the
+    /// rest of the cluster is found from them (list several, so one down node is not the
+    /// only way in); `REDIS_PASSWORD` is the nodes' password. An alternative to `REDIS_URL`
+    /// and `REDIS_SENTINELS` (only one of the three).
+    #[arg(long, env = "REDIS_CLUSTER_NODES", value_delimiter = ',')]
+    pub redis_cluster_nodes: Vec<String>,
     // --- end of Redis high availability ---
     /// Prefix of every job key in Redis.
     #[arg(long, env = "KEY_PREFIX", default_value = "job")]
@@ -257,47 +266,6 @@ impl Config {
         self.validate_redis_target()
     }
 
-    /// `REDIS_URL` or `REDIS_SENTINELS` + `REDIS_MASTER_NAME`, never both.
-    fn validate_redis_target(&self) -> Result<(), ConfigError> {
-        let bad = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
-        let sentinels = self.sentinels();
-        if self.redis_url.is_some() && !sentinels.is_empty() {
-            return bad("REDIS_URL and REDIS_SENTINELS are both set: give one (a fixed Redis, or the sentinels that name the primary)");
-        }
-        if !sentinels.is_empty() && self.redis_master_name.as_deref().unwrap_or("").is_empty() {
-            return bad("REDIS_SENTINELS needs REDIS_MASTER_NAME, the name the sentinels monitor the primary under");
-        }
-        if sentinels.is_empty() && self.redis_master_name.is_some() {
-            return bad("REDIS_MASTER_NAME is set without REDIS_SENTINELS");
-        }
-        if let Some(bad_addr) = sentinels.iter().find(|a| !is_host_port(a)) {
-            return Err(ConfigError::Invalid(format!(
-                "REDIS_SENTINELS entry `{bad_addr}` is not host:port"
-            )));
-        }
-        if let Some(url) = &self.redis_url {
-            check_redis_url(url)?;
-        }
-        if self.redis_min_replicas_ack > 0 && self.redis_url.is_none() && sentinels.is_empty() {
-            return bad("REDIS_MIN_REPLICAS_ACK needs Redis (REDIS_URL or REDIS_SENTINELS)");
-        }
-        Ok(())
-    }
-
-    /// The sentinels' addresses, trimmed, empty entries dropped.
-    pub fn sentinels(&self) -> Vec<String> {
-        self.redis_sentinels
-            .iter()
-            .map(|a| a.trim().to_owned())
-            .filter(|a| !a.is_empty())
-            .collect()
-    }
-
-    /// Whether the service keeps its state in Redis (a fixed URL or through sentinels).
-    pub fn uses_redis(&self) -> bool {
-        self.redis_url.is_some() || !self.sentinels().is_empty()
-    }
-
     /// Where to listen: `BIND_ADDR`, else every interface on `PORT`, else the default.
     pub fn listen_addr(&self) -> String {
         match (&self.bind_addr, self.port) {
@@ -320,40 +288,6 @@ impl Config {
     }
 }
 
-/// The schemes a Redis URL may have (redis-rs reads no other).
-const REDIS_SCHEMES: &[&str] = &[
-    "redis",
-    "rediss",
-    "redis+unix",
-    "unix",
-    "valkey",
-    "valkeys",
-    "valkey+unix",
-];
-
-/// Refuses a `REDIS_URL` without a Redis scheme (`localhost:6379`), showing what one looks
-/// like. The value is repeated only when it holds no credentials.
-fn check_redis_url(url: &str) -> Result<(), ConfigError> {
-    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
-    if scheme.is_some_and(|s| REDIS_SCHEMES.contains(&s.to_ascii_lowercase().as_str())) {
-        return Ok(());
-    }
-    let what = match (url.contains('@'), scheme) {
-        (true, _) => {
-            "REDIS_URL is not a Redis URL (its value is not shown: it holds a password)".to_owned()
-        }
-        (false, None) => format!("REDIS_URL `{url}` has no scheme: did you mean redis://{url}?"),
-        (false, Some(s)) => {
-            format!("REDIS_URL `{url}` is not a Redis URL (`{s}` is not a Redis scheme)")
-        }
-    };
-    Err(ConfigError::Invalid(format!(
-        "{what} A Redis URL looks like redis://host:6379/0 (rediss:// for TLS, \
-         redis://:password@host:6379/0 with a password, unix:///path/to/redis.sock for a \
-         socket on this host)"
-    )))
-}
-
 /// Each non-empty entry of a comma-separated setting, parsed.
 fn parse_list<T>(
     entries: &[String],
@@ -365,10 +299,6 @@ fn parse_list<T>(
         .filter(|e| !e.is_empty())
         .map(|e| parse(e).map_err(ConfigError::Invalid))
         .collect()
-}
-
-fn is_host_port(addr: &str) -> bool {
-    matches!(addr.rsplit_once(':'), Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
 }
 
 fn seconds(raw: &str) -> Result<Duration, String> {
@@ -419,85 +349,6 @@ mod tests {
         assert!(c.validate().is_err());
         assert!(Config::try_parse_from(["x", "--wait-max-seconds", "soon"]).is_err());
         assert!(Config::try_parse_from(["x", "--wait-max-seconds", "-1"]).is_err());
-    }
-
-    #[test]
-    fn redis_url_and_sentinels_together_or_sentinels_without_a_master_name_are_refused() {
-        let cases: &[(&[&str], Option<&str>)] = &[
-            (
-                &[
-                    "--redis-url",
-                    "redis://a",
-                    "--redis-sentinels",
-                    "a:1",
-                    "--redis-master-name",
-                    "m",
-                ],
-                Some("REDIS_URL and REDIS_SENTINELS"),
-            ),
-            (
-                &["--redis-sentinels", "a:1,b:2"],
-                Some("needs REDIS_MASTER_NAME"),
-            ),
-            (
-                &["--redis-master-name", "m"],
-                Some("without REDIS_SENTINELS"),
-            ),
-            (
-                &["--redis-sentinels", "a", "--redis-master-name", "m"],
-                Some("not host:port"),
-            ),
-            (&["--redis-min-replicas-ack", "1"], Some("needs Redis")),
-            (
-                &["--redis-sentinels", "a:1, b:2", "--redis-master-name", "m"],
-                None,
-            ),
-            (
-                &["--redis-url", "redis://a", "--redis-min-replicas-ack", "1"],
-                None,
-            ),
-        ];
-        for (args, expected) in cases {
-            let c = Config::parse_from(std::iter::once(&"x").chain(args.iter()));
-            match (c.validate(), expected) {
-                (Ok(()), None) => assert!(c.uses_redis()),
-                (Err(e), Some(words)) => assert!(e.to_string().contains(words), "{args:?}: {e}"),
-                (got, _) => panic!("{args:?}: {got:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn a_redis_url_without_a_redis_scheme_is_refused_showing_what_one_looks_like() {
-        let cases: &[(&str, Option<&str>)] = &[
-            (
-                "localhost:6379",
-                Some("did you mean redis://localhost:6379?"),
-            ),
-            (
-                "http://localhost:6379",
-                Some("`http` is not a Redis scheme"),
-            ),
-            ("user:secret@localhost:6379", Some("its value is not shown")),
-            ("redis://localhost:6379/0", None),
-            ("REDISS://h:6380", None),
-            ("unix:///run/redis.sock", None),
-        ];
-        for (url, expected) in cases {
-            let c = Config::parse_from(["x", "--redis-url", url]);
-            match (c.validate(), expected) {
-                (Ok(()), None) => {}
-                (Err(e), Some(words)) => {
-                    let e = e.to_string();
-                    assert!(
-                        e.contains(words) && e.contains("redis://host:6379/0"),
-                        "{e}"
-                    );
-                    assert!(!e.contains("secret"), "{e}");
-                }
-                (got, _) => panic!("{url}: {got:?}"),
-            }
-        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use super::fence::{Hold, ScriptFence, Writer};
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::TenantWatch;
 use super::{JobId, Kind, Snapshot, Status, TenantId};
+use crate::topology::ClusterShape;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -378,6 +379,9 @@ pub struct Topology {
     pub max_replica_lag_bytes: u64,
     /// Replicas a create and a finish wait for (`REDIS_MIN_REPLICAS_ACK`).
     pub min_replicas_ack: u32,
+    /// On a Redis Cluster, its shards (then `primary` lists every shard's primary and
+    /// `replicas` counts them all); null otherwise.
+    pub cluster: Option<ClusterShape>,
 }
 
 /// How many queued jobs `queued_by_kind` looks at: the whole queue under the default

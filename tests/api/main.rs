@@ -6,6 +6,7 @@ mod bad_input;
 mod browser;
 mod catalog;
 mod cli;
+mod cluster;
 mod conformance;
 mod console;
 mod cors;

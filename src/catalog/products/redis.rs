@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::Script;
 use serde::Deserialize;
 use tokio::runtime::Handle;
@@ -17,7 +16,7 @@ use super::record::{Enrichment, Neighbour, Product, ProductKey, Stored};
 use super::store::{CatalogStore, CatalogStoreError, Cleared, Swap, Upserted, Write};
 use crate::jobs::fence::{Fence, Hold, ScriptFence};
 use crate::jobs::TenantId;
-use crate::topology::{Primary, Target};
+use crate::topology::{Connection, Primary, Target};
 
 /// Builds the catalogue's keys: `<prefix>:<tenant>:products|enriched|neighbours`.
 #[derive(Clone, Debug)]
@@ -149,7 +148,7 @@ impl RedisCatalog {
 
     /// Runs `call` on the primary's connection under [`IO_TIMEOUT`], telling the primary of
     /// a failure (a sign of a failover makes it ask the sentinels again).
-    fn block<T, F>(&self, call: impl FnOnce(ConnectionManager) -> F) -> Result<T, CatalogStoreError>
+    fn block<T, F>(&self, call: impl FnOnce(Connection) -> F) -> Result<T, CatalogStoreError>
     where
         F: std::future::Future<Output = redis::RedisResult<T>>,
     {

@@ -1,10 +1,12 @@
 //! What an operator asks of the store: whether Redis answers, how it is set up (eviction,
-//! persistence) and where its data lives (the primary and its replicas, from `ROLE`).
+//! persistence) and where its data lives (the primary and its replicas, from `ROLE`; a
+//! cluster's shards, from `CLUSTER SHARDS`).
 //!
 //! Read only; a Redis that hides its configuration (managed services) is not an error.
 
 use super::super::store::{StoreError, Topology};
 use super::RedisStore;
+use crate::topology::{ClusterShape, Connection};
 
 impl RedisStore {
     pub(super) async fn ping_primary(&self) -> Result<(), StoreError> {
@@ -38,6 +40,27 @@ impl RedisStore {
 
     pub(super) async fn read_topology(&self) -> Result<Option<Topology>, StoreError> {
         let mut conn = self.connection().await?;
+        if let Connection::Cluster(_) = conn {
+            let shape = self.bounded(ClusterShape::read(&mut conn)).await?;
+            return Ok(Some(Topology {
+                via: self.primary.target().describe(),
+                primary: shape
+                    .shards
+                    .iter()
+                    .map(|s| s.primary.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                replicas: shape.replicas(),
+                max_replica_lag_bytes: shape
+                    .shards
+                    .iter()
+                    .map(|s| s.max_replica_lag_bytes)
+                    .max()
+                    .unwrap_or(0),
+                min_replicas_ack: self.settings.min_replicas_ack,
+                cluster: Some(shape),
+            }));
+        }
         let role: redis::Value = self
             .bounded(redis::cmd("ROLE").query_async(&mut conn))
             .await?;
@@ -52,6 +75,7 @@ impl RedisStore {
                 .max()
                 .unwrap_or(0),
             min_replicas_ack: self.settings.min_replicas_ack,
+            cluster: None,
         }))
     }
 

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 use tokio::sync::{broadcast, mpsc};
 
 use super::cache::FinishedCache;
@@ -32,7 +32,7 @@ use super::store::{
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::{TenantWatch, Watchers};
 use super::{JobId, Kind, Snapshot, TenantId};
-use crate::topology::{Primary, Target};
+use crate::topology::{Connection, Primary, Target};
 use listen::{listen, Listener};
 
 /// Events buffered per subscriber; one that falls further behind gets `Resync`.
@@ -117,7 +117,7 @@ impl RedisStore {
     }
 
     /// A handle on the store's connection to the primary (cheap: it is multiplexed).
-    async fn connection(&self) -> Result<ConnectionManager, StoreError> {
+    async fn connection(&self) -> Result<Connection, StoreError> {
         self.bounded(self.primary.connection()).await
     }
 
@@ -127,14 +127,16 @@ impl RedisStore {
     }
 
     /// The connection a create or a finish goes over (see `acked`).
-    async fn write_connection(&self) -> Result<ConnectionManager, StoreError> {
+    async fn write_connection(&self) -> Result<Connection, StoreError> {
         bounded_on(self.writer(), self.writer().connection()).await
     }
 
-    /// After a write on `conn`: waits (bounded) until `min_replicas_ack` replicas have it.
+    /// After a write of `key` on `conn`: waits (bounded) until `min_replicas_ack` replicas
+    /// have it (on a cluster, the replicas of the node holding `key`).
     async fn replicated(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut Connection,
+        key: &str,
         job: Option<JobId>,
     ) -> Result<(), StoreError> {
         let wanted = self.settings.min_replicas_ack;
@@ -143,10 +145,7 @@ impl RedisStore {
         }
         let acked: u32 = bounded_on(
             self.writer(),
-            redis::cmd("WAIT")
-                .arg(wanted)
-                .arg(REPLICA_ACK_WAIT_MS)
-                .query_async(conn),
+            conn.wait_replicas(key, wanted, REPLICA_ACK_WAIT_MS),
         )
         .await?;
         if acked < wanted {

@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 
-use redis::aio::ConnectionManager;
 use redis::AsyncCommands;
 
 use super::super::store::{StoreError, QUEUE_SAMPLE};
@@ -13,6 +12,7 @@ use super::super::{JobId, Kind, Snapshot, Status, TenantId};
 use super::record::Hash;
 use super::scripts;
 use super::RedisStore;
+use crate::topology::Connection;
 
 fn time_ms(t: &(u64, u64)) -> u64 {
     t.0 * 1000 + t.1 / 1000
@@ -24,7 +24,7 @@ impl RedisStore {
     /// expired before its index entry is gone: both are skipped.
     async fn snapshots(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut Connection,
         raw: &[String],
     ) -> Result<Vec<Snapshot>, StoreError> {
         let ids: Vec<JobId> = raw.iter().filter_map(|r| JobId::parse(r).ok()).collect();

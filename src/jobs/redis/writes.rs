@@ -76,7 +76,8 @@ impl RedisStore {
             }
             CreateCode::Queued | CreateCode::Claimed => number("time")?,
         };
-        self.replicated(&mut conn, Some(job.id)).await?;
+        self.replicated(&mut conn, &self.keys.job(&job.id), Some(job.id))
+            .await?;
         let max = self.settings.max_attempts;
         let record = match code {
             CreateCode::Claimed => job.claimed_record(worker, now, max),
@@ -194,7 +195,8 @@ impl RedisStore {
         // Not acknowledged: the runner retries, the script answers `AlreadyEnded` and
         // this waits again, until the outcome is on the replicas or the retries end.
         if finish != Finish::Fenced {
-            self.replicated(&mut conn, None).await?;
+            self.replicated(&mut conn, &self.keys.job(&job.id), None)
+                .await?;
         }
         let next = match claimed.is_empty() {
             true => None,

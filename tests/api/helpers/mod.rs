@@ -1,7 +1,7 @@
 //! The one test harness every integration test uses: real processes and real HTTP.
 //! `redis_server` starts `redis-server` (shared once per binary, or one per test, or a
-//! sentinel set); `app` runs the app in this process on port 0; `service` runs the built
-//! binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`;
+//! sentinel set); `redis_cluster` a loopback Redis Cluster, once per binary; `app` runs the
+//! app in this process on port 0; `service` runs the built binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`;
 //! `client` is the API both apps answer; `tokens` says who may call it.
 //! Tests isolate themselves by tenant and key prefix, never by FLUSHDB.
 
@@ -9,6 +9,7 @@ mod app;
 mod client;
 mod feeds;
 mod kinds;
+mod redis_cluster;
 mod redis_server;
 mod service;
 mod sse;
@@ -24,6 +25,7 @@ pub use app::*;
 pub use client::*;
 pub use feeds::*;
 pub use kinds::*;
+pub use redis_cluster::*;
 pub use redis_server::*;
 pub use service::*;
 pub use sse::*;

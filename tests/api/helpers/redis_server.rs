@@ -31,7 +31,11 @@ impl RedisServer {
 
     /// Starts a server with more arguments (e.g. `--replicaof 127.0.0.1 6379`).
     pub fn start_with(appendonly: bool, extra: &str) -> Self {
-        let port = free_port();
+        Self::start_on(free_port(), appendonly, extra)
+    }
+
+    /// Starts a server on `port` with more arguments.
+    pub fn start_on(port: u16, appendonly: bool, extra: &str) -> Self {
         let dir =
             std::env::temp_dir().join(format!("catalog-jobs-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("the temp dir is writable");
@@ -126,7 +130,7 @@ impl Drop for RedisServer {
 /// Starts `command` under a watchdog shell: the shell prints its pid, then waits on its
 /// stdin; when this process exits the pipe closes and the shell kills the command, so no
 /// server outlives its test binary.
-fn spawn_watched(command: &str) -> (u32, Child) {
+pub(super) fn spawn_watched(command: &str) -> (u32, Child) {
     let script =
         format!("{command} >/dev/null 2>&1 & pid=$!; echo $pid; read _; kill -9 $pid 2>/dev/null");
     let mut child = Command::new("sh")

@@ -1,10 +1,15 @@
-//! How to reach the Redis primary: a fixed `REDIS_URL`, or the primary the sentinels name.
+//! How to reach Redis: a fixed `REDIS_URL`, the primary the sentinels name, or the nodes of
+//! a Redis Cluster.
 //!
 //! `Primary` is the one place that holds the connection to it. Every user (job store,
 //! catalogue, events listener) takes its connection from here and reports each failure back;
 //! through sentinels, a connection error, a timeout or a `READONLY` answer makes it ask the
 //! sentinels again (one question at a time, at most every `RESOLVE_INTERVAL`) and swap in a
-//! connection to the new primary. Knows nothing of jobs, catalogues or HTTP.
+//! connection to the new primary. A cluster's connection follows slots and failovers by
+//! itself (`cluster`). Knows nothing of jobs, catalogues or HTTP.
+
+pub mod cluster;
+mod connection;
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -14,6 +19,9 @@ use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType}
 use redis::{ConnectionAddr, RedisError, RedisResult};
 use tokio::sync::{watch, Mutex};
 use tracing::{info, warn};
+
+pub use cluster::{ClusterShape, Shard};
+pub use connection::Connection;
 
 /// Shortest time between two questions to the sentinels: a burst of failing calls during a
 /// failover asks once, not once per call.
@@ -34,6 +42,11 @@ pub enum Target {
         sentinel_password: Option<String>,
         password: Option<String>,
     },
+    /// The nodes of a Redis Cluster (seeds: the rest is found from them).
+    Cluster {
+        nodes: Vec<String>,
+        password: Option<String>,
+    },
 }
 
 impl Target {
@@ -47,6 +60,9 @@ impl Target {
                 "primary `{master}` through sentinels {}",
                 sentinels.join(",")
             ),
+            Target::Cluster { nodes, .. } => {
+                format!("a Redis Cluster through nodes {}", nodes.join(","))
+            }
         }
     }
 }
@@ -56,7 +72,7 @@ impl Target {
 struct Current {
     addr: String,
     client: redis::Client,
-    conn: ConnectionManager,
+    conn: Connection,
 }
 
 /// A handle on the primary: cheap to clone, shared by every clone.
@@ -74,17 +90,28 @@ struct Inner {
     last_resolve: std::sync::Mutex<Option<Instant>>,
     /// Bumped whenever the primary changes: long-lived subscriptions re-subscribe on it.
     generation: watch::Sender<u64>,
+    /// On a cluster: a client per seed node, for subscriptions (any node hears every
+    /// `PUBLISH`), tried in turn as they fail.
+    seeds: cluster::Seeds,
 }
 
 impl Primary {
     /// Opens lazily: nothing is dialled here, so the service starts while Redis (or every
     /// sentinel) is away and answers 503 until one answers.
     pub fn open(target: Target, config: ConnectionManagerConfig) -> RedisResult<Self> {
+        let mut seeds = cluster::Seeds::default();
         let (current, sentinel) = match &target {
             Target::Url(url) => {
                 let client = redis::Client::open(url.as_str())?;
                 let addr = client.get_connection_info().addr().to_string();
                 let conn = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+                let conn = Connection::Single(conn);
+                (Some(Current { addr, client, conn }), None)
+            }
+            Target::Cluster { nodes, password } => {
+                seeds = cluster::Seeds::new(nodes, password)?;
+                let conn = cluster::connect(nodes, password)?;
+                let (addr, client) = ("cluster".to_owned(), seeds.first());
                 (Some(Current { addr, client, conn }), None)
             }
             Target::Sentinels {
@@ -110,6 +137,7 @@ impl Primary {
                 sentinel: Mutex::new(sentinel),
                 last_resolve: std::sync::Mutex::new(None),
                 generation: watch::channel(0).0,
+                seeds,
             }),
         })
     }
@@ -131,9 +159,9 @@ impl Primary {
             .clone()
     }
 
-    /// The multiplexed connection to the primary, asking the sentinels first if none has
-    /// been found yet.
-    pub async fn connection(&self) -> RedisResult<ConnectionManager> {
+    /// The multiplexed connection to the primary (or the cluster), asking the sentinels first
+    /// if none has been found yet.
+    pub async fn connection(&self) -> RedisResult<Connection> {
         if let Some(c) = self.current() {
             return Ok(c.conn);
         }
@@ -143,8 +171,12 @@ impl Primary {
             .ok_or_else(|| no_primary("the sentinels name no primary yet"))
     }
 
-    /// A client for the primary (for connections of their own, such as a subscription).
+    /// A client for the primary (for connections of their own, such as a subscription); on a
+    /// cluster, for one of its nodes (the next one after a `suspect`).
     pub async fn client(&self) -> RedisResult<redis::Client> {
+        if let Some(client) = self.inner.seeds.current() {
+            return Ok(client);
+        }
         if self.current().is_none() {
             self.resolve().await?;
         }
@@ -161,8 +193,10 @@ impl Primary {
         }
     }
 
-    /// A call got no answer in time: the primary may be gone; ask the sentinels again.
+    /// A call got no answer in time: the primary may be gone; ask the sentinels again (on a
+    /// cluster: the next subscription goes to the next node).
     pub fn suspect(&self) {
+        self.inner.seeds.skip();
         if matches!(self.inner.target, Target::Sentinels { .. }) {
             let me = self.clone();
             tokio::spawn(async move {
@@ -207,8 +241,10 @@ impl Primary {
         if previous.as_deref() == Some(addr.as_str()) {
             return Ok(());
         }
-        let conn =
-            ConnectionManager::new_lazy_with_config(client.clone(), self.inner.config.clone())?;
+        let conn = Connection::Single(ConnectionManager::new_lazy_with_config(
+            client.clone(),
+            self.inner.config.clone(),
+        )?);
         *self
             .inner
             .current
@@ -229,21 +265,24 @@ impl Primary {
     }
 }
 
+/// The address of a `host:port` entry (a sentinel, a cluster node).
+fn tcp_addr(entry: &str) -> ConnectionAddr {
+    let (host, port) = entry
+        .rsplit_once(':')
+        .expect("the configuration checked that each Redis address is host:port");
+    let port = port
+        .parse()
+        .expect("the configuration checked that each Redis address's port is a number");
+    ConnectionAddr::Tcp(host.to_owned(), port)
+}
+
 fn sentinel_client(
     sentinels: &[String],
     master: &str,
     sentinel_password: &Option<String>,
     password: &Option<String>,
 ) -> RedisResult<SentinelClient> {
-    let addrs = sentinels.iter().map(|s| {
-        let (host, port) = s
-            .rsplit_once(':')
-            .expect("the configuration checked that each sentinel is host:port");
-        let port = port
-            .parse()
-            .expect("the configuration checked that each sentinel's port is a number");
-        ConnectionAddr::Tcp(host.to_owned(), port)
-    });
+    let addrs = sentinels.iter().map(|s| tcp_addr(s));
     let mut builder = SentinelClientBuilder::new(addrs, master, SentinelServerType::Master)?;
     if let Some(p) = sentinel_password {
         builder = builder.set_client_to_sentinel_password(p);

@@ -1,0 +1,151 @@
+//! A loopback Redis Cluster this test binary owns: three primaries and a replica of each
+//! (`redis-server --cluster-enabled yes`, joined by `redis-cli --cluster create
+//! --cluster-replicas 1`), started once per binary by the first test that asks and killed
+//! with the process by the servers' watchdogs.
+
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::{free_port, RedisServer};
+
+/// A node's cluster bus listens on its port + 10000, so a node's port must leave room.
+const BUS_PORT_OFFSET: u16 = 10_000;
+/// Primaries of the test cluster; each gets one replica.
+pub const CLUSTER_PRIMARIES: usize = 3;
+/// How long a node may go unanswered before its replica is promoted: short, so a test's
+/// failover takes seconds.
+const NODE_TIMEOUT_MS: u64 = 1000;
+/// Longest the cluster may take to form (every node agrees, every replica in sync).
+const FORMED_WITHIN: Duration = Duration::from_secs(30);
+
+/// Six `redis-server` nodes joined into one cluster on loopback ports.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts six nodes, joins them (three primaries, a replica each) and waits until every
+    /// node says the cluster is `ok` and knows all six.
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..CLUSTER_PRIMARIES * 2)
+            .map(|_| {
+                RedisServer::start_on(
+                    cluster_port(),
+                    true,
+                    &format!(
+                        "--cluster-enabled yes --cluster-config-file nodes.conf \
+                         --cluster-node-timeout {NODE_TIMEOUT_MS}"
+                    ),
+                )
+            })
+            .collect();
+        let cluster = Self { nodes };
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(cluster.addresses())
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("redis-cli runs (is redis-tools installed? see .ci/run)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        cluster.wait_until("the cluster has formed", FORMED_WITHIN, |c| c.formed());
+        cluster
+    }
+
+    /// `host:port` of every node.
+    pub fn addresses(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect()
+    }
+
+    /// `REDIS_CLUSTER_NODES` for the service: every node.
+    pub fn nodes_env(&self) -> String {
+        self.addresses().join(",")
+    }
+
+    /// Whether every node reports `cluster_state:ok`, knows all six nodes and three
+    /// primaries, and sees every node healthy (a replica reads `loading` until its first
+    /// sync is done).
+    fn formed(&self) -> bool {
+        self.nodes.iter().all(|n| {
+            let info = cluster_info(n.port).unwrap_or_default();
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(&format!("{name}:")))
+                    .map(str::trim)
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            field("cluster_state") == "ok"
+                && field("cluster_known_nodes") == (CLUSTER_PRIMARIES * 2).to_string()
+                && field("cluster_size") == CLUSTER_PRIMARIES.to_string()
+                && shards_healthy(n.port)
+        })
+    }
+
+    /// Polls `condition` every 50 ms until it holds, failing the test after `within`.
+    pub fn wait_until(&self, what: &str, within: Duration, condition: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + within;
+        while !condition(self) {
+            assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// `CLUSTER INFO` of the node on `port`.
+fn cluster_info(port: u16) -> Option<String> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+    let mut conn = client
+        .get_connection_with_timeout(Duration::from_secs(1))
+        .ok()?;
+    redis::cmd("CLUSTER").arg("INFO").query(&mut conn).ok()
+}
+
+/// Whether the node on `port` sees every node of every shard `online` (`CLUSTER SHARDS`).
+fn shards_healthy(port: u16) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
+        return false;
+    };
+    let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_secs(1)) else {
+        return false;
+    };
+    let shards: redis::RedisResult<redis::Value> =
+        redis::cmd("CLUSTER").arg("SHARDS").query(&mut conn);
+    shards.is_ok_and(|s| {
+        let words = format!("{s:?}");
+        words.matches("online").count() == CLUSTER_PRIMARIES * 2
+    })
+}
+
+/// A free loopback port whose bus port (+10000) is free too.
+fn cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port <= u16::MAX - BUS_PORT_OFFSET
+            && std::net::TcpListener::bind(("127.0.0.1", port + BUS_PORT_OFFSET)).is_ok()
+        {
+            return port;
+        }
+    }
+}
+
+static SHARED_CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+
+/// The cluster this test binary shares, started by the first test that asks (on a blocking
+/// thread: forming it takes a few seconds).
+pub async fn shared_cluster() -> &'static RedisCluster {
+    if let Some(c) = SHARED_CLUSTER.get() {
+        return c;
+    }
+    tokio::task::spawn_blocking(|| SHARED_CLUSTER.get_or_init(RedisCluster::start))
+        .await
+        .expect("the cluster starts")
+}

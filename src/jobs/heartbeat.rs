@@ -2,11 +2,12 @@
 //! interval, and acts on what the answer says of each run — a cancel requested elsewhere, a
 //! run fenced off, or a record the store lost (written back from what the run knows).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::log_limit::LogLimiter;
 use super::run::Runs;
@@ -48,6 +49,10 @@ async fn on_renewal(runs: &Runs, run: &RunId, answer: Renewal) {
                     info!(job_id = %run.id, "asked to stop: the job is told");
                     r.cancel.cancel();
                 }
+                None
+            }
+            Renewal::Fenced if r.ending.load(Ordering::Acquire) => {
+                debug!(job_id = %run.id, "the heartbeat crossed the run's end");
                 None
             }
             Renewal::Fenced => {

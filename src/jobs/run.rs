@@ -59,6 +59,10 @@ pub(super) struct Running {
     pub cancel: CancellationToken,
     /// Set when the store refused this run: it records nothing more.
     pub fenced: Arc<AtomicBool>,
+    /// Set once the job's function is over and its end is being written: a heartbeat that
+    /// crosses that write finds the job ended, which is no fence (the write itself says when
+    /// the run was really fenced off).
+    pub ending: Arc<AtomicBool>,
     pub latest: watch::Receiver<Tick>,
 }
 
@@ -170,6 +174,7 @@ impl Runs {
         let (reporter, ticks) = progress_channel();
         let cancel = CancellationToken::new();
         let fenced = Arc::new(AtomicBool::new(false));
+        let ending = Arc::new(AtomicBool::new(false));
         {
             // Under the running lock, like `on_cancel_event`: a cancel event is either seen
             // there or left for this check, never lost in between.
@@ -186,6 +191,7 @@ impl Runs {
                     attempt,
                     cancel: cancel.clone(),
                     fenced: fenced.clone(),
+                    ending: ending.clone(),
                     latest: ticks.latest(),
                 },
             );
@@ -198,6 +204,7 @@ impl Runs {
             .execute(&job, run, created_at, reporter, ticks, cancel)
             .await;
         self.observer.stopped(&job.kind, began.elapsed());
+        ending.store(true, Ordering::Release);
         let next = match result {
             Some((outcome, percent)) if !fenced.load(Ordering::Acquire) => {
                 let next = self.record(&job, &run, created_at, &outcome, percent).await;

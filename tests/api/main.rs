@@ -26,6 +26,7 @@ mod limits;
 mod observability;
 mod openapi;
 mod pairing;
+mod quiet;
 mod readiness;
 mod replicas;
 mod runner;

@@ -1,15 +1,31 @@
-//! `GET /admin`: the admin page — one HTML document, its stylesheet and its script, embedded
-//! in the binary (`src/api/admin/`), so the page works offline and nothing comes from a CDN.
-//! `GET /` sends a browser there. The page itself is static and open; every API call it
-//! makes carries the token the operator typed (`Authorization: Bearer`), so the guard stays
-//! where it is, on `/catalog`.
+//! `GET /admin`: the admin page — one HTML document, its stylesheet and its script modules,
+//! embedded in the binary (`src/api/admin/`), so the page works offline and nothing comes
+//! from a CDN. `GET /` sends a browser there. The page itself is static and open; every API
+//! call it makes carries the token the operator typed (`Authorization: Bearer`), so the guard
+//! stays where it is, on `/catalog`.
 
+use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use super::error::{ApiError, ErrorBody};
+
 const PAGE: &str = include_str!("admin/index.html");
-const STYLE: &str = include_str!("admin/admin.css");
-const SCRIPT: &str = include_str!("admin/admin.js");
+
+const CSS: &str = "text/css; charset=utf-8";
+const JS: &str = "text/javascript; charset=utf-8";
+
+/// The page's files beside its document, by name: the stylesheet, and the script modules
+/// (`admin.js` loads the others).
+pub const ASSETS: [(&str, &str, &str); 7] = [
+    ("admin.css", include_str!("admin/admin.css"), CSS),
+    ("admin.js", include_str!("admin/admin.js"), JS),
+    ("core.js", include_str!("admin/core.js"), JS),
+    ("live.js", include_str!("admin/live.js"), JS),
+    ("jobs.js", include_str!("admin/jobs.js"), JS),
+    ("job.js", include_str!("admin/job.js"), JS),
+    ("products.js", include_str!("admin/products.js"), JS),
+];
 
 /// Where the page lives; `/` redirects here.
 pub const PAGE_PATH: &str = "/admin";
@@ -23,27 +39,29 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; st
 /// Revalidate every time: the files change with the binary, and they are small.
 const CACHE_CONTROL: &str = "no-cache";
 
-/// The admin page: tenant and token pickers, job starts with live progress, the jobs table,
-/// a job's timeline, cancel and retry, and the product browser.
+/// The admin page: the overview, tenant and token, job starts with live progress, the jobs
+/// table, a job's timeline, cancel and retry, and the product browser.
 #[utoipa::path(get, path = "/admin", tag = "admin", operation_id = "admin_page",
-    responses((status = 200, description = "The admin page (HTML; its stylesheet and script are the two routes below).",
+    responses((status = 200, description = "The admin page (HTML; its stylesheet and scripts are `/admin/{asset}`).",
         body = String, content_type = "text/html")))]
 pub async fn page() -> Response {
     asset(PAGE, "text/html; charset=utf-8")
 }
 
-/// The admin page's stylesheet.
-#[utoipa::path(get, path = "/admin/admin.css", tag = "admin", operation_id = "admin_style",
-    responses((status = 200, description = "The admin page's stylesheet.", body = String, content_type = "text/css")))]
-pub async fn style() -> Response {
-    asset(STYLE, "text/css; charset=utf-8")
-}
-
-/// The admin page's script (plain JavaScript, no framework).
-#[utoipa::path(get, path = "/admin/admin.js", tag = "admin", operation_id = "admin_script",
-    responses((status = 200, description = "The admin page's script.", body = String, content_type = "text/javascript")))]
-pub async fn script() -> Response {
-    asset(SCRIPT, "text/javascript; charset=utf-8")
+/// One of the admin page's files: its stylesheet (`admin.css`) or a script module (`admin.js`
+/// and the modules it imports; plain JavaScript, no framework).
+#[utoipa::path(get, path = "/admin/{asset}", tag = "admin", operation_id = "admin_asset",
+    params(("asset" = String, Path, description = "The file's name: `admin.css`, `admin.js`, or a module `admin.js` imports.")),
+    responses(
+        (status = 200, description = "The file.", content((String = "text/css"), (String = "text/javascript"))),
+        (status = 404, description = "`not_found`: the page has no such file.", body = ErrorBody),
+    ))]
+pub async fn file(Path(name): Path<String>) -> Result<Response, ApiError> {
+    ASSETS
+        .iter()
+        .find(|(file, _, _)| *file == name)
+        .map(|(_, body, media)| asset(body, media))
+        .ok_or_else(|| ApiError::NotFound(format!("the admin page has no file {name}")))
 }
 
 /// Sends a browser that opens the service's root to the admin page.

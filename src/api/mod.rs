@@ -94,8 +94,7 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(console::whoami))
         .routes(routes!(admin::root))
         .routes(routes!(admin::page))
-        .routes(routes!(admin::style))
-        .routes(routes!(admin::script))
+        .routes(routes!(admin::file))
 }
 
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {

@@ -2,11 +2,11 @@
 //! of its script's source that no data can ever be turned into markup. (What it does in a
 //! browser is in `browser.rs`.)
 
+use catalog_jobs::api::admin::ASSETS;
 use reqwest::header;
 
 use crate::helpers::{spawn_app, Backend};
 
-const SCRIPT: &str = include_str!("../../src/api/admin/admin.js");
 const PAGE: &str = include_str!("../../src/api/admin/index.html");
 
 #[tokio::test]
@@ -22,13 +22,15 @@ async fn the_root_redirects_to_the_admin_page() {
 }
 
 #[tokio::test]
-async fn the_page_its_style_and_its_script_are_served_with_a_strict_policy_and_no_sniffing() {
+async fn the_page_its_style_and_its_scripts_are_served_with_a_strict_policy_and_no_sniffing() {
     let app = spawn_app(Backend::Memory).await;
-    for (path, media) in [
-        ("/admin", "text/html"),
-        ("/admin/admin.css", "text/css"),
-        ("/admin/admin.js", "text/javascript"),
-    ] {
+    let files = ASSETS.map(|(name, _, media)| (format!("/admin/{name}"), media));
+    for (path, media) in [("/admin".to_owned(), "text/html")]
+        .into_iter()
+        .chain(files)
+    {
+        let media = media.split(';').next().unwrap_or_default();
+        let path = path.as_str();
         let r = app.get(path).await;
         assert_eq!(r.status(), 200, "{path}");
         let h = r.headers();
@@ -45,6 +47,26 @@ async fn the_page_its_style_and_its_script_are_served_with_a_strict_policy_and_n
     }
     let page = app.get("/admin").await.text().await.unwrap();
     assert_eq!(page, PAGE, "the embedded page is the one in src/api/admin");
+    let r = app.get("/admin/nope.js").await;
+    assert_eq!(r.status(), 404, "a file the page does not have");
+}
+
+#[test]
+fn every_module_the_page_imports_is_served() {
+    let served: Vec<&str> = ASSETS.iter().map(|(name, _, _)| *name).collect();
+    for (name, body, _) in ASSETS {
+        for line in body.lines().filter(|l| l.contains(" from './")) {
+            let module = line
+                .split("from './")
+                .nth(1)
+                .and_then(|rest| rest.split('\'').next())
+                .unwrap_or_default();
+            assert!(
+                served.contains(&module),
+                "{name} imports {module}, which is not served"
+            );
+        }
+    }
 }
 
 #[test]
@@ -59,7 +81,9 @@ fn the_script_never_builds_markup_from_strings_and_the_page_loads_nothing_from_e
         "EventSource",
         "localStorage",
     ] {
-        assert!(!SCRIPT.contains(sink), "admin.js uses {sink}");
+        for (name, body, _) in ASSETS.iter().filter(|(name, _, _)| name.ends_with(".js")) {
+            assert!(!body.contains(sink), "{name} uses {sink}");
+        }
     }
     for remote in ["http://", "https://", "//cdn"] {
         assert!(!PAGE.contains(remote), "index.html loads {remote}");

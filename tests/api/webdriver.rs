@@ -203,6 +203,46 @@ impl Browser {
         self.on_element(css, &[click]).await;
     }
 
+    /// A mouse-style click on the element `css`: the pointer moves onto it, presses, holds
+    /// for `hold` and releases — as a person clicks, so a page that replaces the element while
+    /// the button is down loses the click (a WebDriver click is too quick to notice). Answers
+    /// false when the element was replaced before the pointer reached it.
+    pub async fn press_and_release(&self, css: &str, hold: Duration) -> bool {
+        let target = self.find(css).await;
+        let mut origin = serde_json::Map::new();
+        origin.insert(ELEMENT.to_owned(), Value::String(target.0));
+        let hold_ms = u64::try_from(hold.as_millis()).unwrap_or(u64::MAX);
+        let click = json!({"actions": [{"type": "pointer", "id": "mouse",
+        "parameters": {"pointerType": "mouse"},
+        "actions": [
+            {"type": "pointerMove", "duration": 0, "origin": origin, "x": 0, "y": 0},
+            {"type": "pointerDown", "button": 0},
+            {"type": "pause", "duration": hold_ms},
+            {"type": "pointerUp", "button": 0},
+        ]}]});
+        let pressed = self
+            .try_command(reqwest::Method::POST, "/actions", Some(click))
+            .await;
+        let _ = self
+            .try_command(reqwest::Method::DELETE, "/actions", None)
+            .await;
+        match pressed {
+            Ok(_) => true,
+            Err((error, _)) if error == STALE => false,
+            Err((error, message)) => panic!("WebDriver /actions: {error}: {message}"),
+        }
+    }
+
+    /// Presses the key `key` (a WebDriver key code such as `\u{E004}` for Tab) on the page.
+    pub async fn press_key(&self, key: &str) {
+        self.post(
+            "/actions",
+            json!({"actions": [{"type": "key", "id": "keyboard", "actions": [
+                {"type": "keyDown", "value": key}, {"type": "keyUp", "value": key}]}]}),
+        )
+        .await;
+    }
+
     /// Replaces the text of the field `css` with `text`.
     pub async fn fill(&self, css: &str, text: &str) {
         let clear = (reqwest::Method::POST, "/clear", Some(json!({})));
@@ -229,7 +269,18 @@ impl Browser {
 
     /// Polls `script` until it answers something truthy (bounded by [`WAIT`]); answers it.
     pub async fn wait_for(&self, what: &str, script: &str, args: Value) -> Value {
-        let deadline = Instant::now() + WAIT;
+        self.wait_until(what, script, args, WAIT).await
+    }
+
+    /// Polls `script` until it answers something truthy, for at most `limit`; answers it.
+    pub async fn wait_until(
+        &self,
+        what: &str,
+        script: &str,
+        args: Value,
+        limit: Duration,
+    ) -> Value {
+        let deadline = Instant::now() + limit;
         loop {
             let v = self.exec(script, args.clone()).await;
             let truthy =
@@ -247,12 +298,23 @@ impl Browser {
                     )
                     .await;
                 panic!(
-                    "the page never showed {what} within {WAIT:?} (its error box: {}; its jobs: {})",
+                    "the page never showed {what} within {limit:?} (its error box: {}; its jobs: {})",
                     seen[0], seen[1]
                 );
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+
+    /// Makes the page see the system's colour scheme as `scheme` (`dark` or `light`), through
+    /// chromedriver's DevTools bridge.
+    pub async fn prefer_color_scheme(&self, scheme: &str) {
+        self.post(
+            "/goog/cdp/execute",
+            json!({"cmd": "Emulation.setEmulatedMedia",
+                   "params": {"features": [{"name": "prefers-color-scheme", "value": scheme}]}}),
+        )
+        .await;
     }
 
     /// Saves a PNG of the viewport to `path`.

@@ -37,6 +37,8 @@ const OPERATIONS: &[Row] = &[
     Row::get(Guarded, "/admin", 200),
     Row::get(Good, "/admin/admin.css", 200),
     Row::get(Good, "/admin/admin.js", 200),
+    Row::get(Good, "/admin/core.js", 200),
+    Row::get(Good, "/admin/nope.js", 404).expect(&[("/error", "not_found")]),
     Row::get(Good, "/", 303),
 ];
 

@@ -2,6 +2,9 @@
 //! `webdriver.rs`) against the real service (Redis started by the harness, the real catalogue
 //! job kinds, the demo feed). One browser session walks the page the way an operator does;
 //! every wait polls the DOM (bounded), none sleeps. Screenshots go to `target/screenshots/`.
+//! `console.rs` holds the operator's console: the table under load, the timeline, the roles.
+
+mod console;
 
 use std::path::PathBuf;
 
@@ -20,19 +23,19 @@ use crate::helpers::{
 use crate::webdriver::Browser;
 
 /// A laptop's viewport, and a phone's width (an iPhone SE / 13 mini in CSS pixels).
-const DESKTOP: (u32, u32) = (1280, 1000);
+pub const DESKTOP: (u32, u32) = (1280, 1000);
 const PHONE_WIDTH: u32 = 375;
 /// A product name that would run script if the page ever rendered data as markup.
 const HOSTILE: &str = "<img src=x onerror=alert(1)>";
 
-fn screenshot_path(name: &str) -> PathBuf {
+pub fn screenshot_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("target/screenshots")
         .join(format!("{name}.png"))
 }
 
 /// Types the tenant (and token) and applies them.
-async fn use_identity(b: &Browser, tenant: &str, token: &str) {
+pub async fn use_identity(b: &Browser, tenant: &str, token: &str) {
     b.fill("[data-testid=tenant]", tenant).await;
     b.fill("[data-testid=token]", token).await;
     b.click("#use").await;
@@ -585,7 +588,14 @@ async fn the_page_shows_a_401_without_a_token_and_a_503_without_a_store_and_work
 
     use_identity(&b, &tenant, "").await;
     let shown = the_error_shown(&b, "the 401's message").await;
-    assert!(shown.contains("send a valid token"), "{shown}");
+    assert!(
+        shown.contains("paste yours in the Token field"),
+        "the page says what to do in its own terms: {shown}"
+    );
+    assert!(
+        !shown.contains("Authorization"),
+        "no HTTP header named: {shown}"
+    );
     let id = with_its_token_a_sync_runs_to_done_and_no_error_shows(&b, &tenant, &token).await;
     without_the_event_stream_the_card_polls_its_job_to_done(&b, &id).await;
     a_service_without_its_store_shows_the_503s_message(&b, &tenant).await;

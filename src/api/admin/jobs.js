@@ -1,0 +1,224 @@
+// The jobs table: one tenant's jobs kept live by the tenant's event stream, or every
+// tenant's (an operator with no tenant picked): the list refreshed by a poll, its newest
+// running jobs live from their own event streams; filters, "Load more".
+// A row is built once and then only its cells' text changes: the link under the pointer is
+// never replaced, so it can be clicked while its job streams progress.
+
+import {
+  $, el, state, api, q, showError, readSse, parse, sleep, pick, learn, snapshot, onRedraw,
+  setText, setTime, span, elapsed, ACTIVE,
+} from './core.js';
+import { openJob } from './job.js';
+
+/** How often the table is reloaded when no stream keeps it live. */
+const TABLE_POLL_MS = 2000;
+/** How long to wait before reconnecting a tenant stream that closed. */
+const RECONNECT_MS = 1000;
+/** Jobs a page of the table lists. */
+const TABLE_LIMIT = 50;
+/**
+ * Running jobs of every tenant followed live at once, each on a stream of its own: a
+ * browser opens at most six connections to one server, and the page needs the rest.
+ */
+const LIVE_ROWS = 4;
+
+const rows = new Map(); // job_id -> {tr, cells}
+let follower = null; // AbortController of the tenant's stream or poll
+let nextCursor = null;
+const liveRows = new Set(); // every-tenant mode: the jobs followed on their own streams
+let loadedMore = false; // a "Load more" went past the first page: its cursor is the one to keep
+
+const filters = () => ({ status: $('filter-status').value, kind: $('filter-kind').value });
+
+function matches(job) {
+  const { status, kind } = filters();
+  return (!status || job.status === status) && (!kind || job.kind === kind)
+    && (!state.tenant || !job.tenant_id || job.tenant_id === state.tenant);
+}
+
+/** Where a new row goes: newest first, by creation time (a job not read yet is newest). */
+function placeRow(tr, job) {
+  const created = Date.parse(job.created_at) || Infinity;
+  for (const other of $('jobs-body').children) {
+    const theirs = Date.parse((state.jobs.get(other.dataset.jobId) || {}).created_at) || Infinity;
+    if (theirs < created || (theirs === created && other.dataset.jobId < job.job_id)) {
+      other.before(tr);
+      return;
+    }
+  }
+  $('jobs-body').append(tr);
+}
+
+function buildRow(job) {
+  const id = job.job_id;
+  const open = el('button', { type: 'button', class: 'linklike mono', text: id.slice(0, 8),
+    title: id, 'aria-label': `Open job ${id}` });
+  open.addEventListener('click', () => openJob(id));
+  const cell = (cls) => el('td', cls ? { class: cls } : {});
+  const cells = {
+    kind: cell(), tenant: cell('tenant'), status: el('span', { class: 'badge' }), pct: cell('num'),
+    step: cell('wide'), started: el('time', { class: 'rel' }), duration: cell('wide'), error: cell(),
+  };
+  const tr = el('tr', { 'data-testid': 'job-row', 'data-job-id': id },
+    el('td', { class: 'id' }, open), cells.kind, cells.tenant,
+    el('td', {}, cells.status), cells.pct, cells.step, el('td', { class: 'wide' }, cells.started),
+    cells.duration, cells.error);
+  const row = { tr, cells };
+  rows.set(id, row);
+  placeRow(tr, job);
+  return row;
+}
+
+function paintRow(job) {
+  let row = rows.get(job.job_id);
+  if (!row) {
+    if (!job.kind || !matches(job)) return; // an event about a job not listed: its snapshot comes next
+    row = buildRow(job);
+  }
+  const { tr, cells } = row;
+  if (tr.dataset.status !== (job.status || '')) tr.dataset.status = job.status || '';
+  setText(cells.kind, job.kind || '');
+  setText(cells.tenant, job.tenant_id || '');
+  setText(cells.status, job.status || '');
+  const badge = `badge ${job.status || ''}`;
+  if (cells.status.className !== badge) cells.status.className = badge;
+  setText(cells.pct, job.percent == null ? '' : `${job.percent}`);
+  setText(cells.step, job.step || '');
+  if (job.started_at) setTime(cells.started, job.started_at);
+  setText(cells.duration, job.started_at ? span(elapsed(job)) : '—');
+  setText(cells.error, job.error || '');
+  tr.hidden = !matches(job);
+  $('jobs-empty').hidden = rows.size > 0;
+}
+onRedraw(paintRow);
+
+/** Keeps the running rows' durations ticking. */
+export function tickRows() {
+  for (const [id, row] of rows) {
+    const job = state.jobs.get(id);
+    if (job && ACTIVE.has(job.status) && job.started_at) setText(row.cells.duration, span(elapsed(job)));
+  }
+}
+
+/** Shows the rows the filters let through at once; the reload that follows may add more. */
+function applyFilters() {
+  for (const [id, row] of rows) row.tr.hidden = !matches(state.jobs.get(id) || {});
+}
+
+/** Reads the first page (or, with `cursor`, the next one) and learns every job on it. */
+async function loadJobs(cursor) {
+  const query = { tenant_id: state.tenant, limit: TABLE_LIMIT, cursor, ...filters() };
+  const a = await api('GET', `/catalog/jobs?${q(query)}`);
+  if (a.status !== 200) { showError('Could not list jobs', a); return; }
+  for (const job of a.body.jobs) learn(job);
+  if (cursor) loadedMore = true;
+  if (cursor || !loadedMore) nextCursor = a.body.next_cursor || null;
+  $('jobs-load-more').hidden = !nextCursor;
+  $('jobs-empty').hidden = rows.size > 0 || a.body.jobs.length > 0;
+}
+
+function caption(live) {
+  $('jobs-table').dataset.follow = live ? 'stream' : 'poll';
+  const every = `refreshed every ${TABLE_POLL_MS / 1000} s`;
+  $('jobs-live').textContent = live ? 'Updated live'
+    : state.tenant ? `No live stream here: ${every}`
+      : `Every tenant: running jobs live (the newest ${LIVE_ROWS}), the list ${every}`;
+}
+
+/** Keeps one tenant's table live from its event stream; answers false when there is none. */
+async function stream(ctl) {
+  const url = `/catalog/events?${q({ tenant_id: state.tenant })}`;
+  let streamed = false;
+  while (!ctl.signal.aborted) {
+    try {
+      await readSse(url, {
+        signal: ctl.signal,
+        onOpen: () => {
+          if (ctl.signal.aborted) return;
+          streamed = true;
+          caption(true);
+          // What changed between the first read and the subscription: read the list again.
+          loadJobs().catch(() => {});
+        },
+        onEvent: (e) => {
+          const data = parse(e.data);
+          if (e.type === 'resync') { loadJobs().catch(() => {}); return; }
+          if (!data || !data.job_id) return;
+          learn({ job_id: data.job_id, ...pick(data) });
+          const known = state.jobs.get(data.job_id);
+          if (!known.created_at || !ACTIVE.has(data.status)) snapshot(data.job_id).catch(() => {});
+        },
+      });
+    } catch {
+      if (ctl.signal.aborted) return true;
+      if (!streamed) return false;
+    }
+    await sleep(RECONNECT_MS, ctl.signal);
+  }
+  return true;
+}
+
+/** Follows one job's stream until it ends (or the table follows something else). */
+async function followRow(id, ctl) {
+  liveRows.add(id);
+  try {
+    await readSse(`/catalog/jobs/${encodeURIComponent(id)}/events`, {
+      signal: ctl.signal,
+      onOpen: () => { const row = rows.get(id); if (row) row.tr.dataset.follow = 'stream'; },
+      onEvent: (e) => learn({ job_id: id, ...pick(parse(e.data) || {}) }),
+    });
+  } catch {
+    // No stream, or it broke: the poll keeps the row current.
+  } finally {
+    liveRows.delete(id);
+    const row = rows.get(id);
+    if (row) delete row.tr.dataset.follow;
+  }
+}
+
+/** Every-tenant mode: the newest running jobs listed get a stream each, up to LIVE_ROWS. */
+function followRunning(ctl) {
+  const running = [...$('jobs-body').children].map((tr) => state.jobs.get(tr.dataset.jobId))
+    .filter((j) => j && ACTIVE.has(j.status) && !liveRows.has(j.job_id));
+  for (const job of running.slice(0, Math.max(0, LIVE_ROWS - liveRows.size))) followRow(job.job_id, ctl);
+}
+
+/** Follows the table: the tenant's stream, or a poll where there is none (or no tenant). */
+export async function followJobs() {
+  if (follower) follower.abort();
+  const ctl = new AbortController();
+  follower = ctl;
+  rows.clear();
+  liveRows.clear();
+  $('jobs-body').replaceChildren();
+  nextCursor = null;
+  loadedMore = false;
+  await loadJobs().catch(() => showError('Could not list jobs', null, true));
+  if (ctl.signal.aborted) return;
+  if (state.tenant && await stream(ctl)) return;
+  if (ctl.signal.aborted) return;
+  caption(false);
+  while (!ctl.signal.aborted) {
+    if (!state.tenant) followRunning(ctl);
+    await sleep(TABLE_POLL_MS, ctl.signal);
+    if (!ctl.signal.aborted) await loadJobs().catch(() => {});
+  }
+}
+
+export function wireJobs() {
+  for (const filter of ['filter-status', 'filter-kind']) {
+    $(filter).addEventListener('change', () => {
+      loadedMore = false;
+      applyFilters();
+      loadJobs().catch(() => {});
+    });
+  }
+  $('jobs-load-more').addEventListener('click', () => {
+    if (nextCursor) loadJobs(nextCursor).catch(() => showError('Could not list more jobs', null, true));
+  });
+  $('find-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const id = $('find-id').value.trim();
+    if (id) openJob(id);
+  });
+}

@@ -1,0 +1,164 @@
+// Starting jobs, and the live card of each job started here: a progress bar fed by the
+// job's event stream (or a poll where there is none), its step, elapsed time and ETA.
+
+import {
+  $, el, state, api, q, enc, showError, clearError, needTenant, span, elapsed, readSse,
+  parse, sleep, pick, learn, snapshot, onRedraw, setText, ACTIVE,
+} from './core.js';
+import { openJob } from './job.js';
+
+/** How often a job is polled when its event stream is not available. */
+const POLL_MS = 1000;
+/** Shortest gap between two snapshot reads of one job while its stream runs (for the ETA). */
+const SNAPSHOT_EVERY_MS = 1000;
+/** Reconnections of a job's stream before falling back to polling. */
+const STREAM_RETRIES = 3;
+
+const watched = new Map(); // job_id -> its card
+
+function card(job) {
+  let w = watched.get(job.job_id);
+  if (w) return w;
+  const bar = el('span');
+  const progress = el('div', {
+    class: 'progress', role: 'progressbar', 'data-testid': 'job-progress',
+    'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': '0',
+    'aria-label': `${job.kind} progress`,
+  }, bar);
+  const status = el('span', { class: 'badge' });
+  const step = el('span', { 'data-testid': 'job-step' });
+  const time = el('span');
+  const eta = el('span');
+  const open = el('button', { type: 'button', class: 'linklike', text: `${job.kind} ${job.job_id}` });
+  open.addEventListener('click', () => openJob(job.job_id));
+  const node = el('div', { class: 'job-card', 'data-job-id': job.job_id, 'data-kind': job.kind },
+    el('div', { class: 'head' }, open, status),
+    progress,
+    el('div', { class: 'meta' }, step, time, eta));
+  $('live').prepend(node);
+  w = { node, bar, progress, status, step, time, eta, lastId: null, lastRead: 0, shown: -1 };
+  watched.set(job.job_id, w);
+  return w;
+}
+
+function paintCard(job) {
+  const w = watched.get(job.job_id);
+  if (!w) return;
+  const pct = Math.max(0, Math.min(100, Number(job.percent) || 0));
+  w.node.dataset.status = job.status || '';
+  if (pct !== w.shown) {
+    w.shown = pct;
+    w.progress.setAttribute('aria-valuenow', String(pct));
+    w.bar.style.width = `${pct}%`;
+  }
+  w.progress.setAttribute('aria-valuetext', `${pct}% ${job.step || ''}`);
+  setText(w.status, job.status || '');
+  w.status.className = `badge ${job.status || ''}`;
+  setText(w.step, job.error ? `${job.step || ''} — ${job.error}` : job.step || '');
+  setText(w.time, `elapsed ${span(elapsed(job))}`);
+  const active = ACTIVE.has(job.status);
+  const eta = !active ? '—' : job.eta_seconds == null ? 'estimating' : span(Number(job.eta_seconds));
+  setText(w.eta, `ETA ${eta}`);
+}
+onRedraw(paintCard);
+
+/** Keeps the elapsed clocks of running cards ticking. */
+export function tickCards() {
+  for (const id of watched.keys()) {
+    const job = state.jobs.get(id);
+    if (job && ACTIVE.has(job.status)) paintCard(job);
+  }
+}
+
+export const isWatched = (id) => watched.has(id);
+const statusOf = (id) => (state.jobs.get(id) || {}).status;
+
+/** Follows a job to its end: its event stream when there is one, else a poll. */
+export async function watch(job) {
+  const w = card(job);
+  learn(job);
+  const id = job.job_id;
+  const url = `/catalog/jobs/${enc(id)}/events`;
+  let failures = 0;
+  // At least one read, even of a job another view has already seen end: its timeline.
+  do {
+    let heard = false;
+    try {
+      const how = await readSse(url, {
+        lastId: w.lastId,
+        onEvent: (e) => {
+          heard = true;
+          w.node.dataset.follow = 'stream';
+          if (e.id) w.lastId = e.id;
+          learn({ job_id: id, ...pick(parse(e.data) || {}) });
+          if (Date.now() - w.lastRead > SNAPSHOT_EVERY_MS || e.type === 'finished') {
+            w.lastRead = Date.now();
+            snapshot(id).catch(() => {});
+          }
+        },
+      });
+      if (how === 'ended' || !ACTIVE.has(statusOf(id))) break;
+      // Closed before the end: resume after the last event seen.
+      failures = heard ? 0 : failures + 1;
+    } catch {
+      failures = STREAM_RETRIES; // no stream here: poll instead
+    }
+  } while (failures < STREAM_RETRIES && ACTIVE.has(statusOf(id)));
+  if (failures >= STREAM_RETRIES) w.node.dataset.follow = 'poll';
+  while (ACTIVE.has(statusOf(id))) {
+    const a = await snapshot(id).catch(() => null);
+    if (a && a.status === 404) break;
+    await sleep(POLL_MS);
+  }
+  await snapshot(id).catch(() => {});
+}
+
+async function start(kind, fields, button) {
+  clearError();
+  if (!needTenant()) return null;
+  button.disabled = true;
+  try {
+    const a = await api('POST', `/catalog/${kind}`, q({ tenant_id: state.tenant, ...fields }));
+    if (a.status === 202 && a.body) { watch(a.body); return a; }
+    if (a.status === 200) return a;
+    showError(`Could not start ${kind}`, a);
+    return a;
+  } catch {
+    showError(`Could not start ${kind}`, null, true);
+    return null;
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function sources() {
+  return $('sync-source').value.split(/[\n,]/).map((s) => s.trim()).filter(Boolean);
+}
+
+function showReport(report) {
+  $('report').textContent = JSON.stringify(report, null, 2);
+  $('report-box').hidden = false;
+}
+
+export function wireStarts() {
+  $('sync-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    start('sync', { source: sources() }, $('sync-form').querySelector('button'));
+  });
+  $('enrich-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    start('enrich', $('enrich-force').checked ? { force: 'true' } : {}, $('enrich-form').querySelector('button'));
+  });
+  $('pair-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    start('pair', {}, $('pair-form').querySelector('button[type=submit]'));
+  });
+  $('pair-wait').addEventListener('click', async () => {
+    $('report').textContent = 'Waiting for the pair to end…';
+    $('report-box').hidden = false;
+    const a = await start('pair', { wait: 'true' }, $('pair-wait'));
+    if (a && a.status === 200) showReport(a.body);
+    else if (a && a.status === 202) $('report').textContent = 'Still running: follow it above.';
+    else $('report-box').hidden = true;
+  });
+}

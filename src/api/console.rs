@@ -13,7 +13,8 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{query_fields, refuse_unknown};
 use super::AppState;
 use crate::config::tokens::Scope;
-use crate::jobs::TenantId;
+use crate::jobs::stats::Stats;
+use crate::jobs::{Kind, TenantId};
 
 /// What a caller may do, one flag per control a page shows.
 #[derive(Serialize, ToSchema)]
@@ -87,4 +88,29 @@ pub async fn whoami(
         },
         name: caller.name,
     }))
+}
+
+/// The overview of the whole service: active jobs by status and kind, jobs ended in the last
+/// hour and day by outcome, ends per minute over the last hour, the ready queue, and the live
+/// processes with the jobs each runs. For an operator token (`*`, `read:*`) or any caller of
+/// a service without tokens.
+#[utoipa::path(get, path = "/catalog/stats", tag = "console", operation_id = "stats",
+    responses(
+        (status = 200, description = "The figures, read now from the store every replica shares.", body = Stats),
+        (status = 403, description = "`forbidden`: a tenant token (only an operator token reads every tenant's figures).", body = ErrorBody),
+        (status = 422, description = "`unknown_field`: this route takes no query field.", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+    ))]
+pub async fn stats(
+    State(app): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+) -> Result<Json<Stats>, ApiError> {
+    caller.may_read_every_tenant()?;
+    refuse_unknown(&query_fields(&uri)?, "no query field at all")?;
+    let overview = app.store.overview().await?;
+    let active = app.store.active().await?;
+    let kinds: Vec<Kind> = app.runner.registry().kinds().cloned().collect();
+    let stale_ms = app.store.settings().stale_ms();
+    Ok(Json(Stats::build(overview, &active, &kinds, stale_ms)))
 }

@@ -92,6 +92,7 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(products::get_one))
         .routes(routes!(tenants::remove))
         .routes(routes!(console::whoami))
+        .routes(routes!(console::stats))
         .routes(routes!(admin::root))
         .routes(routes!(admin::page))
         .routes(routes!(admin::file))

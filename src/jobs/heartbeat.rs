@@ -1,6 +1,8 @@
 //! The heartbeat: one per process, it renews every running job's lease in one store call per
-//! interval, and acts on what the answer says of each run — a cancel requested elsewhere, a
-//! run fenced off, or a record the store lost (written back from what the run knows).
+//! interval — and, in the same call, the process's entry in the store's process registry, so
+//! it beats while idle too — and acts on what the answer says of each run: a cancel
+//! requested elsewhere, a run fenced off, or a record the store lost (written back from
+//! what the run knows).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,18 +15,19 @@ use super::log_limit::LogLimiter;
 use super::run::Runs;
 use super::store::{Live, Renewal, Restore, RunId};
 
-/// Renews the leases every `interval` until `stopped`.
+/// Renews the leases every `interval` until `stopped`, the first time at once (so the
+/// process is in the registry from its start).
 pub(super) async fn heartbeat(runs: Arc<Runs>, interval: Duration, stopped: CancellationToken) {
     let mut limiter = LogLimiter::default();
+    let mut first = true;
     loop {
+        let wait = if first { Duration::ZERO } else { interval };
+        first = false;
         tokio::select! {
             () = stopped.cancelled() => return,
-            () = tokio::time::sleep(interval) => {}
+            () = tokio::time::sleep(wait) => {}
         }
         let held: Vec<RunId> = runs.lock_running().values().map(|r| r.run).collect();
-        if held.is_empty() {
-            continue;
-        }
         match runs.store.renew(&held).await {
             Ok(answers) => {
                 for (run, answer) in held.iter().zip(answers) {

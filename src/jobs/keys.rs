@@ -79,6 +79,19 @@ impl Keys {
         format!("{}:tenant:{tenant}:events", self.prefix)
     }
 
+    /// `<prefix>:stats:<hour>` — jobs ended in each minute of that hour (since the epoch): a
+    /// hash of `<minute>:<kind>:<outcome>` → count, expiring 26 hours after the hour began.
+    pub fn stats(&self, hour: u64) -> String {
+        format!("{}:stats:{hour}", self.prefix)
+    }
+
+    /// `<prefix>:processes` — the process registry: `<started_ms>:<host/pid>` scored by its
+    /// last heartbeat (ms, the store's clock); entries older than the stale threshold are
+    /// dropped by every renewal.
+    pub fn processes(&self) -> String {
+        format!("{}:processes", self.prefix)
+    }
+
     /// `<prefix>:events` — the pub/sub channel (`wake`, `cancel:<id>`, `end:<id>`).
     pub fn events(&self) -> String {
         format!("{}:events", self.prefix)

@@ -19,6 +19,7 @@ pub mod redis;
 pub mod registry;
 pub mod run;
 pub mod runner;
+pub mod stats;
 pub mod store;
 pub mod timeline;
 pub mod watch;
@@ -138,7 +139,7 @@ impl fmt::Display for Kind {
 /// what a running job whose lease (heartbeat) is older than the stale threshold reads as,
 /// and `cancelling` a running job that was asked to stop. A queued job waits in the shared
 /// queue at no cost and is never `lost`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[schema(as = JobStatus)]
 pub enum Status {

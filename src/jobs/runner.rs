@@ -236,6 +236,10 @@ impl Runner {
             let _ = tokio::time::timeout(GIVEN_BACK_WAIT, runs.tracker.wait()).await;
         }
         self.stopped.cancel();
+        // Out of the process list at once; if the store is away, the entry goes stale instead.
+        if let Err(e) = runs.store.leave().await {
+            warn!(error = %e, "this process could not leave the process registry");
+        }
     }
 }
 

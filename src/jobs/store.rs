@@ -13,6 +13,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::fence::{Hold, ScriptFence, Writer};
+use super::stats::Overview;
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::TenantWatch;
 use super::{JobId, Kind, Snapshot, Status, TenantId};
@@ -449,7 +450,9 @@ pub trait JobStore: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Tick, StoreError>>;
 
     /// One process's heartbeat: renews the lease of every run it names, in one step, and
-    /// answers per run (same order) whether it still holds its job or was asked to stop.
+    /// answers per run (same order) whether it still holds its job or was asked to stop. In
+    /// the same step it renews this process's entry in the process registry (the overview's
+    /// live processes), so a process calls it every interval, with no runs too.
     fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>>;
 
     /// Ends the run's job and releases its lock if the lock still holds it. A missing record
@@ -554,6 +557,16 @@ pub trait JobStore: Send + Sync + 'static {
     /// recovered), in no order: read from the ready queue and the lease index, never a scan
     /// of keys, so the answer is bounded by `MAX_QUEUED_JOBS` plus the running jobs.
     fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>>;
+
+    /// The overview's figures the store keeps: its clock, the jobs ended in each of the last
+    /// `stats::DAY_MINUTES` minutes by kind and outcome (counted in the step that ended each),
+    /// and the processes whose heartbeat is younger than the stale threshold. Reads fixed,
+    /// bounded keys (a day of per-hour buckets, the registry), never a scan of keys.
+    fn overview(&self) -> BoxFuture<'_, Result<Overview, StoreError>>;
+
+    /// This process leaves the registry now (a clean shutdown) rather than once its last
+    /// heartbeat is stale.
+    fn leave(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 
     /// The events of this namespace, from every process. A subscriber gets `Resync` once
     /// its subscription is live (events published before that may be missed).

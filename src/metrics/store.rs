@@ -9,6 +9,7 @@ use std::time::Instant;
 use tokio::sync::broadcast;
 
 use crate::jobs::fence::{Hold, ScriptFence, Writer};
+use crate::jobs::stats::Overview;
 use crate::jobs::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
     Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
@@ -174,6 +175,14 @@ impl JobStore for MeteredStore {
 
     fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
         Box::pin(timed("active", self.inner.active()))
+    }
+
+    fn overview(&self) -> BoxFuture<'_, Result<Overview, StoreError>> {
+        Box::pin(timed("overview", self.inner.overview()))
+    }
+
+    fn leave(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(timed("leave", self.inner.leave()))
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Event> {

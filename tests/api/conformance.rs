@@ -850,9 +850,10 @@ mod redis_only {
         let shared = [format!("{prefix}:leases"), format!("{prefix}:queue")];
         assert_eq!(
             keys.len(),
-            10,
+            11,
             "two hashes (each holding its timeline), two locks, one list, one idempotency \
-             key and the tenant's set of their names, one rate window, queue, leases: {keys:?}"
+             key and the tenant's set of their names, one rate window, the process registry, \
+             queue, leases: {keys:?}"
         );
         for key in keys.iter().filter(|k| !shared.contains(k)) {
             let ttl: i64 = redis::cmd("TTL")

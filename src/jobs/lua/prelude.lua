@@ -22,6 +22,7 @@ for i = 8, #ARGV do A[#A + 1] = ARGV[i] end
 
 local K_QUEUE = P .. ':queue'
 local K_LEASES = P .. ':leases'
+local K_PROCESSES = P .. ':processes'
 local CHANNEL = P .. ':events'
 local function k_job(id) return P .. ':' .. id end
 local function k_lock(tenant, kind) return P .. ':lock:' .. tenant .. ':' .. kind end
@@ -31,6 +32,7 @@ local function k_rate(tenant, window) return P .. ':rate:' .. tenant .. ':' .. w
 local function k_tenant_events(tenant) return P .. ':tenant:' .. tenant .. ':events' end
 local function k_gone(tenant) return P .. ':tenant:' .. tenant .. ':gone' end
 local function k_tenant_idem(tenant) return P .. ':tenant:' .. tenant .. ':idem' end
+local function k_stats(hour) return P .. ':stats:' .. hour end
 
 -- How many sampled progress events a timeline keeps (the newest): PROGRESS_KEPT in
 -- jobs/timeline.rs, where the sampling rule is explained.
@@ -139,9 +141,21 @@ local function may_write_back(id, tenant, kind, created_ms)
   return true
 end
 
+-- Counts a job's end in its minute (the overview's finished figures): one HINCRBY in the
+-- hour's bucket. A field made new sets the bucket's expiry, the same deadline every time: 26
+-- hours after the hour began, so a 24-hour window ending in the hour's last minute finds it.
+local function count_end(kind, status, now)
+  local minute = math.floor(now / 60000)
+  local hour = math.floor(minute / 60)
+  local key = k_stats(hour)
+  if redis.call('HINCRBY', key, minute .. ':' .. kind .. ':' .. status, 1) == 1 then
+    redis.call('EXPIREAT', key, (hour + 26) * 3600)
+  end
+end
+
 -- Ends an active job: `fields` (keyed by name; always status, step and finished_ms) and its
 -- `finished` event written in one HSET, its lock released if it holds it, out of the lease
--- index. A process waiting for it elsewhere (`awaited`, set by a `wait=true` request) is told.
+-- index, counted in its minute (`count_end`). A process waiting for it elsewhere (`awaited`, set by a `wait=true` request) is told.
 -- `job` was read with RUN_FIELDS.
 local function end_job(id, job, fields, now)
   local hkey = k_job(id)
@@ -154,6 +168,7 @@ local function end_job(id, job, fields, now)
   if redis.call('GET', lock) == id then redis.call('DEL', lock) end
   redis.call('ZREM', K_LEASES, id)
   if job.awaited then redis.call('PUBLISH', CHANNEL, 'end:' .. id) end
+  count_end(job.kind, fields.status, fields.finished_ms)
 end
 
 local function end_cancelled(id, job, fields, now)

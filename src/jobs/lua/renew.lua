@@ -1,12 +1,17 @@
--- renew: one process's heartbeat. Renews the lease of each of its runs (and, for a job older
--- than a tenth of the TTL, the TTL of its record and lock: see `aged`).
--- A: id1, claim1, id2, claim2, ...
+-- renew: one process's heartbeat. Renews the process's entry in the registry (dropping the
+-- entries of processes whose heartbeat is stale; the registry itself expires once no
+-- process has beaten for the stale threshold), and the lease of each of its runs (and, for
+-- a job older than a tenth of the TTL, the TTL of its record and lock: see `aged`).
+-- A: the process (`<started_ms>:<host/pid>`), then id1, claim1, id2, claim2, ...
 -- Returns one code per run, in order: 'held', 'cancel_requested' (held and asked to stop),
 -- 'missing', 'fenced'. A lock that expired or was never restored is taken back, so single
 -- flight holds.
 local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', K_PROCESSES, '-inf', now - STALE)
+redis.call('ZADD', K_PROCESSES, now, A[1])
+redis.call('PEXPIRE', K_PROCESSES, STALE)
 local out = {}
-for i = 1, #A, 2 do
+for i = 2, #A, 2 do
   local id = A[i]
   local hkey = k_job(id)
   local code, job = run_state(hkey, A[i + 1])

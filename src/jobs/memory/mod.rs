@@ -18,13 +18,14 @@ use std::sync::Mutex;
 use tokio::sync::broadcast;
 
 use super::fence::{Hold, ScriptFence, Writer};
+use super::stats::{Beat, Ended, Overview, Process};
 use super::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
     Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
 };
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::TenantWatch;
-use super::{now_ms, JobId, Kind, Snapshot, TenantId};
+use super::{is_stale, now_ms, JobId, Kind, Snapshot, TenantId};
 use record::Record;
 use state::State;
 
@@ -34,6 +35,8 @@ const EVENT_BUFFER: usize = 4096;
 pub struct MemoryStore {
     state: Mutex<State>,
     settings: StoreSettings,
+    /// This process: the only one an embedded store's registry can hold.
+    process: Process,
     events: broadcast::Sender<Event>,
 }
 
@@ -45,6 +48,7 @@ impl MemoryStore {
                 ..State::default()
             }),
             settings,
+            process: Process::this(),
             events: broadcast::channel(EVENT_BUFFER).0,
         }
     }
@@ -77,6 +81,40 @@ impl MemoryStore {
 
     fn cancelled(s: &mut Snapshot) {
         s.step = "cancelled on request".to_owned();
+    }
+
+    /// Like the Redis store's: the last day's ends, and this process while its heartbeat
+    /// is fresh.
+    fn read_overview(&self) -> Overview {
+        let now = now_ms();
+        let mut state = self.state();
+        state.keep_a_day_of_ends(now);
+        let ended = state
+            .ended
+            .iter()
+            .flat_map(|(minute, counts)| {
+                counts.iter().map(|((kind, outcome), count)| Ended {
+                    minute: *minute,
+                    kind: kind.clone(),
+                    outcome: *outcome,
+                    count: *count,
+                })
+            })
+            .collect();
+        let processes = state
+            .heartbeat_at
+            .filter(|at| !is_stale(*at, now, self.settings.stale_ms()))
+            .map(|heartbeat_at| Beat {
+                process: self.process.clone(),
+                heartbeat_at,
+            })
+            .into_iter()
+            .collect();
+        Overview {
+            now_ms: now,
+            ended,
+            processes,
+        }
     }
 }
 
@@ -174,6 +212,17 @@ impl JobStore for MemoryStore {
 
     fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
         Box::pin(async move { self.read_active() })
+    }
+
+    fn overview(&self) -> BoxFuture<'_, Result<Overview, StoreError>> {
+        Box::pin(async move { Ok(self.read_overview()) })
+    }
+
+    fn leave(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.state().heartbeat_at = None;
+            Ok(())
+        })
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Event> {

@@ -111,6 +111,7 @@ impl MemoryStore {
         let expires_ms = self.expiry(now);
         let lease_ms = now + self.settings.stale_ms();
         let mut state = self.state();
+        state.heartbeat_at = Some(now);
         let mut out = Vec::with_capacity(runs.len());
         for run in runs {
             let Some(entry) = state.job_mut(&run.id, now) else {

@@ -1,14 +1,16 @@
 //! The embedded store's bookkeeping, all under its one lock: the records with their
 //! expiry, the tenant+kind locks, the tenants' listings, idempotency keys, the per-tenant
-//! create windows and the ready queue — each kept as the Redis keys of the same name are.
+//! create windows, the ready queue, the per-minute counts of ended jobs and this process's
+//! heartbeat — each kept as the Redis keys of the same name are.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::super::stats::{minute_of, DAY_MINUTES};
 use super::super::store::{params_fingerprint, Created, NewJob};
 use super::super::watch::Watchers;
-use super::super::{JobId, Kind, TenantId};
+use super::super::{JobId, Kind, Status, TenantId};
 use super::record::Record;
 
 /// How often expired entries are swept out (lookups also ignore them).
@@ -38,6 +40,10 @@ pub(super) struct State {
     pub(super) progress_sample_ms: u64,
     /// The open streams' watches of tenants, fed by every timeline write.
     pub(super) watchers: Arc<Watchers>,
+    /// Jobs ended per minute (since the epoch), by kind and outcome: the last day's.
+    pub(super) ended: BTreeMap<u64, HashMap<(Kind, Status), u64>>,
+    /// This process's last heartbeat (`renew`), until it leaves.
+    pub(super) heartbeat_at: Option<u64>,
 }
 
 impl State {
@@ -53,6 +59,24 @@ impl State {
         self.gone.retain(|_, e| e.expires_ms > now);
         self.rates
             .retain(|_, (window, _)| *window >= now / RATE_WINDOW_MS);
+    }
+
+    /// Like `count_end` in the prelude: one more job of `kind` ended `status` in the minute
+    /// of `now`.
+    pub(super) fn count_end(&mut self, kind: &Kind, status: Status, now: u64) {
+        *self
+            .ended
+            .entry(minute_of(now))
+            .or_default()
+            .entry((kind.clone(), status))
+            .or_default() += 1;
+        self.keep_a_day_of_ends(now);
+    }
+
+    /// Drops the counts of minutes older than a day before `now` (Redis expires them).
+    pub(super) fn keep_a_day_of_ends(&mut self, now: u64) {
+        let first = (minute_of(now) + 1).saturating_sub(DAY_MINUTES);
+        self.ended = self.ended.split_off(&first);
     }
 
     /// Like create.lua: the job a live idempotency key names, if that job still exists.

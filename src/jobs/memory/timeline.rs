@@ -1,6 +1,6 @@
 //! Timeline writes in the embedded store: an event kept in the job's timeline (by the rule of
 //! `record::Timeline`) and handed to its tenant's watchers in the same step as the change, and the end of a job
-//! (final fields, lock released, lease dropped, its `finished` event) — as `note` and
+//! (final fields, lock released, lease dropped, its `finished` event, its minute's count) — as `note` and
 //! `end_job` do in the prelude.
 
 use serde_json::Value;
@@ -83,5 +83,6 @@ impl State {
         let (tenant, kind) = (s.tenant_id.clone(), s.kind.clone());
         self.release_lock(&tenant, &kind, id, now);
         self.note(id, "finished", None, &error, now);
+        self.count_end(&kind, status, now);
     }
 }

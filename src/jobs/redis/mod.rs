@@ -20,11 +20,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
+use redis::AsyncCommands;
 use tokio::sync::{broadcast, mpsc};
 
 use super::cache::FinishedCache;
 use super::fence::{Hold, ScriptFence, Writer};
 use super::keys::Keys;
+use super::stats::{Overview, Process};
 use super::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
     Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
@@ -58,6 +60,8 @@ pub struct RedisStore {
     acked: Option<Primary>,
     keys: Keys,
     settings: StoreSettings,
+    /// This process, as the process registry names it (renewed with every heartbeat).
+    process: Process,
     finished: Arc<FinishedCache>,
     events: broadcast::Sender<Event>,
     listening: Arc<OnceLock<()>>,
@@ -99,6 +103,7 @@ impl RedisStore {
             primary: open(target)?,
             acked,
             keys: Keys::new(&settings.prefix),
+            process: Process::this(),
             finished: Arc::new(FinishedCache::new(settings.finished_cache, 10_000)),
             settings,
             events: broadcast::channel(EVENT_BUFFER).0,
@@ -331,6 +336,21 @@ impl JobStore for RedisStore {
                 self.finished.forget_tenant(tenant);
             }
             Ok(purged)
+        })
+    }
+
+    fn overview(&self) -> BoxFuture<'_, Result<Overview, StoreError>> {
+        Box::pin(self.read_overview())
+    }
+
+    fn leave(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.connection().await?;
+            let member = self.process.member();
+            let _: u64 = self
+                .bounded(conn.zrem(self.keys.processes(), member))
+                .await?;
+            Ok(())
         })
     }
 

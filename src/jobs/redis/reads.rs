@@ -1,14 +1,15 @@
-//! The store's reads: a job, a tenant's listing, the active jobs, a timeline and the queue's
-//! make-up, each one pipelined round trip. A read that judges staleness takes Redis's `TIME`
+//! The store's reads: a job, a tenant's listing, the active jobs, a timeline, the queue's
+//! make-up and the overview's buckets and processes, each one pipelined round trip. A read that judges staleness takes Redis's `TIME`
 //! in the same pipeline, so every replica judges on the same clock.
 
 use std::collections::HashMap;
 
 use redis::AsyncCommands;
 
+use super::super::stats::{self, minute_of, Beat, Overview, Process, DAY_MINUTES};
 use super::super::store::{StoreError, QUEUE_SAMPLE};
 use super::super::timeline::{EventId, TimelineEvent};
-use super::super::{JobId, Kind, Snapshot, Status, TenantId};
+use super::super::{now_ms, JobId, Kind, Snapshot, Status, TenantId};
 use super::record::Hash;
 use super::scripts;
 use super::RedisStore;
@@ -16,6 +17,11 @@ use crate::topology::Connection;
 
 fn time_ms(t: &(u64, u64)) -> u64 {
     t.0 * 1000 + t.1 / 1000
+}
+
+/// A reply that does not read as the type asked for.
+fn corrupt(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(e.to_string())
 }
 
 impl RedisStore {
@@ -127,5 +133,59 @@ impl RedisStore {
             .into_iter()
             .filter_map(|(kind, n)| Kind::parse(&kind).ok().map(|k| (k, n)))
             .collect())
+    }
+
+    /// The overview's figures in one pipeline: the store's clock, the process registry and
+    /// the hour buckets that may hold the last day's minutes. Which hours those are is
+    /// Redis's clock's to say, and it is read in the same pipeline: this process's clock
+    /// picks them with an hour's margin either way, and minutes outside the day are dropped
+    /// once `TIME` is known (a replica more than an hour off would miss an edge hour).
+    pub(super) async fn read_overview(&self) -> Result<Overview, StoreError> {
+        const HOUR_MINUTES: u64 = 60;
+        let local_hour = minute_of(now_ms()) / HOUR_MINUTES;
+        let first = local_hour.saturating_sub(DAY_MINUTES / HOUR_MINUTES + 1);
+        let mut pipe = redis::pipe();
+        pipe.cmd("TIME")
+            .zrange_withscores(self.keys.processes(), 0, -1);
+        for hour in first..=local_hour + 1 {
+            pipe.hgetall(self.keys.stats(hour));
+        }
+        let mut conn = self.connection().await?;
+        let values: Vec<redis::Value> = self.bounded(pipe.query_async(&mut conn)).await?;
+        let mut values = values.into_iter();
+        let mut next = || {
+            values
+                .next()
+                .ok_or_else(|| StoreError::Corrupt("a short overview pipeline".into()))
+        };
+        let now = time_ms(&redis::from_redis_value(next()?).map_err(corrupt)?);
+        let registry: Vec<(String, f64)> = redis::from_redis_value(next()?).map_err(corrupt)?;
+        let stale_ms = self.settings.stale_ms();
+        let processes = registry
+            .into_iter()
+            .filter(|(_, beat)| !super::super::is_stale(*beat as u64, now, stale_ms))
+            .filter_map(|(member, beat)| {
+                Process::from_member(&member).map(|process| Beat {
+                    process,
+                    heartbeat_at: beat as u64,
+                })
+            })
+            .collect();
+        let current = minute_of(now);
+        let mut ended = Vec::new();
+        for _ in first..=local_hour + 1 {
+            let bucket: HashMap<String, u64> = redis::from_redis_value(next()?).map_err(corrupt)?;
+            ended.extend(
+                bucket
+                    .iter()
+                    .filter_map(|(field, n)| stats::parse_bucket_field(field, *n))
+                    .filter(|e| e.minute <= current && e.minute + DAY_MINUTES > current),
+            );
+        }
+        Ok(Overview {
+            now_ms: now,
+            ended,
+            processes,
+        })
     }
 }

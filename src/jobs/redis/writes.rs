@@ -125,10 +125,8 @@ impl RedisStore {
     }
 
     pub(super) async fn renew_runs(&self, runs: &[RunId]) -> Result<Vec<Renewal>, StoreError> {
-        if runs.is_empty() {
-            return Ok(Vec::new());
-        }
         let mut inv = scripts::invocation(&scripts::RENEW, &self.settings);
+        inv.arg(self.process.member());
         for run in runs {
             inv.arg(run.id.to_string()).arg(run.claim);
         }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use catalog_jobs::jobs::fence::{Fence, Hold, ScriptFence, StoreFence, Writer};
 use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
+use catalog_jobs::jobs::stats::Overview;
 use catalog_jobs::jobs::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Origin, Outcome,
     Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
@@ -233,6 +234,12 @@ impl JobStore for CountingStore {
     }
     fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
         self.inner.active()
+    }
+    fn overview(&self) -> BoxFuture<'_, Result<Overview, StoreError>> {
+        self.inner.overview()
+    }
+    fn leave(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.inner.leave()
     }
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
         self.inner.subscribe()

@@ -447,6 +447,23 @@ const READ_ONLY: &[Row] = &[
     Row::get(Guarded, "/catalog/whoami", 401).expect(&[("/error", "unauthorized")]),
 ];
 
+/// The overview: open, for an operator, refused to a tenant token, a bad query, a dead store.
+const STATS: &[Row] = &[
+    Row::get(Good, "/catalog/stats", 200),
+    Row::get(Guarded, "/catalog/stats", 200).headers(READER),
+    Row::get(Guarded, "/catalog/stats", 403)
+        .headers(&[("authorization", "Bearer {a_token}")])
+        .expect(&[("/error", "forbidden")]),
+    Row::get(Guarded, "/catalog/stats", 401),
+    Row::get(Good, "/catalog/stats?window=1h", 422).expect(&[("/error", "unknown_field")]),
+    Row::get(Dead, "/catalog/stats", 503),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_is_read_and_refused_as_documented() {
+    walk_with_held_jobs().await.run(STATS).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_token_is_told_what_it_may_do_and_refused_changes() {
     Walk::start().await.run(READ_ONLY).await;
@@ -537,6 +554,7 @@ fn every_row() -> Vec<Row> {
         GUARDED_JOB,
         TOKENS_SERVED,
         READ_ONLY,
+        STATS,
         STALLED,
     ];
     let mut rows = tables.concat();

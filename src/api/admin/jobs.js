@@ -36,8 +36,28 @@ function matches(job) {
     && (!state.tenant || !job.tenant_id || job.tenant_id === state.tenant);
 }
 
+/**
+ * Rows that arrive while a mouse button is down on the table wait for its release: a row
+ * put above the pointer mid-click would move the link away before the click lands.
+ */
+const heldRows = [];
+let pressed = false;
+
+function holdWhilePressed() {
+  const body = $('jobs-body');
+  body.addEventListener('pointerdown', () => { pressed = true; });
+  const release = () => {
+    if (!pressed) return;
+    pressed = false;
+    setTimeout(() => { for (const [tr, job] of heldRows.splice(0)) placeRow(tr, job); }, 0);
+  };
+  window.addEventListener('pointerup', release);
+  window.addEventListener('pointercancel', release);
+}
+
 /** Where a new row goes: newest first, by creation time (a job not read yet is newest). */
 function placeRow(tr, job) {
+  if (pressed) { heldRows.push([tr, job]); return; }
   const created = Date.parse(job.created_at) || Infinity;
   for (const other of $('jobs-body').children) {
     const theirs = Date.parse((state.jobs.get(other.dataset.jobId) || {}).created_at) || Infinity;
@@ -206,6 +226,7 @@ export async function followJobs() {
 }
 
 export function wireJobs() {
+  holdWhilePressed();
   for (const filter of ['filter-status', 'filter-kind']) {
     $(filter).addEventListener('change', () => {
       loadedMore = false;

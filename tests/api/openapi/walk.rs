@@ -567,17 +567,20 @@ pub fn template_of(doc: &Value, method: &str, path: &str) -> Option<String> {
 /// A body that sends `head` and then nothing, ever (the client stalls).
 /// A body whose second half is sent only once `delete` (a tenant's removal) has answered.
 fn deleted_midway(client: reqwest::Client, delete: String) -> reqwest::Body {
-    let rows = |from: usize| -> Vec<u8> {
-        (from..from + 1500)
+    let rows = |from: usize, count: usize| -> Vec<u8> {
+        (from..from + count)
             .map(|i| format!("{{\"product_key\":\"m{i}\",\"name\":\"Mug {i}\"}}\n"))
             .collect::<String>()
             .into_bytes()
     };
-    let first = stream::once(async move { Ok::<_, std::io::Error>(rows(0)) });
+    let first = stream::once(async move { Ok::<_, std::io::Error>(rows(0, 1500)) });
     let second = stream::once(async move {
         let removed = client.delete(delete).send().await.expect("the app answers");
         assert_eq!(removed.status(), 200, "the tenant is removed mid-import");
-        Ok(rows(1500))
+        // A few rows after the delete: they fit the socket's buffer, so the client has sent
+        // its whole body when the refusal comes and reads it (a large rest would meet a
+        // closed connection mid-write).
+        Ok(rows(1500, 10))
     });
     reqwest::Body::wrap_stream(first.chain(second))
 }

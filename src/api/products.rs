@@ -197,7 +197,14 @@ async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<Row
         (report, outcome)
     })
     .await;
-    pump.abort();
+    // A refusal for a deleted tenant is read by the client only once it has sent its body
+    // (a connection closed mid-body is a broken pipe to it): the rest is read and dropped,
+    // within the body's limits. Other refusals close the connection at once.
+    if matches!(&joined, Ok((_, Err(Stopped::TenantDeleted)))) {
+        let _ = pump.await;
+    } else {
+        pump.abort();
+    }
     let (report, outcome) =
         joined.map_err(|e| ApiError::Internal(format!("the import stopped: {e}")))?;
     let cause = match outcome {
@@ -280,9 +287,28 @@ async fn pump_body(
             },
         };
         let last = item.is_err();
-        if tx.send(item).await.is_err() || last {
+        if last {
             return;
         }
+        if tx.send(item).await.is_err() {
+            return drain(body, limit.saturating_sub(seen), stall).await;
+        }
+    }
+}
+
+/// Reads and drops what is left of a body the import stopped reading: up to `left` bytes,
+/// while chunks keep coming within `stall`.
+async fn drain(mut body: Body, mut left: usize, stall: std::time::Duration) {
+    loop {
+        let next = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+        let Ok(Some(Ok(frame))) = tokio::time::timeout(stall, next).await else {
+            return;
+        };
+        let read = frame.data_ref().map_or(0, Bytes::len);
+        if read > left {
+            return;
+        }
+        left -= read;
     }
 }
 

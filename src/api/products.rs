@@ -287,11 +287,11 @@ async fn pump_body(
             },
         };
         let last = item.is_err();
-        if last {
-            return;
-        }
         if tx.send(item).await.is_err() {
             return drain(body, limit.saturating_sub(seen), stall).await;
+        }
+        if last {
+            return;
         }
     }
 }

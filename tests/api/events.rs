@@ -67,6 +67,23 @@ async fn timeline(app: &TestApp, id: &str) -> Vec<Value> {
     body["events"].as_array().expect("an events array").clone()
 }
 
+/// The ids of the job's timeline events, in order.
+async fn timeline_ids(app: &TestApp, id: &str) -> Vec<Value> {
+    timeline(app, id)
+        .await
+        .iter()
+        .map(|e| e["id"].clone())
+        .collect()
+}
+
+/// The ids the stream sent its frames under, in order.
+fn frame_ids(frames: &[SseFrame]) -> Vec<Value> {
+    frames
+        .iter()
+        .map(|f| Value::from(f.id.clone().expect("a timeline frame has an id")))
+        .collect()
+}
+
 async fn a_job_stream_sends_its_timeline_from_created_to_finished_then_closes(b: Backend) {
     let app = spawn_app(b).await;
     let t = tenant();
@@ -106,15 +123,8 @@ async fn a_job_stream_sends_its_timeline_from_created_to_finished_then_closes(b:
         (finished["status"].as_str(), finished["percent"].as_u64()),
         (Some("done"), Some(100))
     );
-    let ids: Vec<Value> = timeline(&app, &id)
-        .await
-        .iter()
-        .map(|e| e["id"].clone())
-        .collect();
-    let sent: Vec<Value> = frames
-        .iter()
-        .map(|f| Value::from(f.id.clone().unwrap()))
-        .collect();
+    let ids = timeline_ids(&app, &id).await;
+    let sent = frame_ids(&frames);
     assert_eq!(sent, ids, "the stream sent the timeline, in order, once");
 }
 
@@ -144,16 +154,8 @@ async fn reconnecting_with_last_event_id_mid_job_misses_nothing_and_repeats_noth
     let last = before.last().unwrap().id.clone().unwrap();
     let after = read_to_end(&mut SseReader::new(open(&app, &id, Some(&last)).await)).await;
     assert_eq!(types(&after).last().map(String::as_str), Some("finished"));
-    let both: Vec<String> = before
-        .iter()
-        .chain(&after)
-        .map(|f| f.id.clone().unwrap())
-        .collect();
-    let all: Vec<String> = timeline(&app, &id)
-        .await
-        .iter()
-        .map(|e| e["id"].as_str().unwrap().to_owned())
-        .collect();
+    let both = frame_ids(&[before, after].concat());
+    let all = timeline_ids(&app, &id).await;
     assert_eq!(
         both, all,
         "nothing missed, nothing repeated across the reconnect"
@@ -196,12 +198,7 @@ async fn a_stream_asked_for_after_the_end_gets_204_and_json_after_the_end_is_emp
 async fn the_tenant_stream_sees_that_tenant_s_jobs_only(b: Backend) {
     let app = spawn_app(b).await;
     let (mine, theirs) = (tenant(), tenant());
-    let response = app
-        .client
-        .get(app.url(&format!("/catalog/events?tenant_id={mine}")))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get(&format!("/catalog/events?tenant_id={mine}")).await;
     let mut reader = SseReader::new(response);
     let other = app
         .start_id("ticker", &[("tenant_id", theirs.as_str())])
@@ -336,15 +333,7 @@ async fn a_resume_id_beyond_any_clock_is_422_and_never_a_store_error() {
             "{far}"
         );
     }
-    let metrics = svc
-        .client
-        .get(svc.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = svc.get("/metrics").await.text().await.unwrap();
     let store_errors: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("catalog_store_errors_total"))
@@ -379,15 +368,8 @@ async fn a_stream_opened_on_a_second_replica_sees_the_first_replica_s_job() {
     gate.release();
     seen.extend(read_to_end(&mut reader).await);
     assert_eq!(types(&seen).last().map(String::as_str), Some("finished"));
-    let ids: Vec<Value> = timeline(&first, &id)
-        .await
-        .iter()
-        .map(|e| e["id"].clone())
-        .collect();
-    let sent: Vec<Value> = seen
-        .iter()
-        .map(|f| Value::from(f.id.clone().unwrap()))
-        .collect();
+    let ids = timeline_ids(&first, &id).await;
+    let sent = frame_ids(&seen);
     assert_eq!(sent, ids);
     // The tenant stream on the second replica heard the end the first replica wrote.
     loop {
@@ -466,12 +448,7 @@ async fn with_tokens_another_tenant_s_job_stream_is_404_and_its_tenant_stream_40
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-    let r = app
-        .client
-        .get(app.url(&format!("/catalog/jobs/{mine}/events")))
-        .send()
-        .await
-        .unwrap();
+    let r = app.get(&format!("/catalog/jobs/{mine}/events")).await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
 }
 

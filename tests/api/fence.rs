@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::{
-    create, finish, new_job, run_fence, settings, shared_redis_url, start, store, tenant,
-    test_kinds, unique, Backend,
+    claim_queued, create, finish, new_job, run_fence, settings, shared_redis_url, start, store,
+    tenant, unique, Backend,
 };
 
 both_stores!(
@@ -45,10 +45,7 @@ fn stores(b: Backend) -> (Arc<dyn JobStore>, Arc<dyn CatalogStore>) {
 async fn claimed(jobs: &dyn JobStore, t: &TenantId) -> Claim {
     let job = new_job(t, "pair");
     create(jobs, &job).await;
-    jobs.claim("host-a/1", &test_kinds())
-        .await
-        .unwrap()
-        .expect("queued")
+    claim_queued(jobs, "host-a/1").await
 }
 
 fn table(key: &str, to: &str) -> Vec<(ProductKey, Vec<Neighbour>)> {
@@ -82,6 +79,11 @@ async fn neighbour_of(catalog: &Arc<dyn CatalogStore>, t: &TenantId, key: &str) 
         .map(|n| n[0].product_key.as_str().to_owned())
 }
 
+/// The product the neighbour table's row for `a` points to first, if it has one.
+async fn a_points_to(catalog: &Arc<dyn CatalogStore>, t: &TenantId) -> Option<String> {
+    neighbour_of(catalog, t, "a").await
+}
+
 async fn a_run_fenced_off_before_its_swap_leaves_the_table_and_the_current_run_swaps(b: Backend) {
     let (jobs, catalog) = stores(b);
     let t = tenant();
@@ -94,11 +96,7 @@ async fn a_run_fenced_off_before_its_swap_leaves_the_table_and_the_current_run_s
 
     // Another claim takes the job (given back, claimed again): the first run is fenced off.
     assert_eq!(jobs.release(&first.run).await.unwrap(), Release::Requeued);
-    let second = jobs
-        .claim("host-b/2", &test_kinds())
-        .await
-        .unwrap()
-        .expect("requeued");
+    let second = claim_queued(&*jobs, "host-b/2").await;
     assert_eq!(second.job.id, first.job.id);
     assert_eq!(
         swap(&catalog, &t, table("a", "stale"), old.clone()).await,
@@ -106,20 +104,14 @@ async fn a_run_fenced_off_before_its_swap_leaves_the_table_and_the_current_run_s
         "a fenced-off run's swap is refused"
     );
     assert_eq!(swap(&catalog, &t, Vec::new(), old).await, Swap::Fenced);
-    assert_eq!(
-        neighbour_of(&catalog, &t, "a").await.as_deref(),
-        Some("old")
-    );
+    assert_eq!(a_points_to(&catalog, &t).await.as_deref(), Some("old"));
 
     let current = run_fence(&jobs, &second);
     assert_eq!(
         swap(&catalog, &t, table("a", "new"), current).await,
         Swap::Swapped
     );
-    assert_eq!(
-        neighbour_of(&catalog, &t, "a").await.as_deref(),
-        Some("new")
-    );
+    assert_eq!(a_points_to(&catalog, &t).await.as_deref(), Some("new"));
 }
 
 async fn an_ended_job_s_run_cannot_swap_the_table(b: Backend) {
@@ -144,10 +136,7 @@ async fn an_ended_job_s_run_cannot_swap_the_table(b: Backend) {
         swap(&catalog, &t, table("a", "late"), fence).await,
         Swap::Fenced
     );
-    assert_eq!(
-        neighbour_of(&catalog, &t, "a").await.as_deref(),
-        Some("old")
-    );
+    assert_eq!(a_points_to(&catalog, &t).await.as_deref(), Some("old"));
 }
 
 async fn a_fenced_off_pair_run_keeps_the_old_table_and_ends_fenced_not_recorded(b: Backend) {
@@ -185,11 +174,7 @@ async fn a_fenced_off_pair_run_keeps_the_old_table_and_ends_fenced_not_recorded(
 
     // Recovery-like takeover: the job is given back and claimed by another run.
     jobs.release(&first.run).await.unwrap();
-    let second = jobs
-        .claim("host-b/2", &test_kinds())
-        .await
-        .unwrap()
-        .unwrap();
+    let second = claim_queued(&*jobs, "host-b/2").await;
     let clear = table("p0", "p9");
     assert_eq!(
         swap(&store, &t, clear, run_fence(&jobs, &second)).await,
@@ -262,11 +247,7 @@ async fn a_run_taken_over_mid_job_does_not_swap_and_its_end_is_not_recorded(b: B
     assert_eq!(first.id, job.id);
     // Taken over while it works: given back and claimed by another process.
     assert_eq!(jobs.release(&first).await.unwrap(), Release::Requeued);
-    let second = jobs
-        .claim("host-b/2", &test_kinds())
-        .await
-        .unwrap()
-        .expect("requeued");
+    let second = claim_queued(&*jobs, "host-b/2").await;
     go_tx.send(()).unwrap();
 
     let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
@@ -277,10 +258,7 @@ async fn a_run_taken_over_mid_job_does_not_swap_and_its_end_is_not_recorded(b: B
     })
     .await;
     assert!(ended.is_ok(), "the fenced-off run ends");
-    assert_eq!(
-        neighbour_of(&catalog, &t, "a").await.as_deref(),
-        Some("old")
-    );
+    assert_eq!(a_points_to(&catalog, &t).await.as_deref(), Some("old"));
     let record = jobs.get(&job.id).await.unwrap().unwrap();
     assert_eq!(
         (record.status, record.worker.as_deref()),
@@ -334,8 +312,5 @@ async fn a_run_whose_job_was_superseded_cannot_swap_the_table(b: Backend) {
         swap(&catalog, &t, table("a", "stale"), fence).await,
         Swap::Fenced
     );
-    assert_eq!(
-        neighbour_of(&catalog, &t, "a").await.as_deref(),
-        Some("old")
-    );
+    assert_eq!(a_points_to(&catalog, &t).await.as_deref(), Some("old"));
 }

@@ -41,12 +41,7 @@ async fn every_json_log_line_is_an_object_and_carries_request_and_job_ids() {
         "req-logs-1",
         "the request id is echoed"
     );
-    let r = svc
-        .client
-        .get(svc.url("/no/such/path"))
-        .send()
-        .await
-        .unwrap();
+    let r = svc.get("/no/such/path").await;
     assert_eq!(r.status(), 404);
     let generated = r.headers()["x-request-id"].to_str().unwrap().to_owned();
     assert!(!generated.is_empty(), "a request without an id gets one");
@@ -282,7 +277,7 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
 }
 
 async fn metrics_text(svc: &Service) -> String {
-    let r = svc.client.get(svc.url("/metrics")).send().await.unwrap();
+    let r = svc.get("/metrics").await;
     assert_eq!(r.status(), 200);
     assert!(r.headers()["content-type"]
         .to_str()
@@ -522,7 +517,7 @@ async fn a_job_cancelled_while_queued_ends_at_once_and_is_counted_once() {
 async fn the_metrics_output_is_valid_prometheus_text_and_names_only_listed_metrics() {
     let svc = Service::on_unreachable_redis().start().await;
     // A store error, a refused start and a few routes, so most families have samples.
-    let r = svc.client.get(svc.url("/readyz")).send().await.unwrap();
+    let r = svc.get("/readyz").await;
     assert_eq!(r.status(), 503);
     let r = svc
         .post_form(

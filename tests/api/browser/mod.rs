@@ -171,17 +171,22 @@ async fn a_search_pages_through_its_results(b: &Browser) {
     .await;
 }
 
-async fn a_product_is_found_opened_and_its_neighbour_followed(b: &Browser) {
-    b.fill("[data-testid=product-search]", "fam000001-v0").await;
+/// Searches the products for `query`, waits for `key` among the results and opens it.
+async fn search_and_open(b: &Browser, query: &str, key: &str) {
+    b.fill("[data-testid=product-search]", query).await;
     b.click("#product-form button").await;
+    let result = format!("[data-testid=product-results] button[data-product-key=\"{key}\"]");
     b.wait_for(
-        "the product in the results",
-        "return document.querySelector('[data-testid=product-results] button[data-product-key=\"fam000001-v0\"]');",
-        json!([]),
+        &format!("{key} in the results"),
+        "return document.querySelector(arguments[0]);",
+        json!([result]),
     )
     .await;
-    b.click("[data-testid=product-results] button[data-product-key=\"fam000001-v0\"]")
-        .await;
+    b.click(&result).await;
+}
+
+async fn a_product_is_found_opened_and_its_neighbour_followed(b: &Browser) {
+    search_and_open(b, "fam000001-v0", "fam000001-v0").await;
     b.wait_for(
         "its sibling among its neighbours",
         "const v = document.querySelector('[data-testid=product-view]');
@@ -221,16 +226,7 @@ async fn a_hostile_product_name_is_shown_as_text(b: &Browser, app: &TestApp, ten
         .unwrap();
     assert_eq!(r.status(), 200);
     // A key prefix: found by the search, not by a key lookup.
-    b.fill("[data-testid=product-search]", "evil").await;
-    b.click("#product-form button").await;
-    b.wait_for(
-        "the hostile product in the results",
-        "return document.querySelector('[data-testid=product-results] button[data-product-key=\"evil-1\"]');",
-        json!([]),
-    )
-    .await;
-    b.click("[data-testid=product-results] button[data-product-key=\"evil-1\"]")
-        .await;
+    search_and_open(b, "evil", "evil-1").await;
     b.wait_for(
         "the hostile product opened",
         "return document.querySelector('[data-testid=product-view]').dataset.productKey === 'evil-1';",

@@ -9,9 +9,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{free_port, unique, HeldFeeds, Service};
+use crate::helpers::{free_port, serve, unique, HeldFeeds, Service};
 
 const BIN: &str = env!("CARGO_BIN_EXE_catalog-jobs");
+
+/// A sync of the demo feed for tenant `acme`, as a script would submit it.
+const SUBMIT_A_DEMO_SYNC: &[&str] = &[
+    "submit",
+    "sync",
+    "--tenant",
+    "acme",
+    "--source",
+    "demo.jsonl",
+];
 
 /// Runs the CLI to its end (off the test's runtime, which serves the held feeds).
 async fn cli(svc_base: &str, args: &[&str]) -> Output {
@@ -237,18 +247,7 @@ async fn usage_errors_exit_2_and_an_unreachable_or_failing_server_exits_4() {
     assert!(stderr(&o).contains("cannot reach"), "{}", stderr(&o));
 
     let failing = Service::on_unreachable_redis().start().await;
-    let o = cli(
-        &failing.base(),
-        &[
-            "submit",
-            "sync",
-            "--tenant",
-            "acme",
-            "--source",
-            "demo.jsonl",
-        ],
-    )
-    .await;
+    let o = cli(&failing.base(), SUBMIT_A_DEMO_SYNC).await;
     assert_eq!(code(&o), 4, "a 503: {}", stderr(&o));
     assert_plain(&stderr(&o));
 }
@@ -268,9 +267,7 @@ async fn a_token_file_is_sent_as_a_bearer_header_and_never_in_the_url() {
         record.lock().unwrap().push((uri.to_string(), auth));
         async { axum::Json(serde_json::json!({"jobs": []})) }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let base = format!("http://{}", serve(router).await);
     let token = std::env::temp_dir().join(format!("catalog-jobs-token-{}", std::process::id()));
     std::fs::write(&token, "s3cret-token\n").unwrap();
     let o = cli(
@@ -376,19 +373,10 @@ async fn ctrl_c_stops_watching_and_leaves_the_job_running() {
 async fn a_200_that_is_not_a_job_is_a_bad_answer_from_the_server_and_exits_4() {
     let router = axum::Router::new()
         .fallback(|| async { axum::Json(serde_json::json!({"product_key": "w1"})) });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let base = format!("http://{}", serve(router).await);
     for args in [
         &["watch", "w1"][..],
-        &[
-            "submit",
-            "sync",
-            "--tenant",
-            "acme",
-            "--source",
-            "demo.jsonl",
-        ][..],
+        SUBMIT_A_DEMO_SYNC,
         &["cancel", "w1"][..],
     ] {
         let o = cli(&base, args).await;

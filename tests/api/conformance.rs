@@ -169,13 +169,9 @@ async fn a_worker_claims_only_kinds_it_runs_and_passes_others_on(b: Backend) {
 }
 
 async fn beyond_the_queue_cap_a_create_is_refused_and_leaves_nothing(b: Backend) {
-    let s = store(
-        b,
-        StoreSettings {
-            max_queued: 2,
-            ..settings()
-        },
-    );
+    let mut capped = settings();
+    capped.max_queued = 2;
+    let s = store(b, capped);
     let t = tenant();
     create(&*s, &new_job(&t, "k1")).await;
     create(&*s, &new_job(&t, "k2")).await;
@@ -766,13 +762,9 @@ async fn a_cancelling_job_that_goes_silent_reads_lost(b: Backend) {
 }
 
 async fn trimmed_jobs_that_ended_are_deleted_with_their_listing_entry(b: Backend) {
-    let s = store(
-        b,
-        StoreSettings {
-            list_cap: 3,
-            ..settings()
-        },
-    );
+    let mut capped = settings();
+    capped.list_cap = 3;
+    let s = store(b, capped);
     let t = tenant();
     let mut ended = Vec::new();
     for _ in 0..3 {

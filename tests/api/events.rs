@@ -175,12 +175,8 @@ async fn a_stream_asked_for_after_the_end_gets_204_and_json_after_the_end_is_emp
         StatusCode::NO_CONTENT
     );
     let query = app
-        .client
-        .get(app.url(&format!("/catalog/jobs/{id}/events?after={last}")))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
+        .stream(&format!("/catalog/jobs/{id}/events?after={last}"))
+        .await;
     assert_eq!(
         query.status(),
         StatusCode::NO_CONTENT,
@@ -282,12 +278,8 @@ async fn a_stream_resumed_after_an_id_beyond_the_job_s_last_event_ends_when_the_
     let far = "9999999999999-0";
     let by_header = open(&app, &id, Some(far)).await;
     let by_query = app
-        .client
-        .get(app.url(&format!("/catalog/jobs/{id}/events?after={far}")))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
+        .stream(&format!("/catalog/jobs/{id}/events?after={far}"))
+        .await;
     let mut streams = [SseReader::new(by_header), SseReader::new(by_query)];
     gate.release();
     for stream in &mut streams {

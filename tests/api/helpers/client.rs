@@ -47,6 +47,16 @@ impl Api {
             .expect("the service answers")
     }
 
+    /// GET a path as an event stream (`Accept: text/event-stream`), whatever it answers.
+    pub async fn stream(&self, path: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .expect("the service answers")
+    }
+
     /// GET a path and read its JSON body, whatever the status.
     pub async fn get_json(&self, path: &str) -> Value {
         self.get(path).await.json().await.expect("a JSON body")

@@ -135,13 +135,14 @@ impl App {
             runner.shutdown(grace).await;
             stop.cancel();
         });
+        let probes = api::probe_router(self.state.clone());
         let router = api::router(self.state, self.config.max_body_bytes);
         let limits = ConnectionLimits {
             header_read: self.config.request_timeout_seconds,
             idle: self.config.idle_timeout_seconds,
             max_connections: self.config.max_connections,
         };
-        api::server::serve(self.listener, router, limits, stopped).await;
+        api::server::serve(self.listener, router, probes, limits, stopped).await;
         upkeep.abort();
         info!("catalog-jobs stopped");
         Ok(())
@@ -155,6 +156,10 @@ fn guard(config: &Config) -> Result<Guard, StartupError> {
         max_start_body_bytes: config.max_start_body_bytes,
         request_timeout: config.request_timeout_seconds,
         cors: api::cors::Cors::new(&config.cors_origins()?),
+        streams: api::streams::StreamBudget::new(
+            config.event_streams(),
+            config.max_event_streams_per_tenant,
+        ),
     })
 }
 

@@ -93,6 +93,12 @@ pub enum ApiError {
     ImportsBusy,
     /// The import's tenant was deleted while it ran: it stopped at its next batch.
     TenantDeleted,
+    /// The tenant holds `MAX_EVENT_STREAMS_PER_TENANT` event streams on this instance.
+    TenantStreamsFull(TenantId),
+    /// `MAX_EVENT_STREAMS` event streams are open on this instance.
+    StreamsFull,
+    /// A connection beyond `MAX_CONNECTIONS`, kept for the probes, asked for something else.
+    ConnectionsFull,
     /// An import that stopped part-way: its cause, and the report of the rows already saved.
     PartialImport {
         cause: Box<ApiError>,
@@ -152,6 +158,7 @@ pub enum ErrorCode {
     Overloaded,
     IdempotencyKeyReused,
     RateLimited,
+    TooManyStreams,
     StillActive,
     TenantDeleted,
     DuplicateKey,
@@ -235,10 +242,11 @@ impl ApiError {
                 StatusCode::CONFLICT
             }
             TenantDeleted => StatusCode::CONFLICT,
-            RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            RateLimited(_) | TenantStreamsFull(_) => StatusCode::TOO_MANY_REQUESTS,
             JobFailed(_) => StatusCode::BAD_GATEWAY,
             StoreUnavailable(_) | CatalogUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ShuttingDown | Overloaded | ImportsBusy => StatusCode::SERVICE_UNAVAILABLE,
+            StreamsFull | ConnectionsFull => StatusCode::SERVICE_UNAVAILABLE,
             CatalogCorrupt(_) | Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -265,10 +273,11 @@ impl ApiError {
             StillActive(_) | NotEnded(_) => "still_active",
             NotActive(_) => "not_active",
             RateLimited(_) => "rate_limited",
+            TenantStreamsFull(_) => "too_many_streams",
             JobFailed(_) => "job_failed",
             StoreUnavailable(_) | CatalogUnavailable(_) => "store_unavailable",
             ShuttingDown => "shutting_down",
-            Overloaded | ImportsBusy => "overloaded",
+            Overloaded | ImportsBusy | StreamsFull | ConnectionsFull => "overloaded",
             TenantDeleted => "tenant_deleted",
             CatalogCorrupt(_) | Internal(_) => "internal_error",
         }
@@ -317,6 +326,9 @@ impl ApiError {
             Overloaded => "too many jobs are waiting for a worker; retry later".to_owned(),
             ImportsBusy => "MAX_CONCURRENT_IMPORTS imports are running already; retry shortly".to_owned(),
             TenantDeleted => "the tenant was deleted while this import ran; it stopped there, and `report` counts the rows it had saved before (the delete removed them)".to_owned(),
+            TenantStreamsFull(tenant) => format!("tenant {tenant} holds MAX_EVENT_STREAMS_PER_TENANT event streams on this instance; close one, retry in {STREAM_RETRY_SECS} s, or poll"),
+            StreamsFull => "MAX_EVENT_STREAMS event streams are open on this instance; retry shortly, or poll".to_owned(),
+            ConnectionsFull => "MAX_CONNECTIONS connections are open; this one is kept for /healthz, /readyz and /metrics; retry shortly".to_owned(),
         }
     }
 
@@ -382,6 +394,9 @@ impl IntoResponse for ApiError {
                 HeaderValue::from(retry_after_secs(*wait)),
             );
         }
+        if let ApiError::TenantStreamsFull(_) = &self {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(STREAM_RETRY_SECS));
+        }
         match status {
             StatusCode::SERVICE_UNAVAILABLE => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -403,6 +418,10 @@ impl IntoResponse for ApiError {
 /// The request header that makes a start idempotent (IETF draft "The Idempotency-Key HTTP
 /// Header Field"), as errors name it.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// How long a client refused a stream for its tenant's share should wait: streams are long,
+/// and a browser that reconnects at once would only be refused again.
+const STREAM_RETRY_SECS: u64 = 5;
 
 /// Whole seconds a client should wait, never 0 (a `Retry-After: 0` invites a busy loop).
 fn retry_after_secs(wait: std::time::Duration) -> u64 {

@@ -26,6 +26,7 @@ use utoipa::ToSchema;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{query_fields, refuse_unknown, take_single, tenant_field, JobIdPath};
+use super::streams::StreamPermit;
 use super::AppState;
 use crate::jobs::runner::Runner;
 use crate::jobs::store::JobStore;
@@ -69,7 +70,9 @@ pub struct Timeline {
         (status = 204, description = "A stream asked for after the job ended and after its last event: nothing more will come (browsers stop reconnecting)."),
         (status = 404, description = "`not_found`: no job has this id (or it expired), or it is another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
         (status = 422, description = "`invalid_field` (a bad `tenant_id`, `after` or `Last-Event-ID`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+        (status = 429, description = "`too_many_streams` (a stream only): the job's tenant holds `MAX_EVENT_STREAMS_PER_TENANT` event streams on this instance; close one, retry after `Retry-After`, or read the timeline as JSON.", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds before asking again."))),
+        (status = 503, description = "`store_unavailable`, or `overloaded` (a stream only): `MAX_EVENT_STREAMS` event streams are open on this instance.", body = ErrorBody),
     ))]
 pub async fn job_events(
     State(app): State<AppState>,
@@ -100,6 +103,8 @@ pub async fn job_events(
     if events.is_empty() && has_ended(&*app.store, &job).await? {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
+    // Only a stream that will stay open takes a place: "nothing more" is never refused.
+    let permit = app.guard.streams.admit(&job.tenant_id)?;
     let follow = Follow {
         store: app.store.clone(),
         runner: app.runner.clone(),
@@ -108,6 +113,7 @@ pub async fn job_events(
         last: after,
         watch,
         done: false,
+        _permit: permit,
     };
     Ok(live(stream::unfold(follow, Follow::next)))
 }
@@ -121,7 +127,9 @@ pub async fn job_events(
             body = String, content_type = "text/event-stream"),
         (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
         (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+        (status = 429, description = "`too_many_streams`: the tenant holds `MAX_EVENT_STREAMS_PER_TENANT` event streams on this instance; close one, retry after `Retry-After`, or poll the listing.", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds before asking again."))),
+        (status = 503, description = "`store_unavailable`, or `overloaded`: `MAX_EVENT_STREAMS` event streams are open on this instance.", body = ErrorBody),
     ))]
 pub async fn tenant_events(
     State(app): State<AppState>,
@@ -132,12 +140,14 @@ pub async fn tenant_events(
     let tenant = tenant_field(&mut fields)?;
     caller.may_act_for(&tenant)?;
     refuse_unknown(&fields, "tenant_id")?;
+    let permit = app.guard.streams.admit(&tenant)?;
     app.store.ping().await?;
     let watch = app.store.watch_tenant(&tenant).await;
     let runner = app.runner.clone();
+    // The permit lives in the stream's state: the place is given back when the stream ends.
     Ok(live(stream::unfold(
-        (watch, runner),
-        |(mut watch, runner)| async move {
+        (watch, runner, permit),
+        |(mut watch, runner, permit)| async move {
             let event = tokio::select! {
                 () = runner.closing() => return None,
                 change = watch.changes.recv() => match change {
@@ -151,7 +161,7 @@ pub async fn tenant_events(
                     Err(RecvError::Closed) => return None,
                 },
             };
-            Some((Ok::<_, Infallible>(event), (watch, runner)))
+            Some((Ok::<_, Infallible>(event), (watch, runner, permit)))
         },
     )))
 }
@@ -208,6 +218,8 @@ struct Follow {
     watch: TenantWatch,
     /// The last event was sent: the stream ends.
     done: bool,
+    /// This stream's place in the budget, given back when it ends.
+    _permit: StreamPermit,
 }
 
 impl Follow {

@@ -17,6 +17,7 @@ pub mod operations;
 pub mod product_view;
 pub mod products;
 pub mod server;
+pub mod streams;
 pub mod tenants;
 
 use std::sync::Arc;
@@ -62,6 +63,8 @@ pub struct Guard {
     pub request_timeout: Duration,
     /// The origins whose pages may call the API (`CORS_ALLOWED_ORIGINS`); None: no CORS.
     pub cors: Option<cors::Cors>,
+    /// The event streams' share of the connections (`MAX_EVENT_STREAMS`, per tenant).
+    pub streams: Arc<streams::StreamBudget>,
 }
 
 /// Every route, each registered through its OpenAPI annotation (`routes!`), so a route
@@ -96,6 +99,23 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(admin::root))
         .routes(routes!(admin::page))
         .routes(routes!(admin::file))
+}
+
+/// What a connection kept beyond `MAX_CONNECTIONS` is served (see `server`): the probes, so
+/// a full instance still says whether it lives, is ready and how it fares; anything else is
+/// 503 `overloaded`. No token is asked: these routes are open on the main router too.
+pub fn probe_router(state: AppState) -> Router {
+    let (router, _document) = OpenApiRouter::new()
+        .routes(routes!(operations::healthz))
+        .routes(routes!(operations::readyz))
+        .routes(routes!(operations::metrics))
+        .split_for_parts();
+    router
+        .route_layer(middleware::from_fn(access::remember_route))
+        .fallback(|| async { ApiError::ConnectionsFull })
+        .method_not_allowed_fallback(|| async { ApiError::ConnectionsFull })
+        .layer(middleware::from_fn(access::access))
+        .with_state(state)
 }
 
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {

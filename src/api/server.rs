@@ -4,9 +4,9 @@
 //! Headers must arrive within `REQUEST_TIMEOUT_SECONDS` (hyper's header-read timer, which also
 //! runs while a keep-alive connection waits for its next request); a connection on which no
 //! byte moves for `IDLE_TIMEOUT_SECONDS` is closed once its request in flight (if any) is
-//! answered; at most `MAX_CONNECTIONS` are open (the rest wait in the kernel's backlog); at
-//! shutdown open connections get a bounded drain, then are closed. Bodies are timed by the
-//! extractors that read them (408).
+//! answered; at most `MAX_CONNECTIONS` are open, and [`PROBE_CONNECTIONS`] more are kept for
+//! the probes (the rest wait in the kernel's backlog); at shutdown open connections get a
+//! bounded drain, then are closed. Bodies are timed by the extractors that read them (408).
 
 use std::io;
 use std::pin::Pin;
@@ -40,6 +40,15 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// timeout, so a connection closes at most this much later than its deadline.
 const IDLE_CHECKS_PER_TIMEOUT: u32 = 4;
 
+/// Connections kept beyond `MAX_CONNECTIONS` for `/healthz`, `/readyz` and `/metrics`, so a
+/// full instance (held streams, slow clients) still answers its health checks and scrapes.
+/// Each serves one request (no keep-alive) on the probe router: anything else is answered
+/// 503 `overloaded` at once. A handful is plenty for probes that come one at a time.
+pub const PROBE_CONNECTIONS: usize = 16;
+/// How long a kept connection may take to send its request head: probes send theirs at
+/// once, so a silent client cannot hold the probes' places for `REQUEST_TIMEOUT_SECONDS`.
+const PROBE_HEADER_READ: Duration = Duration::from_secs(2);
+
 /// The connection limits, from the configuration.
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectionLimits {
@@ -49,20 +58,25 @@ pub struct ConnectionLimits {
 }
 
 /// Serves `router` on `listener` until `stop` is cancelled, then drains open connections for
-/// at most [`DRAIN_MAX`] and closes the rest.
+/// at most [`DRAIN_MAX`] and closes the rest. A connection accepted while `MAX_CONNECTIONS`
+/// are open takes one of the [`PROBE_CONNECTIONS`] places and is served `probes`.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    probes: Router,
     limits: ConnectionLimits,
     stop: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let probe_slots = Arc::new(Semaphore::new(PROBE_CONNECTIONS));
     let connections = TaskTracker::new();
     let force_close = CancellationToken::new();
     loop {
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot.expect("the connection semaphore is never closed"),
+        let place = tokio::select! {
+            biased;
             () = stop.cancelled() => break,
+            slot = slots.clone().acquire_owned() => Place::Full(slot.expect("the connection semaphore is never closed")),
+            slot = probe_slots.clone().acquire_owned() => Place::Probe(slot.expect("the probe semaphore is never closed")),
         };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -75,11 +89,28 @@ pub async fn serve(
             },
             () = stop.cancelled() => break,
         };
+        // A full place may have come free while this one waited for a client.
+        let place = match place {
+            Place::Probe(probe) => slots
+                .clone()
+                .try_acquire_owned()
+                .map_or(Place::Probe(probe), Place::Full),
+            full => full,
+        };
+        let (slot, probe) = match place {
+            Place::Full(slot) => (slot, false),
+            Place::Probe(slot) => (slot, true),
+        };
         let conn = Connection {
-            router: router.clone(),
+            router: if probe {
+                probes.clone()
+            } else {
+                router.clone()
+            },
             limits,
             stop: stop.clone(),
             force_close: force_close.clone(),
+            probe,
             _slot: slot,
         };
         connections.spawn(conn.run(stream));
@@ -99,13 +130,23 @@ pub async fn serve(
     }
 }
 
+/// Which count an accepted connection is held in.
+enum Place {
+    /// One of `MAX_CONNECTIONS`: served every route.
+    Full(OwnedSemaphorePermit),
+    /// One of [`PROBE_CONNECTIONS`]: served the probes, one request.
+    Probe(OwnedSemaphorePermit),
+}
+
 /// One accepted connection and what it needs.
 struct Connection {
     router: Router,
     limits: ConnectionLimits,
     stop: CancellationToken,
     force_close: CancellationToken,
-    /// Held for the connection's life: `MAX_CONNECTIONS` counts these.
+    /// Held in one of the probes' places: served the probes, one request.
+    probe: bool,
+    /// Held for the connection's life: `MAX_CONNECTIONS` (or the probes' places) count these.
     _slot: OwnedSemaphorePermit,
 }
 
@@ -125,12 +166,17 @@ impl Connection {
         // Answering it ourselves would mean reading and validating the head before hyper
         // does, a second HTTP parser of our own. Pinned by the test
         // `malformed_framing_gets_hyper_s_bare_400_and_starts_nothing`.
+        let probe = self.probe;
+        let header_read = match probe {
+            true => self.limits.header_read.min(PROBE_HEADER_READ),
+            false => self.limits.header_read,
+        };
         let mut builder = http1::Builder::new();
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(self.limits.header_read)
+            .header_read_timeout(header_read)
             .max_header_size(MAX_HEAD_BYTES)
-            .keep_alive(true);
+            .keep_alive(!probe);
         let conn = builder.serve_connection(io, TowerToHyperService::new(self.router));
         let mut conn = std::pin::pin!(conn);
         let mut closing = false;

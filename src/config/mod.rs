@@ -196,9 +196,22 @@ pub struct Config {
     #[arg(long, env = "IDLE_TIMEOUT_SECONDS", default_value = "15", value_parser = seconds)]
     pub idle_timeout_seconds: Duration,
 
-    /// Open connections at once; further ones wait in the kernel's backlog until one closes.
+    /// Open connections at once. Beyond them a few more are kept for /healthz, /readyz and
+    /// /metrics (any other request on those is 503 overloaded); the rest wait in the kernel's
+    /// backlog until one closes.
     #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
+
+    /// Event streams (`GET /catalog/events`, a job's events as SSE) open at once on this
+    /// instance; beyond it 503 overloaded. Below MAX_CONNECTIONS (default: half of it), so
+    /// held streams always leave connections for requests.
+    #[arg(long, env = "MAX_EVENT_STREAMS")]
+    pub max_event_streams: Option<usize>,
+
+    /// Event streams one tenant may hold open at once on this instance; beyond it 429
+    /// too_many_streams. The admin page holds one for its tenant, and one per job it follows.
+    #[arg(long, env = "MAX_EVENT_STREAMS_PER_TENANT", default_value_t = 64)]
+    pub max_event_streams_per_tenant: usize,
 
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "pretty")]
@@ -224,6 +237,11 @@ impl Config {
             .max(Duration::from_millis(10))
     }
 
+    /// Event streams open at once: as configured, else half of `MAX_CONNECTIONS`.
+    pub fn event_streams(&self) -> usize {
+        self.max_event_streams.unwrap_or(self.max_connections / 2)
+    }
+
     /// Checks the relations between settings that clap cannot see one at a time.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
@@ -247,6 +265,12 @@ impl Config {
         }
         if self.max_connections == 0 || self.max_start_body_bytes == 0 {
             return bad("MAX_CONNECTIONS and MAX_START_BODY_BYTES must be at least 1");
+        }
+        if self.event_streams() == 0 || self.event_streams() >= self.max_connections {
+            return bad("MAX_EVENT_STREAMS must be at least 1 and below MAX_CONNECTIONS, so held streams leave connections for requests");
+        }
+        if self.max_event_streams_per_tenant == 0 {
+            return bad("MAX_EVENT_STREAMS_PER_TENANT must be at least 1");
         }
         if self.request_timeout_seconds.is_zero() || self.idle_timeout_seconds.is_zero() {
             return bad("REQUEST_TIMEOUT_SECONDS and IDLE_TIMEOUT_SECONDS must be above 0");
@@ -326,6 +350,24 @@ mod tests {
         assert!(c.allowed_hosts().unwrap().is_empty());
         assert!(c.cors_origins().unwrap().is_empty());
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn event_streams_take_half_the_connections_by_default_and_never_all_of_them() {
+        let cases: &[(&[&str], Option<usize>)] = &[
+            (&["x"], Some(512)),
+            (&["x", "--max-connections", "64"], Some(32)),
+            (&["x", "--max-event-streams", "1000"], Some(1000)),
+            (&["x", "--max-event-streams", "1024"], None),
+            (&["x", "--max-event-streams", "0"], None),
+            (&["x", "--max-connections", "1"], None),
+            (&["x", "--max-event-streams-per-tenant", "0"], None),
+        ];
+        for (args, streams) in cases {
+            let c = Config::parse_from(*args);
+            let valid = c.validate().is_ok().then(|| c.event_streams());
+            assert_eq!(valid, *streams, "{args:?}");
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use catalog_jobs::config::tokens::hash_token;
+use catalog_jobs::jobs::TenantId;
 use catalog_jobs::startup::App;
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -23,6 +24,7 @@ both_stores!(
     the_tenant_stream_sees_that_tenant_s_jobs_only,
     an_unknown_id_or_a_bad_resume_id_is_refused_with_json,
     a_stream_resumed_after_an_id_beyond_the_job_s_last_event_ends_when_the_job_ends,
+    a_tenant_beyond_its_share_of_streams_is_refused_429_and_a_full_instance_503,
 );
 
 /// Resume ids no clock reaches: past the year 9999, and the largest pair of numbers, after
@@ -288,6 +290,60 @@ async fn a_stream_resumed_after_an_id_beyond_the_job_s_last_event_ends_when_the_
             .expect("the stream ended with its job");
         assert_eq!(frames, [], "no event of the job comes after {far}");
     }
+}
+
+/// Refused for the stream budget: the status and code, and when to ask again.
+async fn assert_refused(r: reqwest::Response, status: StatusCode, code: &str) {
+    assert_eq!(r.status(), status);
+    assert!(r.headers().contains_key("retry-after"), "{:?}", r.headers());
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], code);
+}
+
+async fn a_tenant_beyond_its_share_of_streams_is_refused_429_and_a_full_instance_503(b: Backend) {
+    let mut config = test_config();
+    config.max_event_streams_per_tenant = 2;
+    config.max_event_streams = Some(3);
+    let app = spawn_app_with(config, store(b, settings())).await;
+    let (t, u, v) = (tenant(), tenant(), tenant());
+    let gate = Gate::of(&t);
+    let id = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
+    let tenant_stream = |t: &TenantId| {
+        app.client
+            .get(app.url(&format!("/catalog/events?tenant_id={t}")))
+            .send()
+    };
+    let first = tenant_stream(&t).await.unwrap();
+    let _job_stream = SseReader::new(open(&app, &id, None).await);
+    assert_eq!(first.status(), 200);
+    let too_many = StatusCode::TOO_MANY_REQUESTS;
+    assert_refused(
+        tenant_stream(&t).await.unwrap(),
+        too_many,
+        "too_many_streams",
+    )
+    .await;
+    assert_refused(open(&app, &id, None).await, too_many, "too_many_streams").await;
+    assert_eq!(
+        app.get(&format!("/catalog/jobs/{id}/events"))
+            .await
+            .status(),
+        200,
+        "JSON is no stream"
+    );
+    let _last = SseReader::new(tenant_stream(&u).await.unwrap());
+    let full = StatusCode::SERVICE_UNAVAILABLE;
+    assert_refused(tenant_stream(&v).await.unwrap(), full, "overloaded").await;
+    drop(first);
+    // No signal says the server saw the client go: ask until its place is given back.
+    let deadline = std::time::Instant::now() + ENDS_WITHIN;
+    while tenant_stream(&v).await.unwrap().status() != StatusCode::OK {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a closed stream's place came back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gate.release();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

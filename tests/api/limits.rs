@@ -126,27 +126,38 @@ async fn a_start_body_over_the_limit_is_refused_before_it_is_sent() {
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
 }
 
+/// Sends one request on a new connection and reads the answer to the close.
+async fn ask_once(app: &TestApp, path: &str) -> String {
+    let mut s = TcpStream::connect(app.addr).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    read_to_close(&mut s).await.0
+}
+
 #[tokio::test]
-async fn the_connection_limit_holds_and_frees_a_slot_when_one_closes() {
+async fn beyond_max_connections_the_probes_are_answered_and_other_requests_told_to_retry() {
     let app = app(|c| c.max_connections = 2).await;
     let first = TcpStream::connect(app.addr).await.unwrap();
     let _second = TcpStream::connect(app.addr).await.unwrap();
-    let mut third = TcpStream::connect(app.addr).await.unwrap();
-    third
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut buf = vec![0u8; 1024];
-    // No signal exists for "the server did not accept": an answer within this window would
-    // mean the limit let a third connection in.
-    let early = tokio::time::timeout(Duration::from_millis(500), third.read(&mut buf)).await;
-    assert!(
-        early.is_err(),
-        "a third connection was served while two were open"
-    );
+    for probe in ["/healthz", "/readyz", "/metrics"] {
+        let answer = ask_once(&app, probe).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{probe}: {answer}");
+    }
+    let listing = format!("/catalog/jobs?tenant_id={}", tenant());
+    let answer = ask_once(&app, &listing).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 1"), "{answer}");
+    assert!(answer.contains("\"error\":\"overloaded\""), "{answer}");
     drop(first);
-    let (answer, _) = read_to_close(&mut third).await;
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // No signal says the server saw the close: ask until the freed place serves the route.
+    let deadline = Instant::now() + PATIENCE;
+    while !ask_once(&app, &listing).await.starts_with("HTTP/1.1 200") {
+        assert!(
+            Instant::now() < deadline,
+            "a closed connection's place came back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

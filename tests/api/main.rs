@@ -4,6 +4,7 @@ mod admin;
 mod auth;
 mod bad_input;
 mod browser;
+mod budget;
 mod catalog;
 mod cli;
 mod cluster;

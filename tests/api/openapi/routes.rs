@@ -281,6 +281,31 @@ async fn a_job_s_timeline_is_read_as_json_and_followed_as_a_stream() {
     walk.run(EVENTS).await;
 }
 
+/// A tenant holding its share of event streams (one, on this app) is refused another, as
+/// its tenant stream and as a job's stream, and told when to ask again.
+const STREAMS: &[Row] = &[
+    Row::post(Streaming, "/catalog/pair", 202)
+        .form(&[("tenant_id", "{t}")])
+        .keep(&[("paired", "/job_id")]),
+    Row::get(Streaming, "/catalog/events?tenant_id={t}", 429)
+        .expect(&[("/error", "too_many_streams")]),
+    Row::get(Streaming, "/catalog/jobs/{paired}/events", 429)
+        .headers(&[("accept", "text/event-stream")])
+        .expect(&[("/error", "too_many_streams")]),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_holding_its_share_of_streams_is_refused_another_as_documented() {
+    let mut walk = Walk::start().await;
+    let base = walk.base(Streaming).await;
+    let held = reqwest::get(walk.fill(&format!("{base}/catalog/events?tenant_id={{t}}")))
+        .await
+        .expect("the app answers");
+    assert_eq!(held.status(), 200, "the tenant's one stream is served");
+    walk.run(STREAMS).await;
+    drop(held);
+}
+
 /// Retrying: a job that has not ended, one whose kind is taken, unknown ids, a bad query,
 /// a dead store (the waiting job is cancelled first, so it has ended).
 const RETRY_REFUSED: &[Row] = &[
@@ -547,6 +572,7 @@ fn every_row() -> Vec<Row> {
         CANCEL,
         &[TIMELINE],
         EVENTS,
+        STREAMS,
         RETRY_REFUSED,
         &[RETRIED],
         LIMITED,

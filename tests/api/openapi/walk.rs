@@ -60,6 +60,8 @@ pub enum App {
     Guarded,
     /// `REQUEST_TIMEOUT_SECONDS` of 400 ms.
     Slow,
+    /// A tenant may hold one event stream at a time.
+    Streaming,
 }
 
 /// A request body; its text may hold `{placeholders}`.
@@ -290,6 +292,7 @@ impl Walk {
                 ));
             }
             App::Slow => config.request_timeout_seconds = SHORT_REQUEST_TIMEOUT,
+            App::Streaming => config.max_event_streams_per_tenant = 1,
             App::Good | App::Dead | App::Closing => {}
         }
         config

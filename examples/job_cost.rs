@@ -157,95 +157,88 @@ fn start_redis() -> (Child, String) {
     (server, format!("redis://127.0.0.1:{port}/"))
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .map(|n| n.parse().expect("a job count"))
-        .unwrap_or(DEFAULT_JOBS);
-    let (mut server, url) = start_redis();
-    let client = redis::Client::open(url.as_str()).expect("the URL parses");
-    let mut conn = loop {
-        if let Ok(c) = client.get_connection() {
-            break c;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    // Polls are read from Redis, never from the finished-job cache.
-    let settings = StoreSettings {
-        finished_cache: Duration::ZERO,
-        max_queued: n * 2,
-        ..StoreSettings::default()
-    };
-    let store = RedisStore::open(&url, settings).expect("the URL parses");
+/// Reads Redis's counters around a step of `n` calls.
+struct Meter {
+    conn: redis::Connection,
+    n: usize,
+}
+
+impl Meter {
+    fn connect(url: &str, n: usize) -> Meter {
+        let client = redis::Client::open(url).expect("the URL parses");
+        let conn = loop {
+            if let Ok(c) = client.get_connection() {
+                break c;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Meter { conn, n }
+    }
+
+    fn now(&mut self) -> Counters {
+        counters(&mut self.conn)
+    }
+
+    /// The cost per call of the step since `before`.
+    fn since(&mut self, step: &'static str, before: &Counters) -> Cost {
+        let after = self.now();
+        cost(step, before, &after, self.n)
+    }
+}
+
+/// A job's life one step at a time, each step over every job: create (queued), claim, a
+/// progress tick, a poll while running, the finish, a poll once finished.
+async fn queued_life(store: &RedisStore, meter: &mut Meter, jobs: &[NewJob]) -> Vec<Cost> {
     let kinds = [Kind::parse("enrich").expect("a kind")];
-    store.ping().await.expect("Redis answers");
-    let jobs: Vec<NewJob> = (0..n).map(new_job).collect();
-    let mut created_at = Vec::with_capacity(n);
-    let mut runs: Vec<Claim> = Vec::with_capacity(n);
+    let mut created_at = Vec::with_capacity(jobs.len());
+    let mut runs: Vec<Claim> = Vec::with_capacity(jobs.len());
     let mut lines = Vec::new();
 
-    let before = counters(&mut conn);
-    for job in &jobs {
+    let before = meter.now();
+    for job in jobs {
         let Ok(Created::Created(s)) = store.create(job.clone()).await else {
             panic!("created");
         };
         created_at.push(s.created_at);
     }
-    lines.push(cost("create (queued)", &before, &counters(&mut conn), n));
-    let before = counters(&mut conn);
-    for _ in &jobs {
-        runs.push(
-            store
-                .claim("cost/1", &kinds)
-                .await
-                .expect("claimed")
-                .expect("one"),
-        );
+    lines.push(meter.since("create (queued)", &before));
+    let before = meter.now();
+    for _ in jobs {
+        let claim = store.claim("cost/1", &kinds).await.expect("claimed");
+        runs.push(claim.expect("one"));
     }
-    lines.push(cost("claim", &before, &counters(&mut conn), n));
-    let before = counters(&mut conn);
+    lines.push(meter.since("claim", &before));
+    let before = meter.now();
     for claim in &runs {
-        store
-            .tick(&claim.run, 50, "enriching 1 of 2")
-            .await
-            .expect("ticked");
+        let ticked = store.tick(&claim.run, 50, "enriching 1 of 2").await;
+        ticked.expect("ticked");
     }
-    lines.push(cost(
-        "progress (one tick)",
-        &before,
-        &counters(&mut conn),
-        n,
-    ));
-    let before = counters(&mut conn);
-    for job in &jobs {
-        store.get(&job.id).await.expect("read").expect("found");
-    }
-    lines.push(cost("poll (running job)", &before, &counters(&mut conn), n));
-    let before = counters(&mut conn);
+    lines.push(meter.since("progress (one tick)", &before));
+    lines.push(polls(store, meter, jobs, "poll (running job)").await);
+    let before = meter.now();
     for (claim, at) in runs.iter().zip(&created_at) {
         let run: RunId = claim.run;
-        store
-            .finish(&claim.job, &run, *at, &report(), 50)
-            .await
-            .expect("finished");
+        let finished = store.finish(&claim.job, &run, *at, &report(), 50).await;
+        finished.expect("finished");
     }
-    lines.push(cost("finish", &before, &counters(&mut conn), n));
-    let before = counters(&mut conn);
-    for job in &jobs {
+    lines.push(meter.since("finish", &before));
+    lines.push(polls(store, meter, jobs, "poll (finished job)").await);
+    lines
+}
+
+/// One read of each job.
+async fn polls(store: &RedisStore, meter: &mut Meter, jobs: &[NewJob], step: &'static str) -> Cost {
+    let before = meter.now();
+    for job in jobs {
         store.get(&job.id).await.expect("read").expect("found");
     }
-    lines.push(cost(
-        "poll (finished job)",
-        &before,
-        &counters(&mut conn),
-        n,
-    ));
+    meter.since(step, &before)
+}
 
-    // The harness's life: a create the accepting replica claims at once, then its finish.
-    let more: Vec<NewJob> = (n..2 * n).map(new_job).collect();
-    let before = counters(&mut conn);
-    for job in &more {
+/// The harness's life: a create the accepting replica claims at once, then its finish.
+async fn claimed_life(store: &RedisStore, meter: &mut Meter, jobs: &[NewJob]) -> Cost {
+    let before = meter.now();
+    for job in jobs {
         let Ok(Created::Created(s)) = store.create_claimed(job.clone(), "cost/1").await else {
             panic!("created");
         };
@@ -255,24 +248,50 @@ async fn main() {
             .await
             .expect("finished");
     }
-    let life = cost("create claimed + finish", &before, &counters(&mut conn), n);
-    let _ = server.kill();
-    let _ = server.wait();
+    meter.since("create claimed + finish", &before)
+}
 
+fn print_table(n: usize, lines: &[Cost]) {
     println!("Redis cost per call, {n} jobs a step, each of its own tenant (one call at a time):");
     println!();
     println!("| step | commands | scripts | Redis CPU µs | bytes left | commands by name |");
     println!("|---|---|---|---|---|---|");
-    for c in lines.iter().chain(std::iter::once(&life)) {
+    for c in lines {
         println!(
             "| {} | {:.1} | {:.1} | {:.0} | {:.0} | {} |",
             c.step, c.commands, c.scripts, c.cpu_us, c.bytes, c.top
         );
     }
     println!();
+    let life = lines.last().expect("the claimed life is measured");
     println!(
         "A finished job (its record, timeline, listing entry and rate window) keeps {:.0} bytes \
          of Redis memory (the last line's bytes left).",
         life.bytes
     );
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .map(|n| n.parse().expect("a job count"))
+        .unwrap_or(DEFAULT_JOBS);
+    let (mut server, url) = start_redis();
+    let mut meter = Meter::connect(&url, n);
+    // Polls are read from Redis, never from the finished-job cache.
+    let settings = StoreSettings {
+        finished_cache: Duration::ZERO,
+        max_queued: n * 2,
+        ..StoreSettings::default()
+    };
+    let store = RedisStore::open(&url, settings).expect("the URL parses");
+    store.ping().await.expect("Redis answers");
+    let jobs: Vec<NewJob> = (0..n).map(new_job).collect();
+    let mut lines = queued_life(&store, &mut meter, &jobs).await;
+    let more: Vec<NewJob> = (n..2 * n).map(new_job).collect();
+    lines.push(claimed_life(&store, &mut meter, &more).await);
+    let _ = server.kill();
+    let _ = server.wait();
+    print_table(n, &lines);
 }

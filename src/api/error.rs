@@ -479,4 +479,13 @@ impl ApiError {
     pub fn bad_id(field: &str, e: InvalidId) -> Self {
         ApiError::invalid(field, e.to_string())
     }
+
+    /// A body whose content type (`got`, as the message shows it) the route does not read;
+    /// `accepted` says what it does.
+    pub fn unsupported_media(got: impl Into<String>, accepted: &'static str) -> Self {
+        ApiError::UnsupportedMediaType {
+            got: got.into(),
+            accepted,
+        }
+    }
 }

@@ -77,8 +77,18 @@ async fn body_fields(req: Request, mut fields: Fields, app: &AppState) -> Result
             }
         }
         ct if ct.ends_with("+json") => merge_json(&mut fields, &body)?,
-        "" => return Err(unsupported("(none given, with a body)".into())),
-        other => return Err(unsupported(format!("`{other}`"))),
+        "" => {
+            return Err(ApiError::unsupported_media(
+                "(none given, with a body)",
+                START_MEDIA_TYPES,
+            ))
+        }
+        other => {
+            return Err(ApiError::unsupported_media(
+                format!("`{other}`"),
+                START_MEDIA_TYPES,
+            ))
+        }
     }
     Ok(fields)
 }
@@ -86,13 +96,6 @@ async fn body_fields(req: Request, mut fields: Fields, app: &AppState) -> Result
 /// What a start request's body may be.
 const START_MEDIA_TYPES: &str =
     "application/json, application/x-www-form-urlencoded, multipart/form-data, or only query parameters";
-
-fn unsupported(got: String) -> ApiError {
-    ApiError::UnsupportedMediaType {
-        got,
-        accepted: START_MEDIA_TYPES,
-    }
-}
 
 /// The route's one path parameter as text ("" when it cannot be decoded: the typed
 /// extractors below answer that as an unknown id).

@@ -141,9 +141,14 @@ async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<Row
     caller.may_change()?;
     let (tenant, _) = only_tenant(caller, req.uri(), &[])?;
     let format = match media_type(req.headers()).as_str() {
-        "" => return Err(unsupported_import("(none given)".into())),
+        "" => {
+            return Err(ApiError::unsupported_media(
+                "(none given)",
+                IMPORT_MEDIA_TYPES,
+            ))
+        }
         other => Format::from_media_type(other)
-            .ok_or_else(|| unsupported_import(format!("`{other}`")))?,
+            .ok_or_else(|| ApiError::unsupported_media(format!("`{other}`"), IMPORT_MEDIA_TYPES))?,
     };
     let limit = app.imports.max_body_bytes;
     if declared_length(&req).is_some_and(|n| n > limit as u64) {
@@ -240,13 +245,6 @@ impl From<CatalogStoreError> for Stopped {
 /// What an import's body may be.
 const IMPORT_MEDIA_TYPES: &str =
     "application/json (an array), application/x-ndjson (JSON Lines) or text/csv";
-
-fn unsupported_import(got: String) -> ApiError {
-    ApiError::UnsupportedMediaType {
-        got,
-        accepted: IMPORT_MEDIA_TYPES,
-    }
-}
 
 /// The body paused longer than `REQUEST_TIMEOUT_SECONDS` between two chunks.
 #[derive(Debug, thiserror::Error)]

@@ -3,6 +3,7 @@
 
 use serde_json::Map;
 
+use super::hard_words::HARD_BRANDS;
 use super::{Rng, COLOURS, SIZES};
 use crate::catalog::products::{Product, ProductKey};
 
@@ -30,24 +31,8 @@ fn model_word(mut index: usize) -> String {
     }
 }
 
-const BRANDS: &[&str] = &[
-    "Acme",
-    "Northwind",
-    "Bluefin",
-    "Oakridge",
-    "Lumen",
-    "Kestrel",
-    "Harbor",
-    "Fjord",
-    "Tandem",
-    "Pioneer",
-    "Solace",
-    "Meridian",
-    "Cobalt",
-    "Juniper",
-    "Sable",
-    "Tidewater",
-];
+/// The easy catalogue's brands: the first 16 of the hard one's (the demo feed is made of them).
+const BRANDS: &[&str] = HARD_BRANDS.split_at(16).0;
 
 struct Template {
     category: &'static [&'static str],

@@ -21,8 +21,8 @@ const STREAMS_CAP: usize = 512;
 /// service did not accept.
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 
-/// Longest a probe is waited for: far beyond the 100 ms, so that a loaded machine
-/// does not fail the test; the figure is printed.
+/// Longest a probe is waited for: far beyond the 100 ms a probe should take, so that a
+/// loaded machine does not fail the test; the figure is printed.
 const PROBE_PATIENCE: Duration = Duration::from_secs(20);
 
 /// What one client asking for a stream got.

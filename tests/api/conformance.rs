@@ -1180,7 +1180,7 @@ async fn a_running_job_whose_lease_went_stale_is_listed_active_as_lost(b: Backen
 }
 
 // ---------------------------------------------------------------------------------------
-// Timelines (issue 10): each state change writes its event in the same step.
+// Timelines: each state change writes its event in the same step.
 
 both_stores!(
     a_job_s_timeline_reads_created_started_progress_finished_in_order,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::{mpsc, Semaphore};
@@ -140,16 +140,7 @@ pub async fn import(State(app): State<AppState>, caller: Caller, req: Request) -
 async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<RowReport, ApiError> {
     caller.may_change()?;
     let (tenant, _) = only_tenant(caller, req.uri(), &[])?;
-    let format = match media_type(req.headers()).as_str() {
-        "" => {
-            return Err(ApiError::unsupported_media(
-                "(none given)",
-                IMPORT_MEDIA_TYPES,
-            ))
-        }
-        other => Format::from_media_type(other)
-            .ok_or_else(|| ApiError::unsupported_media(format!("`{other}`"), IMPORT_MEDIA_TYPES))?,
-    };
+    let format = import_format(req.headers())?;
     let limit = app.imports.max_body_bytes;
     if declared_length(&req).is_some_and(|n| n > limit as u64) {
         return Err(ApiError::PayloadTooLarge("MAX_BODY_BYTES"));
@@ -212,22 +203,38 @@ async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<Row
     }
     let (report, outcome) =
         joined.map_err(|e| ApiError::Internal(format!("the import stopped: {e}")))?;
-    let cause = match outcome {
-        Ok(Ok(())) => return Ok(report),
-        Ok(Err(FeedError::Malformed(why))) => ApiError::MalformedBody(why),
-        Ok(Err(FeedError::Read(e))) if e.get_ref().is_some_and(|i| i.is::<BodyTooLarge>()) => {
+    match outcome {
+        Ok(Ok(())) => Ok(report),
+        Ok(Err(e)) => Err(unread(e).with_import_report(report)),
+        Err(Stopped::Store(e)) => Err(ApiError::from(e).with_import_report(report)),
+        Err(Stopped::TenantDeleted) => Err(ApiError::TenantDeleted.with_import_report(report)),
+    }
+}
+
+/// The feed format an import's `Content-Type` names.
+fn import_format(headers: &HeaderMap) -> Result<Format, ApiError> {
+    match media_type(headers).as_str() {
+        "" => Err(ApiError::unsupported_media(
+            "(none given)",
+            IMPORT_MEDIA_TYPES,
+        )),
+        other => Format::from_media_type(other)
+            .ok_or_else(|| ApiError::unsupported_media(format!("`{other}`"), IMPORT_MEDIA_TYPES)),
+    }
+}
+
+/// Why an import's body could not be read to its end: too large, stalled, or broken.
+fn unread(e: FeedError) -> ApiError {
+    match e {
+        FeedError::Malformed(why) => ApiError::MalformedBody(why),
+        FeedError::Read(e) if e.get_ref().is_some_and(|i| i.is::<BodyTooLarge>()) => {
             ApiError::PayloadTooLarge("MAX_BODY_BYTES")
         }
-        Ok(Err(FeedError::Read(e))) if e.get_ref().is_some_and(|i| i.is::<BodyStalled>()) => {
+        FeedError::Read(e) if e.get_ref().is_some_and(|i| i.is::<BodyStalled>()) => {
             ApiError::RequestTimeout
         }
-        Ok(Err(FeedError::Read(e))) => {
-            ApiError::MalformedBody(format!("the body could not be read: {e}"))
-        }
-        Err(Stopped::Store(e)) => ApiError::from(e),
-        Err(Stopped::TenantDeleted) => ApiError::TenantDeleted,
-    };
-    Err(cause.with_import_report(report))
+        FeedError::Read(e) => ApiError::MalformedBody(format!("the body could not be read: {e}")),
+    }
 }
 
 /// Why an import stopped saving: the store failed, or its tenant was deleted meanwhile.

@@ -122,95 +122,60 @@ mod tests {
 
     use super::*;
 
+    /// A command line of `--flag=value` words (a value may hold a space), as clap reads it.
+    fn parse(line: &str) -> Config {
+        let words = line
+            .split(" --")
+            .map(|w| format!("--{}", w.trim_start_matches("--")));
+        Config::parse_from(std::iter::once("x".to_owned()).chain(words))
+    }
+
     #[test]
     fn two_ways_to_reach_redis_or_sentinels_without_a_master_name_are_refused_naming_the_clash() {
-        let cases: &[(&[&str], Option<&str>)] = &[
+        let cases: &[(&str, Option<&str>)] = &[
             (
-                &[
-                    "--redis-url",
-                    "redis://a",
-                    "--redis-sentinels",
-                    "a:1",
-                    "--redis-master-name",
-                    "m",
-                ],
+                "--redis-url=redis://a --redis-sentinels=a:1 --redis-master-name=m",
                 Some("REDIS_URL and REDIS_SENTINELS are both set"),
             ),
             (
-                &[
-                    "--redis-url",
-                    "redis://a",
-                    "--redis-cluster-nodes",
-                    "a:1,b:2",
-                ],
+                "--redis-url=redis://a --redis-cluster-nodes=a:1,b:2",
                 Some("REDIS_URL and REDIS_CLUSTER_NODES are both set"),
             ),
             (
-                &[
-                    "--redis-sentinels",
-                    "s:1",
-                    "--redis-master-name",
-                    "m",
-                    "--redis-cluster-nodes",
-                    "a:1",
-                ],
+                "--redis-sentinels=s:1 --redis-master-name=m --redis-cluster-nodes=a:1",
                 Some("REDIS_SENTINELS and REDIS_CLUSTER_NODES are both set"),
             ),
             (
-                &[
-                    "--redis-url",
-                    "redis://a",
-                    "--redis-sentinels",
-                    "s:1",
-                    "--redis-cluster-nodes",
-                    "a:1",
-                ],
+                "--redis-url=redis://a --redis-sentinels=s:1 --redis-cluster-nodes=a:1",
                 Some("REDIS_URL and REDIS_SENTINELS and REDIS_CLUSTER_NODES are both set"),
             ),
+            ("--redis-sentinels=a:1,b:2", Some("needs REDIS_MASTER_NAME")),
+            ("--redis-master-name=m", Some("without REDIS_SENTINELS")),
             (
-                &["--redis-sentinels", "a:1,b:2"],
-                Some("needs REDIS_MASTER_NAME"),
-            ),
-            (
-                &["--redis-master-name", "m"],
-                Some("without REDIS_SENTINELS"),
-            ),
-            (
-                &["--redis-sentinels", "a", "--redis-master-name", "m"],
+                "--redis-sentinels=a --redis-master-name=m",
                 Some("REDIS_SENTINELS entry `a` is not host:port"),
             ),
             (
-                &["--redis-cluster-nodes", "a:1,b"],
+                "--redis-cluster-nodes=a:1,b",
                 Some("REDIS_CLUSTER_NODES entry `b` is not host:port"),
             ),
-            (&["--redis-min-replicas-ack", "1"], Some("needs Redis")),
+            ("--redis-min-replicas-ack=1", Some("needs Redis")),
+            ("--redis-sentinels=a:1, b:2 --redis-master-name=m", None),
+            ("--redis-url=redis://a --redis-min-replicas-ack=1", None),
             (
-                &["--redis-sentinels", "a:1, b:2", "--redis-master-name", "m"],
-                None,
-            ),
-            (
-                &["--redis-url", "redis://a", "--redis-min-replicas-ack", "1"],
-                None,
-            ),
-            (
-                &[
-                    "--redis-cluster-nodes",
-                    "a:1, b:2,,c:3",
-                    "--redis-min-replicas-ack",
-                    "1",
-                ],
+                "--redis-cluster-nodes=a:1, b:2,,c:3 --redis-min-replicas-ack=1",
                 None,
             ),
         ];
-        for (args, expected) in cases {
-            let c = Config::parse_from(std::iter::once(&"x").chain(args.iter()));
+        for (line, expected) in cases {
+            let c = parse(line);
             match (c.validate(), expected) {
                 (Ok(()), None) => assert!(c.uses_redis()),
-                (Err(e), Some(words)) => assert!(e.to_string().contains(words), "{args:?}: {e}"),
-                (got, _) => panic!("{args:?}: {got:?}"),
+                (Err(e), Some(words)) => assert!(e.to_string().contains(words), "{line}: {e}"),
+                (got, _) => panic!("{line}: {got:?}"),
             }
         }
-        let c = Config::parse_from(["x", "--redis-cluster-nodes", "a:1, b:2,,c:3"]);
+        let c = parse("--redis-cluster-nodes=a:1, b:2,,c:3");
         assert_eq!(c.cluster_nodes(), ["a:1", "b:2", "c:3"]);
     }
 

@@ -2,6 +2,7 @@
 //! stream progress, the caption while it streams, a long sync's timeline read as lines, the
 //! deep link to a job, and a read-only token that is shown no control it may not use.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -185,6 +186,42 @@ async fn follow_the_long_sync_to_done(b: &Browser, id: &str) {
     .await;
 }
 
+/// The job view's timeline lines (`type`, `text`, `utc`) of the long sync of `sources`: fewer
+/// than `READABLE_LINES`, created first and finished last, one line per step that reads
+/// "from → to % in time", each with its exact UTC time.
+fn the_timeline_reads_one_line_per_step(lines: &Value, sources: &[String]) {
+    let lines = lines.as_array().expect("the lines");
+    assert!(
+        (lines.len() as u64) < READABLE_LINES,
+        "a minute's sync reads in fewer than {READABLE_LINES} lines: {lines:#?}"
+    );
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(types.first(), Some(&"created"), "{types:?}");
+    assert!(types.contains(&"started"), "{types:?}");
+    assert_eq!(types.last(), Some(&"finished"), "{types:?}");
+    let progress: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "progress")
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    for (i, source) in sources.iter().enumerate() {
+        let step = format!("syncing {source} ({} of {LONG_SOURCES})", i + 1);
+        let of_step: Vec<_> = progress.iter().filter(|t| t.contains(&step)).collect();
+        assert_eq!(of_step.len(), 1, "one line for {step}: {progress:#?}");
+        assert!(
+            of_step[0].contains(" → ") && of_step[0].contains(" % in "),
+            "a step's line reads from → to % in time: {}",
+            of_step[0]
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["utc"].as_str().is_some_and(|t| t.ends_with(" UTC"))),
+        "every line has its exact UTC time: {lines:#?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_minute_long_syncs_timeline_reads_in_fewer_than_20_lines_one_per_step_and_its_link_reopens_it(
 ) {
@@ -223,36 +260,7 @@ async fn a_minute_long_syncs_timeline_reads_in_fewer_than_20_lines_one_per_step_
             json!([]),
         )
         .await;
-    let lines = lines.as_array().expect("the lines");
-    assert!(
-        (lines.len() as u64) < READABLE_LINES,
-        "a minute's sync reads in fewer than {READABLE_LINES} lines: {lines:#?}"
-    );
-    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
-    assert_eq!(types.first(), Some(&"created"), "{types:?}");
-    assert!(types.contains(&"started"), "{types:?}");
-    assert_eq!(types.last(), Some(&"finished"), "{types:?}");
-    let progress: Vec<&str> = lines
-        .iter()
-        .filter(|l| l["type"] == "progress")
-        .map(|l| l["text"].as_str().unwrap())
-        .collect();
-    for (i, source) in sources.iter().enumerate() {
-        let step = format!("syncing {source} ({} of {LONG_SOURCES})", i + 1);
-        let of_step: Vec<_> = progress.iter().filter(|t| t.contains(&step)).collect();
-        assert_eq!(of_step.len(), 1, "one line for {step}: {progress:#?}");
-        assert!(
-            of_step[0].contains(" → ") && of_step[0].contains(" % in "),
-            "a step's line reads from → to % in time: {}",
-            of_step[0]
-        );
-    }
-    assert!(
-        lines
-            .iter()
-            .all(|l| l["utc"].as_str().is_some_and(|t| t.ends_with(" UTC"))),
-        "every line has its exact UTC time: {lines:#?}"
-    );
+    the_timeline_reads_one_line_per_step(&lines, &sources);
     let chart = b
         .exec(
             "const c = document.querySelector('[data-testid=percent-chart] polyline'); return c && c.getAttribute('points').split(' ').length;",
@@ -340,6 +348,30 @@ const TAB_REACHES: &str = "
   const name = (e) => e.id || e.dataset.testid || e.textContent.trim();
   return [...document.querySelectorAll('button, input, select, textarea, a[href]')].filter(visible).map(name);";
 
+/// Presses Tab `presses` times: the controls focused (by id, test hook or text) and the
+/// outline style each focused control showed.
+async fn tab_through(b: &Browser, presses: usize) -> (BTreeSet<String>, Vec<String>) {
+    let mut reached = BTreeSet::new();
+    let mut outlines = Vec::new();
+    for _ in 0..presses {
+        b.press_key("\u{E004}").await;
+        let focused = b
+            .exec(
+                "const e = document.activeElement;
+                 return e === document.body ? ['', 'body']
+                   : [e.id || e.dataset.testid || e.textContent.trim(), getComputedStyle(e).outlineStyle];",
+                json!([]),
+            )
+            .await;
+        reached.insert(focused[0].as_str().unwrap_or_default().to_owned());
+        let outline = focused[1].as_str().unwrap_or_default();
+        if outline != "body" {
+            outlines.push(outline.to_owned());
+        }
+    }
+    (reached, outlines)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tab_reaches_every_control_with_a_visible_focus_the_tenant_rule_is_the_servers_and_dark_mode_follows_the_system(
 ) {
@@ -365,24 +397,7 @@ async fn tab_reaches_every_control_with_a_visible_focus_the_tenant_rule_is_the_s
         json!([]),
     )
     .await;
-    let mut reached = std::collections::BTreeSet::new();
-    let mut outlines = Vec::new();
-    for _ in 0..controls.len() + 5 {
-        b.press_key("\u{E004}").await;
-        let focused = b
-            .exec(
-                "const e = document.activeElement;
-                 return e === document.body ? ['', 'body']
-                   : [e.id || e.dataset.testid || e.textContent.trim(), getComputedStyle(e).outlineStyle];",
-                json!([]),
-            )
-            .await;
-        reached.insert(focused[0].as_str().unwrap_or_default().to_owned());
-        let outline = focused[1].as_str().unwrap_or_default();
-        if outline != "body" {
-            outlines.push(outline.to_owned());
-        }
-    }
+    let (reached, outlines) = tab_through(&b, controls.len() + 5).await;
     let missed: Vec<_> = controls.iter().filter(|c| !reached.contains(*c)).collect();
     assert!(missed.is_empty(), "Tab never reached {missed:?}");
     assert!(

@@ -165,17 +165,9 @@ async fn listed(app: &TestApp, ids: &[String]) -> BTreeMap<(String, String), u64
     counts
 }
 
-async fn the_overview_agrees_with_the_jobs_api_after_done_failed_and_cancelled_jobs(b: Backend) {
-    let mut config = test_config();
-    config.max_concurrent_jobs = 1;
-    let app = spawn_app_with(config, store(b, settings())).await;
-    let (held, running) = a_mix_of_ends(&app).await;
-    // One more behind the held job, cancelled while it waits in the queue.
-    let queued = start_job(&app, "ticker", &tenant()).await;
-    app.wait_for_status(&queued, "queued").await;
-    assert_eq!(app.cancel(&queued).await.status(), 202);
-    let waiting = start_job(&app, "ticker", &tenant()).await;
-    let stats = app.get_json("/catalog/stats").await;
+/// The overview's ended jobs after `a_mix_of_ends` (3 done, 2 failed, a running job cancelled)
+/// and a queued job cancelled: by kind, by outcome, in the hour, the day and the chart.
+fn the_hours_ends_are_three_done_two_failed_and_two_cancelled(stats: &Value) {
     let hour = &stats["finished"]["last_hour"];
     assert_eq!(
         hour["by_kind"]["ticker"],
@@ -212,6 +204,20 @@ async fn the_overview_agrees_with_the_jobs_api_after_done_failed_and_cancelled_j
         })
         .sum();
     assert_eq!(charted, 7, "the chart holds the hour's ends");
+}
+
+async fn the_overview_agrees_with_the_jobs_api_after_done_failed_and_cancelled_jobs(b: Backend) {
+    let mut config = test_config();
+    config.max_concurrent_jobs = 1;
+    let app = spawn_app_with(config, store(b, settings())).await;
+    let (held, running) = a_mix_of_ends(&app).await;
+    // One more behind the held job, cancelled while it waits in the queue.
+    let queued = start_job(&app, "ticker", &tenant()).await;
+    app.wait_for_status(&queued, "queued").await;
+    assert_eq!(app.cancel(&queued).await.status(), 202);
+    let waiting = start_job(&app, "ticker", &tenant()).await;
+    let stats = app.get_json("/catalog/stats").await;
+    the_hours_ends_are_three_done_two_failed_and_two_cancelled(&stats);
     assert_eq!(
         stats["active"]["by_status"],
         json!({"queued": 1, "running": 1, "cancelling": 0, "lost": 0})

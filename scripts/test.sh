@@ -1,36 +1,26 @@
 #!/usr/bin/env bash
-# The test command: installs redis-server when it is missing (the tests start their own
-# instances of it), then runs the whole suite. Extra arguments go to `cargo test`.
+# The test command: installs what the tests need when it is missing (redis-server, which the
+# tests start their own instances of; `script` for the CLI's terminal test; Chromium and
+# chromedriver for the admin page's browser tests), then runs the whole suite. Extra arguments
+# go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "scripts/test.sh: installing redis-server (the tests start their own)" >&2
-  sudo=""
+# Installs the Debian packages after the first two arguments when `command` is missing.
+install_if_missing() {
+  local command=$1 why=$2
+  shift 2
+  command -v "$command" >/dev/null 2>&1 && return
+  echo "scripts/test.sh: installing $* ($why)" >&2
+  local sudo=""
   [[ $(id -u) -ne 0 ]] && sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq redis-server >/dev/null
-fi
+  $sudo apt-get install -y -qq "$@" >/dev/null
+}
 
-# The CLI's progress-bar test gives it a pseudo-terminal with `script` (util-linux).
-if ! command -v script >/dev/null 2>&1; then
-  echo "scripts/test.sh: installing bsdutils for \`script\` (the CLI's terminal test)" >&2
-  sudo=""
-  [[ $(id -u) -ne 0 ]] && sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq bsdutils >/dev/null
-fi
-
-# The admin page's browser tests drive a headless Chromium through chromedriver.
-if ! command -v chromedriver >/dev/null 2>&1; then
-  echo "scripts/test.sh: installing chromium and chromium-driver (the admin page's browser tests)" >&2
-  sudo=""
-  [[ $(id -u) -ne 0 ]] && sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
-fi
+install_if_missing redis-server "the tests start their own" redis-server
+install_if_missing script "\`script\`, for the CLI's terminal test" bsdutils
+install_if_missing chromedriver "the admin page's browser tests" chromium chromium-driver
 
 exec cargo test --locked "$@"

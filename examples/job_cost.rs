@@ -129,6 +129,8 @@ fn new_job(n: usize) -> NewJob {
             retry_of: None,
         },
         idempotency_key: None,
+        in_order: false,
+        pipeline: None,
     }
 }
 

@@ -74,6 +74,8 @@ async fn one_life(store: &RedisStore, n: usize, worker: &str) {
             retry_of: None,
         },
         idempotency_key: None,
+        in_order: false,
+        pipeline: None,
     };
     match store.create(job).await.expect("create") {
         Created::Created(_) => {}

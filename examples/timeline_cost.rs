@@ -89,6 +89,8 @@ async fn main() {
                 retry_of: None,
             },
             idempotency_key: None,
+            in_order: false,
+            pipeline: None,
         };
         let Created::Created(created) = store.create(job.clone()).await.unwrap() else {
             panic!("the job was not created");

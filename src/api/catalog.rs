@@ -90,6 +90,7 @@ pub async fn start(
     let job = NewJob {
         id: JobId::new(),
         tenant,
+        in_order: registry.is_ordered(&kind),
         kind,
         params,
         step: QUEUED_STEP.to_owned(),
@@ -99,6 +100,7 @@ pub async fn start(
             retry_of: None,
         },
         idempotency_key,
+        pipeline: None,
     };
     launch(&app, job, on_conflict, wait).await
 }

@@ -109,6 +109,7 @@ pub async fn retry(
     let job = NewJob {
         id: JobId::new(),
         tenant: old.tenant_id,
+        in_order: app.runner.registry().is_ordered(&old.kind),
         kind: old.kind,
         params: old.params,
         step: QUEUED_STEP.to_owned(),
@@ -118,6 +119,7 @@ pub async fn retry(
             retry_of: Some(old.job_id),
         },
         idempotency_key: None,
+        pipeline: None,
     };
     super::catalog::launch(&app, job, OnConflict::Reject, false).await
 }

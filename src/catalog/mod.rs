@@ -259,7 +259,14 @@ pub fn registry(catalog: Arc<Catalog>) -> Registry {
             pair::run_in(&c4, &input.tenant, &*input.fence, &input.cancel, progress)
                 .map_err(JobError::from)
         })
+        // Each writes what the next reads: a tenant's run one at a time, in creation order.
+        // The weights are the steps' shares of a pipeline's percent (see docs/api.md).
+        .in_order(&PIPELINE_STEPS)
 }
+
+/// The catalogue jobs in the order they feed each other, with their shares of a refresh
+/// pipeline's percent.
+pub const PIPELINE_STEPS: [(&str, u32); 3] = [("sync", 40), ("enrich", 30), ("pair", 30)];
 
 #[cfg(test)]
 mod tests {

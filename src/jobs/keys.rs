@@ -68,6 +68,18 @@ impl Keys {
         format!("{}:queue", self.prefix)
     }
 
+    /// `<prefix>:waiting` — the ids of jobs waiting for their tenant's job ahead of them
+    /// (a set; they are not in the ready queue until it ends).
+    pub fn waiting(&self) -> String {
+        format!("{}:waiting", self.prefix)
+    }
+
+    /// `<prefix>:lane:<tenant>` — the tenant's ordered jobs that have not ended, oldest first
+    /// (the head may run; each other waits for the one before it).
+    pub fn lane(&self, tenant: &TenantId) -> String {
+        format!("{}:lane:{tenant}", self.prefix)
+    }
+
     /// `<prefix>:leases` — running jobs' ids scored by lease expiry (ms).
     pub fn leases(&self) -> String {
         format!("{}:leases", self.prefix)

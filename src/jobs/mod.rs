@@ -13,6 +13,7 @@ pub mod keys;
 mod log_limit;
 pub mod memory;
 pub mod params;
+pub mod pipeline;
 pub mod progress;
 pub mod recovery;
 pub mod redis;
@@ -136,9 +137,10 @@ impl fmt::Display for Kind {
 }
 
 /// A job's status as a reader sees it. `Lost` and `Cancelling` are never stored: `lost` is
-/// what a running job whose lease (heartbeat) is older than the stale threshold reads as,
-/// and `cancelling` a running job that was asked to stop. A queued job waits in the shared
-/// queue at no cost and is never `lost`.
+/// what a running job whose lease (heartbeat) is older than the stale threshold reads as
+/// when it will not run again (no attempt left), and `cancelling` a running job that was
+/// asked to stop. A stale job with attempts left reads `queued`: recovery re-queues it. A
+/// queued job waits at no cost and is never `lost`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[schema(as = JobStatus)]
@@ -165,20 +167,27 @@ impl Status {
         }
     }
 
-    /// What a stored status reads as: an active job is `lost` once its heartbeat is stale,
-    /// else `cancelling` once it was asked to stop. Both stores derive it here.
+    /// What a stored status reads as. A running job whose heartbeat is stale will be
+    /// re-queued by recovery when it has `attempts_left` and was not asked to stop: it reads
+    /// `queued` (so nobody gives up on it); otherwise it will not run again and reads `lost`.
+    /// A live running job asked to stop reads `cancelling`. Both stores derive it here.
     pub fn derive(
         self,
         heartbeat_ms: u64,
         now_ms: u64,
         stale_after_ms: u64,
         cancel_requested: bool,
+        attempts_left: bool,
     ) -> Self {
         if self != Status::Running {
             return self;
         }
         if is_stale(heartbeat_ms, now_ms, stale_after_ms) {
-            Status::Lost
+            if attempts_left && !cancel_requested {
+                Status::Queued
+            } else {
+                Status::Lost
+            }
         } else if cancel_requested {
             Status::Cancelling
         } else {
@@ -272,6 +281,13 @@ pub struct Snapshot {
     /// Seconds until the job should end at the rate it has progressed since `started_at`;
     /// null before any progress, while queued and once it ended. Derived on read.
     pub eta_seconds: Option<u64>,
+    /// The job this queued job waits for: its tenant's ordered job created before it
+    /// (`jobs::pipeline`); null once it may run.
+    pub waiting_for: Option<JobId>,
+    /// The pipeline this job is a step of, else null.
+    pub pipeline_id: Option<JobId>,
+    /// A pipeline's steps, each as its own job reads (null for other jobs).
+    pub steps: Option<Vec<pipeline::StepView>>,
 }
 
 /// The name the document gives the union of every kind's report. The kinds are not this
@@ -295,7 +311,29 @@ fn kind_report() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         .into()
 }
 
+/// The step a running job reads once its worker stopped answering, while it waits for
+/// recovery to put it back in the queue (and after, until a worker claims it).
+pub const REQUEUED_STEP: &str = "re-queued: its worker stopped answering";
+
 impl Snapshot {
+    /// The snapshot as a reader sees it at `now_ms` (the store's clock): its stored status
+    /// derived (see [`Status::derive`]), a stale run that recovery will re-queue reading
+    /// [`REQUEUED_STEP`], and its `eta_seconds` estimated.
+    pub fn read_at(mut self, now_ms: u64, stale_after_ms: u64) -> Self {
+        let stored = self.status;
+        self.status = stored.derive(
+            self.heartbeat_at,
+            now_ms,
+            stale_after_ms,
+            self.cancel_requested_at.is_some(),
+            self.attempt < self.max_attempts,
+        );
+        if stored == Status::Running && self.status == Status::Queued {
+            REQUEUED_STEP.clone_into(&mut self.step);
+        }
+        self.with_eta(now_ms)
+    }
+
     /// The snapshot with its `eta_seconds` estimated at `now_ms` (the store's clock).
     pub fn with_eta(mut self, now_ms: u64) -> Self {
         self.eta_seconds = eta_seconds(&self, now_ms);
@@ -423,6 +461,8 @@ mod tests {
             step: String::new(),
             origin: Default::default(),
             idempotency_key: None,
+            in_order: false,
+            pipeline: None,
         };
         let mut s = job.record(Status::Running, percent, "", started_at, started_at, 1);
         s.updated_at = updated_at;

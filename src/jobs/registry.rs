@@ -178,6 +178,9 @@ pub struct JobKind {
 #[derive(Clone, Default)]
 pub struct Registry {
     kinds: BTreeMap<Kind, JobKind>,
+    /// The kinds a tenant runs one at a time, in creation order, with their weights as a
+    /// pipeline's steps, in step order.
+    order: Vec<(Kind, u32)>,
 }
 
 impl Registry {
@@ -210,6 +213,35 @@ impl Registry {
         };
         self.kinds.insert(kind, spec);
         self
+    }
+
+    /// Declares `steps` (registered kinds, with their weights) as the kinds a tenant runs one
+    /// at a time in creation order — the kinds that write what the others read, so that each
+    /// report covers what the jobs before it did — and as the steps a pipeline may have, in
+    /// this order, its percent shared by these weights.
+    pub fn in_order(mut self, steps: &[(&str, u32)]) -> Self {
+        self.order = steps
+            .iter()
+            .map(|(kind, weight)| {
+                let kind = Kind::parse(kind).expect("ordered kind names are valid by construction");
+                assert!(
+                    self.kinds.contains_key(&kind),
+                    "{kind} is registered before it is ordered"
+                );
+                (kind, *weight)
+            })
+            .collect();
+        self
+    }
+
+    /// Whether jobs of `kind` run in their tenant's order.
+    pub fn is_ordered(&self, kind: &Kind) -> bool {
+        self.order.iter().any(|(k, _)| k == kind)
+    }
+
+    /// The ordered kinds, in a pipeline's step order, with their weights.
+    pub fn order(&self) -> &[(Kind, u32)] {
+        &self.order
     }
 
     /// Registers a kind with typed parameters: the request's fields are read once as `F`

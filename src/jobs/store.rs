@@ -92,6 +92,11 @@ pub struct NewJob {
     pub origin: Origin,
     /// The client's `Idempotency-Key`, recorded with the job in the same step.
     pub idempotency_key: Option<String>,
+    /// Whether the job runs in its tenant's order: after every ordered job of its tenant
+    /// created before it has ended (`jobs::pipeline`; the registry says which kinds are).
+    pub in_order: bool,
+    /// The pipeline this job is a step of.
+    pub pipeline: Option<JobId>,
 }
 
 /// Who started a job: the caller's token name (or `anonymous`) and the request's id.
@@ -147,6 +152,9 @@ impl NewJob {
             request_id: Some(self.origin.request_id.clone()),
             retry_of: self.origin.retry_of,
             eta_seconds: None,
+            waiting_for: None,
+            pipeline_id: self.pipeline,
+            steps: None,
         }
     }
 
@@ -156,6 +164,22 @@ impl NewJob {
             attempt: FIRST_CLAIM as u32,
             worker: Some(worker.to_owned()),
             ..self.record(Status::Running, 0, STARTING_STEP, now, now, max_attempts)
+        }
+    }
+
+    /// The record of a job created behind `ahead` (its tenant's job of `kind` created before
+    /// it, in the tenant's order): queued, waiting for it.
+    pub fn waiting_record(
+        &self,
+        now: u64,
+        ahead: JobId,
+        kind: &Kind,
+        max_attempts: u32,
+    ) -> Snapshot {
+        let step = super::pipeline::waiting_step(kind, &ahead);
+        Snapshot {
+            waiting_for: Some(ahead),
+            ..self.record(Status::Queued, 0, &step, now, now, max_attempts)
         }
     }
 
@@ -171,6 +195,29 @@ impl NewJob {
             run,
             attempt: FIRST_CLAIM as u32,
         }
+    }
+}
+
+/// A pipeline to create: its own job (kind `pipeline`; its parameters are its steps') and
+/// its steps, in order, each an ordered job (`in_order`, `pipeline` naming this one) with its
+/// share of the pipeline's percent (the shares add up to 100).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewPipeline {
+    pub job: NewJob,
+    pub steps: Vec<(NewJob, u8)>,
+}
+
+impl NewPipeline {
+    /// The steps as the pipeline's record lists them.
+    pub fn refs(&self) -> Vec<super::pipeline::StepRef> {
+        self.steps
+            .iter()
+            .map(|(step, share)| super::pipeline::StepRef {
+                kind: step.kind.clone(),
+                job_id: step.id,
+                share: *share,
+            })
+            .collect()
     }
 }
 
@@ -411,6 +458,13 @@ pub trait JobStore: Send + Sync + 'static {
         worker: &'a str,
     ) -> BoxFuture<'a, Result<Created, StoreError>>;
 
+    /// Creates a pipeline and its steps in one step, as `create` creates one job: every lock
+    /// (the tenant's `pipeline` and each step's kind) taken, or the first active holder named;
+    /// the key, the rate and the queue's cap as for one job (one count). The steps stand in
+    /// their tenant's order, so the first runs when nothing of its tenant is ahead and each
+    /// later one waits for the one before it. Answers the pipeline as it reads then.
+    fn create_pipeline(&self, pipeline: NewPipeline) -> BoxFuture<'_, Result<Created, StoreError>>;
+
     /// Takes the job at the head of the ready queue for `worker`: it reads `running` with a
     /// lease, `attempt` and a new fencing token. Jobs of kinds not in `kinds` are passed over
     /// (moved to the tail for a worker that runs them); `None` when nothing is left to claim.
@@ -520,7 +574,10 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// Asks an active job to stop: a running one reads `cancelling` and its process is told
     /// at once; a queued one ends `cancelled` at once. Asking again changes nothing. `by`
-    /// (the caller's name) is recorded as `cancelled_by` by the first request only.
+    /// (the caller's name) is recorded as `cancelled_by` by the first request only. A
+    /// pipeline asks its running step to stop and skips the steps not started; it ends
+    /// `cancelled` with its running step (at once when none runs). Any job's end releases the
+    /// job waiting behind it in its tenant's order, and a step's end may end its pipeline.
     fn cancel<'a>(
         &'a self,
         id: &'a JobId,

@@ -11,8 +11,8 @@ use tokio::sync::broadcast;
 use crate::jobs::fence::{Hold, ScriptFence, Writer};
 use crate::jobs::stats::Overview;
 use crate::jobs::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
-    Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Outcome,
+    Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
 };
 use crate::jobs::timeline::{EventId, TimelineEvent};
 use crate::jobs::watch::TenantWatch;
@@ -50,6 +50,10 @@ impl JobStore for MeteredStore {
         worker: &'a str,
     ) -> BoxFuture<'a, Result<Created, StoreError>> {
         Box::pin(timed("create", self.inner.create_claimed(job, worker)))
+    }
+
+    fn create_pipeline(&self, pipeline: NewPipeline) -> BoxFuture<'_, Result<Created, StoreError>> {
+        Box::pin(timed("create", self.inner.create_pipeline(pipeline)))
     }
 
     fn claim<'a>(

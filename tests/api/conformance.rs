@@ -1,16 +1,17 @@
 //! The store contract, run against both stores: the embedded `MemoryStore` and `RedisStore`
 //! on a real redis-server. Covers the shared queue (order, cap, cancel while queued), claims
 //! as leases (attempt, worker), fencing by claim, one renewal for many runs, recovery of
-//! expired leases, release at shutdown, and bounded job records.
+//! expired leases, release at shutdown, bounded job records, timelines, a tenant's order and
+//! pipelines.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use catalog_jobs::jobs::store::{
-    Cancel, Created, Event, Finish, JobStore, Live, Outcome, Recovered, Release, Renewal, Restore,
-    RunId, StoreSettings, Tick,
+    Cancel, Claim, Created, Event, Finish, JobStore, Live, NewPipeline, Outcome, Recovered,
+    Release, Renewal, Restore, RunId, StoreSettings, Tick,
 };
-use catalog_jobs::jobs::{JobId, Status};
+use catalog_jobs::jobs::{JobId, Snapshot, Status, REQUEUED_STEP};
 use serde_json::json;
 
 use crate::both_stores;
@@ -1616,4 +1617,488 @@ async fn a_claim_carries_who_started_the_job_in_which_request_and_what_it_retrie
         claim.job.origin, job.origin,
         "the run writes back what it was told"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// The honest lost, a tenant's order and pipelines: each change happens in the step that
+// causes it (the end of the job ahead releases the one behind; a step's end ends its
+// pipeline), the same way on both stores.
+
+both_stores!(
+    a_stale_run_with_attempts_left_reads_queued_and_keeps_its_lock_until_it_runs_again,
+    an_ordered_job_created_behind_an_active_one_waits_outside_the_queue_until_it_ends,
+    a_waiting_job_never_holds_back_another_tenant,
+    a_tenant_s_jobs_run_in_creation_order_and_a_cancelled_waiting_one_is_passed_over,
+    a_job_waiting_for_one_that_failed_still_runs,
+    a_job_that_will_not_run_again_releases_the_one_behind_it,
+    a_job_that_will_wait_is_created_whatever_the_ready_queue_holds,
+    a_pipeline_is_created_whole_its_first_step_queued_and_the_others_waiting,
+    a_pipeline_runs_its_steps_in_turn_and_ends_done_with_every_report,
+    a_failed_step_fails_its_pipeline_with_its_class_and_skips_the_steps_after_it,
+    cancelling_a_pipeline_stops_its_running_step_and_skips_the_others,
+    a_pipeline_cancelled_before_any_step_started_ends_at_once,
+    cancelling_a_step_ends_its_pipeline_as_cancelled,
+    a_step_lost_for_good_fails_its_pipeline_as_lost,
+    a_pipeline_waits_behind_its_tenant_s_running_job,
+);
+
+/// A job of `kind` that runs in its tenant's order.
+fn ordered(t: &catalog_jobs::jobs::TenantId, kind: &str) -> catalog_jobs::jobs::store::NewJob {
+    catalog_jobs::jobs::store::NewJob {
+        in_order: true,
+        ..new_job(t, kind)
+    }
+}
+
+/// A pipeline of `kinds`, each step weighted equally.
+fn pipeline_of(t: &catalog_jobs::jobs::TenantId, kinds: &[&str]) -> NewPipeline {
+    let job = new_job(t, catalog_jobs::jobs::pipeline::PIPELINE_KIND);
+    let shares = catalog_jobs::jobs::pipeline::shares(&vec![1; kinds.len()]);
+    let steps = kinds
+        .iter()
+        .zip(shares)
+        .map(|(kind, share)| {
+            let step = catalog_jobs::jobs::store::NewJob {
+                pipeline: Some(job.id),
+                ..ordered(t, kind)
+            };
+            (step, share)
+        })
+        .collect();
+    NewPipeline { job, steps }
+}
+
+async fn create_pipeline(s: &dyn JobStore, p: &NewPipeline) -> Snapshot {
+    match s
+        .create_pipeline(p.clone())
+        .await
+        .expect("the store answers")
+    {
+        Created::Created(snapshot) => *snapshot,
+        other => panic!("expected a new pipeline, got {other:?}"),
+    }
+}
+
+async fn read(s: &dyn JobStore, id: &JobId) -> Snapshot {
+    s.get(id).await.unwrap().expect("the job exists")
+}
+
+/// Claims the next job of the ready queue, which must be `id`.
+async fn claim_exactly(s: &dyn JobStore, id: JobId) -> Claim {
+    let claim = claim_queued(s, "test/1").await;
+    assert_eq!(claim.job.id, id, "the expected job is the next one ready");
+    claim
+}
+
+async fn end(s: &dyn JobStore, claim: &Claim, outcome: Outcome) {
+    let answer = s
+        .finish(&claim.job, &claim.run, claim.created_at, &outcome, 0)
+        .await
+        .unwrap();
+    assert_eq!(answer, Finish::Applied);
+}
+
+async fn nothing_ready(s: &dyn JobStore) {
+    assert_eq!(claim_next(s, "test/1").await, None);
+}
+
+async fn a_stale_run_with_attempts_left_reads_queued_and_keeps_its_lock_until_it_runs_again(
+    b: Backend,
+) {
+    let s = leases_of(b, 200, 2);
+    let t = tenant();
+    let job = new_job(&t, "sync");
+    start(&*s, &job).await;
+    outlive(200).await;
+    let stale = read(&*s, &job.id).await;
+    assert_eq!(
+        (stale.status, stale.step.as_str(), stale.attempt),
+        (Status::Queued, REQUEUED_STEP, 1),
+        "it will run again: it reads queued, never lost"
+    );
+    assert_eq!(
+        s.create(new_job(&t, "sync")).await.unwrap(),
+        Created::AlreadyRunning(job.id),
+        "it keeps its lock"
+    );
+    assert!(s.active().await.unwrap().iter().any(|a| a.job_id == job.id));
+    assert_eq!(
+        s.recover().await.unwrap(),
+        vec![Recovered::Requeued(job.id)]
+    );
+    let requeued = read(&*s, &job.id).await;
+    assert_eq!(
+        (requeued.status, requeued.step.as_str()),
+        (Status::Queued, REQUEUED_STEP)
+    );
+    let again = claim_exactly(&*s, job.id).await;
+    assert_eq!(again.attempt, 2);
+    outlive(200).await;
+    assert_eq!(
+        read(&*s, &job.id).await.status,
+        Status::Lost,
+        "on its last attempt it will not run again: lost"
+    );
+}
+
+async fn an_ordered_job_created_behind_an_active_one_waits_outside_the_queue_until_it_ends(
+    b: Backend,
+) {
+    let s = fresh(b);
+    let t = tenant();
+    let sync = ordered(&t, "sync");
+    create(&*s, &sync).await;
+    let enrich = ordered(&t, "enrich");
+    let waiting = create(&*s, &enrich).await;
+    let short = &sync.id.to_string()[..8];
+    assert_eq!(
+        (waiting.status, waiting.waiting_for, waiting.step),
+        (
+            Status::Queued,
+            Some(sync.id),
+            format!("waiting for sync {short}… to end")
+        )
+    );
+    assert_eq!(read(&*s, &enrich.id).await.waiting_for, Some(sync.id));
+    assert!(
+        s.active()
+            .await
+            .unwrap()
+            .iter()
+            .any(|a| a.job_id == enrich.id),
+        "a waiting job is active"
+    );
+    let running = claim_exactly(&*s, sync.id).await;
+    nothing_ready(&*s).await;
+    end(&*s, &running, Outcome::Done(json!({}))).await;
+    let released = read(&*s, &enrich.id).await;
+    assert_eq!(
+        (
+            released.status,
+            released.waiting_for,
+            released.step.as_str()
+        ),
+        (Status::Queued, None, "queued")
+    );
+    claim_exactly(&*s, enrich.id).await;
+    let events = s.timeline(&enrich.id, None).await.unwrap();
+    assert_eq!(types(&events), ["created", "ready", "started"]);
+    assert_eq!(events[0].extra["waiting_for"], json!(sync.id.to_string()));
+    assert_eq!(events[1].extra["after"], json!(sync.id.to_string()));
+}
+
+async fn a_waiting_job_never_holds_back_another_tenant(b: Backend) {
+    let s = fresh(b);
+    let (a, other) = (tenant(), tenant());
+    let sync = ordered(&a, "sync");
+    create(&*s, &sync).await;
+    claim_exactly(&*s, sync.id).await;
+    create(&*s, &ordered(&a, "enrich")).await;
+    let theirs = ordered(&other, "enrich");
+    let created = create(&*s, &theirs).await;
+    assert_eq!(created.waiting_for, None);
+    claim_exactly(&*s, theirs.id).await;
+}
+
+async fn a_tenant_s_jobs_run_in_creation_order_and_a_cancelled_waiting_one_is_passed_over(
+    b: Backend,
+) {
+    let s = fresh(b);
+    let t = tenant();
+    let (sync, enrich, pair) = (
+        ordered(&t, "sync"),
+        ordered(&t, "enrich"),
+        ordered(&t, "pair"),
+    );
+    create(&*s, &sync).await;
+    create(&*s, &enrich).await;
+    assert_eq!(create(&*s, &pair).await.waiting_for, Some(enrich.id));
+    let running = claim_exactly(&*s, sync.id).await;
+    assert_eq!(
+        s.cancel(&enrich.id, "tester").await.unwrap(),
+        Cancel::Requested
+    );
+    assert_eq!(read(&*s, &enrich.id).await.status, Status::Cancelled);
+    let repointed = read(&*s, &pair.id).await;
+    assert_eq!(
+        repointed.waiting_for,
+        Some(sync.id),
+        "it waits for the one ahead now"
+    );
+    assert!(
+        repointed.step.starts_with("waiting for sync "),
+        "{}",
+        repointed.step
+    );
+    nothing_ready(&*s).await;
+    end(&*s, &running, Outcome::Done(json!({}))).await;
+    claim_exactly(&*s, pair.id).await;
+    let events = s.timeline(&pair.id, None).await.unwrap();
+    assert_eq!(types(&events), ["created", "waiting", "ready", "started"]);
+}
+
+async fn a_job_waiting_for_one_that_failed_still_runs(b: Backend) {
+    let s = fresh(b);
+    let t = tenant();
+    let (sync, enrich) = (ordered(&t, "sync"), ordered(&t, "enrich"));
+    create(&*s, &sync).await;
+    create(&*s, &enrich).await;
+    let running = claim_exactly(&*s, sync.id).await;
+    end(
+        &*s,
+        &running,
+        Outcome::Failed("SourceNotFound".into(), None),
+    )
+    .await;
+    claim_exactly(&*s, enrich.id).await;
+}
+
+async fn a_job_that_will_not_run_again_releases_the_one_behind_it(b: Backend) {
+    let s = leases_of(b, 200, 1);
+    let t = tenant();
+    let (sync, enrich) = (ordered(&t, "sync"), ordered(&t, "enrich"));
+    create(&*s, &sync).await;
+    create(&*s, &enrich).await;
+    claim_exactly(&*s, sync.id).await;
+    outlive(200).await;
+    s.recover().await.unwrap();
+    assert_eq!(read(&*s, &sync.id).await.status, Status::Lost);
+    claim_exactly(&*s, enrich.id).await;
+}
+
+async fn a_job_that_will_wait_is_created_whatever_the_ready_queue_holds(b: Backend) {
+    let s = store(
+        b,
+        StoreSettings {
+            max_queued: 1,
+            ..settings()
+        },
+    );
+    let t = tenant();
+    create(&*s, &ordered(&t, "sync")).await;
+    assert_eq!(
+        s.create(new_job(&tenant(), "sync")).await.unwrap(),
+        Created::QueueFull,
+        "the ready queue is full"
+    );
+    let waiting = create(&*s, &ordered(&t, "enrich")).await;
+    assert!(waiting.waiting_for.is_some(), "it waits outside the queue");
+    let p = pipeline_of(&t, &["pair"]);
+    assert!(matches!(
+        s.create_pipeline(p).await.unwrap(),
+        Created::Created(_)
+    ));
+}
+
+async fn a_pipeline_is_created_whole_its_first_step_queued_and_the_others_waiting(b: Backend) {
+    let s = fresh(b);
+    let t = tenant();
+    let p = pipeline_of(&t, &["sync", "enrich", "pair"]);
+    let created = create_pipeline(&*s, &p).await;
+    assert_eq!(
+        (
+            created.job_id,
+            created.kind.as_str(),
+            created.status,
+            created.percent
+        ),
+        (p.job.id, "pipeline", Status::Queued, 0)
+    );
+    let steps = created.steps.expect("a pipeline lists its steps");
+    let ids: Vec<JobId> = steps.iter().map(|s| s.job_id).collect();
+    assert_eq!(ids, p.steps.iter().map(|(j, _)| j.id).collect::<Vec<_>>());
+    assert_eq!(
+        steps.iter().map(|s| s.share).collect::<Vec<_>>(),
+        [34, 33, 33]
+    );
+    let enrich = read(&*s, &ids[1]).await;
+    assert_eq!(
+        (enrich.waiting_for, enrich.pipeline_id),
+        (Some(ids[0]), Some(p.job.id))
+    );
+    assert_eq!(read(&*s, &ids[2]).await.waiting_for, Some(ids[1]));
+    for (kind, holder) in [("pipeline", p.job.id), ("sync", ids[0]), ("pair", ids[2])] {
+        assert_eq!(
+            s.create(new_job(&t, kind)).await.unwrap(),
+            Created::AlreadyRunning(holder),
+            "{kind} is held"
+        );
+    }
+    assert_eq!(
+        s.create_pipeline(pipeline_of(&t, &["sync"])).await.unwrap(),
+        Created::AlreadyRunning(p.job.id),
+        "one pipeline a tenant"
+    );
+    let active: Vec<JobId> = s.active().await.unwrap().iter().map(|a| a.job_id).collect();
+    assert!(active.contains(&p.job.id), "the pipeline is listed active");
+    claim_exactly(&*s, ids[0]).await;
+    nothing_ready(&*s).await;
+}
+
+async fn a_pipeline_runs_its_steps_in_turn_and_ends_done_with_every_report(b: Backend) {
+    let s = fresh(b);
+    let t = tenant();
+    let p = pipeline_of(&t, &["sync", "enrich", "pair"]);
+    create_pipeline(&*s, &p).await;
+    let mut seen = 0;
+    for (step, _) in &p.steps {
+        let claim = claim_exactly(&*s, step.id).await;
+        let running = read(&*s, &p.job.id).await;
+        assert_eq!(running.status, Status::Running);
+        assert!(
+            running.step.starts_with(&format!("{}: ", step.kind)),
+            "{}",
+            running.step
+        );
+        s.tick(&claim.run, 50, "halfway").await.unwrap();
+        let halfway = read(&*s, &p.job.id).await.percent;
+        assert!(
+            halfway > seen,
+            "the percent moves on: {seen} then {halfway}"
+        );
+        seen = halfway;
+        end(&*s, &claim, Outcome::Done(json!({ "kind": step.kind }))).await;
+        assert!(read(&*s, &p.job.id).await.percent >= seen);
+    }
+    let done = read(&*s, &p.job.id).await;
+    assert_eq!((done.status, done.percent), (Status::Done, 100));
+    assert_eq!(
+        done.result,
+        json!({"sync": {"kind": "sync"}, "enrich": {"kind": "enrich"}, "pair": {"kind": "pair"}})
+    );
+    let events = s.timeline(&p.job.id, None).await.unwrap();
+    assert_eq!(
+        types(&events),
+        [
+            "created",
+            "step_ended",
+            "step_ended",
+            "step_ended",
+            "finished"
+        ]
+    );
+    assert_eq!(events[1].extra["step_kind"], "sync");
+    create(&*s, &new_job(&t, "pipeline")).await; // every lock is free
+}
+
+async fn a_failed_step_fails_its_pipeline_with_its_class_and_skips_the_steps_after_it(b: Backend) {
+    let s = fresh(b);
+    let t = tenant();
+    let p = pipeline_of(&t, &["sync", "enrich", "pair"]);
+    create_pipeline(&*s, &p).await;
+    let claim = claim_exactly(&*s, p.steps[0].0.id).await;
+    end(&*s, &claim, Outcome::Failed("SourceNotFound".into(), None)).await;
+    let failed = read(&*s, &p.job.id).await;
+    assert_eq!(
+        (failed.status, failed.error.as_deref(), failed.step.as_str()),
+        (
+            Status::Failed,
+            Some("SourceNotFound"),
+            "failed in sync: SourceNotFound"
+        )
+    );
+    for (step, _) in &p.steps[1..] {
+        let skipped = read(&*s, &step.id).await;
+        assert_eq!(
+            (skipped.status, skipped.step.as_str()),
+            (Status::Cancelled, "skipped: the pipeline failed in sync")
+        );
+    }
+    nothing_ready(&*s).await;
+    for kind in ["pipeline", "sync", "enrich", "pair"] {
+        create(&*s, &new_job(&t, kind)).await; // every lock is free
+    }
+}
+
+async fn cancelling_a_pipeline_stops_its_running_step_and_skips_the_others(b: Backend) {
+    let s = fresh(b);
+    let t = tenant();
+    let p = pipeline_of(&t, &["sync", "enrich", "pair"]);
+    create_pipeline(&*s, &p).await;
+    let claim = claim_exactly(&*s, p.steps[0].0.id).await;
+    assert_eq!(s.cancel(&p.job.id, "ops").await.unwrap(), Cancel::Requested);
+    assert_eq!(read(&*s, &p.job.id).await.status, Status::Cancelling);
+    assert_eq!(read(&*s, &claim.job.id).await.status, Status::Cancelling);
+    for (step, _) in &p.steps[1..] {
+        let skipped = read(&*s, &step.id).await;
+        assert_eq!(
+            (skipped.status, skipped.step.as_str()),
+            (Status::Cancelled, "skipped: the pipeline was cancelled")
+        );
+    }
+    assert_eq!(
+        s.renew(&[claim.run]).await.unwrap(),
+        vec![Renewal::CancelRequested]
+    );
+    end(&*s, &claim, Outcome::Cancelled(json!({"saved": 1}))).await;
+    let cancelled = read(&*s, &p.job.id).await;
+    assert_eq!(
+        (cancelled.status, cancelled.cancelled_by.as_deref()),
+        (Status::Cancelled, Some("ops"))
+    );
+    nothing_ready(&*s).await;
+    for kind in ["pipeline", "sync", "enrich", "pair"] {
+        create(&*s, &new_job(&t, kind)).await; // every lock is free
+    }
+}
+
+async fn a_pipeline_cancelled_before_any_step_started_ends_at_once(b: Backend) {
+    let s = fresh(b);
+    let p = pipeline_of(&tenant(), &["sync", "enrich"]);
+    create_pipeline(&*s, &p).await;
+    assert_eq!(s.cancel(&p.job.id, "ops").await.unwrap(), Cancel::Requested);
+    assert_eq!(read(&*s, &p.job.id).await.status, Status::Cancelled);
+    assert_eq!(read(&*s, &p.steps[0].0.id).await.status, Status::Cancelled);
+    nothing_ready(&*s).await;
+    assert_eq!(s.cancel(&p.job.id, "ops").await.unwrap(), Cancel::NotActive);
+}
+
+async fn cancelling_a_step_ends_its_pipeline_as_cancelled(b: Backend) {
+    let s = fresh(b);
+    let p = pipeline_of(&tenant(), &["sync", "enrich", "pair"]);
+    create_pipeline(&*s, &p).await;
+    let sync = claim_exactly(&*s, p.steps[0].0.id).await;
+    end(&*s, &sync, Outcome::Done(json!({}))).await;
+    let enrich = p.steps[1].0.id;
+    assert_eq!(s.cancel(&enrich, "alice").await.unwrap(), Cancel::Requested);
+    let cancelled = read(&*s, &p.job.id).await;
+    assert_eq!(
+        (cancelled.status, cancelled.cancelled_by.as_deref()),
+        (Status::Cancelled, Some("alice"))
+    );
+    assert_eq!(read(&*s, &p.steps[2].0.id).await.status, Status::Cancelled);
+    nothing_ready(&*s).await;
+}
+
+async fn a_step_lost_for_good_fails_its_pipeline_as_lost(b: Backend) {
+    let s = leases_of(b, 200, 1);
+    let p = pipeline_of(&tenant(), &["sync", "enrich"]);
+    create_pipeline(&*s, &p).await;
+    claim_exactly(&*s, p.steps[0].0.id).await;
+    outlive(200).await;
+    s.recover().await.unwrap();
+    let failed = read(&*s, &p.job.id).await;
+    assert_eq!(
+        (failed.status, failed.error.as_deref()),
+        (Status::Failed, Some("Lost"))
+    );
+    assert_eq!(read(&*s, &p.steps[1].0.id).await.status, Status::Cancelled);
+    nothing_ready(&*s).await;
+}
+
+async fn a_pipeline_waits_behind_its_tenant_s_running_job(b: Backend) {
+    let s = fresh(b);
+    let t = tenant();
+    let before = ordered(&t, "k1");
+    create(&*s, &before).await;
+    let running = claim_exactly(&*s, before.id).await;
+    let p = pipeline_of(&t, &["sync", "enrich"]);
+    create_pipeline(&*s, &p).await;
+    assert_eq!(
+        read(&*s, &p.steps[0].0.id).await.waiting_for,
+        Some(before.id)
+    );
+    nothing_ready(&*s).await;
+    end(&*s, &running, Outcome::Done(json!({}))).await;
+    claim_exactly(&*s, p.steps[0].0.id).await;
 }

@@ -26,6 +26,7 @@ mod layers;
 mod limits;
 mod observability;
 mod openapi;
+mod ordering;
 mod pairing;
 mod quiet;
 mod readiness;

@@ -1,16 +1,22 @@
 -- cancel: ask an active job to stop. A running one reads `cancelling` from now on and the
 -- process that runs it is told at once (pub/sub); a queued one leaves the queue and ends
 -- `cancelled` at once, without ever running.
+-- A pipeline is asked to stop with its steps (`cancel_pipeline` in order.lua).
 -- A: id, by (the caller's name, recorded as cancelled_by by the first request)
 -- Returns 'requested' (or already requested), 'not_active' (ended, or taken over), 'missing'.
 local id, by = A[1], A[2]
 local hkey = k_job(id)
 local job = read_job(hkey, {'status', 'superseded_by', 'tenant', 'kind', 'percent', 'step',
-  'cancel_requested_ms', 'created_ms', 'events', 'event_ms', 'awaited'})
+  'cancel_requested_ms', 'created_ms', 'events', 'event_ms', 'awaited', 'in_order',
+  'waiting_for', 'pipeline', 'steps'})
 if not job.status then return 'missing' end
 if job.superseded_by or ended(job.status) then return 'not_active' end
 if job.cancel_requested_ms then return 'requested' end
 local now = now_ms()
+if job.steps then
+  cancel_pipeline(id, job, by, now)
+  return 'requested'
+end
 local fields = {cancel_requested_ms = now, cancelled_by = by, updated_ms = now}
 note(id, job, fields, 'cancel_requested', 'cancelling', job.percent, job.step, now)
 if job.status == 'queued' then

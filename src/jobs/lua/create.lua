@@ -1,23 +1,38 @@
--- create: queue a new job and take its tenant+kind lock in one step, or name the active
--- holder, or refuse when the ready queue is full or the tenant created its share this minute.
--- A: id, the job's fields (a named list: tenant, kind, params, step, created_by, request_id,
---    retry_of when it retries one), then idempotency key ('' for none), params fingerprint,
---    creates per minute (0: no limit), worker to claim it for ('' for none: queue it)
--- Returns {'queued', now_ms} created and queued; {'claimed', now_ms} created and claimed for
--- the worker (claim 1, attempt 1) because no job waited ahead of it; {'held', holder_id} an
--- active holder keeps the lock; {'queue_full', ''}; {'replayed', job_id} the key was recorded
--- with this job and these parameters (a retry); {'key_reused', job_id} the key was recorded
--- with other parameters; {'rate_limited', ms} rate limited for ms more.
--- A queued holder is always active (it costs nothing while it waits and is never stale); a
--- running one whose lease is stale is taken over and fenced off (superseded_by).
+-- create: create new jobs in one step — one job, or a pipeline and its steps — each taking its
+-- tenant+kind lock; or name an active holder, or refuse when the ready queue is full or the
+-- tenant created its share this minute. A job of its tenant's order that finds another of
+-- them ahead waits for it (order.lua); a pipeline (a job with steps) is never queued itself:
+-- its steps are; any other job is queued, or claimed for the worker.
+-- A: n (how many jobs), then for each job its id and its fields (a named list: tenant, kind,
+--    params, step, created_by, request_id, retry_of when it retries one, in_order when it
+--    runs in its tenant's order, pipeline when it is a step, steps when it is a pipeline);
+--    then idempotency key ('' for none), params fingerprint, creates per minute (0: no
+--    limit), worker to claim a lone job for ('' for none: queue it). The first job is the
+--    one the request named: the key, the count and the answer are its.
+-- Returns {'queued', now_ms} created and queued (a pipeline: its steps queued or waiting);
+-- {'claimed', now_ms} created and claimed for the worker (claim 1, attempt 1) because no job
+-- waited ahead of it; {'waiting', now_ms, ahead_id, ahead_kind} created, waiting for its
+-- tenant's job ahead of it; {'held', holder_id} an active holder keeps a lock;
+-- {'queue_full', ''}; {'replayed', job_id} the key was recorded with this job and these
+-- parameters (a retry); {'key_reused', job_id} the key was recorded with other parameters;
+-- {'rate_limited', ms} rate limited for ms more.
+-- The queue's cap counts only jobs that join the ready queue now, not those that will wait.
+-- A queued holder is always active (it costs nothing while it waits and is never stale), and
+-- so is a running one whose lease is stale but that recovery will run again (attempts left,
+-- not asked to stop); any other stale holder is taken over and fenced off (superseded_by).
 -- Only a created job records its key and counts against the limit: a refusal changes nothing.
-local id = A[1]
-local job, i = named_args(2)
+local jobs, i = {}, 2
+for n = 1, tonumber(A[1]) do
+  local fields, after = named_args(i + 1)
+  jobs[n] = {id = A[i], job = fields}
+  i = after
+end
 local idem_key, fingerprint, limit, worker = A[i], A[i + 1], tonumber(A[i + 2]), A[i + 3]
-local tenant, kind = job.tenant, job.kind
+local first = jobs[1]
+local tenant = first.job.tenant
 local idem = nil
 if idem_key ~= '' then
-  idem = k_idem(tenant, kind, idem_key)
+  idem = k_idem(tenant, first.job.kind, idem_key)
   local seen = redis.call('HMGET', idem, 'job', 'fingerprint')
   -- A key outlives its job only when the job was trimmed from a full listing: it is spent.
   if seen[1] and redis.call('EXISTS', k_job(seen[1])) == 1 then
@@ -26,54 +41,89 @@ if idem_key ~= '' then
   end
 end
 local now = now_ms()
-local lock = k_lock(tenant, kind)
-local holder = redis.call('GET', lock)
-local old = nil
-if holder then
-  local held = read_job(k_job(holder), {'status', 'heartbeat_ms', 'created_ms', 'percent',
-    'step', 'events', 'event_ms', 'tenant', 'kind'})
-  if held.status == 'queued' then return {'held', holder} end
-  if held.status == 'running' then
-    if now - tonumber(held.heartbeat_ms or held.created_ms) < STALE then
-      return {'held', holder}
+local stale = {}
+for _, new in ipairs(jobs) do
+  local holder = redis.call('GET', k_lock(tenant, new.job.kind))
+  if holder then
+    local held = read_job(k_job(holder), {'status', 'heartbeat_ms', 'created_ms', 'percent',
+      'step', 'events', 'event_ms', 'tenant', 'kind', 'attempt', 'cancel_requested_ms',
+      'in_order', 'waiting_for', 'pipeline'})
+    if held.status == 'queued' then return {'held', holder} end
+    if held.status == 'running' then
+      local live = now - tonumber(held.heartbeat_ms or held.created_ms) < STALE
+      local again = tonumber(held.attempt or '1') < MAX_ATTEMPTS and not held.cancel_requested_ms
+      if live or again then return {'held', holder} end
+      stale[#stale + 1] = {id = holder, job = held, by = new.id}
     end
-    old = held
   end
 end
 local waiting = redis.call('LLEN', K_QUEUE)
-if waiting >= MAX_QUEUED then return {'queue_full', ''} end
+local queues, busy = false, nil
+for _, new in ipairs(jobs) do
+  if not new.job.steps then
+    if new.job.in_order and busy == nil then busy = lane_busy(tenant) end
+    queues = queues or not (new.job.in_order and busy)
+  end
+end
+if queues and waiting >= MAX_QUEUED then return {'queue_full', ''} end
 local window = math.floor(now / 60000)
 local rate = k_rate(tenant, window)
 if limit > 0 and tonumber(redis.call('GET', rate) or '0') >= limit then
   return {'rate_limited', tostring((window + 1) * 60000 - now)}
 end
-if old then
-  local fenced = {superseded_by = id}
-  note(holder, old, fenced, 'superseded', 'lost', old.percent, old.step, now)
-  write_job(k_job(holder), fenced)
-  redis.call('ZREM', K_LEASES, holder)
+for _, old in ipairs(stale) do
+  local fenced = {superseded_by = old.by}
+  note(old.id, old.job, fenced, 'superseded', 'lost', old.job.percent, old.job.step, now)
+  write_job(k_job(old.id), fenced)
+  redis.call('ZREM', K_LEASES, old.id)
+  after_end(old.id, old.job, {status = 'failed', error = 'Lost'}, now)
 end
-local hkey = k_job(id)
-local here = worker ~= '' and waiting == 0
--- Fields left out read as their defaults: percent 0, attempt 0, updated_ms and heartbeat_ms
--- equal to created_ms. Fewer fields keep this, the hottest script, cheap.
-local record = {}
-for name, value in pairs(job) do record[name] = value end
-record.created_ms = now
-note(id, job, record, 'created', 'queued', 0, job.step, now)
-if here then
-  record.status, record.step, record.started_ms = 'running', 'starting', now
-  record.claim, record.attempt, record.worker = 1, 1, worker
-  note(id, job, record, 'started', 'running', 0, 'starting', now, '1;' .. worker)
-  redis.call('ZADD', K_LEASES, now + STALE, id)
-else
-  record.status = 'queued'
+local here = worker ~= '' and waiting == 0 and #jobs == 1
+-- What became of the first job: the job it waits for and its kind, or whether it was claimed.
+local first_ahead, first_kind, claimed = nil, nil, false
+for n, new in ipairs(jobs) do
+  local id, job = new.id, new.job
+  local hkey = k_job(id)
+  -- Fields left out read as their defaults: percent 0, attempt 0, updated_ms and heartbeat_ms
+  -- equal to created_ms. Fewer fields keep this, the hottest script, cheap.
+  local record = {}
+  for name, value in pairs(job) do record[name] = value end
+  record.created_ms, record.status = now, 'queued'
+  local ahead, ahead_kind = nil, nil
+  if job.in_order then ahead, ahead_kind = lane_join(id, tenant, now) end
+  if ahead then
+    record.waiting_for, record.step = ahead, waiting_step(ahead_kind, ahead)
+    note(id, job, record, 'created', 'queued', 0, record.step, now, 'waiting_for=' .. ahead)
+    redis.call('SADD', K_WAITING, id)
+  elseif job.steps then
+    local ids = {}
+    for k = 1, MAX_STEPS do
+      local piece = job[k == 1 and 'steps' or 'steps.' .. k]
+      if not piece then break end
+      ids[#ids + 1] = string.match(piece, '^[^:]+:([^:]+):')
+    end
+    note(id, job, record, 'created', 'queued', 0, job.step, now, 'steps=' .. table.concat(ids, ','))
+  else
+    note(id, job, record, 'created', 'queued', 0, job.step, now)
+  end
+  if here and not ahead and not job.steps then
+    record.status, record.step, record.started_ms = 'running', 'starting', now
+    record.claim, record.attempt, record.worker = 1, 1, worker
+    note(id, job, record, 'started', 'running', 0, 'starting', now, '1;' .. worker)
+    redis.call('ZADD', K_LEASES, now + STALE, id)
+  end
+  write_job(hkey, record)
+  redis.call('EXPIRE', hkey, TTL)
+  redis.call('SET', k_lock(tenant, job.kind), id, 'EX', TTL)
+  list_push(tenant, id)
+  -- Only a queue that was empty can have idle dispatchers: a busy one claims again by itself.
+  if record.status == 'queued' and not ahead and not job.steps then
+    if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, 'wake') end
+  end
+  if n == 1 then first_ahead, first_kind, claimed = ahead, ahead_kind, record.status == 'running' end
 end
-write_job(hkey, record)
-redis.call('EXPIRE', hkey, TTL)
-redis.call('SET', lock, id, 'EX', TTL)
 if idem then
-  redis.call('HSET', idem, 'job', id, 'fingerprint', fingerprint)
+  redis.call('HSET', idem, 'job', first.id, 'fingerprint', fingerprint)
   redis.call('EXPIRE', idem, TTL)
   -- Named in the tenant's set of keys, so a delete of the tenant finds it. A key is spent once
   -- its job is gone (see above), so past twice the listing's cap the spent ones are dropped:
@@ -94,8 +144,6 @@ if limit > 0 then
   -- The window's key outlives its minute by a little, so a clock step cannot revive it.
   if redis.call('INCR', rate) == 1 then redis.call('PEXPIRE', rate, 120000) end
 end
-list_push(tenant, id)
-if here then return {'claimed', tostring(now)} end
--- Only a queue that was empty can have idle dispatchers: a busy one claims again by itself.
-if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, 'wake') end
+if first_ahead then return {'waiting', tostring(now), first_ahead, first_kind} end
+if claimed then return {'claimed', tostring(now)} end
 return {'queued', tostring(now)}

@@ -106,9 +106,14 @@ local function run_args()
   return A[1], A[2], tonumber(A[3]), job, i
 end
 
+-- What `after_end` reads of a job (its place in its tenant's order and its pipeline): read
+-- with the job by every step that may end it.
+local ORDER_FIELDS = {'in_order', 'waiting_for', 'pipeline'}
+
 -- The fields every run write reads.
 local RUN_FIELDS = {'status', 'claim', 'superseded_by', 'percent', 'cancel_requested_ms',
-  'tenant', 'kind', 'started_ms', 'attempt', 'created_ms', 'events', 'event_ms', 'awaited'}
+  'tenant', 'kind', 'started_ms', 'attempt', 'created_ms', 'events', 'event_ms', 'awaited',
+  'in_order', 'waiting_for', 'pipeline'}
 
 -- Whether run `claim` still holds the job: 'held', 'missing', 'ended', or 'fenced' (another
 -- run or job holds it). Also answers `names` (RUN_FIELDS by default), by name.
@@ -153,10 +158,15 @@ local function count_end(kind, status, now)
   end
 end
 
+-- What follows a job's end in its tenant's order and its pipeline (defined in order.lua, put
+-- after this prelude): called with the job (read with ORDER_FIELDS), its end fields and now.
+local after_end
+
 -- Ends an active job: `fields` (keyed by name; always status, step and finished_ms) and its
 -- `finished` event written in one HSET, its lock released if it holds it, out of the lease
--- index, counted in its minute (`count_end`). A process waiting for it elsewhere (`awaited`, set by a `wait=true` request) is told.
--- `job` was read with RUN_FIELDS.
+-- index, counted in its minute (`count_end`). A process waiting for it elsewhere (`awaited`,
+-- set by a `wait=true` request) is told. Then what follows it in its tenant's order
+-- (`after_end`). `job` was read with RUN_FIELDS.
 local function end_job(id, job, fields, now)
   local hkey = k_job(id)
   fields.updated_ms = now
@@ -169,6 +179,7 @@ local function end_job(id, job, fields, now)
   redis.call('ZREM', K_LEASES, id)
   if job.awaited then redis.call('PUBLISH', CHANNEL, 'end:' .. id) end
   count_end(job.kind, fields.status, fields.finished_ms)
+  after_end(id, job, fields, now)
 end
 
 local function end_cancelled(id, job, fields, now)

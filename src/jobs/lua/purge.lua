@@ -32,7 +32,7 @@ for _, id in ipairs(ids) do
   removed = removed + redis.call('DEL', k_job(id))
 end
 for _, kind in ipairs(kinds) do redis.call('DEL', k_lock(tenant, kind)) end
-redis.call('DEL', list)
+redis.call('DEL', list, k_lane(tenant))
 local answer = {'removed', tostring(removed)}
 for _, hash in ipairs(hashes) do
   answer[#answer + 1] = tostring(redis.call('HLEN', hash))

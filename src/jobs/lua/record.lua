@@ -12,12 +12,13 @@
 -- counts the events noted, ticks included, and `event_ms` is the last one's time (an event is
 -- never dated before the one before it), so ids only grow. An event's value is
 -- `seq|type|ms since created_ms|status|percent|extra|step` (`event_value` in the prelude;
--- `Event` in jobs/redis/record.rs reads it).
+-- `Event` in jobs/redis/record.rs reads it). A pipeline's steps are pieces too, one step a
+-- piece (`steps`, `steps.2`, …: `kind:id:share,`), so a script reads them one by one.
 local FIELDS = {'tenant', 'kind', 'params', 'status', 'percent', 'step', 'result', 'error',
   'created_ms', 'started_ms', 'updated_ms', 'heartbeat_ms', 'finished_ms', 'cancel_requested_ms',
   'recovered_ms', 'attempt', 'claim', 'worker', 'created_by', 'request_id', 'retry_of',
   'cancelled_by', 'superseded_by', 'free_retry', 'restored', 'events', 'event_ms', 'sampled',
-  'sampled_ms', 'awaited'}
+  'sampled_ms', 'awaited', 'in_order', 'waiting_for', 'pipeline', 'steps'}
 local IS_FIELD = {}
 for _, name in ipairs(FIELDS) do IS_FIELD[name] = true end
 

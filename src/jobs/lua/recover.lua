@@ -2,7 +2,8 @@
 -- A: how many to sweep at most in one step
 -- Returns a flat list of {outcome, id}: 'requeued' for its next attempt, 'lost' ended
 -- failed/Lost after its last attempt. With MAX_ATTEMPTS 1 an expired run is left as it is:
--- it reads `lost`, and the next create of its tenant and kind takes over.
+-- it reads `lost`, and the next create of its tenant and kind takes over; it will not run
+-- again, so its tenant's order and its pipeline go on without it (`after_end`).
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, tonumber(A[1]))
 local out = {}
@@ -15,7 +16,9 @@ for _, id in ipairs(due) do
     if job.cancel_requested_ms then
       end_cancelled(id, job, {}, now)
     elseif attempt < MAX_ATTEMPTS then
-      local step = 'recovered: its run was lost; waiting for a worker'
+      -- The words it read since its lease went stale (Snapshot::read_at): the same answer
+      -- before and after this sweep.
+      local step = 're-queued: its worker stopped answering'
       local fields = {status = 'queued', recovered_ms = now, updated_ms = now, step = step}
       note(id, job, fields, 'requeued', 'queued', job.percent, step, now, attempt)
       write_job(hkey, fields)
@@ -29,6 +32,7 @@ for _, id in ipairs(due) do
       local fields = {}
       note(id, job, fields, 'lost', 'lost', job.percent, read_job(hkey, {'step'}).step, now)
       write_job(hkey, fields)
+      after_end(id, job, {status = 'failed', error = 'Lost'}, now)
     end
   end
 end

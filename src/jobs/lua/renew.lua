@@ -1,7 +1,8 @@
 -- renew: one process's heartbeat. Renews the process's entry in the registry (dropping the
 -- entries of processes whose heartbeat is stale; the registry itself expires once no
 -- process has beaten for the stale threshold), and the lease of each of its runs (and, for
--- a job older than a tenth of the TTL, the TTL of its record and lock: see `aged`).
+-- a job older than a tenth of the TTL, the TTL of its record and lock, and of what outlives
+-- it while it runs — its tenant's lane, its pipeline's record: see `aged`).
 -- A: the process (`<started_ms>:<host/pid>`), then id1, claim1, id2, claim2, ...
 -- Returns one code per run, in order: 'held', 'cancel_requested' (held and asked to stop),
 -- 'missing', 'fenced'. A lock that expired or was never restored is taken back, so single
@@ -23,7 +24,11 @@ for i = 2, #A, 2 do
     else
       write_job(hkey, {heartbeat_ms = now})
       local old = aged(job.created_ms, now)
-      if old then redis.call('EXPIRE', hkey, TTL) end
+      if old then
+        redis.call('EXPIRE', hkey, TTL)
+        if job.in_order then redis.call('EXPIRE', k_lane(job.tenant), TTL) end
+        if job.pipeline then redis.call('EXPIRE', k_job(job.pipeline), TTL) end
+      end
       if old or not holder then redis.call('SET', lock, id, 'EX', TTL) end
       redis.call('ZADD', K_LEASES, now + STALE, id)
       if job.cancel_requested_ms then code = 'cancel_requested' end

@@ -6,6 +6,8 @@
 //! atomic, like a Lua script. Not durable: state dies with the process, and the service
 //! says so at start-up.
 
+mod create;
+mod order;
 mod reads;
 mod record;
 mod requests;
@@ -18,10 +20,11 @@ use std::sync::Mutex;
 use tokio::sync::broadcast;
 
 use super::fence::{Hold, ScriptFence, Writer};
+use super::pipeline;
 use super::stats::{Beat, Ended, Overview, Process};
 use super::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
-    Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Outcome,
+    Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
 };
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::TenantWatch;
@@ -68,15 +71,31 @@ impl MemoryStore {
         let _ = self.events.send(event);
     }
 
-    fn read(&self, rec: &Record, now: u64) -> Snapshot {
-        let mut s = rec.snapshot.clone();
-        s.status = s.status.derive(
-            s.heartbeat_at,
-            now,
-            self.settings.stale_ms(),
-            s.cancel_requested_at.is_some(),
-        );
-        s.with_eta(now)
+    /// Lets go of the lock, then tells subscribers what the step did (its `outbox`).
+    fn flush(&self, mut state: std::sync::MutexGuard<'_, State>) {
+        let events = std::mem::take(&mut state.outbox);
+        drop(state);
+        for event in events {
+            self.publish(event);
+        }
+    }
+
+    /// The job as a reader sees it at `now`; a pipeline composed from its steps' records.
+    fn read(&self, state: &State, rec: &Record, now: u64) -> Snapshot {
+        let read = |rec: &Record| rec.snapshot.clone().read_at(now, self.settings.stale_ms());
+        let own = read(rec);
+        if rec.steps.is_empty() {
+            return own;
+        }
+        let steps: Vec<Option<Snapshot>> = rec
+            .steps
+            .iter()
+            .map(|s| {
+                let entry = state.jobs.get(&s.job_id).filter(|e| e.expires_ms > now);
+                entry.map(|e| read(&e.value))
+            })
+            .collect();
+        pipeline::compose(own, &rec.steps, &steps, now)
     }
 
     fn cancelled(s: &mut Snapshot) {
@@ -121,6 +140,10 @@ impl MemoryStore {
 impl JobStore for MemoryStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
         Box::pin(async move { self.create_for(job, None) })
+    }
+
+    fn create_pipeline(&self, pipeline: NewPipeline) -> BoxFuture<'_, Result<Created, StoreError>> {
+        Box::pin(async move { self.create_pipeline_jobs(pipeline) })
     }
 
     fn create_claimed<'a>(

@@ -9,8 +9,9 @@ use super::MemoryStore;
 impl MemoryStore {
     pub(super) fn read_job(&self, id: &JobId) -> Result<Option<Snapshot>, StoreError> {
         let now = now_ms();
-        let mut state = self.state();
-        Ok(state.job_mut(id, now).map(|e| self.read(&e.value, now)))
+        let state = self.state();
+        let entry = state.jobs.get(id).filter(|e| e.expires_ms > now);
+        Ok(entry.map(|e| self.read(&state, &e.value, now)))
     }
 
     pub(super) fn read_recent(
@@ -28,7 +29,7 @@ impl MemoryStore {
             .iter()
             .take(limit)
             .filter_map(|id| state.jobs.get(id).filter(|e| e.expires_ms > now))
-            .map(|e| self.read(&e.value, now))
+            .map(|e| self.read(&state, &e.value, now))
             .collect())
     }
 
@@ -45,7 +46,7 @@ impl MemoryStore {
             .map(|e| &e.value)
             .filter(|r| r.superseded_by.is_none())
             .filter(|r| r.snapshot.status == Status::Queued || r.lease_ms.is_some())
-            .map(|r| self.read(r, now))
+            .map(|r| self.read(&state, r, now))
             .filter(|s| s.status.is_active() || s.status == Status::Lost)
             .collect())
     }

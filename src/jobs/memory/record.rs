@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 
+use super::super::pipeline::StepRef;
 use super::super::store::Tick;
 use super::super::timeline::{EventId, TimelineEvent, PROGRESS_KEPT, TIMELINE_CAP};
 use super::super::{JobId, Snapshot, Status};
@@ -20,6 +21,10 @@ pub(super) struct Record {
     pub(super) lease_ms: Option<u64>,
     /// Its timeline (it expires with the record).
     pub(super) timeline: Timeline,
+    /// Whether the job runs in its tenant's order (it is in its tenant's lane).
+    pub(super) in_order: bool,
+    /// A pipeline's steps (empty for any other job).
+    pub(super) steps: Vec<StepRef>,
 }
 
 impl Record {
@@ -31,6 +36,8 @@ impl Record {
             free_retry: false,
             lease_ms: None,
             timeline: Timeline::default(),
+            in_order: false,
+            steps: Vec::new(),
         }
     }
 

@@ -9,7 +9,7 @@ use super::super::store::{
     Claim, Event, Finish, Live, NewJob, Origin, Outcome, Recovered, Release, Renewal, Restore,
     RunId, StoreError, Tick, STARTING_STEP,
 };
-use super::super::{now_ms, worker_name, JobId, Kind, Status};
+use super::super::{now_ms, worker_name, JobId, Kind, Status, REQUEUED_STEP};
 use super::record::Record;
 use super::MemoryStore;
 
@@ -49,6 +49,7 @@ impl MemoryStore {
             rec.claim += 1;
             rec.lease_ms = Some(lease_ms);
             entry.expires_ms = expires_ms;
+            let in_order = rec.in_order;
             let s = &mut rec.snapshot;
             s.status = Status::Running;
             s.worker = Some(worker.to_owned());
@@ -69,6 +70,8 @@ impl MemoryStore {
                         retry_of: s.retry_of,
                     },
                     idempotency_key: None,
+                    in_order,
+                    pipeline: s.pipeline_id,
                 },
                 created_at: s.created_at,
                 run: RunId {
@@ -205,8 +208,7 @@ impl MemoryStore {
                 Outcome::Cancelled(report) => s.result = report.clone(),
             }
         });
-        drop(state);
-        self.publish(Event::Ended(job.id));
+        self.flush(state);
         Ok(Finish::Applied)
     }
 
@@ -259,8 +261,7 @@ impl MemoryStore {
         }
         if entry.value.snapshot.cancel_requested_at.is_some() {
             state.end(run.id, Status::Cancelled, now, Self::cancelled);
-            drop(state);
-            self.publish(Event::Ended(run.id));
+            self.flush(state);
             return Ok(Release::Requeued);
         }
         let rec = &mut entry.value;
@@ -287,7 +288,6 @@ impl MemoryStore {
             .map(|(id, _)| *id)
             .collect();
         let mut out = Vec::new();
-        let mut events = Vec::new();
         for id in due {
             let entry = state.jobs.get_mut(&id).expect("listed above");
             let rec = &mut entry.value;
@@ -297,33 +297,31 @@ impl MemoryStore {
             }
             if rec.snapshot.cancel_requested_at.is_some() {
                 state.end(id, Status::Cancelled, now, Self::cancelled);
-                events.push(Event::Ended(id));
             } else if rec.snapshot.attempt < max {
                 let s = &mut rec.snapshot;
                 s.status = Status::Queued;
                 s.recovered_at = Some(now);
                 s.updated_at = now;
-                "recovered: its run was lost; waiting for a worker".clone_into(&mut s.step);
+                // The words it read since its lease went stale (`Snapshot::read_at`).
+                REQUEUED_STEP.clone_into(&mut s.step);
                 let attempt = [("attempt", s.attempt.into())];
                 state.note(id, "requeued", None, &attempt, now);
                 state.queue.push_front(id);
                 out.push(Recovered::Requeued(id));
-                events.push(Event::Wake);
+                state.outbox.push(Event::Wake);
             } else if max > 1 {
                 state.end(id, Status::Failed, now, |s| {
                     s.error = Some("Lost".to_owned());
                     "failed: Lost".clone_into(&mut s.step);
                 });
                 out.push(Recovered::Lost(id));
-                events.push(Event::Ended(id));
             } else {
                 state.note(id, "lost", Some("lost"), &[], now);
+                // It will not run again: its tenant's order and its pipeline go on without it.
+                state.after_end(id, Status::Failed, Some("Lost"), now);
             }
         }
-        drop(state);
-        for event in events {
-            self.publish(event);
-        }
+        self.flush(state);
         Ok(out)
     }
 }

@@ -3,12 +3,12 @@
 //! create windows, the ready queue, the per-minute counts of ended jobs and this process's
 //! heartbeat — each kept as the Redis keys of the same name are.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::stats::{minute_of, DAY_MINUTES};
-use super::super::store::{params_fingerprint, Created, NewJob};
+use super::super::store::{params_fingerprint, Created, Event, NewJob};
 use super::super::watch::Watchers;
 use super::super::{JobId, Kind, Status, TenantId};
 use super::record::Record;
@@ -44,6 +44,12 @@ pub(super) struct State {
     pub(super) ended: BTreeMap<u64, HashMap<(Kind, Status), u64>>,
     /// This process's last heartbeat (`renew`), until it leaves.
     pub(super) heartbeat_at: Option<u64>,
+    /// Each tenant's ordered jobs that have not ended, oldest first (`memory::order`).
+    pub(super) lanes: HashMap<TenantId, VecDeque<JobId>>,
+    /// Pipelines being ended in the current step: their steps' ends change nothing more.
+    pub(super) closing: HashSet<JobId>,
+    /// What the current step tells subscribers once the lock is let go (`MemoryStore::flush`).
+    pub(super) outbox: Vec<Event>,
 }
 
 impl State {
@@ -53,6 +59,11 @@ impl State {
         }
         self.last_sweep_ms = now;
         self.jobs.retain(|_, e| e.expires_ms > now);
+        let jobs = &self.jobs;
+        self.lanes.retain(|_, lane| {
+            lane.retain(|id| jobs.contains_key(id));
+            !lane.is_empty()
+        });
         self.locks.retain(|_, e| e.expires_ms > now);
         self.tenants.retain(|_, e| e.expires_ms > now);
         self.idem.retain(|_, e| e.expires_ms > now);

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use super::super::store::Event;
 use super::super::timeline::{JobChange, TimelineEvent};
 use super::super::{JobId, Snapshot, Status};
 use super::state::State;
@@ -57,8 +58,9 @@ impl State {
         self.watchers.send(change);
     }
 
-    /// Ends an active job: final fields set by `fill`, lock released, lease dropped, and its
-    /// `finished` event.
+    /// Ends an active job: final fields set by `fill`, lock released, lease dropped, its
+    /// `finished` event, its end told (`outbox`), and what follows it in its tenant's order
+    /// and its pipeline (`after_end`).
     pub(super) fn end(
         &mut self,
         id: JobId,
@@ -81,8 +83,11 @@ impl State {
             .map(|e| ("error", e.as_str().into()))
             .collect();
         let (tenant, kind) = (s.tenant_id.clone(), s.kind.clone());
+        let class = s.error.clone();
         self.release_lock(&tenant, &kind, id, now);
         self.note(id, "finished", None, &error, now);
         self.count_end(&kind, status, now);
+        self.outbox.push(Event::Ended(id));
+        self.after_end(id, status, class.as_deref(), now);
     }
 }

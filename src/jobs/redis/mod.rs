@@ -28,8 +28,8 @@ use super::fence::{Hold, ScriptFence, Writer};
 use super::keys::Keys;
 use super::stats::{Overview, Process};
 use super::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Outcome, Purge,
-    Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Outcome,
+    Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
 };
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::{TenantWatch, Watchers};
@@ -222,6 +222,10 @@ impl JobStore for RedisStore {
         worker: &'a str,
     ) -> BoxFuture<'a, Result<Created, StoreError>> {
         Box::pin(self.create_for(job, worker))
+    }
+
+    fn create_pipeline(&self, pipeline: NewPipeline) -> BoxFuture<'_, Result<Created, StoreError>> {
+        Box::pin(self.create_pipeline_jobs(pipeline))
     }
 
     fn claim<'a>(

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use redis::AsyncCommands;
 
+use super::super::pipeline::{self, StepRef};
 use super::super::stats::{self, minute_of, Beat, Overview, Process, DAY_MINUTES};
 use super::super::store::{StoreError, QUEUE_SAMPLE};
 use super::super::timeline::{EventId, TimelineEvent};
@@ -25,7 +26,8 @@ fn corrupt(e: impl std::fmt::Display) -> StoreError {
 }
 
 impl RedisStore {
-    /// The jobs named by `raw` ids, as read now on the store's clock (one pipeline). An
+    /// The jobs named by `raw` ids, as read now on the store's clock (one pipeline; a second
+    /// one reads the steps of the pipelines among them, which they are composed from). An
     /// entry that is not a job id was not written by this service, and a job whose hash
     /// expired before its index entry is gone: both are skipped.
     async fn snapshots(
@@ -34,11 +36,39 @@ impl RedisStore {
         raw: &[String],
     ) -> Result<Vec<Snapshot>, StoreError> {
         let ids: Vec<JobId> = raw.iter().filter_map(|r| JobId::parse(r).ok()).collect();
-        if ids.is_empty() {
-            return Ok(Vec::new());
+        let (read, now) = self.hashes(conn, &ids).await?;
+        let steps: Vec<JobId> = read
+            .iter()
+            .flat_map(|(_, refs)| refs.iter().flatten().map(|r| r.job_id))
+            .collect();
+        if steps.is_empty() {
+            return Ok(read.into_iter().map(|(s, _)| s).collect());
         }
+        let (step_jobs, _) = self.hashes(conn, &steps).await?;
+        let by_id: HashMap<JobId, Snapshot> =
+            step_jobs.into_iter().map(|(s, _)| (s.job_id, s)).collect();
+        Ok(read
+            .into_iter()
+            .map(|(s, refs)| match refs {
+                Some(refs) => {
+                    let jobs: Vec<Option<Snapshot>> =
+                        refs.iter().map(|r| by_id.get(&r.job_id).cloned()).collect();
+                    pipeline::compose(s, &refs, &jobs, now)
+                }
+                None => s,
+            })
+            .collect())
+    }
+
+    /// The jobs' hashes as each reads alone (a pipeline with its steps' references, not yet
+    /// composed), and the store's time, in one pipeline.
+    async fn hashes(
+        &self,
+        conn: &mut Connection,
+        ids: &[JobId],
+    ) -> Result<(Vec<(Snapshot, Option<Vec<StepRef>>)>, u64), StoreError> {
         let mut pipe = redis::pipe();
-        for id in &ids {
+        for id in ids {
             pipe.hgetall(self.keys.job(id));
         }
         pipe.cmd("TIME");
@@ -49,15 +79,17 @@ impl RedisStore {
                 .ok_or_else(|| StoreError::Corrupt("no TIME".into()))?,
         )
         .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let now = time_ms(&time);
         let mut out = Vec::with_capacity(values.len());
         for (id, v) in ids.iter().zip(values) {
             let hash: HashMap<String, String> =
                 redis::from_redis_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            if let Some(s) = Hash::new(hash).snapshot(id, time_ms(&time), &self.settings)? {
-                out.push(s);
+            let hash = Hash::new(hash);
+            if let Some(s) = hash.snapshot(id, now, &self.settings)? {
+                out.push((s, hash.steps()?));
             }
         }
-        Ok(out)
+        Ok((out, now))
     }
 
     pub(super) async fn read_job(&self, id: &JobId) -> Result<Option<Snapshot>, StoreError> {
@@ -65,15 +97,7 @@ impl RedisStore {
             return Ok(Some(hit));
         }
         let mut conn = self.connection().await?;
-        let (hash, time): (HashMap<String, String>, (u64, u64)) = self
-            .bounded(
-                redis::pipe()
-                    .hgetall(self.keys.job(id))
-                    .cmd("TIME")
-                    .query_async(&mut conn),
-            )
-            .await?;
-        let snapshot = Hash::new(hash).snapshot(id, time_ms(&time), &self.settings)?;
+        let snapshot = self.snapshots(&mut conn, &[id.to_string()]).await?.pop();
         if let Some(s) = &snapshot {
             self.finished.offer(s);
         }
@@ -95,20 +119,33 @@ impl RedisStore {
 
     pub(super) async fn read_active(&self) -> Result<Vec<Snapshot>, StoreError> {
         let mut conn = self.connection().await?;
-        let (mut raw, running): (Vec<String>, Vec<String>) = self
+        let (mut raw, running, waiting): (Vec<String>, Vec<String>, Vec<String>) = self
             .bounded(
                 redis::pipe()
                     .lrange(self.keys.queue(), 0, -1)
                     .zrange(self.keys.leases(), 0, -1)
+                    .smembers(self.keys.waiting())
                     .query_async(&mut conn),
             )
             .await?;
         raw.extend(running);
+        raw.extend(waiting);
         // A job put back at the head of the queue may still have its lease entry.
         raw.sort_unstable();
         raw.dedup();
         let mut jobs = self.snapshots(&mut conn, &raw).await?;
         jobs.retain(|s| s.status.is_active() || s.status == Status::Lost);
+        // A pipeline is active exactly while one of its steps is: it is found through them.
+        let mut parents: Vec<String> = jobs
+            .iter()
+            .filter_map(|s| s.pipeline_id)
+            .map(|id| id.to_string())
+            .collect();
+        parents.sort_unstable();
+        parents.dedup();
+        let mut pipelines = self.snapshots(&mut conn, &parents).await?;
+        pipelines.retain(|s| s.status.is_active());
+        jobs.extend(pipelines);
         Ok(jobs)
     }
 

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
+use super::super::pipeline::{self, StepRef};
 use super::super::store::{Claim, NewJob, Origin, RunId, StoreError, StoreSettings};
 use super::super::timeline::{EventId, TimelineEvent, TIMELINE_CAP};
 use super::super::{InvalidId, JobId, Kind, Snapshot, Status, TenantId};
@@ -83,6 +84,14 @@ fields! {
     SampledMs = "sampled_ms",
     /// A `wait=true` request waits for the job: its end is published to every process.
     Awaited = "awaited",
+    /// `1` when the job runs in its tenant's order (in the tenant's lane).
+    InOrder = "in_order",
+    /// The job this queued job waits for, while it waits.
+    WaitingFor = "waiting_for",
+    /// The pipeline this job is a step of.
+    Pipeline = "pipeline",
+    /// A pipeline's steps, one piece a step: `kind:job_id:share,` (`steps`, `steps.2`, …).
+    Steps = "steps",
 }
 
 /// The longest value a field holds in one piece: Redis keeps a hash compact (a listpack)
@@ -140,6 +149,19 @@ impl Pairs {
         self
     }
 
+    /// With `pieces` as one value in pieces, as written: `<field>`, `<field>.2`, … (each at
+    /// most a few dozen bytes, so the hash stays compact; [`Hash`] joins them again).
+    pub fn with_pieces(mut self, field: Field, pieces: &[String]) -> Self {
+        for (i, piece) in pieces.iter().enumerate() {
+            let name = match i {
+                0 => field.name().to_owned(),
+                n => format!("{}.{}", field.name(), n + 1),
+            };
+            self.0.push((name, piece.clone()));
+        }
+        self
+    }
+
     /// The fields that say what the job is and where it came from: everything needed to
     /// run it again or write it back whole.
     pub fn origin(job: &NewJob) -> Self {
@@ -150,6 +172,8 @@ impl Pairs {
             .with(Field::CreatedBy, &job.origin.created_by)
             .with(Field::RequestId, &job.origin.request_id)
             .with_some(Field::RetryOf, job.origin.retry_of)
+            .with_some(Field::InOrder, job.in_order.then_some(1))
+            .with_some(Field::Pipeline, job.pipeline)
     }
 
     /// Appends the list to a script call's arguments.
@@ -235,7 +259,7 @@ impl Hash {
         Origin {
             created_by: self.owned(Field::CreatedBy).unwrap_or_default(),
             request_id: self.owned(Field::RequestId).unwrap_or_default(),
-            retry_of: self.get(Field::RetryOf).and_then(|v| JobId::parse(v).ok()),
+            retry_of: self.id(Field::RetryOf),
         }
     }
 
@@ -256,18 +280,12 @@ impl Hash {
         let created_at = self.num(Field::CreatedMs)?;
         let heartbeat_at = self.opt_num(Field::HeartbeatMs).unwrap_or(created_at);
         let cancel_requested_at = self.opt_num(Field::CancelRequestedMs);
-        let status = stored.derive(
-            heartbeat_at,
-            now_ms,
-            settings.stale_ms(),
-            cancel_requested_at.is_some(),
-        );
         let origin = self.origin();
         let snapshot = Snapshot {
             job_id: *id,
             tenant_id: self.tenant()?,
             kind: self.kind()?,
-            status,
+            status: stored,
             percent: self.opt_num(Field::Percent).unwrap_or(0).min(100) as u8,
             step: self.owned(Field::Step).unwrap_or_default(),
             params: self.json(Field::Params),
@@ -288,8 +306,25 @@ impl Hash {
             request_id: self.owned(Field::RequestId),
             retry_of: origin.retry_of,
             eta_seconds: None,
+            waiting_for: self.id(Field::WaitingFor),
+            pipeline_id: self.id(Field::Pipeline),
+            steps: None,
         };
-        Ok(Some(snapshot.with_eta(now_ms)))
+        Ok(Some(snapshot.read_at(now_ms, settings.stale_ms())))
+    }
+
+    /// A pipeline's steps, as its record lists them (`None` for any other job).
+    pub fn steps(&self) -> Result<Option<Vec<StepRef>>, StoreError> {
+        self.long(Field::Steps)
+            .map(|raw| {
+                pipeline::decode(&raw)
+                    .ok_or_else(|| StoreError::Corrupt("a pipeline's steps are malformed".into()))
+            })
+            .transpose()
+    }
+
+    fn id(&self, field: Field) -> Option<JobId> {
+        self.get(field).and_then(|v| JobId::parse(v).ok())
     }
 
     /// The run a claim handed to a worker (claim.lua's answer after the job's id).
@@ -307,6 +342,8 @@ impl Hash {
                 step: String::new(),
                 origin: self.origin(),
                 idempotency_key: None,
+                in_order: self.get(Field::InOrder).is_some(),
+                pipeline: self.id(Field::Pipeline),
             },
             created_at: self.num(Field::CreatedMs)?,
             run: RunId {
@@ -372,7 +409,13 @@ impl Hash {
             "finished" => from_record("error", Field::Error),
             _ => {}
         }
-        if !own.is_empty() {
+        if own.contains('=') {
+            // A tenant's order and its pipelines note theirs by name (`lua/order.lua`).
+            for pair in own.split(';') {
+                let (name, value) = pair.split_once('=')?;
+                extra.insert(name.to_owned(), value.into());
+            }
+        } else if !own.is_empty() {
             let (attempt, worker) = own
                 .split_once(';')
                 .map_or((own, None), |(a, w)| (a, Some(w)));

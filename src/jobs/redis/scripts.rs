@@ -17,10 +17,12 @@ use super::record::{Field, Pairs};
 /// a run (`jobs::fence::RECORD_LUA`).
 pub const RECORD_LUA: &str = include_str!("../lua/record.lua");
 const PRELUDE: &str = include_str!("../lua/prelude.lua");
+/// A tenant's order and its pipelines: what follows a job's end (`after_end`).
+const ORDER: &str = include_str!("../lua/order.lua");
 
-/// A job script with the record schema and the shared prelude in front of it.
+/// A job script with the record schema, the shared prelude and the order in front of it.
 fn script(body: &str) -> Script {
-    Script::new(&format!("{RECORD_LUA}\n{PRELUDE}\n{body}"))
+    Script::new(&format!("{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n{body}"))
 }
 
 pub static CREATE: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/create.lua")));
@@ -114,6 +116,7 @@ codes! {
     CreateCode {
         Queued = "queued",
         Claimed = "claimed",
+        Waiting = "waiting",
         Held = "held",
         QueueFull = "queue_full",
         Replayed = "replayed",
@@ -155,6 +158,7 @@ mod tests {
             include_str!("../lua/purge.lua"),
             include_str!("../lua/awaited.lua"),
             include_str!("../lua/prelude.lua"),
+            include_str!("../lua/order.lua"),
         ];
         let words: Vec<String> = scripts.iter().flat_map(|s| returned_words(s)).collect();
         assert!(

@@ -7,14 +7,29 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::super::pipeline;
 use super::super::store::{
-    params_fingerprint, Cancel, Claim, Created, Finish, Live, NewJob, Outcome, Purge, Recovered,
-    Release, Renewal, Restore, RunId, StoreError, Tick,
+    params_fingerprint, Cancel, Claim, Created, Finish, Live, NewJob, NewPipeline, Outcome, Purge,
+    Recovered, Release, Renewal, Restore, RunId, StoreError, Tick,
 };
 use super::super::{worker_name, JobId, Kind, Status, TenantId};
 use super::record::{Field, Hash, Pairs};
 use super::scripts::{self, unexpected, Code, CreateCode};
 use super::{bounded_on, RedisStore};
+
+/// What create.lua did: refused (the answer says why), or created.
+enum Made {
+    Refused(Created),
+    Created(New),
+}
+
+/// How the job the request named was created, at the store's time.
+enum New {
+    Queued(u64),
+    Claimed(u64),
+    /// Waiting for its tenant's job ahead of it (its id and kind).
+    Waiting(u64, JobId, Kind),
+}
 
 /// How many expired leases one recovery step handles: bounds the script's run time; the
 /// rest wait for the next sweep.
@@ -44,46 +59,107 @@ impl RedisStore {
         job: NewJob,
         worker: &str,
     ) -> Result<Created, StoreError> {
+        let fields = Pairs::origin(&job).with(Field::Step, &job.step);
+        let made = match self
+            .create_jobs(&job, vec![(job.id, fields)], worker)
+            .await?
+        {
+            Made::Refused(answer) => return Ok(answer),
+            Made::Created(made) => made,
+        };
+        let max = self.settings.max_attempts;
+        let record = match made {
+            New::Claimed(now) => job.claimed_record(worker, now, max),
+            New::Queued(now) => job.record(Status::Queued, 0, &job.step, now, now, max),
+            New::Waiting(now, ahead, kind) => job.waiting_record(now, ahead, &kind, max),
+        };
+        Ok(Created::Created(Box::new(record)))
+    }
+
+    /// create.lua for a pipeline and its steps, in one step; answers the pipeline as it reads
+    /// once created.
+    pub(super) async fn create_pipeline_jobs(
+        &self,
+        pipeline: NewPipeline,
+    ) -> Result<Created, StoreError> {
+        let mut jobs = vec![(
+            pipeline.job.id,
+            Pairs::origin(&pipeline.job)
+                .with(Field::Step, &pipeline.job.step)
+                .with_pieces(Field::Steps, &pipeline::encode(&pipeline.refs())),
+        )];
+        for (step, _) in &pipeline.steps {
+            jobs.push((step.id, Pairs::origin(step).with(Field::Step, &step.step)));
+        }
+        match self.create_jobs(&pipeline.job, jobs, "").await? {
+            Made::Refused(answer) => Ok(answer),
+            Made::Created(_) => self
+                .read_job(&pipeline.job.id)
+                .await?
+                .map(|s| Created::Created(Box::new(s)))
+                .ok_or_else(|| StoreError::Corrupt("a created pipeline reads as missing".into())),
+        }
+    }
+
+    /// Runs create.lua for `jobs` (each its id and fields; the first is `first`, the job the
+    /// request named: its idempotency key, count and answer), claiming a lone job for `worker`
+    /// when nothing waits ahead of it.
+    async fn create_jobs(
+        &self,
+        first: &NewJob,
+        jobs: Vec<(JobId, Pairs)>,
+        worker: &str,
+    ) -> Result<Made, StoreError> {
         let mut conn = self.write_connection().await?;
         let mut inv = scripts::invocation(&scripts::CREATE, &self.settings);
-        inv.arg(job.id.to_string());
-        Pairs::origin(&job)
-            .with(Field::Step, &job.step)
-            .append_to(&mut inv);
-        inv.arg(job.idempotency_key.as_deref().unwrap_or(""))
-            .arg(params_fingerprint(&job.params))
+        inv.arg(jobs.len());
+        for (id, fields) in &jobs {
+            inv.arg(id.to_string());
+            fields.append_to(&mut inv);
+        }
+        inv.arg(first.idempotency_key.as_deref().unwrap_or(""))
+            .arg(params_fingerprint(&first.params))
             .arg(self.settings.creates_per_minute)
             .arg(worker);
-        let (word, value): (String, String) =
-            bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
-        let job_id = |value: &str| {
-            JobId::parse(value).map_err(|_| StoreError::Corrupt("create named no job id".into()))
+        let answer: Vec<String> = bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
+        let at = |i: usize, what: &str| {
+            answer
+                .get(i)
+                .ok_or_else(|| StoreError::Corrupt(format!("create answered no {what}")))
         };
-        let number = |what: &str| {
-            value
+        let job_id = |i: usize| {
+            JobId::parse(at(i, "job id")?)
+                .map_err(|_| StoreError::Corrupt("create named no job id".into()))
+        };
+        let number = |i: usize, what: &str| {
+            at(i, what)?
                 .parse::<u64>()
                 .map_err(|_| StoreError::Corrupt(format!("create answered no {what}")))
         };
-        let code = CreateCode::parse(&word)?;
-        let now = match code {
-            CreateCode::Held => return Ok(Created::AlreadyRunning(job_id(&value)?)),
-            CreateCode::QueueFull => return Ok(Created::QueueFull),
-            CreateCode::Replayed => return Ok(Created::Replayed(job_id(&value)?)),
-            CreateCode::KeyReused => return Ok(Created::KeyReused(job_id(&value)?)),
+        let refused = match CreateCode::parse(at(0, "code")?)? {
+            CreateCode::Held => Created::AlreadyRunning(job_id(1)?),
+            CreateCode::QueueFull => Created::QueueFull,
+            CreateCode::Replayed => Created::Replayed(job_id(1)?),
+            CreateCode::KeyReused => Created::KeyReused(job_id(1)?),
             CreateCode::RateLimited => {
-                let ms = number("delay")?;
-                return Ok(Created::RateLimited(Duration::from_millis(ms)));
+                Created::RateLimited(Duration::from_millis(number(1, "delay")?))
             }
-            CreateCode::Queued | CreateCode::Claimed => number("time")?,
+            code => {
+                self.replicated(&mut conn, &self.keys.job(&first.id), Some(first.id))
+                    .await?;
+                let now = number(1, "time")?;
+                return Ok(Made::Created(match code {
+                    CreateCode::Claimed => New::Claimed(now),
+                    CreateCode::Waiting => {
+                        let kind = Kind::parse(at(3, "kind")?)
+                            .map_err(|_| StoreError::Corrupt("create named no kind".into()))?;
+                        New::Waiting(now, job_id(2)?, kind)
+                    }
+                    _ => New::Queued(now),
+                }));
+            }
         };
-        self.replicated(&mut conn, &self.keys.job(&job.id), Some(job.id))
-            .await?;
-        let max = self.settings.max_attempts;
-        let record = match code {
-            CreateCode::Claimed => job.claimed_record(worker, now, max),
-            _ => job.record(Status::Queued, 0, &job.step, now, now, max),
-        };
-        Ok(Created::Created(Box::new(record)))
+        Ok(Made::Refused(refused))
     }
 
     pub(super) async fn claim_many_for(

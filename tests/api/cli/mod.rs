@@ -24,7 +24,7 @@ const SUBMIT_A_DEMO_SYNC: &[&str] = &[
 ];
 
 /// Runs the CLI to its end (off the test's runtime, which serves the held feeds).
-async fn cli(svc_base: &str, args: &[&str]) -> Output {
+pub(crate) async fn cli(svc_base: &str, args: &[&str]) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_clear()
@@ -35,15 +35,15 @@ async fn cli(svc_base: &str, args: &[&str]) -> Output {
         .expect("the CLI thread ends")
 }
 
-fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
 }
 
-fn code(o: &Output) -> i32 {
+pub(crate) fn code(o: &Output) -> i32 {
     o.status.code().expect("the CLI exits, not killed")
 }
 

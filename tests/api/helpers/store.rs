@@ -9,8 +9,8 @@ use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::stats::Overview;
 use catalog_jobs::jobs::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, Origin, Outcome,
-    Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Origin,
+    Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
 };
 use catalog_jobs::jobs::timeline::{EventId, TimelineEvent};
 use catalog_jobs::jobs::watch::TenantWatch;
@@ -49,6 +49,8 @@ pub fn new_job(tenant: &TenantId, kind: &str) -> NewJob {
             retry_of: None,
         },
         idempotency_key: None,
+        in_order: false,
+        pipeline: None,
     }
 }
 
@@ -158,6 +160,13 @@ impl JobStore for CountingStore {
     ) -> BoxFuture<'a, Result<Created, StoreError>> {
         Box::pin(async move {
             let answer = self.inner.create_claimed(job, worker).await;
+            self.creates.fetch_add(1, Ordering::SeqCst);
+            answer
+        })
+    }
+    fn create_pipeline(&self, pipeline: NewPipeline) -> BoxFuture<'_, Result<Created, StoreError>> {
+        Box::pin(async move {
+            let answer = self.inner.create_pipeline(pipeline).await;
             self.creates.fetch_add(1, Ordering::SeqCst);
             answer
         })

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::registry::Registry;
-use catalog_jobs::jobs::{Kind, REQUEUED_STEP};
+use catalog_jobs::jobs::{Kind, TenantId, REQUEUED_STEP};
 use catalog_jobs::startup::App;
 use serde_json::{json, Value};
 
@@ -89,6 +89,22 @@ fn ordered_registry() -> (Registry, Vec<String>) {
     (registry.in_order(&order), waiting)
 }
 
+/// Starts `tenant`'s gated sync and, once it runs, one job of each of `kinds`: each waits for
+/// the one created before it.
+async fn line_up(api: &Api, tenant: &TenantId, kinds: &[String]) {
+    let mut ahead = api
+        .start_id("sync", &[("tenant_id", tenant.as_str())])
+        .await;
+    Gate::of(tenant).reached().await;
+    for kind in kinds {
+        let r = api.start(kind, &[("tenant_id", tenant.as_str())]).await;
+        assert_eq!(r.status(), 202);
+        let job: Value = r.json().await.expect("a snapshot");
+        assert_eq!(job["waiting_for"], ahead.as_str(), "{job}");
+        ahead = job["job_id"].as_str().expect("an id").to_owned();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_jobs_waiting_behind_their_tenants_running_syncs_cost_no_redis_call_and_no_worker(
 ) {
@@ -112,16 +128,18 @@ async fn two_thousand_jobs_waiting_behind_their_tenants_running_syncs_cost_no_re
     let runner = app.runner();
     let app = TestApp::run(app, store);
     let tenants: Vec<_> = (0..TENANTS).map(|_| tenant()).collect();
-    for t in &tenants {
-        let id = app.start_id("sync", &[("tenant_id", t.as_str())]).await;
-        Gate::of(t).reached().await;
-        let mut ahead = id;
-        for kind in &waiting_kinds {
-            let r = app.start(kind, &[("tenant_id", t.as_str())]).await;
-            assert_eq!(r.status(), 202);
-            let job: Value = r.json().await.expect("a snapshot");
-            assert_eq!(job["waiting_for"], ahead.as_str(), "{job}");
-            ahead = job["job_id"].as_str().expect("an id").to_owned();
+    // Ten tenants line up at a time: side by side, so the lining up ends well within a gate's
+    // hold; ten, so that a loaded machine still answers every start in time.
+    for some in tenants.chunks(10) {
+        let lines: Vec<_> = some
+            .iter()
+            .map(|t| {
+                let (api, t, kinds) = (Api::clone(&app), t.clone(), waiting_kinds.clone());
+                tokio::spawn(async move { line_up(&api, &t, &kinds).await })
+            })
+            .collect();
+        for line in lines {
+            line.await.expect("a tenant's jobs line up");
         }
     }
     assert_eq!(
@@ -224,7 +242,14 @@ async fn a_killed_replicas_job_with_attempts_left_never_reads_lost_and_watch_fol
         .collect();
     assert!(!honest.is_empty(), "the stale run was seen, as queued");
     assert!(honest.iter().all(|j| j["attempt"] == 1));
+    let done = seen.last().expect("the poller saw the end");
     for start in &starts {
+        // The job can end between the poller's read and its start: a start then takes the
+        // free lock, and is no refusal owed.
+        let after_the_end = start["body"]["created_at"].as_str() >= done["finished_at"].as_str();
+        if start["status"] == 202 && after_the_end {
+            continue;
+        }
         assert_eq!(start["status"], 409, "{start}");
         assert_eq!(start["body"]["job_id"], id.as_str(), "{start}");
     }
@@ -232,7 +257,6 @@ async fn a_killed_replicas_job_with_attempts_left_never_reads_lost_and_watch_fol
         starts.iter().any(|s| s["read"]["step"] == REQUEUED_STEP),
         "starts were refused while the job was stale"
     );
-    let done = seen.last().expect("the poller saw the end");
     assert_eq!(
         (done["status"].as_str(), done["attempt"].as_u64()),
         (Some("done"), Some(2))

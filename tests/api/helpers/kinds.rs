@@ -29,6 +29,12 @@ pub struct Gate {
     release: Semaphore,
 }
 
+/// How long a job holds at its gate at the most: a test that failed before releasing it must
+/// not leave the blocking thread behind (the runtime would wait for it, and the test binary
+/// hang). Long enough for a test that lines up thousands of jobs behind gated ones on a
+/// loaded machine.
+const GATE_HOLDS_AT_MOST: Duration = Duration::from_secs(120);
+
 static GATES: LazyLock<Mutex<HashMap<String, Arc<Gate>>>> = LazyLock::new(Default::default);
 
 impl Gate {
@@ -71,9 +77,7 @@ impl Gate {
                     true
                 }
                 () = cancel.cancelled() => false,
-                // A test that failed before releasing its gate must not leave this blocking
-                // thread behind: the runtime would wait for it, and the test binary hang.
-                () = tokio::time::sleep(Duration::from_secs(30)) => false,
+                () = tokio::time::sleep(GATE_HOLDS_AT_MOST) => false,
             }
         })
     }

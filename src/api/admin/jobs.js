@@ -76,8 +76,8 @@ function buildRow(job) {
   open.addEventListener('click', () => openJob(id));
   const cell = (cls) => el('td', cls ? { class: cls } : {});
   const cells = {
-    kind: cell(), tenant: cell('tenant'), status: el('span', { class: 'badge' }), pct: cell('num'),
-    step: cell('wide'), started: el('time', { class: 'rel' }), duration: cell('wide'), error: cell(),
+    kind: cell(), tenant: cell('tenant clip'), status: el('span', { class: 'badge' }), pct: cell('num'),
+    step: cell('wide'), started: el('time', { class: 'rel' }), duration: cell('wide'), error: cell('clip'),
   };
   const tr = el('tr', { 'data-testid': 'job-row', 'data-job-id': id },
     el('td', { class: 'id' }, open), cells.kind, cells.tenant,
@@ -89,6 +89,12 @@ function buildRow(job) {
   return row;
 }
 
+/** A clipped cell's text, whole in its title. */
+function setClipped(cell, text) {
+  setText(cell, text);
+  if (cell.title !== text) cell.title = text;
+}
+
 function paintRow(job) {
   let row = rows.get(job.job_id);
   if (!row) {
@@ -98,7 +104,7 @@ function paintRow(job) {
   const { tr, cells } = row;
   if (tr.dataset.status !== (job.status || '')) tr.dataset.status = job.status || '';
   setText(cells.kind, job.kind || '');
-  setText(cells.tenant, job.tenant_id || '');
+  setClipped(cells.tenant, job.tenant_id || '');
   setText(cells.status, job.status || '');
   const badge = `badge ${job.status || ''}`;
   if (cells.status.className !== badge) cells.status.className = badge;
@@ -106,7 +112,7 @@ function paintRow(job) {
   setText(cells.step, job.step || '');
   if (job.started_at) setTime(cells.started, job.started_at);
   setText(cells.duration, job.started_at ? span(elapsed(job)) : '—');
-  setText(cells.error, job.error || '');
+  setClipped(cells.error, job.error || '');
   tr.hidden = !matches(job);
   $('jobs-empty').hidden = rows.size > 0;
 }

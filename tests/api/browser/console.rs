@@ -131,6 +131,27 @@ async fn a_running_jobs_link_opens_on_a_mouse_click_10_times_in_10_while_4_jobs_
         opened, CLICKS,
         "every mouse click on a running job's link opens it"
     );
+    let wrapped = b
+        .exec(
+            "const lines = (td) => {
+               const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+               const r = document.createRange();
+               let most = 0;
+               for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+                 r.selectNodeContents(n);
+                 most = Math.max(most, new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size);
+               }
+               return most; };
+             return [...document.querySelectorAll('[data-testid=job-row] td')]
+               .filter((td) => td.textContent && lines(td) > 1).map((td) => td.textContent);",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        wrapped,
+        json!([]),
+        "every row is one line, so a growing cell never moves a link from under the pointer"
+    );
     let moved = (0..STREAMING)
         .filter(|&i| after[i].as_f64() > before[i].as_f64())
         .count();

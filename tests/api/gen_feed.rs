@@ -6,7 +6,7 @@ use std::process::Command;
 
 use catalog_jobs::catalog::products::Product;
 
-const BIN: &str = env!("CARGO_BIN_EXE_catalog-jobs");
+use crate::helpers::BIN;
 
 fn gen_feed(args: &[&str]) -> Vec<u8> {
     let out = Command::new(BIN)

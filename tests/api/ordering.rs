@@ -12,12 +12,11 @@ use catalog_jobs::jobs::{Kind, TenantId, REQUEUED_STEP};
 use catalog_jobs::startup::App;
 use serde_json::{json, Value};
 
-use crate::cli::{cli, code, stderr, stdout};
 use crate::helpers::{
-    running, settings, started_id, tenant, test_catalog, test_config, test_registry, unique, Api,
-    Gate, HeldFeeds, RedisServer, Service, TestApp,
+    cli, code, command_counts, running, settings, started_id, stderr, stdout, submit_a_demo_sync,
+    tenant, test_catalog, test_config, test_registry, unique, Api, Gate, HeldFeeds, RedisServer,
+    Service, TestApp,
 };
-use crate::replicas::command_counts;
 
 /// The events of a job's timeline.
 async fn events(api: &Api, id: &str) -> Vec<Value> {
@@ -31,15 +30,7 @@ async fn the_readme_s_cli_example_twenty_times_over_enriches_every_product_its_s
     let mut waited = 0;
     for _ in 0..20 {
         let tenant = unique("readme");
-        let args = [
-            "submit",
-            "sync",
-            "--tenant",
-            &tenant,
-            "--source",
-            "demo.jsonl",
-        ];
-        let o = cli(&svc.base(), &args).await;
+        let o = cli(&svc.base(), &submit_a_demo_sync(&tenant)).await;
         assert_eq!(code(&o), 0, "{}", stderr(&o));
         let sync_id = stdout(&o).trim().to_owned();
         let args = ["submit", "enrich", "--tenant", &tenant, "--wait", "--json"];

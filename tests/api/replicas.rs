@@ -14,7 +14,7 @@ use catalog_jobs::jobs::TenantId;
 use serde_json::Value;
 
 use crate::helpers::{
-    running, started_id, tenant, Api, HeldFeeds, RedisServer, Service, HELD_ROWS,
+    command_counts, running, started_id, tenant, Api, HeldFeeds, RedisServer, Service, HELD_ROWS,
 };
 
 /// The target is 250 ms for the cancel to reach the job plus 250 ms for it to stop (the
@@ -377,24 +377,6 @@ fn parse_ms(t: &str) -> u64 {
     let days = era * 146_097 + doe - 719_468;
     let secs = days * 86_400 + h[0] * 3600 + h[1] * 60 + h[2];
     (secs * 1000 + ms.parse::<i64>().unwrap()) as u64
-}
-
-/// Commands Redis has executed, by name, from `INFO commandstats`.
-pub(crate) async fn command_counts(
-    conn: &mut redis::aio::MultiplexedConnection,
-) -> HashMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .filter_map(|line| {
-            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
-            Some((name.to_owned(), calls.parse().ok()?))
-        })
-        .collect()
 }
 
 fn rss_kib(pid: u32) -> u64 {

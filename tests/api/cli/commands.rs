@@ -10,8 +10,7 @@ use axum::http::header::RETRY_AFTER;
 use catalog_jobs::config::tokens::hash_token;
 use serde_json::{json, Value};
 
-use super::{cli, code, stderr, stdout};
-use crate::helpers::{serve, unique, HeldFeeds, Service};
+use crate::helpers::{cli, code, serve, stderr, stdout, unique, HeldFeeds, Service};
 
 /// The rows of a table the CLI printed, without its header.
 fn rows(o: &std::process::Output) -> Vec<String> {

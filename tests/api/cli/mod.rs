@@ -4,48 +4,15 @@
 
 mod commands;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{free_port, serve, unique, HeldFeeds, Service};
-
-const BIN: &str = env!("CARGO_BIN_EXE_catalog-jobs");
-
-/// A sync of the demo feed for tenant `acme`, as a script would submit it.
-const SUBMIT_A_DEMO_SYNC: &[&str] = &[
-    "submit",
-    "sync",
-    "--tenant",
-    "acme",
-    "--source",
-    "demo.jsonl",
-];
-
-/// Runs the CLI to its end (off the test's runtime, which serves the held feeds).
-pub(crate) async fn cli(svc_base: &str, args: &[&str]) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .env_clear()
-        .env("CATALOG_JOBS_URL", svc_base)
-        .stdin(Stdio::null());
-    tokio::task::spawn_blocking(move || cmd.output().expect("the CLI runs"))
-        .await
-        .expect("the CLI thread ends")
-}
-
-pub(crate) fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
-}
-
-pub(crate) fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
-}
-
-pub(crate) fn code(o: &Output) -> i32 {
-    o.status.code().expect("the CLI exits, not killed")
-}
+use crate::helpers::{
+    cli, code, free_port, serve, stderr, stdout, submit_a_demo_sync, unique, HeldFeeds, Service,
+    BIN,
+};
 
 /// Output for a script or a CI log: printable characters and newlines only.
 fn assert_plain(text: &str) {
@@ -59,18 +26,7 @@ fn assert_plain(text: &str) {
 async fn submit_prints_the_job_id_and_wait_follows_it_to_a_json_report_with_exit_0() {
     let svc = Service::embedded().start().await;
     let tenant = unique("cli");
-    let o = cli(
-        &svc.base(),
-        &[
-            "submit",
-            "sync",
-            "--tenant",
-            &tenant,
-            "--source",
-            "demo.jsonl",
-        ],
-    )
-    .await;
+    let o = cli(&svc.base(), &submit_a_demo_sync(&tenant)).await;
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let id = stdout(&o).trim().to_owned();
     let job = svc.wait_for_status(&id, "done").await;
@@ -247,7 +203,7 @@ async fn usage_errors_exit_2_and_an_unreachable_or_failing_server_exits_4() {
     assert!(stderr(&o).contains("cannot reach"), "{}", stderr(&o));
 
     let failing = Service::on_unreachable_redis().start().await;
-    let o = cli(&failing.base(), SUBMIT_A_DEMO_SYNC).await;
+    let o = cli(&failing.base(), &submit_a_demo_sync("acme")).await;
     assert_eq!(code(&o), 4, "a 503: {}", stderr(&o));
     assert_plain(&stderr(&o));
 }
@@ -376,7 +332,7 @@ async fn a_200_that_is_not_a_job_is_a_bad_answer_from_the_server_and_exits_4() {
     let base = format!("http://{}", serve(router).await);
     for args in [
         &["watch", "w1"][..],
-        SUBMIT_A_DEMO_SYNC,
+        &submit_a_demo_sync("acme"),
         &["cancel", "w1"][..],
     ] {
         let o = cli(&base, args).await;

@@ -2,10 +2,11 @@
 //! `redis_server` starts `redis-server` (shared once per binary, or one per test, or a
 //! sentinel set); `redis_cluster` a loopback Redis Cluster, once per binary; `app` runs the
 //! app in this process on port 0; `service` runs the built binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`;
-//! `client` is the API both apps answer; `tokens` says who may call it.
+//! `client` is the API both apps answer, `cli` the binary's client subcommands; `tokens` says who may call it.
 //! Tests isolate themselves by tenant and key prefix, never by FLUSHDB.
 
 mod app;
+mod cli;
 mod client;
 mod feeds;
 mod kinds;
@@ -22,6 +23,7 @@ use std::time::Duration;
 use catalog_jobs::jobs::{JobId, TenantId};
 
 pub use app::*;
+pub use cli::*;
 pub use client::*;
 pub use feeds::*;
 pub use kinds::*;

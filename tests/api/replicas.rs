@@ -45,7 +45,13 @@ fn runner_of<'a>(replicas: &'a [&'a Service], job: &Value) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_share_one_queue_and_each_runs_some() {
     let redis = RedisServer::start(false);
-    let env = [("MAX_CONCURRENT_JOBS", "2".to_owned())];
+    // A lease a loaded machine cannot starve: this test counts runs, and a heartbeat late
+    // past the short test lease would be a recovery, a second attempt (seen at load 20).
+    let env = [
+        ("MAX_CONCURRENT_JOBS", "2"),
+        ("STALE_AFTER_SECONDS", "30"),
+        ("HEARTBEAT_SECONDS", "1"),
+    ];
     let a = Service::on(&redis).envs(&env).start().await;
     let b = Service::on(&redis).envs(&env).start().await;
     let c = Service::on(&redis).envs(&env).start().await;

@@ -11,26 +11,18 @@
 //! Calls go one at a time, so each pays its own round trip and Redis's per-call overhead;
 //! under load, calls pipelined on one connection share them (the harness's figures are lower).
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use catalog_jobs::jobs::redis::RedisStore;
-use catalog_jobs::jobs::store::{
-    Claim, Created, JobStore, NewJob, Origin, Outcome, RunId, StoreSettings,
-};
-use catalog_jobs::jobs::{JobId, Kind, TenantId};
+use catalog_jobs::jobs::store::{Claim, Created, JobStore, NewJob, Outcome, RunId, StoreSettings};
+use catalog_jobs::jobs::Kind;
 use serde_json::json;
 
 /// Jobs measured a step when no count is given.
 const DEFAULT_JOBS: usize = 2000;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
 
 /// What Redis has done so far: calls per command, CPU seconds and memory in use.
 #[derive(Default)]
@@ -47,16 +39,8 @@ fn counters(conn: &mut redis::Connection) -> Counters {
         .expect("INFO answers");
     let mut c = Counters::default();
     for line in info.lines() {
-        if let Some((name, rest)) = line
-            .strip_prefix("cmdstat_")
-            .and_then(|l| l.split_once(':'))
-        {
-            let calls = rest
-                .strip_prefix("calls=")
-                .and_then(|r| r.split(',').next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            c.calls.insert(name.to_owned(), calls);
+        if let Some((name, calls)) = common::command_calls(line) {
+            c.calls.insert(name, calls);
         } else if let Some((key, value)) = line.split_once(':') {
             match key {
                 "used_cpu_user" | "used_cpu_sys" => {
@@ -116,47 +100,11 @@ fn cost(step: &'static str, before: &Counters, after: &Counters, n: usize) -> Co
     }
 }
 
-fn new_job(n: usize) -> NewJob {
-    NewJob {
-        id: JobId::new(),
-        tenant: TenantId::parse(&format!("cost-{}-{n}", std::process::id())).expect("a tenant"),
-        kind: Kind::parse("enrich").expect("a kind"),
-        params: json!({}),
-        step: "queued".into(),
-        origin: Origin {
-            created_by: "anonymous".into(),
-            request_id: JobId::new().to_string(),
-            retry_of: None,
-        },
-        idempotency_key: None,
-        in_order: false,
-        pipeline: None,
-    }
-}
-
 /// The report the harness's enrich of an empty catalogue ends with.
 fn report() -> Outcome {
     Outcome::Done(
         json!({"products": 0, "extracted": 0, "unextractable": 0, "skipped": 0, "batches": 0}),
     )
-}
-
-fn start_redis() -> (Child, String) {
-    let port = free_port();
-    let server = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .args(["--appendonly", "no", "--loglevel", "warning"])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server is installed");
-    (server, format!("redis://127.0.0.1:{port}/"))
 }
 
 /// Reads Redis's counters around a step of `n` calls.
@@ -279,7 +227,7 @@ async fn main() {
         .nth(1)
         .map(|n| n.parse().expect("a job count"))
         .unwrap_or(DEFAULT_JOBS);
-    let (mut server, url) = start_redis();
+    let (mut server, url) = common::start_redis();
     let mut meter = Meter::connect(&url, n);
     // Polls are read from Redis, never from the finished-job cache.
     let settings = StoreSettings {
@@ -289,6 +237,7 @@ async fn main() {
     };
     let store = RedisStore::open(&url, settings).expect("the URL parses");
     store.ping().await.expect("Redis answers");
+    let new_job = |i| common::new_job(&format!("cost-{}-{i}", std::process::id()), "enrich");
     let jobs: Vec<NewJob> = (0..n).map(new_job).collect();
     let mut lines = queued_life(&store, &mut meter, &jobs).await;
     let more: Vec<NewJob> = (n..2 * n).map(new_job).collect();

@@ -5,46 +5,18 @@
 //!     cargo run --release --example replica_ack_cost            # 2000 jobs a case
 //!     cargo run --release --example replica_ack_cost -- 10000
 
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use catalog_jobs::jobs::redis::RedisStore;
-use catalog_jobs::jobs::store::{Created, JobStore, NewJob, Origin, Outcome, StoreSettings};
-use catalog_jobs::jobs::{JobId, Kind, TenantId};
+use catalog_jobs::jobs::store::{Created, JobStore, Outcome, StoreSettings};
+use catalog_jobs::jobs::Kind;
 use serde_json::json;
 
 /// Jobs running their lives at once in the concurrent case (like `wrk -c 16`).
 const CONCURRENCY: usize = 16;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-fn redis_server(port: u16, extra: &[String]) -> Child {
-    // Its own temp dir: the full sync to the replica writes an RDB file there.
-    let dir = std::env::temp_dir().join(format!("replica-ack-cost-{port}"));
-    std::fs::create_dir_all(&dir).expect("the temp dir is writable");
-    Command::new("redis-server")
-        .arg("--dir")
-        .arg(&dir)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .args(["--appendonly", "no", "--loglevel", "warning"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server is installed")
-}
 
 fn wait_until_in_sync(replica: u16) {
     let client = redis::Client::open(format!("redis://127.0.0.1:{replica}/")).unwrap();
@@ -61,22 +33,7 @@ fn wait_until_in_sync(replica: u16) {
 }
 
 async fn one_life(store: &RedisStore, n: usize, worker: &str) {
-    let tenant = TenantId::parse(&format!("ack-{worker}-{n}")).unwrap();
-    let job = NewJob {
-        id: JobId::new(),
-        tenant,
-        kind: Kind::parse("pair").unwrap(),
-        params: json!({}),
-        step: "queued".into(),
-        origin: Origin {
-            created_by: "anonymous".into(),
-            request_id: format!("ack-{n}"),
-            retry_of: None,
-        },
-        idempotency_key: None,
-        in_order: false,
-        pipeline: None,
-    };
+    let job = common::new_job(&format!("ack-{worker}-{n}"), "pair");
     match store.create(job).await.expect("create") {
         Created::Created(_) => {}
         other => panic!("create answered {other:?}"),
@@ -130,9 +87,9 @@ async fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(2000);
-    let (p, r) = (free_port(), free_port());
-    let mut primary = redis_server(p, &[]);
-    let mut replica = redis_server(
+    let (p, r) = (common::free_port(), common::free_port());
+    let mut primary = common::redis_server(p, &[]);
+    let mut replica = common::redis_server(
         r,
         &["--replicaof".into(), "127.0.0.1".into(), p.to_string()],
     );

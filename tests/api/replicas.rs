@@ -420,7 +420,14 @@ async fn create_jobs(svc: &Service, n: usize) {
                 if kind == "sync" {
                     form.push(("source", "demo.jsonl"));
                 }
-                assert_eq!(api.start(kind, &form).await.status(), 202);
+                let r = api.start(kind, &form).await;
+                if r.status() != 202 {
+                    panic!(
+                        "a create answered {}: {}",
+                        r.status(),
+                        r.text().await.unwrap()
+                    );
+                }
                 created += 1;
             }
         }));

@@ -17,7 +17,7 @@ const JS: &str = "text/javascript; charset=utf-8";
 
 /// The page's files beside its document, by name: the stylesheet, and the script modules
 /// (`admin.js` loads the others).
-pub const ASSETS: [(&str, &str, &str); 7] = [
+pub const ASSETS: [(&str, &str, &str); 8] = [
     ("admin.css", include_str!("admin/admin.css"), CSS),
     ("admin.js", include_str!("admin/admin.js"), JS),
     ("core.js", include_str!("admin/core.js"), JS),
@@ -25,6 +25,7 @@ pub const ASSETS: [(&str, &str, &str); 7] = [
     ("jobs.js", include_str!("admin/jobs.js"), JS),
     ("job.js", include_str!("admin/job.js"), JS),
     ("products.js", include_str!("admin/products.js"), JS),
+    ("overview.js", include_str!("admin/overview.js"), JS),
 ];
 
 /// Where the page lives; `/` redirects here.

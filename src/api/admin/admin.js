@@ -1,12 +1,14 @@
 // catalog-jobs admin page: the wiring. Plain JavaScript modules, no framework, nothing from
 // a CDN (core.js: what the page knows and how it talks to the service; live.js: starts and
-// live cards; jobs.js: the jobs table; job.js: one job; products.js: the product browser).
+// live cards; overview.js: the whole service; jobs.js: the jobs table; job.js: one job;
+// products.js: the product browser).
 
 import { $, state, api, remember, clearError, refreshTimes } from './core.js';
 import { wireStarts, tickCards } from './live.js';
 import { followJobs, tickRows, wireJobs } from './jobs.js';
 import { wireJob, openFromHash } from './job.js';
 import { wireProducts } from './products.js';
+import { followOverview } from './overview.js';
 
 /** How often clocks (elapsed, "3 min ago") are brought up to date. */
 const TICK_MS = 1000;
@@ -36,7 +38,7 @@ function useIdentity() {
   remember($('tenant').value.trim(), $('token').value.trim());
   clearError();
   state.jobs.clear();
-  learnPermissions().finally(followJobs);
+  learnPermissions().finally(() => { followOverview(); followJobs(); });
 }
 
 function wire() {
@@ -52,6 +54,7 @@ function wire() {
   setInterval(() => { tickCards(); tickRows(); refreshTimes(); }, TICK_MS);
   tenantRule();
   learnPermissions().finally(() => {
+    followOverview();
     followJobs();
     openFromHash();
   });

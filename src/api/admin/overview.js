@@ -1,0 +1,136 @@
+// The overview: the whole service at a glance, from `GET /catalog/stats` — active jobs by
+// status and kind, jobs finished in the last hour and day by outcome, a chart of jobs
+// finished per minute, the queue, and the live processes with the jobs each runs.
+
+import { $, el, state, api, setText, timeEl, span } from './core.js';
+import { openJob } from './job.js';
+
+/** How often the overview is read again while the page is open. */
+const OVERVIEW_POLL_MS = 5000;
+const SVG = 'http://www.w3.org/2000/svg';
+const ACTIVE_STATUSES = ['queued', 'running', 'cancelling', 'lost'];
+const OUTCOMES = ['done', 'failed', 'cancelled'];
+const WINDOWS = [['1h', 'last_hour', 'Last hour'], ['24h', 'last_day', 'Last 24 h']];
+/** The throughput chart's drawing box (the page scales it). */
+const CHART_W = 600;
+const CHART_H = 80;
+
+let timer = 0;
+
+/** One figure: its number, what it counts in its data attributes, and a label. */
+function count(label, n, attrs) {
+  return el('div', { class: 'figure' },
+    el('span', { class: 'n', text: String(n ?? 0), 'data-testid': 'overview-count', ...attrs }),
+    el('span', { class: 'help', text: label }));
+}
+
+/** A table cell holding one figure, its text the number. */
+function numberCell(n, attrs) {
+  return el('td', { class: 'num' }, el('span', { text: String(n ?? 0), 'data-testid': 'overview-count', ...attrs }));
+}
+
+function figures(stats) {
+  const active = stats.active || {};
+  const parts = [count('active', active.total, { 'data-window': 'active' })];
+  for (const s of ACTIVE_STATUSES) {
+    parts.push(count(s, (active.by_status || {})[s], { 'data-window': 'active', 'data-status': s }));
+  }
+  const rows = [];
+  for (const [windowName, key, label] of WINDOWS) {
+    const w = (stats.finished || {})[key] || {};
+    parts.push(count(`finished, ${label.toLowerCase()}`, w.total, { 'data-window': windowName }));
+    for (const o of OUTCOMES) {
+      parts.push(count(`${o}, ${label.toLowerCase()}`, (w.by_outcome || {})[o], { 'data-window': windowName, 'data-status': o }));
+    }
+    for (const [kind, byOutcome] of Object.entries(w.by_kind || {})) {
+      rows.push(el('tr', {}, el('th', { scope: 'row', text: kind }), el('td', { text: label }),
+        ...OUTCOMES.map((o) => numberCell(byOutcome[o], { 'data-window': windowName, 'data-kind': kind, 'data-status': o }))));
+    }
+  }
+  const activeRows = Object.entries(active.by_kind || {}).map(([kind, byStatus]) =>
+    el('tr', {}, el('th', { scope: 'row', text: kind }),
+      ...ACTIVE_STATUSES.map((s) => numberCell(byStatus[s], { 'data-window': 'active', 'data-kind': kind, 'data-status': s }))));
+  $('overview-figures').replaceChildren(...parts);
+  $('overview-active-kinds').replaceChildren(...activeRows);
+  $('overview-kinds').replaceChildren(...rows);
+}
+
+/** Jobs finished per minute over the last hour, failures and cancellations stacked. */
+function throughput(minutes) {
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('viewBox', `0 0 ${CHART_W} ${CHART_H}`);
+  svg.setAttribute('class', 'chart wide-chart');
+  svg.setAttribute('role', 'img');
+  const most = Math.max(1, ...minutes.map((m) => OUTCOMES.reduce((n, o) => n + (m[o] || 0), 0)));
+  const w = CHART_W / Math.max(1, minutes.length);
+  let total = 0;
+  minutes.forEach((m, i) => {
+    let y = CHART_H;
+    for (const o of OUTCOMES) {
+      const n = m[o] || 0;
+      total += n;
+      if (!n) continue;
+      const h = (n / most) * CHART_H;
+      y -= h;
+      const bar = document.createElementNS(SVG, 'rect');
+      for (const [k, v] of [['x', i * w + 0.5], ['y', y], ['width', Math.max(1, w - 1)], ['height', h], ['class', o]]) bar.setAttribute(k, String(v));
+      const title = document.createElementNS(SVG, 'title');
+      title.textContent = `${m.minute}: ${n} ${o}`;
+      bar.append(title);
+      svg.append(bar);
+    }
+  });
+  svg.setAttribute('aria-label', `${total} jobs finished in the last hour; at most ${most} in a minute`);
+  const box = $('throughput');
+  box.dataset.total = String(total);
+  box.replaceChildren(svg);
+}
+
+function processes(list, staleAfter) {
+  const body = $('processes-body');
+  body.replaceChildren(...list.map((p) => {
+    const jobs = el('ul', { class: 'plain' }, ...(p.jobs || []).map((j) => {
+      const b = el('button', { type: 'button', class: 'linklike', text: `${j.kind} ${j.job_id.slice(0, 8)}`, title: j.job_id });
+      b.addEventListener('click', () => openJob(j.job_id));
+      return el('li', {}, b, ` ${j.tenant_id} · ${j.status} ${j.percent ?? 0} % · ${j.step || ''}`);
+    }));
+    if (!(p.jobs || []).length) jobs.append(el('li', { class: 'help', text: 'idle' }));
+    return el('tr', { 'data-testid': 'process-row', 'data-worker': p.worker },
+      el('td', { class: 'mono', text: p.worker }), el('td', { class: 'wide', text: p.host || '' }),
+      el('td', { class: 'wide' }, timeEl(p.started_at)), el('td', {}, timeEl(p.heartbeat_at)), el('td', {}, jobs));
+  }));
+  setText($('processes-help'), list.length
+    ? `A process leaves this list ${span(staleAfter)} after its last heartbeat.`
+    : 'No process is running jobs.');
+}
+
+async function loadOverview() {
+  const a = await api('GET', '/catalog/stats').catch(() => null);
+  const section = $('overview');
+  if (!a || a.status !== 200 || !a.body) {
+    // A tenant token (403), or a service without the overview: the section stays away.
+    section.hidden = true;
+    return false;
+  }
+  const stats = a.body;
+  section.hidden = false;
+  figures(stats);
+  throughput(stats.throughput || []);
+  const queue = stats.queue || {};
+  setText($('queue-depth'), String(queue.depth ?? 0));
+  setText($('queue-oldest'), queue.oldest_wait_seconds == null ? 'nothing waits'
+    : `the oldest has waited ${span(queue.oldest_wait_seconds)}`);
+  processes(stats.processes || [], stats.stale_after_seconds);
+  return true;
+}
+
+/** Shows the overview (when the token may read it) and keeps it current. */
+export async function followOverview() {
+  clearTimeout(timer);
+  if (state.may && state.may.stats === false) { $('overview').hidden = true; return; }
+  if (!(await loadOverview())) return;
+  const again = async () => {
+    if (await loadOverview()) timer = setTimeout(again, OVERVIEW_POLL_MS);
+  };
+  timer = setTimeout(again, OVERVIEW_POLL_MS);
+}

@@ -14,7 +14,8 @@ use catalog_jobs::jobs::TenantId;
 use serde_json::Value;
 
 use crate::helpers::{
-    command_counts, running, started_id, tenant, Api, HeldFeeds, RedisServer, Service, HELD_ROWS,
+    command_counts, running, started_id, tenant, unique, Api, HeldFeeds, RedisServer, Service,
+    HELD_ROWS,
 };
 
 /// The target is 250 ms for the cancel to reach the job plus 250 ms for it to stop (the
@@ -394,8 +395,42 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
+/// How often a create refused 503 is sent before the test gives up.
+const CREATE_ATTEMPTS: u32 = 5;
+
+/// Creates one job, sending it again under the same `Idempotency-Key` while it is refused
+/// 503 (a store slow to answer on a loaded machine): it is created once, and answered 202.
+async fn create_once(api: &Api, kind: &str, form: &[(&str, &str)]) {
+    let key = unique("create");
+    for attempt in 1..=CREATE_ATTEMPTS {
+        let r = api
+            .client
+            .post(api.url(&format!("/catalog/{kind}")))
+            .header("Idempotency-Key", &key)
+            .form(form)
+            .send()
+            .await
+            .expect("the service answers");
+        match r.status().as_u16() {
+            202 => return,
+            503 if attempt < CREATE_ATTEMPTS => {
+                println!(
+                    "a create answered 503, sent again: {}",
+                    r.text().await.unwrap()
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            _ => panic!(
+                "a create answered {}: {}",
+                r.status(),
+                r.text().await.unwrap()
+            ),
+        }
+    }
+}
+
 /// Creates `n` jobs through `svc`, 32 requests in flight: for each of ⌈n/3⌉ new tenants an
-/// enrich, a pair and a sync of the demo feed (each must be accepted).
+/// enrich, a pair and a sync of the demo feed (each must be accepted, at most after a 503).
 async fn create_jobs(svc: &Service, n: usize) {
     let tenants: Vec<TenantId> = (0..n.div_ceil(3)).map(|_| tenant()).collect();
     let mut requests = Vec::new();
@@ -420,14 +455,7 @@ async fn create_jobs(svc: &Service, n: usize) {
                 if kind == "sync" {
                     form.push(("source", "demo.jsonl"));
                 }
-                let r = api.start(kind, &form).await;
-                if r.status() != 202 {
-                    panic!(
-                        "a create answered {}: {}",
-                        r.status(),
-                        r.text().await.unwrap()
-                    );
-                }
+                create_once(&api, kind, &form).await;
                 created += 1;
             }
         }));

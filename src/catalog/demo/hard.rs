@@ -20,15 +20,15 @@ const COMBINATION_STRIDE: usize = 1_000_003;
 
 /// A family's identity: brand, line, modifier, category and item, as indexes.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct Combination {
-    brand: usize,
-    line: usize,
-    modifier: usize,
-    category: usize,
-    item: usize,
+pub(super) struct Combination {
+    pub(super) brand: usize,
+    pub(super) line: usize,
+    pub(super) modifier: usize,
+    pub(super) category: usize,
+    pub(super) item: usize,
 }
 
-const ITEMS_PER_CATEGORY: usize = 6;
+pub(super) const ITEMS_PER_CATEGORY: usize = 6;
 
 fn combination_space() -> usize {
     HARD_BRANDS.len()
@@ -57,7 +57,7 @@ fn combination(family: usize) -> Combination {
 
 /// The variant text (colour, size, volume, weight, pack, length) and its price factor in
 /// percent. Enrichment extracts these words; identity leaves them out.
-fn hard_variant(axis: u8, v: usize, rng: &mut Rng) -> (String, i64) {
+pub(super) fn hard_variant(axis: u8, v: usize, rng: &mut Rng) -> (String, i64) {
     let colour = *rng.pick(COLOURS);
     match axis {
         0 => (format!("{colour} - {}", SIZES[v % SIZES.len()]), 100),
@@ -85,7 +85,7 @@ fn hard_variant(axis: u8, v: usize, rng: &mut Rng) -> (String, i64) {
 
 /// How one product of a combination is written: word order, spelling, plural, where the
 /// brand goes. Returns the name and the brand field.
-fn hard_name(c: &Combination, variant: &str, rng: &mut Rng) -> (String, Option<String>) {
+pub(super) fn hard_name(c: &Combination, variant: &str, rng: &mut Rng) -> (String, Option<String>) {
     let category = &HARD_CATEGORIES[c.category];
     let item = &category.items[c.item];
     let item_text = if rng.below(100) < 20 {
@@ -176,7 +176,7 @@ pub fn generate_hard(n: usize, seed: u64) -> Vec<Product> {
     out
 }
 
-fn hard_product(
+pub(super) fn hard_product(
     key: &str,
     name: String,
     brand: Option<String>,

@@ -6,10 +6,12 @@
 //! test can tell which products are one family.
 
 mod easy;
+mod edits;
 mod hard;
 mod hard_words;
 
 pub use easy::generate;
+pub use edits::{edit_hard, Edits};
 pub use hard::generate_hard;
 
 use super::products::{Product, ProductKey};

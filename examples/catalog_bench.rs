@@ -97,9 +97,18 @@ fn run(n: usize, easy: bool) {
 
     let started = Instant::now();
     let cpu_before = cpu_seconds();
-    let report = pair::run(&catalog, &tenant, &never, None).expect("pair runs");
+    let phases = Phases::new();
+    let report = pair::run(
+        &catalog,
+        &tenant,
+        &Default::default(),
+        &never,
+        Some(&|p, _: &str| phases.at(p)),
+    )
+    .expect("pair runs");
     let pair_s = started.elapsed().as_secs_f64();
     let pair_cpu = cpu_seconds() - cpu_before;
+    phases.print();
     let peak = peak_rss_mib();
     let (found, expected) = demo::family_recall(
         &products,
@@ -125,6 +134,53 @@ fn run(n: usize, easy: bool) {
     );
 }
 
+/// Wall and CPU time at each phase's end (loading 5, embedding 35, indexing 45, scoring 90,
+/// writing 100), from the job's own progress.
+struct Phases {
+    start: (Instant, f64),
+    ends: Mutex<Vec<(u8, Instant, f64)>>,
+}
+
+impl Phases {
+    const ENDS: [(u8, &'static str); 5] = [
+        (5, "load"),
+        (35, "embed"),
+        (45, "index"),
+        (90, "score"),
+        (100, "write"),
+    ];
+
+    fn new() -> Self {
+        Self {
+            start: (Instant::now(), cpu_seconds()),
+            ends: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn at(&self, percent: u8) {
+        let mut ends = self.ends.lock().expect("not poisoned");
+        for (end, _) in Self::ENDS {
+            if percent >= end && !ends.iter().any(|(e, _, _)| *e == end) {
+                ends.push((end, Instant::now(), cpu_seconds()));
+            }
+        }
+    }
+
+    fn print(&self) {
+        let ends = self.ends.lock().expect("not poisoned");
+        let mut last = self.start;
+        let mut line = String::from("           phases (wall/CPU s):");
+        for (end, name) in Self::ENDS {
+            if let Some((_, at, cpu)) = ends.iter().find(|(e, _, _)| *e == end) {
+                let wall = at.duration_since(last.0).as_secs_f64();
+                line += &format!(" {name} {wall:.2}/{:.2}", cpu - last.1);
+                last = (*at, *cpu);
+            }
+        }
+        println!("{line}");
+    }
+}
+
 /// Pairs again, cancels once scoring is under way (at `CANCEL_AT` %), and returns how long
 /// the job took to stop after the cancel.
 fn cancel_latency_ms(catalog: &Catalog, tenant: &TenantId) -> f64 {
@@ -137,7 +193,7 @@ fn cancel_latency_ms(catalog: &Catalog, tenant: &TenantId) -> f64 {
             stop.cancel();
         }
     };
-    let result = pair::run(catalog, tenant, &stop, Some(&progress));
+    let result = pair::run(catalog, tenant, &Default::default(), &stop, Some(&progress));
     let stopped = Instant::now();
     assert!(result.is_err(), "the cancelled pair stops");
     let at = cancelled_at

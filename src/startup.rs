@@ -209,7 +209,9 @@ pub fn catalog_settings(config: &Config) -> Result<CatalogSettings, ConfigError>
         enrich_batch: config.enrich_batch_size,
         pair_top_k: config.pair_top_k,
         pair_min_score: config.pair_min_score,
+        pair_max_memory_mb: config.pair_max_memory_mb,
         write_retry: config.finish_retry_seconds,
+        ..CatalogSettings::default()
     })
 }
 

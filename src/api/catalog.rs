@@ -30,6 +30,7 @@ use serde_json::Value;
         ("wait" = Option<String>, Query, description = "Hold the request until the job ends: `true/false/1/0/yes/no/on/off`."),
         ("source" = Option<Vec<String>>, Query, description = "sync: a feed; repeatable."),
         ("force" = Option<String>, Query, description = "enrich: re-extract unchanged products."),
+        ("full" = Option<String>, Query, description = "pair: pair every product with word weights counted afresh, even when an incremental pair could."),
         ("on_conflict" = Option<String>, Query, description = "`reject` (default: 409 while a job of this kind is active) or `join` (answer with the active job when its parameters are these)."),
         ("Idempotency-Key" = Option<String>, Header, description = "1–255 characters: a retry with the same key (same tenant and kind) answers with the first request's job, marked `Idempotent-Replayed: true`, for `JOB_TTL_SECONDS`."),
     ),

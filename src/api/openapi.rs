@@ -189,6 +189,9 @@ pub struct StartFields {
     pub wait: Option<String>,
     /// enrich: re-extract products unchanged since their last enrichment.
     pub force: Option<String>,
+    /// pair: pair every product with word weights counted afresh, even when an incremental
+    /// pair could.
+    pub full: Option<String>,
     /// sync: a feed (a path inside `FEEDS_DIR`, or an http(s) URL on an allowed host);
     /// repeat the field, or send a JSON array.
     pub source: Option<Vec<String>>,

@@ -14,6 +14,7 @@ pub mod feed;
 pub mod pair;
 pub mod products;
 pub mod report;
+pub mod rows;
 pub mod search;
 pub mod source;
 pub mod sync;
@@ -38,6 +39,11 @@ pub struct CatalogSettings {
     pub enrich_batch: usize,
     pub pair_top_k: usize,
     pub pair_min_score: f64,
+    /// The most memory one pair may take, in MiB (`PAIR_MAX_MEMORY_MB`).
+    pub pair_max_memory_mb: u64,
+    /// The share of the catalogue the last full pair counted that may change (added,
+    /// changed, removed) before a pair is a full one again.
+    pub pair_full_after_share: f64,
     /// How long a job's data write is retried while the store is unreachable.
     pub write_retry: Duration,
 }
@@ -51,10 +57,15 @@ impl Default for CatalogSettings {
             enrich_batch: 500,
             pair_top_k: 5,
             pair_min_score: 0.2,
+            pair_max_memory_mb: DEFAULT_PAIR_MAX_MEMORY_MB,
+            pair_full_after_share: 0.2,
             write_retry: Duration::from_secs(300),
         }
     }
 }
+
+/// `PAIR_MAX_MEMORY_MB`'s default: a pair of a million hard products takes about 700 MiB.
+pub const DEFAULT_PAIR_MAX_MEMORY_MB: u64 = 1024;
 
 /// The catalogue: its store and settings, shared by the job functions and the API.
 pub struct Catalog {
@@ -77,6 +88,9 @@ pub enum CatalogError {
     },
     #[error("the job was asked to stop")]
     Cancelled,
+    /// Pairing this catalogue would take more memory than `PAIR_MAX_MEMORY_MB` allows.
+    #[error("pairing this catalogue needs about {needed_mb} MiB, more than PAIR_MAX_MEMORY_MB ({limit_mb})")]
+    PairTooLarge { needed_mb: u64, limit_mb: u64 },
     /// The store refused a write of the run: another run or job holds the job, or its
     /// tenant was deleted.
     #[error("the store refused this run's write: another run or job holds the job, or its tenant was deleted")]
@@ -99,12 +113,12 @@ impl CatalogError {
     pub fn with_report(self, report: serde_json::Value) -> Self {
         match self {
             CatalogError::Cancelled => CatalogError::CancelledWith(report),
-            e @ (CatalogError::StoreUnavailable(_) | CatalogError::CorruptRecord(_)) => {
-                CatalogError::FailedWith {
-                    cause: Box::new(e),
-                    report,
-                }
-            }
+            e @ (CatalogError::StoreUnavailable(_)
+            | CatalogError::CorruptRecord(_)
+            | CatalogError::PairTooLarge { .. }) => CatalogError::FailedWith {
+                cause: Box::new(e),
+                report,
+            },
             e => e,
         }
     }
@@ -115,6 +129,7 @@ impl ErrorClass for CatalogError {
         match self {
             CatalogError::StoreUnavailable(_) => "StoreUnavailable",
             CatalogError::CorruptRecord(_) => "CorruptRecord",
+            CatalogError::PairTooLarge { .. } => "PairTooLarge",
             CatalogError::SyncFailed { class, .. } => class,
             CatalogError::FailedWith { cause, .. } => cause.class(),
             CatalogError::Cancelled | CatalogError::CancelledWith(_) => {
@@ -255,9 +270,16 @@ pub fn registry(catalog: Arc<Catalog>) -> Registry {
             let (tenant, fence) = (&input.tenant, &*input.fence);
             enrich::run_in(&c3, tenant, params, fence, &input.cancel, progress).map_err(job_error)
         })
-        .with_params("pair", move |input, _: &pair::PairParams, progress| {
-            pair::run_in(&c4, &input.tenant, &*input.fence, &input.cancel, progress)
-                .map_err(JobError::from)
+        .with_params("pair", move |input, params: &pair::PairParams, progress| {
+            pair::run_in(
+                &c4,
+                &input.tenant,
+                params,
+                &*input.fence,
+                &input.cancel,
+                progress,
+            )
+            .map_err(JobError::from)
         })
         // Each writes what the next reads: a tenant's run one at a time, in creation order.
         // The weights are the steps' shares of a pipeline's percent (see docs/api.md).
@@ -286,6 +308,6 @@ mod tests {
         };
         assert_eq!(fields("sync"), Some(&["source"][..]));
         assert_eq!(fields("enrich"), Some(&["force"][..]));
-        assert_eq!(fields("pair"), Some(&[][..]));
+        assert_eq!(fields("pair"), Some(&["full"][..]));
     }
 }

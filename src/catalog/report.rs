@@ -73,13 +73,71 @@ pub struct EnrichReport {
     pub batches: usize,
 }
 
-/// A pair's report.
+/// A pair's report: the table it left, whether it paired everything or only what changed
+/// (and why), and how many products it re-scored.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct PairReport {
+    pub mode: PairMode,
+    /// Why a full pair was one (absent for an incremental pair).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_because: Option<FullBecause>,
     pub products: usize,
-    /// Products that got at least one neighbour.
+    /// Products that have at least one neighbour.
     pub paired: usize,
     pub pairs: usize,
+    /// Products whose neighbours were computed: all of them in a full pair; in an
+    /// incremental one, those `rescored_because` counts.
+    pub rescored: usize,
+    /// What changed since the last pair (an incremental pair).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<PairChanges>,
+    /// Why each product was re-scored (an incremental pair).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rescored_because: Option<RescoredBecause>,
+}
+
+/// Whether a pair paired every product or only what changed since the last one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PairMode {
+    Full,
+    Incremental,
+}
+
+/// Why a pair was a full one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FullBecause {
+    /// `full=true`.
+    Asked,
+    /// No earlier pair left its state (a first pair, a cleared catalogue, a state of
+    /// another format).
+    First,
+    /// `PAIR_TOP_K` or `PAIR_MIN_SCORE` changed since the last pair.
+    Settings,
+    /// More than the allowed share of the catalogue changed since the last full pair.
+    Share,
+}
+
+/// Products whose identity, category, price or material changed, that were added, and that
+/// were removed since the last pair.
+#[derive(Clone, Copy, Debug, Default, Serialize, ToSchema)]
+pub struct PairChanges {
+    pub added: usize,
+    pub changed: usize,
+    pub removed: usize,
+}
+
+/// Why an incremental pair re-scored each product.
+#[derive(Clone, Copy, Debug, Default, Serialize, ToSchema)]
+pub struct RescoredBecause {
+    /// Added or changed: queried anew.
+    pub changed: usize,
+    /// Their top k held a changed or removed product: queried anew (with the other
+    /// products of their identity).
+    pub lost_a_neighbour: usize,
+    /// A changed or added product entered their top k.
+    pub gained_a_neighbour: usize,
 }
 
 /// What a pair that was cancelled or failed keeps as its `result`: the phase it had reached

@@ -55,12 +55,22 @@ pub fn fold(word: &str) -> String {
 }
 
 /// The words of a catalogue, interned as ids, with each word's folded (singular) form.
+///
+/// Once `fold_plurals` has run, the vocabulary is *frozen*: its words (the base) are the
+/// ones folding and joining consult from then on. A word met later (`resolve`) is folded and
+/// joined against the base alone and, if the base lacks its folded form, added as an extra
+/// word that no other word folds or joins into — so a word's identity never depends on
+/// which other words arrived after the freeze.
 #[derive(Default)]
 pub struct Vocabulary {
     ids: HashMap<String, u32>,
     texts: Vec<String>,
     /// id → the id of its singular (itself for a singular); filled by `fold_plurals`.
     canonical: Vec<u32>,
+    /// How many words (ids `0..base`) folding and joining consult: all of them until the
+    /// freeze, the words the catalogue had at the freeze after it.
+    base: u32,
+    frozen: bool,
 }
 
 impl Vocabulary {
@@ -73,6 +83,9 @@ impl Vocabulary {
         self.ids.insert(word.to_owned(), id);
         self.texts.push(word.to_owned());
         self.canonical.push(id);
+        if self.base == id && !self.frozen {
+            self.base = id + 1;
+        }
         id
     }
 
@@ -107,11 +120,71 @@ impl Vocabulary {
             let target = self.intern(&singular);
             self.canonical[id] = self.canonical[target as usize];
         }
+        self.frozen = true;
     }
 
-    /// The folded id of a word already in the vocabulary.
+    /// The folded id of `word` under the frozen vocabulary (after `fold_plurals`): a base
+    /// word's own; otherwise the base singular it is the plural of, else its likeliest
+    /// singular (`fold`) — a base word's id when the base has it, an extra word's if not.
+    pub fn resolve(&mut self, word: &str) -> u32 {
+        if let Some(&id) = self.ids.get(word) {
+            if id < self.base {
+                return self.canonical[id as usize];
+            }
+        }
+        let used = singulars(word)
+            .into_iter()
+            .find_map(|s| self.ids.get(&s).copied().filter(|&id| id < self.base));
+        if let Some(id) = used {
+            return self.canonical[id as usize];
+        }
+        let folded = fold(word);
+        match self.ids.get(&folded) {
+            Some(&id) => self.canonical[id as usize],
+            None => self.intern(&folded),
+        }
+    }
+
+    /// How many words folding and joining consult (the base): every word a later
+    /// `resolve` adds has an id from here on.
+    pub fn base_len(&self) -> usize {
+        self.base as usize
+    }
+
+    /// Every word's text and folded id, by id, and the base's size: what `from_parts`
+    /// rebuilds the same vocabulary from.
+    pub fn parts(&self) -> (&[String], &[u32], usize) {
+        (&self.texts, &self.canonical, self.base as usize)
+    }
+
+    /// A frozen vocabulary from its `parts`; `None` when they do not fit together.
+    pub fn from_parts(texts: Vec<String>, canonical: Vec<u32>, base: usize) -> Option<Self> {
+        let fits = texts.len() == canonical.len()
+            && base <= texts.len()
+            && canonical.iter().all(|&c| (c as usize) < texts.len());
+        if !fits {
+            return None;
+        }
+        let ids = texts
+            .iter()
+            .enumerate()
+            .map(|(id, t)| (t.clone(), id as u32))
+            .collect();
+        Some(Self {
+            ids,
+            texts,
+            canonical,
+            base: base as u32,
+            frozen: true,
+        })
+    }
+
+    /// The folded id of a base word: what joining consults.
     fn get(&self, word: &str) -> Option<u32> {
-        self.ids.get(word).map(|&id| self.canonical[id as usize])
+        self.ids
+            .get(word)
+            .filter(|&&id| id < self.base)
+            .map(|&id| self.canonical[id as usize])
     }
 }
 
@@ -122,6 +195,12 @@ pub fn join_compounds(seq: &[u32], vocabulary: &Vocabulary) -> Vec<u32> {
         .iter()
         .map(|&id| vocabulary.canonical[id as usize])
         .collect();
+    join_folded(&seq, vocabulary)
+}
+
+/// Joins adjacent folded ids whose concatenation is a base word, left to right, then drops
+/// the single letters left over.
+fn join_folded(seq: &[u32], vocabulary: &Vocabulary) -> Vec<u32> {
     let text = |id: u32| vocabulary.texts[id as usize].as_str();
     let mut out = Vec::with_capacity(seq.len());
     let mut i = 0;
@@ -150,6 +229,19 @@ pub fn join_compounds(seq: &[u32], vocabulary: &Vocabulary) -> Vec<u32> {
 pub fn identity(name: &[u32], brand: &[u32], vocabulary: &Vocabulary) -> Vec<u32> {
     let mut set = join_compounds(name, vocabulary);
     set.extend(join_compounds(brand, vocabulary));
+    set.sort_unstable();
+    set.dedup();
+    set
+}
+
+/// A product's identity under a frozen vocabulary, from its words as text: each word
+/// resolved (`Vocabulary::resolve`), then joined against the base. The same as `identity`
+/// for words the base has.
+pub fn frozen_identity(name: &[String], brand: &[String], vocabulary: &mut Vocabulary) -> Vec<u32> {
+    let name: Vec<u32> = name.iter().map(|w| vocabulary.resolve(w)).collect();
+    let brand: Vec<u32> = brand.iter().map(|w| vocabulary.resolve(w)).collect();
+    let mut set = join_folded(&name, vocabulary);
+    set.extend(join_folded(&brand, vocabulary));
     set.sort_unstable();
     set.dedup();
     set

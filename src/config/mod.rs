@@ -161,6 +161,11 @@ pub struct Config {
     #[arg(long, env = "PAIR_MIN_SCORE", default_value_t = 0.2)]
     pub pair_min_score: f64,
 
+    /// The most memory one `pair` may take, in MiB: a catalogue that would need more fails
+    /// with `PairTooLarge` before it is read (about 0.7 KiB a product).
+    #[arg(long, env = "PAIR_MAX_MEMORY_MB", default_value_t = crate::catalog::DEFAULT_PAIR_MAX_MEMORY_MB)]
+    pub pair_max_memory_mb: u64,
+
     /// Largest feed `sync` reads, in bytes.
     #[arg(long, env = "MAX_FEED_BYTES", default_value_t = 1 << 30)]
     pub max_feed_bytes: u64,
@@ -286,6 +291,9 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&self.pair_min_score) {
             return bad("PAIR_MIN_SCORE must be between 0 and 1");
+        }
+        if self.pair_max_memory_mb == 0 {
+            return bad("PAIR_MAX_MEMORY_MB must be at least 1");
         }
         self.validate_redis_target()
     }

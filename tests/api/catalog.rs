@@ -663,7 +663,9 @@ fn jobs() -> Vec<(&'static str, Job)> {
         ("enrich", |c, t, p| {
             enrich::run(c, t, &no_force(), &never(), p).unwrap()
         }),
-        ("pair", |c, t, p| pair::run(c, t, &never(), p).unwrap()),
+        ("pair", |c, t, p| {
+            pair::run(c, t, &Default::default(), &never(), p).unwrap()
+        }),
     ]
 }
 
@@ -769,7 +771,7 @@ fn a_source_that_fails_mid_way_keeps_what_it_read_and_reports_its_class() {
 fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
     let products = demo::generate(800, 6);
     let (catalog, t) = catalog_with(&products, None);
-    pair::run(&catalog, &t, &never(), None).unwrap();
+    pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
     let key = &products[0].product_key;
     let before = catalog.store.neighbours(&t, key).unwrap();
     let stopped = CancellationToken::new();
@@ -786,7 +788,7 @@ fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
         "no batch was started"
     );
     assert_eq!(
-        pair::run(&catalog, &t, &stopped, None).map_err(class),
+        pair::run(&catalog, &t, &Default::default(), &stopped, None).map_err(class),
         Err("Cancelled")
     );
     assert_eq!(
@@ -806,7 +808,7 @@ fn pairing_finds_the_planted_families_and_never_crosses_a_top_level_category() {
     let products = demo::generate(4000, 21);
     let (catalog, t) = catalog_with(&products, None);
     enrich::run(&catalog, &t, &no_force(), &never(), None).unwrap();
-    let report = pair::run(&catalog, &t, &never(), None).unwrap();
+    let report = pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
     assert_eq!(report["products"], 4000);
     let by_key: HashMap<&str, &Product> = products
         .iter()
@@ -860,7 +862,7 @@ fn pairing_finds_the_planted_families_and_never_crosses_a_top_level_category() {
 fn a_second_pair_replaces_the_whole_neighbour_table() {
     let products = demo::generate(300, 4);
     let (catalog, t) = catalog_with(&products, None);
-    pair::run(&catalog, &t, &never(), None).unwrap();
+    pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
     let key = products[0].product_key.clone();
     assert!(catalog.store.neighbours(&t, &key).unwrap().is_some());
     // Rename every product of the first family beyond recognition: it has no neighbours now,
@@ -876,7 +878,7 @@ fn a_second_pair_replaces_the_whole_neighbour_table() {
         })
         .collect();
     catalog.store.upsert(&t, &changed, &Unfenced).unwrap();
-    pair::run(&catalog, &t, &never(), None).unwrap();
+    pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
     assert_eq!(catalog.store.neighbours(&t, &key).unwrap(), None);
 }
 
@@ -890,12 +892,15 @@ fn an_empty_catalogue_enriches_and_pairs_to_nothing_and_clears_an_old_neighbour_
         enriched,
         json!({"products": 0, "extracted": 0, "unextractable": 0, "skipped": 0, "batches": 0})
     );
-    let paired = pair::run(&empty, &other, &never(), None).unwrap();
-    assert_eq!(paired, json!({"products": 0, "paired": 0, "pairs": 0}));
+    let paired = pair::run(&empty, &other, &Default::default(), &never(), None).unwrap();
+    assert_eq!(
+        paired,
+        json!({"mode": "full", "full_because": "first", "products": 0, "paired": 0, "pairs": 0, "rescored": 0})
+    );
 
     // A tenant whose products are gone (a store that came back empty) but whose old neighbour
     // table is still there: pairing it leaves no neighbour behind.
-    pair::run(&catalog, &t, &never(), None).unwrap();
+    pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
     let key = products[0].product_key.clone();
     assert!(catalog.store.neighbours(&t, &key).unwrap().is_some());
     let emptied = Catalog {
@@ -911,7 +916,7 @@ fn an_empty_catalogue_enriches_and_pairs_to_nothing_and_clears_an_old_neighbour_
             &catalog_jobs::jobs::fence::Unfenced,
         )
         .unwrap();
-    pair::run(&emptied, &t, &never(), None).unwrap();
+    pair::run(&emptied, &t, &Default::default(), &never(), None).unwrap();
     assert_eq!(emptied.store.neighbours(&t, &key).unwrap(), None);
 }
 
@@ -979,12 +984,12 @@ fn a_cancelled_pair_names_the_phase_it_reached_and_nothing_else() {
     let products = demo::generate(400, 9);
     let (catalog, t) = catalog_with(&products, None);
     for (step, phase) in [
-        // Loading is not interrupted; the stop is seen as embedding begins.
-        ("loading extracted attributes", "embedding"),
+        // The stop is seen once the products are listed, before any is read.
+        ("listing products", "loading"),
         ("scoring neighbours", "scoring"),
     ] {
         let report = cancelled_at(step, |stop, progress| {
-            pair::run(&catalog, &t, stop, progress)
+            pair::run(&catalog, &t, &Default::default(), stop, progress)
         });
         assert_eq!(report, json!({ "phase": phase }), "cancelled at {step}");
     }

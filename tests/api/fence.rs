@@ -163,7 +163,14 @@ async fn a_fenced_off_pair_run_keeps_the_old_table_and_ends_fenced_not_recorded(
         let (catalog, t, products) = (catalog.clone(), t.clone(), products.clone());
         tokio::task::spawn_blocking(move || {
             catalog.store.upsert(&t, &products, &Unfenced).unwrap();
-            pair::run_in(&catalog, &t, &*fence, &CancellationToken::new(), None)
+            pair::run_in(
+                &catalog,
+                &t,
+                &Default::default(),
+                &*fence,
+                &CancellationToken::new(),
+                None,
+            )
         })
     };
     pair_as(old.clone())

@@ -22,6 +22,7 @@ mod ha;
 mod helpers;
 mod http;
 mod idempotency;
+mod incremental;
 mod layers;
 mod limits;
 mod observability;

@@ -37,7 +37,7 @@ fn pair_catalogue(products: &[Product]) -> HashMap<ProductKey, Vec<ProductKey>> 
         None,
     )
     .unwrap();
-    let report = pair::run(&catalog, &t, &never(), None).unwrap();
+    let report = pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
     assert_eq!(report["products"], products.len());
     products
         .iter()
@@ -135,9 +135,13 @@ fn pair_neighbours_equal_an_exhaustive_top_k() {
     let products = demo::generate_hard(5_000, 23);
     let (stored, enriched) = stored_and_enriched(&products);
     let progress = Monotonic::new(None);
-    let table =
-        pair::neighbours(&stored, &enriched, TOP_K, MIN_SCORE, &never(), &progress).unwrap();
-    let e = pair::embed(&stored, &enriched, &never(), &progress).unwrap();
+    let ask = pair::Ask {
+        top_k: TOP_K,
+        min_score: MIN_SCORE as f32,
+    };
+    let inputs = pair::inputs_of(&stored, &enriched);
+    let table = pair::neighbours(inputs.clone(), &ask, &never(), &progress).unwrap();
+    let e = pair::embed(inputs, &never(), &progress).unwrap();
     let index: HashMap<&ProductKey, usize> = products
         .iter()
         .enumerate()
@@ -226,7 +230,8 @@ fn names_written_differently_have_one_identity_and_different_products_do_not() {
         }
     }
     let (stored, enriched) = stored_and_enriched(&products);
-    let e = pair::embed(&stored, &enriched, &never(), &Monotonic::new(None)).unwrap();
+    let inputs = pair::inputs_of(&stored, &enriched);
+    let e = pair::embed(inputs, &never(), &Monotonic::new(None)).unwrap();
     for i in 0..products.len() {
         for j in 0..products.len() {
             let s = e.score(i, j);

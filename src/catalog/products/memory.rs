@@ -2,20 +2,80 @@
 //! mutex-guarded map. Same contract as Redis (`store::CatalogStore`), not durable; every
 //! write happens under the embedded job store's lock (`Fence::while_held`), so no claim,
 //! end or delete comes between the fence's check and the write.
+//!
+//! Records are kept encoded (JSON, as Redis keeps them) with their fingerprints beside
+//! them: a million products with their enrichments take about half a gigabyte instead of
+//! the two a map of live records takes, and bulk reads decode outside the lock. The
+//! neighbour table of a pair is its pairing state itself (`Pairing` answers a row).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex};
 
-use super::record::{Enrichment, Neighbour, Product, ProductKey, Stored};
-use super::store::{CatalogStore, CatalogStoreError, Cleared, Swap, Upserted, Write};
+use serde::de::DeserializeOwned;
+
+use super::pairing::Pairing;
+use super::record::{
+    fingerprint, version, Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored,
+};
+use super::store::{CatalogStore, CatalogStoreError, Cleared, Rewrite, Swap, Upserted, Write};
 use crate::jobs::fence::Fence;
 use crate::jobs::TenantId;
 
+/// A record as the embedded store keeps it: its JSON, shared (a read clones a pointer), and
+/// its fingerprint (of the content hash for a product, of the bytes for an enrichment).
+#[derive(Clone)]
+struct Entry {
+    json: Arc<[u8]>,
+    fingerprint: u64,
+}
+
+impl Entry {
+    fn of(json: Vec<u8>, fingerprint: u64) -> Self {
+        Self {
+            json: json.into(),
+            fingerprint,
+        }
+    }
+
+    fn decode<T: DeserializeOwned>(&self) -> T {
+        serde_json::from_slice(&self.json).expect("the embedded store decodes what it encoded")
+    }
+}
+
+/// The neighbour table: rows a caller gave (`replace_neighbours`), or a pair's state.
+enum Table {
+    Rows(HashMap<ProductKey, Vec<Neighbour>>),
+    Paired(Arc<Pairing>),
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Table::Rows(HashMap::new())
+    }
+}
+
+impl Table {
+    fn row(&self, key: &ProductKey) -> Option<Vec<Neighbour>> {
+        match self {
+            Table::Rows(rows) => rows.get(key).cloned(),
+            Table::Paired(p) => p.neighbours(key),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Table::Rows(rows) => rows.len(),
+            Table::Paired(p) => p.paired(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct TenantCatalog {
-    products: BTreeMap<ProductKey, Stored>,
-    enriched: HashMap<ProductKey, Enrichment>,
-    neighbours: HashMap<ProductKey, Vec<Neighbour>>,
+    products: BTreeMap<ProductKey, Entry>,
+    enriched: HashMap<ProductKey, Entry>,
+    table: Table,
 }
 
 /// The embedded catalogue: same contract, one mutex, not durable.
@@ -46,7 +106,32 @@ impl MemoryCatalog {
             None => f(&TenantCatalog::default()),
         }
     }
+
+    /// Swaps the tenant's table under the fence (the embedded job store's lock).
+    fn swap_table(
+        &self,
+        tenant: &TenantId,
+        table: Table,
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError> {
+        let mut fresh = Some(table);
+        // Under the job store's lock (the embedded one): no claim comes between check and swap.
+        let hold = fence.while_held(&mut || {
+            let fresh = fresh.take().unwrap_or_default();
+            let mut tenants = self.tenants();
+            match tenants.get_mut(tenant) {
+                Some(c) => c.table = fresh,
+                // No catalogue and nothing to write: nothing to make.
+                None if fresh.len() == 0 => {}
+                None => tenants.entry(tenant.clone()).or_default().table = fresh,
+            }
+        });
+        Write::from_hold(hold, ()).map(Swap::from)
+    }
 }
+
+/// How many products a bulk read takes under one hold of the lock.
+const HOLD: usize = 50_000;
 
 /// The embedded listing's cursor: `key:` and the last key a page held, so a cursor this
 /// listing did not hand out (`garbage`) is refused like Redis refuses it.
@@ -73,24 +158,33 @@ impl CatalogStore for MemoryCatalog {
         products: &[Product],
         fence: &dyn Fence,
     ) -> Result<Write<Upserted>, CatalogStoreError> {
+        let mut entries: Option<Vec<(ProductKey, Entry)>> = Some(
+            products
+                .iter()
+                .map(|p| {
+                    let hash = p.content_hash();
+                    let print = fingerprint(hash.as_bytes());
+                    let stored = Stored {
+                        product: p.clone(),
+                        content_hash: hash,
+                    };
+                    let json = serde_json::to_vec(&stored).expect("a product always serialises");
+                    (p.product_key.clone(), Entry::of(json, print))
+                })
+                .collect(),
+        );
         let mut counts = Upserted::default();
         let hold = fence.while_held(&mut || {
+            let entries = entries.take().unwrap_or_default();
             counts = self.with(tenant, |c| {
                 let mut counts = Upserted::default();
-                for p in products {
-                    let hash = p.content_hash();
-                    match c.products.get(&p.product_key) {
-                        Some(old) if old.content_hash == hash => counts.unchanged += 1,
+                for (key, entry) in entries {
+                    match c.products.get(&key) {
+                        Some(old) if old.fingerprint == entry.fingerprint => counts.unchanged += 1,
                         Some(_) => counts.updated += 1,
                         None => counts.created += 1,
                     }
-                    c.products.insert(
-                        p.product_key.clone(),
-                        Stored {
-                            product: p.clone(),
-                            content_hash: hash,
-                        },
-                    );
+                    c.products.insert(key, entry);
                 }
                 counts
             })
@@ -103,7 +197,8 @@ impl CatalogStore for MemoryCatalog {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Stored>, CatalogStoreError> {
-        Ok(self.read(tenant, |c| c.products.get(key).cloned()))
+        let entry = self.read(tenant, |c| c.products.get(key).cloned());
+        Ok(entry.map(|e| e.decode()))
     }
 
     fn page(
@@ -113,40 +208,48 @@ impl CatalogStore for MemoryCatalog {
         cursor: Option<&str>,
     ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError> {
         let after = cursor.map(KeyCursor::decode).transpose()?;
-        Ok(self.read(tenant, |c| {
-            let mut items: Vec<Stored> = match &after {
-                Some(k) => c
-                    .products
-                    .range((
-                        std::ops::Bound::Excluded(k.clone()),
-                        std::ops::Bound::Unbounded,
-                    ))
-                    .take(limit + 1)
-                    .map(|(_, v)| v.clone())
-                    .collect(),
-                None => c.products.values().take(limit + 1).cloned().collect(),
+        let (entries, more) = self.read(tenant, |c| {
+            let from = match &after {
+                Some(k) => Bound::Excluded(k.clone()),
+                None => Bound::Unbounded,
             };
-            let next = if items.len() > limit {
-                items.truncate(limit);
-                items
-                    .last()
-                    .map(|s| KeyCursor::encode(&s.product.product_key))
-            } else {
-                None
-            };
-            (items, next)
-        }))
+            let mut entries: Vec<Entry> = c
+                .products
+                .range((from, Bound::Unbounded))
+                .take(limit + 1)
+                .map(|(_, e)| e.clone())
+                .collect();
+            let more = entries.len() > limit;
+            entries.truncate(limit);
+            (entries, more)
+        });
+        let items: Vec<Stored> = entries.iter().map(Entry::decode).collect();
+        let next = if more {
+            items
+                .last()
+                .map(|s| KeyCursor::encode(&s.product.product_key))
+        } else {
+            None
+        };
+        Ok((items, next))
     }
 
     fn all(&self, tenant: &TenantId) -> Result<Vec<Stored>, CatalogStoreError> {
-        Ok(self.read(tenant, |c| c.products.values().cloned().collect()))
+        let entries: Vec<Entry> = self.read(tenant, |c| c.products.values().cloned().collect());
+        Ok(entries.iter().map(Entry::decode).collect())
     }
 
     fn enrichments(
         &self,
         tenant: &TenantId,
     ) -> Result<HashMap<ProductKey, Enrichment>, CatalogStoreError> {
-        Ok(self.read(tenant, |c| c.enriched.clone()))
+        let entries: Vec<(ProductKey, Entry)> = self.read(tenant, |c| {
+            c.enriched
+                .iter()
+                .map(|(k, e)| (k.clone(), e.clone()))
+                .collect()
+        });
+        Ok(entries.into_iter().map(|(k, e)| (k, e.decode())).collect())
     }
 
     fn enrichment(
@@ -154,7 +257,8 @@ impl CatalogStore for MemoryCatalog {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Enrichment>, CatalogStoreError> {
-        Ok(self.read(tenant, |c| c.enriched.get(key).cloned()))
+        let entry = self.read(tenant, |c| c.enriched.get(key).cloned());
+        Ok(entry.map(|e| e.decode()))
     }
 
     fn save_enrichments(
@@ -163,12 +267,19 @@ impl CatalogStore for MemoryCatalog {
         batch: &[(ProductKey, Enrichment)],
         fence: &dyn Fence,
     ) -> Result<Write<()>, CatalogStoreError> {
+        let mut entries: Option<Vec<(ProductKey, Entry)>> = Some(
+            batch
+                .iter()
+                .map(|(k, e)| {
+                    let json = serde_json::to_vec(e).expect("an enrichment always serialises");
+                    let print = fingerprint(&json);
+                    (k.clone(), Entry::of(json, print))
+                })
+                .collect(),
+        );
         let hold = fence.while_held(&mut || {
-            self.with(tenant, |c| {
-                for (k, e) in batch {
-                    c.enriched.insert(k.clone(), e.clone());
-                }
-            })
+            let entries = entries.take().unwrap_or_default();
+            self.with(tenant, |c| c.enriched.extend(entries))
         });
         Write::from_hold(hold, ())
     }
@@ -179,19 +290,8 @@ impl CatalogStore for MemoryCatalog {
         table: &[(ProductKey, Vec<Neighbour>)],
         fence: &dyn Fence,
     ) -> Result<Swap, CatalogStoreError> {
-        let mut fresh: Option<HashMap<_, _>> = Some(table.iter().cloned().collect());
-        // Under the job store's lock (the embedded one): no claim comes between check and swap.
-        let hold = fence.while_held(&mut || {
-            let fresh = fresh.take().unwrap_or_default();
-            let mut tenants = self.tenants();
-            match tenants.get_mut(tenant) {
-                Some(c) => c.neighbours = fresh,
-                // No catalogue and nothing to write: nothing to make.
-                None if fresh.is_empty() => {}
-                None => tenants.entry(tenant.clone()).or_default().neighbours = fresh,
-            }
-        });
-        Write::from_hold(hold, ()).map(Swap::from)
+        let rows = Table::Rows(table.iter().cloned().collect());
+        self.swap_table(tenant, rows, fence)
     }
 
     fn neighbours(
@@ -199,7 +299,7 @@ impl CatalogStore for MemoryCatalog {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError> {
-        Ok(self.read(tenant, |c| c.neighbours.get(key).cloned()))
+        Ok(self.read(tenant, |c| c.table.row(key)))
     }
 
     fn hashes(&self, _tenant: &TenantId) -> Vec<String> {
@@ -211,7 +311,82 @@ impl CatalogStore for MemoryCatalog {
         Ok(Cleared {
             products: gone.products.len() as u64,
             extracted_attributes: gone.enriched.len() as u64,
-            neighbours: gone.neighbours.len() as u64,
+            neighbours: gone.table.len() as u64,
         })
+    }
+
+    fn remove(&self, tenant: &TenantId, keys: &[ProductKey]) -> Result<u64, CatalogStoreError> {
+        Ok(self.with(tenant, |c| {
+            let mut removed = 0;
+            for key in keys {
+                removed += u64::from(c.products.remove(key).is_some());
+                c.enriched.remove(key);
+            }
+            removed
+        }))
+    }
+
+    fn versions(&self, tenant: &TenantId) -> Result<Vec<(ProductKey, u64)>, CatalogStoreError> {
+        let mut out: Vec<(ProductKey, u64)> = Vec::new();
+        // In holds of the lock, so that a large catalogue does not stop every other tenant.
+        loop {
+            let after = out.last().map(|(k, _)| k.clone());
+            let before = out.len();
+            self.read(tenant, |c| {
+                let from = match after {
+                    Some(k) => Bound::Excluded(k),
+                    None => Bound::Unbounded,
+                };
+                for (key, entry) in c.products.range((from, Bound::Unbounded)).take(HOLD) {
+                    let enrichment = c.enriched.get(key).map(|e| e.fingerprint);
+                    out.push((key.clone(), version(entry.fingerprint, enrichment)));
+                }
+            });
+            if out.len() - before < HOLD {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn pairing_inputs(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+    ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError> {
+        let entries: Vec<Option<(Entry, Option<Entry>)>> = self.read(tenant, |c| {
+            keys.iter()
+                .map(|k| {
+                    let product = c.products.get(k)?.clone();
+                    Some((product, c.enriched.get(k).cloned()))
+                })
+                .collect()
+        });
+        Ok(entries
+            .into_iter()
+            .map(|found| {
+                found.map(|(product, enrichment)| {
+                    let enrichment: Option<Enrichment> = enrichment.map(|e| e.decode());
+                    PairingInput::of(&product.decode(), enrichment.as_ref())
+                })
+            })
+            .collect())
+    }
+
+    fn pairing(&self, tenant: &TenantId) -> Result<Option<Arc<Pairing>>, CatalogStoreError> {
+        Ok(self.read(tenant, |c| match &c.table {
+            Table::Paired(p) => Some(p.clone()),
+            Table::Rows(_) => None,
+        }))
+    }
+
+    fn save_pairing(
+        &self,
+        tenant: &TenantId,
+        pairing: Arc<Pairing>,
+        _rewrite: Rewrite<'_>,
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError> {
+        // The state holds every row: whichever rows changed, it is the whole new table.
+        self.swap_table(tenant, Table::Paired(pairing), fence)
     }
 }

@@ -231,16 +231,37 @@ impl Product {
     /// unchanged product is recognised on re-import and skipped by enrichment.
     pub fn content_hash(&self) -> String {
         let canonical = serde_json::to_string(self).expect("a product always serialises");
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in canonical.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        format!("{h:016x}")
+        format!("{:016x}", fnv1a(FNV_OFFSET, canonical.as_bytes()))
     }
 
     pub fn top_category(&self) -> Option<&str> {
         self.taxonomy_path.first().map(String::as_str)
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a of `bytes`, continuing from `h`.
+fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// FNV-1a of `bytes`: the stable fingerprint both stores take of a stored record.
+pub fn fingerprint(bytes: &[u8]) -> u64 {
+    fnv1a(FNV_OFFSET, bytes)
+}
+
+/// A product's version as both stores compute it: the fingerprints of its content hash and
+/// of the encoded record of what enrichment found for it (as the store keeps it), mixed.
+/// It changes whenever either does.
+pub fn version(content_hash: u64, enrichment: Option<u64>) -> u64 {
+    match enrichment {
+        Some(e) => content_hash ^ e.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        None => content_hash,
     }
 }
 
@@ -278,4 +299,38 @@ pub struct Enrichment {
 pub struct Neighbour {
     pub product_key: ProductKey,
     pub score: f64,
+}
+
+/// What pairing reads of a product: the text its identity is made of, what decides which
+/// products it may be compared with (category, price), and its tie-break (material).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairingInput {
+    pub product_key: ProductKey,
+    pub name: String,
+    pub brand: Option<String>,
+    /// The top-level category, as written.
+    pub category: Option<String>,
+    pub price_cents: Option<i64>,
+    /// Enrichment has seen the product: its name's variant words are not its identity.
+    pub enriched: bool,
+    /// The material enrichment found.
+    pub material: Option<String>,
+}
+
+impl PairingInput {
+    pub fn of(stored: &Stored, enrichment: Option<&Enrichment>) -> Self {
+        let p = &stored.product;
+        Self {
+            product_key: p.product_key.clone(),
+            name: p.name.clone(),
+            brand: p.brand.clone(),
+            category: p.top_category().map(str::to_owned),
+            price_cents: p.price_cents,
+            enriched: enrichment.is_some(),
+            material: enrichment
+                .and_then(|e| e.attributes.get("material"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }
+    }
 }

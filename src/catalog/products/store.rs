@@ -5,10 +5,12 @@
 //! into a tenant deleted since changes nothing.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::record::{Enrichment, Neighbour, Product, ProductKey, Stored};
+use super::pairing::Pairing;
+use super::record::{Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored};
 use crate::jobs::fence::{Fence, Hold};
 use crate::jobs::TenantId;
 
@@ -119,10 +121,53 @@ pub trait CatalogStore: Send + Sync + 'static {
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError>;
     /// Removes the tenant's whole catalogue in one step and counts what was there.
     fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError>;
-    /// The Redis hashes that hold the tenant's catalogue (products, extracted attributes,
-    /// neighbours, in that order), for a delete that removes them in the same step as the
-    /// tenant's jobs (`JobStore::purge`); none for the embedded catalogue.
+    /// The Redis keys that hold the tenant's catalogue (the hashes of products, extracted
+    /// attributes and neighbours, in that order, then pair's state), for a delete that
+    /// removes them in the same step as the tenant's jobs (`JobStore::purge`); none for the
+    /// embedded catalogue.
     fn hashes(&self, tenant: &TenantId) -> Vec<String>;
+    /// Removes these products and what enrichment found for them; counts the products that
+    /// were there. Their neighbour rows stay until the next pair (a product view skips a
+    /// neighbour removed since). No job writes through it: tests and benchmarks use it to
+    /// stand for a catalogue that lost products, so it passes no fence.
+    fn remove(&self, tenant: &TenantId, keys: &[ProductKey]) -> Result<u64, CatalogStoreError>;
+
+    /// Every product's key, in key order, with its version: a number that changes whenever
+    /// the product or what enrichment found for it changes (`record::version`). Pair
+    /// compares them with the versions it paired, so it reads only what changed.
+    fn versions(&self, tenant: &TenantId) -> Result<Vec<(ProductKey, u64)>, CatalogStoreError>;
+    /// What pairing reads of each of `keys`, in their order; `None` for a product not there.
+    fn pairing_inputs(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+    ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError>;
+    /// The state the tenant's last pair kept; `None` before any, after a table replaced by
+    /// `replace_neighbours`, or when the stored state is of another format.
+    fn pairing(&self, tenant: &TenantId) -> Result<Option<Arc<Pairing>>, CatalogStoreError>;
+    /// Puts `pairing` in place of the tenant's state and its rows in the neighbour table, in
+    /// one step: readers see the old table or the new one. `rewrite` says which rows
+    /// changed. Fenced as `replace_neighbours`: refused, nothing changes.
+    fn save_pairing(
+        &self,
+        tenant: &TenantId,
+        pairing: Arc<Pairing>,
+        rewrite: Rewrite<'_>,
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError>;
+}
+
+/// Which rows of the neighbour table a new pairing changes.
+#[derive(Clone, Copy, Debug)]
+pub enum Rewrite<'a> {
+    /// All of them: the table becomes the pairing's rows.
+    Whole,
+    /// Only the rows of these products (indices into the pairing's keys; a product whose
+    /// row is now empty loses it), and the rows of these removed products go.
+    Rows {
+        changed: &'a [u32],
+        removed: &'a [ProductKey],
+    },
 }
 
 /// How a fenced swap of a whole table went.
@@ -143,10 +188,11 @@ impl From<Write<()>> for Swap {
 }
 
 impl Cleared {
-    /// The sizes of the hashes `CatalogStore::hashes` named, in its order.
+    /// The sizes of the keys `CatalogStore::hashes` named, in its order (pair's state counts
+    /// nothing).
     pub fn from_sizes(sizes: &[u64]) -> Option<Self> {
         match *sizes {
-            [products, extracted_attributes, neighbours] => Some(Cleared {
+            [products, extracted_attributes, neighbours, _pairing] => Some(Cleared {
                 products,
                 extracted_attributes,
                 neighbours,

@@ -1,8 +1,8 @@
 -- purge: remove a tenant's jobs in one step, unless one of them is active, and leave the
 -- tenant's tombstone.
 -- A: tenant, how many kinds, the kinds this service runs (their locks name the active jobs,
---    even one trimmed out of the listing), then the hashes of the tenant's data kept beside
---    its jobs (its catalogue), deleted in this step too
+--    even one trimmed out of the listing), then the keys of the tenant's data kept beside
+--    its jobs (its catalogue: hashes, and pair's state), deleted in this step too
 -- Returns {'active', job_id} a job is queued or running (nothing changed); {'removed', n,
 -- then each hash's size before} n jobs removed. Their idempotency keys and the tenant's
 -- create windows go with them, and the hashes: so a job or import begun after this step
@@ -35,7 +35,10 @@ for _, kind in ipairs(kinds) do redis.call('DEL', k_lock(tenant, kind)) end
 redis.call('DEL', list, k_lane(tenant))
 local answer = {'removed', tostring(removed)}
 for _, hash in ipairs(hashes) do
-  answer[#answer + 1] = tostring(redis.call('HLEN', hash))
+  -- A key of another type (pair's state, a string) goes too and counts 0.
+  local size = 0
+  if redis.call('TYPE', hash).ok == 'hash' then size = redis.call('HLEN', hash) end
+  answer[#answer + 1] = tostring(size)
   redis.call('DEL', hash)
 end
 local idem = k_tenant_idem(tenant)

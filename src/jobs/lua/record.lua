@@ -1,8 +1,8 @@
 -- record: the job hash's schema on the Lua side, put in front of every job script (before the
 -- prelude) and of any script on the same Redis that fences a write by a run (the catalogue's
--- swap_neighbours.lua). FIELDS is the same list as `Field` in jobs/redis/record.rs (a test
--- holds them equal). Scripts read and write fields by name through these helpers, never by
--- position.
+-- products/redis/swap_table.lua). FIELDS is the same list as `Field` in jobs/redis/record.rs
+-- (a test holds them equal). Scripts read and write fields by name through these helpers,
+-- never by position.
 --
 -- Two families of names sit beside FIELDS. A value longer than 64 bytes (params, a result) is
 -- written in pieces, `<field>`, `<field>.2`, `<field>.3`, … (split by `Pairs` in Rust), so the

@@ -1,24 +1,27 @@
 //! The catalogue in Redis: one hash per tenant for products, enrichments and the neighbour
-//! table (`CatalogKeys` is the only place their names are built). Every write is one fenced
-//! script call per batch (`jobs::fence`). A new neighbour table is staged under a key of its
-//! own and renamed over the live one in one fenced step, so readers see the old table or
-//! the new one, never half of each.
+//! table, and a string for the pairing state (`CatalogKeys` is the only place their names
+//! are built). Every write is one fenced script call per batch (`jobs::fence`). A new
+//! neighbour table is staged under keys of its own and put in place in one fenced step
+//! (`table`), so readers see the old table or the new one, never half of each.
+
+mod table;
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::Script;
 use serde::Deserialize;
 use tokio::runtime::Handle;
 
-use super::record::{Enrichment, Neighbour, Product, ProductKey, Stored};
-use super::store::{CatalogStore, CatalogStoreError, Cleared, Swap, Upserted, Write};
+use super::pairing::Pairing;
+use super::record::{Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored};
+use super::store::{CatalogStore, CatalogStoreError, Cleared, Rewrite, Swap, Upserted, Write};
 use crate::jobs::fence::{Fence, Hold, ScriptFence};
 use crate::jobs::TenantId;
 use crate::topology::{Connection, Primary, Target};
 
-/// Builds the catalogue's keys: `<prefix>:<tenant>:products|enriched|neighbours`.
+/// Builds the catalogue's keys: `<prefix>:<tenant>:products|enriched|neighbours|pairing`.
 #[derive(Clone, Debug)]
 pub struct CatalogKeys {
     prefix: String,
@@ -39,7 +42,12 @@ impl CatalogKeys {
     pub fn neighbours(&self, t: &TenantId) -> String {
         format!("{}:{t}:neighbours", self.prefix)
     }
-    /// Where a new neighbour table is written before it is renamed over the old one.
+    /// The state the last pair kept (`Pairing::encode`).
+    pub fn pairing(&self, t: &TenantId) -> String {
+        format!("{}:{t}:pairing", self.prefix)
+    }
+    /// Where a new neighbour table is written before it is renamed over the old one (and,
+    /// with suffixes, the keys whose rows go and the new pairing state).
     pub fn neighbours_staging(&self, t: &TenantId) -> String {
         format!(
             "{}:{t}:neighbours:staging:{}",
@@ -65,13 +73,9 @@ pub struct RedisCatalog {
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an unfinished staging neighbour table may linger.
 const STAGING_TTL_SECS: u64 = 3600;
-/// The swap of a staged neighbour table, fenced (see the script): it reads the job record
-/// and the tenant's tombstone through the job store's own Lua (`jobs::fence::FENCE_LUA`).
-static SWAP_NEIGHBOURS: LazyLock<Script> =
-    LazyLock::new(|| fenced_script(include_str!("../lua/swap_neighbours.lua")));
 /// A fenced write of fields to one hash (products, enrichments, a staged table).
 static FENCED_HSET: LazyLock<Script> =
-    LazyLock::new(|| fenced_script(include_str!("../lua/fenced_hset.lua")));
+    LazyLock::new(|| fenced_script(include_str!("fenced_hset.lua")));
 
 fn fenced_script(body: &str) -> Script {
     Script::new(&format!("{}\n{body}", *crate::jobs::fence::FENCE_LUA))
@@ -214,72 +218,6 @@ impl RedisCatalog {
         written.map(|()| hold)
     }
 
-    /// Writes a neighbour table to `staging` (nothing for an empty table), in chunks, while
-    /// `fence` holds.
-    fn stage_neighbours(
-        &self,
-        staging: &str,
-        table: &[(ProductKey, Vec<Neighbour>)],
-        fence: &dyn Fence,
-    ) -> Result<Hold, CatalogStoreError> {
-        for chunk in table.chunks(CHUNK) {
-            let writes: Vec<(&str, String)> = chunk
-                .iter()
-                .map(|(k, n)| {
-                    (
-                        k.as_str(),
-                        serde_json::to_string(n).expect("neighbours always serialise"),
-                    )
-                })
-                .collect();
-            // The staging table expires if this process dies before the swap.
-            let hold = self.hset_fenced(staging, &writes, STAGING_TTL_SECS, fence)?;
-            if hold != Hold::Held {
-                return Ok(hold);
-            }
-        }
-        Ok(Hold::Held)
-    }
-
-    /// Puts the staged table in place of the live one (an absent staging table empties it)
-    /// while `fence` holds: checked inside the script when the jobs are in this Redis, else
-    /// under the job store's own check (`Fence::while_held`).
-    fn swap_neighbours(
-        &self,
-        staging: &str,
-        live: &str,
-        staged: bool,
-        fence: &dyn Fence,
-    ) -> Result<Hold, CatalogStoreError> {
-        if let Some(checked) = fence.in_script() {
-            let word: String = self.block(|mut conn| async move {
-                let mut inv = SWAP_NEIGHBOURS.key(staging);
-                inv.key(live);
-                with_fence(&mut inv, &checked);
-                inv.invoke_async(&mut conn).await
-            })?;
-            return hold_of(&word);
-        }
-        let mut swapped = Ok(());
-        let hold = fence.while_held(&mut || {
-            let mut swap = redis::pipe();
-            if staged {
-                swap.atomic()
-                    .cmd("RENAME")
-                    .arg(staging)
-                    .arg(live)
-                    .ignore()
-                    .cmd("PERSIST")
-                    .arg(live)
-                    .ignore();
-            } else {
-                swap.cmd("DEL").arg(live).ignore();
-            }
-            swapped = self.query_pipe::<()>(&swap);
-        });
-        swapped.map(|()| hold)
-    }
-
     fn decode<T: for<'de> Deserialize<'de>>(raw: &str) -> Result<T, CatalogStoreError> {
         serde_json::from_str(raw).map_err(|e| CatalogStoreError::Corrupt(e.to_string()))
     }
@@ -297,6 +235,14 @@ impl RedisCatalog {
         &self,
         key: &str,
     ) -> Result<Vec<(String, T)>, CatalogStoreError> {
+        self.hscan_raw(key)?
+            .into_iter()
+            .map(|(k, v)| Ok((k, Self::decode(&v)?)))
+            .collect()
+    }
+
+    /// Every field of a hash and its value as stored, in scan order.
+    fn hscan_raw(&self, key: &str) -> Result<Vec<(String, String)>, CatalogStoreError> {
         let mut out = Vec::new();
         let mut cursor: u64 = 0;
         loop {
@@ -307,9 +253,7 @@ impl RedisCatalog {
                     .arg("COUNT")
                     .arg(CHUNK),
             )?;
-            for (k, v) in chunk {
-                out.push((k, Self::decode(&v)?));
-            }
+            out.extend(chunk);
             if next == 0 {
                 return Ok(out);
             }
@@ -528,18 +472,7 @@ impl CatalogStore for RedisCatalog {
         table: &[(ProductKey, Vec<Neighbour>)],
         fence: &dyn Fence,
     ) -> Result<Swap, CatalogStoreError> {
-        let live = self.keys.neighbours(tenant);
-        let staging = self.keys.neighbours_staging(tenant);
-        let hold = self
-            .stage_neighbours(&staging, table, fence)
-            .and_then(|hold| match hold {
-                Hold::Held => self.swap_neighbours(&staging, &live, !table.is_empty(), fence),
-                refused => Ok(refused),
-            });
-        if !matches!(hold, Ok(Hold::Held)) {
-            let _ = self.query::<()>(redis::cmd("DEL").arg(&staging));
-        }
-        Write::from_hold(hold?, ()).map(Swap::from)
+        self.replace_table(tenant, table, fence)
     }
 
     fn neighbours(
@@ -555,6 +488,7 @@ impl CatalogStore for RedisCatalog {
             self.keys.products(tenant),
             self.keys.enriched(tenant),
             self.keys.neighbours(tenant),
+            self.keys.pairing(tenant),
         ]
     }
 
@@ -574,5 +508,35 @@ impl CatalogStore for RedisCatalog {
             extracted_attributes,
             neighbours,
         })
+    }
+
+    fn remove(&self, tenant: &TenantId, keys: &[ProductKey]) -> Result<u64, CatalogStoreError> {
+        self.remove_products(tenant, keys)
+    }
+
+    fn versions(&self, tenant: &TenantId) -> Result<Vec<(ProductKey, u64)>, CatalogStoreError> {
+        self.product_versions(tenant)
+    }
+
+    fn pairing_inputs(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+    ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError> {
+        self.read_pairing_inputs(tenant, keys)
+    }
+
+    fn pairing(&self, tenant: &TenantId) -> Result<Option<Arc<Pairing>>, CatalogStoreError> {
+        self.load_pairing(tenant)
+    }
+
+    fn save_pairing(
+        &self,
+        tenant: &TenantId,
+        pairing: Arc<Pairing>,
+        rewrite: Rewrite<'_>,
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError> {
+        self.save_pairing_table(tenant, &pairing, rewrite, fence)
     }
 }

@@ -1,0 +1,54 @@
+//! `PAIR_MAX_MEMORY_MB`: the memory a pair may take, checked before it takes it — once the
+//! products are counted (before any is read) and again once identities are made (before
+//! the index) — so that a catalogue too large fails with `PairTooLarge` instead of the
+//! process being killed by the kernel.
+//!
+//! The estimate is what a pair holds at its peak, per product and per identity word, as
+//! measured on the hard catalogue (docs/performance.md); the catalogue the store holds is
+//! not counted.
+
+use super::embed::Embedding;
+use crate::catalog::CatalogError;
+
+/// Bytes a pair holds per product besides its identity's words: keys, versions, traits,
+/// groups, ranks, neighbour lists, the state it keeps and the old state beside it.
+const PER_PRODUCT: u64 = 420;
+/// Bytes per identity word: the identity, the vector, word postings and pair postings.
+const PER_WORD: u64 = 80;
+/// Words an identity is taken to hold before any is counted.
+const WORDS_GUESSED: u64 = 6;
+
+/// The limit of one pair.
+#[derive(Clone, Copy, Debug)]
+pub struct Limit {
+    mb: u64,
+}
+
+impl Limit {
+    pub fn new(mb: u64) -> Self {
+        Self { mb }
+    }
+
+    /// Before reading: `products` at the guessed identity length.
+    pub fn check_products(&self, products: usize) -> Result<(), CatalogError> {
+        let n = products as u64;
+        self.check(n.saturating_mul(PER_PRODUCT + WORDS_GUESSED * PER_WORD))
+    }
+
+    /// Once the identities are made: their real length.
+    pub fn check_embedded(&self, e: &Embedding) -> Result<(), CatalogError> {
+        let (n, words) = (e.len() as u64, e.vectors.items().len() as u64);
+        self.check(n.saturating_mul(PER_PRODUCT) + words.saturating_mul(PER_WORD))
+    }
+
+    fn check(&self, bytes: u64) -> Result<(), CatalogError> {
+        let needed_mb = bytes.div_ceil(1 << 20);
+        if needed_mb > self.mb {
+            return Err(CatalogError::PairTooLarge {
+                needed_mb,
+                limit_mb: self.mb,
+            });
+        }
+        Ok(())
+    }
+}

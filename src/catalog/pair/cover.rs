@@ -1,0 +1,221 @@
+//! The sets of query words an unmet product may still share with a query, and which list to
+//! read next: the bookkeeping behind both searches (`score`'s top k, `reverse`'s "whose top
+//! k can this enter"). See `score` for why reading lists this way is exact.
+//!
+//! A product met in no list read so far shares with the query a set `S` of its words that
+//! holds no read word and no read pair: an *open* set. Sets are tracked exactly over the
+//! query's `TOP` heaviest words (pairs are indexed among those), and the lighter words are
+//! counted whole until their own list is read.
+
+use super::index::{Index, List};
+
+/// The query's heaviest words that sets are tracked over (and pairs read among).
+pub const TOP: usize = 6;
+const MASKS: usize = 1 << TOP;
+
+/// Slack on score bounds for f32 rounding: a bound this close to the bar is not pruned.
+pub const BOUND_SLACK: f32 = 1e-5;
+
+/// Bit `m` set in `CONTAINS[i]` when subset `m` of the top words holds word `i`.
+const CONTAINS: [u64; TOP] = {
+    let mut out = [0u64; TOP];
+    let mut i = 0;
+    while i < TOP {
+        let mut m = 0;
+        while m < MASKS {
+            if m & (1 << i) != 0 {
+                out[i] |= 1 << m;
+            }
+            m += 1;
+        }
+        i += 1;
+    }
+    out
+};
+
+/// A query word in one partition: its weight, its bound and its list.
+#[derive(Clone, Copy)]
+pub struct Word {
+    pub weight: f32,
+    /// The query's weight times the heaviest weight in the list: the most the word adds.
+    pub bound: f32,
+    pub list: List,
+    pub word: u32,
+}
+
+/// The next list to read: a word's (by its place in `Cover::words`) or a pair's.
+#[derive(Clone, Copy)]
+pub enum Next {
+    Word(usize),
+    Pair(usize, usize),
+}
+
+/// One query's open sets in one partition; reused from query to query.
+pub struct Cover {
+    /// The query's words that have a list in the partition, heaviest bound first.
+    pub words: Vec<Word>,
+    /// Each subset of the top words' summed bounds.
+    sums: [f32; MASKS],
+    /// Bit `m` set while subset `m` of the top words is open.
+    open: u64,
+    /// The indexed pair lists among the top words, by (i, j) with i < j.
+    pairs: [[Option<List>; TOP]; TOP],
+    /// How many of `words` are top words.
+    pub top: usize,
+    /// The summed bounds of the lighter words not read yet.
+    tail: f32,
+    tail_read: Vec<bool>,
+}
+
+impl Cover {
+    pub fn new() -> Self {
+        Self {
+            words: Vec::new(),
+            sums: [0.0; MASKS],
+            open: 0,
+            pairs: [[None; TOP]; TOP],
+            top: 0,
+            tail: 0.0,
+            tail_read: Vec::new(),
+        }
+    }
+
+    /// Starts a query of `mine` in `partition`; false when none of its words is there.
+    pub fn reset(&mut self, index: &Index, partition: u32, mine: &[(u32, f32)]) -> bool {
+        self.words.clear();
+        for &(t, weight) in mine {
+            if let Some(list) = index.single(partition, t) {
+                self.words.push(Word {
+                    weight,
+                    bound: weight * list.heaviest,
+                    list,
+                    word: t,
+                });
+            }
+        }
+        if self.words.is_empty() {
+            return false;
+        }
+        self.words
+            .sort_unstable_by(|a, b| b.bound.total_cmp(&a.bound));
+        let top = self.words.len().min(TOP);
+        self.top = top;
+        for m in 1..(1usize << top) {
+            let low = m.trailing_zeros() as usize;
+            self.sums[m] = self.sums[m & (m - 1)] + self.words[low].bound;
+        }
+        for i in 0..top {
+            for j in i + 1..top {
+                let (a, b) = (self.words[i].word, self.words[j].word);
+                self.pairs[i][j] = index.pair(partition, a.min(b), a.max(b));
+            }
+        }
+        self.open = if top == TOP {
+            u64::MAX
+        } else {
+            (1u64 << (1 << top)) - 1
+        };
+        self.tail = self.words[top..].iter().map(|w| w.bound).sum();
+        self.tail_read.clear();
+        self.tail_read.resize(self.words.len() - top, false);
+        true
+    }
+
+    /// The open subsets of the top words, as a bit set.
+    pub fn open(&self) -> u64 {
+        self.open
+    }
+
+    /// Subset `m`'s summed bounds.
+    pub fn sum(&self, m: usize) -> f32 {
+        self.sums[m]
+    }
+
+    /// The summed bounds of the lighter words not read yet.
+    pub fn tail(&self) -> f32 {
+        self.tail
+    }
+
+    /// The lighter words not read yet, by place in `words`.
+    pub fn unread_tail(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.tail_read.len())
+            .filter(|&k| !self.tail_read[k])
+            .map(|k| self.top + k)
+    }
+
+    /// The pair list of top words `i < j`, when indexed.
+    pub fn pair(&self, i: usize, j: usize) -> Option<List> {
+        self.pairs[i][j]
+    }
+
+    /// The heaviest open set: (its bound, with every unread lighter word, and its subset
+    /// of the top words).
+    pub fn heaviest(&self) -> (f32, usize) {
+        let (mut best, mut at) = (f32::NEG_INFINITY, 0);
+        let mut open = self.open;
+        while open != 0 {
+            let m = open.trailing_zeros() as usize;
+            open &= open - 1;
+            if self.sums[m] > best {
+                best = self.sums[m];
+                at = m;
+            }
+        }
+        (best.max(0.0) + self.tail, at)
+    }
+
+    /// The most a product in word `i`'s list can score besides that word: the heaviest open
+    /// set holding `i`, without `i`.
+    pub fn rest(&self, i: usize) -> f32 {
+        let bound = self.words[i].bound;
+        if i >= self.top {
+            return self.heaviest().0 - bound;
+        }
+        let mut best = f32::NEG_INFINITY;
+        let mut open = self.open & CONTAINS[i];
+        while open != 0 {
+            let m = open.trailing_zeros() as usize;
+            open &= open - 1;
+            best = best.max(self.sums[m]);
+        }
+        best - bound + self.tail
+    }
+
+    /// The shortest list that holds the open set `set` (of the top words) together with
+    /// the unread lighter words; `None` when nothing is left to read.
+    pub fn next(&self, set: usize) -> Option<Next> {
+        let mut best: Option<(u32, Next)> = None;
+        let mut consider = |len: u32, next: Next| {
+            if best.as_ref().is_none_or(|(l, _)| len < *l) {
+                best = Some((len, next));
+            }
+        };
+        for i in 0..self.top {
+            if set & (1 << i) == 0 {
+                continue;
+            }
+            consider(self.words[i].list.len, Next::Word(i));
+            for j in i + 1..self.top {
+                if let (true, Some(list)) = (set & (1 << j) != 0, self.pairs[i][j]) {
+                    consider(list.len, Next::Pair(i, j));
+                }
+            }
+        }
+        for k in self.unread_tail() {
+            consider(self.words[k].list.len, Next::Word(k));
+        }
+        best.map(|(_, next)| next)
+    }
+
+    /// Marks a list read: every set it holds is closed.
+    pub fn settle(&mut self, read: Next) {
+        match read {
+            Next::Pair(i, j) => self.open &= !(CONTAINS[i] & CONTAINS[j]),
+            Next::Word(i) if i < self.top => self.open &= !CONTAINS[i],
+            Next::Word(i) => {
+                self.tail -= self.words[i].bound;
+                self.tail_read[i - self.top] = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! Embedding: every product's identity (`catalog::tokens`) as a TF-IDF vector in flat,
+//! compact arrays (u32 word ids, f32 weights), with what decides comparability (category,
+//! price) and the tie-break (material, key rank), and the groups of products that share a
+//! category and an identity (they score the same against everything, so each group is one
+//! query and one posting).
+//!
+//! Names are tokenised on every core in chunks; words are interned in the order they first
+//! appear in the catalogue whatever the number of cores, so a word's id — and with it every
+//! float sum in scoring — is the same on any machine.
+
+use std::collections::HashMap;
+
+use super::{Weights, CORES};
+use crate::catalog::extract::{identity_tokens, name_words};
+use crate::catalog::products::{PairingInput, ProductKey, Traits, NO_CATEGORY};
+use crate::catalog::rows::Rows;
+use crate::catalog::tokens::{frozen_identity, identity, Vocabulary};
+
+/// Two prices are comparable when the larger is at most this many times the smaller.
+const PRICE_BAND: f64 = 3.0;
+
+/// From how many products a chunk is tokenised on several threads.
+const PARALLEL_FROM: usize = 2048;
+
+/// Categories and materials by name, in order of first appearance.
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    ids: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Names {
+    pub fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.ids.insert(name.to_owned(), id);
+        self.names.push(name.to_owned());
+        id
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn from_names(names: Vec<String>) -> Self {
+        let ids = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i as u32))
+            .collect();
+        Self { ids, names }
+    }
+}
+
+/// The traits of one product, naming its category (lowercased) and material.
+pub fn traits_of(input: &PairingInput, categories: &mut Names, materials: &mut Names) -> Traits {
+    Traits {
+        category: input
+            .category
+            .as_deref()
+            .map_or(NO_CATEGORY, |c| categories.id(&c.to_lowercase())),
+        price: input.price_cents,
+        material: input.material.as_deref().map(|m| materials.id(m)),
+    }
+}
+
+/// One product's words as text: its name's identity words (variants out where enrichment
+/// ran; every word where it has not) and its brand's words.
+pub fn words_of(input: &PairingInput) -> (Vec<String>, Vec<String>) {
+    let name = if input.enriched {
+        identity_tokens(&input.name)
+    } else {
+        name_words(&input.name)
+    };
+    let brand = input.brand.as_deref().map(name_words).unwrap_or_default();
+    (name, brand)
+}
+
+/// A catalogue read for a full pair: keys, traits and each product's words as ids of one
+/// vocabulary, before folding. Chunks are added in key order.
+#[derive(Default)]
+pub struct Reading {
+    pub keys: Vec<ProductKey>,
+    pub versions: Vec<u64>,
+    pub traits: Vec<Traits>,
+    pub categories: Names,
+    pub materials: Names,
+    vocabulary: Vocabulary,
+    /// Per product two rows: its name's words, then its brand's.
+    words: Rows<u32>,
+}
+
+/// One thread's share of a chunk: its words interned locally, in order of first appearance.
+struct LocalWords {
+    texts: Vec<String>,
+    rows: Rows<u32>,
+}
+
+fn tokenise(inputs: &[PairingInput]) -> LocalWords {
+    let mut ids: HashMap<String, u32> = HashMap::new();
+    let mut texts = Vec::new();
+    let mut rows = Rows::with_capacity(inputs.len() * 2, inputs.len() * 8);
+    let mut row = Vec::new();
+    for input in inputs {
+        let (name, brand) = words_of(input);
+        for words in [name, brand] {
+            row.clear();
+            for w in words {
+                let next = texts.len() as u32;
+                let id = *ids.entry(w).or_insert_with_key(|w| {
+                    texts.push(w.clone());
+                    next
+                });
+                row.push(id);
+            }
+            rows.push(&row);
+        }
+    }
+    LocalWords { texts, rows }
+}
+
+impl Reading {
+    pub fn new() -> Self {
+        Self {
+            words: Rows::new(),
+            ..Self::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Adds a chunk of products (with their versions): tokenised on every core, interned in
+    /// catalogue order.
+    pub fn add(&mut self, inputs: Vec<PairingInput>, versions: &[u64]) {
+        self.versions.extend_from_slice(versions);
+        let threads = if inputs.len() < PARALLEL_FROM {
+            1
+        } else {
+            *CORES
+        };
+        let per = inputs.len().div_ceil(threads.max(1)).max(1);
+        let locals: Vec<LocalWords> = std::thread::scope(|scope| {
+            let handles: Vec<_> = inputs
+                .chunks(per)
+                .map(|part| scope.spawn(move || tokenise(part)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("tokenising does not panic: it reads text"))
+                .collect()
+        });
+        for local in locals {
+            let global: Vec<u32> = local
+                .texts
+                .iter()
+                .map(|t| self.vocabulary.intern(t))
+                .collect();
+            for r in 0..local.rows.len() {
+                let row: Vec<u32> = local
+                    .rows
+                    .row(r)
+                    .iter()
+                    .map(|&l| global[l as usize])
+                    .collect();
+                self.words.push(&row);
+            }
+        }
+        for input in inputs {
+            let traits = traits_of(&input, &mut self.categories, &mut self.materials);
+            self.traits.push(traits);
+            self.keys.push(input.product_key);
+        }
+    }
+
+    /// Folds the vocabulary and makes every product's identity, then counts each word's
+    /// products: the catalogue ready to weigh.
+    pub fn identities(mut self) -> Prepared {
+        self.vocabulary.fold_plurals();
+        let n = self.keys.len();
+        let vocabulary = &self.vocabulary;
+        let words = &self.words;
+        let threads = if n < PARALLEL_FROM { 1 } else { *CORES };
+        let per = n.div_ceil(threads.max(1)).max(1);
+        let parts: Vec<Rows<u32>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..n)
+                .step_by(per)
+                .map(|start| {
+                    scope.spawn(move || {
+                        let end = (start + per).min(n);
+                        let mut out = Rows::with_capacity(end - start, (end - start) * 5);
+                        for i in start..end {
+                            out.push(&identity(
+                                words.row(2 * i),
+                                words.row(2 * i + 1),
+                                vocabulary,
+                            ));
+                        }
+                        out
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("making identities does not panic"))
+                .collect()
+        });
+        drop(self.words);
+        let mut identities = Rows::with_capacity(n, parts.iter().map(|p| p.items().len()).sum());
+        for part in &parts {
+            for i in 0..part.len() {
+                identities.push(part.row(i));
+            }
+        }
+        drop(parts);
+        let weights = Weights::counted(self.vocabulary, &identities);
+        Prepared {
+            keys: self.keys,
+            versions: self.versions,
+            traits: self.traits,
+            categories: self.categories,
+            materials: self.materials,
+            identities,
+            weights,
+        }
+    }
+}
+
+/// A catalogue ready to weigh and score: per product (in key order) its key, version,
+/// traits and identity, with the weights and the names its ids refer to.
+pub struct Prepared {
+    pub keys: Vec<ProductKey>,
+    pub versions: Vec<u64>,
+    pub traits: Vec<Traits>,
+    pub categories: Names,
+    pub materials: Names,
+    pub identities: Rows<u32>,
+    pub weights: Weights,
+}
+
+/// A product's identity under frozen weights (an incremental run's changed products).
+pub fn frozen_identity_of(input: &PairingInput, weights: &mut Weights) -> Vec<u32> {
+    let (name, brand) = words_of(input);
+    frozen_identity(&name, &brand, &mut weights.vocabulary)
+}
+
+/// Every product's vector and traits, and the groups, ready to index and score.
+pub struct Embedding {
+    pub vectors: Rows<(u32, f32)>,
+    pub traits: Vec<Traits>,
+    /// The rank of each product's key among all keys: the last tie-break.
+    pub key_rank: Vec<u32>,
+    /// How many categories there are (ids `0..categories`; `NO_CATEGORY` aside).
+    pub categories: u32,
+    /// Products with the same category and identity: group `g`'s members, by product.
+    pub groups: Rows<u32>,
+    /// Each product's group.
+    pub group_of: Vec<u32>,
+    pub vocabulary_size: usize,
+}
+
+impl Embedding {
+    /// Weighs `identities` by `weights` and groups the products. `key_rank` is each
+    /// product's rank in key order.
+    pub fn new(
+        identities: &Rows<u32>,
+        traits: Vec<Traits>,
+        key_rank: Vec<u32>,
+        categories: u32,
+        weights: &Weights,
+    ) -> Self {
+        debug_assert_eq!(identities.len(), traits.len());
+        let n = identities.len();
+        let idf = weights.idf();
+        let mut vectors = Rows::with_capacity(n, identities.items().len());
+        let mut row = Vec::new();
+        for i in 0..n {
+            let set = identities.row(i);
+            let norm = set
+                .iter()
+                .map(|&t| idf[t as usize] * idf[t as usize])
+                .sum::<f32>()
+                .sqrt();
+            row.clear();
+            row.extend(set.iter().map(|&t| (t, idf[t as usize] / norm)));
+            vectors.push(&row);
+        }
+        let (groups, group_of) = group_identical(identities, &traits);
+        Self {
+            vectors,
+            traits,
+            key_rank,
+            categories,
+            groups,
+            group_of,
+            vocabulary_size: weights.len(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.traits.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.traits.is_empty()
+    }
+
+    /// How many distinct (category, identity) groups the products form.
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Product `i`'s identity: (word id, weight), sorted by word id, L2-normalised.
+    pub fn vector(&self, i: usize) -> &[(u32, f32)] {
+        self.vectors.row(i)
+    }
+
+    /// The documented score of two products: the cosine of their identity vectors.
+    pub fn score(&self, i: usize, j: usize) -> f32 {
+        dot(self.vector(i), self.vector(j))
+    }
+
+    /// Whether two products may be neighbours: same top-level category (or one has none)
+    /// and comparable prices (or one has none).
+    pub fn comparable(&self, i: usize, j: usize) -> bool {
+        comparable(&self.traits[i], &self.traits[j])
+    }
+
+    /// Whether `(score_a, a)` ranks before `(score_b, b)` as a neighbour of `i`: higher
+    /// score, then same material, then smaller key.
+    pub fn ranks_before(&self, i: usize, (sa, a): (f32, usize), (sb, b): (f32, usize)) -> bool {
+        if sa != sb {
+            return sa > sb;
+        }
+        let material = |j: usize| {
+            let m = self.traits[i].material;
+            m.is_some() && m == self.traits[j].material
+        };
+        match (material(a), material(b)) {
+            (true, false) => true,
+            (false, true) => false,
+            _ => self.key_rank[a] < self.key_rank[b],
+        }
+    }
+}
+
+/// Whether two products' traits let them be neighbours (see `Embedding::comparable`).
+pub fn comparable(a: &Traits, b: &Traits) -> bool {
+    if a.category != NO_CATEGORY && b.category != NO_CATEGORY && a.category != b.category {
+        return false;
+    }
+    match (a.price, b.price) {
+        (Some(x), Some(y)) if x > 0 && y > 0 => {
+            let (lo, hi) = (x.min(y) as f64, x.max(y) as f64);
+            hi / lo <= PRICE_BAND
+        }
+        _ => true,
+    }
+}
+
+/// Groups products of the same category and identity: (members by group, group of each).
+fn group_identical(identities: &Rows<u32>, traits: &[Traits]) -> (Rows<u32>, Vec<u32>) {
+    let n = identities.len();
+    let mut ids: HashMap<(u32, &[u32]), u32> = HashMap::with_capacity(n);
+    let mut group_of = Vec::with_capacity(n);
+    for (i, t) in traits.iter().enumerate() {
+        let next = ids.len() as u32;
+        group_of.push(*ids.entry((t.category, identities.row(i))).or_insert(next));
+    }
+    let count = ids.len();
+    drop(ids);
+    let mut offsets = vec![0u32; count + 1];
+    for &g in &group_of {
+        offsets[g as usize + 1] += 1;
+    }
+    for g in 0..count {
+        offsets[g + 1] += offsets[g];
+    }
+    let mut fill = offsets.clone();
+    let mut members = vec![0u32; n];
+    for (i, &g) in group_of.iter().enumerate() {
+        members[fill[g as usize] as usize] = i as u32;
+        fill[g as usize] += 1;
+    }
+    let groups = Rows::from_parts(offsets, members).expect("offsets counted from the members");
+    (groups, group_of)
+}
+
+/// The dot product of two sparse vectors sorted by word.
+pub fn dot(a: &[(u32, f32)], b: &[(u32, f32)]) -> f32 {
+    let (mut x, mut y, mut sum) = (0, 0, 0.0);
+    while x < a.len() && y < b.len() {
+        let (ta, tb) = (a[x].0, b[y].0);
+        if ta == tb {
+            sum += a[x].1 * b[y].1;
+            x += 1;
+            y += 1;
+        } else if ta < tb {
+            x += 1;
+        } else {
+            y += 1;
+        }
+    }
+    sum
+}

@@ -1,0 +1,125 @@
+//! A full pair: every product read from the store (in key order, in chunks, tokenised as
+//! they arrive), weighed by weights counted on this catalogue, and every group queried.
+//! What it keeps is the pairing state the next incremental pair starts from.
+
+use tokio_util::sync::CancellationToken;
+
+use super::embed::{Embedding, Prepared, Reading};
+use super::index::Index;
+use super::score::{self, Ask, Best};
+use super::{budget, EMBEDDED, INDEXED, LOADED, SCORED};
+use crate::catalog::products::{Pairing, ProductKey};
+use crate::catalog::rows::Rows;
+use crate::catalog::{check, retrying, Catalog, CatalogError, Monotonic};
+use crate::jobs::TenantId;
+
+/// Products read from the store per call.
+const READ_CHUNK: usize = 20_000;
+
+/// Reads the products `versions` names (in key order) and prepares them: tokenised,
+/// identities made, weights counted (5 → 35 %). A product gone since is left out.
+pub fn read(
+    catalog: &Catalog,
+    tenant: &TenantId,
+    versions: &[(ProductKey, u64)],
+    stop: &CancellationToken,
+    progress: &Monotonic<'_>,
+) -> Result<Prepared, CatalogError> {
+    let window = catalog.settings.write_retry;
+    let n = versions.len();
+    let mut reading = Reading::new();
+    for chunk in versions.chunks(READ_CHUNK) {
+        check(stop)?;
+        let keys: Vec<ProductKey> = chunk.iter().map(|(k, _)| k.clone()).collect();
+        let inputs = retrying(window, stop, || catalog.store.pairing_inputs(tenant, &keys))?;
+        let (inputs, kept): (Vec<_>, Vec<u64>) = inputs
+            .into_iter()
+            .zip(chunk)
+            .filter_map(|(input, (_, v))| input.map(|i| (i, *v)))
+            .unzip();
+        reading.add(inputs, &kept);
+        let done = reading.len();
+        progress.interpolate(
+            LOADED,
+            EMBEDDED - 5,
+            done,
+            n,
+            &format!("embedding product names ({done} of {n})"),
+        );
+    }
+    check(stop)?;
+    progress.report(EMBEDDED - 5, "folding plurals and joining compound words");
+    Ok(reading.identities())
+}
+
+/// Scores every product of `prepared` (35 → 90 %) and makes the state to keep.
+pub fn pair_all(
+    prepared: Prepared,
+    ask: &Ask,
+    limit: &budget::Limit,
+    stop: &CancellationToken,
+    progress: &Monotonic<'_>,
+) -> Result<Pairing, CatalogError> {
+    progress.report(EMBEDDED, "weighting words");
+    let n = prepared.keys.len();
+    let ranks: Vec<u32> = (0..n as u32).collect();
+    let e = Embedding::new(
+        &prepared.identities,
+        prepared.traits,
+        ranks,
+        prepared.categories.len() as u32,
+        &prepared.weights,
+    );
+    limit.check_embedded(&e)?;
+    check(stop)?;
+    let index = Index::build(&e);
+    progress.report(INDEXED, "scoring neighbours");
+    let groups: Vec<u32> = (0..e.group_count() as u32).collect();
+    let best = score_groups(&e, &index, &groups, ask, stop, progress)?;
+    progress.report(SCORED, "scored all products");
+    let mut rows: Rows<(u32, f32)> = Rows::with_capacity(n, n * ask.top_k);
+    for b in &best {
+        rows.push(b);
+    }
+    Ok(Pairing {
+        top_k: ask.top_k as u32,
+        min_score: ask.min_score,
+        changed_since_full: 0,
+        weights: prepared.weights.parts(),
+        categories: prepared.categories.names().to_vec(),
+        materials: prepared.materials.names().to_vec(),
+        keys: prepared.keys,
+        versions: prepared.versions,
+        traits: e.traits,
+        identities: prepared.identities,
+        best: rows,
+    })
+}
+
+/// Every member of `groups` scored (45 → 90 %): each product's best, by product index
+/// (products of other groups get an empty list).
+pub fn score_groups(
+    e: &Embedding,
+    index: &Index,
+    groups: &[u32],
+    ask: &Ask,
+    stop: &CancellationToken,
+    progress: &Monotonic<'_>,
+) -> Result<Vec<Best>, CatalogError> {
+    let total = groups.len();
+    let report = |done: usize, all: usize| {
+        progress.interpolate(
+            INDEXED,
+            SCORED,
+            done,
+            all,
+            &format!("scoring neighbours (about {done} of {total} distinct identities)"),
+        );
+    };
+    let scored = score::score(e, index, groups, ask, stop, &report)?;
+    let mut best: Vec<Best> = vec![Vec::new(); e.len()];
+    for (i, b) in scored {
+        best[i as usize] = b;
+    }
+    Ok(best)
+}

@@ -1,0 +1,308 @@
+//! pair: each product's nearest neighbours by TF-IDF cosine over its *identity* — the set of
+//! words that says what it is (`catalog::tokens`: the name without the variant attributes
+//! enrichment found, plus the brand; case, hyphens, joined words and plurals folded) — so that
+//! the variants of one product are each other's nearest neighbours.
+//!
+//! **The score.** Each identity word weighs `ln((n + 1) / (df + 1)) + 1` (`weights`), a word
+//! counted once per product; vectors are L2-normalised and the score is their dot product.
+//! Two products are comparable only within the same top-level category (a product without
+//! one is comparable to all) and when the larger price is at most 3 times the smaller. Ties
+//! go to the neighbour of the same material, then to the smaller product key. Kept: the
+//! `top_k` best with score ≥ `min_score`.
+//!
+//! **The method: exact top-k, no candidate cut.** `embed` makes the vectors and groups the
+//! products of one category and identity (they score the same against everything); `index`
+//! lists the groups per (category, word) and per (category, pair of common words); `score`
+//! answers each group's query by reading lists until no product left unread can reach its
+//! top k (the argument is in `score`'s doc). The test
+//! `pair_neighbours_equal_an_exhaustive_top_k` checks the result against brute force.
+//!
+//! **Full or incremental.** A pair keeps its state in the catalogue store (`Pairing`: the
+//! weights, and per product its version, identity and top k). The next pair re-scores only
+//! what changed (`incremental`, where the weights rule is) — unless `full=true` asks for a
+//! full one, there is no state (`first`), `PAIR_TOP_K` or `PAIR_MIN_SCORE` changed
+//! (`settings`), or more than `pair_full_after_share` of the catalogue the last full pair
+//! counted changed since (`share`, 20 % by default): then it pairs everything with weights
+//! counted afresh. The report says which, and how many products were re-scored and why.
+//!
+//! The new table and state replace the old in one step at the end, so pair is safe to run
+//! again and a stop on request leaves the old table whole; the step is fenced: it happens
+//! only while the run still holds its job (`jobs::fence`). `PAIR_MAX_MEMORY_MB` is checked
+//! before the memory is taken (`budget`).
+
+mod budget;
+mod cover;
+mod direct;
+mod embed;
+mod full;
+mod incremental;
+mod index;
+mod reverse;
+mod score;
+mod weights;
+
+use std::sync::{Arc, LazyLock};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use direct::{embed, full_with_weights, inputs_of, neighbours};
+pub use embed::Embedding;
+pub use score::Ask;
+pub use weights::Weights;
+
+use super::products::{Pairing, ProductKey, Rewrite, Swap};
+use super::report::{
+    to_result, FullBecause, PairChanges, PairMode, PairPhase, PairReport, PairStopped,
+    RescoredBecause,
+};
+use super::{check, retrying, Catalog, CatalogError, Monotonic};
+use crate::jobs::fence::{Fence, Unfenced};
+use crate::jobs::registry::Progress;
+use crate::jobs::TenantId;
+use incremental::Outcome;
+
+/// The cores to tokenise and score on. Asked once: `available_parallelism` reads cgroup
+/// files each call.
+static CORES: LazyLock<usize> = LazyLock::new(|| {
+    std::thread::available_parallelism()
+        .map(|p| p.get())
+        .unwrap_or(1)
+        .clamp(1, 8)
+});
+
+/// Progress at the end of each phase (loading → 5, embedding → 35, indexing → 45, scoring →
+/// 90, writing → 100), as docs/api.md documents.
+const LOADED: u8 = 5;
+const EMBEDDED: u8 = 35;
+const INDEXED: u8 = 45;
+const SCORED: u8 = 90;
+
+/// The phase a run had reached at `percent`, as a stopped or failed pair reports it.
+fn phase_at(percent: u8) -> PairPhase {
+    match percent {
+        p if p < LOADED => PairPhase::Loading,
+        p if p < EMBEDDED => PairPhase::Embedding,
+        p if p < INDEXED => PairPhase::Indexing,
+        p if p < SCORED => PairPhase::Scoring,
+        _ => PairPhase::Writing,
+    }
+}
+
+/// A pair's parameters, read from the request's fields.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PairParams {
+    /// Pair every product with weights counted afresh, even when an incremental pair could.
+    #[serde(default)]
+    pub full: bool,
+}
+
+/// Pairs the tenant's products (incrementally when it can). A run that stops on request or
+/// fails reports the phase it had reached (`{"phase": "scoring"}`); the old neighbour table
+/// is left whole either way. Outside any job (tests, benchmarks): the table is swapped
+/// unfenced.
+pub fn run(
+    catalog: &Catalog,
+    tenant: &TenantId,
+    params: &PairParams,
+    stop: &CancellationToken,
+    progress: Progress<'_>,
+) -> Result<Value, CatalogError> {
+    run_in(catalog, tenant, params, &Unfenced, stop, progress)
+}
+
+/// Pairs the tenant's products as a job's run: the table is swapped only while the run
+/// still holds its job (`fence`), in the same atomic step; a run fenced off before its swap
+/// leaves the old table whole and ends `CatalogError::Fenced` (its end is not recorded).
+pub fn run_in(
+    catalog: &Catalog,
+    tenant: &TenantId,
+    params: &PairParams,
+    fence: &dyn Fence,
+    stop: &CancellationToken,
+    progress: Progress<'_>,
+) -> Result<Value, CatalogError> {
+    let progress = Monotonic::new(progress);
+    let run = Run {
+        catalog,
+        tenant,
+        fence,
+        stop,
+        progress: &progress,
+    };
+    run.phases(params).map_err(|e| {
+        e.with_report(to_result(&PairStopped {
+            phase: phase_at(progress.last()),
+        }))
+    })
+}
+
+/// One pair's context.
+struct Run<'a> {
+    catalog: &'a Catalog,
+    tenant: &'a TenantId,
+    fence: &'a dyn Fence,
+    stop: &'a CancellationToken,
+    progress: &'a Monotonic<'a>,
+}
+
+impl Run<'_> {
+    fn phases(&self, params: &PairParams) -> Result<Value, CatalogError> {
+        let window = self.catalog.settings.write_retry;
+        self.progress.report(0, "reading the last pair's state");
+        let state = retrying(window, self.stop, || {
+            self.catalog.store.pairing(self.tenant)
+        })?;
+        self.progress.report(2, "listing products");
+        let versions = retrying(window, self.stop, || {
+            self.catalog.store.versions(self.tenant)
+        })?;
+        budget::Limit::new(self.catalog.settings.pair_max_memory_mb)
+            .check_products(versions.len())?;
+        check(self.stop)?;
+        let ask = self.ask();
+        let because = match (&state, params.full) {
+            (_, true) => FullBecause::Asked,
+            (None, _) => FullBecause::First,
+            (Some(s), _) if s.top_k as usize != ask.top_k || s.min_score != ask.min_score => {
+                FullBecause::Settings
+            }
+            (Some(state), false) => {
+                let outcome = incremental::run(
+                    self.catalog,
+                    self.tenant,
+                    state,
+                    versions.clone(),
+                    &ask,
+                    self.stop,
+                    self.progress,
+                )?;
+                match outcome {
+                    Outcome::Unchanged => return Ok(self.unchanged(state)),
+                    Outcome::Paired(paired) => return self.save_incremental(*paired),
+                    Outcome::TooMuchChanged => FullBecause::Share,
+                }
+            }
+        };
+        drop(state);
+        self.full(versions, &ask, because)
+    }
+
+    fn ask(&self) -> Ask {
+        Ask {
+            top_k: self.catalog.settings.pair_top_k,
+            min_score: self.catalog.settings.pair_min_score as f32,
+        }
+    }
+
+    fn full(
+        &self,
+        versions: Vec<(ProductKey, u64)>,
+        ask: &Ask,
+        because: FullBecause,
+    ) -> Result<Value, CatalogError> {
+        self.progress.report(LOADED, "reading products");
+        let limit = budget::Limit::new(self.catalog.settings.pair_max_memory_mb);
+        let prepared = full::read(
+            self.catalog,
+            self.tenant,
+            &versions,
+            self.stop,
+            self.progress,
+        )?;
+        drop(versions);
+        let pairing = full::pair_all(prepared, ask, &limit, self.stop, self.progress)?;
+        let n = pairing.keys.len();
+        let report = PairReport {
+            mode: PairMode::Full,
+            full_because: Some(because),
+            rescored: n,
+            changes: None,
+            rescored_because: None,
+            ..counts(&pairing)
+        };
+        self.save(Arc::new(pairing), Rewrite::Whole)?;
+        Ok(to_result(&report))
+    }
+
+    fn save_incremental(&self, paired: incremental::Paired) -> Result<Value, CatalogError> {
+        let r = paired.rescored;
+        let c = paired.changes;
+        let report = PairReport {
+            mode: PairMode::Incremental,
+            full_because: None,
+            rescored: r.changed + r.lost_a_neighbour + r.gained_a_neighbour,
+            changes: Some(PairChanges {
+                added: c.added,
+                changed: c.changed,
+                removed: c.removed,
+            }),
+            rescored_because: Some(RescoredBecause {
+                changed: r.changed,
+                lost_a_neighbour: r.lost_a_neighbour,
+                gained_a_neighbour: r.gained_a_neighbour,
+            }),
+            ..counts(&paired.pairing)
+        };
+        let rewrite = Rewrite::Rows {
+            changed: &paired.rows,
+            removed: &paired.removed,
+        };
+        self.save(Arc::new(paired.pairing), rewrite)?;
+        Ok(to_result(&report))
+    }
+
+    /// Nothing changed since the last pair: nothing is written.
+    fn unchanged(&self, state: &Pairing) -> Value {
+        self.progress
+            .report(100, "nothing changed since the last pair");
+        to_result(&PairReport {
+            mode: PairMode::Incremental,
+            full_because: None,
+            rescored: 0,
+            changes: Some(PairChanges::default()),
+            rescored_because: Some(RescoredBecause::default()),
+            ..counts(state)
+        })
+    }
+
+    /// Puts the new state and table in place, fenced.
+    fn save(&self, pairing: Arc<Pairing>, rewrite: Rewrite<'_>) -> Result<(), CatalogError> {
+        // The old table stays whole until the swap below; a cancelled run leaves it untouched.
+        check(self.stop)?;
+        let paired = pairing.paired();
+        self.progress.report(
+            SCORED,
+            &format!("writing the neighbour table ({paired} products)"),
+        );
+        let window = self.catalog.settings.write_retry;
+        // A run fenced off after the check above (recovered, taken over) must not swap: the
+        // store checks the job record in the same step as the swap.
+        let swap = retrying(window, self.stop, || {
+            self.catalog
+                .store
+                .save_pairing(self.tenant, pairing.clone(), rewrite, self.fence)
+        })?;
+        if swap == Swap::Fenced {
+            return Err(CatalogError::Fenced);
+        }
+        let n = pairing.keys.len();
+        self.progress
+            .report(100, &format!("paired {paired} of {n} products"));
+        Ok(())
+    }
+}
+
+/// A report's counts of a pairing's table; the rest filled by the caller.
+fn counts(p: &Pairing) -> PairReport {
+    PairReport {
+        mode: PairMode::Full,
+        full_because: None,
+        products: p.keys.len(),
+        paired: p.paired(),
+        pairs: p.best.items().len(),
+        rescored: 0,
+        changes: None,
+        rescored_because: None,
+    }
+}

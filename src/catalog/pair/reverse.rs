@@ -1,0 +1,246 @@
+//! The reverse search of an incremental pair: for each changed or added product, every
+//! unchanged product whose top k it can now enter — exactly, by the symmetry of the score:
+//! the changed product's own query meets the products it may now beat.
+//!
+//! An unchanged product `u` takes a changed `a` when `score(a, u)` reaches `u`'s *bar* (its
+//! k-th score, or `min_score` while it has fewer than k). Bars differ from product to
+//! product, so each list carries the lowest bar of the groups in it (`Bars`): a product that
+//! shares with the query exactly the open set `S` lies in the list of every word and pair of
+//! `S`, so its bar is at least the highest of their lowest bars. The search reads lists
+//! (`cover`) until no open set's bound reaches that; every product it meets is scored
+//! exactly and compared with its own bar.
+
+use tokio_util::sync::CancellationToken;
+
+use super::cover::{Cover, Next, BOUND_SLACK, TOP};
+use super::embed::{dot, Embedding};
+use super::index::Index;
+use super::score::{on_every_core, reads};
+use crate::catalog::CatalogError;
+
+const MASKS: usize = 1 << TOP;
+
+/// An unchanged product `u` may take changed product `j` at score `s`: (u, j, s).
+pub type Entry = (u32, u32, f32);
+
+/// The bar of every product searched for (`f32::INFINITY` for one whose list is made anew
+/// anyway), and the lowest per group and per list.
+pub struct Bars {
+    pub product: Vec<f32>,
+    group: Vec<f32>,
+    single: Vec<f32>,
+    pair: Vec<f32>,
+}
+
+impl Bars {
+    pub fn new(e: &Embedding, index: &Index, product: Vec<f32>) -> Self {
+        let group: Vec<f32> = (0..e.group_count())
+            .map(|g| {
+                e.groups
+                    .row(g)
+                    .iter()
+                    .map(|&i| product[i as usize])
+                    .fold(f32::INFINITY, f32::min)
+            })
+            .collect();
+        let (words, pairs) = index.lists();
+        let (w, p) = index.list_counts();
+        let mut single = vec![f32::INFINITY; w];
+        for list in words {
+            single[list.slot as usize] = index
+                .postings(*list)
+                .iter()
+                .map(|p| group[p.group as usize])
+                .fold(f32::INFINITY, f32::min);
+        }
+        let mut pair = vec![f32::INFINITY; p];
+        for list in pairs {
+            pair[list.slot as usize] = index
+                .pair_postings(*list)
+                .iter()
+                .map(|p| group[p.group as usize])
+                .fold(f32::INFINITY, f32::min);
+        }
+        Self {
+            product,
+            group,
+            single,
+            pair,
+        }
+    }
+}
+
+/// For each group in `groups` (those holding changed products; `changed[i]` marks them),
+/// every unchanged product whose top k a changed member can enter.
+pub fn reverse(
+    e: &Embedding,
+    index: &Index,
+    bars: &Bars,
+    groups: &[u32],
+    changed: &[bool],
+    stop: &CancellationToken,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<Entry>, CatalogError> {
+    let search = Search {
+        e,
+        index,
+        bars,
+        changed,
+    };
+    on_every_core(
+        groups,
+        stop,
+        progress,
+        || Reverse {
+            seen: vec![0; e.group_count()],
+            epoch: 0,
+            cover: Cover::new(),
+            floor: [0.0; MASKS],
+        },
+        |r, g, out| r.group(&search, g as usize, out),
+    )
+}
+
+struct Search<'a> {
+    e: &'a Embedding,
+    index: &'a Index,
+    bars: &'a Bars,
+    changed: &'a [bool],
+}
+
+/// One worker's reusable state.
+struct Reverse {
+    seen: Vec<u32>,
+    epoch: u32,
+    cover: Cover,
+    /// Per open subset of the top words: the lowest bar a product sharing it can have.
+    floor: [f32; MASKS],
+}
+
+impl Reverse {
+    fn group(&mut self, s: &Search<'_>, g: usize, out: &mut Vec<Entry>) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.seen.fill(0);
+            self.epoch = 1;
+        }
+        self.seen[g] = self.epoch;
+        let first = s.e.groups.row(g)[0] as usize;
+        let category = s.e.traits[first].category;
+        for &p in &s.index.partitions {
+            if reads(category, p) && self.cover.reset(s.index, p, s.e.vector(first)) {
+                self.floors(s);
+                self.search(s, g, out);
+            }
+        }
+    }
+
+    /// The lowest bar of a product sharing each subset of the top words: the highest of the
+    /// lowest bars of the subset's words and indexed pairs.
+    fn floors(&mut self, s: &Search<'_>) {
+        let c = &self.cover;
+        self.floor[0] = f32::NEG_INFINITY;
+        for m in 1..(1usize << c.top) {
+            let low = m.trailing_zeros() as usize;
+            let mut floor =
+                self.floor[m & (m - 1)].max(s.bars.single[c.words[low].list.slot as usize]);
+            for j in low + 1..c.top {
+                if m & (1 << j) != 0 {
+                    if let Some(list) = c.pair(low, j) {
+                        floor = floor.max(s.bars.pair[list.slot as usize]);
+                    }
+                }
+            }
+            self.floor[m] = floor;
+        }
+    }
+
+    /// The open set whose bound most exceeds its floor, if any still reaches it.
+    fn reaching(&self, s: &Search<'_>) -> Option<usize> {
+        let c = &self.cover;
+        let tail_floor = c
+            .unread_tail()
+            .map(|k| s.bars.single[c.words[k].list.slot as usize])
+            .fold(f32::INFINITY, f32::min);
+        let mut best: Option<(f32, usize)> = None;
+        let mut open = c.open();
+        while open != 0 {
+            let m = open.trailing_zeros() as usize;
+            open &= open - 1;
+            let floor = if m == 0 { tail_floor } else { self.floor[m] };
+            let bound = if m == 0 {
+                c.tail()
+            } else {
+                c.sum(m) + c.tail()
+            };
+            let margin = bound + BOUND_SLACK - floor;
+            if margin >= 0.0 && best.is_none_or(|(b, _)| margin > b) {
+                best = Some((margin, m));
+            }
+        }
+        best.map(|(_, m)| m)
+    }
+
+    fn search(&mut self, s: &Search<'_>, g: usize, out: &mut Vec<Entry>) {
+        let first = s.e.groups.row(g)[0] as usize;
+        let mine = s.e.vector(first);
+        while let Some(set) = self.reaching(s) {
+            let Some(next) = self.cover.next(set) else {
+                return;
+            };
+            match next {
+                Next::Pair(i, j) => {
+                    let list = self.cover.pair(i, j).expect("chosen among indexed pairs");
+                    for p in s.index.pair_postings(list) {
+                        self.visit(s, g, mine, p.group as usize, (p.start, p.end), out);
+                    }
+                }
+                Next::Word(i) => {
+                    let w = self.cover.words[i];
+                    let rest = self.cover.rest(i);
+                    let floor = s.bars.single[w.list.slot as usize];
+                    for p in s.index.postings(w.list) {
+                        let bound = w.weight * p.weight + rest + BOUND_SLACK;
+                        if bound < floor {
+                            break;
+                        }
+                        if bound >= s.bars.group[p.group as usize] {
+                            self.visit(s, g, mine, p.group as usize, (p.start, p.end), out);
+                        }
+                    }
+                }
+            }
+            self.cover.settle(next);
+        }
+    }
+
+    /// Scores group `h` once and records each of its members whose bar the score reaches.
+    fn visit(
+        &mut self,
+        s: &Search<'_>,
+        g: usize,
+        mine: &[(u32, f32)],
+        h: usize,
+        (start, end): (u32, u32),
+        out: &mut Vec<Entry>,
+    ) {
+        if self.seen[h] == self.epoch || s.bars.group[h] == f32::INFINITY {
+            return;
+        }
+        self.seen[h] = self.epoch;
+        let score = dot(mine, &s.e.vectors.items()[start as usize..end as usize]);
+        if score < s.bars.group[h] {
+            return;
+        }
+        for &u in s.e.groups.row(h) {
+            if score < s.bars.product[u as usize] {
+                continue;
+            }
+            for &j in s.e.groups.row(g) {
+                if s.changed[j as usize] && j != u && s.e.comparable(u as usize, j as usize) {
+                    out.push((u, j, score));
+                }
+            }
+        }
+    }
+}

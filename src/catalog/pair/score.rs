@@ -1,0 +1,280 @@
+//! Scoring: each queried group's members' exact top k, on every core.
+//!
+//! **Why it is exact.** A product `u` met in no list read so far shares with the query some
+//! set `S` of its words; its score is at most the sum over `S` of each word's *bound* (the
+//! query's weight times the heaviest weight in that word's list). Reading a word's list
+//! meets every product whose `S` holds the word; reading a pair's list every product whose
+//! `S` holds both. So after a set `R` of lists was read, an unmet product's `S` holds no
+//! read word and no read pair, and the most it can score is `U(R)`, the heaviest such set.
+//! The query reads lists until `U(R)` is below the current bar (the k-th best so far, or
+//! `min_score` while fewer than k were found) and scores every product it meets exactly;
+//! nothing that could enter the top k is left unmet. The bookkeeping of open sets is in
+//! `cover`.
+//!
+//! **Which list next.** One that holds the heaviest unread set together — the shortest of
+//! its words' and indexed pairs' lists. A word's list is read heaviest first and left as
+//! soon as the rest of it cannot reach the bar (MaxScore's cut), which also settles the word.
+//! The group's own members, at their own score, raise the bar before any list is read.
+//!
+//! Workers claim groups in runs of `QUERIES_PER_CLAIM` and check the cancel token between
+//! runs, so a cancel is seen within milliseconds; each worker reuses its scratch space.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio_util::sync::CancellationToken;
+
+use super::cover::{Cover, Next, BOUND_SLACK};
+use super::embed::{dot, Embedding};
+use super::index::Index;
+use super::CORES;
+use crate::catalog::products::NO_CATEGORY;
+use crate::catalog::{check, CatalogError};
+
+/// From how many queries scoring is spread over threads.
+const PARALLEL_FROM: usize = 2048;
+
+/// How many groups (queries) a worker claims at a time: small enough that a cancel is seen
+/// within milliseconds and workers finish together, large enough that the shared counter
+/// is not contended.
+pub const QUERIES_PER_CLAIM: usize = 64;
+
+/// A product's neighbours: (product, score), best first.
+pub type Best = Vec<(u32, f32)>;
+
+/// What is asked of a pair: how many neighbours, scoring at least what.
+#[derive(Clone, Copy, Debug)]
+pub struct Ask {
+    pub top_k: usize,
+    pub min_score: f32,
+}
+
+/// Runs `work(worker state, item)` over `items` on every core (one core below
+/// `PARALLEL_FROM`), in claims of `QUERIES_PER_CLAIM`, until done or cancelled; calls
+/// `progress(done, total)` now and then. Answers what each worker collected.
+pub fn on_every_core<S, T: Send>(
+    items: &[u32],
+    stop: &CancellationToken,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    state: impl Fn() -> S + Sync,
+    work: impl Fn(&mut S, u32, &mut Vec<T>) + Sync,
+) -> Result<Vec<T>, CatalogError> {
+    let total = items.len();
+    let workers = if total < PARALLEL_FROM { 1 } else { *CORES };
+    let next = AtomicUsize::new(0);
+    let every = (total / 40).max(QUERIES_PER_CLAIM);
+    let collected: Vec<Vec<T>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                let (next, state, work) = (&next, &state, &work);
+                scope.spawn(move || {
+                    let mut mine = state();
+                    let mut out = Vec::new();
+                    while !stop.is_cancelled() {
+                        let start = next.fetch_add(QUERIES_PER_CLAIM, Ordering::Relaxed);
+                        if start >= total {
+                            break;
+                        }
+                        let end = (start + QUERIES_PER_CLAIM).min(total);
+                        for &item in &items[start..end] {
+                            work(&mut mine, item, &mut out);
+                        }
+                        if start / every != end / every {
+                            progress(end, total);
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .expect("a scoring worker does not panic: it reads its inputs")
+            })
+            .collect()
+    });
+    check(stop)?;
+    Ok(collected.into_iter().flatten().collect())
+}
+
+/// The top k of every member of each group in `groups`, as (product, neighbours).
+pub fn score(
+    e: &Embedding,
+    index: &Index,
+    groups: &[u32],
+    ask: &Ask,
+    stop: &CancellationToken,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<(u32, Best)>, CatalogError> {
+    on_every_core(
+        groups,
+        stop,
+        progress,
+        || Query::new(e.group_count()),
+        |query, g, out| query.top_k(e, index, g as usize, ask, out),
+    )
+}
+
+/// Whether a query of `category` reads `partition`: its own, and the products without one
+/// (a product without one reads them all).
+pub fn reads(category: u32, partition: u32) -> bool {
+    category == NO_CATEGORY || partition == category || partition == NO_CATEGORY
+}
+
+/// One worker's reusable state for top-k queries.
+struct Query {
+    /// `seen[h] == epoch` when group `h` was already scored for the current query.
+    seen: Vec<u32>,
+    epoch: u32,
+    cover: Cover,
+    /// Per member of the queried group: its best so far, (score, product), best first.
+    best: Vec<Vec<(f32, u32)>>,
+}
+
+/// The query being answered: its group's members and vector.
+struct Asked<'a> {
+    e: &'a Embedding,
+    members: &'a [u32],
+    mine: &'a [(u32, f32)],
+    ask: &'a Ask,
+}
+
+impl Query {
+    fn new(groups: usize) -> Self {
+        Self {
+            seen: vec![0; groups],
+            epoch: 0,
+            cover: Cover::new(),
+            best: Vec::new(),
+        }
+    }
+
+    /// The top `k` of every member of group `g`, appended to `out`.
+    fn top_k(
+        &mut self,
+        e: &Embedding,
+        index: &Index,
+        g: usize,
+        ask: &Ask,
+        out: &mut Vec<(u32, Best)>,
+    ) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.seen.fill(0);
+            self.epoch = 1;
+        }
+        let members = e.groups.row(g);
+        let first = members[0] as usize;
+        self.best.clear();
+        self.best.resize_with(members.len(), Vec::new);
+        if ask.top_k > 0 {
+            self.seen[g] = self.epoch;
+            let mine = e.vector(first);
+            let q = Asked {
+                e,
+                members,
+                mine,
+                ask,
+            };
+            let own = dot(mine, mine);
+            let mut bar = if own >= ask.min_score {
+                self.offer(&q, g, own)
+            } else {
+                ask.min_score
+            };
+            let category = e.traits[first].category;
+            for &p in &index.partitions {
+                if reads(category, p) {
+                    bar = self.search(&q, index, p, bar);
+                }
+            }
+        }
+        for (&i, best) in members.iter().zip(self.best.drain(..)) {
+            out.push((i, best.into_iter().map(|(s, j)| (j, s)).collect()));
+        }
+    }
+
+    /// Reads `partition`'s lists until no unmet product of it can reach the bar (see the
+    /// module doc); returns the bar.
+    fn search(&mut self, q: &Asked<'_>, index: &Index, partition: u32, mut bar: f32) -> f32 {
+        if !self.cover.reset(index, partition, q.mine) {
+            return bar;
+        }
+        loop {
+            let (most, set) = self.cover.heaviest();
+            if most + BOUND_SLACK < bar {
+                return bar;
+            }
+            let Some(next) = self.cover.next(set) else {
+                return bar;
+            };
+            match next {
+                Next::Pair(i, j) => {
+                    let list = self.cover.pair(i, j).expect("chosen among indexed pairs");
+                    for p in index.pair_postings(list) {
+                        bar = self.visit(q, p.group, (p.start, p.end), bar);
+                    }
+                }
+                Next::Word(i) => {
+                    let w = self.cover.words[i];
+                    let rest = self.cover.rest(i);
+                    for p in index.postings(w.list) {
+                        if w.weight * p.weight + rest + BOUND_SLACK < bar {
+                            break;
+                        }
+                        bar = self.visit(q, p.group, (p.start, p.end), bar);
+                    }
+                }
+            }
+            self.cover.settle(next);
+        }
+    }
+
+    /// Scores group `h` (at `span` in the vectors) once per query and offers it.
+    fn visit(&mut self, q: &Asked<'_>, h: u32, (start, end): (u32, u32), bar: f32) -> f32 {
+        let h = h as usize;
+        if self.seen[h] == self.epoch {
+            return bar;
+        }
+        self.seen[h] = self.epoch;
+        let s = dot(q.mine, &q.e.vectors.items()[start as usize..end as usize]);
+        // Below the bar no member takes it (the bar is the lowest any member still needs).
+        if s >= bar {
+            self.offer(q, h, s)
+        } else {
+            bar
+        }
+    }
+
+    /// Offers group `h`, scoring `s`, to every member of the queried group (each keeps only
+    /// comparable products other than itself); returns the new bar: the lowest score any
+    /// member still needs to beat.
+    fn offer(&mut self, q: &Asked<'_>, h: usize, s: f32) -> f32 {
+        let (e, k) = (q.e, q.ask.top_k);
+        let mut bar = f32::INFINITY;
+        for (&i, best) in q.members.iter().zip(self.best.iter_mut()) {
+            let i = i as usize;
+            for &j in e.groups.row(h) {
+                let j = j as usize;
+                if j == i || !e.comparable(i, j) {
+                    continue;
+                }
+                let ranks =
+                    |other: &(f32, u32)| e.ranks_before(i, (s, j), (other.0, other.1 as usize));
+                if best.len() == k && !ranks(&best[k - 1]) {
+                    continue;
+                }
+                let at = best.iter().position(ranks).unwrap_or(best.len());
+                best.insert(at, (s, j as u32));
+                best.truncate(k);
+            }
+            bar = bar.min(if best.len() < k {
+                q.ask.min_score
+            } else {
+                best[k - 1].0
+            });
+        }
+        bar
+    }
+}

@@ -1,0 +1,361 @@
+//! The pairing state: what pair keeps between runs so that the next one re-scores only what
+//! changed — the word weights of the last full run, and per product (in key order) the
+//! version it was paired at, its identity, its traits and its exact top k. It *is* the
+//! neighbour table: a row is a product's top k, its scores rounded to four decimals.
+//!
+//! Bounded: about `40 + 12·(identity words) + 8·top_k` bytes a product plus the vocabulary
+//! (about 140 bytes a product for a catalogue of five-word identities at `top_k` 5). Redis
+//! keeps it as one binary string next to the table (`encode`, versioned); the embedded
+//! store keeps it as it is.
+
+use super::record::{Neighbour, ProductKey};
+use crate::catalog::rows::Rows;
+
+/// What a product brings to pairing besides its identity, in ids of the state's names.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Traits {
+    /// An index into `Pairing::categories`, or `NO_CATEGORY`.
+    pub category: u32,
+    pub price: Option<i64>,
+    /// An index into `Pairing::materials`.
+    pub material: Option<u32>,
+}
+
+/// The category of a product that has none: comparable to every category.
+pub const NO_CATEGORY: u32 = u32::MAX;
+
+/// The word weights a pairing was made with: the vocabulary (every word's text and folded
+/// id, the first `base` of them the ones folding and joining consult), each word's document
+/// frequency and the catalogue size they were counted on.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WeightParts {
+    pub words: Vec<String>,
+    pub canonical: Vec<u32>,
+    pub base: u32,
+    pub df: Vec<u32>,
+    pub counted: u32,
+}
+
+/// The state of a tenant's last pair (see the module doc).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pairing {
+    pub top_k: u32,
+    pub min_score: f32,
+    /// Products changed, added or removed by incremental runs since the last full one.
+    pub changed_since_full: u64,
+    pub weights: WeightParts,
+    pub categories: Vec<String>,
+    pub materials: Vec<String>,
+    /// Every product paired, in key order; the rows below are by index into it.
+    pub keys: Vec<ProductKey>,
+    /// The version (`CatalogStore::versions`) each product was paired at.
+    pub versions: Vec<u64>,
+    pub traits: Vec<Traits>,
+    /// Each product's identity: folded word ids, sorted.
+    pub identities: Rows<u32>,
+    /// Each product's neighbours, best first: (product index, exact score).
+    pub best: Rows<(u32, f32)>,
+}
+
+/// A score as the table holds it: four decimals.
+pub fn rounded(score: f32) -> f64 {
+    (f64::from(score) * 10_000.0).round() / 10_000.0
+}
+
+impl Pairing {
+    /// The index of `key`, if it was paired.
+    pub fn find(&self, key: &ProductKey) -> Option<usize> {
+        self.keys.binary_search(key).ok()
+    }
+
+    /// Product `i`'s row of the neighbour table; `None` when it has no neighbour.
+    pub fn row(&self, i: usize) -> Option<Vec<Neighbour>> {
+        let best = self.best.row(i);
+        (!best.is_empty()).then(|| {
+            best.iter()
+                .map(|&(j, s)| Neighbour {
+                    product_key: self.keys[j as usize].clone(),
+                    score: rounded(s),
+                })
+                .collect()
+        })
+    }
+
+    /// `key`'s row of the neighbour table.
+    pub fn neighbours(&self, key: &ProductKey) -> Option<Vec<Neighbour>> {
+        self.find(key).and_then(|i| self.row(i))
+    }
+
+    /// Products with at least one neighbour: the table's rows.
+    pub fn paired(&self) -> usize {
+        (0..self.keys.len())
+            .filter(|&i| !self.best.row(i).is_empty())
+            .count()
+    }
+
+    /// Bytes held, about.
+    pub fn bytes(&self) -> usize {
+        let words: usize = self.weights.words.iter().map(|w| w.len() + 24).sum();
+        let keys: usize = self.keys.iter().map(|k| k.as_str().len() + 24).sum();
+        words
+            + keys
+            + self.weights.canonical.len() * 4
+            + self.weights.df.len() * 4
+            + self.versions.len() * 8
+            + self.traits.len() * std::mem::size_of::<Traits>()
+            + self.identities.bytes()
+            + self.best.bytes()
+    }
+
+    /// The state as bytes (little-endian, behind a magic and a format number).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::with_capacity(self.bytes()));
+        w.0.extend_from_slice(MAGIC);
+        w.u32(FORMAT);
+        w.u32(self.top_k);
+        w.u32(self.min_score.to_bits());
+        w.u64(self.changed_since_full);
+        let p = &self.weights;
+        w.strings(&p.words);
+        w.u32s(&p.canonical);
+        w.u32(p.base);
+        w.u32s(&p.df);
+        w.u32(p.counted);
+        w.strings(&self.categories);
+        w.strings(&self.materials);
+        w.u32(self.keys.len() as u32);
+        for k in &self.keys {
+            w.str(k.as_str());
+        }
+        for &v in &self.versions {
+            w.u64(v);
+        }
+        for t in &self.traits {
+            w.u32(t.category);
+            w.u64(t.price.map_or(u64::MAX, |p| p as u64));
+            w.u32(t.material.unwrap_or(u32::MAX));
+        }
+        let (offsets, words) = self.identities.parts();
+        w.u32s(offsets);
+        w.u32s(words);
+        let (offsets, best) = self.best.parts();
+        w.u32s(offsets);
+        w.u32(best.len() as u32);
+        for &(j, s) in best {
+            w.u32(j);
+            w.u32(s.to_bits());
+        }
+        w.0
+    }
+
+    /// A state from `encode`'s bytes; why not, when they are not one (another format, cut
+    /// short, inconsistent).
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let mut r = Reader(bytes);
+        if r.take(MAGIC.len())? != MAGIC || r.u32()? != FORMAT {
+            return Err("not a pairing state of this format".into());
+        }
+        let (top_k, min_score, changed_since_full) = (r.u32()?, f32::from_bits(r.u32()?), r.u64()?);
+        let weights = WeightParts {
+            words: r.strings()?,
+            canonical: r.u32s()?,
+            base: r.u32()?,
+            df: r.u32s()?,
+            counted: r.u32()?,
+        };
+        let (categories, materials) = (r.strings()?, r.strings()?);
+        let n = r.u32()? as usize;
+        let keys = (0..n)
+            .map(|_| ProductKey::parse(&r.string()?))
+            .collect::<Result<Vec<_>, _>>()?;
+        let versions = (0..n).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
+        let traits = (0..n)
+            .map(|_| {
+                let category = r.u32()?;
+                let price = r.u64()?;
+                let material = r.u32()?;
+                Ok(Traits {
+                    category,
+                    price: (price != u64::MAX).then_some(price as i64),
+                    material: (material != u32::MAX).then_some(material),
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let identities = Rows::from_parts(r.u32s()?, r.u32s()?).ok_or("identities")?;
+        let offsets = r.u32s()?;
+        let count = r.u32()? as usize;
+        let best = (0..count)
+            .map(|_| Ok((r.u32()?, f32::from_bits(r.u32()?))))
+            .collect::<Result<Vec<_>, String>>()?;
+        let best = Rows::from_parts(offsets, best).ok_or("neighbour rows")?;
+        let state = Self {
+            top_k,
+            min_score,
+            changed_since_full,
+            weights,
+            categories,
+            materials,
+            keys,
+            versions,
+            traits,
+            identities,
+            best,
+        };
+        state.check()?;
+        Ok(state)
+    }
+
+    /// Whether the parts fit together: every index in range, keys in order.
+    fn check(&self) -> Result<(), String> {
+        let n = self.keys.len();
+        let words = self.weights.words.len();
+        let fits = self.identities.len() == n
+            && self.best.len() == n
+            && self.keys.windows(2).all(|k| k[0] < k[1])
+            && self.weights.canonical.len() == words
+            && self
+                .identities
+                .items()
+                .iter()
+                .all(|&t| (t as usize) < words)
+            && self.best.items().iter().all(|&(j, _)| (j as usize) < n)
+            && self.traits.iter().all(|t| {
+                (t.category == NO_CATEGORY || (t.category as usize) < self.categories.len())
+                    && t.material
+                        .is_none_or(|m| (m as usize) < self.materials.len())
+            });
+        if fits {
+            Ok(())
+        } else {
+            Err("the pairing state's parts do not fit together".into())
+        }
+    }
+}
+
+const MAGIC: &[u8] = b"catalog-jobs pairing\n";
+/// Bumped whenever the encoding changes: a state of another format reads as none, and the
+/// next pair is a full one.
+const FORMAT: u32 = 1;
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn str(&mut self, s: &str) {
+        self.u32(s.len() as u32);
+        self.0.extend_from_slice(s.as_bytes());
+    }
+
+    fn strings(&mut self, items: &[String]) {
+        self.u32(items.len() as u32);
+        for s in items {
+            self.str(s);
+        }
+    }
+
+    fn u32s(&mut self, items: &[u32]) {
+        self.u32(items.len() as u32);
+        for &v in items {
+            self.u32(v);
+        }
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+        if self.0.len() < n {
+            return Err("the pairing state is cut short".into());
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from(self.u32()?) | (u64::from(self.u32()?) << 32))
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        let n = self.u32()? as usize;
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|e| e.to_string())
+    }
+
+    fn strings(&mut self) -> Result<Vec<String>, String> {
+        let n = self.u32()? as usize;
+        (0..n).map(|_| self.string()).collect()
+    }
+
+    fn u32s(&mut self) -> Result<Vec<u32>, String> {
+        let n = self.u32()? as usize;
+        if self.0.len() < n.saturating_mul(4) {
+            return Err("the pairing state is cut short".into());
+        }
+        (0..n).map(|_| self.u32()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pairing_state_reads_back_as_it_was_written_and_a_cut_one_does_not_read() {
+        let key = |k: &str| ProductKey::parse(k).unwrap();
+        let mut identities = Rows::new();
+        identities.push(&[0, 1]);
+        identities.push(&[1]);
+        let mut best = Rows::new();
+        best.push(&[(1, 0.75)]);
+        best.push(&[]);
+        let state = Pairing {
+            top_k: 5,
+            min_score: 0.2,
+            changed_since_full: 3,
+            weights: WeightParts {
+                words: vec!["acme".into(), "tee".into()],
+                canonical: vec![0, 1],
+                base: 2,
+                df: vec![1, 2],
+                counted: 2,
+            },
+            categories: vec!["apparel".into()],
+            materials: vec![],
+            keys: vec![key("a"), key("b")],
+            versions: vec![7, 9],
+            traits: vec![
+                Traits {
+                    category: 0,
+                    price: Some(100),
+                    material: None,
+                },
+                Traits {
+                    category: NO_CATEGORY,
+                    price: None,
+                    material: None,
+                },
+            ],
+            identities,
+            best,
+        };
+        let bytes = state.encode();
+        assert_eq!(Pairing::decode(&bytes), Ok(state.clone()));
+        assert!(Pairing::decode(&bytes[..bytes.len() - 1]).is_err());
+        assert_eq!(state.neighbours(&key("a")).unwrap()[0].score, 0.75);
+        assert_eq!(state.neighbours(&key("b")), None);
+        assert_eq!(state.paired(), 1);
+    }
+}

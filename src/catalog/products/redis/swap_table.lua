@@ -1,0 +1,46 @@
+-- swap_table: puts a staged neighbour table — whole, or the rows that changed — and a staged
+-- pairing state in place in one step, only while the run that staged them still holds its
+-- job and its tenant was not deleted since (`fence_at` of jobs/lua/fence.lua, loaded in
+-- front of this script with the job record's schema). A refused swap deletes what was
+-- staged and leaves the live table and state whole.
+-- KEYS[1] staged rows (a hash; may not exist), KEYS[2] live table, KEYS[3] staged keys whose
+-- rows go (a set; may not exist), KEYS[4] staged pairing state (may not exist: the new table
+-- has none), KEYS[5] live pairing state; then, when the fence is checked here, KEYS[6] the
+-- tenant's tombstone and KEYS[7] the run's job record.
+-- ARGV[1] since, ARGV[2] the run's claim (both '' when the caller checks the fence itself),
+-- ARGV[3] `whole` (the staged rows are the table) or `rows` (they replace their own rows).
+-- Answers 'swapped', or why not: 'fenced', 'missing' (the run's record is gone).
+if #KEYS > 5 then
+  local state = fence_at(6)
+  if state ~= 'held' then
+    redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
+    return state
+  end
+end
+if ARGV[3] == 'whole' then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    -- RENAME is atomic; the live table has no TTL, so the staging one's goes here too.
+    redis.call('RENAME', KEYS[1], KEYS[2])
+    redis.call('PERSIST', KEYS[2])
+  else
+    redis.call('DEL', KEYS[2])
+  end
+else
+  -- In slices, to stay within Lua's stack for a patch of many rows.
+  local rows = redis.call('HGETALL', KEYS[1])
+  for i = 1, #rows, 1000 do
+    redis.call('HSET', KEYS[2], unpack(rows, i, math.min(i + 999, #rows)))
+  end
+  local gone = redis.call('SMEMBERS', KEYS[3])
+  for i = 1, #gone, 500 do
+    redis.call('HDEL', KEYS[2], unpack(gone, i, math.min(i + 499, #gone)))
+  end
+  redis.call('DEL', KEYS[1], KEYS[3])
+end
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  redis.call('RENAME', KEYS[4], KEYS[5])
+  redis.call('PERSIST', KEYS[5])
+else
+  redis.call('DEL', KEYS[5])
+end
+return 'swapped'

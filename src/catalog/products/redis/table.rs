@@ -1,0 +1,339 @@
+//! The Redis catalogue's neighbour table and pairing state, and what pair reads: versions,
+//! pairing inputs. A new table (whole, or the rows that changed) and its state are staged
+//! under keys of their own and put in place by one fenced script (`swap_table.lua`).
+//!
+//! The state is one binary string (`Pairing::encode`), written and read in slices so that
+//! no command carries more than `SLICE` bytes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use redis::Script;
+use serde::Deserialize;
+
+use super::{fenced_script, hold_of, with_fence, RedisCatalog, CHUNK, STAGING_TTL_SECS};
+use crate::catalog::products::pairing::Pairing;
+use crate::catalog::products::record::{
+    fingerprint, version, Enrichment, Neighbour, PairingInput, ProductKey, Stored,
+};
+use crate::catalog::products::store::{CatalogStoreError, Rewrite, Swap, Write};
+use crate::jobs::fence::{Fence, Hold, ScriptFence};
+use crate::jobs::TenantId;
+
+/// The swap of a staged table and state, fenced (see the script): it reads the job record
+/// and the tenant's tombstone through the job store's own Lua (`jobs::fence::FENCE_LUA`).
+static SWAP_TABLE: LazyLock<Script> =
+    LazyLock::new(|| fenced_script(include_str!("swap_table.lua")));
+
+/// The most bytes of the pairing state one command carries.
+const SLICE: usize = 8 << 20;
+
+/// The staging keys of one swap: rows, keys whose rows go, state.
+struct Staged {
+    rows: String,
+    gone: String,
+    state: String,
+}
+
+/// How the swap script treats the staged rows.
+#[derive(Clone, Copy)]
+enum Mode {
+    Whole,
+    Rows,
+}
+
+/// A stored product's content hash, read without the rest of it.
+#[derive(Deserialize)]
+struct Hashed {
+    content_hash: String,
+}
+
+impl RedisCatalog {
+    fn staged(&self, tenant: &TenantId) -> Staged {
+        let rows = self.keys.neighbours_staging(tenant);
+        Staged {
+            gone: format!("{rows}:gone"),
+            state: format!("{rows}:pairing"),
+            rows,
+        }
+    }
+
+    /// Writes rows to `staging` (nothing for no rows), in chunks; the staging key expires
+    /// if this process dies before the swap.
+    fn stage_rows<'a>(
+        &self,
+        staging: &str,
+        rows: impl Iterator<Item = (&'a str, Vec<Neighbour>)>,
+    ) -> Result<(), CatalogStoreError> {
+        let mut writes: Vec<(&str, String)> = Vec::with_capacity(CHUNK);
+        let mut rows = rows.peekable();
+        while rows.peek().is_some() {
+            writes.clear();
+            for (key, row) in rows.by_ref().take(CHUNK) {
+                let json = serde_json::to_string(&row).expect("neighbours always serialise");
+                writes.push((key, json));
+            }
+            self.stage("HSET", staging, &writes)?;
+        }
+        Ok(())
+    }
+
+    /// One staging write (`command staging args…`), and the staging key's expiry renewed:
+    /// what was staged goes if this process dies before the swap.
+    fn stage(
+        &self,
+        command: &str,
+        staging: &str,
+        args: impl redis::ToRedisArgs,
+    ) -> Result<(), CatalogStoreError> {
+        self.query_pipe::<()>(
+            redis::pipe()
+                .cmd(command)
+                .arg(staging)
+                .arg(args)
+                .ignore()
+                .cmd("EXPIRE")
+                .arg(staging)
+                .arg(STAGING_TTL_SECS)
+                .ignore(),
+        )
+    }
+
+    fn stage_gone(&self, staging: &str, keys: &[&str]) -> Result<(), CatalogStoreError> {
+        for chunk in keys.chunks(CHUNK) {
+            self.stage("SADD", staging, chunk)?;
+        }
+        Ok(())
+    }
+
+    fn stage_state(&self, staging: &str, bytes: &[u8]) -> Result<(), CatalogStoreError> {
+        for slice in bytes.chunks(SLICE) {
+            self.stage("APPEND", staging, slice)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the swap while `fence` holds: checked inside the script when the jobs are in
+    /// this Redis, else under the job store's own check (`Fence::while_held`).
+    fn swap(
+        &self,
+        tenant: &TenantId,
+        staged: &Staged,
+        mode: Mode,
+        fence: &dyn Fence,
+    ) -> Result<Hold, CatalogStoreError> {
+        if let Some(checked) = fence.in_script() {
+            return self.run_swap(tenant, staged, mode, Some(&checked));
+        }
+        let mut answer = Ok(Hold::Fenced);
+        let hold = fence.while_held(&mut || {
+            answer = self.run_swap(tenant, staged, mode, None);
+        });
+        answer.map(|swapped| if hold == Hold::Held { swapped } else { hold })
+    }
+
+    /// The swap script, checking `fence` inside it (nothing when the caller checks).
+    fn run_swap(
+        &self,
+        tenant: &TenantId,
+        staged: &Staged,
+        mode: Mode,
+        fence: Option<&ScriptFence>,
+    ) -> Result<Hold, CatalogStoreError> {
+        let live = self.keys.neighbours(tenant);
+        let state = self.keys.pairing(tenant);
+        let mode = match mode {
+            Mode::Whole => "whole",
+            Mode::Rows => "rows",
+        };
+        let word: String = self.block(|mut conn| async move {
+            let mut inv = SWAP_TABLE.key(&staged.rows);
+            inv.key(&live)
+                .key(&staged.gone)
+                .key(&staged.state)
+                .key(&state);
+            match fence {
+                Some(fence) => with_fence(&mut inv, fence),
+                None => {
+                    inv.arg("").arg("");
+                }
+            }
+            inv.arg(mode).invoke_async(&mut conn).await
+        })?;
+        hold_of(&word)
+    }
+
+    /// Stages with `stage`, swaps, and drops what was staged unless it was swapped.
+    fn staged_swap(
+        &self,
+        tenant: &TenantId,
+        mode: Mode,
+        fence: &dyn Fence,
+        stage: impl FnOnce(&Staged) -> Result<(), CatalogStoreError>,
+    ) -> Result<Swap, CatalogStoreError> {
+        let staged = self.staged(tenant);
+        let hold = stage(&staged).and_then(|()| self.swap(tenant, &staged, mode, fence));
+        if !matches!(hold, Ok(Hold::Held)) {
+            let keys = [&staged.rows, &staged.gone, &staged.state];
+            let _ = self.query::<()>(redis::cmd("DEL").arg(&keys));
+        }
+        Write::from_hold(hold?, ()).map(Swap::from)
+    }
+
+    /// A whole table given as rows; the tenant's pairing state goes with the old table.
+    pub(super) fn replace_table(
+        &self,
+        tenant: &TenantId,
+        table: &[(ProductKey, Vec<Neighbour>)],
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError> {
+        self.staged_swap(tenant, Mode::Whole, fence, |staged| {
+            let rows = table.iter().map(|(k, n)| (k.as_str(), n.clone()));
+            self.stage_rows(&staged.rows, rows)
+        })
+    }
+
+    pub(super) fn save_pairing_table(
+        &self,
+        tenant: &TenantId,
+        pairing: &Pairing,
+        rewrite: Rewrite<'_>,
+        fence: &dyn Fence,
+    ) -> Result<Swap, CatalogStoreError> {
+        let row = |i: usize| pairing.row(i).map(|r| (pairing.keys[i].as_str(), r));
+        let mode = match rewrite {
+            Rewrite::Whole => Mode::Whole,
+            Rewrite::Rows { .. } => Mode::Rows,
+        };
+        self.staged_swap(tenant, mode, fence, |staged| {
+            match rewrite {
+                Rewrite::Whole => {
+                    self.stage_rows(&staged.rows, (0..pairing.keys.len()).filter_map(row))?;
+                }
+                Rewrite::Rows { changed, removed } => {
+                    let rows = changed.iter().filter_map(|&i| row(i as usize));
+                    self.stage_rows(&staged.rows, rows)?;
+                    let emptied = changed
+                        .iter()
+                        .filter(|&&i| pairing.best.row(i as usize).is_empty())
+                        .map(|&i| pairing.keys[i as usize].as_str());
+                    let gone: Vec<&str> = removed
+                        .iter()
+                        .map(ProductKey::as_str)
+                        .chain(emptied)
+                        .collect();
+                    self.stage_gone(&staged.gone, &gone)?;
+                }
+            }
+            self.stage_state(&staged.state, &pairing.encode())
+        })
+    }
+
+    /// The tenant's pairing state; a state that does not decode (another format) reads as
+    /// none, so the next pair is a full one.
+    pub(super) fn load_pairing(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Option<Arc<Pairing>>, CatalogStoreError> {
+        let key = self.keys.pairing(tenant);
+        let len: usize = self.query(redis::cmd("STRLEN").arg(&key))?;
+        if len == 0 {
+            return Ok(None);
+        }
+        let mut bytes = Vec::with_capacity(len);
+        while bytes.len() < len {
+            let end = (bytes.len() + SLICE).min(len) - 1;
+            let slice: Vec<u8> =
+                self.query(redis::cmd("GETRANGE").arg(&key).arg(bytes.len()).arg(end))?;
+            if slice.is_empty() {
+                break;
+            }
+            bytes.extend_from_slice(&slice);
+        }
+        match Pairing::decode(&bytes) {
+            Ok(p) => Ok(Some(Arc::new(p))),
+            Err(why) => {
+                tracing::warn!(%tenant, %why, "the stored pairing state does not read; the next pair is a full one");
+                Ok(None)
+            }
+        }
+    }
+
+    pub(super) fn product_versions(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<(ProductKey, u64)>, CatalogStoreError> {
+        let enriched: HashMap<String, u64> = self
+            .hscan_raw(&self.keys.enriched(tenant))?
+            .into_iter()
+            .map(|(k, v)| (k, fingerprint(v.as_bytes())))
+            .collect();
+        let mut out = Vec::new();
+        for (key, raw) in self.hscan_raw(&self.keys.products(tenant))? {
+            let hashed: Hashed = Self::decode(&raw)?;
+            let content = fingerprint(hashed.content_hash.as_bytes());
+            let enrichment = enriched.get(&key).copied();
+            let key = ProductKey::parse(&key).map_err(CatalogStoreError::Corrupt)?;
+            out.push((key, version(content, enrichment)));
+        }
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    pub(super) fn read_pairing_inputs(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+    ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError> {
+        let (products, enriched) = (self.keys.products(tenant), self.keys.enriched(tenant));
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(CHUNK) {
+            let fields: Vec<&str> = chunk.iter().map(ProductKey::as_str).collect();
+            let (stored, enrichments): (Vec<Option<String>>, Vec<Option<String>>) = self
+                .query_pipe(
+                    redis::pipe()
+                        .cmd("HMGET")
+                        .arg(&products)
+                        .arg(&fields)
+                        .cmd("HMGET")
+                        .arg(&enriched)
+                        .arg(&fields),
+                )?;
+            for (stored, enrichment) in stored.into_iter().zip(enrichments) {
+                let Some(stored) = stored else {
+                    out.push(None);
+                    continue;
+                };
+                let stored: Stored = Self::decode(&stored)?;
+                let enrichment: Option<Enrichment> =
+                    enrichment.map(|e| Self::decode(&e)).transpose()?;
+                out.push(Some(PairingInput::of(&stored, enrichment.as_ref())));
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) fn remove_products(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+    ) -> Result<u64, CatalogStoreError> {
+        let mut removed = 0;
+        for chunk in keys.chunks(CHUNK) {
+            let fields: Vec<&str> = chunk.iter().map(ProductKey::as_str).collect();
+            let (gone,): (u64,) = self.query_pipe(
+                redis::pipe()
+                    .atomic()
+                    .cmd("HDEL")
+                    .arg(self.keys.products(tenant))
+                    .arg(&fields)
+                    .cmd("HDEL")
+                    .arg(self.keys.enriched(tenant))
+                    .arg(&fields)
+                    .ignore(),
+            )?;
+            removed += gone;
+        }
+        Ok(removed)
+    }
+}

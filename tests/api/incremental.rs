@@ -1,0 +1,352 @@
+//! Incremental pair, on both stores: after random edits of a hard catalogue (renames, price
+//! changes across the band, category moves, additions, removals) an incremental pair writes
+//! exactly the table a full pair with the same word weights writes, and agrees with a fresh
+//! full pair; nothing changed re-scores nothing and writes nothing; a cancel leaves the
+//! previous table whole; `full=true` and `PAIR_MAX_MEMORY_MB` through the real service.
+
+use std::collections::HashMap;
+
+use catalog_jobs::catalog::demo;
+use catalog_jobs::catalog::pair::{self, Ask, PairParams};
+use catalog_jobs::catalog::products::{Neighbour, Product, ProductKey};
+use catalog_jobs::catalog::{enrich, Catalog, CatalogError, CatalogSettings};
+use catalog_jobs::jobs::fence::Unfenced;
+use catalog_jobs::jobs::TenantId;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::both_stores;
+use crate::helpers::{catalog_store, spawn_catalog_app, tenant, test_config, Backend, TestApp};
+
+/// The hard generator at the size the issue names: families share every word with
+/// thousands of other products.
+const PRODUCTS: usize = 20_000;
+
+both_stores!(
+    after_1_percent_of_edits_an_incremental_pair_equals_a_full_pair_with_its_weights_and_a_fresh_one,
+    after_10_percent_of_edits_an_incremental_pair_equals_a_full_pair_with_its_weights,
+    after_50_percent_of_edits_an_incremental_pair_equals_a_full_pair_with_its_weights,
+    a_pair_when_nothing_changed_rescores_nothing_and_leaves_the_table_as_it_was,
+    a_cancelled_incremental_pair_leaves_the_previous_table_and_state_whole,
+    full_true_pairs_everything_with_weights_counted_afresh,
+    a_deleted_tenant_s_pair_state_goes_with_it_and_its_next_pair_is_a_first_full_one,
+);
+
+/// Runs a test body that calls the catalogue store (which blocks) off the async workers.
+async fn blocking(body: impl FnOnce() + Send + 'static) {
+    tokio::task::spawn_blocking(body)
+        .await
+        .expect("the test body ran");
+}
+
+fn never() -> CancellationToken {
+    CancellationToken::new()
+}
+
+/// A catalogue of `backend` that always pairs incrementally when it can (any share of
+/// change), holding the hard catalogue enriched and paired once (fully).
+fn paired(backend: Backend, seed: u64) -> (Catalog, TenantId, Vec<Product>) {
+    let catalog = Catalog {
+        store: catalog_store(backend),
+        settings: CatalogSettings {
+            pair_full_after_share: 1.0,
+            ..CatalogSettings::default()
+        },
+    };
+    let t = tenant();
+    let products = demo::generate_hard(PRODUCTS, seed);
+    catalog.store.upsert(&t, &products, &Unfenced).unwrap();
+    enrich(&catalog, &t);
+    let report = pair::run(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
+    assert_eq!(report["mode"], "full", "{report}");
+    (catalog, t, products)
+}
+
+fn enrich(catalog: &Catalog, t: &TenantId) {
+    let params = enrich::EnrichParams { force: false };
+    enrich::run(catalog, t, &params, &never(), None).unwrap();
+}
+
+/// Writes the edits as a sync and an enrich would.
+fn apply(catalog: &Catalog, t: &TenantId, edits: &demo::Edits) {
+    catalog.store.upsert(t, &edits.upserts, &Unfenced).unwrap();
+    catalog.store.remove(t, &edits.removals).unwrap();
+    enrich(catalog, t);
+}
+
+/// Every row of the table, by product.
+fn table(catalog: &Catalog, t: &TenantId) -> HashMap<ProductKey, Vec<Neighbour>> {
+    let keys: Vec<ProductKey> = catalog
+        .store
+        .versions(t)
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    keys.into_iter()
+        .filter_map(|k| catalog.store.neighbours(t, &k).unwrap().map(|row| (k, row)))
+        .collect()
+}
+
+fn ask(catalog: &Catalog) -> Ask {
+    Ask {
+        top_k: catalog.settings.pair_top_k,
+        min_score: catalog.settings.pair_min_score as f32,
+    }
+}
+
+/// Edits `share` of the catalogue, pairs incrementally, and checks the result against a
+/// full pair with the incremental pair's own weights: every neighbour and every score, in
+/// the state and in the table. Answers the catalogue and the table.
+fn edit_and_check(
+    backend: Backend,
+    share: f64,
+    seed: u64,
+) -> (Catalog, TenantId, HashMap<ProductKey, Vec<Neighbour>>) {
+    let (catalog, t, products) = paired(backend, seed);
+    let edits = demo::edit_hard(&products, share, seed + 1);
+    apply(&catalog, &t, &edits);
+    let report = pair::run(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
+    assert_eq!(report["mode"], "incremental", "{report}");
+    let changes = &report["changes"];
+    let edited = changes["added"].as_u64().unwrap()
+        + changes["changed"].as_u64().unwrap()
+        + changes["removed"].as_u64().unwrap();
+    assert!(
+        edited > 0 && edited <= (edits.upserts.len() + edits.removals.len()) as u64,
+        "{report}"
+    );
+    assert!(
+        report["rescored"].as_u64().unwrap() < PRODUCTS as u64,
+        "{report}"
+    );
+
+    let state = catalog
+        .store
+        .pairing(&t)
+        .unwrap()
+        .expect("the pair kept its state");
+    let full = pair::full_with_weights(&catalog, &t, &state.weights, &ask(&catalog)).unwrap();
+    assert_eq!(state.keys, full.keys);
+    let differ = (0..full.keys.len())
+        .filter(|&i| state.best.row(i) != full.best.row(i))
+        .map(|i| (&full.keys[i], state.best.row(i), full.best.row(i)))
+        .take(3)
+        .collect::<Vec<_>>();
+    assert!(differ.is_empty(), "incremental and full differ: {differ:?}");
+    let rows = table(&catalog, &t);
+    for (i, key) in full.keys.iter().enumerate() {
+        assert_eq!(
+            rows.get(key).cloned(),
+            full.row(i),
+            "the table's row of {key:?}"
+        );
+    }
+    (catalog, t, rows)
+}
+
+async fn after_1_percent_of_edits_an_incremental_pair_equals_a_full_pair_with_its_weights_and_a_fresh_one(
+    b: Backend,
+) {
+    blocking(move || {
+        let (catalog, t, incremental) = edit_and_check(b, 0.01, 31);
+        let full = PairParams { full: true };
+        let report = pair::run(&catalog, &t, &full, &never(), None).unwrap();
+        assert_eq!(report["full_because"], "asked", "{report}");
+        let fresh = table(&catalog, &t);
+        let (mut same, mut sets, mut tied, mut close) = (0, 0, 0, true);
+        for (key, row) in &fresh {
+            let other = incremental.get(key).cloned().unwrap_or_default();
+            let keys = |r: &[Neighbour]| r.iter().map(|n| n.product_key.clone()).collect::<Vec<_>>();
+            let (a, b) = (keys(row), keys(&other));
+            same += usize::from(a == b);
+            let (mut sa, mut sb) = (a.clone(), b.clone());
+            sa.sort();
+            sb.sort();
+            sets += usize::from(sa == sb);
+            tied += usize::from(
+                row.len() == other.len()
+                    && row.iter().zip(&other).all(|(x, y)| {
+                        x.product_key == y.product_key || (x.score - y.score).abs() <= 0.01
+                    }),
+            );
+            for x in row {
+                if let Some(y) = other.iter().find(|y| y.product_key == x.product_key) {
+                    close &= (x.score - y.score).abs() <= 0.01;
+                }
+            }
+        }
+        let n = fresh.len() as f64;
+        eprintln!(
+            "after 1 % of edits, incremental and fresh full: same lists {:.4}, same sets {:.4}, same up to ties within 0.01 {:.4}",
+            same as f64 / n,
+            sets as f64 / n,
+            tied as f64 / n
+        );
+        let agreement = tied as f64 / n;
+        assert!(agreement >= 0.99, "agreement {agreement:.4}");
+        assert!(close, "a neighbour both hold differs by more than 0.01");
+    })
+    .await
+}
+
+async fn after_10_percent_of_edits_an_incremental_pair_equals_a_full_pair_with_its_weights(
+    b: Backend,
+) {
+    blocking(move || drop(edit_and_check(b, 0.10, 41))).await
+}
+
+async fn after_50_percent_of_edits_an_incremental_pair_equals_a_full_pair_with_its_weights(
+    b: Backend,
+) {
+    blocking(move || drop(edit_and_check(b, 0.50, 51))).await
+}
+
+async fn a_pair_when_nothing_changed_rescores_nothing_and_leaves_the_table_as_it_was(b: Backend) {
+    blocking(move || {
+        let (catalog, t, _) = paired(b, 61);
+        let before = table(&catalog, &t);
+        let state = catalog.store.pairing(&t).unwrap();
+        let report = pair::run(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
+        assert_eq!(report["mode"], "incremental", "{report}");
+        assert_eq!(report["rescored"], 0, "{report}");
+        assert_eq!(
+            report["changes"],
+            json!({"added": 0, "changed": 0, "removed": 0})
+        );
+        assert_eq!(report["products"], PRODUCTS, "{report}");
+        assert_eq!(table(&catalog, &t), before);
+        assert_eq!(catalog.store.pairing(&t).unwrap(), state);
+    })
+    .await
+}
+
+async fn a_cancelled_incremental_pair_leaves_the_previous_table_and_state_whole(b: Backend) {
+    blocking(move || {
+        let (catalog, t, products) = paired(b, 71);
+        apply(&catalog, &t, &demo::edit_hard(&products, 0.05, 72));
+        // The table and state as the edits left them, before the pair that is cancelled.
+        let (before, state) = (table(&catalog, &t), catalog.store.pairing(&t).unwrap());
+        let stop = CancellationToken::new();
+        let asked = stop.clone();
+        let progress = move |_: u8, step: &str| {
+            if step.contains("re-scor") || step.contains("finding whose") {
+                asked.cancel();
+            }
+        };
+        let stopped = pair::run(&catalog, &t, &PairParams::default(), &stop, Some(&progress));
+        assert!(
+            matches!(stopped, Err(CatalogError::CancelledWith(_))),
+            "{stopped:?}"
+        );
+        assert_eq!(
+            table(&catalog, &t),
+            before,
+            "the previous table stays whole"
+        );
+        assert_eq!(
+            catalog.store.pairing(&t).unwrap(),
+            state,
+            "and so does its state"
+        );
+        let report = pair::run(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
+        assert_eq!(
+            report["mode"], "incremental",
+            "the next pair carries on: {report}"
+        );
+    })
+    .await
+}
+
+async fn full_true_pairs_everything_with_weights_counted_afresh(b: Backend) {
+    blocking(move || {
+        let (catalog, t, _) = paired(b, 81);
+        let report = pair::run(&catalog, &t, &PairParams { full: true }, &never(), None).unwrap();
+        assert_eq!(report["mode"], "full", "{report}");
+        assert_eq!(report["full_because"], "asked", "{report}");
+        assert_eq!(report["rescored"], PRODUCTS, "{report}");
+    })
+    .await
+}
+
+/// Imports `n` hard products through the API.
+async fn import_hard(app: &TestApp, t: &TenantId, n: usize, seed: u64) {
+    let rows: Vec<Value> = demo::generate_hard(n, seed)
+        .into_iter()
+        .map(|p| serde_json::to_value(p).unwrap())
+        .collect();
+    let r = app
+        .client
+        .post(app.url(&format!("/catalog/products?tenant_id={t}")))
+        .json(&rows)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+/// A pair whose catalogue needs more than `PAIR_MAX_MEMORY_MB`: the job fails with its
+/// class, and the service goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pair_over_its_memory_limit_fails_with_its_class_and_the_service_stays_up() {
+    let mut config = test_config();
+    config.pair_max_memory_mb = 1;
+    let app = spawn_catalog_app(Backend::Memory, config).await;
+    let t = tenant();
+    import_hard(&app, &t, 5_000, 91).await;
+    let r = app
+        .start("pair", &[("tenant_id", t.as_str()), ("wait", "true")])
+        .await;
+    assert_eq!(r.status(), 502);
+    let failed: Value = r.json().await.unwrap();
+    assert_eq!(failed["job"]["error"], "PairTooLarge", "{failed}");
+    assert_eq!(app.get("/healthz").await.status(), 200);
+    let r = app
+        .start("enrich", &[("tenant_id", t.as_str()), ("wait", "true")])
+        .await;
+    assert_eq!(r.status(), 200, "the service still runs jobs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pair_started_with_full_true_over_http_reports_a_full_pair() {
+    let app = spawn_catalog_app(Backend::Memory, test_config()).await;
+    let t = tenant();
+    import_hard(&app, &t, 300, 92).await;
+    let ts = t.as_str();
+    for (fields, mode) in [
+        (vec![("tenant_id", ts), ("wait", "true")], "full"),
+        (vec![("tenant_id", ts), ("wait", "true")], "incremental"),
+        (
+            vec![("tenant_id", ts), ("wait", "true"), ("full", "true")],
+            "full",
+        ),
+    ] {
+        let r = app.start("pair", &fields).await;
+        assert_eq!(r.status(), 200);
+        let report: Value = r.json().await.unwrap();
+        assert_eq!(report["mode"], mode, "{fields:?}: {report}");
+    }
+}
+
+/// The same products imported again after their tenant was deleted: the pair that follows
+/// finds no state (a kept one would call every product unchanged and write nothing).
+async fn a_deleted_tenant_s_pair_state_goes_with_it_and_its_next_pair_is_a_first_full_one(
+    b: Backend,
+) {
+    let app = spawn_catalog_app(b, test_config()).await;
+    let t = tenant();
+    let fields = [("tenant_id", t.as_str()), ("wait", "true")];
+    import_hard(&app, &t, 300, 93).await;
+    assert_eq!(app.start("pair", &fields).await.status(), 200);
+    let path = app.url(&format!("/catalog/tenants/{t}"));
+    let removed = app.client.delete(&path).send().await.unwrap();
+    assert_eq!(removed.status(), 200);
+    import_hard(&app, &t, 300, 93).await;
+    let r = app.start("pair", &fields).await;
+    assert_eq!(r.status(), 200);
+    let report: Value = r.json().await.unwrap();
+    assert_eq!(report["mode"], "full", "{report}");
+    assert_eq!(report["full_because"], "first", "{report}");
+    assert_eq!(report["products"], 300, "{report}");
+    assert!(report["paired"].as_u64().unwrap() > 0, "{report}");
+}

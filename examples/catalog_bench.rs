@@ -1,6 +1,7 @@
 //! Prints time, products/second, peak memory and family recall@5 for enrich and pair on the
 //! hard generated catalogue (`demo::generate_hard`: families told apart only by combinations
-//! of common words, 30 % noise).
+//! of common words, 30 % noise), and the incremental pair after 1 % of random edits
+//! (`demo::edit_hard`).
 //!
 //!     cargo run --release --example catalog_bench                   # 10k, 100k and 1M products
 //!     cargo run --release --example catalog_bench -- 50000          # one size
@@ -14,7 +15,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use catalog_jobs::catalog::products::MemoryCatalog;
+use catalog_jobs::catalog::products::{MemoryCatalog, Product};
 use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings};
 use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::TenantId;
@@ -124,14 +125,45 @@ fn run(n: usize, easy: bool) {
         },
         RECALL_AT,
     );
+    let incremental = incremental_after_edits(&catalog, &tenant, &products);
     let cancel_ms = cancel_latency_ms(&catalog, &tenant);
     println!(
-        "{n:>8} products | enrich {enrich_s:6.2} s ({:>8.0} products/s) | pair {pair_s:7.2} s ({:>8.0} products/s, CPU {pair_cpu:.2} s, {} paired) | recall@{RECALL_AT} {:.3} | peak RSS {peak:.0} MiB (catalogue loaded: {before:.0} MiB) | cancel seen in {cancel_ms:.0} ms",
+        "{n:>8} products | enrich {enrich_s:6.2} s ({:>8.0} products/s) | pair {pair_s:7.2} s ({:>8.0} products/s, CPU {pair_cpu:.2} s, {} paired) | recall@{RECALL_AT} {:.3} | peak RSS {peak:.0} MiB (catalogue loaded: {before:.0} MiB) | {incremental} | cancel seen in {cancel_ms:.0} ms",
         n as f64 / enrich_s,
         n as f64 / pair_s,
         report["paired"],
         found as f64 / expected.max(1) as f64,
     );
+}
+
+/// The share of the catalogue a nightly sync is taken to change.
+const EDITED_SHARE: f64 = 0.01;
+
+/// Edits `EDITED_SHARE` of the catalogue (`demo::edit_hard`), enriches what changed, and
+/// times the incremental pair that follows: wall, CPU and how many products it re-scored.
+fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, products: &[Product]) -> String {
+    let edits = demo::edit_hard(products, EDITED_SHARE, SEED + 1);
+    let store = &catalog.store;
+    store
+        .upsert(tenant, &edits.upserts, &Unfenced)
+        .expect("the embedded store accepts products");
+    store
+        .remove(tenant, &edits.removals)
+        .expect("the embedded store removes products");
+    let never = CancellationToken::new();
+    let params = enrich::EnrichParams { force: false };
+    enrich::run(catalog, tenant, &params, &never, None).expect("enrich runs");
+    let started = Instant::now();
+    let cpu_before = cpu_seconds();
+    let report = pair::run(catalog, tenant, &Default::default(), &never, None).expect("pair runs");
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_before;
+    format!(
+        "after {:.0} % edits: {} pair {wall:.2} s (CPU {cpu:.2} s, {} re-scored)",
+        EDITED_SHARE * 100.0,
+        report["mode"].as_str().unwrap_or("?"),
+        report["rescored"],
+    )
 }
 
 /// Wall and CPU time at each phase's end (loading 5, embedding 35, indexing 45, scoring 90,
@@ -181,7 +213,7 @@ impl Phases {
     }
 }
 
-/// Pairs again, cancels once scoring is under way (at `CANCEL_AT` %), and returns how long
+/// Pairs again (a full pair), cancels once scoring is under way (at `CANCEL_AT` %), and returns how long
 /// the job took to stop after the cancel.
 fn cancel_latency_ms(catalog: &Catalog, tenant: &TenantId) -> f64 {
     const CANCEL_AT: u8 = 60;
@@ -193,7 +225,8 @@ fn cancel_latency_ms(catalog: &Catalog, tenant: &TenantId) -> f64 {
             stop.cancel();
         }
     };
-    let result = pair::run(catalog, tenant, &Default::default(), &stop, Some(&progress));
+    let full = pair::PairParams { full: true };
+    let result = pair::run(catalog, tenant, &full, &stop, Some(&progress));
     let stopped = Instant::now();
     assert!(result.is_err(), "the cancelled pair stops");
     let at = cancelled_at

@@ -5,18 +5,27 @@
 //! previous table whole; `full=true` and `PAIR_MAX_MEMORY_MB` through the real service.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use catalog_jobs::catalog::demo;
 use catalog_jobs::catalog::pair::{self, Ask, PairParams};
-use catalog_jobs::catalog::products::{Neighbour, Product, ProductKey};
+use catalog_jobs::catalog::products::{
+    CatalogStore, MemoryCatalog, Neighbour, Product, ProductKey, RedisCatalog,
+};
 use catalog_jobs::catalog::{enrich, Catalog, CatalogError, CatalogSettings};
-use catalog_jobs::jobs::fence::Unfenced;
-use catalog_jobs::jobs::TenantId;
+use catalog_jobs::jobs::fence::{Fence, Unfenced};
+use catalog_jobs::jobs::memory::MemoryStore;
+use catalog_jobs::jobs::redis::RedisStore;
+use catalog_jobs::jobs::store::JobStore;
+use catalog_jobs::jobs::{Status, TenantId};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
-use crate::helpers::{catalog_store, spawn_catalog_app, tenant, test_config, Backend, TestApp};
+use crate::helpers::{
+    catalog_store, create, new_job, run_fence, settings, spawn_catalog_app, tenant, test_config,
+    test_kinds, Backend, RedisServer, TestApp,
+};
 
 /// The hard generator at the size the issue names: families share every word with
 /// thousands of other products.
@@ -30,13 +39,15 @@ both_stores!(
     a_cancelled_incremental_pair_leaves_the_previous_table_and_state_whole,
     full_true_pairs_everything_with_weights_counted_afresh,
     a_deleted_tenant_s_pair_state_goes_with_it_and_its_next_pair_is_a_first_full_one,
+    a_cancel_while_listing_reading_or_scoring_stops_the_pair_within_the_cancel_bound,
+    a_fenced_off_pair_stages_nothing_and_writes_nothing,
 );
 
 /// Runs a test body that calls the catalogue store (which blocks) off the async workers.
-async fn blocking(body: impl FnOnce() + Send + 'static) {
+async fn blocking<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(body)
         .await
-        .expect("the test body ran");
+        .expect("the test body ran")
 }
 
 fn never() -> CancellationToken {
@@ -349,4 +360,181 @@ async fn a_deleted_tenant_s_pair_state_goes_with_it_and_its_next_pair_is_a_first
     assert_eq!(report["full_because"], "first", "{report}");
     assert_eq!(report["products"], 300, "{report}");
     assert!(report["paired"].as_u64().unwrap() > 0, "{report}");
+}
+
+/// How long a pair may go on after its cancel: the service's target is 250 ms for the cancel
+/// to reach the job and 250 ms for it to stop (docs/api.md); this leaves room for a loaded
+/// machine and still catches a phase that reads or computes the whole catalogue unchecked.
+const STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A cancel that lands inside each long phase of a full pair of the hard catalogue — while
+/// the versions are listed (after the first page), while products are read (after the first
+/// chunk), while neighbours are scored — stops the run before its next page, chunk or batch
+/// of groups, within the bound, and the previous table and state stay whole.
+async fn a_cancel_while_listing_reading_or_scoring_stops_the_pair_within_the_cancel_bound(
+    b: Backend,
+) {
+    blocking(move || {
+        let (catalog, t, _) = paired(b, 101);
+        let state = catalog.store.pairing(&t).unwrap();
+        let sample = sample_rows(&catalog, &t);
+        let mut figures = Vec::new();
+        // (phase, the step whose report cancels, the phase a stopped run reports)
+        let cases = [
+            ("listing", "listing products (", "loading"),
+            ("reading", "embedding product names (", "embedding"),
+            ("scoring", "scoring neighbours (about", "scoring"),
+        ];
+        for (phase, cancels_at, reported) in cases {
+            let stop = CancellationToken::new();
+            let asked = stop.clone();
+            let seen = std::sync::Mutex::new((None::<std::time::Instant>, Vec::<String>::new()));
+            let progress = |_: u8, step: &str| {
+                let mut seen = seen.lock().unwrap();
+                if seen.0.is_some() {
+                    seen.1.push(step.to_owned());
+                } else if step.starts_with(cancels_at) && !step.contains("(0 ") {
+                    seen.0 = Some(std::time::Instant::now());
+                    asked.cancel();
+                }
+            };
+            let params = PairParams { full: true };
+            let stopped = pair::run(&catalog, &t, &params, &stop, Some(&progress));
+            let (cancelled_at, after) = seen.into_inner().unwrap();
+            let took = cancelled_at
+                .unwrap_or_else(|| panic!("{phase}: the cancel landed: {stopped:?}"))
+                .elapsed();
+            figures.push((phase, took));
+            let Err(CatalogError::CancelledWith(report)) = &stopped else {
+                panic!("{phase}: the pair stopped on its cancel: {stopped:?}");
+            };
+            assert_eq!(report["phase"], reported, "{phase}: {report}");
+            // Scoring threads may each report once more; no phase after it may begin.
+            let ok = |s: &String| phase == "scoring" && s.starts_with(cancels_at);
+            assert!(
+                after.iter().all(ok),
+                "{phase}: nothing more was read or begun after the cancel: {after:?}"
+            );
+            assert!(
+                took < STOP_BOUND,
+                "{phase}: stopped {took:?} after its cancel"
+            );
+            assert_eq!(
+                catalog.store.pairing(&t).unwrap(),
+                state,
+                "{phase}: the state"
+            );
+            assert_eq!(sample_rows(&catalog, &t), sample, "{phase}: the table");
+        }
+        println!("cancel → stopped ({b:?}, {PRODUCTS} products): {figures:?}");
+    })
+    .await
+}
+
+/// Every 97th product's row of the neighbour table.
+fn sample_rows(catalog: &Catalog, t: &TenantId) -> Vec<Option<Vec<Neighbour>>> {
+    let keys = catalog.store.versions(t).unwrap();
+    keys.iter()
+        .step_by(97)
+        .map(|(k, _)| catalog.store.neighbours(t, k).unwrap())
+        .collect()
+}
+
+/// A pair whose run lost its job (taken over by another run) makes no write at all: not to
+/// the table or the state, and not to what it would stage aside for its swap — on Redis the
+/// server's count of changes since start-up does not move while it runs.
+async fn a_fenced_off_pair_stages_nothing_and_writes_nothing(b: Backend) {
+    let redis = (b == Backend::Redis).then(|| RedisServer::start(false));
+    let (jobs, store): (Arc<dyn JobStore>, Arc<dyn CatalogStore>) = match &redis {
+        Some(r) => (
+            Arc::new(RedisStore::open(&r.url(), settings()).unwrap()),
+            Arc::new(RedisCatalog::open(&r.url(), "cat").unwrap()),
+        ),
+        None => (
+            Arc::new(MemoryStore::new(settings())),
+            Arc::new(MemoryCatalog::new()),
+        ),
+    };
+    let catalog = Arc::new(Catalog {
+        store,
+        settings: CatalogSettings::default(),
+    });
+    let t = tenant();
+    create(&*jobs, &new_job(&t, "pair")).await;
+    let first = jobs
+        .claim("host-a/1", &test_kinds())
+        .await
+        .unwrap()
+        .unwrap();
+    let old = run_fence(&jobs, &first);
+    let pair_as = |fence: Arc<dyn Fence>, full: bool| {
+        let (catalog, t) = (catalog.clone(), t.clone());
+        blocking(move || pair::run_in(&catalog, &t, &PairParams { full }, &*fence, &never(), None))
+    };
+    let kept = || {
+        let (catalog, t) = (catalog.clone(), t.clone());
+        blocking(move || {
+            (
+                catalog.store.pairing(&t).unwrap(),
+                sample_rows(&catalog, &t),
+            )
+        })
+    };
+    let products = demo::generate_hard(3_000, 111);
+    let (c, tt) = (catalog.clone(), t.clone());
+    blocking(move || c.store.upsert(&tt, &products, &Unfenced).unwrap()).await;
+    pair_as(old.clone(), false)
+        .await
+        .expect("the run holding its job pairs");
+    // Another run takes the job over.
+    jobs.release(&first.run).await.unwrap();
+    let second = jobs
+        .claim("host-b/2", &test_kinds())
+        .await
+        .unwrap()
+        .unwrap();
+    let before = kept().await;
+    let changes = match &redis {
+        Some(r) => Some(changes_since_start(r).await),
+        None => None,
+    };
+    // A full pair stages every row and the whole state before its swap.
+    let refused = pair_as(old, true).await;
+    assert!(
+        matches!(refused, Err(CatalogError::Fenced)),
+        "the fenced-off run is refused: {refused:?}"
+    );
+    if let (Some(r), Some(changes)) = (&redis, changes) {
+        assert_eq!(
+            changes_since_start(r).await,
+            changes,
+            "the fenced-off pair changed no key: it staged nothing"
+        );
+    }
+    assert_eq!(
+        kept().await,
+        before,
+        "the state and the table are the last pair's"
+    );
+    let record = jobs.get(&second.job.id).await.unwrap().unwrap();
+    assert_eq!(
+        record.status,
+        Status::Running,
+        "the current run still holds it"
+    );
+}
+
+/// How many changes the Redis server made to its keys since it started (it never saves, so
+/// the count never resets).
+async fn changes_since_start(redis: &RedisServer) -> u64 {
+    let mut conn = redis.connection().await;
+    let info: String = ::redis::cmd("INFO")
+        .arg("persistence")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO persistence counts changes: {info}"))
 }

@@ -13,8 +13,9 @@ use crate::catalog::rows::Rows;
 use crate::catalog::{check, retrying, Catalog, CatalogError, Monotonic};
 use crate::jobs::TenantId;
 
-/// Products read from the store per call.
-const READ_CHUNK: usize = 20_000;
+/// Products read from the store per call, with a cancel check between calls: small enough
+/// that a cancel is seen within a fraction of a second while reading.
+const READ_CHUNK: usize = 2_000;
 
 /// Reads the products `versions` names (in key order) and prepares them: tokenised,
 /// identities made, weights counted (5 → 35 %). A product gone since is left out.
@@ -73,6 +74,7 @@ pub fn pair_all(
     limit.check_embedded(&e)?;
     check(stop)?;
     let index = Index::build(&e);
+    check(stop)?;
     progress.report(INDEXED, "scoring neighbours");
     let groups: Vec<u32> = (0..e.group_count() as u32).collect();
     let best = score_groups(&e, &index, &groups, ask, stop, progress)?;

@@ -1,6 +1,6 @@
 //! An incremental pair: from the state of the last pair, re-score only what changed.
 //!
-//! **What changed.** The store's versions (`CatalogStore::versions`) are compared with the
+//! **What changed.** The store's versions (`CatalogStore::versions_page`, every page) are compared with the
 //! ones the state was paired at; only products whose version moved, and new ones, are read.
 //! A product *changed* when its identity, category, price or material did (a new
 //! description changes its version, not its neighbours); products are also *added* and
@@ -31,8 +31,8 @@ use crate::catalog::rows::Rows;
 use crate::catalog::{check, retrying, Catalog, CatalogError, Monotonic};
 use crate::jobs::TenantId;
 
-/// Products read from the store per call.
-const READ_CHUNK: usize = 10_000;
+/// Products read from the store per call, with a cancel check between calls.
+const READ_CHUNK: usize = 2_000;
 
 /// How many products changed, were added and were removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -51,7 +51,7 @@ pub use embed::Embedding;
 pub use score::Ask;
 pub use weights::Weights;
 
-use super::products::{Pairing, ProductKey, Rewrite, Swap};
+use super::products::{in_key_order, Pairing, ProductKey, Rewrite, Swap, VERSIONS_PAGE};
 use super::report::{
     to_result, FullBecause, PairChanges, PairMode, PairPhase, PairReport, PairStopped,
     RescoredBecause,
@@ -73,6 +73,7 @@ static CORES: LazyLock<usize> = LazyLock::new(|| {
 
 /// Progress at the end of each phase (loading → 5, embedding → 35, indexing → 45, scoring →
 /// 90, writing → 100), as docs/api.md documents.
+const LISTING: u8 = 2;
 const LOADED: u8 = 5;
 const EMBEDDED: u8 = 35;
 const INDEXED: u8 = 45;
@@ -153,13 +154,10 @@ impl Run<'_> {
         let state = retrying(window, self.stop, || {
             self.catalog.store.pairing(self.tenant)
         })?;
-        self.progress.report(2, "listing products");
-        let versions = retrying(window, self.stop, || {
-            self.catalog.store.versions(self.tenant)
-        })?;
+        check(self.stop)?;
+        let versions = self.versions()?;
         budget::Limit::new(self.catalog.settings.pair_max_memory_mb)
             .check_products(versions.len())?;
-        check(self.stop)?;
         let ask = self.ask();
         let because = match (&state, params.full) {
             (_, true) => FullBecause::Asked,
@@ -186,6 +184,29 @@ impl Run<'_> {
         };
         drop(state);
         self.full(versions, &ask, because)
+    }
+
+    /// Every product's version, in key order, read a page at a time with a cancel check
+    /// before each page.
+    fn versions(&self) -> Result<Vec<(ProductKey, u64)>, CatalogError> {
+        let window = self.catalog.settings.write_retry;
+        let (mut out, mut cursor) = (Vec::new(), None::<String>);
+        loop {
+            check(self.stop)?;
+            self.progress
+                .report(LISTING, &format!("listing products ({} so far)", out.len()));
+            let (page, next) = retrying(window, self.stop, || {
+                let store = &self.catalog.store;
+                store.versions_page(self.tenant, cursor.as_deref(), VERSIONS_PAGE)
+            })?;
+            out.extend(page);
+            match next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        check(self.stop)?;
+        Ok(in_key_order(out))
     }
 
     fn ask(&self) -> Ask {

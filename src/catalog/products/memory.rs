@@ -18,7 +18,9 @@ use super::pairing::Pairing;
 use super::record::{
     fingerprint, version, Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored,
 };
-use super::store::{CatalogStore, CatalogStoreError, Cleared, Rewrite, Swap, Upserted, Write};
+use super::store::{
+    CatalogStore, CatalogStoreError, Cleared, Rewrite, Swap, Upserted, VersionsPage, Write,
+};
 use crate::jobs::fence::Fence;
 use crate::jobs::TenantId;
 
@@ -129,9 +131,6 @@ impl MemoryCatalog {
         Write::from_hold(hold, ()).map(Swap::from)
     }
 }
-
-/// How many products a bulk read takes under one hold of the lock.
-const HOLD: usize = 50_000;
 
 /// The embedded listing's cursor: `key:` and the last key a page held, so a cursor this
 /// listing did not hand out (`garbage`) is refused like Redis refuses it.
@@ -326,26 +325,31 @@ impl CatalogStore for MemoryCatalog {
         }))
     }
 
-    fn versions(&self, tenant: &TenantId) -> Result<Vec<(ProductKey, u64)>, CatalogStoreError> {
-        let mut out: Vec<(ProductKey, u64)> = Vec::new();
-        // In holds of the lock, so that a large catalogue does not stop every other tenant.
-        loop {
-            let after = out.last().map(|(k, _)| k.clone());
-            let before = out.len();
-            self.read(tenant, |c| {
-                let from = match after {
-                    Some(k) => Bound::Excluded(k),
-                    None => Bound::Unbounded,
-                };
-                for (key, entry) in c.products.range((from, Bound::Unbounded)).take(HOLD) {
+    fn versions_page(
+        &self,
+        tenant: &TenantId,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<VersionsPage, CatalogStoreError> {
+        let from = match cursor.map(KeyCursor::decode).transpose()? {
+            Some(k) => Bound::Excluded(k),
+            None => Bound::Unbounded,
+        };
+        let limit = limit.max(1);
+        // One hold of the lock a page, so that a large catalogue does not stop every other
+        // tenant, and the reader can stop between pages.
+        let page: Vec<(ProductKey, u64)> = self.read(tenant, |c| {
+            c.products
+                .range((from, Bound::Unbounded))
+                .take(limit)
+                .map(|(key, entry)| {
                     let enrichment = c.enriched.get(key).map(|e| e.fingerprint);
-                    out.push((key.clone(), version(entry.fingerprint, enrichment)));
-                }
-            });
-            if out.len() - before < HOLD {
-                return Ok(out);
-            }
-        }
+                    (key.clone(), version(entry.fingerprint, enrichment))
+                })
+                .collect()
+        });
+        let next = (page.len() == limit).then(|| KeyCursor::encode(&page[limit - 1].0));
+        Ok((page, next))
     }
 
     fn pairing_inputs(

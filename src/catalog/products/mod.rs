@@ -18,4 +18,7 @@ pub use self::record::{
     ProductKey, Stored,
 };
 pub use self::redis::{CatalogKeys, RedisCatalog};
-pub use self::store::{CatalogStore, CatalogStoreError, Cleared, Rewrite, Swap, Upserted, Write};
+pub use self::store::{
+    in_key_order, CatalogStore, CatalogStoreError, Cleared, Rewrite, Swap, Upserted, VersionsPage,
+    Write, VERSIONS_PAGE,
+};

@@ -132,10 +132,31 @@ pub trait CatalogStore: Send + Sync + 'static {
     /// stand for a catalogue that lost products, so it passes no fence.
     fn remove(&self, tenant: &TenantId, keys: &[ProductKey]) -> Result<u64, CatalogStoreError>;
 
-    /// Every product's key, in key order, with its version: a number that changes whenever
-    /// the product or what enrichment found for it changes (`record::version`). Pair
-    /// compares them with the versions it paired, so it reads only what changed.
-    fn versions(&self, tenant: &TenantId) -> Result<Vec<(ProductKey, u64)>, CatalogStoreError>;
+    /// A page of about `limit` products' keys with their versions: a number that changes
+    /// whenever the product or what enrichment found for it changes (`record::version`).
+    /// Pair compares them with the versions it paired, so it reads only what changed, and
+    /// reads them a page at a time so that it can stop between pages. Following the cursor
+    /// (opaque; `None` after the last page) visits every product present throughout at
+    /// least once, in no set order (`in_key_order` sorts a listing).
+    fn versions_page(
+        &self,
+        tenant: &TenantId,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<VersionsPage, CatalogStoreError>;
+
+    /// Every product's key, in key order, with its version (`versions_page`, every page).
+    fn versions(&self, tenant: &TenantId) -> Result<Vec<(ProductKey, u64)>, CatalogStoreError> {
+        let (mut out, mut cursor) = (Vec::new(), None);
+        loop {
+            let (page, next) = self.versions_page(tenant, cursor.as_deref(), VERSIONS_PAGE)?;
+            out.extend(page);
+            match next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(in_key_order(out)),
+            }
+        }
+    }
     /// What pairing reads of each of `keys`, in their order; `None` for a product not there.
     fn pairing_inputs(
         &self,
@@ -155,6 +176,21 @@ pub trait CatalogStore: Send + Sync + 'static {
         rewrite: Rewrite<'_>,
         fence: &dyn Fence,
     ) -> Result<Swap, CatalogStoreError>;
+}
+
+/// A page of products' versions and the cursor of the next page.
+pub type VersionsPage = (Vec<(ProductKey, u64)>, Option<String>);
+
+/// Products per page of a listing of versions: one round trip each on Redis, and between
+/// pages a reader can stop.
+pub const VERSIONS_PAGE: usize = 1000;
+
+/// A listing of versions in key order, each product once (a Redis scan may visit a product
+/// twice; its versions then agree or the later one is as good).
+pub fn in_key_order(mut versions: Vec<(ProductKey, u64)>) -> Vec<(ProductKey, u64)> {
+    versions.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    versions.dedup_by(|a, b| a.0 == b.0);
+    versions
 }
 
 /// Which rows of the neighbour table a new pairing changes.

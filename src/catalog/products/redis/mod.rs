@@ -16,7 +16,9 @@ use tokio::runtime::Handle;
 
 use super::pairing::Pairing;
 use super::record::{Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored};
-use super::store::{CatalogStore, CatalogStoreError, Cleared, Rewrite, Swap, Upserted, Write};
+use super::store::{
+    CatalogStore, CatalogStoreError, Cleared, Rewrite, Swap, Upserted, VersionsPage, Write,
+};
 use crate::jobs::fence::{Fence, Hold, ScriptFence};
 use crate::jobs::TenantId;
 use crate::topology::{Connection, Primary, Target};
@@ -73,9 +75,31 @@ pub struct RedisCatalog {
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an unfinished staging neighbour table may linger.
 const STAGING_TTL_SECS: u64 = 3600;
-/// A fenced write of fields to one hash (products, enrichments, a staged table).
-static FENCED_HSET: LazyLock<Script> =
-    LazyLock::new(|| fenced_script(include_str!("fenced_hset.lua")));
+/// A fenced write to one key: fields of a hash (products, enrichments, a staged table),
+/// members of a staged set, a slice of a staged pairing state.
+static FENCED_WRITE: LazyLock<Script> =
+    LazyLock::new(|| fenced_script(include_str!("fenced_write.lua")));
+
+/// The writes `fenced_write.lua` makes.
+#[derive(Clone, Copy, Debug)]
+enum FencedWrite {
+    /// Fields and values of a hash.
+    Hset,
+    /// Members of a set.
+    Sadd,
+    /// Bytes appended to a string.
+    Append,
+}
+
+impl FencedWrite {
+    fn command(self) -> &'static str {
+        match self {
+            FencedWrite::Hset => "HSET",
+            FencedWrite::Sadd => "SADD",
+            FencedWrite::Append => "APPEND",
+        }
+    }
+}
 
 fn fenced_script(body: &str) -> Script {
     Script::new(&format!("{}\n{body}", *crate::jobs::fence::FENCE_LUA))
@@ -188,28 +212,33 @@ impl RedisCatalog {
         }
     }
 
-    /// Writes `fields` to the hash at `key` (with a TTL of `ttl` seconds, 0 for none) while
-    /// `fence` holds: checked inside the script when the jobs are in this Redis, else under
-    /// the job store's own check (`Fence::while_held`).
-    fn hset_fenced(
+    /// Makes one write to `key` (with a TTL of `ttl` seconds, 0 for none) while `fence`
+    /// holds: checked inside the script when the jobs are in this Redis, else under the job
+    /// store's own check (`Fence::while_held`).
+    fn write_fenced<A: redis::ToRedisArgs + Copy + Send + Sync>(
         &self,
+        write: FencedWrite,
         key: &str,
-        fields: &[(&str, String)],
+        args: A,
         ttl: u64,
         fence: &dyn Fence,
     ) -> Result<Hold, CatalogStoreError> {
         if let Some(checked) = fence.in_script() {
             let word: String = self.block(|mut conn| async move {
-                let mut inv = FENCED_HSET.key(key);
+                let mut inv = FENCED_WRITE.key(key);
                 with_fence(&mut inv, &checked);
-                inv.arg(ttl).arg(fields).invoke_async(&mut conn).await
+                inv.arg(ttl)
+                    .arg(write.command())
+                    .arg(args)
+                    .invoke_async(&mut conn)
+                    .await
             })?;
             return hold_of(&word);
         }
         let mut written = Ok(());
         let hold = fence.while_held(&mut || {
             let mut pipe = redis::pipe();
-            pipe.cmd("HSET").arg(key).arg(fields).ignore();
+            pipe.cmd(write.command()).arg(key).arg(args).ignore();
             if ttl > 0 {
                 pipe.cmd("EXPIRE").arg(key).arg(ttl).ignore();
             }
@@ -344,7 +373,7 @@ impl CatalogStore for RedisCatalog {
             let (writes, chunk_counts) = changed(chunk, old);
             // Rows that changed nothing need no write, so no fence either.
             if !writes.is_empty() {
-                let hold = self.hset_fenced(&key, &writes, 0, fence)?;
+                let hold = self.write_fenced(FencedWrite::Hset, &key, &writes[..], 0, fence)?;
                 if hold != Hold::Held {
                     return Write::from_hold(hold, counts);
                 }
@@ -458,7 +487,7 @@ impl CatalogStore for RedisCatalog {
                     )
                 })
                 .collect();
-            let hold = self.hset_fenced(&key, &writes, 0, fence)?;
+            let hold = self.write_fenced(FencedWrite::Hset, &key, &writes[..], 0, fence)?;
             if hold != Hold::Held {
                 return Write::from_hold(hold, ());
             }
@@ -514,8 +543,13 @@ impl CatalogStore for RedisCatalog {
         self.remove_products(tenant, keys)
     }
 
-    fn versions(&self, tenant: &TenantId) -> Result<Vec<(ProductKey, u64)>, CatalogStoreError> {
-        self.product_versions(tenant)
+    fn versions_page(
+        &self,
+        tenant: &TenantId,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<VersionsPage, CatalogStoreError> {
+        self.product_versions(tenant, cursor, limit)
     }
 
     fn pairing_inputs(

@@ -1,22 +1,24 @@
 //! The Redis catalogue's neighbour table and pairing state, and what pair reads: versions,
 //! pairing inputs. A new table (whole, or the rows that changed) and its state are staged
-//! under keys of their own and put in place by one fenced script (`swap_table.lua`).
+//! under keys of their own, each staging write fenced (`fenced_write.lua`: a run that lost
+//! its job stages nothing), and put in place by one fenced script (`swap_table.lua`).
 //!
 //! The state is one binary string (`Pairing::encode`), written and read in slices so that
 //! no command carries more than `SLICE` bytes.
 
-use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use redis::Script;
 use serde::Deserialize;
 
-use super::{fenced_script, hold_of, with_fence, RedisCatalog, CHUNK, STAGING_TTL_SECS};
+use super::{
+    fenced_script, hold_of, with_fence, FencedWrite, RedisCatalog, CHUNK, STAGING_TTL_SECS,
+};
 use crate::catalog::products::pairing::Pairing;
 use crate::catalog::products::record::{
     fingerprint, version, Enrichment, Neighbour, PairingInput, ProductKey, Stored,
 };
-use crate::catalog::products::store::{CatalogStoreError, Rewrite, Swap, Write};
+use crate::catalog::products::store::{CatalogStoreError, Rewrite, Swap, VersionsPage, Write};
 use crate::jobs::fence::{Fence, Hold, ScriptFence};
 use crate::jobs::TenantId;
 
@@ -58,13 +60,14 @@ impl RedisCatalog {
         }
     }
 
-    /// Writes rows to `staging` (nothing for no rows), in chunks; the staging key expires
-    /// if this process dies before the swap.
+    /// Writes rows to `staging` (nothing for no rows), in chunks, while `fence` holds;
+    /// stops at the first write the fence refuses and answers why.
     fn stage_rows<'a>(
         &self,
         staging: &str,
         rows: impl Iterator<Item = (&'a str, Vec<Neighbour>)>,
-    ) -> Result<(), CatalogStoreError> {
+        fence: &dyn Fence,
+    ) -> Result<Hold, CatalogStoreError> {
         let mut writes: Vec<(&str, String)> = Vec::with_capacity(CHUNK);
         let mut rows = rows.peekable();
         while rows.peek().is_some() {
@@ -73,44 +76,41 @@ impl RedisCatalog {
                 let json = serde_json::to_string(&row).expect("neighbours always serialise");
                 writes.push((key, json));
             }
-            self.stage("HSET", staging, &writes)?;
+            let hold = self.stage(FencedWrite::Hset, staging, &writes[..], fence)?;
+            if hold != Hold::Held {
+                return Ok(hold);
+            }
         }
-        Ok(())
+        Ok(Hold::Held)
     }
 
-    /// One staging write (`command staging args…`), and the staging key's expiry renewed:
-    /// what was staged goes if this process dies before the swap.
-    fn stage(
+    /// One staging write, fenced like every catalogue write (a run that lost its job stages
+    /// nothing); the staging key expires if this process dies before the swap.
+    fn stage<A: redis::ToRedisArgs + Copy + Send + Sync>(
         &self,
-        command: &str,
+        write: FencedWrite,
         staging: &str,
-        args: impl redis::ToRedisArgs,
-    ) -> Result<(), CatalogStoreError> {
-        self.query_pipe::<()>(
-            redis::pipe()
-                .cmd(command)
-                .arg(staging)
-                .arg(args)
-                .ignore()
-                .cmd("EXPIRE")
-                .arg(staging)
-                .arg(STAGING_TTL_SECS)
-                .ignore(),
-        )
+        args: A,
+        fence: &dyn Fence,
+    ) -> Result<Hold, CatalogStoreError> {
+        self.write_fenced(write, staging, args, STAGING_TTL_SECS, fence)
     }
 
-    fn stage_gone(&self, staging: &str, keys: &[&str]) -> Result<(), CatalogStoreError> {
-        for chunk in keys.chunks(CHUNK) {
-            self.stage("SADD", staging, chunk)?;
+    /// Stages each of `parts` in turn (`stage`), stopping at the first the fence refuses.
+    fn stage_each<A: redis::ToRedisArgs + Copy + Send + Sync>(
+        &self,
+        write: FencedWrite,
+        staging: &str,
+        parts: impl IntoIterator<Item = A>,
+        fence: &dyn Fence,
+    ) -> Result<Hold, CatalogStoreError> {
+        for part in parts {
+            let hold = self.stage(write, staging, part, fence)?;
+            if hold != Hold::Held {
+                return Ok(hold);
+            }
         }
-        Ok(())
-    }
-
-    fn stage_state(&self, staging: &str, bytes: &[u8]) -> Result<(), CatalogStoreError> {
-        for slice in bytes.chunks(SLICE) {
-            self.stage("APPEND", staging, slice)?;
-        }
-        Ok(())
+        Ok(Hold::Held)
     }
 
     /// Runs the swap while `fence` holds: checked inside the script when the jobs are in
@@ -163,16 +163,20 @@ impl RedisCatalog {
         hold_of(&word)
     }
 
-    /// Stages with `stage`, swaps, and drops what was staged unless it was swapped.
+    /// Stages with `stage` (each write fenced: it answers the first refusal), swaps, and
+    /// drops what was staged unless it was swapped.
     fn staged_swap(
         &self,
         tenant: &TenantId,
         mode: Mode,
         fence: &dyn Fence,
-        stage: impl FnOnce(&Staged) -> Result<(), CatalogStoreError>,
+        stage: impl FnOnce(&Staged) -> Result<Hold, CatalogStoreError>,
     ) -> Result<Swap, CatalogStoreError> {
         let staged = self.staged(tenant);
-        let hold = stage(&staged).and_then(|()| self.swap(tenant, &staged, mode, fence));
+        let hold = stage(&staged).and_then(|hold| match hold {
+            Hold::Held => self.swap(tenant, &staged, mode, fence),
+            refused => Ok(refused),
+        });
         if !matches!(hold, Ok(Hold::Held)) {
             let keys = [&staged.rows, &staged.gone, &staged.state];
             let _ = self.query::<()>(redis::cmd("DEL").arg(&keys));
@@ -189,7 +193,7 @@ impl RedisCatalog {
     ) -> Result<Swap, CatalogStoreError> {
         self.staged_swap(tenant, Mode::Whole, fence, |staged| {
             let rows = table.iter().map(|(k, n)| (k.as_str(), n.clone()));
-            self.stage_rows(&staged.rows, rows)
+            self.stage_rows(&staged.rows, rows, fence)
         })
     }
 
@@ -206,13 +210,14 @@ impl RedisCatalog {
             Rewrite::Rows { .. } => Mode::Rows,
         };
         self.staged_swap(tenant, mode, fence, |staged| {
-            match rewrite {
+            let hold = match rewrite {
                 Rewrite::Whole => {
-                    self.stage_rows(&staged.rows, (0..pairing.keys.len()).filter_map(row))?;
+                    let rows = (0..pairing.keys.len()).filter_map(row);
+                    self.stage_rows(&staged.rows, rows, fence)?
                 }
                 Rewrite::Rows { changed, removed } => {
                     let rows = changed.iter().filter_map(|&i| row(i as usize));
-                    self.stage_rows(&staged.rows, rows)?;
+                    let hold = self.stage_rows(&staged.rows, rows, fence)?;
                     let emptied = changed
                         .iter()
                         .filter(|&&i| pairing.best.row(i as usize).is_empty())
@@ -222,10 +227,23 @@ impl RedisCatalog {
                         .map(ProductKey::as_str)
                         .chain(emptied)
                         .collect();
-                    self.stage_gone(&staged.gone, &gone)?;
+                    match hold {
+                        Hold::Held => {
+                            let chunks = gone.chunks(CHUNK);
+                            self.stage_each(FencedWrite::Sadd, &staged.gone, chunks, fence)?
+                        }
+                        refused => refused,
+                    }
                 }
+            };
+            match hold {
+                Hold::Held => {
+                    let state = pairing.encode();
+                    let slices = state.chunks(SLICE);
+                    self.stage_each(FencedWrite::Append, &staged.state, slices, fence)
+                }
+                refused => Ok(refused),
             }
-            self.stage_state(&staged.state, &pairing.encode())
         })
     }
 
@@ -259,25 +277,39 @@ impl RedisCatalog {
         }
     }
 
+    /// A page of versions: one HSCAN batch of products and the enrichments of its keys.
     pub(super) fn product_versions(
         &self,
         tenant: &TenantId,
-    ) -> Result<Vec<(ProductKey, u64)>, CatalogStoreError> {
-        let enriched: HashMap<String, u64> = self
-            .hscan_raw(&self.keys.enriched(tenant))?
-            .into_iter()
-            .map(|(k, v)| (k, fingerprint(v.as_bytes())))
-            .collect();
-        let mut out = Vec::new();
-        for (key, raw) in self.hscan_raw(&self.keys.products(tenant))? {
-            let hashed: Hashed = Self::decode(&raw)?;
-            let content = fingerprint(hashed.content_hash.as_bytes());
-            let enrichment = enriched.get(&key).copied();
-            let key = ProductKey::parse(&key).map_err(CatalogStoreError::Corrupt)?;
-            out.push((key, version(content, enrichment)));
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<VersionsPage, CatalogStoreError> {
+        let scan: u64 = match cursor {
+            Some(c) => c.parse().map_err(|_| CatalogStoreError::BadCursor)?,
+            None => 0,
+        };
+        let (next, batch): (u64, Vec<(String, String)>) = self.query(
+            redis::cmd("HSCAN")
+                .arg(self.keys.products(tenant))
+                .arg(scan)
+                .arg("COUNT")
+                .arg(limit.max(1)),
+        )?;
+        let enriched = self.keys.enriched(tenant);
+        let mut out = Vec::with_capacity(batch.len());
+        for chunk in batch.chunks(CHUNK) {
+            let fields: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
+            let enrichments: Vec<Option<String>> =
+                self.query(redis::cmd("HMGET").arg(&enriched).arg(&fields))?;
+            for ((key, raw), enrichment) in chunk.iter().zip(enrichments) {
+                let hashed: Hashed = Self::decode(raw)?;
+                let content = fingerprint(hashed.content_hash.as_bytes());
+                let enrichment = enrichment.map(|e| fingerprint(e.as_bytes()));
+                let key = ProductKey::parse(key).map_err(CatalogStoreError::Corrupt)?;
+                out.push((key, version(content, enrichment)));
+            }
         }
-        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Ok(out)
+        Ok((out, (next != 0).then(|| next.to_string())))
     }
 
     pub(super) fn read_pairing_inputs(

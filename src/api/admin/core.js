@@ -316,3 +316,39 @@ export async function snapshot(id) {
   if (a.status === 200) learn(a.body);
   return a;
 }
+
+/** Why a full pair was full, in words (`full_because`, docs/api.md). */
+const FULL_BECAUSE = {
+  asked: 'asked for',
+  first: 'the first pair',
+  settings: 'PAIR_TOP_K or PAIR_MIN_SCORE changed',
+  share: 'too much changed since the last full pair',
+};
+
+const count = (n) => Number(n || 0).toLocaleString('en-US');
+
+/**
+ * A pair report in words: full or incremental, and its counts (what was re-scored and why,
+ * what changed since the last pair, the table's size). Null for any other report.
+ */
+export function pairWords(report) {
+  if (!report || (report.mode !== 'full' && report.mode !== 'incremental')) return null;
+  const table = `${count(report.paired)} products paired, ${count(report.pairs)} pairs.`;
+  if (report.mode === 'full') {
+    const why = FULL_BECAUSE[report.full_because] || report.full_because || 'asked for';
+    return `Full pair (${why}): re-scored all ${count(report.products)} products; ${table}`;
+  }
+  const c = report.changes || {};
+  const r = report.rescored_because || {};
+  return `Incremental pair: re-scored ${count(report.rescored)} of ${count(report.products)} products`
+    + ` (${count(r.changed)} changed or added, ${count(r.lost_a_neighbour)} lost a neighbour,`
+    + ` ${count(r.gained_a_neighbour)} gained one); since the last pair ${count(c.added)} added,`
+    + ` ${count(c.changed)} changed, ${count(c.removed)} removed; ${table}`;
+}
+
+/** Shows a pair report's words in `node` (hidden for any other report). */
+export function showPairWords(node, report) {
+  const words = pairWords(report);
+  node.hidden = !words;
+  setText(node, words || '');
+}

@@ -4,7 +4,7 @@
 
 import {
   $, el, state, api, enc, showError, clearError, span, elapsed, utc, ago, ms, learn,
-  onRedraw, tenantOf, ACTIVE,
+  onRedraw, tenantOf, ACTIVE, showPairWords,
 } from './core.js';
 import { watch, isWatched } from './live.js';
 
@@ -67,6 +67,7 @@ function paintJob(job) {
     .flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: String(v) })]));
   $('job-params').textContent = JSON.stringify(job.params, null, 2);
   $('job-result').textContent = JSON.stringify(job.result, null, 2);
+  showPairWords($('job-result-words'), job.kind === 'pair' ? job.result : null);
   $('cancel').hidden = !may('cancel') || !ACTIVE.has(job.status) || job.status === 'cancelling';
   $('retry').hidden = !may('retry') || ACTIVE.has(job.status);
 }

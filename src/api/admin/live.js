@@ -3,7 +3,7 @@
 
 import {
   $, el, state, api, q, enc, showError, clearError, needTenant, span, elapsed, readSse,
-  parse, sleep, pick, learn, snapshot, onRedraw, setText, ACTIVE,
+  parse, sleep, pick, learn, snapshot, onRedraw, setText, ACTIVE, showPairWords,
 } from './core.js';
 import { openJob } from './job.js';
 
@@ -137,6 +137,7 @@ function sources() {
 
 function showReport(report) {
   $('report').textContent = JSON.stringify(report, null, 2);
+  showPairWords($('report-words'), report);
   $('report-box').hidden = false;
 }
 
@@ -155,6 +156,7 @@ export function wireStarts() {
   });
   $('pair-wait').addEventListener('click', async () => {
     $('report').textContent = 'Waiting for the pair to end…';
+    $('report-words').hidden = true;
     $('report-box').hidden = false;
     const a = await start('pair', { wait: 'true' }, $('pair-wait'));
     if (a && a.status === 200) showReport(a.body);

@@ -147,6 +147,32 @@ async fn pair_and_wait_shows_the_report_inline(b: &Browser) {
         .await;
     assert_eq!(report["products"], 2400, "{report}");
     assert!(report["paired"].as_u64().unwrap() > 2000, "{report}");
+    let words = pair_report_words(b, "Full pair").await;
+    assert!(
+        words.starts_with("Full pair (the first pair): re-scored all 2,400 products;"),
+        "the report says full and its counts in words: {words}"
+    );
+    // Nothing changed since: the next pair is incremental and re-scores nothing.
+    b.click("[data-testid=pair-wait]").await;
+    let words = pair_report_words(b, "Incremental pair").await;
+    assert!(
+        words.starts_with("Incremental pair: re-scored 0 of 2,400 products")
+            && words.contains("since the last pair 0 added, 0 changed, 0 removed"),
+        "the report says incremental and its counts in words: {words}"
+    );
+}
+
+/// The words the report box shows above a pair's report, once they begin with `mode`.
+async fn pair_report_words(b: &Browser, mode: &str) -> String {
+    let words = b
+        .wait_for(
+            &format!("the report's words: {mode}"),
+            "const w = document.querySelector('[data-testid=report-words]');
+             return w && !w.hidden && w.textContent.startsWith(arguments[0]) ? w.textContent : null;",
+            json!([mode]),
+        )
+        .await;
+    words.as_str().unwrap_or_default().to_owned()
 }
 
 async fn a_search_pages_through_its_results(b: &Browser) {

@@ -16,7 +16,7 @@ use super::openapi;
 use super::AppState;
 use crate::catalog::report::JobReport;
 use crate::jobs::runner::{Refused, QUEUED_STEP};
-use crate::jobs::store::{Created, NewJob, Origin};
+use crate::jobs::store::{Created, NewJob, NewPipeline, Origin};
 use crate::jobs::{JobId, Kind, Snapshot, Status};
 use crate::metrics;
 use serde_json::Value;
@@ -115,11 +115,50 @@ pub(crate) async fn launch(
     on_conflict: OnConflict,
     wait: bool,
 ) -> Result<Response, ApiError> {
+    admit(app)?;
+    let params = job.params.clone();
+    let created = app.runner.create(job).await?;
+    respond(app, created, &params, on_conflict, wait).await
+}
+
+/// Creates a pipeline and its steps (a start's, or a retry's) and answers as a start does:
+/// the pipeline is a job of its own, its steps counted as jobs of their kinds.
+pub(crate) async fn launch_pipeline(
+    app: &AppState,
+    pipeline: NewPipeline,
+    on_conflict: OnConflict,
+    wait: bool,
+) -> Result<Response, ApiError> {
+    admit(app)?;
+    let params = pipeline.job.params.clone();
+    let kinds: Vec<Kind> = pipeline.steps.iter().map(|(s, _)| s.kind.clone()).collect();
+    let created = app.store.create_pipeline(pipeline).await?;
+    if matches!(created, Created::Created(_)) {
+        for kind in &kinds {
+            metrics::job_created(kind.as_str());
+        }
+    }
+    respond(app, created, &params, on_conflict, wait).await
+}
+
+/// Refuses a new job while the service shuts down, counted as a refusal.
+fn admit(app: &AppState) -> Result<(), ApiError> {
     app.runner
         .admit()
         .inspect_err(|r| metrics::job_refused(refusal_reason(r)))?;
-    let params = job.params.clone();
-    let snapshot = match app.runner.create(job).await? {
+    Ok(())
+}
+
+/// What a create's answer means over HTTP: 202 (or the outcome with `wait`) for a created,
+/// replayed or joined job; 409, 422, 429 or 503 otherwise.
+async fn respond(
+    app: &AppState,
+    created: Created,
+    params: &Value,
+    on_conflict: OnConflict,
+    wait: bool,
+) -> Result<Response, ApiError> {
+    let snapshot = match created {
         Created::Created(snapshot) => {
             metrics::job_created(snapshot.kind.as_str());
             *snapshot
@@ -130,7 +169,7 @@ pub(crate) async fn launch(
         }
         Created::KeyReused(id) => return Err(ApiError::IdempotencyKeyReused(id)),
         Created::AlreadyRunning(holder) => match on_conflict {
-            OnConflict::Join => joinable(app, holder, &params).await?,
+            OnConflict::Join => joinable(app, holder, params).await?,
             OnConflict::Reject => {
                 metrics::job_refused("already_running");
                 return Err(ApiError::AlreadyRunning {

@@ -17,6 +17,7 @@ use super::extract::{
 use super::job_filter::JobFilter;
 use super::AppState;
 use crate::config::tokens::Scope;
+use crate::jobs::pipeline::{Plan, PIPELINE_KIND};
 use crate::jobs::runner::QUEUED_STEP;
 use crate::jobs::store::{Cancel, NewJob, Origin, Outcome};
 use crate::jobs::{JobId, Snapshot, Status, TenantId};
@@ -106,6 +107,16 @@ pub async fn retry(
     if old.status.is_active() {
         return Err(ApiError::NotEnded(Box::new(old)));
     }
+    let origin = Origin {
+        created_by: caller.name.clone(),
+        request_id,
+        retry_of: Some(old.job_id),
+    };
+    if old.kind.as_str() == PIPELINE_KIND {
+        let plan = Plan::retry_of(app.runner.registry(), &old);
+        let pipeline = plan.into_new(old.tenant_id, origin, None, QUEUED_STEP);
+        return super::catalog::launch_pipeline(&app, pipeline, OnConflict::Reject, false).await;
+    }
     let job = NewJob {
         id: JobId::new(),
         tenant: old.tenant_id,
@@ -113,11 +124,7 @@ pub async fn retry(
         kind: old.kind,
         params: old.params,
         step: QUEUED_STEP.to_owned(),
-        origin: Origin {
-            created_by: caller.name.clone(),
-            request_id,
-            retry_of: Some(old.job_id),
-        },
+        origin,
         idempotency_key: None,
         pipeline: None,
     };
@@ -167,6 +174,7 @@ pub async fn cancel(
     match answer {
         Cancel::Requested => {
             count_if_ended_at_once(&before, &snapshot);
+            count_pipeline_if_ended(&app, &snapshot).await;
             Ok((StatusCode::ACCEPTED, Json(snapshot)))
         }
         Cancel::NotActive => Err(ApiError::NotActive(Box::new(snapshot))),
@@ -179,6 +187,19 @@ pub async fn cancel(
 fn count_if_ended_at_once(before: &Snapshot, after: &Snapshot) {
     if before.status == Status::Queued && after.status == Status::Cancelled {
         crate::metrics::job_finished(after.kind.as_str(), &Outcome::Cancelled(Value::Null));
+    }
+}
+
+/// A step cancelled while it waited ends its pipeline in the same store step, which no
+/// runner sees either: counted here, once.
+async fn count_pipeline_if_ended(app: &AppState, step: &Snapshot) {
+    let Some(id) = step.pipeline_id.filter(|_| step.status.is_finished()) else {
+        return;
+    };
+    if let Ok(Some(pipeline)) = app.store.get(&id).await {
+        if let Some(outcome) = crate::jobs::pipeline::ended_with(&pipeline, step) {
+            crate::metrics::job_finished(pipeline.kind.as_str(), &outcome);
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod job_filter;
 pub mod jobs;
 pub mod openapi;
 pub mod operations;
+pub mod pipeline;
 pub mod product_view;
 pub mod products;
 pub mod server;
@@ -80,6 +81,7 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
     // `layer` wraps only the routes added before it: here, the start route alone.
     OpenApiRouter::new()
         .routes(routes!(catalog::start))
+        .routes(routes!(pipeline::start))
         .layer(DefaultBodyLimit::max(max_start_body))
         .routes(routes!(operations::healthz))
         .routes(routes!(operations::readyz))

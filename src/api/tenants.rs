@@ -14,6 +14,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::TenantPath;
 use super::AppState;
 use crate::catalog::products::Cleared;
+use crate::jobs::pipeline::PIPELINE_KIND;
 use crate::jobs::store::Purge;
 use crate::jobs::{Kind, TenantId};
 
@@ -50,7 +51,10 @@ pub async fn remove(
 ) -> Result<Json<Removal>, ApiError> {
     caller.may_change()?;
     caller.may_act_for(&tenant)?;
-    let kinds: Vec<Kind> = app.runner.registry().kinds().cloned().collect();
+    // A pipeline's lock names an active job too.
+    let pipeline = Kind::parse(PIPELINE_KIND).expect("the pipeline kind is a valid kind");
+    let mut kinds: Vec<Kind> = app.runner.registry().kinds().cloned().collect();
+    kinds.push(pipeline);
     let hashes = app.catalog.store.hashes(&tenant);
     let (jobs, sizes) = match app.store.purge(&tenant, &kinds, &hashes).await? {
         Purge::StillActive(job) => return Err(ApiError::StillActive(job)),

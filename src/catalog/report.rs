@@ -168,4 +168,31 @@ pub enum JobReport {
     Enrich(EnrichReport),
     Pair(PairReport),
     PairStopped(PairStopped),
+    Pipeline(PipelineReport),
+}
+
+/// A refresh pipeline's report: the report of each of its steps that ended, by kind (a
+/// failed or cancelled step's is what it kept; a skipped step's is null).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineReport {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = step_report)]
+    pub sync: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = step_report)]
+    pub enrich: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = step_report)]
+    pub pair: Option<Value>,
+}
+
+/// A step's report inside a pipeline's: its kind's report, or null (skipped).
+fn step_report() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+    use utoipa::openapi::Ref;
+    OneOfBuilder::new()
+        .item(Ref::from_schema_name("JobReport"))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .into()
 }

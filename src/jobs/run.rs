@@ -209,6 +209,9 @@ impl Runs {
             Some((outcome, percent)) if !fenced.load(Ordering::Acquire) => {
                 let next = self.record(&job, &run, created_at, &outcome, percent).await;
                 self.observer.finished(&job.kind, &outcome);
+                if let Some(pipeline) = job.pipeline {
+                    self.observe_pipeline_end(&job.id, &pipeline).await;
+                }
                 next
             }
             _ => {
@@ -223,6 +226,19 @@ impl Runs {
         match next {
             Some(next) => self.spawn(next, permit),
             None => drop(permit),
+        }
+    }
+
+    /// Tells the observer of the end of `pipeline` when the end of its `step` this run
+    /// recorded ended it too (no other process counts it). A read that fails skips the count.
+    async fn observe_pipeline_end(&self, step: &JobId, pipeline: &JobId) {
+        let (Ok(Some(step)), Ok(Some(pipeline))) =
+            (self.store.get(step).await, self.store.get(pipeline).await)
+        else {
+            return;
+        };
+        if let Some(outcome) = super::pipeline::ended_with(&pipeline, &step) {
+            self.observer.finished(&pipeline.kind, &outcome);
         }
     }
 

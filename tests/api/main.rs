@@ -29,6 +29,7 @@ mod observability;
 mod openapi;
 mod ordering;
 mod pairing;
+mod pipelines;
 mod quiet;
 mod readiness;
 mod replicas;

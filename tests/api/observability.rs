@@ -129,7 +129,7 @@ async fn a_5xx_is_logged_once_with_its_route_and_cause_and_a_refusal_never_at_er
 
 /// One sample of a scrape: its name, labels and value.
 #[derive(Debug)]
-struct Sample {
+pub(crate) struct Sample {
     name: String,
     labels: HashMap<String, String>,
     value: f64,
@@ -256,14 +256,14 @@ fn sample_value(text: &str) -> Option<f64> {
     fields.next().is_none().then_some(value)
 }
 
-fn scrape(text: &str) -> Vec<Sample> {
+pub(crate) fn scrape(text: &str) -> Vec<Sample> {
     parse_exposition(text)
         .unwrap_or_else(|line| panic!("not Prometheus text format: {line}"))
         .0
 }
 
 /// The sum of the samples named `name` whose labels include these (0 when none).
-fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     samples
         .iter()
         .filter(|s| s.name == name)
@@ -276,7 +276,7 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
-async fn metrics_text(svc: &Service) -> String {
+pub(crate) async fn metrics_text(svc: &Service) -> String {
     let r = svc.get("/metrics").await;
     assert_eq!(r.status(), 200);
     assert!(r.headers()["content-type"]

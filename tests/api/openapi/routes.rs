@@ -27,6 +27,67 @@ const FAILED_SYNC: Row = Row::post(Good, "/catalog/sync", 502)
     .expect(&[("/job/error", "SourceUnreachable")])
     .keep(&[("failed", "/job/job_id")]);
 
+/// A refresh of the sample feed, waited for.
+const WAITED_REFRESH: &[(&str, &str)] = &[
+    ("tenant_id", "{t}"),
+    ("source", "sample.csv"),
+    ("wait", "true"),
+];
+
+/// A refresh waited for to its end (every step's report) and its replay, one whose sync fails
+/// (502), one held in its sync (202, kept as `pipeline`) and its replay, its twin (409), and
+/// the refusals of a start.
+const PIPELINES: &[Row] = &[
+    Row::post(Good, "/catalog/pipeline", 200)
+        .headers(&[("Idempotency-Key", "refresh")])
+        .form(WAITED_REFRESH)
+        .expect(&[("/sync/totals/read", "5")])
+        .keep(&[("reports", "")]),
+    Row::post(Good, "/catalog/pipeline", 200)
+        .headers(&[("Idempotency-Key", "refresh")])
+        .form(WAITED_REFRESH)
+        .carries(&[("Idempotent-Replayed", "true")])
+        .same_as("reports"),
+    Row::post(Good, "/catalog/pipeline", 502)
+        .form(&[
+            ("tenant_id", "{t}"),
+            ("source", "{unreachable}"),
+            ("wait", "true"),
+        ])
+        .expect(&[
+            ("/job/error", "SourceUnreachable"),
+            ("/job/kind", "pipeline"),
+        ]),
+    Row::post(Good, "/catalog/pipeline?tenant_id={t}&source={held}", 202)
+        .headers(&[("Idempotency-Key", "held")])
+        .keep(&[("pipeline", "/job_id")]),
+    Row::post(Good, "/catalog/pipeline?tenant_id={t}&source={held}", 202)
+        .headers(&[("Idempotency-Key", "held")])
+        .carries(&[("Idempotent-Replayed", "true")])
+        .expect(&[("/job_id", "{pipeline}")]),
+    Row::post(Good, "/catalog/pipeline", 409)
+        .form(&[("tenant_id", "{t}"), ("steps", "enrich")])
+        .expect(&[("/job_id", "{pipeline}")]),
+    Row::post(Good, "/catalog/pipeline", 400).body(Body::Raw("application/json", "{")),
+    Row::post(Good, "/catalog/pipeline", 415).body(Body::Raw("text/plain", "x")),
+    Row::post(Good, "/catalog/pipeline", 413)
+        .body(Body::TooBig("application/x-www-form-urlencoded")),
+    Row::post(Good, "/catalog/pipeline", 422)
+        .form(&[("tenant_id", "{other}"), ("steps", "pair,sync")])
+        .expect(&[("/field", "steps")]),
+    Row::post(Dead, "/catalog/pipeline", 503).form(&[("tenant_id", "{t}"), ("steps", "pair")]),
+    Row::post(Closing, "/catalog/pipeline", 503).form(&[("tenant_id", "{t}"), ("steps", "pair")]),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_pipeline_is_started_waited_for_and_refused_as_documented() {
+    let mut walk = Walk::start().await;
+    walk.run(PIPELINES).await;
+    walk.feeds.release("oas");
+    walk.poll(Good, "/catalog/jobs/{pipeline}", "/status", "done")
+        .await;
+}
+
 /// The operator's routes and the admin page: open, even where tokens are configured.
 const OPERATIONS: &[Row] = &[
     Row::get(Good, "/healthz", 200),
@@ -346,6 +407,12 @@ const LIMITED: &[Row] = &[
         .headers(&[("Idempotency-Key", "k1")])
         .form(&[("tenant_id", "{t}"), ("force", "true")]),
     Row::post(Limited, "/catalog/pair", 429).form(&[("tenant_id", "{t}")]),
+    // A refresh counts as one create of its tenant: refused in a spent minute.
+    Row::post(Limited, "/catalog/pipeline", 429).form(&[
+        ("tenant_id", "{t}"),
+        ("steps", "sync"),
+        ("source", "demo.jsonl"),
+    ]),
 ];
 
 /// The ended enrich retried in a spent minute.
@@ -375,6 +442,9 @@ const GUARDED: &[Row] = &[
     Row::post(Guarded, "/catalog/enrich", 401)
         .headers(AUTH)
         .form(&[("tenant_id", "{named}")]),
+    Row::post(Guarded, "/catalog/pipeline", 401)
+        .headers(AUTH)
+        .form(&[("tenant_id", "{named}"), ("steps", "pair")]),
     Row::get(Guarded, "/catalog/jobs?tenant_id={named}", 401).headers(AUTH),
     Row::post(Guarded, "/catalog/products?tenant_id={named}", 401)
         .headers(AUTH)
@@ -468,6 +538,10 @@ const READ_ONLY: &[Row] = &[
     )
     .headers(READER)
     .expect(&[("/error", "forbidden")]),
+    Row::post(Guarded, "/catalog/pipeline", 403)
+        .headers(READER)
+        .form(&[("tenant_id", "{a}"), ("steps", "pair")])
+        .expect(&[("/error", "forbidden")]),
     Row::get(Good, "/catalog/whoami", 200).expect(&[("/name", "anonymous"), ("/auth", "open")]),
     Row::get(Guarded, "/catalog/whoami", 401).expect(&[("/error", "unauthorized")]),
 ];
@@ -529,6 +603,10 @@ const STALLED: &[Row] = &[
         .expect(&[("/error", "request_timeout")]),
     Row::post(Slow, "/catalog/products?tenant_id={t}", 408)
         .body(Body::Stalled("application/x-ndjson", "{\"product_key\"")),
+    Row::post(Slow, "/catalog/pipeline", 408).body(Body::Stalled(
+        "application/x-www-form-urlencoded",
+        "tenant_id=",
+    )),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -563,6 +641,7 @@ async fn the_walk_refuses_a_body_the_document_does_not_allow() {
 fn every_row() -> Vec<Row> {
     let tables = [
         OPERATIONS,
+        PIPELINES,
         PRODUCTS,
         WAITED,
         REFUSED_STARTS,

@@ -9,7 +9,11 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::store::Outcome;
 use super::{JobId, Kind, Snapshot, Status};
+
+mod plan;
+pub use plan::{plan, Plan, STEPS_FIELD};
 
 /// The kind of a pipeline's parent job (its tenant+kind lock makes one pipeline a tenant).
 pub const PIPELINE_KIND: &str = "pipeline";
@@ -31,6 +35,28 @@ pub fn failed_step(kind: &Kind, class: &str) -> String {
 pub fn waiting_step(kind: &Kind, ahead: &JobId) -> String {
     format!("waiting for {kind} {}… to end", &ahead.to_string()[..8])
 }
+
+/// How `pipeline` ended, when it ended in the store step that ended `step` (its end carries
+/// the same time): the one place that tells a pipeline's end apart from a step's, so the
+/// process that ended the step counts the pipeline's end once.
+pub fn ended_with(pipeline: &Snapshot, step: &Snapshot) -> Option<Outcome> {
+    let same_step = pipeline.finished_at.is_some() && pipeline.finished_at == step.finished_at;
+    if !same_step || step.pipeline_id != Some(pipeline.job_id) {
+        return None;
+    }
+    match pipeline.status {
+        Status::Done => Some(Outcome::Done(pipeline.result.clone())),
+        Status::Cancelled => Some(Outcome::Cancelled(pipeline.result.clone())),
+        Status::Failed | Status::Lost => Some(Outcome::Failed(
+            pipeline.error.clone().unwrap_or_else(|| FAILED.to_owned()),
+            None,
+        )),
+        _ => None,
+    }
+}
+
+/// The class of a failed pipeline whose record names none (never written so by this service).
+const FAILED: &str = "Failed";
 
 /// One step as its pipeline's record keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]

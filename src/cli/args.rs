@@ -9,6 +9,9 @@ use clap::{Args, Subcommand, ValueEnum};
 pub enum ClientCommand {
     /// Start a job; print its id, or follow it with --wait.
     Submit(SubmitArgs),
+    /// Refresh a tenant's catalogue: sync, enrich and pair as one pipeline; print its id, or
+    /// follow it with --wait (one bar per step).
+    Refresh(super::refresh::RefreshArgs),
     /// Follow a job until it ends, with a progress bar, then print its report.
     Watch(WatchArgs),
     /// Jobs, newest first, as a table: a tenant's, or (operator token) every tenant's.
@@ -189,6 +192,7 @@ impl ClientCommand {
     pub fn connection(&self) -> &Connection {
         match self {
             ClientCommand::Submit(a) => &a.connection,
+            ClientCommand::Refresh(a) => &a.connection,
             ClientCommand::Watch(a) => &a.connection,
             ClientCommand::Jobs(a) => &a.connection,
             ClientCommand::Cancel(a) => &a.connection,

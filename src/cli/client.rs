@@ -66,6 +66,21 @@ impl Job {
     pub fn eta_seconds(&self) -> Option<u64> {
         self.0["eta_seconds"].as_u64()
     }
+    /// A pipeline's steps, each as a job of its own as far as the pipeline's snapshot tells
+    /// (kind, id, status, percent, step; once ended, its report from the pipeline's result).
+    pub fn steps(&self) -> Vec<Job> {
+        let steps = self.0["steps"].as_array().map(Vec::as_slice);
+        steps
+            .unwrap_or_default()
+            .iter()
+            .map(|step| {
+                let mut job = step.clone();
+                let report = &self.0["result"][step["kind"].as_str().unwrap_or("")];
+                job["result"] = report.clone();
+                Job(job)
+            })
+            .collect()
+    }
     /// Whether the job will not change any more (`lost` included: nobody runs it).
     pub fn has_ended(&self) -> bool {
         !matches!(self.status(), "queued" | "running" | "cancelling")

@@ -23,7 +23,7 @@ const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 const RETRY_AT_MOST: Duration = Duration::from_secs(5);
 
 /// Redraws per second of the bar: smooth enough for the elapsed clock, cheap on a slow tty.
-const BAR_REFRESH_HZ: u8 = 4;
+pub const BAR_REFRESH_HZ: u8 = 4;
 
 pub enum Followed {
     Ended(Job),
@@ -75,15 +75,29 @@ impl Updates for Polling<'_> {
     }
 }
 
-/// Follows job `id` until it ends or Ctrl-C.
+/// Where a follow shows each snapshot it gets, and clears up at the end.
+pub trait Show {
+    fn show(&mut self, job: &Job);
+    fn finish(&mut self);
+}
+
+/// Follows job `id` until it ends or Ctrl-C, on one bar (or plain lines).
 pub async fn follow(client: &Client, id: &str) -> Result<Followed, ClientError> {
+    follow_on(client, id, &mut Display::for_stderr()).await
+}
+
+/// Follows job `id` until it ends or Ctrl-C, shown on `display`.
+pub async fn follow_on(
+    client: &Client,
+    id: &str,
+    display: &mut impl Show,
+) -> Result<Followed, ClientError> {
     let mut updates = Polling {
         client,
         id: id.to_owned(),
         wait: None,
         seen: false,
     };
-    let mut display = Display::for_stderr();
     let mut last: Option<Job> = None;
     loop {
         let next = tokio::select! {
@@ -119,7 +133,9 @@ impl Display {
             Display::Lines { last: None }
         }
     }
+}
 
+impl Show for Display {
     fn show(&mut self, job: &Job) {
         match self {
             Display::Terminal(bar) => {
@@ -172,7 +188,7 @@ fn new_bar(job: &Job) -> ProgressBar {
 /// The service's estimate of the time left. Not indicatif's own: it knows only the
 /// positions this process saw, so it would read "0s" at 0 % and climb with every pause
 /// between polls. Before the service knows a rate (queued, no progress yet) there is none.
-fn eta(job: &Job) -> String {
+pub fn eta(job: &Job) -> String {
     match job.eta_seconds() {
         _ if job.has_ended() => String::new(),
         Some(s) => format!("ETA {}", short(s)),

@@ -1,4 +1,4 @@
-//! The client subcommands (`submit`, `watch`, `jobs`, `cancel`, `retry`, `products`): an
+//! The client subcommands (`submit`, `refresh`, `watch`, `jobs`, `cancel`, `retry`, `products`): an
 //! HTTP client of the service and nothing else — it never opens the store, so it works
 //! against any replica and sees exactly what every other client sees. `gen-feed` writes a
 //! demo feed offline.
@@ -12,6 +12,7 @@ mod follow;
 pub mod gen_feed;
 pub mod hash_token;
 mod output;
+mod refresh;
 
 use std::process::ExitCode;
 
@@ -93,6 +94,7 @@ async fn dispatch(command: ClientCommand) -> Exit {
     let json = connection.json;
     let answer = match command {
         ClientCommand::Submit(args) => submit(&client, args).await,
+        ClientCommand::Refresh(args) => refresh::refresh(&client, args).await,
         ClientCommand::Watch(args) => watch(&client, &args.job_id, json).await,
         ClientCommand::Jobs(args) => jobs(&client, &args).await,
         ClientCommand::Cancel(args) => cancel(&client, &args.job_id, json).await,

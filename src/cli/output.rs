@@ -58,7 +58,7 @@ pub fn report(job: &Job, json: bool) -> Exit {
 }
 
 /// One line: `sync 6f0c… done: read=2400 created=2400 …`, with the error class when failed.
-fn summary(job: &Job) -> String {
+pub fn summary(job: &Job) -> String {
     let mut line = format!("{} {} {}", job.kind(), job.id(), job.status());
     if let Some(class) = job.error() {
         line.push_str(&format!(" ({class})"));

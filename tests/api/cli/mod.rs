@@ -1,8 +1,10 @@
 //! The CLI end to end: the built binary's client subcommands against a running service (the
 //! same binary, spawned), each exit code, `--json` parsed, plain output for scripts, the
-//! progress bar in a pseudo-terminal, and Ctrl-C leaving the job running.
+//! progress bar in a pseudo-terminal, and Ctrl-C leaving the job running; `refresh` (a
+//! pipeline, one bar per step) in refresh.rs.
 
 mod commands;
+mod refresh;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -10,9 +10,10 @@ use utoipa::ToSchema;
 
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{query_fields, refuse_unknown};
+use super::extract::{limit_field, query_fields, refuse_unknown, take_single};
 use super::AppState;
 use crate::config::tokens::Scope;
+use crate::jobs::browse::{self, RecentTenant};
 use crate::jobs::stats::Stats;
 use crate::jobs::{Kind, TenantId};
 
@@ -113,4 +114,48 @@ pub async fn stats(
     let kinds: Vec<Kind> = app.runner.registry().kinds().cloned().collect();
     let stale_ms = app.store.settings().stale_ms();
     Ok(Json(Stats::build(overview, &active, &kinds, stale_ms)))
+}
+
+/// How many tenants the picker answers unless `limit` says otherwise, and at most.
+const PICKER_DEFAULT: usize = 20;
+const PICKER_MAX: usize = 100;
+
+/// The tenant picker's answer.
+#[derive(Serialize, ToSchema)]
+pub struct Tenants {
+    /// The tenants that created a job most recently first.
+    tenants: Vec<RecentTenant>,
+}
+
+/// The tenant picker: tenants that created jobs recently, most recent first, whose id starts
+/// with `prefix`. Reads the store's bounded list of the tenants that created jobs most
+/// recently (`browse::PICKER_CAP`); a tenant token gets its own tenant only.
+#[utoipa::path(get, path = "/catalog/tenants", tag = "console", operation_id = "tenants",
+    params(
+        ("prefix" = Option<String>, Query, description = "Only tenants whose id starts with this (case-sensitive)."),
+        ("limit" = Option<u32>, Query, description = "How many tenants, 1–100 (default 20).", minimum = 1, maximum = 100),
+    ),
+    responses(
+        (status = 200, description = "The tenants, the one that created a job most recently first.", body = Tenants),
+        (status = 422, description = "`invalid_field` (a bad `prefix` or `limit`) or `unknown_field`, with `field`.", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+    ))]
+pub async fn tenants(
+    State(app): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+) -> Result<Json<Tenants>, ApiError> {
+    let mut fields = query_fields(&uri)?;
+    let prefix = match take_single(&mut fields, "prefix")? {
+        None => String::new(),
+        Some(v) => v
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| ApiError::invalid("prefix", "prefix must be text"))?,
+    };
+    let limit = limit_field(&mut fields, PICKER_DEFAULT, PICKER_MAX)?;
+    refuse_unknown(&fields, "prefix and limit")?;
+    let recent = app.store.recent_tenants().await?;
+    let tenants = browse::pick(recent, &prefix, |t| caller.sees(t), limit);
+    Ok(Json(Tenants { tenants }))
 }

@@ -1,14 +1,20 @@
 //! The filters and the page of `GET /catalog/jobs`: `status` (one or several, comma-separated
-//! or repeated), `kind`, `limit` and the opaque `cursor` the previous page answered with.
+//! or repeated), `kind`, `id_prefix`, `limit` and the opaque `cursor` the previous page
+//! answered with; and the page of every tenant's jobs, walked over the store's cross-tenant
+//! index with the active jobs merged in.
 //! Jobs are ordered newest first by (created time, id): jobs created in the same millisecond
 //! come in id order. A cursor names the last job a page served in that order, so the next
 //! page starts right after it even while new jobs arrive.
+
+use std::collections::HashSet;
 
 use serde_json::Value;
 
 use super::error::ApiError;
 use super::extract::{limit_field, take_single};
+use crate::jobs::browse::{self, Position, EXAMINE_PER_PAGE};
 use crate::jobs::params::Fields;
+use crate::jobs::store::{JobStore, StoreError};
 use crate::jobs::{JobId, Kind, Snapshot, Status};
 
 /// Every status a reader can see, `lost` included (the order of the error message).
@@ -22,6 +28,9 @@ const STATUSES: [Status; 7] = [
     Status::Lost,
 ];
 
+/// The longest `id_prefix`: a whole hyphenated id.
+const ID_PREFIX_MAX: usize = 36;
+
 /// A cursor's two parts are joined by this: a number never contains it, a UUID has no `.`.
 const CURSOR_SEPARATOR: char = '.';
 
@@ -29,12 +38,13 @@ const CURSOR_SEPARATOR: char = '.';
 pub struct JobFilter {
     statuses: Vec<Status>,
     kind: Option<Kind>,
-    after: Option<(u64, JobId)>,
+    id_prefix: Option<String>,
+    after: Option<Position>,
     limit: usize,
 }
 
 impl JobFilter {
-    /// Takes `status`, `kind`, `cursor` and `limit` out of the query's fields.
+    /// Takes `status`, `kind`, `id_prefix`, `cursor` and `limit` out of the query's fields.
     pub fn take(
         fields: &mut Fields,
         default_limit: usize,
@@ -56,6 +66,9 @@ impl JobFilter {
                     .map_err(|e| ApiError::invalid("kind", e.to_string()))?,
             ),
         };
+        let id_prefix = take_single(fields, "id_prefix")?
+            .map(|v| parse_id_prefix(&v))
+            .transpose()?;
         let after = take_single(fields, "cursor")?
             .map(|v| parse_cursor(&v))
             .transpose()?;
@@ -63,6 +76,7 @@ impl JobFilter {
         Ok(Self {
             statuses,
             kind,
+            id_prefix,
             after,
             limit,
         })
@@ -79,19 +93,75 @@ impl JobFilter {
         (jobs, next)
     }
 
+    /// Every tenant's jobs, newest first: the store's index of the newest jobs walked from
+    /// the cursor (at most `EXAMINE_PER_PAGE` entries), and the active jobs in the stretch
+    /// it covered (all of them once it reached the index's end), so an active job is listed
+    /// whatever its age. A page not full when the walk stopped is answered short, with the
+    /// cursor of the last entry examined.
+    pub async fn every_tenant(
+        &self,
+        store: &dyn JobStore,
+    ) -> Result<(Vec<Snapshot>, Option<String>), StoreError> {
+        let named = |id: &JobId| self.names(id);
+        let keep = |s: &Snapshot| self.keeps(s);
+        let want = self.limit + 1;
+        let walked = browse::walk(store, self.after, named, keep, want, EXAMINE_PER_PAGE).await?;
+        let mut jobs = walked.jobs;
+        let covered = |s: &Snapshot| walked.examined_to.is_none_or(|end| order_key(s) > end);
+        let seen: HashSet<JobId> = jobs.iter().map(|s| s.job_id).collect();
+        let active = store.active().await?;
+        jobs.extend(
+            active
+                .into_iter()
+                .filter(|s| !seen.contains(&s.job_id) && covered(s) && self.keeps(s)),
+        );
+        let (page, next) = self.page(jobs);
+        let short = walked.examined_to.filter(|_| next.is_none());
+        Ok((
+            page,
+            next.or_else(|| short.map(|(ms, id)| cursor_at(ms, &id))),
+        ))
+    }
+
+    fn names(&self, id: &JobId) -> bool {
+        self.id_prefix
+            .as_ref()
+            .is_none_or(|p| id.to_string().starts_with(p.as_str()))
+    }
+
     fn keeps(&self, s: &Snapshot) -> bool {
         (self.statuses.is_empty() || self.statuses.contains(&s.status))
             && self.kind.as_ref().is_none_or(|k| *k == s.kind)
+            && self.names(&s.job_id)
             && self.after.is_none_or(|after| order_key(s) < after)
     }
 }
 
-fn order_key(s: &Snapshot) -> (u64, JobId) {
+fn order_key(s: &Snapshot) -> Position {
     (s.created_at, s.job_id)
 }
 
 fn cursor_of(s: &Snapshot) -> String {
-    format!("{}{CURSOR_SEPARATOR}{}", s.created_at, s.job_id)
+    cursor_at(s.created_at, &s.job_id)
+}
+
+fn cursor_at(ms: u64, id: &JobId) -> String {
+    format!("{ms}{CURSOR_SEPARATOR}{id}")
+}
+
+/// 1–36 characters of a hyphenated id (`0-9 a-f -`, any case), lowercased as ids are written.
+pub(super) fn parse_id_prefix(v: &Value) -> Result<String, ApiError> {
+    let raw = v.as_str().unwrap_or_default().trim().to_ascii_lowercase();
+    let fits = (1..=ID_PREFIX_MAX).contains(&raw.len())
+        && raw.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    if fits {
+        Ok(raw)
+    } else {
+        Err(ApiError::invalid(
+            "id_prefix",
+            format!("id_prefix is the start of a job id: 1 to {ID_PREFIX_MAX} characters of 0-9, a-f and -"),
+        ))
+    }
 }
 
 fn parse_status(raw: &str) -> Result<Status, ApiError> {
@@ -111,7 +181,7 @@ fn parse_status(raw: &str) -> Result<Status, ApiError> {
         })
 }
 
-fn parse_cursor(v: &Value) -> Result<(u64, JobId), ApiError> {
+fn parse_cursor(v: &Value) -> Result<Position, ApiError> {
     let bad = || {
         ApiError::invalid(
             "cursor",

@@ -238,19 +238,20 @@ pub(super) async fn visible(
     }
 }
 
-/// A tenant's jobs, newest first; or, for an operator, the active jobs of every tenant.
+/// A tenant's jobs, newest first; or, for an operator, every tenant's jobs.
 #[utoipa::path(get, path = "/catalog/jobs", tag = "jobs", operation_id = "list_jobs",
     params(
-        ("tenant_id" = Option<String>, Query, description = "The tenant: its recent jobs (the last 100 it created). Left out, with an operator token (scope `*`) or on a service without tokens: the active jobs (queued, running, cancelling, lost) of every tenant, read from the ready queue and the lease index. A tenant token must name its tenant (403 otherwise)."),
+        ("tenant_id" = Option<String>, Query, description = "The tenant: its recent jobs (the last 100 it created). Left out, with an operator token (`*`, `read:*`) or on a service without tokens: every tenant's jobs, ended ones included — the newest 10,000 jobs of every tenant and every active job, at most 1,000 index entries examined a page (a page not full by then is short, with a `next_cursor`). A tenant token must name its tenant (403 otherwise)."),
         ("status" = Option<String>, Query, description = "Only jobs in these statuses: one or more of `queued`, `running`, `cancelling`, `done`, `failed`, `cancelled`, `lost`, comma-separated or repeated."),
         ("kind" = Option<String>, Query, description = "Only jobs of this kind."),
+        ("id_prefix" = Option<String>, Query, description = "Only jobs whose id starts with this: 1–36 characters of `0-9 a-f -`, any case."),
         ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page (opaque)."),
         ("limit" = Option<u32>, Query, description = "How many jobs per page, 1–100 (default 20).", minimum = 1, maximum = 100),
     ),
     responses(
         (status = 200, description = "A page of jobs, newest first, and the `next_cursor` (null on the last page).", body = Listing),
         (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or a tenant token named no tenant.", body = ErrorBody),
-        (status = 422, description = "`invalid_field` (a bad `tenant_id`, `status`, `kind`, `cursor` or `limit`) or `unknown_field` (with `field`).", body = ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`, `status`, `kind`, `id_prefix`, `cursor` or `limit`) or `unknown_field` (with `field`).", body = ErrorBody),
         (status = 503, description = "`store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn list(
@@ -264,20 +265,22 @@ pub async fn list(
         false => None,
     };
     let filter = JobFilter::take(&mut fields, DEFAULT_LIMIT, MAX_LIMIT)?;
-    refuse_unknown(&fields, "tenant_id, status, kind, cursor and limit")?;
-    let jobs = match tenant {
+    refuse_unknown(
+        &fields,
+        "tenant_id, status, kind, id_prefix, cursor and limit",
+    )?;
+    let (jobs, next_cursor) = match tenant {
         Some(tenant) => {
             caller.may_act_for(&tenant)?;
             let cap = app.store.settings().list_cap;
-            app.store.recent(&tenant, cap).await?
+            filter.page(app.store.recent(&tenant, cap).await?)
         }
-        // Every tenant's active jobs: an operator's view (or anyone's, running open).
+        // Every tenant's jobs: an operator's view (or anyone's, running open).
         None => match &caller.scope {
-            Scope::All => app.store.active().await?,
+            Scope::All => filter.every_tenant(&*app.store).await?,
             Scope::Tenant(own) => return Err(ApiError::TenantNotNamed(own.clone())),
         },
     };
-    let (jobs, next_cursor) = filter.page(jobs);
     Ok(Json(Listing { jobs, next_cursor }))
 }
 

@@ -98,6 +98,7 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(tenants::remove))
         .routes(routes!(console::whoami))
         .routes(routes!(console::stats))
+        .routes(routes!(console::tenants))
         .routes(routes!(admin::root))
         .routes(routes!(admin::page))
         .routes(routes!(admin::file))

@@ -97,6 +97,18 @@ impl Keys {
         format!("{}:stats:{hour}", self.prefix)
     }
 
+    /// `<prefix>:everyone` — the newest jobs of every tenant (`browse`): a sorted set of
+    /// `<ms>.<id>` at one score, ordered by name, trimmed to `EVERYONE_CAP` by create.lua.
+    pub fn everyone(&self) -> String {
+        format!("{}:everyone", self.prefix)
+    }
+
+    /// `<prefix>:tenants` — the tenant picker: tenant ids scored by their last create (ms),
+    /// trimmed to `PICKER_CAP` by create.lua; purge.lua removes a tenant.
+    pub fn recent_tenants(&self) -> String {
+        format!("{}:tenants", self.prefix)
+    }
+
     /// `<prefix>:processes` — the process registry: `<started_ms>:<host/pid>` scored by its
     /// last heartbeat (ms, the store's clock); entries older than the stale threshold are
     /// dropped by every renewal.

@@ -5,6 +5,7 @@
 //! `lost`; `lost` is derived on read from a stale heartbeat, never stored. This module knows
 //! nothing of HTTP or of catalogues: job kinds come in through a [`registry::Registry`].
 
+pub mod browse;
 pub mod cache;
 mod dispatch;
 pub mod fence;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+use super::browse::Browse;
 use super::fence::{Hold, ScriptFence, Writer};
 use super::stats::Overview;
 use super::timeline::{EventId, TimelineEvent};
@@ -274,7 +275,7 @@ pub const QUEUE_SAMPLE: usize = 10_000;
 
 /// A job store: Redis for production, memory for the embedded mode. Every operation that
 /// changes more than one key is one atomic step.
-pub trait JobStore: Send + Sync + 'static {
+pub trait JobStore: Browse + Send + Sync + 'static {
     /// Creates the job as `queued` at the tail of the shared ready queue and takes its
     /// tenant+kind lock; or names the active holder; or refuses when the queue holds
     /// `max_queued` jobs. A holder that is finished, missing or stale is taken over.

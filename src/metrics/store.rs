@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use tokio::sync::broadcast;
 
+use crate::jobs::browse::{Browse, Position};
 use crate::jobs::fence::{Hold, ScriptFence, Writer};
 use crate::jobs::stats::Overview;
 use crate::jobs::store::{
@@ -243,5 +244,26 @@ impl JobStore for MeteredStore {
 
     fn tombstone<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<u64, StoreError>> {
         Box::pin(timed("tombstone", self.inner.tombstone(tenant)))
+    }
+}
+
+impl Browse for MeteredStore {
+    fn index_page(
+        &self,
+        after: Option<Position>,
+        count: usize,
+    ) -> BoxFuture<'_, Result<Vec<Position>, StoreError>> {
+        Box::pin(timed("index_page", self.inner.index_page(after, count)))
+    }
+
+    fn get_many<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(timed("get_many", self.inner.get_many(ids)))
+    }
+
+    fn recent_tenants(&self) -> BoxFuture<'_, Result<Vec<(TenantId, u64)>, StoreError>> {
+        Box::pin(timed("recent_tenants", self.inner.recent_tenants()))
     }
 }

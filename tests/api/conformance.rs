@@ -839,14 +839,20 @@ mod redis_only {
             .unwrap();
         keys.sort();
         // The queue and the lease index belong to the namespace, not to a job: they hold only
-        // active jobs' ids and empty themselves as jobs are claimed and end.
-        let shared = [format!("{prefix}:leases"), format!("{prefix}:queue")];
+        // active jobs' ids and empty themselves as jobs are claimed and end. The cross-tenant
+        // index and the tenant picker are the namespace's too, each bounded by its cap.
+        let shared = [
+            format!("{prefix}:leases"),
+            format!("{prefix}:queue"),
+            format!("{prefix}:everyone"),
+            format!("{prefix}:tenants"),
+        ];
         assert_eq!(
             keys.len(),
-            11,
+            13,
             "two hashes (each holding its timeline), two locks, one list, one idempotency \
              key and the tenant's set of their names, one rate window, the process registry, \
-             queue, leases: {keys:?}"
+             queue, leases, the index and the picker: {keys:?}"
         );
         for key in keys.iter().filter(|k| !shared.contains(k)) {
             let ttl: i64 = redis::cmd("TTL")

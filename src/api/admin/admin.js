@@ -5,7 +5,7 @@
 
 import { $, state, api, remember, clearError, refreshTimes } from './core.js';
 import { wireStarts, tickCards } from './live.js';
-import { followJobs, tickRows, wireJobs } from './jobs.js';
+import { followJobs, tickRows, wireJobs, showTenantFilter } from './jobs.js';
 import { wireJob, openFromHash } from './job.js';
 import { wireProducts } from './products.js';
 import { followOverview } from './overview.js';
@@ -38,7 +38,7 @@ function useIdentity() {
   remember($('tenant').value.trim(), $('token').value.trim());
   clearError();
   state.jobs.clear();
-  learnPermissions().finally(() => { followOverview(); followJobs(); });
+  learnPermissions().finally(() => { followOverview(); showTenantFilter(); followJobs(); });
 }
 
 function wire() {
@@ -55,6 +55,7 @@ function wire() {
   tenantRule();
   learnPermissions().finally(() => {
     followOverview();
+    showTenantFilter();
     followJobs();
     openFromHash();
   });

@@ -28,12 +28,26 @@ let nextCursor = null;
 const liveRows = new Set(); // every-tenant mode: the jobs followed on their own streams
 let loadedMore = false; // a "Load more" went past the first page: its cursor is the one to keep
 
-const filters = () => ({ status: $('filter-status').value, kind: $('filter-kind').value });
+/** How long typing in a text filter rests before the list is read again. */
+const TYPING_MS = 300;
+/** How many tenants the picker offers for what was typed. */
+const PICKER_LIMIT = 20;
+
+let pickedTenant = ''; // the tenant filter as last applied (not while it is being typed)
+
+/** The table's filters as the listing's query names them; the tenant only across tenants. */
+const filters = () => ({
+  status: $('filter-status').value,
+  kind: $('filter-kind').value,
+  id_prefix: $('filter-id').value.trim().toLowerCase(),
+  tenant_id: state.tenant || pickedTenant,
+});
 
 function matches(job) {
-  const { status, kind } = filters();
+  const { status, kind, id_prefix: idPrefix, tenant_id: tenant } = filters();
   return (!status || job.status === status) && (!kind || job.kind === kind)
-    && (!state.tenant || !job.tenant_id || job.tenant_id === state.tenant);
+    && (!idPrefix || String(job.job_id).startsWith(idPrefix))
+    && (!tenant || !job.tenant_id || job.tenant_id === tenant);
 }
 
 /**
@@ -133,7 +147,7 @@ function applyFilters() {
 
 /** Reads the first page (or, with `cursor`, the next one) and learns every job on it. */
 async function loadJobs(cursor) {
-  const query = { tenant_id: state.tenant, limit: TABLE_LIMIT, cursor, ...filters() };
+  const query = { limit: TABLE_LIMIT, cursor, ...filters() };
   const a = await api('GET', `/catalog/jobs?${q(query)}`);
   if (a.status !== 200) { showError('Could not list jobs', a); return; }
   for (const job of a.body.jobs) learn(job);
@@ -231,15 +245,37 @@ export async function followJobs() {
   }
 }
 
+/** The tenant picker's choices: the tenants with recent jobs whose id starts as typed. */
+async function offerTenants() {
+  const a = await api('GET', `/catalog/tenants?${q({ prefix: $('filter-tenant').value.trim(), limit: PICKER_LIMIT })}`)
+    .catch(() => null);
+  if (!a || a.status !== 200) return;
+  const names = a.body.tenants.map((t) => t.tenant_id);
+  const list = $('tenant-choices');
+  const shown = [...list.children].map((o) => o.value);
+  if (shown.join('\n') !== names.join('\n')) list.replaceChildren(...names.map((value) => el('option', { value })));
+}
+
+/** Across tenants only: the tenant filter and its picker (one tenant's table has its tenant). */
+export function showTenantFilter() {
+  $('tenant-filter').hidden = Boolean(state.tenant) || (state.may && state.may.list_every_tenant === false);
+  if (!$('tenant-filter').hidden) offerTenants();
+}
+
+function refilter() {
+  loadedMore = false;
+  applyFilters();
+  loadJobs().catch(() => {});
+}
+
 export function wireJobs() {
   holdWhilePressed();
-  for (const filter of ['filter-status', 'filter-kind']) {
-    $(filter).addEventListener('change', () => {
-      loadedMore = false;
-      applyFilters();
-      loadJobs().catch(() => {});
-    });
-  }
+  for (const filter of ['filter-status', 'filter-kind']) $(filter).addEventListener('change', refilter);
+  $('filter-tenant').addEventListener('change', () => { pickedTenant = $('filter-tenant').value.trim(); refilter(); });
+  let typing = 0;
+  $('filter-id').addEventListener('input', () => { clearTimeout(typing); typing = setTimeout(refilter, TYPING_MS); });
+  let picking = 0;
+  $('filter-tenant').addEventListener('input', () => { clearTimeout(picking); picking = setTimeout(offerTenants, TYPING_MS); });
   $('jobs-load-more').addEventListener('click', () => {
     if (nextCursor) loadJobs(nextCursor).catch(() => showError('Could not list more jobs', null, true));
   });

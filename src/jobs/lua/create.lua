@@ -116,6 +116,7 @@ for n, new in ipairs(jobs) do
   redis.call('EXPIRE', hkey, TTL)
   redis.call('SET', k_lock(tenant, job.kind), id, 'EX', TTL)
   list_push(tenant, id)
+  index_job(tenant, id, now)
   -- Only a queue that was empty can have idle dispatchers: a busy one claims again by itself.
   if record.status == 'queued' and not ahead and not job.steps then
     if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, 'wake') end

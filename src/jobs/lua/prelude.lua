@@ -23,6 +23,8 @@ for i = 8, #ARGV do A[#A + 1] = ARGV[i] end
 local K_QUEUE = P .. ':queue'
 local K_LEASES = P .. ':leases'
 local K_PROCESSES = P .. ':processes'
+local K_EVERYONE = P .. ':everyone'
+local K_TENANTS = P .. ':tenants'
 local CHANNEL = P .. ':events'
 local function k_job(id) return P .. ':' .. id end
 local function k_lock(tenant, kind) return P .. ':lock:' .. tenant .. ':' .. kind end
@@ -37,6 +39,11 @@ local function k_stats(hour) return P .. ':stats:' .. hour end
 -- How many sampled progress events a timeline keeps (the newest): PROGRESS_KEPT in
 -- jobs/timeline.rs, where the sampling rule is explained.
 local PROGRESS_KEPT = 20
+
+-- How many of the newest jobs the cross-tenant index keeps, and how many tenants the picker
+-- keeps: EVERYONE_CAP and PICKER_CAP in jobs/browse.rs.
+local EVERYONE_CAP = 10000
+local PICKER_CAP = 1000
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -95,6 +102,16 @@ local function list_push(tenant, id)
     end
   end
   redis.call('EXPIRE', list, TTL)
+end
+
+-- Enters a new job in the cross-tenant index (`<ms, 13 digits>.<id>` at score 0, so names
+-- order it: see jobs/browse.rs) and its tenant in the picker (scored by this create), each
+-- trimmed to its cap, oldest first.
+local function index_job(tenant, id, now)
+  redis.call('ZADD', K_EVERYONE, 0, string.format('%013d', now) .. '.' .. id)
+  redis.call('ZREMRANGEBYRANK', K_EVERYONE, 0, -(EVERYONE_CAP + 1))
+  redis.call('ZADD', K_TENANTS, now, tenant)
+  redis.call('ZREMRANGEBYRANK', K_TENANTS, 0, -(PICKER_CAP + 1))
 end
 
 -- A run's arguments, for the scripts about a run's job that may write it back whole (finish,

@@ -9,7 +9,8 @@
 -- loses nothing to it. The tombstone (`k_gone`, this step's time and above any earlier one,
 -- for the job TTL) refuses every later write of a run or an import begun before it
 -- (jobs/lua/fence.lua) and writing back a record of a job created before it
--- (`may_write_back`).
+-- (`may_write_back`). The tenant leaves the picker; its entries in the cross-tenant index are
+-- skipped once their records are gone.
 local tenant = A[1]
 local kinds, hashes = {}, {}
 for i = 3, #A do
@@ -33,6 +34,7 @@ for _, id in ipairs(ids) do
 end
 for _, kind in ipairs(kinds) do redis.call('DEL', k_lock(tenant, kind)) end
 redis.call('DEL', list, k_lane(tenant))
+redis.call('ZREM', K_TENANTS, tenant)
 local answer = {'removed', tostring(removed)}
 for _, hash in ipairs(hashes) do
   -- A key of another type (pair's state, a string) goes too and counts 0.

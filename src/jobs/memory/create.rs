@@ -116,6 +116,7 @@ impl MemoryStore {
             extra.push(("steps", ids.join(",").into()));
         }
         state.note(job.id, "created", None, &extra, now);
+        state.index_job(&job.tenant, job.id, now);
         if ahead.is_some() || !new.steps.is_empty() {
             return snapshot;
         }

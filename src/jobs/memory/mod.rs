@@ -19,6 +19,7 @@ use std::sync::Mutex;
 
 use tokio::sync::broadcast;
 
+use super::browse::{Browse, Position};
 use super::fence::{Hold, ScriptFence, Writer};
 use super::pipeline;
 use super::stats::{Beat, Ended, Overview, Process};
@@ -321,5 +322,26 @@ impl JobStore for MemoryStore {
                 .filter(|e| e.expires_ms > now)
                 .map_or(0, |e| e.value))
         })
+    }
+}
+
+impl Browse for MemoryStore {
+    fn index_page(
+        &self,
+        after: Option<Position>,
+        count: usize,
+    ) -> BoxFuture<'_, Result<Vec<Position>, StoreError>> {
+        Box::pin(async move { Ok(self.read_index_page(after, count)) })
+    }
+
+    fn get_many<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(async move { Ok(self.read_many(ids)) })
+    }
+
+    fn recent_tenants(&self) -> BoxFuture<'_, Result<Vec<(TenantId, u64)>, StoreError>> {
+        Box::pin(async move { Ok(self.read_recent_tenants()) })
     }
 }

@@ -1,6 +1,7 @@
-//! The embedded store's reads: a job, a tenant's listing, the active jobs, a timeline and
-//! the queue's make-up, `lost` derived on read like Redis's, under the store's lock.
+//! The embedded store's reads: a job, a tenant's listing, the active jobs, the cross-tenant
+//! index and the tenant picker, a timeline and the queue's make-up, `lost` derived on read like Redis's, under the store's lock.
 
+use super::super::browse::Position;
 use super::super::store::{StoreError, QUEUE_SAMPLE};
 use super::super::timeline::{EventId, TimelineEvent};
 use super::super::{now_ms, JobId, Kind, Snapshot, Status, TenantId};
@@ -49,6 +50,35 @@ impl MemoryStore {
             .map(|r| self.read(&state, r, now))
             .filter(|s| s.status.is_active() || s.status == Status::Lost)
             .collect())
+    }
+
+    pub(super) fn read_index_page(&self, after: Option<Position>, count: usize) -> Vec<Position> {
+        let state = self.state();
+        let before = match after {
+            Some(p) => state.everyone.range(..p),
+            None => state.everyone.range(..),
+        };
+        before.rev().take(count).copied().collect()
+    }
+
+    pub(super) fn read_many(&self, ids: &[JobId]) -> Vec<Snapshot> {
+        let now = now_ms();
+        let state = self.state();
+        ids.iter()
+            .filter_map(|id| state.jobs.get(id).filter(|e| e.expires_ms > now))
+            .map(|e| self.read(&state, &e.value, now))
+            .collect()
+    }
+
+    pub(super) fn read_recent_tenants(&self) -> Vec<(TenantId, u64)> {
+        let mut tenants: Vec<(TenantId, u64)> = self
+            .state()
+            .picker
+            .iter()
+            .map(|(t, ms)| (t.clone(), *ms))
+            .collect();
+        tenants.sort_unstable_by(|a, b| (b.1, &b.0).cmp(&(a.1, &a.0)));
+        tenants
     }
 
     pub(super) fn read_timeline(

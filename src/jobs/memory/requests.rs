@@ -72,6 +72,7 @@ impl MemoryStore {
         }
         state.tenants.remove(tenant);
         state.lanes.remove(tenant);
+        state.picker.remove(tenant);
         state.bury(tenant, now, self.settings.ttl_secs() * 1000);
         Ok(Purge::Removed {
             jobs: removed,

@@ -3,10 +3,11 @@
 //! create windows, the ready queue, the per-minute counts of ended jobs and this process's
 //! heartbeat — each kept as the Redis keys of the same name are.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::super::browse::{Position, EVERYONE_CAP, PICKER_CAP};
 use super::super::stats::{minute_of, DAY_MINUTES};
 use super::super::store::{params_fingerprint, Created, Event, NewJob};
 use super::super::watch::Watchers;
@@ -50,6 +51,10 @@ pub(super) struct State {
     pub(super) closing: HashSet<JobId>,
     /// What the current step tells subscribers once the lock is let go (`MemoryStore::flush`).
     pub(super) outbox: Vec<Event>,
+    /// The cross-tenant index: the newest jobs' (created ms, id), at most `EVERYONE_CAP`.
+    pub(super) everyone: BTreeSet<Position>,
+    /// The tenant picker: each tenant's last create (ms), at most `PICKER_CAP` tenants.
+    pub(super) picker: HashMap<TenantId, u64>,
 }
 
 impl State {
@@ -70,6 +75,25 @@ impl State {
         self.gone.retain(|_, e| e.expires_ms > now);
         self.rates
             .retain(|_, (window, _)| *window >= now / RATE_WINDOW_MS);
+    }
+
+    /// Like `index_job` in the prelude: the job enters the index and its tenant the picker,
+    /// the oldest of each dropped beyond its cap.
+    pub(super) fn index_job(&mut self, tenant: &TenantId, id: JobId, now: u64) {
+        self.everyone.insert((now, id));
+        while self.everyone.len() > EVERYONE_CAP {
+            self.everyone.pop_first();
+        }
+        self.picker.insert(tenant.clone(), now);
+        if self.picker.len() > PICKER_CAP {
+            let oldest = self
+                .picker
+                .iter()
+                .min_by_key(|(t, ms)| (**ms, (*t).clone()));
+            if let Some(oldest) = oldest.map(|(t, _)| t.clone()) {
+                self.picker.remove(&oldest);
+            }
+        }
     }
 
     /// Like `count_end` in the prelude: one more job of `kind` ended `status` in the minute

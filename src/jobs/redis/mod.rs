@@ -23,6 +23,7 @@ use redis::aio::ConnectionManagerConfig;
 use redis::AsyncCommands;
 use tokio::sync::{broadcast, mpsc};
 
+use super::browse::{Browse, Position};
 use super::cache::FinishedCache;
 use super::fence::{Hold, ScriptFence, Writer};
 use super::keys::Keys;
@@ -459,5 +460,26 @@ impl JobStore for RedisStore {
                 .await?;
             Ok(gone.unwrap_or(0))
         })
+    }
+}
+
+impl Browse for RedisStore {
+    fn index_page(
+        &self,
+        after: Option<Position>,
+        count: usize,
+    ) -> BoxFuture<'_, Result<Vec<Position>, StoreError>> {
+        Box::pin(self.read_index_page(after, count))
+    }
+
+    fn get_many<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
+        Box::pin(self.read_many(ids))
+    }
+
+    fn recent_tenants(&self) -> BoxFuture<'_, Result<Vec<(TenantId, u64)>, StoreError>> {
+        Box::pin(self.read_recent_tenants())
     }
 }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use redis::AsyncCommands;
 
+use super::super::browse::{self, Position};
 use super::super::pipeline::{self, StepRef};
 use super::super::stats::{self, minute_of, Beat, Overview, Process, DAY_MINUTES};
 use super::super::store::{StoreError, QUEUE_SAMPLE};
@@ -147,6 +148,43 @@ impl RedisStore {
         pipelines.retain(|s| s.status.is_active());
         jobs.extend(pipelines);
         Ok(jobs)
+    }
+
+    /// Up to `count` entries of the cross-tenant index after `after`, newest first: one
+    /// ZREVRANGEBYLEX (the names order the index; see `browse`).
+    pub(super) async fn read_index_page(
+        &self,
+        after: Option<Position>,
+        count: usize,
+    ) -> Result<Vec<Position>, StoreError> {
+        let max = match after {
+            Some((ms, id)) => format!("({}", browse::index_member(ms, &id)),
+            None => "+".to_owned(),
+        };
+        let mut conn = self.connection().await?;
+        let raw: Vec<String> = self
+            .bounded(conn.zrevrangebylex_limit(self.keys.everyone(), max, "-", 0, count as isize))
+            .await?;
+        Ok(raw.iter().filter_map(|m| browse::parse_member(m)).collect())
+    }
+
+    pub(super) async fn read_many(&self, ids: &[JobId]) -> Result<Vec<Snapshot>, StoreError> {
+        let raw: Vec<String> = ids.iter().map(JobId::to_string).collect();
+        let mut conn = self.connection().await?;
+        self.snapshots(&mut conn, &raw).await
+    }
+
+    /// The tenant picker: one ZREVRANGE of a set bounded by `PICKER_CAP`.
+    pub(super) async fn read_recent_tenants(&self) -> Result<Vec<(TenantId, u64)>, StoreError> {
+        let mut conn = self.connection().await?;
+        let stop = browse::PICKER_CAP as isize - 1;
+        let raw: Vec<(String, f64)> = self
+            .bounded(conn.zrevrange_withscores(self.keys.recent_tenants(), 0, stop))
+            .await?;
+        Ok(raw
+            .into_iter()
+            .filter_map(|(t, ms)| TenantId::parse(&t).ok().map(|t| (t, ms as u64)))
+            .collect())
     }
 
     /// The timeline lives in the job's record: one HGETALL.

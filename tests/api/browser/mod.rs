@@ -5,6 +5,7 @@
 //! `console.rs` holds the operator's console: the table under load, the timeline, the roles.
 
 mod console;
+mod listing;
 mod overview;
 
 use std::path::PathBuf;

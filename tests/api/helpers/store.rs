@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use catalog_jobs::jobs::browse::{Browse, Position};
 use catalog_jobs::jobs::fence::{Fence, Hold, ScriptFence, StoreFence, Writer};
 use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
@@ -286,5 +287,24 @@ impl JobStore for CountingStore {
 
     fn tombstone<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<u64, StoreError>> {
         self.inner.tombstone(tenant)
+    }
+}
+
+impl Browse for CountingStore {
+    fn index_page(
+        &self,
+        after: Option<Position>,
+        count: usize,
+    ) -> BoxFuture<'_, Result<Vec<Position>, StoreError>> {
+        self.inner.index_page(after, count)
+    }
+    fn get_many<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
+        self.inner.get_many(ids)
+    }
+    fn recent_tenants(&self) -> BoxFuture<'_, Result<Vec<(TenantId, u64)>, StoreError>> {
+        self.inner.recent_tenants()
     }
 }

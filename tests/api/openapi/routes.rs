@@ -558,6 +558,24 @@ const STATS: &[Row] = &[
     Row::get(Dead, "/catalog/stats", 503),
 ];
 
+/// Every tenant's jobs by id prefix, and the tenant picker: open, for a reader, a bad query,
+/// a dead store.
+const BROWSE: &[Row] = &[
+    Row::get(Good, "/catalog/jobs?id_prefix=0&status=failed", 200),
+    Row::get(Good, "/catalog/jobs?id_prefix=nope", 422)
+        .expect(&[("/error", "invalid_field"), ("/field", "id_prefix")]),
+    Row::get(Good, "/catalog/tenants?prefix=t&limit=5", 200),
+    Row::get(Guarded, "/catalog/tenants", 200).headers(READER),
+    Row::get(Guarded, "/catalog/tenants", 401),
+    Row::get(Good, "/catalog/tenants?limit=0", 422).expect(&[("/field", "limit")]),
+    Row::get(Dead, "/catalog/tenants", 503),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tenants_jobs_and_the_tenant_picker_answer_as_documented() {
+    walk_with_held_jobs().await.run(BROWSE).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overview_is_read_and_refused_as_documented() {
     walk_with_held_jobs().await.run(STATS).await;
@@ -660,6 +678,7 @@ fn every_row() -> Vec<Row> {
         TOKENS_SERVED,
         READ_ONLY,
         STATS,
+        BROWSE,
         STALLED,
     ];
     let mut rows = tables.concat();

@@ -1,0 +1,127 @@
+//! Every tenant's jobs on the admin page: "Load more" pages past the first 50 with the
+//! listing's cursor, the tenant picker offers the tenants with recent jobs by the start typed
+//! and filters the table to the one picked, and a job id's start finds its job.
+
+use serde_json::{json, Value};
+
+use super::DESKTOP;
+use crate::both_stores;
+use crate::helpers::{
+    create, new_job, settings, spawn_app_with, store, test_config, unique, Backend,
+};
+use crate::webdriver::Browser;
+use catalog_jobs::jobs::TenantId;
+
+both_stores!(every_tenants_jobs_page_with_load_more_and_filter_by_picked_tenant_and_id_prefix);
+
+/// Jobs made per tenant: three tenants' worth is more than the table's first page of 50.
+const PER_TENANT: usize = 20;
+
+/// The visible rows' job ids and tenants, as a script expression.
+const VISIBLE: &str = "[...document.querySelectorAll('[data-testid=job-row]')]
+  .filter((r) => !r.hidden).map((r) => [r.dataset.jobId, r.children[2].textContent])";
+
+async fn visible(b: &Browser) -> Vec<(String, String)> {
+    let rows: Value = b.exec(&format!("return {VISIBLE};"), json!([])).await;
+    rows.as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap().to_owned(),
+                r[1].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn every_tenants_jobs_page_with_load_more_and_filter_by_picked_tenant_and_id_prefix(
+    backend: Backend,
+) {
+    let s = store(backend, settings());
+    let app = spawn_app_with(test_config(), s.clone()).await;
+    let base = unique("pick");
+    let tenants: Vec<TenantId> = ["a", "b", "c"]
+        .iter()
+        .map(|n| TenantId::parse(&format!("{base}-{n}")).unwrap())
+        .collect();
+    let mut ids = Vec::new();
+    // A kind this app does not run, each ended by a cancel while queued: many ended jobs fast.
+    for t in &tenants {
+        for _ in 0..PER_TENANT {
+            let job = new_job(t, "k1");
+            create(&*s, &job).await;
+            s.cancel(&job.id, "test").await.unwrap();
+            ids.push(job.id.to_string());
+        }
+    }
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    b.goto(&app.url("/admin")).await;
+    b.wait_for(
+        "the first page and Load more",
+        "return document.querySelectorAll('[data-testid=job-row]').length === 50
+           && !document.querySelector('[data-testid=jobs-load-more]').hidden;",
+        json!([]),
+    )
+    .await;
+    b.click("[data-testid=jobs-load-more]").await;
+    b.wait_for(
+        "every job after Load more",
+        "return document.querySelectorAll('[data-testid=job-row]').length === arguments[0]
+           && document.querySelector('[data-testid=jobs-load-more]').hidden;",
+        json!([ids.len()]),
+    )
+    .await;
+    let mut shown: Vec<String> = visible(&b).await.into_iter().map(|(id, _)| id).collect();
+    shown.sort();
+    let mut made = ids.clone();
+    made.sort();
+    assert_eq!(shown, made, "each job once, across the two pages");
+
+    b.fill("[data-testid=tenant-picker]", &base).await;
+    let offered = b
+        .wait_for(
+            "the tenants starting as typed offered",
+            "const o = [...document.querySelectorAll('#tenant-choices option')].map((o) => o.value);
+             return o.length === 3 ? o : null;",
+            json!([]),
+        )
+        .await;
+    let newest_first: Vec<String> = tenants.iter().rev().map(|t| t.to_string()).collect();
+    assert_eq!(offered, json!(newest_first), "the most recent tenant first");
+    let picked = tenants[1].to_string();
+    b.exec(
+        "const p = document.querySelector('[data-testid=tenant-picker]');
+         p.value = arguments[0]; p.dispatchEvent(new Event('change'));",
+        json!([picked]),
+    )
+    .await;
+    b.wait_for(
+        "only the picked tenant's jobs",
+        &format!(
+            "const rows = {VISIBLE}; return rows.length === arguments[1]
+               && rows.every(([, t]) => t === arguments[0]);"
+        ),
+        json!([picked, PER_TENANT]),
+    )
+    .await;
+
+    let wanted = &ids[PER_TENANT + 3];
+    b.fill("[data-testid=filter-id-prefix]", &wanted[..8]).await;
+    b.wait_for(
+        "the job found by its id's start",
+        &format!(
+            "const rows = {VISIBLE}; return rows.length === 1 && rows[0][0] === arguments[0];"
+        ),
+        json!([wanted]),
+    )
+    .await;
+    let listed = app
+        .get_json(&format!("/catalog/jobs?id_prefix={}", &wanted[..8]))
+        .await;
+    assert_eq!(
+        listed["jobs"][0]["job_id"],
+        json!(wanted),
+        "the API finds the same"
+    );
+}

@@ -1,0 +1,173 @@
+//! Every tenant's jobs for an operator, on both stores: newest first with the filters
+//! (status, kind, tenant, id prefix) and the cursor; a page examines a bounded stretch of the
+//! index and goes on with its cursor; the tenant picker by prefix, most recent first, which a
+//! removed tenant leaves at once.
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::both_stores;
+use crate::helpers::{
+    create, new_job, settings, spawn_app, spawn_app_with, store, tenant, test_config, unique,
+    Backend, TestApp,
+};
+use catalog_jobs::jobs::browse::EXAMINE_PER_PAGE;
+use catalog_jobs::jobs::TenantId;
+
+both_stores!(
+    every_tenants_jobs_are_listed_newest_first_filtered_and_paged_by_cursor,
+    a_page_examines_a_bounded_stretch_of_the_index_and_goes_on_with_its_cursor,
+    the_tenant_picker_lists_recent_tenants_by_prefix_and_a_removed_one_leaves,
+);
+
+/// Starts `kind` for `t` and waits for its end; answers the job's id.
+async fn ended_job(app: &TestApp, kind: &str, t: &TenantId) -> String {
+    let id = app.start_id(kind, &[("tenant_id", t.as_str())]).await;
+    app.poll_until_ended(&id).await;
+    id
+}
+
+/// A listing page: its ids and its `next_cursor`.
+async fn page(app: &TestApp, query: &str) -> (Vec<String>, Option<String>) {
+    let body = app.get_json(&format!("/catalog/jobs?{query}")).await;
+    let ids = body["jobs"]
+        .as_array()
+        .expect("a page of jobs")
+        .iter()
+        .map(|j| j["job_id"].as_str().unwrap().to_owned())
+        .collect();
+    (ids, body["next_cursor"].as_str().map(str::to_owned))
+}
+
+async fn every_tenants_jobs_are_listed_newest_first_filtered_and_paged_by_cursor(b: Backend) {
+    let app = spawn_app(b).await;
+    let tenants = [tenant(), tenant(), tenant()];
+    let mut made = Vec::new();
+    for t in &tenants {
+        made.push(ended_job(&app, "ticker", t).await);
+        made.push(ended_job(&app, "fail", t).await);
+    }
+    // Newest first: the reverse of creation order, ties in a millisecond by id.
+    let mut keyed: Vec<(String, String)> = Vec::new();
+    for id in &made {
+        let at = app.get_job(id).await["created_at"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        keyed.push((at, id.clone()));
+    }
+    keyed.sort_by(|x, y| y.cmp(x));
+    let newest_first: Vec<String> = keyed.into_iter().map(|(_, id)| id).collect();
+    assert_eq!(page(&app, "limit=100").await, (newest_first.clone(), None));
+    let only = |keep: &dyn Fn(usize) -> bool| -> Vec<String> {
+        let wanted: Vec<&String> = made
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| keep(*i))
+            .map(|(_, id)| id)
+            .collect();
+        newest_first
+            .iter()
+            .filter(|id| wanted.contains(id))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(page(&app, "status=failed").await.0, only(&|i| i % 2 == 1));
+    assert_eq!(page(&app, "kind=ticker").await.0, only(&|i| i % 2 == 0));
+    let second = format!("tenant_id={}", tenants[1]);
+    assert_eq!(page(&app, &second).await.0, only(&|i| i / 2 == 1));
+    let prefix = made[2][..8].to_ascii_uppercase();
+    let (found, _) = page(&app, &format!("id_prefix={prefix}")).await;
+    assert!(found.contains(&made[2]), "{found:?}");
+    assert!(found.iter().all(|id| id.starts_with(&made[2][..8])));
+    // Page by page with the cursor: the same jobs in the same order, each once.
+    let (first, cursor) = page(&app, "limit=4").await;
+    let cursor = cursor.expect("more after the first page");
+    let (rest, end) = page(&app, &format!("limit=4&cursor={cursor}")).await;
+    assert_eq!(end, None);
+    assert_eq!([first, rest].concat(), newest_first);
+    let r = app.get("/catalog/jobs?id_prefix=xyz").await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        (body["error"].as_str(), body["field"].as_str()),
+        (Some("invalid_field"), Some("id_prefix"))
+    );
+}
+
+async fn a_page_examines_a_bounded_stretch_of_the_index_and_goes_on_with_its_cursor(b: Backend) {
+    let s = store(b, settings());
+    let app = spawn_app_with(test_config(), s.clone()).await;
+    let t = tenant();
+    // The one job asked for is the oldest, behind more than a page's stretch of others. A
+    // kind no runner of this app runs, each ended by a cancel while queued.
+    let target = new_job(&t, "k1");
+    create(&*s, &target).await;
+    s.cancel(&target.id, "test").await.unwrap();
+    for _ in 0..EXAMINE_PER_PAGE + 50 {
+        let other = new_job(&tenant(), "k1");
+        create(&*s, &other).await;
+        s.cancel(&other.id, "test").await.unwrap();
+    }
+    let query = format!("id_prefix={}", target.id);
+    let (first, cursor) = page(&app, &query).await;
+    assert!(first.is_empty(), "nothing in the first stretch: {first:?}");
+    let cursor = cursor.expect("a short page says where to go on");
+    let (second, end) = page(&app, &format!("{query}&cursor={cursor}")).await;
+    assert_eq!((second, end), (vec![target.id.to_string()], None));
+}
+
+/// The picker's tenant ids for `query`.
+async fn picked(app: &TestApp, query: &str) -> Vec<String> {
+    let body = app.get_json(&format!("/catalog/tenants?{query}")).await;
+    body["tenants"]
+        .as_array()
+        .expect("a list of tenants")
+        .iter()
+        .map(|t| {
+            assert!(t["last_job_at"].is_string(), "{t}");
+            t["tenant_id"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+async fn the_tenant_picker_lists_recent_tenants_by_prefix_and_a_removed_one_leaves(b: Backend) {
+    let app = spawn_app(b).await;
+    let base = unique("pick");
+    let named = |n: &str| TenantId::parse(&format!("{base}-{n}")).unwrap();
+    let (a, b_, c) = (named("a"), named("b"), named("c"));
+    for t in [&a, &b_, &c, &a] {
+        ended_job(&app, "ticker", t).await;
+    }
+    let other = tenant();
+    ended_job(&app, "ticker", &other).await;
+    let ids = |ts: &[&TenantId]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        picked(&app, &format!("prefix={base}")).await,
+        ids(&[&a, &c, &b_])
+    );
+    assert_eq!(
+        picked(&app, &format!("prefix={base}&limit=2")).await,
+        ids(&[&a, &c])
+    );
+    assert_eq!(
+        picked(&app, "limit=1").await,
+        ids(&[&other]),
+        "no prefix: every tenant"
+    );
+    let r = app
+        .client
+        .delete(app.url(&format!("/catalog/tenants/{a}")))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(
+        picked(&app, &format!("prefix={base}")).await,
+        ids(&[&c, &b_])
+    );
+    let r = app.get("/catalog/tenants?limit=0").await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let r = app.get("/catalog/tenants?tenant=x").await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+}

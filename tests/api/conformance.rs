@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use catalog_jobs::jobs::redis::record::Field;
 use catalog_jobs::jobs::store::{
     Cancel, Claim, Created, Event, Finish, JobStore, Live, NewPipeline, Outcome, Recovered,
     Release, Renewal, Restore, RunId, StoreSettings, Tick,
@@ -1112,7 +1113,7 @@ mod redis_only {
         assert_eq!(ids, vec![job.id.to_string()]);
         let status: String = redis::cmd("HGET")
             .arg(format!("{prefix}:{}", job.id))
-            .arg("status")
+            .arg(Field::Status.name())
             .query_async(&mut conn)
             .await
             .unwrap();

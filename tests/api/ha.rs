@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use catalog_jobs::jobs::redis::record::Field;
 use serde_json::Value;
 
 use crate::helpers::{
@@ -147,7 +148,7 @@ async fn until_it_holds_the_job_done(port: u16, id: &str) {
         let mut conn = redis_connection(&url).await;
         let status: Option<String> = redis::cmd("HGET")
             .arg(format!("job:{id}"))
-            .arg("status")
+            .arg(Field::Status.name())
             .query_async(&mut conn)
             .await
             .unwrap();

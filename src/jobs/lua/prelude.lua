@@ -64,7 +64,7 @@ end
 local function named_args(i)
   local n = tonumber(A[i])
   local fields = {}
-  for j = i + 1, i + 2 * n, 2 do fields[field_name(A[j])] = A[j + 1] end
+  for j = i + 1, i + 2 * n, 2 do fields[A[j]] = A[j + 1]; field_name(A[j]) end
   return fields, i + 1 + 2 * n
 end
 
@@ -81,7 +81,8 @@ local function note(id, job, fields, typ, status, percent, step, now, extra)
   local ms = math.max(now, tonumber(fields.event_ms or job.event_ms or '0'))
   fields.events, fields.event_ms = seq + 1, ms
   local at = ms - tonumber(job.created_ms or fields.created_ms or now)
-  local value = table.concat({seq, typ, at, status, percent or 0, extra or '', step or ''}, '|')
+  local value = table.concat({seq, EVENT_CODES[typ] or typ, at, STATUS_CODES[status] or status,
+    percent or 0, extra or '', step or ''}, '|')
   fields[typ == 'progress' and '@tick' or '@' .. seq] = value
   redis.call('PUBLISH', k_tenant_events(job.tenant), cjson.encode({id = ms .. '-' .. seq,
     type = typ, job_id = id, tenant_id = job.tenant, kind = job.kind, status = status,
@@ -237,7 +238,11 @@ local function claim_one(worker, runs, now)
       first_passed = first_passed or id
     elseif job.status == 'queued' and not job.superseded_by then
       local attempt = tonumber(job.attempt or '0')
-      if job.free_retry then redis.call('HDEL', hkey, 'free_retry') else attempt = attempt + 1 end
+      if job.free_retry then
+        redis.call('HDEL', hkey, field_name('free_retry'))
+      else
+        attempt = attempt + 1
+      end
       local fields = {status = 'running', claim = tonumber(job.claim or '0') + 1,
         attempt = attempt, worker = worker, step = 'starting', updated_ms = now,
         heartbeat_ms = now, started_ms = job.started_ms or now}

@@ -4,6 +4,11 @@
 -- (a test holds them equal). Scripts read and write fields by name through these helpers,
 -- never by position.
 --
+-- Each field has a name, which scripts, named lists and code use, and a stored name of one or
+-- two characters, which is what the hash holds (FIELDS maps one to the other; `field_name`
+-- turns a name into its stored name): a short job's record has ~30 fields, so long names were
+-- a third of its bytes.
+--
 -- Two families of names sit beside FIELDS. A value longer than 64 bytes (params, a result) is
 -- written in pieces, `<field>`, `<field>.2`, `<field>.3`, … (split by `Pairs` in Rust), so the
 -- hash keeps Redis's compact encoding. And the job's timeline lives in its record: event
@@ -11,29 +16,42 @@
 -- `@tick` (the latest tick) and `@p<slot>` (a ring of PROGRESS_KEPT sampled ticks); `events`
 -- counts the events noted, ticks included, and `event_ms` is the last one's time (an event is
 -- never dated before the one before it), so ids only grow. An event's value is
--- `seq|type|ms since created_ms|status|percent|extra|step` (`event_value` in the prelude;
--- `Event` in jobs/redis/record.rs reads it). A pipeline's steps are pieces too, one step a
--- piece (`steps`, `steps.2`, …: `kind:id:share,`), so a script reads them one by one.
-local FIELDS = {'tenant', 'kind', 'params', 'status', 'percent', 'step', 'result', 'error',
-  'created_ms', 'started_ms', 'updated_ms', 'heartbeat_ms', 'finished_ms', 'cancel_requested_ms',
-  'recovered_ms', 'attempt', 'claim', 'worker', 'created_by', 'request_id', 'retry_of',
-  'cancelled_by', 'superseded_by', 'free_retry', 'restored', 'events', 'event_ms', 'sampled',
-  'sampled_ms', 'awaited', 'in_order', 'waiting_for', 'pipeline', 'steps'}
-local IS_FIELD = {}
-for _, name in ipairs(FIELDS) do IS_FIELD[name] = true end
+-- `seq|type|ms since created_ms|status|percent|extra|step` (`note` in the prelude; `Hash::event`
+-- in jobs/redis/record.rs reads it), its type and status written as their codes
+-- (EVENT_CODES, STATUS_CODES; a word without a code is written whole). A pipeline's steps are
+-- pieces too, one step a piece (`steps`, `steps.2`, …: `kind:id:share,`), so a script reads
+-- them one by one.
+local FIELDS = {tenant = 't', kind = 'k', params = 'p', status = 's', percent = '%',
+  step = 'sp', result = 'r', error = 'e', created_ms = 'c', started_ms = 'b', updated_ms = 'u',
+  heartbeat_ms = 'h', finished_ms = 'f', cancel_requested_ms = 'x', recovered_ms = 'rq',
+  attempt = 'a', claim = 'cl', worker = 'w', created_by = 'by', request_id = 'id',
+  retry_of = 'ro', cancelled_by = 'xb', superseded_by = 'sb', free_retry = 'fr',
+  restored = 'rs', events = 'n', event_ms = 'nt', sampled = 'sn', sampled_ms = 'sm',
+  awaited = 'aw', in_order = 'io', waiting_for = 'wf', pipeline = 'pl', steps = 'st'}
 
+-- The codes of event types and statuses in a stored event: EVENT_CODES and STATUS_CODES in
+-- jobs/redis/record.rs are the same lists.
+local EVENT_CODES = {created = 'c', started = 's', progress = 'p', cancel_requested = 'x',
+  released = 'g', requeued = 'q', lost = 'l', restored = 'r', superseded = 'o', finished = 'f'}
+local STATUS_CODES = {queued = 'q', running = 'r', done = 'd', failed = 'f', cancelled = 'c',
+  cancelling = 'x', lost = 'l'}
+
+-- The stored name of field `name`, or of a piece of it (`<name>.<n>`); an event field (`@…`)
+-- is stored as named.
 local function field_name(name)
-  if IS_FIELD[name] or string.sub(name, 1, 1) == '@'
-    or IS_FIELD[string.match(name, '^(.-)%.%d+$') or ''] then
-    return name
-  end
+  local stored = FIELDS[name]
+  if stored then return stored end
+  if string.byte(name, 1) == 64 then return name end
+  local base, n = string.match(name, '^(.-)(%.%d+)$')
+  if base and FIELDS[base] then return FIELDS[base] .. n end
   error('not a job field: ' .. tostring(name))
 end
 
 -- The named fields of the job hash at `hkey`: a table keyed by name, a missing field absent.
 local function read_job(hkey, names)
-  for _, name in ipairs(names) do field_name(name) end
-  local values = redis.call('HMGET', hkey, unpack(names))
+  local stored = {}
+  for i, name in ipairs(names) do stored[i] = field_name(name) end
+  local values = redis.call('HMGET', hkey, unpack(stored))
   local job = {}
   for i, name in ipairs(names) do
     if values[i] then job[name] = values[i] end

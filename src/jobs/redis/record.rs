@@ -17,7 +17,7 @@ use super::super::timeline::{EventId, TimelineEvent, TIMELINE_CAP};
 use super::super::{InvalidId, JobId, Kind, Snapshot, Status, TenantId};
 
 macro_rules! fields {
-    ($($(#[$doc:meta])* $variant:ident = $name:literal,)*) => {
+    ($($(#[$doc:meta])* $variant:ident = $label:literal => $name:literal,)*) => {
         /// A field of the job hash (`<prefix>:<id>`).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum Field {
@@ -28,10 +28,18 @@ macro_rules! fields {
             /// Every field, in the order `lua/record.lua` lists them.
             pub const ALL: &'static [Field] = &[$(Field::$variant,)*];
 
-            /// The field's name in the hash.
+            /// The field's stored name: what the hash holds (one or two characters).
             pub fn name(self) -> &'static str {
                 match self {
                     $(Field::$variant => $name,)*
+                }
+            }
+
+            /// The field's name in scripts, named lists and docs (`lua/record.lua` maps it to
+            /// its stored name).
+            pub fn label(self) -> &'static str {
+                match self {
+                    $(Field::$variant => $label,)*
                 }
             }
         }
@@ -39,59 +47,59 @@ macro_rules! fields {
 }
 
 fields! {
-    Tenant = "tenant",
-    Kind = "kind",
+    Tenant = "tenant" => "t",
+    Kind = "kind" => "k",
     /// The job's parameters (JSON).
-    Params = "params",
+    Params = "params" => "p",
     /// `queued`, `running`, `done`, `failed` or `cancelled` (`lost` is never stored).
-    Status = "status",
-    Percent = "percent",
-    Step = "step",
+    Status = "status" => "s",
+    Percent = "percent" => "%",
+    Step = "step" => "sp",
     /// The report (JSON); a failed job may carry its partial report.
-    Result = "result",
+    Result = "result" => "r",
     /// A failed job's error class.
-    Error = "error",
-    CreatedMs = "created_ms",
-    StartedMs = "started_ms",
-    UpdatedMs = "updated_ms",
-    HeartbeatMs = "heartbeat_ms",
-    FinishedMs = "finished_ms",
-    CancelRequestedMs = "cancel_requested_ms",
+    Error = "error" => "e",
+    CreatedMs = "created_ms" => "c",
+    StartedMs = "started_ms" => "b",
+    UpdatedMs = "updated_ms" => "u",
+    HeartbeatMs = "heartbeat_ms" => "h",
+    FinishedMs = "finished_ms" => "f",
+    CancelRequestedMs = "cancel_requested_ms" => "x",
     /// When recovery last put the job back in the queue.
-    RecoveredMs = "recovered_ms",
+    RecoveredMs = "recovered_ms" => "rq",
     /// Counted runs.
-    Attempt = "attempt",
+    Attempt = "attempt" => "a",
     /// The current run's fencing token, raised by every claim.
-    Claim = "claim",
+    Claim = "claim" => "cl",
     /// The process that runs (or last ran) the job: `host/pid`.
-    Worker = "worker",
-    CreatedBy = "created_by",
-    RequestId = "request_id",
-    RetryOf = "retry_of",
-    CancelledBy = "cancelled_by",
+    Worker = "worker" => "w",
+    CreatedBy = "created_by" => "by",
+    RequestId = "request_id" => "id",
+    RetryOf = "retry_of" => "ro",
+    CancelledBy = "cancelled_by" => "xb",
     /// The job that took over this one's stale lock: it is fenced off for good.
-    SupersededBy = "superseded_by",
+    SupersededBy = "superseded_by" => "sb",
     /// The next claim does not count an attempt (the run was given back at shutdown).
-    FreeRetry = "free_retry",
+    FreeRetry = "free_retry" => "fr",
     /// The record was written back by its live run after the store lost it.
-    Restored = "restored",
+    Restored = "restored" => "rs",
     /// How many timeline events were noted (ticks included): the next event's seq.
-    Events = "events",
+    Events = "events" => "n",
     /// When the last event was noted: the next one is never dated before it.
-    EventMs = "event_ms",
+    EventMs = "event_ms" => "nt",
     /// How many progress ticks were sampled into the timeline, and when the last one was.
-    Sampled = "sampled",
-    SampledMs = "sampled_ms",
+    Sampled = "sampled" => "sn",
+    SampledMs = "sampled_ms" => "sm",
     /// A `wait=true` request waits for the job: its end is published to every process.
-    Awaited = "awaited",
+    Awaited = "awaited" => "aw",
     /// `1` when the job runs in its tenant's order (in the tenant's lane).
-    InOrder = "in_order",
+    InOrder = "in_order" => "io",
     /// The job this queued job waits for, while it waits.
-    WaitingFor = "waiting_for",
+    WaitingFor = "waiting_for" => "wf",
     /// The pipeline this job is a step of.
-    Pipeline = "pipeline",
+    Pipeline = "pipeline" => "pl",
     /// A pipeline's steps, one piece a step: `kind:job_id:share,` (`steps`, `steps.2`, …).
-    Steps = "steps",
+    Steps = "steps" => "st",
 }
 
 /// The longest value a field holds in one piece: Redis keeps a hash compact (a listpack)
@@ -100,6 +108,41 @@ pub const PIECE: usize = 64;
 
 /// The first byte of a timeline event's field name (`@<seq>`, `@p<slot>`, `@tick`).
 const EVENT_MARK: char = '@';
+
+/// Each event type's code in a stored event (`EVENT_CODES` in `lua/record.lua`, the same
+/// list); a type without a code is stored whole.
+pub const EVENT_CODES: &[(&str, &str)] = &[
+    ("created", "c"),
+    ("started", "s"),
+    ("progress", "p"),
+    ("cancel_requested", "x"),
+    ("released", "g"),
+    ("requeued", "q"),
+    ("lost", "l"),
+    ("restored", "r"),
+    ("superseded", "o"),
+    ("finished", "f"),
+];
+
+/// Each status's code in a stored event (`STATUS_CODES` in `lua/record.lua`).
+pub const STATUS_CODES: &[(&str, &str)] = &[
+    ("queued", "q"),
+    ("running", "r"),
+    ("done", "d"),
+    ("failed", "f"),
+    ("cancelled", "c"),
+    ("cancelling", "x"),
+    ("lost", "l"),
+];
+
+/// The word `stored` is the code of in `codes`, or `stored` itself (a word stored whole).
+fn decoded(codes: &[(&'static str, &'static str)], stored: &str) -> String {
+    codes
+        .iter()
+        .find(|(_, code)| *code == stored)
+        .map_or(stored, |(word, _)| word)
+        .to_owned()
+}
 
 /// `value` cut into pieces of at most [`PIECE`] bytes, each ending on a character boundary.
 fn pieces(value: &str) -> Vec<&str> {
@@ -118,13 +161,14 @@ fn pieces(value: &str) -> Vec<&str> {
 }
 
 /// A named list of job fields as scripts take it (`named_args` in the prelude): how many
-/// pairs, then name, value, ….
+/// pairs, then name, value, … (by [`Field::label`]; the scripts store each under its
+/// [`Field::name`]).
 #[derive(Clone, Debug, Default)]
 pub struct Pairs(Vec<(String, String)>);
 
 impl Pairs {
     pub fn with(mut self, field: Field, value: impl ToString) -> Self {
-        self.0.push((field.name().to_owned(), value.to_string()));
+        self.0.push((field.label().to_owned(), value.to_string()));
         self
     }
 
@@ -141,8 +185,8 @@ impl Pairs {
     pub fn with_long(mut self, field: Field, value: &str) -> Self {
         for (i, piece) in pieces(value).into_iter().enumerate() {
             let name = match i {
-                0 => field.name().to_owned(),
-                n => format!("{}.{}", field.name(), n + 1),
+                0 => field.label().to_owned(),
+                n => format!("{}.{}", field.label(), n + 1),
             };
             self.0.push((name, piece.to_owned()));
         }
@@ -154,8 +198,8 @@ impl Pairs {
     pub fn with_pieces(mut self, field: Field, pieces: &[String]) -> Self {
         for (i, piece) in pieces.iter().enumerate() {
             let name = match i {
-                0 => field.name().to_owned(),
-                n => format!("{}.{}", field.name(), n + 1),
+                0 => field.label().to_owned(),
+                n => format!("{}.{}", field.label(), n + 1),
             };
             self.0.push((name, piece.clone()));
         }
@@ -384,15 +428,16 @@ impl Hash {
         Ok(events.into_values().skip(skip).collect())
     }
 
-    /// One event's value, `seq|type|ms since created|status|percent|extra|step`, with the
+    /// One event's value, `seq|type|ms since created|status|percent|extra|step` (type and
+    /// status as their codes, [`EVENT_CODES`] and [`STATUS_CODES`]), with the
     /// fields its type adds: its own (`extra`: attempt and worker of a start) or the
     /// record's (the request id of `created`, who asked of `cancel_requested`, …).
     fn event(&self, created: u64, value: &str) -> Option<(u64, TimelineEvent)> {
         let mut parts = value.splitn(7, '|');
         let seq: u64 = parts.next()?.parse().ok()?;
-        let kind = parts.next()?.to_owned();
+        let kind = decoded(EVENT_CODES, parts.next()?);
         let at = created + parts.next()?.parse::<u64>().ok()?;
-        let status = parts.next()?.to_owned();
+        let status = decoded(STATUS_CODES, parts.next()?);
         let percent = parts.next()?.parse::<f64>().ok()?.clamp(0.0, 100.0) as u8;
         let own = parts.next()?;
         let step = parts.next()?.to_owned();
@@ -445,24 +490,51 @@ fn corrupt(e: InvalidId) -> StoreError {
 mod tests {
     use super::*;
 
-    /// The names `lua/record.lua` lists in `FIELDS`, in order.
-    fn lua_fields() -> Vec<String> {
-        let lua = include_str!("../lua/record.lua");
-        let start = lua
-            .find("local FIELDS = {")
-            .expect("record.lua lists FIELDS");
-        let list = &lua[start..];
-        let list = &list[list.find('{').expect("a table") + 1..list.find('}').expect("closed")];
-        list.split(',')
-            .map(|name| name.trim().trim_matches('\'').to_owned())
-            .filter(|name| !name.is_empty())
+    const LUA: &str = include_str!("../lua/record.lua");
+
+    /// The `name = 'value'` pairs of the Lua table `local <table> = {…}` in `lua/record.lua`,
+    /// in order.
+    fn lua_pairs(table: &str) -> Vec<(String, String)> {
+        let start = LUA
+            .find(&format!("local {table} = {{"))
+            .unwrap_or_else(|| panic!("record.lua defines {table}"));
+        let body = &LUA[start..];
+        let body = &body[body.find('{').expect("a table") + 1..body.find('}').expect("closed")];
+        body.split(',')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(name, value)| {
+                (
+                    name.trim().to_owned(),
+                    value.trim().trim_matches('\'').to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect()
     }
 
     #[test]
     fn the_lua_side_names_the_same_fields_in_the_same_order() {
-        let rust: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
-        assert_eq!(lua_fields(), rust);
+        let rust: Vec<(&str, &str)> = Field::ALL.iter().map(|f| (f.label(), f.name())).collect();
+        assert_eq!(lua_pairs("FIELDS"), owned(&rust));
+        let mut stored: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
+        stored.sort_unstable();
+        stored.dedup();
+        assert_eq!(stored.len(), Field::ALL.len(), "stored names are distinct");
+        assert!(stored
+            .iter()
+            .all(|n| n.len() <= 2 && !n.starts_with(EVENT_MARK)));
+    }
+
+    #[test]
+    fn the_lua_side_codes_event_types_and_statuses_the_same_way() {
+        assert_eq!(lua_pairs("EVENT_CODES"), owned(EVENT_CODES));
+        assert_eq!(lua_pairs("STATUS_CODES"), owned(STATUS_CODES));
     }
 
     #[test]
@@ -472,8 +544,11 @@ mod tests {
         assert!(pairs.0.len() > 3, "{} pieces", pairs.0.len());
         assert!(pairs.0.iter().all(|(_, piece)| piece.len() <= PIECE));
         assert_eq!(pairs.0[1].0, "result.2");
-        let hash = Hash::new(pairs.0.into_iter().collect());
-        assert_eq!(hash.long(Field::Result), Some(long));
+        let stored = pairs
+            .0
+            .into_iter()
+            .map(|(name, v)| (name.replace("result", "r"), v));
+        assert_eq!(Hash::new(stored.collect()).long(Field::Result), Some(long));
         let short = Pairs::default().with_long(Field::Params, "{}");
         assert_eq!(short.0, vec![("params".to_owned(), "{}".to_owned())]);
     }
@@ -481,14 +556,14 @@ mod tests {
     #[test]
     fn a_timeline_reads_from_the_record_by_seq_with_the_record_s_fields() {
         let fields = [
-            ("created_ms", "1000"),
-            ("request_id", "r-1"),
-            ("error", "Boom"),
-            ("@0", "0|created|0|queued|0||queued"),
-            ("@1", "1|started|2|running|0|1;host/7|starting"),
-            ("@p0", "2|progress|5|running|40||a|b"),
-            ("@tick", "3|progress|9|running|60||c"),
-            ("@4", "4|finished|12|failed|60||failed: Boom"),
+            (Field::CreatedMs.name(), "1000"),
+            (Field::RequestId.name(), "r-1"),
+            (Field::Error.name(), "Boom"),
+            ("@0", "0|c|0|q|0||queued"),
+            ("@1", "1|s|2|r|0|1;host/7|starting"),
+            ("@p0", "2|p|5|running|40||a|b"),
+            ("@tick", "3|progress|9|r|60||c"),
+            ("@4", "4|f|12|f|60||failed: Boom"),
         ];
         let hash = Hash::new(
             fields
@@ -503,6 +578,11 @@ mod tests {
             ["created", "started", "progress", "progress", "finished"]
         );
         assert_eq!(events[0].extra["request_id"], "r-1");
+        assert_eq!(
+            (events[2].status.as_str(), events[4].status.as_str()),
+            ("running", "failed"),
+            "a status is stored as its code or whole"
+        );
         assert_eq!(
             (events[1].extra["attempt"].as_u64(), events[1].at),
             (Some(1), 1002)
@@ -520,16 +600,16 @@ mod tests {
     fn a_claim_answer_decodes_by_name_whatever_the_order() {
         let id = JobId::new();
         let flat: Vec<String> = [
-            ("params", "{\"a\":1}"),
-            ("attempt", "2"),
-            ("kind", "sync"),
-            ("claim", "7"),
-            ("tenant", "acme"),
-            ("created_ms", "1000"),
-            ("request_id", "r-1"),
+            (Field::Params, "{\"a\":1}"),
+            (Field::Attempt, "2"),
+            (Field::Kind, "sync"),
+            (Field::Claim, "7"),
+            (Field::Tenant, "acme"),
+            (Field::CreatedMs, "1000"),
+            (Field::RequestId, "r-1"),
         ]
         .iter()
-        .flat_map(|(k, v)| [k.to_string(), v.to_string()])
+        .flat_map(|(k, v)| [k.name().to_string(), v.to_string()])
         .collect();
         let claim = Hash::from_flat(&flat).claim(id).unwrap();
         assert_eq!(

@@ -34,7 +34,9 @@ impl Keys {
         format!("{}:lock:{tenant}:{kind}", self.prefix)
     }
 
-    /// `<prefix>:tenant:<tenant>` — the tenant's job ids, newest first.
+    /// `<prefix>:tenant:<tenant>` — the tenant's listing (a sorted set): its job ids scored
+    /// in listing order, newest highest, and its creates this minute, `~<minute>` scored by
+    /// their count, below every job (`lua/prelude.lua`).
     pub fn tenant(&self, tenant: &TenantId) -> String {
         format!("{}:tenant:{tenant}", self.prefix)
     }
@@ -56,11 +58,6 @@ impl Keys {
     /// fingerprint (hash), with the job's TTL.
     pub fn idem(&self, tenant: &TenantId, kind: &Kind, key: &str) -> String {
         format!("{}:idem:{tenant}:{kind}:{key}", self.prefix)
-    }
-
-    /// `<prefix>:rate:<tenant>:<minute>` — the tenant's creates in that fixed minute.
-    pub fn rate(&self, tenant: &TenantId, minute: u64) -> String {
-        format!("{}:rate:{tenant}:{minute}", self.prefix)
     }
 
     /// `<prefix>:queue` — the ready queue: ids of queued jobs, oldest first.

@@ -850,10 +850,10 @@ mod redis_only {
         ];
         assert_eq!(
             keys.len(),
-            13,
-            "two hashes (each holding its timeline), two locks, one list, one idempotency \
-             key and the tenant's set of their names, one rate window, the process registry, \
-             queue, leases, the index and the picker: {keys:?}"
+            12,
+            "two hashes (each holding its timeline), two locks, one listing (which also counts \
+             the minute's creates), one idempotency key and the tenant's set of their names, \
+             the process registry, queue, leases, the index and the picker: {keys:?}"
         );
         for key in keys.iter().filter(|k| !shared.contains(k)) {
             let ttl: i64 = redis::cmd("TTL")
@@ -1103,13 +1103,15 @@ mod redis_only {
             .await
             .unwrap();
         assert_eq!(lock, job.id.to_string());
-        let ids: Vec<String> = redis::cmd("LRANGE")
+        let listed: Vec<String> = redis::cmd("ZREVRANGE")
             .arg(format!("{prefix}:tenant:{t}"))
             .arg(0)
             .arg(-1)
             .query_async(&mut conn)
             .await
             .unwrap();
+        let (counted, ids): (Vec<String>, Vec<String>) =
+            listed.into_iter().partition(|m| m.starts_with('~'));
         assert_eq!(ids, vec![job.id.to_string()]);
         let status: String = redis::cmd("HGET")
             .arg(format!("{prefix}:{}", job.id))
@@ -1125,11 +1127,6 @@ mod redis_only {
             .await
             .unwrap();
         assert_eq!(named, job.id.to_string(), "the key may itself hold `:`");
-        let counted: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{prefix}:rate:{t}:*"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
         assert_eq!(
             counted.len(),
             1,

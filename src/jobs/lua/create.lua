@@ -67,8 +67,7 @@ for _, new in ipairs(jobs) do
 end
 if queues and waiting >= MAX_QUEUED then return {'queue_full', ''} end
 local window = math.floor(now / 60000)
-local rate = k_rate(tenant, window)
-if limit > 0 and tonumber(redis.call('GET', rate) or '0') >= limit then
+if limit > 0 and creates_in(tenant, window) >= limit then
   return {'rate_limited', tostring((window + 1) * 60000 - now)}
 end
 for _, old in ipairs(stale) do
@@ -141,10 +140,7 @@ if idem then
   end
   redis.call('EXPIRE', names, TTL)
 end
-if limit > 0 then
-  -- The window's key outlives its minute by a little, so a clock step cannot revive it.
-  if redis.call('INCR', rate) == 1 then redis.call('PEXPIRE', rate, 120000) end
-end
+if limit > 0 then count_create(tenant, window) end
 if first_ahead then return {'waiting', tostring(now), first_ahead, first_kind} end
 if claimed then return {'claimed', tostring(now)} end
 return {'queued', tostring(now)}

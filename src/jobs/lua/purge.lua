@@ -17,7 +17,7 @@ for i = 3, #A do
   if i < 3 + tonumber(A[2]) then kinds[#kinds + 1] = A[i] else hashes[#hashes + 1] = A[i] end
 end
 local list = k_tenant(tenant)
-local ids = redis.call('LRANGE', list, 0, -1)
+local ids = listed(tenant)
 for _, kind in ipairs(kinds) do
   local holder = redis.call('GET', k_lock(tenant, kind))
   if holder then ids[#ids + 1] = holder end
@@ -47,8 +47,6 @@ local idem = k_tenant_idem(tenant)
 for _, key in ipairs(redis.call('SMEMBERS', idem)) do redis.call('DEL', key) end
 redis.call('DEL', idem)
 local now = now_ms()
-local window = math.floor(now / 60000)
-redis.call('DEL', k_rate(tenant, window), k_rate(tenant, window - 1))
 local gone = k_gone(tenant)
 local stamp = math.max(now, (tonumber(redis.call('GET', gone)) or 0) + 1)
 redis.call('SET', gone, stamp, 'EX', TTL)

@@ -1133,6 +1133,48 @@ mod redis_only {
             "one fixed-window counter per tenant and minute"
         );
     }
+
+    /// How many calls of `command` Redis's `INFO commandstats` counts.
+    fn calls(stats: &str, command: &str) -> u64 {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Lean jobs: a poll of a job is one read (`HGETALL`); Redis's clock, on which a read
+    /// judges staleness, is read at most once a second, not once a poll.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_polls_are_one_read_each_and_the_store_clock_is_read_once_a_second() {
+        let redis = crate::helpers::RedisServer::start(false);
+        let s = catalog_jobs::jobs::redis::RedisStore::open(&redis.url(), settings()).unwrap();
+        let job = new_job(&tenant(), "sync");
+        create(&s, &job).await;
+        let mut conn = redis.connection().await;
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let began = std::time::Instant::now();
+        const POLLS: u64 = 50;
+        for _ in 0..POLLS {
+            let got = s.get(&job.id).await.unwrap().expect("the job");
+            assert_eq!(got.status, Status::Queued);
+        }
+        let seconds = began.elapsed().as_secs();
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(calls(&stats, "hgetall"), POLLS, "{stats}");
+        assert!(
+            calls(&stats, "time") <= 1 + seconds,
+            "TIME at most once a second ({seconds} s): {stats}"
+        );
+    }
 }
 
 async fn the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones(b: Backend) {

@@ -1,14 +1,15 @@
 //! `RedisStore`: the durable job store shared by every replica.
 //!
 //! Each operation that changes several keys is one Lua script (`scripts.rs`, `writes.rs`);
-//! reads are one pipelined round trip that includes `TIME`, so staleness is judged on Redis's
-//! clock (`reads.rs`). Jobs wait in one ready queue per prefix (a list); a claimed run holds a
+//! reads are one pipelined round trip, and staleness is judged on Redis's clock (`TIME`, read
+//! at most once a second and carried forward: `clock.rs`, `reads.rs`). Jobs wait in one ready queue per prefix (a list); a claimed run holds a
 //! lease indexed by expiry (a sorted set); state changes other processes must hear of go out
 //! on one pub/sub channel per prefix (`listen.rs`). The job hash's fields are named in
 //! `record.rs`, every key in `jobs::keys`. Every call is bounded by a timeout, so an
 //! unreachable Redis is a prompt `StoreError::Unavailable`.
 
 mod admin;
+mod clock;
 mod listen;
 mod reads;
 pub mod record;
@@ -36,6 +37,7 @@ use super::timeline::{EventId, TimelineEvent};
 use super::watch::{TenantWatch, Watchers};
 use super::{JobId, Kind, Snapshot, TenantId};
 use crate::topology::{Connection, Primary, Target};
+use clock::StoreClock;
 use listen::{listen, Listener};
 
 /// Events buffered per subscriber; one that falls further behind gets `Resync`.
@@ -64,6 +66,8 @@ pub struct RedisStore {
     /// This process, as the process registry names it (renewed with every heartbeat).
     process: Process,
     finished: Arc<FinishedCache>,
+    /// Redis's time as last read, carried forward (reads judge staleness on it).
+    clock: Arc<StoreClock>,
     events: broadcast::Sender<Event>,
     listening: Arc<OnceLock<()>>,
     /// Whether the listener's subscription is live now.
@@ -106,6 +110,7 @@ impl RedisStore {
             keys: Keys::new(&settings.prefix),
             process: Process::this(),
             finished: Arc::new(FinishedCache::new(settings.finished_cache, 10_000)),
+            clock: Arc::default(),
             settings,
             events: broadcast::channel(EVENT_BUFFER).0,
             listening: Arc::new(OnceLock::new()),

@@ -1,8 +1,11 @@
 //! The store's reads: a job, a tenant's listing, the active jobs, a timeline, the queue's
-//! make-up and the overview's buckets and processes, each one pipelined round trip. A read that judges staleness takes Redis's `TIME`
-//! in the same pipeline, so every replica judges on the same clock.
+//! make-up and the overview's buckets and processes, each one pipelined round trip. A read
+//! that judges staleness does so on Redis's clock, so every replica judges on the same clock:
+//! `TIME` in the same pipeline when this process has not read it in the last second
+//! (`clock.rs`).
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use redis::AsyncCommands;
 
@@ -62,7 +65,8 @@ impl RedisStore {
     }
 
     /// The jobs' hashes as each reads alone (a pipeline with its steps' references, not yet
-    /// composed), and the store's time, in one pipeline.
+    /// composed), and the store's time: one pipeline of their `HGETALL`s, with `TIME` only when
+    /// the store's clock was not read in the last second (`clock.rs`).
     async fn hashes(
         &self,
         conn: &mut Connection,
@@ -72,15 +76,30 @@ impl RedisStore {
         for id in ids {
             pipe.hgetall(self.keys.job(id));
         }
-        pipe.cmd("TIME");
+        let known = self.clock.now_ms();
+        match known {
+            Some(now) if ids.is_empty() => return Ok((Vec::new(), now)),
+            Some(_) => {}
+            None => {
+                pipe.cmd("TIME");
+            }
+        }
+        let sent = Instant::now();
         let mut values: Vec<redis::Value> = self.bounded(pipe.query_async(conn)).await?;
-        let time: (u64, u64) = redis::from_redis_value(
-            values
-                .pop()
-                .ok_or_else(|| StoreError::Corrupt("no TIME".into()))?,
-        )
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let now = time_ms(&time);
+        let now = match known {
+            Some(now) => now,
+            None => {
+                let time: (u64, u64) = redis::from_redis_value(
+                    values
+                        .pop()
+                        .ok_or_else(|| StoreError::Corrupt("no TIME".into()))?,
+                )
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let now = time_ms(&time);
+                self.clock.learn(sent, now);
+                now
+            }
+        };
         let mut out = Vec::with_capacity(values.len());
         for (id, v) in ids.iter().zip(values) {
             let hash: HashMap<String, String> =

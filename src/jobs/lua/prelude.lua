@@ -123,9 +123,12 @@ end
 local function list_push(tenant, id)
   local list = k_tenant(tenant)
   local newest = tonumber(redis.call('ZRANGE', list, -1, -1, 'WITHSCORES')[2]) or 0
-  redis.call('ZADD', list, math.max(JOBS_FROM, newest + 1), id)
-  -- At most one count shares the listing with its jobs.
-  if redis.call('ZCARD', list) > CAP then
+  local score = math.max(JOBS_FROM, newest + 1)
+  redis.call('ZADD', list, score, id)
+  -- Jobs have distinct scores from JOBS_FROM to `score`: a listing whose scores span no more
+  -- than CAP holds no more than CAP jobs, and is not counted. At most one count shares the
+  -- listing with its jobs.
+  if score - JOBS_FROM >= CAP and redis.call('ZCARD', list) > CAP then
     local over = redis.call('ZCOUNT', list, JOBS_FROM, '+inf') - CAP
     if over > 0 then
       local gone = redis.call('ZRANGEBYSCORE', list, JOBS_FROM, '+inf', 'LIMIT', 0, over)
@@ -253,7 +256,8 @@ end
 -- of a kind this worker does not run (replicas of two versions during a deploy, or a
 -- rollback) goes to the tail for a worker that does, and this one looks further; once it
 -- meets such a job a second time it has seen the whole queue and claims nothing.
--- Answers nil, or {id, then the whole record as name, value, …} (as HGETALL answers it).
+-- Answers nil, or {id, then the whole record as stored, name, value, …, as HGETALL would
+-- answer it after the claim}.
 local function claim_one(worker, runs, now)
   local first_passed = nil
   while true do
@@ -264,8 +268,8 @@ local function claim_one(worker, runs, now)
       return nil
     end
     local hkey = k_job(id)
-    local job = read_job(hkey, {'status', 'superseded_by', 'attempt', 'free_retry', 'tenant',
-      'kind', 'claim', 'started_ms', 'percent', 'created_ms', 'events', 'event_ms'})
+    -- The whole record in one read: the worker is handed all of it, as written below.
+    local job, stored = read_whole(hkey)
     if job.status == 'queued' and not job.superseded_by and not runs[job.kind] then
       redis.call('RPUSH', K_QUEUE, id)
       first_passed = first_passed or id
@@ -273,6 +277,7 @@ local function claim_one(worker, runs, now)
       local attempt = tonumber(job.attempt or '0')
       if job.free_retry then
         redis.call('HDEL', hkey, field_name('free_retry'))
+        stored[field_name('free_retry')] = nil
       else
         attempt = attempt + 1
       end
@@ -283,8 +288,12 @@ local function claim_one(worker, runs, now)
         attempt .. ';' .. worker)
       write_job(hkey, fields)
       redis.call('ZADD', K_LEASES, now + STALE, id)
-      local answer = redis.call('HGETALL', hkey)
-      table.insert(answer, 1, id)
+      local answer = {id}
+      for name, value in pairs(fields) do stored[field_name(name)] = tostring(value) end
+      for name, value in pairs(stored) do
+        answer[#answer + 1] = name
+        answer[#answer + 1] = value
+      end
       return answer
     end
   end

@@ -59,6 +59,23 @@ local function read_job(hkey, names)
   return job
 end
 
+-- The name each stored name stands for (FIELDS turned around).
+local STORED_AS = {}
+for name, stored in pairs(FIELDS) do STORED_AS[stored] = name end
+
+-- The whole job hash at `hkey` in one read: a table of its fields keyed by name (pieces and
+-- events left out), and the hash as stored, a table keyed by stored name.
+local function read_whole(hkey)
+  local flat = redis.call('HGETALL', hkey)
+  local job, stored = {}, {}
+  for i = 1, #flat, 2 do
+    stored[flat[i]] = flat[i + 1]
+    local name = STORED_AS[flat[i]]
+    if name then job[name] = flat[i + 1] end
+  end
+  return job, stored
+end
+
 -- Writes the fields of `fields` (a table keyed by name) to the job hash at `hkey`.
 local function write_job(hkey, fields)
   local flat = {}

@@ -10,6 +10,7 @@ use crate::helpers::{
     create, new_job, settings, spawn_app_with, store, test_config, unique, Backend,
 };
 use crate::webdriver::Browser;
+use catalog_jobs::jobs::store::JobStore;
 use catalog_jobs::jobs::TenantId;
 
 both_stores!(every_tenants_jobs_page_with_load_more_and_filter_by_picked_tenant_and_id_prefix);
@@ -35,28 +36,23 @@ async fn visible(b: &Browser) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn every_tenants_jobs_page_with_load_more_and_filter_by_picked_tenant_and_id_prefix(
-    backend: Backend,
-) {
-    let s = store(backend, settings());
-    let app = spawn_app_with(test_config(), s.clone()).await;
-    let base = unique("pick");
-    let tenants: Vec<TenantId> = ["a", "b", "c"]
-        .iter()
-        .map(|n| TenantId::parse(&format!("{base}-{n}")).unwrap())
-        .collect();
+/// `PER_TENANT` jobs of each tenant, of a kind this app does not run, each ended by a cancel
+/// while queued (many ended jobs, fast); their ids.
+async fn ended_jobs(s: &dyn JobStore, tenants: &[TenantId]) -> Vec<String> {
     let mut ids = Vec::new();
-    // A kind this app does not run, each ended by a cancel while queued: many ended jobs fast.
-    for t in &tenants {
+    for t in tenants {
         for _ in 0..PER_TENANT {
             let job = new_job(t, "k1");
-            create(&*s, &job).await;
+            create(s, &job).await;
             s.cancel(&job.id, "test").await.unwrap();
             ids.push(job.id.to_string());
         }
     }
-    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
-    b.goto(&app.url("/admin")).await;
+    ids
+}
+
+/// The first page of 50 with "Load more", then every job of `ids` once after it.
+async fn every_job_once_across_two_pages(b: &Browser, ids: &[String]) {
     b.wait_for(
         "the first page and Load more",
         "return document.querySelectorAll('[data-testid=job-row]').length === 50
@@ -72,11 +68,27 @@ async fn every_tenants_jobs_page_with_load_more_and_filter_by_picked_tenant_and_
         json!([ids.len()]),
     )
     .await;
-    let mut shown: Vec<String> = visible(&b).await.into_iter().map(|(id, _)| id).collect();
+    let mut shown: Vec<String> = visible(b).await.into_iter().map(|(id, _)| id).collect();
     shown.sort();
-    let mut made = ids.clone();
+    let mut made = ids.to_vec();
     made.sort();
     assert_eq!(shown, made, "each job once, across the two pages");
+}
+
+async fn every_tenants_jobs_page_with_load_more_and_filter_by_picked_tenant_and_id_prefix(
+    backend: Backend,
+) {
+    let s = store(backend, settings());
+    let app = spawn_app_with(test_config(), s.clone()).await;
+    let base = unique("pick");
+    let tenants: Vec<TenantId> = ["a", "b", "c"]
+        .iter()
+        .map(|n| TenantId::parse(&format!("{base}-{n}")).unwrap())
+        .collect();
+    let ids = ended_jobs(&*s, &tenants).await;
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    b.goto(&app.url("/admin")).await;
+    every_job_once_across_two_pages(&b, &ids).await;
 
     b.fill("[data-testid=tenant-picker]", &base).await;
     let offered = b

@@ -1,10 +1,11 @@
 // catalog-jobs admin page: the wiring. Plain JavaScript modules, no framework, nothing from
 // a CDN (core.js: what the page knows and how it talks to the service; live.js: starts and
-// live cards; overview.js: the whole service; jobs.js: the jobs table; job.js: one job;
-// products.js: the product browser).
+// live cards; pipeline.js: a tenant's whole refresh and its card; overview.js: the whole
+// service; jobs.js: the jobs table; job.js: one job; products.js: the product browser).
 
 import { $, state, api, remember, clearError, refreshTimes } from './core.js';
 import { wireStarts, tickCards } from './live.js';
+import { wirePipeline } from './pipeline.js';
 import { followJobs, tickRows, wireJobs, showTenantFilter } from './jobs.js';
 import { wireJob, openFromHash } from './job.js';
 import { wireProducts } from './products.js';
@@ -48,6 +49,7 @@ function wire() {
   $('tenant').addEventListener('change', useIdentity);
   $('token').addEventListener('change', useIdentity);
   wireStarts();
+  wirePipeline();
   wireJobs();
   wireJob();
   wireProducts();

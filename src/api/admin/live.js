@@ -6,6 +6,7 @@ import {
   parse, sleep, pick, learn, snapshot, onRedraw, setText, ACTIVE, showPairWords,
 } from './core.js';
 import { openJob } from './job.js';
+import { followPipeline } from './pipeline.js';
 
 /** How often a job is polled when its event stream is not available. */
 const POLL_MS = 1000;
@@ -75,6 +76,7 @@ const statusOf = (id) => (state.jobs.get(id) || {}).status;
 
 /** Follows a job to its end: its event stream when there is one, else a poll. */
 export async function watch(job) {
+  if (job.steps) return followPipeline(job); // a pipeline: a card with a bar per step
   const w = card(job);
   learn(job);
   const id = job.job_id;

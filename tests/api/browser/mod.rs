@@ -7,6 +7,7 @@
 mod console;
 mod listing;
 mod overview;
+mod pipeline;
 
 use std::path::PathBuf;
 
@@ -390,11 +391,8 @@ async fn a_second_start_shows_already_running_with_a_link_to_the_job(b: &Browser
     assert_eq!(link, format!("#job={running}"));
 }
 
-async fn a_long_job_is_cancelled_through_the_confirmation(b: &Browser, id: &str) {
-    b.click(&format!(
-        "[data-testid=job-row][data-job-id=\"{id}\"] button"
-    ))
-    .await;
+/// Once job `id` is open with its cancel button: Cancel, then yes in the confirmation.
+pub async fn cancel_the_open_job_through_the_confirmation(b: &Browser, id: &str) {
     b.wait_for(
         "the job opened with a cancel button",
         "const v = document.querySelector('[data-testid=job-view]');
@@ -411,6 +409,14 @@ async fn a_long_job_is_cancelled_through_the_confirmation(b: &Browser, id: &str)
     )
     .await;
     b.click("[data-testid=confirm-yes]").await;
+}
+
+async fn a_long_job_is_cancelled_through_the_confirmation(b: &Browser, id: &str) {
+    b.click(&format!(
+        "[data-testid=job-row][data-job-id=\"{id}\"] button"
+    ))
+    .await;
+    cancel_the_open_job_through_the_confirmation(b, id).await;
     b.wait_for(
         "the job cancelled",
         "const v = document.querySelector('[data-testid=job-view]');

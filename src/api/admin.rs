@@ -17,7 +17,7 @@ const JS: &str = "text/javascript; charset=utf-8";
 
 /// The page's files beside its document, by name: the stylesheet, and the script modules
 /// (`admin.js` loads the others).
-pub const ASSETS: [(&str, &str, &str); 9] = [
+pub const ASSETS: [(&str, &str, &str); 10] = [
     ("admin.css", include_str!("admin/admin.css"), CSS),
     ("admin.js", include_str!("admin/admin.js"), JS),
     ("core.js", include_str!("admin/core.js"), JS),
@@ -27,6 +27,7 @@ pub const ASSETS: [(&str, &str, &str); 9] = [
     ("products.js", include_str!("admin/products.js"), JS),
     ("overview.js", include_str!("admin/overview.js"), JS),
     ("pipeline.js", include_str!("admin/pipeline.js"), JS),
+    ("bulk.js", include_str!("admin/bulk.js"), JS),
 ];
 
 /// Where the page lives; `/` redirects here.

@@ -59,6 +59,8 @@ pub enum ApiError {
     StillActive(JobId),
     /// The `Idempotency-Key` was first sent with other parameters (for this job).
     IdempotencyKeyReused(JobId),
+    /// A bulk call's `Idempotency-Key` was first sent with another body.
+    BulkKeyReused,
     /// The tenant created `TENANT_CREATES_PER_MINUTE` jobs this minute; retry after this.
     RateLimited(std::time::Duration),
     NotActive(Box<Snapshot>),
@@ -230,7 +232,7 @@ impl ApiError {
             InvalidField { .. } | UnknownField { .. } | DuplicateKey(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            IdempotencyKeyReused(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            IdempotencyKeyReused(_) | BulkKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Unauthorized => StatusCode::UNAUTHORIZED,
@@ -260,7 +262,7 @@ impl ApiError {
             InvalidField { code, .. } => code,
             UnknownField { .. } => UNKNOWN_FIELD,
             DuplicateKey(_) => "duplicate_key",
-            IdempotencyKeyReused(_) => "idempotency_key_reused",
+            IdempotencyKeyReused(_) | BulkKeyReused => "idempotency_key_reused",
             UnsupportedMediaType { .. } => "unsupported_media_type",
             PayloadTooLarge(_) => "payload_too_large",
             Unauthorized => "unauthorized",
@@ -292,6 +294,7 @@ impl ApiError {
             InvalidField { message, .. } | UnknownField { message, .. } => message.clone(),
             DuplicateKey(key) => format!("the JSON body gives `{key}` more than once; give each key once"),
             IdempotencyKeyReused(job) => format!("this Idempotency-Key started job {job} with other parameters; use a new key for a new request"),
+            BulkKeyReused => "this Idempotency-Key was first sent with another body for this action; use a new key for a new call".to_owned(),
             UnsupportedMediaType { got, accepted } => format!("content type {got} is not accepted here; send {accepted}"),
             PayloadTooLarge(setting) => format!("the request body is larger than this route accepts ({setting}); send less at a time"),
             Unauthorized => "send a valid token as `Authorization: Bearer <token>`".to_owned(),
@@ -340,7 +343,9 @@ impl ApiError {
             }
             ApiError::DuplicateKey(key) => Some(key.clone()),
             ApiError::TenantNotNamed(_) => Some("tenant_id".to_owned()),
-            ApiError::IdempotencyKeyReused(_) => Some(IDEMPOTENCY_KEY.to_owned()),
+            ApiError::IdempotencyKeyReused(_) | ApiError::BulkKeyReused => {
+                Some(IDEMPOTENCY_KEY.to_owned())
+            }
             _ => None,
         }
     }

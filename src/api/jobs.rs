@@ -19,7 +19,7 @@ use super::AppState;
 use crate::config::tokens::Scope;
 use crate::jobs::pipeline::{Plan, PIPELINE_KIND};
 use crate::jobs::runner::QUEUED_STEP;
-use crate::jobs::store::{Cancel, NewJob, Origin, Outcome};
+use crate::jobs::store::{Cancel, NewJob, NewPipeline, Origin, Outcome};
 use crate::jobs::{JobId, Snapshot, Status, TenantId};
 use serde_json::Value;
 
@@ -107,28 +107,70 @@ pub async fn retry(
     if old.status.is_active() {
         return Err(ApiError::NotEnded(Box::new(old)));
     }
-    let origin = Origin {
-        created_by: caller.name.clone(),
-        request_id,
-        retry_of: Some(old.job_id),
+    let (old_id, by) = (old.job_id, caller.name.clone());
+    let retry = Retry::of(&app, old, &caller, request_id, None);
+    let new_id = retry.id();
+    let answer = match retry {
+        Retry::Pipeline(p) => {
+            super::catalog::launch_pipeline(&app, p, OnConflict::Reject, false).await?
+        }
+        Retry::Job(job) => super::catalog::launch(&app, job, OnConflict::Reject, false).await?,
     };
-    if old.kind.as_str() == PIPELINE_KIND {
-        let plan = Plan::retry_of(app.runner.registry(), &old);
-        let pipeline = plan.into_new(old.tenant_id, origin, None, QUEUED_STEP);
-        return super::catalog::launch_pipeline(&app, pipeline, OnConflict::Reject, false).await;
+    // The retry has started: an audit the store cannot take now is logged, not answered as
+    // a failure the client would send again (and so start a second retry).
+    if let Err(e) = app.store.mark_retried(&old_id, &by, &new_id).await {
+        tracing::warn!(job_id = %old_id, error = %e, "the retry's audit was not recorded");
     }
-    let job = NewJob {
-        id: JobId::new(),
-        tenant: old.tenant_id,
-        in_order: app.runner.registry().is_ordered(&old.kind),
-        kind: old.kind,
-        params: old.params,
-        step: QUEUED_STEP.to_owned(),
-        origin,
-        idempotency_key: None,
-        pipeline: None,
-    };
-    super::catalog::launch(&app, job, OnConflict::Reject, false).await
+    Ok(answer)
+}
+
+/// What retries an ended job: a new job with its tenant, kind and parameters, or a new
+/// pipeline planned as the old one was. One place decides it, for the single and the bulk
+/// retry.
+pub(super) enum Retry {
+    Job(NewJob),
+    Pipeline(NewPipeline),
+}
+
+impl Retry {
+    /// The retry of `old`, started by `caller` in request `request_id`, under the
+    /// idempotency key `key` (a bulk call's, made per job).
+    pub(super) fn of(
+        app: &AppState,
+        old: Snapshot,
+        caller: &Caller,
+        request_id: String,
+        key: Option<String>,
+    ) -> Self {
+        let origin = Origin {
+            created_by: caller.name.clone(),
+            request_id,
+            retry_of: Some(old.job_id),
+        };
+        if old.kind.as_str() == PIPELINE_KIND {
+            let plan = Plan::retry_of(app.runner.registry(), &old);
+            return Retry::Pipeline(plan.into_new(old.tenant_id, origin, key, QUEUED_STEP));
+        }
+        Retry::Job(NewJob {
+            id: JobId::new(),
+            tenant: old.tenant_id,
+            in_order: app.runner.registry().is_ordered(&old.kind),
+            kind: old.kind,
+            params: old.params,
+            step: QUEUED_STEP.to_owned(),
+            origin,
+            idempotency_key: key,
+            pipeline: None,
+        })
+    }
+
+    /// The new job's id (a pipeline's own).
+    pub(super) fn id(&self) -> JobId {
+        match self {
+            Retry::Job(job) => job.id,
+            Retry::Pipeline(p) => p.job.id,
+        }
+    }
 }
 
 /// A page of jobs.
@@ -184,7 +226,7 @@ pub async fn cancel(
 
 /// A job cancelled while queued ends `cancelled` in the cancel itself and never reaches a
 /// runner, so this answer is the one place that can count it as finished.
-fn count_if_ended_at_once(before: &Snapshot, after: &Snapshot) {
+pub(super) fn count_if_ended_at_once(before: &Snapshot, after: &Snapshot) {
     if before.status == Status::Queued && after.status == Status::Cancelled {
         crate::metrics::job_finished(after.kind.as_str(), &Outcome::Cancelled(Value::Null));
     }
@@ -192,7 +234,7 @@ fn count_if_ended_at_once(before: &Snapshot, after: &Snapshot) {
 
 /// A step cancelled while it waited ends its pipeline in the same store step, which no
 /// runner sees either: counted here, once.
-async fn count_pipeline_if_ended(app: &AppState, step: &Snapshot) {
+pub(super) async fn count_pipeline_if_ended(app: &AppState, step: &Snapshot) {
     let Some(id) = step.pipeline_id.filter(|_| step.status.is_finished()) else {
         return;
     };

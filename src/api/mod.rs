@@ -4,6 +4,7 @@
 pub mod access;
 pub mod admin;
 pub mod auth;
+pub mod bulk;
 pub mod catalog;
 pub mod console;
 pub mod cors;
@@ -91,6 +92,8 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::get_one))
         .routes(routes!(jobs::cancel))
         .routes(routes!(jobs::retry))
+        .routes(routes!(bulk::retry))
+        .routes(routes!(bulk::cancel))
         .routes(routes!(events::job_events))
         .routes(routes!(events::tenant_events))
         .routes(routes!(products::list, products::import))

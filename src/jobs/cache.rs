@@ -1,9 +1,10 @@
 //! A short-lived cache of finished jobs, for replicas answering many polls of the same job.
 //!
-//! A finished job never changes again (the stores refuse every write to it), so the only way
-//! a cached copy can differ from Redis is the record being deleted (TTL expiry, or an operator
-//! clearing the tenant on another replica). Entries therefore live for `ttl` only (one second
-//! by default): a deletion is seen everywhere within it. Active jobs are never cached.
+//! A finished job's life never changes again (the stores refuse every write to it), so a
+//! cached copy can differ from Redis only by the record being deleted (TTL expiry, or an
+//! operator clearing the tenant on another replica) or by a retry's audit (`retried_by`,
+//! `retried_as`) written on another replica. Entries therefore live for `ttl` only (one
+//! second by default): either is seen everywhere within it. Active jobs are never cached.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -56,6 +57,11 @@ impl FinishedCache {
             }
         }
         entries.insert(snapshot.job_id, (snapshot.clone(), Instant::now()));
+    }
+
+    /// Drops a job's entry: its record changed after it ended (a retry's audit).
+    pub fn forget(&self, id: &JobId) {
+        self.entries().remove(id);
     }
 
     pub fn forget_tenant(&self, tenant: &TenantId) {

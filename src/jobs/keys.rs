@@ -106,6 +106,12 @@ impl Keys {
         format!("{}:tenants", self.prefix)
     }
 
+    /// `<prefix>:bulk:<slot>` — a bulk call's answer kept for its `Idempotency-Key` (slot:
+    /// action, caller and key): `fingerprint` and `answer`, expiring after `JOB_TTL_SECONDS`.
+    pub fn bulk(&self, slot: &str) -> String {
+        format!("{}:bulk:{slot}", self.prefix)
+    }
+
     /// `<prefix>:processes` — the process registry: `<started_ms>:<host/pid>` scored by its
     /// last heartbeat (ms, the store's clock); entries older than the stale threshold are
     /// dropped by every renewal.

@@ -6,6 +6,7 @@
 //! nothing of HTTP or of catalogues: job kinds come in through a [`registry::Registry`].
 
 pub mod browse;
+pub mod bulk;
 pub mod cache;
 mod dispatch;
 pub mod fence;
@@ -275,6 +276,10 @@ pub struct Snapshot {
     pub created_by: Option<String>,
     /// Who asked the job to stop (the first to ask), once someone did.
     pub cancelled_by: Option<String>,
+    /// Who last retried this ended job (a single or a bulk retry), else null.
+    pub retried_by: Option<String>,
+    /// The job that last retried this one, else null.
+    pub retried_as: Option<JobId>,
     /// The `x-request-id` of the request that started the job.
     pub request_id: Option<String>,
     /// The ended job this one retries (`POST /catalog/jobs/{job_id}/retry`), else null.

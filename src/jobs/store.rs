@@ -13,6 +13,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::browse::Browse;
+use super::bulk::Audit;
 use super::fence::{Hold, ScriptFence, Writer};
 use super::stats::Overview;
 use super::timeline::{EventId, TimelineEvent};
@@ -157,6 +158,8 @@ impl NewJob {
             recovered_at: None,
             created_by: Some(self.origin.created_by.clone()),
             cancelled_by: None,
+            retried_by: None,
+            retried_as: None,
             request_id: Some(self.origin.request_id.clone()),
             retry_of: self.origin.retry_of,
             eta_seconds: None,
@@ -275,7 +278,7 @@ pub const QUEUE_SAMPLE: usize = 10_000;
 
 /// A job store: Redis for production, memory for the embedded mode. Every operation that
 /// changes more than one key is one atomic step.
-pub trait JobStore: Browse + Send + Sync + 'static {
+pub trait JobStore: Browse + Audit + Send + Sync + 'static {
     /// Creates the job as `queued` at the tail of the shared ready queue and takes its
     /// tenant+kind lock; or names the active holder; or refuses when the queue holds
     /// `max_queued` jobs. A holder that is finished, missing or stale is taken over.

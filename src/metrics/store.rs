@@ -9,6 +9,7 @@ use std::time::Instant;
 use tokio::sync::broadcast;
 
 use crate::jobs::browse::{Browse, Position};
+use crate::jobs::bulk::{Audit, KeptAnswer};
 use crate::jobs::fence::{Hold, ScriptFence, Writer};
 use crate::jobs::stats::Overview;
 use crate::jobs::store::{
@@ -265,5 +266,33 @@ impl Browse for MeteredStore {
 
     fn recent_tenants(&self) -> BoxFuture<'_, Result<Vec<(TenantId, u64)>, StoreError>> {
         Box::pin(timed("recent_tenants", self.inner.recent_tenants()))
+    }
+}
+
+impl Audit for MeteredStore {
+    fn mark_retried<'a>(
+        &'a self,
+        old: &'a JobId,
+        by: &'a str,
+        new: &'a JobId,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(timed("mark_retried", self.inner.mark_retried(old, by, new)))
+    }
+
+    fn recall_answer<'a>(
+        &'a self,
+        slot: &'a str,
+    ) -> BoxFuture<'a, Result<Option<KeptAnswer>, StoreError>> {
+        Box::pin(timed("recall_answer", self.inner.recall_answer(slot)))
+    }
+
+    fn keep_answer<'a>(
+        &'a self,
+        slot: &'a str,
+        fingerprint: &'a str,
+        answer: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let kept = self.inner.keep_answer(slot, fingerprint, answer);
+        Box::pin(timed("keep_answer", kept))
     }
 }

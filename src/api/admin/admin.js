@@ -1,7 +1,8 @@
 // catalog-jobs admin page: the wiring. Plain JavaScript modules, no framework, nothing from
 // a CDN (core.js: what the page knows and how it talks to the service; live.js: starts and
 // live cards; pipeline.js: a tenant's whole refresh and its card; overview.js: the whole
-// service; jobs.js: the jobs table; job.js: one job; products.js: the product browser).
+// service; jobs.js: the jobs table; job.js: one job; products.js: the product browser;
+// bulk.js: bulk retry and cancel).
 
 import { $, state, api, remember, clearError, refreshTimes } from './core.js';
 import { wireStarts, tickCards } from './live.js';
@@ -10,6 +11,7 @@ import { followJobs, tickRows, wireJobs, showTenantFilter } from './jobs.js';
 import { wireJob, openFromHash } from './job.js';
 import { wireProducts } from './products.js';
 import { followOverview } from './overview.js';
+import { wireBulk, selectionChanged } from './bulk.js';
 
 /** How often clocks (elapsed, "3 min ago") are brought up to date. */
 const TICK_MS = 1000;
@@ -24,6 +26,7 @@ async function learnPermissions() {
   const may = (what) => !state.may || state.may[what] !== false;
   $('start-card').hidden = !may('start');
   document.body.dataset.readOnly = String(!may('start'));
+  selectionChanged();
 }
 
 /** The tenant rule as the service states it (its OpenAPI document), so the page never copies it. */
@@ -53,6 +56,7 @@ function wire() {
   wireJobs();
   wireJob();
   wireProducts();
+  wireBulk();
   setInterval(() => { tickCards(); tickRows(); refreshTimes(); }, TICK_MS);
   tenantRule();
   learnPermissions().finally(() => {

@@ -1,6 +1,7 @@
 // The jobs table: one tenant's jobs kept live by the tenant's event stream, or every
 // tenant's (an operator with no tenant picked): the list refreshed by a poll, its newest
-// running jobs live from their own event streams; filters, "Load more".
+// running jobs live from their own event streams; filters, "Load more", and a box per row
+// to select jobs for a bulk action (bulk.js).
 // A row is built once and then only its cells' text changes: the link under the pointer is
 // never replaced, so it can be clicked while its job streams progress.
 
@@ -88,13 +89,15 @@ function buildRow(job) {
   const open = el('button', { type: 'button', class: 'linklike mono', text: id.slice(0, 8),
     title: id, 'aria-label': `Open job ${id}` });
   open.addEventListener('click', () => openJob(id));
+  const select = el('input', { type: 'checkbox', class: 'select', 'data-testid': 'job-select',
+    'data-job-id': id, 'aria-label': `Select job ${id}` });
   const cell = (cls) => el('td', cls ? { class: cls } : {});
   const cells = {
     kind: cell(), tenant: cell('tenant clip'), status: el('span', { class: 'badge' }), pct: cell('num'),
     step: cell('wide'), started: el('time', { class: 'rel' }), duration: cell('wide'), error: cell('clip'),
   };
   const tr = el('tr', { 'data-testid': 'job-row', 'data-job-id': id },
-    el('td', { class: 'id' }, open), cells.kind, cells.tenant,
+    el('td', { class: 'id' }, select, open), cells.kind, cells.tenant,
     el('td', {}, cells.status), cells.pct, cells.step, el('td', { class: 'wide' }, cells.started),
     cells.duration, cells.error);
   const row = { tr, cells };
@@ -143,6 +146,23 @@ export function tickRows() {
 /** Shows the rows the filters let through at once; the reload that follows may add more. */
 function applyFilters() {
   for (const [id, row] of rows) row.tr.hidden = !matches(state.jobs.get(id) || {});
+  selectionChanged();
+}
+
+/** Tells the bulk actions the selection (or the rows it counts among) changed. */
+const selectionChanged = () => document.dispatchEvent(new Event('jobs-selection'));
+
+/** The ids of the jobs selected among the rows shown, newest first. */
+export function selectedIds() {
+  return [...$('jobs-body').querySelectorAll('tr:not([hidden]) [data-testid=job-select]:checked')]
+    .map((box) => box.dataset.jobId);
+}
+
+/** Selects (or clears) every row shown. */
+export function selectAllShown(on) {
+  for (const box of $('jobs-body').querySelectorAll('tr:not([hidden]) [data-testid=job-select]')) box.checked = on;
+  $('select-all').checked = on;
+  selectionChanged();
 }
 
 /** Reads the first page (or, with `cursor`, the next one) and learns every job on it. */
@@ -231,6 +251,7 @@ export async function followJobs() {
   rows.clear();
   liveRows.clear();
   $('jobs-body').replaceChildren();
+  selectAllShown(false);
   nextCursor = null;
   loadedMore = false;
   await loadJobs().catch(() => showError('Could not list jobs', null, true));

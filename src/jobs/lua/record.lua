@@ -25,7 +25,8 @@ local FIELDS = {tenant = 't', kind = 'k', params = 'p', status = 's', percent = 
   step = 'sp', result = 'r', error = 'e', created_ms = 'c', started_ms = 'b', updated_ms = 'u',
   heartbeat_ms = 'h', finished_ms = 'f', cancel_requested_ms = 'x', recovered_ms = 'rq',
   attempt = 'a', claim = 'cl', worker = 'w', created_by = 'by', request_id = 'id',
-  retry_of = 'ro', cancelled_by = 'xb', superseded_by = 'sb', free_retry = 'fr',
+  retry_of = 'ro', cancelled_by = 'xb', retried_by = 'rb', retried_as = 'ra',
+  superseded_by = 'sb', free_retry = 'fr',
   restored = 'rs', events = 'n', event_ms = 'nt', sampled = 'sn', sampled_ms = 'sm',
   awaited = 'aw', in_order = 'io', waiting_for = 'wf', pipeline = 'pl', steps = 'st'}
 

@@ -6,6 +6,7 @@
 //! atomic, like a Lua script. Not durable: state dies with the process, and the service
 //! says so at start-up.
 
+mod audit;
 mod create;
 mod order;
 mod reads;

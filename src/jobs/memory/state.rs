@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::browse::{Position, EVERYONE_CAP, PICKER_CAP};
+use super::super::bulk::KeptAnswer;
 use super::super::stats::{minute_of, DAY_MINUTES};
 use super::super::store::{params_fingerprint, Created, Event, NewJob};
 use super::super::watch::Watchers;
@@ -55,6 +56,8 @@ pub(super) struct State {
     pub(super) everyone: BTreeSet<Position>,
     /// The tenant picker: each tenant's last create (ms), at most `PICKER_CAP` tenants.
     pub(super) picker: HashMap<TenantId, u64>,
+    /// Bulk answers kept for their `Idempotency-Key` (as `Keys::bulk`): slot → kept answer.
+    pub(super) answers: HashMap<String, Expiring<KeptAnswer>>,
 }
 
 impl State {
@@ -73,6 +76,7 @@ impl State {
         self.tenants.retain(|_, e| e.expires_ms > now);
         self.idem.retain(|_, e| e.expires_ms > now);
         self.gone.retain(|_, e| e.expires_ms > now);
+        self.answers.retain(|_, e| e.expires_ms > now);
         self.rates
             .retain(|_, (window, _)| *window >= now / RATE_WINDOW_MS);
     }

@@ -9,6 +9,7 @@
 //! unreachable Redis is a prompt `StoreError::Unavailable`.
 
 mod admin;
+mod audit;
 mod clock;
 mod listen;
 mod reads;

@@ -77,6 +77,9 @@ fields! {
     RequestId = "request_id" => "id",
     RetryOf = "retry_of" => "ro",
     CancelledBy = "cancelled_by" => "xb",
+    /// Who last retried the ended job, and the job that retries it.
+    RetriedBy = "retried_by" => "rb",
+    RetriedAs = "retried_as" => "ra",
     /// The job that took over this one's stale lock: it is fenced off for good.
     SupersededBy = "superseded_by" => "sb",
     /// The next claim does not count an attempt (the run was given back at shutdown).
@@ -347,6 +350,8 @@ impl Hash {
             recovered_at: self.opt_num(Field::RecoveredMs),
             created_by: self.owned(Field::CreatedBy),
             cancelled_by: self.owned(Field::CancelledBy),
+            retried_by: self.owned(Field::RetriedBy),
+            retried_as: self.id(Field::RetriedAs),
             request_id: self.owned(Field::RequestId),
             retry_of: origin.retry_of,
             eta_seconds: None,

@@ -37,6 +37,7 @@ pub static CANCEL: LazyLock<Script> = LazyLock::new(|| script(include_str!("../l
 pub static PURGE: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/purge.lua")));
 pub static QUEUED: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/queued.lua")));
 pub static AWAITED: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/awaited.lua")));
+pub static RETRIED: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/retried.lua")));
 
 /// A script call with the settings every script reads first (see `lua/prelude.lua`).
 pub fn invocation<'s>(script: &'s Script, settings: &StoreSettings) -> ScriptInvocation<'s> {

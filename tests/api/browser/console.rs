@@ -1,6 +1,7 @@
 //! The operator's console in a real browser: the jobs table clicked like a mouse while jobs
 //! stream progress, the caption while it streams, a long sync's timeline read as lines, the
-//! deep link to a job, and a read-only token that is shown no control it may not use.
+//! deep link to a job, and a read-only token that is shown no control it may not use (no
+//! start, cancel, retry or bulk action).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -312,7 +313,7 @@ async fn a_minute_long_syncs_timeline_reads_in_fewer_than_20_lines_one_per_step_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_read_only_token_is_shown_no_start_cancel_or_retry_control() {
+async fn a_read_only_token_is_shown_no_start_cancel_retry_or_bulk_control() {
     let viewer = "viewer-secret-token";
     let ops = "ops-secret-token";
     let config = Config {
@@ -348,6 +349,25 @@ async fn a_read_only_token_is_shown_no_start_cancel_or_retry_control() {
         json!([]),
     )
     .await;
+    // The job is listed, without a box to select it, and no bulk action is offered.
+    let bulk = b
+        .wait_for(
+            "the job's row, without bulk controls",
+            "const r = document.querySelector(`[data-testid=job-row][data-job-id=\"${arguments[0]}\"]`);
+             const shown = (e) => Boolean(e && e.getClientRects().length && !e.closest('[hidden]'));
+             return r && [Boolean(r.querySelector('[data-testid=job-select]')),
+                          shown(r.querySelector('[data-testid=job-select]')),
+                          shown(document.querySelector('[data-testid=job-select-all]')),
+                          shown(document.querySelector('[data-testid=bulk-retry]')),
+                          shown(document.querySelector('[data-testid=bulk-cancel]'))];",
+            json!([id]),
+        )
+        .await;
+    assert_eq!(
+        bulk,
+        json!([true, false, false, false, false]),
+        "the row's box exists but is not shown, and no bulk action is"
+    );
     b.goto(&app.url(&format!("/admin#job={id}"))).await;
     let controls = b
         .wait_for(

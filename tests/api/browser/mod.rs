@@ -4,6 +4,7 @@
 //! every wait polls the DOM (bounded), none sleeps. Screenshots go to `target/screenshots/`.
 //! `console.rs` holds the operator's console: the table under load, the timeline, the roles.
 
+mod bulk;
 mod console;
 mod listing;
 mod overview;

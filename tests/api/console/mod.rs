@@ -1,6 +1,8 @@
-//! The operator's console through the real server: read-only tokens and `whoami`, and the
-//! overview (`GET /catalog/stats`) on both stores and across two replicas of the binary.
+//! The operator's console through the real server: read-only tokens and `whoami`, the
+//! overview (`GET /catalog/stats`) on both stores and across two replicas of the binary,
+//! every tenant's jobs, and bulk retry and cancel.
 
+mod bulk;
 mod listing;
 mod replicas;
 mod scopes;

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use catalog_jobs::jobs::browse::{Browse, Position};
+use catalog_jobs::jobs::bulk::{Audit, KeptAnswer};
 use catalog_jobs::jobs::fence::{Fence, Hold, ScriptFence, StoreFence, Writer};
 use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
@@ -306,5 +307,30 @@ impl Browse for CountingStore {
     }
     fn recent_tenants(&self) -> BoxFuture<'_, Result<Vec<(TenantId, u64)>, StoreError>> {
         self.inner.recent_tenants()
+    }
+}
+
+impl Audit for CountingStore {
+    fn mark_retried<'a>(
+        &'a self,
+        old: &'a JobId,
+        by: &'a str,
+        new: &'a JobId,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.mark_retried(old, by, new)
+    }
+    fn recall_answer<'a>(
+        &'a self,
+        slot: &'a str,
+    ) -> BoxFuture<'a, Result<Option<KeptAnswer>, StoreError>> {
+        self.inner.recall_answer(slot)
+    }
+    fn keep_answer<'a>(
+        &'a self,
+        slot: &'a str,
+        fingerprint: &'a str,
+        answer: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.keep_answer(slot, fingerprint, answer)
     }
 }

@@ -4,6 +4,7 @@
 //! documented, headers present, body valid against the schema). The requests are rows of
 //! data (`routes`), and every answer and header the document lists has a row.
 
+mod bulk;
 mod document;
 mod routes;
 mod walk;

@@ -679,6 +679,7 @@ fn every_row() -> Vec<Row> {
         READ_ONLY,
         STATS,
         BROWSE,
+        super::bulk::BULK,
         STALLED,
     ];
     let mut rows = tables.concat();

@@ -1,0 +1,428 @@
+//! Bulk actions: `POST /catalog/bulk/retry` and `POST /catalog/bulk/cancel`, each on at most
+//! [`BULK_MAX`] jobs a call, each answering what it did to every job it looked at (and why it
+//! skipped one). Every job goes through the steps of the single routes (visibility, retry,
+//! cancel), so a bulk action decides nothing a single one would not. A keyed call
+//! (`Idempotency-Key`) is answered once and replayed; the retries it starts carry keys of
+//! their own, so a call cut off part-way and sent again retries no job twice.
+
+mod pick;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use super::access::RequestId;
+use super::auth::Caller;
+use super::error::{ApiError, ErrorBody};
+use super::extract::idempotency_key;
+use super::jobs::{count_if_ended_at_once, count_pipeline_if_ended, Retry};
+use super::AppState;
+use crate::jobs::browse::{self, EVERYONE_CAP};
+use crate::jobs::store::{params_fingerprint, Cancel, Created};
+use crate::jobs::{JobId, Snapshot, Status, TenantId};
+use crate::metrics;
+use pick::{CancelPick, RetryFilter, RetryPick};
+
+pub use pick::{BulkCancelBody, BulkFilter, BulkRetryBody};
+
+/// The most jobs one bulk call acts on (ids named, or jobs a filter or a tenant selects).
+pub const BULK_MAX: usize = 100;
+
+/// The header that tells a client its call was answered from the first one's answer.
+const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// What a bulk call did to one job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BulkOutcome {
+    /// A new job retries it (`new_job_id`).
+    Retried,
+    /// It was queued and ended at once.
+    Cancelled,
+    /// It runs and was asked to stop: it reads `cancelled` at its next safe point.
+    Cancelling,
+    /// Nothing was done to it: `reason` and `message` say why.
+    Skipped,
+}
+
+/// One job of a bulk answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BulkResult {
+    pub job_id: JobId,
+    pub outcome: BulkOutcome,
+    /// The job that retries it (`retried`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_job_id: Option<JobId>,
+    /// Why it was skipped: `not_found`, `still_active`, `not_active`, `already_running`,
+    /// `rate_limited`, `overloaded`, `idempotency_key_reused`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// What the skip means and what to do, in one sentence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The active job of that tenant and kind (`already_running`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_job_id: Option<JobId>,
+}
+
+impl BulkResult {
+    fn done(job_id: JobId, outcome: BulkOutcome, new_job_id: Option<JobId>) -> Self {
+        Self {
+            job_id,
+            outcome,
+            new_job_id,
+            reason: None,
+            message: None,
+            active_job_id: None,
+        }
+    }
+
+    fn skipped(job_id: JobId, reason: &'static str, message: &str) -> Self {
+        Self {
+            job_id,
+            outcome: BulkOutcome::Skipped,
+            new_job_id: None,
+            reason: Some(reason),
+            message: Some(message.to_owned()),
+            active_job_id: None,
+        }
+    }
+}
+
+/// A bulk call's answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BulkAnswer {
+    /// One per job: in the order of `job_ids`, or newest first for a filter or a tenant.
+    pub results: Vec<BulkResult>,
+    /// Jobs acted on (retried, cancelled or cancelling).
+    pub done: usize,
+    /// Jobs skipped, each with its `reason`.
+    pub skipped: usize,
+    /// More jobs match than one call acts on ([`BULK_MAX`]): call again.
+    pub more: bool,
+}
+
+impl BulkAnswer {
+    fn of(results: Vec<BulkResult>, more: bool) -> Self {
+        let skipped = results
+            .iter()
+            .filter(|r| r.outcome == BulkOutcome::Skipped)
+            .count();
+        Self {
+            done: results.len() - skipped,
+            skipped,
+            results,
+            more,
+        }
+    }
+}
+
+const NOT_FOUND: &str = "no such job, or not one this token may see; check the id";
+const NOT_ACTIVE: &str = "the job has already ended: nothing to cancel";
+
+/// Retries the named ended jobs, or every failed job a filter matches that was not retried
+/// yet (newest first).
+#[utoipa::path(post, path = "/catalog/bulk/retry", tag = "jobs", operation_id = "bulk_retry",
+    request_body(content = BulkRetryBody, description = "Exactly one of `job_ids` (1–100 ids) or `filter` (each of its fields optional).", content_type = "application/json"),
+    params(("Idempotency-Key" = Option<String>, Header, description = "1–255 visible characters: the same key with the same body answers the first call's answer again (`Idempotent-Replayed: true`) for `JOB_TTL_SECONDS`; the retries it started are not started again.")),
+    responses(
+        (status = 200, description = "What was done to each job (at most 100; `more` when a filter matches more).", body = BulkAnswer,
+            headers(("Idempotent-Replayed" = String, description = "`true`, only on the answer to a call sent again with its `Idempotency-Key`."))),
+        (status = 400, description = "`malformed_body`: not a JSON object.", body = ErrorBody),
+        (status = 403, description = "`forbidden`: a read-only token (`read:…`), or a tenant token whose filter names another tenant.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`, `missing_field` or `unknown_field` (with `field`: `job_ids`, `filter`, `filter.tenant_id`, …), or `idempotency_key_reused` (the key came first with another body); nothing was done.", body = ErrorBody),
+        (status = 503, description = "`shutting_down` or `store_unavailable`: send the call again (with the same `Idempotency-Key`, no job is retried twice).", body = ErrorBody),
+    ))]
+pub async fn retry(
+    State(app): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    caller.may_change()?;
+    let call = match Call::open(&app, &caller, "retry", &headers, &body).await? {
+        Ok(call) => call,
+        Err(replay) => return Ok(replay),
+    };
+    let picked = pick::retry(&call.body, &caller)?;
+    app.runner.admit()?;
+    let (jobs, more) = match picked {
+        RetryPick::Ids(ids) => (named(&app, &caller, &ids).await?, false),
+        RetryPick::Failed(filter) => failed_matching(&app, &caller, &filter).await?,
+    };
+    let mut results = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let one = retry_one(&app, &caller, &request_id, call.key.as_deref(), job).await?;
+        results.push(one);
+    }
+    call.answer(&app, BulkAnswer::of(results, more)).await
+}
+
+/// Asks the named active jobs to stop, or every queued and running job of a tenant (newest
+/// first).
+#[utoipa::path(post, path = "/catalog/bulk/cancel", tag = "jobs", operation_id = "bulk_cancel",
+    request_body(content = BulkCancelBody, description = "Exactly one of `job_ids` (1–100 ids) or `tenant_id`.", content_type = "application/json"),
+    params(("Idempotency-Key" = Option<String>, Header, description = "1–255 visible characters: the same key with the same body answers the first call's answer again (`Idempotent-Replayed: true`) for `JOB_TTL_SECONDS`.")),
+    responses(
+        (status = 200, description = "What was done to each job (at most 100; `more` when the tenant has more active jobs).", body = BulkAnswer,
+            headers(("Idempotent-Replayed" = String, description = "`true`, only on the answer to a call sent again with its `Idempotency-Key`."))),
+        (status = 400, description = "`malformed_body`: not a JSON object.", body = ErrorBody),
+        (status = 403, description = "`forbidden`: a read-only token (`read:…`), or a tenant token naming another tenant.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`, `missing_field` or `unknown_field` (with `field`: `job_ids`, `tenant_id`, …), or `idempotency_key_reused`; nothing was done.", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`: send the call again (asking a job twice to stop is harmless).", body = ErrorBody),
+    ))]
+pub async fn cancel(
+    State(app): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    caller.may_change()?;
+    let call = match Call::open(&app, &caller, "cancel", &headers, &body).await? {
+        Ok(call) => call,
+        Err(replay) => return Ok(replay),
+    };
+    let (jobs, more) = match pick::cancel(&call.body, &caller)? {
+        CancelPick::Ids(ids) => (named(&app, &caller, &ids).await?, false),
+        CancelPick::Tenant(tenant) => active_of(&app, &tenant).await?,
+    };
+    let mut results = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        results.push(cancel_one(&app, &caller, job).await?);
+    }
+    call.answer(&app, BulkAnswer::of(results, more)).await
+}
+
+/// A bulk call: its body (a JSON object), its `Idempotency-Key`, and the slot its answer is
+/// kept in when keyed (per action, token name and key; the name's length first, so no name
+/// and key can pass for another pair).
+struct Call {
+    body: Map<String, Value>,
+    key: Option<String>,
+    slot: Option<String>,
+}
+
+impl Call {
+    /// The call, or (`Err`) the answer kept for its key, replayed; 422 when the key came
+    /// first with another body.
+    async fn open(
+        app: &AppState,
+        caller: &Caller,
+        action: &str,
+        headers: &HeaderMap,
+        raw: &[u8],
+    ) -> Result<Result<Call, Response>, ApiError> {
+        let body = pick::object(raw)?;
+        let key = idempotency_key(headers)?;
+        let name = &caller.name;
+        let slot = key
+            .as_deref()
+            .map(|k| format!("{action}:{}:{name}:{k}", name.len()));
+        let call = Call { body, key, slot };
+        let Some(slot) = call.slot.as_deref() else {
+            return Ok(Ok(call));
+        };
+        let Some((seen, kept)) = app.store.recall_answer(slot).await? else {
+            return Ok(Ok(call));
+        };
+        if seen != call.fingerprint() {
+            return Err(ApiError::BulkKeyReused);
+        }
+        let mut response = json_response(kept);
+        response.headers_mut().insert(
+            HeaderName::from_static(IDEMPOTENT_REPLAYED),
+            HeaderValue::from_static("true"),
+        );
+        Ok(Err(response))
+    }
+
+    /// The call's answer (200), kept under its slot when it was keyed.
+    async fn answer(self, app: &AppState, answer: BulkAnswer) -> Result<Response, ApiError> {
+        let text = serde_json::to_string(&answer).map_err(|e| ApiError::Internal(e.to_string()))?;
+        if let Some(slot) = &self.slot {
+            app.store
+                .keep_answer(slot, &self.fingerprint(), &text)
+                .await?;
+        }
+        Ok(json_response(text))
+    }
+
+    fn fingerprint(&self) -> String {
+        params_fingerprint(&Value::Object(self.body.clone()))
+    }
+}
+
+fn json_response(text: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], text).into_response()
+}
+
+/// A job a call looked at: the job when this caller sees it, else its id alone.
+type Looked = Result<Snapshot, JobId>;
+
+/// The named jobs, in the order named.
+async fn named(app: &AppState, caller: &Caller, ids: &[JobId]) -> Result<Vec<Looked>, ApiError> {
+    let found = app.store.get_many(ids).await?;
+    Ok(ids
+        .iter()
+        .map(|id| {
+            found
+                .iter()
+                .find(|s| s.job_id == *id && caller.sees(&s.tenant_id))
+                .cloned()
+                .ok_or(*id)
+        })
+        .collect())
+}
+
+/// The failed jobs the filter matches that were not retried yet, newest first, at most
+/// [`BULK_MAX`], and whether more remain: a tenant's from its listing, otherwise from the
+/// cross-tenant index (its newest `EVERYONE_CAP` jobs).
+async fn failed_matching(
+    app: &AppState,
+    caller: &Caller,
+    filter: &RetryFilter,
+) -> Result<(Vec<Looked>, bool), ApiError> {
+    let keep = |s: &Snapshot| {
+        s.status == Status::Failed
+            && s.retried_as.is_none()
+            && caller.sees(&s.tenant_id)
+            && filter.keeps(s)
+    };
+    let mut jobs = match &filter.tenant {
+        Some(tenant) => {
+            let cap = app.store.settings().list_cap;
+            let mut jobs = app.store.recent(tenant, cap).await?;
+            jobs.retain(keep);
+            jobs
+        }
+        None => {
+            let named = |id: &JobId| filter.names(id);
+            let walk = browse::walk(&*app.store, None, named, keep, BULK_MAX + 1, EVERYONE_CAP);
+            walk.await?.jobs
+        }
+    };
+    Ok(newest(&mut jobs))
+}
+
+/// The tenant's queued and running jobs, newest first, at most [`BULK_MAX`], and whether
+/// more remain.
+async fn active_of(app: &AppState, tenant: &TenantId) -> Result<(Vec<Looked>, bool), ApiError> {
+    let mut jobs = app.store.active().await?;
+    jobs.retain(|s| s.tenant_id == *tenant && matches!(s.status, Status::Queued | Status::Running));
+    Ok(newest(&mut jobs))
+}
+
+/// The newest [`BULK_MAX`] of `jobs`, and whether there were more.
+fn newest(jobs: &mut Vec<Snapshot>) -> (Vec<Looked>, bool) {
+    jobs.sort_unstable_by_key(|s| std::cmp::Reverse((s.created_at, s.job_id)));
+    let more = jobs.len() > BULK_MAX;
+    jobs.truncate(BULK_MAX);
+    (jobs.drain(..).map(Ok).collect(), more)
+}
+
+/// One retry, as the single route retries, with a key of its own under a keyed call.
+async fn retry_one(
+    app: &AppState,
+    caller: &Caller,
+    request_id: &str,
+    key: Option<&str>,
+    job: Looked,
+) -> Result<BulkResult, ApiError> {
+    let old = match job {
+        Err(id) => return Ok(BulkResult::skipped(id, "not_found", NOT_FOUND)),
+        Ok(old) if old.status.is_active() => {
+            let why = "the job has not ended: cancel it or wait for it";
+            return Ok(BulkResult::skipped(old.job_id, "still_active", why));
+        }
+        Ok(old) => old,
+    };
+    let id = old.job_id;
+    let key = key.map(|k| format!("bulk:{k}:{id}"));
+    let retry = Retry::of(app, old, caller, request_id.to_owned(), key);
+    let new_id = match create(app, retry).await? {
+        Created::Created(s) => s.job_id,
+        Created::Replayed(new_id) => new_id,
+        refused => return Ok(refusal(id, refused)),
+    };
+    app.store.mark_retried(&id, &caller.name, &new_id).await?;
+    Ok(BulkResult::done(id, BulkOutcome::Retried, Some(new_id)))
+}
+
+/// Creates a retry (a job, or a pipeline and its steps), counted as a start counts it.
+async fn create(app: &AppState, retry: Retry) -> Result<Created, ApiError> {
+    let (created, kinds) = match retry {
+        Retry::Job(job) => {
+            let kind = job.kind.clone();
+            (app.runner.create(job).await?, vec![kind])
+        }
+        Retry::Pipeline(p) => {
+            let kinds = p.steps.iter().map(|(s, _)| s.kind.clone()).collect();
+            (app.store.create_pipeline(p).await?, kinds)
+        }
+    };
+    match &created {
+        Created::Created(_) => kinds.iter().for_each(|k| metrics::job_created(k.as_str())),
+        Created::AlreadyRunning(_) => metrics::job_refused("already_running"),
+        Created::RateLimited(_) => metrics::job_refused("rate_limited"),
+        Created::QueueFull => metrics::job_refused("overloaded"),
+        Created::Replayed(_) | Created::KeyReused(_) => {}
+    }
+    Ok(created)
+}
+
+/// A retry the store refused, as a skip that says what to do.
+fn refusal(id: JobId, refused: Created) -> BulkResult {
+    match refused {
+        Created::AlreadyRunning(holder) => {
+            let why = "a job of this tenant and kind is active: wait for it, or cancel it";
+            BulkResult {
+                active_job_id: Some(holder),
+                ..BulkResult::skipped(id, "already_running", why)
+            }
+        }
+        Created::RateLimited(_) => {
+            let why =
+                "the tenant started TENANT_CREATES_PER_MINUTE jobs this minute; retry in a minute";
+            BulkResult::skipped(id, "rate_limited", why)
+        }
+        Created::KeyReused(_) => {
+            let why = "this Idempotency-Key retried the job with other parameters; use a new key";
+            BulkResult::skipped(id, "idempotency_key_reused", why)
+        }
+        _ => {
+            let why = "too many jobs wait for a worker (MAX_QUEUED_JOBS); retry later";
+            BulkResult::skipped(id, "overloaded", why)
+        }
+    }
+}
+
+/// One cancel, as the single route asks it.
+async fn cancel_one(app: &AppState, caller: &Caller, job: Looked) -> Result<BulkResult, ApiError> {
+    let before = match job {
+        Err(id) => return Ok(BulkResult::skipped(id, "not_found", NOT_FOUND)),
+        Ok(s) if !s.status.is_active() => {
+            return Ok(BulkResult::skipped(s.job_id, "not_active", NOT_ACTIVE));
+        }
+        Ok(s) => s,
+    };
+    let id = before.job_id;
+    match app.store.cancel(&id, &caller.name).await? {
+        Cancel::Requested => {}
+        Cancel::NotActive => return Ok(BulkResult::skipped(id, "not_active", NOT_ACTIVE)),
+        Cancel::Missing => return Ok(BulkResult::skipped(id, "not_found", NOT_FOUND)),
+    }
+    let outcome = match app.store.get(&id).await? {
+        Some(after) if after.status == Status::Cancelled => {
+            count_if_ended_at_once(&before, &after);
+            count_pipeline_if_ended(app, &after).await;
+            BulkOutcome::Cancelled
+        }
+        _ => BulkOutcome::Cancelling,
+    };
+    Ok(BulkResult::done(id, outcome, None))
+}

@@ -1,0 +1,212 @@
+//! What a bulk call's body selects, read field by field: exactly one form per call (ids, or
+//! a filter or a tenant), every field checked before anything is done, each refusal naming
+//! its field.
+
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use super::super::auth::Caller;
+use super::super::error::ApiError;
+use super::super::extract::strict_json;
+use super::super::job_filter::parse_id_prefix;
+use super::BULK_MAX;
+use crate::config::tokens::Scope;
+use crate::jobs::{JobId, Kind, Snapshot, TenantId};
+
+/// `POST /catalog/bulk/retry`'s body: exactly one of the two.
+#[derive(ToSchema)]
+pub struct BulkRetryBody {
+    /// 1–100 ended jobs to retry, each once, in this order.
+    pub job_ids: Option<Vec<JobId>>,
+    /// Every failed job it matches that was not retried yet, newest first (at most 100 a
+    /// call; `more` says to call again).
+    pub filter: Option<BulkFilter>,
+}
+
+/// The failed jobs a bulk retry selects; each field optional. A tenant token's filter is its
+/// own tenant.
+#[derive(ToSchema)]
+pub struct BulkFilter {
+    /// One tenant's failed jobs (its listing, the last 100 it created); left out, every
+    /// tenant's among the newest 10,000 jobs.
+    #[schema(value_type = Option<String>)]
+    pub tenant_id: Option<TenantId>,
+    #[schema(value_type = Option<String>)]
+    pub kind: Option<Kind>,
+    /// The start of a job id: 1–36 characters of `0-9 a-f -`, any case.
+    pub id_prefix: Option<String>,
+}
+
+/// `POST /catalog/bulk/cancel`'s body: exactly one of the two.
+#[derive(ToSchema)]
+pub struct BulkCancelBody {
+    /// 1–100 active jobs to stop, each once, in this order.
+    pub job_ids: Option<Vec<JobId>>,
+    /// Every queued and running job of this tenant, newest first (at most 100 a call).
+    #[schema(value_type = Option<String>)]
+    pub tenant_id: Option<TenantId>,
+}
+
+/// What a retry call selects.
+pub enum RetryPick {
+    Ids(Vec<JobId>),
+    Failed(RetryFilter),
+}
+
+/// What a cancel call selects.
+pub enum CancelPick {
+    Ids(Vec<JobId>),
+    Tenant(TenantId),
+}
+
+/// The failed jobs a bulk retry's filter selects.
+pub struct RetryFilter {
+    pub tenant: Option<TenantId>,
+    kind: Option<Kind>,
+    id_prefix: Option<String>,
+}
+
+impl RetryFilter {
+    /// Whether an id may be one the filter selects (before its job is read).
+    pub fn names(&self, id: &JobId) -> bool {
+        self.id_prefix
+            .as_ref()
+            .is_none_or(|p| id.to_string().starts_with(p.as_str()))
+    }
+
+    /// Whether the filter selects the job (its status aside).
+    pub fn keeps(&self, s: &Snapshot) -> bool {
+        self.tenant.as_ref().is_none_or(|t| *t == s.tenant_id)
+            && self.kind.as_ref().is_none_or(|k| *k == s.kind)
+            && self.names(&s.job_id)
+    }
+}
+
+/// The body as a JSON object (400 `malformed_body` otherwise).
+pub fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    match strict_json(body)? {
+        Value::Object(map) => Ok(map),
+        _ => Err(ApiError::MalformedBody(
+            "the body must be a JSON object, e.g. {\"job_ids\": [\"…\"]}".into(),
+        )),
+    }
+}
+
+pub fn retry(body: &Map<String, Value>, caller: &Caller) -> Result<RetryPick, ApiError> {
+    match one_form(body, &["job_ids", "filter"])? {
+        ("job_ids", v) => Ok(RetryPick::Ids(job_ids(v)?)),
+        (_, Value::Object(filter)) => Ok(RetryPick::Failed(retry_filter(filter, caller)?)),
+        _ => Err(ApiError::invalid(
+            "filter",
+            "filter is an object: {\"tenant_id\": …, \"kind\": …, \"id_prefix\": …}, each optional",
+        )),
+    }
+}
+
+pub fn cancel(body: &Map<String, Value>, caller: &Caller) -> Result<CancelPick, ApiError> {
+    match one_form(body, &["job_ids", "tenant_id"])? {
+        ("job_ids", v) => Ok(CancelPick::Ids(job_ids(v)?)),
+        (_, v) => {
+            let tenant = tenant_of(v, "tenant_id")?;
+            caller.may_act_for(&tenant)?;
+            Ok(CancelPick::Tenant(tenant))
+        }
+    }
+}
+
+/// The one form among `forms` the body uses (and no other key).
+fn one_form<'b>(
+    body: &'b Map<String, Value>,
+    forms: &[&'static str],
+) -> Result<(&'static str, &'b Value), ApiError> {
+    let either = format!("send exactly one of {}", forms.join(" or "));
+    if let Some(other) = body.keys().find(|k| !forms.contains(&k.as_str())) {
+        return Err(ApiError::UnknownField {
+            field: other.clone(),
+            message: format!("`{other}` is not a field here; {either}"),
+        });
+    }
+    let given: Vec<&'static str> = forms
+        .iter()
+        .copied()
+        .filter(|f| body.contains_key(*f))
+        .collect();
+    match given.as_slice() {
+        [one] => Ok((one, &body[*one])),
+        [] => Err(ApiError::missing(forms[0], either)),
+        [_, second, ..] => Err(ApiError::invalid(second, either)),
+    }
+}
+
+/// 1–[`BULK_MAX`] job ids, each once, in the order given.
+fn job_ids(v: &Value) -> Result<Vec<JobId>, ApiError> {
+    let bad = || {
+        ApiError::invalid(
+            "job_ids",
+            format!("job_ids is a list of 1 to {BULK_MAX} job ids (select fewer jobs)"),
+        )
+    };
+    let raw = v.as_array().ok_or_else(bad)?;
+    let mut ids: Vec<JobId> = Vec::with_capacity(raw.len());
+    for item in raw {
+        let id = item
+            .as_str()
+            .and_then(|s| JobId::parse(s).ok())
+            .ok_or_else(bad)?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    if ids.is_empty() || ids.len() > BULK_MAX {
+        return Err(bad());
+    }
+    Ok(ids)
+}
+
+fn tenant_of(v: &Value, field: &str) -> Result<TenantId, ApiError> {
+    let raw = v
+        .as_str()
+        .ok_or_else(|| ApiError::invalid(field, "a tenant id is text"))?;
+    TenantId::parse(raw).map_err(|e| ApiError::bad_id(field, e))
+}
+
+/// The filter's fields; a tenant token's filter is its own tenant (naming another is 403).
+fn retry_filter(filter: &Map<String, Value>, caller: &Caller) -> Result<RetryFilter, ApiError> {
+    const FIELDS: [&str; 3] = ["tenant_id", "kind", "id_prefix"];
+    if let Some(other) = filter.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(ApiError::UnknownField {
+            field: format!("filter.{other}"),
+            message: format!("`{other}` is not a filter field; use tenant_id, kind, id_prefix"),
+        });
+    }
+    let tenant = match (filter.get("tenant_id"), &caller.scope) {
+        (Some(v), _) => {
+            let tenant = tenant_of(v, "filter.tenant_id")?;
+            caller.may_act_for(&tenant)?;
+            Some(tenant)
+        }
+        (None, Scope::Tenant(own)) => Some(own.clone()),
+        (None, Scope::All) => None,
+    };
+    let kind = match filter.get("kind") {
+        Some(v) => Some(
+            Kind::parse(v.as_str().unwrap_or_default())
+                .map_err(|e| ApiError::invalid("filter.kind", e.to_string()))?,
+        ),
+        None => None,
+    };
+    let id_prefix = match filter.get("id_prefix") {
+        Some(v) => Some(parse_id_prefix(v).map_err(|_| {
+            ApiError::invalid(
+                "filter.id_prefix",
+                "id_prefix is the start of a job id: 1 to 36 characters of 0-9, a-f and -",
+            )
+        })?),
+        None => None,
+    };
+    Ok(RetryFilter {
+        tenant,
+        kind,
+        id_prefix,
+    })
+}

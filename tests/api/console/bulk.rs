@@ -1,0 +1,362 @@
+//! Bulk actions through the real server, on both stores: a bulk retry of 30 failed jobs
+//! across 3 tenants starts 30 new jobs with `retry_of` and the audit fields set; a bulk
+//! cancel of a tenant's active jobs; a filter retries each failed job once; every skip says
+//! why; a keyed call is answered once; read-only and tenant tokens are held to their scope.
+
+use std::sync::Arc;
+
+use catalog_jobs::api::bulk::BULK_MAX;
+use catalog_jobs::config::tokens::hash_token;
+use catalog_jobs::jobs::store::JobStore;
+use catalog_jobs::jobs::{JobId, Kind, TenantId};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{
+    create, failure, finish, new_job, settings, spawn_app_with, store, tenant, test_config,
+    Backend, Gate, TestApp,
+};
+
+both_stores!(
+    a_bulk_retry_of_30_failed_jobs_across_3_tenants_starts_30_audited_retries,
+    a_bulk_cancel_stops_every_active_job_of_a_tenant_and_no_other,
+    a_filter_retries_each_failed_job_once_and_every_skip_says_why,
+    a_keyed_bulk_call_is_answered_once_and_tokens_keep_to_their_scope,
+);
+
+/// Ten kinds no runner of the test app runs: jobs of them wait in the queue untouched.
+const KINDS: usize = 10;
+
+fn kind(i: usize) -> String {
+    format!("bulk{i}")
+}
+
+/// An app with an operator (`ops`), a reader (`viewer`) and a token for `own`, whose one
+/// worker is held by a gated job (answered, with its gate), so nothing else runs here.
+struct Console {
+    app: TestApp,
+    store: Arc<dyn JobStore>,
+    gate: Arc<Gate>,
+    own: TenantId,
+}
+
+async fn console(b: Backend) -> Console {
+    let s = store(b, settings());
+    let own = tenant();
+    let mut config = test_config();
+    config.max_concurrent_jobs = 1;
+    config.api_tokens = Some(format!(
+        "* ops {};read:* viewer {};{own} bot {}",
+        hash_token("ops"),
+        hash_token("viewer"),
+        hash_token("bot")
+    ));
+    let app = spawn_app_with(config, s.clone()).await;
+    let held = tenant();
+    let r = app
+        .client
+        .post(app.url("/catalog/gated"))
+        .bearer_auth("ops")
+        .form(&[("tenant_id", held.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let gate = Gate::of(&held);
+    gate.reached().await;
+    Console {
+        app,
+        store: s,
+        gate,
+        own,
+    }
+}
+
+/// A failed job of `kind` for `t`, made in the store (created, claimed, failed).
+async fn failed(s: &dyn JobStore, t: &TenantId, kind: &str) -> JobId {
+    let job = new_job(t, kind);
+    let created = create(s, &job).await;
+    let kinds = [Kind::parse(kind).unwrap()];
+    let claim = s.claim("test/1", &kinds).await.unwrap().expect("its claim");
+    assert_eq!(claim.job.id, job.id);
+    finish(s, &job, &claim.run, &created, failure("SourceUnreachable")).await;
+    job.id
+}
+
+/// POSTs `body` to `/catalog/bulk/<action>` as `token`, with an `Idempotency-Key` if given.
+async fn bulk(
+    c: &Console,
+    action: &str,
+    token: &str,
+    body: &Value,
+    key: Option<&str>,
+) -> (StatusCode, Value, bool) {
+    let mut req = c
+        .app
+        .client
+        .post(c.app.url(&format!("/catalog/bulk/{action}")))
+        .bearer_auth(token)
+        .json(body);
+    if let Some(key) = key {
+        req = req.header("idempotency-key", key);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status();
+    let replayed = r.headers().get("idempotent-replayed").is_some();
+    (status, r.json().await.unwrap(), replayed)
+}
+
+async fn job(c: &Console, id: &str) -> Value {
+    let r = c
+        .app
+        .client
+        .get(c.app.url(&format!("/catalog/jobs/{id}")))
+        .bearer_auth("ops")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{id}");
+    r.json().await.unwrap()
+}
+
+async fn a_bulk_retry_of_30_failed_jobs_across_3_tenants_starts_30_audited_retries(b: Backend) {
+    let c = console(b).await;
+    let mut old = Vec::new();
+    for t in [tenant(), tenant(), tenant()] {
+        for i in 0..KINDS {
+            old.push(failed(&*c.store, &t, &kind(i)).await.to_string());
+        }
+    }
+    let (status, answer, _) = bulk(&c, "retry", "ops", &json!({"job_ids": old}), None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        (answer["done"].as_u64(), answer["skipped"].as_u64()),
+        (Some(30), Some(0))
+    );
+    assert_eq!(answer["more"], false);
+    let results = answer["results"].as_array().unwrap();
+    assert_eq!(results.len(), 30);
+    let mut new_ids = Vec::new();
+    for (id, r) in old.iter().zip(results) {
+        assert_eq!(
+            (r["job_id"].as_str(), r["outcome"].as_str()),
+            (Some(id.as_str()), Some("retried"))
+        );
+        let new_id = r["new_job_id"].as_str().unwrap().to_owned();
+        let new = job(&c, &new_id).await;
+        assert_eq!(new["retry_of"], id.as_str());
+        assert_eq!(new["created_by"], "ops");
+        assert_eq!(new["status"], "queued");
+        let was = job(&c, id).await;
+        assert_eq!(
+            (was["retried_by"].as_str(), was["retried_as"].as_str()),
+            (Some("ops"), Some(new_id.as_str()))
+        );
+        assert_eq!(was["status"], "failed", "an ended job stays ended");
+        new_ids.push(new_id);
+    }
+    new_ids.sort();
+    new_ids.dedup();
+    assert_eq!(new_ids.len(), 30, "30 new jobs");
+    c.gate.release();
+}
+
+async fn a_bulk_cancel_stops_every_active_job_of_a_tenant_and_no_other(b: Backend) {
+    let c = console(b).await;
+    let (t, other) = (tenant(), tenant());
+    let mut queued = Vec::new();
+    for i in 0..5 {
+        queued.push(
+            create(&*c.store, &new_job(&t, &kind(i)))
+                .await
+                .job_id
+                .to_string(),
+        );
+    }
+    let spared = create(&*c.store, &new_job(&other, &kind(0))).await.job_id;
+    let newest_first: Vec<Value> = listed(&c, &t).await.iter().map(|j| j[0].clone()).collect();
+    let (status, answer, _) = bulk(&c, "cancel", "ops", &json!({"tenant_id": t}), None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        (answer["done"].as_u64(), answer["more"].as_bool()),
+        (Some(5), Some(false))
+    );
+    let mut cancelled: Vec<String> = answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["outcome"], "cancelled", "a queued job ends at once: {r}");
+            r["job_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        cancelled.iter().map(|id| json!(id)).collect::<Vec<_>>(),
+        newest_first,
+        "newest first, as listed"
+    );
+    cancelled.sort();
+    queued.sort();
+    assert_eq!(cancelled, queued);
+    for id in &queued {
+        let j = job(&c, id).await;
+        assert_eq!(
+            (j["status"].as_str(), j["cancelled_by"].as_str()),
+            (Some("cancelled"), Some("ops"))
+        );
+    }
+    assert_eq!(job(&c, &spared.to_string()).await["status"], "queued");
+    // By ids: the ended ones are skipped, saying why; the other tenant's is asked to stop.
+    let body = json!({"job_ids": [queued[0], spared.to_string()]});
+    let (_, answer, _) = bulk(&c, "cancel", "ops", &body, None).await;
+    assert_eq!(answer["results"][0]["reason"], "not_active");
+    assert_eq!(answer["results"][1]["outcome"], "cancelled");
+    c.gate.release();
+}
+
+async fn a_filter_retries_each_failed_job_once_and_every_skip_says_why(b: Backend) {
+    let c = console(b).await;
+    let t = tenant();
+    let mut olds = Vec::new();
+    for i in 0..3 {
+        olds.push(failed(&*c.store, &t, &kind(i)).await.to_string());
+    }
+    failed(&*c.store, &tenant(), &kind(0)).await;
+    // Newest first as the listing orders them (jobs made in one millisecond in id order).
+    let newest_first: Vec<String> = listed(&c, &t)
+        .await
+        .iter()
+        .map(|j| j[0].as_str().unwrap().to_owned())
+        .collect();
+    let mut made = olds.clone();
+    made.sort();
+    let mut listed_ids = newest_first.clone();
+    listed_ids.sort();
+    assert_eq!(listed_ids, made, "the tenant's failed jobs");
+    let filter = json!({"filter": {"tenant_id": t}});
+    let (_, answer, _) = bulk(&c, "retry", "ops", &filter, None).await;
+    assert_eq!(answer["done"], 3, "{answer}");
+    let retried: Vec<&str> = answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["job_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(retried, newest_first, "newest first, as listed");
+    let (_, again, _) = bulk(&c, "retry", "ops", &filter, None).await;
+    assert_eq!(
+        (
+            again["done"].as_u64(),
+            again["results"].as_array().map(Vec::len)
+        ),
+        (Some(0), Some(0)),
+        "each is retried once: {again}"
+    );
+    // The new jobs wait: retrying one is still_active, retrying the old one again is
+    // already_running (its kind is taken), an unknown id is not_found.
+    let new_id = answer["results"][0]["new_job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let unknown = JobId::new().to_string();
+    let body = json!({"job_ids": [new_id, olds[2], unknown]});
+    let (_, answer, _) = bulk(&c, "retry", "ops", &body, None).await;
+    let reasons: Vec<&str> = answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(reasons, ["still_active", "already_running", "not_found"]);
+    assert_eq!(answer["results"][1]["active_job_id"], new_id.as_str());
+    assert!(answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["message"].is_string()));
+    c.gate.release();
+}
+
+async fn a_keyed_bulk_call_is_answered_once_and_tokens_keep_to_their_scope(b: Backend) {
+    let c = console(b).await;
+    let t = tenant();
+    let old = failed(&*c.store, &t, &kind(0)).await.to_string();
+    let body = json!({"job_ids": [old]});
+    let (s1, first, replayed) = bulk(&c, "retry", "ops", &body, Some("k-1")).await;
+    assert_eq!((s1.as_u16(), replayed), (200, false));
+    let (s2, second, replayed) = bulk(&c, "retry", "ops", &body, Some("k-1")).await;
+    assert_eq!((s2.as_u16(), replayed), (200, true));
+    assert_eq!(first, second, "the first answer again, no second retry");
+    let other = json!({"job_ids": [JobId::new().to_string()]});
+    let (s3, err, _) = bulk(&c, "retry", "ops", &other, Some("k-1")).await;
+    assert_eq!(
+        (s3.as_u16(), err["error"].as_str()),
+        (422, Some("idempotency_key_reused"))
+    );
+    // A reader may do nothing; a tenant token acts on its own tenant only: another tenant's
+    // job is skipped as an unknown one, and naming another tenant is refused.
+    for action in ["retry", "cancel"] {
+        let (s, err, _) = bulk(&c, action, "viewer", &body, None).await;
+        assert_eq!(
+            (s.as_u16(), err["error"].as_str()),
+            (403, Some("forbidden"))
+        );
+    }
+    let (_, answer, _) = bulk(&c, "cancel", "bot", &body, None).await;
+    assert_eq!(
+        answer["results"][0]["reason"], "not_found",
+        "another tenant's job: {answer}"
+    );
+    let (s, _, _) = bulk(&c, "cancel", "bot", &json!({"tenant_id": t}), None).await;
+    assert_eq!(s.as_u16(), 403);
+    let own_cancel = json!({"tenant_id": c.own});
+    let (s, _, _) = bulk(&c, "cancel", "bot", &own_cancel, None).await;
+    assert_eq!(s.as_u16(), 200);
+    // Bad bodies change nothing and say which field.
+    let before = listed(&c, &t).await;
+    let too_many: Vec<String> = (0..=BULK_MAX).map(|_| JobId::new().to_string()).collect();
+    let cases = [
+        (json!({"job_ids": too_many}), "job_ids"),
+        (json!({"job_ids": []}), "job_ids"),
+        (json!({"job_ids": ["x"]}), "job_ids"),
+        (json!({}), "job_ids"),
+        (json!({"job_ids": [old], "filter": {}}), "filter"),
+        (json!({"ids": [old]}), "ids"),
+        (json!({"filter": {"tenant": "x"}}), "filter.tenant"),
+    ];
+    for (body, field) in cases {
+        let (s, err, _) = bulk(&c, "retry", "ops", &body, None).await;
+        assert_eq!(
+            (s.as_u16(), err["field"].as_str()),
+            (422, Some(field)),
+            "{body}: {err}"
+        );
+    }
+    assert_eq!(
+        listed(&c, &t).await,
+        before,
+        "the refused calls changed nothing"
+    );
+    c.gate.release();
+}
+
+/// Each of the tenant's jobs as the API lists it: id, status, `retried_by` and `retried_as`.
+async fn listed(c: &Console, t: &TenantId) -> Vec<Value> {
+    let r = c
+        .app
+        .client
+        .get(c.app.url(&format!("/catalog/jobs?tenant_id={t}&limit=100")))
+        .bearer_auth("ops")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let page: Value = r.json().await.unwrap();
+    page["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| json!([j["job_id"], j["status"], j["retried_by"], j["retried_as"]]))
+        .collect()
+}

@@ -1,17 +1,29 @@
 //! The soak's replicas and the faults struck at them: replica 0 is never touched (its memory
 //! and open files are read after each round); replicas 1 and 2 are killed, paused and stopped
 //! and come back as new processes; Redis is killed and restarted with its append-only file.
+//! A fourth replica, also untouched, may run with glibc's malloc arenas capped
+//! (`ARENA_PROBE`): beside replica 0 under the same load, it tells arena growth from a leak.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::fds::{open_files, OpenFiles};
 use super::load::{lock, REQUEST_TIMEOUT};
 use super::MAX_ATTEMPTS;
 use crate::helpers::{RedisServer, Service};
 
 /// The lease the replicas run with (`Service::on`'s): a paused replica is held past it.
 const STALE: Duration = Duration::from_millis(1500);
+/// The setting the arena probe replica runs with (glibc: at most two malloc arenas).
+pub const ARENA_PROBE: (&str, &str) = ("MALLOC_ARENA_MAX", "2");
+/// The slot of the arena probe replica, when there is one.
+pub const PROBE_SLOT: usize = 3;
+
+/// How long the load's idle connections stay open: shorter than the idle pause before the
+/// untouched replica's open files are counted, so the count is the service's own, not the
+/// test's pool of kept-alive sockets.
+const POOL_IDLE: Duration = Duration::from_secs(1);
 /// How long Redis stays down in a restart.
 const REDIS_DOWN: Duration = Duration::from_secs(1);
 
@@ -65,19 +77,24 @@ impl Fault {
 pub struct Replicas {
     slots: Arc<Mutex<Vec<Option<Service>>>>,
     redis_url: String,
+    redis_port: u16,
     feeds: String,
     client: reqwest::Client,
     streams: reqwest::Client,
 }
 
 impl Replicas {
-    pub async fn start(redis: &RedisServer, feeds: &str) -> Replicas {
+    /// Three replicas, and the arena probe as a fourth when `arena_probe`.
+    pub async fn start(redis: &RedisServer, feeds: &str, arena_probe: bool) -> Replicas {
+        let count = if arena_probe { PROBE_SLOT + 1 } else { 3 };
         let replicas = Replicas {
-            slots: Arc::new(Mutex::new(vec![None, None, None])),
+            slots: Arc::new(Mutex::new((0..count).map(|_| None).collect())),
             redis_url: redis.url(),
+            redis_port: redis.port,
             feeds: feeds.to_owned(),
             client: reqwest::Client::builder()
                 .timeout(REQUEST_TIMEOUT)
+                .pool_idle_timeout(POOL_IDLE)
                 .build()
                 .expect("a client builds"),
             streams: reqwest::Client::builder()
@@ -85,7 +102,7 @@ impl Replicas {
                 .build()
                 .expect("a client builds"),
         };
-        for slot in 0..3 {
+        for slot in 0..count {
             replicas.replace(slot).await;
         }
         replicas
@@ -93,7 +110,13 @@ impl Replicas {
 
     /// Starts a new process in `slot`.
     async fn replace(&self, slot: usize) {
+        let probe = if slot == PROBE_SLOT {
+            vec![ARENA_PROBE]
+        } else {
+            Vec::new()
+        };
         let service = Service::on_redis(&self.redis_url)
+            .envs(&probe)
             .env("SYNC_ALLOWED_HOSTS", self.feeds.as_str())
             .env("MAX_ATTEMPTS", MAX_ATTEMPTS.to_string())
             .env("TENANT_CREATES_PER_MINUTE", "100000")
@@ -140,22 +163,37 @@ impl Replicas {
             .collect()
     }
 
-    /// The untouched replica's resident memory and open files.
-    pub fn untouched_memory(&self) -> Memory {
-        let pid = lock(&self.slots)[0]
+    /// The untouched replicas' slots: 0, and the arena probe's when it runs.
+    pub fn untouched(&self) -> Vec<usize> {
+        let count = lock(&self.slots).len();
+        [0, PROBE_SLOT].into_iter().filter(|s| *s < count).collect()
+    }
+
+    /// An untouched replica's resident memory and open files; `settled`: no job was at work.
+    pub fn memory(&self, slot: usize, settled: bool) -> Memory {
+        let (pid, port) = lock(&self.slots)[slot]
             .as_ref()
-            .expect("replica 0 stays")
-            .pid();
+            .map(|s| (s.pid(), s.port))
+            .expect("an untouched replica stays");
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         let rss_kb = status
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .unwrap_or(0);
-        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .map(|d| d.count())
-            .unwrap_or(0);
-        Memory { rss_kb, fds }
+        Memory {
+            rss_kb,
+            files: open_files(pid, port, self.redis_port),
+            settled,
+        }
+    }
+}
+
+/// How a replica is named in the soak's figures: the probe says what it runs with.
+pub fn label(slot: usize) -> String {
+    match slot {
+        PROBE_SLOT => format!(" ({}={})", ARENA_PROBE.0, ARENA_PROBE.1),
+        _ => String::new(),
     }
 }
 
@@ -163,16 +201,23 @@ impl Replicas {
 #[derive(Clone, Copy, Debug)]
 pub struct Memory {
     pub rss_kb: u64,
-    pub fds: usize,
+    pub files: OpenFiles,
+    /// Whether every job had ended (an idle figure) when it was read.
+    pub settled: bool,
 }
 
 impl fmt::Display for Memory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "untouched replica idle: RSS {:.1} MB, {} open files",
+            "RSS {:.1} MB, {}{}",
             self.rss_kb as f64 / 1024.0,
-            self.fds
+            self.files,
+            if self.settled {
+                ""
+            } else {
+                " (jobs still at work)"
+            }
         )
     }
 }

@@ -1,36 +1,305 @@
-//! The soak's invariant checker, run once the load stopped: it waits for every accepted job to
-//! end, then reads the jobs, their timelines, the deleted tenants and Redis itself.
+//! The soak's invariants, judged from what `observe` read once the load stopped: every
+//! accepted job ended, `lost` only with its attempts spent, no two runs of one tenant+kind
+//! overlapped, nothing of a deleted tenant is left, no 5xx but the documented 503s, and the
+//! untouched replica's idle memory and open files flat. Pure functions of the observations,
+//! so `check_tests` plants each breach and sees it reported.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
-use std::time::{Duration, Instant};
 
-use redis::AsyncCommands;
 use serde_json::Value;
-use tokio::task::JoinSet;
 
-use super::chaos::{Memory, Replicas};
-use super::load::{Accepted, Ledger};
+use super::chaos::Memory;
+use super::load::Accepted;
 use super::MAX_ATTEMPTS;
-use crate::helpers::RedisServer;
 
-/// Requests the checker has in flight at once.
-const PARALLEL: usize = 16;
-/// Growth of an idle figure over the previous round's that still counts as flat.
+/// Growth of an idle figure that still counts as flat.
 const FLAT: f64 = 1.10;
-/// Rounds whose figures only warm up (allocator arenas, connection pools).
-const WARM_UP_ROUNDS: usize = 2;
+/// Rounds whose figures only warm up (allocator arenas, connection pools): the first is never
+/// judged nor a baseline.
+const WARM_UP_ROUNDS: usize = 1;
 
-/// What the checker found: counts to print, and every broken invariant.
+/// An answer as read: its status and JSON body, `None` when no replica answered.
+pub type Answer = Option<(u16, Value)>;
+
+/// What a deleted tenant looked like afterwards.
+#[derive(Debug, Default)]
+pub struct Remains {
+    /// `GET /catalog/jobs?tenant_id=…`
+    pub listed: Answer,
+    /// `GET /catalog/products?tenant_id=…`
+    pub products: Answer,
+    /// Every Redis key whose name holds the tenant's.
+    pub keys: Vec<String>,
+}
+
+/// Everything the checker judges, read after the load stopped and the jobs drained.
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// Every job a 202 accepted, with its tenant.
+    pub accepted: Vec<Accepted>,
+    /// Tenants a 200 deleted (none of them was used again).
+    pub deleted: HashSet<String>,
+    /// Each accepted job of a live tenant: its last answer (an ended one once it ended).
+    pub jobs: HashMap<String, Answer>,
+    /// Each ended job's timeline answer.
+    pub timelines: HashMap<String, Answer>,
+    /// Each accepted job of a deleted tenant: what `GET /catalog/jobs/{id}` answers now.
+    pub gone_jobs: HashMap<String, Answer>,
+    /// Each deleted tenant's remains.
+    pub remains: BTreeMap<String, Remains>,
+    /// Every 5xx answer that was not a documented 503, as the ledger kept it.
+    pub undocumented: Vec<String>,
+}
+
+/// Every invariant `observed` breaks, in words.
+pub fn judge(observed: &Observed) -> Vec<String> {
+    let mut broken = Vec::new();
+    for job in &observed.accepted {
+        if observed.deleted.contains(&job.tenant) {
+            continue;
+        }
+        match observed.jobs.get(&job.id) {
+            Some(Some((200, body))) if ended(body) => lost_only_when_spent(body, &mut broken),
+            answer => broken.push(format!(
+                "job {} of tenant {} was accepted (202) but did not end: {answer:?}",
+                job.id, job.tenant
+            )),
+        }
+    }
+    broken.extend(overlaps(observed));
+    broken.extend(left_behind(observed));
+    broken.extend(observed.undocumented.iter().cloned());
+    broken
+}
+
+/// A job's ended answers counted by outcome (`done`, `failed/Lost`, …).
+pub fn outcomes(observed: &Observed) -> BTreeMap<String, usize> {
+    let mut by = BTreeMap::new();
+    for (_, body) in observed.jobs.values().flatten() {
+        if ended(body) {
+            *by.entry(outcome(body)).or_default() += 1;
+        }
+    }
+    by
+}
+
+fn outcome(job: &Value) -> String {
+    match job["error"].as_str() {
+        Some(class) => format!("{}/{class}", job["status"].as_str().unwrap_or("?")),
+        None => job["status"].as_str().unwrap_or("?").to_owned(),
+    }
+}
+
+pub fn ended(job: &Value) -> bool {
+    matches!(
+        job["status"].as_str(),
+        Some("done" | "failed" | "cancelled" | "lost")
+    )
+}
+
+/// A job reads `lost` (or failed `Lost`) only once its attempts are spent.
+fn lost_only_when_spent(job: &Value, broken: &mut Vec<String>) {
+    let lost = job["status"] == "lost" || job["error"] == "Lost";
+    let attempts = job["attempt"].as_u64().unwrap_or(0);
+    if lost && attempts < u64::from(MAX_ATTEMPTS) {
+        broken.push(format!(
+            "lost after {attempts} of {MAX_ATTEMPTS} attempts: {job}"
+        ));
+    }
+}
+
+/// A job's run: from its first `started` to its end (ms, the store's clock), and its id.
+type Span = (u64, u64, String);
+
+/// From each ended job's timeline, its span; no two of one tenant+kind may overlap (single
+/// flight). A timeline that cannot be read, or a started job with no end in it, breaks too.
+fn overlaps(observed: &Observed) -> Vec<String> {
+    let mut broken = Vec::new();
+    let mut spans: BTreeMap<(String, String), Vec<Span>> = BTreeMap::new();
+    for (id, answer) in &observed.jobs {
+        let Some((200, job)) = answer else { continue };
+        if !ended(job) {
+            continue;
+        }
+        let timeline = match observed.timelines.get(id) {
+            Some(Some((200, timeline))) => timeline,
+            other => {
+                broken.push(format!("job {id}'s timeline could not be read: {other:?}"));
+                continue;
+            }
+        };
+        let key = (job["tenant_id"].to_string(), job["kind"].to_string());
+        match span(job, timeline) {
+            Ok(Some((start, end))) => spans.entry(key).or_default().push((start, end, id.clone())),
+            Ok(None) => {} // never started (cancelled while queued)
+            Err(why) => broken.push(format!("job {id}: {why}: {timeline}")),
+        }
+    }
+    for ((tenant, kind), mut runs) in spans {
+        runs.sort();
+        for pair in runs.windows(2) {
+            let ((_, end, a), (start, _, b)) = (&pair[0], &pair[1]);
+            if start < end {
+                broken.push(format!(
+                    "{kind} jobs {a} and {b} of tenant {tenant} overlapped: {b} started {} ms before {a} ended",
+                    end.saturating_sub(*start).min(u64::from(u32::MAX))
+                ));
+            }
+        }
+    }
+    broken
+}
+
+/// A timeline's first `started` and its last ending event (`finished`, `superseded`, `lost`);
+/// `None` when it never started. A `lost` job keeps its lock until a newer job supersedes it,
+/// so without an ending event it spans to the end of time; any other ended job must have one.
+fn span(job: &Value, timeline: &Value) -> Result<Option<(u64, u64)>, &'static str> {
+    let events = timeline["events"].as_array().ok_or("no events")?;
+    let at = |e: &Value| e["at"].as_u64().unwrap_or(0);
+    let Some(start) = events.iter().find(|e| e["type"] == "started").map(at) else {
+        return Ok(None);
+    };
+    let end = events
+        .iter()
+        .rev()
+        .find(|e| matches!(e["type"].as_str(), Some("finished" | "superseded" | "lost")))
+        .map(at);
+    match (end, job["status"].as_str()) {
+        (Some(end), _) => Ok(Some((start, end))),
+        (None, Some("lost")) => Ok(Some((start, u64::MAX))),
+        (None, _) => Err("started and ended, but its timeline has no end"),
+    }
+}
+
+/// A deleted tenant has no job (by id or listed), no product and no Redis key but its
+/// tombstone (`<prefix>:tenant:<tenant>:gone`); a probe no replica answered breaks too (it proves nothing).
+fn left_behind(observed: &Observed) -> Vec<String> {
+    let mut broken = Vec::new();
+    for job in &observed.accepted {
+        if !observed.deleted.contains(&job.tenant) {
+            continue;
+        }
+        match observed.gone_jobs.get(&job.id) {
+            Some(Some((404, _))) => {}
+            answer => broken.push(format!(
+                "job {} of deleted tenant {} is not gone: {answer:?}",
+                job.id, job.tenant
+            )),
+        }
+    }
+    for tenant in &observed.deleted {
+        let Some(remains) = observed.remains.get(tenant) else {
+            broken.push(format!("deleted tenant {tenant} was not probed"));
+            continue;
+        };
+        if !empty(&remains.listed, "jobs") {
+            broken.push(format!(
+                "deleted tenant {tenant} lists jobs: {:?}",
+                remains.listed
+            ));
+        }
+        if !empty(&remains.products, "products") {
+            broken.push(format!(
+                "deleted tenant {tenant} has products: {:?}",
+                remains.products
+            ));
+        }
+        let tombstone = format!(":tenant:{tenant}:gone");
+        let left: Vec<&String> = remains
+            .keys
+            .iter()
+            .filter(|k| !k.ends_with(&tombstone))
+            .collect();
+        if !left.is_empty() {
+            broken.push(format!("deleted tenant {tenant} left keys: {left:?}"));
+        }
+    }
+    broken
+}
+
+/// A 200 whose `field` is an empty array.
+fn empty(answer: &Answer, field: &str) -> bool {
+    matches!(answer, Some((200, body)) if body[field].as_array().is_some_and(Vec::is_empty))
+}
+
+/// The untouched replica's idle figures, round by round: after the warm-up, each within
+/// `FLAT` of the lowest of the rounds before it (from the end of the warm-up on), so a slow
+/// leak cannot pass by growing less than `FLAT` a round. RSS is judged in MB and open files
+/// as a count, each with a small absolute floor (a page-sized wobble, one socket). A round
+/// whose jobs had not all ended is no idle figure: it is neither judged nor a baseline, and
+/// fewer than two idle rounds after the warm-up is a breach (nothing was judged).
+pub fn memory_broken(rounds: &[Memory]) -> Vec<String> {
+    /// Growth in kB below which RSS counts as flat whatever the ratio (allocator pages).
+    const RSS_FLOOR_KB: f64 = 1024.0;
+    /// Open files that may come and go (a Redis reconnection in flight).
+    const FDS_FLOOR: f64 = 1.0;
+    let idle: Vec<(usize, Memory)> = rounds
+        .iter()
+        .copied()
+        .enumerate()
+        .skip(WARM_UP_ROUNDS)
+        .filter(|(_, m)| m.settled)
+        .collect();
+    if idle.len() < 2 {
+        return vec![format!(
+            "memory not judged: {} idle rounds after the warm-up: {rounds:?}",
+            idle.len()
+        )];
+    }
+    let mut broken = Vec::new();
+    for i in 1..idle.len() {
+        let low_rss = idle[..i].iter().map(|(_, m)| m.rss_kb).min().unwrap_or(0) as f64;
+        let low_fds = idle[..i]
+            .iter()
+            .map(|(_, m)| m.files.total)
+            .min()
+            .unwrap_or(0) as f64;
+        let (round, now) = (idle[i].0 + 1, idle[i].1);
+        if now.rss_kb as f64 > (low_rss * FLAT).max(low_rss + RSS_FLOOR_KB) {
+            broken.push(format!(
+                "RSS in round {round} ({now}) beyond {FLAT} × the lowest before it ({:.1} MB): {rounds:?}",
+                low_rss / 1024.0
+            ));
+        }
+        if now.files.total as f64 > (low_fds * FLAT).max(low_fds + FDS_FLOOR) {
+            broken.push(format!(
+                "open files in round {round} ({now}) beyond {FLAT} × the lowest before it ({low_fds}): {rounds:?}"
+            ));
+        }
+    }
+    broken
+}
+
+/// The WARN lines of `logs` counted by message: the text after `WARN` up to its first field.
+pub fn warnings(logs: &str) -> BTreeMap<String, usize> {
+    /// Longest message kept as a key.
+    const KEPT: usize = 100;
+    let mut by = BTreeMap::new();
+    for line in logs.lines() {
+        let Some((_, said)) = line.split_once(" WARN ") else {
+            continue;
+        };
+        let end = said
+            .find('=')
+            .map_or(said.len(), |i| said[..i].rfind(' ').unwrap_or(i));
+        let message: String = said[..end].trim().chars().take(KEPT).collect();
+        *by.entry(message).or_default() += 1;
+    }
+    by
+}
+
+/// What the soak saw and broke: counts to print, and every broken invariant.
 pub struct Report {
-    accepted: usize,
-    ended: BTreeMap<String, usize>,
-    deleted: usize,
-    statuses: BTreeMap<u16, u64>,
-    unanswered: u64,
-    frames: u64,
-    imported: u64,
-    warnings: usize,
+    pub accepted: usize,
+    pub ended: BTreeMap<String, usize>,
+    pub deleted: usize,
+    pub statuses: BTreeMap<u16, u64>,
+    pub unanswered: u64,
+    pub frames: u64,
+    pub imported: u64,
+    /// WARN lines of the live replicas' logs by what they say (their fields left out).
+    pub warnings: BTreeMap<String, usize>,
     pub broken: Vec<String>,
 }
 
@@ -53,7 +322,7 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} jobs accepted, ended {:?}; {} tenants deleted; answers by status {:?}; {} requests unanswered (replica down); {} stream frames; {} imports; {} WARN lines in the live replicas' logs; {} invariants broken",
+            "{} jobs accepted, ended {:?}; {} tenants deleted; answers by status {:?}; {} requests unanswered (replica down); {} stream frames; {} imports; WARN lines in the live replicas' logs by message {:?}; {} invariants broken",
             self.accepted,
             self.ended,
             self.deleted,
@@ -64,253 +333,5 @@ impl fmt::Display for Report {
             self.warnings,
             self.broken.len()
         )
-    }
-}
-
-/// Waits (up to `drain`) for every accepted job to end, then checks every invariant.
-pub async fn after(
-    replicas: &Replicas,
-    redis: &RedisServer,
-    ledger: &Ledger,
-    drain: Duration,
-) -> Report {
-    let deleted: HashSet<String> = ledger.deleted().into_iter().collect();
-    let accepted = ledger.accepted();
-    let (live, gone): (Vec<Accepted>, Vec<Accepted>) = accepted
-        .iter()
-        .cloned()
-        .partition(|j| !deleted.contains(&j.tenant));
-    let mut broken = Vec::new();
-    let ended = drained(replicas, &live, drain, &mut broken).await;
-    let mut by_status = BTreeMap::new();
-    for job in ended.values() {
-        *by_status.entry(outcome(job)).or_default() += 1;
-        lost_only_when_spent(job, &mut broken);
-    }
-    no_overlap(replicas, &ended, &mut broken).await;
-    deleted_left_nothing(replicas, redis, &deleted, &gone, &mut broken).await;
-    broken.extend(super::load::lock(&ledger.undocumented).iter().cloned());
-    let logs = replicas.logs();
-    Report {
-        accepted: accepted.len(),
-        ended: by_status,
-        deleted: deleted.len(),
-        statuses: super::load::lock(&ledger.statuses).clone(),
-        unanswered: ledger.unanswered.load(std::sync::atomic::Ordering::Relaxed),
-        frames: ledger
-            .stream_frames
-            .load(std::sync::atomic::Ordering::Relaxed),
-        imported: ledger.imported.load(std::sync::atomic::Ordering::Relaxed),
-        warnings: logs.lines().filter(|l| l.contains("WARN")).count(),
-        broken,
-    }
-}
-
-fn outcome(job: &Value) -> String {
-    match job["error"].as_str() {
-        Some(class) => format!("{}/{class}", job["status"].as_str().unwrap_or("?")),
-        None => job["status"].as_str().unwrap_or("?").to_owned(),
-    }
-}
-
-fn ended(job: &Value) -> bool {
-    matches!(
-        job["status"].as_str(),
-        Some("done" | "failed" | "cancelled" | "lost")
-    )
-}
-
-/// GETs `path` from some live replica, trying each in turn; the status and JSON body.
-async fn get(replicas: &Replicas, path: &str) -> Option<(u16, Value)> {
-    for n in 0..3 {
-        let base = replicas.pick(n)?;
-        if let Ok(r) = replicas.client().get(format!("{base}{path}")).send().await {
-            let status = r.status().as_u16();
-            return Some((status, r.json().await.unwrap_or(Value::Null)));
-        }
-    }
-    None
-}
-
-/// Polls every job until it ends; one that does not within `drain` breaks the invariant.
-async fn drained(
-    replicas: &Replicas,
-    jobs: &[Accepted],
-    drain: Duration,
-    broken: &mut Vec<String>,
-) -> HashMap<String, Value> {
-    let deadline = Instant::now() + drain;
-    let mut ended_jobs = HashMap::new();
-    let mut waiting: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
-    waiting.sort();
-    waiting.dedup();
-    while !waiting.is_empty() && Instant::now() < deadline {
-        let answers = get_all(replicas, &waiting, |id| format!("/catalog/jobs/{id}")).await;
-        let mut still = Vec::new();
-        for (id, answer) in waiting.into_iter().zip(answers) {
-            match answer {
-                Some((200, job)) if ended(&job) => {
-                    ended_jobs.insert(id, job);
-                }
-                _ => still.push(id),
-            }
-        }
-        waiting = still;
-        if !waiting.is_empty() {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-    for id in waiting {
-        let last = get(replicas, &format!("/catalog/jobs/{id}")).await;
-        broken.push(format!(
-            "job {id} accepted but not ended after {drain:?}: {last:?}"
-        ));
-    }
-    ended_jobs
-}
-
-/// GETs one path per id, `PARALLEL` at a time, answers in the ids' order.
-async fn get_all(
-    replicas: &Replicas,
-    ids: &[String],
-    path: impl Fn(&str) -> String,
-) -> Vec<Option<(u16, Value)>> {
-    let mut answers = vec![None; ids.len()];
-    for (c, chunk) in ids.chunks(PARALLEL).enumerate() {
-        let mut set = JoinSet::new();
-        for (i, id) in chunk.iter().enumerate() {
-            let (replicas, path) = (replicas.clone(), path(id));
-            set.spawn(async move { (i, get(&replicas, &path).await) });
-        }
-        while let Some(Ok((i, answer))) = set.join_next().await {
-            answers[c * PARALLEL + i] = answer;
-        }
-    }
-    answers
-}
-
-/// A job reads `lost` (or failed `Lost`) only once its attempts are spent.
-fn lost_only_when_spent(job: &Value, broken: &mut Vec<String>) {
-    let lost = job["status"] == "lost" || job["error"] == "Lost";
-    let attempts = job["attempt"].as_u64().unwrap_or(0);
-    if lost && attempts < u64::from(MAX_ATTEMPTS) {
-        broken.push(format!(
-            "lost after {attempts} of {MAX_ATTEMPTS} attempts: {job}"
-        ));
-    }
-}
-
-/// A job's run from its first start to its end (ms since the epoch), and its id.
-type Span = (u64, u64, String);
-
-/// From each job's timeline, the span from its first start to its end: no two jobs of one
-/// tenant+kind may overlap (single flight).
-async fn no_overlap(replicas: &Replicas, jobs: &HashMap<String, Value>, broken: &mut Vec<String>) {
-    let ids: Vec<String> = jobs.keys().cloned().collect();
-    let timelines = get_all(replicas, &ids, |id| format!("/catalog/jobs/{id}/events")).await;
-    let mut spans: BTreeMap<(String, String), Vec<Span>> = BTreeMap::new();
-    for (id, timeline) in ids.iter().zip(timelines) {
-        let Some((200, timeline)) = timeline else {
-            broken.push(format!(
-                "job {id}'s timeline could not be read: {timeline:?}"
-            ));
-            continue;
-        };
-        let Some(span) = span(&timeline) else {
-            continue; // never started (cancelled while queued)
-        };
-        let job = &jobs[id];
-        let key = (job["tenant_id"].to_string(), job["kind"].to_string());
-        spans
-            .entry(key)
-            .or_default()
-            .push((span.0, span.1, id.clone()));
-    }
-    for ((tenant, kind), mut runs) in spans {
-        runs.sort();
-        for pair in runs.windows(2) {
-            let ((_, end, a), (start, _, b)) = (&pair[0], &pair[1]);
-            if start < end {
-                broken.push(format!(
-                    "{kind} jobs {a} and {b} of tenant {tenant} overlapped: {b} started {} ms before {a} ended",
-                    end - start
-                ));
-            }
-        }
-    }
-}
-
-/// A timeline's first `started` and its last ending event (`finished`, `superseded`, `lost`).
-fn span(timeline: &Value) -> Option<(u64, u64)> {
-    let events = timeline["events"].as_array()?;
-    let at = |e: &Value| e["at"].as_u64().unwrap_or(0);
-    let start = events.iter().find(|e| e["type"] == "started").map(at)?;
-    let end = events
-        .iter()
-        .rev()
-        .find(|e| matches!(e["type"].as_str(), Some("finished" | "superseded" | "lost")))
-        .map(at)?;
-    Some((start, end))
-}
-
-/// A deleted tenant has no job (listed or by id), no product and no key in Redis but its
-/// tombstone.
-async fn deleted_left_nothing(
-    replicas: &Replicas,
-    redis: &RedisServer,
-    deleted: &HashSet<String>,
-    gone: &[Accepted],
-    broken: &mut Vec<String>,
-) {
-    for job in gone {
-        if let Some((status, body)) = get(replicas, &format!("/catalog/jobs/{}", job.id)).await {
-            if status != 404 {
-                broken.push(format!(
-                    "job {} of deleted tenant {} came back: {body}",
-                    job.id, job.tenant
-                ));
-            }
-        }
-    }
-    let mut conn = redis.connection().await;
-    for tenant in deleted {
-        let listed = get(replicas, &format!("/catalog/jobs?tenant_id={tenant}")).await;
-        if let Some((_, body)) = &listed {
-            if body["jobs"].as_array().is_some_and(|j| !j.is_empty()) {
-                broken.push(format!("deleted tenant {tenant} lists jobs: {body}"));
-            }
-        }
-        let products = get(replicas, &format!("/catalog/products?tenant_id={tenant}")).await;
-        if let Some((_, body)) = &products {
-            if body["products"].as_array().is_some_and(|p| !p.is_empty()) {
-                broken.push(format!("deleted tenant {tenant} has products again"));
-            }
-        }
-        let keys: Vec<String> = conn
-            .keys(format!("*{tenant}*"))
-            .await
-            .expect("the checker reads Redis");
-        let left: Vec<&String> = keys.iter().filter(|k| !k.ends_with(":gone")).collect();
-        if !left.is_empty() {
-            broken.push(format!("deleted tenant {tenant} left keys: {left:?}"));
-        }
-    }
-}
-
-/// Each round's idle figures of the untouched replica, after the warm-up rounds, within
-/// `FLAT` of the round before.
-pub fn memory_is_flat(rounds: &[Memory]) {
-    for (i, pair) in rounds.windows(2).enumerate().skip(WARM_UP_ROUNDS - 1) {
-        let (before, now) = (pair[0], pair[1]);
-        assert!(
-            now.rss_kb as f64 <= before.rss_kb as f64 * FLAT,
-            "RSS grew from {before} to {now} in round {}: {rounds:?}",
-            i + 2
-        );
-        assert!(
-            now.fds as f64 <= before.fds as f64 * FLAT + 2.0,
-            "open files grew from {before} to {now} in round {}: {rounds:?}",
-            i + 2
-        );
     }
 }

@@ -17,6 +17,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::chaos::Replicas;
+use super::check::{self, Observed, Report};
 use super::Plan;
 use crate::helpers::serve;
 
@@ -51,7 +52,7 @@ pub struct Ledger {
 
 impl Ledger {
     /// Counts an answer; a 5xx other than a 503 with a documented code is kept whole.
-    fn count(&self, what: &str, status: u16, body: &Value) {
+    pub fn count(&self, what: &str, status: u16, body: &Value) {
         *lock(&self.statuses).entry(status).or_default() += 1;
         let documented = matches!(
             body["error"].as_str(),
@@ -69,16 +70,37 @@ impl Ledger {
     pub fn deleted(&self) -> Vec<String> {
         lock(&self.deleted).clone()
     }
+
+    /// The soak's report: what the ledger counted, the jobs' outcomes, `broken`, and the WARN
+    /// lines of `logs`.
+    pub fn report(&self, observed: &Observed, broken: Vec<String>, logs: &str) -> Report {
+        Report {
+            accepted: observed.accepted.len(),
+            ended: check::outcomes(observed),
+            deleted: observed.deleted.len(),
+            statuses: lock(&self.statuses).clone(),
+            unanswered: self.unanswered.load(Ordering::Relaxed),
+            frames: self.stream_frames.load(Ordering::Relaxed),
+            imported: self.imported.load(Ordering::Relaxed),
+            warnings: check::warnings(logs),
+            broken,
+        }
+    }
 }
 
 pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The soak's tenants: names no other test uses, none a prefix of another (each ends in `z`,
-/// so the checker can scan Redis for one tenant's keys).
-pub fn tenants(n: usize, salt: u16) -> Vec<String> {
-    (0..n).map(|i| format!("soak{salt}-{i}z")).collect()
+/// Adds new tenants until `live` of them were not deleted: names no other test uses, none
+/// within another (`soak<salt>-<n>z`), so the checker can find one tenant's keys by name.
+pub fn replenish(tenants: &mut Vec<String>, live: usize, ledger: &Ledger, salt: u16) {
+    let deleted: HashSet<String> = ledger.deleted().into_iter().collect();
+    let mut have = tenants.iter().filter(|t| !deleted.contains(*t)).count();
+    while have < live {
+        tenants.push(format!("soak{salt}-{}z", tenants.len()));
+        have += 1;
+    }
 }
 
 /// A feed server whose `/slow/<rows>.jsonl` sends `rows` rows, one every `ROW_EVERY`.
@@ -87,7 +109,9 @@ pub async fn slow_feeds() -> String {
     serve(router).await.to_string()
 }
 
-async fn slow(Path(name): Path<String>) -> axum::body::Body {
+/// Each answer closes its connection: a replica keeps no idle connection to the feeds (its
+/// feed client would keep one up to 90 s), so its open files at idle are its own.
+async fn slow(Path(name): Path<String>) -> impl axum::response::IntoResponse {
     let rows: u64 = name
         .trim_end_matches(".jsonl")
         .parse()
@@ -101,7 +125,10 @@ async fn slow(Path(name): Path<String>) -> axum::body::Body {
         let row = format!("{{\"product_key\":\"slow-{n}\",\"name\":\"Slow Mug {n} Navy - L\"}}\n");
         Some((Ok::<_, std::io::Error>(row), n + 1))
     });
-    axum::body::Body::from_stream(chunks)
+    (
+        [(axum::http::header::CONNECTION, "close")],
+        axum::body::Body::from_stream(chunks),
+    )
 }
 
 /// One round's load, running until `stop`.

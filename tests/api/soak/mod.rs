@@ -13,7 +13,10 @@
 
 mod chaos;
 mod check;
+mod check_tests;
+mod fds;
 mod load;
+mod observe;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,42 +29,54 @@ use load::{Ledger, Load};
 pub const MAX_ATTEMPTS: u32 = 3;
 /// How long the service may take to end every accepted job once the load stops.
 const DRAIN: Duration = Duration::from_secs(90);
-/// After a round's load stops, how long the replicas idle before their memory is read.
-const IDLE: Duration = Duration::from_secs(3);
+/// After a round's load stops, how long its jobs may take to end before the replicas'
+/// memory is read.
+const SETTLE: Duration = Duration::from_secs(20);
+/// Once the jobs ended, how long the replicas idle before their memory is read.
+const IDLE: Duration = Duration::from_secs(2);
 
 /// A soak's size.
 #[derive(Clone, Copy, Debug)]
 pub struct Plan {
+    /// Rounds at least (one of each fault in four).
     pub rounds: usize,
+    /// Rounds go on until this much time has passed.
+    pub lasting: Duration,
     /// The load of one round (its fault strikes in the middle).
     pub round: Duration,
     pub tenants: usize,
     pub clients: usize,
     /// Tenant event streams held open during a round.
     pub streams: usize,
+    /// A fourth, untouched replica with malloc arenas capped (`chaos::ARENA_PROBE`).
+    pub arena_probe: bool,
 }
 
 impl Plan {
-    /// The suite's version: four rounds (one of each fault) in about a minute.
+    /// The suite's version: four rounds (one of each fault) in about a minute, light enough to
+    /// run beside the rest of the suite on two cores.
     fn short() -> Plan {
         Plan {
             rounds: 4,
-            round: Duration::from_secs(10),
-            tenants: 300,
-            clients: 12,
-            streams: 20,
+            lasting: Duration::ZERO,
+            round: Duration::from_secs(8),
+            tenants: 240,
+            clients: 6,
+            streams: 12,
+            arena_probe: false,
         }
     }
 
-    /// `minutes` of load, the faults in turn, one round every 30 s.
+    /// Rounds of 30 s of load, the faults in turn, until `minutes` have passed.
     fn long(minutes: u64) -> Plan {
-        let round = Duration::from_secs(30);
         Plan {
-            rounds: ((minutes * 60) / (round.as_secs() + IDLE.as_secs())).max(4) as usize,
-            round,
+            rounds: 4,
+            lasting: Duration::from_secs(minutes * 60),
+            round: Duration::from_secs(30),
             tenants: 600,
             clients: 16,
             streams: 40,
+            arena_probe: true,
         }
     }
 }
@@ -87,29 +102,51 @@ async fn soak(plan: Plan) {
     let started = std::time::Instant::now();
     let mut redis = RedisServer::start(true);
     let feeds = load::slow_feeds().await;
-    let replicas = Replicas::start(&redis, &feeds).await;
+    let replicas = Replicas::start(&redis, &feeds, plan.arena_probe).await;
     let ledger = Arc::new(Ledger::default());
-    let tenants = load::tenants(plan.tenants, free_port());
-    let mut memory = Vec::new();
-    for round in 0..plan.rounds {
+    let salt = free_port();
+    let mut tenants = Vec::new();
+    let untouched = replicas.untouched();
+    let mut memory = vec![Vec::new(); untouched.len()];
+    let mut round = 0;
+    while round < plan.rounds || started.elapsed() < plan.lasting {
+        load::replenish(&mut tenants, plan.tenants, &ledger, salt);
         let fault = Fault::ALL[round % Fault::ALL.len()];
         let load = Load::start(&plan, &tenants, &replicas, &ledger, &feeds, round);
         tokio::time::sleep(plan.round / 2).await;
         fault.strike(&replicas, &mut redis).await;
         tokio::time::sleep(plan.round / 2).await;
         load.stop().await;
+        let settled = observe::settled(&replicas, SETTLE).await;
         tokio::time::sleep(IDLE).await;
-        let figure = replicas.untouched_memory();
-        eprintln!("soak round {}: {fault:?}; {figure}", round + 1);
-        memory.push(figure);
+        let mut line = format!(
+            "soak round {} at {:.0} s: {fault:?}; settled {settled:?}; idle",
+            round + 1,
+            started.elapsed().as_secs_f64()
+        );
+        for (series, slot) in memory.iter_mut().zip(&untouched) {
+            let figure = replicas.memory(*slot, settled.is_some());
+            line += &format!(", replica {slot}{}: {figure}", chaos::label(*slot));
+            series.push(figure);
+        }
+        eprintln!("{line}");
+        round += 1;
     }
-    let report = check::after(&replicas, &redis, &ledger, DRAIN).await;
+    let observed = observe::observe(&replicas, &redis, &ledger, DRAIN).await;
+    let mut broken = check::judge(&observed);
+    for (series, slot) in memory.iter().zip(&untouched) {
+        let label = format!("replica {slot}{}", chaos::label(*slot));
+        broken.extend(
+            check::memory_broken(series)
+                .into_iter()
+                .map(|b| format!("{label}: {b}")),
+        );
+    }
+    let report = ledger.report(&observed, broken, &replicas.logs());
     eprintln!(
-        "soak: {} rounds of {:?} in {:?}; {report}",
-        plan.rounds,
+        "soak: {round} rounds of {:?} in {:?}; {report}",
         plan.round,
         started.elapsed()
     );
-    check::memory_is_flat(&memory);
     report.assert_held();
 }

@@ -2,7 +2,9 @@
 //! do not sweep in step), asks the store for runs whose lease expired — their process
 //! stopped renewing it (killed, paused, cut off). The store re-queues each with its next
 //! attempt (its old run fenced off) or, after `MAX_ATTEMPTS`, ends it `failed`/`Lost` with
-//! its lock released. It reads an index of leases by expiry, never scans jobs.
+//! its lock released. It reads an index of leases by expiry, never scans jobs. The ends it
+//! decides (a run lost for good, and the pipeline that ended with it) no runner sees: the
+//! sweep that decided them tells the observer, once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,12 +12,18 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::store::{JobStore, Recovered};
+use super::run::RunObserver;
+use super::store::{JobStore, Outcome, Recovered, LOST};
 
 /// The share of the interval the sweep's start may move by, either way.
 const JITTER_SHARE: f64 = 0.25;
 
-pub(super) async fn sweep(store: Arc<dyn JobStore>, interval: Duration, stop: CancellationToken) {
+pub(super) async fn sweep(
+    store: Arc<dyn JobStore>,
+    observer: Arc<dyn RunObserver>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -31,10 +39,39 @@ pub(super) async fn sweep(store: Arc<dyn JobStore>, interval: Duration, stop: Ca
                         Recovered::Lost(id) => {
                             warn!(job_id = %id, "a lost run had no attempt left: it ended failed (Lost)")
                         }
+                        Recovered::LeftLost(id) => {
+                            warn!(job_id = %id, "a lost run had no attempt left: it reads lost")
+                        }
                     }
+                    count_ends(&*store, &*observer, r).await;
                 }
             }
             Err(e) => warn!(error = %e, "the recovery sweep could not reach the store"),
+        }
+    }
+}
+
+/// Tells the observer of the ends this sweep decided: a run out of attempts ended failed
+/// (`Lost`), and its pipeline when that ended with it. A read that fails skips the count.
+async fn count_ends(store: &dyn JobStore, observer: &dyn RunObserver, recovered: Recovered) {
+    let (id, ended) = match recovered {
+        Recovered::Requeued(_) => return,
+        Recovered::Lost(id) => (id, true),
+        Recovered::LeftLost(id) => (id, false),
+    };
+    let Ok(Some(step)) = store.get(&id).await else {
+        return;
+    };
+    if ended {
+        let class = step.error.clone().unwrap_or_else(|| LOST.to_owned());
+        observer.finished(&step.kind, &Outcome::Failed(class, None));
+    }
+    let Some(pipeline) = step.pipeline_id else {
+        return;
+    };
+    if let Ok(Some(pipeline)) = store.get(&pipeline).await {
+        if let Some(outcome) = super::pipeline::ended_with(&pipeline, &step) {
+            observer.finished(&pipeline.kind, &outcome);
         }
     }
 }

@@ -40,7 +40,8 @@ pub trait RunObserver: Send + Sync {
     fn started(&self, _kind: &Kind, _waited: Duration) {}
     /// The job's function is over, or was given up on at the shutdown deadline, after `ran`.
     fn stopped(&self, _kind: &Kind, _ran: Duration) {}
-    /// The run's end was recorded as `outcome` (or given up on when the store stayed down).
+    /// A job's end was recorded as `outcome`: by its run (or given up on when the store
+    /// stayed down), or by the recovery sweep for a job lost for good and its pipeline.
     fn finished(&self, _kind: &Kind, _outcome: &Outcome) {}
 }
 

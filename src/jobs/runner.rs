@@ -97,7 +97,7 @@ impl Runner {
             registry,
             settings.tick_interval,
             settings.finish_retry,
-            observer,
+            observer.clone(),
         ));
         let runner = Self {
             runs: runs.clone(),
@@ -121,7 +121,12 @@ impl Runner {
         tokio::spawn(dispatcher.run(move |claim, permit| claimed.spawn(claim, permit)));
         let stopped = runner.stopped.clone();
         tokio::spawn(heartbeat(runs, settings.heartbeat, stopped.clone()));
-        tokio::spawn(super::recovery::sweep(store, settings.heartbeat, stopped));
+        tokio::spawn(super::recovery::sweep(
+            store,
+            observer,
+            settings.heartbeat,
+            stopped,
+        ));
         runner
     }
 

@@ -25,7 +25,7 @@ mod answers;
 
 pub use answers::{
     Cancel, Claim, Created, Event, Finish, Live, Outcome, Purge, Recovered, Release, Renewal,
-    Restore, RunId, Tick,
+    Restore, RunId, Tick, LOST,
 };
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

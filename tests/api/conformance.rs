@@ -599,7 +599,10 @@ async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b
     let job = new_job(&t, "sync");
     let (_, run) = start(&*s, &job).await;
     outlive(200).await;
-    assert!(s.recover().await.unwrap().is_empty());
+    assert_eq!(
+        s.recover().await.unwrap(),
+        vec![Recovered::LeftLost(job.id)]
+    );
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().status, Status::Lost);
     create(&*s, &new_job(&t, "sync")).await;
     assert_eq!(s.tick(&run, 50, "late").await.unwrap(), Tick::Fenced);
@@ -1697,7 +1700,7 @@ fn ordered(t: &catalog_jobs::jobs::TenantId, kind: &str) -> catalog_jobs::jobs::
 }
 
 /// A pipeline of `kinds`, each step weighted equally.
-fn pipeline_of(t: &catalog_jobs::jobs::TenantId, kinds: &[&str]) -> NewPipeline {
+pub(crate) fn pipeline_of(t: &catalog_jobs::jobs::TenantId, kinds: &[&str]) -> NewPipeline {
     let job = new_job(t, catalog_jobs::jobs::pipeline::PIPELINE_KIND);
     let shares = catalog_jobs::jobs::pipeline::shares(&vec![1; kinds.len()]);
     let steps = kinds

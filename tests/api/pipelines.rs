@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+mod lost;
+
 use crate::both_stores;
 use crate::helpers::{
     free_port, spawn_catalog_app, started_id, tenant, test_config, Api, Backend, HeldFeeds,

@@ -1,9 +1,9 @@
 -- recover: sweep runs whose lease expired (their process stopped renewing it).
 -- A: how many to sweep at most in one step
 -- Returns a flat list of {outcome, id}: 'requeued' for its next attempt, 'lost' ended
--- failed/Lost after its last attempt. With MAX_ATTEMPTS 1 an expired run is left as it is:
--- it reads `lost`, and the next create of its tenant and kind takes over; it will not run
--- again, so its tenant's order and its pipeline go on without it (`after_end`).
+-- failed/Lost after its last attempt. With MAX_ATTEMPTS 1 an expired run is left as it is
+-- ('left_lost'): it reads `lost`, and the next create of its tenant and kind takes over; it
+-- will not run again, so its tenant's order and its pipeline go on without it (`after_end`).
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, tonumber(A[1]))
 local out = {}
@@ -33,6 +33,7 @@ for _, id in ipairs(due) do
       note(id, job, fields, 'lost', 'lost', job.percent, read_job(hkey, {'step'}).step, now)
       write_job(hkey, fields)
       after_end(id, job, {status = 'failed', error = 'Lost'}, now)
+      out[#out + 1] = 'left_lost'; out[#out + 1] = id
     end
   end
 end

@@ -5,7 +5,7 @@
 
 use super::super::pipeline::StepRef;
 use super::super::store::{
-    params_fingerprint, Created, Event, NewJob, NewPipeline, StoreError, FIRST_CLAIM,
+    params_fingerprint, Created, Event, NewJob, NewPipeline, StoreError, FIRST_CLAIM, LOST,
 };
 use super::super::{is_stale, now_ms, JobId, Snapshot, Status};
 use super::record::Record;
@@ -207,6 +207,6 @@ impl State {
         entry.value.lease_ms = None;
         let extra = [("superseded_by", by.to_string().into())];
         self.note(holder, "superseded", Some("lost"), &extra, now);
-        self.after_end(holder, Status::Failed, Some("Lost"), now);
+        self.after_end(holder, Status::Failed, Some(LOST), now);
     }
 }

@@ -7,7 +7,7 @@
 
 use super::super::store::{
     Claim, Event, Finish, Live, NewJob, Origin, Outcome, Recovered, Release, Renewal, Restore,
-    RunId, StoreError, Tick, STARTING_STEP,
+    RunId, StoreError, Tick, LOST, STARTING_STEP,
 };
 use super::super::{now_ms, worker_name, JobId, Kind, Status, REQUEUED_STEP};
 use super::record::Record;
@@ -311,14 +311,15 @@ impl MemoryStore {
                 state.outbox.push(Event::Wake);
             } else if max > 1 {
                 state.end(id, Status::Failed, now, |s| {
-                    s.error = Some("Lost".to_owned());
+                    s.error = Some(LOST.to_owned());
                     "failed: Lost".clone_into(&mut s.step);
                 });
                 out.push(Recovered::Lost(id));
             } else {
                 state.note(id, "lost", Some("lost"), &[], now);
                 // It will not run again: its tenant's order and its pipeline go on without it.
-                state.after_end(id, Status::Failed, Some("Lost"), now);
+                state.after_end(id, Status::Failed, Some(LOST), now);
+                out.push(Recovered::LeftLost(id));
             }
         }
         self.flush(state);

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::store::Outcome;
+use super::store::{Outcome, LOST};
 use super::{JobId, Kind, Snapshot, Status};
 
 mod plan;
@@ -37,10 +37,18 @@ pub fn waiting_step(kind: &Kind, ahead: &JobId) -> String {
 }
 
 /// How `pipeline` ended, when it ended in the store step that ended `step` (its end carries
-/// the same time): the one place that tells a pipeline's end apart from a step's, so the
-/// process that ended the step counts the pipeline's end once.
+/// the same time), or that left `step` reading `lost` for good (the pipeline then failed in
+/// it with class `Lost`): the one place that tells a pipeline's end apart from a step's, so
+/// the process that ended the step counts the pipeline's end once.
 pub fn ended_with(pipeline: &Snapshot, step: &Snapshot) -> Option<Outcome> {
-    let same_step = pipeline.finished_at.is_some() && pipeline.finished_at == step.finished_at;
+    let same_step = match step.finished_at {
+        Some(at) => pipeline.finished_at == Some(at),
+        None => {
+            step.status == Status::Lost
+                && pipeline.finished_at.is_some()
+                && pipeline.step == failed_step(&step.kind, LOST)
+        }
+    };
     if !same_step || step.pipeline_id != Some(pipeline.job_id) {
         return None;
     }

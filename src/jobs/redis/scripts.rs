@@ -107,6 +107,7 @@ codes! {
         Requested = "requested",
         NotActive = "not_active",
         Lost = "lost",
+        LeftLost = "left_lost",
         Active = "active",
         Removed = "removed",
     }

@@ -340,6 +340,7 @@ impl RedisStore {
                 match Code::parse(&pair[0])? {
                     Code::Requeued => Ok(Recovered::Requeued(id)),
                     Code::Lost => Ok(Recovered::Lost(id)),
+                    Code::LeftLost => Ok(Recovered::LeftLost(id)),
                     other => Err(unexpected(other)),
                 }
             })

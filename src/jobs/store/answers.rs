@@ -133,13 +133,20 @@ pub enum Release {
     Fenced,
 }
 
+/// The error class of a job whose run was lost for good (out of attempts, or taken over).
+pub const LOST: &str = "Lost";
+
 /// What the recovery sweep did with one job whose lease had expired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Recovered {
     /// Back in the queue for its next attempt.
     Requeued(JobId),
-    /// Out of attempts: ended `failed` with class `Lost`, lock released.
+    /// Out of attempts: ended `failed` with class [`LOST`], lock released.
     Lost(JobId),
+    /// Out of its one attempt (`MAX_ATTEMPTS=1`): left reading `lost`, its lock held until
+    /// the next create of its tenant and kind takes over; its tenant's order and its
+    /// pipeline went on without it (the pipeline ended `failed` with class [`LOST`]).
+    LeftLost(JobId),
 }
 
 /// The answer to a cancel request.

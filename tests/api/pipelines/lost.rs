@@ -1,0 +1,200 @@
+//! A refresh whose step is lost for good ends `failed`, `Lost`, and counts like any job end:
+//! in the process's `catalog_jobs_finished_total` (the recovery sweep that ended it tells
+//! the metrics, once) and in the store's per-minute ends (the overview), on both stores.
+//! The step runs on a "ghost" worker that claims it and never renews its lease, as a killed
+//! process would; the service's own sweep finds it. The counters are the test process's
+//! own (one recorder for every app in it), so these tests take turns.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use catalog_jobs::config::Config;
+use catalog_jobs::jobs::store::{JobStore, StoreSettings};
+use catalog_jobs::jobs::Status;
+
+use crate::both_stores;
+use crate::conformance::pipeline_of;
+use crate::helpers::{
+    claim_next, settings, spawn_app_with, store, tenant, test_config, Backend, TestApp,
+};
+use crate::observability::{scrape, value};
+
+both_stores!(
+    a_refresh_whose_step_ran_out_of_attempts_counts_failed_lost_once_with_its_step,
+    a_refresh_whose_one_attempt_was_lost_counts_failed_lost_once,
+);
+
+/// Held through each test: no other in this process ends a refresh `Lost`.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// How long a lease lives without renewal, and how often the service sweeps for such.
+const STALE: Duration = Duration::from_millis(300);
+const SWEEP: Duration = Duration::from_millis(50);
+/// How long the service gets to count an end it decided.
+const COUNTED_WITHIN: Duration = Duration::from_secs(10);
+
+/// Which count, its labels, and how much it should have moved by.
+type Delta = (&'static str, &'static [(&'static str, &'static str)], f64);
+type Deltas = Vec<Delta>;
+
+/// The refresh's own end, counted once.
+const THE_REFRESH_LOST: Delta = (
+    "the refresh",
+    &[
+        ("kind", "pipeline"),
+        ("status", "failed"),
+        ("error", "Lost"),
+    ],
+    1.0,
+);
+
+/// A service on its own store whose leases go stale after `STALE`, with `attempts`.
+async fn service(b: Backend, attempts: u32) -> (Arc<dyn JobStore>, TestApp) {
+    let s = store(
+        b,
+        StoreSettings {
+            stale_after: STALE,
+            max_attempts: attempts,
+            ..settings()
+        },
+    );
+    let config = Config {
+        stale_after_seconds: STALE,
+        heartbeat_seconds: Some(SWEEP),
+        max_attempts: attempts,
+        ..test_config()
+    };
+    let app = spawn_app_with(config, s.clone()).await;
+    (s, app)
+}
+
+async fn finished_counts(app: &TestApp) -> Vec<crate::observability::Sample> {
+    scrape(&app.get("/metrics").await.text().await.unwrap())
+}
+
+/// A ghost claims the refresh's first step (once the queue offers it) and never renews.
+async fn ghost_claims(s: &dyn JobStore, attempt: u32) {
+    let deadline = Instant::now() + COUNTED_WITHIN;
+    loop {
+        if let Some(claim) = claim_next(s, "ghost/1").await {
+            assert_eq!(claim.attempt, attempt);
+            return;
+        }
+        assert!(Instant::now() < deadline, "the step was never queued again");
+        tokio::time::sleep(SWEEP).await;
+    }
+}
+
+/// Waits for the finished counts to have moved by `wanted` since `before`, then checks they
+/// stay there across further sweeps (counted once).
+async fn counted_once(app: &TestApp, before: &[crate::observability::Sample], wanted: &Deltas) {
+    let name = "catalog_jobs_finished_total";
+    let moved = |after: &[crate::observability::Sample]| -> Vec<f64> {
+        wanted
+            .iter()
+            .map(|(_, labels, _)| value(after, name, labels) - value(before, name, labels))
+            .collect()
+    };
+    let expected: Vec<f64> = wanted.iter().map(|(_, _, n)| *n).collect();
+    let deadline = Instant::now() + COUNTED_WITHIN;
+    loop {
+        let seen = moved(&finished_counts(app).await);
+        if seen == expected || Instant::now() > deadline {
+            assert_eq!(seen, expected, "{wanted:?}");
+            break;
+        }
+        tokio::time::sleep(SWEEP).await;
+    }
+    tokio::time::sleep(STALE * 2).await;
+    let seen = moved(&finished_counts(app).await);
+    assert_eq!(seen, expected, "counted once: {wanted:?}");
+}
+
+/// The store's ends by kind and outcome (the overview's figures).
+async fn ends_by_kind(s: &dyn JobStore) -> BTreeMap<(String, &'static str), u64> {
+    let mut sums = BTreeMap::new();
+    for e in s.overview().await.unwrap().ended {
+        *sums
+            .entry((e.kind.to_string(), e.outcome.as_str()))
+            .or_default() += e.count;
+    }
+    sums
+}
+
+fn key(kind: &str, status: Status) -> (String, &'static str) {
+    (kind.to_owned(), status.as_str())
+}
+
+/// Creates a refresh of two steps in `s`; answers its id and its steps' ids.
+async fn a_refresh(
+    s: &dyn JobStore,
+) -> (catalog_jobs::jobs::JobId, Vec<catalog_jobs::jobs::JobId>) {
+    let p = pipeline_of(&tenant(), &["k1", "k2"]);
+    let ids = p.steps.iter().map(|(step, _)| step.id).collect();
+    let id = p.job.id;
+    s.create_pipeline(p).await.unwrap();
+    (id, ids)
+}
+
+async fn read_status(s: &dyn JobStore, id: &catalog_jobs::jobs::JobId) -> (Status, Option<String>) {
+    let job = s.get(id).await.unwrap().expect("the job exists");
+    (job.status, job.error)
+}
+
+async fn a_refresh_whose_step_ran_out_of_attempts_counts_failed_lost_once_with_its_step(
+    b: Backend,
+) {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let (s, app) = service(b, 2).await;
+    let before = finished_counts(&app).await;
+    let (id, steps) = a_refresh(&*s).await;
+    ghost_claims(&*s, 1).await;
+    ghost_claims(&*s, 2).await;
+    let wanted: Deltas = vec![
+        THE_REFRESH_LOST,
+        (
+            "its step",
+            &[("kind", "k1"), ("status", "failed"), ("error", "Lost")],
+            1.0,
+        ),
+    ];
+    counted_once(&app, &before, &wanted).await;
+    let lost = (Status::Failed, Some("Lost".to_owned()));
+    assert_eq!(read_status(&*s, &id).await, lost);
+    assert_eq!(read_status(&*s, &steps[0]).await, lost);
+    assert_eq!(read_status(&*s, &steps[1]).await.0, Status::Cancelled);
+    let ends = BTreeMap::from([
+        (key("pipeline", Status::Failed), 1),
+        (key("k1", Status::Failed), 1),
+        (key("k2", Status::Cancelled), 1),
+    ]);
+    assert_eq!(ends_by_kind(&*s).await, ends);
+}
+
+async fn a_refresh_whose_one_attempt_was_lost_counts_failed_lost_once(b: Backend) {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let (s, app) = service(b, 1).await;
+    let before = finished_counts(&app).await;
+    let (id, steps) = a_refresh(&*s).await;
+    ghost_claims(&*s, 1).await;
+    let wanted: Deltas = vec![
+        THE_REFRESH_LOST,
+        (
+            "its step, which reads lost and has not ended",
+            &[("kind", "k1"), ("status", "failed")],
+            0.0,
+        ),
+    ];
+    counted_once(&app, &before, &wanted).await;
+    assert_eq!(
+        read_status(&*s, &id).await,
+        (Status::Failed, Some("Lost".to_owned()))
+    );
+    assert_eq!(read_status(&*s, &steps[0]).await.0, Status::Lost);
+    let ends = BTreeMap::from([
+        (key("pipeline", Status::Failed), 1),
+        (key("k2", Status::Cancelled), 1),
+    ]);
+    assert_eq!(ends_by_kind(&*s).await, ends);
+}

@@ -157,10 +157,12 @@ async fn two_thousand_jobs_waiting_behind_their_tenants_running_syncs_cost_no_re
     let id = app.start_id("w01", &[("tenant_id", other.as_str())]).await;
     let done = app.wait_for_status(&id, "done").await;
     assert_eq!(done["waiting_for"], Value::Null);
+    // Its lifecycle: a progress tick ("starting") may be written too when the machine is slow.
     let types: Vec<Value> = events(&app, &id)
         .await
         .iter()
         .map(|e| e["type"].clone())
+        .filter(|t| t != "progress")
         .collect();
     assert_eq!(types, ["created", "started", "finished"], "it never waited");
     for t in &tenants {

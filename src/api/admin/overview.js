@@ -2,7 +2,7 @@
 // status and kind, jobs finished in the last hour and day by outcome, a chart of jobs
 // finished per minute, the queue, and the live processes with the jobs each runs.
 
-import { $, el, state, api, setText, timeEl, span } from './core.js';
+import { $, el, state, api, setText, setTime, span } from './core.js';
 import { openJob } from './job.js';
 
 /** How often the overview is read again while the page is open. */
@@ -86,19 +86,59 @@ function throughput(minutes) {
   box.replaceChildren(svg);
 }
 
+const processRows = new Map(); // worker -> {tr, host, started, heartbeat, jobs, items}
+
+/** A process's row, built once: later reads change only its cells' text. */
+function processRow(p) {
+  const cell = (cls) => el('td', cls ? { class: cls } : {});
+  const row = {
+    host: cell('wide'), started: el('time', { class: 'rel' }), heartbeat: el('time', { class: 'rel' }),
+    jobs: el('ul', { class: 'plain' }), items: new Map(),
+  };
+  row.tr = el('tr', { 'data-testid': 'process-row', 'data-worker': p.worker },
+    el('td', { class: 'mono', text: p.worker }), row.host, el('td', { class: 'wide' }, row.started),
+    el('td', {}, row.heartbeat), el('td', {}, row.jobs));
+  processRows.set(p.worker, row);
+  return row;
+}
+
+/** A job a process runs: its button (built once) and a line of text kept current. */
+function jobItem(row, j) {
+  let item = row.items.get(j.job_id);
+  if (!item) {
+    const b = el('button', { type: 'button', class: 'linklike', text: `${j.kind} ${j.job_id.slice(0, 8)}`, title: j.job_id });
+    b.addEventListener('click', () => openJob(j.job_id));
+    item = { li: el('li', { 'data-job-id': j.job_id }, b, el('span')) };
+    row.items.set(j.job_id, item);
+  }
+  setText(item.li.lastChild, ` ${j.tenant_id} · ${j.status} ${j.percent ?? 0} % · ${j.step || ''}`);
+  return item.li;
+}
+
+/** Puts `nodes` in `parent` in this order, moving only what is out of place. */
+function arrange(parent, nodes) {
+  nodes.forEach((node, i) => {
+    if (parent.children[i] !== node) parent.insertBefore(node, parent.children[i] || null);
+  });
+  while (parent.children.length > nodes.length) parent.lastChild.remove();
+}
+
+/** The processes, each row updated in place: a redraw never replaces the button under the pointer. */
 function processes(list, staleAfter) {
-  const body = $('processes-body');
-  body.replaceChildren(...list.map((p) => {
-    const jobs = el('ul', { class: 'plain' }, ...(p.jobs || []).map((j) => {
-      const b = el('button', { type: 'button', class: 'linklike', text: `${j.kind} ${j.job_id.slice(0, 8)}`, title: j.job_id });
-      b.addEventListener('click', () => openJob(j.job_id));
-      return el('li', {}, b, ` ${j.tenant_id} · ${j.status} ${j.percent ?? 0} % · ${j.step || ''}`);
-    }));
-    if (!(p.jobs || []).length) jobs.append(el('li', { class: 'help', text: 'idle' }));
-    return el('tr', { 'data-testid': 'process-row', 'data-worker': p.worker },
-      el('td', { class: 'mono', text: p.worker }), el('td', { class: 'wide', text: p.host || '' }),
-      el('td', { class: 'wide' }, timeEl(p.started_at)), el('td', {}, timeEl(p.heartbeat_at)), el('td', {}, jobs));
-  }));
+  const seen = new Set(list.map((p) => p.worker));
+  for (const worker of [...processRows.keys()]) if (!seen.has(worker)) processRows.delete(worker);
+  const trs = list.map((p) => {
+    const row = processRows.get(p.worker) || processRow(p);
+    setText(row.host, p.host || '');
+    setTime(row.started, p.started_at);
+    setTime(row.heartbeat, p.heartbeat_at);
+    const running = new Set((p.jobs || []).map((j) => j.job_id));
+    for (const id of [...row.items.keys()]) if (!running.has(id)) row.items.delete(id);
+    const items = (p.jobs || []).map((j) => jobItem(row, j));
+    arrange(row.jobs, items.length ? items : [row.idle || (row.idle = el('li', { class: 'help', text: 'idle' }))]);
+    return row.tr;
+  });
+  arrange($('processes-body'), trs);
   setText($('processes-help'), list.length
     ? `A process leaves this list ${span(staleAfter)} after its last heartbeat.`
     : 'No process is running jobs.');
@@ -114,6 +154,7 @@ async function loadOverview() {
   }
   const stats = a.body;
   section.hidden = false;
+  section.dataset.readAt = stats.at || ''; // the service's clock at this read
   figures(stats);
   throughput(stats.throughput || []);
   const queue = stats.queue || {};

@@ -9,6 +9,7 @@ mod console;
 mod listing;
 mod overview;
 mod pipeline;
+mod replicas;
 
 use std::path::PathBuf;
 

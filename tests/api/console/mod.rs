@@ -4,6 +4,6 @@
 
 mod bulk;
 mod listing;
-mod replicas;
+pub(crate) mod replicas;
 mod scopes;
 mod stats;

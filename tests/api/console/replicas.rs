@@ -35,7 +35,7 @@ fn shared_figures(stats: &Value) -> Value {
 }
 
 /// The overview from `svc`, checked to list no process whose heartbeat is stale.
-async fn stats_of(svc: &Service) -> Value {
+pub(crate) async fn stats_of(svc: &Service) -> Value {
     let stats = svc.get_json("/catalog/stats").await;
     let at = svc_time(&stats["at"]);
     let stale_ms = stats["stale_after_seconds"].as_f64().unwrap_or(0.0) * 1000.0;
@@ -66,7 +66,7 @@ fn svc_time(v: &Value) -> f64 {
 }
 
 /// The pid in a `host/pid` worker name.
-fn pid_of(worker: &Value) -> u32 {
+pub(crate) fn pid_of(worker: &Value) -> u32 {
     worker
         .as_str()
         .and_then(|w| w.rsplit('/').next())
@@ -76,12 +76,13 @@ fn pid_of(worker: &Value) -> u32 {
 
 /// The mix, through both replicas: two syncs done (through A), one failed (through B), one
 /// cancelled while it read a held feed (started on A, cancelled through B), then one held
-/// running (through B). Answers the ended jobs' ids and the held one's.
-async fn a_scripted_mix(
+/// running (through B) on `held_source`. Answers the ended jobs' ids and the held one's.
+pub(crate) async fn a_scripted_mix(
     a: &Service,
     b: &Service,
     feeds: &HeldFeeds,
     dead: String,
+    held_source: String,
 ) -> (Vec<String>, String) {
     let mut ended = Vec::new();
     for _ in 0..2 {
@@ -95,14 +96,20 @@ async fn a_scripted_mix(
     for id in &ended {
         a.poll_until_ended(id).await;
     }
-    let held = started_id(b.sync(tenant().as_str(), &[feeds.url("held")]).await).await;
+    let held = started_id(b.sync(tenant().as_str(), &[held_source]).await).await;
     b.wait_for_status(&held, "running").await;
     (ended, held)
 }
 
 /// Both replicas' overviews agree with each other and with the jobs API, and list both
 /// processes, the held sync under the one that runs it (`runner`).
-async fn both_agree(a: &Service, b: &Service, ended: &[String], held: &str, runner: u32) {
+pub(crate) async fn both_agree(
+    a: &Service,
+    b: &Service,
+    ended: &[String],
+    held: &str,
+    runner: u32,
+) {
     let (from_a, from_b) = (stats_of(a).await, stats_of(b).await);
     assert_eq!(
         shared_figures(&from_a),
@@ -175,22 +182,51 @@ async fn until_it_leaves(survivor: &Service, victim_pid: u32) {
     );
 }
 
+/// Two replicas of the binary on one Redis, reading the held feeds and a source that
+/// cannot be reached (`dead`).
+pub(crate) struct Replicas {
+    pub redis: RedisServer,
+    pub feeds: HeldFeeds,
+    pub a: Service,
+    pub b: Service,
+    pub dead: String,
+}
+
+impl Replicas {
+    pub(crate) async fn start() -> Replicas {
+        let redis = RedisServer::start(false);
+        let feeds = HeldFeeds::start().await;
+        let unreachable = format!("127.0.0.1:{}", free_port());
+        let allowed = format!("{},{unreachable}", feeds.allowed());
+        let a = Service::on(&redis)
+            .env("SYNC_ALLOWED_HOSTS", &allowed)
+            .start()
+            .await;
+        let b = Service::on(&redis)
+            .env("SYNC_ALLOWED_HOSTS", &allowed)
+            .start()
+            .await;
+        let dead = format!("http://{unreachable}/feed.jsonl");
+        Replicas {
+            redis,
+            feeds,
+            a,
+            b,
+            dead,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_agree_on_the_overview_and_a_killed_one_leaves_the_process_list() {
-    let redis = RedisServer::start(false);
-    let feeds = HeldFeeds::start().await;
-    let unreachable = format!("127.0.0.1:{}", free_port());
-    let allowed = format!("{},{unreachable}", feeds.allowed());
-    let a = Service::on(&redis)
-        .env("SYNC_ALLOWED_HOSTS", &allowed)
-        .start()
-        .await;
-    let b = Service::on(&redis)
-        .env("SYNC_ALLOWED_HOSTS", &allowed)
-        .start()
-        .await;
-    let dead = format!("http://{unreachable}/feed.jsonl");
-    let (ended, held) = a_scripted_mix(&a, &b, &feeds, dead).await;
+    let Replicas {
+        redis,
+        feeds,
+        a,
+        b,
+        dead,
+    } = Replicas::start().await;
+    let (ended, held) = a_scripted_mix(&a, &b, &feeds, dead, feeds.url("held")).await;
     let runner = pid_of(&b.get_job(&held).await["worker"]);
     both_agree(&a, &b, &ended, &held, runner).await;
     // kill -9 the replica that does not run the held sync; the other keeps answering.

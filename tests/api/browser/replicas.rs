@@ -1,0 +1,138 @@
+//! The overview in a real browser against two replicas of the real binary on one Redis:
+//! after a scripted mix of done, failed and cancelled syncs with one held running, the page
+//! lists both processes, the held sync under the one that runs it, with figures equal to the
+//! jobs API's; its process rows are updated in place across reads (a button under the
+//! pointer is never replaced); and a `kill -9`ed replica leaves the page's list.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::DESKTOP;
+use crate::console::replicas::{a_scripted_mix, both_agree, pid_of, stats_of, Replicas};
+use crate::webdriver::Browser;
+
+/// The page reads the overview every 5 s; a killed replica leaves the store's list within its
+/// staleness window (1.5 s): together well within this.
+const LEAVES_WITHIN: Duration = Duration::from_secs(20);
+
+/// The figure the page shows for sync jobs of `status` in `window`.
+async fn sync_figure(b: &Browser, window: &str, status: &str) -> Value {
+    let css = format!(
+        "[data-testid=overview-count][data-window=\"{window}\"][data-kind=sync][data-status=\"{status}\"]"
+    );
+    json!(b.text(&css).await.parse::<u64>().expect("a number"))
+}
+
+/// Waits until the page has read the overview again twice since now.
+async fn two_more_reads(b: &Browser) {
+    let first = b
+        .exec(
+            "return document.getElementById('overview').dataset.readAt;",
+            json!([]),
+        )
+        .await;
+    let mut seen = vec![first];
+    while seen.len() < 3 {
+        let at = b
+            .wait_for(
+                "another read of the overview",
+                "const at = document.getElementById('overview').dataset.readAt;
+                 return at !== arguments[0] && at;",
+                json!([seen.last()]),
+            )
+            .await;
+        seen.push(at);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_page_lists_both_replicas_agrees_with_the_jobs_api_and_updates_rows_in_place()
+{
+    let Replicas {
+        redis,
+        feeds,
+        a,
+        b,
+        dead,
+    } = Replicas::start().await;
+    // The held sync reads a feed that never ends (a held one would time out after the sync's
+    // 30 s read timeout, and a loaded machine can take that long to get here).
+    let never_ends = feeds.trickle_url("held");
+    let (ended, held) = a_scripted_mix(&a, &b, &feeds, dead, never_ends).await;
+    let runner = pid_of(&b.get_job(&held).await["worker"]);
+    both_agree(&a, &b, &ended, &held, runner).await;
+    let stats = stats_of(&a).await;
+    let workers: Vec<Value> = stats["processes"]
+        .as_array()
+        .expect("a process list")
+        .iter()
+        .map(|p| p["worker"].clone())
+        .collect();
+    let runs_it = workers
+        .iter()
+        .find(|w| pid_of(w) == runner)
+        .expect("the runner is listed")
+        .clone();
+
+    // The page is served by the replica that runs the held sync; the other is killed later.
+    let (mut victim, survivor) = if runner == a.pid() { (b, a) } else { (a, b) };
+    let page = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    page.goto(&survivor.url("/admin")).await;
+    page.wait_for(
+        "both processes, the held sync under its runner",
+        "const rows = [...document.querySelectorAll('[data-testid=process-row]')];
+         const runner = rows.find((r) => r.dataset.worker === arguments[1]);
+         return rows.length === 2 && arguments[0].every((w) => rows.some((r) => r.dataset.worker === w))
+           && runner && runner.querySelector(`li[data-job-id=\"${arguments[2]}\"] button`);",
+        json!([workers, runs_it, held]),
+    )
+    .await;
+    let hour = &stats["finished"]["last_hour"]["by_kind"]["sync"];
+    for status in ["done", "failed", "cancelled"] {
+        assert_eq!(
+            sync_figure(&page, "1h", status).await,
+            hour[status],
+            "sync {status} in the last hour, as the service and the jobs API say"
+        );
+    }
+    assert_eq!(sync_figure(&page, "active", "running").await, json!(1));
+
+    // The held sync's button is kept across reads: rows change their text, not themselves.
+    page.exec(
+        "window.heldButton = document.querySelector(`[data-testid=process-row][data-worker=\"${arguments[0]}\"] li[data-job-id=\"${arguments[1]}\"] button`);",
+        json!([runs_it, held]),
+    )
+    .await;
+    two_more_reads(&page).await;
+    let kept = page
+        .exec(
+            "return window.heldButton.isConnected && window.heldButton === document.querySelector(`[data-testid=process-row][data-worker=\"${arguments[0]}\"] li[data-job-id=\"${arguments[1]}\"] button`);",
+            json!([runs_it, held]),
+        )
+        .await;
+    assert_eq!(kept, true, "the same button after two reads");
+
+    // kill -9 the replica that does not run the held sync: it leaves the page's list.
+    let gone = workers
+        .iter()
+        .find(|w| pid_of(w) == victim.pid())
+        .expect("the victim is listed")
+        .clone();
+    victim.kill9();
+    page.wait_until(
+        "the killed replica left the page's list",
+        "const rows = [...document.querySelectorAll('[data-testid=process-row]')];
+         return rows.length === 1 && !rows.some((r) => r.dataset.worker === arguments[0]);",
+        json!([gone]),
+        LEAVES_WITHIN,
+    )
+    .await;
+    let kept = page
+        .exec("return window.heldButton.isConnected;", json!([]))
+        .await;
+    assert_eq!(kept, true, "the survivor's row was kept");
+    assert_eq!(survivor.cancel(&held).await.status(), 202);
+    survivor.poll_until_ended(&held).await;
+    drop(redis);
+}

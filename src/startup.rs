@@ -211,6 +211,7 @@ pub fn catalog_settings(config: &Config) -> Result<CatalogSettings, ConfigError>
         pair_min_score: config.pair_min_score,
         pair_max_memory_mb: config.pair_max_memory_mb,
         write_retry: config.finish_retry_seconds,
+        currency: config.price_currency.clone(),
         ..CatalogSettings::default()
     })
 }

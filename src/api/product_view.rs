@@ -21,6 +21,9 @@ pub struct ProductPage {
 pub struct ProductView {
     #[serde(flatten)]
     pub product: Stored,
+    /// The currency `price_cents` is in (`PRICE_CURRENCY`, an ISO 4217 code); null when the
+    /// service is not told.
+    pub currency: Option<String>,
     pub enrichment: EnrichmentView,
     pub neighbours: Vec<NeighbourView>,
 }
@@ -59,6 +62,7 @@ impl ProductView {
     /// The view of `product`, with its enrichment (if any) and its neighbours.
     pub fn new(
         product: Stored,
+        currency: Option<String>,
         enrichment: Option<Enrichment>,
         neighbours: Vec<NeighbourView>,
     ) -> Self {
@@ -71,6 +75,7 @@ impl ProductView {
         let attributes = enrichment.map(|e| e.attributes).unwrap_or_default();
         Self {
             product,
+            currency,
             enrichment: EnrichmentView { state, attributes },
             neighbours,
         }

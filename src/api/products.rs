@@ -402,6 +402,7 @@ pub async fn get_one(
     let raw = key.as_str().to_owned();
     let not_found = || product_not_found(&raw);
     let store: Arc<dyn CatalogStore> = app.catalog.store.clone();
+    let currency = app.catalog.settings.currency.clone();
     let found = blocking(move || {
         let Some(stored) = store.get(&tenant, &key)? else {
             return Ok(None);
@@ -419,7 +420,9 @@ pub async fn get_one(
                 });
             }
         }
-        Ok(Some(ProductView::new(stored, enrichment, neighbours)))
+        Ok(Some(ProductView::new(
+            stored, currency, enrichment, neighbours,
+        )))
     })
     .await?;
     found.map(Json).ok_or_else(not_found)

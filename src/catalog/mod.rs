@@ -46,6 +46,8 @@ pub struct CatalogSettings {
     pub pair_full_after_share: f64,
     /// How long a job's data write is retried while the store is unreachable.
     pub write_retry: Duration,
+    /// The currency of every `price_cents` (`PRICE_CURRENCY`), when one is set.
+    pub currency: Option<String>,
 }
 
 impl Default for CatalogSettings {
@@ -60,6 +62,7 @@ impl Default for CatalogSettings {
             pair_max_memory_mb: DEFAULT_PAIR_MAX_MEMORY_MB,
             pair_full_after_share: 0.2,
             write_retry: Duration::from_secs(300),
+            currency: None,
         }
     }
 }

@@ -161,6 +161,11 @@ pub struct Config {
     #[arg(long, env = "PAIR_MIN_SCORE", default_value_t = 0.2)]
     pub pair_min_score: f64,
 
+    /// The currency every product's `price_cents` is in: an ISO 4217 code (`EUR`, `USD`),
+    /// named beside prices in the product view; unset, prices are shown without one.
+    #[arg(long, env = "PRICE_CURRENCY")]
+    pub price_currency: Option<String>,
+
     /// The most memory one `pair` may take, in MiB: a catalogue that would need more fails
     /// with `PairTooLarge` before it is read (about 0.7 KiB a product).
     #[arg(long, env = "PAIR_MAX_MEMORY_MB", default_value_t = crate::catalog::DEFAULT_PAIR_MAX_MEMORY_MB)]
@@ -295,6 +300,10 @@ impl Config {
         if self.pair_max_memory_mb == 0 {
             return bad("PAIR_MAX_MEMORY_MB must be at least 1");
         }
+        let code = |c: &String| c.len() == 3 && c.bytes().all(|b| b.is_ascii_uppercase());
+        if self.price_currency.as_ref().is_some_and(|c| !code(c)) {
+            return bad("PRICE_CURRENCY must be an ISO 4217 code: three capital letters, e.g. EUR");
+        }
         self.validate_redis_target()
     }
 
@@ -375,6 +384,24 @@ mod tests {
             let c = Config::parse_from(*args);
             let valid = c.validate().is_ok().then(|| c.event_streams());
             assert_eq!(valid, *streams, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn price_currency_is_an_iso_4217_code_or_unset() {
+        for (currency, valid) in [
+            (None, true),
+            (Some("EUR"), true),
+            (Some("eur"), false),
+            (Some("EURO"), false),
+            (Some(""), false),
+            (Some("€"), false),
+        ] {
+            let c = Config {
+                price_currency: currency.map(str::to_owned),
+                ..Config::defaults()
+            };
+            assert_eq!(c.validate().is_ok(), valid, "{currency:?}");
         }
     }
 

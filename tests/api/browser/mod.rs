@@ -30,6 +30,8 @@ use crate::webdriver::Browser;
 /// A laptop's viewport, and a phone's width (an iPhone SE / 13 mini in CSS pixels).
 pub const DESKTOP: (u32, u32) = (1280, 1000);
 const PHONE_WIDTH: u32 = 375;
+/// The currency the service is told its prices are in (`PRICE_CURRENCY`).
+const CURRENCY: &str = "EUR";
 /// A product name that would run script if the page ever rendered data as markup.
 const HOSTILE: &str = "<img src=x onerror=alert(1)>";
 
@@ -245,6 +247,81 @@ async fn a_product_is_found_opened_and_its_neighbour_followed(b: &Browser) {
         json!([]),
     )
     .await;
+}
+
+/// The product open (`key`, opened from the results of a search for `opened_from`) shows
+/// its price with the currency the service names, and its neighbours with key, name and
+/// score; "Back to results" shows the results again, focused on the one it was opened from.
+async fn a_product_reads_its_price_and_neighbours_and_goes_back_to_its_results(
+    b: &Browser,
+    app: &TestApp,
+    tenant: &str,
+    key: &str,
+    opened_from: &str,
+) {
+    let p = app
+        .get_json(&format!("/catalog/products/{key}?tenant_id={tenant}"))
+        .await;
+    assert_eq!(p["currency"], CURRENCY, "the service names the currency");
+    let cents = p["price_cents"]
+        .as_i64()
+        .expect("the demo products have prices");
+    let facts = b.text("#product-facts").await;
+    let price = format!("Price{}.{:02} {CURRENCY}", cents / 100, cents % 100);
+    assert!(
+        facts
+            .split_whitespace()
+            .collect::<String>()
+            .contains(&price.replace(' ', "")),
+        "the price with its currency ({price}): {facts}"
+    );
+    let neighbours = b
+        .exec(
+            "return [...document.querySelectorAll('[data-testid=neighbours] li')].map((li) =>
+               [li.querySelector('button').textContent, li.querySelector('.key').textContent,
+                li.querySelector('.score').textContent]);",
+            json!([]),
+        )
+        .await;
+    let expected: Vec<Value> = p["neighbours"]
+        .as_array()
+        .expect("neighbours")
+        .iter()
+        .map(|n| {
+            json!([
+                n["name"],
+                n["product_key"],
+                format!("score {:.3}", n["score"].as_f64().unwrap())
+            ])
+        })
+        .collect();
+    assert!(!expected.is_empty(), "the pair found neighbours");
+    assert_eq!(
+        neighbours,
+        json!(expected),
+        "each neighbour's name, key and score"
+    );
+    b.exec(
+        "document.getElementById('products').scrollIntoView();",
+        json!([]),
+    )
+    .await;
+    b.screenshot(&screenshot_path("admin-product")).await;
+    b.click("[data-testid=product-back]").await;
+    let back = b
+        .wait_for(
+            "the results again, focused on the one the product was opened from",
+            "const v = document.querySelector('[data-testid=product-view]');
+             const results = [...document.querySelectorAll('[data-testid=product-result] button')];
+             return v.hidden && results.length > 0 && results.every((r) => r.offsetParent !== null)
+               && document.activeElement.dataset.productKey;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        back, opened_from,
+        "focus returns to the result it was opened from"
+    );
 }
 
 async fn a_hostile_product_name_is_shown_as_text(b: &Browser, app: &TestApp, tenant: &str) {
@@ -495,6 +572,7 @@ async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin
     let dead = format!("127.0.0.1:{}", free_port());
     let config = Config {
         sync_allowed_hosts: vec![feeds.allowed(), dead.clone()],
+        price_currency: Some(CURRENCY.into()),
         ..test_config()
     };
     let app = spawn_catalog_app(Backend::Redis, config).await;
@@ -514,6 +592,14 @@ async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin
     the_jobs_table_filters_by_status_and_kind_and_finds_a_job_by_id(&b, &failed).await;
     a_search_pages_through_its_results(&b).await;
     a_product_is_found_opened_and_its_neighbour_followed(&b).await;
+    a_product_reads_its_price_and_neighbours_and_goes_back_to_its_results(
+        &b,
+        &app,
+        &tenant,
+        "fam000001-v1",
+        "fam000001-v0",
+    )
+    .await;
     b.exec("window.scrollTo(0, 0);", json!([])).await;
     b.screenshot(&screenshot_path("admin-desktop")).await;
     a_hostile_product_name_is_shown_as_text(&b, &app, &tenant).await;

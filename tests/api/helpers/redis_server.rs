@@ -316,9 +316,14 @@ pub fn dead_redis_url() -> String {
     format!("redis://127.0.0.1:{port}/0")
 }
 
+/// Longest a `redis-server` may take to answer PING: a restart first loads its append-only
+/// file (answering LOADING meanwhile), which for a soak's minutes of writes on a loaded
+/// machine takes more than a fresh start's moment.
+const REDIS_PATIENCE: Duration = Duration::from_secs(60);
+
 fn wait_for_redis(url: &str) {
     let client = redis::Client::open(url).expect("a valid redis url");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + REDIS_PATIENCE;
     loop {
         if let Ok(mut c) = client.get_connection() {
             if redis::cmd("PING").query::<String>(&mut c).is_ok() {

@@ -176,13 +176,16 @@ impl Replicas {
             .map(|s| (s.pid(), s.port))
             .expect("an untouched replica stays");
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let rss_kb = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0);
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0)
+        };
         Memory {
-            rss_kb,
+            rss_kb: field("VmRSS:"),
+            threads: field("Threads:"),
             files: open_files(pid, port, self.redis_port),
             settled,
         }
@@ -201,6 +204,8 @@ pub fn label(slot: usize) -> String {
 #[derive(Clone, Copy, Debug)]
 pub struct Memory {
     pub rss_kb: u64,
+    /// Its threads (tokio's blocking pool grows with the jobs and shrinks when idle).
+    pub threads: u64,
     pub files: OpenFiles,
     /// Whether every job had ended (an idle figure) when it was read.
     pub settled: bool,
@@ -210,8 +215,9 @@ impl fmt::Display for Memory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "RSS {:.1} MB, {}{}",
+            "RSS {:.1} MB, {} threads, {}{}",
             self.rss_kb as f64 / 1024.0,
+            self.threads,
             self.files,
             if self.settled {
                 ""

@@ -156,6 +156,7 @@ fn rounds(figures: &[(u64, usize)]) -> Vec<Memory> {
         .map(|&(mb, fds)| Memory {
             settled: true,
             rss_kb: mb * 1024,
+            threads: 0,
             files: OpenFiles {
                 total: fds,
                 ..OpenFiles::default()

@@ -29,9 +29,6 @@ use load::{Ledger, Load};
 pub const MAX_ATTEMPTS: u32 = 3;
 /// How long the service may take to end every accepted job once the load stops.
 const DRAIN: Duration = Duration::from_secs(90);
-/// After a round's load stops, how long its jobs may take to end before the replicas'
-/// memory is read.
-const SETTLE: Duration = Duration::from_secs(20);
 /// Once the jobs ended, how long the replicas idle before their memory is read.
 const IDLE: Duration = Duration::from_secs(2);
 
@@ -48,6 +45,9 @@ pub struct Plan {
     pub clients: usize,
     /// Tenant event streams held open during a round.
     pub streams: usize,
+    /// After a round's load stops, how long its jobs may take to end before the replicas'
+    /// memory is read (the backlog grows with the round and the clients).
+    pub settle: Duration,
     /// A fourth, untouched replica with malloc arenas capped (`chaos::ARENA_PROBE`).
     pub arena_probe: bool,
 }
@@ -63,6 +63,7 @@ impl Plan {
             tenants: 240,
             clients: 6,
             streams: 12,
+            settle: Duration::from_secs(20),
             arena_probe: false,
         }
     }
@@ -76,6 +77,7 @@ impl Plan {
             tenants: 600,
             clients: 16,
             streams: 40,
+            settle: Duration::from_secs(60),
             arena_probe: true,
         }
     }
@@ -117,7 +119,7 @@ async fn soak(plan: Plan) {
         fault.strike(&replicas, &mut redis).await;
         tokio::time::sleep(plan.round / 2).await;
         load.stop().await;
-        let settled = observe::settled(&replicas, SETTLE).await;
+        let settled = observe::settled(&replicas, plan.settle).await;
         tokio::time::sleep(IDLE).await;
         let mut line = format!(
             "soak round {} at {:.0} s: {fault:?}; settled {settled:?}; idle",

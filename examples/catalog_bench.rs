@@ -15,8 +15,9 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use catalog_jobs::catalog::pair::PairParams;
 use catalog_jobs::catalog::products::{MemoryCatalog, Product};
-use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings};
+use catalog_jobs::catalog::{demo, enrich, pair, run_unfenced, Catalog, CatalogSettings};
 use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
@@ -85,7 +86,7 @@ fn run(n: usize, easy: bool) {
 
     let started = Instant::now();
     let never = CancellationToken::new();
-    let report = enrich::run(
+    let report = run_unfenced(
         &catalog,
         &tenant,
         &enrich::EnrichParams { force: false },
@@ -99,10 +100,10 @@ fn run(n: usize, easy: bool) {
     let started = Instant::now();
     let cpu_before = cpu_seconds();
     let phases = Phases::new();
-    let report = pair::run(
+    let report = run_unfenced(
         &catalog,
         &tenant,
-        &Default::default(),
+        &PairParams::default(),
         &never,
         Some(&|p, _: &str| phases.at(p)),
     )
@@ -152,10 +153,11 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, products: &[Pro
         .expect("the embedded store removes products");
     let never = CancellationToken::new();
     let params = enrich::EnrichParams { force: false };
-    enrich::run(catalog, tenant, &params, &never, None).expect("enrich runs");
+    run_unfenced(catalog, tenant, &params, &never, None).expect("enrich runs");
     let started = Instant::now();
     let cpu_before = cpu_seconds();
-    let report = pair::run(catalog, tenant, &Default::default(), &never, None).expect("pair runs");
+    let report =
+        run_unfenced(catalog, tenant, &PairParams::default(), &never, None).expect("pair runs");
     let wall = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu_before;
     format!(
@@ -226,7 +228,7 @@ fn cancel_latency_ms(catalog: &Catalog, tenant: &TenantId) -> f64 {
         }
     };
     let full = pair::PairParams { full: true };
-    let result = pair::run(catalog, tenant, &full, &stop, Some(&progress));
+    let result = run_unfenced(catalog, tenant, &full, &stop, Some(&progress));
     let stopped = Instant::now();
     assert!(result.is_err(), "the cancelled pair stops");
     let at = cancelled_at

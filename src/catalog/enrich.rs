@@ -11,8 +11,7 @@ use serde_json::Value;
 use super::extract::extract;
 use super::products::{Enrichment, Stored};
 use super::report::{to_result, EnrichReport};
-use super::{check, retrying, Catalog, CatalogError, Monotonic};
-use crate::jobs::fence::{Fence, Unfenced};
+use super::{check, retrying, Catalog, CatalogError, CatalogRun, Monotonic, RunContext};
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
@@ -25,27 +24,20 @@ pub struct EnrichParams {
     pub force: bool,
 }
 
-/// Enriches outside any job (tests, benchmarks): its saves are unfenced.
-pub fn run(
-    catalog: &Catalog,
-    tenant: &TenantId,
-    params: &EnrichParams,
-    stop: &CancellationToken,
-    progress: Progress<'_>,
-) -> Result<Value, CatalogError> {
-    run_in(catalog, tenant, params, &Unfenced, stop, progress)
+impl CatalogRun for EnrichParams {
+    /// The tenant's products that changed since their last enrichment (all with `force`),
+    /// a batch at a time.
+    fn run_in(&self, cx: &RunContext<'_>, progress: Progress<'_>) -> Result<Value, CatalogError> {
+        enrich_changed(cx, self, progress)
+    }
 }
 
-/// Enriches the tenant's products that changed since their last enrichment (all with
-/// `force`) as a job's run, a batch at a time, each batch saved only while `fence` holds.
-pub fn run_in(
-    catalog: &Catalog,
-    tenant: &TenantId,
+fn enrich_changed(
+    cx: &RunContext<'_>,
     params: &EnrichParams,
-    fence: &dyn Fence,
-    stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
+    let (catalog, tenant, fence, stop) = (cx.catalog, cx.tenant, cx.fence, cx.stop);
     let progress = Monotonic::new(progress);
     progress.report(0, "loading products");
     let window = catalog.settings.write_retry;

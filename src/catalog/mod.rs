@@ -24,8 +24,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::jobs::registry::{ErrorClass, JobError, Progress, Registry};
+use crate::jobs::fence::{Fence, Unfenced};
+use crate::jobs::registry::{ErrorClass, JobError, JobInput, Progress, Registry};
+use crate::jobs::TenantId;
 use products::{CatalogStore, CatalogStoreError};
+use serde::{de::DeserializeOwned, Serialize};
 use tokio_util::sync::CancellationToken;
 
 /// What the catalogue jobs need besides their parameters.
@@ -257,33 +260,72 @@ fn job_error(e: CatalogError) -> JobError {
     }
 }
 
+/// Where a catalogue job runs: its catalogue and tenant, the fence every data write of the
+/// run passes, and the token that asks it to stop.
+#[derive(Clone, Copy)]
+pub struct RunContext<'a> {
+    pub catalog: &'a Catalog,
+    pub tenant: &'a TenantId,
+    /// A refused write ends the run with `CatalogError::Fenced`, its end not recorded.
+    pub fence: &'a dyn Fence,
+    pub stop: &'a CancellationToken,
+}
+
+/// A catalogue job kind's parameters, which run that kind.
+pub trait CatalogRun: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// Runs the job, reporting `(percent, step)` through `progress`.
+    fn run_in(
+        &self,
+        cx: &RunContext<'_>,
+        progress: Progress<'_>,
+    ) -> Result<serde_json::Value, CatalogError>;
+}
+
+/// Runs a catalogue job outside any job (tests, benchmarks): its writes are unfenced.
+pub fn run_unfenced<P: CatalogRun>(
+    catalog: &Catalog,
+    tenant: &TenantId,
+    params: &P,
+    stop: &CancellationToken,
+    progress: Progress<'_>,
+) -> Result<serde_json::Value, CatalogError> {
+    let cx = RunContext {
+        catalog,
+        tenant,
+        fence: &Unfenced,
+        stop,
+    };
+    params.run_in(&cx, progress)
+}
+
+/// A kind's run as the registry calls it: on `catalog`, fenced by the job, a stop on request
+/// keeping its partial report.
+fn job_run<P: CatalogRun>(
+    catalog: Arc<Catalog>,
+) -> impl Fn(&JobInput, &P, Progress<'_>) -> Result<serde_json::Value, JobError> + Send + Sync + 'static
+{
+    move |input, params, progress| {
+        let cx = RunContext {
+            catalog: &catalog,
+            tenant: &input.tenant,
+            fence: &*input.fence,
+            stop: &input.cancel,
+        };
+        params.run_in(&cx, progress).map_err(job_error)
+    }
+}
+
 /// The catalogue job kinds, wired to a catalogue.
 pub fn registry(catalog: Arc<Catalog>) -> Registry {
-    let (c1, c2, c3, c4) = (catalog.clone(), catalog.clone(), catalog.clone(), catalog);
+    let settings = catalog.clone();
     Registry::new()
         .with_typed(
             "sync",
-            move |fields| sync::checked(fields, &c1.settings),
-            move |input, params, progress| {
-                let (tenant, fence) = (&input.tenant, &*input.fence);
-                sync::run_in(&c2, tenant, params, fence, &input.cancel, progress).map_err(job_error)
-            },
+            move |fields| sync::checked(fields, &settings.settings),
+            job_run::<sync::SyncParams>(catalog.clone()),
         )
-        .with_params("enrich", move |input, params, progress| {
-            let (tenant, fence) = (&input.tenant, &*input.fence);
-            enrich::run_in(&c3, tenant, params, fence, &input.cancel, progress).map_err(job_error)
-        })
-        .with_params("pair", move |input, params: &pair::PairParams, progress| {
-            pair::run_in(
-                &c4,
-                &input.tenant,
-                params,
-                &*input.fence,
-                &input.cancel,
-                progress,
-            )
-            .map_err(JobError::from)
-        })
+        .with_params("enrich", job_run::<enrich::EnrichParams>(catalog.clone()))
+        .with_params("pair", job_run::<pair::PairParams>(catalog))
         // Each writes what the next reads: a tenant's run one at a time, in creation order.
         // The weights are the steps' shares of a pipeline's percent (see docs/api.md).
         .in_order(&PIPELINE_STEPS)

@@ -25,8 +25,10 @@ use serde_json::Value;
 use super::feed::{self, FeedError, Format, RowReport};
 use super::report::{to_result, RowCounts, SourceReport, SyncReport};
 use super::source::{resolve, Resolved};
-use super::{check, retrying, Catalog, CatalogError, CatalogSettings, Monotonic};
-use crate::jobs::fence::{Fence, Unfenced};
+use super::{
+    check, retrying, Catalog, CatalogError, CatalogRun, CatalogSettings, Monotonic, RunContext,
+};
+use crate::jobs::fence::Fence;
 use crate::jobs::params::{from_fields, Fields, ParamError};
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
@@ -311,27 +313,19 @@ fn open_url(url: reqwest::Url, stop: &CancellationToken) -> Result<Opened, Sourc
     })
 }
 
-/// Runs a sync outside any job (tests, benchmarks): its upserts are unfenced.
-pub fn run(
-    catalog: &Catalog,
-    tenant: &TenantId,
-    params: &SyncParams,
-    stop: &CancellationToken,
-    progress: Progress<'_>,
-) -> Result<Value, CatalogError> {
-    run_in(catalog, tenant, params, &Unfenced, stop, progress)
+impl CatalogRun for SyncParams {
+    /// Every source in turn, upserting in batches, reporting per source.
+    fn run_in(&self, cx: &RunContext<'_>, progress: Progress<'_>) -> Result<Value, CatalogError> {
+        run_sources(cx, self, progress)
+    }
 }
 
-/// Runs a sync as a job's run: every source in turn, upserting in batches, each only while
-/// `fence` holds, reporting per source.
-pub fn run_in(
-    catalog: &Catalog,
-    tenant: &TenantId,
+fn run_sources(
+    cx: &RunContext<'_>,
     params: &SyncParams,
-    fence: &dyn Fence,
-    stop: &CancellationToken,
     progress: Progress<'_>,
 ) -> Result<Value, CatalogError> {
+    let (catalog, tenant, fence, stop) = (cx.catalog, cx.tenant, cx.fence, cx.stop);
     let sources = &params.sources;
     let progress = Monotonic::new(progress);
     let n = sources.len();

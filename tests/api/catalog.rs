@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use catalog_jobs::catalog::pair::PairParams;
 use catalog_jobs::catalog::products::{CatalogStoreError, MemoryCatalog, Product};
-use catalog_jobs::catalog::{demo, enrich, pair, sync, Catalog, CatalogSettings};
+use catalog_jobs::catalog::{demo, enrich, run_unfenced, sync, Catalog, CatalogSettings};
 use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::progress::guarded;
 use serde_json::{json, Value};
@@ -658,13 +659,13 @@ type Job = fn(&Catalog, &catalog_jobs::jobs::TenantId, Option<&(dyn Fn(u8, &str)
 fn jobs() -> Vec<(&'static str, Job)> {
     vec![
         ("sync", |c, t, p| {
-            sync::run(c, t, &sources(&["demo.jsonl", "sample.csv"]), &never(), p).unwrap()
+            run_unfenced(c, t, &sources(&["demo.jsonl", "sample.csv"]), &never(), p).unwrap()
         }),
         ("enrich", |c, t, p| {
-            enrich::run(c, t, &no_force(), &never(), p).unwrap()
+            run_unfenced(c, t, &no_force(), &never(), p).unwrap()
         }),
         ("pair", |c, t, p| {
-            pair::run(c, t, &Default::default(), &never(), p).unwrap()
+            run_unfenced(c, t, &PairParams::default(), &never(), p).unwrap()
         }),
     ]
 }
@@ -678,8 +679,8 @@ fn every_kind_keeps_the_progress_contract_and_reports_the_same_without_a_callbac
         let (with_cb, t1) = catalog_with(&products, None);
         let (without_cb, t2) = catalog_with(&products, None);
         if name == "pair" {
-            enrich::run(&with_cb, &t1, &no_force(), &never(), None).unwrap();
-            enrich::run(&without_cb, &t2, &no_force(), &never(), None).unwrap();
+            run_unfenced(&with_cb, &t1, &no_force(), &never(), None).unwrap();
+            run_unfenced(&without_cb, &t2, &no_force(), &never(), None).unwrap();
         }
         let a = job(&with_cb, &t1, Some(&record));
         let b = job(&without_cb, &t2, None);
@@ -744,7 +745,7 @@ fn a_source_that_fails_mid_way_keeps_what_it_read_and_reports_its_class() {
     let (mut catalog, t) = catalog_with(&[], Some(dir));
     // The size cap stands for any failure part-way through a stream.
     catalog.settings.max_feed_bytes = rows.len() as u64 / 2;
-    let report = sync::run(
+    let report = run_unfenced(
         &catalog,
         &t,
         &sources(&["big.jsonl", "small.jsonl"]),
@@ -771,7 +772,7 @@ fn a_source_that_fails_mid_way_keeps_what_it_read_and_reports_its_class() {
 fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
     let products = demo::generate(800, 6);
     let (catalog, t) = catalog_with(&products, None);
-    pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
+    run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
     let key = &products[0].product_key;
     let before = catalog.store.neighbours(&t, key).unwrap();
     let stopped = CancellationToken::new();
@@ -780,7 +781,7 @@ fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
         catalog_jobs::jobs::registry::ErrorClass::class(&e)
     };
     assert_eq!(
-        enrich::run(&catalog, &t, &no_force(), &stopped, None).map_err(class),
+        run_unfenced(&catalog, &t, &no_force(), &stopped, None).map_err(class),
         Err("Cancelled")
     );
     assert!(
@@ -788,7 +789,7 @@ fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
         "no batch was started"
     );
     assert_eq!(
-        pair::run(&catalog, &t, &Default::default(), &stopped, None).map_err(class),
+        run_unfenced(&catalog, &t, &PairParams::default(), &stopped, None).map_err(class),
         Err("Cancelled")
     );
     assert_eq!(
@@ -798,7 +799,7 @@ fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
     );
     let sync_params = sources(&["demo.jsonl"]);
     assert_eq!(
-        sync::run(&catalog, &t, &sync_params, &stopped, None).map_err(class),
+        run_unfenced(&catalog, &t, &sync_params, &stopped, None).map_err(class),
         Err("Cancelled")
     );
 }
@@ -807,8 +808,8 @@ fn a_cancelled_catalogue_job_stops_at_a_safe_point_and_keeps_what_it_saved() {
 fn pairing_finds_the_planted_families_and_never_crosses_a_top_level_category() {
     let products = demo::generate(4000, 21);
     let (catalog, t) = catalog_with(&products, None);
-    enrich::run(&catalog, &t, &no_force(), &never(), None).unwrap();
-    let report = pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
+    run_unfenced(&catalog, &t, &no_force(), &never(), None).unwrap();
+    let report = run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
     assert_eq!(report["products"], 4000);
     let by_key: HashMap<&str, &Product> = products
         .iter()
@@ -862,7 +863,7 @@ fn pairing_finds_the_planted_families_and_never_crosses_a_top_level_category() {
 fn a_second_pair_replaces_the_whole_neighbour_table() {
     let products = demo::generate(300, 4);
     let (catalog, t) = catalog_with(&products, None);
-    pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
+    run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
     let key = products[0].product_key.clone();
     assert!(catalog.store.neighbours(&t, &key).unwrap().is_some());
     // Rename every product of the first family beyond recognition: it has no neighbours now,
@@ -878,7 +879,7 @@ fn a_second_pair_replaces_the_whole_neighbour_table() {
         })
         .collect();
     catalog.store.upsert(&t, &changed, &Unfenced).unwrap();
-    pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
+    run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
     assert_eq!(catalog.store.neighbours(&t, &key).unwrap(), None);
 }
 
@@ -887,12 +888,12 @@ fn an_empty_catalogue_enriches_and_pairs_to_nothing_and_clears_an_old_neighbour_
     let products = demo::generate(40, 4);
     let (catalog, t) = catalog_with(&products, None);
     let (empty, other) = catalog_with(&[], None);
-    let enriched = enrich::run(&empty, &other, &no_force(), &never(), None).unwrap();
+    let enriched = run_unfenced(&empty, &other, &no_force(), &never(), None).unwrap();
     assert_eq!(
         enriched,
         json!({"products": 0, "extracted": 0, "unextractable": 0, "skipped": 0, "batches": 0})
     );
-    let paired = pair::run(&empty, &other, &Default::default(), &never(), None).unwrap();
+    let paired = run_unfenced(&empty, &other, &PairParams::default(), &never(), None).unwrap();
     assert_eq!(
         paired,
         json!({"mode": "full", "full_because": "first", "products": 0, "paired": 0, "pairs": 0, "rescored": 0})
@@ -900,7 +901,7 @@ fn an_empty_catalogue_enriches_and_pairs_to_nothing_and_clears_an_old_neighbour_
 
     // A tenant whose products are gone (a store that came back empty) but whose old neighbour
     // table is still there: pairing it leaves no neighbour behind.
-    pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
+    run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
     let key = products[0].product_key.clone();
     assert!(catalog.store.neighbours(&t, &key).unwrap().is_some());
     let emptied = Catalog {
@@ -916,7 +917,7 @@ fn an_empty_catalogue_enriches_and_pairs_to_nothing_and_clears_an_old_neighbour_
             &catalog_jobs::jobs::fence::Unfenced,
         )
         .unwrap();
-    pair::run(&emptied, &t, &Default::default(), &never(), None).unwrap();
+    run_unfenced(&emptied, &t, &PairParams::default(), &never(), None).unwrap();
     assert_eq!(emptied.store.neighbours(&t, &key).unwrap(), None);
 }
 
@@ -966,7 +967,7 @@ fn a_cancelled_enrich_keeps_the_counts_of_the_batches_it_saved() {
     let t = tenant();
     catalog.store.upsert(&t, &products, &Unfenced).unwrap();
     let report = cancelled_at("batch 3 of 5", |stop, progress| {
-        enrich::run(&catalog, &t, &no_force(), stop, progress)
+        run_unfenced(&catalog, &t, &no_force(), stop, progress)
     });
     assert_eq!(report["batches"], 2, "{report}");
     assert_eq!(report["products"], 50);
@@ -989,10 +990,57 @@ fn a_cancelled_pair_names_the_phase_it_reached_and_nothing_else() {
         ("scoring neighbours", "scoring"),
     ] {
         let report = cancelled_at(step, |stop, progress| {
-            pair::run(&catalog, &t, &Default::default(), stop, progress)
+            run_unfenced(&catalog, &t, &PairParams::default(), stop, progress)
         });
         assert_eq!(report, json!({ "phase": phase }), "cancelled at {step}");
     }
+}
+
+/// What a job of `kind` records when it is asked to stop at a step naming `at`, run as the
+/// service runs it (through the catalogue's registry).
+fn job_cancelled_at(
+    (catalog, tenant): (Catalog, catalog_jobs::jobs::TenantId),
+    kind: &str,
+    at: &str,
+) -> Value {
+    let registry = catalog_jobs::catalog::registry(Arc::new(catalog));
+    let kind = catalog_jobs::jobs::Kind::parse(kind).unwrap();
+    let run = registry.get(&kind).unwrap().run.clone();
+    let job_id = catalog_jobs::jobs::JobId::new();
+    let input = catalog_jobs::jobs::registry::JobInput {
+        job_id,
+        tenant,
+        kind,
+        params: json!({}),
+        cancel: CancellationToken::new(),
+        run: catalog_jobs::jobs::store::RunId {
+            id: job_id,
+            claim: 1,
+        },
+        fence: Arc::new(Unfenced),
+    };
+    let asked = input.cancel.clone();
+    let at = at.to_owned();
+    let progress = move |_: u8, step: &str| {
+        if step.contains(&at) {
+            asked.cancel();
+        }
+    };
+    match run(&input, Some(&progress)) {
+        Err(e) if e.class() == "Cancelled" => e.report().cloned().unwrap_or(Value::Null),
+        other => panic!("the job was not cancelled: {other:?}"),
+    }
+}
+
+#[test]
+fn a_cancelled_catalogue_job_records_its_partial_report_whatever_its_kind() {
+    let products = demo::generate(400, 9);
+    let pair = job_cancelled_at(catalog_with(&products, None), "pair", "scoring neighbours");
+    assert_eq!(pair, json!({ "phase": "scoring" }));
+
+    let enrich = job_cancelled_at(catalog_with(&products, None), "enrich", "batch 2 of 2");
+    assert_eq!(enrich["batches"], 1, "{enrich}");
+    assert_eq!(enrich["products"], 400, "{enrich}");
 }
 
 #[test]

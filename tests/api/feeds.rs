@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use catalog_jobs::catalog::products::MemoryCatalog;
-use catalog_jobs::catalog::{sync, Catalog, CatalogError, CatalogSettings};
+use catalog_jobs::catalog::{run_unfenced, sync, Catalog, CatalogError, CatalogSettings};
 use catalog_jobs::config::Config;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -556,7 +556,7 @@ fn a_source_that_disappears_after_it_was_accepted_fails_as_not_found() {
     std::fs::write(dir.join("gone.jsonl"), rows_text(3..4)).unwrap();
     let params = sync::prepare(&fields, &settings).expect("both sources exist when asked");
     std::fs::remove_file(dir.join("gone.jsonl")).unwrap();
-    let report = sync::run(&catalog, &t, &params, &CancellationToken::new(), None).unwrap();
+    let report = run_unfenced(&catalog, &t, &params, &CancellationToken::new(), None).unwrap();
     assert_eq!(report["sources"][0]["created"], 3, "{report}");
     assert_eq!(report["sources"][1]["error"], "SourceNotFound", "{report}");
 
@@ -565,7 +565,7 @@ fn a_source_that_disappears_after_it_was_accepted_fails_as_not_found() {
     fields.insert("source".into(), vec![json!("gone.jsonl")]);
     let params = sync::prepare(&fields, &settings).unwrap();
     std::fs::remove_file(dir.join("gone.jsonl")).unwrap();
-    match sync::run(&catalog, &t, &params, &CancellationToken::new(), None) {
+    match run_unfenced(&catalog, &t, &params, &CancellationToken::new(), None) {
         Err(CatalogError::SyncFailed { class, report }) => {
             assert_eq!(class, "SourceNotFound");
             assert_eq!(report["sources"][0]["source"], "gone.jsonl");

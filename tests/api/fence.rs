@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use catalog_jobs::catalog::pair;
 use catalog_jobs::catalog::products::{
     CatalogStore, MemoryCatalog, Neighbour, Product, ProductKey, RedisCatalog, Swap,
 };
@@ -14,12 +13,11 @@ use catalog_jobs::jobs::registry::{ErrorClass, JobError};
 use catalog_jobs::jobs::store::{Claim, JobStore, Outcome, Release, StoreSettings};
 use catalog_jobs::jobs::{Status, TenantId};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::{
-    claim_queued, create, finish, new_job, run_fence, settings, shared_redis_url, start, store,
-    tenant, unique, Backend,
+    blocking, claim_queued, create, finish, new_job, pair_as, run_fence, settings,
+    shared_redis_url, start, store, tenant, unique, Backend,
 };
 
 both_stores!(
@@ -159,23 +157,10 @@ async fn a_fenced_off_pair_run_keeps_the_old_table_and_ends_fenced_not_recorded(
     .collect();
     let first = claimed(&*jobs, &t).await;
     let old: Arc<dyn Fence> = run_fence(&jobs, &first);
-    let pair_as = |fence: Arc<dyn Fence>| {
-        let (catalog, t, products) = (catalog.clone(), t.clone(), products.clone());
-        tokio::task::spawn_blocking(move || {
-            catalog.store.upsert(&t, &products, &Unfenced).unwrap();
-            pair::run_in(
-                &catalog,
-                &t,
-                &Default::default(),
-                &*fence,
-                &CancellationToken::new(),
-                None,
-            )
-        })
-    };
-    pair_as(old.clone())
+    let (c, tt) = (catalog.clone(), t.clone());
+    blocking(move || c.store.upsert(&tt, &products, &Unfenced).unwrap()).await;
+    pair_as(&catalog, &t, old.clone(), false)
         .await
-        .unwrap()
         .expect("the run holding its job pairs");
     let before = neighbour_of(&store, &t, "p0").await.expect("paired");
 
@@ -187,9 +172,8 @@ async fn a_fenced_off_pair_run_keeps_the_old_table_and_ends_fenced_not_recorded(
         swap(&store, &t, clear, run_fence(&jobs, &second)).await,
         Swap::Swapped
     );
-    let refused = pair_as(old)
+    let refused = pair_as(&catalog, &t, old, false)
         .await
-        .unwrap()
         .expect_err("the fenced-off run is refused");
     assert!(matches!(refused, CatalogError::Fenced), "{refused:?}");
     assert_eq!(refused.class(), "Fenced");

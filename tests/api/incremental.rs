@@ -12,8 +12,8 @@ use catalog_jobs::catalog::pair::{self, Ask, PairParams};
 use catalog_jobs::catalog::products::{
     CatalogStore, MemoryCatalog, Neighbour, Product, ProductKey, RedisCatalog,
 };
-use catalog_jobs::catalog::{enrich, Catalog, CatalogError, CatalogSettings};
-use catalog_jobs::jobs::fence::{Fence, Unfenced};
+use catalog_jobs::catalog::{enrich, run_unfenced, Catalog, CatalogError, CatalogSettings};
+use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::store::JobStore;
@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::{
-    catalog_store, create, new_job, run_fence, settings, spawn_catalog_app, tenant, test_config,
-    test_kinds, Backend, RedisServer, TestApp,
+    blocking, catalog_store, create, new_job, pair_as, run_fence, settings, spawn_catalog_app,
+    tenant, test_config, test_kinds, Backend, RedisServer, TestApp,
 };
 
 /// The hard generator at the size the issue names: families share every word with
@@ -42,13 +42,6 @@ both_stores!(
     a_cancel_while_listing_reading_or_scoring_stops_the_pair_within_the_cancel_bound,
     a_fenced_off_pair_stages_nothing_and_writes_nothing,
 );
-
-/// Runs a test body that calls the catalogue store (which blocks) off the async workers.
-async fn blocking<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(body)
-        .await
-        .expect("the test body ran")
-}
 
 fn never() -> CancellationToken {
     CancellationToken::new()
@@ -68,14 +61,14 @@ fn paired(backend: Backend, seed: u64) -> (Catalog, TenantId, Vec<Product>) {
     let products = demo::generate_hard(PRODUCTS, seed);
     catalog.store.upsert(&t, &products, &Unfenced).unwrap();
     enrich(&catalog, &t);
-    let report = pair::run(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
+    let report = run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
     assert_eq!(report["mode"], "full", "{report}");
     (catalog, t, products)
 }
 
 fn enrich(catalog: &Catalog, t: &TenantId) {
     let params = enrich::EnrichParams { force: false };
-    enrich::run(catalog, t, &params, &never(), None).unwrap();
+    run_unfenced(catalog, t, &params, &never(), None).unwrap();
 }
 
 /// Writes the edits as a sync and an enrich would.
@@ -117,7 +110,7 @@ fn edit_and_check(
     let (catalog, t, products) = paired(backend, seed);
     let edits = demo::edit_hard(&products, share, seed + 1);
     apply(&catalog, &t, &edits);
-    let report = pair::run(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
+    let report = run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
     assert_eq!(report["mode"], "incremental", "{report}");
     let changes = &report["changes"];
     let edited = changes["added"].as_u64().unwrap()
@@ -162,7 +155,7 @@ async fn after_1_percent_of_edits_an_incremental_pair_equals_a_full_pair_with_it
     blocking(move || {
         let (catalog, t, incremental) = edit_and_check(b, 0.01, 31);
         let full = PairParams { full: true };
-        let report = pair::run(&catalog, &t, &full, &never(), None).unwrap();
+        let report = run_unfenced(&catalog, &t, &full, &never(), None).unwrap();
         assert_eq!(report["full_because"], "asked", "{report}");
         let fresh = table(&catalog, &t);
         let (mut same, mut sets, mut tied, mut close) = (0, 0, 0, true);
@@ -218,7 +211,7 @@ async fn a_pair_when_nothing_changed_rescores_nothing_and_leaves_the_table_as_it
         let (catalog, t, _) = paired(b, 61);
         let before = table(&catalog, &t);
         let state = catalog.store.pairing(&t).unwrap();
-        let report = pair::run(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
+        let report = run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
         assert_eq!(report["mode"], "incremental", "{report}");
         assert_eq!(report["rescored"], 0, "{report}");
         assert_eq!(
@@ -245,7 +238,7 @@ async fn a_cancelled_incremental_pair_leaves_the_previous_table_and_state_whole(
                 asked.cancel();
             }
         };
-        let stopped = pair::run(&catalog, &t, &PairParams::default(), &stop, Some(&progress));
+        let stopped = run_unfenced(&catalog, &t, &PairParams::default(), &stop, Some(&progress));
         assert!(
             matches!(stopped, Err(CatalogError::CancelledWith(_))),
             "{stopped:?}"
@@ -260,7 +253,7 @@ async fn a_cancelled_incremental_pair_leaves_the_previous_table_and_state_whole(
             state,
             "and so does its state"
         );
-        let report = pair::run(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
+        let report = run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
         assert_eq!(
             report["mode"], "incremental",
             "the next pair carries on: {report}"
@@ -272,7 +265,8 @@ async fn a_cancelled_incremental_pair_leaves_the_previous_table_and_state_whole(
 async fn full_true_pairs_everything_with_weights_counted_afresh(b: Backend) {
     blocking(move || {
         let (catalog, t, _) = paired(b, 81);
-        let report = pair::run(&catalog, &t, &PairParams { full: true }, &never(), None).unwrap();
+        let report =
+            run_unfenced(&catalog, &t, &PairParams { full: true }, &never(), None).unwrap();
         assert_eq!(report["mode"], "full", "{report}");
         assert_eq!(report["full_because"], "asked", "{report}");
         assert_eq!(report["rescored"], PRODUCTS, "{report}");
@@ -399,7 +393,7 @@ async fn a_cancel_while_listing_reading_or_scoring_stops_the_pair_within_the_can
                 }
             };
             let params = PairParams { full: true };
-            let stopped = pair::run(&catalog, &t, &params, &stop, Some(&progress));
+            let stopped = run_unfenced(&catalog, &t, &params, &stop, Some(&progress));
             let (cancelled_at, after) = seen.into_inner().unwrap();
             let took = cancelled_at
                 .unwrap_or_else(|| panic!("{phase}: the cancel landed: {stopped:?}"))
@@ -467,10 +461,6 @@ async fn a_fenced_off_pair_stages_nothing_and_writes_nothing(b: Backend) {
         .unwrap()
         .unwrap();
     let old = run_fence(&jobs, &first);
-    let pair_as = |fence: Arc<dyn Fence>, full: bool| {
-        let (catalog, t) = (catalog.clone(), t.clone());
-        blocking(move || pair::run_in(&catalog, &t, &PairParams { full }, &*fence, &never(), None))
-    };
     let kept = || {
         let (catalog, t) = (catalog.clone(), t.clone());
         blocking(move || {
@@ -483,7 +473,7 @@ async fn a_fenced_off_pair_stages_nothing_and_writes_nothing(b: Backend) {
     let products = demo::generate_hard(3_000, 111);
     let (c, tt) = (catalog.clone(), t.clone());
     blocking(move || c.store.upsert(&tt, &products, &Unfenced).unwrap()).await;
-    pair_as(old.clone(), false)
+    pair_as(&catalog, &t, old.clone(), false)
         .await
         .expect("the run holding its job pairs");
     // Another run takes the job over.
@@ -499,7 +489,7 @@ async fn a_fenced_off_pair_stages_nothing_and_writes_nothing(b: Backend) {
         None => None,
     };
     // A full pair stages every row and the whole state before its swap.
-    let refused = pair_as(old, true).await;
+    let refused = pair_as(&catalog, &t, old, true).await;
     assert!(
         matches!(refused, Err(CatalogError::Fenced)),
         "the fenced-off run is refused: {refused:?}"

@@ -5,8 +5,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use catalog_jobs::catalog::pair::PairParams;
 use catalog_jobs::catalog::products::{Enrichment, MemoryCatalog, Product, ProductKey, Stored};
-use catalog_jobs::catalog::{demo, enrich, pair, Catalog, CatalogSettings, Monotonic};
+use catalog_jobs::catalog::{
+    demo, enrich, pair, run_unfenced, Catalog, CatalogSettings, Monotonic,
+};
 use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::TenantId;
 use serde_json::{json, Map, Value};
@@ -29,7 +32,7 @@ fn pair_catalogue(products: &[Product]) -> HashMap<ProductKey, Vec<ProductKey>> 
     };
     let t = tenant();
     catalog.store.upsert(&t, products, &Unfenced).unwrap();
-    enrich::run(
+    run_unfenced(
         &catalog,
         &t,
         &enrich::EnrichParams { force: false },
@@ -37,7 +40,7 @@ fn pair_catalogue(products: &[Product]) -> HashMap<ProductKey, Vec<ProductKey>> 
         None,
     )
     .unwrap();
-    let report = pair::run(&catalog, &t, &Default::default(), &never(), None).unwrap();
+    let report = run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
     assert_eq!(report["products"], products.len());
     products
         .iter()

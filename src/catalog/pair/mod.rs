@@ -56,8 +56,8 @@ use super::report::{
     to_result, FullBecause, PairChanges, PairMode, PairPhase, PairReport, PairStopped,
     RescoredBecause,
 };
-use super::{check, retrying, Catalog, CatalogError, Monotonic};
-use crate::jobs::fence::{Fence, Unfenced};
+use super::{check, retrying, Catalog, CatalogError, CatalogRun, Monotonic, RunContext};
+use crate::jobs::fence::Fence;
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
 use incremental::Outcome;
@@ -98,44 +98,26 @@ pub struct PairParams {
     pub full: bool,
 }
 
-/// Pairs the tenant's products (incrementally when it can). A run that stops on request or
-/// fails reports the phase it had reached (`{"phase": "scoring"}`); the old neighbour table
-/// is left whole either way. Outside any job (tests, benchmarks): the table is swapped
-/// unfenced.
-pub fn run(
-    catalog: &Catalog,
-    tenant: &TenantId,
-    params: &PairParams,
-    stop: &CancellationToken,
-    progress: Progress<'_>,
-) -> Result<Value, CatalogError> {
-    run_in(catalog, tenant, params, &Unfenced, stop, progress)
-}
-
-/// Pairs the tenant's products as a job's run: the table is swapped only while the run
-/// still holds its job (`fence`), in the same atomic step; a run fenced off before its swap
-/// leaves the old table whole and ends `CatalogError::Fenced` (its end is not recorded).
-pub fn run_in(
-    catalog: &Catalog,
-    tenant: &TenantId,
-    params: &PairParams,
-    fence: &dyn Fence,
-    stop: &CancellationToken,
-    progress: Progress<'_>,
-) -> Result<Value, CatalogError> {
-    let progress = Monotonic::new(progress);
-    let run = Run {
-        catalog,
-        tenant,
-        fence,
-        stop,
-        progress: &progress,
-    };
-    run.phases(params).map_err(|e| {
-        e.with_report(to_result(&PairStopped {
-            phase: phase_at(progress.last()),
-        }))
-    })
+impl CatalogRun for PairParams {
+    /// Pairs the tenant's products (incrementally when it can). The table is swapped in the
+    /// same atomic step as the fence's check; a run fenced off before its swap leaves the old
+    /// table whole. A run that stops on request or fails reports the phase it had reached
+    /// (`{"phase": "scoring"}`); the old neighbour table is left whole either way.
+    fn run_in(&self, cx: &RunContext<'_>, progress: Progress<'_>) -> Result<Value, CatalogError> {
+        let progress = Monotonic::new(progress);
+        let run = Run {
+            catalog: cx.catalog,
+            tenant: cx.tenant,
+            fence: cx.fence,
+            stop: cx.stop,
+            progress: &progress,
+        };
+        run.phases(self).map_err(|e| {
+            e.with_report(to_result(&PairStopped {
+                phase: phase_at(progress.last()),
+            }))
+        })
+    }
 }
 
 /// One pair's context.

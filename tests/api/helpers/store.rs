@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use catalog_jobs::catalog::pair::PairParams;
+use catalog_jobs::catalog::{Catalog, CatalogError, CatalogRun, RunContext};
 use catalog_jobs::jobs::browse::{Browse, Position};
 use catalog_jobs::jobs::bulk::{Audit, KeptAnswer};
 use catalog_jobs::jobs::fence::{Fence, Hold, ScriptFence, StoreFence, Writer};
@@ -18,6 +20,7 @@ use catalog_jobs::jobs::timeline::{EventId, TimelineEvent};
 use catalog_jobs::jobs::watch::TenantWatch;
 use catalog_jobs::jobs::{JobId, Kind, Snapshot, TenantId};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::{shared_redis_url, unique, Backend};
 
@@ -333,4 +336,32 @@ impl Audit for CountingStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.inner.keep_answer(slot, fingerprint, answer)
     }
+}
+
+/// Runs a test body that calls the catalogue store (which blocks) off the async workers.
+pub async fn blocking<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(body)
+        .await
+        .expect("the test body ran")
+}
+
+/// Pairs `t`'s catalogue as the run holding `fence` does (a full pair with `full`).
+pub async fn pair_as(
+    catalog: &Arc<Catalog>,
+    t: &TenantId,
+    fence: Arc<dyn Fence>,
+    full: bool,
+) -> Result<serde_json::Value, CatalogError> {
+    let (catalog, t) = (catalog.clone(), t.clone());
+    blocking(move || {
+        let stop = CancellationToken::new();
+        let cx = RunContext {
+            catalog: &catalog,
+            tenant: &t,
+            fence: &*fence,
+            stop: &stop,
+        };
+        PairParams { full }.run_in(&cx, None)
+    })
+    .await
 }

@@ -36,6 +36,7 @@ mod replicas;
 mod runner;
 mod search;
 mod settings;
+mod sizes;
 mod soak;
 mod tenants;
 mod tombstone;

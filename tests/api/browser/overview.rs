@@ -148,7 +148,15 @@ async fn the_overviews_figures_chart_and_processes_agree_with_the_jobs_api(backe
         ended.to_string(),
         "the chart holds every end of the hour"
     );
-    let worker = app.get_job(&held).await["worker"]
+    the_held_job_shows_under_its_process(&app, &b, &held).await;
+    b.exec("window.scrollTo(0, 0);", json!([])).await;
+    b.screenshot(&screenshot_path("admin-overview")).await;
+    Gate::of(&held_tenant).release();
+}
+
+/// Waits until the processes list shows `held` under the worker the jobs API names.
+async fn the_held_job_shows_under_its_process(app: &TestApp, b: &Browser, held: &str) {
+    let worker = app.get_job(held).await["worker"]
         .as_str()
         .expect("a running job names its worker")
         .to_owned();
@@ -159,7 +167,4 @@ async fn the_overviews_figures_chart_and_processes_agree_with_the_jobs_api(backe
         json!([worker, held]),
     )
     .await;
-    b.exec("window.scrollTo(0, 0);", json!([])).await;
-    b.screenshot(&screenshot_path("admin-overview")).await;
-    Gate::of(&held_tenant).release();
 }

@@ -13,6 +13,7 @@ mod kinds;
 mod redis_cluster;
 mod redis_server;
 mod service;
+pub mod source;
 mod sse;
 mod store;
 mod tokens;

@@ -112,21 +112,39 @@ async fn submit(client: &Client, args: SubmitArgs) -> Result<Exit, ClientError> 
         form.push(("force", "true".to_owned()));
     }
     let path = format!("/catalog/{}", args.kind.as_str());
-    match client.start(&path, &form).await? {
-        Started::Accepted(job) if args.wait => watch(client, &job.id(), json).await,
+    let started = client.start(&path, &form).await?;
+    match after_start(started, args.wait, args.attach, json) {
+        Next::Follow(id) => watch(client, &id, json).await,
+        Next::Exit(exit) => Ok(exit),
+    }
+}
+
+/// What a start's answer leaves a command to do.
+enum Next {
+    /// Follow this job to its end.
+    Follow(String),
+    /// Nothing: the answer was printed.
+    Exit(Exit),
+}
+
+/// Prints a start's answer, unless the command is to follow a job: the accepted one with
+/// `wait`, the active one a refusal names with `attach`.
+fn after_start(started: Started, wait: bool, attach: bool, json: bool) -> Next {
+    match started {
+        Started::Accepted(job) if wait => Next::Follow(job.id()),
         Started::Accepted(job) => {
             output::started(&job, json);
-            Ok(Exit::Done)
+            Next::Exit(Exit::Done)
         }
-        Started::AlreadyRunning(id) if args.attach => {
+        Started::AlreadyRunning(id) if attach => {
             output::note(&format!(
                 "a job of this kind is already active: following {id}"
             ));
-            watch(client, &id, json).await
+            Next::Follow(id)
         }
         Started::AlreadyRunning(id) => {
             output::already_running(&id, json);
-            Ok(Exit::AlreadyRunning)
+            Next::Exit(Exit::AlreadyRunning)
         }
     }
 }
@@ -172,16 +190,10 @@ async fn cancel(client: &Client, id: &str, json: bool) -> Result<Exit, ClientErr
 
 async fn retry(client: &Client, args: &RetryArgs) -> Result<Exit, ClientError> {
     let json = args.connection.json;
-    match client.retry(&args.job_id).await? {
-        Started::Accepted(job) if args.wait => watch(client, &job.id(), json).await,
-        Started::Accepted(job) => {
-            output::started(&job, json);
-            Ok(Exit::Done)
-        }
-        Started::AlreadyRunning(id) => {
-            output::already_running(&id, json);
-            Ok(Exit::AlreadyRunning)
-        }
+    let started = client.retry(&args.job_id).await?;
+    match after_start(started, args.wait, false, json) {
+        Next::Follow(id) => watch(client, &id, json).await,
+        Next::Exit(exit) => Ok(exit),
     }
 }
 

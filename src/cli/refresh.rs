@@ -9,9 +9,9 @@ use std::time::Duration;
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::client::{Client, ClientError, Job, Started};
+use super::client::{Client, ClientError, Job};
 use super::follow::{eta, follow_on, Followed, Show, BAR_REFRESH_HZ};
-use super::{output, Connection, Exit};
+use super::{after_start, output, Connection, Exit, Next};
 
 /// Where a pipeline is started.
 const PIPELINE_PATH: &str = "/catalog/pipeline";
@@ -49,16 +49,10 @@ pub async fn refresh(client: &Client, args: RefreshArgs) -> Result<Exit, ClientE
     if args.force {
         form.push(("force", "true".to_owned()));
     }
-    match client.start(PIPELINE_PATH, &form).await? {
-        Started::Accepted(job) if args.wait => follow_steps(client, &job.id(), json).await,
-        Started::Accepted(job) => {
-            output::started(&job, json);
-            Ok(Exit::Done)
-        }
-        Started::AlreadyRunning(id) => {
-            output::already_running(&id, json);
-            Ok(Exit::AlreadyRunning)
-        }
+    let started = client.start(PIPELINE_PATH, &form).await?;
+    match after_start(started, args.wait, false, json) {
+        Next::Follow(id) => follow_steps(client, &id, json).await,
+        Next::Exit(exit) => Ok(exit),
     }
 }
 

@@ -53,17 +53,11 @@ fn embed_keyed(
     let mut reading = Reading::new();
     reading.add(inputs, &vec![0; n]);
     progress.report(LOADED, "embedding product names");
-    let prepared = reading.identities();
+    let mut prepared = reading.identities();
     check(stop)?;
     progress.report(EMBEDDED, "weighting words");
     let ranks = key_ranks(&prepared.keys);
-    let e = Embedding::new(
-        &prepared.identities,
-        prepared.traits,
-        ranks,
-        prepared.categories.len() as u32,
-        &prepared.weights,
-    );
+    let e = prepared.embed(ranks);
     Ok((prepared.keys, e))
 }
 

@@ -245,6 +245,19 @@ pub struct Prepared {
     pub weights: Weights,
 }
 
+impl Prepared {
+    /// The products' embedding, each at its rank in `ranks` (its traits are taken).
+    pub fn embed(&mut self, ranks: Vec<u32>) -> Embedding {
+        Embedding::new(
+            &self.identities,
+            std::mem::take(&mut self.traits),
+            ranks,
+            self.categories.len() as u32,
+            &self.weights,
+        )
+    }
+}
+
 /// A product's identity under frozen weights (an incremental run's changed products).
 pub fn frozen_identity_of(input: &PairingInput, weights: &mut Weights) -> Vec<u32> {
     let (name, brand) = words_of(input);

@@ -55,7 +55,7 @@ pub fn read(
 
 /// Scores every product of `prepared` (35 → 90 %) and makes the state to keep.
 pub fn pair_all(
-    prepared: Prepared,
+    mut prepared: Prepared,
     ask: &Ask,
     limit: &budget::Limit,
     stop: &CancellationToken,
@@ -63,14 +63,7 @@ pub fn pair_all(
 ) -> Result<Pairing, CatalogError> {
     progress.report(EMBEDDED, "weighting words");
     let n = prepared.keys.len();
-    let ranks: Vec<u32> = (0..n as u32).collect();
-    let e = Embedding::new(
-        &prepared.identities,
-        prepared.traits,
-        ranks,
-        prepared.categories.len() as u32,
-        &prepared.weights,
-    );
+    let e = prepared.embed((0..n as u32).collect());
     limit.check_embedded(&e)?;
     check(stop)?;
     let index = Index::build(&e);

@@ -35,31 +35,19 @@ pub struct Bars {
 impl Bars {
     pub fn new(e: &Embedding, index: &Index, product: Vec<f32>) -> Self {
         let group: Vec<f32> = (0..e.group_count())
-            .map(|g| {
-                e.groups
-                    .row(g)
-                    .iter()
-                    .map(|&i| product[i as usize])
-                    .fold(f32::INFINITY, f32::min)
-            })
+            .map(|g| lowest(e.groups.row(g).iter().map(|&i| product[i as usize])))
             .collect();
         let (words, pairs) = index.lists();
         let (w, p) = index.list_counts();
         let mut single = vec![f32::INFINITY; w];
         for list in words {
-            single[list.slot as usize] = index
-                .postings(*list)
-                .iter()
-                .map(|p| group[p.group as usize])
-                .fold(f32::INFINITY, f32::min);
+            let postings = index.postings(*list).iter();
+            single[list.slot as usize] = lowest(postings.map(|p| group[p.group as usize]));
         }
         let mut pair = vec![f32::INFINITY; p];
         for list in pairs {
-            pair[list.slot as usize] = index
-                .pair_postings(*list)
-                .iter()
-                .map(|p| group[p.group as usize])
-                .fold(f32::INFINITY, f32::min);
+            let postings = index.pair_postings(*list).iter();
+            pair[list.slot as usize] = lowest(postings.map(|p| group[p.group as usize]));
         }
         Self {
             product,
@@ -243,4 +231,9 @@ impl Reverse {
             }
         }
     }
+}
+
+/// The lowest of `values` (infinity for none).
+fn lowest(values: impl Iterator<Item = f32>) -> f32 {
+    values.fold(f32::INFINITY, f32::min)
 }

@@ -12,17 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::helpers::{
-    cli, code, free_port, serve, stderr, stdout, submit_a_demo_sync, unique, HeldFeeds, Service,
-    BIN,
+    assert_plain, cli, code, free_port, in_a_terminal, serve, stderr, stdout, submit_a_demo_sync,
+    unique, HeldFeeds, Service, BIN,
 };
-
-/// Output for a script or a CI log: printable characters and newlines only.
-fn assert_plain(text: &str) {
-    assert!(
-        text.chars().all(|c| c == '\n' || !c.is_control()),
-        "control characters in non-terminal output: {text:?}"
-    );
-}
 
 #[tokio::test]
 async fn submit_prints_the_job_id_and_wait_follows_it_to_a_json_report_with_exit_0() {
@@ -249,24 +241,12 @@ async fn a_token_file_is_sent_as_a_bearer_header_and_never_in_the_url() {
 
 #[tokio::test]
 async fn watch_in_a_terminal_draws_a_progress_bar() {
-    if Command::new("script").arg("--version").output().is_err() {
-        panic!("`script` (util-linux) is needed to give the CLI a pseudo-terminal");
-    }
     let feeds = HeldFeeds::start().await;
     let svc = Service::embedded().reading(&feeds).start().await;
     let id = svc.start_sync(&unique("cli"), &feeds.url("bar")).await;
     svc.wait_for_status(&id, "running").await;
     let command = format!("{BIN} watch {id} --server {}", svc.base());
-    let mut cmd = Command::new("script");
-    cmd.args(["-qfec", &command, "/dev/null"])
-        .env("TERM", "xterm")
-        .stdin(Stdio::null());
-    let watching = tokio::task::spawn_blocking(move || cmd.output().expect("script runs"));
-    // The bar redraws a few times a second; give it a moment before the job ends. (No signal
-    // reaches us from inside the pseudo-terminal before the end.)
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    feeds.release("bar");
-    let o = watching.await.unwrap();
+    let o = in_a_terminal(command, &feeds, "bar").await;
     assert_eq!(code(&o), 0, "{}", stdout(&o));
     let screen = stdout(&o);
     assert!(

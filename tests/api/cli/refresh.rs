@@ -2,11 +2,10 @@
 //! reports, one plain line per step's change for scripts, one bar per step at a terminal, an
 //! active pipeline's id with exit 3, and a failing source's pipeline with exit 1.
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use super::{assert_plain, cli, code, stderr, stdout, BIN};
-use crate::helpers::{free_port, unique, HeldFeeds, Service};
+use crate::helpers::{
+    assert_plain, cli, code, free_port, in_a_terminal, stderr, stdout, unique, HeldFeeds, Service,
+    BIN,
+};
 
 /// The summary lines a refresh prints on stdout: one a step, then the pipeline's.
 fn summaries(out: &str) -> Vec<&str> {
@@ -105,15 +104,7 @@ async fn refresh_in_a_terminal_draws_one_bar_per_step() {
         "{BIN} refresh --tenant {tenant} --source {held} --wait --server {}",
         svc.base()
     );
-    let mut cmd = Command::new("script");
-    cmd.args(["-qfec", &command, "/dev/null"])
-        .env("TERM", "xterm")
-        .stdin(Stdio::null());
-    let watching = tokio::task::spawn_blocking(move || cmd.output().expect("script runs"));
-    // The bars redraw a few times a second; give them a moment before the sync ends.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    feeds.release("bars");
-    let o = watching.await.unwrap();
+    let o = in_a_terminal(command, &feeds, "bars").await;
     assert_eq!(code(&o), 0, "{}", stdout(&o));
     let screen = stdout(&o);
     for kind in ["sync", "enrich", "pair"] {

@@ -98,20 +98,7 @@ async fn the_overview_page_lists_both_replicas_agrees_with_the_jobs_api_and_upda
     }
     assert_eq!(sync_figure(&page, "active", "running").await, json!(1));
 
-    // The held sync's button is kept across reads: rows change their text, not themselves.
-    page.exec(
-        "window.heldButton = document.querySelector(`[data-testid=process-row][data-worker=\"${arguments[0]}\"] li[data-job-id=\"${arguments[1]}\"] button`);",
-        json!([runs_it, held]),
-    )
-    .await;
-    two_more_reads(&page).await;
-    let kept = page
-        .exec(
-            "return window.heldButton.isConnected && window.heldButton === document.querySelector(`[data-testid=process-row][data-worker=\"${arguments[0]}\"] li[data-job-id=\"${arguments[1]}\"] button`);",
-            json!([runs_it, held]),
-        )
-        .await;
-    assert_eq!(kept, true, "the same button after two reads");
+    the_held_button_is_kept_across_reads(&page, &runs_it, &held).await;
 
     // kill -9 the replica that does not run the held sync: it leaves the page's list.
     let gone = workers
@@ -135,4 +122,22 @@ async fn the_overview_page_lists_both_replicas_agrees_with_the_jobs_api_and_upda
     assert_eq!(survivor.cancel(&held).await.status(), 202);
     survivor.poll_until_ended(&held).await;
     drop(redis);
+}
+
+/// The held sync's button is kept across two reads of the overview: rows change their text,
+/// not themselves. Leaves it in `window.heldButton`.
+async fn the_held_button_is_kept_across_reads(page: &Browser, runs_it: &Value, held: &str) {
+    page.exec(
+        "window.heldButton = document.querySelector(`[data-testid=process-row][data-worker=\"${arguments[0]}\"] li[data-job-id=\"${arguments[1]}\"] button`);",
+        json!([runs_it, held]),
+    )
+    .await;
+    two_more_reads(page).await;
+    let kept = page
+        .exec(
+            "return window.heldButton.isConnected && window.heldButton === document.querySelector(`[data-testid=process-row][data-worker=\"${arguments[0]}\"] li[data-job-id=\"${arguments[1]}\"] button`);",
+            json!([runs_it, held]),
+        )
+        .await;
+    assert_eq!(kept, true, "the same button after two reads");
 }

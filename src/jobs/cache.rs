@@ -13,21 +13,45 @@ use std::time::{Duration, Instant};
 use super::{JobId, Snapshot, TenantId};
 
 pub struct FinishedCache {
-    entries: Mutex<HashMap<JobId, (Snapshot, Instant)>>,
+    entries: Mutex<Entries>,
     ttl: Duration,
     capacity: usize,
 }
 
+/// The cached snapshots with when each was kept, and when the expired ones were last dropped.
+struct Entries {
+    kept: HashMap<JobId, (Snapshot, Instant)>,
+    swept: Instant,
+}
+
+impl Entries {
+    /// Drops the entries older than `ttl`, and gives back the table's room once it is mostly
+    /// empty (a burst of polls must not hold its peak for the life of the process).
+    fn sweep(&mut self, ttl: Duration) {
+        self.kept.retain(|_, (_, at)| at.elapsed() < ttl);
+        if self.kept.capacity() > 4 * self.kept.len().max(SHRINK_FLOOR) {
+            self.kept.shrink_to_fit();
+        }
+        self.swept = Instant::now();
+    }
+}
+
+/// Below this many entries a table is not worth shrinking.
+const SHRINK_FLOOR: usize = 64;
+
 impl FinishedCache {
     pub fn new(ttl: Duration, capacity: usize) -> Self {
         Self {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries {
+                kept: HashMap::new(),
+                swept: Instant::now(),
+            }),
             ttl,
             capacity,
         }
     }
 
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, (Snapshot, Instant)>> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, Entries> {
         // Entries are whole values inserted in one step: a poisoned map is still consistent.
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -38,33 +62,89 @@ impl FinishedCache {
         }
         let entries = self.entries();
         entries
+            .kept
             .get(id)
             .filter(|(_, at)| at.elapsed() < self.ttl)
             .map(|(s, _)| s.clone())
     }
 
-    /// Keeps a snapshot if it is of a finished job.
+    /// Keeps a snapshot if it is of a finished job. Expired entries are dropped once a `ttl`,
+    /// so the cache holds about the jobs answered in the last two, never more than `capacity`.
     pub fn offer(&self, snapshot: &Snapshot) {
         if self.ttl.is_zero() || !snapshot.status.is_finished() {
             return;
         }
         let mut entries = self.entries();
-        if entries.len() >= self.capacity {
-            let ttl = self.ttl;
-            entries.retain(|_, (_, at)| at.elapsed() < ttl);
-            if entries.len() >= self.capacity {
-                entries.clear();
+        if entries.swept.elapsed() >= self.ttl || entries.kept.len() >= self.capacity {
+            entries.sweep(self.ttl);
+            if entries.kept.len() >= self.capacity {
+                entries.kept.clear();
             }
         }
-        entries.insert(snapshot.job_id, (snapshot.clone(), Instant::now()));
+        let kept = (snapshot.clone(), Instant::now());
+        entries.kept.insert(snapshot.job_id, kept);
     }
 
     /// Drops a job's entry: its record changed after it ended (a retry's audit).
     pub fn forget(&self, id: &JobId) {
-        self.entries().remove(id);
+        self.entries().kept.remove(id);
     }
 
     pub fn forget_tenant(&self, tenant: &TenantId) {
-        self.entries().retain(|_, (s, _)| s.tenant_id != *tenant);
+        self.entries()
+            .kept
+            .retain(|_, (s, _)| s.tenant_id != *tenant);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::store::NewJob;
+    use crate::jobs::{Kind, Status};
+
+    fn finished() -> Snapshot {
+        let job = NewJob {
+            id: JobId::new(),
+            tenant: TenantId::parse("t").unwrap(),
+            kind: Kind::parse("sync").unwrap(),
+            params: serde_json::Value::Null,
+            step: String::new(),
+            origin: Default::default(),
+            idempotency_key: None,
+            in_order: false,
+            pipeline: None,
+        };
+        job.record(Status::Done, 100, "done", 1_000, 1_000, 3)
+    }
+
+    #[test]
+    fn a_long_life_of_polls_holds_only_the_jobs_answered_lately() {
+        let ttl = Duration::from_millis(500);
+        let cache = FinishedCache::new(ttl, 10_000);
+        let started = Instant::now();
+        for _ in 0..2_000 {
+            cache.offer(&finished());
+        }
+        if started.elapsed() < ttl {
+            assert_eq!(
+                cache.entries().kept.len(),
+                2_000,
+                "entries younger than the ttl are all kept"
+            );
+        }
+        std::thread::sleep(ttl * 2);
+        let last = finished();
+        cache.offer(&last);
+        assert_eq!(
+            cache.entries().kept.len(),
+            1,
+            "the expired ones went at the next keep"
+        );
+        assert_eq!(cache.get(&last.job_id).map(|s| s.job_id), Some(last.job_id));
+        assert!(
+            cache.entries().kept.capacity() < 2_000,
+            "and their room with them"
+        );
     }
 }

@@ -255,10 +255,13 @@ async fn a_filter_retries_each_failed_job_once_and_every_skip_says_why(b: Backen
     );
     // The new jobs wait: retrying one is still_active, retrying the old one again is
     // already_running (its kind is taken), an unknown id is not_found.
-    let new_id = answer["results"][0]["new_job_id"]
-        .as_str()
+    let retry_of_last = answer["results"]
+        .as_array()
         .unwrap()
-        .to_owned();
+        .iter()
+        .find(|r| r["job_id"] == olds[2].as_str())
+        .expect("the last failed job was retried");
+    let new_id = retry_of_last["new_job_id"].as_str().unwrap().to_owned();
     let unknown = JobId::new().to_string();
     let body = json!({"job_ids": [new_id, olds[2], unknown]});
     let (_, answer, _) = bulk(&c, "retry", "ops", &body, None).await;

@@ -572,6 +572,8 @@ pub fn template_of(doc: &Value, method: &str, path: &str) -> Option<String> {
 /// part raced the delete to the body limit and answered 413 on a loaded machine).
 const ROWS_BEFORE_DELETE: usize = 300;
 const ROWS_AFTER_DELETE: usize = 10;
+/// How long the walk waits, after the first rows of the interrupted import, before the delete.
+const IMPORT_BEGINS_WITHIN: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// A body whose second part is sent only once `delete` (a tenant's removal) has answered.
 fn deleted_midway(client: reqwest::Client, delete: String) -> reqwest::Body {
@@ -587,6 +589,10 @@ fn deleted_midway(client: reqwest::Client, delete: String) -> reqwest::Body {
     );
     let first = stream::once(async move { Ok::<_, std::io::Error>(rows(0, ROWS_BEFORE_DELETE)) });
     let second = stream::once(async move {
+        // The import reads the tenant's tombstone as it begins; a delete that came first would
+        // make this a new import after the delete (answered 200). Nothing the client sees says
+        // the import has begun, so it gives the server a moment first.
+        tokio::time::sleep(IMPORT_BEGINS_WITHIN).await;
         let removed = client.delete(delete).send().await.expect("the app answers");
         assert_eq!(removed.status(), 200, "the tenant is removed mid-import");
         // A few rows after the delete: they fit the socket's buffer, so the client has sent

@@ -19,6 +19,7 @@ use super::access::RequestId;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::idempotency_key;
+use super::job_filter::cursor_of;
 use super::jobs::{count_if_ended_at_once, count_pipeline_if_ended, Retry};
 use super::AppState;
 use crate::jobs::browse::{self, EVERYONE_CAP};
@@ -104,10 +105,19 @@ pub struct BulkAnswer {
     pub skipped: usize,
     /// More jobs match than one call acts on ([`BULK_MAX`]): call again.
     pub more: bool,
+    /// The jobs the call's selection matched when it began, this call's and any beyond it:
+    /// the ids named, or the failed jobs a filter matches (across tenants, among the newest
+    /// 10,000 jobs), or a tenant's active jobs not yet asked to stop. Under `dry_run` it is
+    /// all the answer says.
+    pub matched: usize,
+    /// A filter's newest matched job, as a place in the listing's order: sent back as
+    /// `filter.until`, later calls act on no job created after the ones counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
 }
 
 impl BulkAnswer {
-    fn of(results: Vec<BulkResult>, more: bool) -> Self {
+    fn of(results: Vec<BulkResult>, selected: &Selected) -> Self {
         let skipped = results
             .iter()
             .filter(|r| r.outcome == BulkOutcome::Skipped)
@@ -116,7 +126,9 @@ impl BulkAnswer {
             done: results.len() - skipped,
             skipped,
             results,
-            more,
+            more: selected.more,
+            matched: selected.matched,
+            until: selected.until.clone(),
         }
     }
 }
@@ -127,14 +139,14 @@ const NOT_ACTIVE: &str = "the job has already ended: nothing to cancel";
 /// Retries the named ended jobs, or every failed job a filter matches that was not retried
 /// yet (newest first).
 #[utoipa::path(post, path = "/catalog/bulk/retry", tag = "jobs", operation_id = "bulk_retry",
-    request_body(content = BulkRetryBody, description = "Exactly one of `job_ids` (1–100 ids) or `filter` (each of its fields optional).", content_type = "application/json"),
+    request_body(content = BulkRetryBody, description = "Exactly one of `job_ids` (1–100 ids) or `filter` (each of its fields optional); `dry_run: true` counts the jobs (`matched`) and does nothing.", content_type = "application/json"),
     params(("Idempotency-Key" = Option<String>, Header, description = "1–255 visible characters: the same key with the same body answers the first call's answer again (`Idempotent-Replayed: true`) for `JOB_TTL_SECONDS`; the retries it started are not started again.")),
     responses(
-        (status = 200, description = "What was done to each job (at most 100; `more` when a filter matches more).", body = BulkAnswer,
+        (status = 200, description = "What was done to each job (at most 100; `more` when a filter matches more; `matched` counts them all).", body = BulkAnswer,
             headers(("Idempotent-Replayed" = String, description = "`true`, only on the answer to a call sent again with its `Idempotency-Key`."))),
         (status = 400, description = "`malformed_body`: not a JSON object.", body = ErrorBody),
         (status = 403, description = "`forbidden`: a read-only token (`read:…`), or a tenant token whose filter names another tenant.", body = ErrorBody),
-        (status = 422, description = "`invalid_field`, `missing_field` or `unknown_field` (with `field`: `job_ids`, `filter`, `filter.tenant_id`, …), or `idempotency_key_reused` (the key came first with another body); nothing was done.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`, `missing_field` or `unknown_field` (with `field`: `job_ids`, `filter`, `filter.tenant_id`, `dry_run`, …), or `idempotency_key_reused` (the key came first with another body); nothing was done.", body = ErrorBody),
         (status = 503, description = "`shutting_down` or `store_unavailable`: send the call again (with the same `Idempotency-Key`, no job is retried twice).", body = ErrorBody),
     ))]
 pub async fn retry(
@@ -144,36 +156,20 @@ pub async fn retry(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    caller.may_change()?;
-    let call = match Call::open(&app, &caller, "retry", &headers, &body).await? {
-        Ok(call) => call,
-        Err(replay) => return Ok(replay),
-    };
-    let picked = pick::retry(&call.body, &caller)?;
-    app.runner.admit()?;
-    let (jobs, more) = match picked {
-        RetryPick::Ids(ids) => (named(&app, &caller, &ids).await?, false),
-        RetryPick::Failed(filter) => failed_matching(&app, &caller, &filter).await?,
-    };
-    let mut results = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        let one = retry_one(&app, &caller, &request_id, call.key.as_deref(), job).await?;
-        results.push(one);
-    }
-    call.answer(&app, BulkAnswer::of(results, more)).await
+    walk(&app, &caller, Action::Retry { request_id }, &headers, &body).await
 }
 
 /// Asks the named active jobs to stop, or every queued and running job of a tenant (newest
 /// first).
 #[utoipa::path(post, path = "/catalog/bulk/cancel", tag = "jobs", operation_id = "bulk_cancel",
-    request_body(content = BulkCancelBody, description = "Exactly one of `job_ids` (1–100 ids) or `tenant_id`.", content_type = "application/json"),
+    request_body(content = BulkCancelBody, description = "Exactly one of `job_ids` (1–100 ids) or `tenant_id`; `dry_run: true` counts the jobs (`matched`) and does nothing.", content_type = "application/json"),
     params(("Idempotency-Key" = Option<String>, Header, description = "1–255 visible characters: the same key with the same body answers the first call's answer again (`Idempotent-Replayed: true`) for `JOB_TTL_SECONDS`.")),
     responses(
-        (status = 200, description = "What was done to each job (at most 100; `more` when the tenant has more active jobs).", body = BulkAnswer,
+        (status = 200, description = "What was done to each job (at most 100; `more` when the tenant has more active jobs; `matched` counts them all).", body = BulkAnswer,
             headers(("Idempotent-Replayed" = String, description = "`true`, only on the answer to a call sent again with its `Idempotency-Key`."))),
         (status = 400, description = "`malformed_body`: not a JSON object.", body = ErrorBody),
         (status = 403, description = "`forbidden`: a read-only token (`read:…`), or a tenant token naming another tenant.", body = ErrorBody),
-        (status = 422, description = "`invalid_field`, `missing_field` or `unknown_field` (with `field`: `job_ids`, `tenant_id`, …), or `idempotency_key_reused`; nothing was done.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`, `missing_field` or `unknown_field` (with `field`: `job_ids`, `tenant_id`, `dry_run`, …), or `idempotency_key_reused`; nothing was done.", body = ErrorBody),
         (status = 503, description = "`store_unavailable`: send the call again (asking a job twice to stop is harmless).", body = ErrorBody),
     ))]
 pub async fn cancel(
@@ -182,27 +178,107 @@ pub async fn cancel(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    walk(&app, &caller, Action::Cancel, &headers, &body).await
+}
+
+/// What a bulk call does to each job it selects.
+enum Action {
+    /// Retries ended jobs; the new jobs carry the call's request id.
+    Retry { request_id: String },
+    /// Asks active jobs to stop.
+    Cancel,
+}
+
+/// The jobs a call acts on (at most [`BULK_MAX`]), how many the selection matched in all,
+/// and whether more remain after these.
+struct Selected {
+    jobs: Vec<Looked>,
+    matched: usize,
+    more: bool,
+    /// A filter's newest matched job (`BulkAnswer::until`).
+    until: Option<String>,
+}
+
+impl Action {
+    /// The action's name, in its route and in the slot of a keyed answer.
+    fn name(&self) -> &'static str {
+        match self {
+            Action::Retry { .. } => "retry",
+            Action::Cancel => "cancel",
+        }
+    }
+
+    /// The jobs the body selects, every field checked before anything is done.
+    async fn select(
+        &self,
+        app: &AppState,
+        caller: &Caller,
+        body: &Map<String, Value>,
+    ) -> Result<Selected, ApiError> {
+        match self {
+            Action::Retry { .. } => {
+                let picked = pick::retry(body, caller)?;
+                app.runner.admit()?;
+                match picked {
+                    RetryPick::Ids(ids) => named(app, caller, &ids).await,
+                    RetryPick::Failed(filter) => failed_matching(app, caller, &filter).await,
+                }
+            }
+            Action::Cancel => match pick::cancel(body, caller)? {
+                CancelPick::Ids(ids) => named(app, caller, &ids).await,
+                CancelPick::Tenant(tenant) => active_of(app, &tenant).await,
+            },
+        }
+    }
+
+    /// Does the action to one job, as its single route does; `key` is the call's
+    /// `Idempotency-Key`.
+    async fn act(
+        &self,
+        app: &AppState,
+        caller: &Caller,
+        key: Option<&str>,
+        job: Looked,
+    ) -> Result<BulkResult, ApiError> {
+        match self {
+            Action::Retry { request_id } => retry_one(app, caller, request_id, key, job).await,
+            Action::Cancel => cancel_one(app, caller, job).await,
+        }
+    }
+}
+
+/// One bulk call of any action: the caller may change things, a keyed call is answered once,
+/// the body selects the jobs, and each is acted on in turn (none under `dry_run`).
+async fn walk(
+    app: &AppState,
+    caller: &Caller,
+    action: Action,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, ApiError> {
     caller.may_change()?;
-    let call = match Call::open(&app, &caller, "cancel", &headers, &body).await? {
+    let call = match Call::open(app, caller, action.name(), headers, body).await? {
         Ok(call) => call,
         Err(replay) => return Ok(replay),
     };
-    let (jobs, more) = match pick::cancel(&call.body, &caller)? {
-        CancelPick::Ids(ids) => (named(&app, &caller, &ids).await?, false),
-        CancelPick::Tenant(tenant) => active_of(&app, &tenant).await?,
-    };
+    let mut selected = action.select(app, caller, &call.body).await?;
+    let jobs = std::mem::take(&mut selected.jobs);
     let mut results = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        results.push(cancel_one(&app, &caller, job).await?);
+    if !call.dry_run {
+        for job in jobs {
+            results.push(action.act(app, caller, call.key.as_deref(), job).await?);
+        }
     }
-    call.answer(&app, BulkAnswer::of(results, more)).await
+    let answer = BulkAnswer::of(results, &selected);
+    call.answer(app, answer).await
 }
 
-/// A bulk call: its body (a JSON object), its `Idempotency-Key`, and the slot its answer is
-/// kept in when keyed (per action, token name and key; the name's length first, so no name
-/// and key can pass for another pair).
+/// A bulk call: its body (a JSON object), whether it only counts (`dry_run`), its
+/// `Idempotency-Key`, and the slot its answer is kept in when keyed (per action, token name
+/// and key; the name's length first, so no name and key can pass for another pair).
 struct Call {
     body: Map<String, Value>,
+    dry_run: bool,
     key: Option<String>,
     slot: Option<String>,
 }
@@ -218,12 +294,18 @@ impl Call {
         raw: &[u8],
     ) -> Result<Result<Call, Response>, ApiError> {
         let body = pick::object(raw)?;
+        let dry_run = pick::dry_run(&body)?;
         let key = idempotency_key(headers)?;
         let name = &caller.name;
         let slot = key
             .as_deref()
             .map(|k| format!("{action}:{}:{name}:{k}", name.len()));
-        let call = Call { body, key, slot };
+        let call = Call {
+            body,
+            dry_run,
+            key,
+            slot,
+        };
         let Some(slot) = call.slot.as_deref() else {
             return Ok(Ok(call));
         };
@@ -265,9 +347,9 @@ fn json_response(text: String) -> Response {
 type Looked = Result<Snapshot, JobId>;
 
 /// The named jobs, in the order named.
-async fn named(app: &AppState, caller: &Caller, ids: &[JobId]) -> Result<Vec<Looked>, ApiError> {
+async fn named(app: &AppState, caller: &Caller, ids: &[JobId]) -> Result<Selected, ApiError> {
     let found = app.store.get_many(ids).await?;
-    Ok(ids
+    let jobs = ids
         .iter()
         .map(|id| {
             found
@@ -276,17 +358,23 @@ async fn named(app: &AppState, caller: &Caller, ids: &[JobId]) -> Result<Vec<Loo
                 .cloned()
                 .ok_or(*id)
         })
-        .collect())
+        .collect();
+    Ok(Selected {
+        jobs,
+        matched: ids.len(),
+        more: false,
+        until: None,
+    })
 }
 
 /// The failed jobs the filter matches that were not retried yet, newest first, at most
-/// [`BULK_MAX`], and whether more remain: a tenant's from its listing, otherwise from the
-/// cross-tenant index (its newest `EVERYONE_CAP` jobs).
+/// [`BULK_MAX`], of how many: a tenant's from its listing, otherwise from the cross-tenant
+/// index (its newest `EVERYONE_CAP` jobs, all read to count them).
 async fn failed_matching(
     app: &AppState,
     caller: &Caller,
     filter: &RetryFilter,
-) -> Result<(Vec<Looked>, bool), ApiError> {
+) -> Result<Selected, ApiError> {
     let keep = |s: &Snapshot| {
         s.status == Status::Failed
             && s.retried_as.is_none()
@@ -302,27 +390,42 @@ async fn failed_matching(
         }
         None => {
             let named = |id: &JobId| filter.names(id);
-            let walk = browse::walk(&*app.store, None, named, keep, BULK_MAX + 1, EVERYONE_CAP);
+            let walk = browse::walk(&*app.store, None, named, keep, EVERYONE_CAP, EVERYONE_CAP);
             walk.await?.jobs
         }
     };
-    Ok(newest(&mut jobs))
+    let mut selected = newest(&mut jobs);
+    selected.until = selected
+        .jobs
+        .first()
+        .and_then(|j| j.as_ref().ok())
+        .map(cursor_of);
+    Ok(selected)
 }
 
-/// The tenant's queued and running jobs, newest first, at most [`BULK_MAX`], and whether
-/// more remain.
-async fn active_of(app: &AppState, tenant: &TenantId) -> Result<(Vec<Looked>, bool), ApiError> {
+/// The tenant's queued and running jobs not yet asked to stop (one asked reads `cancelling`),
+/// newest first, at most [`BULK_MAX`], of how many: a call sent again goes on to the next.
+async fn active_of(app: &AppState, tenant: &TenantId) -> Result<Selected, ApiError> {
     let mut jobs = app.store.active().await?;
-    jobs.retain(|s| s.tenant_id == *tenant && matches!(s.status, Status::Queued | Status::Running));
+    jobs.retain(|s| {
+        s.tenant_id == *tenant
+            && matches!(s.status, Status::Queued | Status::Running)
+            && s.cancel_requested_at.is_none()
+    });
     Ok(newest(&mut jobs))
 }
 
-/// The newest [`BULK_MAX`] of `jobs`, and whether there were more.
-fn newest(jobs: &mut Vec<Snapshot>) -> (Vec<Looked>, bool) {
+/// The newest [`BULK_MAX`] of `jobs`, of how many.
+fn newest(jobs: &mut Vec<Snapshot>) -> Selected {
     jobs.sort_unstable_by_key(|s| std::cmp::Reverse((s.created_at, s.job_id)));
-    let more = jobs.len() > BULK_MAX;
+    let matched = jobs.len();
     jobs.truncate(BULK_MAX);
-    (jobs.drain(..).map(Ok).collect(), more)
+    Selected {
+        jobs: jobs.drain(..).map(Ok).collect(),
+        matched,
+        more: matched > BULK_MAX,
+        until: None,
+    }
 }
 
 /// One retry, as the single route retries, with a key of its own under a keyed call.

@@ -141,7 +141,8 @@ fn order_key(s: &Snapshot) -> Position {
     (s.created_at, s.job_id)
 }
 
-fn cursor_of(s: &Snapshot) -> String {
+/// A job's place in the newest-first order, as a cursor names it.
+pub(super) fn cursor_of(s: &Snapshot) -> String {
     cursor_at(s.created_at, &s.job_id)
 }
 
@@ -188,12 +189,11 @@ fn parse_cursor(v: &Value) -> Result<Position, ApiError> {
             "cursor must be the next_cursor a previous page answered with",
         )
     };
-    let (ms, id) = v
-        .as_str()
-        .and_then(|raw| raw.split_once(CURSOR_SEPARATOR))
-        .ok_or_else(bad)?;
-    Ok((
-        ms.parse().map_err(|_| bad())?,
-        JobId::parse(id).map_err(|_| bad())?,
-    ))
+    v.as_str().and_then(read_cursor).ok_or_else(bad)
+}
+
+/// The place a cursor names; `None` for text no cursor of ours reads as.
+pub(super) fn read_cursor(raw: &str) -> Option<Position> {
+    let (ms, id) = raw.split_once(CURSOR_SEPARATOR)?;
+    Some((ms.parse().ok()?, JobId::parse(id).ok()?))
 }

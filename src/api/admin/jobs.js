@@ -37,7 +37,7 @@ const PICKER_LIMIT = 20;
 let pickedTenant = ''; // the tenant filter as last applied (not while it is being typed)
 
 /** The table's filters as the listing's query names them; the tenant only across tenants. */
-const filters = () => ({
+export const filters = () => ({
   status: $('filter-status').value,
   kind: $('filter-kind').value,
   id_prefix: $('filter-id').value.trim().toLowerCase(),

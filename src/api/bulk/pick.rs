@@ -1,6 +1,6 @@
 //! What a bulk call's body selects, read field by field: exactly one form per call (ids, or
-//! a filter or a tenant), every field checked before anything is done, each refusal naming
-//! its field.
+//! a filter or a tenant) and an optional `dry_run`, every field checked before anything is
+//! done, each refusal naming its field.
 
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
@@ -8,9 +8,10 @@ use utoipa::ToSchema;
 use super::super::auth::Caller;
 use super::super::error::ApiError;
 use super::super::extract::strict_json;
-use super::super::job_filter::parse_id_prefix;
+use super::super::job_filter::{parse_id_prefix, read_cursor};
 use super::BULK_MAX;
 use crate::config::tokens::Scope;
+use crate::jobs::browse::Position;
 use crate::jobs::{JobId, Kind, Snapshot, TenantId};
 
 /// `POST /catalog/bulk/retry`'s body: exactly one of the two.
@@ -21,6 +22,8 @@ pub struct BulkRetryBody {
     /// Every failed job it matches that was not retried yet, newest first (at most 100 a
     /// call; `more` says to call again).
     pub filter: Option<BulkFilter>,
+    /// `true`: count the jobs the call would act on (`matched`, `more`) and do nothing.
+    pub dry_run: Option<bool>,
 }
 
 /// The failed jobs a bulk retry selects; each field optional. A tenant token's filter is its
@@ -35,6 +38,9 @@ pub struct BulkFilter {
     pub kind: Option<Kind>,
     /// The start of a job id: 1–36 characters of `0-9 a-f -`, any case.
     pub id_prefix: Option<String>,
+    /// The `until` an earlier answer (a `dry_run`) gave: no job created after the newest it
+    /// counted is retried, so retries that fail again meanwhile are not retried in turn.
+    pub until: Option<String>,
 }
 
 /// `POST /catalog/bulk/cancel`'s body: exactly one of the two.
@@ -45,7 +51,12 @@ pub struct BulkCancelBody {
     /// Every queued and running job of this tenant, newest first (at most 100 a call).
     #[schema(value_type = Option<String>)]
     pub tenant_id: Option<TenantId>,
+    /// `true`: count the jobs the call would act on (`matched`, `more`) and do nothing.
+    pub dry_run: Option<bool>,
 }
+
+/// The field that asks a call to count its jobs and do nothing.
+const DRY_RUN: &str = "dry_run";
 
 /// What a retry call selects.
 pub enum RetryPick {
@@ -64,6 +75,7 @@ pub struct RetryFilter {
     pub tenant: Option<TenantId>,
     kind: Option<Kind>,
     id_prefix: Option<String>,
+    until: Option<Position>,
 }
 
 impl RetryFilter {
@@ -79,6 +91,7 @@ impl RetryFilter {
         self.tenant.as_ref().is_none_or(|t| *t == s.tenant_id)
             && self.kind.as_ref().is_none_or(|k| *k == s.kind)
             && self.names(&s.job_id)
+            && self.until.is_none_or(|u| (s.created_at, s.job_id) <= u)
     }
 }
 
@@ -89,6 +102,15 @@ pub fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
         _ => Err(ApiError::MalformedBody(
             "the body must be a JSON object, e.g. {\"job_ids\": [\"…\"]}".into(),
         )),
+    }
+}
+
+/// Whether the call only counts its jobs (`dry_run`, a boolean; absent is false).
+pub fn dry_run(body: &Map<String, Value>) -> Result<bool, ApiError> {
+    match body.get(DRY_RUN) {
+        None => Ok(false),
+        Some(Value::Bool(dry)) => Ok(*dry),
+        Some(_) => Err(ApiError::invalid(DRY_RUN, "dry_run is true or false")),
     }
 }
 
@@ -114,13 +136,16 @@ pub fn cancel(body: &Map<String, Value>, caller: &Caller) -> Result<CancelPick, 
     }
 }
 
-/// The one form among `forms` the body uses (and no other key).
+/// The one form among `forms` the body uses (and no other key but `dry_run`).
 fn one_form<'b>(
     body: &'b Map<String, Value>,
     forms: &[&'static str],
 ) -> Result<(&'static str, &'b Value), ApiError> {
     let either = format!("send exactly one of {}", forms.join(" or "));
-    if let Some(other) = body.keys().find(|k| !forms.contains(&k.as_str())) {
+    if let Some(other) = body
+        .keys()
+        .find(|k| !forms.contains(&k.as_str()) && *k != DRY_RUN)
+    {
         return Err(ApiError::UnknownField {
             field: other.clone(),
             message: format!("`{other}` is not a field here; {either}"),
@@ -172,11 +197,13 @@ fn tenant_of(v: &Value, field: &str) -> Result<TenantId, ApiError> {
 
 /// The filter's fields; a tenant token's filter is its own tenant (naming another is 403).
 fn retry_filter(filter: &Map<String, Value>, caller: &Caller) -> Result<RetryFilter, ApiError> {
-    const FIELDS: [&str; 3] = ["tenant_id", "kind", "id_prefix"];
+    const FIELDS: [&str; 4] = ["tenant_id", "kind", "id_prefix", "until"];
     if let Some(other) = filter.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(ApiError::UnknownField {
             field: format!("filter.{other}"),
-            message: format!("`{other}` is not a filter field; use tenant_id, kind, id_prefix"),
+            message: format!(
+                "`{other}` is not a filter field; use tenant_id, kind, id_prefix, until"
+            ),
         });
     }
     let tenant = match (filter.get("tenant_id"), &caller.scope) {
@@ -204,9 +231,19 @@ fn retry_filter(filter: &Map<String, Value>, caller: &Caller) -> Result<RetryFil
         })?),
         None => None,
     };
+    let until = match filter.get("until") {
+        Some(v) => Some(v.as_str().and_then(read_cursor).ok_or_else(|| {
+            ApiError::invalid(
+                "filter.until",
+                "until is the `until` an earlier answer to this filter gave",
+            )
+        })?),
+        None => None,
+    };
     Ok(RetryFilter {
         tenant,
         kind,
         id_prefix,
+        until,
     })
 }

@@ -1,13 +1,25 @@
 //! Bulk actions on the admin page: jobs selected with their boxes in the jobs table (every
 //! tenant's), retried or cancelled together after a confirmation that states how many, the
-//! answer said on the page; the service's record shows what was done (`retry_of`,
-//! `retried_by`, `cancelled_by`).
+//! answer said on the page; and, beyond the rows shown, every failed job the filters match
+//! retried, every active job of a tenant cancelled, in as many calls as it takes. The
+//! service's record shows what was done (`retry_of`, `retried_by`, `cancelled_by`).
 
+use catalog_jobs::api::bulk::BULK_MAX;
+use catalog_jobs::jobs::TenantId;
 use serde_json::json;
 
 use super::{row_reads, screenshot_path, use_identity, DESKTOP};
-use crate::helpers::{spawn_app, tenant, Backend, Gate, TestApp};
+use crate::both_stores;
+use crate::helpers::{create, failed_job, new_job, spawn_app, tenant, Backend, Gate, TestApp};
 use crate::webdriver::Browser;
+
+both_stores!(
+    every_failed_job_the_filters_match_is_retried_beyond_the_rows_shown_in_calls_of_100,
+    every_active_job_of_the_picked_tenant_is_cancelled_while_another_tenants_keep_running,
+);
+
+/// More jobs than one page of the table shows (50) and than one call acts on.
+const BEYOND: usize = BULK_MAX + 20;
 
 /// Failed jobs (one tenant each) retried together, and running ones cancelled together.
 const FAILED: usize = 3;
@@ -28,10 +40,11 @@ async fn select(b: &Browser, ids: &[String]) {
 }
 
 /// Clicks a bulk button, checks the confirmation states how many jobs it touches, confirms,
-/// and answers what the page then says the action (`verb`) did.
-async fn confirm(b: &Browser, button: &str, asks: &str, verb: &str) -> String {
+/// and answers what the confirmation asked and what the page then says the action (`verb`)
+/// did.
+async fn confirm(b: &Browser, button: &str, asks: &str, verb: &str) -> (String, String) {
     b.click(&format!("[data-testid={button}]")).await;
-    let text = b
+    let text_of_confirmation = b
         .wait_for(
             "the confirmation",
             "const d = document.querySelector('[data-testid=bulk-confirm]');
@@ -40,20 +53,22 @@ async fn confirm(b: &Browser, button: &str, asks: &str, verb: &str) -> String {
         )
         .await;
     assert!(
-        text.as_str().is_some_and(|t| t.starts_with(asks)),
-        "the confirmation states how many jobs: {text}"
+        text_of_confirmation
+            .as_str()
+            .is_some_and(|t| t.starts_with(asks)),
+        "the confirmation states how many jobs: {text_of_confirmation}"
     );
     b.click("[data-testid=bulk-yes]").await;
-    b.wait_for(
-        "the page says what was done",
-        "const r = document.querySelector('[data-testid=bulk-result]');
+    let said = b
+        .wait_for(
+            "the page says what was done",
+            "const r = document.querySelector('[data-testid=bulk-result]');
          return !r.hidden && r.textContent.startsWith(arguments[0]) && r.textContent;",
-        json!([format!("{verb}:")]),
-    )
-    .await
-    .as_str()
-    .unwrap_or_default()
-    .to_owned()
+            json!([format!("{verb}:")]),
+        )
+        .await;
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    (text(&text_of_confirmation), text(&said))
 }
 
 async fn started(app: &TestApp, kind: &str, status: &str) -> String {
@@ -101,7 +116,7 @@ async fn selected_jobs_are_retried_and_cancelled_in_bulk_after_a_confirmation_th
         json!(["Retry 3 ended jobs…", "Cancel 2 active jobs…"]),
         "each action counts the selected jobs it applies to"
     );
-    let said = confirm(&b, "bulk-retry", "Retry 3 jobs?", "Retry").await;
+    let (_, said) = confirm(&b, "bulk-retry", "Retry 3 jobs?", "Retry").await;
     assert!(said.starts_with("Retry: 3 jobs done, 0 skipped."), "{said}");
     for old in &failed {
         let was = app.get_json(&format!("/catalog/jobs/{old}")).await;
@@ -125,7 +140,7 @@ async fn selected_jobs_are_retried_and_cancelled_in_bulk_after_a_confirmation_th
     )
     .await;
     b.screenshot(&screenshot_path("admin-bulk")).await;
-    let said = confirm(&b, "bulk-cancel", "Cancel 2 jobs?", "Cancel").await;
+    let (_, said) = confirm(&b, "bulk-cancel", "Cancel 2 jobs?", "Cancel").await;
     assert!(
         said.starts_with("Cancel: 2 jobs done, 0 skipped."),
         "{said}"
@@ -135,4 +150,117 @@ async fn selected_jobs_are_retried_and_cancelled_in_bulk_after_a_confirmation_th
         let job = app.get_json(&format!("/catalog/jobs/{id}")).await;
         assert_eq!(job["cancelled_by"], "anonymous", "who cancelled it: {job}");
     }
+}
+
+/// Says the confirmation counted more than one call's worth and the page did them all.
+fn every_call_was_made(asked: &str, said: &str, done: &str) {
+    assert!(
+        asked.contains("more than one call's worth (100 jobs a call)"),
+        "the confirmation says it takes more than one call: {asked}"
+    );
+    assert!(said.starts_with(done), "every job done, none left: {said}");
+    assert!(!said.contains("left"), "{said}");
+}
+
+/// How many job rows the table shows now.
+async fn rows_shown(b: &Browser) -> u64 {
+    let n = b
+        .exec(
+            "return document.querySelectorAll('[data-testid=job-row]:not([hidden])').length;",
+            json!([]),
+        )
+        .await;
+    n.as_u64().unwrap_or_default()
+}
+
+async fn every_failed_job_the_filters_match_is_retried_beyond_the_rows_shown_in_calls_of_100(
+    backend: Backend,
+) {
+    let app = spawn_app(backend).await;
+    let tenants = [tenant(), tenant(), tenant(), tenant()];
+    let mut old = Vec::new();
+    for i in 0..BEYOND {
+        old.push(failed_job(&*app.store, &tenants[i % 4], &format!("many{i}")).await);
+    }
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    b.goto(&app.url("/admin")).await;
+    use_identity(&b, "", "").await;
+    row_reads(&b, &old[BEYOND - 1].to_string(), "failed").await;
+    let shown = rows_shown(&b).await;
+    assert!(
+        shown < BEYOND as u64,
+        "the table shows {shown}, fewer than all"
+    );
+    b.exec(
+        "const s = document.getElementById('filter-status'); s.value = 'failed';
+         s.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .await;
+    let asks = format!("Retry {BEYOND} failed jobs matching the filter (every tenant");
+    let done = format!("Retry: {BEYOND} jobs done, 0 skipped.");
+    let (asked, said) = confirm(&b, "bulk-retry-all", &asks, "Retry").await;
+    every_call_was_made(&asked, &said, &done);
+    for id in &old {
+        let was = app.get_json(&format!("/catalog/jobs/{id}")).await;
+        assert_eq!(
+            (was["status"].as_str(), was["retried_by"].as_str()),
+            (Some("failed"), Some("anonymous"))
+        );
+        let new_id = was["retried_as"].as_str().expect("the job that retries it");
+        let new = app.get_json(&format!("/catalog/jobs/{new_id}")).await;
+        assert_eq!(
+            new["retry_of"],
+            id.to_string(),
+            "the new job names the old one"
+        );
+    }
+}
+
+/// `n` queued jobs of `t`, of kinds no runner runs (so they wait), and one running at its gate.
+async fn active_jobs(app: &TestApp, t: &TenantId, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let job = new_job(t, &format!("wait{i}"));
+        ids.push(create(&*app.store, &job).await.job_id.to_string());
+    }
+    ids.push(app.start_id("gated", &[("tenant_id", t.as_str())]).await);
+    Gate::of(t).reached().await;
+    ids
+}
+
+async fn every_active_job_of_the_picked_tenant_is_cancelled_while_another_tenants_keep_running(
+    backend: Backend,
+) {
+    let app = spawn_app(backend).await;
+    let (t, other) = (tenant(), tenant());
+    let picked = active_jobs(&app, &t, BEYOND - 1).await;
+    let spared = active_jobs(&app, &other, 3).await;
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    b.goto(&app.url("/admin")).await;
+    use_identity(&b, "", "").await;
+    b.fill("[data-testid=tenant-picker]", t.as_str()).await;
+    b.exec(
+        "document.querySelector('[data-testid=tenant-picker]').dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .await;
+    let asks = format!("Cancel {BEYOND} active jobs of tenant {t}?");
+    let done = format!("Cancel: {BEYOND} jobs done, 0 skipped.");
+    let (asked, said) = confirm(&b, "bulk-cancel-tenant", &asks, "Cancel").await;
+    every_call_was_made(&asked, &said, &done);
+    for id in &picked {
+        app.wait_for_status(id, "cancelled").await;
+        let job = app.get_json(&format!("/catalog/jobs/{id}")).await;
+        assert_eq!(job["cancelled_by"], "anonymous", "who cancelled it: {job}");
+    }
+    let running = spared.last().expect("the other tenant's running job");
+    for id in &spared {
+        let status = if id == running { "running" } else { "queued" };
+        assert_eq!(
+            app.get_json(&format!("/catalog/jobs/{id}")).await["status"],
+            status
+        );
+    }
+    Gate::of(&other).release();
 }

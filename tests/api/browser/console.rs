@@ -359,13 +359,15 @@ async fn a_read_only_token_is_shown_no_start_cancel_retry_or_bulk_control() {
                           shown(r.querySelector('[data-testid=job-select]')),
                           shown(document.querySelector('[data-testid=job-select-all]')),
                           shown(document.querySelector('[data-testid=bulk-retry]')),
-                          shown(document.querySelector('[data-testid=bulk-cancel]'))];",
+                          shown(document.querySelector('[data-testid=bulk-cancel]')),
+                          shown(document.querySelector('[data-testid=bulk-retry-all]')),
+                          shown(document.querySelector('[data-testid=bulk-cancel-tenant]'))];",
             json!([id]),
         )
         .await;
     assert_eq!(
         bulk,
-        json!([true, false, false, false, false]),
+        json!([true, false, false, false, false, false, false]),
         "the row's box exists but is not shown, and no bulk action is"
     );
     b.goto(&app.url(&format!("/admin#job={id}"))).await;

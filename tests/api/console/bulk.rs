@@ -8,14 +8,14 @@ use std::sync::Arc;
 use catalog_jobs::api::bulk::BULK_MAX;
 use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::store::JobStore;
-use catalog_jobs::jobs::{JobId, Kind, TenantId};
+use catalog_jobs::jobs::{JobId, TenantId};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{
-    create, failure, finish, new_job, settings, spawn_app_with, store, tenant, test_config,
-    Backend, Gate, TestApp,
+    create, failed_job, new_job, settings, spawn_app_with, store, tenant, test_config, Backend,
+    Gate, TestApp,
 };
 
 both_stores!(
@@ -23,6 +23,7 @@ both_stores!(
     a_bulk_cancel_stops_every_active_job_of_a_tenant_and_no_other,
     a_filter_retries_each_failed_job_once_and_every_skip_says_why,
     a_keyed_bulk_call_is_answered_once_and_tokens_keep_to_their_scope,
+    a_dry_run_counts_every_job_a_filter_or_tenant_matches_and_calls_sent_again_finish_them,
 );
 
 /// Ten kinds no runner of the test app runs: jobs of them wait in the queue untouched.
@@ -73,17 +74,6 @@ async fn console(b: Backend) -> Console {
     }
 }
 
-/// A failed job of `kind` for `t`, made in the store (created, claimed, failed).
-async fn failed(s: &dyn JobStore, t: &TenantId, kind: &str) -> JobId {
-    let job = new_job(t, kind);
-    let created = create(s, &job).await;
-    let kinds = [Kind::parse(kind).unwrap()];
-    let claim = s.claim("test/1", &kinds).await.unwrap().expect("its claim");
-    assert_eq!(claim.job.id, job.id);
-    finish(s, &job, &claim.run, &created, failure("SourceUnreachable")).await;
-    job.id
-}
-
 /// POSTs `body` to `/catalog/bulk/<action>` as `token`, with an `Idempotency-Key` if given.
 async fn bulk(
     c: &Console,
@@ -125,7 +115,7 @@ async fn a_bulk_retry_of_30_failed_jobs_across_3_tenants_starts_30_audited_retri
     let mut old = Vec::new();
     for t in [tenant(), tenant(), tenant()] {
         for i in 0..KINDS {
-            old.push(failed(&*c.store, &t, &kind(i)).await.to_string());
+            old.push(failed_job(&*c.store, &t, &kind(i)).await.to_string());
         }
     }
     let (status, answer, _) = bulk(&c, "retry", "ops", &json!({"job_ids": old}), None).await;
@@ -220,9 +210,9 @@ async fn a_filter_retries_each_failed_job_once_and_every_skip_says_why(b: Backen
     let t = tenant();
     let mut olds = Vec::new();
     for i in 0..3 {
-        olds.push(failed(&*c.store, &t, &kind(i)).await.to_string());
+        olds.push(failed_job(&*c.store, &t, &kind(i)).await.to_string());
     }
-    failed(&*c.store, &tenant(), &kind(0)).await;
+    failed_job(&*c.store, &tenant(), &kind(0)).await;
     // Newest first as the listing orders them (jobs made in one millisecond in id order).
     let newest_first: Vec<String> = listed(&c, &t)
         .await
@@ -284,7 +274,7 @@ async fn a_filter_retries_each_failed_job_once_and_every_skip_says_why(b: Backen
 async fn a_keyed_bulk_call_is_answered_once_and_tokens_keep_to_their_scope(b: Backend) {
     let c = console(b).await;
     let t = tenant();
-    let old = failed(&*c.store, &t, &kind(0)).await.to_string();
+    let old = failed_job(&*c.store, &t, &kind(0)).await.to_string();
     let body = json!({"job_ids": [old]});
     let (s1, first, replayed) = bulk(&c, "retry", "ops", &body, Some("k-1")).await;
     assert_eq!((s1.as_u16(), replayed), (200, false));
@@ -327,6 +317,7 @@ async fn a_keyed_bulk_call_is_answered_once_and_tokens_keep_to_their_scope(b: Ba
         (json!({"job_ids": [old], "filter": {}}), "filter"),
         (json!({"ids": [old]}), "ids"),
         (json!({"filter": {"tenant": "x"}}), "filter.tenant"),
+        (json!({"filter": {"until": "x"}}), "filter.until"),
     ];
     for (body, field) in cases {
         let (s, err, _) = bulk(&c, "retry", "ops", &body, None).await;
@@ -341,6 +332,78 @@ async fn a_keyed_bulk_call_is_answered_once_and_tokens_keep_to_their_scope(b: Ba
         before,
         "the refused calls changed nothing"
     );
+    c.gate.release();
+}
+
+/// `(done, matched, more, results)` of an answer.
+fn tally(answer: &Value) -> (u64, u64, bool, usize) {
+    (
+        answer["done"].as_u64().unwrap_or(u64::MAX),
+        answer["matched"].as_u64().unwrap_or(u64::MAX),
+        answer["more"].as_bool().unwrap_or_default(),
+        answer["results"].as_array().map_or(usize::MAX, Vec::len),
+    )
+}
+
+/// More than one call's worth: a call acts on `BULK_MAX`, the next on the rest.
+const BEYOND: usize = BULK_MAX + 5;
+
+async fn a_dry_run_counts_every_job_a_filter_or_tenant_matches_and_calls_sent_again_finish_them(
+    b: Backend,
+) {
+    let c = console(b).await;
+    let tenants = [tenant(), tenant(), tenant()];
+    for i in 0..BEYOND {
+        failed_job(&*c.store, &tenants[i % 3], &kind(i)).await;
+    }
+    let (n, all) = (BEYOND as u64, BULK_MAX as u64);
+    let counted = json!({"filter": {}, "dry_run": true});
+    let (_, answer, _) = bulk(&c, "retry", "ops", &counted, None).await;
+    assert_eq!(
+        tally(&answer),
+        (0, n, true, 0),
+        "counted, nothing done: {answer}"
+    );
+    assert!(listed(&c, &tenants[0]).await.iter().all(|j| j[3].is_null()));
+    // A job failed after the count is not among those the calls that follow retry.
+    let every = json!({"filter": {"until": answer["until"]}});
+    let late = failed_job(&*c.store, &tenants[0], "late").await;
+    let (_, answer, _) = bulk(&c, "retry", "ops", &every, None).await;
+    assert_eq!(tally(&answer), (all, n, true, BULK_MAX));
+    let (_, answer, _) = bulk(&c, "retry", "ops", &every, None).await;
+    assert_eq!(tally(&answer), (n - all, n - all, false, BEYOND - BULK_MAX));
+    let (_, answer, _) = bulk(&c, "retry", "ops", &counted, None).await;
+    assert_eq!(
+        tally(&answer),
+        (0, 1, false, 0),
+        "all but the late one: {answer}"
+    );
+    assert!(job(&c, &late.to_string()).await["retried_as"].is_null());
+
+    // A tenant's active jobs: the retries just made wait in the queue (no runner runs them).
+    let t = tenant();
+    for i in 0..BEYOND {
+        create(&*c.store, &new_job(&t, &kind(i))).await;
+    }
+    let counted = json!({"tenant_id": t, "dry_run": true});
+    let (_, answer, _) = bulk(&c, "cancel", "ops", &counted, None).await;
+    assert_eq!(tally(&answer), (0, n, true, 0), "{answer}");
+    assert!(listed(&c, &t).await.iter().all(|j| j[1] == "queued"));
+    let tenant_wide = json!({"tenant_id": t});
+    let (_, answer, _) = bulk(&c, "cancel", "ops", &tenant_wide, None).await;
+    assert_eq!(tally(&answer), (all, n, true, BULK_MAX));
+    let (_, answer, _) = bulk(&c, "cancel", "ops", &tenant_wide, None).await;
+    assert_eq!(tally(&answer), (n - all, n - all, false, BEYOND - BULK_MAX));
+    let others = listed(&c, &tenants[1]).await;
+    assert!(
+        others.iter().any(|j| j[1] == "queued") && others.iter().all(|j| j[1] != "cancelled"),
+        "another tenant's jobs are left as they were"
+    );
+    for bad in [json!("yes"), json!(1), json!(null)] {
+        let body = json!({"tenant_id": t, "dry_run": bad});
+        let (s, err, _) = bulk(&c, "cancel", "ops", &body, None).await;
+        assert_eq!((s.as_u16(), err["field"].as_str()), (422, Some("dry_run")));
+    }
     c.gate.release();
 }
 

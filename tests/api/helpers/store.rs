@@ -130,6 +130,29 @@ pub async fn finish(
         .expect("the store answers")
 }
 
+/// A failed job of `kind` for `t`, made in the store (created, claimed, failed): no runner
+/// runs `kind`, so it is the job claimed.
+pub async fn failed_job(store: &dyn JobStore, t: &TenantId, kind: &str) -> JobId {
+    let job = new_job(t, kind);
+    let created = create(store, &job).await;
+    let kinds = [Kind::parse(kind).expect("test kinds are valid")];
+    let claim = store
+        .claim("test/1", &kinds)
+        .await
+        .expect("the store answers")
+        .expect("its claim");
+    assert_eq!(claim.job.id, job.id);
+    finish(
+        store,
+        &job,
+        &claim.run,
+        &created,
+        failure("SourceUnreachable"),
+    )
+    .await;
+    job.id
+}
+
 /// A real store that counts the writes made through it, to measure what the runner costs.
 pub struct CountingStore {
     pub inner: Arc<dyn JobStore>,

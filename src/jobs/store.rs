@@ -431,7 +431,8 @@ pub trait JobStore: Browse + Audit + Send + Sync + 'static {
     /// (`jobs::fence`), and no record of a job created before it is written back.
     /// `kinds` are the kinds whose locks may name an active job. `hashes` name the tenant's
     /// data kept beside its jobs in the same Redis (its catalogue): they are deleted in the
-    /// same step, so a job or import begun after it loses nothing to it (the embedded store
+    /// same step, a set with the keys it names, so a job or import begun after it loses
+    /// nothing to it (the embedded store
     /// holds none and leaves them to their owner).
     fn purge<'a>(
         &'a self,

@@ -39,6 +39,21 @@ fn stores(b: Backend) -> (Arc<dyn JobStore>, Arc<dyn CatalogStore>) {
     (store(b, settings()), catalog)
 }
 
+/// Three products pair joins (p0, p1, p2: t-shirts of three colours).
+pub fn t_shirts() -> Vec<Product> {
+    [
+        "red cotton t-shirt",
+        "blue cotton t-shirt",
+        "green cotton t-shirt",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, name)| {
+        Product::from_json(json!({"product_key": format!("p{i}"), "name": name})).unwrap()
+    })
+    .collect()
+}
+
 /// A pair job of `t`, claimed: its first run.
 async fn claimed(jobs: &dyn JobStore, t: &TenantId) -> Claim {
     let job = new_job(t, "pair");
@@ -144,17 +159,7 @@ async fn a_fenced_off_pair_run_keeps_the_old_table_and_ends_fenced_not_recorded(
         store: store.clone(),
         settings: CatalogSettings::default(),
     });
-    let products: Vec<Product> = [
-        "red cotton t-shirt",
-        "blue cotton t-shirt",
-        "green cotton t-shirt",
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, name)| {
-        Product::from_json(json!({"product_key": format!("p{i}"), "name": name})).unwrap()
-    })
-    .collect();
+    let products = t_shirts();
     let first = claimed(&*jobs, &t).await;
     let old: Arc<dyn Fence> = run_fence(&jobs, &first);
     let (c, tt) = (catalog.clone(), t.clone());

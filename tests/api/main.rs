@@ -38,6 +38,7 @@ mod search;
 mod settings;
 mod sizes;
 mod soak;
+mod staging;
 mod tenants;
 mod tombstone;
 mod webdriver;

@@ -122,9 +122,9 @@ pub trait CatalogStore: Send + Sync + 'static {
     /// Removes the tenant's whole catalogue in one step and counts what was there.
     fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError>;
     /// The Redis keys that hold the tenant's catalogue (the hashes of products, extracted
-    /// attributes and neighbours, in that order, then pair's state), for a delete that
-    /// removes them in the same step as the tenant's jobs (`JobStore::purge`); none for the
-    /// embedded catalogue.
+    /// attributes and neighbours, in that order, then pair's state, then the set naming the
+    /// keys pair stages aside, which go with it), for a delete that removes them in the same
+    /// step as the tenant's jobs (`JobStore::purge`); none for the embedded catalogue.
     fn hashes(&self, tenant: &TenantId) -> Vec<String>;
     /// Removes these products and what enrichment found for them; counts the products that
     /// were there. Their neighbour rows stay until the next pair (a product view skips a
@@ -224,11 +224,11 @@ impl From<Write<()>> for Swap {
 }
 
 impl Cleared {
-    /// The sizes of the keys `CatalogStore::hashes` named, in its order (pair's state counts
-    /// nothing).
+    /// The sizes of the keys `CatalogStore::hashes` named, in its order (pair's state and
+    /// its staging keys count nothing).
     pub fn from_sizes(sizes: &[u64]) -> Option<Self> {
         match *sizes {
-            [products, extracted_attributes, neighbours, _pairing] => Some(Cleared {
+            [products, extracted_attributes, neighbours, _pairing, _staging] => Some(Cleared {
                 products,
                 extracted_attributes,
                 neighbours,

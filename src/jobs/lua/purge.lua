@@ -2,7 +2,8 @@
 -- tenant's tombstone.
 -- A: tenant, how many kinds, the kinds this service runs (their locks name the active jobs,
 --    even one trimmed out of the listing), then the keys of the tenant's data kept beside
---    its jobs (its catalogue: hashes, and pair's state), deleted in this step too
+--    its jobs (its catalogue: hashes, pair's state, and the set naming pair's staging
+--    keys), deleted in this step too; a set's members are keys that go with it
 -- Returns {'active', job_id} a job is queued or running (nothing changed); {'removed', n,
 -- then each hash's size before} n jobs removed. Their idempotency keys and the tenant's
 -- create windows go with them, and the hashes: so a job or import begun after this step
@@ -37,9 +38,14 @@ redis.call('DEL', list, k_lane(tenant))
 redis.call('ZREM', K_TENANTS, tenant)
 local answer = {'removed', tostring(removed)}
 for _, hash in ipairs(hashes) do
-  -- A key of another type (pair's state, a string) goes too and counts 0.
+  -- A key of another type (pair's state, a string) goes too and counts 0; a set names
+  -- keys that go with it (pair's staging keys).
   local size = 0
-  if redis.call('TYPE', hash).ok == 'hash' then size = redis.call('HLEN', hash) end
+  local kind = redis.call('TYPE', hash).ok
+  if kind == 'hash' then size = redis.call('HLEN', hash) end
+  if kind == 'set' then
+    for _, key in ipairs(redis.call('SMEMBERS', hash)) do redis.call('DEL', key) end
+  end
   answer[#answer + 1] = tostring(size)
   redis.call('DEL', hash)
 end

@@ -23,7 +23,8 @@ use crate::jobs::fence::{Fence, Hold, ScriptFence};
 use crate::jobs::TenantId;
 use crate::topology::{Connection, Primary, Target};
 
-/// Builds the catalogue's keys: `<prefix>:<tenant>:products|enriched|neighbours|pairing`.
+/// Builds the catalogue's keys: `<prefix>:<tenant>:products|enriched|neighbours|pairing`, and
+/// pair's staging keys with the set that names them.
 #[derive(Clone, Debug)]
 pub struct CatalogKeys {
     prefix: String,
@@ -56,6 +57,11 @@ impl CatalogKeys {
             self.prefix,
             crate::jobs::JobId::new()
         )
+    }
+    /// The set naming the tenant's staging keys while they live (written in the step that
+    /// stages each one), so that a delete finds them without a scan.
+    pub fn staged(&self, t: &TenantId) -> String {
+        format!("{}:{t}:neighbours:staged", self.prefix)
     }
 }
 
@@ -212,20 +218,25 @@ impl RedisCatalog {
         }
     }
 
-    /// Makes one write to `key` (with a TTL of `ttl` seconds, 0 for none) while `fence`
-    /// holds: checked inside the script when the jobs are in this Redis, else under the job
-    /// store's own check (`Fence::while_held`).
+    /// Makes one write to `key` while `fence` holds: checked inside the script when the jobs
+    /// are in this Redis, else under the job store's own check (`Fence::while_held`). A key
+    /// staged aside (`staged_in`, the set naming the tenant's staging keys) expires after
+    /// `STAGING_TTL_SECS` and is named in that set in the same step.
     fn write_fenced<A: redis::ToRedisArgs + Copy + Send + Sync>(
         &self,
         write: FencedWrite,
         key: &str,
+        staged_in: Option<&str>,
         args: A,
-        ttl: u64,
         fence: &dyn Fence,
     ) -> Result<Hold, CatalogStoreError> {
+        let ttl = staged_in.map_or(0, |_| STAGING_TTL_SECS);
         if let Some(checked) = fence.in_script() {
             let word: String = self.block(|mut conn| async move {
                 let mut inv = FENCED_WRITE.key(key);
+                if let Some(set) = staged_in {
+                    inv.key(set);
+                }
                 with_fence(&mut inv, &checked);
                 inv.arg(ttl)
                     .arg(write.command())
@@ -238,9 +249,17 @@ impl RedisCatalog {
         let mut written = Ok(());
         let hold = fence.while_held(&mut || {
             let mut pipe = redis::pipe();
-            pipe.cmd(write.command()).arg(key).arg(args).ignore();
-            if ttl > 0 {
-                pipe.cmd("EXPIRE").arg(key).arg(ttl).ignore();
+            pipe.atomic()
+                .cmd(write.command())
+                .arg(key)
+                .arg(args)
+                .ignore();
+            if let Some(set) = staged_in {
+                pipe.expire(key, ttl as i64).ignore();
+                pipe.sadd(set, key)
+                    .ignore()
+                    .expire(set, ttl as i64)
+                    .ignore();
             }
             written = self.query_pipe::<()>(&pipe);
         });
@@ -373,7 +392,7 @@ impl CatalogStore for RedisCatalog {
             let (writes, chunk_counts) = changed(chunk, old);
             // Rows that changed nothing need no write, so no fence either.
             if !writes.is_empty() {
-                let hold = self.write_fenced(FencedWrite::Hset, &key, &writes[..], 0, fence)?;
+                let hold = self.write_fenced(FencedWrite::Hset, &key, None, &writes[..], fence)?;
                 if hold != Hold::Held {
                     return Write::from_hold(hold, counts);
                 }
@@ -487,7 +506,7 @@ impl CatalogStore for RedisCatalog {
                     )
                 })
                 .collect();
-            let hold = self.write_fenced(FencedWrite::Hset, &key, &writes[..], 0, fence)?;
+            let hold = self.write_fenced(FencedWrite::Hset, &key, None, &writes[..], fence)?;
             if hold != Hold::Held {
                 return Write::from_hold(hold, ());
             }
@@ -518,11 +537,16 @@ impl CatalogStore for RedisCatalog {
             self.keys.enriched(tenant),
             self.keys.neighbours(tenant),
             self.keys.pairing(tenant),
+            self.keys.staged(tenant),
         ]
     }
 
     fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError> {
-        let keys = self.hashes(tenant);
+        let mut keys = self.hashes(tenant);
+        // A key staged after this read is a run's begun after the delete (older ones are refused).
+        let staging: Vec<String> =
+            self.query(redis::cmd("SMEMBERS").arg(self.keys.staged(tenant)))?;
+        keys.extend(staging);
         let (products, extracted_attributes, neighbours): (u64, u64, u64) = self.query_pipe(
             redis::pipe()
                 .atomic()

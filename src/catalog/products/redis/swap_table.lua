@@ -5,15 +5,20 @@
 -- staged and leaves the live table and state whole.
 -- KEYS[1] staged rows (a hash; may not exist), KEYS[2] live table, KEYS[3] staged keys whose
 -- rows go (a set; may not exist), KEYS[4] staged pairing state (may not exist: the new table
--- has none), KEYS[5] live pairing state; then, when the fence is checked here, KEYS[6] the
--- tenant's tombstone and KEYS[7] the run's job record.
+-- has none), KEYS[5] live pairing state, KEYS[6] the set naming the tenant's staging keys
+-- (the staged ones leave it here); then, when the fence is checked here, KEYS[7] the
+-- tenant's tombstone and KEYS[8] the run's job record.
 -- ARGV[1] since, ARGV[2] the run's claim (both '' when the caller checks the fence itself),
 -- ARGV[3] `whole` (the staged rows are the table) or `rows` (they replace their own rows).
 -- Answers 'swapped', or why not: 'fenced', 'missing' (the run's record is gone).
-if #KEYS > 5 then
-  local state = fence_at(6)
+local function unname()
+  redis.call('SREM', KEYS[6], KEYS[1], KEYS[3], KEYS[4])
+end
+if #KEYS > 6 then
+  local state = fence_at(7)
   if state ~= 'held' then
     redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
+    unname()
     return state
   end
 end
@@ -43,4 +48,5 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
 else
   redis.call('DEL', KEYS[5])
 end
+unname()
 return 'swapped'

@@ -11,9 +11,7 @@ use std::sync::{Arc, LazyLock};
 use redis::Script;
 use serde::Deserialize;
 
-use super::{
-    fenced_script, hold_of, with_fence, FencedWrite, RedisCatalog, CHUNK, STAGING_TTL_SECS,
-};
+use super::{fenced_script, hold_of, with_fence, FencedWrite, RedisCatalog, CHUNK};
 use crate::catalog::products::pairing::Pairing;
 use crate::catalog::products::record::{
     fingerprint, version, Enrichment, Neighbour, PairingInput, ProductKey, Stored,
@@ -30,11 +28,13 @@ static SWAP_TABLE: LazyLock<Script> =
 /// The most bytes of the pairing state one command carries.
 const SLICE: usize = 8 << 20;
 
-/// The staging keys of one swap: rows, keys whose rows go, state.
+/// The staging keys of one swap: rows, keys whose rows go, state; and the tenant's set that
+/// names them while they live (a delete reads it).
 struct Staged {
     rows: String,
     gone: String,
     state: String,
+    set: String,
 }
 
 /// How the swap script treats the staged rows.
@@ -57,14 +57,28 @@ impl RedisCatalog {
             gone: format!("{rows}:gone"),
             state: format!("{rows}:pairing"),
             rows,
+            set: self.keys.staged(tenant),
         }
     }
 
-    /// Writes rows to `staging` (nothing for no rows), in chunks, while `fence` holds;
-    /// stops at the first write the fence refuses and answers why.
+    /// Forgets what was staged: its keys, and their names in the tenant's set.
+    fn drop_staged(&self, staged: &Staged) -> Result<(), CatalogStoreError> {
+        let keys = [&staged.rows, &staged.gone, &staged.state];
+        self.query_pipe(
+            redis::pipe()
+                .atomic()
+                .del(&keys)
+                .ignore()
+                .srem(&staged.set, &keys)
+                .ignore(),
+        )
+    }
+
+    /// Writes rows to the staged table (nothing for no rows), in chunks, while `fence`
+    /// holds; stops at the first write the fence refuses and answers why.
     fn stage_rows<'a>(
         &self,
-        staging: &str,
+        staged: &Staged,
         rows: impl Iterator<Item = (&'a str, Vec<Neighbour>)>,
         fence: &dyn Fence,
     ) -> Result<Hold, CatalogStoreError> {
@@ -76,7 +90,7 @@ impl RedisCatalog {
                 let json = serde_json::to_string(&row).expect("neighbours always serialise");
                 writes.push((key, json));
             }
-            let hold = self.stage(FencedWrite::Hset, staging, &writes[..], fence)?;
+            let hold = self.stage(FencedWrite::Hset, staged, &staged.rows, &writes[..], fence)?;
             if hold != Hold::Held {
                 return Ok(hold);
             }
@@ -84,28 +98,31 @@ impl RedisCatalog {
         Ok(Hold::Held)
     }
 
-    /// One staging write, fenced like every catalogue write (a run that lost its job stages
-    /// nothing); the staging key expires if this process dies before the swap.
+    /// One write to `key`, one of `staged`'s keys, fenced like every catalogue write (a run
+    /// that lost its job stages nothing). The key is named in the tenant's set in the same
+    /// step, so that a delete finds it; it expires if this process dies before the swap.
     fn stage<A: redis::ToRedisArgs + Copy + Send + Sync>(
         &self,
         write: FencedWrite,
-        staging: &str,
+        staged: &Staged,
+        key: &str,
         args: A,
         fence: &dyn Fence,
     ) -> Result<Hold, CatalogStoreError> {
-        self.write_fenced(write, staging, args, STAGING_TTL_SECS, fence)
+        self.write_fenced(write, key, Some(&staged.set), args, fence)
     }
 
     /// Stages each of `parts` in turn (`stage`), stopping at the first the fence refuses.
     fn stage_each<A: redis::ToRedisArgs + Copy + Send + Sync>(
         &self,
         write: FencedWrite,
-        staging: &str,
+        staged: &Staged,
+        key: &str,
         parts: impl IntoIterator<Item = A>,
         fence: &dyn Fence,
     ) -> Result<Hold, CatalogStoreError> {
         for part in parts {
-            let hold = self.stage(write, staging, part, fence)?;
+            let hold = self.stage(write, staged, key, part, fence)?;
             if hold != Hold::Held {
                 return Ok(hold);
             }
@@ -151,7 +168,8 @@ impl RedisCatalog {
             inv.key(&live)
                 .key(&staged.gone)
                 .key(&staged.state)
-                .key(&state);
+                .key(&state)
+                .key(&staged.set);
             match fence {
                 Some(fence) => with_fence(&mut inv, fence),
                 None => {
@@ -178,8 +196,9 @@ impl RedisCatalog {
             refused => Ok(refused),
         });
         if !matches!(hold, Ok(Hold::Held)) {
-            let keys = [&staged.rows, &staged.gone, &staged.state];
-            let _ = self.query::<()>(redis::cmd("DEL").arg(&keys));
+            // Best effort: a staged key left behind expires, and a delete finds it by its name
+            // in the tenant's set.
+            let _ = self.drop_staged(&staged);
         }
         Write::from_hold(hold?, ()).map(Swap::from)
     }
@@ -193,7 +212,7 @@ impl RedisCatalog {
     ) -> Result<Swap, CatalogStoreError> {
         self.staged_swap(tenant, Mode::Whole, fence, |staged| {
             let rows = table.iter().map(|(k, n)| (k.as_str(), n.clone()));
-            self.stage_rows(&staged.rows, rows, fence)
+            self.stage_rows(staged, rows, fence)
         })
     }
 
@@ -213,11 +232,11 @@ impl RedisCatalog {
             let hold = match rewrite {
                 Rewrite::Whole => {
                     let rows = (0..pairing.keys.len()).filter_map(row);
-                    self.stage_rows(&staged.rows, rows, fence)?
+                    self.stage_rows(staged, rows, fence)?
                 }
                 Rewrite::Rows { changed, removed } => {
                     let rows = changed.iter().filter_map(|&i| row(i as usize));
-                    let hold = self.stage_rows(&staged.rows, rows, fence)?;
+                    let hold = self.stage_rows(staged, rows, fence)?;
                     let emptied = changed
                         .iter()
                         .filter(|&&i| pairing.best.row(i as usize).is_empty())
@@ -230,7 +249,7 @@ impl RedisCatalog {
                     match hold {
                         Hold::Held => {
                             let chunks = gone.chunks(CHUNK);
-                            self.stage_each(FencedWrite::Sadd, &staged.gone, chunks, fence)?
+                            self.stage_each(FencedWrite::Sadd, staged, &staged.gone, chunks, fence)?
                         }
                         refused => refused,
                     }
@@ -240,7 +259,7 @@ impl RedisCatalog {
                 Hold::Held => {
                     let state = pairing.encode();
                     let slices = state.chunks(SLICE);
-                    self.stage_each(FencedWrite::Append, &staged.state, slices, fence)
+                    self.stage_each(FencedWrite::Append, staged, &staged.state, slices, fence)
                 }
                 refused => Ok(refused),
             }

@@ -40,13 +40,18 @@ pub struct Observed {
     pub accepted: Vec<Accepted>,
     /// Tenants a 200 deleted (none of them was used again).
     pub deleted: HashSet<String>,
-    /// Each accepted job of a live tenant: its last answer (an ended one once it ended).
+    /// Tenants a DELETE without a definite answer may have deleted (none of them was used
+    /// again either): each is judged deleted if its tombstone stands, else live.
+    pub maybe_deleted: HashSet<String>,
+    /// Each accepted job of a live or maybe deleted tenant: its last answer (an ended one
+    /// once it ended; for a maybe deleted tenant, a 404 too).
     pub jobs: HashMap<String, Answer>,
     /// Each ended job's timeline answer.
     pub timelines: HashMap<String, Answer>,
-    /// Each accepted job of a deleted tenant: what `GET /catalog/jobs/{id}` answers now.
+    /// Each accepted job of a deleted or maybe deleted tenant: what `GET /catalog/jobs/{id}`
+    /// answers now.
     pub gone_jobs: HashMap<String, Answer>,
-    /// Each deleted tenant's remains.
+    /// Each deleted or maybe deleted tenant's remains.
     pub remains: BTreeMap<String, Remains>,
     /// Every 5xx answer that was not a documented 503, as the ledger kept it.
     pub undocumented: Vec<String>,
@@ -55,8 +60,9 @@ pub struct Observed {
 /// Every invariant `observed` breaks, in words.
 pub fn judge(observed: &Observed) -> Vec<String> {
     let mut broken = Vec::new();
+    let deleted = deleted(observed);
     for job in &observed.accepted {
-        if observed.deleted.contains(&job.tenant) {
+        if deleted.contains(job.tenant.as_str()) {
             continue;
         }
         match observed.jobs.get(&job.id) {
@@ -68,9 +74,39 @@ pub fn judge(observed: &Observed) -> Vec<String> {
         }
     }
     broken.extend(overlaps(observed));
-    broken.extend(left_behind(observed));
+    broken.extend(left_behind(observed, &deleted));
     broken.extend(observed.undocumented.iter().cloned());
     broken
+}
+
+/// The tenants judged deleted: those a 200 deleted, and those maybe deleted whose tombstone
+/// stands (`<prefix>:tenant:<tenant>:gone`: the delete was carried out after all). A maybe
+/// deleted tenant without one is judged live: every job of it must have ended.
+fn deleted(observed: &Observed) -> HashSet<&str> {
+    let tombstoned = observed.maybe_deleted.iter().filter(|t| {
+        let tombstone = tombstone(t);
+        observed
+            .remains
+            .get(*t)
+            .is_some_and(|r| r.keys.iter().any(|k| k.ends_with(&tombstone)))
+    });
+    observed
+        .deleted
+        .iter()
+        .chain(tombstoned)
+        .map(String::as_str)
+        .collect()
+}
+
+/// The end of a tenant's tombstone key's name.
+fn tombstone(tenant: &str) -> String {
+    format!(":tenant:{tenant}:gone")
+}
+
+/// How many tenants were maybe deleted, and how many of them were (their tombstone stands).
+pub fn maybe_deleted(observed: &Observed) -> (usize, usize) {
+    let judged = deleted(observed).len() - observed.deleted.len();
+    (observed.maybe_deleted.len(), judged)
 }
 
 /// A job's ended answers counted by outcome (`done`, `failed/Lost`, …).
@@ -174,10 +210,10 @@ fn span(job: &Value, timeline: &Value) -> Result<Option<(u64, u64)>, &'static st
 
 /// A deleted tenant has no job (by id or listed), no product and no Redis key but its
 /// tombstone (`<prefix>:tenant:<tenant>:gone`); a probe no replica answered breaks too (it proves nothing).
-fn left_behind(observed: &Observed) -> Vec<String> {
+fn left_behind(observed: &Observed, deleted: &HashSet<&str>) -> Vec<String> {
     let mut broken = Vec::new();
     for job in &observed.accepted {
-        if !observed.deleted.contains(&job.tenant) {
+        if !deleted.contains(job.tenant.as_str()) {
             continue;
         }
         match observed.gone_jobs.get(&job.id) {
@@ -188,7 +224,7 @@ fn left_behind(observed: &Observed) -> Vec<String> {
             )),
         }
     }
-    for tenant in &observed.deleted {
+    for &tenant in deleted {
         let Some(remains) = observed.remains.get(tenant) else {
             broken.push(format!("deleted tenant {tenant} was not probed"));
             continue;
@@ -205,7 +241,7 @@ fn left_behind(observed: &Observed) -> Vec<String> {
                 remains.products
             ));
         }
-        let tombstone = format!(":tenant:{tenant}:gone");
+        let tombstone = tombstone(tenant);
         let left: Vec<&String> = remains
             .keys
             .iter()
@@ -294,6 +330,8 @@ pub struct Report {
     pub accepted: usize,
     pub ended: BTreeMap<String, usize>,
     pub deleted: usize,
+    /// Tenants maybe deleted, and how many of those were.
+    pub maybe_deleted: (usize, usize),
     pub statuses: BTreeMap<u16, u64>,
     pub unanswered: u64,
     pub frames: u64,
@@ -322,10 +360,12 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} jobs accepted, ended {:?}; {} tenants deleted; answers by status {:?}; {} requests unanswered (replica down); {} stream frames; {} imports; WARN lines in the live replicas' logs by message {:?}; {} invariants broken",
+            "{} jobs accepted, ended {:?}; {} tenants deleted, {} maybe deleted (a DELETE without a definite answer; {} of them were); answers by status {:?}; {} requests unanswered (replica down); {} stream frames; {} imports; WARN lines in the live replicas' logs by message {:?}; {} invariants broken",
             self.accepted,
             self.ended,
             self.deleted,
+            self.maybe_deleted.0,
+            self.maybe_deleted.1,
             self.statuses,
             self.unanswered,
             self.frames,

@@ -134,6 +134,65 @@ fn the_soak_checker_catches_anything_of_a_deleted_tenant_left() {
     breaks(&o, "lists jobs: None");
 }
 
+/// `clean()` with a third tenant a DELETE may have deleted: its one job `d` read `answer`,
+/// and `keys` of it are left in Redis.
+fn maybe_deleted(answer: Value, keys: &[&str]) -> Observed {
+    const MAYBE: &str = "soak1-3z";
+    let mut o = clean();
+    o.accepted.push(accepted("d", MAYBE));
+    o.maybe_deleted.insert(MAYBE.into());
+    let status = if answer["error"] == "not_found" {
+        404
+    } else {
+        200
+    };
+    o.jobs.insert("d".into(), Some((status, answer.clone())));
+    o.gone_jobs.insert("d".into(), Some((status, answer)));
+    if status == 200 {
+        o.timelines
+            .insert("d".into(), Some((200, timeline(400, 500))));
+    }
+    let remains = Remains {
+        listed: Some((200, json!({"jobs": []}))),
+        products: Some((200, json!({"products": []}))),
+        keys: keys.iter().map(|k| k.replace("{t}", MAYBE)).collect(),
+    };
+    o.remains.insert(MAYBE.into(), remains);
+    o
+}
+
+#[test]
+fn the_soak_checker_takes_a_delete_without_an_answer_either_way_but_a_deleted_tenant_whole() {
+    let gone = json!({"error": "not_found"});
+    let done = job("d", "done", 1);
+    let tombstone = "job:tenant:{t}:gone";
+    // Carried out after all (its tombstone stands), or not (its job ended): both hold.
+    assert_eq!(
+        judge(&maybe_deleted(gone.clone(), &[tombstone])),
+        Vec::<String>::new()
+    );
+    let kept = ["catalog:{t}:products", "job:tenant:{t}"];
+    assert_eq!(
+        judge(&maybe_deleted(done.clone(), &kept)),
+        Vec::<String>::new()
+    );
+    // Carried out, then judged as deleted: nothing of it but its tombstone, no job.
+    let staging = "catalog:{t}:neighbours:staging:x";
+    breaks(
+        &maybe_deleted(gone.clone(), &[tombstone, staging]),
+        "left keys",
+    );
+    breaks(
+        &maybe_deleted(done, &[tombstone]),
+        "job d of deleted tenant soak1-3z is not gone",
+    );
+    // Not carried out, then judged as live: its job must have ended.
+    breaks(
+        &maybe_deleted(gone, &[]),
+        "job d of tenant soak1-3z was accepted (202) but did not end",
+    );
+}
+
 #[test]
 fn the_soak_checker_catches_a_5xx_but_not_a_documented_503() {
     let ledger = Ledger::default();

@@ -38,13 +38,14 @@ pub struct Accepted {
 }
 
 /// What the load saw: answers by status, the 5xx that are not documented 503s, the jobs
-/// accepted and the tenants deleted (with their jobs then).
+/// accepted, the tenants deleted and those a DELETE may have deleted (`Client::delete`).
 #[derive(Default)]
 pub struct Ledger {
     pub statuses: Mutex<BTreeMap<u16, u64>>,
     pub undocumented: Mutex<Vec<String>>,
     pub accepted: Mutex<Vec<Accepted>>,
     pub deleted: Mutex<Vec<String>>,
+    pub maybe_deleted: Mutex<Vec<String>>,
     pub unanswered: AtomicU64,
     pub stream_frames: AtomicU64,
     pub imported: AtomicU64,
@@ -71,6 +72,17 @@ impl Ledger {
         lock(&self.deleted).clone()
     }
 
+    pub fn maybe_deleted(&self) -> Vec<String> {
+        lock(&self.maybe_deleted).clone()
+    }
+
+    /// The tenants never used again: deleted, or maybe deleted.
+    pub fn retired(&self) -> HashSet<String> {
+        let mut retired: HashSet<String> = self.deleted().into_iter().collect();
+        retired.extend(self.maybe_deleted());
+        retired
+    }
+
     /// The soak's report: what the ledger counted, the jobs' outcomes, `broken`, and the WARN
     /// lines of `logs`.
     pub fn report(&self, observed: &Observed, broken: Vec<String>, logs: &str) -> Report {
@@ -78,6 +90,7 @@ impl Ledger {
             accepted: observed.accepted.len(),
             ended: check::outcomes(observed),
             deleted: observed.deleted.len(),
+            maybe_deleted: check::maybe_deleted(observed),
             statuses: lock(&self.statuses).clone(),
             unanswered: self.unanswered.load(Ordering::Relaxed),
             frames: self.stream_frames.load(Ordering::Relaxed),
@@ -92,11 +105,11 @@ pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Adds new tenants until `live` of them were not deleted: names no other test uses, none
+/// Adds new tenants until `live` of them were not retired: names no other test uses, none
 /// within another (`soak<salt>-<n>z`), so the checker can find one tenant's keys by name.
 pub fn replenish(tenants: &mut Vec<String>, live: usize, ledger: &Ledger, salt: u16) {
-    let deleted: HashSet<String> = ledger.deleted().into_iter().collect();
-    let mut have = tenants.iter().filter(|t| !deleted.contains(*t)).count();
+    let retired = ledger.retired();
+    let mut have = tenants.iter().filter(|t| !retired.contains(*t)).count();
     while have < live {
         tenants.push(format!("soak{salt}-{}z", tenants.len()));
         have += 1;
@@ -149,8 +162,8 @@ impl Load {
         let stop = CancellationToken::new();
         let mut tasks = JoinSet::new();
         // A deleted tenant is never used again: whatever of it exists afterwards came back.
-        let deleted: HashSet<String> = ledger.deleted().into_iter().collect();
-        let tenants: Vec<&String> = tenants.iter().filter(|t| !deleted.contains(*t)).collect();
+        let retired = ledger.retired();
+        let tenants: Vec<&String> = tenants.iter().filter(|t| !retired.contains(*t)).collect();
         for c in 0..plan.clients {
             let own: Vec<String> = tenants
                 .iter()
@@ -303,18 +316,25 @@ impl Client {
     }
 
     /// Deletes the tenant when none of its jobs is active (409 otherwise); a deleted tenant is
-    /// never used again, so whatever of it exists afterwards came back.
+    /// never used again, so whatever of it exists afterwards came back. A DELETE without a
+    /// definite answer — none, a 5xx (the store may have carried it out), or any answer after
+    /// a try that got none (the replica that got it may carry it out later) — may have
+    /// deleted the tenant: it is retired all the same, as maybe deleted (`check` judges it by
+    /// its tombstone).
     async fn delete(&mut self, tenant: &str) {
         if self.tainted.contains(tenant) {
             return;
         }
         let path = format!("/catalog/tenants/{tenant}");
         let answer = self.request(Method::DELETE, &path, |b| b).await;
-        if let Some((200, _)) = answer {
-            self.tenants.retain(|t| t != tenant);
-            self.jobs.retain(|j| j.tenant != tenant);
-            lock(&self.ledger.deleted).push(tenant.to_owned());
-        }
+        let retired = match answer {
+            Some((200, _)) => &self.ledger.deleted,
+            Some((status, _)) if status < 500 && !self.tainted.contains(tenant) => return,
+            _ => &self.ledger.maybe_deleted,
+        };
+        lock(retired).push(tenant.to_owned());
+        self.tenants.retain(|t| t != tenant);
+        self.jobs.retain(|j| j.tenant != tenant);
     }
 
     async fn list(&mut self, tenant: &str) {

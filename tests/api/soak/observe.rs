@@ -1,6 +1,7 @@
 //! What the checker judges, read once the load stopped: every accepted job polled until it
-//! ends (or the drain runs out), the ended jobs' timelines, and each deleted tenant's jobs,
-//! listing, products and Redis keys.
+//! ends (or the drain runs out; a maybe deleted tenant's until it ends or is gone), the ended
+//! jobs' timelines, and each deleted or maybe deleted tenant's jobs, listing, products and
+//! Redis keys.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -26,15 +27,26 @@ pub async fn observe(
     drain: Duration,
 ) -> Observed {
     let deleted: HashSet<String> = ledger.deleted().into_iter().collect();
+    let maybe_deleted: HashSet<String> = ledger.maybe_deleted().into_iter().collect();
     let accepted = ledger.accepted();
-    let (mut gone, mut live) = (Vec::new(), Vec::new());
+    let (mut gone, mut live, mut maybe) = (Vec::new(), Vec::new(), HashSet::new());
     for job in &accepted {
-        match deleted.contains(&job.tenant) {
-            true => gone.push(job.id.clone()),
-            false => live.push(job.id.clone()),
+        if deleted.contains(&job.tenant) {
+            gone.push(job.id.clone());
+        } else {
+            live.push(job.id.clone());
+            if maybe_deleted.contains(&job.tenant) {
+                maybe.insert(job.id.clone());
+            }
         }
     }
-    let jobs = drained(replicas, live, drain).await;
+    // A maybe deleted tenant's job is settled once it ended or is gone.
+    let settled = |id: &str, answer: &Answer| match answer {
+        Some((200, job)) => ended(job),
+        Some((404, _)) => maybe.contains(id),
+        _ => false,
+    };
+    let jobs = drained(replicas, live, drain, settled).await;
     let ended_ids: Vec<String> = jobs
         .iter()
         .filter(|(_, a)| matches!(a, Some((200, job)) if ended(job)))
@@ -44,11 +56,16 @@ pub async fn observe(
         format!("/catalog/jobs/{id}/events")
     })
     .await;
-    let gone_jobs = get_all(replicas, &gone, |id| format!("/catalog/jobs/{id}")).await;
+    let mut gone_jobs: HashMap<String, Answer> = gone
+        .iter()
+        .cloned()
+        .zip(get_all(replicas, &gone, |id| format!("/catalog/jobs/{id}")).await)
+        .collect();
+    gone_jobs.extend(maybe.iter().map(|id| (id.clone(), jobs[id].clone())));
     let mut remains = std::collections::BTreeMap::new();
     let mut conn = redis.connection().await;
     let every_key: Vec<String> = conn.keys("*").await.expect("the checker reads Redis");
-    for tenant in &deleted {
+    for tenant in deleted.iter().chain(&maybe_deleted) {
         let left = Remains {
             listed: get(replicas, &format!("/catalog/jobs?tenant_id={tenant}")).await,
             products: get(replicas, &format!("/catalog/products?tenant_id={tenant}")).await,
@@ -63,9 +80,10 @@ pub async fn observe(
     Observed {
         accepted,
         deleted,
+        maybe_deleted,
         jobs,
         timelines: ended_ids.into_iter().zip(timelines).collect(),
-        gone_jobs: gone.into_iter().zip(gone_jobs).collect(),
+        gone_jobs,
         remains,
         undocumented: lock(&ledger.undocumented).clone(),
     }
@@ -103,11 +121,12 @@ async fn get(replicas: &Replicas, path: &str) -> Answer {
     None
 }
 
-/// Polls every job until it ends or `drain` runs out: each one's last answer.
+/// Polls every job until it is `settled` or `drain` runs out: each one's last answer.
 async fn drained(
     replicas: &Replicas,
     mut ids: Vec<String>,
     drain: Duration,
+    settled: impl Fn(&str, &Answer) -> bool,
 ) -> HashMap<String, Answer> {
     ids.sort();
     ids.dedup();
@@ -118,7 +137,7 @@ async fn drained(
         let answers = get_all(replicas, &waiting, |id| format!("/catalog/jobs/{id}")).await;
         let mut still = Vec::new();
         for (id, answer) in waiting.into_iter().zip(answers) {
-            if !matches!(&answer, Some((200, job)) if ended(job)) {
+            if !settled(&id, &answer) {
                 still.push(id.clone());
             }
             last.insert(id, answer);

@@ -40,7 +40,7 @@ pub enum Type {
 /// `# HELP` lines both come from here.
 pub const ALL: &[(&str, Type, &str)] = &[
     (JOBS_CREATED, Type::Counter, "Jobs created, by kind."),
-    (JOBS_FINISHED, Type::Counter, "Jobs ended, by kind and status (done, failed, cancelled); failed jobs carry their error class (`Lost`: out of attempts, counted by the process whose recovery sweep ended it)."),
+    (JOBS_FINISHED, Type::Counter, "Jobs ended, by kind and status (done, failed, cancelled: a pipeline's steps that never ran count as cancelled with it); failed jobs carry their error class (`Lost`: out of attempts, counted by the process whose recovery sweep ended it)."),
     (JOB_DURATION, Type::Histogram, "Seconds a job ran, from its start on a worker to its end, by kind."),
     (JOB_QUEUE_WAIT, Type::Histogram, "Seconds a job waited in the shared queue, from its creation to its claim by this process (store clock to this host's clock), by kind."),
     (JOBS_RUNNING, Type::Gauge, "Jobs running on a worker in this process, by kind."),

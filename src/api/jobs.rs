@@ -225,22 +225,26 @@ pub async fn cancel(
 }
 
 /// A job cancelled while queued ends `cancelled` in the cancel itself and never reaches a
-/// runner, so this answer is the one place that can count it as finished.
+/// runner, so this answer is the one place that can count it as finished (a pipeline with
+/// the steps it skipped).
 pub(super) fn count_if_ended_at_once(before: &Snapshot, after: &Snapshot) {
     if before.status == Status::Queued && after.status == Status::Cancelled {
         crate::metrics::job_finished(after.kind.as_str(), &Outcome::Cancelled(Value::Null));
+        for (kind, outcome) in crate::jobs::pipeline::skipped_ends(after) {
+            crate::metrics::job_finished(kind.as_str(), &outcome);
+        }
     }
 }
 
-/// A step cancelled while it waited ends its pipeline in the same store step, which no
-/// runner sees either: counted here, once.
+/// A step cancelled while it waited ends its pipeline (and skips the steps after it) in the
+/// same store step, which no runner sees either: counted here, once.
 pub(super) async fn count_pipeline_if_ended(app: &AppState, step: &Snapshot) {
     let Some(id) = step.pipeline_id.filter(|_| step.status.is_finished()) else {
         return;
     };
     if let Ok(Some(pipeline)) = app.store.get(&id).await {
-        if let Some(outcome) = crate::jobs::pipeline::ended_with(&pipeline, step) {
-            crate::metrics::job_finished(pipeline.kind.as_str(), &outcome);
+        for (kind, outcome) in crate::jobs::pipeline::ends_counted_with(&pipeline, step) {
+            crate::metrics::job_finished(kind.as_str(), &outcome);
         }
     }
 }

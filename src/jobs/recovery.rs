@@ -52,7 +52,7 @@ pub(super) async fn sweep(
 }
 
 /// Tells the observer of the ends this sweep decided: a run out of attempts ended failed
-/// (`Lost`), and its pipeline when that ended with it. A read that fails skips the count.
+/// (`Lost`), and its pipeline (with its skipped steps) when that ended with it. A read that fails skips the count.
 async fn count_ends(store: &dyn JobStore, observer: &dyn RunObserver, recovered: Recovered) {
     let (id, ended) = match recovered {
         Recovered::Requeued(_) => return,
@@ -70,8 +70,8 @@ async fn count_ends(store: &dyn JobStore, observer: &dyn RunObserver, recovered:
         return;
     };
     if let Ok(Some(pipeline)) = store.get(&pipeline).await {
-        if let Some(outcome) = super::pipeline::ended_with(&pipeline, &step) {
-            observer.finished(&pipeline.kind, &outcome);
+        for (kind, outcome) in super::pipeline::ends_counted_with(&pipeline, &step) {
+            observer.finished(&kind, &outcome);
         }
     }
 }

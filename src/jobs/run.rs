@@ -230,16 +230,16 @@ impl Runs {
         }
     }
 
-    /// Tells the observer of the end of `pipeline` when the end of its `step` this run
-    /// recorded ended it too (no other process counts it). A read that fails skips the count.
+    /// Tells the observer of the end of `pipeline` (and of its skipped steps) when the end of
+    /// its `step` this run recorded ended it too (no other process counts it). A read that fails skips the count.
     async fn observe_pipeline_end(&self, step: &JobId, pipeline: &JobId) {
         let (Ok(Some(step)), Ok(Some(pipeline))) =
             (self.store.get(step).await, self.store.get(pipeline).await)
         else {
             return;
         };
-        if let Some(outcome) = super::pipeline::ended_with(&pipeline, &step) {
-            self.observer.finished(&pipeline.kind, &outcome);
+        for (kind, outcome) in super::pipeline::ends_counted_with(&pipeline, &step) {
+            self.observer.finished(&kind, &outcome);
         }
     }
 

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+mod counted;
 mod lost;
 
 use crate::both_stores;
@@ -389,12 +390,23 @@ const TWO_REFRESHES: &[(&str, Form, f64)] = &[
         &[("kind", "pair"), ("status", "done")],
         1.0,
     ),
+    // The failed refresh's enrich and pair never ran: they end cancelled (skipped), and count.
+    (
+        "catalog_jobs_finished_total",
+        &[("kind", "enrich"), ("status", "cancelled")],
+        1.0,
+    ),
+    (
+        "catalog_jobs_finished_total",
+        &[("kind", "pair"), ("status", "cancelled")],
+        1.0,
+    ),
 ];
 
 #[tokio::test]
 async fn metrics_count_a_refresh_as_a_job_of_kind_pipeline_besides_its_steps() {
     use crate::helpers::Service;
-    use crate::observability::{metrics_text, scrape, value};
+    use crate::helpers::{metrics_text, scrape, value};
     let nowhere_port = free_port();
     let svc = Service::embedded()
         .env("SYNC_ALLOWED_HOSTS", format!("127.0.0.1:{nowhere_port}"))

@@ -18,12 +18,15 @@ pub use plan::{plan, Plan, STEPS_FIELD};
 /// The kind of a pipeline's parent job (its tenant+kind lock makes one pipeline a tenant).
 pub const PIPELINE_KIND: &str = "pipeline";
 
+/// How the step of a step that never ran begins: it ended `cancelled` with its pipeline.
+const SKIPPED: &str = "skipped: ";
+
 /// The step a step that never ran ends with when its pipeline was cancelled.
 pub const SKIPPED_CANCELLED: &str = "skipped: the pipeline was cancelled";
 
 /// The step a step that never ran ends with when an earlier step failed.
 pub fn skipped_failed(failed_kind: &Kind) -> String {
-    format!("skipped: the pipeline failed in {failed_kind}")
+    format!("{SKIPPED}the pipeline failed in {failed_kind}")
 }
 
 /// The step a failed pipeline ends with: which step failed, and its class.
@@ -40,7 +43,7 @@ pub fn waiting_step(kind: &Kind, ahead: &JobId) -> String {
 /// the same time), or that left `step` reading `lost` for good (the pipeline then failed in
 /// it with class `Lost`): the one place that tells a pipeline's end apart from a step's, so
 /// the process that ended the step counts the pipeline's end once.
-pub fn ended_with(pipeline: &Snapshot, step: &Snapshot) -> Option<Outcome> {
+fn ended_with(pipeline: &Snapshot, step: &Snapshot) -> Option<Outcome> {
     let same_step = match step.finished_at {
         Some(at) => pipeline.finished_at == Some(at),
         None => {
@@ -61,6 +64,29 @@ pub fn ended_with(pipeline: &Snapshot, step: &Snapshot) -> Option<Outcome> {
         )),
         _ => None,
     }
+}
+
+/// The ends to count once `pipeline` ended in the store step that ended `step` (see
+/// [`ended_with`]): the pipeline's own, then each of its steps that never ran, as cancelled.
+/// No run ends a skipped step, so whoever counts its pipeline's end counts it too.
+pub fn ends_counted_with(pipeline: &Snapshot, step: &Snapshot) -> Vec<(Kind, Outcome)> {
+    match ended_with(pipeline, step) {
+        Some(outcome) => std::iter::once((pipeline.kind.clone(), outcome))
+            .chain(skipped_ends(pipeline))
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The ends of `pipeline`'s steps that never ran (they ended `cancelled`, skipped), read from
+/// its composed snapshot: none for a job that is not a pipeline.
+pub fn skipped_ends(pipeline: &Snapshot) -> Vec<(Kind, Outcome)> {
+    let steps = pipeline.steps.as_deref().unwrap_or_default();
+    steps
+        .iter()
+        .filter(|s| s.status == Status::Cancelled && s.step.starts_with(SKIPPED))
+        .map(|s| (s.kind.clone(), Outcome::Cancelled(Value::Null)))
+        .collect()
 }
 
 /// The class of a failed pipeline whose record names none (never written so by this service).

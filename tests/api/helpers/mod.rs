@@ -2,7 +2,7 @@
 //! `redis_server` starts `redis-server` (shared once per binary, or one per test, or a
 //! sentinel set); `redis_cluster` a loopback Redis Cluster, once per binary; `app` runs the
 //! app in this process on port 0; `service` runs the built binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`;
-//! `client` is the API both apps answer, `cli` the binary's client subcommands; `tokens` says who may call it.
+//! `client` is the API both apps answer, `metrics` reads `/metrics`, `cli` the binary's client subcommands; `tokens` says who may call it.
 //! Tests isolate themselves by tenant and key prefix, never by FLUSHDB.
 
 mod app;
@@ -10,6 +10,7 @@ mod cli;
 mod client;
 mod feeds;
 mod kinds;
+mod metrics;
 mod redis_cluster;
 mod redis_server;
 mod service;
@@ -28,6 +29,7 @@ pub use cli::*;
 pub use client::*;
 pub use feeds::*;
 pub use kinds::*;
+pub use metrics::*;
 pub use redis_cluster::*;
 pub use redis_server::*;
 pub use service::*;

@@ -1,4 +1,5 @@
-//! A refresh whose step is lost for good ends `failed`, `Lost`, and counts like any job end:
+//! A refresh whose step is lost for good ends `failed`, `Lost`, and counts like any job end
+//! (its skipped step too, as cancelled):
 //! in the process's `catalog_jobs_finished_total` (the recovery sweep that ended it tells
 //! the metrics, once) and in the store's per-minute ends (the overview), on both stores.
 //! The step runs on a "ghost" worker that claims it and never renews its lease, as a killed
@@ -18,7 +19,7 @@ use crate::conformance::pipeline_of;
 use crate::helpers::{
     claim_next, settings, spawn_app_with, store, tenant, test_config, Backend, TestApp,
 };
-use crate::observability::{scrape, value};
+use crate::helpers::{scrape, value};
 
 both_stores!(
     a_refresh_whose_step_ran_out_of_attempts_counts_failed_lost_once_with_its_step,
@@ -49,6 +50,13 @@ const THE_REFRESH_LOST: Delta = (
     1.0,
 );
 
+/// The refresh's second step, which never ran: skipped, counted cancelled once.
+const ITS_SKIPPED_STEP: Delta = (
+    "its skipped step",
+    &[("kind", "k2"), ("status", "cancelled")],
+    1.0,
+);
+
 /// A service on its own store whose leases go stale after `STALE`, with `attempts`.
 async fn service(b: Backend, attempts: u32) -> (Arc<dyn JobStore>, TestApp) {
     let s = store(
@@ -69,7 +77,7 @@ async fn service(b: Backend, attempts: u32) -> (Arc<dyn JobStore>, TestApp) {
     (s, app)
 }
 
-async fn finished_counts(app: &TestApp) -> Vec<crate::observability::Sample> {
+async fn finished_counts(app: &TestApp) -> Vec<crate::helpers::Sample> {
     scrape(&app.get("/metrics").await.text().await.unwrap())
 }
 
@@ -88,9 +96,9 @@ async fn ghost_claims(s: &dyn JobStore, attempt: u32) {
 
 /// Waits for the finished counts to have moved by `wanted` since `before`, then checks they
 /// stay there across further sweeps (counted once).
-async fn counted_once(app: &TestApp, before: &[crate::observability::Sample], wanted: &Deltas) {
+async fn counted_once(app: &TestApp, before: &[crate::helpers::Sample], wanted: &Deltas) {
     let name = "catalog_jobs_finished_total";
-    let moved = |after: &[crate::observability::Sample]| -> Vec<f64> {
+    let moved = |after: &[crate::helpers::Sample]| -> Vec<f64> {
         wanted
             .iter()
             .map(|(_, labels, _)| value(after, name, labels) - value(before, name, labels))
@@ -153,6 +161,7 @@ async fn a_refresh_whose_step_ran_out_of_attempts_counts_failed_lost_once_with_i
     ghost_claims(&*s, 2).await;
     let wanted: Deltas = vec![
         THE_REFRESH_LOST,
+        ITS_SKIPPED_STEP,
         (
             "its step",
             &[("kind", "k1"), ("status", "failed"), ("error", "Lost")],
@@ -180,6 +189,7 @@ async fn a_refresh_whose_one_attempt_was_lost_counts_failed_lost_once(b: Backend
     ghost_claims(&*s, 1).await;
     let wanted: Deltas = vec![
         THE_REFRESH_LOST,
+        ITS_SKIPPED_STEP,
         (
             "its step, which reads lost and has not ended",
             &[("kind", "k1"), ("status", "failed")],

@@ -107,21 +107,14 @@ pub async fn retry(
     if old.status.is_active() {
         return Err(ApiError::NotEnded(Box::new(old)));
     }
-    let (old_id, by) = (old.job_id, caller.name.clone());
-    let retry = Retry::of(&app, old, &caller, request_id, None);
-    let new_id = retry.id();
-    let answer = match retry {
+    // The store records the retry on the old job (`retried_by`, `retried_as`) in the step
+    // that creates the new one: no retry starts without it.
+    match Retry::of(&app, old, &caller, request_id, None) {
         Retry::Pipeline(p) => {
-            super::catalog::launch_pipeline(&app, p, OnConflict::Reject, false).await?
+            super::catalog::launch_pipeline(&app, p, OnConflict::Reject, false).await
         }
-        Retry::Job(job) => super::catalog::launch(&app, job, OnConflict::Reject, false).await?,
-    };
-    // The retry has started: an audit the store cannot take now is logged, not answered as
-    // a failure the client would send again (and so start a second retry).
-    if let Err(e) = app.store.mark_retried(&old_id, &by, &new_id).await {
-        tracing::warn!(job_id = %old_id, error = %e, "the retry's audit was not recorded");
+        Retry::Job(job) => super::catalog::launch(&app, job, OnConflict::Reject, false).await,
     }
-    Ok(answer)
 }
 
 /// What retries an ended job: a new job with its tenant, kind and parameters, or a new
@@ -162,14 +155,6 @@ impl Retry {
             idempotency_key: key,
             pipeline: None,
         })
-    }
-
-    /// The new job's id (a pipeline's own).
-    pub(super) fn id(&self) -> JobId {
-        match self {
-            Retry::Job(job) => job.id,
-            Retry::Pipeline(p) => p.job.id,
-        }
     }
 }
 

@@ -1668,6 +1668,34 @@ async fn a_claim_carries_who_started_the_job_in_which_request_and_what_it_retrie
     );
 }
 
+both_stores!(a_retry_is_recorded_on_the_job_it_retries_in_the_step_that_creates_it);
+
+/// The create alone records it: no second write, which a store failing between the retry's
+/// start and its audit would miss.
+async fn a_retry_is_recorded_on_the_job_it_retries_in_the_step_that_creates_it(b: Backend) {
+    let s = fresh(b);
+    let t = tenant();
+    let old = new_job(&t, "sync");
+    create(&*s, &old).await;
+    s.cancel(&old.id, "tester").await.unwrap();
+    let mut retry = new_job(&t, "sync");
+    retry.origin.created_by = "bob".into();
+    retry.origin.retry_of = Some(old.id);
+    create(&*s, &retry).await;
+    let was = s.get(&old.id).await.unwrap().expect("the retried job");
+    assert_eq!(was.status, Status::Cancelled);
+    assert_eq!(
+        (was.retried_by.as_deref(), was.retried_as),
+        (Some("bob"), Some(retry.id))
+    );
+    // A retry of a record gone since does not make it again.
+    let gone = JobId::new();
+    let mut orphan = new_job(&t, "enrich");
+    orphan.origin.retry_of = Some(gone);
+    create(&*s, &orphan).await;
+    assert_eq!(s.get(&gone).await.unwrap(), None);
+}
+
 // ---------------------------------------------------------------------------------------
 // The honest lost, a tenant's order and pipelines: each change happens in the step that
 // causes it (the end of the job ahead releases the one behind; a step's end ends its

@@ -122,6 +122,13 @@ for n, new in ipairs(jobs) do
   end
   if n == 1 then first_ahead, first_kind, claimed = ahead, ahead_kind, record.status == 'running' end
 end
+-- A retry is recorded on the job it retries in this same step (a later retry overwrites it),
+-- so no retry starts without it; a record gone since (expired, its tenant deleted) is not
+-- made again.
+local old = first.job.retry_of and k_job(first.job.retry_of)
+if old and redis.call('EXISTS', old) == 1 then
+  write_job(old, {retried_by = first.job.created_by, retried_as = first.id})
+end
 if idem then
   redis.call('HSET', idem, 'job', first.id, 'fingerprint', fingerprint)
   redis.call('EXPIRE', idem, TTL)

@@ -5,16 +5,23 @@
 use super::super::bulk::{Audit, KeptAnswer};
 use super::super::store::{BoxFuture, StoreError};
 use super::super::{now_ms, JobId};
-use super::state::Expiring;
+use super::state::{Expiring, State};
 use super::MemoryStore;
+
+impl State {
+    /// An ended job records who retried it and as which job (a later retry overwrites
+    /// both); a record gone since is not made again.
+    pub(super) fn note_retried(&mut self, old: &JobId, by: &str, new: JobId, now: u64) {
+        if let Some(entry) = self.job_mut(old, now) {
+            entry.value.snapshot.retried_by = Some(by.to_owned());
+            entry.value.snapshot.retried_as = Some(new);
+        }
+    }
+}
 
 impl MemoryStore {
     fn note_retried(&self, old: &JobId, by: &str, new: &JobId) {
-        let now = now_ms();
-        if let Some(entry) = self.state().job_mut(old, now) {
-            entry.value.snapshot.retried_by = Some(by.to_owned());
-            entry.value.snapshot.retried_as = Some(*new);
-        }
+        self.state().note_retried(old, by, *new, now_ms());
     }
 
     fn answer(&self, slot: &str) -> Option<KeptAnswer> {

@@ -76,6 +76,10 @@ impl MemoryStore {
         for (holder, by) in stale {
             state.supersede(holder, by, now);
         }
+        // A retry is recorded on the job it retries in this same step.
+        if let Some(old) = first.origin.retry_of {
+            state.note_retried(&old, &first.origin.created_by, first.id, now);
+        }
         let lone = jobs.len() == 1 && state.queue.is_empty();
         let mut answer = None;
         for new in jobs {

@@ -145,6 +145,10 @@ impl RedisStore {
                 Created::RateLimited(Duration::from_millis(number(1, "delay")?))
             }
             code => {
+                // The job it retries was marked in this step (`retried_as`): a copy is stale.
+                if let Some(old) = first.origin.retry_of {
+                    self.finished.forget(&old);
+                }
                 self.replicated(&mut conn, &self.keys.job(&first.id), Some(first.id))
                     .await?;
                 let now = number(1, "time")?;

@@ -48,7 +48,8 @@ pub struct Plan {
     /// After a round's load stops, how long its jobs may take to end before the replicas'
     /// memory is read (the backlog grows with the round and the clients).
     pub settle: Duration,
-    /// A fourth, untouched replica with malloc arenas capped (`chaos::ARENA_PROBE`).
+    /// A fourth, untouched replica with glibc's default malloc arenas, beside replica 0 and
+    /// the others with the container's (`chaos::CONTAINER_ARENAS`).
     pub arena_probe: bool,
 }
 

@@ -9,7 +9,8 @@ use catalog_jobs::metrics::ALL;
 use serde_json::Value;
 
 use crate::helpers::{
-    free_port, metrics_text, parse_exposition, scrape, unique, value, HeldFeeds, Sample, Service,
+    free_port, metrics_text, parse_exposition, scrape, scrape_until, unique, value, HeldFeeds,
+    Sample, Service,
 };
 
 fn json_lines(log: &str) -> Vec<Value> {
@@ -312,12 +313,16 @@ async fn a_failed_job_is_counted_with_its_error_class_and_a_done_one_carries_no_
         .as_str()
         .expect("a job id")
         .to_owned();
-    let samples = scrape(&metrics_text(&svc).await);
     let labels = [
         ("kind", "sync"),
         ("status", "failed"),
         ("error", "SourceUnreachable"),
     ];
+    // The run counts its end just after the store step that answers `wait=true`.
+    let samples = scrape_until(&svc, |s| {
+        value(s, "catalog_jobs_finished_total", &labels) > 0.0
+    })
+    .await;
     assert_eq!(value(&samples, "catalog_jobs_finished_total", &labels), 1.0);
     let done_samples: Vec<&Sample> = samples
         .iter()

@@ -2,6 +2,7 @@
 //! scrape's samples by name and labels.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use super::Service;
 
@@ -162,4 +163,21 @@ pub async fn metrics_text(svc: &Service) -> String {
         .unwrap()
         .starts_with("text/plain"));
     r.text().await.unwrap()
+}
+
+/// How long an end may take to be counted after the answer that reported it.
+const COUNTED_WITHIN: Duration = Duration::from_secs(10);
+
+/// Scrapes until `ready` holds of the samples, or for at most [`COUNTED_WITHIN`]; answers
+/// the last scrape. A run counts its end just after the store step that wakes a waiting
+/// request, so a scrape right after that answer may come first.
+pub async fn scrape_until(svc: &Service, ready: impl Fn(&[Sample]) -> bool) -> Vec<Sample> {
+    let deadline = Instant::now() + COUNTED_WITHIN;
+    loop {
+        let samples = scrape(&metrics_text(svc).await);
+        if ready(&samples) || Instant::now() > deadline {
+            return samples;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

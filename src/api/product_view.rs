@@ -21,8 +21,8 @@ pub struct ProductPage {
 pub struct ProductView {
     #[serde(flatten)]
     pub product: Stored,
-    /// The currency `price_cents` is in (`PRICE_CURRENCY`, an ISO 4217 code); null when the
-    /// service is not told.
+    /// The currency `price_cents` is in: the product's own `currency`, else `PRICE_CURRENCY`
+    /// (an ISO 4217 code); null when neither names one.
     pub currency: Option<String>,
     pub enrichment: EnrichmentView,
     pub neighbours: Vec<NeighbourView>,
@@ -59,10 +59,11 @@ pub struct NeighbourView {
 }
 
 impl ProductView {
-    /// The view of `product`, with its enrichment (if any) and its neighbours.
+    /// The view of `product`, with its enrichment (if any) and its neighbours; its prices in
+    /// its own currency, else in `fallback` (`PRICE_CURRENCY`).
     pub fn new(
-        product: Stored,
-        currency: Option<String>,
+        mut product: Stored,
+        fallback: Option<String>,
         enrichment: Option<Enrichment>,
         neighbours: Vec<NeighbourView>,
     ) -> Self {
@@ -73,6 +74,8 @@ impl ProductView {
             Some(_) => EnrichmentState::Enriched,
         };
         let attributes = enrichment.map(|e| e.attributes).unwrap_or_default();
+        // Named once, here: the product's own field would repeat the key in the flattened answer.
+        let currency = product.product.currency.take().or(fallback);
         Self {
             product,
             currency,

@@ -7,6 +7,7 @@
 //! recorded. Its store calls are retried while the store is unreachable (for `write_retry`),
 //! so a Redis outage pauses a job instead of throwing its work away.
 
+pub mod currency;
 pub mod demo;
 pub mod enrich;
 pub mod extract;

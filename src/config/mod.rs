@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::catalog::currency::{is_currency, CURRENCY_RULE};
 use crate::catalog::source::AllowedHost;
 use crate::telemetry::LogFormat;
 use origins::Origin;
@@ -161,8 +162,9 @@ pub struct Config {
     #[arg(long, env = "PAIR_MIN_SCORE", default_value_t = 0.2)]
     pub pair_min_score: f64,
 
-    /// The currency every product's `price_cents` is in: an ISO 4217 code (`EUR`, `USD`),
-    /// named beside prices in the product view; unset, prices are shown without one.
+    /// The currency of the prices of products that name none (`currency`): an active ISO
+    /// 4217 code (`EUR`, `USD`), named beside prices in the product view; unset, such prices
+    /// are shown without one.
     #[arg(long, env = "PRICE_CURRENCY")]
     pub price_currency: Option<String>,
 
@@ -300,9 +302,12 @@ impl Config {
         if self.pair_max_memory_mb == 0 {
             return bad("PAIR_MAX_MEMORY_MB must be at least 1");
         }
-        let code = |c: &String| c.len() == 3 && c.bytes().all(|b| b.is_ascii_uppercase());
-        if self.price_currency.as_ref().is_some_and(|c| !code(c)) {
-            return bad("PRICE_CURRENCY must be an ISO 4217 code: three capital letters, e.g. EUR");
+        if self
+            .price_currency
+            .as_deref()
+            .is_some_and(|c| !is_currency(c))
+        {
+            return bad(&format!("PRICE_CURRENCY must be {CURRENCY_RULE}"));
         }
         self.validate_redis_target()
     }
@@ -396,6 +401,8 @@ mod tests {
             (Some("EURO"), false),
             (Some(""), false),
             (Some("€"), false),
+            (Some("ZZZ"), false),
+            (Some("GBP"), true),
         ] {
             let c = Config {
                 price_currency: currency.map(str::to_owned),

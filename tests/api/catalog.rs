@@ -32,6 +32,7 @@ both_stores!(
     every_page_holds_at_most_limit_and_paging_visits_each_product_once,
     enrich_resumes_skipping_unchanged_products_unless_forced,
     a_body_without_a_content_type_is_told_what_its_own_route_reads,
+    a_price_is_in_its_products_currency_else_price_currency_and_a_code_not_iso_4217_is_a_row_error,
 );
 
 /// A feeds directory of the test's own, with a subdirectory.
@@ -337,6 +338,77 @@ const CSV: &str = "text/csv";
 /// A report's counts, by name (`None` where it has no such count).
 fn counts(report: &Value, names: &[&str]) -> Vec<Option<u64>> {
     names.iter().map(|n| report[*n].as_u64()).collect()
+}
+
+/// The currency the product view names for `key` (once: the product's own field is not
+/// repeated beside it).
+async fn currency_of(app: &TestApp, t: &str, key: &str) -> Value {
+    let r = app
+        .get(&format!("/catalog/products/{key}?tenant_id={t}"))
+        .await;
+    assert_eq!(r.status(), 200, "product {key}");
+    let text = r.text().await.unwrap();
+    assert_eq!(text.matches("\"currency\"").count(), 1, "{text}");
+    serde_json::from_str::<Value>(&text).unwrap()["currency"].clone()
+}
+
+async fn a_price_is_in_its_products_currency_else_price_currency_and_a_code_not_iso_4217_is_a_row_error(
+    b: Backend,
+) {
+    let mut config = test_config();
+    config.price_currency = Some("EUR".into());
+    let app = spawn_catalog_app(b, config).await;
+    let t = tenant();
+    let rows = concat!(
+        r#"{"product_key":"usd","name":"Mug","price_cents":1200,"currency":"USD"}"#,
+        "\n",
+        r#"{"product_key":"plain","name":"Cup","price_cents":900}"#,
+        "\n",
+        r#"{"product_key":"low","name":"Bowl","price_cents":500,"currency":"usd"}"#,
+        "\n",
+        r#"{"product_key":"gone","name":"Plate","price_cents":500,"currency":"HRK"}"#,
+        "\n",
+        r#"{"product_key":"euro","name":"Jug","price_cents":500,"currency":"EURO"}"#,
+        "\n",
+    );
+    let (status, r) = status_and_json(app.import(t.as_str(), NDJSON, rows).await).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(counts(&r, &["created", "invalid"]), [Some(2), Some(3)]);
+    let errors: Vec<(u64, &str)> = r["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["line"].as_u64().unwrap(), e["error"].as_str().unwrap()))
+        .collect();
+    let rule = "is not an active ISO 4217 code in capitals, e.g. EUR, USD, GBP";
+    assert_eq!(
+        errors,
+        [
+            (
+                3,
+                format!("currency `usd` {rule} (did you mean USD?)").as_str()
+            ),
+            (4, format!("currency `HRK` {rule}").as_str()),
+            (5, format!("currency `EURO` {rule}").as_str()),
+        ]
+    );
+    let csv = "product_key,name,price_cents,currency\nc1,Lamp,4000,NOK\nc2,Lamp XL,4100,\n";
+    let (status, r) = status_and_json(app.import(t.as_str(), CSV, csv).await).await;
+    assert_eq!((status, r["created"].as_u64()), (200, Some(2)), "{r}");
+    for (key, currency) in [
+        ("usd", "USD"),
+        ("plain", "EUR"),
+        ("c1", "NOK"),
+        ("c2", "EUR"),
+    ] {
+        assert_eq!(currency_of(&app, t.as_str(), key).await, currency, "{key}");
+    }
+    // Without PRICE_CURRENCY, a product that names none has no currency to show.
+    let app = spawn_catalog_app(b, test_config()).await;
+    let (status, _) = status_and_json(app.import(t.as_str(), NDJSON, rows).await).await;
+    assert_eq!(status, 200);
+    assert_eq!(currency_of(&app, t.as_str(), "usd").await, "USD");
+    assert_eq!(currency_of(&app, t.as_str(), "plain").await, Value::Null);
 }
 
 async fn a_json_import_keeps_its_good_rows_and_reports_each_bad_one_by_line(b: Backend) {

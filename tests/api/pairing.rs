@@ -192,6 +192,7 @@ fn product(key: &str, name: &str, brand: Option<&str>) -> Product {
         brand: brand.map(str::to_owned),
         description: None,
         price_cents: Some(2_000),
+        currency: None,
         taxonomy_path: vec!["Apparel".into()],
         attributes: Map::new(),
     }

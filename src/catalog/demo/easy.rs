@@ -166,6 +166,7 @@ pub fn generate(n: usize, seed: u64) -> Vec<Product> {
                 description: Some(format!("{} by {brand}. Part of the {model} range.", t.noun)),
                 brand: Some(brand.to_owned()),
                 price_cents: Some(price),
+                currency: None,
                 taxonomy_path: t.category.iter().map(|s| (*s).to_owned()).collect(),
                 attributes: Map::new(),
                 name,

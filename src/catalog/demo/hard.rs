@@ -188,6 +188,7 @@ pub(super) fn hard_product(
         description: None,
         brand,
         price_cents: Some(price),
+        currency: None,
         taxonomy_path: category.path.iter().map(|s| (*s).to_owned()).collect(),
         attributes: Map::new(),
         name,

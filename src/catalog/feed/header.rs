@@ -7,12 +7,13 @@ use crate::nearest::near_miss;
 
 /// Every field a product row may give: `Product::from_json` reads exactly these (a unit test
 /// holds the two together).
-pub const PRODUCT_FIELDS: [&str; 7] = [
+pub const PRODUCT_FIELDS: [&str; 8] = [
     "product_key",
     "name",
     "brand",
     "description",
     "price_cents",
+    "currency",
     "taxonomy_path",
     "attributes",
 ];
@@ -91,7 +92,7 @@ mod tests {
     fn the_product_fields_are_the_ones_a_product_row_is_read_with() {
         let row = json!({
             "product_key": "k1", "name": "A Mug", "brand": "Fjord", "description": "Stoneware",
-            "price_cents": 1300, "taxonomy_path": ["Home"], "attributes": {"colour": "cream"},
+            "price_cents": 1300, "currency": "NOK", "taxonomy_path": ["Home"], "attributes": {"colour": "cream"},
         });
         let Value::Object(row) = row else {
             unreachable!("a JSON object")

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use crate::catalog::currency::{is_currency, CURRENCY_RULE};
+
 /// A product's key: 1–128 characters of `A-Z a-z 0-9 _ . : -`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(transparent)]
@@ -43,6 +45,10 @@ pub struct Product {
     pub brand: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_cents: Option<i64>,
+    /// The currency `price_cents` is in (an active ISO 4217 code); without one, the
+    /// service's `PRICE_CURRENCY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
     /// Category path from the root; in CSV, `A > B > C`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taxonomy_path: Vec<String>,
@@ -92,6 +98,27 @@ fn text_field(field: &str, v: Option<Value>, max: usize) -> Result<Option<String
         Some(_) => Err(format!("{field} must be a string")),
     }
 }
+
+/// A currency: an active ISO 4217 code, as the standard writes it; `eur` is refused saying
+/// what was meant, never guessed.
+fn currency_field(v: Option<Value>) -> Result<Option<String>, String> {
+    let Some(code) = text_field("currency", v, CURRENCY_MAX_CHARS)? else {
+        return Ok(None);
+    };
+    if is_currency(&code) {
+        return Ok(Some(code));
+    }
+    let meant = code.to_ascii_uppercase();
+    let hint = if is_currency(&meant) {
+        format!(" (did you mean {meant}?)")
+    } else {
+        String::new()
+    };
+    Err(format!("currency `{code}` is not {CURRENCY_RULE}{hint}"))
+}
+
+/// A currency text longer than this is refused without being echoed (a code has 3).
+const CURRENCY_MAX_CHARS: usize = 16;
 
 fn key_field(v: Option<Value>) -> Result<ProductKey, String> {
     match v {
@@ -218,6 +245,7 @@ impl Product {
             )?,
             brand: text_field("brand", obj.remove("brand"), limits::BRAND)?,
             price_cents: price_field(obj.remove("price_cents"))?,
+            currency: currency_field(obj.remove("currency"))?,
             taxonomy_path: taxonomy_field(obj.remove("taxonomy_path"))?,
             attributes: attributes_field(obj.remove("attributes"))?,
         };

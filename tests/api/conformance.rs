@@ -887,6 +887,58 @@ mod redis_only {
         assert!(ttl > 0, "a finished job keeps its TTL");
     }
 
+    /// Jobs ended for the overview's figures: many, of one kind, two outcomes.
+    const ENDS: u64 = 30;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_overviews_counts_are_a_hash_an_hour_that_expires_with_a_field_per_minute_kind_and_outcome(
+    ) {
+        let settings = settings();
+        let prefix = settings.prefix.clone();
+        let s = store(Backend::Redis, settings);
+        for i in 0..ENDS {
+            let job = new_job(&tenant(), "sync");
+            let (created, run) = start(&*s, &job).await;
+            let outcome = match i % 2 {
+                0 => Outcome::Done(json!({})),
+                _ => failure("SourceUnreachable"),
+            };
+            finish(&*s, &job, &run, &created, outcome).await;
+        }
+        let mut conn = redis().await;
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}:stats:*"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        // The ends may straddle an hour's turn, and so a minute's: two hashes, two minutes.
+        assert!((1..=2).contains(&keys.len()), "a hash an hour: {keys:?}");
+        let (mut fields, mut counted) = (0, 0);
+        for key in &keys {
+            let ttl: i64 = redis::cmd("TTL")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert!(
+                ttl > 0 && ttl <= 26 * 3600,
+                "{key} expires within 26 hours: {ttl}"
+            );
+            let counts: Vec<u64> = redis::cmd("HVALS")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            fields += counts.len();
+            counted += counts.iter().sum::<u64>();
+        }
+        assert_eq!(counted, ENDS, "every end counted once");
+        assert!(
+            fields <= 2 * 2,
+            "a field per minute, kind and outcome, not per job: {fields} for {ENDS} ends"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_finish_whose_record_vanished_writes_it_back_whole() {
         let settings = settings();

@@ -160,6 +160,49 @@ async fn a_running_jobs_link_opens_on_a_mouse_click_10_times_in_10_while_4_jobs_
         moved >= STREAMING - 1,
         "the jobs streamed progress meanwhile: {before} then {after}"
     );
+    the_table_redraws_a_few_times_a_second_and_tells_time_one_way(&b).await;
+}
+
+/// How long the table's redraws are counted.
+const WATCHED: Duration = Duration::from_secs(3);
+/// Redraws a second at most: the coalesced redraw (4 a second) and the clock's tick (1).
+const REDRAWS_PER_SECOND: u64 = 6;
+
+/// While jobs stream (each tells ~20 ticks a second), the rows change in at most a few
+/// batches a second (a MutationObserver reports each batch once); and each row's start reads
+/// as relative time, with its exact UTC time on hover.
+async fn the_table_redraws_a_few_times_a_second_and_tells_time_one_way(b: &Browser) {
+    b.exec(
+        "window.redraws = 0;
+         new MutationObserver(() => { window.redraws += 1; })
+           .observe(document.getElementById('jobs-body'), { subtree: true, childList: true, characterData: true });",
+        json!([]),
+    )
+    .await;
+    // Nothing signals "3 s of streaming have passed": the count is over a stretch of time.
+    tokio::time::sleep(WATCHED).await;
+    let redraws = b.exec("return window.redraws;", json!([])).await;
+    let most = REDRAWS_PER_SECOND * WATCHED.as_secs();
+    assert!(
+        redraws.as_u64().is_some_and(|n| n > 0 && n <= most),
+        "at most {most} redraws in {WATCHED:?} while 4 jobs stream: {redraws}"
+    );
+    let times = b
+        .exec(
+            "return [...document.querySelectorAll('[data-testid=job-row] time.rel')].filter((t) => t.dateTime)
+               .map((t) => [t.textContent, t.title]);",
+            json!([]),
+        )
+        .await;
+    let times = times.as_array().expect("the rows' start times");
+    assert!(!times.is_empty());
+    for t in times {
+        let (text, utc) = (t[0].as_str().unwrap(), t[1].as_str().unwrap());
+        assert!(
+            (text.ends_with(" ago") || text == "just now") && utc.ends_with(" UTC"),
+            "relative, exact UTC on hover: {t}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -312,6 +355,19 @@ async fn a_minute_long_syncs_timeline_reads_in_fewer_than_20_lines_one_per_step_
     .await;
 }
 
+/// The overview is shown, each of its figures a number.
+async fn the_overview_shows_its_figures(b: &Browser) {
+    b.wait_for(
+        "the overview, with its figures",
+        "const o = document.querySelector('[data-testid=overview]');
+         const counts = [...document.querySelectorAll('[data-testid=overview-count]')];
+         return o && o.getClientRects().length > 0 && !o.closest('[hidden]') && counts.length > 0
+           && counts.every((c) => /^[0-9]+$/.test(c.textContent.trim()));",
+        json!([]),
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_token_is_shown_no_start_cancel_retry_or_bulk_control() {
     let viewer = "viewer-secret-token";
@@ -349,6 +405,7 @@ async fn a_read_only_token_is_shown_no_start_cancel_retry_or_bulk_control() {
         json!([]),
     )
     .await;
+    the_overview_shows_its_figures(&b).await;
     // The job is listed, without a box to select it, and no bulk action is offered.
     let bulk = b
         .wait_for(

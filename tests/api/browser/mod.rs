@@ -301,6 +301,7 @@ async fn a_product_reads_its_price_and_neighbours_and_goes_back_to_its_results(
         json!(expected),
         "each neighbour's name, key and score"
     );
+    the_product_uses_both_columns_names_its_category_and_keeps_keys_whole(b, &p, &facts).await;
     b.exec(
         "document.getElementById('products').scrollIntoView();",
         json!([]),
@@ -321,6 +322,42 @@ async fn a_product_reads_its_price_and_neighbours_and_goes_back_to_its_results(
     assert_eq!(
         back, opened_from,
         "focus returns to the result it was opened from"
+    );
+}
+
+/// On a wide screen the open product stands beside its results (both columns used); its
+/// facts name its category; no product key (its own, a result's, a neighbour's) is broken
+/// over two lines.
+async fn the_product_uses_both_columns_names_its_category_and_keeps_keys_whole(
+    b: &Browser,
+    p: &Value,
+    facts: &str,
+) {
+    let layout = b
+        .exec(
+            "const r = (id) => document.getElementById(id).getBoundingClientRect();
+             const [results, view] = [r('product-results'), r('product-view')];
+             const keys = [...document.querySelectorAll('#products .key')];
+             return [view.left >= results.right - 1, view.top < results.bottom, results.width > 200,
+                     keys.length > 0 && keys.every((k) => k.getClientRects().length === 1)];",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        layout,
+        json!([true, true, true, true]),
+        "beside the results (right of them, overlapping them in height), keys whole"
+    );
+    let path: Vec<&str> = p["taxonomy_path"]
+        .as_array()
+        .expect("the demo products have categories")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        facts.contains(&format!("Category{}", path.join(" › ")))
+            || facts.contains(&path.join(" › ")),
+        "the category, whole: {facts}"
     );
 }
 

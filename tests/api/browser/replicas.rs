@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::DESKTOP;
-use crate::console::replicas::{a_scripted_mix, both_agree, pid_of, stats_of, Replicas};
+use crate::helpers::{a_scripted_mix, both_agree, pid_of, stats_of, Replicas};
 use crate::webdriver::Browser;
 
 /// The page reads the overview every 5 s; a killed replica leaves the store's list within its

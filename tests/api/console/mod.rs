@@ -4,6 +4,6 @@
 
 mod bulk;
 mod listing;
-pub(crate) mod replicas;
+mod replicas;
 mod scopes;
 mod stats;

@@ -2,7 +2,8 @@
 //! `redis_server` starts `redis-server` (shared once per binary, or one per test, or a
 //! sentinel set); `redis_cluster` a loopback Redis Cluster, once per binary; `app` runs the
 //! app in this process on port 0; `service` runs the built binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`;
-//! `client` is the API both apps answer, `metrics` reads `/metrics`, `cli` the binary's client subcommands; `tokens` says who may call it.
+//! `client` is the API both apps answer, `metrics` reads `/metrics`, `cli` the binary's client subcommands; `tokens` says who may call it;
+//! `replicas` two replicas of the binary on one Redis, for the overview.
 //! Tests isolate themselves by tenant and key prefix, never by FLUSHDB.
 
 mod app;
@@ -13,6 +14,7 @@ mod kinds;
 mod metrics;
 mod redis_cluster;
 mod redis_server;
+mod replicas;
 mod service;
 pub mod source;
 mod sse;
@@ -32,6 +34,7 @@ pub use kinds::*;
 pub use metrics::*;
 pub use redis_cluster::*;
 pub use redis_server::*;
+pub use replicas::*;
 pub use service::*;
 pub use sse::*;
 pub use store::*;

@@ -1,6 +1,6 @@
 //! `POST /catalog/{kind}`: start a job, answer at once (202) or when it ends (`wait=true`).
 
-use axum::extract::State;
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -13,11 +13,13 @@ use super::extract::{
     OnConflict, StartFields,
 };
 use super::openapi;
+use super::start_answers::JobStartAnswers;
 use super::AppState;
 use crate::catalog::report::JobReport;
+use crate::jobs::params::Fields;
 use crate::jobs::runner::{Refused, QUEUED_STEP};
 use crate::jobs::store::{Created, NewJob, NewPipeline, Origin};
-use crate::jobs::{JobId, Kind, Snapshot, Status};
+use crate::jobs::{JobId, Kind, Snapshot, Status, TenantId};
 use crate::metrics;
 use serde_json::Value;
 
@@ -43,34 +45,14 @@ use serde_json::Value;
        (status = 200, description = "`wait=true` and the job is done: its report.", body = JobReport,
             headers(("Location" = String, description = "The job that made the report: `/catalog/jobs/{job_id}`."),
                 ("Idempotent-Replayed" = String, description = "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."))),
-        (status = 202, description = "Started, joined or replayed (or still running after `WAIT_MAX_SECONDS` with `wait=true`): the job; poll `Location`. A replay of an `Idempotency-Key` carries `Idempotent-Replayed: true`.",
-            body = Snapshot,
-            headers(
-                ("Location" = String, description = "Where to poll the job: `/catalog/jobs/{job_id}`."),
-                ("Idempotent-Replayed" = String, description = "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."),
-            )),
-        (status = 400, description = "`malformed_body`.", body = ErrorBody),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or may only read (`read:…`).", body = ErrorBody),
         (status = 404, description = "`unknown_kind` (with `known_kinds`); `not_found` when an `Idempotency-Key` retry's job has expired.", body = ErrorBody),
-        (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed and nothing was created.", body = ErrorBody),
-        (status = 409, description = "`already_running`: a job of this kind is active for the tenant (with its `job_id`); with `on_conflict=join`, one whose parameters differ.", body = ErrorBody),
-        (status = 413, description = "`payload_too_large` (beyond `MAX_START_BODY_BYTES`).", body = ErrorBody),
-        (status = 415, description = "`unsupported_media_type`.", body = ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field`, `unknown_field`, `source_not_allowed`, `source_not_found` or `idempotency_key_reused` or `duplicate_key` (a JSON body giving a key twice) (with `field`).", body = ErrorBody),
-        (status = 429, description = "`rate_limited`: the tenant started `TENANT_CREATES_PER_MINUTE` jobs this minute; nothing was created.", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds until the tenant's minute ends."))),
-        (status = 502, description = "`job_failed`: with `wait=true`, the job failed or was cancelled (it is in `job`).", body = ErrorBody),
-        (status = 503, description = "`overloaded`, `shutting_down` or `store_unavailable`; nothing was created.", body = ErrorBody),
+        JobStartAnswers,
     ))]
 pub async fn start(
     State(app): State<AppState>,
-    caller: Caller,
-    RequestId(request_id): RequestId,
-    headers: HeaderMap,
     KindPath(raw_kind): KindPath,
-    StartFields(mut fields): StartFields,
+    mut request: StartRequest,
 ) -> Result<Response, ApiError> {
-    caller.may_change()?;
     let registry = app.runner.registry();
     let Some((kind, spec)) = Kind::parse(&raw_kind)
         .ok()
@@ -81,29 +63,81 @@ pub async fn start(
             known: registry.names().map(str::to_owned).collect(),
         });
     };
-    let tenant = tenant_field(&mut fields)?;
-    caller.may_act_for(&tenant)?;
-    let wait = wait_field(&mut fields)?;
-    let on_conflict = on_conflict_field(&mut fields)?;
-    let idempotency_key = idempotency_key(&headers)?;
-    let params = (spec.prepare)(&fields)?;
+    let common = request.common()?;
+    let params = (spec.prepare)(&request.fields)?;
 
     let job = NewJob {
         id: JobId::new(),
-        tenant,
+        tenant: common.tenant,
         in_order: registry.is_ordered(&kind),
         kind,
         params,
         step: QUEUED_STEP.to_owned(),
-        origin: Origin {
-            created_by: caller.name.clone(),
-            request_id,
-            retry_of: None,
-        },
-        idempotency_key,
+        origin: common.origin,
+        idempotency_key: common.idempotency_key,
         pipeline: None,
     };
-    launch(&app, job, on_conflict, wait).await
+    launch(&app, job, common.on_conflict, common.wait).await
+}
+
+/// A start request as every start route reads it: who asks (refused unless it may change
+/// things), the request's id and headers, and its fields from the query string and body.
+pub struct StartRequest {
+    caller: Caller,
+    request_id: String,
+    headers: HeaderMap,
+    /// The fields left for the started kind (or the pipeline's steps) once `common` took its own.
+    pub fields: Fields,
+}
+
+/// What every start reads besides the started kind's own fields.
+pub struct StartCommon {
+    pub tenant: TenantId,
+    pub wait: bool,
+    pub on_conflict: OnConflict,
+    pub idempotency_key: Option<String>,
+    pub origin: Origin,
+}
+
+impl FromRequest<AppState> for StartRequest {
+    type Rejection = ApiError;
+
+    /// The caller, then the body (401, then 400/408/413/415), then whether it may change (403).
+    async fn from_request(req: Request, app: &AppState) -> Result<Self, Self::Rejection> {
+        let (mut parts, body) = req.into_parts();
+        let caller = Caller::from_request_parts(&mut parts, app).await?;
+        let Ok(RequestId(request_id)) = RequestId::from_request_parts(&mut parts, app).await;
+        let headers = parts.headers.clone();
+        let StartFields(fields) =
+            StartFields::from_request(Request::from_parts(parts, body), app).await?;
+        caller.may_change()?;
+        Ok(Self {
+            caller,
+            request_id,
+            headers,
+            fields,
+        })
+    }
+}
+
+impl StartRequest {
+    /// Takes the tenant (which the caller must be allowed to act for), `wait`, `on_conflict`
+    /// and the `Idempotency-Key` header, and names where the start came from.
+    pub fn common(&mut self) -> Result<StartCommon, ApiError> {
+        let tenant = tenant_field(&mut self.fields)?;
+        self.caller.may_act_for(&tenant)?;
+        Ok(StartCommon {
+            tenant,
+            wait: wait_field(&mut self.fields)?,
+            on_conflict: on_conflict_field(&mut self.fields)?,
+            idempotency_key: idempotency_key(&self.headers)?,
+            origin: Origin {
+                created_by: self.caller.name.clone(),
+                request_id: self.request_id.clone(),
+                retry_of: None,
+            },
+        })
+    }
 }
 
 /// Creates `job` (a start's, or a retry's) and answers as a start does: 202, or the outcome

@@ -19,6 +19,7 @@ pub mod pipeline;
 pub mod product_view;
 pub mod products;
 pub mod server;
+mod start_answers;
 pub mod streams;
 pub mod tenants;
 

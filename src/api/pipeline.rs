@@ -4,22 +4,17 @@
 //! the job core (`jobs::pipeline::plan`); this module only speaks HTTP.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::access::RequestId;
-use super::auth::Caller;
-use super::catalog::launch_pipeline;
-use super::error::{ApiError, ErrorBody};
-use super::extract::{idempotency_key, on_conflict_field, tenant_field, wait_field, StartFields};
+use super::catalog::{launch_pipeline, StartRequest};
+use super::error::ApiError;
+use super::start_answers::PipelineStartAnswers;
 use super::AppState;
 use crate::catalog::report::PipelineReport;
 use crate::jobs::pipeline::{plan, Plan};
 use crate::jobs::runner::QUEUED_STEP;
-use crate::jobs::store::Origin;
-use crate::jobs::Snapshot;
 
 /// A pipeline's fields, from the query string and the body in any accepted content type.
 #[derive(ToSchema, Deserialize)]
@@ -64,43 +59,19 @@ pub struct PipelineFields {
         (status = 200, description = "`wait=true` and every step is done: each step's report, by kind.", body = PipelineReport,
             headers(("Location" = String, description = "The pipeline: `/catalog/jobs/{job_id}`."),
                 ("Idempotent-Replayed" = String, description = "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."))),
-        (status = 202, description = "Started, joined or replayed (or still running after `WAIT_MAX_SECONDS` with `wait=true`): the pipeline, its `steps` each with its own job's id, status and percent; poll `Location`.",
-            body = Snapshot,
-            headers(
-                ("Location" = String, description = "Where to poll the pipeline: `/catalog/jobs/{job_id}`."),
-                ("Idempotent-Replayed" = String, description = "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."),
-            )),
-        (status = 400, description = "`malformed_body`.", body = ErrorBody),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or may only read (`read:…`).", body = ErrorBody),
-        (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; nothing was created.", body = ErrorBody),
-        (status = 409, description = "`already_running`: the tenant's pipeline, or a job of one of its steps' kinds, is active (its `job_id`); with `on_conflict=join`, one whose parameters differ.", body = ErrorBody),
-        (status = 413, description = "`payload_too_large` (beyond `MAX_START_BODY_BYTES`).", body = ErrorBody),
-        (status = 415, description = "`unsupported_media_type`.", body = ErrorBody),
-        (status = 422, description = "`invalid_field` (a bad `steps`), `unknown_field` (a field of no step, or of a step not in `steps`), `missing_field`, `source_not_allowed`, `source_not_found`, `idempotency_key_reused` or `duplicate_key` (with `field`).", body = ErrorBody),
-        (status = 429, description = "`rate_limited`: the tenant started `TENANT_CREATES_PER_MINUTE` jobs this minute (a pipeline counts one); nothing was created.", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds until the tenant's minute ends."))),
-        (status = 502, description = "`job_failed`: with `wait=true`, the pipeline failed or was cancelled (it is in `job`, its `result` the steps' partial reports).", body = ErrorBody),
-        (status = 503, description = "`overloaded`, `shutting_down` or `store_unavailable`; nothing was created.", body = ErrorBody),
+        PipelineStartAnswers,
     ))]
 pub async fn start(
     State(app): State<AppState>,
-    caller: Caller,
-    RequestId(request_id): RequestId,
-    headers: HeaderMap,
-    StartFields(mut fields): StartFields,
+    mut request: StartRequest,
 ) -> Result<Response, ApiError> {
-    caller.may_change()?;
-    let tenant = tenant_field(&mut fields)?;
-    caller.may_act_for(&tenant)?;
-    let wait = wait_field(&mut fields)?;
-    let on_conflict = on_conflict_field(&mut fields)?;
-    let key = idempotency_key(&headers)?;
-    let plan: Plan = plan(app.runner.registry(), &fields)?;
-    let origin = Origin {
-        created_by: caller.name.clone(),
-        request_id,
-        retry_of: None,
-    };
-    let pipeline = plan.into_new(tenant, origin, key, QUEUED_STEP);
-    launch_pipeline(&app, pipeline, on_conflict, wait).await
+    let common = request.common()?;
+    let plan: Plan = plan(app.runner.registry(), &request.fields)?;
+    let pipeline = plan.into_new(
+        common.tenant,
+        common.origin,
+        common.idempotency_key,
+        QUEUED_STEP,
+    );
+    launch_pipeline(&app, pipeline, common.on_conflict, common.wait).await
 }

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use catalog_jobs::jobs::TenantId;
 use serde_json::Value;
 
 mod counted;
@@ -12,7 +13,7 @@ mod lost;
 
 use crate::both_stores;
 use crate::helpers::{
-    free_port, spawn_catalog_app, started_id, tenant, test_config, Api, Backend, HeldFeeds,
+    free_port, spawn_catalog_app, started_id, tenant, test_config, Api, Backend, HeldFeeds, TestApp,
 };
 
 both_stores!(
@@ -22,8 +23,33 @@ both_stores!(
     a_refresh_is_refused_for_bad_steps_and_fields_and_joined_or_refused_while_active,
 );
 
-/// Request fields, or a series' labels.
-type Form = &'static [(&'static str, &'static str)];
+/// Request fields, or a series' labels, written `name=value&name=value`: as pairs.
+fn pairs(form: &str) -> Vec<(&str, &str)> {
+    form.split('&')
+        .map(|pair| pair.split_once('=').expect("each pair is name=value"))
+        .collect()
+}
+
+/// Refreshes refused with 422: the form, the error code, and the field the error names.
+#[rustfmt::skip]
+const REFUSED_REFRESHES: &[(&str, &str, &str)] = &[
+    ("steps=pair,sync&source=demo.jsonl", "invalid_field", "steps"),
+    ("steps=sync,sync&source=demo.jsonl", "invalid_field", "steps"),
+    ("steps=publish", "invalid_field", "steps"),
+    ("steps=enrich,pair&source=demo.jsonl", "unknown_field", "source"),
+    ("source=demo.jsonl&colour=red", "unknown_field", "colour"),
+    ("steps=sync", "missing_field", "source"),
+    ("source=../etc/passwd", "source_not_allowed", "source"),
+];
+
+/// The catalogue app on `b`, allowed to read the held feeds, and a fresh tenant.
+async fn app_with_held_feeds(b: Backend) -> (HeldFeeds, TestApp, TenantId) {
+    let feeds = HeldFeeds::start().await;
+    let mut config = test_config();
+    config.sync_allowed_hosts = vec![feeds.allowed()];
+    let app = spawn_catalog_app(b, config).await;
+    (feeds, app, tenant())
+}
 
 /// Starts a pipeline for `tenant` with these fields; answers the response.
 async fn refresh(api: &Api, tenant: &str, fields: &[(&str, &str)]) -> reqwest::Response {
@@ -85,11 +111,7 @@ async fn a_demo_refresh_ends_done_with_three_reports_and_its_percent_never_goes_
 async fn cancelling_a_refresh_during_its_sync_skips_the_rest_frees_the_locks_and_a_retry_runs_from_sync(
     b: Backend,
 ) {
-    let feeds = HeldFeeds::start().await;
-    let mut config = test_config();
-    config.sync_allowed_hosts = vec![feeds.allowed()];
-    let app = spawn_catalog_app(b, config).await;
-    let t = tenant();
+    let (feeds, app, t) = app_with_held_feeds(b).await;
     let held = feeds.url("cancelled");
     let id = started_id(refresh(&app, t.as_str(), &[("source", held.as_str())]).await).await;
     app.poll(&id, "syncing", |p| p["steps"][0]["status"] == "running")
@@ -172,43 +194,10 @@ async fn a_failing_source_fails_the_refresh_with_the_sync_s_class_and_skips_the_
 async fn a_refresh_is_refused_for_bad_steps_and_fields_and_joined_or_refused_while_active(
     b: Backend,
 ) {
-    let feeds = HeldFeeds::start().await;
-    let mut config = test_config();
-    config.sync_allowed_hosts = vec![feeds.allowed()];
-    let app = spawn_catalog_app(b, config).await;
-    let t = tenant();
-    let refused: &[(Form, &str, &str)] = &[
-        (
-            &[("steps", "pair,sync"), ("source", "demo.jsonl")],
-            "invalid_field",
-            "steps",
-        ),
-        (
-            &[("steps", "sync,sync"), ("source", "demo.jsonl")],
-            "invalid_field",
-            "steps",
-        ),
-        (&[("steps", "publish")], "invalid_field", "steps"),
-        (
-            &[("steps", "enrich,pair"), ("source", "demo.jsonl")],
-            "unknown_field",
-            "source",
-        ),
-        (
-            &[("source", "demo.jsonl"), ("colour", "red")],
-            "unknown_field",
-            "colour",
-        ),
-        (&[("steps", "sync")], "missing_field", "source"),
-        (
-            &[("source", "../etc/passwd")],
-            "source_not_allowed",
-            "source",
-        ),
-    ];
-    for (fields, code, field) in refused {
-        let r = refresh(&app, t.as_str(), fields).await;
-        assert_eq!(r.status(), 422, "{fields:?}");
+    let (feeds, app, t) = app_with_held_feeds(b).await;
+    for (form, code, field) in REFUSED_REFRESHES {
+        let r = refresh(&app, t.as_str(), &pairs(form)).await;
+        assert_eq!(r.status(), 422, "{form}");
         let body: Value = r.json().await.expect("an error");
         assert_eq!(
             (body["error"].as_str(), body["field"].as_str()),
@@ -367,40 +356,17 @@ async fn all_done<'a>(api: &Api, ids: impl Iterator<Item = &'a String>) -> Vec<V
 }
 
 /// The counts a demo refresh done and a refresh whose sync fails add, once both ended.
-const TWO_REFRESHES: &[(&str, Form, f64)] = &[
-    ("catalog_jobs_created_total", &[("kind", "pipeline")], 2.0),
-    ("catalog_jobs_created_total", &[("kind", "sync")], 2.0),
-    ("catalog_jobs_created_total", &[("kind", "pair")], 2.0),
-    (
-        "catalog_jobs_finished_total",
-        &[("kind", "pipeline"), ("status", "done")],
-        1.0,
-    ),
-    (
-        "catalog_jobs_finished_total",
-        &[
-            ("kind", "pipeline"),
-            ("status", "failed"),
-            ("error", "SourceUnreachable"),
-        ],
-        1.0,
-    ),
-    (
-        "catalog_jobs_finished_total",
-        &[("kind", "pair"), ("status", "done")],
-        1.0,
-    ),
+#[rustfmt::skip]
+const TWO_REFRESHES: &[(&str, &str, f64)] = &[
+    ("catalog_jobs_created_total", "kind=pipeline", 2.0),
+    ("catalog_jobs_created_total", "kind=sync", 2.0),
+    ("catalog_jobs_created_total", "kind=pair", 2.0),
+    ("catalog_jobs_finished_total", "kind=pipeline&status=done", 1.0),
+    ("catalog_jobs_finished_total", "kind=pipeline&status=failed&error=SourceUnreachable", 1.0),
+    ("catalog_jobs_finished_total", "kind=pair&status=done", 1.0),
     // The failed refresh's enrich and pair never ran: they end cancelled (skipped), and count.
-    (
-        "catalog_jobs_finished_total",
-        &[("kind", "enrich"), ("status", "cancelled")],
-        1.0,
-    ),
-    (
-        "catalog_jobs_finished_total",
-        &[("kind", "pair"), ("status", "cancelled")],
-        1.0,
-    ),
+    ("catalog_jobs_finished_total", "kind=enrich&status=cancelled", 1.0),
+    ("catalog_jobs_finished_total", "kind=pair&status=cancelled", 1.0),
 ];
 
 #[tokio::test]
@@ -431,7 +397,7 @@ async fn metrics_count_a_refresh_as_a_job_of_kind_pipeline_besides_its_steps() {
         };
         let seen: Vec<f64> = TWO_REFRESHES
             .iter()
-            .map(|(name, labels, _)| delta(name, labels))
+            .map(|(name, labels, _)| delta(name, &pairs(labels)))
             .collect();
         let wanted: Vec<f64> = TWO_REFRESHES.iter().map(|(_, _, n)| *n).collect();
         if seen == wanted || std::time::Instant::now() > deadline {

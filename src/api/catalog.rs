@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::access::RequestId;
+use super::answers::JobStartAnswers;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{
@@ -13,7 +14,6 @@ use super::extract::{
     OnConflict, StartFields,
 };
 use super::openapi;
-use super::start_answers::JobStartAnswers;
 use super::AppState;
 use crate::catalog::report::JobReport;
 use crate::jobs::params::Fields;

@@ -23,6 +23,7 @@ use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
 
+use super::answers::{JobPath, StreamRefusals};
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{query_fields, refuse_unknown, take_single, tenant_field, JobIdPath};
@@ -59,8 +60,7 @@ pub struct Timeline {
 /// and then each new one live, ending after `finished`.
 #[utoipa::path(get, path = "/catalog/jobs/{job_id}/events", tag = "jobs",
     params(
-        ("job_id" = String, Path, description = "The id a start answered with."),
-        ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
+        JobPath,
         ("after" = Option<String>, Query, description = "Only the events after this event id (`<ms>-<seq>`); a `Last-Event-ID` header takes its place when a stream reconnects."),
         ("Last-Event-ID" = Option<String>, Header, description = "The id of the last event a stream received: it resumes right after it."),
     ),
@@ -70,9 +70,7 @@ pub struct Timeline {
         (status = 204, description = "A stream asked for after the job ended and after its last event: nothing more will come (browsers stop reconnecting)."),
         (status = 404, description = "`not_found`: no job has this id (or it expired), or it is another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
         (status = 422, description = "`invalid_field` (a bad `tenant_id`, `after` or `Last-Event-ID`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
-        (status = 429, description = "`too_many_streams` (a stream only): the job's tenant holds `MAX_EVENT_STREAMS_PER_TENANT` event streams on this instance; close one, retry after `Retry-After`, or read the timeline as JSON.", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds before asking again."))),
-        (status = 503, description = "`store_unavailable`, or `overloaded` (a stream only): `MAX_EVENT_STREAMS` event streams are open on this instance.", body = ErrorBody),
+        StreamRefusals,
     ))]
 pub async fn job_events(
     State(app): State<AppState>,
@@ -127,9 +125,7 @@ pub async fn job_events(
             body = String, content_type = "text/event-stream"),
         (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
         (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = ErrorBody),
-        (status = 429, description = "`too_many_streams`: the tenant holds `MAX_EVENT_STREAMS_PER_TENANT` event streams on this instance; close one, retry after `Retry-After`, or poll the listing.", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds before asking again."))),
-        (status = 503, description = "`store_unavailable`, or `overloaded`: `MAX_EVENT_STREAMS` event streams are open on this instance.", body = ErrorBody),
+        StreamRefusals,
     ))]
 pub async fn tenant_events(
     State(app): State<AppState>,

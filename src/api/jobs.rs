@@ -9,6 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::access::RequestId;
+use super::answers::{CreateRefusals, JobNotVisible, JobPath};
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{
@@ -37,15 +38,11 @@ const RETRY_AFTER_UNKNOWN_SECS: u64 = 2;
 /// A job as it is now: status, a percent that never goes backwards, the step, and the
 /// report once done.
 #[utoipa::path(get, path = "/catalog/jobs/{job_id}", tag = "jobs", operation_id = "get_job",
-    params(
-        ("job_id" = String, Path, description = "The id a start answered with."),
-        ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
-    ),
+    params(JobPath),
     responses(
         (status = 200, description = "The job. While it is active the answer carries `Retry-After`: when to poll again, from `eta_seconds` (1–30 s; 2 s while there is no estimate).", body = Snapshot,
             headers(("Retry-After" = u64, description = "Active jobs only: seconds until polling again is worth it."))),
-        (status = 404, description = "`not_found`: no job has this id (or it expired after `JOB_TTL_SECONDS`), or it is another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
-        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
+        JobNotVisible,
         (status = 503, description = "`store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn get_one(
@@ -80,20 +77,14 @@ pub fn retry_after_secs(eta_seconds: Option<u64>) -> u64 {
 /// job that ended (`done`, `failed`, `cancelled` or `lost`), recorded as its `retry_of`.
 /// Answered as a start is (202 + `Location`; 409 `already_running` while the kind is taken).
 #[utoipa::path(post, path = "/catalog/jobs/{job_id}/retry", tag = "jobs", operation_id = "retry_job",
-    params(
-        ("job_id" = String, Path, description = "The ended job to run again."),
-        ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
-    ),
+    params(JobPath),
     responses(
         (status = 202, description = "The new job (its `retry_of` names the old one); poll `Location`.", body = Snapshot,
             headers(("Location" = String, description = "Where to poll the new job: `/catalog/jobs/{job_id}`."))),
         (status = 403, description = "`forbidden`: the token may only read (`read:…`).", body = ErrorBody),
-        (status = 404, description = "`not_found`: no such job, or another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
         (status = 409, description = "`still_active`: the job has not ended (it is in `job`, its id in `job_id`); `already_running`: another job of this tenant and kind is active (its `job_id`).", body = ErrorBody),
-        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
-        (status = 429, description = "`rate_limited`: the tenant started `TENANT_CREATES_PER_MINUTE` jobs this minute.", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds until the tenant's minute ends."))),
-        (status = 503, description = "`overloaded`, `shutting_down` or `store_unavailable`; nothing was created.", body = ErrorBody),
+        JobNotVisible,
+        CreateRefusals,
     ))]
 pub async fn retry(
     State(app): State<AppState>,
@@ -172,16 +163,12 @@ pub struct Listing {
 /// `cancelling`); 409 `not_active` when it has already ended; 404 when there is no such job
 /// or it is not the caller's. Asking twice is harmless.
 #[utoipa::path(post, path = "/catalog/jobs/{job_id}/cancel", tag = "jobs", operation_id = "cancel_job",
-    params(
-        ("job_id" = String, Path, description = "The job to stop."),
-        ("tenant_id" = Option<String>, Query, description = "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
-    ),
+    params(JobPath),
     responses(
         (status = 202, description = "Asked: the job reads `cancelling`, then `cancelled` at its next safe point.", body = Snapshot),
         (status = 403, description = "`forbidden`: the token may only read (`read:…`).", body = ErrorBody),
-        (status = 404, description = "`not_found`: no such job, or another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
         (status = 409, description = "`not_active`: the job has already ended (it is in `job`).", body = ErrorBody),
-        (status = 422, description = "`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
+        JobNotVisible,
         (status = 503, description = "`store_unavailable`.", body = ErrorBody),
     ))]
 pub async fn cancel(

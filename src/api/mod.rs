@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod admin;
+pub mod answers;
 pub mod auth;
 pub mod bulk;
 pub mod catalog;
@@ -19,7 +20,6 @@ pub mod pipeline;
 pub mod product_view;
 pub mod products;
 pub mod server;
-mod start_answers;
 pub mod streams;
 pub mod tenants;
 

@@ -8,9 +8,9 @@ use axum::response::Response;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
+use super::answers::PipelineStartAnswers;
 use super::catalog::{launch_pipeline, StartRequest};
 use super::error::ApiError;
-use super::start_answers::PipelineStartAnswers;
 use super::AppState;
 use crate::catalog::report::PipelineReport;
 use crate::jobs::pipeline::{plan, Plan};

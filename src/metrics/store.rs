@@ -41,61 +41,44 @@ async fn timed<T>(
     answer
 }
 
+/// The timed operations of a store trait, a line each: the metric's `op`, then the method as
+/// the trait declares it (every borrowed argument lives for `'a`) and what it answers; each
+/// becomes a method that forwards to the inner store through [`timed`].
+macro_rules! timed_ops {
+    ($($op:literal => fn $name:ident($($arg:ident: $ty:ty),*) -> $answer:ty;)*) => {$(
+        fn $name<'a>(&'a self, $($arg: $ty),*) -> BoxFuture<'a, Result<$answer, StoreError>> {
+            Box::pin(timed($op, self.inner.$name($($arg),*)))
+        }
+    )*};
+}
+
 impl JobStore for MeteredStore {
-    fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
-        Box::pin(timed("create", self.inner.create(job)))
+    timed_ops! {
+        "create" => fn create(job: NewJob) -> Created;
+        "create" => fn create_claimed(job: NewJob, worker: &'a str) -> Created;
+        "create" => fn create_pipeline(pipeline: NewPipeline) -> Created;
+        "claim" => fn claim(worker: &'a str, kinds: &'a [Kind]) -> Option<Claim>;
+        "claim" => fn claim_many(worker: &'a str, kinds: &'a [Kind], n: usize) -> Vec<Claim>;
+        "finish" => fn finish_and_claim(job: &'a NewJob, run: &'a RunId, created_at: u64, outcome: &'a Outcome, percent: u8, worker: &'a str, kinds: &'a [Kind]) -> (Finish, Option<Claim>);
+        "renew" => fn renew(runs: &'a [RunId]) -> Vec<Renewal>;
+        "finish" => fn finish(job: &'a NewJob, run: &'a RunId, created_at: u64, outcome: &'a Outcome, percent: u8) -> Finish;
+        "restore" => fn restore(job: &'a NewJob, run: &'a RunId, created_at: u64, live: &'a Live) -> Restore;
+        "release" => fn release(run: &'a RunId) -> Release;
+        "recover" => fn recover() -> Vec<Recovered>;
+        "cancel" => fn cancel(id: &'a JobId, by: &'a str) -> Cancel;
+        "purge" => fn purge(tenant: &'a TenantId, kinds: &'a [Kind], hashes: &'a [String]) -> Purge;
+        "get" => fn get(id: &'a JobId) -> Option<Snapshot>;
+        "recent" => fn recent(tenant: &'a TenantId, limit: usize) -> Vec<Snapshot>;
+        "active" => fn active() -> Vec<Snapshot>;
+        "overview" => fn overview() -> Overview;
+        "leave" => fn leave() -> ();
+        "timeline" => fn timeline(id: &'a JobId, after: Option<EventId>) -> Vec<TimelineEvent>;
+        "queued_by_kind" => fn queued_by_kind() -> Vec<(Kind, u64)>;
+        "ping" => fn ping() -> ();
+        "tombstone" => fn tombstone(tenant: &'a TenantId) -> u64;
     }
 
-    fn create_claimed<'a>(
-        &'a self,
-        job: NewJob,
-        worker: &'a str,
-    ) -> BoxFuture<'a, Result<Created, StoreError>> {
-        Box::pin(timed("create", self.inner.create_claimed(job, worker)))
-    }
-
-    fn create_pipeline(&self, pipeline: NewPipeline) -> BoxFuture<'_, Result<Created, StoreError>> {
-        Box::pin(timed("create", self.inner.create_pipeline(pipeline)))
-    }
-
-    fn claim<'a>(
-        &'a self,
-        worker: &'a str,
-        kinds: &'a [Kind],
-    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
-        Box::pin(timed("claim", self.inner.claim(worker, kinds)))
-    }
-
-    fn claim_many<'a>(
-        &'a self,
-        worker: &'a str,
-        kinds: &'a [Kind],
-        n: usize,
-    ) -> BoxFuture<'a, Result<Vec<Claim>, StoreError>> {
-        Box::pin(timed("claim", self.inner.claim_many(worker, kinds, n)))
-    }
-
-    fn finish_and_claim<'a>(
-        &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
-        outcome: &'a Outcome,
-        percent: u8,
-        worker: &'a str,
-        kinds: &'a [Kind],
-    ) -> BoxFuture<'a, Result<(Finish, Option<Claim>), StoreError>> {
-        Box::pin(timed(
-            "finish",
-            self.inner
-                .finish_and_claim(job, run, created_at, outcome, percent, worker, kinds),
-        ))
-    }
-
-    fn expect_end<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.expect_end(id)
-    }
-
+    /// A tick is timed, and counted as a progress write once it is written.
     fn tick<'a>(
         &'a self,
         run: &'a RunId,
@@ -111,108 +94,18 @@ impl JobStore for MeteredStore {
         })
     }
 
-    fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>> {
-        Box::pin(timed("renew", self.inner.renew(runs)))
-    }
+    // Not timed: bookkeeping of this process, and the start-up checks.
 
-    fn finish<'a>(
-        &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
-        outcome: &'a Outcome,
-        percent: u8,
-    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
-        Box::pin(timed(
-            "finish",
-            self.inner.finish(job, run, created_at, outcome, percent),
-        ))
-    }
-
-    fn restore<'a>(
-        &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
-        live: &'a Live,
-    ) -> BoxFuture<'a, Result<Restore, StoreError>> {
-        Box::pin(timed(
-            "restore",
-            self.inner.restore(job, run, created_at, live),
-        ))
-    }
-
-    fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {
-        Box::pin(timed("release", self.inner.release(run)))
-    }
-
-    fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
-        Box::pin(timed("recover", self.inner.recover()))
-    }
-
-    fn cancel<'a>(
-        &'a self,
-        id: &'a JobId,
-        by: &'a str,
-    ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
-        Box::pin(timed("cancel", self.inner.cancel(id, by)))
-    }
-
-    fn purge<'a>(
-        &'a self,
-        tenant: &'a TenantId,
-        kinds: &'a [Kind],
-        hashes: &'a [String],
-    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
-        Box::pin(timed("purge", self.inner.purge(tenant, kinds, hashes)))
-    }
-
-    fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
-        Box::pin(timed("get", self.inner.get(id)))
-    }
-
-    fn recent<'a>(
-        &'a self,
-        tenant: &'a TenantId,
-        limit: usize,
-    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
-        Box::pin(timed("recent", self.inner.recent(tenant, limit)))
-    }
-
-    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
-        Box::pin(timed("active", self.inner.active()))
-    }
-
-    fn overview(&self) -> BoxFuture<'_, Result<Overview, StoreError>> {
-        Box::pin(timed("overview", self.inner.overview()))
-    }
-
-    fn leave(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(timed("leave", self.inner.leave()))
+    fn expect_end<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.expect_end(id)
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.inner.subscribe()
     }
 
-    fn timeline<'a>(
-        &'a self,
-        id: &'a JobId,
-        after: Option<EventId>,
-    ) -> BoxFuture<'a, Result<Vec<TimelineEvent>, StoreError>> {
-        Box::pin(timed("timeline", self.inner.timeline(id, after)))
-    }
-
     fn watch_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, TenantWatch> {
         self.inner.watch_tenant(tenant)
-    }
-
-    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
-        Box::pin(timed("queued_by_kind", self.inner.queued_by_kind()))
-    }
-
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(timed("ping", self.inner.ping()))
     }
 
     fn warnings(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
@@ -242,57 +135,20 @@ impl JobStore for MeteredStore {
     fn fence_keys(&self, writer: &Writer) -> Option<ScriptFence> {
         self.inner.fence_keys(writer)
     }
-
-    fn tombstone<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<u64, StoreError>> {
-        Box::pin(timed("tombstone", self.inner.tombstone(tenant)))
-    }
 }
 
 impl Browse for MeteredStore {
-    fn index_page(
-        &self,
-        after: Option<Position>,
-        count: usize,
-    ) -> BoxFuture<'_, Result<Vec<Position>, StoreError>> {
-        Box::pin(timed("index_page", self.inner.index_page(after, count)))
-    }
-
-    fn get_many<'a>(
-        &'a self,
-        ids: &'a [JobId],
-    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
-        Box::pin(timed("get_many", self.inner.get_many(ids)))
-    }
-
-    fn recent_tenants(&self) -> BoxFuture<'_, Result<Vec<(TenantId, u64)>, StoreError>> {
-        Box::pin(timed("recent_tenants", self.inner.recent_tenants()))
+    timed_ops! {
+        "index_page" => fn index_page(after: Option<Position>, count: usize) -> Vec<Position>;
+        "get_many" => fn get_many(ids: &'a [JobId]) -> Vec<Snapshot>;
+        "recent_tenants" => fn recent_tenants() -> Vec<(TenantId, u64)>;
     }
 }
 
 impl Audit for MeteredStore {
-    fn mark_retried<'a>(
-        &'a self,
-        old: &'a JobId,
-        by: &'a str,
-        new: &'a JobId,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(timed("mark_retried", self.inner.mark_retried(old, by, new)))
-    }
-
-    fn recall_answer<'a>(
-        &'a self,
-        slot: &'a str,
-    ) -> BoxFuture<'a, Result<Option<KeptAnswer>, StoreError>> {
-        Box::pin(timed("recall_answer", self.inner.recall_answer(slot)))
-    }
-
-    fn keep_answer<'a>(
-        &'a self,
-        slot: &'a str,
-        fingerprint: &'a str,
-        answer: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let kept = self.inner.keep_answer(slot, fingerprint, answer);
-        Box::pin(timed("keep_answer", kept))
+    timed_ops! {
+        "mark_retried" => fn mark_retried(old: &'a JobId, by: &'a str, new: &'a JobId) -> ();
+        "recall_answer" => fn recall_answer(slot: &'a str) -> Option<KeptAnswer>;
+        "keep_answer" => fn keep_answer(slot: &'a str, fingerprint: &'a str, answer: &'a str) -> ();
     }
 }

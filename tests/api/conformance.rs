@@ -17,8 +17,8 @@ use serde_json::json;
 
 use crate::both_stores;
 use crate::helpers::{
-    claim_next, claim_queued, create, failure, finish, new_job, settings, start, store, tenant,
-    Backend,
+    claim_next, claim_queued, create, failure, finish, new_job, ordered, pipeline_of, settings,
+    start, store, tenant, Backend,
 };
 
 fn fresh(backend: Backend) -> Arc<dyn JobStore> {
@@ -1770,32 +1770,6 @@ both_stores!(
     a_step_lost_for_good_fails_its_pipeline_as_lost,
     a_pipeline_waits_behind_its_tenant_s_running_job,
 );
-
-/// A job of `kind` that runs in its tenant's order.
-fn ordered(t: &catalog_jobs::jobs::TenantId, kind: &str) -> catalog_jobs::jobs::store::NewJob {
-    catalog_jobs::jobs::store::NewJob {
-        in_order: true,
-        ..new_job(t, kind)
-    }
-}
-
-/// A pipeline of `kinds`, each step weighted equally.
-pub(crate) fn pipeline_of(t: &catalog_jobs::jobs::TenantId, kinds: &[&str]) -> NewPipeline {
-    let job = new_job(t, catalog_jobs::jobs::pipeline::PIPELINE_KIND);
-    let shares = catalog_jobs::jobs::pipeline::shares(&vec![1; kinds.len()]);
-    let steps = kinds
-        .iter()
-        .zip(shares)
-        .map(|(kind, share)| {
-            let step = catalog_jobs::jobs::store::NewJob {
-                pipeline: Some(job.id),
-                ..ordered(t, kind)
-            };
-            (step, share)
-        })
-        .collect();
-    NewPipeline { job, steps }
-}
 
 async fn create_pipeline(s: &dyn JobStore, p: &NewPipeline) -> Snapshot {
     match s

@@ -371,8 +371,7 @@ const TWO_REFRESHES: &[(&str, &str, f64)] = &[
 
 #[tokio::test]
 async fn metrics_count_a_refresh_as_a_job_of_kind_pipeline_besides_its_steps() {
-    use crate::helpers::Service;
-    use crate::helpers::{metrics_text, scrape, value};
+    use crate::helpers::{metrics_text, scrape, value, Service};
     let nowhere_port = free_port();
     let svc = Service::embedded()
         .env("SYNC_ALLOWED_HOSTS", format!("127.0.0.1:{nowhere_port}"))

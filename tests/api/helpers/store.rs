@@ -59,6 +59,32 @@ pub fn new_job(tenant: &TenantId, kind: &str) -> NewJob {
     }
 }
 
+/// A job of `kind` that runs in its tenant's order.
+pub fn ordered(t: &TenantId, kind: &str) -> NewJob {
+    NewJob {
+        in_order: true,
+        ..new_job(t, kind)
+    }
+}
+
+/// A pipeline of `kinds`, each step weighted equally.
+pub fn pipeline_of(t: &TenantId, kinds: &[&str]) -> NewPipeline {
+    let job = new_job(t, catalog_jobs::jobs::pipeline::PIPELINE_KIND);
+    let shares = catalog_jobs::jobs::pipeline::shares(&vec![1; kinds.len()]);
+    let steps = kinds
+        .iter()
+        .zip(shares)
+        .map(|(kind, share)| {
+            let step = NewJob {
+                pipeline: Some(job.id),
+                ..ordered(t, kind)
+            };
+            (step, share)
+        })
+        .collect();
+    NewPipeline { job, steps }
+}
+
 /// A failed job's outcome: its error class, no partial report.
 pub fn failure(class: &str) -> Outcome {
     Outcome::Failed(class.into(), None)

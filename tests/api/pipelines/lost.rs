@@ -15,11 +15,10 @@ use catalog_jobs::jobs::store::{JobStore, StoreSettings};
 use catalog_jobs::jobs::Status;
 
 use crate::both_stores;
-use crate::conformance::pipeline_of;
 use crate::helpers::{
-    claim_next, settings, spawn_app_with, store, tenant, test_config, Backend, TestApp,
+    claim_next, pipeline_of, scrape, settings, spawn_app_with, store, tenant, test_config, value,
+    Backend, Sample, TestApp,
 };
-use crate::helpers::{scrape, value};
 
 both_stores!(
     a_refresh_whose_step_ran_out_of_attempts_counts_failed_lost_once_with_its_step,
@@ -77,7 +76,7 @@ async fn service(b: Backend, attempts: u32) -> (Arc<dyn JobStore>, TestApp) {
     (s, app)
 }
 
-async fn finished_counts(app: &TestApp) -> Vec<crate::helpers::Sample> {
+async fn finished_counts(app: &TestApp) -> Vec<Sample> {
     scrape(&app.get("/metrics").await.text().await.unwrap())
 }
 
@@ -96,9 +95,9 @@ async fn ghost_claims(s: &dyn JobStore, attempt: u32) {
 
 /// Waits for the finished counts to have moved by `wanted` since `before`, then checks they
 /// stay there across further sweeps (counted once).
-async fn counted_once(app: &TestApp, before: &[crate::helpers::Sample], wanted: &Deltas) {
+async fn counted_once(app: &TestApp, before: &[Sample], wanted: &Deltas) {
     let name = "catalog_jobs_finished_total";
-    let moved = |after: &[crate::helpers::Sample]| -> Vec<f64> {
+    let moved = |after: &[Sample]| -> Vec<f64> {
         wanted
             .iter()
             .map(|(_, labels, _)| value(after, name, labels) - value(before, name, labels))

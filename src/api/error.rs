@@ -444,6 +444,8 @@ impl From<CatalogStoreError> for ApiError {
                 ApiError::CatalogUnavailable(e)
             }
             e @ CatalogStoreError::Corrupt(_) => ApiError::CatalogCorrupt(e),
+            // Only a job's run passes the store a stop; no request reaches this.
+            e @ CatalogStoreError::Stopped => ApiError::CatalogUnavailable(e),
         }
     }
 }

@@ -163,6 +163,7 @@ impl From<CatalogStoreError> for CatalogError {
             CatalogStoreError::Corrupt(m) => CatalogError::CorruptRecord(m),
             CatalogStoreError::BadCursor => CatalogError::CorruptRecord("a cursor".into()),
             e @ CatalogStoreError::RecordMissing => CatalogError::StoreUnavailable(e.to_string()),
+            CatalogStoreError::Stopped => CatalogError::Cancelled,
         }
     }
 }

@@ -39,7 +39,7 @@ both_stores!(
     a_cancelled_incremental_pair_leaves_the_previous_table_and_state_whole,
     full_true_pairs_everything_with_weights_counted_afresh,
     a_deleted_tenant_s_pair_state_goes_with_it_and_its_next_pair_is_a_first_full_one,
-    a_cancel_while_listing_reading_or_scoring_stops_the_pair_within_the_cancel_bound,
+    a_cancel_while_listing_reading_indexing_or_scoring_stops_the_pair_within_the_cancel_bound,
     a_fenced_off_pair_stages_nothing_and_writes_nothing,
 );
 
@@ -127,7 +127,7 @@ fn edit_and_check(
 
     let state = catalog
         .store
-        .pairing(&t)
+        .pairing(&t, &never())
         .unwrap()
         .expect("the pair kept its state");
     let full = pair::full_with_weights(&catalog, &t, &state.weights, &ask(&catalog)).unwrap();
@@ -210,7 +210,7 @@ async fn a_pair_when_nothing_changed_rescores_nothing_and_leaves_the_table_as_it
     blocking(move || {
         let (catalog, t, _) = paired(b, 61);
         let before = table(&catalog, &t);
-        let state = catalog.store.pairing(&t).unwrap();
+        let state = catalog.store.pairing(&t, &never()).unwrap();
         let report = run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
         assert_eq!(report["mode"], "incremental", "{report}");
         assert_eq!(report["rescored"], 0, "{report}");
@@ -220,7 +220,7 @@ async fn a_pair_when_nothing_changed_rescores_nothing_and_leaves_the_table_as_it
         );
         assert_eq!(report["products"], PRODUCTS, "{report}");
         assert_eq!(table(&catalog, &t), before);
-        assert_eq!(catalog.store.pairing(&t).unwrap(), state);
+        assert_eq!(catalog.store.pairing(&t, &never()).unwrap(), state);
     })
     .await
 }
@@ -230,7 +230,10 @@ async fn a_cancelled_incremental_pair_leaves_the_previous_table_and_state_whole(
         let (catalog, t, products) = paired(b, 71);
         apply(&catalog, &t, &demo::edit_hard(&products, 0.05, 72));
         // The table and state as the edits left them, before the pair that is cancelled.
-        let (before, state) = (table(&catalog, &t), catalog.store.pairing(&t).unwrap());
+        let (before, state) = (
+            table(&catalog, &t),
+            catalog.store.pairing(&t, &never()).unwrap(),
+        );
         let stop = CancellationToken::new();
         let asked = stop.clone();
         let progress = move |_: u8, step: &str| {
@@ -249,7 +252,7 @@ async fn a_cancelled_incremental_pair_leaves_the_previous_table_and_state_whole(
             "the previous table stays whole"
         );
         assert_eq!(
-            catalog.store.pairing(&t).unwrap(),
+            catalog.store.pairing(&t, &never()).unwrap(),
             state,
             "and so does its state"
         );
@@ -363,22 +366,30 @@ const STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A cancel that lands inside each long phase of a full pair of the hard catalogue — while
 /// the versions are listed (after the first page), while products are read (after the first
-/// chunk), while neighbours are scored — stops the run before its next page, chunk or batch
-/// of groups, within the bound, and the previous table and state stay whole.
-async fn a_cancel_while_listing_reading_or_scoring_stops_the_pair_within_the_cancel_bound(
+/// chunk), while the index is built (after its first category), while neighbours are
+/// scored — and on Redis while the new table is staged — stops the run before its next
+/// page, chunk, category, batch of groups or staging write, within the bound, and the
+/// previous table and state stay whole. So does one that lands as the last state is read.
+async fn a_cancel_while_listing_reading_indexing_or_scoring_stops_the_pair_within_the_cancel_bound(
     b: Backend,
 ) {
     blocking(move || {
         let (catalog, t, _) = paired(b, 101);
-        let state = catalog.store.pairing(&t).unwrap();
+        let state = catalog.store.pairing(&t, &never()).unwrap();
         let sample = sample_rows(&catalog, &t);
         let mut figures = Vec::new();
         // (phase, the step whose report cancels, the phase a stopped run reports)
-        let cases = [
+        let mut cases = vec![
+            ("state", "reading the last pair's state", "loading"),
             ("listing", "listing products (", "loading"),
             ("reading", "embedding product names (", "embedding"),
+            ("indexing", "indexing words (step", "indexing"),
             ("scoring", "scoring neighbours (about", "scoring"),
         ];
+        if b == Backend::Redis {
+            // The embedded store swaps at once; Redis stages the table in chunks first.
+            cases.push(("staging", "writing the neighbour table (", "writing"));
+        }
         for (phase, cancels_at, reported) in cases {
             let stop = CancellationToken::new();
             let asked = stop.clone();
@@ -414,7 +425,7 @@ async fn a_cancel_while_listing_reading_or_scoring_stops_the_pair_within_the_can
                 "{phase}: stopped {took:?} after its cancel"
             );
             assert_eq!(
-                catalog.store.pairing(&t).unwrap(),
+                catalog.store.pairing(&t, &never()).unwrap(),
                 state,
                 "{phase}: the state"
             );
@@ -465,7 +476,7 @@ async fn a_fenced_off_pair_stages_nothing_and_writes_nothing(b: Backend) {
         let (catalog, t) = (catalog.clone(), t.clone());
         blocking(move || {
             (
-                catalog.store.pairing(&t).unwrap(),
+                catalog.store.pairing(&t, &never()).unwrap(),
                 sample_rows(&catalog, &t),
             )
         })

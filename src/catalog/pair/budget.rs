@@ -18,6 +18,16 @@ const PER_WORD: u64 = 80;
 /// Words an identity is taken to hold before any is counted.
 const WORDS_GUESSED: u64 = 6;
 
+/// What a pair of `products` is estimated to take before any is read, in MiB: what
+/// `PAIR_MAX_MEMORY_MB` is compared with first.
+pub fn estimated_mb(products: usize) -> u64 {
+    before_reading(products).div_ceil(1 << 20)
+}
+
+fn before_reading(products: usize) -> u64 {
+    (products as u64).saturating_mul(PER_PRODUCT + WORDS_GUESSED * PER_WORD)
+}
+
 /// The limit of one pair.
 #[derive(Clone, Copy, Debug)]
 pub struct Limit {
@@ -31,8 +41,7 @@ impl Limit {
 
     /// Before reading: `products` at the guessed identity length.
     pub fn check_products(&self, products: usize) -> Result<(), CatalogError> {
-        let n = products as u64;
-        self.check(n.saturating_mul(PER_PRODUCT + WORDS_GUESSED * PER_WORD))
+        self.check(before_reading(products))
     }
 
     /// Once the identities are made: their real length.

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::budget::Limit;
 use super::embed::{frozen_identity_of, traits_of, Embedding, Names, Prepared, Reading};
-use super::full::{pair_all, score_groups};
+use super::full::{indexing, pair_all, score_groups};
 use super::index::Index;
 use super::score::Ask;
 use super::{Weights, EMBEDDED, INDEXED, LOADED, SCORED};
@@ -79,7 +79,7 @@ pub fn neighbours(
 ) -> Result<Vec<(ProductKey, Vec<Neighbour>)>, CatalogError> {
     let (keys, e) = embed_keyed(inputs, stop, progress)?;
     check(stop)?;
-    let index = Index::build(&e);
+    let index = Index::build(&e, stop, &|done, all| indexing(progress, done, all))?;
     progress.report(INDEXED, "scoring neighbours");
     let groups: Vec<u32> = (0..e.group_count() as u32).collect();
     let best = score_groups(&e, &index, &groups, ask, stop, progress)?;

@@ -66,7 +66,7 @@ pub fn pair_all(
     let e = prepared.embed((0..n as u32).collect());
     limit.check_embedded(&e)?;
     check(stop)?;
-    let index = Index::build(&e);
+    let index = Index::build(&e, stop, &|done, all| indexing(progress, done, all))?;
     check(stop)?;
     progress.report(INDEXED, "scoring neighbours");
     let groups: Vec<u32> = (0..e.group_count() as u32).collect();
@@ -89,6 +89,12 @@ pub fn pair_all(
         identities: prepared.identities,
         best: rows,
     })
+}
+
+/// Reports the index build's progress (35 → 45 %).
+pub fn indexing(progress: &Monotonic<'_>, done: usize, all: usize) {
+    let step = format!("indexing words (step {done} of {all})");
+    progress.interpolate(EMBEDDED, INDEXED, done, all, &step);
 }
 
 /// Every member of `groups` scored (45 → 90 %): each product's best, by product index

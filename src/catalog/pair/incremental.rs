@@ -21,7 +21,7 @@
 use tokio_util::sync::CancellationToken;
 
 use super::embed::{frozen_identity_of, traits_of, Embedding, Names};
-use super::full::score_groups;
+use super::full::{indexing, score_groups};
 use super::index::Index;
 use super::reverse::{reverse, Bars, Entry};
 use super::score::{Ask, Best};
@@ -134,7 +134,7 @@ pub fn run(
         built.categories.len() as u32,
         &weights,
     );
-    let index = Index::build(&e);
+    let index = Index::build(&e, stop, &|done, all| indexing(progress, done, all))?;
     check(stop)?;
     progress.report(INDEXED, "finding whose neighbours changed");
     let plan = Plan::new(state, &e, &built.old_of, &built.changed, ask);

@@ -13,8 +13,11 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use tokio_util::sync::CancellationToken;
+
 use super::embed::Embedding;
 use crate::catalog::products::NO_CATEGORY;
+use crate::catalog::{check, CatalogError};
 
 /// Words on fewer groups of a category than this are read whole, never through pairs.
 const PAIR_FROM: u32 = 32;
@@ -51,9 +54,6 @@ impl Hasher for IdHasher {
 }
 
 type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
-
-/// The pair lists by (category, word, word) and their postings.
-type PairLists = (IdMap<(u32, u32, u32), List>, Vec<PairPosting>);
 
 /// A list's place in its postings, its heaviest weight, and its number among the lists of
 /// its kind (words' or pairs'), for facts kept per list (`reverse`'s bars).
@@ -92,55 +92,51 @@ pub struct Index {
 }
 
 impl Index {
-    pub fn build(e: &Embedding) -> Self {
-        let mut entries: Vec<(u32, u32, Posting)> = Vec::with_capacity(e.vectors.items().len());
-        for g in 0..e.group_count() {
-            let first = e.groups.row(g)[0] as usize;
-            let (start, end) = e.vectors.span(first);
-            for &(t, weight) in e.vector(first) {
-                let posting = Posting {
-                    weight,
-                    group: g as u32,
-                    start,
-                    end,
-                };
-                entries.push((e.traits[first].category, t, posting));
-            }
-        }
-        entries.sort_unstable_by(|a, b| {
-            (a.0, a.1)
-                .cmp(&(b.0, b.1))
-                .then(b.2.weight.total_cmp(&a.2.weight))
-                .then(a.2.group.cmp(&b.2.group))
-        });
-        let mut singles = IdMap::default();
-        for_each_run(
-            &entries,
-            |a, b| (a.0, a.1) == (b.0, b.1),
-            |start, end| {
-                let (c, t, p) = entries[start];
-                let list = List {
-                    start: start as u32,
-                    len: (end - start) as u32,
-                    heaviest: p.weight,
-                    slot: singles.len() as u32,
-                };
-                singles.insert((c, t), list);
-            },
-        );
-        let postings: Vec<Posting> = entries.into_iter().map(|(_, _, p)| p).collect();
-        let (pairs, pair_postings) = pair_lists(e, &singles, postings.len());
+    /// Builds the lists one partition (category) at a time, so that the arrays sorted
+    /// hold one category's entries, and a cancel is seen between partitions; calls
+    /// `built(done, all)` after each of the `all` steps (each partition's word lists, each
+    /// one's pair lists).
+    pub fn build(
+        e: &Embedding,
+        stop: &CancellationToken,
+        built: &dyn Fn(usize, usize),
+    ) -> Result<Self, CatalogError> {
         let mut partitions: Vec<u32> = (0..e.categories).collect();
         if e.traits.iter().any(|t| t.category == NO_CATEGORY) {
             partitions.push(NO_CATEGORY);
         }
-        Self {
+        let members = groups_by_partition(e, &partitions);
+        let mut singles = IdMap::default();
+        let mut postings = Vec::with_capacity(e.vectors.items().len());
+        let all = 2 * partitions.len();
+        for (done, (&c, groups)) in partitions.iter().zip(&members).enumerate() {
+            check(stop)?;
+            single_lists(e, c, groups, &mut singles, &mut postings);
+            built(done + 1, all);
+        }
+        let from = common_from(e, &singles, postings.len(), stop)?;
+        let mut pairs = IdMap::default();
+        let mut pair_postings = Vec::new();
+        for (done, (&c, groups)) in partitions.iter().zip(&members).enumerate() {
+            check(stop)?;
+            pair_lists(
+                e,
+                (c, groups),
+                from,
+                &singles,
+                &mut pairs,
+                &mut pair_postings,
+            );
+            built(partitions.len() + done + 1, all);
+        }
+        check(stop)?;
+        Ok(Self {
             singles,
             postings,
             pairs,
             pair_postings,
             partitions,
-        }
+        })
     }
 
     /// The list of `word` in `partition`.
@@ -185,52 +181,128 @@ fn for_each_run<T>(items: &[T], same: impl Fn(&T, &T) -> bool, mut run: impl FnM
     }
 }
 
-/// The pair lists, with the common-word threshold raised until they fit the budget.
-fn pair_lists(
+/// The groups of each partition, in group order.
+fn groups_by_partition(e: &Embedding, partitions: &[u32]) -> Vec<Vec<u32>> {
+    let at: IdMap<u32, usize> = partitions
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| (c, i))
+        .collect();
+    let mut members = vec![Vec::new(); partitions.len()];
+    for g in 0..e.group_count() {
+        let first = e.groups.row(g)[0] as usize;
+        members[at[&e.traits[first].category]].push(g as u32);
+    }
+    members
+}
+
+/// Appends partition `c`'s word lists (its `groups`' postings, heaviest first).
+fn single_lists(
+    e: &Embedding,
+    c: u32,
+    groups: &[u32],
+    singles: &mut IdMap<(u32, u32), List>,
+    postings: &mut Vec<Posting>,
+) {
+    let mut entries: Vec<(u32, Posting)> = Vec::new();
+    for &g in groups {
+        let first = e.groups.row(g as usize)[0] as usize;
+        let (start, end) = e.vectors.span(first);
+        for &(t, weight) in e.vector(first) {
+            let posting = Posting {
+                weight,
+                group: g,
+                start,
+                end,
+            };
+            entries.push((t, posting));
+        }
+    }
+    entries.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then(b.1.weight.total_cmp(&a.1.weight))
+            .then(a.1.group.cmp(&b.1.group))
+    });
+    let base = postings.len();
+    for_each_run(
+        &entries,
+        |a, b| a.0 == b.0,
+        |start, end| {
+            let (t, p) = entries[start];
+            let list = List {
+                start: (base + start) as u32,
+                len: (end - start) as u32,
+                heaviest: p.weight,
+                slot: singles.len() as u32,
+            };
+            singles.insert((c, t), list);
+        },
+    );
+    postings.extend(entries.into_iter().map(|(_, p)| p));
+}
+
+/// The common-word threshold: raised from `PAIR_FROM` until the pair postings fit the
+/// budget.
+fn common_from(
     e: &Embedding,
     singles: &IdMap<(u32, u32), List>,
     single_postings: usize,
-) -> PairLists {
+    stop: &CancellationToken,
+) -> Result<u32, CatalogError> {
     let budget = single_postings.saturating_mul(PAIR_BUDGET);
     let mut from = PAIR_FROM;
     let mut common = Vec::new();
-    let count_at = |from: u32, common: &mut Vec<u32>| -> usize {
-        (0..e.group_count())
+    loop {
+        check(stop)?;
+        let count: usize = (0..e.group_count())
             .map(|g| {
-                common_words(e, singles, g, from, common);
+                common_words(e, singles, g, from, &mut common);
                 common.len() * common.len().saturating_sub(1) / 2
             })
-            .sum()
-    };
-    while count_at(from, &mut common) > budget {
+            .sum();
+        if count <= budget {
+            return Ok(from);
+        }
         from = from.saturating_mul(2);
     }
-    let mut entries: Vec<(u32, u32, u32, PairPosting)> = Vec::new();
-    for g in 0..e.group_count() {
-        common_words(e, singles, g, from, &mut common);
-        let first = e.groups.row(g)[0] as usize;
-        let c = e.traits[first].category;
+}
+
+/// Appends partition `c`'s pair lists: for each pair of words common from `from` groups,
+/// the `groups` holding both.
+fn pair_lists(
+    e: &Embedding,
+    (c, groups): (u32, &[u32]),
+    from: u32,
+    singles: &IdMap<(u32, u32), List>,
+    pairs: &mut IdMap<(u32, u32, u32), List>,
+    pair_postings: &mut Vec<PairPosting>,
+) {
+    let mut common = Vec::new();
+    let mut entries: Vec<(u32, u32, PairPosting)> = Vec::new();
+    for &g in groups {
+        common_words(e, singles, g as usize, from, &mut common);
+        let first = e.groups.row(g as usize)[0] as usize;
         let (start, end) = e.vectors.span(first);
         for (x, &a) in common.iter().enumerate() {
             for &b in &common[x + 1..] {
                 let posting = PairPosting {
-                    group: g as u32,
+                    group: g,
                     start,
                     end,
                 };
-                entries.push((c, a, b, posting));
+                entries.push((a, b, posting));
             }
         }
     }
-    entries.sort_unstable_by_key(|&(c, a, b, p)| (c, a, b, p.group));
-    let mut pairs = IdMap::default();
+    entries.sort_unstable_by_key(|&(a, b, p)| (a, b, p.group));
+    let base = pair_postings.len();
     for_each_run(
         &entries,
-        |x, y| (x.0, x.1, x.2) == (y.0, y.1, y.2),
+        |x, y| (x.0, x.1) == (y.0, y.1),
         |start, end| {
-            let (c, a, b, _) = entries[start];
+            let (a, b, _) = entries[start];
             let list = List {
-                start: start as u32,
+                start: (base + start) as u32,
                 len: (end - start) as u32,
                 heaviest: 0.0,
                 slot: pairs.len() as u32,
@@ -238,7 +310,7 @@ fn pair_lists(
             pairs.insert((c, a, b), list);
         },
     );
-    (pairs, entries.into_iter().map(|(_, _, _, p)| p).collect())
+    pair_postings.extend(entries.into_iter().map(|(_, _, p)| p));
 }
 
 /// The words of group `g` that are common in its category (on at least `from` groups),

@@ -46,6 +46,7 @@ use std::sync::{Arc, LazyLock};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub use budget::estimated_mb;
 pub use direct::{embed, full_with_weights, inputs_of, neighbours};
 pub use embed::Embedding;
 pub use score::Ask;
@@ -134,7 +135,7 @@ impl Run<'_> {
         let window = self.catalog.settings.write_retry;
         self.progress.report(0, "reading the last pair's state");
         let state = retrying(window, self.stop, || {
-            self.catalog.store.pairing(self.tenant)
+            self.catalog.store.pairing(self.tenant, self.stop)
         })?;
         check(self.stop)?;
         let versions = self.versions()?;
@@ -282,9 +283,13 @@ impl Run<'_> {
         // A run fenced off after the check above (recovered, taken over) must not swap: the
         // store checks the job record in the same step as the swap.
         let swap = retrying(window, self.stop, || {
-            self.catalog
-                .store
-                .save_pairing(self.tenant, pairing.clone(), rewrite, self.fence)
+            self.catalog.store.save_pairing(
+                self.tenant,
+                pairing.clone(),
+                rewrite,
+                self.fence,
+                self.stop,
+            )
         })?;
         if swap == Swap::Fenced {
             return Err(CatalogError::Fenced);

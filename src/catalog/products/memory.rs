@@ -13,6 +13,7 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
 use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
 
 use super::pairing::Pairing;
 use super::record::{
@@ -376,7 +377,12 @@ impl CatalogStore for MemoryCatalog {
             .collect())
     }
 
-    fn pairing(&self, tenant: &TenantId) -> Result<Option<Arc<Pairing>>, CatalogStoreError> {
+    fn pairing(
+        &self,
+        tenant: &TenantId,
+        _stop: &CancellationToken,
+    ) -> Result<Option<Arc<Pairing>>, CatalogStoreError> {
+        // Held in memory: handed over at once, nothing to stop.
         Ok(self.read(tenant, |c| match &c.table {
             Table::Paired(p) => Some(p.clone()),
             Table::Rows(_) => None,
@@ -389,6 +395,7 @@ impl CatalogStore for MemoryCatalog {
         pairing: Arc<Pairing>,
         _rewrite: Rewrite<'_>,
         fence: &dyn Fence,
+        _stop: &CancellationToken,
     ) -> Result<Swap, CatalogStoreError> {
         // The state holds every row: whichever rows changed, it is the whole new table.
         self.swap_table(tenant, Table::Paired(pairing), fence)

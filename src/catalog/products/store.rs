@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 
 use super::pairing::Pairing;
 use super::record::{Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored};
@@ -34,6 +35,18 @@ pub enum CatalogStoreError {
     /// for the run's heartbeat to write the record back, and is tried again.
     #[error("the run's job record is missing; waiting for it to be written back")]
     RecordMissing,
+    /// The caller's run was asked to stop while a long read or staging was under way.
+    #[error("stopped on request")]
+    Stopped,
+}
+
+/// `Stopped` once `stop` is cancelled: what a long read or staging checks between steps.
+pub fn stopped(stop: &CancellationToken) -> Result<(), CatalogStoreError> {
+    if stop.is_cancelled() {
+        Err(CatalogStoreError::Stopped)
+    } else {
+        Ok(())
+    }
 }
 
 /// How a fenced write went.
@@ -164,17 +177,25 @@ pub trait CatalogStore: Send + Sync + 'static {
         keys: &[ProductKey],
     ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError>;
     /// The state the tenant's last pair kept; `None` before any, after a table replaced by
-    /// `replace_neighbours`, or when the stored state is of another format.
-    fn pairing(&self, tenant: &TenantId) -> Result<Option<Arc<Pairing>>, CatalogStoreError>;
+    /// `replace_neighbours`, or when the stored state is of another format. A store that
+    /// reads it in parts answers `Stopped` between parts once `stop` is cancelled.
+    fn pairing(
+        &self,
+        tenant: &TenantId,
+        stop: &CancellationToken,
+    ) -> Result<Option<Arc<Pairing>>, CatalogStoreError>;
     /// Puts `pairing` in place of the tenant's state and its rows in the neighbour table, in
     /// one step: readers see the old table or the new one. `rewrite` says which rows
-    /// changed. Fenced as `replace_neighbours`: refused, nothing changes.
+    /// changed. Fenced as `replace_neighbours`: refused, nothing changes. A store that
+    /// stages in parts answers `Stopped` between parts once `stop` is cancelled, and
+    /// changes nothing.
     fn save_pairing(
         &self,
         tenant: &TenantId,
         pairing: Arc<Pairing>,
         rewrite: Rewrite<'_>,
         fence: &dyn Fence,
+        stop: &CancellationToken,
     ) -> Result<Swap, CatalogStoreError>;
 }
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 use redis::Script;
 use serde::Deserialize;
 use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
 
 use super::pairing::Pairing;
 use super::record::{Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored};
@@ -584,8 +585,12 @@ impl CatalogStore for RedisCatalog {
         self.read_pairing_inputs(tenant, keys)
     }
 
-    fn pairing(&self, tenant: &TenantId) -> Result<Option<Arc<Pairing>>, CatalogStoreError> {
-        self.load_pairing(tenant)
+    fn pairing(
+        &self,
+        tenant: &TenantId,
+        stop: &CancellationToken,
+    ) -> Result<Option<Arc<Pairing>>, CatalogStoreError> {
+        self.load_pairing(tenant, stop)
     }
 
     fn save_pairing(
@@ -594,7 +599,8 @@ impl CatalogStore for RedisCatalog {
         pairing: Arc<Pairing>,
         rewrite: Rewrite<'_>,
         fence: &dyn Fence,
+        stop: &CancellationToken,
     ) -> Result<Swap, CatalogStoreError> {
-        self.save_pairing_table(tenant, &pairing, rewrite, fence)
+        self.save_pairing_table(tenant, &pairing, rewrite, fence, stop)
     }
 }

@@ -10,13 +10,16 @@ use std::sync::{Arc, LazyLock};
 
 use redis::Script;
 use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
 
 use super::{fenced_script, hold_of, with_fence, FencedWrite, RedisCatalog, CHUNK};
 use crate::catalog::products::pairing::Pairing;
 use crate::catalog::products::record::{
     fingerprint, version, Enrichment, Neighbour, PairingInput, ProductKey, Stored,
 };
-use crate::catalog::products::store::{CatalogStoreError, Rewrite, Swap, VersionsPage, Write};
+use crate::catalog::products::store::{
+    stopped, CatalogStoreError, Rewrite, Swap, VersionsPage, Write,
+};
 use crate::jobs::fence::{Fence, Hold, ScriptFence};
 use crate::jobs::TenantId;
 
@@ -75,16 +78,19 @@ impl RedisCatalog {
     }
 
     /// Writes rows to the staged table (nothing for no rows), in chunks, while `fence`
-    /// holds; stops at the first write the fence refuses and answers why.
+    /// holds; stops at the first write the fence refuses and answers why, and before the
+    /// next chunk once `stop` is cancelled (`Stopped`).
     fn stage_rows<'a>(
         &self,
         staged: &Staged,
         rows: impl Iterator<Item = (&'a str, Vec<Neighbour>)>,
         fence: &dyn Fence,
+        stop: &CancellationToken,
     ) -> Result<Hold, CatalogStoreError> {
         let mut writes: Vec<(&str, String)> = Vec::with_capacity(CHUNK);
         let mut rows = rows.peekable();
         while rows.peek().is_some() {
+            stopped(stop)?;
             writes.clear();
             for (key, row) in rows.by_ref().take(CHUNK) {
                 let json = serde_json::to_string(&row).expect("neighbours always serialise");
@@ -112,7 +118,8 @@ impl RedisCatalog {
         self.write_fenced(write, key, Some(&staged.set), args, fence)
     }
 
-    /// Stages each of `parts` in turn (`stage`), stopping at the first the fence refuses.
+    /// Stages each of `parts` in turn (`stage`), stopping at the first the fence refuses,
+    /// and before the next once `stop` is cancelled (`Stopped`).
     fn stage_each<A: redis::ToRedisArgs + Copy + Send + Sync>(
         &self,
         write: FencedWrite,
@@ -120,8 +127,10 @@ impl RedisCatalog {
         key: &str,
         parts: impl IntoIterator<Item = A>,
         fence: &dyn Fence,
+        stop: &CancellationToken,
     ) -> Result<Hold, CatalogStoreError> {
         for part in parts {
+            stopped(stop)?;
             let hold = self.stage(write, staged, key, part, fence)?;
             if hold != Hold::Held {
                 return Ok(hold);
@@ -210,9 +219,11 @@ impl RedisCatalog {
         table: &[(ProductKey, Vec<Neighbour>)],
         fence: &dyn Fence,
     ) -> Result<Swap, CatalogStoreError> {
+        // A replace given its rows is not stopped midway: it has no stop to check.
+        let never = CancellationToken::new();
         self.staged_swap(tenant, Mode::Whole, fence, |staged| {
             let rows = table.iter().map(|(k, n)| (k.as_str(), n.clone()));
-            self.stage_rows(staged, rows, fence)
+            self.stage_rows(staged, rows, fence, &never)
         })
     }
 
@@ -222,6 +233,7 @@ impl RedisCatalog {
         pairing: &Pairing,
         rewrite: Rewrite<'_>,
         fence: &dyn Fence,
+        stop: &CancellationToken,
     ) -> Result<Swap, CatalogStoreError> {
         let row = |i: usize| pairing.row(i).map(|r| (pairing.keys[i].as_str(), r));
         let mode = match rewrite {
@@ -232,11 +244,11 @@ impl RedisCatalog {
             let hold = match rewrite {
                 Rewrite::Whole => {
                     let rows = (0..pairing.keys.len()).filter_map(row);
-                    self.stage_rows(staged, rows, fence)?
+                    self.stage_rows(staged, rows, fence, stop)?
                 }
                 Rewrite::Rows { changed, removed } => {
                     let rows = changed.iter().filter_map(|&i| row(i as usize));
-                    let hold = self.stage_rows(staged, rows, fence)?;
+                    let hold = self.stage_rows(staged, rows, fence, stop)?;
                     let emptied = changed
                         .iter()
                         .filter(|&&i| pairing.best.row(i as usize).is_empty())
@@ -249,7 +261,15 @@ impl RedisCatalog {
                     match hold {
                         Hold::Held => {
                             let chunks = gone.chunks(CHUNK);
-                            self.stage_each(FencedWrite::Sadd, staged, &staged.gone, chunks, fence)?
+                            let gone_key = &staged.gone;
+                            self.stage_each(
+                                FencedWrite::Sadd,
+                                staged,
+                                gone_key,
+                                chunks,
+                                fence,
+                                stop,
+                            )?
                         }
                         refused => refused,
                     }
@@ -259,18 +279,21 @@ impl RedisCatalog {
                 Hold::Held => {
                     let state = pairing.encode();
                     let slices = state.chunks(SLICE);
-                    self.stage_each(FencedWrite::Append, staged, &staged.state, slices, fence)
+                    let key = &staged.state;
+                    self.stage_each(FencedWrite::Append, staged, key, slices, fence, stop)
                 }
                 refused => Ok(refused),
             }
         })
     }
 
-    /// The tenant's pairing state; a state that does not decode (another format) reads as
-    /// none, so the next pair is a full one.
+    /// The tenant's pairing state, read a slice at a time (`Stopped` between slices once
+    /// `stop` is cancelled); a state that does not decode (another format) reads as none, so
+    /// the next pair is a full one.
     pub(super) fn load_pairing(
         &self,
         tenant: &TenantId,
+        stop: &CancellationToken,
     ) -> Result<Option<Arc<Pairing>>, CatalogStoreError> {
         let key = self.keys.pairing(tenant);
         let len: usize = self.query(redis::cmd("STRLEN").arg(&key))?;
@@ -279,6 +302,7 @@ impl RedisCatalog {
         }
         let mut bytes = Vec::with_capacity(len);
         while bytes.len() < len {
+            stopped(stop)?;
             let end = (bytes.len() + SLICE).min(len) - 1;
             let slice: Vec<u8> =
                 self.query(redis::cmd("GETRANGE").arg(&key).arg(bytes.len()).arg(end))?;

@@ -7,11 +7,16 @@
 //!     cargo run --release --example catalog_bench -- 50000          # one size
 //!     cargo run --release --example catalog_bench -- 50000 --demo   # the easy demo catalogue
 //!
-//! Each size runs in a child process of its own, so its peak memory (VmHWM) is its own.
-//! Uses the embedded catalogue store, so it measures the algorithms, not Redis. Compare with
+//! Each size runs in a child process of its own, so its peak memory (VmHWM) is its own; the
+//! peak is reset before each step, and a counting allocator tells what the pair itself held
+//! at most, to set beside `PAIR_MAX_MEMORY_MB`'s estimate. Only the store holds the
+//! catalogue while jobs run, as in the service. Uses the embedded catalogue store, so it
+//! measures the algorithms, not Redis. Compare with
 //! `scripts/sklearn_pair.sh N` (scikit-learn's exhaustive cosine kNN on the same products).
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -31,14 +36,68 @@ const SIZES: [usize; 3] = [10_000, 100_000, 1_000_000];
 /// Recall is measured at this many neighbours (the default `PAIR_TOP_K`).
 const RECALL_AT: usize = 5;
 
-fn peak_rss_mib() -> f64 {
+/// The heap this process holds, counted on every allocation, and the most it held since
+/// `Heap::reset`: what a pair itself takes, apart from what the allocator keeps of memory
+/// freed before (which the resident set cannot tell apart).
+struct Heap;
+
+static HELD: AtomicUsize = AtomicUsize::new(0);
+static MOST: AtomicUsize = AtomicUsize::new(0);
+
+#[global_allocator]
+static COUNTED: Heap = Heap;
+
+// SAFETY: every call is passed on to the system allocator unchanged; only counts are added.
+unsafe impl GlobalAlloc for Heap {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc(layout);
+        if !p.is_null() {
+            Heap::grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout);
+        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = System.realloc(ptr, layout, new_size);
+        if !p.is_null() {
+            HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+            Heap::grew(new_size);
+        }
+        p
+    }
+}
+
+impl Heap {
+    fn grew(size: usize) {
+        let now = HELD.fetch_add(size, Ordering::Relaxed) + size;
+        MOST.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn held_mib() -> f64 {
+        HELD.load(Ordering::Relaxed) as f64 / MIB
+    }
+
+    fn most_mib() -> f64 {
+        MOST.load(Ordering::Relaxed) as f64 / MIB
+    }
+
+    fn reset() {
+        MOST.store(HELD.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
+const MIB: f64 = (1 << 20) as f64;
+
+/// A line of /proc/self/status in MiB (`VmHWM`: the peak resident set, `VmRSS`: now).
+fn status_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .map(str::to_owned)
-        })
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
         .and_then(|l| {
             l.split_whitespace()
                 .nth(1)
@@ -46,6 +105,21 @@ fn peak_rss_mib() -> f64 {
         })
         .map(|kb| kb / 1024.0)
         .unwrap_or(f64::NAN)
+}
+
+fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
+}
+
+fn rss_mib() -> f64 {
+    status_mib("VmRSS:")
+}
+
+/// Starts a new peak: the kernel resets VmHWM to the present resident set when "5" is
+/// written to clear_refs, so each step's peak is its own.
+fn reset_peak() {
+    // Without the reset (an old kernel) the peaks printed are the process's so far.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// User + system CPU seconds of this process so far (all threads), from /proc/self/stat.
@@ -67,25 +141,28 @@ fn cpu_seconds() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-fn run(n: usize, easy: bool) {
-    let products = if easy {
+fn generate(n: usize, easy: bool) -> Vec<Product> {
+    if easy {
         demo::generate(n, SEED)
     } else {
         demo::generate_hard(n, SEED)
-    };
+    }
+}
+
+fn run(n: usize, easy: bool) {
     let catalog = Catalog {
         store: Arc::new(MemoryCatalog::new()),
         settings: CatalogSettings::default(),
     };
     let tenant = TenantId::parse("bench").expect("a valid tenant");
+    // Only the store holds the catalogue while jobs run, as in the service: the generated
+    // products are made again (the same seed) for the recall and the edits.
     catalog
         .store
-        .upsert(&tenant, &products, &Unfenced)
+        .upsert(&tenant, &generate(n, easy), &Unfenced)
         .expect("the embedded store accepts products");
-    let before = peak_rss_mib();
-
-    let started = Instant::now();
     let never = CancellationToken::new();
+    let started = Instant::now();
     let report = run_unfenced(
         &catalog,
         &tenant,
@@ -97,6 +174,10 @@ fn run(n: usize, easy: bool) {
     let enrich_s = started.elapsed().as_secs_f64();
     assert_eq!(report["products"], n);
 
+    let loaded = rss_mib();
+    let held = Heap::held_mib();
+    reset_peak();
+    Heap::reset();
     let started = Instant::now();
     let cpu_before = cpu_seconds();
     let phases = Phases::new();
@@ -110,8 +191,10 @@ fn run(n: usize, easy: bool) {
     .expect("pair runs");
     let pair_s = started.elapsed().as_secs_f64();
     let pair_cpu = cpu_seconds() - cpu_before;
-    phases.print();
     let peak = peak_rss_mib();
+    let heap = Heap::most_mib() - held;
+    phases.print("full pair");
+    let products = generate(n, easy);
     let (found, expected) = demo::family_recall(
         &products,
         |key| {
@@ -126,24 +209,34 @@ fn run(n: usize, easy: bool) {
         },
         RECALL_AT,
     );
-    let incremental = incremental_after_edits(&catalog, &tenant, &products);
-    let cancel_ms = cancel_latency_ms(&catalog, &tenant);
     println!(
-        "{n:>8} products | enrich {enrich_s:6.2} s ({:>8.0} products/s) | pair {pair_s:7.2} s ({:>8.0} products/s, CPU {pair_cpu:.2} s, {} paired) | recall@{RECALL_AT} {:.3} | peak RSS {peak:.0} MiB (catalogue loaded: {before:.0} MiB) | {incremental} | cancel seen in {cancel_ms:.0} ms",
+        "{n:>8} products | enrich {enrich_s:6.2} s ({:>8.0} products/s) | pair {pair_s:7.2} s ({:>8.0} products/s, CPU {pair_cpu:.2} s, {} paired) | recall@{RECALL_AT} {:.3} | peak RSS {peak:.0} MiB (before it: {loaded:.0} MiB, the store's catalogue {held:.0} MiB of heap) | the pair's own peak heap {heap:.0} MiB, PAIR_MAX_MEMORY_MB estimate {} MiB",
         n as f64 / enrich_s,
         n as f64 / pair_s,
         report["paired"],
         found as f64 / expected.max(1) as f64,
+        pair::estimated_mb(n),
+    );
+    let edits = demo::edit_hard(&products, EDITED_SHARE, SEED + 1);
+    drop(products);
+    println!("{}", incremental_after_edits(&catalog, &tenant, edits));
+    reset_peak();
+    Heap::reset();
+    let cancel_ms = cancel_latency_ms(&catalog, &tenant);
+    println!(
+        "           a full pair cancelled while scoring stopped {cancel_ms:.0} ms after the cancel (peak RSS {:.0} MiB, heap {:.0} MiB)",
+        peak_rss_mib(),
+        Heap::most_mib(),
     );
 }
 
 /// The share of the catalogue a nightly sync is taken to change.
 const EDITED_SHARE: f64 = 0.01;
 
-/// Edits `EDITED_SHARE` of the catalogue (`demo::edit_hard`), enriches what changed, and
-/// times the incremental pair that follows: wall, CPU and how many products it re-scored.
-fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, products: &[Product]) -> String {
-    let edits = demo::edit_hard(products, EDITED_SHARE, SEED + 1);
+/// Applies `edits` (`EDITED_SHARE` of the catalogue, `demo::edit_hard`), enriches what
+/// changed, and times the incremental pair that follows: wall, CPU, phases, peak memory and
+/// how many products it re-scored.
+fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Edits) -> String {
     let store = &catalog.store;
     store
         .upsert(tenant, &edits.upserts, &Unfenced)
@@ -151,20 +244,34 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, products: &[Pro
     store
         .remove(tenant, &edits.removals)
         .expect("the embedded store removes products");
+    drop(edits);
     let never = CancellationToken::new();
     let params = enrich::EnrichParams { force: false };
     run_unfenced(catalog, tenant, &params, &never, None).expect("enrich runs");
+    let (before, held) = (rss_mib(), Heap::held_mib());
+    reset_peak();
+    Heap::reset();
     let started = Instant::now();
     let cpu_before = cpu_seconds();
-    let report =
-        run_unfenced(catalog, tenant, &PairParams::default(), &never, None).expect("pair runs");
+    let phases = Phases::new();
+    let report = run_unfenced(
+        catalog,
+        tenant,
+        &PairParams::default(),
+        &never,
+        Some(&|p, _: &str| phases.at(p)),
+    )
+    .expect("pair runs");
     let wall = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu_before;
+    phases.print("incremental");
     format!(
-        "after {:.0} % edits: {} pair {wall:.2} s (CPU {cpu:.2} s, {} re-scored)",
+        "           after {:.0} % edits: {} pair {wall:.2} s (CPU {cpu:.2} s, {} re-scored) | peak RSS {:.0} MiB (before it {before:.0} MiB, the store's catalogue and state {held:.0} MiB of heap) | its own peak heap {:.0} MiB",
         EDITED_SHARE * 100.0,
         report["mode"].as_str().unwrap_or("?"),
         report["rescored"],
+        peak_rss_mib(),
+        Heap::most_mib() - held,
     )
 }
 
@@ -200,10 +307,10 @@ impl Phases {
         }
     }
 
-    fn print(&self) {
+    fn print(&self, which: &str) {
         let ends = self.ends.lock().expect("not poisoned");
         let mut last = self.start;
-        let mut line = String::from("           phases (wall/CPU s):");
+        let mut line = format!("           {which} phases (wall/CPU s):");
         for (end, name) in Self::ENDS {
             if let Some((_, at, cpu)) = ends.iter().find(|(e, _, _)| *e == end) {
                 let wall = at.duration_since(last.0).as_secs_f64();

@@ -4,6 +4,7 @@
 //! neighbour table is staged under keys of its own and put in place in one fenced step
 //! (`table`), so readers see the old table or the new one, never half of each.
 
+mod cursor;
 mod table;
 
 use std::collections::HashMap;
@@ -15,6 +16,7 @@ use serde::Deserialize;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
+use self::cursor::ScanCursor;
 use super::pairing::Pairing;
 use super::record::{Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored};
 use super::store::{
@@ -307,36 +309,6 @@ impl RedisCatalog {
                 return Ok(out);
             }
             cursor = next;
-        }
-    }
-}
-
-/// The Redis listing's cursor: the HSCAN cursor of the batch a page stopped in, and the
-/// last key served from that batch (`<scan>-<key>`; the scan part is digits, so the first
-/// `-` ends it). Without a key the page stopped between batches.
-struct ScanCursor;
-
-impl ScanCursor {
-    fn decode(raw: Option<&str>) -> Result<(u64, Option<String>), CatalogStoreError> {
-        let Some(raw) = raw else {
-            return Ok((0, None));
-        };
-        let (scan, after) = match raw.split_once('-') {
-            Some((scan, key)) => (scan, Some(key)),
-            None => (raw, None),
-        };
-        let scan = scan.parse().map_err(|_| CatalogStoreError::BadCursor)?;
-        let after = after
-            .map(|k| ProductKey::parse(k).map(|k| k.as_str().to_owned()))
-            .transpose()
-            .map_err(|_| CatalogStoreError::BadCursor)?;
-        Ok((scan, after))
-    }
-
-    fn inside(scan: u64, last: Option<&str>) -> String {
-        match last {
-            Some(k) => format!("{scan}-{k}"),
-            None => scan.to_string(),
         }
     }
 }

@@ -5,6 +5,7 @@ mod auth;
 mod bad_input;
 mod browser;
 mod budget;
+mod budget_memory;
 mod catalog;
 mod cli;
 mod cluster;

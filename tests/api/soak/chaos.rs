@@ -1,10 +1,8 @@
 //! The soak's replicas and the faults struck at them: replica 0 is never touched (its memory
 //! and open files are read after each round); replicas 1 and 2 are killed, paused and stopped
 //! and come back as new processes; Redis is killed and restarted with its append-only file.
-//! Every replica runs with the container's allocator setting (`CONTAINER_ARENAS`), so the
-//! figures are the service's as shipped. A fourth replica, also untouched, may run with
-//! glibc's default arenas instead (the arena probe): beside replica 0 under the same load, it
-//! shows what the setting holds back, and is judged by the same rule.
+//! No replica is given an allocator setting: each runs with the malloc arena cap the binary
+//! sets itself at start, so the figures are the service's as shipped, in or out of a container.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -17,11 +15,10 @@ use crate::helpers::{RedisServer, Service};
 
 /// The lease the replicas run with (`Service::on`'s): a paused replica is held past it.
 const STALE: Duration = Duration::from_millis(1500);
-/// The allocator setting the container runs with (the Dockerfile's: at most two glibc malloc
-/// arenas); every replica but the arena probe runs with it.
-pub const CONTAINER_ARENAS: (&str, &str) = ("MALLOC_ARENA_MAX", "2");
-/// The slot of the arena probe replica, when there is one.
-pub const PROBE_SLOT: usize = 3;
+/// How many replicas run: 0 untouched, 1 and 2 struck.
+const REPLICAS: usize = 3;
+/// The replica never struck, whose memory and open files are read.
+pub const UNTOUCHED: usize = 0;
 
 /// How long the load's idle connections stay open: shorter than the idle pause before the
 /// untouched replica's open files are counted, so the count is the service's own, not the
@@ -87,11 +84,10 @@ pub struct Replicas {
 }
 
 impl Replicas {
-    /// Three replicas, and the arena probe as a fourth when `arena_probe`.
-    pub async fn start(redis: &RedisServer, feeds: &str, arena_probe: bool) -> Replicas {
-        let count = if arena_probe { PROBE_SLOT + 1 } else { 3 };
+    /// The three replicas.
+    pub async fn start(redis: &RedisServer, feeds: &str) -> Replicas {
         let replicas = Replicas {
-            slots: Arc::new(Mutex::new((0..count).map(|_| None).collect())),
+            slots: Arc::new(Mutex::new((0..REPLICAS).map(|_| None).collect())),
             redis_url: redis.url(),
             redis_port: redis.port,
             feeds: feeds.to_owned(),
@@ -105,7 +101,7 @@ impl Replicas {
                 .build()
                 .expect("a client builds"),
         };
-        for slot in 0..count {
+        for slot in 0..REPLICAS {
             replicas.replace(slot).await;
         }
         replicas
@@ -113,13 +109,7 @@ impl Replicas {
 
     /// Starts a new process in `slot`.
     async fn replace(&self, slot: usize) {
-        let arenas = if slot == PROBE_SLOT {
-            Vec::new()
-        } else {
-            vec![CONTAINER_ARENAS]
-        };
         let service = Service::on_redis(&self.redis_url)
-            .envs(&arenas)
             .env("SYNC_ALLOWED_HOSTS", self.feeds.as_str())
             .env("MAX_ATTEMPTS", MAX_ATTEMPTS.to_string())
             .env("TENANT_CREATES_PER_MINUTE", "100000")
@@ -166,12 +156,6 @@ impl Replicas {
             .collect()
     }
 
-    /// The untouched replicas' slots: 0, and the arena probe's when it runs.
-    pub fn untouched(&self) -> Vec<usize> {
-        let count = lock(&self.slots).len();
-        [0, PROBE_SLOT].into_iter().filter(|s| *s < count).collect()
-    }
-
     /// An untouched replica's resident memory and open files; `settled`: no job was at work.
     pub fn memory(&self, slot: usize, settled: bool) -> Memory {
         let (pid, port) = lock(&self.slots)[slot]
@@ -192,17 +176,6 @@ impl Replicas {
             files: open_files(pid, port, self.redis_port),
             settled,
         }
-    }
-}
-
-/// How a replica is named in the soak's figures: what its allocator runs with.
-pub fn label(slot: usize) -> String {
-    match slot {
-        PROBE_SLOT => " (glibc's default arenas)".to_owned(),
-        _ => format!(
-            " ({}={}, as the container)",
-            CONTAINER_ARENAS.0, CONTAINER_ARENAS.1
-        ),
     }
 }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::helpers::{free_port, RedisServer};
-use chaos::{Fault, Replicas};
+use chaos::{Fault, Replicas, UNTOUCHED};
 use load::{Ledger, Load};
 
 /// Attempts a job gets: a job whose runs keep dying ends `failed`/`Lost` after this many.
@@ -48,9 +48,6 @@ pub struct Plan {
     /// After a round's load stops, how long its jobs may take to end before the replicas'
     /// memory is read (the backlog grows with the round and the clients).
     pub settle: Duration,
-    /// A fourth, untouched replica with glibc's default malloc arenas, beside replica 0 and
-    /// the others with the container's (`chaos::CONTAINER_ARENAS`).
-    pub arena_probe: bool,
 }
 
 impl Plan {
@@ -65,7 +62,6 @@ impl Plan {
             clients: 6,
             streams: 12,
             settle: Duration::from_secs(20),
-            arena_probe: false,
         }
     }
 
@@ -79,7 +75,6 @@ impl Plan {
             clients: 16,
             streams: 40,
             settle: Duration::from_secs(60),
-            arena_probe: true,
         }
     }
 }
@@ -105,12 +100,11 @@ async fn soak(plan: Plan) {
     let started = std::time::Instant::now();
     let mut redis = RedisServer::start(true);
     let feeds = load::slow_feeds().await;
-    let replicas = Replicas::start(&redis, &feeds, plan.arena_probe).await;
+    let replicas = Replicas::start(&redis, &feeds).await;
     let ledger = Arc::new(Ledger::default());
     let salt = free_port();
     let mut tenants = Vec::new();
-    let untouched = replicas.untouched();
-    let mut memory = vec![Vec::new(); untouched.len()];
+    let mut memory = Vec::new();
     let mut round = 0;
     while round < plan.rounds || started.elapsed() < plan.lasting {
         load::replenish(&mut tenants, plan.tenants, &ledger, salt);
@@ -122,29 +116,22 @@ async fn soak(plan: Plan) {
         load.stop().await;
         let settled = observe::settled(&replicas, plan.settle).await;
         tokio::time::sleep(IDLE).await;
-        let mut line = format!(
-            "soak round {} at {:.0} s: {fault:?}; settled {settled:?}; idle",
+        let figure = replicas.memory(UNTOUCHED, settled.is_some());
+        eprintln!(
+            "soak round {} at {:.0} s: {fault:?}; settled {settled:?}; idle, replica {UNTOUCHED}: {figure}",
             round + 1,
             started.elapsed().as_secs_f64()
         );
-        for (series, slot) in memory.iter_mut().zip(&untouched) {
-            let figure = replicas.memory(*slot, settled.is_some());
-            line += &format!(", replica {slot}{}: {figure}", chaos::label(*slot));
-            series.push(figure);
-        }
-        eprintln!("{line}");
+        memory.push(figure);
         round += 1;
     }
     let observed = observe::observe(&replicas, &redis, &ledger, DRAIN).await;
     let mut broken = check::judge(&observed);
-    for (series, slot) in memory.iter().zip(&untouched) {
-        let label = format!("replica {slot}{}", chaos::label(*slot));
-        broken.extend(
-            check::memory_broken(series)
-                .into_iter()
-                .map(|b| format!("{label}: {b}")),
-        );
-    }
+    broken.extend(
+        check::memory_broken(&memory)
+            .into_iter()
+            .map(|b| format!("replica {UNTOUCHED}: {b}")),
+    );
     let report = ledger.report(&observed, broken, &replicas.logs());
     eprintln!(
         "soak: {round} rounds of {:?} in {:?}; {report}",

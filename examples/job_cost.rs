@@ -146,7 +146,7 @@ async fn queued_life(store: &RedisStore, meter: &mut Meter, jobs: &[NewJob]) -> 
 
     let before = meter.now();
     for job in jobs {
-        let Ok(Created::Created(s)) = store.create(job.clone()).await else {
+        let Ok(Created::Created(s, _)) = store.create(job.clone()).await else {
             panic!("created");
         };
         created_at.push(s.created_at);
@@ -189,7 +189,7 @@ async fn polls(store: &RedisStore, meter: &mut Meter, jobs: &[NewJob], step: &'s
 async fn claimed_life(store: &RedisStore, meter: &mut Meter, jobs: &[NewJob]) -> Cost {
     let before = meter.now();
     for job in jobs {
-        let Ok(Created::Created(s)) = store.create_claimed(job.clone(), "cost/1").await else {
+        let Ok(Created::Created(s, _)) = store.create_claimed(job.clone(), "cost/1").await else {
             panic!("created");
         };
         let run = job.clone().first_claim(s.created_at).run;

@@ -35,7 +35,7 @@ fn wait_until_in_sync(replica: u16) {
 async fn one_life(store: &RedisStore, n: usize, worker: &str) {
     let job = common::new_job(&format!("ack-{worker}-{n}"), "pair");
     match store.create(job).await.expect("create") {
-        Created::Created(_) => {}
+        Created::Created(..) => {}
         other => panic!("create answered {other:?}"),
     }
     let kinds = [Kind::parse("pair").unwrap()];

@@ -40,7 +40,7 @@ async fn main() {
     let before = common::commandstats(&mut conn);
     for n in 0..jobs {
         let job = common::new_job(&format!("cost-{n}"), "pair");
-        let Created::Created(created) = store.create(job.clone()).await.unwrap() else {
+        let Created::Created(created, _) = store.create(job.clone()).await.unwrap() else {
             panic!("the job was not created");
         };
         let claim = store.claim("cost/1", &kinds).await.unwrap().unwrap();

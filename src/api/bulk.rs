@@ -448,7 +448,7 @@ async fn retry_one(
     let key = key.map(|k| format!("bulk:{k}:{id}"));
     let retry = Retry::of(app, old, caller, request_id.to_owned(), key);
     let new_id = match create(app, retry).await? {
-        Created::Created(s) => s.job_id,
+        Created::Created(s, _) => s.job_id,
         Created::Replayed(new_id) => new_id,
         refused => return Ok(refusal(id, refused)),
     };
@@ -469,7 +469,10 @@ async fn create(app: &AppState, retry: Retry) -> Result<Created, ApiError> {
         }
     };
     match &created {
-        Created::Created(_) => kinds.iter().for_each(|k| metrics::job_created(k.as_str())),
+        Created::Created(_, took_over) => {
+            kinds.iter().for_each(|k| metrics::job_created(k.as_str()));
+            super::jobs::count_taken_over(app, took_over).await;
+        }
         Created::AlreadyRunning(_) => metrics::job_refused("already_running"),
         Created::RateLimited(_) => metrics::job_refused("rate_limited"),
         Created::QueueFull => metrics::job_refused("overloaded"),

@@ -167,7 +167,7 @@ pub(crate) async fn launch_pipeline(
     let params = pipeline.job.params.clone();
     let kinds: Vec<Kind> = pipeline.steps.iter().map(|(s, _)| s.kind.clone()).collect();
     let created = app.store.create_pipeline(pipeline).await?;
-    if matches!(created, Created::Created(_)) {
+    if matches!(created, Created::Created(..)) {
         for kind in &kinds {
             metrics::job_created(kind.as_str());
         }
@@ -193,8 +193,9 @@ async fn respond(
     wait: bool,
 ) -> Result<Response, ApiError> {
     let snapshot = match created {
-        Created::Created(snapshot) => {
+        Created::Created(snapshot, took_over) => {
             metrics::job_created(snapshot.kind.as_str());
+            super::jobs::count_taken_over(app, &took_over).await;
             *snapshot
         }
         Created::Replayed(id) => {

@@ -211,12 +211,31 @@ pub(super) fn count_if_ended_at_once(before: &Snapshot, after: &Snapshot) {
 /// A step cancelled while it waited ends its pipeline (and skips the steps after it) in the
 /// same store step, which no runner sees either: counted here, once.
 pub(super) async fn count_pipeline_if_ended(app: &AppState, step: &Snapshot) {
-    let Some(id) = step.pipeline_id.filter(|_| step.status.is_finished()) else {
+    if step.status.is_finished() {
+        count_pipeline_ended_with(app, step).await;
+    }
+}
+
+/// Counts `step`'s pipeline's end (with the steps it skipped) if it ended in the store step
+/// that ended `step` or left it `lost` for good.
+async fn count_pipeline_ended_with(app: &AppState, step: &Snapshot) {
+    let Some(id) = step.pipeline_id else {
         return;
     };
     if let Ok(Some(pipeline)) = app.store.get(&id).await {
         for (kind, outcome) in crate::jobs::pipeline::ends_counted_with(&pipeline, step) {
             crate::metrics::job_finished(kind.as_str(), &outcome);
+        }
+    }
+}
+
+/// A create that took over stale holders' locks ended each (it reads `lost`) and its
+/// pipeline in the same store step, which no runner and no recovery sweep sees: the pipeline's
+/// end, with the steps it skipped, is counted here, once.
+pub(super) async fn count_taken_over(app: &AppState, took_over: &[JobId]) {
+    for id in took_over {
+        if let Ok(Some(step)) = app.store.get(id).await {
+            count_pipeline_ended_with(app, &step).await;
         }
     }
 }

@@ -172,7 +172,7 @@ impl Runner {
             _ => return runs.store.create(job).await,
         };
         match runs.store.create_claimed(job.clone(), &self.worker).await? {
-            Created::Created(claimed) if claimed.status == Status::Running => {
+            Created::Created(claimed, took_over) if claimed.status == Status::Running => {
                 let created_at = claimed.created_at;
                 // The answer shows the job as it was accepted, as the contract's 202 does:
                 // queued, its function not started (the first poll may read it running).
@@ -185,7 +185,7 @@ impl Runner {
                     claimed.max_attempts,
                 );
                 runs.spawn(job.first_claim(created_at), permit);
-                Ok(Created::Created(Box::new(accepted)))
+                Ok(Created::Created(Box::new(accepted), took_over))
             }
             other => Ok(other),
         }

@@ -75,6 +75,7 @@ both_stores!(
     an_expired_lease_is_requeued_with_the_next_attempt_and_the_old_run_is_fenced,
     after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free,
     with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over,
+    a_create_names_the_stale_holders_it_took_over_and_only_those,
     a_released_run_goes_back_to_the_head_without_counting_an_attempt,
     a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_its_lock,
     a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed,
@@ -434,7 +435,7 @@ async fn fifty_concurrent_creates_of_one_tenant_and_kind_have_exactly_one_winner
     let mut named = Vec::new();
     for task in tasks {
         match task.await.unwrap() {
-            (id, Created::Created(_)) => winners.push(id),
+            (id, Created::Created(..)) => winners.push(id),
             (_, Created::AlreadyRunning(holder)) => named.push(holder),
             (_, other) => panic!("only one winner and refusals naming it: {other:?}"),
         }
@@ -606,6 +607,38 @@ async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().status, Status::Lost);
     create(&*s, &new_job(&t, "sync")).await;
     assert_eq!(s.tick(&run, 50, "late").await.unwrap(), Tick::Fenced);
+}
+
+/// A take-over ends the stale holder (and its pipeline) inside the create, where no run and no
+/// sweep sees it: the create's answer names it so its maker can count those ends.
+async fn a_create_names_the_stale_holders_it_took_over_and_only_those(b: Backend) {
+    let s = stale_at_once(b);
+    let t = tenant();
+    let created_over = |c: Created| match c {
+        Created::Created(_, took_over) => took_over,
+        other => panic!("expected a new job, got {other:?}"),
+    };
+    let old = new_job(&t, "sync");
+    assert_eq!(
+        created_over(s.create(old.clone()).await.unwrap()),
+        vec![],
+        "none held it"
+    );
+    assert_eq!(claim_queued(&*s, "test/1").await.job.id, old.id);
+    let new = new_job(&t, "sync");
+    assert_eq!(created_over(s.create(new).await.unwrap()), vec![old.id]);
+    claim_queued(&*s, "test/1").await;
+    // A pipeline's create takes over a stale holder of any of its steps' kinds.
+    let other = tenant();
+    let (pair_old, step_old) = (new_job(&other, "pair"), new_job(&other, "sync"));
+    start(&*s, &pair_old).await;
+    start(&*s, &step_old).await;
+    let pipeline = pipeline_of(&other, &["sync", "pair"]);
+    let mut took = created_over(s.create_pipeline(pipeline).await.unwrap());
+    took.sort_by_key(|id| id.to_string());
+    let mut wanted = vec![pair_old.id, step_old.id];
+    wanted.sort_by_key(|id| id.to_string());
+    assert_eq!(took, wanted);
 }
 
 async fn a_released_run_goes_back_to_the_head_without_counting_an_attempt(b: Backend) {
@@ -1622,7 +1655,8 @@ async fn a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in
 ) {
     let s = fresh(b);
     let job = new_job(&tenant(), "enrich");
-    let Created::Created(answer) = s.create_claimed(job.clone(), "host-a/1").await.unwrap() else {
+    let Created::Created(answer, _) = s.create_claimed(job.clone(), "host-a/1").await.unwrap()
+    else {
         panic!("expected a new job");
     };
     assert_eq!(answer.status, Status::Running);
@@ -1665,7 +1699,7 @@ async fn a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds(b:
     let first = new_job(&tenant(), "sync");
     create(&*s, &first).await;
     let second = new_job(&tenant(), "sync");
-    let Created::Created(answer) = s.create_claimed(second.clone(), "host-a/1").await.unwrap()
+    let Created::Created(answer, _) = s.create_claimed(second.clone(), "host-a/1").await.unwrap()
     else {
         panic!("expected a new job");
     };
@@ -1685,7 +1719,8 @@ async fn a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds(b:
 async fn a_job_claimed_at_create_whose_worker_dies_is_recovered_and_fenced(b: Backend) {
     let s = leases_of(b, 300, 3);
     let job = new_job(&tenant(), "pair");
-    let Created::Created(created) = s.create_claimed(job.clone(), "dead/1").await.unwrap() else {
+    let Created::Created(created, _) = s.create_claimed(job.clone(), "dead/1").await.unwrap()
+    else {
         panic!("expected a new job");
     };
     let old_run = job.clone().first_claim(created.created_at).run;
@@ -1777,7 +1812,7 @@ async fn create_pipeline(s: &dyn JobStore, p: &NewPipeline) -> Snapshot {
         .await
         .expect("the store answers")
     {
-        Created::Created(snapshot) => *snapshot,
+        Created::Created(snapshot, _) => *snapshot,
         other => panic!("expected a new pipeline, got {other:?}"),
     }
 }
@@ -1989,7 +2024,7 @@ async fn a_job_that_will_wait_is_created_whatever_the_ready_queue_holds(b: Backe
     let p = pipeline_of(&t, &["pair"]);
     assert!(matches!(
         s.create_pipeline(p).await.unwrap(),
-        Created::Created(_)
+        Created::Created(..)
     ));
 }
 

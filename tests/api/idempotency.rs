@@ -127,7 +127,7 @@ async fn twenty_concurrent_keyed_creates_make_one_job_and_all_name_it(b: Backend
     let (mut made, mut replayed) = (Vec::new(), Vec::new());
     for task in tasks {
         match task.await.unwrap() {
-            (id, Created::Created(_)) => made.push(id),
+            (id, Created::Created(..)) => made.push(id),
             (_, Created::Replayed(id)) => replayed.push(id),
             (_, other) => panic!("a keyed retry is a replay: {other:?}"),
         }

@@ -9,10 +9,12 @@
 --    then idempotency key ('' for none), params fingerprint, creates per minute (0: no
 --    limit), worker to claim a lone job for ('' for none: queue it). The first job is the
 --    one the request named: the key, the count and the answer are its.
--- Returns {'queued', now_ms} created and queued (a pipeline: its steps queued or waiting);
--- {'claimed', now_ms} created and claimed for the worker (claim 1, attempt 1) because no job
--- waited ahead of it; {'waiting', now_ms, ahead_id, ahead_kind} created, waiting for its
--- tenant's job ahead of it; {'held', holder_id} an active holder keeps a lock;
+-- Returns, once created, {code, now_ms, ahead_id, ahead_kind, taken_over_id...}: code
+-- 'queued' created and queued (a pipeline: its steps queued or waiting), 'claimed' created and
+-- claimed for the worker (claim 1, attempt 1) because no job waited ahead of it, or 'waiting'
+-- for its tenant's job ahead of it (ahead_id and ahead_kind are '' otherwise); then the stale
+-- holders it took over (each ended lost here, with its pipeline). Else {'held', holder_id}
+-- an active holder keeps a lock;
 -- {'queue_full', ''}; {'replayed', job_id} the key was recorded with this job and these
 -- parameters (a retry); {'key_reused', job_id} the key was recorded with other parameters;
 -- {'rate_limited', ms} rate limited for ms more.
@@ -148,6 +150,12 @@ if idem then
   redis.call('EXPIRE', names, TTL)
 end
 if limit > 0 then count_create(tenant, window) end
-if first_ahead then return {'waiting', tostring(now), first_ahead, first_kind} end
-if claimed then return {'claimed', tostring(now)} end
-return {'queued', tostring(now)}
+-- A created answer: the first job's outcome, then the stale holders taken over.
+local function created(code, ahead, kind)
+  local answer = {code, tostring(now), ahead or '', kind or ''}
+  for _, old in ipairs(stale) do answer[#answer + 1] = old.id end
+  return answer
+end
+if first_ahead then return created('waiting', first_ahead, first_kind) end
+if claimed then return created('claimed') end
+return created('queued')

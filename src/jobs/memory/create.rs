@@ -43,11 +43,11 @@ impl MemoryStore {
             steps: Vec::new(),
         }));
         Ok(match self.create_all(&jobs, None) {
-            Created::Created(_) => {
+            Created::Created(_, took_over) => {
                 let now = now_ms();
                 let state = self.state();
                 let entry = state.jobs.get(&p.job.id).expect("created just above");
-                Created::Created(Box::new(self.read(&state, &entry.value, now)))
+                Created::Created(Box::new(self.read(&state, &entry.value, now)), took_over)
             }
             refused => refused,
         })
@@ -73,7 +73,7 @@ impl MemoryStore {
             let id_key = (first.tenant.clone(), first.kind.clone(), key);
             state.idem.insert(id_key, Expiring { value, expires_ms });
         }
-        for (holder, by) in stale {
+        for &(holder, by) in &stale {
             state.supersede(holder, by, now);
         }
         // A retry is recorded on the job it retries in this same step.
@@ -87,7 +87,9 @@ impl MemoryStore {
             answer.get_or_insert(made);
         }
         self.flush(state);
-        Created::Created(Box::new(answer.expect("at least one job is created")))
+        let created = answer.expect("at least one job is created");
+        let took_over = stale.into_iter().map(|(holder, _)| holder).collect();
+        Created::Created(Box::new(created), took_over)
     }
 
     /// Writes one new job (queued, waiting for its tenant's job ahead of it, or claimed for

@@ -136,10 +136,12 @@ pub fn unexpected(code: Code) -> StoreError {
 mod tests {
     use super::*;
 
-    /// Every quoted word a script returns, as `return 'word'` or `return {'word', …}`.
+    /// Every quoted word a script returns, as `return 'word'`, `return {'word', …}` or (create's
+    /// answers once it created) `return created('word', …)`.
     fn returned_words(lua: &str) -> Vec<String> {
         lua.lines()
             .filter_map(|line| line.split("return ").nth(1))
+            .map(|rest| rest.strip_prefix("created(").unwrap_or(rest))
             .filter_map(|rest| rest.trim_start_matches('{').strip_prefix('\''))
             .filter_map(|rest| rest.split('\'').next())
             .map(str::to_owned)

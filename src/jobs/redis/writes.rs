@@ -17,10 +17,11 @@ use super::record::{Field, Hash, Pairs};
 use super::scripts::{self, unexpected, Code, CreateCode};
 use super::{bounded_on, RedisStore};
 
-/// What create.lua did: refused (the answer says why), or created.
+/// What create.lua did: refused (the answer says why), or created, with the stale holders
+/// it took over.
 enum Made {
     Refused(Created),
-    Created(New),
+    Created(New, Vec<JobId>),
 }
 
 /// How the job the request named was created, at the store's time.
@@ -30,6 +31,9 @@ enum New {
     /// Waiting for its tenant's job ahead of it (its id and kind).
     Waiting(u64, JobId, Kind),
 }
+
+/// Where a created answer of create.lua names the stale holders it took over.
+const TOOK_OVER_FROM: usize = 4;
 
 /// How many expired leases one recovery step handles: bounds the script's run time; the
 /// rest wait for the next sweep.
@@ -60,12 +64,12 @@ impl RedisStore {
         worker: &str,
     ) -> Result<Created, StoreError> {
         let fields = Pairs::origin(&job).with(Field::Step, &job.step);
-        let made = match self
+        let (made, took_over) = match self
             .create_jobs(&job, vec![(job.id, fields)], worker)
             .await?
         {
             Made::Refused(answer) => return Ok(answer),
-            Made::Created(made) => made,
+            Made::Created(made, took_over) => (made, took_over),
         };
         let max = self.settings.max_attempts;
         let record = match made {
@@ -73,7 +77,7 @@ impl RedisStore {
             New::Queued(now) => job.record(Status::Queued, 0, &job.step, now, now, max),
             New::Waiting(now, ahead, kind) => job.waiting_record(now, ahead, &kind, max),
         };
-        Ok(Created::Created(Box::new(record)))
+        Ok(Created::Created(Box::new(record), took_over))
     }
 
     /// create.lua for a pipeline and its steps, in one step; answers the pipeline as it reads
@@ -93,10 +97,10 @@ impl RedisStore {
         }
         match self.create_jobs(&pipeline.job, jobs, "").await? {
             Made::Refused(answer) => Ok(answer),
-            Made::Created(_) => self
+            Made::Created(_, took_over) => self
                 .read_job(&pipeline.job.id)
                 .await?
-                .map(|s| Created::Created(Box::new(s)))
+                .map(|s| Created::Created(Box::new(s), took_over))
                 .ok_or_else(|| StoreError::Corrupt("a created pipeline reads as missing".into())),
         }
     }
@@ -152,7 +156,7 @@ impl RedisStore {
                 self.replicated(&mut conn, &self.keys.job(&first.id), Some(first.id))
                     .await?;
                 let now = number(1, "time")?;
-                return Ok(Made::Created(match code {
+                let new = match code {
                     CreateCode::Claimed => New::Claimed(now),
                     CreateCode::Waiting => {
                         let kind = Kind::parse(at(3, "kind")?)
@@ -160,7 +164,9 @@ impl RedisStore {
                         New::Waiting(now, job_id(2)?, kind)
                     }
                     _ => New::Queued(now),
-                }));
+                };
+                let took_over = (TOOK_OVER_FROM..answer.len()).map(job_id);
+                return Ok(Made::Created(new, took_over.collect::<Result<_, _>>()?));
             }
         };
         Ok(Made::Refused(refused))

@@ -12,7 +12,11 @@ use crate::jobs::{JobId, Snapshot, Status};
 /// the shared ready queue is full (nothing was created).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Created {
-    Created(Box<Snapshot>),
+    /// The job as created (a pipeline's create: the pipeline), and the stale holders whose
+    /// locks it took over. Each of those was fenced off in the same step and reads `lost`,
+    /// and its pipeline, if it was a step, ended `failed`, `Lost` with it: ends that no run
+    /// and no recovery sweep sees, so whoever made the create counts them.
+    Created(Box<Snapshot>, Vec<JobId>),
     AlreadyRunning(JobId),
     QueueFull,
     /// The idempotency key was recorded with this job, with the same parameters: a retry.

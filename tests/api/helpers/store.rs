@@ -93,7 +93,7 @@ pub fn failure(class: &str) -> Outcome {
 /// Creates a job and expects it to be created.
 pub async fn create(store: &dyn JobStore, job: &NewJob) -> Snapshot {
     match store.create(job.clone()).await.expect("the store answers") {
-        Created::Created(s) => *s,
+        Created::Created(s, _) => *s,
         other => panic!("expected a new job, got {other:?}"),
     }
 }

@@ -1,9 +1,10 @@
 //! A refresh whose step is lost for good ends `failed`, `Lost`, and counts like any job end
 //! (its skipped step too, as cancelled):
 //! in the process's `catalog_jobs_finished_total` (the recovery sweep that ended it tells
-//! the metrics, once) and in the store's per-minute ends (the overview), on both stores.
-//! The step runs on a "ghost" worker that claims it and never renews its lease, as a killed
-//! process would; the service's own sweep finds it. The counters are the test process's
+//! the metrics, once, or the start that took its lock over) and in the store's per-minute
+//! ends (the overview), on both stores. The step runs on a "ghost" worker that claims it and
+//! never renews its lease, as a killed process would; the service's own sweep finds it, or a
+//! new start of its kind comes first. The counters are the test process's
 //! own (one recorder for every app in it), so these tests take turns.
 
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use catalog_jobs::config::Config;
 use catalog_jobs::jobs::store::{JobStore, StoreSettings};
-use catalog_jobs::jobs::Status;
+use catalog_jobs::jobs::{Kind, Status};
 
 use crate::both_stores;
 use crate::helpers::{
@@ -23,6 +24,7 @@ use crate::helpers::{
 both_stores!(
     a_refresh_whose_step_ran_out_of_attempts_counts_failed_lost_once_with_its_step,
     a_refresh_whose_one_attempt_was_lost_counts_failed_lost_once,
+    a_refresh_whose_lost_step_a_new_start_took_over_counts_failed_lost_once,
 );
 
 /// Held through each test: no other in this process ends a refresh `Lost`.
@@ -56,24 +58,41 @@ const ITS_SKIPPED_STEP: Delta = (
     1.0,
 );
 
+/// The refresh's end and its skipped step's, counted once each, and `step`'s.
+fn the_refresh_its_skipped_step_and(step: Delta) -> Deltas {
+    vec![THE_REFRESH_LOST, ITS_SKIPPED_STEP, step]
+}
+
 /// A service on its own store whose leases go stale after `STALE`, with `attempts`.
 async fn service(b: Backend, attempts: u32) -> (Arc<dyn JobStore>, TestApp) {
-    let s = store(
+    let s = leases(b, attempts);
+    let app = serve(s.clone(), attempts, SWEEP).await;
+    (s, app)
+}
+
+/// A store whose leases go stale after `STALE`, with `attempts`.
+fn leases(b: Backend, attempts: u32) -> Arc<dyn JobStore> {
+    store(
         b,
         StoreSettings {
             stale_after: STALE,
             max_attempts: attempts,
             ..settings()
         },
-    );
+    )
+}
+
+/// A service on `s` that sweeps for stale leases every `sweep`.
+async fn serve(s: Arc<dyn JobStore>, attempts: u32, sweep: Duration) -> TestApp {
+    // The service's own setting only has to outlast its sweep interval; the store, which
+    // judges leases, keeps `STALE`.
     let config = Config {
-        stale_after_seconds: STALE,
-        heartbeat_seconds: Some(SWEEP),
+        stale_after_seconds: STALE.max(sweep * 2),
+        heartbeat_seconds: Some(sweep),
         max_attempts: attempts,
         ..test_config()
     };
-    let app = spawn_app_with(config, s.clone()).await;
-    (s, app)
+    spawn_app_with(config, s).await
 }
 
 async fn finished_counts(app: &TestApp) -> Vec<Sample> {
@@ -137,11 +156,29 @@ fn key(kind: &str, status: Status) -> (String, &'static str) {
 async fn a_refresh(
     s: &dyn JobStore,
 ) -> (catalog_jobs::jobs::JobId, Vec<catalog_jobs::jobs::JobId>) {
-    let p = pipeline_of(&tenant(), &["k1", "k2"]);
+    refresh_of(s, &tenant(), &["k1", "k2"]).await
+}
+
+async fn refresh_of(
+    s: &dyn JobStore,
+    t: &catalog_jobs::jobs::TenantId,
+    kinds: &[&str],
+) -> (catalog_jobs::jobs::JobId, Vec<catalog_jobs::jobs::JobId>) {
+    let p = pipeline_of(t, kinds);
     let ids = p.steps.iter().map(|(step, _)| step.id).collect();
     let id = p.job.id;
     s.create_pipeline(p).await.unwrap();
     (id, ids)
+}
+
+async fn the_refresh_failed_lost_and_its_step_reads_lost(
+    s: &dyn JobStore,
+    refresh: &catalog_jobs::jobs::JobId,
+    step: &catalog_jobs::jobs::JobId,
+) {
+    let lost = (Status::Failed, Some("Lost".to_owned()));
+    assert_eq!(read_status(s, refresh).await, lost);
+    assert_eq!(read_status(s, step).await.0, Status::Lost);
 }
 
 async fn read_status(s: &dyn JobStore, id: &catalog_jobs::jobs::JobId) -> (Status, Option<String>) {
@@ -158,15 +195,11 @@ async fn a_refresh_whose_step_ran_out_of_attempts_counts_failed_lost_once_with_i
     let (id, steps) = a_refresh(&*s).await;
     ghost_claims(&*s, 1).await;
     ghost_claims(&*s, 2).await;
-    let wanted: Deltas = vec![
-        THE_REFRESH_LOST,
-        ITS_SKIPPED_STEP,
-        (
-            "its step",
-            &[("kind", "k1"), ("status", "failed"), ("error", "Lost")],
-            1.0,
-        ),
-    ];
+    let wanted = the_refresh_its_skipped_step_and((
+        "its step",
+        &[("kind", "k1"), ("status", "failed"), ("error", "Lost")],
+        1.0,
+    ));
     counted_once(&app, &before, &wanted).await;
     let lost = (Status::Failed, Some("Lost".to_owned()));
     assert_eq!(read_status(&*s, &id).await, lost);
@@ -186,24 +219,52 @@ async fn a_refresh_whose_one_attempt_was_lost_counts_failed_lost_once(b: Backend
     let before = finished_counts(&app).await;
     let (id, steps) = a_refresh(&*s).await;
     ghost_claims(&*s, 1).await;
-    let wanted: Deltas = vec![
-        THE_REFRESH_LOST,
-        ITS_SKIPPED_STEP,
-        (
-            "its step, which reads lost and has not ended",
-            &[("kind", "k1"), ("status", "failed")],
-            0.0,
-        ),
-    ];
+    let wanted = the_refresh_its_skipped_step_and((
+        "its step, which reads lost and has not ended",
+        &[("kind", "k1"), ("status", "failed")],
+        0.0,
+    ));
     counted_once(&app, &before, &wanted).await;
-    assert_eq!(
-        read_status(&*s, &id).await,
-        (Status::Failed, Some("Lost".to_owned()))
-    );
-    assert_eq!(read_status(&*s, &steps[0]).await.0, Status::Lost);
+    the_refresh_failed_lost_and_its_step_reads_lost(&*s, &id, &steps[0]).await;
     let ends = BTreeMap::from([
         (key("pipeline", Status::Failed), 1),
         (key("k2", Status::Cancelled), 1),
     ]);
     assert_eq!(ends_by_kind(&*s).await, ends);
+}
+
+/// With one attempt, a step whose worker vanished reads `lost`; a new start of its kind that
+/// comes before any sweep takes its lock over and ends the refresh in that same store step.
+/// No run and no sweep sees that end: the start that made it counts it (and the skipped
+/// step), once. The ghost claims the step before the service exists (its kind is one the
+/// service runs), and the service's sweep is an hour away, so only the start can count.
+async fn a_refresh_whose_lost_step_a_new_start_took_over_counts_failed_lost_once(b: Backend) {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let s = leases(b, 1);
+    let t = tenant();
+    let (id, steps) = refresh_of(&*s, &t, &["ticker", "k2"]).await;
+    let ticker = [Kind::parse("ticker").unwrap()];
+    let ghost = s.claim("ghost/1", &ticker).await.unwrap();
+    assert_eq!(
+        ghost.map(|c| c.job.id),
+        Some(steps[0]),
+        "the ghost runs the step"
+    );
+    let app = serve(s.clone(), 1, Duration::from_secs(3600)).await;
+    let before = finished_counts(&app).await;
+    tokio::time::sleep(STALE * 2).await;
+    let form = [("tenant_id", t.as_str()), ("n", "1")];
+    let started = app.start("ticker", &form).await;
+    assert_eq!(
+        started.status(),
+        202,
+        "the new start takes the stale lock over"
+    );
+    let wanted = the_refresh_its_skipped_step_and((
+        "its step, which reads lost and has not ended",
+        &[("kind", "ticker"), ("status", "failed"), ("error", "Lost")],
+        0.0,
+    ));
+    counted_once(&app, &before, &wanted).await;
+    the_refresh_failed_lost_and_its_step_reads_lost(&*s, &id, &steps[0]).await;
 }

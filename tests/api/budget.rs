@@ -1,7 +1,8 @@
 //! The connection budget through the real binary, with its default limits: clients asking
 //! for far more event streams than `MAX_CONNECTIONS` get at most `MAX_EVENT_STREAMS` (half of
 //! it), the rest a 503 with `Retry-After`, and `/healthz`, `/readyz` and `/metrics` answer
-//! while the streams are held and the refused clients keep their connections open too.
+//! while the streams are held and the refused clients keep their connections open too,
+//! `/healthz` within 100 ms.
 
 use std::time::{Duration, Instant};
 
@@ -21,9 +22,16 @@ const STREAMS_CAP: usize = 512;
 /// service did not accept.
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 
-/// Longest a probe is waited for: far beyond the 100 ms a probe should take, so that a
-/// loaded machine does not fail the test; the figure is printed.
+/// Longest a probe is waited for before it counts as unanswered.
 const PROBE_PATIENCE: Duration = Duration::from_secs(20);
+/// How fast `/healthz` must answer while the streams are held (the container's health check
+/// allows 3 s; the service should need a few milliseconds).
+const HEALTHZ_WITHIN: Duration = Duration::from_millis(100);
+/// `/healthz` probes sent while the streams are held, one after another, each on a new
+/// connection as a health checker makes them.
+const HEALTHZ_PROBES: usize = 20;
+/// Of them, how many at least must answer within `HEALTHZ_WITHIN`.
+const HEALTHZ_FAST_ENOUGH: usize = 17;
 
 /// What one client asking for a stream got.
 enum Asked {
@@ -64,8 +72,8 @@ async fn ask_for_a_stream(port: u16, tenant: String) -> Asked {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eleven_hundred_clients_asking_for_streams_get_half_the_connections_and_the_probes_answer()
-{
+async fn eleven_hundred_clients_asking_for_streams_get_half_the_connections_and_healthz_answers_within_100_ms(
+) {
     let svc = Service::embedded().start().await;
     let tenants: Vec<String> = (0..TENANTS).map(|_| unique("budget")).collect();
     let asked: Vec<Asked> = stream::iter(0..ASKED)
@@ -92,18 +100,43 @@ async fn eleven_hundred_clients_asking_for_streams_get_half_the_connections_and_
         .timeout(PROBE_PATIENCE)
         .build()
         .expect("a client builds");
-    let mut answered_in = Vec::new();
-    for probe in ["/healthz", "/readyz", "/metrics"] {
-        let asked_at = Instant::now();
-        let r = prober.get(svc.url(probe)).send().await;
-        let r = r.unwrap_or_else(|e| panic!("{probe} answered while the streams were held: {e}"));
-        answered_in.push(format!("{probe} {:?}", asked_at.elapsed()));
-        assert_eq!(r.status(), 200, "{probe}");
+    let probe = |path: &'static str| {
+        let prober = prober.clone();
+        let url = svc.url(path);
+        async move {
+            let asked_at = Instant::now();
+            let r = prober.get(url).send().await;
+            let r =
+                r.unwrap_or_else(|e| panic!("{path} answered while the streams were held: {e}"));
+            assert_eq!(r.status(), 200, "{path}");
+            asked_at.elapsed()
+        }
+    };
+    let mut healthz = Vec::new();
+    for _ in 0..HEALTHZ_PROBES {
+        healthz.push(probe("/healthz").await);
     }
-    println!(
-        "{ASKED} streams asked: {held} held, {} refused, {unanswered} unanswered; while held: {}",
+    let (readyz, metrics) = (probe("/readyz").await, probe("/metrics").await);
+    healthz.sort();
+    let median = healthz[HEALTHZ_PROBES / 2];
+    let fast = healthz.iter().filter(|d| **d <= HEALTHZ_WITHIN).count();
+    let figures = format!(
+        "{ASKED} streams asked: {held} held, {} refused, {unanswered} unanswered; while held: \
+         /healthz ×{HEALTHZ_PROBES} median {median:?}, {fast} within {HEALTHZ_WITHIN:?}, \
+         slowest {:?}; /readyz {readyz:?}, /metrics {metrics:?}",
         refused.len(),
-        answered_in.join(", ")
+        healthz[HEALTHZ_PROBES - 1],
+    );
+    println!("{figures}");
+    // Not every probe: on two cores shared with the rest of the suite, a debug build's probe
+    // is now and then descheduled for longer than 100 ms, which says the machine was busy,
+    // not the service. A service whose probes wait behind the held streams (connection slots
+    // used up, the probe queued in the backlog) is slow on every probe, so the median and the
+    // large majority (17 of 20) must answer within 100 ms.
+    assert!(
+        median <= HEALTHZ_WITHIN && fast >= HEALTHZ_FAST_ENOUGH,
+        "/healthz must answer within {HEALTHZ_WITHIN:?} (the median and {HEALTHZ_FAST_ENOUGH} of \
+         {HEALTHZ_PROBES} probes): {figures}; every probe: {healthz:?}"
     );
     assert_eq!((held, unanswered), (STREAMS_CAP, 0));
     assert!(

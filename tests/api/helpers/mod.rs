@@ -84,11 +84,41 @@ pub fn tenant() -> TenantId {
     TenantId::parse(&unique("t")).expect("unique names are valid tenants")
 }
 
-/// A directory of the test's own under the system's temp dir.
+/// A directory of the test's own, in this test binary's scratch directory.
 pub fn temp_dir(prefix: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(unique(prefix));
+    scratch_dir(&unique(prefix))
+}
+
+/// The directory `name` in this test binary's scratch directory, created if need be.
+pub fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = scratch_root().join(name);
     std::fs::create_dir_all(&dir).expect("the temp dir is writable");
     dir
+}
+
+/// The directory under the system's temp dir that holds every directory this test binary
+/// makes, removed once the binary exits, however it exits: a watchdog shell waits on a pipe
+/// that closes with the binary, then removes it. (The shared Redis and cluster live in
+/// statics, which are never dropped, and many tests hand their feeds directory on by value.)
+fn scratch_root() -> &'static std::path::Path {
+    /// How long the watchdog waits after the binary exits, so that the servers' own watchdogs
+    /// have killed them before their directories go.
+    const SERVERS_GONE: &str = "1";
+    static ROOT: std::sync::OnceLock<(std::path::PathBuf, std::process::Child)> =
+        std::sync::OnceLock::new();
+    let (root, _watchdog) = ROOT.get_or_init(|| {
+        let root = std::env::temp_dir().join(format!("catalog-jobs-tests-{}", std::process::id()));
+        std::fs::create_dir_all(&root).expect("the temp dir is writable");
+        let watchdog = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("read _; sleep {SERVERS_GONE}; rm -rf -- \"$0\""))
+            .arg(&root)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh can be spawned");
+        (root, watchdog)
+    });
+    root
 }
 
 /// A loopback port nobody listens on now (a server started later may take it).

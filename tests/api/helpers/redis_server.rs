@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::free_port;
+use super::{free_port, scratch_dir};
 
 /// A `redis-server` this test process owns: temp dir, loopback port, no RDB snapshots.
 /// A watchdog shell kills it when the test process exits, however it exits.
@@ -36,9 +36,7 @@ impl RedisServer {
 
     /// Starts a server on `port` with more arguments.
     pub fn start_on(port: u16, appendonly: bool, extra: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("catalog-jobs-redis-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("the temp dir is writable");
+        let dir = scratch_dir(&format!("redis-{port}"));
         let mut server = Self {
             port,
             dir,
@@ -164,11 +162,7 @@ impl Sentinel {
     /// stalls is retried after 3 s. Short, so a test's failover takes seconds.
     fn start(primary_port: u16) -> Self {
         let port = free_port();
-        let dir = std::env::temp_dir().join(format!(
-            "catalog-jobs-sentinel-{}-{port}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("the temp dir is writable");
+        let dir = scratch_dir(&format!("sentinel-{port}"));
         let conf = dir.join("sentinel.conf");
         std::fs::write(
             &conf,

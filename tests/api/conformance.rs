@@ -1263,6 +1263,55 @@ mod redis_only {
             "TIME at most once a second ({seconds} s): {stats}"
         );
     }
+
+    /// How many of the job store's Function libraries Redis holds.
+    async fn libraries(conn: &mut redis::aio::MultiplexedConnection) -> usize {
+        let list: redis::Value = redis::cmd("FUNCTION")
+            .arg("LIST")
+            .query_async(conn)
+            .await
+            .unwrap();
+        format!("{list:?}").matches("catalog_jobs_").count()
+    }
+
+    /// Lean jobs: the job scripts are one Redis Function library, called with `FCALL` (its
+    /// head runs once at load, not at every call as a script's would), and a Redis that lost
+    /// it (restarted empty, `FUNCTION FLUSH`) is given it again by the next call.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_job_scripts_are_a_function_library_given_again_to_a_redis_that_lost_it() {
+        let redis = crate::helpers::RedisServer::start(false);
+        let s = catalog_jobs::jobs::redis::RedisStore::open(&redis.url(), settings()).unwrap();
+        let mut conn = redis.connection().await;
+        let first = new_job(&tenant(), "sync");
+        let (created, run) = start(&s, &first).await;
+        finish(&s, &first, &run, &created, Outcome::Done(json!({}))).await;
+        assert!(libraries(&mut conn).await >= 1, "the library is loaded");
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(calls(&stats, "fcall") >= 2, "{stats}");
+        assert_eq!(
+            calls(&stats, "evalsha") + calls(&stats, "eval"),
+            0,
+            "{stats}"
+        );
+        let _: () = redis::cmd("FUNCTION")
+            .arg("FLUSH")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let second = new_job(&tenant(), "sync");
+        let (created, run) = start(&s, &second).await;
+        finish(&s, &second, &run, &created, Outcome::Done(json!({}))).await;
+        let got = s.get(&second.id).await.unwrap().expect("the job");
+        assert_eq!(got.status, Status::Done);
+        assert!(
+            libraries(&mut conn).await >= 1,
+            "the library is loaded again"
+        );
+    }
 }
 
 async fn the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones(b: Backend) {

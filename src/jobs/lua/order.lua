@@ -7,7 +7,6 @@
 -- their tenant's lane in step order; the step that ends one of them ends the pipeline when
 -- it was the last, failed or was cancelled — skipping the steps after it first, so none of
 -- them ever starts. The events this file notes carry their own data as `name=value;…`.
-local K_WAITING = P .. ':waiting'
 local function k_lane(tenant) return P .. ':lane:' .. tenant end
 
 -- NOTE_FIELDS and `more`: what a step reads of a job it notes an event of.

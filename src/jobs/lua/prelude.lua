@@ -1,6 +1,8 @@
--- prelude: put in front of every job script when it is loaded (after record.lua; see
--- jobs/redis/scripts.rs). ARGV[1..7] are the store's settings, the same for every script; a
--- script's own arguments follow and are read from A[1..]. Job fields travel by name: a named
+-- prelude: the head of the job scripts' library, after record.lua (jobs/redis/scripts.rs
+-- loads it into Redis once as a Redis Function library: each script is a function of it, so
+-- this file's tables and functions are made once at load, not at every call). A call's
+-- arguments start with the store's settings, the same for every script (`begin` reads them);
+-- a script's own arguments follow and are read from A[1..]. Job fields travel by name: a named
 -- list is a count, then name, value, … (`named_args`; `Pairs` in jobs/redis/record.rs builds
 -- them). Answers are named too: each script returns a code word (`Code` in
 -- jobs/redis/scripts.rs reads them). Keys of jobs named only inside a step (a lock's holder, a
@@ -10,22 +12,23 @@
 -- Each script calls TIME once (now_ms). A key's TTL is set where the key is created; a
 -- renewal or an end sets it again only for a job older than a tenth of the TTL (`aged`), so a
 -- long job never outlives its keys and an ended one is kept at least nine tenths of the TTL.
-local P = ARGV[1]
-local TTL = tonumber(ARGV[2])
-local STALE = tonumber(ARGV[3])
-local CAP = tonumber(ARGV[4])
-local MAX_QUEUED = tonumber(ARGV[5])
-local MAX_ATTEMPTS = tonumber(ARGV[6])
-local SAMPLE_MS = tonumber(ARGV[7])
-local A = {}
-for i = 8, #ARGV do A[#A + 1] = ARGV[i] end
 
-local K_QUEUE = P .. ':queue'
-local K_LEASES = P .. ':leases'
-local K_PROCESSES = P .. ':processes'
-local K_EVERYONE = P .. ':everyone'
-local K_TENANTS = P .. ':tenants'
-local CHANNEL = P .. ':events'
+-- The settings and the call's own arguments, set by `begin` at the start of every call (Redis
+-- runs one call at a time, so each call sees only its own).
+local P, TTL, STALE, CAP, MAX_QUEUED, MAX_ATTEMPTS, SAMPLE_MS, A
+local K_QUEUE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING, CHANNEL
+
+-- Reads a call's arguments: the seven settings, then the script's own (into A).
+local function begin(args)
+  P, TTL, STALE = args[1], tonumber(args[2]), tonumber(args[3])
+  CAP, MAX_QUEUED, MAX_ATTEMPTS = tonumber(args[4]), tonumber(args[5]), tonumber(args[6])
+  SAMPLE_MS = tonumber(args[7])
+  A = {}
+  for i = 8, #args do A[#A + 1] = args[i] end
+  K_QUEUE, K_LEASES, K_PROCESSES = P .. ':queue', P .. ':leases', P .. ':processes'
+  K_EVERYONE, K_TENANTS, K_WAITING = P .. ':everyone', P .. ':tenants', P .. ':waiting'
+  CHANNEL = P .. ':events'
+end
 local function k_job(id) return P .. ':' .. id end
 local function k_lock(tenant, kind) return P .. ':lock:' .. tenant .. ':' .. kind end
 local function k_tenant(tenant) return P .. ':tenant:' .. tenant end

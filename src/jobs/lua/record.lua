@@ -60,18 +60,26 @@ local function read_job(hkey, names)
   return job
 end
 
--- The name each stored name stands for (FIELDS turned around).
-local STORED_AS = {}
-for name, stored in pairs(FIELDS) do STORED_AS[stored] = name end
+-- The name each stored name stands for (FIELDS turned around), made at its first use: a
+-- Function library's load may not call `pairs` (Redis 7.0).
+local STORED_AS = nil
+local function stored_as()
+  if not STORED_AS then
+    STORED_AS = {}
+    for name, stored in pairs(FIELDS) do STORED_AS[stored] = name end
+  end
+  return STORED_AS
+end
 
 -- The whole job hash at `hkey` in one read: a table of its fields keyed by name (pieces and
 -- events left out), and the hash as stored, a table keyed by stored name.
 local function read_whole(hkey)
   local flat = redis.call('HGETALL', hkey)
+  local names = stored_as()
   local job, stored = {}, {}
   for i = 1, #flat, 2 do
     stored[flat[i]] = flat[i + 1]
-    local name = STORED_AS[flat[i]]
+    local name = names[flat[i]]
     if name then job[name] = flat[i + 1] end
   end
   return job, stored

@@ -224,7 +224,7 @@ impl Pairs {
     }
 
     /// Appends the list to a script call's arguments.
-    pub fn append_to(&self, inv: &mut redis::ScriptInvocation<'_>) {
+    pub fn append_to(&self, inv: &mut super::scripts::Call) {
         inv.arg(self.0.len());
         for (name, value) in &self.0 {
             inv.arg(name).arg(value);

@@ -1,47 +1,135 @@
-//! The job scripts (`lua/*.lua`, each loaded once behind `lua/record.lua` and
-//! `lua/prelude.lua` and called by its hash), the arguments every call starts with, and the
-//! code words scripts answer with, read into named values ([`Code`], [`CreateCode`]).
+//! The job scripts (`lua/*.lua`), loaded into Redis once as one Redis Function library
+//! (`lua/record.lua`, `lua/prelude.lua` and `lua/order.lua`, then each script as a function of
+//! it) and called by name with `FCALL`; the arguments every call starts with; and the code
+//! words scripts answer with, read into named values ([`Code`], [`CreateCode`]).
+//!
+//! A library, unlike a script sent with `EVALSHA`, runs its head once when it is loaded: the
+//! prelude's tables and functions are not made again at every call, which measured most of a
+//! small script's cost (`docs/performance.md`). The library is named after a hash of its
+//! source, so replicas of two versions during a deploy each call their own; a Redis that lost
+//! it (restarted empty, or a `FUNCTION FLUSH`) is given it again by the first call that finds
+//! it missing.
 //!
 //! A script's own arguments and answer are in the header of its file; job fields travel as
 //! named lists ([`super::record::Pairs`]), never by position.
 
 use std::sync::LazyLock;
 
-use redis::{Script, ScriptInvocation};
+use redis::{FromRedisValue, RedisError, RedisResult, ToRedisArgs};
 
 use super::super::store::{NewJob, RunId, StoreError, StoreSettings};
 use super::record::{Field, Pairs};
 
 /// The job record's Lua side: its field list and the helpers that read and write it by name.
-/// Put in front of the job scripts, and of a script on the same Redis that fences a write by
-/// a run (`jobs::fence::RECORD_LUA`).
+/// The head of the job library, and put in front of a script on the same Redis that fences a
+/// write by a run (`jobs::fence::RECORD_LUA`).
 pub const RECORD_LUA: &str = include_str!("../lua/record.lua");
 const PRELUDE: &str = include_str!("../lua/prelude.lua");
 /// A tenant's order and its pipelines: what follows a job's end (`after_end`).
 const ORDER: &str = include_str!("../lua/order.lua");
 
-/// A job script with the record schema, the shared prelude and the order in front of it.
-fn script(body: &str) -> Script {
-    Script::new(&format!("{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n{body}"))
+/// A job script: a function of the library, by its name there.
+pub struct Function(&'static str);
+
+/// Each script, by its file's name in `lua/`, and its body: one list for both.
+macro_rules! functions {
+    ($($script:ident = $file:literal,)*) => {
+        $(pub static $script: Function = Function($file);)*
+        const BODIES: &[(&str, &str)] = &[$(($file, include_str!(concat!("../lua/", $file, ".lua"))),)*];
+    };
 }
 
-pub static CREATE: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/create.lua")));
-pub static CLAIM: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/claim.lua")));
-pub static TICK: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/tick.lua")));
-pub static RENEW: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/renew.lua")));
-pub static FINISH: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/finish.lua")));
-pub static RESTORE: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/restore.lua")));
-pub static RELEASE: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/release.lua")));
-pub static RECOVER: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/recover.lua")));
-pub static CANCEL: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/cancel.lua")));
-pub static PURGE: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/purge.lua")));
-pub static QUEUED: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/queued.lua")));
-pub static AWAITED: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/awaited.lua")));
-pub static RETRIED: LazyLock<Script> = LazyLock::new(|| script(include_str!("../lua/retried.lua")));
+functions! {
+    CREATE = "create",
+    CLAIM = "claim",
+    TICK = "tick",
+    RENEW = "renew",
+    FINISH = "finish",
+    RESTORE = "restore",
+    RELEASE = "release",
+    RECOVER = "recover",
+    CANCEL = "cancel",
+    PURGE = "purge",
+    QUEUED = "queued",
+    AWAITED = "awaited",
+    RETRIED = "retried",
+}
 
-/// A script call with the settings every script reads first (see `lua/prelude.lua`).
-pub fn invocation<'s>(script: &'s Script, settings: &StoreSettings) -> ScriptInvocation<'s> {
-    let mut inv = script.prepare_invoke();
+/// The library: its name (`catalog_jobs_<hash of its source>`) and its code for
+/// `FUNCTION LOAD`. Each script is registered as `<library>_<script>`, since function names
+/// are one namespace across a Redis's libraries.
+struct Library {
+    name: String,
+    code: String,
+}
+
+static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    let mut source = format!("{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n");
+    for (script, body) in BODIES.iter().copied() {
+        source.push_str(script);
+        source.push_str(body);
+    }
+    let name = format!("catalog_jobs_{:016x}", fnv1a(source.as_bytes()));
+    let mut code = format!("#!lua name={name}\n{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n");
+    for (script, body) in BODIES.iter().copied() {
+        code.push_str(&format!(
+            "redis.register_function('{name}_{script}', function(_, args)\nbegin(args)\n{body}\nend)\n"
+        ));
+    }
+    Library { name, code }
+});
+
+/// The 64-bit FNV-1a hash: stable across builds, enough to tell two sources apart.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A prepared call of a job script: `FCALL <function> 0 <args…>`.
+pub struct Call {
+    cmd: redis::Cmd,
+}
+
+impl Call {
+    /// Adds an argument.
+    pub fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    /// Calls the function; when Redis does not have the library (the first call, or Redis
+    /// came back without it), loads it and calls again.
+    pub async fn invoke_async<T: FromRedisValue>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> RedisResult<T> {
+        match self.cmd.query_async(conn).await {
+            Err(e) if library_missing(&e) => {
+                redis::cmd("FUNCTION")
+                    .arg("LOAD")
+                    .arg("REPLACE")
+                    .arg(&LIBRARY.code)
+                    .query_async::<()>(conn)
+                    .await?;
+                self.cmd.query_async(conn).await
+            }
+            answer => answer,
+        }
+    }
+}
+
+/// Whether Redis refused a call because it has no function of that name.
+fn library_missing(e: &RedisError) -> bool {
+    e.detail()
+        .is_some_and(|d| d.starts_with("Function not found"))
+}
+
+/// A script call with the settings every script reads first (`begin` in `lua/prelude.lua`).
+pub fn invocation(function: &Function, settings: &StoreSettings) -> Call {
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(format!("{}_{}", LIBRARY.name, function.0)).arg(0);
+    let mut inv = Call { cmd };
     inv.arg(&settings.prefix)
         .arg(settings.ttl_secs())
         .arg(settings.stale_ms())
@@ -54,15 +142,15 @@ pub fn invocation<'s>(script: &'s Script, settings: &StoreSettings) -> ScriptInv
 
 /// A script call about a run's job, laid out as `run_args` in the prelude reads it: the run,
 /// its last percent, then the job's fields by name (all a script needs to write it back).
-pub fn run_invocation<'s>(
-    script: &'s Script,
+pub fn run_invocation(
+    function: &Function,
     settings: &StoreSettings,
     job: &NewJob,
     run: &RunId,
     created_at: u64,
     percent: u8,
-) -> ScriptInvocation<'s> {
-    let mut inv = invocation(script, settings);
+) -> Call {
+    let mut inv = invocation(function, settings);
     inv.arg(job.id.to_string())
         .arg(run.claim)
         .arg(percent.min(100));

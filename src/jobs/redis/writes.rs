@@ -51,7 +51,7 @@ fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
 
 impl RedisStore {
     /// Runs a script that answers one code word, on the shared connection.
-    async fn code(&self, inv: redis::ScriptInvocation<'_>) -> Result<Code, StoreError> {
+    async fn code(&self, inv: scripts::Call) -> Result<Code, StoreError> {
         let mut conn = self.connection().await?;
         let word: String = self.bounded(inv.invoke_async(&mut conn)).await?;
         Code::parse(&word)

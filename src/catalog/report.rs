@@ -133,9 +133,12 @@ pub struct PairChanges {
 pub struct RescoredBecause {
     /// Added or changed: queried anew.
     pub changed: usize,
-    /// Their top k held a changed or removed product: queried anew (with the other
-    /// products of their identity).
+    /// Their top k held a changed or removed product and the rest of their kept list could
+    /// not stand in for it: queried anew (with the other products of their identity).
     pub lost_a_neighbour: usize,
+    /// Their top k held a changed or removed product; the next best, kept from the last
+    /// pair, took its place: not queried.
+    pub refilled: usize,
     /// A changed or added product entered their top k.
     pub gained_a_neighbour: usize,
 }

@@ -41,6 +41,7 @@ both_stores!(
     a_deleted_tenant_s_pair_state_goes_with_it_and_its_next_pair_is_a_first_full_one,
     a_cancel_while_listing_reading_indexing_or_scoring_stops_the_pair_within_the_cancel_bound,
     a_fenced_off_pair_stages_nothing_and_writes_nothing,
+    a_kept_list_refills_a_lost_neighbour_without_a_query_and_still_equals_a_full_pair,
 );
 
 fn never() -> CancellationToken {
@@ -109,8 +110,19 @@ fn edit_and_check(
 ) -> (Catalog, TenantId, HashMap<ProductKey, Vec<Neighbour>>) {
     let (catalog, t, products) = paired(backend, seed);
     let edits = demo::edit_hard(&products, share, seed + 1);
-    apply(&catalog, &t, &edits);
-    let report = run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
+    let report = edit_and_pair(&catalog, &t, &edits);
+    assert!(
+        report["rescored"].as_u64().unwrap() < report["products"].as_u64().unwrap(),
+        "not every product: {report}"
+    );
+    let rows = equals_a_full_pair_with_its_weights(&catalog, &t);
+    (catalog, t, rows)
+}
+
+/// Applies `edits`, pairs (incrementally) and answers the report.
+fn edit_and_pair(catalog: &Catalog, t: &TenantId, edits: &demo::Edits) -> Value {
+    apply(catalog, t, edits);
+    let report = run_unfenced(catalog, t, &PairParams::default(), &never(), None).unwrap();
     assert_eq!(report["mode"], "incremental", "{report}");
     let changes = &report["changes"];
     let edited = changes["added"].as_u64().unwrap()
@@ -120,25 +132,29 @@ fn edit_and_check(
         edited > 0 && edited <= (edits.upserts.len() + edits.removals.len()) as u64,
         "{report}"
     );
-    assert!(
-        report["rescored"].as_u64().unwrap() < PRODUCTS as u64,
-        "{report}"
-    );
+    report
+}
 
+/// Checks the tenant's pair against a full pair with its own weights: every product's top
+/// k, neighbour and exact score, in the state and in the table. Answers the table.
+fn equals_a_full_pair_with_its_weights(
+    catalog: &Catalog,
+    t: &TenantId,
+) -> HashMap<ProductKey, Vec<Neighbour>> {
     let state = catalog
         .store
-        .pairing(&t, &never())
+        .pairing(t, &never())
         .unwrap()
         .expect("the pair kept its state");
-    let full = pair::full_with_weights(&catalog, &t, &state.weights, &ask(&catalog)).unwrap();
+    let full = pair::full_with_weights(catalog, t, &state.weights, &ask(catalog)).unwrap();
     assert_eq!(state.keys, full.keys);
     let differ = (0..full.keys.len())
-        .filter(|&i| state.best.row(i) != full.best.row(i))
-        .map(|i| (&full.keys[i], state.best.row(i), full.best.row(i)))
+        .filter(|&i| state.top(i) != full.top(i))
+        .map(|i| (&full.keys[i], state.top(i), full.top(i)))
         .take(3)
         .collect::<Vec<_>>();
     assert!(differ.is_empty(), "incremental and full differ: {differ:?}");
-    let rows = table(&catalog, &t);
+    let rows = table(catalog, t);
     for (i, key) in full.keys.iter().enumerate() {
         assert_eq!(
             rows.get(key).cloned(),
@@ -146,7 +162,48 @@ fn edit_and_check(
             "the table's row of {key:?}"
         );
     }
-    (catalog, t, rows)
+    rows
+}
+
+/// Three rounds of 2 % edits, each paired incrementally: most products that lose one of
+/// their top k take the next best from the list kept beyond it, without a query, and each
+/// round still equals a full pair with its weights — also once kept lists have shrunk.
+async fn a_kept_list_refills_a_lost_neighbour_without_a_query_and_still_equals_a_full_pair(
+    b: Backend,
+) {
+    blocking(move || {
+        let (catalog, t, mut products) = paired(b, 91);
+        for round in 0..3u64 {
+            let edits = demo::edit_hard(&products, 0.02, 92 + round);
+            let report = edit_and_pair(&catalog, &t, &edits);
+            let because = &report["rescored_because"];
+            let refilled = because["refilled"].as_u64().unwrap();
+            let queried = because["lost_a_neighbour"].as_u64().unwrap();
+            assert!(
+                refilled > 2 * queried,
+                "round {round}: refilled from the kept list, not queried: {report}"
+            );
+            equals_a_full_pair_with_its_weights(&catalog, &t);
+            products = current(&catalog, &t, products, &edits);
+        }
+    })
+    .await
+}
+
+/// The catalogue after `edits`, as the generator's products (for the next round's edits).
+fn current(
+    catalog: &Catalog,
+    t: &TenantId,
+    mut products: Vec<Product>,
+    edits: &demo::Edits,
+) -> Vec<Product> {
+    let gone: std::collections::HashSet<&ProductKey> = edits.removals.iter().collect();
+    let upserted: HashMap<&ProductKey, &Product> =
+        edits.upserts.iter().map(|p| (&p.product_key, p)).collect();
+    products.retain(|p| !gone.contains(&p.product_key) && !upserted.contains_key(&p.product_key));
+    products.extend(edits.upserts.iter().cloned());
+    assert_eq!(products.len(), catalog.store.versions(t).unwrap().len());
+    products
 }
 
 async fn after_1_percent_of_edits_an_incremental_pair_equals_a_full_pair_with_its_weights_and_a_fresh_one(

@@ -342,7 +342,7 @@ export function pairWords(report) {
   const r = report.rescored_because || {};
   return `Incremental pair: re-scored ${count(report.rescored)} of ${count(report.products)} products`
     + ` (${count(r.changed)} changed or added, ${count(r.lost_a_neighbour)} lost a neighbour,`
-    + ` ${count(r.gained_a_neighbour)} gained one); since the last pair ${count(c.added)} added,`
+    + ` ${count(r.refilled)} refilled one from their kept list, ${count(r.gained_a_neighbour)} gained one); since the last pair ${count(c.added)} added,`
     + ` ${count(c.changed)} changed, ${count(c.removed)} removed; ${table}`;
 }
 

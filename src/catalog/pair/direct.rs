@@ -90,6 +90,7 @@ pub fn neighbours(
         .map(|(key, best)| {
             let row = best
                 .into_iter()
+                .take(ask.top_k)
                 .map(|(j, s)| Neighbour {
                     product_key: keys[j as usize].clone(),
                     score: rounded(s),

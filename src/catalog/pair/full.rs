@@ -8,7 +8,7 @@ use super::embed::{Embedding, Prepared, Reading};
 use super::index::Index;
 use super::score::{self, Ask, Best};
 use super::{budget, EMBEDDED, INDEXED, LOADED, SCORED};
-use crate::catalog::products::{Pairing, ProductKey};
+use crate::catalog::products::{Known, Pairing, ProductKey};
 use crate::catalog::rows::Rows;
 use crate::catalog::{check, retrying, Catalog, CatalogError, Monotonic};
 use crate::jobs::TenantId;
@@ -72,10 +72,11 @@ pub fn pair_all(
     let groups: Vec<u32> = (0..e.group_count() as u32).collect();
     let best = score_groups(&e, &index, &groups, ask, stop, progress)?;
     progress.report(SCORED, "scored all products");
-    let mut rows: Rows<(u32, f32)> = Rows::with_capacity(n, n * ask.top_k);
+    let mut rows: Rows<(u32, f32)> = Rows::with_capacity(n, n * ask.depth());
     for b in &best {
         rows.push(b);
     }
+    let known = best.iter().map(|b| known_of(b, ask)).collect();
     Ok(Pairing {
         top_k: ask.top_k as u32,
         min_score: ask.min_score,
@@ -88,7 +89,18 @@ pub fn pair_all(
         traits: e.traits,
         identities: prepared.identities,
         best: rows,
+        known,
     })
+}
+
+/// How far a list a query made is known: up to its last when it is `ask.depth()` long, all
+/// of it when shorter.
+pub fn known_of(best: &[(u32, f32)], ask: &Ask) -> Known {
+    if best.len() >= ask.depth() {
+        Known::ToLast
+    } else {
+        Known::All
+    }
 }
 
 /// Reports the index build's progress (35 → 45 %).

@@ -21,12 +21,12 @@
 use tokio_util::sync::CancellationToken;
 
 use super::embed::{frozen_identity_of, traits_of, Embedding, Names};
-use super::full::{indexing, score_groups};
+use super::full::{indexing, known_of, score_groups};
 use super::index::Index;
 use super::reverse::{reverse, Bars, Entry};
 use super::score::{Ask, Best};
 use super::{Weights, EMBEDDED, INDEXED, LOADED, SCORED};
-use crate::catalog::products::{Pairing, PairingInput, ProductKey, Traits};
+use crate::catalog::products::{Known, Pairing, PairingInput, ProductKey, Traits};
 use crate::catalog::rows::Rows;
 use crate::catalog::{check, retrying, Catalog, CatalogError, Monotonic};
 use crate::jobs::TenantId;
@@ -53,8 +53,12 @@ impl Changes {
 pub struct Rescored {
     /// Changed or added.
     pub changed: usize,
-    /// Their top k held a changed or removed product (with their group's other members).
+    /// Their list no longer proved their top k once changed or removed products left it:
+    /// queried anew (with their group's other members).
     pub lost_a_neighbour: usize,
+    /// Their top k held a changed or removed product, refilled from the rest of their kept
+    /// list: not queried.
+    pub refilled: usize,
     /// A changed or added product entered their top k.
     pub gained_a_neighbour: usize,
 }
@@ -138,10 +142,10 @@ pub fn run(
     check(stop)?;
     progress.report(INDEXED, "finding whose neighbours changed");
     let plan = Plan::new(state, &e, &built.old_of, &built.changed, ask);
-    let (best, rescored) = rescore(&e, &index, &plan, state, &built, ask, stop, progress)?;
+    let (best, known, rescored) = rescore(&e, &index, &plan, state, &built, ask, stop, progress)?;
     progress.report(SCORED, "re-scored the products that changed");
-    let rows = changed_rows(state, &built, &plan, &best);
-    let mut table: Rows<(u32, f32)> = Rows::with_capacity(best.len(), best.len() * ask.top_k);
+    let rows = changed_rows(state, &built, &plan, &best, ask.top_k);
+    let mut table: Rows<(u32, f32)> = Rows::with_capacity(best.len(), best.len() * ask.depth());
     for b in &best {
         table.push(b);
     }
@@ -162,6 +166,7 @@ pub fn run(
         traits: e.traits,
         identities: built.identities,
         best: table,
+        known,
     };
     Ok(Outcome::Paired(Box::new(Paired {
         pairing,
@@ -348,12 +353,14 @@ fn made(
 
 /// Who is re-scored, and how.
 struct Plan {
-    /// Groups queried anew: those holding a changed product or one that lost a neighbour.
+    /// Groups queried anew: those holding a changed product or one whose kept list no
+    /// longer proves its top k.
     requery: Vec<u32>,
     requeried: Vec<bool>,
-    /// Groups holding a changed product: each searches whose top k it can enter.
+    /// Groups holding a changed product: each searches whose list it can enter.
     changed_groups: Vec<u32>,
-    /// Each product's bar for the reverse search (`f32::INFINITY` when requeried).
+    /// Each product's bar for the reverse search (`f32::INFINITY` when requeried): what a
+    /// changed product must score to enter its list.
     bars: Vec<f32>,
     /// The new index of each of the state's products kept unchanged (`u32::MAX` otherwise).
     old_to_new: Vec<u32>,
@@ -373,32 +380,36 @@ impl Plan {
                 old_to_new[*o as usize] = u as u32;
             }
         }
+        let mut plan = Self {
+            requery: Vec::new(),
+            requeried: Vec::new(),
+            changed_groups: Vec::new(),
+            bars: Vec::new(),
+            old_to_new,
+        };
         let mut requery_group = vec![false; e.group_count()];
         let mut changed_group = vec![false; e.group_count()];
         for (u, o) in old_of.iter().enumerate() {
-            let lost = o.is_some_and(|o| {
-                state
-                    .best
-                    .row(o as usize)
-                    .iter()
-                    .any(|&(j, _)| old_to_new[j as usize] == u32::MAX)
+            let unproven = o.is_some_and(|o| {
+                let (kept, known) = plan.kept(state, o);
+                !known.proves(&kept, ask.top_k)
             });
             let g = e.group_of[u] as usize;
-            requery_group[g] |= changed[u] || lost;
+            requery_group[g] |= changed[u] || unproven;
             changed_group[g] |= changed[u];
         }
-        let requeried: Vec<bool> = e
+        plan.requeried = e
             .group_of
             .iter()
             .map(|&g| requery_group[g as usize])
             .collect();
-        let bars = (0..e.len())
+        plan.bars = (0..e.len())
             .map(|u| match old_of[u] {
-                Some(o) if !requeried[u] => {
-                    let row = state.best.row(o as usize);
-                    row.get(ask.top_k.wrapping_sub(1))
-                        .map_or(ask.min_score, |&(_, s)| s)
-                }
+                Some(o) if !plan.requeried[u] => match plan.kept(state, o) {
+                    (_, Known::All) => ask.min_score,
+                    (list, Known::ToLast) => list.last().map_or(ask.min_score, |l| l.1),
+                    (_, Known::Above(floor)) => floor,
+                },
                 _ => f32::INFINITY,
             })
             .collect();
@@ -407,27 +418,43 @@ impl Plan {
                 .filter(|&g| marks[g as usize])
                 .collect::<Vec<u32>>()
         };
-        Self {
-            requery: which(&requery_group),
-            changed_groups: which(&changed_group),
-            requeried,
-            bars,
-            old_to_new,
-        }
+        plan.requery = which(&requery_group);
+        plan.changed_groups = which(&changed_group);
+        plan
     }
 
-    /// Product `u`'s kept list, in the new indices (every entry alive: else it was requeried).
-    fn kept(&self, state: &Pairing, o: u32) -> Best {
+    /// The state's list of product `o` in the new indices, without the products changed or
+    /// removed since, and how far it is known now: a list known up to its last is known
+    /// only above its last's score once that one has left.
+    fn kept(&self, state: &Pairing, o: u32) -> (Best, Known) {
+        let row = state.best.row(o as usize);
+        let list = row
+            .iter()
+            .map(|&(j, s)| (self.old_to_new[j as usize], s))
+            .filter(|&(j, _)| j != u32::MAX)
+            .collect();
+        let known = match (state.known[o as usize], row.last()) {
+            (Known::ToLast, Some(&(last, s))) if self.old_to_new[last as usize] == u32::MAX => {
+                Known::Above(s)
+            }
+            (known, _) => known,
+        };
+        (list, known)
+    }
+
+    /// The state's top k of product `o` in the new indices (`u32::MAX` for a product changed
+    /// or removed since).
+    fn old_top(&self, state: &Pairing, o: u32) -> Best {
         state
-            .best
-            .row(o as usize)
+            .top(o as usize)
             .iter()
             .map(|&(j, s)| (self.old_to_new[j as usize], s))
             .collect()
     }
 }
 
-/// Every product's new top k: queried anew, merged with what entered it, or kept.
+/// Every product's new list and how far it is known: queried anew, merged with what entered
+/// it, or kept.
 #[allow(clippy::too_many_arguments)]
 fn rescore(
     e: &Embedding,
@@ -438,7 +465,7 @@ fn rescore(
     ask: &Ask,
     stop: &CancellationToken,
     progress: &Monotonic<'_>,
-) -> Result<(Vec<Best>, Rescored), CatalogError> {
+) -> Result<(Vec<Best>, Vec<Known>, Rescored), CatalogError> {
     let bars = Bars::new(e, index, plan.bars.clone());
     let mut entries: Vec<Entry> = reverse(
         e,
@@ -451,7 +478,9 @@ fn rescore(
     )?;
     entries.sort_unstable_by_key(|&(u, j, _)| (u, j));
     let mut best = score_groups(e, index, &plan.requery, ask, stop, progress)?;
+    let mut known = vec![Known::All; e.len()];
     let mut rescored = Rescored::default();
+    let mut unproven = Vec::new();
     let mut entered = entries.chunk_by(|a, b| a.0 == b.0).peekable();
     for (u, best) in best.iter_mut().enumerate() {
         if plan.requeried[u] {
@@ -460,20 +489,90 @@ fn rescore(
             } else {
                 rescored.lost_a_neighbour += 1;
             }
+            known[u] = known_of(best, ask);
             continue;
         }
         let o = built.old_of[u].expect("a product not requeried is unchanged");
-        let mut list = plan.kept(state, o);
+        let (mut list, mut k) = plan.kept(state, o);
+        let lost = list.len() < state.best.row(o as usize).len();
+        let before = list.clone();
         if let Some(new) = entered.next_if(|c| c[0].0 as usize == u) {
-            let before = list.clone();
-            list.extend(new.iter().map(|&(_, j, s)| (j, s)));
-            list.sort_by(|a, b| ranking(e, u, a, b));
-            list.truncate(ask.top_k);
+            let new = new.iter().map(|&(_, j, s)| (j, s));
+            (list, k) = merged(e, u, list, k, new, ask.depth());
+        }
+        if !k.proves(&list, ask.top_k) {
+            unproven.push(u as u32);
+        } else if lost {
+            rescored.refilled += 1;
+        } else {
             rescored.gained_a_neighbour += usize::from(list != before);
         }
-        *best = list;
+        (*best, known[u]) = (list, k);
     }
-    Ok((best, rescored))
+    requery_unproven(
+        e, index, &unproven, ask, stop, progress, &mut best, &mut known,
+    )?;
+    rescored.lost_a_neighbour += unproven.len();
+    Ok((best, known, rescored))
+}
+
+/// `u`'s kept `list`, known as far as `known`, with the changed products that may have
+/// entered it (each scoring at least its bar): those it provably holds now are taken in
+/// rank order, and the list is cut to `depth`. Answers the list and how far it is known.
+fn merged(
+    e: &Embedding,
+    u: usize,
+    mut list: Best,
+    known: Known,
+    entered: impl Iterator<Item = (u32, f32)>,
+    depth: usize,
+) -> (Best, Known) {
+    let last = list.last().copied();
+    list.extend(entered.filter(|&(j, s)| match (known, last) {
+        (Known::All, _) | (Known::ToLast, None) => true,
+        (Known::ToLast, Some(last)) => ranking(e, u, &(j, s), &last).is_lt(),
+        (Known::Above(floor), _) => s > floor,
+    }));
+    list.sort_by(|a, b| ranking(e, u, a, b));
+    if list.len() <= depth {
+        return (list, known);
+    }
+    list.truncate(depth);
+    let Some(&(_, cut)) = list.last() else {
+        return (list, Known::ToLast);
+    };
+    match known {
+        Known::Above(floor) if cut <= floor => (list, known),
+        _ => (list, Known::ToLast),
+    }
+}
+
+/// Queries anew the products whose list stopped proving its top k when what entered it
+/// pushed out products tied with its last (rare): their groups are scored again.
+#[allow(clippy::too_many_arguments)]
+fn requery_unproven(
+    e: &Embedding,
+    index: &Index,
+    unproven: &[u32],
+    ask: &Ask,
+    stop: &CancellationToken,
+    progress: &Monotonic<'_>,
+    best: &mut [Best],
+    known: &mut [Known],
+) -> Result<(), CatalogError> {
+    if unproven.is_empty() {
+        return Ok(());
+    }
+    let mut groups: Vec<u32> = unproven.iter().map(|&u| e.group_of[u as usize]).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    let mut fresh = score_groups(e, index, &groups, ask, stop, progress)?;
+    for &u in unproven {
+        let u = u as usize;
+        best[u] = std::mem::take(&mut fresh[u]);
+        known[u] = known_of(&best[u], ask);
+    }
+    Ok(())
 }
 
 /// The order of two neighbours of `u`: best first (`Embedding::ranks_before`).
@@ -488,13 +587,19 @@ fn ranking(e: &Embedding, u: usize, a: &(u32, f32), b: &(u32, f32)) -> std::cmp:
     }
 }
 
-/// The rows that differ from the state's: every changed or added product's, and every
-/// kept product's whose list moved.
-fn changed_rows(state: &Pairing, built: &Built, plan: &Plan, best: &[Best]) -> Vec<u32> {
+/// The table rows that differ from the state's: every changed or added product's, and every
+/// kept product's whose top k moved.
+fn changed_rows(
+    state: &Pairing,
+    built: &Built,
+    plan: &Plan,
+    best: &[Best],
+    top_k: usize,
+) -> Vec<u32> {
     (0..best.len())
         .filter(|&u| match built.old_of[u] {
             None => true,
-            Some(o) => plan.kept(state, o) != best[u],
+            Some(o) => plan.old_top(state, o) != best[u][..best[u].len().min(top_k)],
         })
         .map(|u| u as u32)
         .collect()

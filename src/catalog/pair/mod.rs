@@ -235,7 +235,7 @@ impl Run<'_> {
         let report = PairReport {
             mode: PairMode::Incremental,
             full_because: None,
-            rescored: r.changed + r.lost_a_neighbour + r.gained_a_neighbour,
+            rescored: r.changed + r.lost_a_neighbour + r.refilled + r.gained_a_neighbour,
             changes: Some(PairChanges {
                 added: c.added,
                 changed: c.changed,
@@ -244,6 +244,7 @@ impl Run<'_> {
             rescored_because: Some(RescoredBecause {
                 changed: r.changed,
                 lost_a_neighbour: r.lost_a_neighbour,
+                refilled: r.refilled,
                 gained_a_neighbour: r.gained_a_neighbour,
             }),
             ..counts(&paired.pairing)
@@ -308,7 +309,7 @@ fn counts(p: &Pairing) -> PairReport {
         full_because: None,
         products: p.keys.len(),
         paired: p.paired(),
-        pairs: p.best.items().len(),
+        pairs: p.pairs(),
         rescored: 0,
         changes: None,
         rescored_because: None,

@@ -1,4 +1,5 @@
-//! Scoring: each queried group's members' exact top k, on every core.
+//! Scoring: each queried group's members' exact best `Ask::depth` (the top k and a few more), on
+//! every core.
 //!
 //! **Why it is exact.** A product `u` met in no list read so far shares with the query some
 //! set `S` of its words; its score is at most the sum over `S` of each word's *bound* (the
@@ -41,11 +42,28 @@ pub const QUERIES_PER_CLAIM: usize = 64;
 /// A product's neighbours: (product, score), best first.
 pub type Best = Vec<(u32, f32)>;
 
+/// How many neighbours beyond the top k a pair keeps per product (`Ask::depth`): when an
+/// incremental pair finds one of a product's top k changed or removed, the next best are
+/// already known and the product is not queried again. Each one costs a full pair a lower bar
+/// (more lists read) and the state 8 bytes a product.
+pub const KEPT_BEYOND_TOP_K: usize = 2;
+
 /// What is asked of a pair: how many neighbours, scoring at least what.
 #[derive(Clone, Copy, Debug)]
 pub struct Ask {
     pub top_k: usize,
     pub min_score: f32,
+}
+
+impl Ask {
+    /// How many neighbours a query keeps per product: the top k and `KEPT_BEYOND_TOP_K` more.
+    pub fn depth(&self) -> usize {
+        if self.top_k == 0 {
+            0
+        } else {
+            self.top_k + KEPT_BEYOND_TOP_K
+        }
+    }
 }
 
 /// Runs `work(worker state, item)` over `items` on every core (one core below
@@ -98,7 +116,7 @@ pub fn on_every_core<S, T: Send>(
     Ok(collected.into_iter().flatten().collect())
 }
 
-/// The top k of every member of each group in `groups`, as (product, neighbours).
+/// The best `ask.depth()` of every member of each group in `groups`, as (product, neighbours).
 pub fn score(
     e: &Embedding,
     index: &Index,
@@ -150,7 +168,7 @@ impl Query {
         }
     }
 
-    /// The top `k` of every member of group `g`, appended to `out`.
+    /// The best `ask.depth()` of every member of group `g`, appended to `out`.
     fn top_k(
         &mut self,
         e: &Embedding,
@@ -251,7 +269,7 @@ impl Query {
     /// comparable products other than itself); returns the new bar: the lowest score any
     /// member still needs to beat.
     fn offer(&mut self, q: &Asked<'_>, h: usize, s: f32) -> f32 {
-        let (e, k) = (q.e, q.ask.top_k);
+        let (e, k) = (q.e, q.ask.depth());
         let mut bar = f32::INFINITY;
         for (&i, best) in q.members.iter().zip(self.best.iter_mut()) {
             let i = i as usize;

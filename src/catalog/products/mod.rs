@@ -12,7 +12,7 @@ mod redis;
 mod store;
 
 pub use self::memory::MemoryCatalog;
-pub use self::pairing::{rounded, Pairing, Traits, WeightParts, NO_CATEGORY};
+pub use self::pairing::{rounded, Known, Pairing, Traits, WeightParts, NO_CATEGORY};
 pub use self::record::{
     fingerprint, limits, split_taxonomy, version, Enrichment, Neighbour, PairingInput, Product,
     ProductKey, Stored,

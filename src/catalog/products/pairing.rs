@@ -1,12 +1,14 @@
 //! The pairing state: what pair keeps between runs so that the next one re-scores only what
 //! changed — the word weights of the last full run, and per product (in key order) the
-//! version it was paired at, its identity, its traits and its exact top k. It *is* the
-//! neighbour table: a row is a product's top k, its scores rounded to four decimals.
+//! version it was paired at, its identity, its traits and its exact best neighbours: the top
+//! k and a few more (`pair::score::KEPT_BEYOND_TOP_K`), with how far that list is known
+//! complete (`Known`). It *is* the neighbour table: a row is a product's top k (the first k
+//! of its list), its scores rounded to four decimals.
 //!
-//! Bounded: about `40 + 12·(identity words) + 8·top_k` bytes a product plus the vocabulary
-//! (about 140 bytes a product for a catalogue of five-word identities at `top_k` 5). Redis
-//! keeps it as one binary string next to the table (`encode`, versioned); the embedded
-//! store keeps it as it is.
+//! Bounded: about `44 + 12·(identity words) + 8·(top_k + 2)` bytes a product plus the
+//! vocabulary (about 160 bytes a product for a catalogue of five-word identities at `top_k`
+//! 5). Redis keeps it as one binary string next to the table (`encode`, versioned); the
+//! embedded store keeps it as it is.
 
 use super::record::{Neighbour, ProductKey};
 use crate::catalog::rows::Rows;
@@ -53,8 +55,51 @@ pub struct Pairing {
     pub traits: Vec<Traits>,
     /// Each product's identity: folded word ids, sorted.
     pub identities: Rows<u32>,
-    /// Each product's neighbours, best first: (product index, exact score).
+    /// Each product's best neighbours, best first: (product index, exact score); the first
+    /// `top_k` are its row of the table.
     pub best: Rows<(u32, f32)>,
+    /// Per product, how far its list is known complete.
+    pub known: Vec<Known>,
+}
+
+/// How far a product's kept list holds every comparable product scoring at least
+/// `min_score`, in the order neighbours rank (score, then same material, then key).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Known {
+    /// It holds them all.
+    All,
+    /// It holds every one ranking before its last (a query kept that many and no more).
+    ToLast,
+    /// It holds every one scoring above this (its last has left since).
+    Above(f32),
+}
+
+impl Known {
+    /// Whether `list`, known this far, holds its first `top_k` for certain.
+    pub fn proves(self, list: &[(u32, f32)], top_k: usize) -> bool {
+        match self {
+            Known::All => true,
+            Known::ToLast => list.len() >= top_k,
+            Known::Above(floor) => list.iter().filter(|&&(_, s)| s > floor).count() >= top_k,
+        }
+    }
+
+    /// As 32 bits: a score for `Above`, the infinities for the others.
+    fn to_bits(self) -> u32 {
+        match self {
+            Known::All => f32::NEG_INFINITY.to_bits(),
+            Known::ToLast => f32::INFINITY.to_bits(),
+            Known::Above(floor) => floor.to_bits(),
+        }
+    }
+
+    fn from_bits(bits: u32) -> Self {
+        match f32::from_bits(bits) {
+            f if f == f32::NEG_INFINITY => Known::All,
+            f if f == f32::INFINITY => Known::ToLast,
+            f => Known::Above(f),
+        }
+    }
 }
 
 /// A score as the table holds it: four decimals.
@@ -68,9 +113,20 @@ impl Pairing {
         self.keys.binary_search(key).ok()
     }
 
+    /// Product `i`'s top k: (product index, exact score), best first.
+    pub fn top(&self, i: usize) -> &[(u32, f32)] {
+        let best = self.best.row(i);
+        &best[..best.len().min(self.top_k as usize)]
+    }
+
+    /// The neighbour table's pairs: every product's top k, counted.
+    pub fn pairs(&self) -> usize {
+        (0..self.keys.len()).map(|i| self.top(i).len()).sum()
+    }
+
     /// Product `i`'s row of the neighbour table; `None` when it has no neighbour.
     pub fn row(&self, i: usize) -> Option<Vec<Neighbour>> {
-        let best = self.best.row(i);
+        let best = self.top(i);
         (!best.is_empty()).then(|| {
             best.iter()
                 .map(|&(j, s)| Neighbour {
@@ -105,6 +161,7 @@ impl Pairing {
             + self.traits.len() * std::mem::size_of::<Traits>()
             + self.identities.bytes()
             + self.best.bytes()
+            + self.known.len() * std::mem::size_of::<Known>()
     }
 
     /// The state as bytes (little-endian, behind a magic and a format number).
@@ -144,6 +201,9 @@ impl Pairing {
         for &(j, s) in best {
             w.u32(j);
             w.u32(s.to_bits());
+        }
+        for &k in &self.known {
+            w.u32(k.to_bits());
         }
         w.0
     }
@@ -188,6 +248,9 @@ impl Pairing {
             .map(|_| Ok((r.u32()?, f32::from_bits(r.u32()?))))
             .collect::<Result<Vec<_>, String>>()?;
         let best = Rows::from_parts(offsets, best).ok_or("neighbour rows")?;
+        let known = (0..n)
+            .map(|_| Ok(Known::from_bits(r.u32()?)))
+            .collect::<Result<Vec<_>, String>>()?;
         let state = Self {
             top_k,
             min_score,
@@ -200,6 +263,7 @@ impl Pairing {
             traits,
             identities,
             best,
+            known,
         };
         state.check()?;
         Ok(state)
@@ -211,6 +275,7 @@ impl Pairing {
         let words = self.weights.words.len();
         let fits = self.identities.len() == n
             && self.best.len() == n
+            && self.known.len() == n
             && self.keys.windows(2).all(|k| k[0] < k[1])
             && self.weights.canonical.len() == words
             && self
@@ -235,7 +300,7 @@ impl Pairing {
 const MAGIC: &[u8] = b"catalog-jobs pairing\n";
 /// Bumped whenever the encoding changes: a state of another format reads as none, and the
 /// next pair is a full one.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 struct Writer(Vec<u8>);
 
@@ -319,10 +384,10 @@ mod tests {
         identities.push(&[0, 1]);
         identities.push(&[1]);
         let mut best = Rows::new();
-        best.push(&[(1, 0.75)]);
+        best.push(&[(1, 0.75), (1, 0.5)]);
         best.push(&[]);
         let state = Pairing {
-            top_k: 5,
+            top_k: 1,
             min_score: 0.2,
             changed_since_full: 3,
             weights: WeightParts {
@@ -350,11 +415,20 @@ mod tests {
             ],
             identities,
             best,
+            known: vec![Known::Above(0.5), Known::All],
         };
         let bytes = state.encode();
         assert_eq!(Pairing::decode(&bytes), Ok(state.clone()));
         assert!(Pairing::decode(&bytes[..bytes.len() - 1]).is_err());
+        assert_eq!(state.neighbours(&key("a")).unwrap().len(), 1, "its top 1");
         assert_eq!(state.neighbours(&key("a")).unwrap()[0].score, 0.75);
+        assert_eq!(state.pairs(), 1);
+        let list = [(1, 0.75), (2, 0.5)];
+        assert!(Known::Above(0.5).proves(&list, 1) && !Known::Above(0.5).proves(&list, 2));
+        assert!(Known::ToLast.proves(&list, 2) && Known::All.proves(&[], 5));
+        for k in [Known::All, Known::ToLast, Known::Above(0.25)] {
+            assert_eq!(Known::from_bits(k.to_bits()), k);
+        }
         assert_eq!(state.neighbours(&key("b")), None);
         assert_eq!(state.paired(), 1);
     }

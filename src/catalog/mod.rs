@@ -71,7 +71,8 @@ impl Default for CatalogSettings {
     }
 }
 
-/// `PAIR_MAX_MEMORY_MB`'s default: a pair of a million hard products takes about 700 MiB.
+/// `PAIR_MAX_MEMORY_MB`'s default: a pair of a million hard products is estimated at about
+/// 650 MiB of its own heap (`pair::budget`; docs/performance.md has the measured figures).
 pub const DEFAULT_PAIR_MAX_MEMORY_MB: u64 = 1024;
 
 /// The catalogue: its store and settings, shared by the job functions and the API.

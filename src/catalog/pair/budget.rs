@@ -3,18 +3,21 @@
 //! the index) — so that a catalogue too large fails with `PairTooLarge` instead of the
 //! process being killed by the kernel.
 //!
-//! The estimate is what a pair holds at its peak, per product and per identity word, as
-//! measured on the hard catalogue (docs/performance.md); the catalogue the store holds is
-//! not counted.
+//! The estimate is what a pair holds at its peak, per product and per identity word, with
+//! about 15 % to spare: on the hard catalogue (docs/performance.md) the incremental pair —
+//! the larger, holding the old state beside the new — was measured at about 535 bytes a
+//! product at 100,000 and 300,000 products (51 and 153 MiB of its own heap), and the
+//! estimate is about 620 bytes a product once identities are counted, 680 before. The
+//! catalogue the store holds is not counted.
 
 use super::embed::Embedding;
 use crate::catalog::CatalogError;
 
 /// Bytes a pair holds per product besides its identity's words: keys, versions, traits,
 /// groups, ranks, neighbour lists, the state it keeps and the old state beside it.
-const PER_PRODUCT: u64 = 420;
+const PER_PRODUCT: u64 = 440;
 /// Bytes per identity word: the identity, the vector, word postings and pair postings.
-const PER_WORD: u64 = 80;
+const PER_WORD: u64 = 40;
 /// Words an identity is taken to hold before any is counted.
 const WORDS_GUESSED: u64 = 6;
 

@@ -18,7 +18,8 @@
 //! `pair_neighbours_equal_an_exhaustive_top_k` checks the result against brute force.
 //!
 //! **Full or incremental.** A pair keeps its state in the catalogue store (`Pairing`: the
-//! weights, and per product its version, identity and top k). The next pair re-scores only
+//! weights, and per product its version, identity and best neighbours: the top k and a few
+//! more, so that losing one does not mean a new query). The next pair re-scores only
 //! what changed (`incremental`, where the weights rule is) — unless `full=true` asks for a
 //! full one, there is no state (`first`), `PAIR_TOP_K` or `PAIR_MIN_SCORE` changed
 //! (`settings`), or more than `pair_full_after_share` of the catalogue the last full pair
@@ -37,6 +38,7 @@ mod embed;
 mod full;
 mod incremental;
 mod index;
+mod rescore;
 mod reverse;
 mod score;
 mod weights;

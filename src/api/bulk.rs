@@ -452,7 +452,6 @@ async fn retry_one(
         Created::Replayed(new_id) => new_id,
         refused => return Ok(refusal(id, refused)),
     };
-    app.store.mark_retried(&id, &caller.name, &new_id).await?;
     Ok(BulkResult::done(id, BulkOutcome::Retried, Some(new_id)))
 }
 

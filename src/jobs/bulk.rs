@@ -1,9 +1,9 @@
-//! What the console's bulk actions keep in a store beside a job's life: an ended job marked
-//! as retried (`retried_by`, `retried_as`), and a bulk call's answer kept for its
-//! `Idempotency-Key` while the job TTL lasts. Both stores keep them the same way.
+//! What the console's bulk actions keep in a store beside a job's life: a bulk call's answer
+//! kept for its `Idempotency-Key` while the job TTL lasts. Both stores keep it the same way.
+//! (A retried job is marked `retried_by`/`retried_as` by the create of its retry, in the same
+//! store step.)
 
 use super::store::{BoxFuture, StoreError};
-use super::JobId;
 
 /// A bulk answer kept under its slot: the fingerprint of the body that made it, and the
 /// answer's JSON text.
@@ -11,15 +11,6 @@ pub type KeptAnswer = (String, String);
 
 /// The console's writes a store keeps; every `JobStore` is one.
 pub trait Audit {
-    /// An ended job records that `by` retried it as `new` (`retried_by`, `retried_as`; a
-    /// later retry overwrites both). A job whose record is gone is left gone.
-    fn mark_retried<'a>(
-        &'a self,
-        old: &'a JobId,
-        by: &'a str,
-        new: &'a JobId,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
-
     /// The answer kept under `slot` (a bulk call's action, caller and `Idempotency-Key`),
     /// while the job TTL lasts.
     fn recall_answer<'a>(

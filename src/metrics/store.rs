@@ -147,7 +147,6 @@ impl Browse for MeteredStore {
 
 impl Audit for MeteredStore {
     timed_ops! {
-        "mark_retried" => fn mark_retried(old: &'a JobId, by: &'a str, new: &'a JobId) -> ();
         "recall_answer" => fn recall_answer(slot: &'a str) -> Option<KeptAnswer>;
         "keep_answer" => fn keep_answer(slot: &'a str, fingerprint: &'a str, answer: &'a str) -> ();
     }

@@ -1,6 +1,6 @@
 //! The console's writes beside a job's life (`bulk::Audit`), kept as jobs/redis/audit.rs
-//! keeps them: an ended job marked as retried, and bulk answers kept for their
-//! `Idempotency-Key` until the job TTL passes.
+//! keeps them: bulk answers kept for their `Idempotency-Key` until the job TTL passes; and
+//! the mark a create of a retry leaves on the job it retries.
 
 use super::super::bulk::{Audit, KeptAnswer};
 use super::super::store::{BoxFuture, StoreError};
@@ -20,10 +20,6 @@ impl State {
 }
 
 impl MemoryStore {
-    fn note_retried(&self, old: &JobId, by: &str, new: &JobId) {
-        self.state().note_retried(old, by, *new, now_ms());
-    }
-
     fn answer(&self, slot: &str) -> Option<KeptAnswer> {
         let now = now_ms();
         self.state()
@@ -42,18 +38,6 @@ impl MemoryStore {
 }
 
 impl Audit for MemoryStore {
-    fn mark_retried<'a>(
-        &'a self,
-        old: &'a JobId,
-        by: &'a str,
-        new: &'a JobId,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            self.note_retried(old, by, new);
-            Ok(())
-        })
-    }
-
     fn recall_answer<'a>(
         &'a self,
         slot: &'a str,

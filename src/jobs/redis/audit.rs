@@ -1,27 +1,11 @@
-//! The console's writes beside a job's life (`bulk::Audit`): an ended job marked as retried
-//! (one script, so a record that expired is not made again), and a bulk answer kept for its
+//! The console's writes beside a job's life (`bulk::Audit`): a bulk answer kept for its
 //! `Idempotency-Key` (one string with the job TTL: `<fingerprint> <answer>`).
 
 use super::super::bulk::{Audit, KeptAnswer};
 use super::super::store::{BoxFuture, StoreError};
-use super::super::JobId;
-use super::scripts::{self, unexpected, Code};
 use super::RedisStore;
 
 impl RedisStore {
-    async fn write_retried(&self, old: &JobId, by: &str, new: &JobId) -> Result<(), StoreError> {
-        let mut inv = scripts::invocation(&scripts::RETRIED, &self.settings);
-        inv.arg(old.to_string()).arg(by).arg(new.to_string());
-        let mut conn = self.connection().await?;
-        let word: String = self.bounded(inv.invoke_async(&mut conn)).await?;
-        // A replica may hold the job's ended copy: this one's is stale now.
-        self.finished.forget(old);
-        match Code::parse(&word)? {
-            Code::Applied | Code::Missing => Ok(()),
-            other => Err(unexpected(other)),
-        }
-    }
-
     async fn read_answer(&self, slot: &str) -> Result<Option<KeptAnswer>, StoreError> {
         let mut conn = self.connection().await?;
         let kept: Option<String> = self
@@ -61,15 +45,6 @@ impl RedisStore {
 }
 
 impl Audit for RedisStore {
-    fn mark_retried<'a>(
-        &'a self,
-        old: &'a JobId,
-        by: &'a str,
-        new: &'a JobId,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.write_retried(old, by, new))
-    }
-
     fn recall_answer<'a>(
         &'a self,
         slot: &'a str,

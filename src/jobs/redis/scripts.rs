@@ -52,7 +52,6 @@ functions! {
     PURGE = "purge",
     QUEUED = "queued",
     AWAITED = "awaited",
-    RETRIED = "retried",
 }
 
 /// The library: its name (`catalog_jobs_<hash of its source>`) and its code for

@@ -363,14 +363,6 @@ impl Browse for CountingStore {
 }
 
 impl Audit for CountingStore {
-    fn mark_retried<'a>(
-        &'a self,
-        old: &'a JobId,
-        by: &'a str,
-        new: &'a JobId,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.mark_retried(old, by, new)
-    }
     fn recall_answer<'a>(
         &'a self,
         slot: &'a str,

@@ -64,13 +64,13 @@ struct Library {
 
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let mut source = format!("{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n");
-    for (script, body) in BODIES.iter().copied() {
+    for &(script, body) in BODIES {
         source.push_str(script);
         source.push_str(body);
     }
     let name = format!("catalog_jobs_{:016x}", fnv1a(source.as_bytes()));
     let mut code = format!("#!lua name={name}\n{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n");
-    for (script, body) in BODIES.iter().copied() {
+    for &(script, body) in BODIES {
         code.push_str(&format!(
             "redis.register_function('{name}_{script}', function(_, args)\nbegin(args)\n{body}\nend)\n"
         ));

@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use catalog_jobs::jobs::redis::RedisStore;
-use catalog_jobs::jobs::store::{Claim, Created, JobStore, NewJob, Outcome, RunId, StoreSettings};
+use catalog_jobs::jobs::store::{
+    Claim, Created, JobStore, NewJob, Outcome, RunId, RunRef, StoreSettings,
+};
 use catalog_jobs::jobs::Kind;
 use serde_json::json;
 
@@ -168,7 +170,9 @@ async fn queued_life(store: &RedisStore, meter: &mut Meter, jobs: &[NewJob]) -> 
     let before = meter.now();
     for (claim, at) in runs.iter().zip(&created_at) {
         let run: RunId = claim.run;
-        let finished = store.finish(&claim.job, &run, *at, &report(), 50).await;
+        let report = report();
+        let end = RunRef::new(&claim.job, &run, *at).ended(&report, 50);
+        let finished = store.finish(end).await;
         finished.expect("finished");
     }
     lines.push(meter.since("finish", &before));
@@ -194,7 +198,7 @@ async fn claimed_life(store: &RedisStore, meter: &mut Meter, jobs: &[NewJob]) ->
         };
         let run = job.clone().first_claim(s.created_at).run;
         store
-            .finish(job, &run, s.created_at, &report(), 0)
+            .finish(RunRef::new(job, &run, s.created_at).ended(&report(), 0))
             .await
             .expect("finished");
     }

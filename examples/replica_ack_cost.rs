@@ -45,13 +45,7 @@ async fn one_life(store: &RedisStore, n: usize, worker: &str) {
         .expect("claim")
         .expect("a job");
     store
-        .finish(
-            &claim.job,
-            &claim.run,
-            claim.created_at,
-            &Outcome::Done(json!({"ok": 1})),
-            100,
-        )
+        .finish(claim.run_ref().ended(&Outcome::Done(json!({"ok": 1})), 100))
         .await
         .expect("finish");
 }

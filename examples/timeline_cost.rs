@@ -14,7 +14,7 @@ mod common;
 use std::time::Duration;
 
 use catalog_jobs::jobs::redis::RedisStore;
-use catalog_jobs::jobs::store::{Created, JobStore, Outcome, StoreSettings};
+use catalog_jobs::jobs::store::{Created, JobStore, Outcome, RunRef, StoreSettings};
 use catalog_jobs::jobs::Kind;
 use serde_json::json;
 
@@ -47,7 +47,7 @@ async fn main() {
         store.tick(&claim.run, 50, "halfway").await.unwrap();
         let done = Outcome::Done(json!({}));
         store
-            .finish(&job, &claim.run, created.created_at, &done, 50)
+            .finish(RunRef::new(&job, &claim.run, created.created_at).ended(&done, 50))
             .await
             .unwrap();
     }

@@ -13,7 +13,7 @@ use tracing::{debug, info, warn};
 
 use super::log_limit::LogLimiter;
 use super::run::Runs;
-use super::store::{Live, Renewal, Restore, RunId};
+use super::store::{Live, Renewal, Restore, RunId, RunRef};
 
 /// Renews the leases every `interval` until `stopped`, the first time at once (so the
 /// process is in the registry from its start).
@@ -76,7 +76,8 @@ async fn on_renewal(runs: &Runs, run: &RunId, answer: Renewal) {
     let Some((job, created_at, live)) = restore else {
         return;
     };
-    match runs.store.restore(&job, run, created_at, &live).await {
+    let lost = RunRef::new(&job, run, created_at);
+    match runs.store.restore(lost, &live).await {
         Ok(Restore::Restored) => {
             warn!(job_id = %run.id, "the store had lost this job's record; it was written back")
         }

@@ -20,7 +20,7 @@ use super::fence::StoreFence;
 use super::log_limit::LogLimiter;
 use super::progress::{guarded, progress_channel, progress_writer, Reporter, Tick, Ticks};
 use super::registry::{JobError, JobFn, JobInput, Registry};
-use super::store::{Claim, Finish, JobStore, NewJob, Outcome, Release, RunId};
+use super::store::{Claim, Finish, JobStore, NewJob, Outcome, Release, RunEnd, RunId, RunRef};
 use super::{JobId, Kind};
 
 /// The error class of a job whose function panicked.
@@ -208,7 +208,8 @@ impl Runs {
         ending.store(true, Ordering::Release);
         let next = match result {
             Some((outcome, percent)) if !fenced.load(Ordering::Acquire) => {
-                let next = self.record(&job, &run, created_at, &outcome, percent).await;
+                let end = RunRef::new(&job, &run, created_at).ended(&outcome, percent);
+                let next = self.record(end).await;
                 self.observer.finished(&job.kind, &outcome);
                 if let Some(pipeline) = job.pipeline {
                     self.observe_pipeline_end(&job.id, &pipeline).await;
@@ -302,30 +303,18 @@ impl Runs {
     /// seconds once the service is shutting down). Never gives up silently. Unless the
     /// process is shutting down, the store claims this (now free) worker's next job in the
     /// same step: answers it.
-    async fn record(
-        &self,
-        job: &NewJob,
-        run: &RunId,
-        created_at: u64,
-        outcome: &Outcome,
-        percent: u8,
-    ) -> Option<Claim> {
+    async fn record(&self, end: RunEnd<'_>) -> Option<Claim> {
+        let outcome = end.outcome;
         let started = Instant::now();
         let mut delay = Duration::from_millis(50);
         let mut limiter = LogLimiter::default();
         let kinds: Vec<Kind> = self.registry.kinds().cloned().collect();
         loop {
             let answer = match self.closing.is_cancelled() {
-                true => self
-                    .store
-                    .finish(job, run, created_at, outcome, percent)
-                    .await
-                    .map(|finish| (finish, None)),
+                true => self.store.finish(end).await.map(|finish| (finish, None)),
                 false => {
                     let worker = super::worker_name();
-                    self.store
-                        .finish_and_claim(job, run, created_at, outcome, percent, &worker, &kinds)
-                        .await
+                    self.store.finish_and_claim(end, &worker, &kinds).await
                 }
             };
             let e = match answer {

@@ -25,7 +25,7 @@ mod answers;
 
 pub use answers::{
     Cancel, Claim, Created, Event, Finish, Live, Outcome, Purge, Recovered, Release, Renewal,
-    Restore, RunId, Tick, LOST,
+    Restore, RunEnd, RunId, RunRef, Tick, LOST,
 };
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -353,32 +353,20 @@ pub trait JobStore: Browse + Audit + Send + Sync + 'static {
     /// (the store came back empty) is written back whole, unless something newer says
     /// otherwise: another job holds the lock, a job of the same kind created after it is in
     /// the tenant's listing, or the tenant was deleted after it was created (`Fenced`).
-    /// `percent` is the run's last reported progress.
-    fn finish<'a>(
-        &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
-        outcome: &'a Outcome,
-        percent: u8,
-    ) -> BoxFuture<'a, Result<Finish, StoreError>>;
+    /// The end's `percent` is the run's last reported progress.
+    fn finish<'a>(&'a self, end: RunEnd<'a>) -> BoxFuture<'a, Result<Finish, StoreError>>;
 
     /// `finish`, and when it applied, the next job claimed for `worker` (which is free again)
     /// as `claim` would take it, in the same step: a busy worker's job costs one store call
     /// to end and start the next, and no wake-up.
-    #[allow(clippy::too_many_arguments)]
     fn finish_and_claim<'a>(
         &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
-        outcome: &'a Outcome,
-        percent: u8,
+        end: RunEnd<'a>,
         worker: &'a str,
         kinds: &'a [Kind],
     ) -> BoxFuture<'a, Result<(Finish, Option<Claim>), StoreError>> {
         Box::pin(async move {
-            let finish = self.finish(job, run, created_at, outcome, percent).await?;
+            let finish = self.finish(end).await?;
             let next = match finish {
                 Finish::Applied => self.claim(worker, kinds).await?,
                 _ => None,
@@ -398,9 +386,7 @@ pub trait JobStore: Browse + Audit + Send + Sync + 'static {
     /// known progress, lease and lock — unless something newer says otherwise (as `finish`).
     fn restore<'a>(
         &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
+        run: RunRef<'a>,
         live: &'a Live,
     ) -> BoxFuture<'a, Result<Restore, StoreError>>;
 

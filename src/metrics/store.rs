@@ -13,8 +13,9 @@ use crate::jobs::bulk::{Audit, KeptAnswer};
 use crate::jobs::fence::{Hold, ScriptFence, Writer};
 use crate::jobs::stats::Overview;
 use crate::jobs::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Outcome,
-    Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Purge,
+    Recovered, Release, Renewal, Restore, RunEnd, RunId, RunRef, StoreError, StoreSettings, Tick,
+    Topology,
 };
 use crate::jobs::timeline::{EventId, TimelineEvent};
 use crate::jobs::watch::TenantWatch;
@@ -43,11 +44,18 @@ async fn timed<T>(
 
 /// The timed operations of a store trait, a line each: the metric's `op`, then the method as
 /// the trait declares it (every borrowed argument lives for `'a`) and what it answers; each
-/// becomes a method that forwards to the inner store through [`timed`].
+/// becomes a method that forwards to the inner store through [`timed`]. A line that ends
+/// `then counted` also calls `counted()` once the operation succeeded.
 macro_rules! timed_ops {
-    ($($op:literal => fn $name:ident($($arg:ident: $ty:ty),*) -> $answer:ty;)*) => {$(
+    ($($op:literal => fn $name:ident($($arg:ident: $ty:ty),*) -> $answer:ty $(, then $counted:path)?;)*) => {$(
         fn $name<'a>(&'a self, $($arg: $ty),*) -> BoxFuture<'a, Result<$answer, StoreError>> {
-            Box::pin(timed($op, self.inner.$name($($arg),*)))
+            Box::pin(async move {
+                let answer = timed($op, self.inner.$name($($arg),*)).await;
+                $(if answer.is_ok() {
+                    $counted();
+                })?
+                answer
+            })
         }
     )*};
 }
@@ -59,10 +67,11 @@ impl JobStore for MeteredStore {
         "create" => fn create_pipeline(pipeline: NewPipeline) -> Created;
         "claim" => fn claim(worker: &'a str, kinds: &'a [Kind]) -> Option<Claim>;
         "claim" => fn claim_many(worker: &'a str, kinds: &'a [Kind], n: usize) -> Vec<Claim>;
-        "finish" => fn finish_and_claim(job: &'a NewJob, run: &'a RunId, created_at: u64, outcome: &'a Outcome, percent: u8, worker: &'a str, kinds: &'a [Kind]) -> (Finish, Option<Claim>);
+        "finish" => fn finish_and_claim(end: RunEnd<'a>, worker: &'a str, kinds: &'a [Kind]) -> (Finish, Option<Claim>);
+        "tick" => fn tick(run: &'a RunId, percent: u8, step: &'a str) -> Tick, then super::progress_written;
         "renew" => fn renew(runs: &'a [RunId]) -> Vec<Renewal>;
-        "finish" => fn finish(job: &'a NewJob, run: &'a RunId, created_at: u64, outcome: &'a Outcome, percent: u8) -> Finish;
-        "restore" => fn restore(job: &'a NewJob, run: &'a RunId, created_at: u64, live: &'a Live) -> Restore;
+        "finish" => fn finish(end: RunEnd<'a>) -> Finish;
+        "restore" => fn restore(run: RunRef<'a>, live: &'a Live) -> Restore;
         "release" => fn release(run: &'a RunId) -> Release;
         "recover" => fn recover() -> Vec<Recovered>;
         "cancel" => fn cancel(id: &'a JobId, by: &'a str) -> Cancel;
@@ -76,22 +85,6 @@ impl JobStore for MeteredStore {
         "queued_by_kind" => fn queued_by_kind() -> Vec<(Kind, u64)>;
         "ping" => fn ping() -> ();
         "tombstone" => fn tombstone(tenant: &'a TenantId) -> u64;
-    }
-
-    /// A tick is timed, and counted as a progress write once it is written.
-    fn tick<'a>(
-        &'a self,
-        run: &'a RunId,
-        percent: u8,
-        step: &'a str,
-    ) -> BoxFuture<'a, Result<Tick, StoreError>> {
-        Box::pin(async move {
-            let answer = timed("tick", self.inner.tick(run, percent, step)).await;
-            if answer.is_ok() {
-                super::progress_written();
-            }
-            answer
-        })
     }
 
     // Not timed: bookkeeping of this process, and the start-up checks.

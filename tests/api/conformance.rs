@@ -10,7 +10,7 @@ use std::time::Duration;
 use catalog_jobs::jobs::redis::record::Field;
 use catalog_jobs::jobs::store::{
     Cancel, Claim, Created, Event, Finish, JobStore, Live, NewPipeline, Outcome, Recovered,
-    Release, Renewal, Restore, RunId, StoreSettings, Tick,
+    Release, Renewal, Restore, RunId, RunRef, StoreSettings, Tick,
 };
 use catalog_jobs::jobs::{JobId, Snapshot, Status, REQUEUED_STEP};
 use serde_json::json;
@@ -235,9 +235,8 @@ async fn a_failure_carries_the_class_only(b: Backend) {
     let job = new_job(&tenant(), "sync");
     let (created, run) = start(&*s, &job).await;
     let failed = failure("Panic");
-    s.finish(&job, &run, created.created_at, &failed, 35)
-        .await
-        .unwrap();
+    let end = RunRef::new(&job, &run, created.created_at).ended(&failed, 35);
+    s.finish(end).await.unwrap();
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 35);
 }
 
@@ -732,15 +731,9 @@ async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_
         "it holds its lock until it stops"
     );
     let partial = json!({"enriched": 4});
-    s.finish(
-        &job,
-        &run,
-        created.created_at,
-        &Outcome::Cancelled(partial.clone()),
-        40,
-    )
-    .await
-    .unwrap();
+    let cancelled = Outcome::Cancelled(partial.clone());
+    let end = RunRef::new(&job, &run, created.created_at).ended(&cancelled, 40);
+    s.finish(end).await.unwrap();
     let ended = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(
         (ended.status, ended.percent, ended.error.clone()),
@@ -1013,7 +1006,7 @@ mod redis_only {
             lose_everything(&prefix).await;
             if ending {
                 let outcome = Outcome::Done(json!({}));
-                let answer = s.finish(&claim.job, &claim.run, claim.created_at, &outcome, 0);
+                let answer = s.finish(claim.run_ref().ended(&outcome, 0));
                 assert_eq!(answer.await.unwrap(), Finish::Applied);
             } else {
                 let live = Live {
@@ -1021,7 +1014,7 @@ mod redis_only {
                     step: "x".into(),
                     attempt: 1,
                 };
-                let answer = s.restore(&claim.job, &claim.run, claim.created_at, &live);
+                let answer = s.restore(claim.run_ref(), &live);
                 assert_eq!(answer.await.unwrap(), Restore::Restored);
             }
             let got = s.get(&job.id).await.unwrap().expect("written back");
@@ -1063,7 +1056,7 @@ mod redis_only {
             attempt: 1,
         };
         assert_eq!(
-            s.restore(&old, &old_run, old_created.created_at, &live)
+            s.restore(RunRef::new(&old, &old_run, old_created.created_at), &live)
                 .await
                 .unwrap(),
             Restore::Fenced
@@ -1089,7 +1082,7 @@ mod redis_only {
             attempt: 1,
         };
         assert_eq!(
-            s.restore(&job, &run, created.created_at, &live)
+            s.restore(RunRef::new(&job, &run, created.created_at), &live)
                 .await
                 .unwrap(),
             Restore::Present,
@@ -1098,7 +1091,7 @@ mod redis_only {
         lose_everything(&prefix).await;
         assert_eq!(s.renew(&[run]).await.unwrap(), vec![Renewal::Missing]);
         assert_eq!(
-            s.restore(&job, &run, created.created_at, &live)
+            s.restore(RunRef::new(&job, &run, created.created_at), &live)
                 .await
                 .unwrap(),
             Restore::Restored
@@ -1878,10 +1871,7 @@ async fn claim_exactly(s: &dyn JobStore, id: JobId) -> Claim {
 }
 
 async fn end(s: &dyn JobStore, claim: &Claim, outcome: Outcome) {
-    let answer = s
-        .finish(&claim.job, &claim.run, claim.created_at, &outcome, 0)
-        .await
-        .unwrap();
+    let answer = s.finish(claim.run_ref().ended(&outcome, 0)).await.unwrap();
     assert_eq!(answer, Finish::Applied);
 }
 

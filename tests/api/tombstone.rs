@@ -58,7 +58,7 @@ async fn writes_a_product_and_ends(
         Write::Done(1)
     );
     let done = Outcome::Done(json!({}));
-    let ended = jobs.finish(&run.job, &run.run, run.created_at, &done, 100);
+    let ended = jobs.finish(run.run_ref().ended(&done, 100));
     assert_eq!(ended.await.unwrap(), Finish::Applied);
     fence
 }
@@ -193,19 +193,19 @@ async fn a_lost_record_of_a_job_created_before_a_delete_is_not_written_back(b: B
         if matches!(outcome, Outcome::Cancelled(_)) {
             jobs.cancel(&run.job.id, "tester").await.unwrap();
         }
-        let ended = jobs.finish(&run.job, &run.run, run.created_at, &outcome, 40);
+        let ended = jobs.finish(run.run_ref().ended(&outcome, 40));
         assert_eq!(ended.await.unwrap(), Finish::Applied);
         delete(&*jobs, &catalog, &t).await;
 
         // The run's end and its heartbeat's write-back come again after the delete.
-        let again = jobs.finish(&run.job, &run.run, run.created_at, &outcome, 40);
+        let again = jobs.finish(run.run_ref().ended(&outcome, 40));
         assert_eq!(again.await.unwrap(), Finish::Fenced, "{outcome:?}");
         let live = Live {
             percent: 40,
             step: "syncing".into(),
             attempt: 1,
         };
-        let restored = jobs.restore(&run.job, &run.run, run.created_at, &live);
+        let restored = jobs.restore(run.run_ref(), &live);
         assert_eq!(restored.await.unwrap(), Restore::Fenced);
         assert_eq!(jobs.get(&run.job.id).await.unwrap(), None, "{outcome:?}");
         assert!(jobs.recent(&t, 10).await.unwrap().is_empty());
@@ -221,10 +221,10 @@ async fn a_lost_record_is_not_written_back_over_a_newer_job_of_its_kind(b: Backe
     assert_eq!(jobs.get(&old.job.id).await.unwrap(), None);
     let newer = claimed(&*jobs, &t, "sync").await;
     let done = Outcome::Done(json!({}));
-    let ended = jobs.finish(&newer.job, &newer.run, newer.created_at, &done, 100);
+    let ended = jobs.finish(newer.run_ref().ended(&done, 100));
     assert_eq!(ended.await.unwrap(), Finish::Applied);
 
-    let late = jobs.finish(&old.job, &old.run, old.created_at, &done, 100);
+    let late = jobs.finish(old.run_ref().ended(&done, 100));
     assert_eq!(late.await.unwrap(), Finish::Fenced);
     assert_eq!(jobs.get(&old.job.id).await.unwrap(), None);
     let listed: Vec<_> = jobs.recent(&t, 10).await.unwrap();
@@ -279,7 +279,7 @@ async fn a_run_whose_record_was_lost_waits_for_its_write_back_then_writes(b: Bac
         step: "syncing".into(),
         attempt: 1,
     };
-    let restored = jobs.restore(&run.job, &run.run, run.created_at, &live);
+    let restored = jobs.restore(run.run_ref(), &live);
     assert_eq!(restored.await.unwrap(), Restore::Restored);
     assert_eq!(
         upsert(&catalog, &t, &["a"], &fence).await.unwrap(),

@@ -25,8 +25,8 @@ use super::fence::{Hold, ScriptFence, Writer};
 use super::pipeline;
 use super::stats::{Beat, Ended, Overview, Process};
 use super::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Outcome,
-    Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Purge,
+    Recovered, Release, Renewal, Restore, RunEnd, RunId, RunRef, StoreError, StoreSettings, Tick,
 };
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::TenantWatch;
@@ -177,25 +177,16 @@ impl JobStore for MemoryStore {
         Box::pin(async move { self.renew_runs(runs) })
     }
 
-    fn finish<'a>(
-        &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
-        outcome: &'a Outcome,
-        percent: u8,
-    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
-        Box::pin(async move { self.finish_run(job, run, created_at, outcome, percent) })
+    fn finish<'a>(&'a self, end: RunEnd<'a>) -> BoxFuture<'a, Result<Finish, StoreError>> {
+        Box::pin(async move { self.finish_run(end) })
     }
 
     fn restore<'a>(
         &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
+        run: RunRef<'a>,
         live: &'a Live,
     ) -> BoxFuture<'a, Result<Restore, StoreError>> {
-        Box::pin(async move { self.restore_run(job, run, created_at, live) })
+        Box::pin(async move { self.restore_run(run, live) })
     }
 
     fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {

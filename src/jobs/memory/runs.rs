@@ -7,7 +7,7 @@
 
 use super::super::store::{
     Claim, Event, Finish, Live, NewJob, Origin, Outcome, Recovered, Release, Renewal, Restore,
-    RunId, StoreError, Tick, LOST, STARTING_STEP,
+    RunEnd, RunId, RunRef, StoreError, Tick, LOST, STARTING_STEP,
 };
 use super::super::{now_ms, worker_name, JobId, Kind, Status, REQUEUED_STEP};
 use super::record::Record;
@@ -149,14 +149,17 @@ impl MemoryStore {
         Ok(out)
     }
 
-    pub(super) fn finish_run(
-        &self,
-        job: &NewJob,
-        run: &RunId,
-        created_at: u64,
-        outcome: &Outcome,
-        percent: u8,
-    ) -> Result<Finish, StoreError> {
+    pub(super) fn finish_run(&self, end: RunEnd) -> Result<Finish, StoreError> {
+        let RunEnd {
+            of,
+            outcome,
+            percent,
+        } = end;
+        let RunRef {
+            job,
+            run,
+            created_at,
+        } = of;
         let now = now_ms();
         let expires_ms = self.expiry(now);
         let mut state = self.state();
@@ -212,13 +215,12 @@ impl MemoryStore {
         Ok(Finish::Applied)
     }
 
-    pub(super) fn restore_run(
-        &self,
-        job: &NewJob,
-        run: &RunId,
-        created_at: u64,
-        live: &Live,
-    ) -> Result<Restore, StoreError> {
+    pub(super) fn restore_run(&self, run: RunRef, live: &Live) -> Result<Restore, StoreError> {
+        let RunRef {
+            job,
+            run,
+            created_at,
+        } = run;
         let now = now_ms();
         let expires_ms = self.expiry(now);
         let mut state = self.state();

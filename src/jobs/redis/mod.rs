@@ -31,8 +31,9 @@ use super::fence::{Hold, ScriptFence, Writer};
 use super::keys::Keys;
 use super::stats::{Overview, Process};
 use super::store::{
-    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Outcome,
-    Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick, Topology,
+    BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Purge,
+    Recovered, Release, Renewal, Restore, RunEnd, RunId, RunRef, StoreError, StoreSettings, Tick,
+    Topology,
 };
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::{TenantWatch, Watchers};
@@ -268,39 +269,20 @@ impl JobStore for RedisStore {
         Box::pin(self.renew_runs(runs))
     }
 
-    fn finish<'a>(
-        &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
-        outcome: &'a Outcome,
-        percent: u8,
-    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
+    fn finish<'a>(&'a self, end: RunEnd<'a>) -> BoxFuture<'a, Result<Finish, StoreError>> {
         Box::pin(async move {
-            let (finish, _) = self
-                .finish_run(job, run, created_at, (outcome, percent), None)
-                .await?;
+            let (finish, _) = self.finish_run(end, None).await?;
             Ok(finish)
         })
     }
 
     fn finish_and_claim<'a>(
         &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
-        outcome: &'a Outcome,
-        percent: u8,
+        end: RunEnd<'a>,
         worker: &'a str,
         kinds: &'a [Kind],
     ) -> BoxFuture<'a, Result<(Finish, Option<Claim>), StoreError>> {
-        Box::pin(self.finish_run(
-            job,
-            run,
-            created_at,
-            (outcome, percent),
-            Some((worker, kinds)),
-        ))
+        Box::pin(self.finish_run(end, Some((worker, kinds))))
     }
 
     fn expect_end<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<(), StoreError>> {
@@ -309,12 +291,10 @@ impl JobStore for RedisStore {
 
     fn restore<'a>(
         &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
+        run: RunRef<'a>,
         live: &'a Live,
     ) -> BoxFuture<'a, Result<Restore, StoreError>> {
-        Box::pin(self.restore_run(job, run, created_at, live))
+        Box::pin(self.restore_run(run, live))
     }
 
     fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {

@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 
 use redis::{FromRedisValue, RedisError, RedisResult, ToRedisArgs};
 
-use super::super::store::{NewJob, RunId, StoreError, StoreSettings};
+use super::super::store::{RunRef, StoreError, StoreSettings};
 use super::record::{Field, Pairs};
 
 /// The job record's Lua side: its field list and the helpers that read and write it by name.
@@ -144,17 +144,15 @@ pub fn invocation(function: &Function, settings: &StoreSettings) -> Call {
 pub fn run_invocation(
     function: &Function,
     settings: &StoreSettings,
-    job: &NewJob,
-    run: &RunId,
-    created_at: u64,
+    run: RunRef,
     percent: u8,
 ) -> Call {
     let mut inv = invocation(function, settings);
-    inv.arg(job.id.to_string())
-        .arg(run.claim)
+    inv.arg(run.job.id.to_string())
+        .arg(run.run.claim)
         .arg(percent.min(100));
-    Pairs::origin(job)
-        .with(Field::CreatedMs, created_at)
+    Pairs::origin(run.job)
+        .with(Field::CreatedMs, run.created_at)
         .append_to(&mut inv);
     inv
 }

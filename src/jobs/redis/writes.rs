@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::super::pipeline;
 use super::super::store::{
     params_fingerprint, Cancel, Claim, Created, Finish, Live, NewJob, NewPipeline, Outcome, Purge,
-    Recovered, Release, Renewal, Restore, RunId, StoreError, Tick,
+    Recovered, Release, Renewal, Restore, RunEnd, RunId, RunRef, StoreError, Tick,
 };
 use super::super::{worker_name, JobId, Kind, Status, TenantId};
 use super::record::{Field, Hash, Pairs};
@@ -234,26 +234,18 @@ impl RedisStore {
     /// claimed in the same step.
     pub(super) async fn finish_run(
         &self,
-        job: &NewJob,
-        run: &RunId,
-        created_at: u64,
-        (outcome, percent): (&Outcome, u8),
+        end: RunEnd<'_>,
         next: Option<(&str, &[Kind])>,
     ) -> Result<(Finish, Option<Claim>), StoreError> {
+        let outcome = end.outcome;
         let (result, error) = match outcome {
             Outcome::Done(report) => (Some(report), None),
             Outcome::Failed(class, report) => (report.as_ref(), Some(class.as_str())),
             Outcome::Cancelled(Value::Null) => (None, None),
             Outcome::Cancelled(report) => (Some(report), None),
         };
-        let mut inv = scripts::run_invocation(
-            &scripts::FINISH,
-            &self.settings,
-            job,
-            run,
-            created_at,
-            percent,
-        );
+        let mut inv =
+            scripts::run_invocation(&scripts::FINISH, &self.settings, end.of, end.percent);
         let mut ended = Pairs::default()
             .with(Field::Status, outcome.status().as_str())
             .with(Field::Step, outcome.step())
@@ -279,7 +271,7 @@ impl RedisStore {
         // Not acknowledged: the runner retries, the script answers `AlreadyEnded` and
         // this waits again, until the outcome is on the replicas or the retries end.
         if finish != Finish::Fenced {
-            self.replicated(&mut conn, &self.keys.job(&job.id), None)
+            self.replicated(&mut conn, &self.keys.job(&end.of.job.id), None)
                 .await?;
         }
         let next = match claimed.is_empty() {
@@ -300,19 +292,10 @@ impl RedisStore {
 
     pub(super) async fn restore_run(
         &self,
-        job: &NewJob,
-        run: &RunId,
-        created_at: u64,
+        run: RunRef<'_>,
         live: &Live,
     ) -> Result<Restore, StoreError> {
-        let mut inv = scripts::run_invocation(
-            &scripts::RESTORE,
-            &self.settings,
-            job,
-            run,
-            created_at,
-            live.percent,
-        );
+        let mut inv = scripts::run_invocation(&scripts::RESTORE, &self.settings, run, live.percent);
         Pairs::default()
             .with(Field::Step, &live.step)
             .with(Field::Attempt, live.attempt)

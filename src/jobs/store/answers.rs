@@ -45,6 +45,51 @@ pub struct Claim {
     pub attempt: u32,
 }
 
+impl Claim {
+    /// The claimed run, as `finish` and `restore` are handed it.
+    pub fn run_ref(&self) -> RunRef<'_> {
+        RunRef::new(&self.job, &self.run, self.created_at)
+    }
+}
+
+/// A run as the store is handed it to end it or to write its lost record back: its id and
+/// fencing token, and the job and creation time its record is rebuilt from when the store
+/// lost it.
+#[derive(Clone, Copy, Debug)]
+pub struct RunRef<'a> {
+    pub job: &'a NewJob,
+    pub run: &'a RunId,
+    pub created_at: u64,
+}
+
+impl<'a> RunRef<'a> {
+    pub fn new(job: &'a NewJob, run: &'a RunId, created_at: u64) -> Self {
+        Self {
+            job,
+            run,
+            created_at,
+        }
+    }
+
+    /// The run's end: how it ended, with the last percent it reported.
+    pub fn ended(self, outcome: &'a Outcome, percent: u8) -> RunEnd<'a> {
+        RunEnd {
+            of: self,
+            outcome,
+            percent,
+        }
+    }
+}
+
+/// A run's end as the runner hands it to `finish`: the run, how it ended, and the last
+/// percent it reported (so the last tick needs no write of its own).
+#[derive(Clone, Copy, Debug)]
+pub struct RunEnd<'a> {
+    pub of: RunRef<'a>,
+    pub outcome: &'a Outcome,
+    pub percent: u8,
+}
+
 /// How a job ended, as the runner hands it to the store.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {

@@ -14,7 +14,8 @@ use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::stats::Overview;
 use catalog_jobs::jobs::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Origin,
-    Outcome, Purge, Recovered, Release, Renewal, Restore, RunId, StoreError, StoreSettings, Tick,
+    Outcome, Purge, Recovered, Release, Renewal, Restore, RunEnd, RunId, RunRef, StoreError,
+    StoreSettings, Tick,
 };
 use catalog_jobs::jobs::timeline::{EventId, TimelineEvent};
 use catalog_jobs::jobs::watch::TenantWatch;
@@ -151,7 +152,7 @@ pub async fn finish(
     outcome: Outcome,
 ) -> Finish {
     store
-        .finish(job, run, created.created_at, &outcome, 0)
+        .finish(RunRef::new(job, run, created.created_at).ended(&outcome, 0))
         .await
         .expect("the store answers")
 }
@@ -245,24 +246,15 @@ impl JobStore for CountingStore {
         self.heartbeats.fetch_add(1, Ordering::Relaxed);
         self.inner.renew(runs)
     }
-    fn finish<'a>(
-        &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
-        outcome: &'a Outcome,
-        percent: u8,
-    ) -> BoxFuture<'a, Result<Finish, StoreError>> {
-        self.inner.finish(job, run, created_at, outcome, percent)
+    fn finish<'a>(&'a self, end: RunEnd<'a>) -> BoxFuture<'a, Result<Finish, StoreError>> {
+        self.inner.finish(end)
     }
     fn restore<'a>(
         &'a self,
-        job: &'a NewJob,
-        run: &'a RunId,
-        created_at: u64,
+        run: RunRef<'a>,
         live: &'a Live,
     ) -> BoxFuture<'a, Result<Restore, StoreError>> {
-        self.inner.restore(job, run, created_at, live)
+        self.inner.restore(run, live)
     }
     fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {
         self.inner.release(run)

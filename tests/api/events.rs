@@ -12,10 +12,9 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::both_stores;
-use crate::helpers::{
-    settings, spawn_app, spawn_app_with, store, tenant, test_config, Backend, Gate, JsonAnswer,
-    RedisServer, Service, SseFrame, SseReader, TestApp,
-};
+use crate::helpers::{settings, store, tenant, Backend, RedisServer};
+use crate::helpers::{spawn_app, spawn_app_with, test_config, Gate, Service, TestApp};
+use crate::helpers::{JsonAnswer, SseFrame, SseReader};
 
 both_stores!(
     a_job_stream_sends_its_timeline_from_created_to_finished_then_closes,

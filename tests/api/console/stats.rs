@@ -15,10 +15,8 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
-use crate::helpers::{
-    create, finish, new_job, settings, spawn_app, spawn_app_with, start, store, tenant,
-    test_config, test_kinds, Backend, Gate, TestApp,
-};
+use crate::helpers::{create, finish, new_job, settings, start, store, tenant, Backend};
+use crate::helpers::{spawn_app, spawn_app_with, test_config, test_kinds, Gate, TestApp};
 
 both_stores!(
     every_end_is_counted_once_in_its_minute_by_kind_and_outcome,

@@ -2,7 +2,7 @@
 //! its `Idempotency-Key`), a body that is no object, a missing token, a reader, a tenant
 //! token naming another tenant, bad fields, and a dead store.
 
-use super::walk::{App::*, Body, Row, Walk};
+use super::walk::{walks, App::*, Body, Row, Walk};
 
 /// A bulk body naming one job no store holds: answered 200, the job skipped `not_found`.
 const SOME_ID: &str = r#"{"job_ids": ["00000000-0000-4000-8000-000000000000"]}"#;
@@ -67,7 +67,6 @@ pub const BULK: &[Row] = &[
     Row::post(Dead, "/catalog/bulk/cancel", 503).body(Body::Json(SOME_ID)),
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bulk_retry_and_cancel_answer_as_documented() {
-    Walk::start().await.run(BULK).await;
+walks! {
+    bulk_retry_and_cancel_answer_as_documented: Walk::start() => BULK,
 }

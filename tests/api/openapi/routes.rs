@@ -7,7 +7,23 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use super::walk::{conditional, template_of, App::*, Body, Row, Walk};
+use super::walk::{conditional, template_of, walks, App::*, Body, Row, Walk};
+
+// The tests that send one table, each after its walk's start (a fresh one, or one holding
+// the jobs of `HELD_JOBS`).
+walks! {
+    the_operations_routes_and_the_admin_page_answer_as_documented: Walk::start() => OPERATIONS,
+    products_are_imported_listed_searched_and_refused_as_documented: Walk::start() => PRODUCTS,
+    jobs_waited_for_answer_their_reports_and_the_product_view_shows_what_they_found: Walk::start() => WAITED,
+    a_start_is_refused_as_documented: Walk::start() => REFUSED_STARTS,
+    a_full_service_refuses_a_twin_joins_a_match_turns_a_third_away_and_keeps_a_busy_tenant: walk_with_held_jobs() => FULL,
+    jobs_are_read_and_listed_as_documented: walk_with_held_jobs() => READ,
+    jobs_are_cancelled_and_refused_as_documented: walk_with_held_jobs() => CANCEL,
+    every_tenants_jobs_and_the_tenant_picker_answer_as_documented: walk_with_held_jobs() => BROWSE,
+    the_overview_is_read_and_refused_as_documented: walk_with_held_jobs() => STATS,
+    a_read_only_token_is_told_what_it_may_do_and_refused_changes: Walk::start() => READ_ONLY,
+    a_body_that_stalls_is_answered_408: Walk::start() => STALLED,
+}
 
 /// Two products and a row without a key (refused, counted `invalid`).
 const PRODUCT_ROWS: &str = r#"[
@@ -16,23 +32,26 @@ const PRODUCT_ROWS: &str = r#"[
     {"name": "no key"}
 ]"#;
 
-/// A sync of the source nobody listens on, waited for: it fails (502), and is kept as
-/// `failed`.
-const FAILED_SYNC: Row = Row::post(Good, "/catalog/sync", 502)
-    .form(&[
-        ("tenant_id", "{t}"),
-        ("source", "{unreachable}"),
-        ("wait", "true"),
-    ])
-    .expect(&[("/job/error", "SourceUnreachable")])
-    .keep(&[("failed", "/job/job_id")]);
-
-/// A refresh of the sample feed, waited for.
-const WAITED_REFRESH: &[(&str, &str)] = &[
+/// A sync's or a refresh's fields: the sample feed, waited for.
+const WAITED_SAMPLE: &[(&str, &str)] = &[
     ("tenant_id", "{t}"),
     ("source", "sample.csv"),
     ("wait", "true"),
 ];
+
+/// A sync's or a refresh's fields: the source nobody listens on, waited for (it fails).
+const WAITED_UNREACHABLE: &[(&str, &str)] = &[
+    ("tenant_id", "{t}"),
+    ("source", "{unreachable}"),
+    ("wait", "true"),
+];
+
+/// A sync of the source nobody listens on, waited for: it fails (502), and is kept as
+/// `failed`.
+const FAILED_SYNC: Row = Row::post(Good, "/catalog/sync", 502)
+    .form(WAITED_UNREACHABLE)
+    .expect(&[("/job/error", "SourceUnreachable")])
+    .keep(&[("failed", "/job/job_id")]);
 
 /// A refresh waited for to its end (every step's report) and its replay, one whose sync fails
 /// (502), one held in its sync (202, kept as `pipeline`) and its replay, its twin (409), and
@@ -40,20 +59,16 @@ const WAITED_REFRESH: &[(&str, &str)] = &[
 const PIPELINES: &[Row] = &[
     Row::post(Good, "/catalog/pipeline", 200)
         .headers(&[("Idempotency-Key", "refresh")])
-        .form(WAITED_REFRESH)
+        .form(WAITED_SAMPLE)
         .expect(&[("/sync/totals/read", "5")])
         .keep(&[("reports", "")]),
     Row::post(Good, "/catalog/pipeline", 200)
         .headers(&[("Idempotency-Key", "refresh")])
-        .form(WAITED_REFRESH)
+        .form(WAITED_SAMPLE)
         .carries(&[("Idempotent-Replayed", "true")])
         .same_as("reports"),
     Row::post(Good, "/catalog/pipeline", 502)
-        .form(&[
-            ("tenant_id", "{t}"),
-            ("source", "{unreachable}"),
-            ("wait", "true"),
-        ])
+        .form(WAITED_UNREACHABLE)
         .expect(&[
             ("/job/error", "SourceUnreachable"),
             ("/job/kind", "pipeline"),
@@ -103,11 +118,6 @@ const OPERATIONS: &[Row] = &[
     Row::get(Good, "/", 303),
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_operations_routes_and_the_admin_page_answer_as_documented() {
-    Walk::start().await.run(OPERATIONS).await;
-}
-
 /// Imports in each format and their refusals; pages, a search, and theirs; last, an import
 /// whose tenant is removed while it streams in.
 const PRODUCTS: &[Row] = &[
@@ -141,20 +151,11 @@ const PRODUCTS: &[Row] = &[
         .expect(&[("/error", "tenant_deleted")]),
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn products_are_imported_listed_searched_and_refused_as_documented() {
-    Walk::start().await.run(PRODUCTS).await;
-}
-
 /// A sync, an enrich and a pair waited for (each field style once), then the product view.
 const WAITED: &[Row] = &[
     Row::post(Good, "/catalog/products?tenant_id={t}", 200).body(Body::Json(PRODUCT_ROWS)),
     Row::post(Good, "/catalog/sync", 200)
-        .form(&[
-            ("tenant_id", "{t}"),
-            ("source", "sample.csv"),
-            ("wait", "true"),
-        ])
+        .form(WAITED_SAMPLE)
         .expect(&[("/totals/read", "5")]),
     Row::post(Good, "/catalog/enrich", 200)
         .body(Body::Json(r#"{"tenant_id": "{t}", "wait": true}"#)),
@@ -177,11 +178,6 @@ const WAITED: &[Row] = &[
     Row::get(Dead, "/catalog/products/p1?tenant_id={t}", 503),
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jobs_waited_for_answer_their_reports_and_the_product_view_shows_what_they_found() {
-    Walk::start().await.run(WAITED).await;
-}
-
 /// A start's refusals, before and after its job exists.
 const REFUSED_STARTS: &[Row] = &[
     Row::post(Good, "/catalog/nope", 404).form(&[("tenant_id", "{t}")]),
@@ -200,11 +196,6 @@ const REFUSED_STARTS: &[Row] = &[
         .body(Body::Json(r#"{"tenant_id":"{t}","tenant_id":"{other}"}"#))
         .expect(&[("/error", "duplicate_key")]),
 ];
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_start_is_refused_as_documented() {
-    Walk::start().await.run(REFUSED_STARTS).await;
-}
 
 /// A failed job; then the one worker and the one waiting place taken: a held sync of `t`
 /// runs (`running`, started with query-string fields) and one of `other` waits (`waiting`).
@@ -244,11 +235,6 @@ const FULL: &[Row] = &[
     Row::delete(Dead, "/catalog/tenants/{t}", 503),
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_service_refuses_a_twin_joins_a_match_turns_a_third_away_and_keeps_a_busy_tenant() {
-    walk_with_held_jobs().await.run(FULL).await;
-}
-
 /// Reading jobs: one, a tenant's, every tenant's active ones paged, and a job's
 /// `tenant_id` query (another tenant's job reads as unknown; a bad query is 422).
 const READ: &[Row] = &[
@@ -258,30 +244,19 @@ const READ: &[Row] = &[
     Row::get(Dead, "/catalog/jobs/{running}", 503),
     Row::get(Good, "/catalog/jobs?tenant_id={t}&limit=50", 200),
     Row::get(Good, "/catalog/jobs?tenant_id={t}&limit=1000", 422),
-    Row::get(
-        Good,
-        "/catalog/jobs?status=queued,running&kind=sync&limit=1",
-        200,
-    )
-    .expect(&[("/jobs/0/status", "queued")])
-    .keep(&[("cursor", "/next_cursor")]),
-    Row::get(
-        Good,
-        "/catalog/jobs?limit=1&status=queued,running&cursor={cursor}",
-        200,
-    )
-    .expect(&[("/jobs/0/job_id", "{running}")]),
+    Row::get(Good, "/catalog/jobs", 200)
+        .query("status=queued,running&kind=sync&limit=1")
+        .expect(&[("/jobs/0/status", "queued")])
+        .keep(&[("cursor", "/next_cursor")]),
+    Row::get(Good, "/catalog/jobs", 200)
+        .query("limit=1&status=queued,running&cursor={cursor}")
+        .expect(&[("/jobs/0/job_id", "{running}")]),
     Row::get(Dead, "/catalog/jobs?tenant_id={t}", 503),
     Row::get(Good, "/catalog/jobs/{failed}?tenant_id={t}", 200),
     Row::get(Good, "/catalog/jobs/{failed}?tenant_id={other}", 404),
     Row::get(Good, "/catalog/jobs/{failed}?tenant_id=a:b", 422),
     Row::get(Good, "/catalog/jobs/{failed}?limit=1", 422),
 ];
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jobs_are_read_and_listed_as_documented() {
-    walk_with_held_jobs().await.run(READ).await;
-}
 
 /// Cancelling: the waiting job, an ended one, unknown ids, another tenant's, bad queries;
 /// the refused ones changed nothing.
@@ -290,22 +265,14 @@ const CANCEL: &[Row] = &[
     Row::post(Good, "/catalog/jobs/{failed}/cancel", 409),
     Row::post(Good, "/catalog/jobs/nope/cancel", 404),
     Row::post(Dead, "/catalog/jobs/{running}/cancel", 503),
-    Row::post(
-        Good,
-        "/catalog/jobs/{running}/cancel?tenant_id={other}",
-        404,
-    )
-    .expect(&[("/error", "not_found")]),
+    Row::post(Good, "/catalog/jobs/{running}/cancel", 404)
+        .query("tenant_id={other}")
+        .expect(&[("/error", "not_found")]),
     Row::post(Good, "/catalog/jobs/{running}/cancel?force=1", 422)
         .expect(&[("/error", "unknown_field")]),
     Row::post(Good, "/catalog/jobs/{running}/cancel?tenant_id=", 422),
     Row::get(Good, "/catalog/jobs/{running}", 200).expect(&[("/status", "running")]),
 ];
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jobs_are_cancelled_and_refused_as_documented() {
-    walk_with_held_jobs().await.run(CANCEL).await;
-}
 
 /// The failed job's timeline as JSON, kept whole.
 const TIMELINE: Row =
@@ -478,26 +445,10 @@ const CALLERS: [Caller; 3] = [
 
 /// The routes of one job, without a token (any id: the guard answers before the store).
 const GUARDED_JOB: &[Row] = &[
-    Row::get(
-        Guarded,
-        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000",
-        401,
-    ),
-    Row::post(
-        Guarded,
-        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000/cancel",
-        401,
-    ),
-    Row::post(
-        Guarded,
-        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000/retry",
-        401,
-    ),
-    Row::get(
-        Guarded,
-        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000/events",
-        401,
-    ),
+    Row::get(Guarded, "/catalog/jobs/{any_id}", 401),
+    Row::post(Guarded, "/catalog/jobs/{any_id}/cancel", 401),
+    Row::post(Guarded, "/catalog/jobs/{any_id}/retry", 401),
+    Row::get(Guarded, "/catalog/jobs/{any_id}/events", 401),
 ];
 
 /// The refused requests changed nothing (`b` has no job), and `a`'s own token is served.
@@ -524,20 +475,12 @@ const READ_ONLY: &[Row] = &[
     Row::get(Guarded, "/catalog/whoami?verbose=1", 422)
         .headers(READER)
         .expect(&[("/error", "unknown_field")]),
-    Row::post(
-        Guarded,
-        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000/cancel",
-        403,
-    )
-    .headers(READER)
-    .expect(&[("/error", "forbidden")]),
-    Row::post(
-        Guarded,
-        "/catalog/jobs/4f1c2d3e-0000-4000-8000-000000000000/retry",
-        403,
-    )
-    .headers(READER)
-    .expect(&[("/error", "forbidden")]),
+    Row::post(Guarded, "/catalog/jobs/{any_id}/cancel", 403)
+        .headers(READER)
+        .expect(&[("/error", "forbidden")]),
+    Row::post(Guarded, "/catalog/jobs/{any_id}/retry", 403)
+        .headers(READER)
+        .expect(&[("/error", "forbidden")]),
     Row::post(Guarded, "/catalog/pipeline", 403)
         .headers(READER)
         .form(&[("tenant_id", "{a}"), ("steps", "pair")])
@@ -570,21 +513,6 @@ const BROWSE: &[Row] = &[
     Row::get(Good, "/catalog/tenants?limit=0", 422).expect(&[("/field", "limit")]),
     Row::get(Dead, "/catalog/tenants", 503),
 ];
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_tenants_jobs_and_the_tenant_picker_answer_as_documented() {
-    walk_with_held_jobs().await.run(BROWSE).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_overview_is_read_and_refused_as_documented() {
-    walk_with_held_jobs().await.run(STATS).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_read_only_token_is_told_what_it_may_do_and_refused_changes() {
-    Walk::start().await.run(READ_ONLY).await;
-}
 
 /// `GUARDED` as `caller` sends it.
 fn guarded_as(caller: &Caller) -> impl Iterator<Item = Row> {
@@ -626,11 +554,6 @@ const STALLED: &[Row] = &[
         "tenant_id=",
     )),
 ];
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_body_that_stalls_is_answered_408() {
-    Walk::start().await.run(STALLED).await;
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_walk_refuses_a_body_the_document_does_not_allow() {

@@ -35,6 +35,8 @@ const SHORT_REQUEST_TIMEOUT: Duration = Duration::from_millis(400);
 pub const OPERATOR_TOKEN: &str = "oas-operator-secret";
 /// A read-only operator's token on the guarded app (scope `read:*`).
 pub const READER_TOKEN: &str = "oas-reader-secret";
+/// A well-formed job id that no job has (a guard answers before the store is asked).
+const ANY_JOB_ID: &str = "4f1c2d3e-0000-4000-8000-000000000000";
 
 /// Whether a documented response header is sent on some answers of its status only, as
 /// the document says: `Idempotent-Replayed` on a replay, and `Retry-After` on a job read
@@ -89,6 +91,8 @@ pub struct Row {
     pub app: App,
     pub method: &'static str,
     pub path: &'static str,
+    /// A query string too long to read inside `path`, without its `?` ("" for none).
+    pub query: &'static str,
     pub body: Body,
     pub headers: &'static [(&'static str, &'static str)],
     pub status: u16,
@@ -104,12 +108,25 @@ pub struct Row {
     pub same_as: &'static str,
 }
 
+/// Tests that each send one table of rows, a line each: the test's name, the walk it starts
+/// from (a `Walk`, awaited), and the table.
+macro_rules! walks {
+    ($($name:ident: $start:expr => $rows:expr,)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            $start.await.run($rows).await;
+        }
+    )*};
+}
+pub(crate) use walks;
+
 impl Row {
     const fn new(app: App, method: &'static str, path: &'static str, status: u16) -> Row {
         Row {
             app,
             method,
             path,
+            query: "",
             body: Body::None,
             headers: &[],
             status,
@@ -131,6 +148,10 @@ impl Row {
 
     pub const fn delete(app: App, path: &'static str, status: u16) -> Row {
         Row::new(app, "DELETE", path, status)
+    }
+
+    pub const fn query(self, query: &'static str) -> Row {
+        Row { query, ..self }
     }
 
     pub const fn body(self, body: Body) -> Row {
@@ -182,7 +203,8 @@ pub struct Walk {
 
 impl Walk {
     /// A walk with its own tenants (`t`, `other`, and `a` and `b` for the guarded app), its
-    /// held feed (`held`) and a source that cannot be reached (`unreachable`).
+    /// held feed (`held`), a source that cannot be reached (`unreachable`) and a job id no
+    /// job has (`any_id`).
     pub async fn start() -> Walk {
         let feeds = HeldFeeds::start().await;
         let unreachable_port = free_port();
@@ -196,6 +218,7 @@ impl Walk {
             ("a", a),
             ("operator", OPERATOR_TOKEN.to_owned()),
             ("reader", READER_TOKEN.to_owned()),
+            ("any_id", ANY_JOB_ID.to_owned()),
             ("held", feeds.url("oas")),
             (
                 "unreachable",
@@ -353,7 +376,10 @@ impl Walk {
     /// as a string).
     pub async fn row(&mut self, row: &Row) -> Value {
         let base = self.base(row.app).await;
-        let path = self.fill(row.path);
+        let path = match row.query {
+            "" => self.fill(row.path),
+            query => self.fill(&format!("{}?{query}", row.path)),
+        };
         let method = Method::from_bytes(row.method.as_bytes()).expect("a method name");
         let mut request = self.client.request(method, format!("{base}{path}"));
         for (name, value) in row.headers {

@@ -126,6 +126,19 @@ pub struct PairChanges {
     pub added: usize,
     pub changed: usize,
     pub removed: usize,
+    pub found_by: FoundBy,
+}
+
+/// How an incremental pair found what changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundBy {
+    /// The change feed named the products written or removed since the last pair.
+    #[default]
+    Feed,
+    /// Every product's version was listed: the feed had overflowed, or began after the
+    /// last pair's state.
+    Listing,
 }
 
 /// Why an incremental pair re-scored each product.

@@ -44,22 +44,31 @@ both_stores!(
     a_kept_list_refills_a_lost_neighbour_without_a_query_and_still_equals_a_full_pair,
 );
 
-fn never() -> CancellationToken {
+pub(crate) fn never() -> CancellationToken {
     CancellationToken::new()
 }
 
 /// A catalogue of `backend` that always pairs incrementally when it can (any share of
 /// change), holding the hard catalogue enriched and paired once (fully).
 fn paired(backend: Backend, seed: u64) -> (Catalog, TenantId, Vec<Product>) {
+    paired_in(catalog_store(backend), PRODUCTS, seed)
+}
+
+/// `paired` in `store`, with `n` products.
+pub(crate) fn paired_in(
+    store: Arc<dyn CatalogStore>,
+    n: usize,
+    seed: u64,
+) -> (Catalog, TenantId, Vec<Product>) {
     let catalog = Catalog {
-        store: catalog_store(backend),
+        store,
         settings: CatalogSettings {
             pair_full_after_share: 1.0,
             ..CatalogSettings::default()
         },
     };
     let t = tenant();
-    let products = demo::generate_hard(PRODUCTS, seed);
+    let products = demo::generate_hard(n, seed);
     catalog.store.upsert(&t, &products, &Unfenced).unwrap();
     enrich(&catalog, &t);
     let report = run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
@@ -73,7 +82,7 @@ fn enrich(catalog: &Catalog, t: &TenantId) {
 }
 
 /// Writes the edits as a sync and an enrich would.
-fn apply(catalog: &Catalog, t: &TenantId, edits: &demo::Edits) {
+pub(crate) fn apply(catalog: &Catalog, t: &TenantId, edits: &demo::Edits) {
     catalog.store.upsert(t, &edits.upserts, &Unfenced).unwrap();
     catalog.store.remove(t, &edits.removals).unwrap();
     enrich(catalog, t);
@@ -120,7 +129,7 @@ fn edit_and_check(
 }
 
 /// Applies `edits`, pairs (incrementally) and answers the report.
-fn edit_and_pair(catalog: &Catalog, t: &TenantId, edits: &demo::Edits) -> Value {
+pub(crate) fn edit_and_pair(catalog: &Catalog, t: &TenantId, edits: &demo::Edits) -> Value {
     apply(catalog, t, edits);
     let report = run_unfenced(catalog, t, &PairParams::default(), &never(), None).unwrap();
     assert_eq!(report["mode"], "incremental", "{report}");
@@ -137,7 +146,7 @@ fn edit_and_pair(catalog: &Catalog, t: &TenantId, edits: &demo::Edits) -> Value 
 
 /// Checks the tenant's pair against a full pair with its own weights: every product's top
 /// k, neighbour and exact score, in the state and in the table. Answers the table.
-fn equals_a_full_pair_with_its_weights(
+pub(crate) fn equals_a_full_pair_with_its_weights(
     catalog: &Catalog,
     t: &TenantId,
 ) -> HashMap<ProductKey, Vec<Neighbour>> {
@@ -273,7 +282,7 @@ async fn a_pair_when_nothing_changed_rescores_nothing_and_leaves_the_table_as_it
         assert_eq!(report["rescored"], 0, "{report}");
         assert_eq!(
             report["changes"],
-            json!({"added": 0, "changed": 0, "removed": 0})
+            json!({"added": 0, "changed": 0, "removed": 0, "found_by": "feed"})
         );
         assert_eq!(report["products"], PRODUCTS, "{report}");
         assert_eq!(table(&catalog, &t), before);

@@ -7,6 +7,7 @@ mod browser;
 mod budget;
 mod budget_memory;
 mod catalog;
+mod change_feed;
 mod cli;
 mod cluster;
 mod conformance;

@@ -86,7 +86,11 @@ impl Fence for HeldFence {
 }
 
 /// Deletes `t` as `DELETE /catalog/tenants/{t}` does.
-async fn delete(jobs: &dyn JobStore, catalog: &Arc<dyn CatalogStore>, t: &TenantId) -> Cleared {
+pub(crate) async fn delete(
+    jobs: &dyn JobStore,
+    catalog: &Arc<dyn CatalogStore>,
+    t: &TenantId,
+) -> Cleared {
     let Purge::Removed { hashes, .. } = jobs
         .purge(t, &test_kinds(), &catalog.hashes(t))
         .await

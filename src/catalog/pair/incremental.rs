@@ -1,7 +1,8 @@
 //! An incremental pair: from the state of the last pair, re-score only what changed.
 //!
-//! **What changed.** The store's versions (`CatalogStore::versions_page`, every page) are compared with the
-//! ones the state was paired at; only products whose version moved, and new ones, are read.
+//! **What changed.** The catalogue's versions (`listing`: the state's with the products the
+//! change feed names read anew, or every product's listed) are compared with the ones the
+//! state was paired at; only products whose version moved, and new ones, are read.
 //! A product *changed* when its identity, category, price or material did (a new
 //! description changes its version, not its neighbours); products are also *added* and
 //! *removed*.

@@ -38,6 +38,7 @@ mod embed;
 mod full;
 mod incremental;
 mod index;
+mod listing;
 mod rescore;
 mod reverse;
 mod score;
@@ -54,9 +55,9 @@ pub use embed::Embedding;
 pub use score::Ask;
 pub use weights::Weights;
 
-use super::products::{in_key_order, Pairing, ProductKey, Rewrite, Swap, VERSIONS_PAGE};
+use super::products::{Pairing, ProductKey, Rewrite, Swap};
 use super::report::{
-    to_result, FullBecause, PairChanges, PairMode, PairPhase, PairReport, PairStopped,
+    to_result, FoundBy, FullBecause, PairChanges, PairMode, PairPhase, PairReport, PairStopped,
     RescoredBecause,
 };
 use super::{check, retrying, Catalog, CatalogError, CatalogRun, Monotonic, RunContext};
@@ -76,7 +77,6 @@ static CORES: LazyLock<usize> = LazyLock::new(|| {
 
 /// Progress at the end of each phase (loading → 5, embedding → 35, indexing → 45, scoring →
 /// 90, writing → 100), as docs/api.md documents.
-const LISTING: u8 = 2;
 const LOADED: u8 = 5;
 const EMBEDDED: u8 = 35;
 const INDEXED: u8 = 45;
@@ -114,6 +114,7 @@ impl CatalogRun for PairParams {
             fence: cx.fence,
             stop: cx.stop,
             progress: &progress,
+            fed_upto: 0,
         };
         run.phases(self).map_err(|e| {
             e.with_report(to_result(&PairStopped {
@@ -130,17 +131,26 @@ struct Run<'a> {
     fence: &'a dyn Fence,
     stop: &'a CancellationToken,
     progress: &'a Monotonic<'a>,
+    /// The change feed's position when this run read it, before any product.
+    fed_upto: u64,
 }
 
 impl Run<'_> {
-    fn phases(&self, params: &PairParams) -> Result<Value, CatalogError> {
+    fn phases(mut self, params: &PairParams) -> Result<Value, CatalogError> {
         let window = self.catalog.settings.write_retry;
         self.progress.report(0, "reading the last pair's state");
         let state = retrying(window, self.stop, || {
             self.catalog.store.pairing(self.tenant, self.stop)
         })?;
         check(self.stop)?;
-        let versions = self.versions()?;
+        // The feed answers for the state read above: only the run that holds the tenant's
+        // pair saves a state, and it saves the feed's position with it.
+        let fed = retrying(window, self.stop, || {
+            self.catalog.store.changed(self.tenant)
+        })?;
+        self.fed_upto = fed.upto;
+        let (versions, found_by) = self.listing(state.as_deref(), &fed, params.full)?;
+        drop(fed);
         budget::Limit::new(self.catalog.settings.pair_max_memory_mb)
             .check_products(versions.len())?;
         let ask = self.ask();
@@ -161,37 +171,14 @@ impl Run<'_> {
                     self.progress,
                 )?;
                 match outcome {
-                    Outcome::Unchanged => return Ok(self.unchanged(state)),
-                    Outcome::Paired(paired) => return self.save_incremental(*paired),
+                    Outcome::Unchanged => return Ok(self.unchanged(state, found_by)),
+                    Outcome::Paired(paired) => return self.save_incremental(*paired, found_by),
                     Outcome::TooMuchChanged => FullBecause::Share,
                 }
             }
         };
         drop(state);
         self.full(versions, &ask, because)
-    }
-
-    /// Every product's version, in key order, read a page at a time with a cancel check
-    /// before each page.
-    fn versions(&self) -> Result<Vec<(ProductKey, u64)>, CatalogError> {
-        let window = self.catalog.settings.write_retry;
-        let (mut out, mut cursor) = (Vec::new(), None::<String>);
-        loop {
-            check(self.stop)?;
-            self.progress
-                .report(LISTING, &format!("listing products ({} so far)", out.len()));
-            let (page, next) = retrying(window, self.stop, || {
-                let store = &self.catalog.store;
-                store.versions_page(self.tenant, cursor.as_deref(), VERSIONS_PAGE)
-            })?;
-            out.extend(page);
-            match next {
-                Some(next) => cursor = Some(next),
-                None => break,
-            }
-        }
-        check(self.stop)?;
-        Ok(in_key_order(out))
     }
 
     fn ask(&self) -> Ask {
@@ -231,7 +218,11 @@ impl Run<'_> {
         Ok(to_result(&report))
     }
 
-    fn save_incremental(&self, paired: incremental::Paired) -> Result<Value, CatalogError> {
+    fn save_incremental(
+        &self,
+        paired: incremental::Paired,
+        found_by: FoundBy,
+    ) -> Result<Value, CatalogError> {
         let r = paired.rescored;
         let c = paired.changes;
         let report = PairReport {
@@ -242,6 +233,7 @@ impl Run<'_> {
                 added: c.added,
                 changed: c.changed,
                 removed: c.removed,
+                found_by,
             }),
             rescored_because: Some(RescoredBecause {
                 changed: r.changed,
@@ -260,14 +252,17 @@ impl Run<'_> {
     }
 
     /// Nothing changed since the last pair: nothing is written.
-    fn unchanged(&self, state: &Pairing) -> Value {
+    fn unchanged(&self, state: &Pairing, found_by: FoundBy) -> Value {
         self.progress
             .report(100, "nothing changed since the last pair");
         to_result(&PairReport {
             mode: PairMode::Incremental,
             full_because: None,
             rescored: 0,
-            changes: Some(PairChanges::default()),
+            changes: Some(PairChanges {
+                found_by,
+                ..PairChanges::default()
+            }),
             rescored_because: Some(RescoredBecause::default()),
             ..counts(state)
         })
@@ -290,6 +285,7 @@ impl Run<'_> {
                 self.tenant,
                 pairing.clone(),
                 rewrite,
+                self.fed_upto,
                 self.fence,
                 self.stop,
             )

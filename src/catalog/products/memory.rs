@@ -6,7 +6,8 @@
 //! Records are kept encoded (JSON, as Redis keeps them) with their fingerprints beside
 //! them: a million products with their enrichments take about half a gigabyte instead of
 //! the two a map of live records takes, and bulk reads decode outside the lock. The
-//! neighbour table of a pair is its pairing state itself (`Pairing` answers a row).
+//! neighbour table of a pair is its pairing state itself (`Pairing` answers a row), and each
+//! tenant's change feed (`feed`) is noted under the same lock as the write it notes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -15,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use super::feed::{Changed, Feed, CHANGE_FEED_MAX};
 use super::pairing::Pairing;
 use super::record::{
     fingerprint, version, Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored,
@@ -79,17 +81,37 @@ struct TenantCatalog {
     products: BTreeMap<ProductKey, Entry>,
     enriched: HashMap<ProductKey, Entry>,
     table: Table,
+    feed: Feed,
 }
 
 /// The embedded catalogue: same contract, one mutex, not durable.
-#[derive(Default)]
 pub struct MemoryCatalog {
     tenants: Mutex<HashMap<TenantId, TenantCatalog>>,
+    /// The most keys a tenant's change feed notes before it overflows.
+    feed_bound: usize,
+}
+
+impl Default for MemoryCatalog {
+    fn default() -> Self {
+        Self {
+            tenants: Mutex::default(),
+            feed_bound: CHANGE_FEED_MAX,
+        }
+    }
 }
 
 impl MemoryCatalog {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same store with a change feed that overflows past `bound` keys (tests make it
+    /// overflow with a small catalogue).
+    pub fn with_feed_bound(self, bound: usize) -> Self {
+        Self {
+            feed_bound: bound,
+            ..self
+        }
     }
 
     fn tenants(&self) -> std::sync::MutexGuard<'_, HashMap<TenantId, TenantCatalog>> {
@@ -110,11 +132,13 @@ impl MemoryCatalog {
         }
     }
 
-    /// Swaps the tenant's table under the fence (the embedded job store's lock).
+    /// Swaps the tenant's table under the fence (the embedded job store's lock); a pairing
+    /// state that read the change feed at `fed_upto` has it forget what it noted up to there.
     fn swap_table(
         &self,
         tenant: &TenantId,
         table: Table,
+        fed_upto: Option<u64>,
         fence: &dyn Fence,
     ) -> Result<Swap, CatalogStoreError> {
         let mut fresh = Some(table);
@@ -122,11 +146,15 @@ impl MemoryCatalog {
         let hold = fence.while_held(&mut || {
             let fresh = fresh.take().unwrap_or_default();
             let mut tenants = self.tenants();
-            match tenants.get_mut(tenant) {
-                Some(c) => c.table = fresh,
+            let c = match tenants.get_mut(tenant) {
+                Some(c) => c,
                 // No catalogue and nothing to write: nothing to make.
-                None if fresh.len() == 0 => {}
-                None => tenants.entry(tenant.clone()).or_default().table = fresh,
+                None if fresh.len() == 0 => return,
+                None => tenants.entry(tenant.clone()).or_default(),
+            };
+            c.table = fresh;
+            if let Some(upto) = fed_upto {
+                c.feed.saved(upto);
             }
         });
         Write::from_hold(hold, ()).map(Swap::from)
@@ -178,14 +206,19 @@ impl CatalogStore for MemoryCatalog {
             let entries = entries.take().unwrap_or_default();
             counts = self.with(tenant, |c| {
                 let mut counts = Upserted::default();
+                let mut changed = Vec::new();
                 for (key, entry) in entries {
                     match c.products.get(&key) {
                         Some(old) if old.fingerprint == entry.fingerprint => counts.unchanged += 1,
                         Some(_) => counts.updated += 1,
                         None => counts.created += 1,
                     }
-                    c.products.insert(key, entry);
+                    let print = entry.fingerprint;
+                    if c.products.insert(key.clone(), entry).map(|e| e.fingerprint) != Some(print) {
+                        changed.push(key);
+                    }
                 }
+                c.feed.note(&changed, self.feed_bound);
                 counts
             })
         });
@@ -279,7 +312,16 @@ impl CatalogStore for MemoryCatalog {
         );
         let hold = fence.while_held(&mut || {
             let entries = entries.take().unwrap_or_default();
-            self.with(tenant, |c| c.enriched.extend(entries))
+            self.with(tenant, |c| {
+                let mut changed = Vec::new();
+                for (key, entry) in entries {
+                    let print = entry.fingerprint;
+                    if c.enriched.insert(key.clone(), entry).map(|e| e.fingerprint) != Some(print) {
+                        changed.push(key);
+                    }
+                }
+                c.feed.note(&changed, self.feed_bound);
+            })
         });
         Write::from_hold(hold, ())
     }
@@ -291,7 +333,7 @@ impl CatalogStore for MemoryCatalog {
         fence: &dyn Fence,
     ) -> Result<Swap, CatalogStoreError> {
         let rows = Table::Rows(table.iter().cloned().collect());
-        self.swap_table(tenant, rows, fence)
+        self.swap_table(tenant, rows, None, fence)
     }
 
     fn neighbours(
@@ -317,11 +359,15 @@ impl CatalogStore for MemoryCatalog {
 
     fn remove(&self, tenant: &TenantId, keys: &[ProductKey]) -> Result<u64, CatalogStoreError> {
         Ok(self.with(tenant, |c| {
-            let mut removed = 0;
+            let (mut removed, mut changed) = (0, Vec::new());
             for key in keys {
-                removed += u64::from(c.products.remove(key).is_some());
-                c.enriched.remove(key);
+                let product = c.products.remove(key).is_some();
+                removed += u64::from(product);
+                if c.enriched.remove(key).is_some() || product {
+                    changed.push(key);
+                }
             }
+            c.feed.note(changed, self.feed_bound);
             removed
         }))
     }
@@ -351,6 +397,25 @@ impl CatalogStore for MemoryCatalog {
         });
         let next = (page.len() == limit).then(|| KeyCursor::encode(&page[limit - 1].0));
         Ok((page, next))
+    }
+
+    fn versions_of(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+    ) -> Result<Vec<Option<u64>>, CatalogStoreError> {
+        Ok(self.read(tenant, |c| {
+            keys.iter()
+                .map(|key| {
+                    let product = c.products.get(key)?.fingerprint;
+                    Some(version(product, c.enriched.get(key).map(|e| e.fingerprint)))
+                })
+                .collect()
+        }))
+    }
+
+    fn changed(&self, tenant: &TenantId) -> Result<Changed, CatalogStoreError> {
+        Ok(self.read(tenant, |c| c.feed.read()))
     }
 
     fn pairing_inputs(
@@ -394,10 +459,11 @@ impl CatalogStore for MemoryCatalog {
         tenant: &TenantId,
         pairing: Arc<Pairing>,
         _rewrite: Rewrite<'_>,
+        fed_upto: u64,
         fence: &dyn Fence,
         _stop: &CancellationToken,
     ) -> Result<Swap, CatalogStoreError> {
         // The state holds every row: whichever rows changed, it is the whole new table.
-        self.swap_table(tenant, Table::Paired(pairing), fence)
+        self.swap_table(tenant, Table::Paired(pairing), Some(fed_upto), fence)
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use super::feed::Changed;
 use super::pairing::Pairing;
 use super::record::{Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored};
 use crate::jobs::fence::{Fence, Hold};
@@ -136,8 +137,9 @@ pub trait CatalogStore: Send + Sync + 'static {
     fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError>;
     /// The Redis keys that hold the tenant's catalogue (the hashes of products, extracted
     /// attributes and neighbours, in that order, then pair's state, then the set naming the
-    /// keys pair stages aside, which go with it), for a delete that removes them in the same
-    /// step as the tenant's jobs (`JobStore::purge`); none for the embedded catalogue.
+    /// keys pair stages aside, which go with it, then the change feed's two keys), for a
+    /// delete that removes them in the same step as the tenant's jobs (`JobStore::purge`);
+    /// none for the embedded catalogue.
     fn hashes(&self, tenant: &TenantId) -> Vec<String>;
     /// Removes these products and what enrichment found for them; counts the products that
     /// were there. Their neighbour rows stay until the next pair (a product view skips a
@@ -170,6 +172,19 @@ pub trait CatalogStore: Send + Sync + 'static {
             }
         }
     }
+    /// The versions (`versions_page`'s) of `keys`, in their order; `None` for a product not
+    /// there.
+    fn versions_of(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+    ) -> Result<Vec<Option<u64>>, CatalogStoreError>;
+    /// The change feed (`feed`): the products written or removed since the tenant's pairing
+    /// state was saved, and the feed's position to hand back to `save_pairing`. Every write
+    /// that changes a product's version (`upsert`, `save_enrichments`, `remove`) notes its
+    /// keys in the same step; a tenant's delete (`clear`, or the job store's purge of
+    /// `hashes`) takes the feed with it.
+    fn changed(&self, tenant: &TenantId) -> Result<Changed, CatalogStoreError>;
     /// What pairing reads of each of `keys`, in their order; `None` for a product not there.
     fn pairing_inputs(
         &self,
@@ -186,14 +201,16 @@ pub trait CatalogStore: Send + Sync + 'static {
     ) -> Result<Option<Arc<Pairing>>, CatalogStoreError>;
     /// Puts `pairing` in place of the tenant's state and its rows in the neighbour table, in
     /// one step: readers see the old table or the new one. `rewrite` says which rows
-    /// changed. Fenced as `replace_neighbours`: refused, nothing changes. A store that
-    /// stages in parts answers `Stopped` between parts once `stop` is cancelled, and
-    /// changes nothing.
+    /// changed. In the same step the change feed forgets what it noted up to `fed_upto` (the
+    /// `Changed::upto` this pair read before reading any product). Fenced as
+    /// `replace_neighbours`: refused, nothing changes. A store that stages in parts answers
+    /// `Stopped` between parts once `stop` is cancelled, and changes nothing.
     fn save_pairing(
         &self,
         tenant: &TenantId,
         pairing: Arc<Pairing>,
         rewrite: Rewrite<'_>,
+        fed_upto: u64,
         fence: &dyn Fence,
         stop: &CancellationToken,
     ) -> Result<Swap, CatalogStoreError>;
@@ -245,15 +262,17 @@ impl From<Write<()>> for Swap {
 }
 
 impl Cleared {
-    /// The sizes of the keys `CatalogStore::hashes` named, in its order (pair's state and
-    /// its staging keys count nothing).
+    /// The sizes of the keys `CatalogStore::hashes` named, in its order (pair's state, its
+    /// staging keys and the change feed count nothing).
     pub fn from_sizes(sizes: &[u64]) -> Option<Self> {
         match *sizes {
-            [products, extracted_attributes, neighbours, _pairing, _staging] => Some(Cleared {
-                products,
-                extracted_attributes,
-                neighbours,
-            }),
+            [products, extracted_attributes, neighbours, _pairing, _staging, _feed, _feed_at] => {
+                Some(Cleared {
+                    products,
+                    extracted_attributes,
+                    neighbours,
+                })
+            }
             _ => None,
         }
     }

@@ -1,28 +1,36 @@
 -- fenced_write: one write to one catalogue key only while its writer's fence holds
 -- (`fence_at` of jobs/lua/fence.lua, loaded in front of this script with the job record's
--- schema): a run that lost its job, or an import into a tenant deleted since it began,
--- writes nothing — neither to the catalogue nor to what pair stages aside.
--- KEYS[1] the key; for a key staged aside, KEYS[2] the set naming the tenant's staging keys
--- (`CatalogKeys::staged`, which a delete reads); then the fence's keys: the tenant's
--- tombstone, and the run's job record (none for an import).
+-- schema, and `note_changes` of feed.lua): a run that lost its job, or an import into a
+-- tenant deleted since it began, writes nothing — neither to the catalogue nor to what pair
+-- stages aside. A write to the catalogue notes its fields in the change feed in the same step.
+-- KEYS[1] the key; then for a key staged aside, KEYS[2] the set naming the tenant's staging
+-- keys (`CatalogKeys::staged`, which a delete reads), or for a key of the catalogue, KEYS[2]
+-- the change feed and KEYS[3] its position; then the fence's keys: the tenant's tombstone,
+-- and the run's job record (none for an import).
 -- ARGV[1] since, ARGV[2] the run's claim ('' for an import), ARGV[3] seconds a staged key
--- lives (0: a key of the catalogue, kept, and no set), ARGV[4] the write: HSET (field,
--- value, …), SADD (member, …) or APPEND (one value), then its arguments.
+-- lives (0: a key of the catalogue, kept), ARGV[4] the change feed's bound (a key of the
+-- catalogue), ARGV[5] the write: HSET (field, value, …), SADD (member, …) or APPEND (one
+-- value), then its arguments.
 -- Answers 'written', or why not: 'fenced', 'missing' (the run's record is gone; see fence.lua).
-local write = ARGV[4]
+local write = ARGV[5]
 if write ~= 'HSET' and write ~= 'SADD' and write ~= 'APPEND' then
   return redis.error_reply('fenced_write: not a catalogue write: ' .. tostring(write))
 end
 local ttl = tonumber(ARGV[3])
-local at = 2
+if ttl == 0 and write ~= 'HSET' then
+  return redis.error_reply('fenced_write: a catalogue key is written with HSET')
+end
+local at = 4
 if ttl > 0 then at = 3 end
 local state = fence_at(at)
 if state ~= 'held' then return state end
-redis.call(write, KEYS[1], unpack(ARGV, 5))
+redis.call(write, KEYS[1], unpack(ARGV, 6))
 if ttl > 0 then
   -- Named in the same step as it is written: no staging key exists that a delete misses.
   redis.call('EXPIRE', KEYS[1], ttl)
   redis.call('SADD', KEYS[2], KEYS[1])
   redis.call('EXPIRE', KEYS[2], ttl)
+else
+  note_changes(KEYS[2], KEYS[3], tonumber(ARGV[4]), 6, 2)
 end
 return 'written'

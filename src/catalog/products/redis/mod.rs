@@ -1,28 +1,31 @@
 //! The catalogue in Redis: one hash per tenant for products, enrichments and the neighbour
-//! table, and a string for the pairing state (`CatalogKeys` is the only place their names
-//! are built). Every write is one fenced script call per batch (`jobs::fence`). A new
+//! table, a string for the pairing state and the change feed's two keys (`CatalogKeys` is
+//! the only place their names are built). Every write is one fenced script call per batch (`jobs::fence`). A new
 //! neighbour table is staged under keys of its own and put in place in one fenced step
 //! (`table`), so readers see the old table or the new one, never half of each.
 
 mod cursor;
+mod feed;
 mod table;
+mod write;
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
 use serde::Deserialize;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use self::cursor::ScanCursor;
+use self::write::{Beside, FencedWrite};
+use super::feed::{Changed, CHANGE_FEED_MAX};
 use super::pairing::Pairing;
 use super::record::{Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored};
 use super::store::{
     CatalogStore, CatalogStoreError, Cleared, Rewrite, Swap, Upserted, VersionsPage, Write,
 };
-use crate::jobs::fence::{Fence, Hold, ScriptFence};
+use crate::jobs::fence::{Fence, Hold};
 use crate::jobs::TenantId;
 use crate::topology::{Connection, Primary, Target};
 
@@ -66,6 +69,14 @@ impl CatalogKeys {
     pub fn staged(&self, t: &TenantId) -> String {
         format!("{}:{t}:neighbours:staged", self.prefix)
     }
+    /// The change feed: products by the position of their last write (`feed`).
+    pub fn changes(&self, t: &TenantId) -> String {
+        format!("{}:{t}:changes", self.prefix)
+    }
+    /// The change feed's position, and where the last pair read it and it overflowed.
+    pub fn changes_at(&self, t: &TenantId) -> String {
+        format!("{}:{t}:changes:at", self.prefix)
+    }
 }
 
 /// The catalogue in Redis. Its methods block (job functions call them from their blocking
@@ -78,67 +89,12 @@ pub struct RedisCatalog {
     primary: Primary,
     runtime: Handle,
     keys: CatalogKeys,
+    /// The most keys a tenant's change feed notes before it overflows.
+    feed_bound: usize,
 }
 
 /// How long one catalogue call may take before the store counts as unreachable.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long an unfinished staging neighbour table may linger.
-const STAGING_TTL_SECS: u64 = 3600;
-/// A fenced write to one key: fields of a hash (products, enrichments, a staged table),
-/// members of a staged set, a slice of a staged pairing state.
-static FENCED_WRITE: LazyLock<Script> =
-    LazyLock::new(|| fenced_script(include_str!("fenced_write.lua")));
-
-/// The writes `fenced_write.lua` makes.
-#[derive(Clone, Copy, Debug)]
-enum FencedWrite {
-    /// Fields and values of a hash.
-    Hset,
-    /// Members of a set.
-    Sadd,
-    /// Bytes appended to a string.
-    Append,
-}
-
-impl FencedWrite {
-    fn command(self) -> &'static str {
-        match self {
-            FencedWrite::Hset => "HSET",
-            FencedWrite::Sadd => "SADD",
-            FencedWrite::Append => "APPEND",
-        }
-    }
-}
-
-fn fenced_script(body: &str) -> Script {
-    Script::new(&format!("{}\n{body}", *crate::jobs::fence::FENCE_LUA))
-}
-
-/// Puts a fence's keys and values where `fence_at` reads them (jobs/lua/fence.lua), after
-/// the script's own keys.
-fn with_fence(inv: &mut redis::ScriptInvocation<'_>, fence: &ScriptFence) {
-    inv.key(&fence.gone);
-    match &fence.run {
-        Some((record, claim)) => {
-            inv.key(record).arg(fence.since).arg(*claim);
-        }
-        None => {
-            inv.arg(fence.since).arg("");
-        }
-    }
-}
-
-/// A fenced script's answer: written (or swapped), or why not.
-fn hold_of(word: &str) -> Result<Hold, CatalogStoreError> {
-    match word {
-        "written" | "swapped" => Ok(Hold::Held),
-        "fenced" => Ok(Hold::Fenced),
-        "missing" => Ok(Hold::Missing),
-        other => Err(CatalogStoreError::Corrupt(format!(
-            "a fenced write answered `{other}`"
-        ))),
-    }
-}
 /// How many fields one HSET/HMGET carries at most, to keep each command small.
 const CHUNK: usize = 1000;
 
@@ -167,7 +123,17 @@ impl RedisCatalog {
             primary,
             runtime,
             keys: CatalogKeys::new(prefix),
+            feed_bound: CHANGE_FEED_MAX,
         })
+    }
+
+    /// The same store with a change feed that overflows past `bound` keys (tests make it
+    /// overflow with a small catalogue).
+    pub fn with_feed_bound(self, bound: usize) -> Self {
+        Self {
+            feed_bound: bound,
+            ..self
+        }
     }
 
     /// Runs one command, blocking this thread until it is answered.
@@ -219,54 +185,6 @@ impl RedisCatalog {
                 )))
             }
         }
-    }
-
-    /// Makes one write to `key` while `fence` holds: checked inside the script when the jobs
-    /// are in this Redis, else under the job store's own check (`Fence::while_held`). A key
-    /// staged aside (`staged_in`, the set naming the tenant's staging keys) expires after
-    /// `STAGING_TTL_SECS` and is named in that set in the same step.
-    fn write_fenced<A: redis::ToRedisArgs + Copy + Send + Sync>(
-        &self,
-        write: FencedWrite,
-        key: &str,
-        staged_in: Option<&str>,
-        args: A,
-        fence: &dyn Fence,
-    ) -> Result<Hold, CatalogStoreError> {
-        let ttl = staged_in.map_or(0, |_| STAGING_TTL_SECS);
-        if let Some(checked) = fence.in_script() {
-            let word: String = self.block(|mut conn| async move {
-                let mut inv = FENCED_WRITE.key(key);
-                if let Some(set) = staged_in {
-                    inv.key(set);
-                }
-                with_fence(&mut inv, &checked);
-                inv.arg(ttl)
-                    .arg(write.command())
-                    .arg(args)
-                    .invoke_async(&mut conn)
-                    .await
-            })?;
-            return hold_of(&word);
-        }
-        let mut written = Ok(());
-        let hold = fence.while_held(&mut || {
-            let mut pipe = redis::pipe();
-            pipe.atomic()
-                .cmd(write.command())
-                .arg(key)
-                .arg(args)
-                .ignore();
-            if let Some(set) = staged_in {
-                pipe.expire(key, ttl as i64).ignore();
-                pipe.sadd(set, key)
-                    .ignore()
-                    .expire(set, ttl as i64)
-                    .ignore();
-            }
-            written = self.query_pipe::<()>(&pipe);
-        });
-        written.map(|()| hold)
     }
 
     fn decode<T: for<'de> Deserialize<'de>>(raw: &str) -> Result<T, CatalogStoreError> {
@@ -329,12 +247,14 @@ fn changed(chunk: &[Product], old: Vec<Option<String>>) -> (Vec<(&str, String)>,
                     .map(|s| s.content_hash)
             })
         });
+        let same = previous.as_ref() == Some(&hash);
         match previous {
-            Some(h) if h == hash => counts.unchanged += 1,
+            Some(_) if same => counts.unchanged += 1,
             Some(_) => counts.updated += 1,
             None => counts.created += 1,
         }
-        if seen.get(p.product_key.as_str()) != Some(&hash) {
+        // Only what changed is written, so only it is noted in the change feed.
+        if !same {
             let stored = Stored {
                 product: p.clone(),
                 content_hash: hash.clone(),
@@ -365,7 +285,10 @@ impl CatalogStore for RedisCatalog {
             let (writes, chunk_counts) = changed(chunk, old);
             // Rows that changed nothing need no write, so no fence either.
             if !writes.is_empty() {
-                let hold = self.write_fenced(FencedWrite::Hset, &key, None, &writes[..], fence)?;
+                let fields: Vec<&str> = writes.iter().map(|(k, _)| *k).collect();
+                let beside = Beside::Feed(tenant);
+                let write = (&writes[..], &fields[..]);
+                let hold = self.write_fenced(FencedWrite::Hset, &key, beside, write, fence)?;
                 if hold != Hold::Held {
                     return Write::from_hold(hold, counts);
                 }
@@ -479,7 +402,10 @@ impl CatalogStore for RedisCatalog {
                     )
                 })
                 .collect();
-            let hold = self.write_fenced(FencedWrite::Hset, &key, None, &writes[..], fence)?;
+            let fields: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
+            let beside = Beside::Feed(tenant);
+            let write = (&writes[..], &fields[..]);
+            let hold = self.write_fenced(FencedWrite::Hset, &key, beside, write, fence)?;
             if hold != Hold::Held {
                 return Write::from_hold(hold, ());
             }
@@ -511,6 +437,8 @@ impl CatalogStore for RedisCatalog {
             self.keys.neighbours(tenant),
             self.keys.pairing(tenant),
             self.keys.staged(tenant),
+            self.keys.changes(tenant),
+            self.keys.changes_at(tenant),
         ]
     }
 
@@ -549,6 +477,18 @@ impl CatalogStore for RedisCatalog {
         self.product_versions(tenant, cursor, limit)
     }
 
+    fn versions_of(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+    ) -> Result<Vec<Option<u64>>, CatalogStoreError> {
+        self.product_versions_of(tenant, keys)
+    }
+
+    fn changed(&self, tenant: &TenantId) -> Result<Changed, CatalogStoreError> {
+        self.read_changed(tenant)
+    }
+
     fn pairing_inputs(
         &self,
         tenant: &TenantId,
@@ -570,9 +510,10 @@ impl CatalogStore for RedisCatalog {
         tenant: &TenantId,
         pairing: Arc<Pairing>,
         rewrite: Rewrite<'_>,
+        fed_upto: u64,
         fence: &dyn Fence,
         stop: &CancellationToken,
     ) -> Result<Swap, CatalogStoreError> {
-        self.save_pairing_table(tenant, &pairing, rewrite, fence, stop)
+        self.save_pairing_table(tenant, &pairing, (rewrite, fed_upto), fence, stop)
     }
 }

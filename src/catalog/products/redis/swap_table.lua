@@ -6,16 +6,19 @@
 -- KEYS[1] staged rows (a hash; may not exist), KEYS[2] live table, KEYS[3] staged keys whose
 -- rows go (a set; may not exist), KEYS[4] staged pairing state (may not exist: the new table
 -- has none), KEYS[5] live pairing state, KEYS[6] the set naming the tenant's staging keys
--- (the staged ones leave it here); then, when the fence is checked here, KEYS[7] the
--- tenant's tombstone and KEYS[8] the run's job record.
+-- (the staged ones leave it here), KEYS[7] the change feed, KEYS[8] its position and
+-- overflow; then, when the fence is checked here, KEYS[9] the tenant's tombstone and
+-- KEYS[10] the run's job record.
 -- ARGV[1] since, ARGV[2] the run's claim (both '' when the caller checks the fence itself),
--- ARGV[3] `whole` (the staged rows are the table) or `rows` (they replace their own rows).
+-- ARGV[3] `whole` (the staged rows are the table) or `rows` (they replace their own rows),
+-- ARGV[4] the feed's position the new pairing state read it at ('' for a table without a
+-- state): the feed forgets what it noted up to there, and holds every change since.
 -- Answers 'swapped', or why not: 'fenced', 'missing' (the run's record is gone).
 local function unname()
   redis.call('SREM', KEYS[6], KEYS[1], KEYS[3], KEYS[4])
 end
-if #KEYS > 6 then
-  local state = fence_at(7)
+if #KEYS > 8 then
+  local state = fence_at(9)
   if state ~= 'held' then
     redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
     unname()
@@ -47,6 +50,13 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
   redis.call('PERSIST', KEYS[5])
 else
   redis.call('DEL', KEYS[5])
+end
+if ARGV[4] ~= '' then
+  local upto = tonumber(ARGV[4])
+  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', upto)
+  local overflow = tonumber(redis.call('HGET', KEYS[8], 'overflow'))
+  if overflow and overflow <= upto then redis.call('HDEL', KEYS[8], 'overflow') end
+  redis.call('HSET', KEYS[8], 'since', upto)
 end
 unname()
 return 'swapped'

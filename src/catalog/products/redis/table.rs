@@ -1,7 +1,8 @@
 //! The Redis catalogue's neighbour table and pairing state, and what pair reads: versions,
 //! pairing inputs. A new table (whole, or the rows that changed) and its state are staged
 //! under keys of their own, each staging write fenced (`fenced_write.lua`: a run that lost
-//! its job stages nothing), and put in place by one fenced script (`swap_table.lua`).
+//! its job stages nothing), and put in place by one fenced script (`swap_table.lua`), which
+//! also has the change feed forget what the pair read of it (`feed`).
 //!
 //! The state is one binary string (`Pairing::encode`), written and read in slices so that
 //! no command carries more than `SLICE` bytes.
@@ -12,7 +13,8 @@ use redis::Script;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{fenced_script, hold_of, with_fence, FencedWrite, RedisCatalog, CHUNK};
+use super::write::{fenced_script, hold_of, with_fence, Beside, FencedWrite};
+use super::{RedisCatalog, CHUNK};
 use crate::catalog::products::pairing::Pairing;
 use crate::catalog::products::record::{
     fingerprint, version, Enrichment, Neighbour, PairingInput, ProductKey, Stored,
@@ -47,10 +49,13 @@ enum Mode {
     Rows,
 }
 
+/// Stored products and their enrichments as Redis holds them, `None` where there is none.
+pub(super) type Records = (Vec<Option<String>>, Vec<Option<String>>);
+
 /// A stored product's content hash, read without the rest of it.
 #[derive(Deserialize)]
-struct Hashed {
-    content_hash: String,
+pub(super) struct Hashed {
+    pub(super) content_hash: String,
 }
 
 impl RedisCatalog {
@@ -115,7 +120,7 @@ impl RedisCatalog {
         args: A,
         fence: &dyn Fence,
     ) -> Result<Hold, CatalogStoreError> {
-        self.write_fenced(write, key, Some(&staged.set), args, fence)
+        self.write_fenced(write, key, Beside::Staged(&staged.set), (args, &[]), fence)
     }
 
     /// Stages each of `parts` in turn (`stage`), stopping at the first the fence refuses,
@@ -145,7 +150,7 @@ impl RedisCatalog {
         &self,
         tenant: &TenantId,
         staged: &Staged,
-        mode: Mode,
+        mode: (Mode, Option<u64>),
         fence: &dyn Fence,
     ) -> Result<Hold, CatalogStoreError> {
         if let Some(checked) = fence.in_script() {
@@ -158,34 +163,40 @@ impl RedisCatalog {
         answer.map(|swapped| if hold == Hold::Held { swapped } else { hold })
     }
 
-    /// The swap script, checking `fence` inside it (nothing when the caller checks).
+    /// The swap script, checking `fence` inside it (nothing when the caller checks); a new
+    /// pairing state that read the change feed at `fed_upto` has it forget what it noted up
+    /// to there.
     fn run_swap(
         &self,
         tenant: &TenantId,
         staged: &Staged,
-        mode: Mode,
+        (mode, fed_upto): (Mode, Option<u64>),
         fence: Option<&ScriptFence>,
     ) -> Result<Hold, CatalogStoreError> {
         let live = self.keys.neighbours(tenant);
         let state = self.keys.pairing(tenant);
+        let (feed, feed_at) = (self.keys.changes(tenant), self.keys.changes_at(tenant));
         let mode = match mode {
             Mode::Whole => "whole",
             Mode::Rows => "rows",
         };
+        let upto = fed_upto.map(|u| u.to_string()).unwrap_or_default();
         let word: String = self.block(|mut conn| async move {
             let mut inv = SWAP_TABLE.key(&staged.rows);
             inv.key(&live)
                 .key(&staged.gone)
                 .key(&staged.state)
                 .key(&state)
-                .key(&staged.set);
+                .key(&staged.set)
+                .key(&feed)
+                .key(&feed_at);
             match fence {
                 Some(fence) => with_fence(&mut inv, fence),
                 None => {
                     inv.arg("").arg("");
                 }
             }
-            inv.arg(mode).invoke_async(&mut conn).await
+            inv.arg(mode).arg(upto).invoke_async(&mut conn).await
         })?;
         hold_of(&word)
     }
@@ -195,7 +206,7 @@ impl RedisCatalog {
     fn staged_swap(
         &self,
         tenant: &TenantId,
-        mode: Mode,
+        mode: (Mode, Option<u64>),
         fence: &dyn Fence,
         stage: impl FnOnce(&Staged) -> Result<Hold, CatalogStoreError>,
     ) -> Result<Swap, CatalogStoreError> {
@@ -221,7 +232,7 @@ impl RedisCatalog {
     ) -> Result<Swap, CatalogStoreError> {
         // A replace given its rows is not stopped midway: it has no stop to check.
         let never = CancellationToken::new();
-        self.staged_swap(tenant, Mode::Whole, fence, |staged| {
+        self.staged_swap(tenant, (Mode::Whole, None), fence, |staged| {
             let rows = table.iter().map(|(k, n)| (k.as_str(), n.clone()));
             self.stage_rows(staged, rows, fence, &never)
         })
@@ -231,7 +242,7 @@ impl RedisCatalog {
         &self,
         tenant: &TenantId,
         pairing: &Pairing,
-        rewrite: Rewrite<'_>,
+        (rewrite, fed_upto): (Rewrite<'_>, u64),
         fence: &dyn Fence,
         stop: &CancellationToken,
     ) -> Result<Swap, CatalogStoreError> {
@@ -240,7 +251,7 @@ impl RedisCatalog {
             Rewrite::Whole => Mode::Whole,
             Rewrite::Rows { .. } => Mode::Rows,
         };
-        self.staged_swap(tenant, mode, fence, |staged| {
+        self.staged_swap(tenant, (mode, Some(fed_upto)), fence, |staged| {
             let hold = match rewrite {
                 Rewrite::Whole => {
                     let rows = (0..pairing.keys.len()).filter_map(row);
@@ -355,25 +366,33 @@ impl RedisCatalog {
         Ok((out, (next != 0).then(|| next.to_string())))
     }
 
+    /// The stored products and enrichments of `keys` (at most `CHUNK` of them), in their
+    /// order, in one round trip.
+    pub(super) fn records_of(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+    ) -> Result<Records, CatalogStoreError> {
+        let fields: Vec<&str> = keys.iter().map(ProductKey::as_str).collect();
+        self.query_pipe(
+            redis::pipe()
+                .cmd("HMGET")
+                .arg(self.keys.products(tenant))
+                .arg(&fields)
+                .cmd("HMGET")
+                .arg(self.keys.enriched(tenant))
+                .arg(&fields),
+        )
+    }
+
     pub(super) fn read_pairing_inputs(
         &self,
         tenant: &TenantId,
         keys: &[ProductKey],
     ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError> {
-        let (products, enriched) = (self.keys.products(tenant), self.keys.enriched(tenant));
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(CHUNK) {
-            let fields: Vec<&str> = chunk.iter().map(ProductKey::as_str).collect();
-            let (stored, enrichments): (Vec<Option<String>>, Vec<Option<String>>) = self
-                .query_pipe(
-                    redis::pipe()
-                        .cmd("HMGET")
-                        .arg(&products)
-                        .arg(&fields)
-                        .cmd("HMGET")
-                        .arg(&enriched)
-                        .arg(&fields),
-                )?;
+            let (stored, enrichments) = self.records_of(tenant, chunk)?;
             for (stored, enrichment) in stored.into_iter().zip(enrichments) {
                 let Some(stored) = stored else {
                     out.push(None);
@@ -408,6 +427,8 @@ impl RedisCatalog {
                     .ignore(),
             )?;
             removed += gone;
+            // After the removal, as every note (`note.lua`).
+            self.note(tenant, &fields)?;
         }
         Ok(removed)
     }

@@ -1,0 +1,101 @@
+//! The Redis catalogue's change feed (`products::feed`): a sorted set of product keys by
+//! the position of their last write, and a hash holding the position (`seq`), the position
+//! of the last pairing state saved with it (`since`) and of the last write not noted since
+//! it overflowed (`overflow`). Writes note their keys in the script that writes them
+//! (`fenced_write.lua`), or right after (`note.lua`); the swap of a pairing state forgets
+//! what it read (`swap_table.lua`).
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+use super::table::Hashed;
+use super::{RedisCatalog, CHUNK};
+use crate::catalog::products::feed::Changed;
+use crate::catalog::products::record::{fingerprint, version, ProductKey};
+use crate::catalog::products::store::CatalogStoreError;
+use crate::jobs::TenantId;
+
+/// The feed's one operation, loaded in front of each script that notes changes.
+pub(super) static FEED_LUA: &str = include_str!("feed.lua");
+
+/// Notes keys written or removed without a script of their own.
+static NOTE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{FEED_LUA}\n{}", include_str!("note.lua"))));
+
+/// The feed's position, the position the last pairing state read it at, and that of its
+/// last write not noted (`seq`, `since`, `overflow`), as Redis holds them.
+type FeedAt = (Option<u64>, Option<u64>, Option<u64>);
+
+impl RedisCatalog {
+    /// Notes `keys` (nothing for none) in the tenant's change feed; called after the write.
+    pub(super) fn note(&self, tenant: &TenantId, keys: &[&str]) -> Result<(), CatalogStoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let (feed, at) = (self.keys.changes(tenant), self.keys.changes_at(tenant));
+        let bound = self.feed_bound;
+        let _: String = self.block(|mut conn| async move {
+            let mut inv = NOTE.key(&feed);
+            inv.key(&at).arg(bound).arg(keys);
+            inv.invoke_async(&mut conn).await
+        })?;
+        Ok(())
+    }
+
+    /// The feed and its position, read in one step.
+    pub(super) fn read_changed(&self, tenant: &TenantId) -> Result<Changed, CatalogStoreError> {
+        let (feed, at) = (self.keys.changes(tenant), self.keys.changes_at(tenant));
+        let (at, keys): (FeedAt, Vec<String>) = self.query_pipe(
+            redis::pipe()
+                .atomic()
+                .cmd("HMGET")
+                .arg(&at)
+                .arg(&["seq", "since", "overflow"])
+                .cmd("ZRANGE")
+                .arg(&feed)
+                .arg(0)
+                .arg(-1),
+        )?;
+        let (seq, since, overflow) = at;
+        let keys = match (since, overflow) {
+            (Some(_), None) => {
+                let mut keys = keys
+                    .iter()
+                    .map(|k| ProductKey::parse(k).map_err(CatalogStoreError::Corrupt))
+                    .collect::<Result<Vec<_>, _>>()?;
+                keys.sort_unstable();
+                Some(keys)
+            }
+            _ => None,
+        };
+        Ok(Changed {
+            upto: seq.unwrap_or(0),
+            keys,
+        })
+    }
+
+    /// The versions of `keys` (`product_versions`'), in their order.
+    pub(super) fn product_versions_of(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+    ) -> Result<Vec<Option<u64>>, CatalogStoreError> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(CHUNK) {
+            let (stored, enrichments) = self.records_of(tenant, chunk)?;
+            for (stored, enrichment) in stored.iter().zip(enrichments) {
+                let version = stored.as_deref().map(|stored| {
+                    let hashed: Hashed = Self::decode(stored)?;
+                    let content = fingerprint(hashed.content_hash.as_bytes());
+                    Ok(version(
+                        content,
+                        enrichment.map(|e| fingerprint(e.as_bytes())),
+                    ))
+                });
+                out.push(version.transpose()?);
+            }
+        }
+        Ok(out)
+    }
+}

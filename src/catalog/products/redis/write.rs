@@ -1,0 +1,152 @@
+//! The Redis catalogue's fenced writes: one write to one key, made only while its writer's
+//! fence holds (`fenced_write.lua`, or the job store's own check), with what goes beside it
+//! in the same step — a staged key's name in the tenant's set of staging keys, or a
+//! catalogue write's fields in the change feed (`feed`).
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+use super::{feed, RedisCatalog};
+use crate::catalog::products::store::CatalogStoreError;
+use crate::jobs::fence::{Fence, Hold, ScriptFence};
+use crate::jobs::TenantId;
+
+/// How long an unfinished staging neighbour table may linger.
+const STAGING_TTL_SECS: u64 = 3600;
+/// A fenced write to one key: fields of a hash (products, enrichments, a staged table),
+/// members of a staged set, a slice of a staged pairing state.
+static FENCED_WRITE: LazyLock<Script> = LazyLock::new(|| {
+    fenced_script(&format!(
+        "{}\n{}",
+        feed::FEED_LUA,
+        include_str!("fenced_write.lua")
+    ))
+});
+
+/// Where a fenced write goes besides its key.
+#[derive(Clone, Copy)]
+pub(super) enum Beside<'a> {
+    /// A key staged aside: named in the tenant's set of staging keys (`CatalogKeys::staged`).
+    Staged(&'a str),
+    /// A hash of the catalogue: its fields are noted in the tenant's change feed.
+    Feed(&'a TenantId),
+}
+
+/// The writes `fenced_write.lua` makes.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum FencedWrite {
+    /// Fields and values of a hash.
+    Hset,
+    /// Members of a set.
+    Sadd,
+    /// Bytes appended to a string.
+    Append,
+}
+
+impl FencedWrite {
+    fn command(self) -> &'static str {
+        match self {
+            FencedWrite::Hset => "HSET",
+            FencedWrite::Sadd => "SADD",
+            FencedWrite::Append => "APPEND",
+        }
+    }
+}
+
+pub(super) fn fenced_script(body: &str) -> Script {
+    Script::new(&format!("{}\n{body}", *crate::jobs::fence::FENCE_LUA))
+}
+
+/// Puts a fence's keys and values where `fence_at` reads them (jobs/lua/fence.lua), after
+/// the script's own keys.
+pub(super) fn with_fence(inv: &mut redis::ScriptInvocation<'_>, fence: &ScriptFence) {
+    inv.key(&fence.gone);
+    match &fence.run {
+        Some((record, claim)) => {
+            inv.key(record).arg(fence.since).arg(*claim);
+        }
+        None => {
+            inv.arg(fence.since).arg("");
+        }
+    }
+}
+
+/// A fenced script's answer: written (or swapped), or why not.
+pub(super) fn hold_of(word: &str) -> Result<Hold, CatalogStoreError> {
+    match word {
+        "written" | "swapped" => Ok(Hold::Held),
+        "fenced" => Ok(Hold::Fenced),
+        "missing" => Ok(Hold::Missing),
+        other => Err(CatalogStoreError::Corrupt(format!(
+            "a fenced write answered `{other}`"
+        ))),
+    }
+}
+
+impl RedisCatalog {
+    /// Makes one write to `key` while `fence` holds: checked inside the script when the jobs
+    /// are in this Redis, else under the job store's own check (`Fence::while_held`). A key
+    /// staged aside (`Beside::Staged`, the set naming the tenant's staging keys) expires
+    /// after `STAGING_TTL_SECS` and is named in that set in the same step; a write to the
+    /// catalogue (`Beside::Feed`, an HSET) notes its `fields` in the change feed.
+    pub(super) fn write_fenced<A: redis::ToRedisArgs + Copy + Send + Sync>(
+        &self,
+        write: FencedWrite,
+        key: &str,
+        beside: Beside<'_>,
+        (args, fields): (A, &[&str]),
+        fence: &dyn Fence,
+    ) -> Result<Hold, CatalogStoreError> {
+        let ttl = match beside {
+            Beside::Staged(_) => STAGING_TTL_SECS,
+            Beside::Feed(_) => 0,
+        };
+        if let Some(checked) = fence.in_script() {
+            let feed = match beside {
+                Beside::Feed(t) => Some((self.keys.changes(t), self.keys.changes_at(t))),
+                Beside::Staged(_) => None,
+            };
+            let bound = self.feed_bound;
+            let word: String = self.block(|mut conn| async move {
+                let mut inv = FENCED_WRITE.key(key);
+                match (&beside, &feed) {
+                    (Beside::Staged(set), _) => inv.key(*set),
+                    (_, Some((feed, at))) => inv.key(feed).key(at),
+                    (_, None) => unreachable!("a catalogue write names its feed"),
+                };
+                with_fence(&mut inv, &checked);
+                inv.arg(ttl)
+                    .arg(bound)
+                    .arg(write.command())
+                    .arg(args)
+                    .invoke_async(&mut conn)
+                    .await
+            })?;
+            return hold_of(&word);
+        }
+        let mut written = Ok(());
+        let hold = fence.while_held(&mut || {
+            let mut pipe = redis::pipe();
+            pipe.atomic()
+                .cmd(write.command())
+                .arg(key)
+                .arg(args)
+                .ignore();
+            if let Beside::Staged(set) = beside {
+                pipe.expire(key, ttl as i64).ignore();
+                pipe.sadd(set, key)
+                    .ignore()
+                    .expire(set, ttl as i64)
+                    .ignore();
+            }
+            written = self.query_pipe::<()>(&pipe).and_then(|()| match beside {
+                // After the write: a pair that reads the feed before the note reads the
+                // product after the write.
+                Beside::Feed(t) => self.note(t, fields),
+                Beside::Staged(_) => Ok(()),
+            });
+        });
+        written.map(|()| hold)
+    }
+}

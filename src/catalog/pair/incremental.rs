@@ -74,8 +74,9 @@ pub struct Rescored {
 pub enum Outcome {
     /// Nothing the state holds changed: no write.
     Unchanged,
-    /// More than the allowed share changed since the last full pair: pair it all.
-    TooMuchChanged,
+    /// More than the allowed share changed since the last full pair: pair it all, these
+    /// products (the listing handed back, so that it need not be kept twice).
+    TooMuchChanged(Vec<(ProductKey, u64)>),
     Paired(Box<Paired>),
 }
 
@@ -134,7 +135,8 @@ pub fn run(
     let share = catalog.settings.pair_full_after_share;
     let since = state.changed_since_full as usize + changes.total();
     if since as f64 > share * f64::from(state.weights.counted.max(1)) {
-        return Ok(Outcome::TooMuchChanged);
+        let listing = cat.keys.into_iter().zip(cat.versions).collect();
+        return Ok(Outcome::TooMuchChanged(listing));
     }
     check(stop)?;
     progress.report(EMBEDDED, "weighting words");

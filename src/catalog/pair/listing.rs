@@ -78,26 +78,56 @@ impl Run<'_> {
 }
 
 /// The state's keys and versions, with `changed` (in key order: a version, or `None` for a
-/// product gone) in place of theirs.
+/// product gone) in place of theirs. Each changed key is found by a binary search, so the
+/// unchanged runs between them are copied without comparing their keys.
 fn merged(state: &Pairing, changed: Vec<(&ProductKey, Option<u64>)>) -> Vec<(ProductKey, u64)> {
     let mut out = Vec::with_capacity(state.keys.len() + changed.len());
-    let mut changed = changed.into_iter().peekable();
-    let push = |out: &mut Vec<_>, (key, version): (&ProductKey, Option<u64>)| {
-        if let Some(v) = version {
-            out.push((key.clone(), v));
-        }
+    let kept = |range: std::ops::Range<usize>| {
+        let keys = state.keys[range.clone()].iter().cloned();
+        keys.zip(state.versions[range].iter().copied())
     };
-    for (key, &version) in state.keys.iter().zip(&state.versions) {
-        while let Some(before) = changed.next_if(|(k, _)| *k < key) {
-            push(&mut out, before);
-        }
-        match changed.next_if(|(k, _)| *k == key) {
-            Some(now) => push(&mut out, now),
-            None => out.push((key.clone(), version)),
-        }
+    let mut from = 0;
+    for (key, version) in changed {
+        let (at, found) = match state.keys[from..].binary_search(key) {
+            Ok(i) => (from + i, true),
+            Err(i) => (from + i, false),
+        };
+        out.extend(kept(from..at));
+        out.extend(version.map(|v| (key.clone(), v)));
+        from = at + usize::from(found);
     }
-    for after in changed {
-        push(&mut out, after);
-    }
+    out.extend(kept(from..state.keys.len()));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(k: &str) -> ProductKey {
+        ProductKey::parse(k).expect("a valid key")
+    }
+
+    #[test]
+    fn the_feed_s_products_replace_add_to_or_leave_the_state_s_listing() {
+        let state = Pairing {
+            keys: ["b", "d", "f", "h"].map(key).to_vec(),
+            versions: vec![2, 4, 6, 8],
+            ..Pairing::default()
+        };
+        let (a, d, e, f, z) = (key("a"), key("d"), key("e"), key("f"), key("z"));
+        let changed = vec![
+            (&a, Some(1)),
+            (&d, Some(40)),
+            (&e, Some(5)),
+            (&f, None),
+            (&z, None),
+        ];
+        let want: Vec<(ProductKey, u64)> = [("a", 1), ("b", 2), ("d", 40), ("e", 5), ("h", 8)]
+            .into_iter()
+            .map(|(k, v)| (key(k), v))
+            .collect();
+        assert_eq!(merged(&state, changed), want);
+        assert_eq!(merged(&state, vec![]).len(), 4);
+    }
 }

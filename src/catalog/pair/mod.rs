@@ -154,18 +154,18 @@ impl Run<'_> {
         budget::Limit::new(self.catalog.settings.pair_max_memory_mb)
             .check_products(versions.len())?;
         let ask = self.ask();
-        let because = match (&state, params.full) {
-            (_, true) => FullBecause::Asked,
-            (None, _) => FullBecause::First,
+        let (because, versions) = match (&state, params.full) {
+            (_, true) => (FullBecause::Asked, versions),
+            (None, _) => (FullBecause::First, versions),
             (Some(s), _) if s.top_k as usize != ask.top_k || s.min_score != ask.min_score => {
-                FullBecause::Settings
+                (FullBecause::Settings, versions)
             }
             (Some(state), false) => {
                 let outcome = incremental::run(
                     self.catalog,
                     self.tenant,
                     state,
-                    versions.clone(),
+                    versions,
                     &ask,
                     self.stop,
                     self.progress,
@@ -173,7 +173,7 @@ impl Run<'_> {
                 match outcome {
                     Outcome::Unchanged => return Ok(self.unchanged(state, found_by)),
                     Outcome::Paired(paired) => return self.save_incremental(*paired, found_by),
-                    Outcome::TooMuchChanged => FullBecause::Share,
+                    Outcome::TooMuchChanged(versions) => (FullBecause::Share, versions),
                 }
             }
         };

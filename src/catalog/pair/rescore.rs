@@ -51,10 +51,12 @@ impl Plan {
         };
         let mut requery_group = vec![false; e.group_count()];
         let mut changed_group = vec![false; e.group_count()];
+        let mut bars = vec![f32::INFINITY; e.len()];
         for (u, o) in old_of.iter().enumerate() {
             let unproven = o.is_some_and(|o| {
-                let (kept, known) = plan.kept(state, o);
-                !known.proves(&kept, ask.top_k)
+                let (proves, bar) = plan.standing(state, o, ask);
+                bars[u] = bar;
+                !proves
             });
             let g = e.group_of[u] as usize;
             requery_group[g] |= changed[u] || unproven;
@@ -65,16 +67,12 @@ impl Plan {
             .iter()
             .map(|&g| requery_group[g as usize])
             .collect();
-        plan.bars = (0..e.len())
-            .map(|u| match old_of[u] {
-                Some(o) if !plan.requeried[u] => match plan.kept(state, o) {
-                    (_, Known::All) => ask.min_score,
-                    (list, Known::ToLast) => list.last().map_or(ask.min_score, |l| l.1),
-                    (_, Known::Above(floor)) => floor,
-                },
-                _ => f32::INFINITY,
-            })
-            .collect();
+        for (bar, &requeried) in bars.iter_mut().zip(&plan.requeried) {
+            if requeried {
+                *bar = f32::INFINITY;
+            }
+        }
+        plan.bars = bars;
         let which = |marks: &[bool]| {
             (0..marks.len() as u32)
                 .filter(|&g| marks[g as usize])
@@ -86,32 +84,57 @@ impl Plan {
     }
 
     /// The state's list of product `o` in the new indices, without the products changed or
-    /// removed since, and how far it is known now: a list known up to its last is known
-    /// only above its last's score once that one has left.
+    /// removed since, and how far it is known now (`known_now`).
     fn kept(&self, state: &Pairing, o: u32) -> (Best, Known) {
-        let row = state.best.row(o as usize);
-        let list = row
+        let list = state
+            .best
+            .row(o as usize)
             .iter()
             .map(|&(j, s)| (self.old_to_new[j as usize], s))
             .filter(|&(j, _)| j != u32::MAX)
             .collect();
-        let known = match (state.known[o as usize], row.last()) {
+        (list, self.known_now(state, o))
+    }
+
+    /// How far product `o`'s kept list is known now: a list known up to its last is known
+    /// only above its last's score once that one has left.
+    fn known_now(&self, state: &Pairing, o: u32) -> Known {
+        match (state.known[o as usize], state.best.row(o as usize).last()) {
             (Known::ToLast, Some(&(last, s))) if self.old_to_new[last as usize] == u32::MAX => {
                 Known::Above(s)
             }
             (known, _) => known,
-        };
-        (list, known)
+        }
     }
 
-    /// The state's top k of product `o` in the new indices (`u32::MAX` for a product changed
-    /// or removed since).
-    fn old_top(&self, state: &Pairing, o: u32) -> Best {
-        state
-            .top(o as usize)
-            .iter()
-            .map(|&(j, s)| (self.old_to_new[j as usize], s))
-            .collect()
+    /// Whether product `o`'s kept list (`kept`) still proves its top k, and its bar for the
+    /// reverse search — what a changed product must score to enter it — without making
+    /// the list: every kept product is looked at here, most of them unchanged.
+    fn standing(&self, state: &Pairing, o: u32, ask: &Ask) -> (bool, f32) {
+        let row = state.best.row(o as usize);
+        let stays = |&&(j, _): &&(u32, f32)| self.old_to_new[j as usize] != u32::MAX;
+        match self.known_now(state, o) {
+            Known::All => (true, ask.min_score),
+            Known::ToLast => {
+                let last = row.iter().rev().find(stays).map_or(ask.min_score, |l| l.1);
+                (row.iter().filter(stays).count() >= ask.top_k, last)
+            }
+            Known::Above(floor) => {
+                let above = row.iter().filter(stays).filter(|&&(_, s)| s > floor);
+                (above.count() >= ask.top_k, floor)
+            }
+        }
+    }
+
+    /// Whether the state's top k of product `o`, in the new indices (`u32::MAX` for a
+    /// product changed or removed since), is `top`.
+    fn same_top(&self, state: &Pairing, o: u32, top: &[(u32, f32)]) -> bool {
+        let old = state.top(o as usize);
+        old.len() == top.len()
+            && old
+                .iter()
+                .zip(top)
+                .all(|(&(j, s), &n)| (self.old_to_new[j as usize], s) == n)
     }
 }
 
@@ -157,17 +180,19 @@ pub fn rescore(
         let o = built.old_of[u].expect("a product not requeried is unchanged");
         let (mut list, mut k) = plan.kept(state, o);
         let lost = list.len() < state.best.row(o as usize).len();
-        let before = list.clone();
+        let mut gained = false;
         if let Some(new) = entered.next_if(|c| c[0].0 as usize == u) {
+            let before = list.clone();
             let new = new.iter().map(|&(_, j, s)| (j, s));
             (list, k) = merged(e, u, list, k, new, ask.depth());
+            gained = list != before;
         }
         if !k.proves(&list, ask.top_k) {
             unproven.push(u as u32);
         } else if lost {
             rescored.refilled += 1;
         } else {
-            rescored.gained_a_neighbour += usize::from(list != before);
+            rescored.gained_a_neighbour += usize::from(gained);
         }
         (*best, known[u]) = (list, k);
     }
@@ -261,7 +286,7 @@ pub fn changed_rows(
     (0..best.len())
         .filter(|&u| match built.old_of[u] {
             None => true,
-            Some(o) => plan.old_top(state, o) != best[u][..best[u].len().min(top_k)],
+            Some(o) => !plan.same_top(state, o, &best[u][..best[u].len().min(top_k)]),
         })
         .map(|u| u as u32)
         .collect()

@@ -1,28 +1,52 @@
 //! The OpenAPI rows that several routes share, written once (the routes name them in their
 //! `#[utoipa::path]` annotations):
 //! - the two start routes, `POST /catalog/{kind}` and `POST /catalog/pipeline`, answer through
-//!   `catalog::launch` and `catalog::launch_pipeline`, so they share every answer but the
-//!   waited 200 (each route's own report) and the job start's 404 (an unknown kind), each in
-//!   its route's annotation; what differs in the words is what was started;
+//!   `catalog::launch` and `catalog::launch_pipeline`, so they share their fields and every
+//!   answer but the job start's 404 (an unknown kind, in its annotation); what differs in
+//!   the words is what was started, and the waited 200's report;
 //! - a create (a start's or a retry's) is refused alike by the tenant's rate and the instance;
 //! - a job named by its path (`{job_id}`, and an optional `tenant_id` it must belong to) is
 //!   found or refused alike by every route that reads one (`jobs::visible`);
-//! - both event streams take a place in the same budget (`streams`), refused alike.
+//! - both event streams take a place in the same budget (`streams`), refused alike;
+//! - both bulk actions answer through `bulk::walk`, alike but for what each selects;
+//! - the refusals many routes give in the same words (`refusals!`: the store away, another
+//!   tenant's token, a read-only one, a field).
 
 use std::collections::BTreeMap;
 
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::Schema;
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required, Response, ResponseBuilder};
 use utoipa::{IntoParams, IntoResponses, PartialSchema, ToSchema};
 
 use super::error::ErrorBody;
+use crate::catalog::report::{JobReport, PipelineReport};
 use crate::jobs::Snapshot;
+
+/// Answers a route names in its `responses(...)`: a type each, a line each here, the type
+/// and the expression that builds its answers from the words that differ.
+macro_rules! answers_from {
+    ($($(#[$doc:meta])* $name:ident = $build:expr;)*) => {$(
+        $(#[$doc])*
+        pub struct $name;
+
+        impl utoipa::IntoResponses for $name {
+            fn responses() -> std::collections::BTreeMap<
+                String,
+                utoipa::openapi::RefOr<utoipa::openapi::Response>,
+            > {
+                $build
+            }
+        }
+    )*};
+}
+pub(super) use answers_from;
 
 /// The header that marks the answer to a retry of an `Idempotency-Key`.
 const REPLAYED_HEADER: &str = "Idempotent-Replayed";
 
-/// What a start route starts, in the words of its answers.
+/// What a start route starts, in the words of its parameters and answers.
 struct Started {
     /// `job` or `pipeline`.
     noun: &'static str,
@@ -32,51 +56,133 @@ struct Started {
     conflict: &'static str,
     /// The 422's codes, as this route reads its fields.
     fields: &'static str,
+    /// What a `source` is needed for, beyond a sync's feed ("" for nothing more).
+    source: &'static str,
+    /// Where an `Idempotency-Key` is unique beside its tenant ("" for nowhere else).
+    key_scope: &'static str,
+    /// What a waited start's 200 says was done, and what its report is.
+    done: &'static str,
+    /// What made the report, as its `Location` names it.
+    reporter: &'static str,
 }
 
-/// `POST /catalog/{kind}`'s answers beside its waited 200.
-pub struct JobStartAnswers;
+const JOB_START: Started = Started {
+    noun: "job",
+    accepted: "the job",
+    conflict: "a job of this kind",
+    fields: "`missing_field`, `invalid_field`, `unknown_field`, `source_not_allowed`, `source_not_found`, `idempotency_key_reused` or `duplicate_key` (a JSON body giving a key twice)",
+    source: "",
+    key_scope: " and kind",
+    done: "the job is done: its report",
+    reporter: "The job that made the report",
+};
 
-/// `POST /catalog/pipeline`'s answers beside its waited 200.
-pub struct PipelineStartAnswers;
+const PIPELINE_START: Started = Started {
+    noun: "pipeline",
+    accepted: "the pipeline, its `steps` each with its own job's id, status and percent",
+    conflict: "a pipeline, or a job of one of its steps' kinds,",
+    fields: "`invalid_field` (a bad `steps`), `unknown_field` (a field of no step, or of a step not in `steps`), `missing_field`, `source_not_allowed`, `source_not_found`, `idempotency_key_reused` or `duplicate_key`",
+    source: " Required when `steps` has sync.",
+    key_scope: "",
+    done: "every step is done: each step's report, by kind",
+    reporter: "The pipeline",
+};
 
-impl IntoResponses for JobStartAnswers {
-    fn responses() -> BTreeMap<String, RefOr<Response>> {
-        start_answers(&Started {
-            noun: "job",
-            accepted: "the job",
-            conflict: "a job of this kind",
-            fields: "`missing_field`, `invalid_field`, `unknown_field`, `source_not_allowed`, `source_not_found`, `idempotency_key_reused` or `duplicate_key` (a JSON body giving a key twice)",
-        })
+answers_from! {
+    /// `POST /catalog/{kind}`'s answers beside its 404 (an unknown kind).
+    JobStartAnswers = start_answers::<JobReport>(&JOB_START);
+    /// `POST /catalog/pipeline`'s answers.
+    PipelineStartAnswers = start_answers::<PipelineReport>(&PIPELINE_START);
+}
+
+/// The fields `POST /catalog/{kind}` takes whatever the kind, and its header.
+pub struct JobStartParams;
+
+/// The fields `POST /catalog/pipeline` takes beside `steps`, and its header.
+pub struct PipelineStartParams;
+
+impl IntoParams for JobStartParams {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        start_params(&JOB_START)
     }
 }
 
-impl IntoResponses for PipelineStartAnswers {
-    fn responses() -> BTreeMap<String, RefOr<Response>> {
-        start_answers(&Started {
-            noun: "pipeline",
-            accepted: "the pipeline, its `steps` each with its own job's id, status and percent",
-            conflict: "a pipeline, or a job of one of its steps' kinds,",
-            fields: "`invalid_field` (a bad `steps`), `unknown_field` (a field of no step, or of a step not in `steps`), `missing_field`, `source_not_allowed`, `source_not_found`, `idempotency_key_reused` or `duplicate_key`",
-        })
+impl IntoParams for PipelineStartParams {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        start_params(&PIPELINE_START)
     }
 }
 
-/// The answers both start routes give, 202 and every refusal.
-fn start_answers(started: &Started) -> BTreeMap<String, RefOr<Response>> {
+/// The query fields and the header both start routes take, in their words.
+fn start_params(started: &Started) -> Vec<Parameter> {
+    let Started {
+        noun,
+        conflict,
+        source,
+        key_scope,
+        ..
+    } = started;
+    vec![
+        param(ParameterIn::Query, Required::False, "tenant_id", String::schema(), "The tenant (here or in the body)."),
+        param(ParameterIn::Query, Required::False, "wait", String::schema(), &format!("Hold the request until the {noun} ends: `true/false/1/0/yes/no/on/off`.")),
+        param(ParameterIn::Query, Required::False, "source", Vec::<String>::schema(), &format!("sync: a feed; repeatable.{source}")),
+        param(ParameterIn::Query, Required::False, "force", String::schema(), "enrich: re-extract unchanged products."),
+        param(ParameterIn::Query, Required::False, "on_conflict", String::schema(), &format!("`reject` (default: 409 while {conflict} is active) or `join` (answer with the active {noun} when its parameters are these).")),
+        param(ParameterIn::Header, Required::False, "Idempotency-Key", String::schema(), &format!("1–255 characters: a retry with the same key (same tenant{key_scope}) answers with the first request's {noun}, marked `{REPLAYED_HEADER}: true`, for `JOB_TTL_SECONDS`.")),
+    ]
+}
+
+/// A parameter, described.
+fn param(
+    place: ParameterIn,
+    required: Required,
+    name: &str,
+    schema: impl Into<RefOr<Schema>>,
+    description: &str,
+) -> Parameter {
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(place)
+        .required(required)
+        .description(Some(description))
+        .schema(Some(schema))
+        .build()
+}
+
+/// The answers both start routes give: the waited 200 with its `Report`, the 202, and every
+/// refusal.
+fn start_answers<Report: ToSchema>(started: &Started) -> BTreeMap<String, RefOr<Response>> {
     let Started {
         noun,
         accepted,
         conflict,
         fields,
+        done,
+        reporter,
+        ..
     } = started;
+    let replayed = || {
+        string_header(
+            "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise).",
+        )
+    };
+    let waited = ResponseBuilder::new()
+        .description(format!("`wait=true` and {done}."))
+        .content("application/json", json_of(Report::name()))
+        .header(
+            "Location",
+            string_header(&format!("{reporter}: `/catalog/jobs/{{job_id}}`.")),
+        )
+        .header(REPLAYED_HEADER, replayed())
+        .build();
     let created = ResponseBuilder::new()
         .description(format!("Started, joined or replayed (or still running after `WAIT_MAX_SECONDS` with `wait=true`): {accepted}; poll `Location`. A replay of an `Idempotency-Key` carries `{REPLAYED_HEADER}: true`."))
         .content("application/json", json_of(Snapshot::name()))
         .header("Location", string_header(&format!("Where to poll the {noun}: `/catalog/jobs/{{job_id}}`.")))
-        .header(REPLAYED_HEADER, string_header("`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."))
+        .header(REPLAYED_HEADER, replayed())
         .build();
     [
+        ("200", RefOr::T(waited)),
         ("202", RefOr::T(created)),
         ("400", refusal("`malformed_body`.")),
         ("403", refusal("`forbidden`: the token is for another tenant than the one named, or may only read (`read:…`).")),
@@ -112,18 +218,9 @@ pub struct JobPath;
 
 impl IntoParams for JobPath {
     fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
-        let param = |name: &str, place, required, description: &str| {
-            ParameterBuilder::new()
-                .name(name)
-                .parameter_in(place)
-                .required(required)
-                .description(Some(description))
-                .schema(Some(String::schema()))
-                .build()
-        };
         vec![
-            param("job_id", ParameterIn::Path, Required::True, "The job's id, as its start answered it."),
-            param("tenant_id", ParameterIn::Query, Required::False, "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
+            param(ParameterIn::Path, Required::True, "job_id", String::schema(), "The job's id, as its start answered it."),
+            param(ParameterIn::Query, Required::False, "tenant_id", String::schema(), "The tenant the job must belong to: a job of another tenant answers 404 exactly as an unknown id."),
         ]
     }
 }
@@ -135,9 +232,54 @@ pub struct JobNotVisible;
 impl IntoResponses for JobNotVisible {
     fn responses() -> BTreeMap<String, RefOr<Response>> {
         BTreeMap::from([
-            ("404".to_owned(), refusal("`not_found`: no job has this id (or it expired after `JOB_TTL_SECONDS`), or it is another tenant's (the `tenant_id` named, or the token's).")),
             ("422".to_owned(), refusal("`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.")),
         ])
+        .into_iter()
+        .chain(JobNotFound::responses())
+        .collect()
+    }
+}
+
+/// What a bulk action does, in the words of its answers.
+pub struct BulkAction {
+    /// What `more` says, after "`more` when".
+    pub more: &'static str,
+    /// Whom the 403 refuses beside a read-only token.
+    pub forbidden: &'static str,
+    /// The fields a 422 names, and how a reused key reads.
+    pub fields: &'static str,
+    /// The 503's codes, and why sending the call again is safe.
+    pub unavailable: &'static str,
+}
+
+/// The answers of both bulk actions: what was done to each job (`Answer`), and every refusal.
+pub fn bulk_answers<Answer: ToSchema>(action: &BulkAction) -> BTreeMap<String, RefOr<Response>> {
+    let BulkAction {
+        more,
+        forbidden,
+        fields,
+        unavailable,
+    } = action;
+    let done = ResponseBuilder::new()
+        .description(format!("What was done to each job (at most 100; `more` when {more}; `matched` counts them all)."))
+        .content("application/json", json_of(Answer::name()))
+        .header(REPLAYED_HEADER, string_header("`true`, only on the answer to a call sent again with its `Idempotency-Key`."))
+        .build();
+    BTreeMap::from([
+        ("200".to_owned(), RefOr::T(done)),
+        ("400".to_owned(), refusal("`malformed_body`: not a JSON object.")),
+        ("403".to_owned(), refusal(&format!("`forbidden`: a read-only token (`read:…`), or {forbidden}."))),
+        ("422".to_owned(), refusal(&format!("`invalid_field`, `missing_field` or `unknown_field` (with `field`: {fields}; nothing was done."))),
+        ("503".to_owned(), refusal(unavailable)),
+    ])
+}
+
+/// A bulk call's `Idempotency-Key` header.
+pub struct BulkKey;
+
+impl IntoParams for BulkKey {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![param(ParameterIn::Header, Required::False, "Idempotency-Key", String::schema(), "1–255 visible characters: the same key with the same body answers the first call's answer again (`Idempotent-Replayed: true`) for `JOB_TTL_SECONDS`, and does nothing again.")]
     }
 }
 
@@ -152,6 +294,27 @@ impl IntoResponses for StreamRefusals {
             "`store_unavailable`, or `overloaded` (asked for a stream): `MAX_EVENT_STREAMS` event streams are open on this instance.",
         )
     }
+}
+
+// The refusals several routes answer in the same words.
+answers_from! {
+    /// The store did not answer (every route that reads or writes it).
+    StoreUnavailable = refused("503", "`store_unavailable`.");
+    /// A tenant token naming another tenant.
+    OtherTenant = refused("403", "`forbidden`: the token is for another tenant than the one named.");
+    /// A read-only token asking for a change.
+    ReadOnly = refused("403", "`forbidden`: the token may only read (`read:…`).");
+    /// A route that takes no query field, sent one.
+    NoQueryField = refused("422", "`unknown_field`: this route takes no query field.");
+    /// No job has the id of the path, or not one the caller may see.
+    JobNotFound = refused("404", "`not_found`: no job has this id (or it expired after `JOB_TTL_SECONDS`), or it is another tenant's (the `tenant_id` named, or the token's).");
+    /// A field missing, malformed or not the route's.
+    BadField = refused("422", "`missing_field`, `invalid_field` or `unknown_field` (with `field`).");
+}
+
+/// One refusal, as a route's answers.
+fn refused(status: &str, description: &str) -> BTreeMap<String, RefOr<Response>> {
+    BTreeMap::from([(status.to_owned(), refusal(description))])
 }
 
 /// A refusal that may pass: 429 (the tenant's share, with `Retry-After`) and 503 (the instance).

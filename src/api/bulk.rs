@@ -16,8 +16,9 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::access::RequestId;
+use super::answers::{answers_from, bulk_answers, BulkAction, BulkKey};
 use super::auth::Caller;
-use super::error::{ApiError, ErrorBody};
+use super::error::ApiError;
 use super::extract::idempotency_key;
 use super::job_filter::cursor_of;
 use super::jobs::{count_if_ended_at_once, count_pipeline_if_ended, Retry};
@@ -140,15 +141,8 @@ const NOT_ACTIVE: &str = "the job has already ended: nothing to cancel";
 /// yet (newest first).
 #[utoipa::path(post, path = "/catalog/bulk/retry", tag = "jobs", operation_id = "bulk_retry",
     request_body(content = BulkRetryBody, description = "Exactly one of `job_ids` (1–100 ids) or `filter` (each of its fields optional); `dry_run: true` counts the jobs (`matched`) and does nothing.", content_type = "application/json"),
-    params(("Idempotency-Key" = Option<String>, Header, description = "1–255 visible characters: the same key with the same body answers the first call's answer again (`Idempotent-Replayed: true`) for `JOB_TTL_SECONDS`; the retries it started are not started again.")),
-    responses(
-        (status = 200, description = "What was done to each job (at most 100; `more` when a filter matches more; `matched` counts them all).", body = BulkAnswer,
-            headers(("Idempotent-Replayed" = String, description = "`true`, only on the answer to a call sent again with its `Idempotency-Key`."))),
-        (status = 400, description = "`malformed_body`: not a JSON object.", body = ErrorBody),
-        (status = 403, description = "`forbidden`: a read-only token (`read:…`), or a tenant token whose filter names another tenant.", body = ErrorBody),
-        (status = 422, description = "`invalid_field`, `missing_field` or `unknown_field` (with `field`: `job_ids`, `filter`, `filter.tenant_id`, `dry_run`, …), or `idempotency_key_reused` (the key came first with another body); nothing was done.", body = ErrorBody),
-        (status = 503, description = "`shutting_down` or `store_unavailable`: send the call again (with the same `Idempotency-Key`, no job is retried twice).", body = ErrorBody),
-    ))]
+    params(BulkKey),
+    responses(BulkRetryAnswers))]
 pub async fn retry(
     State(app): State<AppState>,
     caller: Caller,
@@ -163,15 +157,8 @@ pub async fn retry(
 /// first).
 #[utoipa::path(post, path = "/catalog/bulk/cancel", tag = "jobs", operation_id = "bulk_cancel",
     request_body(content = BulkCancelBody, description = "Exactly one of `job_ids` (1–100 ids) or `tenant_id`; `dry_run: true` counts the jobs (`matched`) and does nothing.", content_type = "application/json"),
-    params(("Idempotency-Key" = Option<String>, Header, description = "1–255 visible characters: the same key with the same body answers the first call's answer again (`Idempotent-Replayed: true`) for `JOB_TTL_SECONDS`.")),
-    responses(
-        (status = 200, description = "What was done to each job (at most 100; `more` when the tenant has more active jobs; `matched` counts them all).", body = BulkAnswer,
-            headers(("Idempotent-Replayed" = String, description = "`true`, only on the answer to a call sent again with its `Idempotency-Key`."))),
-        (status = 400, description = "`malformed_body`: not a JSON object.", body = ErrorBody),
-        (status = 403, description = "`forbidden`: a read-only token (`read:…`), or a tenant token naming another tenant.", body = ErrorBody),
-        (status = 422, description = "`invalid_field`, `missing_field` or `unknown_field` (with `field`: `job_ids`, `tenant_id`, `dry_run`, …), or `idempotency_key_reused`; nothing was done.", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`: send the call again (asking a job twice to stop is harmless).", body = ErrorBody),
-    ))]
+    params(BulkKey),
+    responses(BulkCancelAnswers))]
 pub async fn cancel(
     State(app): State<AppState>,
     caller: Caller,
@@ -179,6 +166,30 @@ pub async fn cancel(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     walk(&app, &caller, Action::Cancel, &headers, &body).await
+}
+
+/// A bulk retry, in the words of its answers.
+const RETRY_WORDS: BulkAction = BulkAction {
+    more: "a filter matches more",
+    forbidden: "a tenant token whose filter names another tenant",
+    fields: "`job_ids`, `filter`, `filter.tenant_id`, `dry_run`, …), or `idempotency_key_reused` (the key came first with another body)",
+    unavailable: "`shutting_down` or `store_unavailable`: send the call again (with the same `Idempotency-Key`, no job is retried twice).",
+};
+
+/// A bulk cancel, in the words of its answers.
+const CANCEL_WORDS: BulkAction = BulkAction {
+    more: "the tenant has more active jobs",
+    forbidden: "a tenant token naming another tenant",
+    fields: "`job_ids`, `tenant_id`, `dry_run`, …), or `idempotency_key_reused`",
+    unavailable:
+        "`store_unavailable`: send the call again (asking a job twice to stop is harmless).",
+};
+
+answers_from! {
+    /// `POST /catalog/bulk/retry`'s answers.
+    BulkRetryAnswers = bulk_answers::<BulkAnswer>(&RETRY_WORDS);
+    /// `POST /catalog/bulk/cancel`'s answers.
+    BulkCancelAnswers = bulk_answers::<BulkAnswer>(&CANCEL_WORDS);
 }
 
 /// What a bulk call does to each job it selects.

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::access::RequestId;
-use super::answers::JobStartAnswers;
+use super::answers::{JobStartAnswers, JobStartParams};
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{
@@ -15,7 +15,6 @@ use super::extract::{
 };
 use super::openapi;
 use super::AppState;
-use crate::catalog::report::JobReport;
 use crate::jobs::params::Fields;
 use crate::jobs::runner::{Refused, QUEUED_STEP};
 use crate::jobs::store::{Created, NewJob, NewPipeline, Origin};
@@ -28,13 +27,8 @@ use serde_json::Value;
 #[utoipa::path(post, path = "/catalog/{kind}", tag = "jobs", operation_id = "start_job",
     params(
         ("kind" = String, Path, description = "`sync`, `enrich` or `pair`."),
-        ("tenant_id" = Option<String>, Query, description = "The tenant (here or in the body)."),
-        ("wait" = Option<String>, Query, description = "Hold the request until the job ends: `true/false/1/0/yes/no/on/off`."),
-        ("source" = Option<Vec<String>>, Query, description = "sync: a feed; repeatable."),
-        ("force" = Option<String>, Query, description = "enrich: re-extract unchanged products."),
+        JobStartParams,
         ("full" = Option<String>, Query, description = "pair: pair every product with word weights counted afresh, even when an incremental pair could."),
-        ("on_conflict" = Option<String>, Query, description = "`reject` (default: 409 while a job of this kind is active) or `join` (answer with the active job when its parameters are these)."),
-        ("Idempotency-Key" = Option<String>, Header, description = "1–255 characters: a retry with the same key (same tenant and kind) answers with the first request's job, marked `Idempotent-Replayed: true`, for `JOB_TTL_SECONDS`."),
     ),
     request_body(description = "The same fields as the query string.", content(
         (openapi::StartFields = "application/json"),
@@ -42,9 +36,6 @@ use serde_json::Value;
         (openapi::StartFields = "multipart/form-data"),
     )),
     responses(
-       (status = 200, description = "`wait=true` and the job is done: its report.", body = JobReport,
-            headers(("Location" = String, description = "The job that made the report: `/catalog/jobs/{job_id}`."),
-                ("Idempotent-Replayed" = String, description = "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."))),
         (status = 404, description = "`unknown_kind` (with `known_kinds`); `not_found` when an `Idempotency-Key` retry's job has expired.", body = ErrorBody),
         JobStartAnswers,
     ))]

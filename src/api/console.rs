@@ -8,6 +8,7 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::answers::{NoQueryField, StoreUnavailable};
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{limit_field, query_fields, refuse_unknown, take_single};
@@ -56,7 +57,7 @@ pub struct WhoAmI {
 #[utoipa::path(get, path = "/catalog/whoami", tag = "console", operation_id = "whoami",
     responses(
         (status = 200, description = "The caller: its name, scope and what it may do.", body = WhoAmI),
-        (status = 422, description = "`unknown_field`: this route takes no query field.", body = ErrorBody),
+        NoQueryField,
     ))]
 pub async fn whoami(
     State(app): State<AppState>,
@@ -99,8 +100,7 @@ pub async fn whoami(
     responses(
         (status = 200, description = "The figures, read now from the store every replica shares.", body = Stats),
         (status = 403, description = "`forbidden`: a tenant token (only an operator token reads every tenant's figures).", body = ErrorBody),
-        (status = 422, description = "`unknown_field`: this route takes no query field.", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+        NoQueryField, StoreUnavailable,
     ))]
 pub async fn stats(
     State(app): State<AppState>,
@@ -138,7 +138,7 @@ pub struct Tenants {
     responses(
         (status = 200, description = "The tenants, the one that created a job most recently first.", body = Tenants),
         (status = 422, description = "`invalid_field` (a bad `prefix` or `limit`) or `unknown_field`, with `field`.", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+        StoreUnavailable,
     ))]
 pub async fn tenants(
     State(app): State<AppState>,

@@ -23,7 +23,7 @@ use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
 
-use super::answers::{JobPath, StreamRefusals};
+use super::answers::{BadField, JobNotFound, JobPath, OtherTenant, StreamRefusals};
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{query_fields, refuse_unknown, take_single, tenant_field, JobIdPath};
@@ -68,9 +68,8 @@ pub struct Timeline {
         (status = 200, description = "The timeline, oldest first (at most the newest 100 events): as JSON, or with `Accept: text/event-stream` as Server-Sent Events (`id:` the event id, `event:` its type, `data:` the event's JSON), live until the job's `finished` (or `superseded`) event; keep-alive comments every 15 s.",
             content((Timeline = "application/json"), (String = "text/event-stream"))),
         (status = 204, description = "A stream asked for after the job ended and after its last event: nothing more will come (browsers stop reconnecting)."),
-        (status = 404, description = "`not_found`: no job has this id (or it expired), or it is another tenant's (the `tenant_id` named, or the token's).", body = ErrorBody),
         (status = 422, description = "`invalid_field` (a bad `tenant_id`, `after` or `Last-Event-ID`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
-        StreamRefusals,
+        JobNotFound, StreamRefusals,
     ))]
 pub async fn job_events(
     State(app): State<AppState>,
@@ -123,9 +122,7 @@ pub async fn job_events(
     responses(
         (status = 200, description = "Server-Sent Events, one per timeline event of any of the tenant's jobs (on any replica), until the client goes away or the service shuts down; `event: resync` (data `{}`) when changes may have been missed (re-read the listing); keep-alive comments every 15 s.",
             body = String, content_type = "text/event-stream"),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = ErrorBody),
-        StreamRefusals,
+        OtherTenant, BadField, StreamRefusals,
     ))]
 pub async fn tenant_events(
     State(app): State<AppState>,

@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::access::RequestId;
-use super::answers::{CreateRefusals, JobNotVisible, JobPath};
+use super::answers::{CreateRefusals, JobNotVisible, JobPath, ReadOnly, StoreUnavailable};
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{
@@ -42,8 +42,7 @@ const RETRY_AFTER_UNKNOWN_SECS: u64 = 2;
     responses(
         (status = 200, description = "The job. While it is active the answer carries `Retry-After`: when to poll again, from `eta_seconds` (1–30 s; 2 s while there is no estimate).", body = Snapshot,
             headers(("Retry-After" = u64, description = "Active jobs only: seconds until polling again is worth it."))),
-        JobNotVisible,
-        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+        JobNotVisible, StoreUnavailable,
     ))]
 pub async fn get_one(
     State(app): State<AppState>,
@@ -81,10 +80,8 @@ pub fn retry_after_secs(eta_seconds: Option<u64>) -> u64 {
     responses(
         (status = 202, description = "The new job (its `retry_of` names the old one); poll `Location`.", body = Snapshot,
             headers(("Location" = String, description = "Where to poll the new job: `/catalog/jobs/{job_id}`."))),
-        (status = 403, description = "`forbidden`: the token may only read (`read:…`).", body = ErrorBody),
         (status = 409, description = "`still_active`: the job has not ended (it is in `job`, its id in `job_id`); `already_running`: another job of this tenant and kind is active (its `job_id`).", body = ErrorBody),
-        JobNotVisible,
-        CreateRefusals,
+        ReadOnly, JobNotVisible, CreateRefusals,
     ))]
 pub async fn retry(
     State(app): State<AppState>,
@@ -166,10 +163,8 @@ pub struct Listing {
     params(JobPath),
     responses(
         (status = 202, description = "Asked: the job reads `cancelling`, then `cancelled` at its next safe point.", body = Snapshot),
-        (status = 403, description = "`forbidden`: the token may only read (`read:…`).", body = ErrorBody),
         (status = 409, description = "`not_active`: the job has already ended (it is in `job`).", body = ErrorBody),
-        JobNotVisible,
-        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+        ReadOnly, JobNotVisible, StoreUnavailable,
     ))]
 pub async fn cancel(
     State(app): State<AppState>,
@@ -289,7 +284,7 @@ pub(super) async fn visible(
         (status = 200, description = "A page of jobs, newest first, and the `next_cursor` (null on the last page).", body = Listing),
         (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or a tenant token named no tenant.", body = ErrorBody),
         (status = 422, description = "`invalid_field` (a bad `tenant_id`, `status`, `kind`, `id_prefix`, `cursor` or `limit`) or `unknown_field` (with `field`).", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+        StoreUnavailable,
     ))]
 pub async fn list(
     State(app): State<AppState>,

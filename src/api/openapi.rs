@@ -20,7 +20,9 @@ use utoipa::openapi::{
 use utoipa::{Modify, ToSchema};
 
 use super::auth::GUARDED_PREFIX;
+use super::bulk::BulkAnswer;
 use super::error::ErrorBody;
+use crate::catalog::report::{JobReport, PipelineReport};
 
 /// The document's front matter; paths come from the router.
 #[derive(utoipa::OpenApi)]
@@ -37,7 +39,11 @@ use super::error::ErrorBody;
         (name = "console", description = "The operator's console: who the caller is, the overview of the whole service, the tenant picker and bulk actions"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
         (name = "admin", description = "The admin page, served by the binary")
-    )
+    ),
+    // The bodies only hand-built answers name (`answers`, `bulk`): a `#[utoipa::path]`
+    // registers the schema of a `body = …` it lists, an `IntoResponses` written by hand
+    // does not.
+    components(schemas(JobReport, PipelineReport, BulkAnswer))
 )]
 struct Front;
 
@@ -49,6 +55,10 @@ pub fn document() -> &'static OpenApi {
         let front = <Front as utoipa::OpenApi>::openapi();
         doc.info = front.info;
         doc.tags = front.tags;
+        let schemas = &mut doc.components.get_or_insert_with(Default::default).schemas;
+        for (name, schema) in front.components.into_iter().flat_map(|c| c.schemas) {
+            schemas.entry(name).or_insert(schema);
+        }
         BearerTokens.modify(&mut doc);
         add_common_headers(&mut doc);
         doc

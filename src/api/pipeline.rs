@@ -8,11 +8,10 @@ use axum::response::Response;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::answers::PipelineStartAnswers;
+use super::answers::{PipelineStartAnswers, PipelineStartParams};
 use super::catalog::{launch_pipeline, StartRequest};
 use super::error::ApiError;
 use super::AppState;
-use crate::catalog::report::PipelineReport;
 use crate::jobs::pipeline::{plan, Plan};
 use crate::jobs::runner::QUEUED_STEP;
 
@@ -42,25 +41,15 @@ pub struct PipelineFields {
 /// pipeline and skips the steps after it.
 #[utoipa::path(post, path = "/catalog/pipeline", tag = "jobs", operation_id = "start_pipeline",
     params(
-        ("tenant_id" = Option<String>, Query, description = "The tenant (here or in the body)."),
         ("steps" = Option<Vec<String>>, Query, description = "Some of `sync`, `enrich`, `pair`, in that order, each once (default: all three); comma-separated or repeated."),
-        ("source" = Option<Vec<String>>, Query, description = "sync: a feed; repeatable. Required when `steps` has sync."),
-        ("force" = Option<String>, Query, description = "enrich: re-extract unchanged products."),
-        ("wait" = Option<String>, Query, description = "Hold the request until the pipeline ends: `true/false/1/0/yes/no/on/off`."),
-        ("on_conflict" = Option<String>, Query, description = "`reject` (default: 409 while the tenant's pipeline, or a job of one of its steps' kinds, is active) or `join` (answer with the active pipeline when its parameters are these)."),
-        ("Idempotency-Key" = Option<String>, Header, description = "1–255 characters: a retry with the same key answers with the first request's pipeline, marked `Idempotent-Replayed: true`, for `JOB_TTL_SECONDS`."),
+        PipelineStartParams,
     ),
     request_body(description = "The same fields as the query string.", content(
         (PipelineFields = "application/json"),
         (PipelineFields = "application/x-www-form-urlencoded"),
         (PipelineFields = "multipart/form-data"),
     )),
-    responses(
-        (status = 200, description = "`wait=true` and every step is done: each step's report, by kind.", body = PipelineReport,
-            headers(("Location" = String, description = "The pipeline: `/catalog/jobs/{job_id}`."),
-                ("Idempotent-Replayed" = String, description = "`true`, only on the answer to a retry of an `Idempotency-Key` (absent otherwise)."))),
-        PipelineStartAnswers,
-    ))]
+    responses(PipelineStartAnswers))]
 pub async fn start(
     State(app): State<AppState>,
     mut request: StartRequest,

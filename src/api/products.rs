@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::{mpsc, Semaphore};
 
+use super::answers::{BadField, OtherTenant, StoreUnavailable};
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{
@@ -119,8 +120,8 @@ struct BodyTooLarge;
         (status = 409, description = "`tenant_deleted`: the tenant was deleted while the import ran; it stopped at its next batch, and `report` counts what it saved before (which the delete removed).", body = ErrorBody),
         (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`.", body = ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field` (with `field`).", body = ErrorBody),
         (status = 503, description = "`overloaded` (`MAX_CONCURRENT_IMPORTS` imports are running) or `store_unavailable`.", body = ErrorBody),
+        BadField,
     ))]
 pub async fn import(State(app): State<AppState>, caller: Caller, req: Request) -> Response {
     match import_rows(app, &caller, req).await {
@@ -349,9 +350,8 @@ impl Read for BodyReader {
     ),
     responses(
         (status = 200, description = "The page.", body = ProductPage),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
         (status = 422, description = "`missing_field`, `invalid_field` (a bad `limit` or `cursor`, or a `q` empty or over 200 characters) or `unknown_field`.", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+        OtherTenant, StoreUnavailable,
     ))]
 pub async fn list(
     State(app): State<AppState>,
@@ -387,10 +387,8 @@ pub async fn list(
     ),
     responses(
         (status = 200, description = "The product.", body = ProductView),
-        (status = 403, description = "`forbidden`: the token is for another tenant than the one named.", body = ErrorBody),
         (status = 404, description = "`not_found`.", body = ErrorBody),
-        (status = 422, description = "`missing_field`, `invalid_field` or `unknown_field`.", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+        OtherTenant, BadField, StoreUnavailable,
     ))]
 pub async fn get_one(
     State(app): State<AppState>,

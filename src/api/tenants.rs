@@ -9,6 +9,7 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::answers::StoreUnavailable;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::TenantPath;
@@ -42,7 +43,7 @@ pub struct Removal {
         (status = 403, description = "`forbidden`: the token is another tenant's, or may only read (`read:…`).", body = ErrorBody),
         (status = 409, description = "`still_active`: a job of the tenant is queued or running (its `job_id`); nothing was removed.", body = ErrorBody),
         (status = 422, description = "`invalid_field`: not a tenant id (with `field`).", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`.", body = ErrorBody),
+        StoreUnavailable,
     ))]
 pub async fn remove(
     State(app): State<AppState>,

@@ -9,16 +9,16 @@ use std::time::Duration;
 
 use catalog_jobs::jobs::redis::record::Field;
 use catalog_jobs::jobs::store::{
-    Cancel, Claim, Created, Event, Finish, JobStore, Live, NewPipeline, Outcome, Recovered,
-    Release, Renewal, Restore, RunId, RunRef, StoreSettings, Tick,
+    Cancel, Claim, Created, Event, Finish, JobStore, NewPipeline, Outcome, Recovered, Release,
+    Renewal, Restore, RunId, RunRef, StoreSettings, Tick,
 };
 use catalog_jobs::jobs::{JobId, Snapshot, Status, REQUEUED_STEP};
 use serde_json::json;
 
 use crate::both_stores;
 use crate::helpers::{
-    claim_next, claim_queued, create, failure, finish, new_job, ordered, pipeline_of, settings,
-    start, store, tenant, Backend,
+    claim_next, claim_queued, create, failure, finish, first_run_at, new_job, ordered, pipeline_of,
+    settings, start, store, tenant, Backend,
 };
 
 fn fresh(backend: Backend) -> Arc<dyn JobStore> {
@@ -831,6 +831,13 @@ mod redis_only {
         shared_redis().await
     }
 
+    /// A Redis store in a namespace of its own, and the namespace's key prefix.
+    fn redis_store() -> (Arc<dyn JobStore>, String) {
+        let settings = settings();
+        let prefix = settings.prefix.clone();
+        (store(Backend::Redis, settings), prefix)
+    }
+
     /// Stands for a Redis that came back empty: every key of the namespace is gone.
     async fn lose_everything(prefix: &str) {
         let mut conn = redis().await;
@@ -850,9 +857,7 @@ mod redis_only {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_job_key_carries_a_ttl() {
-        let settings = settings();
-        let prefix = settings.prefix.clone();
-        let s = store(Backend::Redis, settings);
+        let (s, prefix) = redis_store();
         let t = tenant();
         let job = new_job(&t, "sync");
         let (created, run) = start(&*s, &job).await;
@@ -919,9 +924,7 @@ mod redis_only {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_overviews_counts_are_a_hash_an_hour_that_expires_with_a_field_per_minute_kind_and_outcome(
     ) {
-        let settings = settings();
-        let prefix = settings.prefix.clone();
-        let s = store(Backend::Redis, settings);
+        let (s, prefix) = redis_store();
         for i in 0..ENDS {
             let job = new_job(&tenant(), "sync");
             let (created, run) = start(&*s, &job).await;
@@ -967,9 +970,7 @@ mod redis_only {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_finish_whose_record_vanished_writes_it_back_whole() {
-        let settings = settings();
-        let prefix = settings.prefix.clone();
-        let s = store(Backend::Redis, settings);
+        let (s, prefix) = redis_store();
         let t = tenant();
         let mut job = new_job(&t, "sync");
         job.params = json!({"sources": ["x.jsonl"]});
@@ -993,9 +994,7 @@ mod redis_only {
     /// The runner writes back the job its claim answered: its audit trail must be in it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_record_written_back_after_redis_lost_it_keeps_who_started_it_and_in_which_request() {
-        let settings = settings();
-        let prefix = settings.prefix.clone();
-        let s = store(Backend::Redis, settings);
+        let (s, prefix) = redis_store();
         let t = tenant();
         for ending in [false, true] {
             let mut job = audited_job(&t);
@@ -1009,11 +1008,7 @@ mod redis_only {
                 let answer = s.finish(claim.run_ref().ended(&outcome, 0));
                 assert_eq!(answer.await.unwrap(), Finish::Applied);
             } else {
-                let live = Live {
-                    percent: 10,
-                    step: "x".into(),
-                    attempt: 1,
-                };
+                let live = first_run_at(10, "x");
                 let answer = s.restore(claim.run_ref(), &live);
                 assert_eq!(answer.await.unwrap(), Restore::Restored);
             }
@@ -1032,9 +1027,7 @@ mod redis_only {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_vanished_record_is_not_written_back_over_a_newer_lock() {
-        let settings = settings();
-        let prefix = settings.prefix.clone();
-        let s = store(Backend::Redis, settings);
+        let (s, prefix) = redis_store();
         let t = tenant();
         let old = new_job(&t, "sync");
         let (old_created, old_run) = start(&*s, &old).await;
@@ -1050,11 +1043,7 @@ mod redis_only {
             None,
             "fencing wins over writing back"
         );
-        let live = Live {
-            percent: 40,
-            step: "x".into(),
-            attempt: 1,
-        };
+        let live = first_run_at(40, "x");
         assert_eq!(
             s.restore(RunRef::new(&old, &old_run, old_created.created_at), &live)
                 .await
@@ -1069,18 +1058,12 @@ mod redis_only {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_live_job_whose_record_vanished_is_restored_with_its_progress_lease_and_lock() {
-        let settings = settings();
-        let prefix = settings.prefix.clone();
-        let s = store(Backend::Redis, settings);
+        let (s, prefix) = redis_store();
         let t = tenant();
         let mut job = new_job(&t, "sync");
         job.params = json!({"sources": ["a.jsonl"]});
         let (created, run) = start(&*s, &job).await;
-        let live = Live {
-            percent: 40,
-            step: "syncing a.jsonl (1 of 1)".into(),
-            attempt: 1,
-        };
+        let live = first_run_at(40, "syncing a.jsonl (1 of 1)");
         assert_eq!(
             s.restore(RunRef::new(&job, &run, created.created_at), &live)
                 .await

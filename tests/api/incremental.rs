@@ -27,8 +27,8 @@ use crate::helpers::{
     tenant, test_config, test_kinds, Backend, RedisServer, TestApp,
 };
 
-/// The hard generator at the size the issue names: families share every word with
-/// thousands of other products.
+/// The hard generator at a size where families share every word with thousands of other
+/// products.
 const PRODUCTS: usize = 20_000;
 
 both_stores!(

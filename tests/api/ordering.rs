@@ -196,8 +196,8 @@ async fn a_killed_replicas_job_with_attempts_left_never_reads_lost_and_watch_fol
     let feeds = HeldFeeds::start().await;
     // A renews a 6 s lease; B judges a heartbeat stale after 1.5 s. So from 1.5 s after A's
     // kill until B's sweep can re-queue the job (6 s or more), B's readers see a stale run
-    // that will run again: the window in which a poller used to read `lost` lasts seconds,
-    // not a sweep's jitter.
+    // that will run again: a window of seconds, not a sweep's jitter, in which a poller must
+    // not read `lost`.
     let long_lease = [("STALE_AFTER_SECONDS", "6"), ("MAX_ATTEMPTS", "3")];
     let mut a = Service::on(&redis)
         .reading(&feeds)

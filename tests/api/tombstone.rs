@@ -11,15 +11,14 @@ use catalog_jobs::catalog::products::{
     Write,
 };
 use catalog_jobs::jobs::fence::{Fence, StoreFence, Writer};
-use catalog_jobs::jobs::store::{
-    Claim, Finish, JobStore, Live, Outcome, Purge, Restore, StoreSettings,
-};
+use catalog_jobs::jobs::store::{Claim, Finish, JobStore, Outcome, Purge, Restore, StoreSettings};
 use catalog_jobs::jobs::{Kind, TenantId};
 use serde_json::json;
 
 use crate::both_stores;
 use crate::helpers::{
-    catalog_store, create, new_job, run_fence, settings, store, tenant, test_kinds, Backend,
+    catalog_store, create, first_run_at, new_job, run_fence, settings, store, tenant, test_kinds,
+    Backend,
 };
 
 both_stores!(
@@ -200,11 +199,7 @@ async fn a_lost_record_of_a_job_created_before_a_delete_is_not_written_back(b: B
         // The run's end and its heartbeat's write-back come again after the delete.
         let again = jobs.finish(run.run_ref().ended(&outcome, 40));
         assert_eq!(again.await.unwrap(), Finish::Fenced, "{outcome:?}");
-        let live = Live {
-            percent: 40,
-            step: "syncing".into(),
-            attempt: 1,
-        };
+        let live = first_run_at(40, "syncing");
         let restored = jobs.restore(run.run_ref(), &live);
         assert_eq!(restored.await.unwrap(), Restore::Fenced);
         assert_eq!(jobs.get(&run.job.id).await.unwrap(), None, "{outcome:?}");
@@ -274,11 +269,7 @@ async fn a_run_whose_record_was_lost_waits_for_its_write_back_then_writes(b: Bac
         ),
         "no tombstone says why the record is gone: the write waits"
     );
-    let live = Live {
-        percent: 10,
-        step: "syncing".into(),
-        attempt: 1,
-    };
+    let live = first_run_at(10, "syncing");
     let restored = jobs.restore(run.run_ref(), &live);
     assert_eq!(restored.await.unwrap(), Restore::Restored);
     assert_eq!(

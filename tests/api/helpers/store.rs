@@ -144,6 +144,16 @@ pub async fn start(store: &dyn JobStore, job: &NewJob) -> (Snapshot, RunId) {
     (created, claim.run)
 }
 
+/// What a run in its first attempt knew of its job when the store lost the record: the last
+/// percent and step it reported.
+pub fn first_run_at(percent: u8, step: &str) -> Live {
+    Live {
+        percent,
+        step: step.to_owned(),
+        attempt: 1,
+    }
+}
+
 pub async fn finish(
     store: &dyn JobStore,
     job: &NewJob,

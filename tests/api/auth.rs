@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use crate::both_stores;
 use crate::helpers::{
-    settings, spawn_app_with, store, tenant, test_config, Backend, Gate, TestApp, Tokens, OPERATOR,
+    settings, spawn_app_with, store, strings_of, tenant, test_config, Backend, Gate, TestApp,
+    Tokens, OPERATOR,
 };
 use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::TenantId;
@@ -385,12 +386,7 @@ async fn an_operator_lists_every_tenants_jobs_newest_first_page_by_page(b: Backe
     let r = get_as(&t.app, "/catalog/jobs", OPERATOR).await;
     assert_eq!(r.status(), 200);
     let listed: Value = r.json().await.unwrap();
-    let ids: Vec<&str> = listed["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["job_id"].as_str().unwrap())
-        .collect();
+    let ids = strings_of(&listed["jobs"], "job_id");
     assert_eq!(
         ids,
         vec![ended_id.as_str(), held[1].1.as_str(), held[0].1.as_str()],

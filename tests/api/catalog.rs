@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::{
-    catalog_store, serve, spawn_catalog_app, status_and_json, temp_dir, tenant, test_config,
-    Backend, TestApp,
+    catalog_store, serve, spawn_catalog_app, status_and_json, strings_of, temp_dir, tenant,
+    test_config, Backend, TestApp,
 };
 
 both_stores!(
@@ -90,12 +90,7 @@ async fn the_quickstart_syncs_enriches_pairs_and_shows_a_products_neighbours(b: 
             .is_empty(),
         "{p}"
     );
-    let neighbours: Vec<&str> = p["neighbours"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["product_key"].as_str().unwrap())
-        .collect();
+    let neighbours = strings_of(&p["neighbours"], "product_key");
     assert!(
         neighbours.contains(&"fam000001-v1"),
         "its sibling is a neighbour: {p}"

@@ -9,7 +9,8 @@ use crate::both_stores;
 use catalog_jobs::jobs::TenantId;
 
 use crate::helpers::{
-    settings, spawn_app, spawn_app_with, store, tenant, test_config, Backend, Gate, TestApp,
+    settings, spawn_app, spawn_app_with, store, strings_of, tenant, test_config, Backend, Gate,
+    TestApp,
 };
 
 both_stores!(
@@ -333,12 +334,7 @@ async fn the_listing_is_newest_first_and_honours_the_limit(b: Backend) {
         ids.push(listed["jobs"][0]["job_id"].as_str().unwrap().to_owned());
     }
     let listed: Value = app.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
-    let got: Vec<&str> = listed["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["job_id"].as_str().unwrap())
-        .collect();
+    let got = strings_of(&listed["jobs"], "job_id");
     ids.reverse();
     assert_eq!(got, ids);
     let two: Value = app

@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{
-    create, failed_job, new_job, settings, spawn_app_with, store, tenant, test_config, Backend,
-    Gate, TestApp,
+    create, failed_job, new_job, settings, spawn_app_with, store, strings_of, tenant, test_config,
+    Backend, Gate, TestApp,
 };
 
 both_stores!(
@@ -227,12 +227,7 @@ async fn a_filter_retries_each_failed_job_once_and_every_skip_says_why(b: Backen
     let filter = json!({"filter": {"tenant_id": t}});
     let (_, answer, _) = bulk(&c, "retry", "ops", &filter, None).await;
     assert_eq!(answer["done"], 3, "{answer}");
-    let retried: Vec<&str> = answer["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["job_id"].as_str().unwrap())
-        .collect();
+    let retried = strings_of(&answer["results"], "job_id");
     assert_eq!(retried, newest_first, "newest first, as listed");
     let (_, again, _) = bulk(&c, "retry", "ops", &filter, None).await;
     assert_eq!(

@@ -65,6 +65,13 @@ macro_rules! both_stores {
     )*};
 }
 
+/// The string `field` of every element of the JSON array `list` (a listing's ids, keys, …).
+pub fn strings_of<'a>(list: &'a serde_json::Value, field: &str) -> Vec<&'a str> {
+    let elements = list.as_array().expect("a JSON array");
+    let string = |e: &'a serde_json::Value| e[field].as_str().expect("a string field");
+    elements.iter().map(string).collect()
+}
+
 /// A name no other test uses: for tenants and key prefixes.
 pub fn unique(prefix: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);

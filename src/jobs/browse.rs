@@ -14,7 +14,8 @@ use super::store::{BoxFuture, JobStore, StoreError};
 use super::{ser_time, JobId, Snapshot, TenantId};
 
 /// How many of the newest jobs (every tenant's) the index keeps; older ones leave it as new
-/// ones come (`EVERYONE_CAP` in prelude.lua).
+/// ones come (`EVERYONE_CAP` in prelude.lua; on Redis it is trimmed every 64 creates, so it
+/// may hold up to 64 more between trims).
 pub const EVERYONE_CAP: usize = 10_000;
 /// How many tenants the picker keeps: those that created a job most recently
 /// (`PICKER_CAP` in prelude.lua).

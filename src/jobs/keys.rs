@@ -95,13 +95,14 @@ impl Keys {
     }
 
     /// `<prefix>:everyone` — the newest jobs of every tenant (`browse`): a sorted set of
-    /// `<ms>.<id>` at one score, ordered by name, trimmed to `EVERYONE_CAP` by create.lua.
+    /// `<ms>.<id>` at one score, ordered by name, trimmed to `EVERYONE_CAP` by create.lua
+    /// every 64 creates (`TRIM_EVERY` in prelude.lua).
     pub fn everyone(&self) -> String {
         format!("{}:everyone", self.prefix)
     }
 
     /// `<prefix>:tenants` — the tenant picker: tenant ids scored by their last create (ms),
-    /// trimmed to `PICKER_CAP` by create.lua; purge.lua removes a tenant.
+    /// trimmed to `PICKER_CAP` by create.lua every 64 creates; purge.lua removes a tenant.
     pub fn recent_tenants(&self) -> String {
         format!("{}:tenants", self.prefix)
     }

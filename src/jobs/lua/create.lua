@@ -60,17 +60,22 @@ for _, new in ipairs(jobs) do
   end
 end
 local waiting = redis.call('LLEN', K_QUEUE)
-local queues, busy = false, nil
-for _, new in ipairs(jobs) do
-  if not new.job.steps then
-    if new.job.in_order and busy == nil then busy = lane_busy(tenant) end
-    queues = queues or not (new.job.in_order and busy)
+-- Whether one of the jobs joins the ready queue now: asked only of a full queue (a lane is
+-- read to know it).
+local function queues()
+  local busy = nil
+  for _, new in ipairs(jobs) do
+    if not new.job.steps then
+      if new.job.in_order and busy == nil then busy = lane_busy(tenant) end
+      if not (new.job.in_order and busy) then return true end
+    end
   end
+  return false
 end
-if queues and waiting >= MAX_QUEUED then return {'queue_full', ''} end
+if waiting >= MAX_QUEUED and queues() then return {'queue_full', ''} end
 local window = math.floor(now / 60000)
 if limit > 0 and creates_in(tenant, window) >= limit then
-  return {'rate_limited', tostring((window + 1) * 60000 - now)}
+  return {'rate_limited', int((window + 1) * 60000 - now)}
 end
 for _, old in ipairs(stale) do
   local fenced = {superseded_by = old.by}
@@ -82,6 +87,9 @@ end
 local here = worker ~= '' and waiting == 0 and #jobs == 1
 -- What became of the first job: the job it waits for and its kind, or whether it was claimed.
 local first_ahead, first_kind, claimed = nil, nil, false
+-- Whether the tenant's listing was empty before these jobs: count_create has no old counts
+-- to drop then.
+local fresh = false
 for n, new in ipairs(jobs) do
   local id, job = new.id, new.job
   local hkey = k_job(id)
@@ -111,12 +119,13 @@ for n, new in ipairs(jobs) do
     record.status, record.step, record.started_ms = 'running', 'starting', now
     record.claim, record.attempt, record.worker = 1, 1, worker
     note(id, job, record, 'started', 'running', 0, 'starting', now, '1;' .. worker)
-    redis.call('ZADD', K_LEASES, now + STALE, id)
+    redis.call('ZADD', K_LEASES, int(now + STALE), id)
   end
   write_job(hkey, record)
-  redis.call('EXPIRE', hkey, TTL)
-  redis.call('SET', k_lock(tenant, job.kind), id, 'EX', TTL)
-  list_push(tenant, id)
+  redis.call('EXPIRE', hkey, TTL_S)
+  redis.call('SET', k_lock(tenant, job.kind), id, 'EX', TTL_S)
+  local pushed = list_push(tenant, id)
+  if n == 1 then fresh = pushed end
   index_job(tenant, id, now)
   -- Only a queue that was empty can have idle dispatchers: a busy one claims again by itself.
   if record.status == 'queued' and not ahead and not job.steps then
@@ -133,7 +142,7 @@ if old and redis.call('EXISTS', old) == 1 then
 end
 if idem then
   redis.call('HSET', idem, 'job', first.id, 'fingerprint', fingerprint)
-  redis.call('EXPIRE', idem, TTL)
+  redis.call('EXPIRE', idem, TTL_S)
   -- Named in the tenant's set of keys, so a delete of the tenant finds it. A key is spent once
   -- its job is gone (see above), so past twice the listing's cap the spent ones are dropped:
   -- the set stays near the number of jobs the tenant keeps, at an amortised constant cost.
@@ -147,12 +156,12 @@ if idem then
       end
     end
   end
-  redis.call('EXPIRE', names, TTL)
+  redis.call('EXPIRE', names, TTL_S)
 end
-if limit > 0 then count_create(tenant, window) end
+if limit > 0 then count_create(tenant, window, fresh) end
 -- A created answer: the first job's outcome, then the stale holders taken over.
 local function created(code, ahead, kind)
-  local answer = {code, tostring(now), ahead or '', kind or ''}
+  local answer = {code, int(now), ahead or '', kind or ''}
   for _, old in ipairs(stale) do answer[#answer + 1] = old.id end
   return answer
 end

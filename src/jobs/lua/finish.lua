@@ -32,7 +32,7 @@ if outcome.status == 'done' then fields.percent = 100 end
 fields.heartbeat_ms, fields.finished_ms = now, now
 if not st.started_ms then fields.started_ms = now end
 end_job(id, st, fields, now)
-if code == 'missing' then redis.call('EXPIRE', hkey, TTL) end
+if code == 'missing' then redis.call('EXPIRE', hkey, TTL_S) end
 if worker == '' then return {'applied', false} end
 local runs = {}
 for k = j + 1, #A do runs[A[k]] = true end

@@ -50,7 +50,7 @@ end
 
 -- Whether an active job stands in the tenant's lane: an ordered job created now would wait.
 local function lane_busy(tenant)
-  for _, other in ipairs(redis.call('LRANGE', k_lane(tenant), 0, -1)) do
+  for _, other in ipairs(redis.call('LRANGE', k_lane(tenant), '0', '-1')) do
     if is_active(read_job(k_job(other), HELD_FIELDS)) then return true end
   end
   return false
@@ -59,11 +59,15 @@ end
 -- Puts an ordered job at the tail of its tenant's lane. Answers the job it must wait for and
 -- that job's kind, or nil when nothing of its tenant is ahead. An entry whose job is no longer
 -- active (its record expired while it stood there) is dropped on the way, and a job left at
--- the head that was waiting for it is released. The lane's TTL follows its newest job.
+-- the head that was waiting for it is released. The lane's TTL follows its newest job. A lane
+-- the job is alone in (the push made it) is not read.
 local function lane_join(id, tenant, now)
   local lane = k_lane(tenant)
+  local alone = redis.call('RPUSH', lane, id) == 1
+  redis.call('EXPIRE', lane, TTL_S)
+  if alone then return nil, nil end
   local ahead, ahead_kind = nil, nil
-  for _, other in ipairs(redis.call('LRANGE', lane, 0, -1)) do
+  for _, other in ipairs(redis.call('LRANGE', lane, '0', '-2')) do
     local job = read_job(k_job(other), {'status', 'superseded_by', 'kind', 'waiting_for'})
     if not is_active(job) then
       redis.call('LREM', lane, 1, other)
@@ -72,8 +76,6 @@ local function lane_join(id, tenant, now)
       ahead, ahead_kind = other, job.kind
     end
   end
-  redis.call('RPUSH', lane, id)
-  redis.call('EXPIRE', lane, TTL)
   return ahead, ahead_kind
 end
 
@@ -81,7 +83,7 @@ end
 -- then waits for the one before it, or joins the ready queue when it was at the head.
 local function lane_leave(id, tenant, now)
   local lane = k_lane(tenant)
-  local ids = redis.call('LRANGE', lane, 0, -1)
+  local ids = redis.call('LRANGE', lane, '0', '-1')
   for i, other in ipairs(ids) do
     if other == id then
       redis.call('LREM', lane, 1, id)

@@ -15,19 +15,35 @@
 
 -- The settings and the call's own arguments, set by `begin` at the start of every call (Redis
 -- runs one call at a time, so each call sees only its own).
-local P, TTL, STALE, CAP, MAX_QUEUED, MAX_ATTEMPTS, SAMPLE_MS, A
+-- (TTL_S is the TTL as the call gave it, a string, for the commands that set it.)
+local P, TTL, TTL_S, STALE, CAP, MAX_QUEUED, MAX_ATTEMPTS, SAMPLE_MS, A
 local K_QUEUE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING, CHANNEL
+-- The tenant channel last asked about in this call, and whether it had a subscriber.
+local ASKED, HEARD
 
--- Reads a call's arguments: the seven settings, then the script's own (into A).
+-- The settings as the last call gave them: strings, which Lua interns, so comparing a call's
+-- settings with them costs a pointer comparison each, where reading them as numbers costs a
+-- strtod each (a fifth of a small script's cost).
+local SETTINGS = {}
+
+-- Reads a call's arguments: the seven settings (read again only when they differ from the
+-- last call's, and the keys the prefix names made again only then), then the script's own
+-- (into A).
 local function begin(args)
-  P, TTL, STALE = args[1], tonumber(args[2]), tonumber(args[3])
-  CAP, MAX_QUEUED, MAX_ATTEMPTS = tonumber(args[4]), tonumber(args[5]), tonumber(args[6])
-  SAMPLE_MS = tonumber(args[7])
-  A = {}
-  for i = 8, #args do A[#A + 1] = args[i] end
-  K_QUEUE, K_LEASES, K_PROCESSES = P .. ':queue', P .. ':leases', P .. ':processes'
-  K_EVERYONE, K_TENANTS, K_WAITING = P .. ':everyone', P .. ':tenants', P .. ':waiting'
-  CHANNEL = P .. ':events'
+  for i = 1, 7 do
+    if args[i] ~= SETTINGS[i] then
+      SETTINGS = {unpack(args, 1, 7)}
+      P, TTL, TTL_S, STALE = args[1], tonumber(args[2]), args[2], tonumber(args[3])
+      CAP, MAX_QUEUED, MAX_ATTEMPTS = tonumber(args[4]), tonumber(args[5]), tonumber(args[6])
+      SAMPLE_MS = tonumber(args[7])
+      K_QUEUE, K_LEASES, K_PROCESSES = P .. ':queue', P .. ':leases', P .. ':processes'
+      K_EVERYONE, K_TENANTS, K_WAITING = P .. ':everyone', P .. ':tenants', P .. ':waiting'
+      CHANNEL = P .. ':events'
+      break
+    end
+  end
+  A = {unpack(args, 8)}
+  ASKED = nil
 end
 local function k_job(id) return P .. ':' .. id end
 local function k_lock(tenant, kind) return P .. ':lock:' .. tenant .. ':' .. kind end
@@ -36,7 +52,7 @@ local function k_idem(tenant, kind, key) return P .. ':idem:' .. tenant .. ':' .
 local function k_tenant_events(tenant) return P .. ':tenant:' .. tenant .. ':events' end
 local function k_gone(tenant) return P .. ':tenant:' .. tenant .. ':gone' end
 local function k_tenant_idem(tenant) return P .. ':tenant:' .. tenant .. ':idem' end
-local function k_stats(hour) return P .. ':stats:' .. hour end
+local function k_stats(hour) return P .. ':stats:' .. int(hour) end
 
 -- How many sampled progress events a timeline keeps (the newest): PROGRESS_KEPT in
 -- jobs/timeline.rs, where the sampling rule is explained.
@@ -47,9 +63,11 @@ local PROGRESS_KEPT = 20
 local EVERYONE_CAP = 10000
 local PICKER_CAP = 1000
 
+-- Redis's clock in ms, read from TIME's two strings (seconds, and microseconds without
+-- leading zeros) without any arithmetic on floats.
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1] .. string.sub('00000' .. t[2], -6, -4))
 end
 
 local function ended(status)
@@ -73,22 +91,39 @@ end
 -- The fields a step that notes an event reads of its job (with its own).
 local NOTE_FIELDS = {'tenant', 'kind', 'created_ms', 'events', 'event_ms'}
 
+-- Whether anyone follows the tenant's channel now (PUBSUB NUMSUB, asked once a call for a
+-- tenant), and the channel. A watcher subscribes before it reads the timeline it resumes from,
+-- and subscribers are on the primary the scripts run on, so a change nobody hears is one no
+-- watcher can miss. (On a Redis Cluster NUMSUB counts only the node's own subscribers: the
+-- cluster layout in docs/operations.md publishes without asking.)
+local function followed(tenant)
+  local channel = k_tenant_events(tenant)
+  if channel ~= ASKED then
+    ASKED, HEARD = channel, redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0
+  end
+  return HEARD, channel
+end
+
 -- Notes event `typ` of job `id` into `fields` (the step's write of that job, keyed by name,
--- written by the caller with write_job) and tells the tenant's watchers (one PUBLISH). `job`
--- is the record as read, with NOTE_FIELDS. `extra` is the type's own data (attempt;worker for
--- a start); what the record holds (request_id, by, error, superseded_by) is read back from it.
--- Answers the event's value. A progress tick goes to `@tick` only: tick.lua samples it.
+-- written by the caller with write_job) and tells the tenant's watchers, when it has any (one
+-- PUBLISH). `job` is the record as read, with NOTE_FIELDS. `extra` is the type's own data
+-- (attempt;worker for a start); what the record holds (request_id, by, error, superseded_by)
+-- is read back from it. Answers the event's value. A progress tick goes to `@tick` only:
+-- tick.lua samples it.
 local function note(id, job, fields, typ, status, percent, step, now, extra)
   local seq = tonumber(fields.events or job.events or '0')
   local ms = math.max(now, tonumber(fields.event_ms or job.event_ms or '0'))
   fields.events, fields.event_ms = seq + 1, ms
   local at = ms - tonumber(job.created_ms or fields.created_ms or now)
-  local value = table.concat({seq, EVENT_CODES[typ] or typ, at, STATUS_CODES[status] or status,
-    percent or 0, extra or '', step or ''}, '|')
-  fields[typ == 'progress' and '@tick' or '@' .. seq] = value
-  redis.call('PUBLISH', k_tenant_events(job.tenant), cjson.encode({id = ms .. '-' .. seq,
-    type = typ, job_id = id, tenant_id = job.tenant, kind = job.kind, status = status,
-    percent = tonumber(percent) or 0, step = step}))
+  local value = string.format('%d|%s|%d|%s|%d|%s|%s', seq, EVENT_CODES[typ] or typ, at,
+    STATUS_CODES[status] or status, percent or 0, extra or '', step or '')
+  fields[typ == 'progress' and '@tick' or '@' .. int(seq)] = value
+  local heard, channel = followed(job.tenant)
+  if heard then
+    redis.call('PUBLISH', channel, cjson.encode({id = ms .. '-' .. seq, type = typ,
+      job_id = id, tenant_id = job.tenant, kind = job.kind, status = status,
+      percent = tonumber(percent) or 0, step = step}))
+  end
   return value
 end
 
@@ -98,23 +133,26 @@ end
 -- count (always below JOBS_FROM, so below every job). One key a tenant instead of a list and
 -- a key a minute: a harness job, each of its own tenant, keeps ~250 bytes less.
 local JOBS_FROM = 4294967296
+local JOBS_FROM_S, COUNTS_BELOW = '4294967296', '(4294967296'
 
 -- The tenant's job ids, newest first (at most `n`; all when nil).
 local function listed(tenant, n)
-  return redis.call('ZREVRANGEBYSCORE', k_tenant(tenant), '+inf', JOBS_FROM, 'LIMIT', 0, n or -1)
+  return redis.call('ZREVRANGEBYSCORE', k_tenant(tenant), '+inf', JOBS_FROM_S, 'LIMIT', 0,
+    n or -1)
 end
 
 -- How many jobs the tenant created in clock minute `window`.
 local function creates_in(tenant, window)
-  return tonumber(redis.call('ZSCORE', k_tenant(tenant), '~' .. window) or '0')
+  return tonumber(redis.call('ZSCORE', k_tenant(tenant), '~' .. int(window)) or '0')
 end
 
 -- Counts a create of the tenant in clock minute `window`; the first of a minute drops the
--- counts of the minutes before. The listing's TTL is set by list_push, in the same step.
-local function count_create(tenant, window)
-  local list, this = k_tenant(tenant), '~' .. window
-  if tonumber(redis.call('ZINCRBY', list, 1, this)) == 1 then
-    for _, old in ipairs(redis.call('ZRANGEBYSCORE', list, '-inf', '(' .. JOBS_FROM)) do
+-- counts of the minutes before, unless the listing was `fresh` (empty before this create: it
+-- holds none). The listing's TTL is set by list_push, in the same step.
+local function count_create(tenant, window, fresh)
+  local list, this = k_tenant(tenant), '~' .. int(window)
+  if tonumber(redis.call('ZINCRBY', list, '1', this)) == 1 and not fresh then
+    for _, old in ipairs(redis.call('ZRANGEBYSCORE', list, '-inf', COUNTS_BELOW)) do
       if old ~= this then redis.call('ZREM', list, old) end
     end
   end
@@ -122,12 +160,13 @@ end
 
 -- Puts a job id at the head of its tenant's listing, trims the listing to its cap and
 -- deletes the trimmed jobs that have ended (an active one keeps its record until it ends).
--- The listing's TTL follows its newest job.
+-- The listing's TTL follows its newest job. Answers whether the listing was empty before.
 local function list_push(tenant, id)
   local list = k_tenant(tenant)
-  local newest = tonumber(redis.call('ZRANGE', list, -1, -1, 'WITHSCORES')[2]) or 0
+  local top = redis.call('ZRANGE', list, '-1', '-1', 'WITHSCORES')[2]
+  local newest = tonumber(top) or 0
   local score = math.max(JOBS_FROM, newest + 1)
-  redis.call('ZADD', list, score, id)
+  redis.call('ZADD', list, int(score), id)
   -- Jobs have distinct scores from JOBS_FROM to `score`: a listing whose scores span no more
   -- than CAP holds no more than CAP jobs, and is not counted. At most one count shares the
   -- listing with its jobs.
@@ -141,17 +180,31 @@ local function list_push(tenant, id)
       end
     end
   end
-  redis.call('EXPIRE', list, TTL)
+  redis.call('EXPIRE', list, TTL_S)
+  return top == nil
 end
+
+-- Creates since the index and the picker were last trimmed. Kept in the library's Lua state
+-- between calls (one state for every replica calling this Redis; a restart or a new load of
+-- the library starts it at 0 again, which only puts a trim off): each is trimmed to its cap
+-- once every TRIM_EVERY creates, not at every create, so each holds at most TRIM_EVERY
+-- entries beyond its cap (the picker's read stops at its cap; a listing that walks the index
+-- past its cap may meet them: older jobs still kept).
+local TRIM_EVERY = 64
+local untrimmed = 0
 
 -- Enters a new job in the cross-tenant index (`<ms, 13 digits>.<id>` at score 0, so names
 -- order it: see jobs/browse.rs) and its tenant in the picker (scored by this create), each
--- trimmed to its cap, oldest first.
+-- trimmed to its cap, oldest first, every TRIM_EVERY creates.
 local function index_job(tenant, id, now)
-  redis.call('ZADD', K_EVERYONE, 0, string.format('%013d', now) .. '.' .. id)
-  redis.call('ZREMRANGEBYRANK', K_EVERYONE, 0, -(EVERYONE_CAP + 1))
-  redis.call('ZADD', K_TENANTS, now, tenant)
-  redis.call('ZREMRANGEBYRANK', K_TENANTS, 0, -(PICKER_CAP + 1))
+  redis.call('ZADD', K_EVERYONE, '0', string.format('%013d.', now) .. id)
+  redis.call('ZADD', K_TENANTS, int(now), tenant)
+  untrimmed = untrimmed + 1
+  if untrimmed >= TRIM_EVERY then
+    untrimmed = 0
+    redis.call('ZREMRANGEBYRANK', K_EVERYONE, '0', int(-(EVERYONE_CAP + 1)))
+    redis.call('ZREMRANGEBYRANK', K_TENANTS, '0', int(-(PICKER_CAP + 1)))
+  end
 end
 
 -- A run's arguments, for the scripts about a run's job that may write it back whole (finish,
@@ -171,6 +224,10 @@ local ORDER_FIELDS = {'in_order', 'waiting_for', 'pipeline'}
 local RUN_FIELDS = {'status', 'claim', 'superseded_by', 'percent', 'cancel_requested_ms',
   'tenant', 'kind', 'started_ms', 'attempt', 'created_ms', 'events', 'event_ms', 'awaited',
   'in_order', 'waiting_for', 'pipeline'}
+
+-- The fields a progress tick reads (tick.lua).
+local TICK_FIELDS = {'status', 'claim', 'superseded_by', 'percent', 'cancel_requested_ms',
+  'tenant', 'kind', 'created_ms', 'events', 'event_ms', 'sampled', 'sampled_ms'}
 
 -- Whether run `claim` still holds the job: 'held', 'missing', 'ended', or 'fenced' (another
 -- run or job holds it). Also answers `names` (RUN_FIELDS by default), by name.
@@ -210,8 +267,8 @@ local function count_end(kind, status, now)
   local minute = math.floor(now / 60000)
   local hour = math.floor(minute / 60)
   local key = k_stats(hour)
-  if redis.call('HINCRBY', key, minute .. ':' .. kind .. ':' .. status, 1) == 1 then
-    redis.call('EXPIREAT', key, (hour + 26) * 3600)
+  if redis.call('HINCRBY', key, int(minute) .. ':' .. kind .. ':' .. status, '1') == 1 then
+    redis.call('EXPIREAT', key, int((hour + 26) * 3600))
   end
 end
 
@@ -230,7 +287,7 @@ local function end_job(id, job, fields, now)
   note(id, job, fields, 'finished', fields.status, fields.percent or job.percent, fields.step,
     now)
   write_job(hkey, fields)
-  if aged(job.created_ms, now) then redis.call('EXPIRE', hkey, TTL) end
+  if aged(job.created_ms, now) then redis.call('EXPIRE', hkey, TTL_S) end
   local lock = k_lock(job.tenant, job.kind)
   if redis.call('GET', lock) == id then redis.call('DEL', lock) end
   redis.call('ZREM', K_LEASES, id)
@@ -290,9 +347,11 @@ local function claim_one(worker, runs, now)
       note(id, job, fields, 'started', 'running', job.percent, 'starting', now,
         attempt .. ';' .. worker)
       write_job(hkey, fields)
-      redis.call('ZADD', K_LEASES, now + STALE, id)
+      redis.call('ZADD', K_LEASES, int(now + STALE), id)
       local answer = {id}
-      for name, value in pairs(fields) do stored[field_name(name)] = tostring(value) end
+      for name, value in pairs(fields) do
+        stored[field_name(name)] = type(value) == 'number' and int(value) or value
+      end
       for name, value in pairs(stored) do
         answer[#answer + 1] = name
         answer[#answer + 1] = value

@@ -48,10 +48,20 @@ local function field_name(name)
   error('not a job field: ' .. tostring(name))
 end
 
+-- The stored names of each list of names read_job was given, by list: made once for the
+-- library's own lists; a list made for one call leaves it with that call (weak keys; made at
+-- first use, since a library's load may not call setmetatable).
+local STORED_NAMES = nil
+
 -- The named fields of the job hash at `hkey`: a table keyed by name, a missing field absent.
 local function read_job(hkey, names)
-  local stored = {}
-  for i, name in ipairs(names) do stored[i] = field_name(name) end
+  if not STORED_NAMES then STORED_NAMES = setmetatable({}, {__mode = 'k'}) end
+  local stored = STORED_NAMES[names]
+  if not stored then
+    stored = {}
+    for i, name in ipairs(names) do stored[i] = field_name(name) end
+    STORED_NAMES[names] = stored
+  end
   local values = redis.call('HMGET', hkey, unpack(stored))
   local job = {}
   for i, name in ipairs(names) do
@@ -85,12 +95,24 @@ local function read_whole(hkey)
   return job, stored
 end
 
--- Writes the fields of `fields` (a table keyed by name) to the job hash at `hkey`.
+-- The decimal string of integer `n`. Every number a script hands Redis or concatenates is
+-- made a string; string.format's integer path does it several times cheaper than the float
+-- formatting `tostring`, `..` and redis.call give a number (measured: a tenth of a job's
+-- Redis CPU went to formatting numbers), so values bound for Redis go through here; a number
+-- with a fraction (none is written today) keeps Lua's own formatting.
+local function int(n)
+  if n % 1 ~= 0 then return tostring(n) end
+  return string.format('%d', n)
+end
+
+-- Writes the fields of `fields` (a table keyed by name; numbers are integers) to the job hash
+-- at `hkey`.
 local function write_job(hkey, fields)
-  local flat = {}
+  local flat, n = {}, 0
   for name, value in pairs(fields) do
-    flat[#flat + 1] = field_name(name)
-    flat[#flat + 1] = value
+    flat[n + 1] = field_name(name)
+    flat[n + 2] = type(value) == 'number' and int(value) or value
+    n = n + 2
   end
   if #flat > 0 then redis.call('HSET', hkey, unpack(flat)) end
 end

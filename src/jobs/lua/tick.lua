@@ -7,9 +7,7 @@
 -- Returns 'applied', or why not: 'missing', 'ended', 'fenced' (this run no longer holds it).
 local id, step = A[1], A[4]
 local hkey = k_job(id)
-local code, job = run_state(hkey, A[2], {'status', 'claim', 'superseded_by', 'percent',
-  'cancel_requested_ms', 'tenant', 'kind', 'created_ms', 'events', 'event_ms', 'sampled',
-  'sampled_ms'})
+local code, job = run_state(hkey, A[2], TICK_FIELDS)
 if code ~= 'held' then return code end
 local percent = math.max(tonumber(job.percent) or 0, tonumber(A[3]))
 local now = now_ms()

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""What the job library costs Redis a job, counted in instructions (deterministic, unlike CPU
+time on a shared machine): loads `src/jobs/lua` of a git revision (or of the working tree)
+into a redis-server run under valgrind's callgrind, replays a harness job's life N times —
+create (an ordered enrich job with the default rate limit, claimed for the accepting
+worker), one poll (HGETALL), finish (which tries to claim the worker's next job) — with the
+arguments the service sends (captured with MONITOR), 16 calls pipelined, and prints Redis's
+instructions a job after a warm-up.
+
+    scripts/lua_cost.py HEAD              # or a revision, or a checkout's directory (`.`)
+    N=1000 scripts/lua_cost.py 12c0efa
+
+The library is assembled as jobs/redis/scripts.rs assembles it (record, prelude, order, then
+each script as a function). Keep the dump (OUT=path) and read it with
+`callgrind_annotate --inclusive=yes` for where the instructions go. Needs valgrind and
+redis-server; nothing else.
+"""
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = ["create", "claim", "tick", "renew", "finish", "restore", "release", "recover",
+           "cancel", "purge", "queued", "awaited"]
+# The settings every call starts with (`invocation` in jobs/redis/scripts.rs), at defaults.
+SETTINGS = ["job", "86400", "300000", "100", "1000000", "3", "5000"]
+FINGERPRINT = "80eb6a3f04273ff5137d233576d17bff1e9064ca18eda08b4dafc49b08c45ef6"
+WORKER, RUNS = "vm/1", ["enrich", "pair", "sync"]
+PIPELINED = 16
+WARM_UP = 300
+
+
+def source(rev: str, path: str) -> str:
+    if os.path.isdir(rev):
+        with open(os.path.join(rev, path)) as f:
+            return f.read()
+    return subprocess.check_output(["git", "-C", ROOT, "show", f"{rev}:{path}"], text=True)
+
+
+def library(rev: str, name: str) -> str:
+    head = "\n".join(source(rev, f"src/jobs/lua/{f}.lua") for f in ("record", "prelude", "order"))
+    code = f"#!lua name={name}\n{head}\n"
+    for script in SCRIPTS:
+        body = source(rev, f"src/jobs/lua/{script}.lua")
+        code += (f"redis.register_function('{name}_{script}', function(_, args)\n"
+                 f"begin(args)\n{body}\nend)\n")
+    return code
+
+
+def encode(*args) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Redis:
+    """A bare RESP client: enough to pipeline calls and read their answers."""
+
+    def __init__(self, port: int):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.file = self.sock.makefile("rb")
+
+    def read(self):
+        line = self.file.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind in (b"+", b":"):
+            return rest
+        if kind == b"-":
+            return RuntimeError(rest.decode())
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self.file.read(n + 2)[:-2]
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise ValueError(line)
+
+    def pipe(self, calls: list) -> list:
+        self.sock.sendall(b"".join(calls))
+        return [self.read() for _ in calls]
+
+
+def origin(tenant: str) -> list:
+    return ["tenant", tenant, "kind", "enrich", "params", '{"force":false}',
+            "created_by", "anonymous", "request_id", str(uuid.uuid4()), "in_order", "1"]
+
+
+def create(lib: str, job: str, tenant: str) -> bytes:
+    fields = origin(tenant) + ["step", "queued"]
+    return encode("FCALL", f"{lib}_create", 0, *SETTINGS, 1, job, len(fields) // 2, *fields,
+                  "", FINGERPRINT, 600, WORKER)
+
+
+def finish(lib: str, job: str, tenant: str) -> bytes:
+    fields = origin(tenant) + ["created_ms", "1796207731031"]
+    outcome = ["status", "done", "step", "finished", "result",
+               '{"products":0,"extracted":0,"unextractable":0,"skipped":0,"batch',
+               "result.2", 'es":0}']
+    return encode("FCALL", f"{lib}_finish", 0, *SETTINGS, job, 1, 100, len(fields) // 2,
+                  *fields, len(outcome) // 2, *outcome, WORKER, *RUNS)
+
+
+def lives(r: Redis, lib: str, n: int, tag: str) -> None:
+    """n harness lives, each job of its own tenant, PIPELINED at a time."""
+    for start in range(0, n, PIPELINED):
+        jobs = [(str(uuid.uuid4()), f"lc-{tag}-{i}") for i in range(start, min(n, start + PIPELINED))]
+        for answer in r.pipe([create(lib, j, t) for j, t in jobs]):
+            if isinstance(answer, Exception) or answer[0] != b"claimed":
+                raise SystemExit(f"create answered {answer}")
+        r.pipe([encode("HGETALL", f"job:{j}") for j, _ in jobs])
+        for answer in r.pipe([finish(lib, j, t) for j, t in jobs]):
+            if isinstance(answer, Exception) or answer[0] != b"applied":
+                raise SystemExit(f"finish answered {answer}")
+
+
+def main() -> None:
+    rev = sys.argv[1] if len(sys.argv) > 1 else "HEAD"
+    n = int(os.environ.get("N", 500))
+    port = 20000 + os.getpid() % 20000
+    work = f"/tmp/lua_cost.{port}"
+    os.makedirs(work, exist_ok=True)
+    out = os.environ.get("OUT", f"{work}/callgrind.out")
+    server = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "redis-server",
+         "--port", str(port), "--save", "", "--appendonly", "no", "--dir", work],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                r = Redis(port)
+                break
+            except OSError:
+                time.sleep(0.2)
+        loaded = r.pipe([encode("FUNCTION", "LOAD", "REPLACE", library(rev, "cost"))])[0]
+        if isinstance(loaded, Exception):
+            raise SystemExit(f"the library did not load: {loaded}")
+        lives(r, "cost", WARM_UP, "warm")
+        subprocess.run(["callgrind_control", "-z", str(server.pid)], stdout=subprocess.DEVNULL)
+        lives(r, "cost", n, "measured")
+        subprocess.run(["callgrind_control", "-d", str(server.pid)], stdout=subprocess.DEVNULL)
+    finally:
+        server.terminate()
+        server.wait()
+    with open(f"{out}.1") as f:
+        total = next(int(line.split()[1]) for line in f if line.startswith("summary:"))
+    print(f"{rev}: {total // n:,} Redis instructions a job ({n} jobs; dump {out}.1)")
+
+
+if __name__ == "__main__":
+    main()

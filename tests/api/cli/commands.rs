@@ -24,14 +24,21 @@ fn next_cursor(o: &std::process::Output) -> Option<String> {
     after.split_whitespace().next().map(str::to_owned)
 }
 
-#[tokio::test]
-async fn jobs_filters_by_status_and_kind_and_pages_on_with_the_cursor_it_prints() {
-    let svc = Service::embedded().start().await;
+/// A new tenant whose catalogue is the demo feed, synced and then worked on by `kind`, both
+/// jobs done: the tenant, the sync's id and the `kind` job's.
+async fn demo_tenant_after(svc: &Service, kind: &str) -> (String, String, String) {
     let tenant = unique("cli");
     let sync = svc.start_sync(&tenant, "demo.jsonl").await;
     svc.wait_for_status(&sync, "done").await;
-    let enrich = svc.start_id("enrich", &[("tenant_id", &tenant)]).await;
-    svc.wait_for_status(&enrich, "done").await;
+    let id = svc.start_id(kind, &[("tenant_id", &tenant)]).await;
+    svc.wait_for_status(&id, "done").await;
+    (tenant, sync, id)
+}
+
+#[tokio::test]
+async fn jobs_filters_by_status_and_kind_and_pages_on_with_the_cursor_it_prints() {
+    let svc = Service::embedded().start().await;
+    let (tenant, sync, enrich) = demo_tenant_after(&svc, "enrich").await;
 
     let base = svc.base();
     let one = |extra: &'static [&'static str]| {
@@ -126,11 +133,7 @@ async fn retry_runs_an_ended_job_again_and_its_new_job_names_the_old_one() {
 #[tokio::test]
 async fn products_lists_searches_and_views_a_product_with_its_neighbours_keys() {
     let svc = Service::embedded().start().await;
-    let tenant = unique("cli");
-    let sync = svc.start_sync(&tenant, "demo.jsonl").await;
-    svc.wait_for_status(&sync, "done").await;
-    let pair = svc.start_id("pair", &[("tenant_id", &tenant)]).await;
-    svc.wait_for_status(&pair, "done").await;
+    let (tenant, _, _) = demo_tenant_after(&svc, "pair").await;
 
     let o = cli(
         &svc.base(),

@@ -415,20 +415,18 @@ impl RedisCatalog {
         let mut removed = 0;
         for chunk in keys.chunks(CHUNK) {
             let fields: Vec<&str> = chunk.iter().map(ProductKey::as_str).collect();
-            let (gone,): (u64,) = self.query_pipe(
-                redis::pipe()
-                    .atomic()
-                    .cmd("HDEL")
-                    .arg(self.keys.products(tenant))
-                    .arg(&fields)
-                    .cmd("HDEL")
-                    .arg(self.keys.enriched(tenant))
-                    .arg(&fields)
-                    .ignore(),
-            )?;
+            let mut pipe = redis::pipe();
+            pipe.atomic()
+                .cmd("HDEL")
+                .arg(self.keys.products(tenant))
+                .arg(&fields)
+                .cmd("HDEL")
+                .arg(self.keys.enriched(tenant))
+                .arg(&fields)
+                .ignore();
+            self.note_in(&mut pipe, tenant, &fields);
+            let (gone,): (u64,) = self.query_pipe(&pipe)?;
             removed += gone;
-            // After the removal, as every note (`note.lua`).
-            self.note(tenant, &fields)?;
         }
         Ok(removed)
     }

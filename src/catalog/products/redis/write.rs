@@ -133,19 +133,17 @@ impl RedisCatalog {
                 .arg(key)
                 .arg(args)
                 .ignore();
-            if let Beside::Staged(set) = beside {
-                pipe.expire(key, ttl as i64).ignore();
-                pipe.sadd(set, key)
-                    .ignore()
-                    .expire(set, ttl as i64)
-                    .ignore();
+            match beside {
+                Beside::Staged(set) => {
+                    pipe.expire(key, ttl as i64).ignore();
+                    pipe.sadd(set, key)
+                        .ignore()
+                        .expire(set, ttl as i64)
+                        .ignore();
+                }
+                Beside::Feed(t) => self.note_in(&mut pipe, t, fields),
             }
-            written = self.query_pipe::<()>(&pipe).and_then(|()| match beside {
-                // After the write: a pair that reads the feed before the note reads the
-                // product after the write.
-                Beside::Feed(t) => self.note(t, fields),
-                Beside::Staged(_) => Ok(()),
-            });
+            written = self.query_pipe::<()>(&pipe);
         });
         written.map(|()| hold)
     }

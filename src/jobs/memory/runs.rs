@@ -215,12 +215,8 @@ impl MemoryStore {
         Ok(Finish::Applied)
     }
 
-    pub(super) fn restore_run(&self, run: RunRef, live: &Live) -> Result<Restore, StoreError> {
-        let RunRef {
-            job,
-            run,
-            created_at,
-        } = run;
+    pub(super) fn restore_run(&self, lost: RunRef, live: &Live) -> Result<Restore, StoreError> {
+        let (job, created_at) = (lost.job, lost.created_at);
         let now = now_ms();
         let expires_ms = self.expiry(now);
         let mut state = self.state();
@@ -241,7 +237,7 @@ impl MemoryStore {
         snapshot.attempt = live.attempt;
         snapshot.worker = Some(worker_name());
         let mut record = Record::new(snapshot);
-        record.claim = run.claim;
+        record.claim = lost.run.claim;
         record.lease_ms = Some(now + self.settings.stale_ms());
         state.insert(record, expires_ms, self.settings.list_cap);
         let extra = [

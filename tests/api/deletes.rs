@@ -10,8 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::both_stores;
 use crate::helpers::{
-    running, spawn_catalog_app, started_id, tenant, test_config, Api, Backend, HeldFeeds,
-    RedisServer, Service,
+    running, spawn_catalog_app, tenant, test_config, Api, Backend, HeldFeeds, RedisServer, Service,
 };
 
 both_stores!(an_import_streaming_into_a_tenant_being_deleted_stops_and_says_what_it_saved);
@@ -44,7 +43,7 @@ async fn a_paused_replica_brings_nothing_back(case: WhileStopped) {
     let a = Service::on(&redis).reading(&feeds).start().await;
     let t = tenant();
     let feed = format!("paused-{t}");
-    let id = started_id(a.sync(t.as_str(), &[feeds.url(&feed)]).await).await;
+    let id = a.start_sync(t.as_str(), &feeds.url(&feed)).await;
     a.poll(&id, "running on A", running).await;
     // Started once A runs the job: B cannot have claimed it first.
     let b = Service::on(&redis).reading(&feeds).start().await;
@@ -77,7 +76,7 @@ async fn a_paused_replica_brings_nothing_back(case: WhileStopped) {
     assert!(b.job_ids(&format!("tenant_id={t}")).await.is_empty());
     assert_eq!(products(&b, t.as_str()).await, 0, "{case:?}");
     // The tenant works as new afterwards.
-    let fresh = started_id(b.sync(t.as_str(), &["sample.csv".into()]).await).await;
+    let fresh = b.start_sync(t.as_str(), "sample.csv").await;
     let done = b.poll(&fresh, "done", |j| j["status"] == "done").await;
     let created = done["result"]["totals"]["created"].as_u64().unwrap() as usize;
     assert_eq!(products(&b, t.as_str()).await, created, "{done}");

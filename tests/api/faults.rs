@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{
-    free_port, running, started_id, tenant, HeldFeeds, RedisServer, Service, HELD_ROWS,
-};
+use crate::helpers::{free_port, running, tenant, HeldFeeds, RedisServer, Service, HELD_ROWS};
 
 async fn outage(keep_data: bool) {
     let mut redis = RedisServer::start(true);
@@ -17,7 +15,7 @@ async fn outage(keep_data: bool) {
     let svc = Service::on(&redis).reading(&feeds).start().await;
     let t = tenant();
     let name = format!("outage-{keep_data}-{t}");
-    let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
+    let id = svc.start_sync(t.as_str(), &feeds.url(&name)).await;
     svc.poll(&id, "running", running).await;
 
     redis.stop();
@@ -85,7 +83,7 @@ async fn a_live_job_whose_record_redis_lost_is_written_back_while_it_runs() {
     let svc = Service::on(&redis).reading(&feeds).start().await;
     let t = tenant();
     let name = format!("wiped-{t}");
-    let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
+    let id = svc.start_sync(t.as_str(), &feeds.url(&name)).await;
     let before = svc.poll(&id, "running", running).await;
     redis.restart(false); // comes back empty while the job is still running
     let restored = svc.poll(&id, "running again", running).await;
@@ -112,7 +110,7 @@ async fn a_redis_that_never_returns_leaves_the_process_up_and_the_outcome_logged
         .await;
     let t = tenant();
     let name = format!("gone-{t}");
-    let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
+    let id = svc.start_sync(t.as_str(), &feeds.url(&name)).await;
     svc.poll(&id, "running", running).await;
     redis.stop();
     feeds.release(&name);
@@ -148,7 +146,7 @@ async fn a_redis_reached_over_its_unix_socket_serves_jobs_and_the_catalogue() {
     let svc = Service::on_redis(&redis.socket_url()).start().await;
     assert_eq!(svc.readyz().await.status(), 200);
     let t = tenant();
-    let synced = started_id(svc.sync(t.as_str(), &["demo.jsonl".into()]).await).await;
+    let synced = svc.start_sync(t.as_str(), "demo.jsonl").await;
     let synced = svc.poll(&synced, "done", |j| j["status"] == "done").await;
     let imported = synced["result"]["totals"]["created"].as_u64();
     assert!(imported.is_some_and(|n| n > 0), "{synced}");
@@ -188,11 +186,9 @@ async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_ne
         .start()
         .await;
     let t = tenant();
-    let id = started_id(
-        svc.sync(t.as_str(), &[feeds.url(&format!("crash-{t}"))])
-            .await,
-    )
-    .await;
+    let id = svc
+        .start_sync(t.as_str(), &feeds.url(&format!("crash-{t}")))
+        .await;
     svc.poll(&id, "running", running).await;
     svc.kill9();
     let restarted = Service::on(&redis).envs(&stale).start().await;
@@ -218,8 +214,8 @@ async fn sigterm_lets_short_jobs_finish_gives_long_ones_back_and_exits_zero() {
         .start()
         .await;
     let (short_t, long_t) = (tenant(), tenant());
-    let short = started_id(svc.sync(short_t.as_str(), &[feeds.url("short")]).await).await;
-    let long = started_id(svc.sync(long_t.as_str(), &[feeds.url("long")]).await).await;
+    let short = svc.start_sync(short_t.as_str(), &feeds.url("short")).await;
+    let long = svc.start_sync(long_t.as_str(), &feeds.url("long")).await;
     svc.poll(&short, "running", running).await;
     svc.poll(&long, "running", running).await;
     svc.signal("TERM");
@@ -274,13 +270,13 @@ async fn with_one_attempt_a_paused_process_that_comes_back_is_fenced_off() {
     let feeds = HeldFeeds::start().await;
     let a = Service::on(&redis).reading(&feeds).envs(&one).start().await;
     let t = tenant();
-    let old = started_id(a.sync(t.as_str(), &[feeds.url("paused")]).await).await;
+    let old = a.start_sync(t.as_str(), &feeds.url("paused")).await;
     a.poll(&old, "running", running).await;
     // Started once A runs the job: B cannot have claimed it.
     let b = Service::on(&redis).reading(&feeds).envs(&one).start().await;
     a.signal("STOP"); // partitioned / paused: no heartbeats
     b.poll(&old, "lost", |j| j["status"] == "lost").await;
-    let new = started_id(b.sync(t.as_str(), &[feeds.url("fresh")]).await).await;
+    let new = b.start_sync(t.as_str(), &feeds.url("fresh")).await;
     a.signal("CONT");
     feeds.release("paused"); // the old job finishes its work and tries to record it
     a.wait_for_log("fenced off", Duration::from_secs(10)).await;
@@ -383,7 +379,7 @@ async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_
         .start()
         .await;
     let tenants: Vec<_> = (0..4).map(|_| tenant()).collect();
-    let first = started_id(svc.sync(tenants[0].as_str(), &[feeds.url("bp")]).await).await;
+    let first = svc.start_sync(tenants[0].as_str(), &feeds.url("bp")).await;
     svc.poll(&first, "running", running).await;
     for t in &tenants[1..3] {
         let r = svc.sync(t.as_str(), &[feeds.url("bp")]).await;

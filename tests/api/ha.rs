@@ -177,7 +177,7 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
 
     let t = tenant();
     let name = format!("ha-{t}");
-    let id = started_id(svc.sync(t.as_str(), &[feeds.url(&name)]).await).await;
+    let id = svc.start_sync(t.as_str(), &feeds.url(&name)).await;
     svc.poll(&id, "running", running).await;
     // Created just before the kill: with REDIS_MIN_REPLICAS_ACK=1 a 202 means the replica
     // has it, so it must be there after the failover.
@@ -245,7 +245,7 @@ async fn two_service_replicas_through_the_same_sentinels_keep_single_flight_acro
         .await;
     let t = tenant();
     let name = format!("ha-sf-{t}");
-    let id = started_id(a.sync(t.as_str(), &[feeds.url(&name)]).await).await;
+    let id = a.start_sync(t.as_str(), &feeds.url(&name)).await;
     a.poll(&id, "running", running).await;
 
     ha.primary.stop(); // SIGKILL
@@ -268,7 +268,7 @@ async fn two_service_replicas_through_the_same_sentinels_keep_single_flight_acro
     feeds.release(&name);
     let done = b.poll(&id, "done", |j| j["status"] == "done").await;
     assert_eq!(done["attempt"], 1, "it ran once: {done}");
-    let next = started_id(b.sync(t.as_str(), &["demo.jsonl".into()]).await).await;
+    let next = b.start_sync(t.as_str(), "demo.jsonl").await;
     assert_ne!(next, id, "the lock was freed on the new primary");
 }
 

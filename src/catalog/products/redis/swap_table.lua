@@ -17,6 +17,16 @@
 local function unname()
   redis.call('SREM', KEYS[6], KEYS[1], KEYS[3], KEYS[4])
 end
+-- Puts the staged key in place of the live one (RENAME is atomic; the live key has no TTL,
+-- so the staged one's goes too), or drops the live one when nothing was staged.
+local function promote(staged, live)
+  if redis.call('EXISTS', staged) == 1 then
+    redis.call('RENAME', staged, live)
+    redis.call('PERSIST', live)
+  else
+    redis.call('DEL', live)
+  end
+end
 if #KEYS > 8 then
   local state = fence_at(9)
   if state ~= 'held' then
@@ -26,13 +36,7 @@ if #KEYS > 8 then
   end
 end
 if ARGV[3] == 'whole' then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    -- RENAME is atomic; the live table has no TTL, so the staging one's goes here too.
-    redis.call('RENAME', KEYS[1], KEYS[2])
-    redis.call('PERSIST', KEYS[2])
-  else
-    redis.call('DEL', KEYS[2])
-  end
+  promote(KEYS[1], KEYS[2])
 else
   -- In slices, to stay within Lua's stack for a patch of many rows.
   local rows = redis.call('HGETALL', KEYS[1])
@@ -45,12 +49,7 @@ else
   end
   redis.call('DEL', KEYS[1], KEYS[3])
 end
-if redis.call('EXISTS', KEYS[4]) == 1 then
-  redis.call('RENAME', KEYS[4], KEYS[5])
-  redis.call('PERSIST', KEYS[5])
-else
-  redis.call('DEL', KEYS[5])
-end
+promote(KEYS[4], KEYS[5])
 if ARGV[4] ~= '' then
   local upto = tonumber(ARGV[4])
   redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', upto)

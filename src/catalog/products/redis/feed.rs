@@ -8,7 +8,7 @@
 use std::sync::LazyLock;
 
 use super::table::Hashed;
-use super::{RedisCatalog, CHUNK};
+use super::RedisCatalog;
 use crate::catalog::products::feed::Changed;
 use crate::catalog::products::record::{fingerprint, version, ProductKey};
 use crate::catalog::products::store::CatalogStoreError;
@@ -81,21 +81,16 @@ impl RedisCatalog {
         tenant: &TenantId,
         keys: &[ProductKey],
     ) -> Result<Vec<Option<u64>>, CatalogStoreError> {
-        let mut out = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(CHUNK) {
-            let (stored, enrichments) = self.records_of(tenant, chunk)?;
-            for (stored, enrichment) in stored.iter().zip(enrichments) {
-                let version = stored.as_deref().map(|stored| {
-                    let hashed: Hashed = Self::decode(stored)?;
-                    let content = fingerprint(hashed.content_hash.as_bytes());
-                    Ok(version(
-                        content,
-                        enrichment.map(|e| fingerprint(e.as_bytes())),
-                    ))
-                });
-                out.push(version.transpose()?);
-            }
-        }
-        Ok(out)
+        self.map_records(tenant, keys, |stored, enrichment| {
+            let Some(stored) = stored else {
+                return Ok(None);
+            };
+            let hashed: Hashed = Self::decode(&stored)?;
+            let content = fingerprint(hashed.content_hash.as_bytes());
+            Ok(Some(version(
+                content,
+                enrichment.map(|e| fingerprint(e.as_bytes())),
+            )))
+        })
     }
 }

@@ -385,26 +385,38 @@ impl RedisCatalog {
         )
     }
 
+    /// `each` of `keys`' product and enrichment records (raw, `None` where missing), read
+    /// `CHUNK` keys a round trip; its answers in the keys' order.
+    pub(super) fn map_records<T>(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+        mut each: impl FnMut(Option<String>, Option<String>) -> Result<T, CatalogStoreError>,
+    ) -> Result<Vec<T>, CatalogStoreError> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(CHUNK) {
+            let (stored, enrichments) = self.records_of(tenant, chunk)?;
+            for (stored, enrichment) in stored.into_iter().zip(enrichments) {
+                out.push(each(stored, enrichment)?);
+            }
+        }
+        Ok(out)
+    }
+
     pub(super) fn read_pairing_inputs(
         &self,
         tenant: &TenantId,
         keys: &[ProductKey],
     ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError> {
-        let mut out = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(CHUNK) {
-            let (stored, enrichments) = self.records_of(tenant, chunk)?;
-            for (stored, enrichment) in stored.into_iter().zip(enrichments) {
-                let Some(stored) = stored else {
-                    out.push(None);
-                    continue;
-                };
-                let stored: Stored = Self::decode(&stored)?;
-                let enrichment: Option<Enrichment> =
-                    enrichment.map(|e| Self::decode(&e)).transpose()?;
-                out.push(Some(PairingInput::of(&stored, enrichment.as_ref())));
-            }
-        }
-        Ok(out)
+        self.map_records(tenant, keys, |stored, enrichment| {
+            let Some(stored) = stored else {
+                return Ok(None);
+            };
+            let stored: Stored = Self::decode(&stored)?;
+            let enrichment: Option<Enrichment> =
+                enrichment.map(|e| Self::decode(&e)).transpose()?;
+            Ok(Some(PairingInput::of(&stored, enrichment.as_ref())))
+        })
     }
 
     pub(super) fn remove_products(

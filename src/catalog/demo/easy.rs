@@ -3,7 +3,7 @@
 
 use serde_json::Map;
 
-use super::hard_words::HARD_BRANDS;
+use super::hard_words::HARD;
 use super::{Rng, COLOURS, SIZES};
 use crate::catalog::products::{Product, ProductKey};
 
@@ -32,7 +32,7 @@ fn model_word(mut index: usize) -> String {
 }
 
 /// The easy catalogue's brands: the first 16 of the hard one's (the demo feed is made of them).
-const BRANDS: &[&str] = HARD_BRANDS.split_at(16).0;
+const EASY_BRANDS: usize = 16;
 
 struct Template {
     category: &'static [&'static str],
@@ -123,7 +123,7 @@ pub fn generate(n: usize, seed: u64) -> Vec<Product> {
     let mut family = 0usize;
     while out.len() < n {
         let t = rng.pick(TEMPLATES);
-        let brand = *rng.pick(BRANDS);
+        let brand = *rng.pick(&HARD.brands[..EASY_BRANDS]);
         let model = model_word(family);
         let members = 2 + rng.below(5);
         let base_price = t.price + (rng.below(40) as i64 - 20) * t.price / 100;

@@ -6,8 +6,8 @@
 
 use serde_json::Map;
 
-use super::hard::{hard_name, hard_product, hard_variant, Combination, ITEMS_PER_CATEGORY};
-use super::hard_words::{HARD_BRANDS, HARD_CATEGORIES, HARD_LINES, HARD_MODIFIERS};
+use super::hard::{hard_name, hard_product, hard_variant, Combination};
+use super::hard_words::HARD;
 use super::Rng;
 use crate::catalog::products::{Product, ProductKey};
 
@@ -48,21 +48,11 @@ pub fn edit_hard(products: &[Product], share: f64, seed: u64) -> Edits {
     edits
 }
 
-fn random_combination(rng: &mut Rng) -> Combination {
-    Combination {
-        brand: rng.below(HARD_BRANDS.len()),
-        line: rng.below(HARD_LINES.len()),
-        modifier: rng.below(HARD_MODIFIERS.len()),
-        category: rng.below(HARD_CATEGORIES.len()),
-        item: rng.below(ITEMS_PER_CATEGORY),
-    }
-}
-
 /// The product under another combination of the catalogue's words, in its own category.
 fn renamed(p: &Product, rng: &mut Rng) -> Product {
-    let mut c = random_combination(rng);
+    let mut c = Combination::random(rng);
     c.category = category_of(p);
-    let category = &HARD_CATEGORIES[c.category];
+    let category = &HARD.categories[c.category];
     let (variant, _) = hard_variant(category.axis, rng.below(5), rng);
     let (name, brand) = hard_name(&c, &variant, rng);
     Product {
@@ -84,9 +74,9 @@ fn repriced(p: &Product, rng: &mut Rng) -> Product {
 /// The product in another top-level category, name unchanged.
 fn moved(p: &Product, rng: &mut Rng) -> Product {
     let now = category_of(p);
-    let to = (now + 1 + rng.below(HARD_CATEGORIES.len() - 1)) % HARD_CATEGORIES.len();
+    let to = (now + 1 + rng.below(HARD.categories.len() - 1)) % HARD.categories.len();
     Product {
-        taxonomy_path: HARD_CATEGORIES[to]
+        taxonomy_path: HARD.categories[to]
             .path
             .iter()
             .map(|s| (*s).to_owned())
@@ -111,8 +101,8 @@ fn added_like(p: &Product, seed: u64, n: usize, rng: &mut Rng) -> Product {
             ..p.clone()
         };
     }
-    let c = random_combination(rng);
-    let category = &HARD_CATEGORIES[c.category];
+    let c = Combination::random(rng);
+    let category = &HARD.categories[c.category];
     let (variant, factor) = hard_variant(category.axis, rng.below(5), rng);
     let (name, brand) = hard_name(&c, &variant, rng);
     let price = category.price * (50 + rng.below(150) as i64) / 100 * factor / 100;
@@ -121,7 +111,7 @@ fn added_like(p: &Product, seed: u64, n: usize, rng: &mut Rng) -> Product {
 
 /// The index of `p`'s top-level category among the hard catalogue's.
 fn category_of(p: &Product) -> usize {
-    HARD_CATEGORIES
+    HARD.categories
         .iter()
         .position(|c| p.taxonomy_path.first().map(String::as_str) == c.path.first().copied())
         .unwrap_or(0)

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use serde_json::Map;
 
-use super::hard_words::{HardCategory, HARD_BRANDS, HARD_CATEGORIES, HARD_LINES, HARD_MODIFIERS};
+use super::hard_words::{HardCategory, HARD};
 use super::{Rng, COLOURS, SIZES};
 use crate::catalog::products::{Product, ProductKey};
 
@@ -28,13 +28,27 @@ pub(super) struct Combination {
     pub(super) item: usize,
 }
 
+impl Combination {
+    /// Any combination of the vocabulary, each word as likely as another.
+    pub(super) fn random(rng: &mut Rng) -> Self {
+        Combination {
+            brand: rng.below(HARD.brands.len()),
+            line: rng.below(HARD.lines.len()),
+            modifier: rng.below(HARD.modifiers.len()),
+            category: rng.below(HARD.categories.len()),
+            item: rng.below(ITEMS_PER_CATEGORY),
+        }
+    }
+}
+
+/// Items per category: each category of `hard_words.tsv` lists this many.
 pub(super) const ITEMS_PER_CATEGORY: usize = 6;
 
 fn combination_space() -> usize {
-    HARD_BRANDS.len()
-        * HARD_LINES.len()
-        * HARD_MODIFIERS.len()
-        * HARD_CATEGORIES.len()
+    HARD.brands.len()
+        * HARD.lines.len()
+        * HARD.modifiers.len()
+        * HARD.categories.len()
         * ITEMS_PER_CATEGORY
 }
 
@@ -47,10 +61,10 @@ fn combination(family: usize) -> Combination {
         d
     };
     Combination {
-        brand: digit(HARD_BRANDS.len()),
-        line: digit(HARD_LINES.len()),
-        modifier: digit(HARD_MODIFIERS.len()),
-        category: digit(HARD_CATEGORIES.len()),
+        brand: digit(HARD.brands.len()),
+        line: digit(HARD.lines.len()),
+        modifier: digit(HARD.modifiers.len()),
+        category: digit(HARD.categories.len()),
         item: digit(ITEMS_PER_CATEGORY),
     }
 }
@@ -86,25 +100,25 @@ pub(super) fn hard_variant(axis: u8, v: usize, rng: &mut Rng) -> (String, i64) {
 /// How one product of a combination is written: word order, spelling, plural, where the
 /// brand goes. Returns the name and the brand field.
 pub(super) fn hard_name(c: &Combination, variant: &str, rng: &mut Rng) -> (String, Option<String>) {
-    let category = &HARD_CATEGORIES[c.category];
+    let category = &HARD.categories[c.category];
     let item = &category.items[c.item];
     let item_text = if rng.below(100) < 20 {
         item.plural
     } else {
-        *rng.pick(item.spellings)
+        *rng.pick(&item.spellings)
     };
-    let mut brand = HARD_BRANDS[c.brand].to_owned();
+    let mut brand = HARD.brands[c.brand].to_owned();
     if rng.below(100) < 10 {
         brand = brand.to_uppercase();
     }
-    let line = HARD_LINES[c.line];
-    let modifier = HARD_MODIFIERS[c.modifier];
+    let line = HARD.lines[c.line];
+    let modifier = HARD.modifiers[c.modifier];
     // Brand placement: 15 % only in the name, 15 % only in the field, the rest both.
     let placement = rng.below(100);
     let (in_name, field) = match placement {
         0..=14 => (true, None),
-        15..=29 => (false, Some(HARD_BRANDS[c.brand].to_owned())),
-        _ => (true, Some(HARD_BRANDS[c.brand].to_owned())),
+        15..=29 => (false, Some(HARD.brands[c.brand].to_owned())),
+        _ => (true, Some(HARD.brands[c.brand].to_owned())),
     };
     let b = if in_name { brand.as_str() } else { "" };
     let words = match rng.below(4) {
@@ -132,7 +146,7 @@ pub fn generate_hard(n: usize, seed: u64) -> Vec<Product> {
     while out.len() < n - noise {
         let c = combination(family);
         families.insert(c);
-        let category = &HARD_CATEGORIES[c.category];
+        let category = &HARD.categories[c.category];
         let base = category.price * (50 + rng.below(150) as i64) / 100;
         let members = 3 + rng.below(3);
         for v in 0..members.min(n - noise - out.len()) {
@@ -150,17 +164,11 @@ pub fn generate_hard(n: usize, seed: u64) -> Vec<Product> {
     }
     let mut i = 0;
     while out.len() < n {
-        let c = Combination {
-            brand: rng.below(HARD_BRANDS.len()),
-            line: rng.below(HARD_LINES.len()),
-            modifier: rng.below(HARD_MODIFIERS.len()),
-            category: rng.below(HARD_CATEGORIES.len()),
-            item: rng.below(ITEMS_PER_CATEGORY),
-        };
+        let c = Combination::random(&mut rng);
         if families.contains(&c) {
             continue;
         }
-        let category = &HARD_CATEGORIES[c.category];
+        let category = &HARD.categories[c.category];
         let (variant, factor) = hard_variant(category.axis, rng.below(5), &mut rng);
         let (name, brand) = hard_name(&c, &variant, &mut rng);
         let price = category.price * (50 + rng.below(150) as i64) / 100 * factor / 100;

@@ -1,363 +1,142 @@
 //! The hard catalogue's vocabulary: brands, product lines, modifiers and per category its
-//! items with every way the catalogue's writers spell them. Data only.
+//! items with every way the catalogue's writers spell them. The words are data, in
+//! `hard_words.tsv` (its header says the format), read once into [`HARD`]; their order is
+//! part of the data, as a generated catalogue picks words by index.
 
-/// Brands: each is carried by thousands of products across every category.
-pub(super) const HARD_BRANDS: &[&str] = &[
-    "Acme",
-    "Northwind",
-    "Bluefin",
-    "Oakridge",
-    "Lumen",
-    "Kestrel",
-    "Harbor",
-    "Fjord",
-    "Tandem",
-    "Pioneer",
-    "Solace",
-    "Meridian",
-    "Cobalt",
-    "Juniper",
-    "Sable",
-    "Tidewater",
-    "Vantage",
-    "Aurora",
-    "Granite Peak",
-    "Hollow",
-    "Evergreen",
-    "Redwood",
-    "Stellar",
-    "Nimbus",
-    "Atlas",
-    "Summit",
-    "Polaris",
-    "Cascade",
-    "Falcon",
-    "Orion",
-    "Zephyr",
-    "Boreal",
-    "Halcyon",
-    "Ironbark",
-    "Larkspur",
-    "Mistral",
-    "Nomad",
-    "Quarry",
-    "Sierra",
-    "Willow",
-];
-
-/// Product lines: a line word is shared by every brand and category.
-pub(super) const HARD_LINES: &[&str] = &[
-    "Classic",
-    "Sport",
-    "Pro",
-    "Urban",
-    "Trail",
-    "Essential",
-    "Active",
-    "Comfort",
-    "Heritage",
-    "Studio",
-    "Motion",
-    "Core",
-    "Prime",
-    "Elite",
-    "Basic",
-    "Signature",
-    "Vintage",
-    "Modern",
-    "Outdoor",
-    "Travel",
-    "Daily",
-    "Premium",
-    "Select",
-    "Original",
-    "Performance",
-    "Lite",
-    "Max",
-    "Plus",
-    "Ultra",
-    "Air",
-    "Flex",
-    "Soft",
-    "Pure",
-    "Natural",
-    "Fresh",
-    "Bold",
-    "Smart",
-    "Eco",
-    "Street",
-    "Coast",
-    "Alpine",
-    "Ridge",
-    "Harvest",
-    "Nordic",
-    "Metro",
-    "Pacific",
-    "Atlantic",
-    "Highland",
-    "Canyon",
-    "Prairie",
-    "Tundra",
-    "Delta",
-    "Vista",
-    "Horizon",
-    "Pulse",
-    "Echo",
-    "Fusion",
-    "Zen",
-    "Spark",
-    "Glide",
-    "Rally",
-    "Venture",
-    "Quest",
-    "Legacy",
-    "Crest",
-    "Apex",
-    "Nova",
-    "Terra",
-    "Aqua",
-    "Solar",
-    "Lunar",
-    "Breeze",
-    "Drift",
-    "Ember",
-    "Frost",
-    "Grove",
-    "Haven",
-    "Isle",
-    "Jet",
-    "Keystone",
-];
-
-/// Modifiers, one slot of the family identity; the first, empty, means "none".
-pub(super) const HARD_MODIFIERS: &[&str] = &[
-    "",
-    "Slim",
-    "Relaxed",
-    "Hooded",
-    "Insulated",
-    "Lightweight",
-    "Heavy Duty",
-    "Compact",
-    "Deluxe",
-    "Mini",
-    "Grand",
-    "Double",
-    "Twin",
-    "Thermal",
-    "Waterproof",
-    "Quick Dry",
-    "Breathable",
-    "Stretch",
-    "Ribbed",
-    "Padded",
-    "Quilted",
-    "Extra Long",
-    "Wide",
-    "Tall",
-    "Foldable",
-];
+use std::sync::LazyLock;
 
 /// One item as the catalogue's writers spell it: every spelling is the same item.
 pub(super) struct Item {
-    pub(super) spellings: &'static [&'static str],
+    pub(super) spellings: Vec<&'static str>,
     /// The plural, written instead of the singular in some names.
     pub(super) plural: &'static str,
 }
 
 pub(super) struct HardCategory {
-    pub(super) path: &'static [&'static str],
-    pub(super) items: &'static [Item],
+    pub(super) path: Vec<&'static str>,
+    pub(super) items: Vec<Item>,
     pub(super) price: i64,
     /// How a variant differs: 0 colour and size, 1 colour, 2 volume, 3 weight / pack, 4 length.
     pub(super) axis: u8,
 }
 
-pub(super) const HARD_CATEGORIES: &[HardCategory] = &[
-    HardCategory {
-        path: &["Apparel", "Tops"],
-        items: &[
-            Item {
-                spellings: &["T-Shirt", "Tshirt", "T Shirt", "T-SHIRT", "t-shirt"],
-                plural: "T-Shirts",
-            },
-            Item {
-                spellings: &["Hoodie", "HOODIE", "hoodie"],
-                plural: "Hoodies",
-            },
-            Item {
-                spellings: &["Jacket", "JACKET"],
-                plural: "Jackets",
-            },
-            Item {
-                spellings: &["Sweater", "sweater"],
-                plural: "Sweaters",
-            },
-            Item {
-                spellings: &["Polo Shirt", "Polo-Shirt", "Poloshirt"],
-                plural: "Polo Shirts",
-            },
-            Item {
-                spellings: &["Jogger", "Jogger"],
-                plural: "Joggers",
-            },
-        ],
-        price: 3500,
-        axis: 0,
-    },
-    HardCategory {
-        path: &["Footwear"],
-        items: &[
-            Item {
-                spellings: &["Running Shoe", "running shoe"],
-                plural: "Running Shoes",
-            },
-            Item {
-                spellings: &["Sneaker", "SNEAKER"],
-                plural: "Sneakers",
-            },
-            Item {
-                spellings: &["Boot", "boot"],
-                plural: "Boots",
-            },
-            Item {
-                spellings: &["Sandal", "Sandal"],
-                plural: "Sandals",
-            },
-            Item {
-                spellings: &["Slipper", "Slipper"],
-                plural: "Slippers",
-            },
-            Item {
-                spellings: &["Flip-Flop", "Flip Flop", "Flipflop"],
-                plural: "Flip-Flops",
-            },
-        ],
-        price: 7000,
-        axis: 1,
-    },
-    HardCategory {
-        path: &["Home", "Kitchen"],
-        items: &[
-            Item {
-                spellings: &["Water Bottle", "Water-Bottle", "Waterbottle"],
-                plural: "Water Bottles",
-            },
-            Item {
-                spellings: &["Travel Mug", "Travel-Mug"],
-                plural: "Travel Mugs",
-            },
-            Item {
-                spellings: &["Lunch Box", "Lunchbox", "Lunch-Box"],
-                plural: "Lunch Boxes",
-            },
-            Item {
-                spellings: &["Food Container", "food container"],
-                plural: "Food Containers",
-            },
-            Item {
-                spellings: &["Flask", "FLASK"],
-                plural: "Flasks",
-            },
-            Item {
-                spellings: &["Tumbler", "tumbler"],
-                plural: "Tumblers",
-            },
-        ],
-        price: 2200,
-        axis: 2,
-    },
-    HardCategory {
-        path: &["Grocery"],
-        items: &[
-            Item {
-                spellings: &["Coffee Bean", "coffee bean"],
-                plural: "Coffee Beans",
-            },
-            Item {
-                spellings: &["Herbal Tea", "Herbal-Tea"],
-                plural: "Herbal Teas",
-            },
-            Item {
-                spellings: &["Granola", "GRANOLA"],
-                plural: "Granolas",
-            },
-            Item {
-                spellings: &["Peanut Butter", "Peanut-Butter"],
-                plural: "Peanut Butters",
-            },
-            Item {
-                spellings: &["Oat Cereal", "oat cereal"],
-                plural: "Oat Cereals",
-            },
-            Item {
-                spellings: &["Protein Bar", "Protein-Bar"],
-                plural: "Protein Bars",
-            },
-        ],
-        price: 900,
-        axis: 3,
-    },
-    HardCategory {
-        path: &["Beauty", "Care"],
-        items: &[
-            Item {
-                spellings: &["Face Cream", "Face-Cream", "Facecream"],
-                plural: "Face Creams",
-            },
-            Item {
-                spellings: &["Body Lotion", "body lotion"],
-                plural: "Body Lotions",
-            },
-            Item {
-                spellings: &["Shampoo", "SHAMPOO"],
-                plural: "Shampoos",
-            },
-            Item {
-                spellings: &["Conditioner", "conditioner"],
-                plural: "Conditioners",
-            },
-            Item {
-                spellings: &["Hand Soap", "Handsoap", "Hand-Soap"],
-                plural: "Hand Soaps",
-            },
-            Item {
-                spellings: &["Shower Gel", "Shower-Gel"],
-                plural: "Shower Gels",
-            },
-        ],
-        price: 1500,
-        axis: 2,
-    },
-    HardCategory {
-        path: &["Electronics", "Accessories"],
-        items: &[
-            Item {
-                spellings: &["USB-C Cable", "USB C Cable", "usbc cable"],
-                plural: "USB-C Cables",
-            },
-            Item {
-                spellings: &["Phone Case", "Phone-Case", "Phonecase"],
-                plural: "Phone Cases",
-            },
-            Item {
-                spellings: &["Wireless Charger", "wireless charger"],
-                plural: "Wireless Chargers",
-            },
-            Item {
-                spellings: &["Power Bank", "Powerbank", "Power-Bank"],
-                plural: "Power Banks",
-            },
-            Item {
-                spellings: &["Earbud", "Ear Bud", "Ear-Bud"],
-                plural: "Earbuds",
-            },
-            Item {
-                spellings: &["Screen Protector", "Screen-Protector"],
-                plural: "Screen Protectors",
-            },
-        ],
-        price: 2500,
-        axis: 4,
-    },
-];
+/// Every word of the hard catalogue, in the file's order.
+pub(super) struct Vocabulary {
+    /// Each is carried by thousands of products across every category.
+    pub(super) brands: Vec<&'static str>,
+    /// A line word is shared by every brand and category.
+    pub(super) lines: Vec<&'static str>,
+    /// One slot of the family identity; the first, empty, means "none".
+    pub(super) modifiers: Vec<&'static str>,
+    pub(super) categories: Vec<HardCategory>,
+}
+
+/// The vocabulary, parsed on first use.
+pub(super) static HARD: LazyLock<Vocabulary> = LazyLock::new(|| {
+    parse(include_str!("hard_words.tsv")).expect("hard_words.tsv parses (its unit test reads it)")
+});
+
+/// Reads the vocabulary: one entry a line, its kind and its fields separated by tabs;
+/// blank lines and `#` comments are skipped. The first malformed line is the error.
+fn parse(text: &'static str) -> Result<Vocabulary, String> {
+    let mut words = Vocabulary {
+        brands: Vec::new(),
+        lines: Vec::new(),
+        modifiers: vec![""],
+        categories: Vec::new(),
+    };
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&'static str> = line.split('\t').collect();
+        let bad = |why: &str| format!("hard_words.tsv line {}: {why}: {line:?}", n + 1);
+        match fields[..] {
+            ["brand", word] => words.brands.push(word),
+            ["line", word] => words.lines.push(word),
+            ["modifier", word] => words.modifiers.push(word),
+            ["category", path, price, axis] => words.categories.push(HardCategory {
+                path: path.split(" > ").collect(),
+                items: Vec::new(),
+                price: price.parse().map_err(|_| bad("the price is not cents"))?,
+                axis: axis
+                    .parse()
+                    .ok()
+                    .filter(|a| *a <= 4)
+                    .ok_or_else(|| bad("the axis is not 0–4"))?,
+            }),
+            ["item", spellings, plural] => words
+                .categories
+                .last_mut()
+                .ok_or_else(|| bad("an item before any category"))?
+                .items
+                .push(Item {
+                    spellings: spellings.split('|').collect(),
+                    plural,
+                }),
+            _ => return Err(bad("not a known kind with its fields")),
+        }
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::demo::hard::ITEMS_PER_CATEGORY;
+
+    #[test]
+    fn the_file_gives_every_entry_in_its_order() {
+        let words = &*HARD;
+        let text = include_str!("hard_words.tsv");
+        let count = |kind: &str| {
+            text.lines()
+                .filter(|l| l.split('\t').next() == Some(kind))
+                .count()
+        };
+        assert_eq!(words.brands.len(), count("brand"));
+        assert_eq!(words.lines.len(), count("line"));
+        assert_eq!(words.modifiers.len(), count("modifier") + 1);
+        assert_eq!(words.categories.len(), count("category"));
+        let items: usize = words.categories.iter().map(|c| c.items.len()).sum();
+        assert_eq!(items, count("item"));
+        assert_eq!(
+            (words.brands.len(), words.lines.len(), words.modifiers.len()),
+            (40, 80, 25)
+        );
+        assert_eq!((words.brands[0], words.brands[39]), ("Acme", "Willow"));
+        assert_eq!((words.lines[0], words.lines[79]), ("Classic", "Keystone"));
+        assert_eq!(words.modifiers[..3], ["", "Slim", "Relaxed"]);
+        let first = &words.categories[0];
+        assert_eq!(
+            (&first.path[..], first.price, first.axis),
+            (&["Apparel", "Tops"][..], 3500, 0)
+        );
+        assert_eq!(
+            first.items[0].spellings,
+            ["T-Shirt", "Tshirt", "T Shirt", "T-SHIRT", "t-shirt"]
+        );
+        assert_eq!(first.items[0].plural, "T-Shirts");
+        for c in &words.categories {
+            assert_eq!(c.items.len(), ITEMS_PER_CATEGORY, "{:?}", c.path);
+        }
+    }
+
+    #[test]
+    fn a_malformed_line_is_refused_with_its_number() {
+        let cases = [
+            ("brand\tAcme\textra", "line 1"),
+            ("item\tMug\tMugs", "an item before any category"),
+            ("category\tHome\tcheap\t0", "the price is not cents"),
+            (
+                "# words\ncategory\tHome\t900\t7",
+                "line 2: the axis is not 0–4",
+            ),
+            ("colour\tRed", "not a known kind"),
+        ];
+        for (text, why) in cases {
+            let err = parse(text).err().expect(text);
+            assert!(err.contains(why), "{text:?}: {err}");
+        }
+    }
+}

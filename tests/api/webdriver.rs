@@ -23,6 +23,10 @@ pub const WAIT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(100);
 /// How often an element may go stale under a command before the test gives up.
 const STALE_RETRIES: usize = 20;
+/// How often a screenshot is asked for before the test fails (a busy renderer times one out).
+const SCREENSHOT_TRIES: usize = 3;
+/// Between two screenshot tries.
+const SCREENSHOT_PAUSE: Duration = Duration::from_secs(2);
 /// WebDriver's error for an element the page has since replaced.
 const STALE: &str = "stale element reference";
 /// Where Debian's chromium is; chromedriver finds it by itself elsewhere.
@@ -142,10 +146,6 @@ impl Browser {
 
     async fn post(&self, path: &str, body: Value) -> Value {
         self.command(reqwest::Method::POST, path, Some(body)).await
-    }
-
-    async fn get(&self, path: &str) -> Value {
-        self.command(reqwest::Method::GET, path, None).await
     }
 
     pub async fn goto(&self, url: &str) {
@@ -318,8 +318,25 @@ impl Browser {
     }
 
     /// Saves a PNG of the viewport to `path`.
+    /// Saves a PNG of the window. A renderer busy on a loaded machine may time the capture out
+    /// (`timeout: Timed out receiving message from renderer`): the capture is asked again, up to
+    /// `SCREENSHOT_TRIES` times, before the test fails with the last error.
     pub async fn screenshot(&self, path: &Path) {
-        let v = self.get("/screenshot").await;
+        let mut tries = 0;
+        let v = loop {
+            tries += 1;
+            match self
+                .try_command(reqwest::Method::GET, "/screenshot", None)
+                .await
+            {
+                Ok(v) => break v,
+                Err((error, message)) if tries < SCREENSHOT_TRIES => {
+                    eprintln!("screenshot try {tries}: {error}: {message}; asking again");
+                    tokio::time::sleep(SCREENSHOT_PAUSE).await;
+                }
+                Err((error, message)) => panic!("WebDriver /screenshot: {error}: {message}"),
+            }
+        };
         let png = decode_base64(v.as_str().expect("a base64 screenshot"));
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).expect("the screenshot folder");

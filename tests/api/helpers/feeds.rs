@@ -13,6 +13,8 @@ use tokio::sync::Semaphore;
 
 /// Rows in each held feed.
 pub const HELD_ROWS: usize = 40;
+/// Between two blank lines of a held feed: well inside the service's 30-second read timeout.
+const HELD_KEEP_ALIVE: Duration = Duration::from_secs(5);
 
 /// Serves `router` on a loopback port of its own until the test binary ends.
 pub async fn serve(router: axum::Router) -> SocketAddr {
@@ -69,8 +71,31 @@ impl HeldFeeds {
     }
 }
 
-async fn held(gate: Arc<Semaphore>, name: String) -> String {
-    let _permit = gate.acquire().await.expect("gates are never closed");
+/// The answer of a held feed: its headers at once, then a blank line every `HELD_KEEP_ALIVE`
+/// until the test releases the feed, then its rows. The blank lines keep a sync's reader inside
+/// the service's read timeout however long the test holds the feed (a JSON Lines reader skips
+/// blank lines, and they count as no row).
+async fn held(gate: Arc<Semaphore>, name: String) -> axum::body::Body {
+    let chunks = futures_util::stream::unfold(Some(gate), move |gate| {
+        let name = name.clone();
+        async move {
+            let gate = gate?;
+            let released = tokio::select! {
+                permit = gate.acquire() => permit.is_ok(),
+                () = tokio::time::sleep(HELD_KEEP_ALIVE) => false,
+            };
+            Some(if released {
+                (Ok::<_, std::io::Error>(held_rows(&name)), None)
+            } else {
+                (Ok("\n".to_owned()), Some(gate))
+            })
+        }
+    });
+    axum::body::Body::from_stream(chunks)
+}
+
+/// The rows of the held feed `name`.
+fn held_rows(name: &str) -> String {
     (0..HELD_ROWS)
         .map(|i| {
             format!("{{\"product_key\":\"{name}-{i}\",\"name\":\"Held Product {i} Black - M\"}}\n")

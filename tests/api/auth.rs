@@ -6,10 +6,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 use crate::both_stores;
-use crate::helpers::{
-    settings, spawn_app_with, store, strings_of, tenant, test_config, Backend, Gate, TestApp,
-    Tokens, OPERATOR,
-};
+use crate::helpers::{settings, spawn_app_with, started_id, store, strings_of, tenant};
+use crate::helpers::{tenant_routes, test_config, Backend, Gate, TestApp, Tokens, OPERATOR};
 use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::TenantId;
 
@@ -48,7 +46,7 @@ async fn app_with_tokens(b: Backend) -> Tenants {
 
 async fn a_tenant_token_listing_without_a_tenant_is_told_to_add_its_own(b: Backend) {
     let t = app_with_tokens(b).await;
-    let r = send(&t.app, Method::GET, "/catalog/jobs", Some(&t.a_token)).await;
+    let r = t.app.get_as("/catalog/jobs", &t.a_token).await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     let body: Value = r.json().await.unwrap();
     assert_eq!(
@@ -62,60 +60,24 @@ async fn a_tenant_token_listing_without_a_tenant_is_told_to_add_its_own(b: Backe
     );
 }
 
-/// Every guarded route, as (method, path) for tenant `t` and job `job`.
+/// Every guarded route of tenant `t` and its job `job`, and a route that does not exist.
 fn routes(t: &TenantId, job: &str) -> Vec<(Method, String)> {
-    vec![
-        (Method::POST, format!("/catalog/ticker?tenant_id={t}")),
-        (Method::GET, format!("/catalog/jobs?tenant_id={t}")),
-        (Method::GET, format!("/catalog/jobs/{job}")),
-        (Method::POST, format!("/catalog/jobs/{job}/cancel")),
-        (Method::POST, format!("/catalog/jobs/{job}/retry")),
-        (Method::GET, format!("/catalog/products?tenant_id={t}")),
-        (Method::POST, format!("/catalog/products?tenant_id={t}")),
-        (Method::GET, format!("/catalog/products/p1?tenant_id={t}")),
-        (Method::GET, "/catalog/nowhere".to_owned()),
-    ]
+    let mut routes = tenant_routes(t, job);
+    routes.push((Method::GET, "/catalog/nowhere".to_owned()));
+    routes
 }
 
-async fn send(app: &TestApp, method: Method, path: &str, token: Option<&str>) -> reqwest::Response {
-    let mut req = app
-        .client
-        .request(method, app.url(path))
-        .header("content-type", "application/x-ndjson")
-        .body("");
-    if let Some(token) = token {
-        req = req.bearer_auth(token);
-    }
-    req.send().await.expect("the app answers")
-}
-
-/// GET `path` with `token` as the bearer (as `send` sends it).
-async fn get_as(app: &TestApp, path: &str, token: &str) -> reqwest::Response {
-    send(app, Method::GET, path, Some(token)).await
-}
-
-async fn error_of(r: reqwest::Response) -> (StatusCode, String) {
-    let status = r.status();
+/// Asserts that `r` is refused with `status` and the envelope's `code`, with a message.
+async fn assert_refused(r: reqwest::Response, status: StatusCode, code: &str, what: &str) {
+    assert_eq!(r.status(), status, "{what}");
     let body: Value = r.json().await.expect("a JSON envelope");
-    assert!(body["message"].is_string(), "{body}");
-    (
-        status,
-        body["error"].as_str().unwrap_or_default().to_owned(),
-    )
+    assert_eq!(body["error"], code, "{what}: {body}");
+    assert!(body["message"].is_string(), "{what}: {body}");
 }
 
 async fn start_as(app: &TestApp, t: &TenantId, token: &str) -> String {
-    let r = app
-        .client
-        .post(app.url("/catalog/ticker"))
-        .bearer_auth(token)
-        .form(&[("tenant_id", t.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202);
-    let body: Value = r.json().await.unwrap();
-    body["job_id"].as_str().unwrap().to_owned()
+    let form = [("tenant_id", t.as_str())];
+    started_id(app.start_as("ticker", &form, token).await).await
 }
 
 async fn with_tokens_every_catalog_route_answers_401_without_a_known_token(b: Backend) {
@@ -123,19 +85,15 @@ async fn with_tokens_every_catalog_route_answers_401_without_a_known_token(b: Ba
     let job = start_as(&s.app, &s.a, &s.a_token).await;
     for (method, path) in routes(&s.a, &job) {
         for token in [None, Some("not-a-token"), Some("")] {
-            let r = send(&s.app, method.clone(), &path, token).await;
+            let r = s.app.send_as(method.clone(), &path, token).await;
+            let what = format!("{method} {path} {token:?}");
+            let challenge = r.headers().get("www-authenticate");
             assert_eq!(
-                r.headers()
-                    .get("www-authenticate")
-                    .map(|v| v.to_str().unwrap()),
+                challenge.map(|v| v.to_str().unwrap()),
                 Some("Bearer"),
-                "{method} {path} {token:?}"
+                "{what}"
             );
-            assert_eq!(
-                error_of(r).await,
-                (StatusCode::UNAUTHORIZED, "unauthorized".into()),
-                "{method} {path} {token:?}"
-            );
+            assert_refused(r, StatusCode::UNAUTHORIZED, "unauthorized", &what).await;
         }
     }
     // A token in another scheme is not a bearer token.
@@ -163,15 +121,15 @@ async fn a_tenant_token_naming_another_tenant_is_forbidden_and_its_own_tenant_is
         (Method::GET, format!("/catalog/products/p1?tenant_id={tb}")),
     ];
     for (method, path) in named {
-        let r = send(&s.app, method.clone(), &path, Some(&s.a_token)).await;
-        assert_eq!(
-            error_of(r).await,
-            (StatusCode::FORBIDDEN, "forbidden".into()),
-            "{method} {path}"
-        );
+        let r = s.app.send_as(method.clone(), &path, Some(&s.a_token)).await;
+        let what = format!("{method} {path}");
+        assert_refused(r, StatusCode::FORBIDDEN, "forbidden", &what).await;
     }
     // Nothing was started for b.
-    let r = get_as(&s.app, &format!("/catalog/jobs?tenant_id={tb}"), &s.b_token).await;
+    let r = s
+        .app
+        .get_as(&format!("/catalog/jobs?tenant_id={tb}"), &s.b_token)
+        .await;
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["jobs"].as_array().unwrap().len(), 0, "{body}");
     // The same routes for its own tenant are served.
@@ -191,7 +149,7 @@ async fn a_tenant_token_naming_another_tenant_is_forbidden_and_its_own_tenant_is
         ),
     ];
     for (method, path, status) in own {
-        let r = send(&s.app, method.clone(), &path, Some(&s.a_token)).await;
+        let r = s.app.send_as(method.clone(), &path, Some(&s.a_token)).await;
         assert_eq!(r.status(), status, "{method} {path}");
     }
 }
@@ -205,20 +163,11 @@ async fn another_tenants_job_by_id_is_404_exactly_like_an_unknown_id(b: Backend)
         (Method::POST, "/cancel"),
         (Method::POST, "/retry"),
     ] {
-        let theirs = send(
-            &s.app,
-            method.clone(),
-            &format!("/catalog/jobs/{job}{suffix}"),
-            Some(&s.b_token),
-        )
-        .await;
-        let none = send(
-            &s.app,
-            method.clone(),
-            &format!("/catalog/jobs/{unknown}{suffix}"),
-            Some(&s.b_token),
-        )
-        .await;
+        let as_b = async |id: &str| {
+            let path = format!("/catalog/jobs/{id}{suffix}");
+            s.app.send_as(method.clone(), &path, Some(&s.b_token)).await
+        };
+        let (theirs, none) = (as_b(&job).await, as_b(&unknown).await);
         assert_eq!(theirs.status(), 404);
         assert_eq!(none.status(), 404);
         let (theirs, none): (Value, Value) =
@@ -231,40 +180,29 @@ async fn another_tenants_job_by_id_is_404_exactly_like_an_unknown_id(b: Backend)
         );
     }
     // The owner still sees it, and a wrong tenant_id on a job-id route is the same 404.
-    let r = get_as(&s.app, &format!("/catalog/jobs/{job}"), &s.a_token).await;
-    assert_eq!(r.status(), 200);
-    let r = get_as(
-        &s.app,
-        &format!("/catalog/jobs/{job}?tenant_id={}", s.b),
-        OPERATOR,
-    )
-    .await;
-    assert_eq!(
-        error_of(r).await,
-        (StatusCode::NOT_FOUND, "not_found".into())
-    );
-    let r = get_as(
-        &s.app,
-        &format!("/catalog/jobs/{job}?tenant_id={}", s.a),
-        OPERATOR,
-    )
-    .await;
-    assert_eq!(r.status(), 200);
+    let (a, b) = (&s.a, &s.b);
+    for (path, token, status) in [
+        (format!("/catalog/jobs/{job}"), s.a_token.as_str(), 200),
+        (format!("/catalog/jobs/{job}?tenant_id={b}"), OPERATOR, 404),
+        (format!("/catalog/jobs/{job}?tenant_id={a}"), OPERATOR, 200),
+    ] {
+        let r = s.app.get_as(&path, token).await;
+        if status == 404 {
+            assert_refused(r, StatusCode::NOT_FOUND, "not_found", &path).await;
+        } else {
+            assert_eq!(r.status(), status, "{path}");
+        }
+    }
 }
 
 async fn an_operator_token_reaches_every_tenant(b: Backend) {
     let s = app_with_tokens(b).await;
     let job = start_as(&s.app, &s.a, OPERATOR).await;
     let _ = start_as(&s.app, &s.b, OPERATOR).await;
-    let r = get_as(&s.app, &format!("/catalog/jobs/{job}"), OPERATOR).await;
-    assert_eq!(r.status(), 200);
-    let r = get_as(
-        &s.app,
-        &format!("/catalog/jobs?tenant_id={}", s.b),
-        OPERATOR,
-    )
-    .await;
-    assert_eq!(r.status(), 200);
+    let b_jobs = format!("/catalog/jobs?tenant_id={}", s.b);
+    for path in [format!("/catalog/jobs/{job}"), b_jobs] {
+        assert_eq!(s.app.get_as(&path, OPERATOR).await.status(), 200, "{path}");
+    }
 }
 
 async fn health_and_readiness_stay_open_with_tokens(b: Backend) {
@@ -283,7 +221,7 @@ async fn without_tokens_every_route_is_open_and_readiness_says_so(b: Backend) {
     let job = app.start_id("ticker", &[("tenant_id", t.as_str())]).await;
     app.poll_until_ended(&job).await;
     for (method, path) in routes(&t, &job) {
-        let r = send(&app, method.clone(), &path, None).await;
+        let r = app.send_as(method.clone(), &path, None).await;
         assert!(
             ![401, 403].contains(&r.status().as_u16()),
             "{method} {path}: {}",
@@ -349,19 +287,10 @@ async fn a_held_job_each(t: &Tenants) -> Vec<(std::sync::Arc<Gate>, String)> {
     let mut held = Vec::new();
     for (tenant, token) in [(&t.a, &t.a_token), (&t.b, &t.b_token)] {
         let gate = Gate::of(tenant);
-        let r = t
-            .app
-            .client
-            .post(t.app.url("/catalog/gated"))
-            .bearer_auth(token)
-            .form(&[("tenant_id", tenant.as_str())])
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 202);
-        let body: Value = r.json().await.unwrap();
+        let form = [("tenant_id", tenant.as_str())];
+        let id = started_id(t.app.start_as("gated", &form, token).await).await;
         gate.reached().await;
-        held.push((gate, body["job_id"].as_str().unwrap().to_owned()));
+        held.push((gate, id));
     }
     held
 }
@@ -383,7 +312,7 @@ async fn an_operator_lists_every_tenants_jobs_newest_first_page_by_page(b: Backe
     // A waited start answers the report; the job is where `Location` points.
     let location = r.headers()["location"].to_str().unwrap().to_owned();
     let ended_id = location.rsplit('/').next().unwrap().to_owned();
-    let r = get_as(&t.app, "/catalog/jobs", OPERATOR).await;
+    let r = t.app.get_as("/catalog/jobs", OPERATOR).await;
     assert_eq!(r.status(), 200);
     let listed: Value = r.json().await.unwrap();
     let ids = strings_of(&listed["jobs"], "job_id");
@@ -394,7 +323,7 @@ async fn an_operator_lists_every_tenants_jobs_newest_first_page_by_page(b: Backe
     );
     assert_eq!(listed["next_cursor"], Value::Null);
     let first = "/catalog/jobs?kind=gated&status=running,cancelling&limit=1";
-    let page: Value = get_as(&t.app, first, OPERATOR).await.json().await.unwrap();
+    let page: Value = t.app.get_as(first, OPERATOR).await.json().await.unwrap();
     assert_eq!(page["jobs"][0]["job_id"], held[1].1.as_str());
     let cursor = page["next_cursor"].as_str().unwrap().to_owned();
     let r = t
@@ -411,6 +340,6 @@ async fn an_operator_lists_every_tenants_jobs_newest_first_page_by_page(b: Backe
     assert_eq!(page["next_cursor"], Value::Null);
     for (gate, id) in &held {
         gate.release();
-        get_as(&t.app, &format!("/catalog/jobs/{id}"), OPERATOR).await;
+        t.app.get_as(&format!("/catalog/jobs/{id}"), OPERATOR).await;
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::both_stores;
 use crate::helpers::{
-    shared_redis, shared_redis_url, store, test_config, unique, Backend, TestApp,
+    keys_matching, shared_redis, shared_redis_url, store, test_config, unique, Backend, TestApp,
 };
 use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use catalog_jobs::catalog::Catalog;
@@ -76,12 +76,7 @@ impl Isolated {
         let mut conn = shared_redis().await;
         let mut keys = BTreeSet::new();
         for prefix in &self.prefixes {
-            let found: Vec<String> = redis::cmd("KEYS")
-                .arg(format!("{prefix}*"))
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            keys.extend(found);
+            keys.extend(keys_matching(&mut conn, &format!("{prefix}*")).await);
         }
         // The registry of live processes is the service's own heartbeat, written whatever
         // the requests are.

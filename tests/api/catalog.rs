@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::{
-    catalog_store, serve, spawn_catalog_app, status_and_json, strings_of, temp_dir, tenant,
-    test_config, Backend, TestApp,
+    demo_catalog, serve, spawn_catalog_app, status_and_json, store_pages, strings_of, temp_dir,
+    tenant, test_config, Backend, TestApp,
 };
 
 both_stores!(
@@ -541,32 +541,16 @@ async fn paging_visits_every_product_exactly_once(b: Backend) {
         .iter()
         .map(|p| serde_json::to_string(p).unwrap() + "\n")
         .collect();
-    let r = app
-        .client
-        .post(app.url(&format!("/catalog/products?tenant_id={t}")))
-        .header("content-type", "application/x-ndjson")
-        .body(rows)
-        .send()
-        .await
-        .unwrap();
+    let r = app.import(t.as_str(), "application/x-ndjson", rows).await;
     assert_eq!(r.status(), 200);
     let mut seen = std::collections::HashSet::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..100 {
-        let mut path = format!("/catalog/products?tenant_id={t}&limit=100");
-        if let Some(c) = &cursor {
-            path.push_str(&format!("&cursor={c}"));
-        }
-        let page = app.get_json(&path).await;
+    let first = format!("/catalog/products?tenant_id={t}&limit=100");
+    for page in app.pages(&first, 100).await {
         for p in page["products"].as_array().unwrap() {
             assert!(
                 seen.insert(p["product_key"].as_str().unwrap().to_owned()),
                 "listed twice: {p}"
             );
-        }
-        match page["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
-            None => break,
         }
     }
     assert_eq!(seen.len(), 730);
@@ -588,21 +572,16 @@ async fn paging_visits_every_product_exactly_once(b: Backend) {
 const PAGED_PRODUCTS: usize = 1_200;
 
 async fn every_page_holds_at_most_limit_and_paging_visits_each_product_once(b: Backend) {
-    let store = catalog_store(b);
-    let t = tenant();
-    let products = demo::generate(PAGED_PRODUCTS, 5);
+    let (store, t, products) = demo_catalog(b, PAGED_PRODUCTS, 5).await;
     let all: std::collections::BTreeSet<String> = products
         .iter()
         .map(|p| p.product_key.as_str().to_owned())
         .collect();
     assert_eq!(all.len(), PAGED_PRODUCTS, "the demo keys are distinct");
     tokio::task::spawn_blocking(move || {
-        store.upsert(&t, &products, &Unfenced).unwrap();
         for limit in [1, 2, 7, 500] {
             let mut seen = std::collections::BTreeSet::new();
-            let mut cursor: Option<String> = None;
-            loop {
-                let (page, next) = store.page(&t, limit, cursor.as_deref()).unwrap();
+            for page in store_pages(|cursor| store.page(&t, limit, cursor)) {
                 assert!(
                     page.len() <= limit,
                     "limit {limit}: a page of {}",
@@ -614,10 +593,6 @@ async fn every_page_holds_at_most_limit_and_paging_visits_each_product_once(b: B
                         seen.insert(key.clone()),
                         "limit {limit}: {key} listed twice"
                     );
-                }
-                match next {
-                    Some(c) => cursor = Some(c),
-                    None => break,
                 }
             }
             assert_eq!(seen, all, "limit {limit}: every product, once");

@@ -9,17 +9,16 @@ use std::time::Duration;
 
 use catalog_jobs::jobs::redis::record::Field;
 use catalog_jobs::jobs::store::{
-    Cancel, Claim, Created, Event, Finish, JobStore, NewPipeline, Outcome, Recovered, Release,
-    Renewal, Restore, RunId, RunRef, StoreSettings, Tick,
+    Cancel, Claim, Created, Event, Finish, JobStore, NewJob, NewPipeline, Outcome, Recovered,
+    Release, Renewal, Restore, RunId, RunRef, StoreSettings, Tick,
 };
-use catalog_jobs::jobs::{JobId, Snapshot, Status, REQUEUED_STEP};
+use catalog_jobs::jobs::{JobId, Snapshot, Status, TenantId, REQUEUED_STEP};
 use serde_json::json;
 
 use crate::both_stores;
-use crate::helpers::{
-    claim_next, claim_queued, create, failure, finish, first_run_at, new_job, ordered, pipeline_of,
-    settings, start, store, tenant, Backend,
-};
+use crate::helpers::{claim_next, claim_queued, create, create_at_once, created, end, failure};
+use crate::helpers::{finish, first_run_at, new_job, ordered, pipeline_of, settings, start};
+use crate::helpers::{started, store, tenant, Backend};
 
 fn fresh(backend: Backend) -> Arc<dyn JobStore> {
     store(backend, settings())
@@ -40,6 +39,21 @@ fn leases_of(backend: Backend, ms: u64, max_attempts: u32) -> Arc<dyn JobStore> 
 /// A store in which every running job is already stale (threshold 0).
 fn stale_at_once(backend: Backend) -> Arc<dyn JobStore> {
     leases_of(backend, 0, 1)
+}
+
+/// The job's snapshot, which must show it running, started, in its first attempt, on `worker`.
+async fn running_on(s: &dyn JobStore, id: &JobId, worker: &str) -> Snapshot {
+    let got = s.get(id).await.unwrap().expect("the job exists");
+    assert_eq!(got.status, Status::Running);
+    assert_eq!((got.attempt, got.worker.as_deref()), (1, Some(worker)));
+    assert!(got.started_at.is_some());
+    got
+}
+
+/// The ids of the tenant's `limit` most recent jobs, as the store lists them.
+async fn recent_ids(s: &dyn JobStore, t: &TenantId, limit: usize) -> Vec<JobId> {
+    let recent = s.recent(t, limit).await.unwrap();
+    recent.iter().map(|j| j.job_id).collect()
 }
 
 /// Lets the store's clock move past a lease of `ms`: the only way to expire it.
@@ -120,10 +134,7 @@ async fn a_claim_makes_it_running_with_attempt_and_worker(b: Backend) {
         "the claim carries what runs it"
     );
     assert_eq!(claim.attempt, 1);
-    let got = s.get(&job.id).await.unwrap().unwrap();
-    assert_eq!(got.status, Status::Running);
-    assert_eq!((got.attempt, got.worker.as_deref()), (1, Some("host-a/42")));
-    assert!(got.started_at.is_some());
+    running_on(&*s, &job.id, "host-a/42").await;
     assert_eq!(
         claim_next(&*s, "host-b/7").await,
         None,
@@ -243,8 +254,7 @@ async fn a_failure_carries_the_class_only(b: Backend) {
 async fn a_second_job_of_the_same_kind_is_refused_with_the_first_id(b: Backend) {
     let s = fresh(b);
     let t = tenant();
-    let first = new_job(&t, "sync");
-    create(&*s, &first).await;
+    let first = created(&*s, &t, "sync").await;
     let second = new_job(&t, "sync");
     assert_eq!(
         s.create(second.clone()).await.unwrap(),
@@ -326,23 +336,9 @@ async fn recent_lists_newest_first_within_the_limit(b: Backend) {
         ids.push(job.id);
     }
     create(&*s, &new_job(&tenant(), "k1")).await; // another tenant's job stays out
-    let listed: Vec<JobId> = s
-        .recent(&t, 20)
-        .await
-        .unwrap()
-        .iter()
-        .map(|j| j.job_id)
-        .collect();
     ids.reverse();
-    assert_eq!(listed, ids);
-    let two: Vec<JobId> = s
-        .recent(&t, 2)
-        .await
-        .unwrap()
-        .iter()
-        .map(|j| j.job_id)
-        .collect();
-    assert_eq!(two, ids[..2]);
+    assert_eq!(recent_ids(&*s, &t, 20).await, ids);
+    assert_eq!(recent_ids(&*s, &t, 2).await, ids[..2]);
 }
 
 async fn a_tick_on_an_unknown_job_does_not_fail(b: Backend) {
@@ -388,8 +384,7 @@ async fn a_lost_job_does_not_block_a_new_create_and_is_fenced_off(b: Backend) {
 async fn an_old_jobs_finish_does_not_release_a_newer_jobs_lock(b: Backend) {
     let s = leases_of(b, 1000, 1);
     let t = tenant();
-    let old = new_job(&t, "sync");
-    let (old_created, old_run) = start(&*s, &old).await;
+    let (old, old_created, old_run) = started(&*s, &t, "sync").await;
     outlive(1000).await;
     let new = new_job(&t, "sync");
     create(&*s, &new).await; // takes over the stale holder
@@ -424,16 +419,10 @@ async fn a_tick_never_lowers_percent_and_is_fenced_after_finish(b: Backend) {
 async fn fifty_concurrent_creates_of_one_tenant_and_kind_have_exactly_one_winner(b: Backend) {
     let s = fresh(b);
     let t = tenant();
-    let tasks: Vec<_> = (0..50)
-        .map(|_| {
-            let (s, job) = (s.clone(), new_job(&t, "sync"));
-            tokio::spawn(async move { (job.id, s.create(job).await.unwrap()) })
-        })
-        .collect();
     let mut winners = Vec::new();
     let mut named = Vec::new();
-    for task in tasks {
-        match task.await.unwrap() {
+    for answer in create_at_once(&s, 50, || new_job(&t, "sync")).await {
+        match answer {
             (id, Created::Created(..)) => winners.push(id),
             (_, Created::AlreadyRunning(holder)) => named.push(holder),
             (_, other) => panic!("only one winner and refusals naming it: {other:?}"),
@@ -825,7 +814,7 @@ async fn trimmed_jobs_that_ended_are_deleted_with_their_listing_entry(b: Backend
 
 mod redis_only {
     use super::*;
-    use crate::helpers::shared_redis;
+    use crate::helpers::{keys_matching, shared_redis};
 
     async fn redis() -> redis::aio::MultiplexedConnection {
         shared_redis().await
@@ -841,11 +830,7 @@ mod redis_only {
     /// Stands for a Redis that came back empty: every key of the namespace is gone.
     async fn lose_everything(prefix: &str) {
         let mut conn = redis().await;
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{prefix}:*"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let keys = keys_matching(&mut conn, &format!("{prefix}:*")).await;
         if !keys.is_empty() {
             let _: () = redis::cmd("DEL")
                 .arg(keys)
@@ -867,12 +852,7 @@ mod redis_only {
         keyed.idempotency_key = Some("retry-me".into());
         create(&*s, &keyed).await;
         let mut conn = redis().await;
-        let mut keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{prefix}:*"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        keys.sort();
+        let keys = keys_matching(&mut conn, &format!("{prefix}:*")).await;
         // The queue and the lease index belong to the namespace, not to a job: they hold only
         // active jobs' ids and empty themselves as jobs are claimed and end. The cross-tenant
         // index and the tenant picker are the namespace's too, each bounded by its cap.
@@ -935,11 +915,7 @@ mod redis_only {
             finish(&*s, &job, &run, &created, outcome).await;
         }
         let mut conn = redis().await;
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{prefix}:stats:*"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let keys = keys_matching(&mut conn, &format!("{prefix}:stats:*")).await;
         // The ends may straddle an hour's turn, and so a minute's: two hashes, two minutes.
         assert!((1..=2).contains(&keys.len()), "a hash an hour: {keys:?}");
         let (mut fields, mut counted) = (0, 0);
@@ -972,8 +948,10 @@ mod redis_only {
     async fn a_finish_whose_record_vanished_writes_it_back_whole() {
         let (s, prefix) = redis_store();
         let t = tenant();
-        let mut job = new_job(&t, "sync");
-        job.params = json!({"sources": ["x.jsonl"]});
+        let job = NewJob {
+            params: json!({"sources": ["x.jsonl"]}),
+            ..new_job(&t, "sync")
+        };
         let (created, run) = start(&*s, &job).await;
         lose_everything(&prefix).await;
         assert_eq!(s.get(&job.id).await.unwrap(), None);
@@ -1029,11 +1007,9 @@ mod redis_only {
     async fn a_vanished_record_is_not_written_back_over_a_newer_lock() {
         let (s, prefix) = redis_store();
         let t = tenant();
-        let old = new_job(&t, "sync");
-        let (old_created, old_run) = start(&*s, &old).await;
+        let (old, old_created, old_run) = started(&*s, &t, "sync").await;
         lose_everything(&prefix).await;
-        let new = new_job(&t, "sync");
-        create(&*s, &new).await;
+        let new = created(&*s, &t, "sync").await;
         assert_eq!(
             finish(&*s, &old, &old_run, &old_created, Outcome::Done(json!({}))).await,
             Finish::Fenced
@@ -1361,10 +1337,8 @@ async fn a_job_s_timeline_reads_created_started_progress_finished_in_order(b: Ba
     let s = fresh(b);
     let job = new_job(&tenant(), "sync");
     let (created, run) = start(&*s, &job).await;
-    assert_eq!(
-        s.tick(&run, 40, "reading feeds").await.unwrap(),
-        Tick::Applied
-    );
+    let tick = s.tick(&run, 40, "reading feeds").await.unwrap();
+    assert_eq!(tick, Tick::Applied);
     finish(&*s, &job, &run, &created, failure("SourceUnreachable")).await;
     let events = s.timeline(&job.id, None).await.unwrap();
     assert_eq!(
@@ -1645,11 +1619,7 @@ async fn a_job_s_record_holds_its_timeline_and_stays_compact_with_long_params_an
     let client = redis::Client::open(crate::helpers::shared_redis_url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let key = format!("{}:{}", s.settings().prefix, job.id);
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{key}*"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let keys = crate::helpers::keys_matching(&mut conn, &format!("{key}*")).await;
     assert_eq!(keys, vec![key.clone()], "the timeline is in the record");
     let encoding: String = redis::cmd("OBJECT")
         .arg("ENCODING")
@@ -1685,10 +1655,7 @@ async fn a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in
         panic!("expected a new job");
     };
     assert_eq!(answer.status, Status::Running);
-    let got = s.get(&job.id).await.unwrap().unwrap();
-    assert_eq!(got.status, Status::Running);
-    assert_eq!((got.attempt, got.worker.as_deref()), (1, Some("host-a/1")));
-    assert!(got.started_at.is_some());
+    let got = running_on(&*s, &job.id, "host-a/1").await;
     assert_eq!(
         claim_next(&*s, "host-b/2").await,
         None,
@@ -1761,7 +1728,7 @@ async fn a_job_claimed_at_create_whose_worker_dies_is_recovered_and_fenced(b: Ba
 
 /// A job with a full audit trail: started by `alice`, in request `req-alice-1`, retrying
 /// another job.
-fn audited_job(t: &catalog_jobs::jobs::TenantId) -> catalog_jobs::jobs::store::NewJob {
+fn audited_job(t: &TenantId) -> catalog_jobs::jobs::store::NewJob {
     let mut job = new_job(t, "sync");
     job.origin.created_by = "alice".into();
     job.origin.request_id = "req-alice-1".into();
@@ -1853,13 +1820,32 @@ async fn claim_exactly(s: &dyn JobStore, id: JobId) -> Claim {
     claim
 }
 
-async fn end(s: &dyn JobStore, claim: &Claim, outcome: Outcome) {
-    let answer = s.finish(claim.run_ref().ended(&outcome, 0)).await.unwrap();
-    assert_eq!(answer, Finish::Applied);
-}
-
 async fn nothing_ready(s: &dyn JobStore) {
     assert_eq!(claim_next(s, "test/1").await, None);
+}
+
+/// A pipeline of `kinds` for `t`, created, and the claim of its first step.
+async fn running_pipeline(s: &dyn JobStore, t: &TenantId, kinds: &[&str]) -> (NewPipeline, Claim) {
+    let p = pipeline_of(t, kinds);
+    create_pipeline(s, &p).await;
+    let first = claim_exactly(s, p.steps[0].0.id).await;
+    (p, first)
+}
+
+/// Asserts that the tenant's pipeline and step kinds are free: a job of each is created.
+async fn every_lock_is_free(s: &dyn JobStore, t: &TenantId) {
+    for kind in ["pipeline", "sync", "enrich", "pair"] {
+        create(s, &new_job(t, kind)).await;
+    }
+}
+
+/// Asserts that the job ended cancelled, by `who`.
+async fn assert_cancelled_by(s: &dyn JobStore, id: &JobId, who: &str) {
+    let job = read(s, id).await;
+    assert_eq!(
+        (job.status, job.cancelled_by.as_deref()),
+        (Status::Cancelled, Some(who))
+    );
 }
 
 async fn a_stale_run_with_attempts_left_reads_queued_and_keeps_its_lock_until_it_runs_again(
@@ -2144,9 +2130,7 @@ async fn a_pipeline_runs_its_steps_in_turn_and_ends_done_with_every_report(b: Ba
 async fn a_failed_step_fails_its_pipeline_with_its_class_and_skips_the_steps_after_it(b: Backend) {
     let s = fresh(b);
     let t = tenant();
-    let p = pipeline_of(&t, &["sync", "enrich", "pair"]);
-    create_pipeline(&*s, &p).await;
-    let claim = claim_exactly(&*s, p.steps[0].0.id).await;
+    let (p, claim) = running_pipeline(&*s, &t, &["sync", "enrich", "pair"]).await;
     end(&*s, &claim, Outcome::Failed("SourceNotFound".into(), None)).await;
     let failed = read(&*s, &p.job.id).await;
     assert_eq!(
@@ -2165,17 +2149,13 @@ async fn a_failed_step_fails_its_pipeline_with_its_class_and_skips_the_steps_aft
         );
     }
     nothing_ready(&*s).await;
-    for kind in ["pipeline", "sync", "enrich", "pair"] {
-        create(&*s, &new_job(&t, kind)).await; // every lock is free
-    }
+    every_lock_is_free(&*s, &t).await;
 }
 
 async fn cancelling_a_pipeline_stops_its_running_step_and_skips_the_others(b: Backend) {
     let s = fresh(b);
     let t = tenant();
-    let p = pipeline_of(&t, &["sync", "enrich", "pair"]);
-    create_pipeline(&*s, &p).await;
-    let claim = claim_exactly(&*s, p.steps[0].0.id).await;
+    let (p, claim) = running_pipeline(&*s, &t, &["sync", "enrich", "pair"]).await;
     assert_eq!(s.cancel(&p.job.id, "ops").await.unwrap(), Cancel::Requested);
     assert_eq!(read(&*s, &p.job.id).await.status, Status::Cancelling);
     assert_eq!(read(&*s, &claim.job.id).await.status, Status::Cancelling);
@@ -2191,15 +2171,9 @@ async fn cancelling_a_pipeline_stops_its_running_step_and_skips_the_others(b: Ba
         vec![Renewal::CancelRequested]
     );
     end(&*s, &claim, Outcome::Cancelled(json!({"saved": 1}))).await;
-    let cancelled = read(&*s, &p.job.id).await;
-    assert_eq!(
-        (cancelled.status, cancelled.cancelled_by.as_deref()),
-        (Status::Cancelled, Some("ops"))
-    );
+    assert_cancelled_by(&*s, &p.job.id, "ops").await;
     nothing_ready(&*s).await;
-    for kind in ["pipeline", "sync", "enrich", "pair"] {
-        create(&*s, &new_job(&t, kind)).await; // every lock is free
-    }
+    every_lock_is_free(&*s, &t).await;
 }
 
 async fn a_pipeline_cancelled_before_any_step_started_ends_at_once(b: Backend) {
@@ -2215,26 +2189,18 @@ async fn a_pipeline_cancelled_before_any_step_started_ends_at_once(b: Backend) {
 
 async fn cancelling_a_step_ends_its_pipeline_as_cancelled(b: Backend) {
     let s = fresh(b);
-    let p = pipeline_of(&tenant(), &["sync", "enrich", "pair"]);
-    create_pipeline(&*s, &p).await;
-    let sync = claim_exactly(&*s, p.steps[0].0.id).await;
+    let (p, sync) = running_pipeline(&*s, &tenant(), &["sync", "enrich", "pair"]).await;
     end(&*s, &sync, Outcome::Done(json!({}))).await;
     let enrich = p.steps[1].0.id;
     assert_eq!(s.cancel(&enrich, "alice").await.unwrap(), Cancel::Requested);
-    let cancelled = read(&*s, &p.job.id).await;
-    assert_eq!(
-        (cancelled.status, cancelled.cancelled_by.as_deref()),
-        (Status::Cancelled, Some("alice"))
-    );
+    assert_cancelled_by(&*s, &p.job.id, "alice").await;
     assert_eq!(read(&*s, &p.steps[2].0.id).await.status, Status::Cancelled);
     nothing_ready(&*s).await;
 }
 
 async fn a_step_lost_for_good_fails_its_pipeline_as_lost(b: Backend) {
     let s = leases_of(b, 200, 1);
-    let p = pipeline_of(&tenant(), &["sync", "enrich"]);
-    create_pipeline(&*s, &p).await;
-    claim_exactly(&*s, p.steps[0].0.id).await;
+    let (p, _) = running_pipeline(&*s, &tenant(), &["sync", "enrich"]).await;
     outlive(200).await;
     s.recover().await.unwrap();
     let failed = read(&*s, &p.job.id).await;

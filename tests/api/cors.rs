@@ -98,12 +98,8 @@ async fn another_origin_gets_no_cors_header_at_all() {
     assert_eq!(cors_headers(&r), Vec::<String>::new());
     assert_eq!(r.status(), 405, "OPTIONS from elsewhere is no route");
     let r = app
-        .client
-        .get(app.url("/healthz"))
-        .header("origin", "http://admin.example.test:8081")
-        .send()
-        .await
-        .unwrap();
+        .get_with("/healthz", &[("origin", "http://admin.example.test:8081")])
+        .await;
     assert_eq!(r.status(), 200);
     assert_eq!(cors_headers(&r), Vec::<String>::new());
 }
@@ -113,13 +109,7 @@ async fn without_configured_origins_no_answer_carries_cors_headers() {
     let app = spawn_app_with(test_config(), store(Backend::Memory, settings())).await;
     let r = preflight(&app, ADMIN).await;
     assert_eq!(cors_headers(&r), Vec::<String>::new());
-    let r = app
-        .client
-        .get(app.url("/healthz"))
-        .header("origin", ADMIN)
-        .send()
-        .await
-        .unwrap();
+    let r = app.get_with("/healthz", &[("origin", ADMIN)]).await;
     assert_eq!(cors_headers(&r), Vec::<String>::new());
 }
 

@@ -43,8 +43,7 @@ async fn a_paused_replica_brings_nothing_back(case: WhileStopped) {
     let a = Service::on(&redis).reading(&feeds).start().await;
     let t = tenant();
     let feed = format!("paused-{t}");
-    let id = a.start_sync(t.as_str(), &feeds.url(&feed)).await;
-    a.poll(&id, "running on A", running).await;
+    let id = a.start_held_sync(&feeds, &t, &feed).await;
     // Started once A runs the job: B cannot have claimed it first.
     let b = Service::on(&redis).reading(&feeds).start().await;
     a.signal("STOP");
@@ -84,12 +83,7 @@ async fn a_paused_replica_brings_nothing_back(case: WhileStopped) {
 }
 
 async fn delete(api: &Api, tenant: &str) -> (u16, Value) {
-    let r = api
-        .client
-        .delete(api.url(&format!("/catalog/tenants/{tenant}")))
-        .send()
-        .await
-        .unwrap();
+    let r = api.delete_tenant(tenant).await;
     (r.status().as_u16(), r.json().await.unwrap())
 }
 

@@ -12,7 +12,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::both_stores;
-use crate::helpers::{settings, store, tenant, Backend, RedisServer};
+use crate::helpers::{settings, store, tenant, Api, Backend, RedisServer};
 use crate::helpers::{spawn_app, spawn_app_with, test_config, Gate, Service, TestApp};
 use crate::helpers::{JsonAnswer, SseFrame, SseReader};
 
@@ -38,15 +38,31 @@ const FAR_BEYOND: [&str; 3] = [
 const ENDS_WITHIN: Duration = Duration::from_secs(30);
 
 /// Opens a job's event stream, resuming after `last` when given.
-async fn open(app: &TestApp, id: &str, last: Option<&str>) -> reqwest::Response {
-    let mut req = app
-        .client
-        .get(app.url(&format!("/catalog/jobs/{id}/events")))
-        .header("accept", "text/event-stream");
-    if let Some(last) = last {
-        req = req.header("last-event-id", last);
+async fn open(api: &Api, id: &str, last: Option<&str>) -> reqwest::Response {
+    let path = format!("/catalog/jobs/{id}/events");
+    match last {
+        None => api.stream(&path).await,
+        Some(last) => {
+            let resumed = [("accept", "text/event-stream"), ("last-event-id", last)];
+            api.get_with(&path, &resumed).await
+        }
     }
-    req.send().await.expect("the app answers")
+}
+
+/// Asserts that resuming job `id`'s timeline after `bad` is refused: asked for as JSON
+/// (naming `after`) and as a stream (`Last-Event-ID`).
+async fn assert_resume_is_refused(api: &Api, id: &str, bad: &str) {
+    let body = api
+        .get_json(&format!("/catalog/jobs/{id}/events?after={bad}"))
+        .await;
+    let refusal = (body["error"].as_str(), body["field"].as_str());
+    assert_eq!(refusal, (Some("invalid_field"), Some("after")), "{bad}");
+    let status = open(api, id, Some(bad)).await.status();
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Last-Event-ID {bad}"
+    );
 }
 
 /// Reads frames until the server closes the stream.
@@ -88,9 +104,8 @@ fn frame_ids(frames: &[SseFrame]) -> Vec<Value> {
 async fn a_job_stream_sends_its_timeline_from_created_to_finished_then_closes(b: Backend) {
     let app = spawn_app(b).await;
     let t = tenant();
-    let id = app
-        .start_id("ticker", &[("tenant_id", t.as_str()), ("n", "3")])
-        .await;
+    let three_ticks = [("tenant_id", t.as_str()), ("n", "3")];
+    let id = app.start_id("ticker", &three_ticks).await;
     let response = open(&app, &id, None).await;
     assert_eq!(response.headers()["x-accel-buffering"], "no");
     assert_eq!(response.headers()["cache-control"], "no-cache");
@@ -234,33 +249,15 @@ async fn an_unknown_id_or_a_bad_resume_id_is_refused_with_json(b: Backend) {
     let app = spawn_app(b).await;
     let unknown = catalog_jobs::jobs::JobId::new().to_string();
     for accept in ["application/json", "text/event-stream"] {
-        let r = app
-            .client
-            .get(app.url(&format!("/catalog/jobs/{unknown}/events")))
-            .header("accept", accept)
-            .send()
-            .await
-            .unwrap();
+        let path = format!("/catalog/jobs/{unknown}/events");
+        let r = app.get_with(&path, &[("accept", accept)]).await;
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
         assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
     }
     let t = tenant();
     let id = app.start_id("ticker", &[("tenant_id", t.as_str())]).await;
     for bad in ["x", "1-", "-1", "1-2-3"].into_iter().chain(FAR_BEYOND) {
-        let body = app
-            .get_json(&format!("/catalog/jobs/{id}/events?after={bad}"))
-            .await;
-        assert_eq!(
-            (body["error"].as_str(), body["field"].as_str()),
-            (Some("invalid_field"), Some("after")),
-            "{bad}"
-        );
-        let r = open(&app, &id, Some(bad)).await;
-        assert_eq!(
-            r.status(),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Last-Event-ID {bad}"
-        );
+        assert_resume_is_refused(&app, &id, bad).await;
     }
     let r = app.get(&format!("/catalog/jobs/{id}/events?limit=2")).await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
@@ -358,27 +355,7 @@ async fn a_resume_id_beyond_any_clock_is_422_and_never_a_store_error() {
         .await;
     svc.wait_for_status(&id, "done").await;
     for far in FAR_BEYOND {
-        let by_query = svc
-            .get_json(&format!("/catalog/jobs/{id}/events?after={far}"))
-            .await;
-        assert_eq!(
-            (by_query["error"].as_str(), by_query["field"].as_str()),
-            (Some("invalid_field"), Some("after")),
-            "{far}"
-        );
-        let by_header = svc
-            .client
-            .get(svc.url(&format!("/catalog/jobs/{id}/events")))
-            .header("accept", "text/event-stream")
-            .header("last-event-id", far)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            by_header.status(),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "{far}"
-        );
+        assert_resume_is_refused(&svc, &id, far).await;
     }
     let metrics = svc.get("/metrics").await.text().await.unwrap();
     let store_errors: Vec<&str> = metrics

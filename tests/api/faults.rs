@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{free_port, running, tenant, HeldFeeds, RedisServer, Service, HELD_ROWS};
+use crate::helpers::{
+    free_port, keys_matching, running, tenant, HeldFeeds, RedisServer, Service, HELD_ROWS,
+};
 
 async fn outage(keep_data: bool) {
     let mut redis = RedisServer::start(true);
@@ -15,8 +17,7 @@ async fn outage(keep_data: bool) {
     let svc = Service::on(&redis).reading(&feeds).start().await;
     let t = tenant();
     let name = format!("outage-{keep_data}-{t}");
-    let id = svc.start_sync(t.as_str(), &feeds.url(&name)).await;
-    svc.poll(&id, "running", running).await;
+    let id = svc.start_held_sync(&feeds, &t, &name).await;
 
     redis.stop();
     let outage_started = Instant::now();
@@ -110,8 +111,7 @@ async fn a_redis_that_never_returns_leaves_the_process_up_and_the_outcome_logged
         .await;
     let t = tenant();
     let name = format!("gone-{t}");
-    let id = svc.start_sync(t.as_str(), &feeds.url(&name)).await;
-    svc.poll(&id, "running", running).await;
+    let id = svc.start_held_sync(&feeds, &t, &name).await;
     redis.stop();
     feeds.release(&name);
     let log = svc
@@ -175,23 +175,15 @@ async fn a_killed_service_leaves_a_job_that_reads_lost_and_does_not_block_the_ne
     let redis = RedisServer::start(false);
     // A longer threshold here, so the restart below surely happens before the job is stale;
     // one attempt, so a lost run is not re-run (MAX_ATTEMPTS=1 keeps this behaviour).
-    let stale = [
-        ("STALE_AFTER_SECONDS", "4".to_owned()),
-        ("MAX_ATTEMPTS", "1".to_owned()),
-    ];
+    let stale = Service::on(&redis)
+        .env("STALE_AFTER_SECONDS", "4")
+        .env("MAX_ATTEMPTS", "1");
     let feeds = HeldFeeds::start().await;
-    let mut svc = Service::on(&redis)
-        .reading(&feeds)
-        .envs(&stale)
-        .start()
-        .await;
+    let mut svc = stale.clone().reading(&feeds).start().await;
     let t = tenant();
-    let id = svc
-        .start_sync(t.as_str(), &feeds.url(&format!("crash-{t}")))
-        .await;
-    svc.poll(&id, "running", running).await;
+    let id = svc.start_held_sync(&feeds, &t, &format!("crash-{t}")).await;
     svc.kill9();
-    let restarted = Service::on(&redis).envs(&stale).start().await;
+    let restarted = stale.start().await;
     let refused = restarted.sync(t.as_str(), &["demo.jsonl".into()]).await;
     assert_eq!(
         refused.status(),
@@ -301,8 +293,8 @@ async fn with_one_attempt_a_paused_process_that_comes_back_is_fenced_off() {
 async fn two_replicas_behave_as_one_service() {
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let a = Service::on(&redis).reading(&feeds).start().await;
-    let b = Service::on(&redis).reading(&feeds).start().await;
+    let launch = Service::on(&redis).reading(&feeds);
+    let (a, b) = (launch.clone().start().await, launch.start().await);
     let t = tenant();
     let source = feeds.url("burst");
     let mut tasks = Vec::new();
@@ -394,11 +386,7 @@ async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_
     assert!(r.headers().contains_key("retry-after"));
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "overloaded");
     let mut conn = redis.connection().await;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("*{}*", tenants[3]))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let keys = keys_matching(&mut conn, &format!("*{}*", tenants[3])).await;
     assert!(keys.is_empty(), "no orphan lock or job: {keys:?}");
     feeds.release("bp");
 }

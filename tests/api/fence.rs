@@ -16,8 +16,8 @@ use serde_json::json;
 
 use crate::both_stores;
 use crate::helpers::{
-    blocking, claim_queued, create, finish, new_job, pair_as, run_fence, settings,
-    shared_redis_url, start, store, tenant, unique, Backend,
+    blocking, claim_queued, create, end, new_job, pair_as, run_fence, settings, shared_redis_url,
+    start, store, tenant, unique, Backend,
 };
 
 both_stores!(
@@ -92,6 +92,16 @@ async fn neighbour_of(catalog: &Arc<dyn CatalogStore>, t: &TenantId, key: &str) 
         .map(|n| n[0].product_key.as_str().to_owned())
 }
 
+/// Swaps in a table whose one row points `a` to `to`, as the run holding `fence`.
+async fn point_a(
+    catalog: &Arc<dyn CatalogStore>,
+    t: &TenantId,
+    to: &str,
+    fence: Arc<dyn Fence>,
+) -> Swap {
+    swap(catalog, t, table("a", to), fence).await
+}
+
 /// The product the neighbour table's row for `a` points to first, if it has one.
 async fn a_points_to(catalog: &Arc<dyn CatalogStore>, t: &TenantId) -> Option<String> {
     neighbour_of(catalog, t, "a").await
@@ -103,7 +113,7 @@ async fn a_run_fenced_off_before_its_swap_leaves_the_table_and_the_current_run_s
     let first = claimed(&*jobs, &t).await;
     let old: Arc<dyn Fence> = run_fence(&jobs, &first);
     assert_eq!(
-        swap(&catalog, &t, table("a", "old"), old.clone()).await,
+        point_a(&catalog, &t, "old", old.clone()).await,
         Swap::Swapped
     );
 
@@ -112,18 +122,15 @@ async fn a_run_fenced_off_before_its_swap_leaves_the_table_and_the_current_run_s
     let second = claim_queued(&*jobs, "host-b/2").await;
     assert_eq!(second.job.id, first.job.id);
     assert_eq!(
-        swap(&catalog, &t, table("a", "stale"), old.clone()).await,
+        point_a(&catalog, &t, "stale", old.clone()).await,
         Swap::Fenced,
         "a fenced-off run's swap is refused"
     );
     assert_eq!(swap(&catalog, &t, Vec::new(), old).await, Swap::Fenced);
     assert_eq!(a_points_to(&catalog, &t).await.as_deref(), Some("old"));
 
-    let current = run_fence(&jobs, &second);
-    assert_eq!(
-        swap(&catalog, &t, table("a", "new"), current).await,
-        Swap::Swapped
-    );
+    let swapped = point_a(&catalog, &t, "new", run_fence(&jobs, &second)).await;
+    assert_eq!(swapped, Swap::Swapped);
     assert_eq!(a_points_to(&catalog, &t).await.as_deref(), Some("new"));
 }
 
@@ -131,24 +138,13 @@ async fn an_ended_job_s_run_cannot_swap_the_table(b: Backend) {
     let (jobs, catalog) = stores(b);
     let t = tenant();
     let run = claimed(&*jobs, &t).await;
-    let created = jobs.get(&run.job.id).await.unwrap().unwrap();
     assert_eq!(
-        swap(&catalog, &t, table("a", "old"), Arc::new(Unfenced)).await,
+        point_a(&catalog, &t, "old", Arc::new(Unfenced)).await,
         Swap::Swapped
     );
-    finish(
-        &*jobs,
-        &run.job,
-        &run.run,
-        &created,
-        Outcome::Done(json!({})),
-    )
-    .await;
+    end(&*jobs, &run, Outcome::Done(json!({}))).await;
     let fence = run_fence(&jobs, &run);
-    assert_eq!(
-        swap(&catalog, &t, table("a", "late"), fence).await,
-        Swap::Fenced
-    );
+    assert_eq!(point_a(&catalog, &t, "late", fence).await, Swap::Fenced);
     assert_eq!(a_points_to(&catalog, &t).await.as_deref(), Some("old"));
 }
 
@@ -231,7 +227,7 @@ async fn a_run_taken_over_mid_job_does_not_swap_and_its_end_is_not_recorded(b: B
     };
     let runner = Runner::new(jobs.clone(), Arc::new(registry), settings);
     assert_eq!(
-        swap(&catalog, &t, table("a", "old"), Arc::new(Unfenced)).await,
+        point_a(&catalog, &t, "old", Arc::new(Unfenced)).await,
         Swap::Swapped
     );
 
@@ -261,15 +257,7 @@ async fn a_run_taken_over_mid_job_does_not_swap_and_its_end_is_not_recorded(b: B
         (Status::Running, Some("host-b/2")),
         "the old run's end is not recorded: the job is still the second run's"
     );
-    let created = record.clone();
-    finish(
-        &*jobs,
-        &second.job,
-        &second.run,
-        &created,
-        Outcome::Done(json!({})),
-    )
-    .await;
+    end(&*jobs, &second, Outcome::Done(json!({}))).await;
     runner.shutdown(std::time::Duration::from_secs(1)).await;
 }
 
@@ -295,7 +283,7 @@ async fn a_run_whose_job_was_superseded_cannot_swap_the_table(b: Backend) {
         created.created_at,
     ));
     assert_eq!(
-        swap(&catalog, &t, table("a", "old"), fence.clone()).await,
+        point_a(&catalog, &t, "old", fence.clone()).await,
         Swap::Swapped
     );
     create(&*jobs, &new_job(&t, "pair")).await;
@@ -304,9 +292,6 @@ async fn a_run_whose_job_was_superseded_cannot_swap_the_table(b: Backend) {
         Status::Lost,
         "the old job was superseded"
     );
-    assert_eq!(
-        swap(&catalog, &t, table("a", "stale"), fence).await,
-        Swap::Fenced
-    );
+    assert_eq!(point_a(&catalog, &t, "stale", fence).await, Swap::Fenced);
     assert_eq!(a_points_to(&catalog, &t).await.as_deref(), Some("old"));
 }

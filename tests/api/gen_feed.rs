@@ -6,21 +6,12 @@ use std::process::Command;
 
 use catalog_jobs::catalog::products::Product;
 
-use crate::helpers::BIN;
+use crate::helpers::{run_to_success, BIN};
 
 fn gen_feed(args: &[&str]) -> Vec<u8> {
-    let out = Command::new(BIN)
-        .arg("gen-feed")
-        .args(args)
-        .env_clear()
-        .output()
-        .expect("the binary runs");
-    assert!(
-        out.status.success(),
-        "gen-feed {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    let mut command = Command::new(BIN);
+    command.arg("gen-feed").args(args).env_clear();
+    run_to_success(&mut command, &format!("gen-feed {args:?}")).stdout
 }
 
 #[test]

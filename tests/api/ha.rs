@@ -8,7 +8,7 @@ use catalog_jobs::jobs::redis::record::Field;
 use serde_json::Value;
 
 use crate::helpers::{
-    free_port, redis_connection, role, running, started_id, tenant, HaRedis, HeldFeeds, Service,
+    eventually, free_port, redis_connection, role, started_id, tenant, HaRedis, HeldFeeds, Service,
     HELD_ROWS,
 };
 
@@ -143,8 +143,7 @@ async fn post_through_a_failover(
 /// Waits until the Redis on `port` holds job `id` as done (a replica catching up).
 async fn until_it_holds_the_job_done(port: u16, id: &str) {
     let url = format!("redis://127.0.0.1:{port}/");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let holds_it_done = async || {
         let mut conn = redis_connection(&url).await;
         let status: Option<String> = redis::cmd("HGET")
             .arg(format!("job:{id}"))
@@ -152,15 +151,12 @@ async fn until_it_holds_the_job_done(port: u16, id: &str) {
             .query_async(&mut conn)
             .await
             .unwrap();
-        if status.as_deref() == Some("done") {
-            return;
+        match status.as_deref() {
+            Some("done") => Ok(()),
+            _ => Err(format!("the Redis on {port} still says {status:?}")),
         }
-        assert!(
-            Instant::now() < deadline,
-            "the Redis on {port} still says {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
+    eventually(Duration::from_secs(10), holds_it_done).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,8 +173,7 @@ async fn through_the_sentinels_a_job_outlives_a_failover_and_no_accepted_job_van
 
     let t = tenant();
     let name = format!("ha-{t}");
-    let id = svc.start_sync(t.as_str(), &feeds.url(&name)).await;
-    svc.poll(&id, "running", running).await;
+    let id = svc.start_held_sync(&feeds, &t, &name).await;
     // Created just before the kill: with REDIS_MIN_REPLICAS_ACK=1 a 202 means the replica
     // has it, so it must be there after the failover.
     let r = svc.sync(tenant().as_str(), &["demo.jsonl".into()]).await;
@@ -245,8 +240,7 @@ async fn two_service_replicas_through_the_same_sentinels_keep_single_flight_acro
         .await;
     let t = tenant();
     let name = format!("ha-sf-{t}");
-    let id = a.start_sync(t.as_str(), &feeds.url(&name)).await;
-    a.poll(&id, "running", running).await;
+    let id = a.start_held_sync(&feeds, &t, &name).await;
 
     ha.primary.stop(); // SIGKILL
     let killed = Instant::now();

@@ -9,8 +9,8 @@ use crate::both_stores;
 use catalog_jobs::jobs::TenantId;
 
 use crate::helpers::{
-    settings, spawn_app, spawn_app_with, store, strings_of, tenant, test_config, Backend, Gate,
-    TestApp,
+    retry_after, settings, spawn_app, spawn_app_with, store, strings_of, tenant, test_config,
+    Backend, Gate, TestApp,
 };
 
 both_stores!(
@@ -40,9 +40,7 @@ both_stores!(
 async fn an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused(b: Backend) {
     let app = spawn_app(b).await;
     let t = tenant();
-    let gate = Gate::of(&t);
-    let first = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
-    gate.reached().await;
+    let (gate, first) = app.start_gated(&t).await;
     let retry = |id: &str| {
         reqwest::Client::new()
             .post(app.url(&format!("/catalog/jobs/{id}/retry")))
@@ -121,20 +119,14 @@ async fn an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refuse
 async fn an_active_job_answers_retry_after_from_its_eta_and_an_ended_one_does_not(b: Backend) {
     let app = spawn_app(b).await;
     let t = tenant();
-    let gate = Gate::of(&t);
-    let id = app.start_id("gated", &[("tenant_id", t.as_str())]).await;
-    gate.reached().await;
+    let (gate, id) = app.start_gated(&t).await;
     let half = app.wait_for(&id, |j| j["percent"] == 50).await;
     assert!(
         half["eta_seconds"].is_u64(),
         "a job halfway has an estimate: {half}"
     );
     let r = app.get(&format!("/catalog/jobs/{id}")).await;
-    let secs: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let secs = retry_after(&r);
     assert!((1..=30).contains(&secs), "Retry-After {secs} is bounded");
     gate.release();
     let done = app.poll_until_ended(&id).await;
@@ -174,12 +166,8 @@ async fn starting_a_job_answers_202_with_its_id_and_location_then_polls_to_done(
     assert_eq!(done["result"], json!({"ticks": 5}));
     assert_eq!(done["error"], Value::Null);
     assert!(done["finished_at"].is_string() && done["started_at"].is_string());
-    let polled = app.get(&location).await;
-    assert_eq!(
-        polled.status(),
-        200,
-        "the Location header is pollable as given"
-    );
+    let polled = app.get(&location).await.status();
+    assert_eq!(polled, 200, "the Location header is pollable as given");
 }
 
 async fn wait_true_returns_the_report_inline(b: Backend) {
@@ -211,9 +199,8 @@ async fn wait_true_returns_the_report_inline(b: Backend) {
 async fn wait_true_on_a_failing_job_answers_502_with_the_job_and_only_the_error_class(b: Backend) {
     let app = spawn_app(b).await;
     let t = tenant();
-    let r = app
-        .start("fail", &[("tenant_id", t.as_str()), ("wait", "yes")])
-        .await;
+    let waited = [("tenant_id", t.as_str()), ("wait", "yes")];
+    let r = app.start("fail", &waited).await;
     assert_eq!(r.status(), 502);
     let text = r.text().await.unwrap();
     assert!(
@@ -237,12 +224,7 @@ async fn a_second_job_of_the_same_kind_is_refused_with_409_naming_the_first(b: B
     let app = spawn_app(b).await;
     let t = tenant();
     let gate = Gate::of(&t);
-    let first: Value = app
-        .start("gated", &[("tenant_id", t.as_str())])
-        .await
-        .json()
-        .await
-        .unwrap();
+    let first = app.start_json("gated", &[("tenant_id", t.as_str())]).await;
     let first_id = first["job_id"].as_str().unwrap();
     gate.reached().await;
     app.wait_for_status(first_id, "running").await;
@@ -350,56 +332,31 @@ async fn the_listing_is_newest_first_and_honours_the_limit(b: Backend) {
 async fn every_content_type_starts_a_job(b: Backend) {
     let app = spawn_app(b).await;
     let url = app.url("/catalog/ticker");
-    let mut responses = Vec::new();
-    let t = tenant();
-    responses.push((
-        "json",
-        app.client
-            .post(&url)
-            .json(&json!({"tenant_id": t, "n": 3, "wait": true}))
-            .send()
-            .await
-            .unwrap(),
-    ));
-    let t = tenant();
-    responses.push((
-        "urlencoded",
-        app.client
-            .post(&url)
-            .form(&[("tenant_id", t.as_str()), ("n", "3"), ("wait", "on")])
-            .send()
-            .await
-            .unwrap(),
-    ));
-    let t = tenant();
+    let post = |query: &str| app.client.post(format!("{url}{query}"));
+    // A tenant each, so that no start is refused as another's twin.
+    let [t1, t2, t3, t4, t5] = [(); 5].map(|_| tenant());
     let form = Form::new()
-        .text("tenant_id", t.to_string())
+        .text("tenant_id", t3.to_string())
         .text("n", "3")
         .text("wait", "1");
-    responses.push((
-        "multipart",
-        app.client.post(&url).multipart(form).send().await.unwrap(),
-    ));
-    let t = tenant();
-    responses.push((
-        "query",
-        app.client
-            .post(format!("{url}?tenant_id={t}&n=3&wait=true"))
-            .send()
-            .await
-            .unwrap(),
-    ));
-    let t = tenant();
-    responses.push((
-        "query+json",
-        app.client
-            .post(format!("{url}?wait=true"))
-            .json(&json!({"tenant_id": t, "n": "3"}))
-            .send()
-            .await
-            .unwrap(),
-    ));
-    for (what, r) in responses {
+    let starts = [
+        (
+            "json",
+            post("").json(&json!({"tenant_id": t1, "n": 3, "wait": true})),
+        ),
+        (
+            "urlencoded",
+            post("").form(&[("tenant_id", t2.as_str()), ("n", "3"), ("wait", "on")]),
+        ),
+        ("multipart", post("").multipart(form)),
+        ("query", post(&format!("?tenant_id={t4}&n=3&wait=true"))),
+        (
+            "query+json",
+            post("?wait=true").json(&json!({"tenant_id": t5, "n": "3"})),
+        ),
+    ];
+    for (what, start) in starts {
+        let r = start.send().await.unwrap();
         assert_eq!(r.status(), 200, "{what}");
         assert_eq!(
             r.json::<Value>().await.unwrap(),
@@ -768,12 +725,7 @@ async fn a_job_waiting_for_a_worker_is_cancelled_without_running(b: Backend) {
     let g1 = Gate::of(&t1);
     app.start("gated", &[("tenant_id", t1.as_str())]).await;
     g1.reached().await;
-    let waiting: Value = app
-        .start("gated", &[("tenant_id", t2.as_str())])
-        .await
-        .json()
-        .await
-        .unwrap();
+    let waiting = app.start_json("gated", &[("tenant_id", t2.as_str())]).await;
     let id = waiting["job_id"].as_str().unwrap();
     let (status, _) = cancel(&app, id).await;
     assert_eq!(status, 202);
@@ -837,23 +789,16 @@ async fn the_listing_pages_with_a_cursor_newest_first_and_its_last_page_says_so(
     let t = tenant();
     let newest_first: Vec<String> = five_ended_jobs(&app, &t).await.into_iter().rev().collect();
     let mut seen = Vec::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..10 {
-        let mut path = format!("/catalog/jobs?tenant_id={t}&limit=2");
-        if let Some(c) = &cursor {
-            path.push_str(&format!("&cursor={c}"));
-        }
-        let page = app.get_json(&path).await;
+    for page in app
+        .pages(&format!("/catalog/jobs?tenant_id={t}&limit=2"), 10)
+        .await
+    {
         let jobs = page["jobs"].as_array().unwrap();
         assert!(jobs.len() <= 2);
         seen.extend(
             jobs.iter()
                 .map(|j| j["job_id"].as_str().unwrap().to_owned()),
         );
-        match page["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
-            None => break,
-        }
     }
     assert_eq!(seen, newest_first);
 }
@@ -875,15 +820,18 @@ async fn the_listing_filters_by_status_and_kind(b: Backend) {
     }
 }
 
+/// Listing queries that are refused, and the field each refusal names.
+const BAD_LISTING_QUERIES: [(&str, &str); 4] = [
+    ("status=finished", "status"),
+    ("kind=Not-A-Kind", "kind"),
+    ("cursor=garbage", "cursor"),
+    ("cursor=12.not-a-uuid", "cursor"),
+];
+
 async fn a_bad_filter_or_cursor_is_422_naming_its_field(b: Backend) {
     let app = spawn_app(b).await;
     let t = tenant();
-    for (query, field) in [
-        ("status=finished", "status"),
-        ("kind=Not-A-Kind", "kind"),
-        ("cursor=garbage", "cursor"),
-        ("cursor=12.not-a-uuid", "cursor"),
-    ] {
+    for (query, field) in BAD_LISTING_QUERIES {
         let r = app
             .get(&format!("/catalog/jobs?tenant_id={t}&{query}"))
             .await;

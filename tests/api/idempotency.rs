@@ -10,13 +10,13 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{
-    create, finish, new_job, settings, spawn_app_with, store, tenant, test_config, test_kinds,
-    Backend, CountingStore, Gate, TestApp,
+    create, create_at_once, finish, new_job, retry_after, settings, spawn_app_with, store, tenant,
+    test_config, test_kinds, Backend, CountingStore, Gate, TestApp,
 };
 use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::store::Outcome;
 use catalog_jobs::jobs::TenantId;
-use reqwest::Response;
+use reqwest::{Method, Response};
 
 use crate::helpers::{RedisServer, Service};
 
@@ -118,15 +118,9 @@ async fn keys_are_scoped_to_tenant_and_kind(b: Backend) {
 async fn twenty_concurrent_keyed_creates_make_one_job_and_all_name_it(b: Backend) {
     let s = store(b, settings());
     let t = tenant();
-    let tasks: Vec<_> = (0..20)
-        .map(|_| {
-            let (s, job) = (s.clone(), keyed(&t, "burst"));
-            tokio::spawn(async move { (job.id, s.create(job).await.unwrap()) })
-        })
-        .collect();
     let (mut made, mut replayed) = (Vec::new(), Vec::new());
-    for task in tasks {
-        match task.await.unwrap() {
+    for answer in create_at_once(&s, 20, || keyed(&t, "burst")).await {
+        match answer {
             (id, Created::Created(..)) => made.push(id),
             (_, Created::Replayed(id)) => replayed.push(id),
             (_, other) => panic!("a keyed retry is a replay: {other:?}"),
@@ -219,17 +213,6 @@ async fn app(b: Backend) -> TestApp {
     spawn_app_with(config, store(b, settings())).await
 }
 
-async fn post(app: &TestApp, kind: &str, form: &[(&str, &str)], key: Option<&str>) -> Response {
-    let mut request = app
-        .client
-        .post(app.url(&format!("/catalog/{kind}")))
-        .form(form);
-    if let Some(key) = key {
-        request = request.header("Idempotency-Key", key);
-    }
-    request.send().await.expect("the app answers")
-}
-
 fn replayed(r: &Response) -> bool {
     r.headers()
         .get("idempotent-replayed")
@@ -254,29 +237,24 @@ async fn a_keyed_retry_replays_the_first_job_before_and_after_it_ends(b: Backend
     let app = app(b).await;
     let t = tenant();
     let form = [("tenant_id", t.as_str())];
-    let first = post(&app, "gated", &form, Some("order-1")).await;
+    let first = app.start_keyed("gated", &form, Some("order-1")).await;
     assert!(!replayed(&first), "the first request is not a replay");
     let id = accepted_id(first).await;
     Gate::of(&t).reached().await;
-    let retry = post(&app, "gated", &form, Some("order-1")).await;
+    let retry = app.start_keyed("gated", &form, Some("order-1")).await;
     assert!(replayed(&retry));
     assert_eq!(accepted_id(retry).await, id, "running: the same job");
     Gate::of(&t).release();
     app.poll_until_ended(&id).await;
-    let waited = post(
-        &app,
-        "gated",
-        &[("tenant_id", t.as_str()), ("wait", "true")],
-        Some("order-1"),
-    )
-    .await;
+    let waiting = [("tenant_id", t.as_str()), ("wait", "true")];
+    let waited = app.start_keyed("gated", &waiting, Some("order-1")).await;
     assert_eq!(waited.status(), 200, "ended: wait=true answers its outcome");
     assert!(replayed(&waited));
     assert_eq!(
         waited.json::<Value>().await.unwrap(),
         json!({"gated": true})
     );
-    let late = post(&app, "gated", &form, Some("order-1")).await;
+    let late = app.start_keyed("gated", &form, Some("order-1")).await;
     assert!(replayed(&late));
     assert_eq!(accepted_id(late).await, id);
     assert_eq!(job_count(&app, &t).await, 1);
@@ -285,24 +263,11 @@ async fn a_keyed_retry_replays_the_first_job_before_and_after_it_ends(b: Backend
 async fn a_key_sent_again_with_other_parameters_is_422_and_creates_nothing(b: Backend) {
     let app = app(b).await;
     let t = tenant();
-    let id = accepted_id(
-        post(
-            &app,
-            "ticker",
-            &[("tenant_id", t.as_str()), ("n", "1")],
-            Some("k"),
-        )
-        .await,
-    )
-    .await;
+    let one_tick = [("tenant_id", t.as_str()), ("n", "1")];
+    let id = accepted_id(app.start_keyed("ticker", &one_tick, Some("k")).await).await;
     app.poll_until_ended(&id).await;
-    let other = post(
-        &app,
-        "ticker",
-        &[("tenant_id", t.as_str()), ("n", "2")],
-        Some("k"),
-    )
-    .await;
+    let two_ticks = [("tenant_id", t.as_str()), ("n", "2")];
+    let other = app.start_keyed("ticker", &two_ticks, Some("k")).await;
     assert_eq!(other.status(), 422);
     let body: Value = other.json().await.unwrap();
     assert_eq!(body["error"], "idempotency_key_reused");
@@ -315,7 +280,7 @@ async fn an_empty_or_overlong_key_is_an_invalid_field(b: Backend) {
     let t = tenant();
     let form = [("tenant_id", t.as_str())];
     for key in [String::new(), "k".repeat(256)] {
-        let r = post(&app, "ticker", &form, Some(&key)).await;
+        let r = app.start_keyed("ticker", &form, Some(&key)).await;
         assert_eq!(r.status(), 422, "key of {} characters", key.len());
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["error"], "invalid_field");
@@ -323,7 +288,7 @@ async fn an_empty_or_overlong_key_is_an_invalid_field(b: Backend) {
     }
     assert_eq!(job_count(&app, &t).await, 0);
     let longest = "k".repeat(255);
-    accepted_id(post(&app, "ticker", &form, Some(&longest)).await).await;
+    accepted_id(app.start_keyed("ticker", &form, Some(&longest)).await).await;
 }
 
 async fn twenty_concurrent_keyed_requests_start_one_job_and_all_answer_with_it(b: Backend) {
@@ -333,7 +298,9 @@ async fn twenty_concurrent_keyed_requests_start_one_job_and_all_answer_with_it(b
         .map(|_| {
             let (app, t) = (app.clone(), t.clone());
             tokio::spawn(async move {
-                let r = post(&app, "gated", &[("tenant_id", t.as_str())], Some("burst")).await;
+                let r = app
+                    .start_keyed("gated", &[("tenant_id", t.as_str())], Some("burst"))
+                    .await;
                 let again = replayed(&r);
                 (accepted_id(r).await, again)
             })
@@ -359,11 +326,11 @@ async fn joining_an_active_job_with_the_same_parameters_answers_with_it_with_and
     let app = Arc::new(spawn_app_with(test_config(), counting).await);
     let t = tenant();
     let form = [("tenant_id", t.as_str())];
-    let id = accepted_id(post(&app, "gated", &form, None).await).await;
+    let id = accepted_id(app.start_keyed("gated", &form, None).await).await;
     Gate::of(&t).reached().await;
     let join = [("tenant_id", t.as_str()), ("on_conflict", "join")];
     assert_eq!(
-        accepted_id(post(&app, "gated", &join, None).await).await,
+        accepted_id(app.start_keyed("gated", &join, None).await).await,
         id
     );
     let waiter = {
@@ -374,7 +341,7 @@ async fn joining_an_active_job_with_the_same_parameters_answers_with_it_with_and
                 ("on_conflict", "join"),
                 ("wait", "true"),
             ];
-            let r = post(&app, "gated", &form, None).await;
+            let r = app.start_keyed("gated", &form, None).await;
             (r.status().as_u16(), r.json::<Value>().await.unwrap())
         })
     };
@@ -393,13 +360,13 @@ async fn joining_an_active_job_with_the_same_parameters_answers_with_it_with_and
     let (status, body) = waiter.await.unwrap();
     assert_eq!(status, 200, "{body}");
     assert_eq!(body, json!({"gated": true}));
-    let bad = post(
-        &app,
-        "gated",
-        &[("tenant_id", t.as_str()), ("on_conflict", "merge")],
-        None,
-    )
-    .await;
+    let bad = app
+        .start_keyed(
+            "gated",
+            &[("tenant_id", t.as_str()), ("on_conflict", "merge")],
+            None,
+        )
+        .await;
     assert_eq!(bad.status(), 422);
     assert_eq!(bad.json::<Value>().await.unwrap()["field"], "on_conflict");
     assert_eq!(job_count(&app, &t).await, 1);
@@ -409,16 +376,15 @@ async fn joining_an_active_job_with_other_parameters_is_409_saying_they_differ(b
     let app = app(b).await;
     let t = tenant();
     // The held job takes the only worker: the ticker waits queued (active) behind it.
-    let held = accepted_id(post(&app, "gated", &[("tenant_id", t.as_str())], None).await).await;
+    let held = accepted_id(
+        app.start_keyed("gated", &[("tenant_id", t.as_str())], None)
+            .await,
+    )
+    .await;
     Gate::of(&t).reached().await;
     let queued = accepted_id(
-        post(
-            &app,
-            "ticker",
-            &[("tenant_id", t.as_str()), ("n", "5")],
-            None,
-        )
-        .await,
+        app.start_keyed("ticker", &[("tenant_id", t.as_str()), ("n", "5")], None)
+            .await,
     )
     .await;
     let same = [
@@ -427,7 +393,7 @@ async fn joining_an_active_job_with_other_parameters_is_409_saying_they_differ(b
         ("on_conflict", "join"),
     ];
     assert_eq!(
-        accepted_id(post(&app, "ticker", &same, None).await).await,
+        accepted_id(app.start_keyed("ticker", &same, None).await).await,
         queued
     );
     let other = [
@@ -435,7 +401,7 @@ async fn joining_an_active_job_with_other_parameters_is_409_saying_they_differ(b
         ("n", "6"),
         ("on_conflict", "join"),
     ];
-    let r = post(&app, "ticker", &other, None).await;
+    let r = app.start_keyed("ticker", &other, None).await;
     assert_eq!(r.status(), 409);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"], "already_running");
@@ -474,24 +440,11 @@ async fn the_snapshot_shows_who_started_and_cancelled_the_job_and_the_request_id
     assert_eq!(started["cancelled_by"], Value::Null);
     let id = started["job_id"].as_str().unwrap().to_owned();
     Gate::of(&t).reached().await;
-    let cancel = app
-        .client
-        .post(app.url(&format!("/catalog/jobs/{id}/cancel")))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let cancel = format!("/catalog/jobs/{id}/cancel");
+    let cancel = app.send_as(Method::POST, &cancel, Some(&token)).await;
     assert_eq!(cancel.status(), 202);
-    let read = app
-        .client
-        .get(app.url(&format!("/catalog/jobs/{id}")))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let read = app.get_as(&format!("/catalog/jobs/{id}"), &token).await;
+    let read: Value = read.json().await.unwrap();
     assert_eq!(read["cancelled_by"], "shop-bot");
     assert_eq!(read["created_by"], "shop-bot");
     assert_eq!(read["request_id"], "audit-1");
@@ -499,13 +452,9 @@ async fn the_snapshot_shows_who_started_and_cancelled_the_job_and_the_request_id
     // Without tokens the caller is `anonymous`; a request without an id gets the one echoed.
     let open = spawn_app_with(test_config(), store(b, settings())).await;
     let u = tenant();
-    let r = post(
-        &open,
-        "ticker",
-        &[("tenant_id", u.as_str()), ("n", "1")],
-        None,
-    )
-    .await;
+    let r = open
+        .start_keyed("ticker", &[("tenant_id", u.as_str()), ("n", "1")], None)
+        .await;
     let echoed = r.headers()["x-request-id"].to_str().unwrap().to_owned();
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["created_by"], "anonymous");
@@ -526,62 +475,52 @@ async fn beyond_tenant_creates_per_minute_a_start_is_429_with_retry_after(b: Bac
     crate::helpers::clear_of_a_minute_edge().await;
     let t = tenant();
     for n in ["1", "2"] {
-        let id =
-            accepted_id(post(&app, "ticker", &[("tenant_id", t.as_str()), ("n", n)], None).await)
-                .await;
+        let id = accepted_id(
+            app.start_keyed("ticker", &[("tenant_id", t.as_str()), ("n", n)], None)
+                .await,
+        )
+        .await;
         app.poll_until_ended(&id).await;
     }
-    let r = post(
-        &app,
-        "ticker",
-        &[("tenant_id", t.as_str())],
-        Some("after-limit"),
-    )
-    .await;
+    let r = app
+        .start_keyed("ticker", &[("tenant_id", t.as_str())], Some("after-limit"))
+        .await;
     assert_eq!(r.status(), 429);
-    let wait: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let wait = retry_after(&r);
     assert!((1..=60).contains(&wait), "Retry-After {wait}");
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "rate_limited");
     assert_eq!(job_count(&app, &t).await, 2, "the refusal created nothing");
     let u = tenant();
-    accepted_id(post(&app, "ticker", &[("tenant_id", u.as_str())], None).await).await;
+    accepted_id(
+        app.start_keyed("ticker", &[("tenant_id", u.as_str())], None)
+            .await,
+    )
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------
 // Two replicas (the real binary twice) on one Redis
 
-async fn start_on(svc: &Service, kind: &str, form: &[(&str, &str)], key: Option<&str>) -> Response {
-    let mut request = svc
-        .client
-        .post(svc.url(&format!("/catalog/{kind}")))
-        .form(form);
-    if let Some(key) = key {
-        request = request.header("Idempotency-Key", key);
-    }
-    request.send().await.unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_from_a_second_replica_answers_the_first_job_and_the_rate_limit_is_shared() {
     let redis = RedisServer::start(false);
-    let env = [("TENANT_CREATES_PER_MINUTE", "2".to_owned())];
-    let a = Service::on(&redis).envs(&env).start().await;
-    let b = Service::on(&redis).envs(&env).start().await;
+    let launch = Service::on(&redis).env("TENANT_CREATES_PER_MINUTE", "2");
+    let (a, b) = (launch.clone().start().await, launch.start().await);
     crate::helpers::clear_of_a_minute_edge().await;
     let t = tenant();
     let sync = [("tenant_id", t.as_str()), ("source", "demo.jsonl")];
-    let first = start_on(&a, "sync", &sync, Some("nightly-1")).await;
+    let first = a.start_keyed("sync", &sync, Some("nightly-1")).await;
     let id = accepted_id(first).await;
-    let retry = start_on(&b, "sync", &sync, Some("nightly-1")).await;
+    let retry = b.start_keyed("sync", &sync, Some("nightly-1")).await;
     assert!(replayed(&retry), "the key is in the shared store");
     assert_eq!(accepted_id(retry).await, id);
-    let enrich = start_on(&b, "enrich", &[("tenant_id", t.as_str())], None).await;
+    let enrich = b
+        .start_keyed("enrich", &[("tenant_id", t.as_str())], None)
+        .await;
     assert_eq!(enrich.status(), 202, "the second create of the minute");
-    let pair = start_on(&a, "pair", &[("tenant_id", t.as_str())], None).await;
+    let pair = a
+        .start_keyed("pair", &[("tenant_id", t.as_str())], None)
+        .await;
     assert_eq!(pair.status(), 429, "the two replicas count together");
     assert!(pair.headers().contains_key("retry-after"));
 }

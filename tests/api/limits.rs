@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{settings, spawn_app_with, store, tenant, test_config, Backend, TestApp};
+use crate::helpers::{
+    eventually, settings, spawn_app_with, store, tenant, test_config, Backend, TestApp,
+};
 
 /// Longest any answer (or close) is waited for: far beyond the sub-second timeouts these
 /// tests configure, so a loaded machine does not fail them.
@@ -17,6 +19,22 @@ async fn app(configure: impl FnOnce(&mut catalog_jobs::config::Config)) -> TestA
     let mut config = test_config();
     configure(&mut config);
     spawn_app_with(config, store(Backend::Memory, settings())).await
+}
+
+/// A new connection to the app, on which `bytes` have been sent.
+async fn sent(app: &TestApp, bytes: &[u8]) -> TcpStream {
+    let mut s = TcpStream::connect(app.addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    s
+}
+
+/// What the server first sends back on `s` (within `PATIENCE`: else it failed to `answer`).
+async fn first_answer(s: &mut TcpStream, answer: &str) -> String {
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(PATIENCE, s.read(&mut buf))
+        .await
+        .expect(answer);
+    String::from_utf8_lossy(&buf[..n.unwrap()]).into_owned()
 }
 
 /// Reads until the server closes the connection (or `PATIENCE` runs out), answering what it
@@ -38,10 +56,7 @@ async fn read_to_close(stream: &mut TcpStream) -> (String, Duration) {
 #[tokio::test]
 async fn an_unfinished_request_head_is_closed_by_the_header_timeout() {
     let app = app(|c| c.request_timeout_seconds = Duration::from_millis(300)).await;
-    let mut s = TcpStream::connect(app.addr).await.unwrap();
-    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-        .await
-        .unwrap();
+    let mut s = sent(&app, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ").await;
     let (_, took) = read_to_close(&mut s).await;
     assert!(took >= Duration::from_millis(200), "closed after {took:?}");
 }
@@ -57,10 +72,7 @@ async fn a_connection_that_sends_nothing_is_closed() {
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_by_the_idle_timeout() {
     let app = app(|c| c.idle_timeout_seconds = Duration::from_millis(300)).await;
-    let mut s = TcpStream::connect(app.addr).await.unwrap();
-    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let mut s = sent(&app, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
     let (answer, took) = read_to_close(&mut s).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(took >= Duration::from_millis(200), "closed after {took:?}");
@@ -69,12 +81,11 @@ async fn an_idle_keep_alive_connection_is_closed_by_the_idle_timeout() {
 #[tokio::test]
 async fn a_start_request_whose_body_dribbles_gets_408() {
     let app = app(|c| c.request_timeout_seconds = Duration::from_millis(400)).await;
-    let mut s = TcpStream::connect(app.addr).await.unwrap();
-    s.write_all(
+    let mut s = sent(
+        &app,
         b"POST /catalog/ticker HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ntenant",
     )
-    .await
-    .unwrap();
+    .await;
     let (answer, _) = read_to_close(&mut s).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("\"request_timeout\""), "{answer}");
@@ -84,11 +95,10 @@ async fn a_start_request_whose_body_dribbles_gets_408() {
 async fn an_import_whose_body_stalls_gets_408() {
     let app = app(|c| c.request_timeout_seconds = Duration::from_millis(400)).await;
     let t = tenant();
-    let mut s = TcpStream::connect(app.addr).await.unwrap();
     let head = format!(
         "POST /catalog/products?tenant_id={t} HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 1000\r\n\r\n{{\"product_key\""
     );
-    s.write_all(head.as_bytes()).await.unwrap();
+    let mut s = sent(&app, head.as_bytes()).await;
     let (answer, _) = read_to_close(&mut s).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("\"request_timeout\""), "{answer}");
@@ -97,40 +107,28 @@ async fn an_import_whose_body_stalls_gets_408() {
 #[tokio::test]
 async fn a_start_body_over_the_limit_is_refused_before_it_is_sent() {
     let app = app(|c| c.max_start_body_bytes = 1024).await;
-    let mut s = TcpStream::connect(app.addr).await.unwrap();
     // Only the head: the answer must come without the body ever being sent.
-    s.write_all(
+    let mut s = sent(
+        &app,
         b"POST /catalog/ticker HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n",
     )
-    .await
-    .unwrap();
-    let mut buf = vec![0u8; 4096];
-    let n = tokio::time::timeout(PATIENCE, s.read(&mut buf))
-        .await
-        .expect("answered without the body")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&buf[..n]);
+    .await;
+    let answer = first_answer(&mut s, "answered without the body").await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("MAX_START_BODY_BYTES"), "{answer}");
     // A chunked body (no length given) is cut off at the limit too.
-    let mut s = TcpStream::connect(app.addr).await.unwrap();
     let mut request = b"POST /catalog/ticker HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1000\r\n".to_vec();
     request.extend(std::iter::repeat_n(b' ', 0x1000));
     request.extend(b"\r\n0\r\n\r\n");
-    s.write_all(&request).await.unwrap();
-    let n = tokio::time::timeout(PATIENCE, s.read(&mut buf))
-        .await
-        .expect("answered")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&buf[..n]);
+    let mut s = sent(&app, &request).await;
+    let answer = first_answer(&mut s, "answered").await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
 }
 
 /// Sends one request on a new connection and reads the answer to the close.
 async fn ask_once(app: &TestApp, path: &str) -> String {
-    let mut s = TcpStream::connect(app.addr).await.unwrap();
     let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    s.write_all(head.as_bytes()).await.unwrap();
+    let mut s = sent(app, head.as_bytes()).await;
     read_to_close(&mut s).await.0
 }
 
@@ -150,14 +148,13 @@ async fn beyond_max_connections_the_probes_are_answered_and_other_requests_told_
     assert!(answer.contains("\"error\":\"overloaded\""), "{answer}");
     drop(first);
     // No signal says the server saw the close: ask until the freed place serves the route.
-    let deadline = Instant::now() + PATIENCE;
-    while !ask_once(&app, &listing).await.starts_with("HTTP/1.1 200") {
-        assert!(
-            Instant::now() < deadline,
-            "a closed connection's place came back"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let served = async || match ask_once(&app, &listing).await {
+        answer if answer.starts_with("HTTP/1.1 200") => Ok(()),
+        answer => Err(format!(
+            "a closed connection's place never came back: {answer}"
+        )),
+    };
+    eventually(PATIENCE, served).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,8 +210,7 @@ async fn malformed_framing_gets_hyper_s_bare_400_and_starts_nothing() {
         ),
     ];
     for (what, request) in malformed {
-        let mut s = TcpStream::connect(app.addr).await.unwrap();
-        s.write_all(&request).await.unwrap();
+        let mut s = sent(&app, &request).await;
         let (answer, _) = read_to_close(&mut s).await;
         assert!(answer.starts_with("HTTP/1.1 400"), "{what}: {answer}");
         assert!(
@@ -225,12 +221,8 @@ async fn malformed_framing_gets_hyper_s_bare_400_and_starts_nothing() {
     let listed = app.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 0, "{listed}");
     // The same request well framed does start a job: the check above can fail.
-    let mut s = TcpStream::connect(app.addr).await.unwrap();
-    s.write_all(&head(&format!(
-        "Content-Length: {len}\r\nConnection: close\r\n"
-    )))
-    .await
-    .unwrap();
+    let framed = head(&format!("Content-Length: {len}\r\nConnection: close\r\n"));
+    let mut s = sent(&app, &framed).await;
     let (answer, _) = read_to_close(&mut s).await;
     assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
 }

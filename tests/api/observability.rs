@@ -9,8 +9,8 @@ use catalog_jobs::metrics::ALL;
 use serde_json::Value;
 
 use crate::helpers::{
-    free_port, metrics_text, parse_exposition, scrape, scrape_until, unique, value, HeldFeeds,
-    Sample, Service,
+    metrics_text, parse_exposition, scrape, scrape_until, service_with_an_unreachable_feed, unique,
+    value, HeldFeeds, Sample, Service,
 };
 
 fn json_lines(log: &str) -> Vec<Value> {
@@ -100,12 +100,8 @@ async fn a_5xx_is_logged_once_with_its_route_and_cause_and_a_refusal_never_at_er
         .start()
         .await;
     let r = svc
-        .client
-        .get(svc.url("/readyz"))
-        .header("x-request-id", "req-503")
-        .send()
-        .await
-        .unwrap();
+        .get_with("/readyz", &[("x-request-id", "req-503")])
+        .await;
     assert_eq!(r.status(), 503);
     svc.stop();
     let lines = json_lines(&svc.log());
@@ -289,12 +285,7 @@ async fn metrics_count_a_job_from_its_creation_through_refusals_to_its_end() {
 
 #[tokio::test]
 async fn a_failed_job_is_counted_with_its_error_class_and_a_done_one_carries_no_error_label() {
-    // Nobody listens on this (allowed) port: a sync of it fails.
-    let nowhere_port = free_port();
-    let svc = Service::embedded()
-        .env("SYNC_ALLOWED_HOSTS", format!("127.0.0.1:{nowhere_port}"))
-        .start()
-        .await;
+    let (svc, nowhere) = service_with_an_unreachable_feed().await;
     let tenant = unique("metrics");
     let wait = |source: &str| {
         let form = [
@@ -306,7 +297,6 @@ async fn a_failed_job_is_counted_with_its_error_class_and_a_done_one_carries_no_
     };
     let done = wait("demo.jsonl").await.expect("the service answers");
     assert_eq!(done.status(), 200);
-    let nowhere = format!("http://127.0.0.1:{nowhere_port}/feed.jsonl");
     let failed = wait(&nowhere).await.expect("the service answers");
     assert_eq!(failed.status(), 502);
     let id = failed.json::<Value>().await.expect("a JSON body")["job"]["job_id"]

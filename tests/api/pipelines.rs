@@ -287,8 +287,8 @@ async fn two_replicas_run_200_tenants_refreshes_to_done_across_a_kill_9_one_job_
     use crate::helpers::{RedisServer, Service};
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let mut a = Service::on(&redis).reading(&feeds).start().await;
-    let b = Service::on(&redis).reading(&feeds).start().await;
+    let launch = Service::on(&redis).reading(&feeds);
+    let (mut a, b) = (launch.clone().start().await, launch.start().await);
     let mut ids = HashMap::new();
     for n in 0..200 {
         let t = tenant();
@@ -371,16 +371,11 @@ const TWO_REFRESHES: &[(&str, &str, f64)] = &[
 
 #[tokio::test]
 async fn metrics_count_a_refresh_as_a_job_of_kind_pipeline_besides_its_steps() {
-    use crate::helpers::{metrics_text, scrape, value, Service};
-    let nowhere_port = free_port();
-    let svc = Service::embedded()
-        .env("SYNC_ALLOWED_HOSTS", format!("127.0.0.1:{nowhere_port}"))
-        .start()
-        .await;
+    use crate::helpers::{metrics_text, scrape, service_with_an_unreachable_feed, value};
+    let (svc, nowhere) = service_with_an_unreachable_feed().await;
     let before = scrape(&metrics_text(&svc).await);
     let done = [("source", "demo.jsonl"), ("wait", "true")];
     assert_eq!(refresh(&svc, tenant().as_str(), &done).await.status(), 200);
-    let nowhere = format!("http://127.0.0.1:{nowhere_port}/feed.jsonl");
     let failing = [("source", nowhere.as_str()), ("wait", "true")];
     assert_eq!(
         refresh(&svc, tenant().as_str(), &failing).await.status(),

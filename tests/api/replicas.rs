@@ -53,9 +53,9 @@ async fn three_replicas_share_one_queue_and_each_runs_some() {
         ("STALE_AFTER_SECONDS", "30"),
         ("HEARTBEAT_SECONDS", "1"),
     ];
-    let a = Service::on(&redis).envs(&env).start().await;
-    let b = Service::on(&redis).envs(&env).start().await;
-    let c = Service::on(&redis).envs(&env).start().await;
+    let launch = Service::on(&redis).envs(&env);
+    let (a, b) = (launch.clone().start().await, launch.clone().start().await);
+    let c = launch.start().await;
     let mut ids = Vec::new();
     // One job a tenant, so that every job goes through the shared queue at once (a tenant's
     // own jobs would wait for each other: `ordering` tests that).
@@ -90,9 +90,8 @@ async fn three_replicas_share_one_queue_and_each_runs_some() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_with_a_free_worker_runs_the_job_it_accepted_when_nothing_waits() {
     let redis = RedisServer::start(false);
-    let env = [("MAX_CONCURRENT_JOBS", "4".to_owned())];
-    let a = Service::on(&redis).envs(&env).start().await;
-    let b = Service::on(&redis).envs(&env).start().await;
+    let launch = Service::on(&redis).env("MAX_CONCURRENT_JOBS", "4");
+    let (a, b) = (launch.clone().start().await, launch.start().await);
     let replicas = [&a, &b];
     for _ in 0..12 {
         let t = tenant();
@@ -123,8 +122,8 @@ struct HeldOnOne {
 async fn a_held_sync_on_one_of_two_replicas(feed: &str, env: &[(&str, &str)]) -> HeldOnOne {
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let a = Service::on(&redis).reading(&feeds).envs(env).start().await;
-    let b = Service::on(&redis).reading(&feeds).envs(env).start().await;
+    let launch = Service::on(&redis).reading(&feeds).envs(env);
+    let (a, b) = (launch.clone().start().await, launch.start().await);
     let t = tenant();
     let id = started_id(a.sync(t.as_str(), &[feeds.url(feed)]).await).await;
     let first = a.poll(&id, "running", running).await;
@@ -261,8 +260,8 @@ async fn a_running_job_of_each_kind_is_cancelled_from_its_own_replica_or_another
         ("STALE_AFTER_SECONDS", "60".to_owned()),
         ("HEARTBEAT_SECONDS", CANCEL_TEST_HEARTBEAT.to_owned()),
     ];
-    let a = Service::on(&redis).reading(&feeds).envs(&env).start().await;
-    let b = Service::on(&redis).reading(&feeds).envs(&env).start().await;
+    let launch = Service::on(&redis).reading(&feeds).envs(&env);
+    let (a, b) = (launch.clone().start().await, launch.start().await);
     let t = tenant();
     seed_catalogue(&redis.url(), &t, 30_000).await;
     let replicas = [&a, &b];

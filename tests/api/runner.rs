@@ -52,16 +52,8 @@ fn a_job_function_gives_the_same_report_without_a_callback() {
 async fn percent_observed_by_a_poller_never_goes_backwards_and_ends_at_100(b: Backend) {
     let app = spawn_app(b).await;
     let t = tenant();
-    let r = app
-        .start(
-            "ticker",
-            &[("tenant_id", t.as_str()), ("n", "400"), ("slow", "true")],
-        )
-        .await;
-    let id = r.json::<Value>().await.unwrap()["job_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let slow = [("tenant_id", t.as_str()), ("n", "400"), ("slow", "true")];
+    let id = app.start_id("ticker", &slow).await;
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -153,20 +145,9 @@ async fn jobs_beyond_max_concurrent_wait_as_queued_for_a_free_worker(b: Backend)
     config.max_concurrent_jobs = 1;
     let app = spawn_app_with(config, store(b, settings())).await;
     let (t1, t2) = (tenant(), tenant());
-    let (g1, g2) = (Gate::of(&t1), Gate::of(&t2));
-    let first: Value = app
-        .start("gated", &[("tenant_id", t1.as_str())])
-        .await
-        .json()
-        .await
-        .unwrap();
-    g1.reached().await;
-    let second: Value = app
-        .start("gated", &[("tenant_id", t2.as_str())])
-        .await
-        .json()
-        .await
-        .unwrap();
+    let (g1, first) = app.start_gated(&t1).await;
+    let g2 = Gate::of(&t2);
+    let second = app.start_json("gated", &[("tenant_id", t2.as_str())]).await;
     assert_eq!(second["status"], "queued");
     assert_eq!(second["step"], "queued");
     let id2 = second["job_id"].as_str().unwrap();
@@ -175,11 +156,7 @@ async fn jobs_beyond_max_concurrent_wait_as_queued_for_a_free_worker(b: Backend)
     g2.reached().await;
     app.wait_for_status(id2, "running").await;
     g2.release();
-    assert_eq!(
-        app.poll_until_ended(first["job_id"].as_str().unwrap())
-            .await["status"],
-        "done"
-    );
+    assert_eq!(app.poll_until_ended(&first).await["status"], "done");
     assert_eq!(app.poll_until_ended(id2).await["status"], "done");
 }
 

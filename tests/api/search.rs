@@ -4,14 +4,13 @@
 
 use std::collections::BTreeSet;
 
-use catalog_jobs::catalog::demo;
 use catalog_jobs::catalog::search::{search, ProductQuery, MAX_QUERY_CHARS};
-use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::TenantId;
 use serde_json::{json, Value};
 
 use crate::both_stores;
-use crate::helpers::{catalog_store, spawn_catalog_app, tenant, test_config, Backend, TestApp};
+use crate::helpers::{demo_catalog, spawn_catalog_app, store_pages, tenant, test_config};
+use crate::helpers::{Backend, TestApp};
 
 both_stores!(
     search_finds_key_prefixes_and_every_name_word_and_returns_hostile_names_verbatim,
@@ -122,11 +121,8 @@ async fn a_blank_or_overlong_query_or_a_cursor_it_did_not_hand_out_is_422(b: Bac
 const SEARCHED_PRODUCTS: usize = 1_300;
 
 async fn search_pages_find_every_match_once_and_nothing_else(b: Backend) {
-    let store = catalog_store(b);
-    let t = tenant();
-    let products = demo::generate(SEARCHED_PRODUCTS, 11);
+    let (store, t, products) = demo_catalog(b, SEARCHED_PRODUCTS, 11).await;
     tokio::task::spawn_blocking(move || {
-        store.upsert(&t, &products, &Unfenced).unwrap();
         let word = products[0]
             .name
             .split_whitespace()
@@ -146,17 +142,11 @@ async fn search_pages_find_every_match_once_and_nothing_else(b: Backend) {
         );
         for limit in [1, 7, 500] {
             let mut seen = BTreeSet::new();
-            let mut cursor: Option<String> = None;
-            loop {
-                let (page, next) = search(&*store, &t, &query, limit, cursor.as_deref()).unwrap();
+            for page in store_pages(|cursor| search(&*store, &t, &query, limit, cursor)) {
                 assert!(page.len() <= limit);
                 for s in page {
                     let key = s.product.product_key.as_str().to_owned();
                     assert!(seen.insert(key.clone()), "limit {limit}: {key} twice");
-                }
-                match next {
-                    Some(c) => cursor = Some(c),
-                    None => break,
                 }
             }
             assert_eq!(seen, expected, "limit {limit}");

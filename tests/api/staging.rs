@@ -18,8 +18,8 @@ use catalog_jobs::jobs::{Status, TenantId};
 use crate::both_stores;
 use crate::fence::t_shirts;
 use crate::helpers::{
-    blocking, catalog_store, claim_queued, create, new_job, pair_as, run_fence, settings,
-    shared_redis, store, tenant, test_kinds, Backend,
+    blocking, catalog_store, claim_queued, create, keys_matching, new_job, pair_as, run_fence,
+    settings, shared_redis, store, tenant, test_kinds, Backend,
 };
 
 both_stores!(
@@ -112,13 +112,8 @@ async fn redis_keys_of(b: Backend, t: &TenantId) -> Vec<String> {
     if b == Backend::Memory {
         return Vec::new();
     }
-    let mut found: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("*{t}*"))
-        .query_async(&mut shared_redis().await)
-        .await
-        .unwrap();
+    let mut found = keys_matching(&mut shared_redis().await, &format!("*{t}*")).await;
     found.retain(|k| k.split(':').any(|part| part == t.as_str()));
-    found.sort();
     found
 }
 

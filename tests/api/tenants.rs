@@ -59,15 +59,6 @@ async fn a_purge_is_refused_while_a_job_is_active_and_then_removes_every_job_onc
     create(&*s, &new_job(&t, "sync")).await;
 }
 
-async fn send(app: &TestApp, method: Method, path: &str, token: &str) -> reqwest::Response {
-    app.client
-        .request(method, app.url(path))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-}
-
 /// Two tenants with a token each (and the operator's), the same two products each; the
 /// first has also enriched and paired them.
 async fn two_catalogued_tenants(b: Backend) -> (TestApp, Tokens) {
@@ -113,9 +104,9 @@ async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(
         b_token: others,
     } = tokens;
     let path = format!("/catalog/tenants/{t}");
-    let forbidden = send(&app, Method::DELETE, &path, &others).await;
+    let forbidden = app.send_as(Method::DELETE, &path, Some(&others)).await;
     assert_eq!(forbidden.status(), 403);
-    let r = send(&app, Method::DELETE, &path, &own).await;
+    let r = app.send_as(Method::DELETE, &path, Some(&own)).await;
     assert_eq!(r.status(), 200);
     let removed: Value = r.json().await.unwrap();
     assert_eq!(removed["tenant_id"], t.as_str());
@@ -123,26 +114,24 @@ async fn removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent(
     assert_eq!(removed["products"], 2);
     assert_eq!(removed["extracted_attributes"], 2);
     assert_eq!(removed["neighbours"], 2, "{removed}");
-    let jobs = send(
-        &app,
-        Method::GET,
-        &format!("/catalog/jobs?tenant_id={t}"),
-        &own,
-    )
-    .await;
+    let jobs = app
+        .get_as(&format!("/catalog/jobs?tenant_id={t}"), &own)
+        .await;
     assert_eq!(jobs.json::<Value>().await.unwrap()["jobs"], json!([]));
     let p1 = format!("/catalog/products/p1?tenant_id={t}");
-    assert_eq!(send(&app, Method::GET, &p1, &own).await.status(), 404);
-    let again = send(&app, Method::DELETE, &path, OPERATOR).await;
+    assert_eq!(app.get_as(&p1, &own).await.status(), 404);
+    let again = app.send_as(Method::DELETE, &path, Some(OPERATOR)).await;
     assert_eq!(
         again.json::<Value>().await.unwrap(),
         json!({"tenant_id": t.as_str(), "jobs": 0, "products": 0, "extracted_attributes": 0, "neighbours": 0}),
         "asking again (an operator may) removes nothing more"
     );
     let theirs = format!("/catalog/products/p1?tenant_id={u}");
-    let kept = send(&app, Method::GET, &theirs, &others).await;
+    let kept = app.get_as(&theirs, &others).await;
     assert_eq!(kept.status(), 200, "the other tenant keeps its catalogue");
-    let bad = send(&app, Method::DELETE, "/catalog/tenants/a:b", OPERATOR).await;
+    let bad = app
+        .send_as(Method::DELETE, "/catalog/tenants/a:b", Some(OPERATOR))
+        .await;
     assert_eq!(bad.status(), 422);
 }
 

@@ -288,7 +288,7 @@ async fn a_job_created_after_a_delete_writes_and_ends_as_usual(b: Backend) {
 
 mod redis_only {
     use super::*;
-    use crate::helpers::shared_redis;
+    use crate::helpers::{keys_matching, shared_redis};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_delete_takes_the_tenant_s_idempotency_and_rate_keys_and_leaves_a_tombstone() {
@@ -306,15 +306,7 @@ mod redis_only {
         let keys = |conn: &mut redis::aio::MultiplexedConnection| {
             let pattern = format!("{prefix}:*{t}*");
             let mut conn = conn.clone();
-            async move {
-                let mut found: Vec<String> = redis::cmd("KEYS")
-                    .arg(pattern)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                found.sort();
-                found
-            }
+            async move { keys_matching(&mut conn, &pattern).await }
         };
         let before = keys(&mut conn).await;
         // The tenant's create count of the minute lives in its listing (`:tenant:`).

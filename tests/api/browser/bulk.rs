@@ -119,18 +119,9 @@ async fn selected_jobs_are_retried_and_cancelled_in_bulk_after_a_confirmation_th
     let (_, said) = confirm(&b, "bulk-retry", "Retry 3 jobs?", "Retry").await;
     assert!(said.starts_with("Retry: 3 jobs done, 0 skipped."), "{said}");
     for old in &failed {
-        let was = app.get_json(&format!("/catalog/jobs/{old}")).await;
-        assert_eq!(was["status"], "failed", "an ended job stays ended");
-        assert_eq!(was["retried_by"], "anonymous", "who retried it: {was}");
-        let new_id = was["retried_as"].as_str().expect("the job that retries it");
-        let new = app.get_json(&format!("/catalog/jobs/{new_id}")).await;
-        assert_eq!(
-            new["retry_of"],
-            old.as_str(),
-            "the new job names the old one"
-        );
+        let new_id = retried(&app, old).await;
         // The new jobs ran (and failed again, as `fail` does), listed in the table.
-        row_reads(&b, new_id, "failed").await;
+        row_reads(&b, &new_id, "failed").await;
     }
 
     select(&b, &running).await;
@@ -153,13 +144,35 @@ async fn selected_jobs_are_retried_and_cancelled_in_bulk_after_a_confirmation_th
 }
 
 /// Says the confirmation counted more than one call's worth and the page did them all.
-fn every_call_was_made(asked: &str, said: &str, done: &str) {
+/// Confirms the bulk action behind `button` (asking `asks`) over `n` jobs, more than one call
+/// takes, and asserts that the confirmation says so and that every call was made.
+async fn confirm_in_calls(b: &Browser, button: &str, asks: &str, verb: &str, n: usize) {
+    let (asked, said) = confirm(b, button, asks, verb).await;
     assert!(
         asked.contains("more than one call's worth (100 jobs a call)"),
         "the confirmation says it takes more than one call: {asked}"
     );
-    assert!(said.starts_with(done), "every job done, none left: {said}");
+    let done = format!("{verb}: {n} jobs done, 0 skipped.");
+    assert!(said.starts_with(&done), "every job done, none left: {said}");
     assert!(!said.contains("left"), "{said}");
+}
+
+/// Tells the page that the control at `css` changed, as leaving it after an edit does.
+async fn changed(b: &Browser, css: &str) {
+    let script = "document.querySelector(arguments[0]).dispatchEvent(new Event('change'));";
+    b.exec(script, json!([css])).await;
+}
+
+/// Asserts that the anonymous caller retried the failed job `old`, which stays failed, and
+/// that the job retrying it names it; answers that job's id.
+async fn retried(app: &TestApp, old: &str) -> String {
+    let was = app.get_json(&format!("/catalog/jobs/{old}")).await;
+    assert_eq!(was["status"], "failed", "an ended job stays ended");
+    assert_eq!(was["retried_by"], "anonymous", "who retried it: {was}");
+    let new_id = was["retried_as"].as_str().expect("the job that retries it");
+    let new = app.get_json(&format!("/catalog/jobs/{new_id}")).await;
+    assert_eq!(new["retry_of"], old, "the new job names the old one");
+    new_id.to_owned()
 }
 
 /// How many job rows the table shows now.
@@ -191,29 +204,13 @@ async fn every_failed_job_the_filters_match_is_retried_beyond_the_rows_shown_in_
         shown < BEYOND as u64,
         "the table shows {shown}, fewer than all"
     );
-    b.exec(
-        "const s = document.getElementById('filter-status'); s.value = 'failed';
-         s.dispatchEvent(new Event('change'));",
-        json!([]),
-    )
-    .await;
+    let status = "document.getElementById('filter-status').value = 'failed';";
+    b.exec(status, json!([])).await;
+    changed(&b, "#filter-status").await;
     let asks = format!("Retry {BEYOND} failed jobs matching the filter (every tenant");
-    let done = format!("Retry: {BEYOND} jobs done, 0 skipped.");
-    let (asked, said) = confirm(&b, "bulk-retry-all", &asks, "Retry").await;
-    every_call_was_made(&asked, &said, &done);
+    confirm_in_calls(&b, "bulk-retry-all", &asks, "Retry", BEYOND).await;
     for id in &old {
-        let was = app.get_json(&format!("/catalog/jobs/{id}")).await;
-        assert_eq!(
-            (was["status"].as_str(), was["retried_by"].as_str()),
-            (Some("failed"), Some("anonymous"))
-        );
-        let new_id = was["retried_as"].as_str().expect("the job that retries it");
-        let new = app.get_json(&format!("/catalog/jobs/{new_id}")).await;
-        assert_eq!(
-            new["retry_of"],
-            id.to_string(),
-            "the new job names the old one"
-        );
+        retried(&app, &id.to_string()).await;
     }
 }
 
@@ -240,15 +237,9 @@ async fn every_active_job_of_the_picked_tenant_is_cancelled_while_another_tenant
     b.goto(&app.url("/admin")).await;
     use_identity(&b, "", "").await;
     b.fill("[data-testid=tenant-picker]", t.as_str()).await;
-    b.exec(
-        "document.querySelector('[data-testid=tenant-picker]').dispatchEvent(new Event('change'));",
-        json!([]),
-    )
-    .await;
+    changed(&b, "[data-testid=tenant-picker]").await;
     let asks = format!("Cancel {BEYOND} active jobs of tenant {t}?");
-    let done = format!("Cancel: {BEYOND} jobs done, 0 skipped.");
-    let (asked, said) = confirm(&b, "bulk-cancel-tenant", &asks, "Cancel").await;
-    every_call_was_made(&asked, &said, &done);
+    confirm_in_calls(&b, "bulk-cancel-tenant", &asks, "Cancel", BEYOND).await;
     for id in &picked {
         app.wait_for_status(id, "cancelled").await;
         let job = app.get_json(&format!("/catalog/jobs/{id}")).await;

@@ -401,20 +401,23 @@ async fn every_control_is_labelled(b: &Browser) {
     assert_eq!(unlabelled, json!([]), "controls without a label");
 }
 
-async fn a_failed_sync_shows_its_error_class(b: &Browser, unreachable: &str) -> String {
-    b.fill("[data-testid=sync-source]", unreachable).await;
+/// Starts a sync of `source` from the page and waits until its card reads `status`: its id.
+async fn start_a_sync_until(b: &Browser, source: &str, status: &str) -> String {
+    b.fill("[data-testid=sync-source]", source).await;
     b.click("[data-testid=start-sync]").await;
-    let id = b
+    let card = b
         .wait_for(
-            "the sync failed",
+            &format!("a sync {status}"),
             "const c = document.querySelector('#live .job-card[data-kind=sync]');
-             return c && c.dataset.status === 'failed' && c.dataset.jobId;",
-            json!([]),
+             return c && c.dataset.status === arguments[0] && c.dataset.jobId;",
+            json!([status]),
         )
-        .await
-        .as_str()
-        .expect("a job id")
-        .to_owned();
+        .await;
+    card.as_str().expect("a job id").to_owned()
+}
+
+async fn a_failed_sync_shows_its_error_class(b: &Browser, unreachable: &str) -> String {
+    let id = start_a_sync_until(b, unreachable, "failed").await;
     row_reads(b, &id, "failed").await;
     b.wait_for(
         "the error class in the row",
@@ -479,18 +482,7 @@ async fn the_jobs_table_filters_by_status_and_kind_and_finds_a_job_by_id(
 
 /// Starts a sync of a held feed (a job that runs until the test releases it) and answers its id.
 async fn start_a_long_sync(b: &Browser, feed: &str) -> String {
-    b.fill("[data-testid=sync-source]", feed).await;
-    b.click("[data-testid=start-sync]").await;
-    b.wait_for(
-        "a held sync running",
-        "const c = document.querySelector('#live .job-card[data-kind=sync]');
-         return c && c.dataset.status === 'running' && c.dataset.jobId;",
-        json!([]),
-    )
-    .await
-    .as_str()
-    .expect("a job id")
-    .to_owned()
+    start_a_sync_until(b, feed, "running").await
 }
 
 async fn a_second_start_shows_already_running_with_a_link_to_the_job(b: &Browser, running: &str) {

@@ -10,7 +10,9 @@ use axum::http::header::RETRY_AFTER;
 use catalog_jobs::config::tokens::hash_token;
 use serde_json::{json, Value};
 
-use crate::helpers::{cli, code, serve, stderr, stdout, unique, HeldFeeds, Service};
+use crate::helpers::{
+    cli, code, serve, service_reading_held_feeds, stderr, stdout, unique, Service,
+};
 
 /// The rows of a table the CLI printed, without its header.
 fn rows(o: &std::process::Output) -> Vec<String> {
@@ -77,8 +79,7 @@ async fn jobs_filters_by_status_and_kind_and_pages_on_with_the_cursor_it_prints(
 
 #[tokio::test]
 async fn without_a_tenant_an_operator_lists_every_tenants_jobs_with_a_tenant_column() {
-    let feeds = HeldFeeds::start().await;
-    let svc = Service::embedded().reading(&feeds).start().await;
+    let (feeds, svc) = service_reading_held_feeds().await;
     let (a, b) = (unique("cli"), unique("cli"));
     let ids = [
         svc.start_sync(&a, &feeds.url("every-a")).await,

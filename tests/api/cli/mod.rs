@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::helpers::{
-    assert_plain, cli, code, free_port, in_a_terminal, serve, stderr, stdout, submit_a_demo_sync,
-    unique, HeldFeeds, Service, BIN,
+    assert_plain, cli, code, free_port, in_a_terminal, serve, service_reading_held_feeds,
+    service_with_an_unreachable_feed, stderr, stdout, submit_a_demo_sync, unique, HeldFeeds,
+    Service, BIN,
 };
 
 #[tokio::test]
@@ -61,13 +62,8 @@ async fn submit_prints_the_job_id_and_wait_follows_it_to_a_json_report_with_exit
 
 #[tokio::test]
 async fn a_job_that_fails_exits_1_and_says_its_error_class() {
-    // Nobody listens on this (allowed) port: the only source cannot be read, so the sync fails.
-    let port = free_port();
-    let svc = Service::embedded()
-        .env("SYNC_ALLOWED_HOSTS", format!("127.0.0.1:{port}"))
-        .start()
-        .await;
-    let source = format!("http://127.0.0.1:{port}/feed.jsonl");
+    // The only source cannot be read, so the sync fails.
+    let (svc, source) = service_with_an_unreachable_feed().await;
     let o = cli(
         &svc.base(),
         &[
@@ -91,8 +87,7 @@ async fn a_job_that_fails_exits_1_and_says_its_error_class() {
 
 #[tokio::test]
 async fn an_active_job_exits_3_with_its_id_and_attach_follows_it_to_the_end() {
-    let feeds = HeldFeeds::start().await;
-    let svc = Service::embedded().reading(&feeds).start().await;
+    let (feeds, svc) = service_reading_held_feeds().await;
     let tenant = unique("cli");
     let held = feeds.url("attach");
     let id = svc.start_sync(&tenant, &held).await;
@@ -241,8 +236,7 @@ async fn a_token_file_is_sent_as_a_bearer_header_and_never_in_the_url() {
 
 #[tokio::test]
 async fn watch_in_a_terminal_draws_a_progress_bar() {
-    let feeds = HeldFeeds::start().await;
-    let svc = Service::embedded().reading(&feeds).start().await;
+    let (feeds, svc) = service_reading_held_feeds().await;
     let id = svc.start_sync(&unique("cli"), &feeds.url("bar")).await;
     svc.wait_for_status(&id, "running").await;
     let command = format!("{BIN} watch {id} --server {}", svc.base());
@@ -266,8 +260,7 @@ async fn watch_in_a_terminal_draws_a_progress_bar() {
 
 #[tokio::test]
 async fn ctrl_c_stops_watching_and_leaves_the_job_running() {
-    let feeds = HeldFeeds::start().await;
-    let svc = Service::embedded().reading(&feeds).start().await;
+    let (feeds, svc) = service_reading_held_feeds().await;
     let id = svc.start_sync(&unique("cli"), &feeds.url("ctrlc")).await;
     svc.wait_for_status(&id, "running").await;
     let child = Command::new(BIN)

@@ -3,8 +3,8 @@
 //! active pipeline's id with exit 3, and a failing source's pipeline with exit 1.
 
 use crate::helpers::{
-    assert_plain, cli, code, free_port, in_a_terminal, stderr, stdout, unique, HeldFeeds, Service,
-    BIN,
+    assert_plain, cli, code, free_port, in_a_terminal, service_reading_held_feeds, stderr, stdout,
+    unique, HeldFeeds, Service, BIN,
 };
 
 /// The summary lines a refresh prints on stdout: one a step, then the pipeline's.
@@ -96,8 +96,7 @@ async fn an_active_refresh_exits_3_with_its_id_and_a_failing_source_exits_1_its_
 
 #[tokio::test]
 async fn refresh_in_a_terminal_draws_one_bar_per_step() {
-    let feeds = HeldFeeds::start().await;
-    let svc = Service::embedded().reading(&feeds).start().await;
+    let (feeds, svc) = service_reading_held_feeds().await;
     let tenant = unique("refresh");
     let held = feeds.url("bars");
     let command = format!(

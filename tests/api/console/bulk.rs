@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{
-    create, failed_job, new_job, settings, spawn_app_with, store, strings_of, tenant, test_config,
-    Backend, Gate, TestApp,
+    create, failed_job, new_job, settings, spawn_app_with, started_id, store, strings_of, tenant,
+    test_config, Backend, Gate, TestApp,
 };
 
 both_stores!(
@@ -55,15 +55,8 @@ async fn console(b: Backend) -> Console {
     ));
     let app = spawn_app_with(config, s.clone()).await;
     let held = tenant();
-    let r = app
-        .client
-        .post(app.url("/catalog/gated"))
-        .bearer_auth("ops")
-        .form(&[("tenant_id", held.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202);
+    let form = [("tenant_id", held.as_str())];
+    started_id(app.start_as("gated", &form, "ops").await).await;
     let gate = Gate::of(&held);
     gate.reached().await;
     Console {
@@ -98,14 +91,7 @@ async fn bulk(
 }
 
 async fn job(c: &Console, id: &str) -> Value {
-    let r = c
-        .app
-        .client
-        .get(c.app.url(&format!("/catalog/jobs/{id}")))
-        .bearer_auth("ops")
-        .send()
-        .await
-        .unwrap();
+    let r = c.app.get_as(&format!("/catalog/jobs/{id}"), "ops").await;
     assert_eq!(r.status(), 200, "{id}");
     r.json().await.unwrap()
 }
@@ -404,14 +390,8 @@ async fn a_dry_run_counts_every_job_a_filter_or_tenant_matches_and_calls_sent_ag
 
 /// Each of the tenant's jobs as the API lists it: id, status, `retried_by` and `retried_as`.
 async fn listed(c: &Console, t: &TenantId) -> Vec<Value> {
-    let r = c
-        .app
-        .client
-        .get(c.app.url(&format!("/catalog/jobs?tenant_id={t}&limit=100")))
-        .bearer_auth("ops")
-        .send()
-        .await
-        .unwrap();
+    let path = format!("/catalog/jobs?tenant_id={t}&limit=100");
+    let r = c.app.get_as(&path, "ops").await;
     assert_eq!(r.status(), 200);
     let page: Value = r.json().await.unwrap();
     page["jobs"]

@@ -155,12 +155,7 @@ async fn the_tenant_picker_lists_recent_tenants_by_prefix_and_a_removed_one_leav
         ids(&[&other]),
         "no prefix: every tenant"
     );
-    let r = app
-        .client
-        .delete(app.url(&format!("/catalog/tenants/{a}")))
-        .send()
-        .await
-        .unwrap();
+    let r = app.delete_tenant(a.as_str()).await;
     assert!(r.status().is_success(), "{}", r.status());
     assert_eq!(
         picked(&app, &format!("prefix={base}")).await,

@@ -6,7 +6,8 @@ use serde_json::Value;
 
 use crate::both_stores;
 use crate::helpers::{
-    settings, spawn_app, spawn_app_with, store, tenant, test_config, Backend, TestApp,
+    settings, spawn_app, spawn_app_with, store, tenant, tenant_routes, test_config, Backend,
+    TestApp,
 };
 use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::TenantId;
@@ -46,17 +47,6 @@ async fn app_with_every_scope(backend: Backend) -> Scoped {
     Scoped { app, a, b }
 }
 
-async fn send(app: &TestApp, method: Method, path: &str, token: &str) -> reqwest::Response {
-    app.client
-        .request(method, app.url(path))
-        .bearer_auth(token)
-        .header("content-type", "application/x-ndjson")
-        .body("")
-        .send()
-        .await
-        .expect("the app answers")
-}
-
 /// A job of tenant `t` that ended (a ticker run to its end by the operator).
 async fn ended_job(app: &TestApp, t: &TenantId) -> String {
     let r = app
@@ -74,13 +64,10 @@ async fn ended_job(app: &TestApp, t: &TenantId) -> String {
 
 /// Every route that changes something, for tenant `t` and its job `job`.
 fn changes(t: &TenantId, job: &str) -> Vec<(Method, String)> {
-    vec![
-        (Method::POST, format!("/catalog/ticker?tenant_id={t}")),
-        (Method::POST, format!("/catalog/jobs/{job}/cancel")),
-        (Method::POST, format!("/catalog/jobs/{job}/retry")),
-        (Method::POST, format!("/catalog/products?tenant_id={t}")),
-        (Method::DELETE, format!("/catalog/tenants/{t}")),
-    ]
+    let routes = tenant_routes(t, job).into_iter();
+    routes
+        .filter(|(method, _)| *method != Method::GET)
+        .collect()
 }
 
 /// Every read of tenant `t` and its job `job`.
@@ -98,11 +85,11 @@ async fn a_read_only_token_reads_its_scope_and_every_change_is_forbidden(b: Back
     let job = ended_job(&s.app, &s.a).await;
     for token in ["viewer-secret", "a-viewer-secret"] {
         for path in reads(&s.a, &job) {
-            let r = send(&s.app, Method::GET, &path, token).await;
+            let r = s.app.get_as(&path, token).await;
             assert_eq!(r.status(), StatusCode::OK, "{token} reads {path}");
         }
         for (method, path) in changes(&s.a, &job) {
-            let r = send(&s.app, method.clone(), &path, token).await;
+            let r = s.app.send_as(method.clone(), &path, Some(token)).await;
             assert_eq!(
                 r.status(),
                 StatusCode::FORBIDDEN,
@@ -115,7 +102,9 @@ async fn a_read_only_token_reads_its_scope_and_every_change_is_forbidden(b: Back
         }
     }
     let path = format!("/catalog/jobs?tenant_id={}", s.a);
-    let listing: Value = send(&s.app, Method::GET, &path, "ops-secret")
+    let listing: Value = s
+        .app
+        .get_as(&path, "ops-secret")
         .await
         .json()
         .await
@@ -125,7 +114,7 @@ async fn a_read_only_token_reads_its_scope_and_every_change_is_forbidden(b: Back
         Some(1),
         "no refused start or retry made a job: {listing}"
     );
-    let r = send(&s.app, Method::GET, "/catalog/jobs", "viewer-secret").await;
+    let r = s.app.get_as("/catalog/jobs", "viewer-secret").await;
     assert_eq!(r.status(), StatusCode::OK, "read:* lists every tenant");
 }
 
@@ -139,7 +128,7 @@ async fn a_read_only_tenant_token_reads_its_tenant_only(b: Backend) {
         (format!("/catalog/jobs?tenant_id={}", s.a), 200),
     ];
     for (path, status) in cases {
-        let r = send(&s.app, Method::GET, &path, "a-viewer-secret").await;
+        let r = s.app.get_as(&path, "a-viewer-secret").await;
         assert_eq!(r.status().as_u16(), status, "read:{} GET {path}", s.a);
     }
 }
@@ -169,7 +158,7 @@ async fn whoami_says_what_each_scope_may_do(b: Backend) {
         ),
     ];
     for (token, scope, tenant_id, read_only, stats, start) in cases {
-        let r = send(&s.app, Method::GET, "/catalog/whoami", token).await;
+        let r = s.app.get_as("/catalog/whoami", token).await;
         assert_eq!(r.status(), StatusCode::OK, "{token}");
         let me: Value = r.json().await.unwrap();
         assert_eq!(me["name"], format!("holder-of-{token}"));

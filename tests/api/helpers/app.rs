@@ -5,10 +5,12 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
+use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, Product, RedisCatalog};
 use catalog_jobs::catalog::Catalog;
 use catalog_jobs::config::Config;
+use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::store::JobStore;
+use catalog_jobs::jobs::TenantId;
 use catalog_jobs::startup::{catalog_settings, App};
 
 use super::{settings, shared_redis_url, store, test_registry, unique, Api, Backend};
@@ -78,6 +80,36 @@ pub fn catalog_store(backend: Backend) -> Arc<dyn CatalogStore> {
         Backend::Redis => Arc::new(
             RedisCatalog::open(&shared_redis_url(), &unique("cat")).expect("the redis url parses"),
         ),
+    }
+}
+
+/// A catalogue store of the given backend holding `n` demo products (made from `seed`) of a
+/// new tenant: the store, the tenant and the products.
+pub async fn demo_catalog(
+    backend: Backend,
+    n: usize,
+    seed: u64,
+) -> (Arc<dyn CatalogStore>, TenantId, Vec<Product>) {
+    let (store, t) = (catalog_store(backend), super::tenant());
+    let products = catalog_jobs::catalog::demo::generate(n, seed);
+    let (s, tt, p) = (store.clone(), t.clone(), products.clone());
+    super::blocking(move || s.upsert(&tt, &p, &Unfenced).expect("the store takes them")).await;
+    (store, t, products)
+}
+
+/// Every page of a paged store listing, from the first on: `page(cursor)` answers a page and
+/// the cursor of the next one, if any.
+pub fn store_pages<T, E: std::fmt::Debug>(
+    mut page: impl FnMut(Option<&str>) -> Result<(Vec<T>, Option<String>), E>,
+) -> Vec<Vec<T>> {
+    let (mut pages, mut cursor) = (Vec::new(), None);
+    loop {
+        let (items, next) = page(cursor.as_deref()).expect("the store answers a page");
+        pages.push(items);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => return pages,
+        }
     }
 }
 

@@ -5,8 +5,13 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use reqwest::{Response, StatusCode};
+use std::sync::Arc;
+
+use catalog_jobs::jobs::TenantId;
+use reqwest::{Method, Response, StatusCode};
 use serde_json::Value;
+
+use super::{Gate, HeldFeeds};
 
 /// How often a poll asks again.
 const POLL_EVERY: Duration = Duration::from_millis(20);
@@ -47,14 +52,19 @@ impl Api {
             .expect("the service answers")
     }
 
+    /// GET a path with these headers, whatever it answers.
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        let request = self.client.get(self.url(path));
+        let request = headers
+            .iter()
+            .fold(request, |r, (name, value)| r.header(*name, *value));
+        request.send().await.expect("the service answers")
+    }
+
     /// GET a path as an event stream (`Accept: text/event-stream`), whatever it answers.
     pub async fn stream(&self, path: &str) -> Response {
-        self.client
-            .get(self.url(path))
-            .header("accept", "text/event-stream")
-            .send()
+        self.get_with(path, &[("accept", "text/event-stream")])
             .await
-            .expect("the service answers")
     }
 
     /// GET a path and read its JSON body, whatever the status.
@@ -71,14 +81,79 @@ impl Api {
             .expect("the service answers")
     }
 
+    /// Sends `method path` with `token` as its bearer (`None`: no `Authorization`) and an
+    /// empty NDJSON body (an empty import, where the route reads one), whatever it answers.
+    pub async fn send_as(&self, method: Method, path: &str, token: Option<&str>) -> Response {
+        let mut request = self.client.request(method, self.url(path));
+        request = request
+            .header("content-type", "application/x-ndjson")
+            .body("");
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send().await.expect("the service answers")
+    }
+
+    /// GETs `path` with `token` as its bearer, whatever it answers.
+    pub async fn get_as(&self, path: &str, token: &str) -> Response {
+        self.send_as(Method::GET, path, Some(token)).await
+    }
+
     /// Asks for a job of `kind` (`POST /catalog/{kind}`).
     pub async fn start(&self, kind: &str, form: &[(&str, &str)]) -> Response {
         self.post_form(&format!("/catalog/{kind}"), form).await
     }
 
+    /// Asks for a job of `kind` with `token` as the bearer, whatever it answers.
+    pub async fn start_as(&self, kind: &str, form: &[(&str, &str)], token: &str) -> Response {
+        let request = self.client.post(self.url(&format!("/catalog/{kind}")));
+        let request = request.bearer_auth(token).form(form);
+        request.send().await.expect("the service answers")
+    }
+
     /// Starts a job and answers its id (the start must be accepted).
     pub async fn start_id(&self, kind: &str, form: &[(&str, &str)]) -> String {
         started_id(self.start(kind, form).await).await
+    }
+
+    /// Asks for a job of `kind` and reads its JSON answer, whatever the status.
+    pub async fn start_json(&self, kind: &str, form: &[(&str, &str)]) -> Value {
+        let answer = self.start(kind, form).await;
+        answer.json().await.expect("a JSON answer")
+    }
+
+    /// Asks for a job of `kind`, under an `Idempotency-Key` when one is given.
+    pub async fn start_keyed(
+        &self,
+        kind: &str,
+        form: &[(&str, &str)],
+        key: Option<&str>,
+    ) -> Response {
+        let mut request = self
+            .client
+            .post(self.url(&format!("/catalog/{kind}")))
+            .form(form);
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        request.send().await.expect("the service answers")
+    }
+
+    /// Starts a `gated` job of tenant `t` and waits until it holds at its gate (running, at
+    /// 50 %): the gate to release it by, and its id.
+    pub async fn start_gated(&self, t: &TenantId) -> (Arc<Gate>, String) {
+        let gate = Gate::of(t);
+        let id = self.start_id("gated", &[("tenant_id", t.as_str())]).await;
+        gate.reached().await;
+        (gate, id)
+    }
+
+    /// Starts a sync of `t` from the held feed `name` of `feeds` and waits until it runs
+    /// (polling through a store that is coming back): its id.
+    pub async fn start_held_sync(&self, feeds: &HeldFeeds, t: &TenantId, name: &str) -> String {
+        let id = self.start_sync(t.as_str(), &feeds.url(name)).await;
+        self.poll(&id, "running", running).await;
+        id
     }
 
     /// Starts a sync of the tenant's catalogue from one source; answers its id (the start
@@ -106,6 +181,18 @@ impl Api {
             .iter()
             .map(|j| j["job_id"].as_str().expect("a job id").to_owned())
             .collect()
+    }
+
+    /// Every page of a paged listing, from `path` (with its query) on, following each page's
+    /// `next_cursor` until a page has none; more than `at_most` pages fails the test.
+    pub async fn pages(&self, path: &str, at_most: usize) -> Vec<Value> {
+        let mut pages = vec![self.get_json(path).await];
+        while let Some(cursor) = pages[pages.len() - 1]["next_cursor"].as_str() {
+            assert!(pages.len() < at_most, "{path} goes on past {at_most} pages");
+            let next = self.get_json(&format!("{path}&cursor={cursor}")).await;
+            pages.push(next);
+        }
+        pages
     }
 
     /// Imports products into the tenant's catalogue (`POST /catalog/products`).
@@ -136,6 +223,16 @@ impl Api {
     /// `GET /catalog/jobs/{id}`, whatever it answers.
     pub async fn job(&self, id: &str) -> Response {
         self.get(&format!("/catalog/jobs/{id}")).await
+    }
+
+    /// Asks for the tenant to be removed (`DELETE /catalog/tenants/{t}`), whatever it answers.
+    pub async fn delete_tenant(&self, t: &str) -> Response {
+        let url = self.url(&format!("/catalog/tenants/{t}"));
+        self.client
+            .delete(url)
+            .send()
+            .await
+            .expect("the service answers")
     }
 
     /// Asks for the job to be cancelled (`POST /catalog/jobs/{id}/cancel`).
@@ -238,6 +335,14 @@ pub async fn started_id(r: Response) -> String {
     assert_eq!(r.status(), 202, "the job was accepted");
     let body: Value = r.json().await.expect("a JSON snapshot");
     body["job_id"].as_str().expect("a job id").to_owned()
+}
+
+/// The seconds an answer's `Retry-After` asks the client to wait (it must carry one).
+pub fn retry_after(r: &Response) -> u64 {
+    let header = r.headers()["retry-after"]
+        .to_str()
+        .expect("an ASCII header");
+    header.parse().expect("Retry-After in whole seconds")
 }
 
 /// An answer's status and its JSON body (it must have one).

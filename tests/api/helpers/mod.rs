@@ -128,12 +128,47 @@ fn scratch_root() -> &'static std::path::Path {
     root
 }
 
+/// Runs `command` to its end and answers its output, which must say it succeeded (else the
+/// failure names `what` and shows what it printed).
+pub fn run_to_success(command: &mut std::process::Command, what: &str) -> std::process::Output {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("{what} runs: {e}"));
+    let printed = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed: {}{}",
+        printed(&out.stdout),
+        printed(&out.stderr)
+    );
+    out
+}
+
 /// A loopback port nobody listens on now (a server started later may take it).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free loopback port")
+}
+
+/// Tries `attempt` again, 50 ms apart, until it succeeds, and answers what it found; fails
+/// the test with the last refusal if `patience` runs out first. For what no signal announces.
+pub async fn eventually<T>(
+    patience: Duration,
+    mut attempt: impl AsyncFnMut() -> Result<T, String>,
+) -> T {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match attempt().await {
+            Ok(found) => return found,
+            Err(not_yet) => assert!(
+                std::time::Instant::now() < deadline,
+                "not within {patience:?}: {not_yet}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Waits until the wall clock is well clear of the next minute, so that the requests of a

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::{free_port, RedisServer};
+use super::{free_port, run_to_success, RedisServer};
 
 /// A node's cluster bus listens on its port + 10000, so a node's port must leave room.
 const BUS_PORT_OFFSET: u16 = 10_000;
@@ -41,18 +41,13 @@ impl RedisCluster {
             })
             .collect();
         let cluster = Self { nodes };
-        let out = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(cluster.addresses())
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .output()
-            .expect("redis-cli runs (is redis-tools installed? see .ci/run)");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let mut create = Command::new("redis-cli");
+        create
+            .args(["--cluster", "create"])
+            .args(cluster.addresses());
+        create.args(["--cluster-replicas", "1", "--cluster-yes"]);
+        // redis-tools is installed by .ci/run.
+        run_to_success(&mut create, "redis-cli --cluster create");
         cluster.wait_until("the cluster has formed", FORMED_WITHIN, |c| c.formed());
         cluster
     }

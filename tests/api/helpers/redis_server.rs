@@ -335,6 +335,18 @@ fn wait_for_redis(url: &str) {
 static SHARED: OnceLock<(String, Option<RedisServer>)> = OnceLock::new();
 
 /// A connection of the test's own to the Redis at `url`.
+/// The keys that match `pattern` on the Redis behind `conn`, sorted (`KEYS` walks every key:
+/// for tests only).
+pub async fn keys_matching(
+    conn: &mut redis::aio::MultiplexedConnection,
+    pattern: &str,
+) -> Vec<String> {
+    let keys = redis::cmd("KEYS").arg(pattern).query_async(conn).await;
+    let mut keys: Vec<String> = keys.expect("Redis answers KEYS");
+    keys.sort();
+    keys
+}
+
 pub async fn redis_connection(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
         .expect("a valid redis url")

@@ -21,7 +21,9 @@ pub struct Service {
     api: Api,
 }
 
-/// What a service is started with: its store, the feeds it may read, more settings.
+/// What a service is started with: its store, the feeds it may read, more settings. A clone
+/// starts another replica with the same settings.
+#[derive(Clone)]
 #[must_use = "a launch does nothing until `.start().await`"]
 pub struct Launch {
     env: Vec<(String, String)>,
@@ -223,6 +225,25 @@ impl Launch {
         }
         svc
     }
+}
+
+/// Held feeds, and the built binary on the embedded store, allowed to read them.
+pub async fn service_reading_held_feeds() -> (HeldFeeds, Service) {
+    let feeds = HeldFeeds::start().await;
+    let svc = Service::embedded().reading(&feeds).start().await;
+    (feeds, svc)
+}
+
+/// The built binary on the embedded store, allowed to sync from a loopback port nobody
+/// listens on, and a feed there: a sync of it fails `SourceUnreachable`.
+pub async fn service_with_an_unreachable_feed() -> (Service, String) {
+    let port = free_port();
+    let allowed = format!("127.0.0.1:{port}");
+    let svc = Service::embedded()
+        .env("SYNC_ALLOWED_HOSTS", allowed)
+        .start()
+        .await;
+    (svc, format!("http://127.0.0.1:{port}/feed.jsonl"))
 }
 
 /// The demo feeds of the repository, whatever the test's working directory.

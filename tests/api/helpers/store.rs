@@ -99,6 +99,39 @@ pub async fn create(store: &dyn JobStore, job: &NewJob) -> Snapshot {
     }
 }
 
+/// A job of `kind` for `t`, created (it must be).
+pub async fn created(store: &dyn JobStore, t: &TenantId, kind: &str) -> NewJob {
+    let job = new_job(t, kind);
+    create(store, &job).await;
+    job
+}
+
+/// A job of `kind` for `t`, created and claimed as `start` does: the job, its snapshot as
+/// created, and its run.
+pub async fn started(store: &dyn JobStore, t: &TenantId, kind: &str) -> (NewJob, Snapshot, RunId) {
+    let job = new_job(t, kind);
+    let (snapshot, run) = start(store, &job).await;
+    (job, snapshot, run)
+}
+
+/// Creates `n` jobs at once, each made by `job`: each one's id and what the store answered it.
+pub async fn create_at_once(
+    store: &Arc<dyn JobStore>,
+    n: usize,
+    job: impl Fn() -> NewJob,
+) -> Vec<(JobId, Created)> {
+    let create = |job: NewJob| {
+        let store = store.clone();
+        tokio::spawn(async move { (job.id, store.create(job).await.expect("the store answers")) })
+    };
+    let tasks: Vec<_> = (0..n).map(|_| create(job())).collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.expect("the create ran to its end"));
+    }
+    answers
+}
+
 /// Every kind the store tests create jobs of.
 pub fn test_kinds() -> Vec<Kind> {
     ["sync", "enrich", "pair", "k1", "k2", "k3"]
@@ -167,6 +200,12 @@ pub async fn finish(
         .expect("the store answers")
 }
 
+/// Ends the claimed run with `outcome`, which the store must apply.
+pub async fn end(store: &dyn JobStore, claim: &Claim, outcome: Outcome) {
+    let answer = store.finish(claim.run_ref().ended(&outcome, 0)).await;
+    assert_eq!(answer.expect("the store answers"), Finish::Applied);
+}
+
 /// A failed job of `kind` for `t`, made in the store (created, claimed, failed): no runner
 /// runs `kind`, so it is the job claimed.
 pub async fn failed_job(store: &dyn JobStore, t: &TenantId, kind: &str) -> JobId {
@@ -208,33 +247,31 @@ impl CountingStore {
             creates: Arc::new(AtomicUsize::new(0)),
         }
     }
+
+    /// The answer to a create, counted once the store has given it.
+    async fn counted(
+        &self,
+        create: BoxFuture<'_, Result<Created, StoreError>>,
+    ) -> Result<Created, StoreError> {
+        let answer = create.await;
+        self.creates.fetch_add(1, Ordering::SeqCst);
+        answer
+    }
 }
 
 impl JobStore for CountingStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
-        Box::pin(async move {
-            let answer = self.inner.create(job).await;
-            self.creates.fetch_add(1, Ordering::SeqCst);
-            answer
-        })
+        Box::pin(self.counted(self.inner.create(job)))
     }
     fn create_claimed<'a>(
         &'a self,
         job: NewJob,
         worker: &'a str,
     ) -> BoxFuture<'a, Result<Created, StoreError>> {
-        Box::pin(async move {
-            let answer = self.inner.create_claimed(job, worker).await;
-            self.creates.fetch_add(1, Ordering::SeqCst);
-            answer
-        })
+        Box::pin(self.counted(self.inner.create_claimed(job, worker)))
     }
     fn create_pipeline(&self, pipeline: NewPipeline) -> BoxFuture<'_, Result<Created, StoreError>> {
-        Box::pin(async move {
-            let answer = self.inner.create_pipeline(pipeline).await;
-            self.creates.fetch_add(1, Ordering::SeqCst);
-            answer
-        })
+        Box::pin(self.counted(self.inner.create_pipeline(pipeline)))
     }
     fn claim<'a>(
         &'a self,

@@ -3,11 +3,28 @@
 
 use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::TenantId;
+use reqwest::Method;
 
 use super::tenant;
 
 /// The operator's token (`*`: every tenant).
 pub const OPERATOR: &str = "op-secret-token";
+
+/// Every route of tenant `t` and its job `job` that a token guards, as (method, path): the
+/// reads (GET) first, then the changes, removing the tenant last.
+pub fn tenant_routes(t: &TenantId, job: &str) -> Vec<(Method, String)> {
+    vec![
+        (Method::GET, format!("/catalog/jobs?tenant_id={t}")),
+        (Method::GET, format!("/catalog/jobs/{job}")),
+        (Method::GET, format!("/catalog/products?tenant_id={t}")),
+        (Method::GET, format!("/catalog/products/p1?tenant_id={t}")),
+        (Method::POST, format!("/catalog/ticker?tenant_id={t}")),
+        (Method::POST, format!("/catalog/jobs/{job}/cancel")),
+        (Method::POST, format!("/catalog/jobs/{job}/retry")),
+        (Method::POST, format!("/catalog/products?tenant_id={t}")),
+        (Method::DELETE, format!("/catalog/tenants/{t}")),
+    ]
+}
 
 /// Two new tenants, each with its own token (`{tenant}-secret`).
 pub struct Tokens {

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::helpers::{metrics_text, scrape, value, Sample};
+use crate::helpers::{metrics_text, scrape, service_reading_held_feeds, value, Sample};
 use crate::helpers::{started_id, tenant, HeldFeeds, Service};
 
 /// How long the service gets to count the ends it decided.
@@ -18,8 +18,7 @@ const ALL_CANCELLED: [&str; 4] = ["pipeline", "sync", "enrich", "pair"];
 
 #[tokio::test]
 async fn a_refresh_cancelled_during_its_sync_counts_itself_its_sync_and_its_skipped_steps_once() {
-    let feeds = HeldFeeds::start().await;
-    let svc = Service::embedded().reading(&feeds).start().await;
+    let (feeds, svc) = service_reading_held_feeds().await;
     let before = scrape(&metrics_text(&svc).await);
     let id = refresh(&svc, &feeds.url("cancelled")).await;
     svc.poll(&id, "syncing", |p| p["steps"][0]["status"] == "running")

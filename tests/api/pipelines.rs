@@ -355,23 +355,36 @@ async fn all_done<'a>(api: &Api, ids: impl Iterator<Item = &'a String>) -> Vec<V
     done
 }
 
-/// The counts a demo refresh done and a refresh whose sync fails add, once both ended.
-#[rustfmt::skip]
-const TWO_REFRESHES: &[(&str, &str, f64)] = &[
-    ("catalog_jobs_created_total", "kind=pipeline", 2.0),
-    ("catalog_jobs_created_total", "kind=sync", 2.0),
-    ("catalog_jobs_created_total", "kind=pair", 2.0),
-    ("catalog_jobs_finished_total", "kind=pipeline&status=done", 1.0),
-    ("catalog_jobs_finished_total", "kind=pipeline&status=failed&error=SourceUnreachable", 1.0),
-    ("catalog_jobs_finished_total", "kind=pair&status=done", 1.0),
-    // The failed refresh's enrich and pair never ran: they end cancelled (skipped), and count.
-    ("catalog_jobs_finished_total", "kind=enrich&status=cancelled", 1.0),
-    ("catalog_jobs_finished_total", "kind=pair&status=cancelled", 1.0),
+/// The counts a demo refresh done and a refresh whose sync fails add, once both ended: by
+/// counter, each set of labels and what it adds.
+const TWO_REFRESHES: &[(&str, &[(&str, f64)])] = &[
+    (
+        "catalog_jobs_created_total",
+        &[
+            ("kind=pipeline", 2.0),
+            ("kind=sync", 2.0),
+            ("kind=pair", 2.0),
+        ],
+    ),
+    (
+        "catalog_jobs_finished_total",
+        &[
+            ("kind=pipeline&status=done", 1.0),
+            ("kind=pipeline&status=failed&error=SourceUnreachable", 1.0),
+            ("kind=pair&status=done", 1.0),
+            // The failed refresh's enrich and pair never ran: they end cancelled (skipped),
+            // and count.
+            ("kind=enrich&status=cancelled", 1.0),
+            ("kind=pair&status=cancelled", 1.0),
+        ],
+    ),
 ];
 
 #[tokio::test]
 async fn metrics_count_a_refresh_as_a_job_of_kind_pipeline_besides_its_steps() {
-    use crate::helpers::{metrics_text, scrape, service_with_an_unreachable_feed, value};
+    use crate::helpers::{
+        eventually, metrics_text, scrape, service_with_an_unreachable_feed, value,
+    };
     let (svc, nowhere) = service_with_an_unreachable_feed().await;
     let before = scrape(&metrics_text(&svc).await);
     let done = [("source", "demo.jsonl"), ("wait", "true")];
@@ -383,21 +396,25 @@ async fn metrics_count_a_refresh_as_a_job_of_kind_pipeline_besides_its_steps() {
     );
     // The process that ran the last step counts the pipeline's end just after the store
     // step that ended both, which may be after `wait=true` answered.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    let counted = async || {
         let after = scrape(&metrics_text(&svc).await);
-        let delta = |name: &str, labels: &[(&str, &str)]| {
-            value(&after, name, labels) - value(&before, name, labels)
+        let delta = |name: &str, labels: &str| {
+            let labels = pairs(labels);
+            value(&after, name, &labels) - value(&before, name, &labels)
         };
-        let seen: Vec<f64> = TWO_REFRESHES
+        let rows = TWO_REFRESHES
             .iter()
-            .map(|(name, labels, _)| delta(name, &pairs(labels)))
-            .collect();
-        let wanted: Vec<f64> = TWO_REFRESHES.iter().map(|(_, _, n)| *n).collect();
-        if seen == wanted || std::time::Instant::now() > deadline {
-            assert_eq!(seen, wanted, "{TWO_REFRESHES:?}");
-            break;
+            .flat_map(|(name, rows)| rows.iter().map(move |r| (*name, r)));
+        let (mut seen, mut wanted) = (Vec::new(), Vec::new());
+        for (name, (labels, adds)) in rows {
+            seen.push((name, *labels, delta(name, labels)));
+            wanted.push((name, *labels, *adds));
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+        if seen == wanted {
+            Ok(())
+        } else {
+            Err(format!("counted {seen:?}, not {wanted:?}"))
+        }
+    };
+    eventually(std::time::Duration::from_secs(10), counted).await;
 }

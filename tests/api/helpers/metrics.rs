@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::Service;
+use super::{eventually, Api, Service};
 
 /// One sample of a scrape: its name, labels and value.
 #[derive(Debug)]
@@ -155,7 +155,7 @@ pub fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
-pub async fn metrics_text(svc: &Service) -> String {
+pub async fn metrics_text(svc: &Api) -> String {
     let r = svc.get("/metrics").await;
     assert_eq!(r.status(), 200);
     assert!(r.headers()["content-type"]
@@ -167,6 +167,36 @@ pub async fn metrics_text(svc: &Service) -> String {
 
 /// How long an end may take to be counted after the answer that reported it.
 const COUNTED_WITHIN: Duration = Duration::from_secs(10);
+
+/// A count a test expects to move: what it stands for, its labels, and by how much.
+pub type Moved<'a> = (&'a str, &'a [(&'a str, &'a str)], f64);
+
+/// Waits until each count of `wanted` in `counter` has moved by its amount since `before`
+/// (for at most [`COUNTED_WITHIN`]), then checks that `stays` later none has moved further:
+/// each end counted once.
+pub async fn counted_once(
+    api: &Api,
+    counter: &str,
+    before: &[Sample],
+    wanted: &[Moved<'_>],
+    stays: Duration,
+) {
+    let moved = |after: &[Sample]| -> Vec<f64> {
+        let by = |labels: &[(&str, &str)]| {
+            value(after, counter, labels) - value(before, counter, labels)
+        };
+        wanted.iter().map(|(_, labels, _)| by(labels)).collect()
+    };
+    let expected: Vec<f64> = wanted.iter().map(|(_, _, by)| *by).collect();
+    let counted = async || match moved(&scrape(&metrics_text(api).await)) {
+        seen if seen == expected => Ok(()),
+        seen => Err(format!("{wanted:?} moved by {seen:?}")),
+    };
+    eventually(COUNTED_WITHIN, counted).await;
+    tokio::time::sleep(stays).await;
+    let seen = moved(&scrape(&metrics_text(api).await));
+    assert_eq!(seen, expected, "counted once: {wanted:?}");
+}
 
 /// Scrapes until `ready` holds of the samples, or for at most [`COUNTED_WITHIN`]; answers
 /// the last scrape. A run counts its end just after the store step that wakes a waiting

@@ -259,6 +259,24 @@ impl CountingStore {
     }
 }
 
+/// What `CountingStore` hands to its inner store as it is, a line each: an `async` method
+/// answers a store result (every borrowed argument lives for `'a`), and one that ends
+/// `counting c` adds one to the counter `c` first; the others answer as the trait declares.
+macro_rules! forwarded {
+    (
+        $(async fn $name:ident($($arg:ident: $ty:ty),*) -> $answer:ty $(, counting $c:ident)?;)*
+        $(fn $plain:ident(&self $(, $parg:ident: $pty:ty)*) -> $ret:ty;)*
+    ) => {
+        $(fn $name<'a>(&'a self, $($arg: $ty),*) -> BoxFuture<'a, Result<$answer, StoreError>> {
+            $(self.$c.fetch_add(1, Ordering::Relaxed);)?
+            self.inner.$name($($arg),*)
+        })*
+        $(fn $plain(&self $(, $parg: $pty)*) -> $ret {
+            self.inner.$plain($($parg),*)
+        })*
+    };
+}
+
 impl JobStore for CountingStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
         Box::pin(self.counted(self.inner.create(job)))
@@ -273,148 +291,50 @@ impl JobStore for CountingStore {
     fn create_pipeline(&self, pipeline: NewPipeline) -> BoxFuture<'_, Result<Created, StoreError>> {
         Box::pin(self.counted(self.inner.create_pipeline(pipeline)))
     }
-    fn claim<'a>(
-        &'a self,
-        worker: &'a str,
-        kinds: &'a [Kind],
-    ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
-        self.inner.claim(worker, kinds)
-    }
-    fn tick<'a>(
-        &'a self,
-        run: &'a RunId,
-        percent: u8,
-        step: &'a str,
-    ) -> BoxFuture<'a, Result<Tick, StoreError>> {
-        self.ticks.fetch_add(1, Ordering::Relaxed);
-        self.inner.tick(run, percent, step)
-    }
-    fn renew<'a>(&'a self, runs: &'a [RunId]) -> BoxFuture<'a, Result<Vec<Renewal>, StoreError>> {
-        self.heartbeats.fetch_add(1, Ordering::Relaxed);
-        self.inner.renew(runs)
-    }
-    fn finish<'a>(&'a self, end: RunEnd<'a>) -> BoxFuture<'a, Result<Finish, StoreError>> {
-        self.inner.finish(end)
-    }
-    fn restore<'a>(
-        &'a self,
-        run: RunRef<'a>,
-        live: &'a Live,
-    ) -> BoxFuture<'a, Result<Restore, StoreError>> {
-        self.inner.restore(run, live)
-    }
-    fn release<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Release, StoreError>> {
-        self.inner.release(run)
-    }
-    fn recover(&self) -> BoxFuture<'_, Result<Vec<Recovered>, StoreError>> {
-        self.inner.recover()
-    }
-    fn cancel<'a>(
-        &'a self,
-        id: &'a JobId,
-        by: &'a str,
-    ) -> BoxFuture<'a, Result<Cancel, StoreError>> {
-        self.inner.cancel(id, by)
-    }
-    fn purge<'a>(
-        &'a self,
-        tenant: &'a TenantId,
-        kinds: &'a [Kind],
-        hashes: &'a [String],
-    ) -> BoxFuture<'a, Result<Purge, StoreError>> {
-        self.inner.purge(tenant, kinds, hashes)
-    }
-    fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
-        self.inner.get(id)
-    }
-    fn recent<'a>(
-        &'a self,
-        tenant: &'a TenantId,
-        limit: usize,
-    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
-        self.inner.recent(tenant, limit)
-    }
-    fn active(&self) -> BoxFuture<'_, Result<Vec<Snapshot>, StoreError>> {
-        self.inner.active()
-    }
-    fn overview(&self) -> BoxFuture<'_, Result<Overview, StoreError>> {
-        self.inner.overview()
-    }
-    fn leave(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.inner.leave()
-    }
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
         self.inner.subscribe()
-    }
-    fn timeline<'a>(
-        &'a self,
-        id: &'a JobId,
-        after: Option<EventId>,
-    ) -> BoxFuture<'a, Result<Vec<TimelineEvent>, StoreError>> {
-        self.inner.timeline(id, after)
     }
     fn watch_tenant<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, TenantWatch> {
         self.inner.watch_tenant(tenant)
     }
-    fn queued_by_kind(&self) -> BoxFuture<'_, Result<Vec<(Kind, u64)>, StoreError>> {
-        self.inner.queued_by_kind()
-    }
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.inner.ping()
-    }
-    fn is_durable(&self) -> bool {
-        self.inner.is_durable()
-    }
-    fn settings(&self) -> &StoreSettings {
-        self.inner.settings()
-    }
-
-    fn while_held(&self, writer: &Writer, write: &mut dyn FnMut()) -> Hold {
-        self.inner.while_held(writer, write)
-    }
-
-    fn fence_keys(&self, writer: &Writer) -> Option<ScriptFence> {
-        self.inner.fence_keys(writer)
-    }
-
-    fn tombstone<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<u64, StoreError>> {
-        self.inner.tombstone(tenant)
+    forwarded! {
+        async fn claim(worker: &'a str, kinds: &'a [Kind]) -> Option<Claim>;
+        async fn tick(run: &'a RunId, percent: u8, step: &'a str) -> Tick, counting ticks;
+        async fn renew(runs: &'a [RunId]) -> Vec<Renewal>, counting heartbeats;
+        async fn finish(end: RunEnd<'a>) -> Finish;
+        async fn restore(run: RunRef<'a>, live: &'a Live) -> Restore;
+        async fn release(run: &'a RunId) -> Release;
+        async fn recover() -> Vec<Recovered>;
+        async fn cancel(id: &'a JobId, by: &'a str) -> Cancel;
+        async fn purge(tenant: &'a TenantId, kinds: &'a [Kind], hashes: &'a [String]) -> Purge;
+        async fn get(id: &'a JobId) -> Option<Snapshot>;
+        async fn recent(tenant: &'a TenantId, limit: usize) -> Vec<Snapshot>;
+        async fn active() -> Vec<Snapshot>;
+        async fn overview() -> Overview;
+        async fn leave() -> ();
+        async fn timeline(id: &'a JobId, after: Option<EventId>) -> Vec<TimelineEvent>;
+        async fn queued_by_kind() -> Vec<(Kind, u64)>;
+        async fn ping() -> ();
+        async fn tombstone(tenant: &'a TenantId) -> u64;
+        fn is_durable(&self) -> bool;
+        fn settings(&self) -> &StoreSettings;
+        fn while_held(&self, writer: &Writer, write: &mut dyn FnMut()) -> Hold;
+        fn fence_keys(&self, writer: &Writer) -> Option<ScriptFence>;
     }
 }
 
 impl Browse for CountingStore {
-    fn index_page(
-        &self,
-        after: Option<Position>,
-        count: usize,
-    ) -> BoxFuture<'_, Result<Vec<Position>, StoreError>> {
-        self.inner.index_page(after, count)
-    }
-    fn get_many<'a>(
-        &'a self,
-        ids: &'a [JobId],
-    ) -> BoxFuture<'a, Result<Vec<Snapshot>, StoreError>> {
-        self.inner.get_many(ids)
-    }
-    fn recent_tenants(&self) -> BoxFuture<'_, Result<Vec<(TenantId, u64)>, StoreError>> {
-        self.inner.recent_tenants()
+    forwarded! {
+        async fn index_page(after: Option<Position>, count: usize) -> Vec<Position>;
+        async fn get_many(ids: &'a [JobId]) -> Vec<Snapshot>;
+        async fn recent_tenants() -> Vec<(TenantId, u64)>;
     }
 }
 
 impl Audit for CountingStore {
-    fn recall_answer<'a>(
-        &'a self,
-        slot: &'a str,
-    ) -> BoxFuture<'a, Result<Option<KeptAnswer>, StoreError>> {
-        self.inner.recall_answer(slot)
-    }
-    fn keep_answer<'a>(
-        &'a self,
-        slot: &'a str,
-        fingerprint: &'a str,
-        answer: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.keep_answer(slot, fingerprint, answer)
+    forwarded! {
+        async fn recall_answer(slot: &'a str) -> Option<KeptAnswer>;
+        async fn keep_answer(slot: &'a str, fingerprint: &'a str, answer: &'a str) -> ();
     }
 }
 

@@ -3,13 +3,11 @@
 //! cancelled: no run ends a step that never ran), whether it ended when its running sync
 //! stopped or at once because none of it had started. Through the real binary.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::helpers::{metrics_text, scrape, service_reading_held_feeds, value, Sample};
+use crate::helpers::{self, metrics_text, scrape, service_reading_held_feeds, Moved, Sample};
 use crate::helpers::{started_id, tenant, HeldFeeds, Service};
 
-/// How long the service gets to count the ends it decided.
-const COUNTED_WITHIN: Duration = Duration::from_secs(10);
 /// How long the counts must then stay where they are.
 const STAYS_FOR: Duration = Duration::from_secs(1);
 
@@ -59,30 +57,13 @@ async fn refresh(svc: &Service, source: &str) -> String {
     started_id(svc.post_form("/catalog/pipeline", &form).await).await
 }
 
-/// Waits for each kind of [`ALL_CANCELLED`] to have one more cancelled end than in `before`,
-/// then checks the counts stay there.
+/// Checks that each kind of [`ALL_CANCELLED`] has one more cancelled end than in `before`,
+/// counted once.
 async fn counted_once(svc: &Service, before: &[Sample]) {
-    let moved = |after: &[Sample]| -> Vec<f64> {
-        ALL_CANCELLED
-            .iter()
-            .map(|kind| {
-                let labels = [("kind", *kind), ("status", "cancelled")];
-                value(after, "catalog_jobs_finished_total", &labels)
-                    - value(before, "catalog_jobs_finished_total", &labels)
-            })
-            .collect()
-    };
-    let once = vec![1.0; ALL_CANCELLED.len()];
-    let deadline = Instant::now() + COUNTED_WITHIN;
-    loop {
-        let seen = moved(&scrape(&metrics_text(svc).await));
-        if seen == once || Instant::now() > deadline {
-            assert_eq!(seen, once, "cancelled ends of {ALL_CANCELLED:?}");
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(STAYS_FOR).await;
-    let seen = moved(&scrape(&metrics_text(svc).await));
-    assert_eq!(seen, once, "counted once: {ALL_CANCELLED:?}");
+    let labels = ALL_CANCELLED.map(|kind| [("kind", kind), ("status", "cancelled")]);
+    let wanted: Vec<Moved> = (0..ALL_CANCELLED.len())
+        .map(|k| (ALL_CANCELLED[k], &labels[k][..], 1.0))
+        .collect();
+    let finished = "catalog_jobs_finished_total";
+    helpers::counted_once(svc, finished, before, &wanted, STAYS_FOR).await;
 }

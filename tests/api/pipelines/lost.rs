@@ -9,17 +9,15 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use catalog_jobs::config::Config;
 use catalog_jobs::jobs::store::{JobStore, StoreSettings};
 use catalog_jobs::jobs::{Kind, Status};
 
 use crate::both_stores;
-use crate::helpers::{
-    claim_next, pipeline_of, scrape, settings, spawn_app_with, store, tenant, test_config, value,
-    Backend, Sample, TestApp,
-};
+use crate::helpers::{self, claim_next, eventually, pipeline_of, scrape, settings, spawn_app_with};
+use crate::helpers::{store, tenant, test_config, Backend, Moved, Sample, TestApp};
 
 both_stores!(
     a_refresh_whose_step_ran_out_of_attempts_counts_failed_lost_once_with_its_step,
@@ -37,7 +35,7 @@ const SWEEP: Duration = Duration::from_millis(50);
 const COUNTED_WITHIN: Duration = Duration::from_secs(10);
 
 /// Which count, its labels, and how much it should have moved by.
-type Delta = (&'static str, &'static [(&'static str, &'static str)], f64);
+type Delta = Moved<'static>;
 type Deltas = Vec<Delta>;
 
 /// The refresh's own end, counted once.
@@ -101,40 +99,18 @@ async fn finished_counts(app: &TestApp) -> Vec<Sample> {
 
 /// A ghost claims the refresh's first step (once the queue offers it) and never renews.
 async fn ghost_claims(s: &dyn JobStore, attempt: u32) {
-    let deadline = Instant::now() + COUNTED_WITHIN;
-    loop {
-        if let Some(claim) = claim_next(s, "ghost/1").await {
-            assert_eq!(claim.attempt, attempt);
-            return;
-        }
-        assert!(Instant::now() < deadline, "the step was never queued again");
-        tokio::time::sleep(SWEEP).await;
-    }
+    let queued = async || {
+        let claim = claim_next(s, "ghost/1").await;
+        claim.ok_or_else(|| "the step was never queued again".to_owned())
+    };
+    assert_eq!(eventually(COUNTED_WITHIN, queued).await.attempt, attempt);
 }
 
-/// Waits for the finished counts to have moved by `wanted` since `before`, then checks they
-/// stay there across further sweeps (counted once).
+/// Checks that the finished counts have moved by `wanted` since `before`, and stay there
+/// across further sweeps (counted once).
 async fn counted_once(app: &TestApp, before: &[Sample], wanted: &Deltas) {
-    let name = "catalog_jobs_finished_total";
-    let moved = |after: &[Sample]| -> Vec<f64> {
-        wanted
-            .iter()
-            .map(|(_, labels, _)| value(after, name, labels) - value(before, name, labels))
-            .collect()
-    };
-    let expected: Vec<f64> = wanted.iter().map(|(_, _, n)| *n).collect();
-    let deadline = Instant::now() + COUNTED_WITHIN;
-    loop {
-        let seen = moved(&finished_counts(app).await);
-        if seen == expected || Instant::now() > deadline {
-            assert_eq!(seen, expected, "{wanted:?}");
-            break;
-        }
-        tokio::time::sleep(SWEEP).await;
-    }
-    tokio::time::sleep(STALE * 2).await;
-    let seen = moved(&finished_counts(app).await);
-    assert_eq!(seen, expected, "counted once: {wanted:?}");
+    let finished = "catalog_jobs_finished_total";
+    helpers::counted_once(app, finished, before, wanted, STALE * 2).await;
 }
 
 /// The store's ends by kind and outcome (the overview's figures).

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use catalog_jobs::catalog::products::{
-    CatalogStore, MemoryCatalog, Neighbour, Product, ProductKey, RedisCatalog, Swap,
+    CatalogStore, MemoryCatalog, Neighbour, ProductKey, RedisCatalog, Swap,
 };
 use catalog_jobs::catalog::{Catalog, CatalogError, CatalogSettings};
 use catalog_jobs::jobs::fence::{Fence, StoreFence, Unfenced};
@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::both_stores;
 use crate::helpers::{
     blocking, claim_queued, create, end, new_job, pair_as, run_fence, settings, shared_redis_url,
-    start, store, tenant, unique, Backend,
+    start, store, t_shirts, tenant, unique, Backend,
 };
 
 both_stores!(
@@ -37,21 +37,6 @@ fn stores(b: Backend) -> (Arc<dyn JobStore>, Arc<dyn CatalogStore>) {
         }
     };
     (store(b, settings()), catalog)
-}
-
-/// Three products pair joins (p0, p1, p2: t-shirts of three colours).
-pub fn t_shirts() -> Vec<Product> {
-    [
-        "red cotton t-shirt",
-        "blue cotton t-shirt",
-        "green cotton t-shirt",
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, name)| {
-        Product::from_json(json!({"product_key": format!("p{i}"), "name": name})).unwrap()
-    })
-    .collect()
 }
 
 /// A pair job of `t`, claimed: its first run.

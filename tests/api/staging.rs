@@ -16,10 +16,9 @@ use catalog_jobs::jobs::store::{Cancel, JobStore, Purge};
 use catalog_jobs::jobs::{Status, TenantId};
 
 use crate::both_stores;
-use crate::fence::t_shirts;
 use crate::helpers::{
     blocking, catalog_store, claim_queued, create, keys_matching, new_job, pair_as, run_fence,
-    settings, shared_redis, store, tenant, test_kinds, Backend,
+    settings, shared_redis, store, t_shirts, tenant, test_kinds, Backend,
 };
 
 both_stores!(

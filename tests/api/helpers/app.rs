@@ -5,15 +5,13 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, Product, RedisCatalog};
+use catalog_jobs::catalog::products::MemoryCatalog;
 use catalog_jobs::catalog::Catalog;
 use catalog_jobs::config::Config;
-use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::store::JobStore;
-use catalog_jobs::jobs::TenantId;
 use catalog_jobs::startup::{catalog_settings, App};
 
-use super::{settings, shared_redis_url, store, test_registry, unique, Api, Backend};
+use super::{catalog_store, settings, store, test_registry, Api, Backend};
 
 /// A running app: its address, its job store, and its API (`app.get_json(…)`, `app.wait_for(…)`).
 pub struct TestApp {
@@ -71,46 +69,6 @@ pub fn test_catalog(config: &Config) -> Arc<Catalog> {
         store: Arc::new(MemoryCatalog::new()),
         settings: catalog_settings(config).expect("the allow-list parses"),
     })
-}
-
-/// A catalogue store of the given backend, in its own key namespace.
-pub fn catalog_store(backend: Backend) -> Arc<dyn CatalogStore> {
-    match backend {
-        Backend::Memory => Arc::new(MemoryCatalog::new()),
-        Backend::Redis => Arc::new(
-            RedisCatalog::open(&shared_redis_url(), &unique("cat")).expect("the redis url parses"),
-        ),
-    }
-}
-
-/// A catalogue store of the given backend holding `n` demo products (made from `seed`) of a
-/// new tenant: the store, the tenant and the products.
-pub async fn demo_catalog(
-    backend: Backend,
-    n: usize,
-    seed: u64,
-) -> (Arc<dyn CatalogStore>, TenantId, Vec<Product>) {
-    let (store, t) = (catalog_store(backend), super::tenant());
-    let products = catalog_jobs::catalog::demo::generate(n, seed);
-    let (s, tt, p) = (store.clone(), t.clone(), products.clone());
-    super::blocking(move || s.upsert(&tt, &p, &Unfenced).expect("the store takes them")).await;
-    (store, t, products)
-}
-
-/// Every page of a paged store listing, from the first on: `page(cursor)` answers a page and
-/// the cursor of the next one, if any.
-pub fn store_pages<T, E: std::fmt::Debug>(
-    mut page: impl FnMut(Option<&str>) -> Result<(Vec<T>, Option<String>), E>,
-) -> Vec<Vec<T>> {
-    let (mut pages, mut cursor) = (Vec::new(), None);
-    loop {
-        let (items, next) = page(cursor.as_deref()).expect("the store answers a page");
-        pages.push(items);
-        match next {
-            Some(next) => cursor = Some(next),
-            None => return pages,
-        }
-    }
 }
 
 /// The real service with the real catalogue job kinds (sync, enrich, pair), on one backend.

@@ -1,12 +1,14 @@
 //! The one test harness every integration test uses: real processes and real HTTP.
 //! `redis_server` starts `redis-server` (shared once per binary, or one per test, or a
 //! sentinel set); `redis_cluster` a loopback Redis Cluster, once per binary; `app` runs the
-//! app in this process on port 0; `service` runs the built binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`;
+//! app in this process on port 0; `catalog` makes catalogue stores and products;
+//! `service` runs the built binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`;
 //! `client` is the API both apps answer, `metrics` reads `/metrics`, `cli` the binary's client subcommands; `tokens` says who may call it;
 //! `replicas` two replicas of the binary on one Redis, for the overview.
 //! Tests isolate themselves by tenant and key prefix, never by FLUSHDB.
 
 mod app;
+mod catalog;
 mod cli;
 mod client;
 mod feeds;
@@ -27,6 +29,7 @@ use std::time::Duration;
 use catalog_jobs::jobs::{JobId, TenantId};
 
 pub use app::*;
+pub use catalog::*;
 pub use cli::*;
 pub use client::*;
 pub use feeds::*;

@@ -10,7 +10,8 @@ use tokio::sync::mpsc;
 
 use crate::both_stores;
 use crate::helpers::{
-    running, spawn_catalog_app, tenant, test_config, Api, Backend, HeldFeeds, RedisServer, Service,
+    eventually, running, spawn_catalog_app, tenant, test_config, Api, Backend, HeldFeeds,
+    RedisServer, Service,
 };
 
 both_stores!(an_import_streaming_into_a_tenant_being_deleted_stops_and_says_what_it_saved);
@@ -125,11 +126,11 @@ async fn an_import_streaming_into_a_tenant_being_deleted_stops_and_says_what_it_
         tx.send(Ok(rows(start, start + 1000))).await.unwrap();
     }
     // Saved batches are the signal that the import is under way.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while products(&app, t.as_str()).await == 0 {
-        assert!(std::time::Instant::now() < deadline, "the import saves");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let saves = async || match products(&app, t.as_str()).await {
+        0 => Err("the import never saved a batch".to_owned()),
+        _ => Ok(()),
+    };
+    eventually(Duration::from_secs(20), saves).await;
     let (status, removed) = delete(&app, t.as_str()).await;
     assert_eq!(status, 200, "{removed}");
     // The rest of the body: the import stops at its next batch, so a send may find it gone.

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::helpers::{
-    free_port, keys_matching, running, tenant, HeldFeeds, RedisServer, Service, HELD_ROWS,
+    eventually, free_port, keys_matching, running, tenant, HeldFeeds, RedisServer, Service,
+    HELD_ROWS,
 };
 
 async fn outage(keep_data: bool) {
@@ -212,11 +213,11 @@ async fn sigterm_lets_short_jobs_finish_gives_long_ones_back_and_exits_zero() {
     svc.poll(&long, "running", running).await;
     svc.signal("TERM");
     // Readiness turns 503 as soon as the signal is handled: the moment to try a new job.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while svc.readyz().await.status() != 503 {
-        assert!(Instant::now() < deadline, "readiness reports the shutdown");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let reported = async || match svc.readyz().await.status().as_u16() {
+        503 => Ok(()),
+        other => Err(format!("readiness still answers {other}, not the shutdown")),
+    };
+    eventually(Duration::from_secs(5), reported).await;
     let refused = svc.sync(tenant().as_str(), &["demo.jsonl".into()]).await;
     assert_eq!(refused.status(), 503);
     assert_eq!(
@@ -626,11 +627,12 @@ async fn two_hundred_silent_sockets_under_a_128_file_limit_do_not_make_the_servi
         .build()
         .unwrap();
     let health = format!("http://127.0.0.1:{port}/healthz");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while client.get(&health).send().await.is_err() {
-        assert!(Instant::now() < deadline, "the service came up");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // No signal exists for "the port is bound" in another process: poll it.
+    let up = async || match client.get(&health).send().await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("the service never came up: {e}")),
+    };
+    eventually(Duration::from_secs(10), up).await;
     let mut silent = Vec::new();
     for _ in 0..200 {
         match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::{
-    spawn_catalog_app, status_and_json, temp_dir, tenant, test_config, Backend, TestApp,
+    eventually, spawn_catalog_app, status_and_json, temp_dir, tenant, test_config, Backend, TestApp,
 };
 
 both_stores!(
@@ -598,11 +598,11 @@ async fn beyond_max_concurrent_imports_an_import_is_refused_as_overloaded_while_
         held_import(app.addr, t2.as_str(), &rest).await,
     ];
     // The service says how many imports hold a slot; polling it is the signal.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while app.get_json("/readyz").await["active_imports"] != 2 {
-        assert!(Instant::now() < deadline, "both held imports started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let both_started = async || match app.get_json("/readyz").await["active_imports"].as_u64() {
+        Some(2) => Ok(()),
+        held => Err(format!("{held:?} of the two held imports started")),
+    };
+    eventually(Duration::from_secs(20), both_started).await;
     let r = app
         .client
         .post(app.url(&format!("/catalog/products?tenant_id={t3}")))

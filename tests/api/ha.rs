@@ -36,8 +36,7 @@ async fn start_ha() -> HaRedis {
 /// `/readyz`'s topology once it names the primary on `port` (the service followed it) with
 /// `replicas` replicas acknowledging it.
 async fn following(svc: &Service, port: u16, replicas: u64) -> Value {
-    let deadline = Instant::now() + FAILOVER_WITHIN;
-    loop {
+    let followed = async || {
         let r = svc.readyz().await;
         if r.status() == 200 {
             let topology = r.json::<Value>().await.unwrap()["topology"].clone();
@@ -46,15 +45,14 @@ async fn following(svc: &Service, port: u16, replicas: u64) -> Value {
                 .is_some_and(|p| p.ends_with(&format!(":{port}")))
                 && topology["replicas"] == replicas
             {
-                return topology;
+                return Ok(topology);
             }
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "the service never followed the primary to port {port} with {replicas} replicas"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        ))
+    };
+    eventually(FAILOVER_WITHIN, followed).await
 }
 
 /// What the service answered new jobs from the primary's kill until it accepted them again.

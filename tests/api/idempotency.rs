@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{
-    create, create_at_once, finish, new_job, retry_after, settings, spawn_app_with, store, tenant,
-    test_config, test_kinds, Backend, CountingStore, Gate, TestApp,
+    create, create_at_once, eventually, finish, new_job, retry_after, settings, spawn_app_with,
+    store, tenant, test_config, test_kinds, Backend, CountingStore, Gate, TestApp,
 };
 use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::jobs::store::Outcome;
@@ -347,14 +347,11 @@ async fn joining_an_active_job_with_the_same_parameters_answers_with_it_with_and
     };
     // Released only once the waiter's create was answered (it joined the held job): else it
     // could start a job of its own.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while creates.load(std::sync::atomic::Ordering::SeqCst) < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the waiter reached the store"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let reached = async || match creates.load(std::sync::atomic::Ordering::SeqCst) {
+        3.. => Ok(()),
+        _ => Err("the waiter never reached the store".to_owned()),
+    };
+    eventually(Duration::from_secs(10), reached).await;
     assert!(!waiter.is_finished(), "the waiter waits for the held job");
     Gate::of(&t).release();
     let (status, body) = waiter.await.unwrap();

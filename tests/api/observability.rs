@@ -3,14 +3,14 @@
 //! error level for a refusal), and `/metrics` in Prometheus text format that counts a job.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use catalog_jobs::metrics::ALL;
 use serde_json::Value;
 
 use crate::helpers::{
-    metrics_text, parse_exposition, scrape, scrape_until, service_with_an_unreachable_feed, unique,
-    value, HeldFeeds, Sample, Service,
+    eventually, metrics_text, parse_exposition, scrape, scrape_until,
+    service_with_an_unreachable_feed, unique, value, HeldFeeds, Sample, Service,
 };
 
 fn json_lines(log: &str) -> Vec<Value> {
@@ -218,8 +218,7 @@ async fn one_worker_one_waiting(feeds: &HeldFeeds) -> Service {
 /// Scrapes until the one running sync wrote progress (one tick interval after it started)
 /// and the waiting one is counted in the shared queue; the running gauge holds 1 throughout.
 async fn until_one_runs_and_one_waits(svc: &Service, before: &[Sample]) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let one_runs_and_one_waits = async || {
         let during = scrape(&metrics_text(svc).await);
         assert_eq!(
             value(&during, "catalog_jobs_running", &[("kind", "sync")]),
@@ -227,15 +226,16 @@ async fn until_one_runs_and_one_waits(svc: &Service, before: &[Sample]) {
         );
         let wrote = value(&during, "catalog_job_progress_writes_total", &[])
             > value(before, "catalog_job_progress_writes_total", &[]);
-        if wrote && value(&during, "catalog_jobs_queued", &[("kind", "sync")]) == 1.0 {
-            return;
+        match wrote && value(&during, "catalog_jobs_queued", &[("kind", "sync")]) == 1.0 {
+            true => Ok(()),
+            false => Err(
+                "the waiting job was never counted as queued, or the running one \
+                          wrote no progress"
+                    .to_owned(),
+            ),
         }
-        assert!(
-            Instant::now() < deadline,
-            "the waiting job was never counted as queued, or the running one wrote no progress"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    };
+    eventually(Duration::from_secs(10), one_runs_and_one_waits).await;
 }
 
 /// No label names a tenant or a job: series stay few however many there are.

@@ -13,7 +13,8 @@ mod lost;
 
 use crate::both_stores;
 use crate::helpers::{
-    free_port, spawn_catalog_app, started_id, tenant, test_config, Api, Backend, HeldFeeds, TestApp,
+    eventually, free_port, spawn_catalog_app, started_id, tenant, test_config, Api, Backend,
+    HeldFeeds, TestApp,
 };
 
 both_stores!(
@@ -299,20 +300,17 @@ async fn two_replicas_run_200_tenants_refreshes_to_done_across_a_kill_9_one_job_
     }
     // Mid-run: A's workers hold syncs of held feeds when it is killed.
     let on_a = format!("/{}", a.pid());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
+    // Another process's claim sends this one no signal: its listing is polled.
+    let a_runs_a_step = async || {
         let listing = b.get_json("/catalog/jobs?status=running").await;
         let running = listing["jobs"].as_array().expect("a listing").clone();
-        if running
-            .iter()
-            .any(|j| j["worker"].as_str().is_some_and(|w| w.ends_with(&on_a)))
-        {
-            break;
+        let on_a = |j: &Value| j["worker"].as_str().is_some_and(|w| w.ends_with(&on_a));
+        match running.iter().any(on_a) {
+            true => Ok(()),
+            false => Err("A never ran a step".to_owned()),
         }
-        assert!(std::time::Instant::now() < deadline, "A never ran a step");
-        // Another process's claim sends this one no signal: its listing is polled.
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    };
+    eventually(std::time::Duration::from_secs(20), a_runs_a_step).await;
     a.kill9();
     for n in 0..200 {
         feeds.release(&format!("held-{n}"));
@@ -382,9 +380,7 @@ const TWO_REFRESHES: &[(&str, &[(&str, f64)])] = &[
 
 #[tokio::test]
 async fn metrics_count_a_refresh_as_a_job_of_kind_pipeline_besides_its_steps() {
-    use crate::helpers::{
-        eventually, metrics_text, scrape, service_with_an_unreachable_feed, value,
-    };
+    use crate::helpers::{metrics_text, scrape, service_with_an_unreachable_feed, value};
     let (svc, nowhere) = service_with_an_unreachable_feed().await;
     let before = scrape(&metrics_text(&svc).await);
     let done = [("source", "demo.jsonl"), ("wait", "true")];

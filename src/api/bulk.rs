@@ -8,16 +8,15 @@
 mod pick;
 
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::access::RequestId;
 use super::answers::{answers_from, bulk_answers, BulkAction, BulkKey};
 use super::auth::Caller;
+use super::call::Call;
 use super::error::ApiError;
 use super::extract::idempotency_key;
 use super::job_filter::cursor_of;
@@ -143,13 +142,13 @@ const NOT_ACTIVE: &str = "the job has already ended: nothing to cancel";
     request_body(content = BulkRetryBody, description = "Exactly one of `job_ids` (1–100 ids) or `filter` (each of its fields optional); `dry_run: true` counts the jobs (`matched`) and does nothing.", content_type = "application/json"),
     params(BulkKey),
     responses(BulkRetryAnswers))]
-pub async fn retry(
-    State(app): State<AppState>,
-    caller: Caller,
-    RequestId(request_id): RequestId,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+pub async fn retry(call: Call, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let Call {
+        app,
+        caller,
+        request_id,
+        ..
+    } = call;
     walk(&app, &caller, Action::Retry { request_id }, &headers, &body).await
 }
 
@@ -159,13 +158,8 @@ pub async fn retry(
     request_body(content = BulkCancelBody, description = "Exactly one of `job_ids` (1–100 ids) or `tenant_id`; `dry_run: true` counts the jobs (`matched`) and does nothing.", content_type = "application/json"),
     params(BulkKey),
     responses(BulkCancelAnswers))]
-pub async fn cancel(
-    State(app): State<AppState>,
-    caller: Caller,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    walk(&app, &caller, Action::Cancel, &headers, &body).await
+pub async fn cancel(call: Call, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    walk(&call.app, &call.caller, Action::Cancel, &headers, &body).await
 }
 
 /// A bulk retry, in the words of its answers.
@@ -268,7 +262,7 @@ async fn walk(
     body: &[u8],
 ) -> Result<Response, ApiError> {
     caller.may_change()?;
-    let call = match Call::open(app, caller, action.name(), headers, body).await? {
+    let call = match BulkCall::open(app, caller, action.name(), headers, body).await? {
         Ok(call) => call,
         Err(replay) => return Ok(replay),
     };
@@ -287,14 +281,14 @@ async fn walk(
 /// A bulk call: its body (a JSON object), whether it only counts (`dry_run`), its
 /// `Idempotency-Key`, and the slot its answer is kept in when keyed (per action, token name
 /// and key; the name's length first, so no name and key can pass for another pair).
-struct Call {
+struct BulkCall {
     body: Map<String, Value>,
     dry_run: bool,
     key: Option<String>,
     slot: Option<String>,
 }
 
-impl Call {
+impl BulkCall {
     /// The call, or (`Err`) the answer kept for its key, replayed; 422 when the key came
     /// first with another body.
     async fn open(
@@ -303,7 +297,7 @@ impl Call {
         action: &str,
         headers: &HeaderMap,
         raw: &[u8],
-    ) -> Result<Result<Call, Response>, ApiError> {
+    ) -> Result<Result<BulkCall, Response>, ApiError> {
         let body = pick::object(raw)?;
         let dry_run = pick::dry_run(&body)?;
         let key = idempotency_key(headers)?;
@@ -311,7 +305,7 @@ impl Call {
         let slot = key
             .as_deref()
             .map(|k| format!("{action}:{}:{name}:{k}", name.len()));
-        let call = Call {
+        let call = BulkCall {
             body,
             dry_run,
             key,

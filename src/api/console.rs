@@ -2,17 +2,14 @@
 //! and what it may do (`whoami`), the overview of the whole service (`stats`) and the tenant
 //! picker. Every figure is the store's, shared by all replicas; nothing here scans keys.
 
-use axum::extract::State;
-use axum::http::Uri;
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::answers::{NoQueryField, StoreUnavailable};
-use super::auth::Caller;
+use super::call::Call;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{limit_field, query_fields, refuse_unknown, take_single};
-use super::AppState;
+use super::extract::{limit_field, refuse_unknown, take_single};
 use crate::config::tokens::Scope;
 use crate::jobs::browse::{self, RecentTenant};
 use crate::jobs::stats::Stats;
@@ -59,12 +56,9 @@ pub struct WhoAmI {
         (status = 200, description = "The caller: its name, scope and what it may do.", body = WhoAmI),
         NoQueryField,
     ))]
-pub async fn whoami(
-    State(app): State<AppState>,
-    caller: Caller,
-    uri: Uri,
-) -> Result<Json<WhoAmI>, ApiError> {
-    refuse_unknown(&query_fields(&uri)?, "no query field at all")?;
+pub async fn whoami(call: Call) -> Result<Json<WhoAmI>, ApiError> {
+    call.no_query()?;
+    let Call { app, caller, .. } = call;
     let (write, operator) = (caller.may_write(), caller.is_operator());
     Ok(Json(WhoAmI {
         auth: if app.guard.tokens.is_open() {
@@ -102,13 +96,10 @@ pub async fn whoami(
         (status = 403, description = "`forbidden`: a tenant token (only an operator token reads every tenant's figures).", body = ErrorBody),
         NoQueryField, StoreUnavailable,
     ))]
-pub async fn stats(
-    State(app): State<AppState>,
-    caller: Caller,
-    uri: Uri,
-) -> Result<Json<Stats>, ApiError> {
-    caller.may_read_every_tenant()?;
-    refuse_unknown(&query_fields(&uri)?, "no query field at all")?;
+pub async fn stats(call: Call) -> Result<Json<Stats>, ApiError> {
+    call.caller.may_read_every_tenant()?;
+    call.no_query()?;
+    let app = call.app;
     let overview = app.store.overview().await?;
     let active = app.store.active().await?;
     let kinds: Vec<Kind> = app.runner.registry().kinds().cloned().collect();
@@ -140,12 +131,8 @@ pub struct Tenants {
         (status = 422, description = "`invalid_field` (a bad `prefix` or `limit`) or `unknown_field`, with `field`.", body = ErrorBody),
         StoreUnavailable,
     ))]
-pub async fn tenants(
-    State(app): State<AppState>,
-    caller: Caller,
-    uri: Uri,
-) -> Result<Json<Tenants>, ApiError> {
-    let mut fields = query_fields(&uri)?;
+pub async fn tenants(call: Call) -> Result<Json<Tenants>, ApiError> {
+    let mut fields = call.query()?;
     let prefix = match take_single(&mut fields, "prefix")? {
         None => String::new(),
         Some(v) => v
@@ -155,7 +142,7 @@ pub async fn tenants(
     };
     let limit = limit_field(&mut fields, PICKER_DEFAULT, PICKER_MAX)?;
     refuse_unknown(&fields, "prefix and limit")?;
-    let recent = app.store.recent_tenants().await?;
-    let tenants = browse::pick(recent, &prefix, |t| caller.sees(t), limit);
+    let recent = call.app.store.recent_tenants().await?;
+    let tenants = browse::pick(recent, &prefix, |t| call.caller.sees(t), limit);
     Ok(Json(Tenants { tenants }))
 }

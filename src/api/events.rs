@@ -12,9 +12,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
 use axum::http::header::{ACCEPT, CACHE_CONTROL};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -24,11 +23,10 @@ use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
 
 use super::answers::{BadField, JobNotFound, JobPath, OtherTenant, StreamRefusals};
-use super::auth::Caller;
+use super::call::Call;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{query_fields, refuse_unknown, take_single, tenant_field, JobIdPath};
+use super::extract::{named_tenant, refuse_unknown, take_single, InPath};
 use super::streams::StreamPermit;
-use super::AppState;
 use crate::jobs::runner::Runner;
 use crate::jobs::store::JobStore;
 use crate::jobs::timeline::{EventId, TimelineEvent, LAST_TYPES};
@@ -72,23 +70,19 @@ pub struct Timeline {
         JobNotFound, StreamRefusals,
     ))]
 pub async fn job_events(
-    State(app): State<AppState>,
-    caller: Caller,
-    JobIdPath(id): JobIdPath,
+    call: Call,
+    InPath(id): InPath<JobId>,
     headers: HeaderMap,
-    uri: Uri,
 ) -> Result<Response, ApiError> {
-    let mut fields = query_fields(&uri)?;
-    let named = match fields.contains_key("tenant_id") {
-        true => Some(tenant_field(&mut fields)?),
-        false => None,
-    };
+    let mut fields = call.query()?;
+    let named = named_tenant(&mut fields)?;
     let after = take_single(&mut fields, "after")?;
     refuse_unknown(&fields, "tenant_id and after")?;
     let after = match headers.get(LAST_EVENT_ID) {
         Some(header) => Some(event_id(LAST_EVENT_ID, header.to_str().ok())?),
         None => after.map(|v| event_id("after", v.as_str())).transpose()?,
     };
+    let Call { app, caller, .. } = call;
     let job = super::jobs::visible(&app, &caller, &id, named).await?;
     if !wants_stream(&headers) {
         let events = app.store.timeline(&id, after).await?;
@@ -124,15 +118,9 @@ pub async fn job_events(
             body = String, content_type = "text/event-stream"),
         OtherTenant, BadField, StreamRefusals,
     ))]
-pub async fn tenant_events(
-    State(app): State<AppState>,
-    caller: Caller,
-    uri: Uri,
-) -> Result<Response, ApiError> {
-    let mut fields = query_fields(&uri)?;
-    let tenant = tenant_field(&mut fields)?;
-    caller.may_act_for(&tenant)?;
-    refuse_unknown(&fields, "tenant_id")?;
+pub async fn tenant_events(call: Call) -> Result<Response, ApiError> {
+    let (tenant, _) = call.tenant_query(&[])?;
+    let app = call.app;
     let permit = app.guard.streams.admit(&tenant)?;
     app.store.ping().await?;
     let watch = app.store.watch_tenant(&tenant).await;

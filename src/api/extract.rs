@@ -134,18 +134,44 @@ fn is_format_char(c: char) -> bool {
     matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
-/// A `{job_id}` path segment as a `JobId`; one that is not a UUID is answered exactly as an
-/// unknown id (404), so the two cannot be told apart.
-pub struct JobIdPath(pub JobId);
+/// What a route's one path parameter may be, and how a segment that is not one is answered.
+pub trait Segment: Sized {
+    fn from_segment(raw: &str) -> Result<Self, ApiError>;
+}
 
-impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
+/// The route's one path parameter, read as a `T` (and refused as `T` says).
+pub struct InPath<T>(pub T);
+
+impl<S: Send + Sync, T: Segment> FromRequestParts<S> for InPath<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let raw = path_segment(parts, state).await;
-        JobId::parse(&raw)
-            .map(Self)
-            .map_err(|_| ApiError::NotFound(format!("no job has the id `{}`", echoed(&raw))))
+        T::from_segment(&path_segment(parts, state).await).map(Self)
+    }
+}
+
+/// A `{job_id}` that is not a UUID is answered exactly as an unknown id (404), so the two
+/// cannot be told apart.
+impl Segment for JobId {
+    fn from_segment(raw: &str) -> Result<Self, ApiError> {
+        JobId::parse(raw)
+            .map_err(|_| ApiError::NotFound(format!("no job has the id `{}`", echoed(raw))))
+    }
+}
+
+/// A `{product_key}` that cannot be a key is answered as a product the tenant does not
+/// have (404).
+impl Segment for ProductKey {
+    fn from_segment(raw: &str) -> Result<Self, ApiError> {
+        ProductKey::parse(raw).map_err(|_| product_not_found(&echoed(raw)))
+    }
+}
+
+/// A `{tenant_id}` that cannot be a tenant is a 422 `invalid_field` naming `tenant_id`, as in
+/// a query string.
+impl Segment for TenantId {
+    fn from_segment(raw: &str) -> Result<Self, ApiError> {
+        TenantId::parse(raw).map_err(|e| ApiError::bad_id("tenant_id", e))
     }
 }
 
@@ -182,26 +208,21 @@ pub fn media_type(headers: &axum::http::HeaderMap) -> String {
 
 /// Reads the whole body under the router's body limit; too large is 413, never a 5xx.
 pub async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
-    Bytes::from_request(req, state).await.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge("MAX_START_BODY_BYTES")
-        } else {
-            ApiError::MalformedBody(format!(
-                "the body could not be read: {}",
-                rejection.body_text()
-            ))
-        }
-    })
+    Bytes::from_request(req, state)
+        .await
+        .map_err(|r| unreadable(r.status(), "body", r.body_text()))
 }
 
 fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+    unreadable(e.status(), "multipart body", e.body_text())
+}
+
+/// A body axum could not read (`status`, `why`): 413 past the limit, else 400 `malformed_body`.
+fn unreadable(status: StatusCode, what: &str, why: String) -> ApiError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::PayloadTooLarge("MAX_START_BODY_BYTES")
     } else {
-        ApiError::MalformedBody(format!(
-            "the multipart body could not be read: {}",
-            e.body_text()
-        ))
+        ApiError::MalformedBody(format!("the {what} could not be read: {why}"))
     }
 }
 
@@ -282,6 +303,14 @@ pub fn tenant_field(fields: &mut Fields) -> Result<TenantId, ApiError> {
     TenantId::parse(raw).map_err(|e| ApiError::bad_id("tenant_id", e))
 }
 
+/// Takes the optional `tenant_id` field and parses it (`None` when it is not given).
+pub fn named_tenant(fields: &mut Fields) -> Result<Option<TenantId>, ApiError> {
+    match fields.contains_key("tenant_id") {
+        true => tenant_field(fields).map(Some),
+        false => Ok(None),
+    }
+}
+
 /// Takes the optional `wait` field of a start request (false when absent).
 pub fn wait_field(fields: &mut Fields) -> Result<bool, ApiError> {
     match take_single(fields, "wait")? {
@@ -322,21 +351,6 @@ pub fn refuse_unknown(fields: &Fields, allowed: &str) -> Result<(), ApiError> {
             message: format!("`{name}` is not a parameter here; use {allowed}"),
             field: name.clone(),
         }),
-    }
-}
-
-/// A `{product_key}` path segment as a `ProductKey`; one that cannot be a key is answered
-/// as a product the tenant does not have (404).
-pub struct ProductKeyPath(pub ProductKey);
-
-impl<S: Send + Sync> FromRequestParts<S> for ProductKeyPath {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let raw = path_segment(parts, state).await;
-        ProductKey::parse(&raw)
-            .map(Self)
-            .map_err(|_| product_not_found(&echoed(&raw)))
     }
 }
 
@@ -401,19 +415,4 @@ pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>
             format!("Idempotency-Key must be 1–{MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"),
         )
     })
-}
-
-/// A `{tenant_id}` path segment as a `TenantId`; one that cannot be a tenant is a 422
-/// `invalid_field` naming `tenant_id`, as in a query string.
-pub struct TenantPath(pub TenantId);
-
-impl<S: Send + Sync> FromRequestParts<S> for TenantPath {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let raw = path_segment(parts, state).await;
-        TenantId::parse(&raw)
-            .map(Self)
-            .map_err(|e| ApiError::bad_id("tenant_id", e))
-    }
 }

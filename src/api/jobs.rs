@@ -1,20 +1,17 @@
 //! `GET /catalog/jobs/{job_id}`, `GET /catalog/jobs?tenant_id=T&limit=N`, and a job's
 //! cancel and retry.
 
-use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode, Uri};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::access::RequestId;
 use super::answers::{CreateRefusals, JobNotVisible, JobPath, ReadOnly, StoreUnavailable};
 use super::auth::Caller;
+use super::call::Call;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{
-    job_not_found, query_fields, refuse_unknown, tenant_field, JobIdPath, OnConflict,
-};
+use super::extract::{job_not_found, named_tenant, refuse_unknown, InPath, OnConflict};
 use super::job_filter::JobFilter;
 use super::AppState;
 use crate::config::tokens::Scope;
@@ -44,13 +41,8 @@ const RETRY_AFTER_UNKNOWN_SECS: u64 = 2;
             headers(("Retry-After" = u64, description = "Active jobs only: seconds until polling again is worth it."))),
         JobNotVisible, StoreUnavailable,
     ))]
-pub async fn get_one(
-    State(app): State<AppState>,
-    caller: Caller,
-    JobIdPath(id): JobIdPath,
-    uri: Uri,
-) -> Result<Response, ApiError> {
-    let snapshot = visible_job(&app, &caller, &id, &uri).await?;
+pub async fn get_one(call: Call, InPath(id): InPath<JobId>) -> Result<Response, ApiError> {
+    let snapshot = visible_job(&call, &id).await?;
     let retry_after = snapshot
         .status
         .is_active()
@@ -83,20 +75,20 @@ pub fn retry_after_secs(eta_seconds: Option<u64>) -> u64 {
         (status = 409, description = "`still_active`: the job has not ended (it is in `job`, its id in `job_id`); `already_running`: another job of this tenant and kind is active (its `job_id`).", body = ErrorBody),
         ReadOnly, JobNotVisible, CreateRefusals,
     ))]
-pub async fn retry(
-    State(app): State<AppState>,
-    caller: Caller,
-    RequestId(request_id): RequestId,
-    JobIdPath(id): JobIdPath,
-    uri: Uri,
-) -> Result<Response, ApiError> {
-    caller.may_change()?;
-    let old = visible_job(&app, &caller, &id, &uri).await?;
+pub async fn retry(call: Call, InPath(id): InPath<JobId>) -> Result<Response, ApiError> {
+    call.caller.may_change()?;
+    let old = visible_job(&call, &id).await?;
     if old.status.is_active() {
         return Err(ApiError::NotEnded(Box::new(old)));
     }
     // The store records the retry on the old job (`retried_by`, `retried_as`) in the step
     // that creates the new one: no retry starts without it.
+    let Call {
+        app,
+        caller,
+        request_id,
+        ..
+    } = call;
     match Retry::of(&app, old, &caller, request_id, None) {
         Retry::Pipeline(p) => {
             super::catalog::launch_pipeline(&app, p, OnConflict::Reject, false).await
@@ -156,6 +148,9 @@ pub struct Listing {
     next_cursor: Option<String>,
 }
 
+/// A 202 with the job as it is now.
+type Accepted = (StatusCode, Json<Snapshot>);
+
 /// `POST /catalog/jobs/{job_id}/cancel`: asks an active job to stop. 202 with the job (now
 /// `cancelling`); 409 `not_active` when it has already ended; 404 when there is no such job
 /// or it is not the caller's. Asking twice is harmless.
@@ -166,14 +161,10 @@ pub struct Listing {
         (status = 409, description = "`not_active`: the job has already ended (it is in `job`).", body = ErrorBody),
         ReadOnly, JobNotVisible, StoreUnavailable,
     ))]
-pub async fn cancel(
-    State(app): State<AppState>,
-    caller: Caller,
-    JobIdPath(id): JobIdPath,
-    uri: Uri,
-) -> Result<(StatusCode, Json<Snapshot>), ApiError> {
-    caller.may_change()?;
-    let before = visible_job(&app, &caller, &id, &uri).await?;
+pub async fn cancel(call: Call, InPath(id): InPath<JobId>) -> Result<Accepted, ApiError> {
+    call.caller.may_change()?;
+    let before = visible_job(&call, &id).await?;
+    let Call { app, caller, .. } = call;
     let answer = app.store.cancel(&id, &caller.name).await?;
     let snapshot = app
         .store
@@ -237,19 +228,11 @@ pub(super) async fn count_taken_over(app: &AppState, took_over: &[JobId]) {
 
 /// The job, if it exists, the caller may see it, and it belongs to the `tenant_id` the query
 /// names (when it names one). Every refusal is the same 404, so an id leaks nothing.
-async fn visible_job(
-    app: &AppState,
-    caller: &Caller,
-    id: &JobId,
-    uri: &Uri,
-) -> Result<Snapshot, ApiError> {
-    let mut fields = query_fields(uri)?;
-    let named = match fields.contains_key("tenant_id") {
-        true => Some(tenant_field(&mut fields)?),
-        false => None,
-    };
+async fn visible_job(call: &Call, id: &JobId) -> Result<Snapshot, ApiError> {
+    let mut fields = call.query()?;
+    let named = named_tenant(&mut fields)?;
     refuse_unknown(&fields, "tenant_id")?;
-    visible(app, caller, id, named).await
+    visible(&call.app, &call.caller, id, named).await
 }
 
 /// The job, if it exists, the caller may see it, and it belongs to tenant `named` (when a
@@ -286,21 +269,15 @@ pub(super) async fn visible(
         (status = 422, description = "`invalid_field` (a bad `tenant_id`, `status`, `kind`, `id_prefix`, `cursor` or `limit`) or `unknown_field` (with `field`).", body = ErrorBody),
         StoreUnavailable,
     ))]
-pub async fn list(
-    State(app): State<AppState>,
-    caller: Caller,
-    uri: Uri,
-) -> Result<Json<Listing>, ApiError> {
-    let mut fields = query_fields(&uri)?;
-    let tenant = match fields.contains_key("tenant_id") {
-        true => Some(tenant_field(&mut fields)?),
-        false => None,
-    };
+pub async fn list(call: Call) -> Result<Json<Listing>, ApiError> {
+    let mut fields = call.query()?;
+    let tenant = named_tenant(&mut fields)?;
     let filter = JobFilter::take(&mut fields, DEFAULT_LIMIT, MAX_LIMIT)?;
     refuse_unknown(
         &fields,
         "tenant_id, status, kind, id_prefix, cursor and limit",
     )?;
+    let Call { app, caller, .. } = call;
     let (jobs, next_cursor) = match tenant {
         Some(tenant) => {
             caller.may_act_for(&tenant)?;

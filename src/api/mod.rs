@@ -6,6 +6,7 @@ pub mod admin;
 pub mod answers;
 pub mod auth;
 pub mod bulk;
+pub mod call;
 pub mod catalog;
 pub mod console;
 pub mod cors;

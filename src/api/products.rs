@@ -8,28 +8,24 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Uri};
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::{mpsc, Semaphore};
 
 use super::answers::{BadField, OtherTenant, StoreUnavailable};
-use super::auth::Caller;
+use super::call::Call;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{
-    declared_length, limit_field, media_type, product_not_found, query_fields, refuse_unknown,
-    take_single, tenant_field, ProductKeyPath,
+    declared_length, limit_field, media_type, product_not_found, take_single, InPath,
 };
 use super::product_view::{NeighbourView, ProductPage, ProductView};
-use super::AppState;
 use crate::catalog::feed::{self, FeedError, Format, RowReport};
-use crate::catalog::products::Product;
 use crate::catalog::products::{CatalogStore, CatalogStoreError};
+use crate::catalog::products::{Product, ProductKey};
 use crate::catalog::search::{search, ProductQuery};
 use crate::jobs::fence::{StoreFence, Writer};
-use crate::jobs::params::Fields;
-use crate::jobs::TenantId;
 
 /// Products per upsert of an import: one round trip carries many, and memory holds one batch.
 const IMPORT_BATCH: usize = 1000;
@@ -75,25 +71,6 @@ async fn blocking<T: Send + 'static>(
         .map_err(ApiError::from)
 }
 
-/// The `tenant_id` of a products route (which the caller must be allowed to act for) and
-/// the other query fields, refusing any not in `extra`.
-fn only_tenant(caller: &Caller, uri: &Uri, extra: &[&str]) -> Result<(TenantId, Fields), ApiError> {
-    let mut fields = query_fields(uri)?;
-    let tenant = tenant_field(&mut fields)?;
-    caller.may_act_for(&tenant)?;
-    let unknown: Fields = fields
-        .iter()
-        .filter(|(k, _)| !extra.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let allowed = std::iter::once("tenant_id")
-        .chain(extra.iter().copied())
-        .collect::<Vec<_>>()
-        .join(", ");
-    refuse_unknown(&unknown, &allowed)?;
-    Ok((tenant, fields))
-}
-
 /// The body went past `MAX_BODY_BYTES` while it was streamed in.
 #[derive(Debug, thiserror::Error)]
 #[error("the body is larger than MAX_BODY_BYTES")]
@@ -123,8 +100,8 @@ struct BodyTooLarge;
         (status = 503, description = "`overloaded` (`MAX_CONCURRENT_IMPORTS` imports are running) or `store_unavailable`.", body = ErrorBody),
         BadField,
     ))]
-pub async fn import(State(app): State<AppState>, caller: Caller, req: Request) -> Response {
-    match import_rows(app, &caller, req).await {
+pub async fn import(call: Call, req: Request) -> Response {
+    match import_rows(call, req).await {
         Ok(report) => Json(report).into_response(),
         Err(e) => {
             // The rest of the body may be unread: the connection cannot carry another request,
@@ -138,9 +115,10 @@ pub async fn import(State(app): State<AppState>, caller: Caller, req: Request) -
     }
 }
 
-async fn import_rows(app: AppState, caller: &Caller, req: Request) -> Result<RowReport, ApiError> {
-    caller.may_change()?;
-    let (tenant, _) = only_tenant(caller, req.uri(), &[])?;
+async fn import_rows(call: Call, req: Request) -> Result<RowReport, ApiError> {
+    call.caller.may_change()?;
+    let (tenant, _) = call.tenant_query(&[])?;
+    let app = call.app;
     let format = import_format(req.headers())?;
     let limit = app.imports.max_body_bytes;
     if declared_length(&req).is_some_and(|n| n > limit as u64) {
@@ -353,12 +331,8 @@ impl Read for BodyReader {
         (status = 422, description = "`missing_field`, `invalid_field` (a bad `limit` or `cursor`, or a `q` empty or over 200 characters) or `unknown_field`.", body = ErrorBody),
         OtherTenant, StoreUnavailable,
     ))]
-pub async fn list(
-    State(app): State<AppState>,
-    caller: Caller,
-    uri: Uri,
-) -> Result<Json<ProductPage>, ApiError> {
-    let (tenant, mut fields) = only_tenant(&caller, &uri, &["limit", "cursor", "q"])?;
+pub async fn list(call: Call) -> Result<Json<ProductPage>, ApiError> {
+    let (tenant, mut fields) = call.tenant_query(&["limit", "cursor", "q"])?;
     let limit = limit_field(&mut fields, DEFAULT_PAGE, MAX_PAGE)?;
     let cursor = take_single(&mut fields, "cursor")?
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -367,7 +341,7 @@ pub async fn list(
         .map(|v| ProductQuery::parse(v.as_str().unwrap_or_default()))
         .transpose()
         .map_err(|message| ApiError::invalid("q", message))?;
-    let store = app.catalog.store.clone();
+    let store = call.app.catalog.store.clone();
     let (items, next) = blocking(move || match query {
         Some(query) => search(&*store, &tenant, &query, limit, cursor.as_deref()),
         None => store.page(&tenant, limit, cursor.as_deref()),
@@ -391,12 +365,11 @@ pub async fn list(
         OtherTenant, BadField, StoreUnavailable,
     ))]
 pub async fn get_one(
-    State(app): State<AppState>,
-    caller: Caller,
-    ProductKeyPath(key): ProductKeyPath,
-    uri: Uri,
+    call: Call,
+    InPath(key): InPath<ProductKey>,
 ) -> Result<Json<ProductView>, ApiError> {
-    let (tenant, _) = only_tenant(&caller, &uri, &[])?;
+    let (tenant, _) = call.tenant_query(&[])?;
+    let app = call.app;
     let raw = key.as_str().to_owned();
     let not_found = || product_not_found(&raw);
     let store: Arc<dyn CatalogStore> = app.catalog.store.clone();

@@ -4,16 +4,14 @@
 //! Redis. It leaves the tenant's tombstone: nothing of a run or an import begun before the
 //! delete is written after it (`jobs::fence`), while new jobs and imports work as usual.
 
-use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::answers::StoreUnavailable;
-use super::auth::Caller;
+use super::call::Call;
 use super::error::{ApiError, ErrorBody};
-use super::extract::TenantPath;
-use super::AppState;
+use super::extract::InPath;
 use crate::catalog::products::Cleared;
 use crate::jobs::pipeline::PIPELINE_KIND;
 use crate::jobs::store::Purge;
@@ -46,10 +44,10 @@ pub struct Removal {
         StoreUnavailable,
     ))]
 pub async fn remove(
-    State(app): State<AppState>,
-    caller: Caller,
-    TenantPath(tenant): TenantPath,
+    call: Call,
+    InPath(tenant): InPath<TenantId>,
 ) -> Result<Json<Removal>, ApiError> {
+    let Call { app, caller, .. } = call;
     caller.may_change()?;
     caller.may_act_for(&tenant)?;
     // A pipeline's lock names an active job too.

@@ -132,6 +132,15 @@ impl MemoryCatalog {
         }
     }
 
+    /// One record, decoded outside the lock: `pick` finds its entry in the tenant's catalogue.
+    fn decoded<T: DeserializeOwned>(
+        &self,
+        tenant: &TenantId,
+        pick: impl FnOnce(&TenantCatalog) -> Option<&Entry>,
+    ) -> Option<T> {
+        self.read(tenant, |c| pick(c).cloned()).map(|e| e.decode())
+    }
+
     /// Swaps the tenant's table under the fence (the embedded job store's lock); a pairing
     /// state that read the change feed at `fed_upto` has it forget what it noted up to there.
     fn swap_table(
@@ -230,8 +239,7 @@ impl CatalogStore for MemoryCatalog {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Stored>, CatalogStoreError> {
-        let entry = self.read(tenant, |c| c.products.get(key).cloned());
-        Ok(entry.map(|e| e.decode()))
+        Ok(self.decoded(tenant, |c| c.products.get(key)))
     }
 
     fn page(
@@ -290,8 +298,7 @@ impl CatalogStore for MemoryCatalog {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Enrichment>, CatalogStoreError> {
-        let entry = self.read(tenant, |c| c.enriched.get(key).cloned());
-        Ok(entry.map(|e| e.decode()))
+        Ok(self.decoded(tenant, |c| c.enriched.get(key)))
     }
 
     fn save_enrichments(

@@ -7,14 +7,7 @@ use super::RedisStore;
 
 impl RedisStore {
     async fn read_answer(&self, slot: &str) -> Result<Option<KeptAnswer>, StoreError> {
-        let mut conn = self.connection().await?;
-        let kept: Option<String> = self
-            .bounded(
-                redis::cmd("GET")
-                    .arg(self.keys.bulk(slot))
-                    .query_async(&mut conn),
-            )
-            .await?;
+        let kept: Option<String> = self.read_key(self.keys.bulk(slot)).await?;
         kept.map(|raw| {
             raw.split_once(' ')
                 .map(|(f, a)| (f.to_owned(), a.to_owned()))

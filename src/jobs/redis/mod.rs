@@ -134,6 +134,15 @@ impl RedisStore {
         self.bounded(self.primary.connection()).await
     }
 
+    /// The value at `key` (`GET`), if it has one.
+    async fn read_key<T: redis::FromRedisValue>(
+        &self,
+        key: String,
+    ) -> Result<Option<T>, StoreError> {
+        let mut conn = self.connection().await?;
+        self.bounded(conn.get(key)).await
+    }
+
     /// The primary handle creates and finishes go over (see `acked`).
     fn writer(&self) -> &Primary {
         self.acked.as_ref().unwrap_or(&self.primary)
@@ -436,14 +445,7 @@ impl JobStore for RedisStore {
 
     fn tombstone<'a>(&'a self, tenant: &'a TenantId) -> BoxFuture<'a, Result<u64, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.connection().await?;
-            let gone: Option<u64> = self
-                .bounded(
-                    redis::cmd("GET")
-                        .arg(self.keys.gone(tenant))
-                        .query_async(&mut conn),
-                )
-                .await?;
+            let gone: Option<u64> = self.read_key(self.keys.gone(tenant)).await?;
             Ok(gone.unwrap_or(0))
         })
     }

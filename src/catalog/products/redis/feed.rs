@@ -7,10 +7,9 @@
 
 use std::sync::LazyLock;
 
-use super::table::Hashed;
 use super::RedisCatalog;
 use crate::catalog::products::feed::Changed;
-use crate::catalog::products::record::{fingerprint, version, ProductKey};
+use crate::catalog::products::record::ProductKey;
 use crate::catalog::products::store::CatalogStoreError;
 use crate::jobs::TenantId;
 
@@ -72,25 +71,6 @@ impl RedisCatalog {
         Ok(Changed {
             upto: seq.unwrap_or(0),
             keys,
-        })
-    }
-
-    /// The versions of `keys` (`product_versions`'), in their order.
-    pub(super) fn product_versions_of(
-        &self,
-        tenant: &TenantId,
-        keys: &[ProductKey],
-    ) -> Result<Vec<Option<u64>>, CatalogStoreError> {
-        self.map_records(tenant, keys, |stored, enrichment| {
-            let Some(stored) = stored else {
-                return Ok(None);
-            };
-            let hashed: Hashed = Self::decode(&stored)?;
-            let content = fingerprint(hashed.content_hash.as_bytes());
-            Ok(Some(version(
-                content,
-                enrichment.map(|e| fingerprint(e.as_bytes())),
-            )))
         })
     }
 }

@@ -18,6 +18,7 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use self::cursor::ScanCursor;
+use self::table::Hashed;
 use self::write::{Beside, FencedWrite};
 use super::feed::{Changed, CHANGE_FEED_MAX};
 use super::pairing::Pairing;
@@ -482,7 +483,9 @@ impl CatalogStore for RedisCatalog {
         tenant: &TenantId,
         keys: &[ProductKey],
     ) -> Result<Vec<Option<u64>>, CatalogStoreError> {
-        self.product_versions_of(tenant, keys)
+        self.map_records(tenant, keys, |hashed: Hashed, enrichment| {
+            Ok(hashed.version(enrichment.as_deref()))
+        })
     }
 
     fn changed(&self, tenant: &TenantId) -> Result<Changed, CatalogStoreError> {
@@ -494,7 +497,7 @@ impl CatalogStore for RedisCatalog {
         tenant: &TenantId,
         keys: &[ProductKey],
     ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError> {
-        self.read_pairing_inputs(tenant, keys)
+        self.map_records(tenant, keys, Self::pairing_input)
     }
 
     fn pairing(

@@ -55,7 +55,15 @@ pub(super) type Records = (Vec<Option<String>>, Vec<Option<String>>);
 /// A stored product's content hash, read without the rest of it.
 #[derive(Deserialize)]
 pub(super) struct Hashed {
-    pub(super) content_hash: String,
+    content_hash: String,
+}
+
+impl Hashed {
+    /// The product's version (`CatalogStore::versions`), with its enrichment's record.
+    pub(super) fn version(&self, enrichment: Option<&str>) -> u64 {
+        let content = fingerprint(self.content_hash.as_bytes());
+        version(content, enrichment.map(|e| fingerprint(e.as_bytes())))
+    }
 }
 
 impl RedisCatalog {
@@ -357,10 +365,8 @@ impl RedisCatalog {
                 self.query(redis::cmd("HMGET").arg(&enriched).arg(&fields))?;
             for ((key, raw), enrichment) in chunk.iter().zip(enrichments) {
                 let hashed: Hashed = Self::decode(raw)?;
-                let content = fingerprint(hashed.content_hash.as_bytes());
-                let enrichment = enrichment.map(|e| fingerprint(e.as_bytes()));
                 let key = ProductKey::parse(key).map_err(CatalogStoreError::Corrupt)?;
-                out.push((key, version(content, enrichment)));
+                out.push((key, hashed.version(enrichment.as_deref())));
             }
         }
         Ok((out, (next != 0).then(|| next.to_string())))
@@ -385,38 +391,33 @@ impl RedisCatalog {
         )
     }
 
-    /// `each` of `keys`' product and enrichment records (raw, `None` where missing), read
-    /// `CHUNK` keys a round trip; its answers in the keys' order.
-    pub(super) fn map_records<T>(
+    /// `each` of the product records of `keys`, decoded, with their enrichment records
+    /// (raw, `None` where missing), read `CHUNK` keys a round trip; its answers in the keys'
+    /// order, `None` for a key with no product.
+    pub(super) fn map_records<R: for<'de> Deserialize<'de>, T>(
         &self,
         tenant: &TenantId,
         keys: &[ProductKey],
-        mut each: impl FnMut(Option<String>, Option<String>) -> Result<T, CatalogStoreError>,
-    ) -> Result<Vec<T>, CatalogStoreError> {
+        each: impl Fn(R, Option<String>) -> Result<T, CatalogStoreError>,
+    ) -> Result<Vec<Option<T>>, CatalogStoreError> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(CHUNK) {
             let (stored, enrichments) = self.records_of(tenant, chunk)?;
             for (stored, enrichment) in stored.into_iter().zip(enrichments) {
-                out.push(each(stored, enrichment)?);
+                let record = stored.map(|raw| Self::decode(&raw)).transpose()?;
+                out.push(record.map(|r| each(r, enrichment)).transpose()?);
             }
         }
         Ok(out)
     }
 
-    pub(super) fn read_pairing_inputs(
-        &self,
-        tenant: &TenantId,
-        keys: &[ProductKey],
-    ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError> {
-        self.map_records(tenant, keys, |stored, enrichment| {
-            let Some(stored) = stored else {
-                return Ok(None);
-            };
-            let stored: Stored = Self::decode(&stored)?;
-            let enrichment: Option<Enrichment> =
-                enrichment.map(|e| Self::decode(&e)).transpose()?;
-            Ok(Some(PairingInput::of(&stored, enrichment.as_ref())))
-        })
+    /// A product's pairing input, from its record and its enrichment's.
+    pub(super) fn pairing_input(
+        stored: Stored,
+        enrichment: Option<String>,
+    ) -> Result<PairingInput, CatalogStoreError> {
+        let enrichment: Option<Enrichment> = enrichment.map(|e| Self::decode(&e)).transpose()?;
+        Ok(PairingInput::of(&stored, enrichment.as_ref()))
     }
 
     pub(super) fn remove_products(

@@ -28,57 +28,49 @@ impl CatalogRun for EnrichParams {
     /// The tenant's products that changed since their last enrichment (all with `force`),
     /// a batch at a time.
     fn run_in(&self, cx: &RunContext<'_>, progress: Progress<'_>) -> Result<Value, CatalogError> {
-        enrich_changed(cx, self, progress)
-    }
-}
-
-fn enrich_changed(
-    cx: &RunContext<'_>,
-    params: &EnrichParams,
-    progress: Progress<'_>,
-) -> Result<Value, CatalogError> {
-    let (catalog, tenant, fence, stop) = (cx.catalog, cx.tenant, cx.fence, cx.stop);
-    let progress = Monotonic::new(progress);
-    progress.report(0, "loading products");
-    let window = catalog.settings.write_retry;
-    let products = retrying(window, stop, || catalog.store.all(tenant))?;
-    check(stop)?;
-    let todo = to_enrich(catalog, tenant, &products, params.force, stop)?;
-    let size = catalog.settings.enrich_batch.max(1);
-    let batches = todo.len().div_ceil(size);
-    // Batches already saved stay saved: a re-run resumes after them, and a stop on request
-    // or a failure reports them (`report.batches` counts the saved ones).
-    let mut report = EnrichReport {
-        products: products.len(),
-        extracted: 0,
-        unextractable: 0,
-        skipped: products.len() - todo.len(),
-        batches: 0,
-    };
-    for (n, chunk) in todo.chunks(size).enumerate() {
-        let step = format!("extracting attributes — batch {} of {batches}", n + 1);
-        progress.interpolate(0, 100, n * size, todo.len(), &step);
-        let mut batch = Vec::with_capacity(chunk.len());
-        for p in chunk {
-            check(stop).map_err(|e| e.with_report(to_result(&report)))?;
-            batch.push((p.product.product_key.clone(), enrich(p)));
-        }
-        retrying(window, stop, || {
-            catalog.store.save_enrichments(tenant, &batch, fence)
-        })
-        .and_then(|saved| saved.or_else(|| CatalogError::Fenced))
-        .map_err(|e| e.with_report(to_result(&report)))?;
-        report.batches += 1;
-        for (_, e) in &batch {
-            match e.unextractable {
-                true => report.unextractable += 1,
-                false => report.extracted += 1,
+        let (catalog, tenant, fence, stop) = (cx.catalog, cx.tenant, cx.fence, cx.stop);
+        let progress = Monotonic::new(progress);
+        progress.report(0, "loading products");
+        let window = catalog.settings.write_retry;
+        let products = retrying(window, stop, || catalog.store.all(tenant))?;
+        check(stop)?;
+        let todo = to_enrich(catalog, tenant, &products, self.force, stop)?;
+        let size = catalog.settings.enrich_batch.max(1);
+        let batches = todo.len().div_ceil(size);
+        // Batches already saved stay saved: a re-run resumes after them, and a stop on request
+        // or a failure reports them (`report.batches` counts the saved ones).
+        let mut report = EnrichReport {
+            products: products.len(),
+            extracted: 0,
+            unextractable: 0,
+            skipped: products.len() - todo.len(),
+            batches: 0,
+        };
+        for (n, chunk) in todo.chunks(size).enumerate() {
+            let step = format!("extracting attributes — batch {} of {batches}", n + 1);
+            progress.interpolate(0, 100, n * size, todo.len(), &step);
+            let mut batch = Vec::with_capacity(chunk.len());
+            for p in chunk {
+                check(stop).map_err(|e| e.with_report(to_result(&report)))?;
+                batch.push((p.product.product_key.clone(), enrich(p)));
             }
+            retrying(window, stop, || {
+                catalog.store.save_enrichments(tenant, &batch, fence)
+            })
+            .and_then(|saved| saved.or_else(|| CatalogError::Fenced))
+            .map_err(|e| e.with_report(to_result(&report)))?;
+            report.batches += 1;
+            for (_, e) in &batch {
+                match e.unextractable {
+                    true => report.unextractable += 1,
+                    false => report.extracted += 1,
+                }
+            }
+            progress.interpolate(0, 100, n * size + chunk.len(), todo.len(), &step);
         }
-        progress.interpolate(0, 100, n * size + chunk.len(), todo.len(), &step);
+        progress.report(100, &last_step(batches));
+        Ok(to_result(&report))
     }
-    progress.report(100, &last_step(batches));
-    Ok(to_result(&report))
 }
 
 /// The products to enrich: all with `force`, else those whose content changed since their

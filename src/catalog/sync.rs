@@ -316,71 +316,63 @@ fn open_url(url: reqwest::Url, stop: &CancellationToken) -> Result<Opened, Sourc
 impl CatalogRun for SyncParams {
     /// Every source in turn, upserting in batches, reporting per source.
     fn run_in(&self, cx: &RunContext<'_>, progress: Progress<'_>) -> Result<Value, CatalogError> {
-        run_sources(cx, self, progress)
-    }
-}
-
-fn run_sources(
-    cx: &RunContext<'_>,
-    params: &SyncParams,
-    progress: Progress<'_>,
-) -> Result<Value, CatalogError> {
-    let (catalog, tenant, fence, stop) = (cx.catalog, cx.tenant, cx.fence, cx.stop);
-    let sources = &params.sources;
-    let progress = Monotonic::new(progress);
-    let n = sources.len();
-    let mut reports = Vec::with_capacity(n);
-    for (i, source) in sources.iter().enumerate() {
-        check(stop)?;
-        let step = format!("syncing {source} ({} of {n})", i + 1);
-        progress.interpolate(0, 100, i, n, &step);
-        let mut report = SourceReport {
-            source: source.clone(),
-            ..Default::default()
-        };
-        let outcome = sync_source(
-            catalog,
-            (tenant, fence),
-            source,
-            stop,
-            &mut report.rows,
-            &|frac| {
-                let p = ((i as f64 + frac.clamp(0.0, 1.0)) * 100.0 / n as f64) as u8;
-                progress.report(p, &step);
-            },
-        );
-        // A stop (between rows, or during a stalled read, which then fails the source) is
-        // reported with what was saved before it.
-        if stop.is_cancelled() || matches!(outcome, Err(CatalogError::Cancelled)) {
-            report.status = "cancelled";
-            report.error = None;
-            reports.push(report);
-            return Err(CatalogError::CancelledWith(summary(&reports)));
-        }
-        let outcome = outcome?;
-        match outcome {
-            Ok(()) => report.status = "ok",
-            Err(e) => {
-                tracing::warn!(source = %source, error_class = e.class(), error = %e, "a sync source failed");
-                report.status = "failed";
-                report.error = Some(e.class());
-                report.http_status = e.http_status();
+        let (catalog, tenant, fence, stop) = (cx.catalog, cx.tenant, cx.fence, cx.stop);
+        let sources = &self.sources;
+        let progress = Monotonic::new(progress);
+        let n = sources.len();
+        let mut reports = Vec::with_capacity(n);
+        for (i, source) in sources.iter().enumerate() {
+            check(stop)?;
+            let step = format!("syncing {source} ({} of {n})", i + 1);
+            progress.interpolate(0, 100, i, n, &step);
+            let mut report = SourceReport {
+                source: source.clone(),
+                ..Default::default()
+            };
+            let outcome = sync_source(
+                catalog,
+                (tenant, fence),
+                source,
+                stop,
+                &mut report.rows,
+                &|frac| {
+                    let p = ((i as f64 + frac.clamp(0.0, 1.0)) * 100.0 / n as f64) as u8;
+                    progress.report(p, &step);
+                },
+            );
+            // A stop (between rows, or during a stalled read, which then fails the source) is
+            // reported with what was saved before it.
+            if stop.is_cancelled() || matches!(outcome, Err(CatalogError::Cancelled)) {
+                report.status = "cancelled";
+                report.error = None;
+                reports.push(report);
+                return Err(CatalogError::CancelledWith(summary(&reports)));
             }
+            let outcome = outcome?;
+            match outcome {
+                Ok(()) => report.status = "ok",
+                Err(e) => {
+                    tracing::warn!(source = %source, error_class = e.class(), error = %e, "a sync source failed");
+                    report.status = "failed";
+                    report.error = Some(e.class());
+                    report.http_status = e.http_status();
+                }
+            }
+            reports.push(report);
         }
-        reports.push(report);
+        let summary = summary(&reports);
+        if let Some(class) = all_failed(&reports) {
+            return Err(CatalogError::SyncFailed {
+                class,
+                report: summary,
+            });
+        }
+        progress.report(
+            100,
+            &format!("synced {n} source{}", if n == 1 { "" } else { "s" }),
+        );
+        Ok(summary)
     }
-    let summary = summary(&reports);
-    if let Some(class) = all_failed(&reports) {
-        return Err(CatalogError::SyncFailed {
-            class,
-            report: summary,
-        });
-    }
-    progress.report(
-        100,
-        &format!("synced {n} source{}", if n == 1 { "" } else { "s" }),
-    );
-    Ok(summary)
 }
 
 /// The job's report: each source's, the totals and how many sources failed.

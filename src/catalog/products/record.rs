@@ -155,6 +155,14 @@ fn price_field(v: Option<Value>) -> Result<Option<i64>, String> {
     }
 }
 
+/// Refuses a field of more than `max` parts (`"taxonomy_path has more than 10 levels"`).
+fn at_most(count: usize, max: usize, field: &str, parts: &str) -> Result<(), String> {
+    match count > max {
+        true => Err(format!("{field} has more than {max} {parts}")),
+        false => Ok(()),
+    }
+}
+
 fn taxonomy_field(v: Option<Value>) -> Result<Vec<String>, String> {
     let levels = match v {
         None | Some(Value::Null) => Vec::new(),
@@ -168,12 +176,12 @@ fn taxonomy_field(v: Option<Value>) -> Result<Vec<String>, String> {
             .collect::<Result<_, _>>()?,
         Some(_) => return Err("taxonomy_path must be a list of strings or \"A > B > C\"".into()),
     };
-    if levels.len() > limits::TAXONOMY_DEPTH {
-        return Err(format!(
-            "taxonomy_path has more than {} levels",
-            limits::TAXONOMY_DEPTH
-        ));
-    }
+    at_most(
+        levels.len(),
+        limits::TAXONOMY_DEPTH,
+        "taxonomy_path",
+        "levels",
+    )?;
     if levels
         .iter()
         .any(|l| l.chars().count() > limits::TAXONOMY_SEGMENT)
@@ -201,12 +209,12 @@ fn attributes_field(v: Option<Value>) -> Result<Map<String, Value>, String> {
         },
         Some(_) => return Err(not_object()),
     };
-    if attributes.len() > limits::ATTRIBUTES {
-        return Err(format!(
-            "attributes has more than {} entries",
-            limits::ATTRIBUTES
-        ));
-    }
+    at_most(
+        attributes.len(),
+        limits::ATTRIBUTES,
+        "attributes",
+        "entries",
+    )?;
     if attributes
         .keys()
         .any(|k| k.trim().is_empty() || k.chars().count() > limits::ATTRIBUTE_NAME)

@@ -80,6 +80,20 @@ pub enum InvalidId {
     Kind,
 }
 
+/// `raw` when it is 1 to `max` bytes, each one `allowed`; else `refused`.
+fn checked_name(
+    raw: &str,
+    max: usize,
+    allowed: impl Fn(u8) -> bool,
+    refused: InvalidId,
+) -> Result<String, InvalidId> {
+    if (1..=max).contains(&raw.len()) && raw.bytes().all(allowed) {
+        Ok(raw.to_owned())
+    } else {
+        Err(refused)
+    }
+}
+
 /// A tenant: 1–128 characters of `A-Z a-z 0-9 _ . -`, so it is safe inside a Redis key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema)]
 #[serde(transparent)]
@@ -87,25 +101,8 @@ pub struct TenantId(String);
 
 impl TenantId {
     pub fn parse(raw: &str) -> Result<Self, InvalidId> {
-        let ok = (1..=128).contains(&raw.len())
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-        if ok {
-            Ok(Self(raw.to_owned()))
-        } else {
-            Err(InvalidId::TenantId)
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for TenantId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-');
+        checked_name(raw, 128, allowed, InvalidId::TenantId).map(Self)
     }
 }
 
@@ -116,27 +113,29 @@ pub struct Kind(String);
 
 impl Kind {
     pub fn parse(raw: &str) -> Result<Self, InvalidId> {
-        let ok = (1..=32).contains(&raw.len())
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        if ok {
-            Ok(Self(raw.to_owned()))
-        } else {
-            Err(InvalidId::Kind)
+        let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_';
+        checked_name(raw, 32, allowed, InvalidId::Kind).map(Self)
+    }
+}
+
+/// What a checked name (`TenantId`, `Kind`) is as text: `as_str`, and `Display` as it.
+macro_rules! name_text {
+    ($($name:ident),*) => {$(
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
         }
-    }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    )*};
 }
 
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+name_text!(TenantId, Kind);
 
 /// A job's status as a reader sees it. `Lost` and `Cancelling` are never stored: `lost` is
 /// what a running job whose lease (heartbeat) is older than the stale threshold reads as

@@ -88,14 +88,10 @@ impl Drop for StreamPermit {
 mod tests {
     use super::*;
 
-    fn tenant(name: &str) -> TenantId {
-        TenantId::parse(name).expect("a valid tenant id")
-    }
-
     #[test]
     fn a_tenant_gets_its_share_the_instance_its_total_and_a_dropped_stream_gives_its_place_back() {
         let budget = StreamBudget::new(3, 2);
-        let (a, b) = (tenant("a"), tenant("b"));
+        let [a, b] = ["a", "b"].map(|t| TenantId::parse(t).expect("a valid tenant id"));
         let first = budget.admit(&a).expect("a's first");
         let _second = budget.admit(&a).expect("a's second");
         assert!(matches!(

@@ -244,10 +244,9 @@ mod tests {
 
     #[test]
     fn an_eta_is_written_short() {
-        assert_eq!(short(0), "0s");
-        assert_eq!(short(59), "59s");
-        assert_eq!(short(185), "3m05s");
-        assert_eq!(short(7_800), "2h10m");
+        for (secs, text) in [(0, "0s"), (59, "59s"), (185, "3m05s"), (7_800, "2h10m")] {
+            assert_eq!(short(secs), text);
+        }
     }
 
     #[test]

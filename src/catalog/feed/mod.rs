@@ -199,45 +199,35 @@ mod tests {
         (out, end.err().map(|e| e.to_string()))
     }
 
-    #[test]
-    fn a_quote_inside_an_unquoted_csv_field_is_text_and_a_quoted_newline_is_not_a_row_end() {
-        let body = b"product_key,name\na1,55\" TV\na2,\"Two\nlines, \"\"quoted\"\"\"\na3,x\n";
-        let (rows, end) = lines(Format::Csv, body);
-        assert_eq!(end, None);
-        let keys: Vec<_> = rows.iter().map(|(l, r)| (*l, r.clone())).collect();
-        assert_eq!(
-            keys,
-            [
-                (2, Ok("a1".to_owned())),
-                (3, Ok("a2".to_owned())),
-                (5, Ok("a3".to_owned()))
-            ]
-        );
-    }
+    /// A CSV body, and the keys of its rows, each with the line the row starts on.
+    type CsvCase = (&'static [u8], &'static [(u64, &'static str)]);
 
     #[test]
-    fn crlf_line_ends_a_bom_and_semicolons_read_as_plain_rows() {
-        let body = b"\xEF\xBB\xBFProduct Key;Name\r\na1;Mug\r\n\r\na2;Cup\r\n";
-        let (rows, end) = lines(Format::Csv, body);
-        assert_eq!(end, None);
-        assert_eq!(rows, [(2, Ok("a1".into())), (4, Ok("a2".into()))]);
+    fn quotes_line_ends_a_bom_and_semicolons_read_as_plain_rows_each_with_its_first_line() {
+        let cases: [CsvCase; 3] = [
+            // A quote inside an unquoted field is text; a quoted newline is no row end.
+            (
+                b"product_key,name\na1,55\" TV\na2,\"Two\nlines, \"\"quoted\"\"\"\na3,x\n",
+                &[(2, "a1"), (3, "a2"), (5, "a3")],
+            ),
+            // A lone CR ends a line and counts as one.
+            (
+                b"product_key,name\rc1,x\rc2,\"y\rz\"\rc3,w\r",
+                &[(2, "c1"), (3, "c2"), (5, "c3")],
+            ),
+            // CRLF line ends, a byte order mark and semicolons.
+            (
+                b"\xEF\xBB\xBFProduct Key;Name\r\na1;Mug\r\n\r\na2;Cup\r\n",
+                &[(2, "a1"), (4, "a2")],
+            ),
+        ];
+        for (body, keys) in cases {
+            let expected: Rows = keys.iter().map(|&(l, k)| (l, Ok(k.to_owned()))).collect();
+            let shown = String::from_utf8_lossy(body);
+            assert_eq!(lines(Format::Csv, body), (expected, None), "{shown:?}");
+        }
         let body = b"\xEF\xBB\xBF{\"product_key\":\"j1\",\"name\":\"x\"}\r\n";
         assert_eq!(lines(Format::JsonLines, body).0, [(1, Ok("j1".into()))]);
-    }
-
-    #[test]
-    fn a_lone_cr_ends_a_csv_line_and_counts_as_one() {
-        let body = b"product_key,name\rc1,x\rc2,\"y\rz\"\rc3,w\r";
-        let (rows, end) = lines(Format::Csv, body);
-        assert_eq!(end, None);
-        assert_eq!(
-            rows,
-            [
-                (2, Ok("c1".into())),
-                (3, Ok("c2".into())),
-                (5, Ok("c3".into()))
-            ]
-        );
     }
 
     #[test]

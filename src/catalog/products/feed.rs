@@ -96,31 +96,29 @@ impl Feed {
 mod tests {
     use super::*;
 
-    fn key(k: &str) -> ProductKey {
-        ProductKey::parse(k).expect("a valid key")
-    }
-
     #[test]
     fn a_feed_counts_only_from_a_saved_state_and_forgets_up_to_what_the_save_read() {
+        let [a, b] = ["a", "b"].map(|k| ProductKey::parse(k).expect("a valid key"));
         let mut feed = Feed::default();
-        feed.note([&key("a")], 10);
+        feed.note([&a], 10);
         assert_eq!(feed.read().keys, None);
         let upto = feed.read().upto;
-        feed.note([&key("b")], 10);
+        feed.note([&b], 10);
         feed.saved(upto);
-        assert_eq!(feed.read().keys, Some(vec![key("b")]));
-        feed.note([&key("a"), &key("b")], 10);
-        assert_eq!(feed.read().keys, Some(vec![key("a"), key("b")]));
+        assert_eq!(feed.read().keys, Some(vec![b.clone()]));
+        feed.note([&a, &b], 10);
+        assert_eq!(feed.read().keys, Some(vec![a, b]));
     }
 
     #[test]
     fn an_overflowed_feed_cannot_say_until_a_save_that_read_it_after_the_overflow() {
+        let [a, b, c] = ["a", "b", "c"].map(|k| ProductKey::parse(k).expect("a valid key"));
         let mut feed = Feed::default();
         feed.saved(0);
-        feed.note([&key("a"), &key("b")], 1);
+        feed.note([&a, &b], 1);
         let before = feed.read();
         assert_eq!(before.keys, None);
-        feed.note([&key("c")], 1);
+        feed.note([&c], 1);
         feed.saved(before.upto);
         assert_eq!(
             feed.read().keys,

@@ -25,6 +25,33 @@ export const setText = (node, text) => {
   if (node.textContent !== text) node.textContent = text;
 };
 
+/** A progress bar for a job of `kind` (`testid` names it for the tests): the bar's frame
+ * and its fill, for `paintProgress`. */
+export function progressBar(kind, testid) {
+  const bar = el('span');
+  const progress = el('div', {
+    class: 'progress', role: 'progressbar', 'data-testid': testid,
+    'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': '0',
+    'aria-label': `${kind} progress`,
+  }, bar);
+  return { progress, bar };
+}
+
+/** Paints `job`'s status and percent on a card or a pipeline's step row (`{ node, progress,
+ * bar, status, shown }`); the bar moves only when its percent changed. */
+export function paintProgress(row, job) {
+  const pct = Math.max(0, Math.min(100, Number(job.percent) || 0));
+  row.node.dataset.status = job.status || '';
+  if (pct !== row.shown) {
+    row.shown = pct;
+    row.progress.setAttribute('aria-valuenow', String(pct));
+    row.bar.style.width = `${pct}%`;
+  }
+  row.progress.setAttribute('aria-valuetext', `${pct}% ${job.step || ''}`);
+  setText(row.status, job.status || '');
+  row.status.className = `badge ${job.status || ''}`;
+}
+
 export const state = {
   tenant: sessionStorage.getItem(STORE.tenant) || '',
   token: sessionStorage.getItem(STORE.token) || '',

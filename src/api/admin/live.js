@@ -3,7 +3,8 @@
 
 import {
   $, el, state, api, q, enc, showError, clearError, needTenant, span, elapsed, readSse,
-  parse, sleep, pick, learn, snapshot, onRedraw, setText, ACTIVE, showPairWords,
+  parse, sleep, pick, learn, snapshot, onRedraw, setText, ACTIVE, showPairWords, progressBar,
+  paintProgress,
 } from './core.js';
 import { openJob } from './job.js';
 import { followPipeline } from './pipeline.js';
@@ -20,12 +21,7 @@ const watched = new Map(); // job_id -> its card
 function card(job) {
   let w = watched.get(job.job_id);
   if (w) return w;
-  const bar = el('span');
-  const progress = el('div', {
-    class: 'progress', role: 'progressbar', 'data-testid': 'job-progress',
-    'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': '0',
-    'aria-label': `${job.kind} progress`,
-  }, bar);
+  const { progress, bar } = progressBar(job.kind, 'job-progress');
   const status = el('span', { class: 'badge' });
   const step = el('span', { 'data-testid': 'job-step' });
   const time = el('span');
@@ -45,16 +41,7 @@ function card(job) {
 function paintCard(job) {
   const w = watched.get(job.job_id);
   if (!w) return;
-  const pct = Math.max(0, Math.min(100, Number(job.percent) || 0));
-  w.node.dataset.status = job.status || '';
-  if (pct !== w.shown) {
-    w.shown = pct;
-    w.progress.setAttribute('aria-valuenow', String(pct));
-    w.bar.style.width = `${pct}%`;
-  }
-  w.progress.setAttribute('aria-valuetext', `${pct}% ${job.step || ''}`);
-  setText(w.status, job.status || '');
-  w.status.className = `badge ${job.status || ''}`;
+  paintProgress(w, job);
   setText(w.step, job.error ? `${job.step || ''} — ${job.error}` : job.step || '');
   setText(w.time, `elapsed ${span(elapsed(job))}`);
   const active = ACTIVE.has(job.status);

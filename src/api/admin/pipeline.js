@@ -5,7 +5,7 @@
 
 import {
   $, el, state, api, q, showError, clearError, needTenant, learn, merge, snapshot,
-  onRedraw, setText, sleep, ACTIVE,
+  onRedraw, setText, sleep, ACTIVE, progressBar, paintProgress,
 } from './core.js';
 import { openJob } from './job.js';
 
@@ -16,12 +16,7 @@ const cards = new Map(); // pipeline job_id -> its card
 const stepOf = new Map(); // a step's job_id -> [its card, its index]
 
 function stepRow(step) {
-  const bar = el('span');
-  const progress = el('div', {
-    class: 'progress', role: 'progressbar', 'data-testid': 'step-progress',
-    'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': '0',
-    'aria-label': `${step.kind} progress`,
-  }, bar);
+  const { progress, bar } = progressBar(step.kind, 'step-progress');
   const status = el('span', { class: 'badge', 'data-testid': 'step-status' });
   const words = el('span', { 'data-testid': 'step-words' });
   const node = el('li', { class: 'pipeline-step', 'data-testid': 'pipeline-step', 'data-kind': step.kind },
@@ -53,17 +48,8 @@ function paintStep(c, i, incoming) {
   const s = c.steps[i];
   s.known = merge(s.known, incoming);
   const job = s.known;
-  const pct = Math.max(0, Math.min(100, Number(job.percent) || 0));
-  s.node.dataset.status = job.status || '';
   s.node.dataset.jobId = job.job_id;
-  if (pct !== s.shown) {
-    s.shown = pct;
-    s.progress.setAttribute('aria-valuenow', String(pct));
-    s.bar.style.width = `${pct}%`;
-  }
-  s.progress.setAttribute('aria-valuetext', `${pct}% ${job.step || ''}`);
-  setText(s.status, job.status || '');
-  s.status.className = `badge ${job.status || ''}`;
+  paintProgress(s, job);
   setText(s.words, job.step || '');
 }
 

@@ -43,4 +43,3 @@ mod soak;
 mod staging;
 mod tenants;
 mod tombstone;
-mod webdriver;

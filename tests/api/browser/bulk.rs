@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::{row_reads, screenshot_path, use_identity, DESKTOP};
 use crate::both_stores;
+use crate::helpers::webdriver::Browser;
 use crate::helpers::{create, failed_job, new_job, spawn_app, tenant, Backend, Gate, TestApp};
-use crate::webdriver::Browser;
 
 both_stores!(
     every_failed_job_the_filters_match_is_retried_beyond_the_rows_shown_in_calls_of_100,

@@ -16,11 +16,11 @@ use catalog_jobs::config::Config;
 use serde_json::{json, Value};
 
 use super::{screenshot_path, use_identity, DESKTOP};
+use crate::helpers::webdriver::Browser;
 use crate::helpers::{
     serve, settings, spawn_app, spawn_app_with, spawn_catalog_app, store, test_config, unique,
     Backend,
 };
-use crate::webdriver::Browser;
 
 /// How long a person holds the button down in a click.
 const HOLD: Duration = Duration::from_millis(150);

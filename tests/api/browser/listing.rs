@@ -6,10 +6,10 @@ use serde_json::{json, Value};
 
 use super::DESKTOP;
 use crate::both_stores;
+use crate::helpers::webdriver::Browser;
 use crate::helpers::{
     create, new_job, settings, spawn_app_with, store, test_config, unique, Backend,
 };
-use crate::webdriver::Browser;
 use catalog_jobs::jobs::store::JobStore;
 use catalog_jobs::jobs::TenantId;
 

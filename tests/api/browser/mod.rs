@@ -1,5 +1,5 @@
 //! The admin page in a real browser: headless Chromium through chromedriver (see
-//! `webdriver.rs`) against the real service (Redis started by the harness, the real catalogue
+//! `helpers/webdriver.rs`) against the real service (Redis started by the harness, the real catalogue
 //! job kinds, the demo feed). One browser session walks the page the way an operator does;
 //! every wait polls the DOM (bounded), none sleeps. Screenshots go to `target/screenshots/`.
 //! `console.rs` holds the operator's console: the table under load, the timeline, the roles.
@@ -21,11 +21,11 @@ use std::sync::Arc;
 
 use catalog_jobs::jobs::redis::RedisStore;
 
+use crate::helpers::webdriver::Browser;
 use crate::helpers::{
     dead_redis_url, free_port, settings, spawn_app_with, spawn_catalog_app, test_config, unique,
     Backend, HeldFeeds, TestApp,
 };
-use crate::webdriver::Browser;
 
 /// A laptop's viewport, and a phone's width (an iPhone SE / 13 mini in CSS pixels).
 pub const DESKTOP: (u32, u32) = (1280, 1000);

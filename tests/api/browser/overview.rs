@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::{screenshot_path, DESKTOP};
 use crate::both_stores;
+use crate::helpers::webdriver::Browser;
 use crate::helpers::{spawn_app, started_id, tenant, Backend, Gate, TestApp};
-use crate::webdriver::Browser;
 
 /// The ends the script makes, by outcome.
 const DONE: usize = 3;

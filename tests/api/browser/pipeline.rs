@@ -7,8 +7,8 @@ use catalog_jobs::jobs::pipeline::SKIPPED_CANCELLED;
 use serde_json::{json, Value};
 
 use super::{cancel_the_open_job_through_the_confirmation, screenshot_path, use_identity, DESKTOP};
+use crate::helpers::webdriver::Browser;
 use crate::helpers::{spawn_catalog_app, test_config, unique, Backend, HeldFeeds};
-use crate::webdriver::Browser;
 
 /// A refresh's steps, in the order its card lists them.
 const STEPS: [&str; 3] = ["sync", "enrich", "pair"];

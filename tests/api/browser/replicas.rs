@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::DESKTOP;
+use crate::helpers::webdriver::Browser;
 use crate::helpers::{a_scripted_mix, both_agree, pid_of, stats_of, Replicas};
-use crate::webdriver::Browser;
 
 /// The page reads the overview every 5 s; a killed replica leaves the store's list within its
 /// staleness window (1.5 s): together well within this.

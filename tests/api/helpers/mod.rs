@@ -4,7 +4,8 @@
 //! app in this process on port 0; `catalog` makes catalogue stores and products;
 //! `service` runs the built binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`;
 //! `client` is the API both apps answer, `metrics` reads `/metrics`, `cli` the binary's client subcommands; `tokens` says who may call it;
-//! `replicas` two replicas of the binary on one Redis, for the overview.
+//! `replicas` two replicas of the binary on one Redis, for the overview; `webdriver` a headless
+//! Chromium for the admin page.
 //! Tests isolate themselves by tenant and key prefix, never by FLUSHDB.
 
 mod app;
@@ -22,6 +23,7 @@ pub mod source;
 mod sse;
 mod store;
 mod tokens;
+pub mod webdriver;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{free_port, JsonAnswer};
+use super::{free_port, JsonAnswer};
 
 /// The key W3C WebDriver names an element reference by.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";

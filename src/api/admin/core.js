@@ -352,6 +352,12 @@ const FULL_BECAUSE = {
   share: 'too much changed since the last full pair',
 };
 
+/** How an incremental pair found what changed, in words (`changes.found_by`, docs/api.md). */
+const FOUND_BY = {
+  feed: 'found by the change feed',
+  listing: 'found by listing every product',
+};
+
 const count = (n) => Number(n || 0).toLocaleString('en-US');
 
 /**
@@ -367,10 +373,12 @@ export function pairWords(report) {
   }
   const c = report.changes || {};
   const r = report.rescored_because || {};
+  const found = FOUND_BY[c.found_by] || `found by ${c.found_by}`;
   return `Incremental pair: re-scored ${count(report.rescored)} of ${count(report.products)} products`
     + ` (${count(r.changed)} changed or added, ${count(r.lost_a_neighbour)} lost a neighbour,`
     + ` ${count(r.refilled)} refilled one from their kept list, ${count(r.gained_a_neighbour)} gained one); since the last pair ${count(c.added)} added,`
-    + ` ${count(c.changed)} changed, ${count(c.removed)} removed; ${table}`;
+    + ` ${count(c.changed)} changed, ${count(c.removed)} removed`
+    + ` (${found}); ${table}`;
 }
 
 /** Shows a pair report's words in `node` (hidden for any other report). */

@@ -5,16 +5,31 @@
 //! A product is valid by construction: `Product::from_json` checks every field against
 //! `limits`, so one bad row is reported with its line and never stops the rows around it.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::catalog::currency::{is_currency, CURRENCY_RULE};
 
-/// A product's key: 1–128 characters of `A-Z a-z 0-9 _ . : -`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
-#[serde(transparent)]
-pub struct ProductKey(String);
+/// A product's key: 1–128 characters of `A-Z a-z 0-9 _ . : -`. Shared, not copied, when
+/// cloned: a pair keeps every key of a catalogue in each state and listing it makes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ToSchema)]
+#[schema(value_type = String)]
+pub struct ProductKey(Arc<str>);
+
+impl Serialize for ProductKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ProductKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(|k| Self(k.into()))
+    }
+}
 
 impl ProductKey {
     pub fn parse(raw: &str) -> Result<Self, String> {
@@ -23,7 +38,7 @@ impl ProductKey {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'));
         if ok {
-            Ok(Self(raw.to_owned()))
+            Ok(Self(raw.into()))
         } else {
             Err("product_key must be 1–128 characters of A-Z a-z 0-9 _ . : -".into())
         }

@@ -266,10 +266,12 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Ed
     let cpu = cpu_seconds() - cpu_before;
     phases.print("incremental");
     format!(
-        "           after {:.0} % edits: {} pair {wall:.2} s (CPU {cpu:.2} s, {} re-scored) | peak RSS {:.0} MiB (before it {before:.0} MiB, the store's catalogue and state {held:.0} MiB of heap) | its own peak heap {:.0} MiB",
+        "           after {:.0} % edits: {} pair {wall:.2} s (CPU {cpu:.2} s, {} re-scored: {}; changes {}) | peak RSS {:.0} MiB (before it {before:.0} MiB, the store's catalogue and state {held:.0} MiB of heap) | its own peak heap {:.0} MiB",
         EDITED_SHARE * 100.0,
         report["mode"].as_str().unwrap_or("?"),
         report["rescored"],
+        report["rescored_because"],
+        report["changes"],
         peak_rss_mib(),
         Heap::most_mib() - held,
     )

@@ -42,6 +42,7 @@ both_stores!(
     a_cancel_while_listing_reading_indexing_or_scoring_stops_the_pair_within_the_cancel_bound,
     a_fenced_off_pair_stages_nothing_and_writes_nothing,
     a_kept_list_refills_a_lost_neighbour_without_a_query_and_still_equals_a_full_pair,
+    one_changed_member_of_a_large_group_is_queried_alone_and_the_table_still_equals_a_full_pair,
 );
 
 pub(crate) fn never() -> CancellationToken {
@@ -195,6 +196,51 @@ async fn a_kept_list_refills_a_lost_neighbour_without_a_query_and_still_equals_a
             equals_a_full_pair_with_its_weights(&catalog, &t);
             products = current(&catalog, &t, products, &edits);
         }
+    })
+    .await
+}
+
+/// Products of one name, brand and category, priced within one band: one group.
+const TWINS: usize = 40;
+
+/// Forty products that pair as one group (same identity and category) join a hard
+/// catalogue; then one of them moves across the price band. Only it is queried anew: its
+/// thirty-nine twins keep their lists (dropping it, or taking the next best they kept),
+/// instead of the whole group being queried again; the table still equals a full pair.
+async fn one_changed_member_of_a_large_group_is_queried_alone_and_the_table_still_equals_a_full_pair(
+    b: Backend,
+) {
+    blocking(move || {
+        let (catalog, t, products) = paired_in(catalog_store(b), 2_000, 61);
+        let twin = |i: usize, price: i64| Product {
+            product_key: ProductKey::parse(&format!("twin-{i:02}")).unwrap(),
+            name: "Harbor Linen Lamp Shade".into(),
+            brand: Some("Northwind".into()),
+            price_cents: Some(price),
+            taxonomy_path: vec!["Home".into()],
+            ..products[0].clone()
+        };
+        let twins = (0..TWINS).map(|i| twin(i, 1_000 + i as i64)).collect();
+        let added = demo::Edits {
+            upserts: twins,
+            removals: vec![],
+        };
+        let report = edit_and_pair(&catalog, &t, &added);
+        assert_eq!(report["changes"]["added"], TWINS, "{report}");
+        equals_a_full_pair_with_its_weights(&catalog, &t);
+        let moved = demo::Edits {
+            upserts: vec![twin(3, 5_000)],
+            removals: vec![],
+        };
+        let report = edit_and_pair(&catalog, &t, &moved);
+        let because = &report["rescored_because"];
+        assert_eq!(because["changed"], 1, "{report}");
+        let queried = because["lost_a_neighbour"].as_u64().unwrap();
+        assert!(
+            queried < TWINS as u64 / 4,
+            "the twins kept their lists rather than being queried with it: {report}"
+        );
+        equals_a_full_pair_with_its_weights(&catalog, &t);
     })
     .await
 }

@@ -81,8 +81,7 @@ pub fn neighbours(
     check(stop)?;
     let index = Index::build(&e, stop, &|done, all| indexing(progress, done, all))?;
     progress.report(INDEXED, "scoring neighbours");
-    let groups: Vec<u32> = (0..e.group_count() as u32).collect();
-    let best = score_groups(&e, &index, &groups, ask, stop, progress)?;
+    let best = score_groups(&e, &index, &e.groups, ask, stop, progress)?;
     progress.report(SCORED, "scored all products");
     Ok(keys
         .iter()

@@ -69,8 +69,7 @@ pub fn pair_all(
     let index = Index::build(&e, stop, &|done, all| indexing(progress, done, all))?;
     check(stop)?;
     progress.report(INDEXED, "scoring neighbours");
-    let groups: Vec<u32> = (0..e.group_count() as u32).collect();
-    let best = score_groups(&e, &index, &groups, ask, stop, progress)?;
+    let best = score_groups(&e, &index, &e.groups, ask, stop, progress)?;
     progress.report(SCORED, "scored all products");
     let mut rows: Rows<(u32, f32)> = Rows::with_capacity(n, n * ask.depth());
     for b in &best {
@@ -109,17 +108,17 @@ pub fn indexing(progress: &Monotonic<'_>, done: usize, all: usize) {
     progress.interpolate(EMBEDDED, INDEXED, done, all, &step);
 }
 
-/// Every member of `groups` scored (45 → 90 %): each product's best, by product index
-/// (products of other groups get an empty list).
+/// Every product of `queries` scored (45 → 90 %; a row is one query, products of one group,
+/// `score::score`): each product's best, by product index (other products get an empty list).
 pub fn score_groups(
     e: &Embedding,
     index: &Index,
-    groups: &[u32],
+    queries: &Rows<u32>,
     ask: &Ask,
     stop: &CancellationToken,
     progress: &Monotonic<'_>,
 ) -> Result<Vec<Best>, CatalogError> {
-    let total = groups.len();
+    let total = queries.len();
     let report = |done: usize, all: usize| {
         progress.interpolate(
             INDEXED,
@@ -129,7 +128,7 @@ pub fn score_groups(
             &format!("scoring neighbours (about {done} of {total} distinct identities)"),
         );
     };
-    let scored = score::score(e, index, groups, ask, stop, &report)?;
+    let scored = score::score(e, index, queries, ask, stop, &report)?;
     let mut best: Vec<Best> = vec![Vec::new(); e.len()];
     for (i, b) in scored {
         best[i as usize] = b;

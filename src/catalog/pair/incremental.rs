@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::embed::{frozen_identity_of, traits_of, Embedding, Names};
 use super::full::indexing;
 use super::index::Index;
-use super::rescore::{changed_rows, rescore, Plan};
+use super::rescore::{rescore, Plan};
 use super::score::Ask;
 use super::{Weights, EMBEDDED, INDEXED, LOADED, SCORED};
 use crate::catalog::products::{Pairing, PairingInput, ProductKey, Traits};
@@ -61,7 +61,7 @@ pub struct Rescored {
     /// Changed or added.
     pub changed: usize,
     /// Their list no longer proved their top k once changed or removed products left it:
-    /// queried anew (with their group's other members).
+    /// queried anew.
     pub lost_a_neighbour: usize,
     /// Their top k held a changed or removed product, refilled from the rest of their kept
     /// list: not queried.
@@ -151,13 +151,8 @@ pub fn run(
     check(stop)?;
     progress.report(INDEXED, "finding whose neighbours changed");
     let plan = Plan::new(state, &e, &built.old_of, &built.changed, ask);
-    let (best, known, rescored) = rescore(&e, &index, &plan, state, &built, ask, stop, progress)?;
+    let r = rescore(&e, &index, plan, state, &built, ask, stop, progress)?;
     progress.report(SCORED, "re-scored the products that changed");
-    let rows = changed_rows(state, &built, &plan, &best, ask.top_k);
-    let mut table: Rows<(u32, f32)> = Rows::with_capacity(best.len(), best.len() * ask.depth());
-    for b in &best {
-        table.push(b);
-    }
     let removed = cat
         .removed
         .iter()
@@ -174,15 +169,15 @@ pub fn run(
         versions: cat.versions,
         traits: e.traits,
         identities: built.identities,
-        best: table,
-        known,
+        best: r.best,
+        known: r.known,
     };
     Ok(Outcome::Paired(Box::new(Paired {
         pairing,
-        rows,
+        rows: r.rows,
         removed,
         changes,
-        rescored,
+        rescored: r.rescored,
     })))
 }
 

@@ -11,20 +11,28 @@ use super::index::Index;
 use super::reverse::{reverse, Bars, Entry};
 use super::score::{Ask, Best};
 use crate::catalog::products::{Known, Pairing};
+use crate::catalog::rows::Rows;
 use crate::catalog::{CatalogError, Monotonic};
 
 /// Who is re-scored, and how.
 pub struct Plan {
-    /// Groups queried anew: those holding a changed product or one whose kept list no
-    /// longer proves its top k.
-    requery: Vec<u32>,
+    /// Products queried anew: the changed and added ones, and those whose kept list no
+    /// longer proves their top k. Only they: a group's other members keep their lists (a
+    /// group of a thousand identical names that one product left is not queried a
+    /// thousand times over).
     requeried: Vec<bool>,
     /// Groups holding a changed product: each searches whose list it can enter.
     changed_groups: Vec<u32>,
     /// Each product's bar for the reverse search (`f32::INFINITY` when requeried): what a
     /// changed product must score to enter its list.
     bars: Vec<f32>,
-    /// The new index of each of the state's products kept unchanged (`u32::MAX` otherwise).
+    /// The state's products in the new indices.
+    mapped: Mapped,
+}
+
+/// The new index of each of the state's products kept unchanged (`u32::MAX` otherwise), and
+/// what it tells of the state's lists.
+struct Mapped {
     old_to_new: Vec<u32>,
 }
 
@@ -42,57 +50,61 @@ impl Plan {
                 old_to_new[*o as usize] = u as u32;
             }
         }
-        let mut plan = Self {
-            requery: Vec::new(),
-            requeried: Vec::new(),
-            changed_groups: Vec::new(),
-            bars: Vec::new(),
-            old_to_new,
-        };
-        let mut requery_group = vec![false; e.group_count()];
+        let mapped = Mapped { old_to_new };
         let mut changed_group = vec![false; e.group_count()];
         let mut bars = vec![f32::INFINITY; e.len()];
+        let mut requeried = Vec::with_capacity(e.len());
         for (u, o) in old_of.iter().enumerate() {
             let unproven = o.is_some_and(|o| {
-                let (proves, bar) = plan.standing(state, o, ask);
-                bars[u] = bar;
+                let (proves, bar) = mapped.standing(state, o, ask);
+                bars[u] = if proves { bar } else { f32::INFINITY };
                 !proves
             });
-            let g = e.group_of[u] as usize;
-            requery_group[g] |= changed[u] || unproven;
-            changed_group[g] |= changed[u];
+            requeried.push(changed[u] || unproven);
+            changed_group[e.group_of[u] as usize] |= changed[u];
         }
-        plan.requeried = e
-            .group_of
-            .iter()
-            .map(|&g| requery_group[g as usize])
+        let changed_groups = (0..changed_group.len() as u32)
+            .filter(|&g| changed_group[g as usize])
             .collect();
-        for (bar, &requeried) in bars.iter_mut().zip(&plan.requeried) {
-            if requeried {
-                *bar = f32::INFINITY;
-            }
+        Self {
+            requeried,
+            changed_groups,
+            bars,
+            mapped,
         }
-        plan.bars = bars;
-        let which = |marks: &[bool]| {
-            (0..marks.len() as u32)
-                .filter(|&g| marks[g as usize])
-                .collect::<Vec<u32>>()
-        };
-        plan.requery = which(&requery_group);
-        plan.changed_groups = which(&changed_group);
-        plan
+    }
+}
+
+/// The queries that answer `products` (sorted): one per group, for its members among them.
+fn queries(e: &Embedding, products: &[u32]) -> Rows<u32> {
+    let mut by_group: Vec<(u32, u32)> = products
+        .iter()
+        .map(|&u| (e.group_of[u as usize], u))
+        .collect();
+    by_group.sort_unstable();
+    let mut out = Rows::with_capacity(by_group.len(), by_group.len());
+    let mut row = Vec::new();
+    for run in by_group.chunk_by(|a, b| a.0 == b.0) {
+        row.clear();
+        row.extend(run.iter().map(|&(_, u)| u));
+        out.push(&row);
+    }
+    out
+}
+
+impl Mapped {
+    /// Product `o`'s kept list in the new indices: without the products changed or removed
+    /// since.
+    fn list<'a>(&'a self, row: &'a [(u32, f32)]) -> impl Iterator<Item = (u32, f32)> + 'a {
+        row.iter()
+            .map(|&(j, s)| (self.old_to_new[j as usize], s))
+            .filter(|&(j, _)| j != u32::MAX)
     }
 
     /// The state's list of product `o` in the new indices, without the products changed or
     /// removed since, and how far it is known now (`known_now`).
     fn kept(&self, state: &Pairing, o: u32) -> (Best, Known) {
-        let list = state
-            .best
-            .row(o as usize)
-            .iter()
-            .map(|&(j, s)| (self.old_to_new[j as usize], s))
-            .filter(|&(j, _)| j != u32::MAX)
-            .collect();
+        let list = self.list(state.best.row(o as usize)).collect();
         (list, self.known_now(state, o))
     }
 
@@ -138,69 +150,177 @@ impl Plan {
     }
 }
 
+/// The new table: every product's list, how far it is known, which rows differ from the
+/// state's, and why products were re-scored.
+pub struct Rescoring {
+    pub best: Rows<(u32, f32)>,
+    pub known: Vec<Known>,
+    /// Indices of the rows that differ from the state's: every changed or added product's,
+    /// and every kept product's whose top k moved.
+    pub rows: Vec<u32>,
+    pub rescored: Rescored,
+}
+
+/// A kept list something entered, merged: its product, list, how far it is known, and
+/// whether it lost a product and gained one.
+struct Merged {
+    u: u32,
+    list: Best,
+    known: Known,
+    lost: bool,
+    gained: bool,
+}
+
 /// Every product's new list and how far it is known: queried anew, merged with what entered
 /// it, or kept.
 #[allow(clippy::too_many_arguments)]
 pub fn rescore(
     e: &Embedding,
     index: &Index,
-    plan: &Plan,
+    plan: Plan,
     state: &Pairing,
     built: &Built,
     ask: &Ask,
     stop: &CancellationToken,
     progress: &Monotonic<'_>,
-) -> Result<(Vec<Best>, Vec<Known>, Rescored), CatalogError> {
-    let bars = Bars::new(e, index, plan.bars.clone());
+) -> Result<Rescoring, CatalogError> {
+    let Plan {
+        requeried,
+        changed_groups,
+        bars,
+        mapped,
+    } = plan;
+    let bars = Bars::new(e, index, bars);
     let mut entries: Vec<Entry> = reverse(
         e,
         index,
         &bars,
-        &plan.changed_groups,
+        &changed_groups,
         &built.changed,
         stop,
         &|_, _| {},
     )?;
+    drop(bars);
     entries.sort_unstable_by_key(|&(u, j, _)| (u, j));
-    let mut best = score_groups(e, index, &plan.requery, ask, stop, progress)?;
-    let mut known = vec![Known::All; e.len()];
-    let mut rescored = Rescored::default();
-    let mut unproven = Vec::new();
-    let mut entered = entries.chunk_by(|a, b| a.0 == b.0).peekable();
-    for (u, best) in best.iter_mut().enumerate() {
-        if plan.requeried[u] {
-            if built.changed[u] {
-                rescored.changed += 1;
-            } else {
-                rescored.lost_a_neighbour += 1;
+    let cx = Context {
+        e,
+        state,
+        built,
+        mapped: &mapped,
+        ask,
+    };
+    let (merged_lists, unproven) = cx.merge_entered(&entries, &requeried);
+    drop(entries);
+    let mut asked: Vec<u32> = (0..e.len() as u32)
+        .filter(|&u| requeried[u as usize])
+        .collect();
+    asked.extend(&unproven);
+    asked.sort_unstable();
+    let queries = queries(e, &asked);
+    drop(asked);
+    let fresh = score_groups(e, index, &queries, ask, stop, progress)?;
+    Ok(cx.table(&requeried, &fresh, &merged_lists, &unproven))
+}
+
+/// What re-scoring reads besides the index: the new embedding, the state, the new
+/// catalogue, and the state's products in the new indices.
+struct Context<'a> {
+    e: &'a Embedding,
+    state: &'a Pairing,
+    built: &'a Built,
+    mapped: &'a Mapped,
+    ask: &'a Ask,
+}
+
+impl Context<'_> {
+    /// The kept lists something entered (`entries`, by product), merged. Only such a list
+    /// can stop proving its top k (when what entered pushed out products tied with its
+    /// last): those are answered apart (by product), to be queried with the products
+    /// queried anyway.
+    fn merge_entered(&self, entries: &[Entry], requeried: &[bool]) -> (Vec<Merged>, Vec<u32>) {
+        let (mut merged_lists, mut unproven) = (Vec::new(), Vec::new());
+        for entered in entries.chunk_by(|a, b| a.0 == b.0) {
+            let u = entered[0].0;
+            debug_assert!(
+                !requeried[u as usize],
+                "a requeried product's bar is infinite"
+            );
+            let o = self.built.old_of[u as usize].expect("a product not requeried is unchanged");
+            let (list, k) = self.mapped.kept(self.state, o);
+            let lost = list.len() < self.state.best.row(o as usize).len();
+            let new = entered.iter().map(|&(_, j, s)| (j, s));
+            let depth = self.ask.depth();
+            let (merged_list, k) = merged(self.e, u as usize, list.clone(), k, new, depth);
+            if !k.proves(&merged_list, self.ask.top_k) {
+                unproven.push(u);
+                continue;
             }
-            known[u] = known_of(best, ask);
-            continue;
+            merged_lists.push(Merged {
+                u,
+                gained: merged_list != list,
+                list: merged_list,
+                known: k,
+                lost,
+            });
         }
-        let o = built.old_of[u].expect("a product not requeried is unchanged");
-        let (mut list, mut k) = plan.kept(state, o);
-        let lost = list.len() < state.best.row(o as usize).len();
-        let mut gained = false;
-        if let Some(new) = entered.next_if(|c| c[0].0 as usize == u) {
-            let before = list.clone();
-            let new = new.iter().map(|&(_, j, s)| (j, s));
-            (list, k) = merged(e, u, list, k, new, ask.depth());
-            gained = list != before;
-        }
-        if !k.proves(&list, ask.top_k) {
-            unproven.push(u as u32);
-        } else if lost {
-            rescored.refilled += 1;
-        } else {
-            rescored.gained_a_neighbour += usize::from(gained);
-        }
-        (*best, known[u]) = (list, k);
+        (merged_lists, unproven)
     }
-    requery_unproven(
-        e, index, &unproven, ask, stop, progress, &mut best, &mut known,
-    )?;
-    rescored.lost_a_neighbour += unproven.len();
-    Ok((best, known, rescored))
+
+    /// The new table, written row by row as each list is found (the kept ones copied
+    /// straight from the state's rows, so a million kept lists cost no list of their own):
+    /// from `fresh` for the `requeried` and `unproven` products, from `merged_lists`, or kept.
+    fn table(
+        &self,
+        requeried: &[bool],
+        fresh: &[Best],
+        merged_lists: &[Merged],
+        unproven: &[u32],
+    ) -> Rescoring {
+        let (e, state, built, ask) = (self.e, self.state, self.built, self.ask);
+        let mut out = Rescoring {
+            best: Rows::with_capacity(e.len(), state.best.items().len() + e.len()),
+            known: Vec::with_capacity(e.len()),
+            rows: Vec::new(),
+            rescored: Rescored::default(),
+        };
+        let r = &mut out.rescored;
+        let mut merged_lists = merged_lists.iter().peekable();
+        let mut unproven = unproven.iter().peekable();
+        let mut kept = Vec::with_capacity(ask.depth());
+        for u in 0..e.len() as u32 {
+            let again = unproven.next_if(|&&x| x == u).is_some();
+            let (list, known): (&[(u32, f32)], Known) = if requeried[u as usize] || again {
+                let list = &fresh[u as usize];
+                if built.changed[u as usize] {
+                    r.changed += 1;
+                } else {
+                    r.lost_a_neighbour += 1;
+                }
+                (list, known_of(list, ask))
+            } else if let Some(m) = merged_lists.next_if(|m| m.u == u) {
+                if m.lost {
+                    r.refilled += 1;
+                } else {
+                    r.gained_a_neighbour += usize::from(m.gained);
+                }
+                (&m.list, m.known)
+            } else {
+                let o = built.old_of[u as usize].expect("a product not requeried is unchanged");
+                let row = state.best.row(o as usize);
+                kept.clear();
+                kept.extend(self.mapped.list(row));
+                r.refilled += usize::from(kept.len() < row.len());
+                (&kept, self.mapped.known_now(state, o))
+            };
+            out.best.push(list);
+            out.known.push(known);
+            let top = &list[..list.len().min(ask.top_k)];
+            if built.old_of[u as usize].is_none_or(|o| !self.mapped.same_top(state, o, top)) {
+                out.rows.push(u);
+            }
+        }
+        out
+    }
 }
 
 /// `u`'s kept `list`, known as far as `known`, with the changed products that may have
@@ -234,34 +354,6 @@ fn merged(
     }
 }
 
-/// Queries anew the products whose list stopped proving its top k when what entered it
-/// pushed out products tied with its last (rare): their groups are scored again.
-#[allow(clippy::too_many_arguments)]
-fn requery_unproven(
-    e: &Embedding,
-    index: &Index,
-    unproven: &[u32],
-    ask: &Ask,
-    stop: &CancellationToken,
-    progress: &Monotonic<'_>,
-    best: &mut [Best],
-    known: &mut [Known],
-) -> Result<(), CatalogError> {
-    if unproven.is_empty() {
-        return Ok(());
-    }
-    let mut groups: Vec<u32> = unproven.iter().map(|&u| e.group_of[u as usize]).collect();
-    groups.sort_unstable();
-    groups.dedup();
-    let mut fresh = score_groups(e, index, &groups, ask, stop, progress)?;
-    for &u in unproven {
-        let u = u as usize;
-        best[u] = std::mem::take(&mut fresh[u]);
-        known[u] = known_of(&best[u], ask);
-    }
-    Ok(())
-}
-
 /// The order of two neighbours of `u`: best first (`Embedding::ranks_before`).
 fn ranking(e: &Embedding, u: usize, a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
     let (a, b) = ((a.1, a.0 as usize), (b.1, b.0 as usize));
@@ -272,22 +364,4 @@ fn ranking(e: &Embedding, u: usize, a: &(u32, f32), b: &(u32, f32)) -> std::cmp:
     } else {
         std::cmp::Ordering::Equal
     }
-}
-
-/// The table rows that differ from the state's: every changed or added product's, and every
-/// kept product's whose top k moved.
-pub fn changed_rows(
-    state: &Pairing,
-    built: &Built,
-    plan: &Plan,
-    best: &[Best],
-    top_k: usize,
-) -> Vec<u32> {
-    (0..best.len())
-        .filter(|&u| match built.old_of[u] {
-            None => true,
-            Some(o) => !plan.same_top(state, o, &best[u][..best[u].len().min(top_k)]),
-        })
-        .map(|u| u as u32)
-        .collect()
 }

@@ -114,6 +114,10 @@ impl Reverse {
         }
         self.seen[g] = self.epoch;
         let first = s.e.groups.row(g)[0] as usize;
+        // The group's own unchanged members (kept, not queried) meet its changed ones at
+        // the group's own score, in no list.
+        let mine = s.e.vector(first);
+        record(s, g, g, dot(mine, mine), out);
         let category = s.e.traits[first].category;
         for &p in &s.index.partitions {
             if reads(category, p) && self.cover.reset(s.index, p, s.e.vector(first)) {
@@ -217,17 +221,23 @@ impl Reverse {
         }
         self.seen[h] = self.epoch;
         let score = dot(mine, &s.e.vectors.items()[start as usize..end as usize]);
-        if score < s.bars.group[h] {
-            return;
+        record(s, g, h, score, out);
+    }
+}
+
+/// Records each member of group `h` whose bar `score` reaches, with each changed member
+/// of group `g` it is comparable with.
+fn record(s: &Search<'_>, g: usize, h: usize, score: f32, out: &mut Vec<Entry>) {
+    if score < s.bars.group[h] {
+        return;
+    }
+    for &u in s.e.groups.row(h) {
+        if score < s.bars.product[u as usize] {
+            continue;
         }
-        for &u in s.e.groups.row(h) {
-            if score < s.bars.product[u as usize] {
-                continue;
-            }
-            for &j in s.e.groups.row(g) {
-                if s.changed[j as usize] && j != u && s.e.comparable(u as usize, j as usize) {
-                    out.push((u, j, score));
-                }
+        for &j in s.e.groups.row(g) {
+            if s.changed[j as usize] && j != u && s.e.comparable(u as usize, j as usize) {
+                out.push((u, j, score));
             }
         }
     }

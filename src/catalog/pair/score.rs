@@ -29,6 +29,7 @@ use super::embed::{dot, Embedding};
 use super::index::Index;
 use super::CORES;
 use crate::catalog::products::NO_CATEGORY;
+use crate::catalog::rows::Rows;
 use crate::catalog::{check, CatalogError};
 
 /// From how many queries scoring is spread over threads.
@@ -116,21 +117,24 @@ pub fn on_every_core<S, T: Send>(
     Ok(collected.into_iter().flatten().collect())
 }
 
-/// The best `ask.depth()` of every member of each group in `groups`, as (product, neighbours).
+/// The best `ask.depth()` of every product of `queries`, as (product, neighbours). Each row of
+/// `queries` is one query: products of one group (all of its members for a full pair, those
+/// whose list must be made anew for an incremental one).
 pub fn score(
     e: &Embedding,
     index: &Index,
-    groups: &[u32],
+    queries: &Rows<u32>,
     ask: &Ask,
     stop: &CancellationToken,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<(u32, Best)>, CatalogError> {
+    let rows: Vec<u32> = (0..queries.len() as u32).collect();
     on_every_core(
-        groups,
+        &rows,
         stop,
         progress,
         || Query::new(e.group_count()),
-        |query, g, out| query.top_k(e, index, g as usize, ask, out),
+        |query, q, out| query.top_k(e, index, queries.row(q as usize), ask, out),
     )
 }
 
@@ -150,7 +154,7 @@ struct Query {
     best: Vec<Vec<(f32, u32)>>,
 }
 
-/// The query being answered: its group's members and vector.
+/// The query being answered: the members of its group it answers, and their vector.
 struct Asked<'a> {
     e: &'a Embedding,
     members: &'a [u32],
@@ -168,12 +172,12 @@ impl Query {
         }
     }
 
-    /// The best `ask.depth()` of every member of group `g`, appended to `out`.
+    /// The best `ask.depth()` of each of `members` (products of one group), appended to `out`.
     fn top_k(
         &mut self,
         e: &Embedding,
         index: &Index,
-        g: usize,
+        members: &[u32],
         ask: &Ask,
         out: &mut Vec<(u32, Best)>,
     ) {
@@ -182,8 +186,8 @@ impl Query {
             self.seen.fill(0);
             self.epoch = 1;
         }
-        let members = e.groups.row(g);
         let first = members[0] as usize;
+        let g = e.group_of[first] as usize;
         self.best.clear();
         self.best.resize_with(members.len(), Vec::new);
         if ask.top_k > 0 {

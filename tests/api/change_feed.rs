@@ -18,10 +18,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
-use crate::helpers::{blocking, catalog_store, settings, shared_redis_url, store, unique, Backend};
-use crate::incremental::{
+use crate::helpers::pairing::{
     apply, edit_and_pair, equals_a_full_pair_with_its_weights, never, paired_in,
 };
+use crate::helpers::{blocking, catalog_store, settings, shared_redis_url, store, unique, Backend};
 
 both_stores!(
     an_incremental_pair_reads_what_changed_from_the_feed_and_equals_a_full_pair_with_its_weights,

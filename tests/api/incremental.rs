@@ -8,11 +8,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use catalog_jobs::catalog::demo;
-use catalog_jobs::catalog::pair::{self, Ask, PairParams};
+use catalog_jobs::catalog::pair::PairParams;
 use catalog_jobs::catalog::products::{
     CatalogStore, MemoryCatalog, Neighbour, Product, ProductKey, RedisCatalog,
 };
-use catalog_jobs::catalog::{enrich, run_unfenced, Catalog, CatalogError, CatalogSettings};
+use catalog_jobs::catalog::{run_unfenced, Catalog, CatalogError, CatalogSettings};
 use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::memory::MemoryStore;
 use catalog_jobs::jobs::redis::RedisStore;
@@ -22,6 +22,9 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
+use crate::helpers::pairing::{
+    apply, edit_and_pair, equals_a_full_pair_with_its_weights, never, paired_in, table,
+};
 use crate::helpers::{
     blocking, catalog_store, create, new_job, pair_as, run_fence, settings, spawn_catalog_app,
     tenant, test_config, test_kinds, Backend, RedisServer, TestApp,
@@ -45,69 +48,10 @@ both_stores!(
     one_changed_member_of_a_large_group_is_queried_alone_and_the_table_still_equals_a_full_pair,
 );
 
-pub(crate) fn never() -> CancellationToken {
-    CancellationToken::new()
-}
-
 /// A catalogue of `backend` that always pairs incrementally when it can (any share of
 /// change), holding the hard catalogue enriched and paired once (fully).
 fn paired(backend: Backend, seed: u64) -> (Catalog, TenantId, Vec<Product>) {
     paired_in(catalog_store(backend), PRODUCTS, seed)
-}
-
-/// `paired` in `store`, with `n` products.
-pub(crate) fn paired_in(
-    store: Arc<dyn CatalogStore>,
-    n: usize,
-    seed: u64,
-) -> (Catalog, TenantId, Vec<Product>) {
-    let catalog = Catalog {
-        store,
-        settings: CatalogSettings {
-            pair_full_after_share: 1.0,
-            ..CatalogSettings::default()
-        },
-    };
-    let t = tenant();
-    let products = demo::generate_hard(n, seed);
-    catalog.store.upsert(&t, &products, &Unfenced).unwrap();
-    enrich(&catalog, &t);
-    let report = run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
-    assert_eq!(report["mode"], "full", "{report}");
-    (catalog, t, products)
-}
-
-fn enrich(catalog: &Catalog, t: &TenantId) {
-    let params = enrich::EnrichParams { force: false };
-    run_unfenced(catalog, t, &params, &never(), None).unwrap();
-}
-
-/// Writes the edits as a sync and an enrich would.
-pub(crate) fn apply(catalog: &Catalog, t: &TenantId, edits: &demo::Edits) {
-    catalog.store.upsert(t, &edits.upserts, &Unfenced).unwrap();
-    catalog.store.remove(t, &edits.removals).unwrap();
-    enrich(catalog, t);
-}
-
-/// Every row of the table, by product.
-fn table(catalog: &Catalog, t: &TenantId) -> HashMap<ProductKey, Vec<Neighbour>> {
-    let keys: Vec<ProductKey> = catalog
-        .store
-        .versions(t)
-        .unwrap()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
-    keys.into_iter()
-        .filter_map(|k| catalog.store.neighbours(t, &k).unwrap().map(|row| (k, row)))
-        .collect()
-}
-
-fn ask(catalog: &Catalog) -> Ask {
-    Ask {
-        top_k: catalog.settings.pair_top_k,
-        min_score: catalog.settings.pair_min_score as f32,
-    }
 }
 
 /// Edits `share` of the catalogue, pairs incrementally, and checks the result against a
@@ -127,52 +71,6 @@ fn edit_and_check(
     );
     let rows = equals_a_full_pair_with_its_weights(&catalog, &t);
     (catalog, t, rows)
-}
-
-/// Applies `edits`, pairs (incrementally) and answers the report.
-pub(crate) fn edit_and_pair(catalog: &Catalog, t: &TenantId, edits: &demo::Edits) -> Value {
-    apply(catalog, t, edits);
-    let report = run_unfenced(catalog, t, &PairParams::default(), &never(), None).unwrap();
-    assert_eq!(report["mode"], "incremental", "{report}");
-    let changes = &report["changes"];
-    let edited = changes["added"].as_u64().unwrap()
-        + changes["changed"].as_u64().unwrap()
-        + changes["removed"].as_u64().unwrap();
-    assert!(
-        edited > 0 && edited <= (edits.upserts.len() + edits.removals.len()) as u64,
-        "{report}"
-    );
-    report
-}
-
-/// Checks the tenant's pair against a full pair with its own weights: every product's top
-/// k, neighbour and exact score, in the state and in the table. Answers the table.
-pub(crate) fn equals_a_full_pair_with_its_weights(
-    catalog: &Catalog,
-    t: &TenantId,
-) -> HashMap<ProductKey, Vec<Neighbour>> {
-    let state = catalog
-        .store
-        .pairing(t, &never())
-        .unwrap()
-        .expect("the pair kept its state");
-    let full = pair::full_with_weights(catalog, t, &state.weights, &ask(catalog)).unwrap();
-    assert_eq!(state.keys, full.keys);
-    let differ = (0..full.keys.len())
-        .filter(|&i| state.top(i) != full.top(i))
-        .map(|i| (&full.keys[i], state.top(i), full.top(i)))
-        .take(3)
-        .collect::<Vec<_>>();
-    assert!(differ.is_empty(), "incremental and full differ: {differ:?}");
-    let rows = table(catalog, t);
-    for (i, key) in full.keys.iter().enumerate() {
-        assert_eq!(
-            rows.get(key).cloned(),
-            full.row(i),
-            "the table's row of {key:?}"
-        );
-    }
-    rows
 }
 
 /// Three rounds of 2 % edits, each paired incrementally: most products that lose one of

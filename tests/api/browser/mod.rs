@@ -163,8 +163,9 @@ async fn pair_and_wait_shows_the_report_inline(b: &Browser) {
     let words = pair_report_words(b, "Incremental pair").await;
     assert!(
         words.starts_with("Incremental pair: re-scored 0 of 2,400 products")
-            && words.contains("since the last pair 0 added, 0 changed, 0 removed"),
-        "the report says incremental and its counts in words: {words}"
+            && words.contains("since the last pair 0 added, 0 changed, 0 removed")
+            && words.contains("(found by the change feed)"),
+        "the report says incremental, its counts and how it found them in words: {words}"
     );
 }
 

@@ -1,7 +1,8 @@
 //! The one test harness every integration test uses: real processes and real HTTP.
 //! `redis_server` starts `redis-server` (shared once per binary, or one per test, or a
 //! sentinel set); `redis_cluster` a loopback Redis Cluster, once per binary; `app` runs the
-//! app in this process on port 0; `catalog` makes catalogue stores and products;
+//! app in this process on port 0; `catalog` makes catalogue stores and products; `pairing` pairs them and checks an
+//! incremental pair against a full one;
 //! `service` runs the built binary; `feeds` serves feeds the test holds; `kinds` are the test job kinds with `Gate`;
 //! `client` is the API both apps answer, `metrics` reads `/metrics`, `cli` the binary's client subcommands; `tokens` says who may call it;
 //! `replicas` two replicas of the binary on one Redis, for the overview; `webdriver` a headless
@@ -15,6 +16,7 @@ mod client;
 mod feeds;
 mod kinds;
 mod metrics;
+pub mod pairing;
 mod redis_cluster;
 mod redis_server;
 mod replicas;

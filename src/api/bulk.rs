@@ -143,6 +143,7 @@ const NOT_ACTIVE: &str = "the job has already ended: nothing to cancel";
     params(BulkKey),
     responses(BulkRetryAnswers))]
 pub async fn retry(call: Call, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    call.no_query()?;
     let Call {
         app,
         caller,
@@ -159,6 +160,7 @@ pub async fn retry(call: Call, headers: HeaderMap, body: Bytes) -> Result<Respon
     params(BulkKey),
     responses(BulkCancelAnswers))]
 pub async fn cancel(call: Call, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    call.no_query()?;
     walk(&call.app, &call.caller, Action::Cancel, &headers, &body).await
 }
 

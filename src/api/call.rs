@@ -1,7 +1,9 @@
 //! `Call`: what the handler of a guarded route starts from — the service, who is calling,
 //! the request's id and its query string — taken in one extractor, so a handler's head
-//! names only what is its own (a path segment, headers, a body). The query is read only
-//! when the route asks for it: a route that takes no query ignores one, as it always has.
+//! names only what is its own (a path segment, headers, a body). The query is read when the
+//! handler asks for it, and every handler asks: one that takes no query field refuses any
+//! (`no_query`), so an option put in the wrong place (`?dry_run=true` on a bulk call or a
+//! tenant delete) is a 422, never silently ignored.
 //! Nothing here knows what a route's fields mean beyond the tenant they name.
 
 use axum::extract::FromRequestParts;

@@ -40,13 +40,14 @@ pub struct Removal {
         (status = 200, description = "Removed: how many job records, products, products with extracted attributes and neighbour lists there were.", body = Removal),
         (status = 403, description = "`forbidden`: the token is another tenant's, or may only read (`read:…`).", body = ErrorBody),
         (status = 409, description = "`still_active`: a job of the tenant is queued or running (its `job_id`); nothing was removed.", body = ErrorBody),
-        (status = 422, description = "`invalid_field`: not a tenant id (with `field`).", body = ErrorBody),
+        (status = 422, description = "`invalid_field`: not a tenant id (with `field`); `unknown_field`: a query field (the route takes none — the tenant is in the path).", body = ErrorBody),
         StoreUnavailable,
     ))]
 pub async fn remove(
     call: Call,
     InPath(tenant): InPath<TenantId>,
 ) -> Result<Json<Removal>, ApiError> {
+    call.no_query()?;
     let Call { app, caller, .. } = call;
     caller.may_change()?;
     caller.may_act_for(&tenant)?;

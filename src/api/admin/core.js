@@ -373,12 +373,13 @@ export function pairWords(report) {
   }
   const c = report.changes || {};
   const r = report.rescored_because || {};
-  const found = FOUND_BY[c.found_by] || `found by ${c.found_by}`;
+  // A report written before pairs said how they found their changes has no `found_by`.
+  const found = c.found_by ? ` (${FOUND_BY[c.found_by] || `found by ${c.found_by}`})` : '';
   return `Incremental pair: re-scored ${count(report.rescored)} of ${count(report.products)} products`
     + ` (${count(r.changed)} changed or added, ${count(r.lost_a_neighbour)} lost a neighbour,`
     + ` ${count(r.refilled)} refilled one from their kept list, ${count(r.gained_a_neighbour)} gained one); since the last pair ${count(c.added)} added,`
     + ` ${count(c.changed)} changed, ${count(c.removed)} removed`
-    + ` (${found}); ${table}`;
+    + `${found}; ${table}`;
 }
 
 /** Shows a pair report's words in `node` (hidden for any other report). */

@@ -167,6 +167,33 @@ async fn pair_and_wait_shows_the_report_inline(b: &Browser) {
             && words.contains("(found by the change feed)"),
         "the report says incremental, its counts and how it found them in words: {words}"
     );
+    a_report_that_does_not_say_how_it_found_its_changes_reads_without_it(b).await;
+}
+
+/// An incremental pair's report kept from before reports said how they found their changes
+/// (no `changes.found_by`) reads its counts and no "found by".
+async fn a_report_that_does_not_say_how_it_found_its_changes_reads_without_it(b: &Browser) {
+    b.exec(
+        "import('/admin/core.js').then((m) => { window.olderWords = m.pairWords(arguments[0]); });",
+        json!([{
+            "mode": "incremental", "products": 10, "paired": 9, "pairs": 40, "rescored": 2,
+            "changes": {"added": 1, "changed": 0, "removed": 0}, "rescored_because": {},
+        }]),
+    )
+    .await;
+    let words = b
+        .wait_for(
+            "the older report's words",
+            "return window.olderWords;",
+            json!([]),
+        )
+        .await;
+    let words = words.as_str().expect("words");
+    assert!(
+        words.contains("1 added, 0 changed, 0 removed; 9 products paired, 40 pairs.")
+            && !words.contains("found by"),
+        "{words}"
+    );
 }
 
 /// The words the report box shows above a pair's report, once they begin with `mode`.

@@ -159,7 +159,11 @@ impl Runs {
     /// Hands a claimed job to a worker task.
     pub(super) fn spawn(self: &Arc<Self>, claim: Claim, permit: OwnedSemaphorePermit) {
         let job = &claim.job;
-        let span = info_span!("job", job_id = %job.id, tenant_id = %job.tenant, kind = %job.kind, attempt = claim.attempt);
+        // A root span: a job claimed at the end of another (the next in a pipeline or in its
+        // tenant's order) or in the request that created it is not part of either, and its
+        // lines must not nest one level deeper at every hand-off. The request it came from is
+        // named as a field instead.
+        let span = info_span!(parent: None, "job", job_id = %job.id, tenant_id = %job.tenant, kind = %job.kind, attempt = claim.attempt, request_id = %job.origin.request_id);
         let runs = self.clone();
         self.tracker
             .spawn(async move { runs.run(claim, permit).await }.instrument(span));

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::helpers::{
     eventually, metrics_text, parse_exposition, scrape, scrape_until,
-    service_with_an_unreachable_feed, unique, value, HeldFeeds, Sample, Service,
+    service_with_an_unreachable_feed, started_id, unique, value, HeldFeeds, Sample, Service,
 };
 
 fn json_lines(log: &str) -> Vec<Value> {
@@ -90,6 +90,36 @@ async fn every_json_log_line_is_an_object_and_carries_request_and_job_ids() {
         requests, 3,
         "one access line per request (healthz, sync, 404)"
     );
+}
+
+/// A refresh's steps are claimed one at the end of the other: each step's lines are in its
+/// own job's span (with the request that started the refresh named), not nested in the step
+/// before it nor in the request's span.
+#[tokio::test]
+async fn each_step_of_a_refresh_logs_in_its_own_job_span_not_nested_in_the_step_before() {
+    let mut svc = Service::embedded().start().await;
+    let tenant = unique("spans");
+    let r = svc
+        .start(
+            "pipeline",
+            &[("tenant_id", tenant.as_str()), ("source", "demo.jsonl")],
+        )
+        .await;
+    let id = started_id(r).await;
+    svc.poll(&id, "the refresh done", |j| j["status"] == "done")
+        .await;
+    svc.stop();
+    let log = svc.log();
+    let ended: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("job ended") && l.contains(tenant.as_str()))
+        .collect();
+    assert!(ended.len() >= 3, "each step's end is logged:\n{log}");
+    for line in ended {
+        assert_eq!(line.matches("job{").count(), 1, "one job span: {line}");
+        assert!(!line.contains("request{"), "no request span: {line}");
+        assert!(line.contains("request_id="), "the request is named: {line}");
+    }
 }
 
 #[tokio::test]

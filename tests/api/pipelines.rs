@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use catalog_jobs::jobs::TenantId;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 mod counted;
 mod lost;
@@ -205,6 +205,19 @@ async fn a_refresh_is_refused_for_bad_steps_and_fields_and_joined_or_refused_whi
             (Some(*code), Some(*field)),
             "{body}"
         );
+    }
+    // A JSON list that names no step is refused as `steps=` is, never read as every step.
+    for steps in [json!([]), Value::Null] {
+        let r = app
+            .client
+            .post(app.url("/catalog/pipeline"))
+            .json(&json!({"tenant_id": t.as_str(), "steps": steps, "source": "demo.jsonl"}))
+            .send()
+            .await
+            .expect("the service answers");
+        assert_eq!(r.status(), 422, "steps {steps}");
+        let body: Value = r.json().await.expect("an error");
+        assert_eq!(body["field"], "steps", "{body}");
     }
     assert!(
         app.job_ids(&format!("tenant_id={t}")).await.is_empty(),

@@ -36,10 +36,12 @@ pub fn plan(registry: &Registry, fields: &Fields) -> Result<Plan, ParamError> {
     let order = registry.order();
     let mut own = fields.clone();
     let named = match own.remove_entry(STEPS_FIELD) {
-        Some((name, values)) => from_fields::<StepsField>(&Fields::from([(name, values)]))?.steps,
-        None => Vec::new(),
+        Some((name, values)) => {
+            Some(from_fields::<StepsField>(&Fields::from([(name, values)]))?.steps)
+        }
+        None => None,
     };
-    let kinds = steps_of(order, &named)?;
+    let kinds = steps_of(order, named.as_deref())?;
     let mut by_kind: Vec<Fields> = vec![Fields::new(); kinds.len()];
     for (name, values) in own {
         let owner = order.iter().map(|(k, _)| k).find(|k| {
@@ -63,8 +65,10 @@ pub fn plan(registry: &Registry, fields: &Fields) -> Result<Plan, ParamError> {
     Ok(Plan::shared(registry, steps))
 }
 
-/// The steps `named` (all the ordered kinds when none is), checked against the order.
-fn steps_of(order: &[(Kind, u32)], named: &[String]) -> Result<Vec<Kind>, ParamError> {
+/// The steps `named`, checked against the order: all the ordered kinds when the field is
+/// absent; a field that names no step (`steps=`, `"steps": []` or `null`) is refused, never
+/// read as "all".
+fn steps_of(order: &[(Kind, u32)], named: Option<&[String]>) -> Result<Vec<Kind>, ParamError> {
     let all: Vec<&str> = order.iter().map(|(k, _)| k.as_str()).collect();
     let wrong = || {
         ParamError::invalid(
@@ -77,13 +81,14 @@ fn steps_of(order: &[(Kind, u32)], named: &[String]) -> Result<Vec<Kind>, ParamE
         )
     };
     let words: Vec<&str> = named
+        .unwrap_or_default()
         .iter()
         .flat_map(|n| n.split(','))
         .map(str::trim)
         .filter(|w| !w.is_empty())
         .collect();
     if words.is_empty() {
-        return match named.is_empty() && !order.is_empty() {
+        return match named.is_none() && !order.is_empty() {
             true => Ok(order.iter().map(|(k, _)| k.clone()).collect()),
             false => Err(wrong()),
         };
@@ -243,15 +248,26 @@ mod tests {
 
     fn named(words: &[&str]) -> Result<Vec<String>, ParamError> {
         let words: Vec<String> = words.iter().map(|w| (*w).to_owned()).collect();
-        steps_of(&order(), &words).map(|kinds| kinds.iter().map(|k| k.to_string()).collect())
+        steps_of(&order(), Some(&words)).map(|kinds| kinds.iter().map(|k| k.to_string()).collect())
     }
 
     #[test]
     fn steps_are_some_of_the_ordered_kinds_in_their_order_each_once() {
-        assert_eq!(named(&[]).unwrap(), ["sync", "enrich", "pair"]);
+        let all = steps_of(&order(), None).unwrap();
+        assert_eq!(
+            all.iter().map(Kind::as_str).collect::<Vec<_>>(),
+            ["sync", "enrich", "pair"]
+        );
         assert_eq!(named(&["sync,pair"]).unwrap(), ["sync", "pair"]);
         assert_eq!(named(&["enrich", " pair "]).unwrap(), ["enrich", "pair"]);
-        for wrong in [&["pair,sync"][..], &["sync,sync"], &["publish"], &[","]] {
+        for wrong in [
+            &["pair,sync"][..],
+            &["sync,sync"],
+            &["publish"],
+            &[","],
+            &[],
+            &[""],
+        ] {
             let e = named(wrong).expect_err("refused");
             assert_eq!(
                 (e.code, e.field.as_str()),

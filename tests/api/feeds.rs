@@ -120,6 +120,18 @@ fn json_values(non_utf8: &'static str) -> Vec<Row> {
         ),
         bad(json!({"name": "No Key"}), "product_key is required"),
         (
+            br#"{"product_key":1e2,"name":"Exponent Key"}"#.to_vec(),
+            Some("product_key must be a string or a whole number"),
+        ),
+        (
+            br#"{"product_key":0.1,"name":"Fraction Key"}"#.to_vec(),
+            Some("product_key must be a string or a whole number"),
+        ),
+        (
+            br#"{"product_key":12345,"name":"Numbered Key"}"#.to_vec(),
+            None,
+        ),
+        (
             br#"{"product_key":"d1","product_key":"d2","name":"Twice"}"#.to_vec(),
             Some("the key `product_key` is given twice"),
         ),

@@ -135,10 +135,17 @@ fn currency_field(v: Option<Value>) -> Result<Option<String>, String> {
 /// A currency text longer than this is refused without being echoed (a code has 3).
 const CURRENCY_MAX_CHARS: usize = 16;
 
+/// Why a key written as a number with a fraction or an exponent is refused.
+const KEY_NOT_WHOLE: &str =
+    "product_key must be a string or a whole number (write a key like 1e2 or 0.1 in quotes)";
+
 fn key_field(v: Option<Value>) -> Result<ProductKey, String> {
     match v {
         Some(Value::String(s)) => ProductKey::parse(s.trim()),
-        Some(Value::Number(n)) => ProductKey::parse(&n.to_string()),
+        // A whole number is a key as its digits (feeds number their SKUs); a fraction or an
+        // exponent has no one spelling (`1e2` would become `100.0`), so it is refused.
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => ProductKey::parse(&n.to_string()),
+        Some(Value::Number(_)) => Err(KEY_NOT_WHOLE.into()),
         Some(_) => Err("product_key must be a string".into()),
         None => Err("product_key is required".into()),
     }

@@ -58,7 +58,7 @@ pub async fn start(
     let params = (spec.prepare)(&request.fields)?;
 
     let job = NewJob {
-        id: JobId::new(),
+        id: JobId::for_tenant(&common.tenant),
         tenant: common.tenant,
         in_order: registry.is_ordered(&kind),
         kind,

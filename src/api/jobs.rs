@@ -125,7 +125,7 @@ impl Retry {
             return Retry::Pipeline(plan.into_new(old.tenant_id, origin, key, QUEUED_STEP));
         }
         Retry::Job(NewJob {
-            id: JobId::new(),
+            id: JobId::for_tenant(&old.tenant_id),
             tenant: old.tenant_id,
             in_order: app.runner.registry().is_ordered(&old.kind),
             kind: old.kind,

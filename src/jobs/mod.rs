@@ -34,7 +34,14 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-/// A job's id: a v4 UUID, only ever built by [`JobId::new`] or [`JobId::parse`].
+/// A job's id: a UUID, only ever built by [`JobId::for_tenant`], [`JobId::new`] or
+/// [`JobId::parse`].
+///
+/// An id made for a tenant names the tenant's slot group (`keys::Group`), so a job is found
+/// from its id alone wherever its tenant's keys live: it is a version-8 UUID (RFC 9562's
+/// custom version: `xxxxxxxx-xxxx-8xxx-yxxx-xxxxxxxxxxGG`, `y` one of 8 9 a b) whose last
+/// byte `GG` is the group, every other bit random. Any other id (a v4 id made before groups)
+/// names none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ToSchema)]
 #[schema(value_type = String, format = "uuid", description = "A job's id: a UUID.")]
 pub struct JobId(uuid::Uuid);
@@ -43,6 +50,18 @@ impl JobId {
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         Self(uuid::Uuid::new_v4())
+    }
+
+    /// A new id for a job of `tenant`: random, with the tenant's slot group in its last byte.
+    pub fn for_tenant(tenant: &TenantId) -> Self {
+        let mut bytes = *uuid::Uuid::new_v4().as_bytes();
+        bytes[15] = keys::Group::of(tenant).index() as u8;
+        Self(uuid::Builder::from_custom_bytes(bytes).into_uuid())
+    }
+
+    /// The slot group the id names, when it is a version-8 id (see the type's doc).
+    pub fn group(&self) -> Option<u8> {
+        (self.0.get_version_num() == 8).then(|| self.0.as_bytes()[15])
     }
 
     /// The id's last 64 bits (random for a new id): a cheap source of jitter.

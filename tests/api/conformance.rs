@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::both_stores;
 use crate::helpers::{claim_next, claim_queued, create, create_at_once, created, end, failure};
 use crate::helpers::{finish, first_run_at, new_job, ordered, pipeline_of, settings, start};
-use crate::helpers::{started, store, tenant, Backend};
+use crate::helpers::{started, store, tenant, tenant_beside, Backend};
 
 fn fresh(backend: Backend) -> Arc<dyn JobStore> {
     store(backend, settings())
@@ -142,12 +142,14 @@ async fn a_claim_makes_it_running_with_attempt_and_worker(b: Backend) {
     );
 }
 
+/// Jobs of one slot group share its ready queue (on Redis; the embedded store has one queue).
 async fn jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing(b: Backend) {
     let s = fresh(b);
     assert_eq!(claim_next(&*s, "w/1").await, None);
     let mut ids = Vec::new();
+    let first = tenant();
     for _ in 0..5 {
-        let job = new_job(&tenant(), "sync");
+        let job = new_job(&tenant_beside(&first), "sync");
         create(&*s, &job).await;
         ids.push(job.id);
     }
@@ -631,9 +633,11 @@ async fn a_create_names_the_stale_holders_it_took_over_and_only_those(b: Backend
 
 async fn a_released_run_goes_back_to_the_head_without_counting_an_attempt(b: Backend) {
     let s = fresh(b);
-    let job = new_job(&tenant(), "sync");
+    let t = tenant();
+    let job = new_job(&t, "sync");
     let (created, run) = start(&*s, &job).await;
-    let behind = new_job(&tenant(), "sync");
+    // In the same slot group, so in the same ready queue on Redis.
+    let behind = new_job(&tenant_beside(&t), "sync");
     create(&*s, &behind).await;
     assert_eq!(s.release(&run).await.unwrap(), Release::Requeued);
     assert_eq!(
@@ -815,6 +819,7 @@ async fn trimmed_jobs_that_ended_are_deleted_with_their_listing_entry(b: Backend
 mod redis_only {
     use super::*;
     use crate::helpers::{keys_matching, shared_redis};
+    use catalog_jobs::jobs::keys::{Group, Keys};
 
     async fn redis() -> redis::aio::MultiplexedConnection {
         shared_redis().await
@@ -853,14 +858,16 @@ mod redis_only {
         create(&*s, &keyed).await;
         let mut conn = redis().await;
         let keys = keys_matching(&mut conn, &format!("{prefix}:*")).await;
-        // The queue and the lease index belong to the namespace, not to a job: they hold only
-        // active jobs' ids and empty themselves as jobs are claimed and end. The cross-tenant
-        // index and the tenant picker are the namespace's too, each bounded by its cap.
+        // The queue and the lease index belong to the tenant's slot group, not to a job: they
+        // hold only active jobs' ids and empty themselves as jobs are claimed and end. The
+        // group's part of the cross-tenant index and of the tenant picker too, each bounded by
+        // its cap.
+        let (k, group) = (Keys::new(&prefix), Group::of(&t));
         let shared = [
-            format!("{prefix}:leases"),
-            format!("{prefix}:queue"),
-            format!("{prefix}:everyone"),
-            format!("{prefix}:tenants"),
+            k.leases(group),
+            k.queue(group),
+            k.everyone(group),
+            k.recent_tenants(group),
         ];
         assert_eq!(
             keys.len(),
@@ -879,19 +886,19 @@ mod redis_only {
         }
         finish(&*s, &job, &run, &created, Outcome::Done(json!({}))).await;
         let lock: Option<String> = redis::cmd("GET")
-            .arg(format!("{prefix}:lock:{t}:sync"))
+            .arg(k.lock(&t, &job.kind))
             .query_async(&mut conn)
             .await
             .unwrap();
         assert_eq!(lock, None, "finish released the lock in the same step");
         let leased: i64 = redis::cmd("ZCARD")
-            .arg(format!("{prefix}:leases"))
+            .arg(k.leases(group))
             .query_async(&mut conn)
             .await
             .unwrap();
         assert_eq!(leased, 0, "finish dropped the lease in the same step");
         let ttl: i64 = redis::cmd("TTL")
-            .arg(format!("{prefix}:{}", job.id))
+            .arg(k.job(&job.id))
             .query_async(&mut conn)
             .await
             .unwrap();
@@ -905,8 +912,10 @@ mod redis_only {
     async fn the_overviews_counts_are_a_hash_an_hour_that_expires_with_a_field_per_minute_kind_and_outcome(
     ) {
         let (s, prefix) = redis_store();
+        // One tenant: its ends are counted in its slot group's hashes.
+        let t = tenant();
         for i in 0..ENDS {
-            let job = new_job(&tenant(), "sync");
+            let job = new_job(&t, "sync");
             let (created, run) = start(&*s, &job).await;
             let outcome = match i % 2 {
                 0 => Outcome::Done(json!({})),
@@ -915,7 +924,9 @@ mod redis_only {
             finish(&*s, &job, &run, &created, outcome).await;
         }
         let mut conn = redis().await;
-        let keys = keys_matching(&mut conn, &format!("{prefix}:stats:*")).await;
+        let keys = keys_matching(&mut conn, &format!("{prefix}:*:stats:*")).await;
+        let base = Keys::new(&prefix).base(Group::of(&t));
+        assert!(keys.iter().all(|k| k.starts_with(&base)), "{keys:?}");
         // The ends may straddle an hour's turn, and so a minute's: two hashes, two minutes.
         assert!((1..=2).contains(&keys.len()), "a hash an hour: {keys:?}");
         let (mut fields, mut counted) = (0, 0);
@@ -1105,7 +1116,7 @@ mod redis_only {
         let mut conn = shared_redis().await;
         for id in [job.id, running.id] {
             let _: () = redis::cmd("DEL")
-                .arg(format!("{prefix}:{id}"))
+                .arg(Keys::new(&prefix).job(&id))
                 .query_async(&mut conn)
                 .await
                 .unwrap();
@@ -1136,15 +1147,19 @@ mod redis_only {
         let mut job = new_job(&t, "sync");
         job.idempotency_key = Some("nightly:2026-11-30".into());
         create(&*s, &job).await;
+        // Every key of the tenant and its jobs carries its slot group's hash tag, and the
+        // job's id names that group.
+        let tag = Group::of(&t).tag();
+        assert_eq!(job.id.group(), Some(Group::of(&t).index() as u8));
         let mut conn = shared_redis().await;
         let lock: String = redis::cmd("GET")
-            .arg(format!("{prefix}:lock:{t}:sync"))
+            .arg(format!("{prefix}:{{{tag}}}:lock:{t}:sync"))
             .query_async(&mut conn)
             .await
             .unwrap();
         assert_eq!(lock, job.id.to_string());
         let listed: Vec<String> = redis::cmd("ZREVRANGE")
-            .arg(format!("{prefix}:tenant:{t}"))
+            .arg(format!("{prefix}:{{{tag}}}:tenant:{t}"))
             .arg(0)
             .arg(-1)
             .query_async(&mut conn)
@@ -1154,14 +1169,16 @@ mod redis_only {
             listed.into_iter().partition(|m| m.starts_with('~'));
         assert_eq!(ids, vec![job.id.to_string()]);
         let status: String = redis::cmd("HGET")
-            .arg(format!("{prefix}:{}", job.id))
+            .arg(format!("{prefix}:{{{tag}}}:{}", job.id))
             .arg(Field::Status.name())
             .query_async(&mut conn)
             .await
             .unwrap();
         assert_eq!(status, "queued");
         let named: String = redis::cmd("HGET")
-            .arg(format!("{prefix}:idem:{t}:sync:nightly:2026-11-30"))
+            .arg(format!(
+                "{prefix}:{{{tag}}}:idem:{t}:sync:nightly:2026-11-30"
+            ))
             .arg("job")
             .query_async(&mut conn)
             .await
@@ -1172,6 +1189,34 @@ mod redis_only {
             1,
             "one fixed-window counter per tenant and minute"
         );
+    }
+
+    /// A job made before slot groups has a v4 id that names none: on a single Redis its
+    /// record stays under the bare prefix, where every script and read still finds it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_whose_id_names_no_group_lives_and_ends_under_the_bare_prefix() {
+        let (s, prefix) = redis_store();
+        let t = tenant();
+        let job = NewJob {
+            id: JobId::new(),
+            ..new_job(&t, "sync")
+        };
+        assert_eq!(Group::of_job(&job.id), None);
+        let (created, run) = start(&*s, &job).await;
+        s.tick(&run, 40, "half").await.unwrap();
+        assert_eq!(s.renew(&[run]).await.unwrap(), vec![Renewal::Held]);
+        finish(&*s, &job, &run, &created, Outcome::Done(json!({}))).await;
+        let mut conn = redis().await;
+        let status: String = redis::cmd("HGET")
+            .arg(format!("{prefix}:{}", job.id))
+            .arg(Field::Status.name())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(status, "done");
+        let read = s.get(&job.id).await.unwrap().expect("the job reads");
+        assert_eq!((read.status, read.percent), (Status::Done, 100));
+        assert_eq!(recent_ids(&*s, &t, 5).await, vec![job.id]);
     }
 
     /// How many calls of `command` Redis's `INFO commandstats` counts.
@@ -1618,7 +1663,7 @@ async fn a_job_s_record_holds_its_timeline_and_stays_compact_with_long_params_an
     finish(&*s, &job, &run, &created, Outcome::Done(report.clone())).await;
     let client = redis::Client::open(crate::helpers::shared_redis_url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let key = format!("{}:{}", s.settings().prefix, job.id);
+    let key = catalog_jobs::jobs::keys::Keys::new(&s.settings().prefix).job(&job.id);
     let keys = crate::helpers::keys_matching(&mut conn, &format!("{key}*")).await;
     assert_eq!(keys, vec![key.clone()], "the timeline is in the record");
     let encoding: String = redis::cmd("OBJECT")
@@ -1688,9 +1733,10 @@ async fn a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in
 
 async fn a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds(b: Backend) {
     let s = fresh(b);
-    let first = new_job(&tenant(), "sync");
+    let t = tenant();
+    let first = new_job(&t, "sync");
     create(&*s, &first).await;
-    let second = new_job(&tenant(), "sync");
+    let second = new_job(&tenant_beside(&t), "sync");
     let Created::Created(answer, _) = s.create_claimed(second.clone(), "host-a/1").await.unwrap()
     else {
         panic!("expected a new job");
@@ -2023,9 +2069,9 @@ async fn a_job_that_will_wait_is_created_whatever_the_ready_queue_holds(b: Backe
     let t = tenant();
     create(&*s, &ordered(&t, "sync")).await;
     assert_eq!(
-        s.create(new_job(&tenant(), "sync")).await.unwrap(),
+        s.create(new_job(&tenant_beside(&t), "sync")).await.unwrap(),
         Created::QueueFull,
-        "the ready queue is full"
+        "the ready queue (of the tenant's slot group, on Redis) is full"
     );
     let waiting = create(&*s, &ordered(&t, "enrich")).await;
     assert!(waiting.waiting_for.is_some(), "it waits outside the queue");

@@ -164,7 +164,7 @@ async fn a_redis_reached_over_its_unix_socket_serves_jobs_and_the_catalogue() {
     // It is the server behind the socket that holds them: read back over TCP.
     let mut conn = redis.connection().await;
     let stored: u64 = redis::cmd("HLEN")
-        .arg(format!("catalog:{t}:products"))
+        .arg(catalog_jobs::catalog::products::CatalogKeys::new("catalog").products(&t))
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -371,7 +371,10 @@ async fn beyond_the_queue_a_new_job_is_refused_as_overloaded_and_leaves_nothing_
         .env("MAX_QUEUED_JOBS", "2")
         .start()
         .await;
-    let tenants: Vec<_> = (0..4).map(|_| tenant()).collect();
+    // In one slot group: the cap holds for each group's queue.
+    let first_tenant = tenant();
+    let mut tenants = vec![first_tenant.clone()];
+    tenants.extend((0..3).map(|_| crate::helpers::tenant_beside(&first_tenant)));
     let first = svc.start_sync(tenants[0].as_str(), &feeds.url("bp")).await;
     svc.poll(&first, "running", running).await;
     for t in &tenants[1..3] {

@@ -143,12 +143,15 @@ async fn until_it_holds_the_job_done(port: u16, id: &str) {
     let url = format!("redis://127.0.0.1:{port}/");
     let holds_it_done = async || {
         let mut conn = redis_connection(&url).await;
-        let status: Option<String> = redis::cmd("HGET")
-            .arg(format!("job:{id}"))
-            .arg(Field::Status.name())
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let status: Option<String> =
+            redis::cmd("HGET")
+                .arg(catalog_jobs::jobs::keys::Keys::new("job").job(
+                    &catalog_jobs::jobs::JobId::parse(id).expect("the service answers job ids"),
+                ))
+                .arg(Field::Status.name())
+                .query_async(&mut conn)
+                .await
+                .unwrap();
         match status.as_deref() {
             Some("done") => Ok(()),
             _ => Err(format!("the Redis on {port} still says {status:?}")),

@@ -135,7 +135,7 @@ async fn a_delete_while_a_pair_is_staging_leaves_nothing_of_the_tenant_and_the_p
     b: Backend,
 ) {
     let settings = settings();
-    let tombstone = format!("{}:tenant:", settings.prefix);
+    let keys = catalog_jobs::jobs::keys::Keys::new(&settings.prefix);
     let (jobs, store) = (store(b, settings), catalog_store(b));
     let catalog = Arc::new(Catalog {
         store: store.clone(),
@@ -173,7 +173,7 @@ async fn a_delete_while_a_pair_is_staging_leaves_nothing_of_the_tenant_and_the_p
     delete(&*jobs, &store, &t).await;
     let left = redis_keys_of(b, &t).await;
     assert!(
-        left.len() <= 1 && left.iter().all(|k| k.starts_with(&tombstone)),
+        left.len() <= 1 && left.iter().all(|k| *k == keys.gone(&t)),
         "nothing of the tenant but its tombstone, while the run is held: {left:?}"
     );
 

@@ -318,7 +318,10 @@ mod redis_only {
         }
         delete(&*jobs, &catalog, &t).await;
         let after = keys(&mut conn).await;
-        assert_eq!(after, vec![format!("{prefix}:tenant:{t}:gone")]);
+        assert_eq!(
+            after,
+            vec![catalog_jobs::jobs::keys::Keys::new(&prefix).gone(&t)]
+        );
         let ttl: i64 = redis::cmd("TTL")
             .arg(&after[0])
             .query_async(&mut conn)

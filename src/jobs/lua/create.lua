@@ -129,7 +129,7 @@ for n, new in ipairs(jobs) do
   index_job(tenant, id, now)
   -- Only a queue that was empty can have idle dispatchers: a busy one claims again by itself.
   if record.status == 'queued' and not ahead and not job.steps then
-    if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, 'wake') end
+    if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, WAKE) end
   end
   if n == 1 then first_ahead, first_kind, claimed = ahead, ahead_kind, record.status == 'running' end
 end

@@ -7,7 +7,7 @@
 -- their tenant's lane in step order; the step that ends one of them ends the pipeline when
 -- it was the last, failed or was cancelled — skipping the steps after it first, so none of
 -- them ever starts. The events this file notes carry their own data as `name=value;…`.
-local function k_lane(tenant) return P .. ':lane:' .. tenant end
+local function k_lane(tenant) return G .. ':lane:' .. tenant end
 
 -- NOTE_FIELDS and `more`: what a step reads of a job it notes an event of.
 local function noted(more)
@@ -35,7 +35,7 @@ local function release(id, after, now)
   write_job(hkey, fields)
   redis.call('HDEL', hkey, field_name('waiting_for'))
   redis.call('SREM', K_WAITING, id)
-  if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, 'wake') end
+  if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, WAKE) end
 end
 
 -- A waiting job now waits for `ahead` (the job it waited for ended while waiting itself).

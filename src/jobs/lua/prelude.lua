@@ -5,9 +5,11 @@
 -- a script's own arguments follow and are read from A[1..]. Job fields travel by name: a named
 -- list is a count, then name, value, … (`named_args`; `Pairs` in jobs/redis/record.rs builds
 -- them). Answers are named too: each script returns a code word (`Code` in
--- jobs/redis/scripts.rs reads them). Keys of jobs named only inside a step (a lock's holder, a
--- trimmed job, a claimed job) are built here from the prefix: the store is one Redis instance,
--- not a Cluster. jobs/keys.rs builds the same names for reads and tests.
+-- jobs/redis/scripts.rs reads them). Every call names one key, its slot group's ready queue
+-- (`FCALL <fn> 1 <prefix>:{<tag>}:queue …`): the group's base (`<prefix>:{<tag>}`, G) is read
+-- from it, and every key a step touches is built here from it — a lock's holder, a trimmed
+-- job, a claimed job, all of one tenant or one group — so a step's keys share the one hash
+-- slot a Redis Cluster routes the call to. jobs/keys.rs builds the same names for reads.
 --
 -- Each script calls TIME once (now_ms). A key's TTL is set where the key is created; a
 -- renewal or an end sets it again only for a job older than a tenth of the TTL (`aged`), so a
@@ -16,8 +18,12 @@
 -- The settings and the call's own arguments, set by `begin` at the start of every call (Redis
 -- runs one call at a time, so each call sees only its own).
 -- (TTL_S is the TTL as the call gave it, a string, for the commands that set it.)
-local P, TTL, TTL_S, STALE, CAP, MAX_QUEUED, MAX_ATTEMPTS, SAMPLE_MS, A
-local K_QUEUE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING, CHANNEL
+local P, TTL, TTL_S, STALE, CAP, MAX_QUEUED, MAX_ATTEMPTS, SAMPLE_MS, A, CHANNEL
+-- The call's group: its queue (the key the call names), base, and the group's keys made from
+-- it (made again only when a call names another group); WAKE tells the dispatchers that the
+-- group's queue has work (`wake:<tag>`).
+local ANCHOR, G, WAKE
+local K_QUEUE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING
 -- The tenant channel last asked about in this call, and whether it had a subscriber.
 local ASKED, HEARD
 
@@ -26,18 +32,22 @@ local ASKED, HEARD
 -- strtod each (a fifth of a small script's cost).
 local SETTINGS = {}
 
--- Reads a call's arguments: the seven settings (read again only when they differ from the
--- last call's, and the keys the prefix names made again only then), then the script's own
--- (into A).
-local function begin(args)
+-- Reads a call's group from its one key, then its arguments: the seven settings (read again
+-- only when they differ from the last call's), then the script's own (into A).
+local function begin(keys, args)
+  if keys[1] ~= ANCHOR then
+    ANCHOR = keys[1]
+    G = string.sub(ANCHOR, 1, -7)
+    WAKE = 'wake:' .. string.match(G, '{([^}]*)}$')
+    K_QUEUE, K_LEASES, K_PROCESSES = ANCHOR, G .. ':leases', G .. ':processes'
+    K_EVERYONE, K_TENANTS, K_WAITING = G .. ':everyone', G .. ':tenants', G .. ':waiting'
+  end
   for i = 1, 7 do
     if args[i] ~= SETTINGS[i] then
       SETTINGS = {unpack(args, 1, 7)}
       P, TTL, TTL_S, STALE = args[1], tonumber(args[2]), args[2], tonumber(args[3])
       CAP, MAX_QUEUED, MAX_ATTEMPTS = tonumber(args[4]), tonumber(args[5]), tonumber(args[6])
       SAMPLE_MS = tonumber(args[7])
-      K_QUEUE, K_LEASES, K_PROCESSES = P .. ':queue', P .. ':leases', P .. ':processes'
-      K_EVERYONE, K_TENANTS, K_WAITING = P .. ':everyone', P .. ':tenants', P .. ':waiting'
       CHANNEL = P .. ':events'
       break
     end
@@ -45,14 +55,19 @@ local function begin(args)
   A = {unpack(args, 8)}
   ASKED = nil
 end
-local function k_job(id) return P .. ':' .. id end
-local function k_lock(tenant, kind) return P .. ':lock:' .. tenant .. ':' .. kind end
-local function k_tenant(tenant) return P .. ':tenant:' .. tenant end
-local function k_idem(tenant, kind, key) return P .. ':idem:' .. tenant .. ':' .. kind .. ':' .. key end
+-- A job's record: under its group's base when its id names a group (a version-8 id, its
+-- 15th character '8': `JobId` in jobs/mod.rs), else (made before groups) under the prefix.
+local function k_job(id)
+  if string.byte(id, 15) == 56 then return G .. ':' .. id end
+  return P .. ':' .. id
+end
+local function k_lock(tenant, kind) return G .. ':lock:' .. tenant .. ':' .. kind end
+local function k_tenant(tenant) return G .. ':tenant:' .. tenant end
+local function k_idem(tenant, kind, key) return G .. ':idem:' .. tenant .. ':' .. kind .. ':' .. key end
 local function k_tenant_events(tenant) return P .. ':tenant:' .. tenant .. ':events' end
-local function k_gone(tenant) return P .. ':tenant:' .. tenant .. ':gone' end
-local function k_tenant_idem(tenant) return P .. ':tenant:' .. tenant .. ':idem' end
-local function k_stats(hour) return P .. ':stats:' .. int(hour) end
+local function k_gone(tenant) return G .. ':tenant:' .. tenant .. ':gone' end
+local function k_tenant_idem(tenant) return G .. ':tenant:' .. tenant .. ':idem' end
+local function k_stats(hour) return G .. ':stats:' .. int(hour) end
 
 -- How many sampled progress events a timeline keeps (the newest): PROGRESS_KEPT in
 -- jobs/timeline.rs, where the sampling rule is explained.
@@ -306,7 +321,7 @@ end
 local function requeue(id)
   redis.call('ZREM', K_LEASES, id)
   redis.call('LPUSH', K_QUEUE, id)
-  redis.call('PUBLISH', CHANNEL, 'wake')
+  redis.call('PUBLISH', CHANNEL, WAKE)
 end
 
 -- Takes the job at the head of the ready queue for `worker` (it runs the kinds in `runs`, a

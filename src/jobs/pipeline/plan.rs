@@ -200,7 +200,7 @@ impl Plan {
     ) -> NewPipeline {
         let kind = Kind::parse(PIPELINE_KIND).expect("the pipeline kind is a valid kind");
         let job = NewJob {
-            id: JobId::new(),
+            id: JobId::for_tenant(&tenant),
             tenant: tenant.clone(),
             kind,
             params: self.params(),
@@ -215,7 +215,7 @@ impl Plan {
             .into_iter()
             .map(|(kind, params, share)| {
                 let step = NewJob {
-                    id: JobId::new(),
+                    id: JobId::for_tenant(&tenant),
                     tenant: tenant.clone(),
                     kind,
                     params,

@@ -1,12 +1,12 @@
 //! The store's listener: one pub/sub connection per process that hears the store's channel
-//! (`wake`, `cancel:<id>`, `end:<id>`) and the channels of the tenants this process watches,
+//! (`wake:<tag>`, `cancel:<id>`, `end:<id>`) and the channels of the tenants this process watches,
 //! subscribing again after a broken connection or a failover.
 //!
 //! It hands what it hears on (a broadcast of [`Event`]s, the tenant [`Watchers`]) and never
 //! reads or writes a job.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,12 +14,12 @@ use futures_util::StreamExt;
 use tokio::sync::{broadcast, mpsc};
 use tracing::warn;
 
-use super::super::keys::Keys;
+use super::super::keys::{Group, Keys};
 use super::super::store::Event;
 use super::super::timeline::JobChange;
 use super::super::watch::Watchers;
 use super::super::{JobId, TenantId};
-use super::CALL_TIMEOUT;
+use super::{ALL_GROUPS, CALL_TIMEOUT};
 use crate::topology::Primary;
 
 /// How long the event listener waits before subscribing again after its connection broke;
@@ -31,12 +31,15 @@ const RESUBSCRIBE_MAX_DELAY: Duration = Duration::from_secs(4);
 /// What the listener needs: where to subscribe, and whom to tell.
 pub(super) struct Listener {
     pub primary: Primary,
-    /// The store's channel (`wake`, `cancel:<id>`, `end:<id>`).
+    /// The store's channel (`wake:<tag>`, `cancel:<id>`, `end:<id>`).
     pub channel: String,
     pub keys: Keys,
     pub tx: broadcast::Sender<Event>,
     pub live: Arc<AtomicBool>,
     pub watchers: Arc<Watchers>,
+    /// The groups whose queue may have work (`RedisStore::pending`): a wake-up sets its
+    /// group's bit before the dispatcher hears of it.
+    pub pending: Arc<AtomicU64>,
 }
 
 /// Reads the store's channel into `tx`, and the watched tenants' channels into `watchers`,
@@ -63,6 +66,8 @@ pub(super) async fn listen(l: Listener, mut watched: mpsc::UnboundedReceiver<()>
                 let synced = follow_watched(&l, &mut sink, &mut tenants).await;
                 if synced.is_ok() {
                     l.live.store(true, Ordering::Release);
+                    // A wake-up may have gone by while no subscription was live.
+                    l.pending.fetch_or(ALL_GROUPS, Ordering::AcqRel);
                     let _ = l.tx.send(Event::Resync);
                     l.watchers.resync();
                     (delay, failing) = (RESUBSCRIBE_DELAY, false);
@@ -151,6 +156,9 @@ impl Listener {
         };
         if msg.get_channel_name() == self.channel {
             if let Some(event) = parse_event(&payload) {
+                if event == Event::Wake {
+                    self.pending.fetch_or(woken(&payload), Ordering::AcqRel);
+                }
                 let _ = self.tx.send(event);
             }
         } else if let Ok(change) = serde_json::from_str::<JobChange>(&payload) {
@@ -159,9 +167,10 @@ impl Listener {
     }
 }
 
-/// An event as `lua/*.lua` publish it: `wake`, `cancel:<id>`, `end:<id>`.
+/// An event as `lua/*.lua` publish it: `wake:<tag>`, `cancel:<id>`, `end:<id>`; a bare `wake`
+/// (a replica of a version before groups) too.
 fn parse_event(payload: &str) -> Option<Event> {
-    if payload == "wake" {
+    if payload == "wake" || payload.starts_with("wake:") {
         return Some(Event::Wake);
     }
     let (what, id) = payload.split_once(':')?;
@@ -170,5 +179,14 @@ fn parse_event(payload: &str) -> Option<Event> {
         "cancel" => Some(Event::Cancel(id)),
         "end" => Some(Event::Ended(id)),
         _ => None,
+    }
+}
+
+/// The groups a wake-up names, as `pending` bits: its tag's group, or every group for one that
+/// names none it knows.
+fn woken(payload: &str) -> u64 {
+    match payload.strip_prefix("wake:").and_then(Group::from_tag) {
+        Some(group) => 1 << group.index(),
+        None => ALL_GROUPS,
     }
 }

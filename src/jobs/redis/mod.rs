@@ -2,11 +2,14 @@
 //!
 //! Each operation that changes several keys is one Lua script (`scripts.rs`, `writes.rs`);
 //! reads are one pipelined round trip, and staleness is judged on Redis's clock (`TIME`, read
-//! at most once a second and carried forward: `clock.rs`, `reads.rs`). Jobs wait in one ready queue per prefix (a list); a claimed run holds a
-//! lease indexed by expiry (a sorted set); state changes other processes must hear of go out
-//! on one pub/sub channel per prefix (`listen.rs`). The job hash's fields are named in
-//! `record.rs`, every key in `jobs::keys`. Every call is bounded by a timeout, so an
-//! unreachable Redis is a prompt `StoreError::Unavailable`.
+//! at most once a second and carried forward: `clock.rs`, `reads.rs`). Every key of a tenant
+//! and its jobs lives in its slot group (`jobs::keys`), so one script touches one hash slot
+//! and the store runs on a Redis Cluster as on one Redis. Jobs wait in one ready queue per
+//! group (a list); a claimed run holds a lease indexed by expiry (a sorted set per group);
+//! state changes other processes must hear of go out on one pub/sub channel per prefix
+//! (`listen.rs`; a wake-up names its group). The job hash's fields are named in `record.rs`.
+//! Every call is bounded by a timeout, so an unreachable Redis is a prompt
+//! `StoreError::Unavailable`.
 
 mod admin;
 mod audit;
@@ -17,7 +20,7 @@ pub mod record;
 pub mod scripts;
 mod writes;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -28,7 +31,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::browse::{Browse, Position};
 use super::cache::FinishedCache;
 use super::fence::{Hold, ScriptFence, Writer};
-use super::keys::Keys;
+use super::keys::{Keys, GROUPS};
 use super::stats::{Overview, Process};
 use super::store::{
     BoxFuture, Cancel, Claim, Created, Event, Finish, JobStore, Live, NewJob, NewPipeline, Purge,
@@ -79,7 +82,16 @@ pub struct RedisStore {
     watchers: Arc<Watchers>,
     /// Taken by the listener when it starts: told when the watched tenants changed.
     watched_changes: Arc<Mutex<Option<mpsc::UnboundedReceiver<()>>>>,
+    /// The groups whose ready queue may have work, one bit each: set by a wake-up naming the
+    /// group (all of them at start and whenever the listener subscribes again, since a
+    /// wake-up may have been missed), cleared by a claim that drained the queue.
+    pending: Arc<AtomicU64>,
+    /// Where the next claim starts looking, so the groups are served in turn.
+    next_group: Arc<AtomicUsize>,
 }
+
+/// Every group's bit in `RedisStore::pending`.
+const ALL_GROUPS: u64 = (1 << GROUPS) - 1;
 
 impl RedisStore {
     /// Connects lazily to a fixed Redis: the service starts even while Redis is down,
@@ -117,6 +129,8 @@ impl RedisStore {
             events: broadcast::channel(EVENT_BUFFER).0,
             listening: Arc::new(OnceLock::new()),
             live: Arc::new(AtomicBool::new(false)),
+            pending: Arc::new(AtomicU64::new(ALL_GROUPS)),
+            next_group: Arc::default(),
         })
     }
 
@@ -201,6 +215,7 @@ impl RedisStore {
                     tx: self.events.clone(),
                     live: self.live.clone(),
                     watchers: self.watchers.clone(),
+                    pending: self.pending.clone(),
                 },
                 watched,
             ));
@@ -250,10 +265,7 @@ impl JobStore for RedisStore {
         worker: &'a str,
         kinds: &'a [Kind],
     ) -> BoxFuture<'a, Result<Option<Claim>, StoreError>> {
-        Box::pin(async move {
-            let mut claims = self.claim_many_for(worker, kinds, 1).await?;
-            Ok(claims.pop())
-        })
+        Box::pin(self.claim_any(worker, kinds))
     }
 
     fn claim_many<'a>(

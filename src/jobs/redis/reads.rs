@@ -1,15 +1,19 @@
 //! The store's reads: a job, a tenant's listing, the active jobs, a timeline, the queue's
-//! make-up and the overview's buckets and processes, each one pipelined round trip. A read
-//! that judges staleness does so on Redis's clock, so every replica judges on the same clock:
-//! `TIME` in the same pipeline when this process has not read it in the last second
-//! (`clock.rs`).
+//! make-up and the overview's buckets and processes. A read within one slot group is one
+//! pipeline; a read across groups (the active jobs, the cross-tenant index and picker, the
+//! overview, jobs named by id) is one pipeline a group, all in flight together, merged here
+//! — never a scan of keys. A read that judges staleness does so on Redis's clock, so every
+//! replica judges on the same clock: `TIME` alongside when this process has not read it in
+//! the last second (`clock.rs`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
+use futures_util::future::try_join_all;
 use redis::AsyncCommands;
 
 use super::super::browse::{self, Position};
+use super::super::keys::Group;
 use super::super::pipeline::{self, StepRef};
 use super::super::stats::{self, minute_of, Beat, Overview, Process, DAY_MINUTES};
 use super::super::store::{StoreError, QUEUE_SAMPLE};
@@ -65,43 +69,63 @@ impl RedisStore {
     }
 
     /// The jobs' hashes as each reads alone (a pipeline with its steps' references, not yet
-    /// composed), and the store's time: one pipeline of their `HGETALL`s, with `TIME` only when
-    /// the store's clock was not read in the last second (`clock.rs`).
+    /// composed), and the store's time: one pipeline of `HGETALL`s for each group the ids
+    /// name (one, for a tenant's jobs), with `TIME` only when the store's clock was not read
+    /// in the last second (`clock.rs`).
     async fn hashes(
         &self,
         conn: &mut Connection,
         ids: &[JobId],
     ) -> Result<(Vec<(Snapshot, Option<Vec<StepRef>>)>, u64), StoreError> {
-        let mut pipe = redis::pipe();
+        let mut groups: BTreeMap<Group, Vec<&JobId>> = BTreeMap::new();
         for id in ids {
-            pipe.hgetall(self.keys.job(id));
+            groups
+                .entry(Group::of_job_or_first(id))
+                .or_default()
+                .push(id);
         }
         let known = self.clock.now_ms();
-        match known {
-            Some(now) if ids.is_empty() => return Ok((Vec::new(), now)),
-            Some(_) => {}
-            None => {
-                pipe.cmd("TIME");
-            }
+        if let (Some(now), true) = (known, ids.is_empty()) {
+            return Ok((Vec::new(), now));
         }
         let sent = Instant::now();
-        let mut values: Vec<redis::Value> = self.bounded(pipe.query_async(conn)).await?;
-        let now = match known {
-            Some(now) => now,
-            None => {
-                let time: (u64, u64) = redis::from_redis_value(
-                    values
-                        .pop()
-                        .ok_or_else(|| StoreError::Corrupt("no TIME".into()))?,
-                )
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let reads = groups.values().map(|ids| {
+            let mut pipe = redis::pipe();
+            for id in ids {
+                pipe.hgetall(self.keys.job(id));
+            }
+            let mut conn = conn.clone();
+            async move {
+                let values: Vec<redis::Value> = self.bounded(pipe.query_async(&mut conn)).await?;
+                Ok::<_, StoreError>(ids.iter().copied().zip(values).collect::<Vec<_>>())
+            }
+        });
+        let time = async {
+            if known.is_some() {
+                return Ok(None);
+            }
+            let mut conn = conn.clone();
+            let time: (u64, u64) = self
+                .bounded(redis::cmd("TIME").query_async(&mut conn))
+                .await?;
+            Ok::<_, StoreError>(Some(time))
+        };
+        let (read, time) = futures_util::future::try_join(try_join_all(reads), time).await?;
+        let now = match (known, time) {
+            (Some(now), _) => now,
+            (None, Some(time)) => {
                 let now = time_ms(&time);
                 self.clock.learn(sent, now);
                 now
             }
+            (None, None) => return Err(StoreError::Corrupt("no TIME".into())),
         };
-        let mut out = Vec::with_capacity(values.len());
-        for (id, v) in ids.iter().zip(values) {
+        let mut values: HashMap<&JobId, redis::Value> = read.into_iter().flatten().collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Some(v) = values.remove(id) else {
+                continue;
+            };
             let hash: HashMap<String, String> =
                 redis::from_redis_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let hash = Hash::new(hash);
@@ -139,19 +163,27 @@ impl RedisStore {
         self.snapshots(&mut conn, &raw).await
     }
 
+    /// The groups' queues, leases and waiting sets: one pipeline a group.
     pub(super) async fn read_active(&self) -> Result<Vec<Snapshot>, StoreError> {
         let mut conn = self.connection().await?;
-        let (mut raw, running, waiting): (Vec<String>, Vec<String>, Vec<String>) = self
-            .bounded(
-                redis::pipe()
-                    .lrange(self.keys.queue(), 0, -1)
-                    .zrange(self.keys.leases(), 0, -1)
-                    .smembers(self.keys.waiting())
-                    .query_async(&mut conn),
-            )
-            .await?;
-        raw.extend(running);
-        raw.extend(waiting);
+        let reads = Group::all().map(|group| {
+            let mut conn = conn.clone();
+            async move {
+                let (mut raw, running, waiting): (Vec<String>, Vec<String>, Vec<String>) = self
+                    .bounded(
+                        redis::pipe()
+                            .lrange(self.keys.queue(group), 0, -1)
+                            .zrange(self.keys.leases(group), 0, -1)
+                            .smembers(self.keys.waiting(group))
+                            .query_async(&mut conn),
+                    )
+                    .await?;
+                raw.extend(running);
+                raw.extend(waiting);
+                Ok::<_, StoreError>(raw)
+            }
+        });
+        let mut raw: Vec<String> = try_join_all(reads).await?.concat();
         // A job put back at the head of the queue may still have its lease entry.
         raw.sort_unstable();
         raw.dedup();
@@ -172,7 +204,8 @@ impl RedisStore {
     }
 
     /// Up to `count` entries of the cross-tenant index after `after`, newest first: one
-    /// ZREVRANGEBYLEX (the names order the index; see `browse`).
+    /// ZREVRANGEBYLEX of `count` a group (the names order the index; see `browse`), the
+    /// newest `count` of them all kept.
     pub(super) async fn read_index_page(
         &self,
         after: Option<Position>,
@@ -182,10 +215,24 @@ impl RedisStore {
             Some((ms, id)) => format!("({}", browse::index_member(ms, &id)),
             None => "+".to_owned(),
         };
-        let mut conn = self.connection().await?;
-        let raw: Vec<String> = self
-            .bounded(conn.zrevrangebylex_limit(self.keys.everyone(), max, "-", 0, count as isize))
-            .await?;
+        let conn = self.connection().await?;
+        let reads = Group::all().map(|group| {
+            let (mut conn, max) = (conn.clone(), max.clone());
+            let key = self.keys.everyone(group);
+            async move {
+                self.bounded::<Vec<String>>(conn.zrevrangebylex_limit(
+                    key,
+                    max,
+                    "-",
+                    0,
+                    count as isize,
+                ))
+                .await
+            }
+        });
+        let mut raw: Vec<String> = try_join_all(reads).await?.concat();
+        raw.sort_unstable_by(|a, b| b.cmp(a));
+        raw.truncate(count);
         Ok(raw.iter().filter_map(|m| browse::parse_member(m)).collect())
     }
 
@@ -195,13 +242,22 @@ impl RedisStore {
         self.snapshots(&mut conn, &raw).await
     }
 
-    /// The tenant picker: one ZREVRANGE of a set bounded by `PICKER_CAP`.
+    /// The tenant picker: one ZREVRANGE a group of its set bounded by `PICKER_CAP`, the
+    /// newest `PICKER_CAP` of them all kept.
     pub(super) async fn read_recent_tenants(&self) -> Result<Vec<(TenantId, u64)>, StoreError> {
-        let mut conn = self.connection().await?;
+        let conn = self.connection().await?;
         let stop = browse::PICKER_CAP as isize - 1;
-        let raw: Vec<(String, f64)> = self
-            .bounded(conn.zrevrange_withscores(self.keys.recent_tenants(), 0, stop))
-            .await?;
+        let reads = Group::all().map(|group| {
+            let mut conn = conn.clone();
+            let key = self.keys.recent_tenants(group);
+            async move {
+                self.bounded::<Vec<(String, f64)>>(conn.zrevrange_withscores(key, 0, stop))
+                    .await
+            }
+        });
+        let mut raw: Vec<(String, f64)> = try_join_all(reads).await?.concat();
+        raw.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        raw.truncate(browse::PICKER_CAP);
         Ok(raw
             .into_iter()
             .filter_map(|(t, ms)| TenantId::parse(&t).ok().map(|t| (t, ms as u64)))
@@ -219,23 +275,34 @@ impl RedisStore {
         Hash::new(hash).timeline(id, after)
     }
 
+    /// queued.lua in every group (each looks at `QUEUE_SAMPLE` entries of its queue), summed.
     pub(super) async fn read_queued_by_kind(&self) -> Result<Vec<(Kind, u64)>, StoreError> {
-        let mut inv = scripts::invocation(&scripts::QUEUED, &self.settings);
-        inv.arg(QUEUE_SAMPLE);
-        let mut conn = self.connection().await?;
-        let flat: Vec<(String, u64)> = self.bounded(inv.invoke_async(&mut conn)).await?;
-        // A kind this build does not parse (another version's) is not this process's to count.
-        Ok(flat
-            .into_iter()
-            .filter_map(|(kind, n)| Kind::parse(&kind).ok().map(|k| (k, n)))
-            .collect())
+        let conn = self.connection().await?;
+        let reads = Group::all().map(|group| {
+            let mut inv = self.call(&scripts::QUEUED, group);
+            inv.arg(QUEUE_SAMPLE);
+            let mut conn = conn.clone();
+            async move {
+                self.bounded::<Vec<(String, u64)>>(inv.invoke_async(&mut conn))
+                    .await
+            }
+        });
+        let mut counts: BTreeMap<Kind, u64> = BTreeMap::new();
+        for (kind, n) in try_join_all(reads).await?.concat() {
+            // A kind this build does not parse (another version's) is not this process's to count.
+            if let Ok(kind) = Kind::parse(&kind) {
+                *counts.entry(kind).or_default() += n;
+            }
+        }
+        Ok(counts.into_iter().collect())
     }
 
-    /// The overview's figures in one pipeline: the store's clock, the process registry and
-    /// the hour buckets that may hold the last day's minutes. Which hours those are is
-    /// Redis's clock's to say, and it is read in the same pipeline: this process's clock
-    /// picks them with an hour's margin either way, and minutes outside the day are dropped
-    /// once `TIME` is known (a replica more than an hour off would miss an edge hour).
+    /// The overview's figures: the store's clock and the process registry in one pipeline,
+    /// and the hour buckets that may hold the last day's minutes in one pipeline a group, all
+    /// in flight together. Which hours those are is Redis's clock's to say, and it is read
+    /// alongside: this process's clock picks them with an hour's margin either way, and
+    /// minutes outside the day are dropped once `TIME` is known (a replica more than an hour
+    /// off would miss an edge hour).
     pub(super) async fn read_overview(&self) -> Result<Overview, StoreError> {
         const HOUR_MINUTES: u64 = 60;
         let local_hour = minute_of(now_ms()) / HOUR_MINUTES;
@@ -243,12 +310,27 @@ impl RedisStore {
         let mut pipe = redis::pipe();
         pipe.cmd("TIME")
             .zrange_withscores(self.keys.processes(), 0, -1);
-        for hour in first..=local_hour + 1 {
-            pipe.hgetall(self.keys.stats(hour));
-        }
-        let mut conn = self.connection().await?;
-        let values: Vec<redis::Value> = self.bounded(pipe.query_async(&mut conn)).await?;
-        let mut values = values.into_iter();
+        let conn = self.connection().await?;
+        let head = {
+            let mut conn = conn.clone();
+            async move {
+                self.bounded::<Vec<redis::Value>>(pipe.query_async(&mut conn))
+                    .await
+            }
+        };
+        let buckets = Group::all().map(|group| {
+            let mut pipe = redis::pipe();
+            for hour in first..=local_hour + 1 {
+                pipe.hgetall(self.keys.stats(group, hour));
+            }
+            let mut conn = conn.clone();
+            async move {
+                self.bounded::<Vec<redis::Value>>(pipe.query_async(&mut conn))
+                    .await
+            }
+        });
+        let (head, buckets) = futures_util::future::try_join(head, try_join_all(buckets)).await?;
+        let mut values = head.into_iter();
         let mut next = || {
             values
                 .next()
@@ -269,8 +351,8 @@ impl RedisStore {
             .collect();
         let current = minute_of(now);
         let mut ended = Vec::new();
-        for _ in first..=local_hour + 1 {
-            let bucket: HashMap<String, u64> = redis::from_redis_value(next()?).map_err(corrupt)?;
+        for value in buckets.into_iter().flatten() {
+            let bucket: HashMap<String, u64> = redis::from_redis_value(value).map_err(corrupt)?;
             ended.extend(
                 bucket
                     .iter()

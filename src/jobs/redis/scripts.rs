@@ -72,7 +72,7 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let mut code = format!("#!lua name={name}\n{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n");
     for &(script, body) in BODIES {
         code.push_str(&format!(
-            "redis.register_function('{name}_{script}', function(_, args)\nbegin(args)\n{body}\nend)\n"
+            "redis.register_function('{name}_{script}', function(keys, args)\nbegin(keys, args)\n{body}\nend)\n"
         ));
     }
     Library { name, code }
@@ -85,7 +85,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// A prepared call of a job script: `FCALL <function> 0 <args…>`.
+/// A prepared call of a job script: `FCALL <function> 1 <its group's queue> <args…>`.
 pub struct Call {
     cmd: redis::Cmd,
 }
@@ -124,10 +124,14 @@ fn library_missing(e: &RedisError) -> bool {
         .is_some_and(|d| d.starts_with("Function not found"))
 }
 
-/// A script call with the settings every script reads first (`begin` in `lua/prelude.lua`).
-pub fn invocation(function: &Function, settings: &StoreSettings) -> Call {
+/// A script call in the slot group whose ready queue is `queue` (`Keys::queue`: the one key
+/// it names, which routes it on a cluster and from which it builds every other), with the
+/// settings every script reads first (`begin` in `lua/prelude.lua`).
+pub fn invocation(function: &Function, settings: &StoreSettings, queue: &str) -> Call {
     let mut cmd = redis::cmd("FCALL");
-    cmd.arg(format!("{}_{}", LIBRARY.name, function.0)).arg(0);
+    cmd.arg(format!("{}_{}", LIBRARY.name, function.0))
+        .arg(1)
+        .arg(queue);
     let mut inv = Call { cmd };
     inv.arg(&settings.prefix)
         .arg(settings.ttl_secs())
@@ -144,10 +148,11 @@ pub fn invocation(function: &Function, settings: &StoreSettings) -> Call {
 pub fn run_invocation(
     function: &Function,
     settings: &StoreSettings,
+    queue: &str,
     run: RunRef,
     percent: u8,
 ) -> Call {
-    let mut inv = invocation(function, settings);
+    let mut inv = invocation(function, settings, queue);
     inv.arg(run.job.id.to_string())
         .arg(run.run.claim)
         .arg(percent.min(100));

@@ -1,12 +1,19 @@
 //! The store's writes: each operation is one script call (`scripts.rs`), its arguments built
 //! from the job's fields by name (`record.rs`) and its answer read into the store's values.
 //!
-//! Nothing here builds a key: the scripts build them from the prefix, inside the step.
+//! Nothing here builds a key but the one each call names, its slot group's queue: the scripts
+//! build the others from it, inside the step. A call about a tenant or one of its jobs goes
+//! to the tenant's group; a heartbeat, a recovery sweep and the dispatcher's claims go to
+//! each group they concern.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures_util::future::try_join_all;
 use serde_json::Value;
 
+use super::super::keys::{Group, GROUPS};
 use super::super::pipeline;
 use super::super::store::{
     params_fingerprint, Cancel, Claim, Created, Finish, Live, NewJob, NewPipeline, Outcome, Purge,
@@ -50,6 +57,23 @@ fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
 }
 
 impl RedisStore {
+    /// A call of `function` in `group`.
+    pub(super) fn call(&self, function: &scripts::Function, group: Group) -> scripts::Call {
+        scripts::invocation(function, &self.settings, &self.keys.queue(group))
+    }
+
+    /// A call of `function` about job `id`, in the group its id names.
+    fn call_for(&self, function: &scripts::Function, id: &JobId) -> scripts::Call {
+        self.call(function, Group::of_job_or_first(id))
+    }
+
+    /// Notes that `group`'s queue may have work: this process's own step may have put a job
+    /// there (a create, a release, an end that let the next job of its tenant go), which
+    /// its dispatcher claims without waiting for the wake-up to come back.
+    fn mark(&self, group: Group) {
+        self.pending.fetch_or(1 << group.index(), Ordering::AcqRel);
+    }
+
     /// Runs a script that answers one code word, on the shared connection.
     async fn code(&self, inv: scripts::Call) -> Result<Code, StoreError> {
         let mut conn = self.connection().await?;
@@ -115,7 +139,7 @@ impl RedisStore {
         worker: &str,
     ) -> Result<Made, StoreError> {
         let mut conn = self.write_connection().await?;
-        let mut inv = scripts::invocation(&scripts::CREATE, &self.settings);
+        let mut inv = self.call(&scripts::CREATE, Group::of(&first.tenant));
         inv.arg(jobs.len());
         for (id, fields) in &jobs {
             inv.arg(id.to_string());
@@ -126,6 +150,7 @@ impl RedisStore {
             .arg(self.settings.creates_per_minute)
             .arg(worker);
         let answer: Vec<String> = bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
+        self.mark(Group::of(&first.tenant));
         let at = |i: usize, what: &str| {
             answer
                 .get(i)
@@ -172,23 +197,88 @@ impl RedisStore {
         Ok(Made::Refused(refused))
     }
 
+    /// Claims up to `n` jobs from the groups whose queue may have work (`pending`: a wake-up
+    /// named them, or the last claim there left jobs behind), starting one group further at
+    /// each call so that every group is served in turn; a group that gave fewer than asked is
+    /// drained and is not asked again until a wake-up names it. No group pending: no call.
     pub(super) async fn claim_many_for(
         &self,
         worker: &str,
         kinds: &[Kind],
         n: usize,
     ) -> Result<Vec<Claim>, StoreError> {
-        if n == 0 {
-            return Ok(Vec::new());
+        let mut claims = Vec::new();
+        let start = self.next_group.fetch_add(1, Ordering::Relaxed);
+        for i in 0..GROUPS {
+            if claims.len() >= n {
+                break;
+            }
+            let group = Group::at((start + i) % GROUPS).expect("an index below GROUPS");
+            let bit = 1u64 << group.index();
+            // Cleared before the call: a wake-up heard while it runs sets it again.
+            if self.pending.fetch_and(!bit, Ordering::AcqRel) & bit == 0 {
+                continue;
+            }
+            let want = n - claims.len();
+            match self.claim_in(group, worker, kinds, want).await {
+                Ok((got, left)) => {
+                    if got.len() == want || left {
+                        self.pending.fetch_or(bit, Ordering::AcqRel);
+                    }
+                    claims.extend(got);
+                }
+                Err(e) => {
+                    self.pending.fetch_or(bit, Ordering::AcqRel);
+                    // Claims already made must be run, not dropped with the error.
+                    if claims.is_empty() {
+                        return Err(e);
+                    }
+                    break;
+                }
+            }
         }
+        Ok(claims)
+    }
+
+    /// One job from the first group (in turn) whose queue has one this worker runs, whatever
+    /// the marks say: up to a call a group. For a caller outside the dispatcher (which claims
+    /// with `claim_many_for`, and so never looks at a queue no wake-up named).
+    pub(super) async fn claim_any(
+        &self,
+        worker: &str,
+        kinds: &[Kind],
+    ) -> Result<Option<Claim>, StoreError> {
+        let start = self.next_group.fetch_add(1, Ordering::Relaxed);
+        for i in 0..GROUPS {
+            let group = Group::at((start + i) % GROUPS).expect("an index below GROUPS");
+            if let Some(claim) = self.claim_in(group, worker, kinds, 1).await?.0.pop() {
+                return Ok(Some(claim));
+            }
+        }
+        Ok(None)
+    }
+
+    /// claim.lua in one group: its claims, and whether jobs this worker cannot run are left.
+    async fn claim_in(
+        &self,
+        group: Group,
+        worker: &str,
+        kinds: &[Kind],
+        n: usize,
+    ) -> Result<(Vec<Claim>, bool), StoreError> {
         let mut conn = self.connection().await?;
-        let mut inv = scripts::invocation(&scripts::CLAIM, &self.settings);
+        let mut inv = self.call(&scripts::CLAIM, group);
         inv.arg(worker).arg(n);
         for kind in kinds {
             inv.arg(kind.as_str());
         }
-        let raw: Vec<Vec<String>> = self.bounded(inv.invoke_async(&mut conn)).await?;
-        raw.iter().map(|claimed| claim_from(claimed)).collect()
+        let mut raw: Vec<Vec<String>> = self.bounded(inv.invoke_async(&mut conn)).await?;
+        let left = raw.last().is_some_and(Vec::is_empty);
+        if left {
+            raw.pop();
+        }
+        let claims = raw.iter().map(|claimed| claim_from(claimed));
+        Ok((claims.collect::<Result<_, _>>()?, left))
     }
 
     pub(super) async fn tick_run(
@@ -197,7 +287,7 @@ impl RedisStore {
         percent: u8,
         step: &str,
     ) -> Result<Tick, StoreError> {
-        let mut inv = scripts::invocation(&scripts::TICK, &self.settings);
+        let mut inv = self.call_for(&scripts::TICK, &run.id);
         inv.arg(run.id.to_string())
             .arg(run.claim)
             .arg(percent.min(100))
@@ -210,17 +300,37 @@ impl RedisStore {
         })
     }
 
+    /// renew.lua once for each group the runs are in, and for the first group (it holds the
+    /// process registry, renewed there), the calls in flight together.
     pub(super) async fn renew_runs(&self, runs: &[RunId]) -> Result<Vec<Renewal>, StoreError> {
-        let mut inv = scripts::invocation(&scripts::RENEW, &self.settings);
-        inv.arg(self.process.member());
+        let first = Group::at(0).expect("there is a first group");
+        let mut groups: BTreeMap<Group, Vec<&RunId>> = BTreeMap::from([(first, Vec::new())]);
         for run in runs {
-            inv.arg(run.id.to_string()).arg(run.claim);
+            groups
+                .entry(Group::of_job_or_first(&run.id))
+                .or_default()
+                .push(run);
         }
-        let mut conn = self.connection().await?;
-        let words: Vec<String> = self.bounded(inv.invoke_async(&mut conn)).await?;
-        words
-            .iter()
-            .map(|word| match Code::parse(word)? {
+        let calls = groups.iter().map(|(group, runs)| async move {
+            let mut inv = self.call(&scripts::RENEW, *group);
+            match *group == first {
+                true => inv.arg(self.process.member()),
+                false => inv.arg(""),
+            };
+            for run in runs {
+                inv.arg(run.id.to_string()).arg(run.claim);
+            }
+            let mut conn = self.connection().await?;
+            let words: Vec<String> = self.bounded(inv.invoke_async(&mut conn)).await?;
+            if words.len() != runs.len() {
+                return Err(StoreError::Corrupt("renew answered a run short".into()));
+            }
+            Ok(runs.iter().map(|run| run.id).zip(words).collect::<Vec<_>>())
+        });
+        let answered: BTreeMap<JobId, String> =
+            try_join_all(calls).await?.into_iter().flatten().collect();
+        runs.iter()
+            .map(|run| match Code::parse(&answered[&run.id])? {
                 Code::Held => Ok(Renewal::Held),
                 Code::CancelRequested => Ok(Renewal::CancelRequested),
                 Code::Missing => Ok(Renewal::Missing),
@@ -244,8 +354,14 @@ impl RedisStore {
             Outcome::Cancelled(Value::Null) => (None, None),
             Outcome::Cancelled(report) => (Some(report), None),
         };
-        let mut inv =
-            scripts::run_invocation(&scripts::FINISH, &self.settings, end.of, end.percent);
+        let queue = self.keys.queue(Group::of_job_or_first(&end.of.job.id));
+        let mut inv = scripts::run_invocation(
+            &scripts::FINISH,
+            &self.settings,
+            &queue,
+            end.of,
+            end.percent,
+        );
         let mut ended = Pairs::default()
             .with(Field::Status, outcome.status().as_str())
             .with(Field::Step, outcome.step())
@@ -262,6 +378,7 @@ impl RedisStore {
         let mut conn = self.write_connection().await?;
         let (word, claimed): (String, Vec<String>) =
             bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
+        self.mark(Group::of_job_or_first(&end.of.job.id));
         let finish = match Code::parse(&word)? {
             Code::Applied => Finish::Applied,
             Code::Ended => Finish::AlreadyEnded,
@@ -282,7 +399,7 @@ impl RedisStore {
     }
 
     pub(super) async fn expect_end_of(&self, id: &JobId) -> Result<(), StoreError> {
-        let mut inv = scripts::invocation(&scripts::AWAITED, &self.settings);
+        let mut inv = self.call_for(&scripts::AWAITED, id);
         inv.arg(id.to_string());
         match self.code(inv).await? {
             Code::Applied | Code::Missing => Ok(()),
@@ -295,7 +412,9 @@ impl RedisStore {
         run: RunRef<'_>,
         live: &Live,
     ) -> Result<Restore, StoreError> {
-        let mut inv = scripts::run_invocation(&scripts::RESTORE, &self.settings, run, live.percent);
+        let queue = self.keys.queue(Group::of_job_or_first(&run.job.id));
+        let mut inv =
+            scripts::run_invocation(&scripts::RESTORE, &self.settings, &queue, run, live.percent);
         Pairs::default()
             .with(Field::Step, &live.step)
             .with(Field::Attempt, live.attempt)
@@ -310,20 +429,63 @@ impl RedisStore {
     }
 
     pub(super) async fn release_run(&self, run: &RunId) -> Result<Release, StoreError> {
-        let mut inv = scripts::invocation(&scripts::RELEASE, &self.settings);
+        let mut inv = self.call_for(&scripts::RELEASE, &run.id);
         inv.arg(run.id.to_string()).arg(run.claim);
-        Ok(match self.code(inv).await? {
+        let code = self.code(inv).await?;
+        self.mark(Group::of_job_or_first(&run.id));
+        Ok(match code {
             Code::Requeued => Release::Requeued,
             Code::Fenced => Release::Fenced,
             other => return Err(unexpected(other)),
         })
     }
 
+    /// recover.lua in each group whose earliest lease has expired: each group's earliest
+    /// lease (`ZRANGE … 0 0 WITHSCORES`, a plain read) and the store's `TIME` are read first,
+    /// all in flight together, so a sweep that finds nothing costs one read a group, not a
+    /// script call a group.
     pub(super) async fn recover_leases(&self) -> Result<Vec<Recovered>, StoreError> {
-        let mut inv = scripts::invocation(&scripts::RECOVER, &self.settings);
-        inv.arg(RECOVER_BATCH);
-        let mut conn = self.connection().await?;
-        let flat: Vec<String> = self.bounded(inv.invoke_async(&mut conn)).await?;
+        let conn = self.connection().await?;
+        let earliest = Group::all().map(|group| {
+            let mut conn = conn.clone();
+            let key = self.keys.leases(group);
+            async move {
+                let first: Vec<(String, f64)> = self
+                    .bounded(
+                        redis::cmd("ZRANGE")
+                            .arg(key)
+                            .arg(0)
+                            .arg(0)
+                            .arg("WITHSCORES")
+                            .query_async(&mut conn),
+                    )
+                    .await?;
+                Ok::<_, StoreError>((group, first.first().map(|(_, at)| *at as u64)))
+            }
+        });
+        let time = async {
+            let mut conn = conn.clone();
+            self.bounded::<(u64, u64)>(redis::cmd("TIME").query_async(&mut conn))
+                .await
+        };
+        let (earliest, (secs, micros)) =
+            futures_util::future::try_join(try_join_all(earliest), time).await?;
+        let now = secs * 1000 + micros / 1000;
+        let due = earliest
+            .into_iter()
+            .filter(|(_, first)| first.is_some_and(|at| at <= now))
+            .map(|(group, _)| group);
+        let calls = due.map(|group| async move {
+            let mut inv = self.call(&scripts::RECOVER, group);
+            inv.arg(RECOVER_BATCH);
+            let mut conn = self.connection().await?;
+            let answer = self
+                .bounded::<Vec<String>>(inv.invoke_async(&mut conn))
+                .await;
+            self.mark(group);
+            answer
+        });
+        let flat: Vec<String> = try_join_all(calls).await?.concat();
         flat.chunks(2)
             .map(|pair| {
                 let id = pair
@@ -341,9 +503,11 @@ impl RedisStore {
     }
 
     pub(super) async fn cancel_job(&self, id: &JobId, by: &str) -> Result<Cancel, StoreError> {
-        let mut inv = scripts::invocation(&scripts::CANCEL, &self.settings);
+        let mut inv = self.call_for(&scripts::CANCEL, id);
         inv.arg(id.to_string()).arg(by);
-        Ok(match self.code(inv).await? {
+        let code = self.code(inv).await?;
+        self.mark(Group::of_job_or_first(id));
+        Ok(match code {
             Code::Requested => Cancel::Requested,
             Code::NotActive => Cancel::NotActive,
             Code::Missing => Cancel::Missing,
@@ -357,7 +521,7 @@ impl RedisStore {
         kinds: &[Kind],
         hashes: &[String],
     ) -> Result<Purge, StoreError> {
-        let mut inv = scripts::invocation(&scripts::PURGE, &self.settings);
+        let mut inv = self.call(&scripts::PURGE, Group::of(tenant));
         inv.arg(tenant.as_str()).arg(kinds.len());
         for kind in kinds {
             inv.arg(kind.as_str());

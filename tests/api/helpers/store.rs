@@ -44,7 +44,7 @@ pub fn store(backend: Backend, settings: StoreSettings) -> Arc<dyn JobStore> {
 
 pub fn new_job(tenant: &TenantId, kind: &str) -> NewJob {
     NewJob {
-        id: JobId::new(),
+        id: JobId::for_tenant(tenant),
         tenant: tenant.clone(),
         kind: Kind::parse(kind).expect("test kinds are valid"),
         params: json!({}),
@@ -364,4 +364,13 @@ pub async fn pair_as(
         PairParams { full }.run_in(&cx, None)
     })
     .await
+}
+
+/// A new tenant in the same slot group as `t` (`jobs::keys::Group`): on Redis their jobs share
+/// one ready queue, in creation order.
+pub fn tenant_beside(t: &TenantId) -> TenantId {
+    let group = catalog_jobs::jobs::keys::Group::of(t);
+    std::iter::repeat_with(super::tenant)
+        .find(|other| catalog_jobs::jobs::keys::Group::of(other) == group)
+        .expect("one tenant in 48 is in any group")
 }

@@ -1,6 +1,6 @@
 //! The catalogue in Redis: one hash per tenant for products, enrichments and the neighbour
-//! table, a string for the pairing state and the change feed's two keys (`CatalogKeys` is
-//! the only place their names are built). Every write is one fenced script call per batch (`jobs::fence`). A new
+//! table, a string for the pairing state and the change feed's two keys, all in the tenant's
+//! hash slot (`CatalogKeys` is the only place their names are built). Every write is one fenced script call per batch (`jobs::fence`). A new
 //! neighbour table is staged under keys of its own and put in place in one fenced step
 //! (`table`), so readers see the old table or the new one, never half of each.
 
@@ -27,11 +27,14 @@ use super::store::{
     CatalogStore, CatalogStoreError, Cleared, Rewrite, Swap, Upserted, VersionsPage, Write,
 };
 use crate::jobs::fence::{Fence, Hold};
+use crate::jobs::keys::Group;
 use crate::jobs::TenantId;
 use crate::topology::{Connection, Primary, Target};
 
-/// Builds the catalogue's keys: `<prefix>:<tenant>:products|enriched|neighbours|pairing`, and
-/// pair's staging keys with the set that names them.
+/// Builds the catalogue's keys: `<prefix>:{<tag>}:<tenant>:products|enriched|neighbours|pairing`
+/// and the change feed's, and pair's staging keys with the set that names them. `<tag>` is the
+/// tenant's slot group's (`jobs::keys::Group`), the jobs' too: a fenced write's script reads
+/// the tenant's tombstone and its run's record in the same hash slot as the key it writes.
 #[derive(Clone, Debug)]
 pub struct CatalogKeys {
     prefix: String,
@@ -43,40 +46,44 @@ impl CatalogKeys {
             prefix: prefix.to_owned(),
         }
     }
+    /// `<prefix>:{<tag>}:<tenant>`: where each of the tenant's keys starts.
+    fn of(&self, t: &TenantId) -> String {
+        format!("{}:{{{}}}:{t}", self.prefix, Group::of(t).tag())
+    }
     pub fn products(&self, t: &TenantId) -> String {
-        format!("{}:{t}:products", self.prefix)
+        format!("{}:products", self.of(t))
     }
     pub fn enriched(&self, t: &TenantId) -> String {
-        format!("{}:{t}:enriched", self.prefix)
+        format!("{}:enriched", self.of(t))
     }
     pub fn neighbours(&self, t: &TenantId) -> String {
-        format!("{}:{t}:neighbours", self.prefix)
+        format!("{}:neighbours", self.of(t))
     }
     /// The state the last pair kept (`Pairing::encode`).
     pub fn pairing(&self, t: &TenantId) -> String {
-        format!("{}:{t}:pairing", self.prefix)
+        format!("{}:pairing", self.of(t))
     }
     /// Where a new neighbour table is written before it is renamed over the old one (and,
     /// with suffixes, the keys whose rows go and the new pairing state).
     pub fn neighbours_staging(&self, t: &TenantId) -> String {
         format!(
-            "{}:{t}:neighbours:staging:{}",
-            self.prefix,
+            "{}:neighbours:staging:{}",
+            self.of(t),
             crate::jobs::JobId::new()
         )
     }
     /// The set naming the tenant's staging keys while they live (written in the step that
     /// stages each one), so that a delete finds them without a scan.
     pub fn staged(&self, t: &TenantId) -> String {
-        format!("{}:{t}:neighbours:staged", self.prefix)
+        format!("{}:neighbours:staged", self.of(t))
     }
     /// The change feed: products by the position of their last write (`feed`).
     pub fn changes(&self, t: &TenantId) -> String {
-        format!("{}:{t}:changes", self.prefix)
+        format!("{}:changes", self.of(t))
     }
     /// The change feed's position, and where the last pair read it and it overflowed.
     pub fn changes_at(&self, t: &TenantId) -> String {
-        format!("{}:{t}:changes:at", self.prefix)
+        format!("{}:changes:at", self.of(t))
     }
 }
 

@@ -11,11 +11,14 @@ instructions a job after a warm-up.
     N=1000 scripts/lua_cost.py 12c0efa
 
 The library is assembled as jobs/redis/scripts.rs assembles it (record, prelude, order, then
-each script as a function). Keep the dump (OUT=path) and read it with
+each script as a function), and called as that revision calls it: with the call's slot group
+named as its one key (`FCALL <fn> 1 <prefix>:{<tag>}:queue …`, each job's id naming its
+tenant's group) where its prelude reads the group from its key, else with no key. Keep the dump (OUT=path) and read it with
 `callgrind_annotate --inclusive=yes` for where the instructions go. Needs valgrind and
 redis-server; nothing else.
 """
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -40,14 +43,59 @@ def source(rev: str, path: str) -> str:
     return subprocess.check_output(["git", "-C", ROOT, "show", f"{rev}:{path}"], text=True)
 
 
+def grouped(rev: str) -> bool:
+    """Whether the revision's scripts read their slot group from their one key."""
+    return "begin(keys, args)" in source(rev, "src/jobs/lua/prelude.lua")
+
+
 def library(rev: str, name: str) -> str:
     head = "\n".join(source(rev, f"src/jobs/lua/{f}.lua") for f in ("record", "prelude", "order"))
     code = f"#!lua name={name}\n{head}\n"
+    begin = "begin(keys, args)" if grouped(rev) else "begin(args)"
     for script in SCRIPTS:
         body = source(rev, f"src/jobs/lua/{script}.lua")
-        code += (f"redis.register_function('{name}_{script}', function(_, args)\n"
-                 f"begin(args)\n{body}\nend)\n")
+        code += (f"redis.register_function('{name}_{script}', function(keys, args)\n"
+                 f"{begin}\n{body}\nend)\n")
     return code
+
+
+class Layout:
+    """How a revision names a job's keys and routes its calls: by slot group (the tags listed
+    in its src/jobs/keys.rs, a tenant's group FNV-1a-64 of it mod their number, the group in a
+    version-8 id's last byte), or, before groups, one namespace and v4 ids."""
+
+    def __init__(self, rev: str):
+        self.tags = None
+        if grouped(rev):
+            keys = source(rev, "src/jobs/keys.rs")
+            listed = keys[keys.index("const TAGS"):]
+            self.tags = re.findall(r'"([0-9a-z]+)"', listed[:listed.index("];")])
+
+    def group(self, tenant: str) -> int:
+        h = 0xCBF29CE484222325
+        for b in tenant.encode():
+            h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        return h % len(self.tags)
+
+    def job_id(self, tenant: str) -> str:
+        if self.tags is None:
+            return str(uuid.uuid4())
+        raw = bytearray(uuid.uuid4().bytes)
+        raw[6] = (raw[6] & 0x0F) | 0x80
+        raw[8] = (raw[8] & 0x3F) | 0x80
+        raw[15] = self.group(tenant)
+        return str(uuid.UUID(bytes=bytes(raw)))
+
+    def keys(self, tenant: str) -> list:
+        """The call's numkeys and keys."""
+        if self.tags is None:
+            return [0]
+        return [1, f"job:{{{self.tags[self.group(tenant)]}}}:queue"]
+
+    def record(self, job: str, tenant: str) -> str:
+        if self.tags is None:
+            return f"job:{job}"
+        return f"job:{{{self.tags[self.group(tenant)]}}}:{job}"
 
 
 def encode(*args) -> bytes:
@@ -90,30 +138,31 @@ def origin(tenant: str) -> list:
             "created_by", "anonymous", "request_id", str(uuid.uuid4()), "in_order", "1"]
 
 
-def create(lib: str, job: str, tenant: str) -> bytes:
+def create(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
     fields = origin(tenant) + ["step", "queued"]
-    return encode("FCALL", f"{lib}_create", 0, *SETTINGS, 1, job, len(fields) // 2, *fields,
-                  "", FINGERPRINT, 600, WORKER)
+    return encode("FCALL", f"{lib}_create", *layout.keys(tenant), *SETTINGS, 1, job,
+                  len(fields) // 2, *fields, "", FINGERPRINT, 600, WORKER)
 
 
-def finish(lib: str, job: str, tenant: str) -> bytes:
+def finish(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
     fields = origin(tenant) + ["created_ms", "1796207731031"]
     outcome = ["status", "done", "step", "finished", "result",
                '{"products":0,"extracted":0,"unextractable":0,"skipped":0,"batch',
                "result.2", 'es":0}']
-    return encode("FCALL", f"{lib}_finish", 0, *SETTINGS, job, 1, 100, len(fields) // 2,
-                  *fields, len(outcome) // 2, *outcome, WORKER, *RUNS)
+    return encode("FCALL", f"{lib}_finish", *layout.keys(tenant), *SETTINGS, job, 1, 100,
+                  len(fields) // 2, *fields, len(outcome) // 2, *outcome, WORKER, *RUNS)
 
 
-def lives(r: Redis, lib: str, n: int, tag: str) -> None:
+def lives(r: Redis, lib: str, layout: Layout, n: int, tag: str) -> None:
     """n harness lives, each job of its own tenant, PIPELINED at a time."""
     for start in range(0, n, PIPELINED):
-        jobs = [(str(uuid.uuid4()), f"lc-{tag}-{i}") for i in range(start, min(n, start + PIPELINED))]
-        for answer in r.pipe([create(lib, j, t) for j, t in jobs]):
+        tenants = [f"lc-{tag}-{i}" for i in range(start, min(n, start + PIPELINED))]
+        jobs = [(layout.job_id(t), t) for t in tenants]
+        for answer in r.pipe([create(lib, layout, j, t) for j, t in jobs]):
             if isinstance(answer, Exception) or answer[0] != b"claimed":
                 raise SystemExit(f"create answered {answer}")
-        r.pipe([encode("HGETALL", f"job:{j}") for j, _ in jobs])
-        for answer in r.pipe([finish(lib, j, t) for j, t in jobs]):
+        r.pipe([encode("HGETALL", layout.record(j, t)) for j, t in jobs])
+        for answer in r.pipe([finish(lib, layout, j, t) for j, t in jobs]):
             if isinstance(answer, Exception) or answer[0] != b"applied":
                 raise SystemExit(f"finish answered {answer}")
 
@@ -139,9 +188,10 @@ def main() -> None:
         loaded = r.pipe([encode("FUNCTION", "LOAD", "REPLACE", library(rev, "cost"))])[0]
         if isinstance(loaded, Exception):
             raise SystemExit(f"the library did not load: {loaded}")
-        lives(r, "cost", WARM_UP, "warm")
+        layout = Layout(rev)
+        lives(r, "cost", layout, WARM_UP, "warm")
         subprocess.run(["callgrind_control", "-z", str(server.pid)], stdout=subprocess.DEVNULL)
-        lives(r, "cost", n, "measured")
+        lives(r, "cost", layout, n, "measured")
         subprocess.run(["callgrind_control", "-d", str(server.pid)], stdout=subprocess.DEVNULL)
     finally:
         server.terminate()

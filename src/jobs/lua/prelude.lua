@@ -20,10 +20,12 @@
 -- (TTL_S is the TTL as the call gave it, a string, for the commands that set it.)
 local P, TTL, TTL_S, STALE, CAP, MAX_QUEUED, MAX_ATTEMPTS, SAMPLE_MS, A, CHANNEL
 -- The call's group: its queue (the key the call names), base, and the group's keys made from
--- it (made again only when a call names another group); WAKE tells the dispatchers that the
--- group's queue has work (`wake:<tag>`).
+-- it; WAKE tells the dispatchers that the group's queue has work (`wake:<tag>`). Each group's
+-- names are made once and kept in GROUP_NAMES, by queue (48 groups of each prefix; emptied
+-- past GROUP_NAMES_MAX, should many prefixes share a Redis).
 local ANCHOR, G, WAKE
 local K_QUEUE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING
+local GROUP_NAMES, GROUP_NAMES_KEPT, GROUP_NAMES_MAX = {}, 0, 4800
 -- The tenant channel last asked about in this call, and whether it had a subscriber.
 local ASKED, HEARD
 
@@ -37,10 +39,16 @@ local SETTINGS = {}
 local function begin(keys, args)
   if keys[1] ~= ANCHOR then
     ANCHOR = keys[1]
-    G = string.sub(ANCHOR, 1, -7)
-    WAKE = 'wake:' .. string.match(G, '{([^}]*)}$')
-    K_QUEUE, K_LEASES, K_PROCESSES = ANCHOR, G .. ':leases', G .. ':processes'
-    K_EVERYONE, K_TENANTS, K_WAITING = G .. ':everyone', G .. ':tenants', G .. ':waiting'
+    local names = GROUP_NAMES[ANCHOR]
+    if not names then
+      local g = string.sub(ANCHOR, 1, -7)
+      names = {g, 'wake:' .. string.match(g, '{([^}]*)}$'), g .. ':leases', g .. ':processes',
+        g .. ':everyone', g .. ':tenants', g .. ':waiting'}
+      if GROUP_NAMES_KEPT >= GROUP_NAMES_MAX then GROUP_NAMES, GROUP_NAMES_KEPT = {}, 0 end
+      GROUP_NAMES[ANCHOR], GROUP_NAMES_KEPT = names, GROUP_NAMES_KEPT + 1
+    end
+    G, WAKE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING = unpack(names)
+    K_QUEUE = ANCHOR
   end
   for i = 1, 7 do
     if args[i] ~= SETTINGS[i] then

@@ -232,7 +232,7 @@ pub struct JobNotVisible;
 impl IntoResponses for JobNotVisible {
     fn responses() -> BTreeMap<String, RefOr<Response>> {
         BTreeMap::from([
-            ("422".to_owned(), refusal("`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field), with `field`.")),
+            ("422".to_owned(), refusal("`invalid_field` (a bad `tenant_id`) or `unknown_field` (any other query field, or a field of a JSON or form body: the route reads no body), with `field`.")),
         ])
         .into_iter()
         .chain(JobNotFound::responses())
@@ -308,6 +308,12 @@ answers_from! {
     NoQueryField = refused("422", "`unknown_field`: this route takes no query field.");
     /// No job has the id of the path, or not one the caller may see.
     JobNotFound = refused("404", "`not_found`: no job has this id (or it expired after `JOB_TTL_SECONDS`), or it is another tenant's (the `tenant_id` named, or the token's).");
+    /// A route that reads no body, sent one that is not a JSON object or a form (a field
+    /// of one is 422 `unknown_field`).
+    NoBody = BTreeMap::from([
+        ("400".to_owned(), refusal("`malformed_body`: a body sent as JSON that is not JSON (the route reads no body; none, or `{}`, is accepted).")),
+        ("415".to_owned(), refusal("`unsupported_media_type`: a body that is not a JSON object or a form (the route reads no body; none, or `{}`, is accepted).")),
+    ]);
     /// A field missing, malformed or not the route's.
     BadField = refused("422", "`missing_field`, `invalid_field` or `unknown_field` (with `field`).");
 }

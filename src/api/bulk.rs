@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 
 use super::answers::{answers_from, bulk_answers, BulkAction, BulkKey};
 use super::auth::Caller;
-use super::call::Call;
+use super::call::{Call, WithBody};
 use super::error::ApiError;
 use super::extract::idempotency_key;
 use super::job_filter::cursor_of;
@@ -142,7 +142,11 @@ const NOT_ACTIVE: &str = "the job has already ended: nothing to cancel";
     request_body(content = BulkRetryBody, description = "Exactly one of `job_ids` (1–100 ids) or `filter` (each of its fields optional); `dry_run: true` counts the jobs (`matched`) and does nothing.", content_type = "application/json"),
     params(BulkKey),
     responses(BulkRetryAnswers))]
-pub async fn retry(call: Call, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+pub async fn retry(
+    call: Call<WithBody>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     call.no_query()?;
     let Call {
         app,
@@ -159,7 +163,11 @@ pub async fn retry(call: Call, headers: HeaderMap, body: Bytes) -> Result<Respon
     request_body(content = BulkCancelBody, description = "Exactly one of `job_ids` (1–100 ids) or `tenant_id`; `dry_run: true` counts the jobs (`matched`) and does nothing.", content_type = "application/json"),
     params(BulkKey),
     responses(BulkCancelAnswers))]
-pub async fn cancel(call: Call, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+pub async fn cancel(
+    call: Call<WithBody>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     call.no_query()?;
     walk(&call.app, &call.caller, Action::Cancel, &headers, &body).await
 }

@@ -70,9 +70,9 @@ pub struct Timeline {
         JobNotFound, StreamRefusals,
     ))]
 pub async fn job_events(
-    call: Call,
     InPath(id): InPath<JobId>,
     headers: HeaderMap,
+    call: Call,
 ) -> Result<Response, ApiError> {
     let mut fields = call.query()?;
     let named = named_tenant(&mut fields)?;

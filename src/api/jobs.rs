@@ -7,7 +7,7 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::answers::{CreateRefusals, JobNotVisible, JobPath, ReadOnly, StoreUnavailable};
+use super::answers::{CreateRefusals, JobNotVisible, JobPath, NoBody, ReadOnly, StoreUnavailable};
 use super::auth::Caller;
 use super::call::Call;
 use super::error::{ApiError, ErrorBody};
@@ -41,7 +41,7 @@ const RETRY_AFTER_UNKNOWN_SECS: u64 = 2;
             headers(("Retry-After" = u64, description = "Active jobs only: seconds until polling again is worth it."))),
         JobNotVisible, StoreUnavailable,
     ))]
-pub async fn get_one(call: Call, InPath(id): InPath<JobId>) -> Result<Response, ApiError> {
+pub async fn get_one(InPath(id): InPath<JobId>, call: Call) -> Result<Response, ApiError> {
     let snapshot = visible_job(&call, &id).await?;
     let retry_after = snapshot
         .status
@@ -73,9 +73,9 @@ pub fn retry_after_secs(eta_seconds: Option<u64>) -> u64 {
         (status = 202, description = "The new job (its `retry_of` names the old one); poll `Location`.", body = Snapshot,
             headers(("Location" = String, description = "Where to poll the new job: `/catalog/jobs/{job_id}`."))),
         (status = 409, description = "`still_active`: the job has not ended (it is in `job`, its id in `job_id`); `already_running`: another job of this tenant and kind is active (its `job_id`).", body = ErrorBody),
-        ReadOnly, JobNotVisible, CreateRefusals,
+        ReadOnly, JobNotVisible, NoBody, CreateRefusals,
     ))]
-pub async fn retry(call: Call, InPath(id): InPath<JobId>) -> Result<Response, ApiError> {
+pub async fn retry(InPath(id): InPath<JobId>, call: Call) -> Result<Response, ApiError> {
     call.caller.may_change()?;
     let old = visible_job(&call, &id).await?;
     if old.status.is_active() {
@@ -159,9 +159,9 @@ type Accepted = (StatusCode, Json<Snapshot>);
     responses(
         (status = 202, description = "Asked: the job reads `cancelling`, then `cancelled` at its next safe point.", body = Snapshot),
         (status = 409, description = "`not_active`: the job has already ended (it is in `job`).", body = ErrorBody),
-        ReadOnly, JobNotVisible, StoreUnavailable,
+        ReadOnly, JobNotVisible, NoBody, StoreUnavailable,
     ))]
-pub async fn cancel(call: Call, InPath(id): InPath<JobId>) -> Result<Accepted, ApiError> {
+pub async fn cancel(InPath(id): InPath<JobId>, call: Call) -> Result<Accepted, ApiError> {
     call.caller.may_change()?;
     let before = visible_job(&call, &id).await?;
     let Call { app, caller, .. } = call;

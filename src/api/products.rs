@@ -15,7 +15,7 @@ use axum::Json;
 use tokio::sync::{mpsc, Semaphore};
 
 use super::answers::{BadField, OtherTenant, StoreUnavailable};
-use super::call::Call;
+use super::call::{Call, WithBody};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{
     declared_length, limit_field, media_type, product_not_found, take_single, InPath,
@@ -100,7 +100,7 @@ struct BodyTooLarge;
         (status = 503, description = "`overloaded` (`MAX_CONCURRENT_IMPORTS` imports are running) or `store_unavailable`.", body = ErrorBody),
         BadField,
     ))]
-pub async fn import(call: Call, req: Request) -> Response {
+pub async fn import(call: Call<WithBody>, req: Request) -> Response {
     match import_rows(call, req).await {
         Ok(report) => Json(report).into_response(),
         Err(e) => {
@@ -115,7 +115,7 @@ pub async fn import(call: Call, req: Request) -> Response {
     }
 }
 
-async fn import_rows(call: Call, req: Request) -> Result<RowReport, ApiError> {
+async fn import_rows(call: Call<WithBody>, req: Request) -> Result<RowReport, ApiError> {
     call.caller.may_change()?;
     let (tenant, _) = call.tenant_query(&[])?;
     let app = call.app;
@@ -365,8 +365,8 @@ pub async fn list(call: Call) -> Result<Json<ProductPage>, ApiError> {
         OtherTenant, BadField, StoreUnavailable,
     ))]
 pub async fn get_one(
-    call: Call,
     InPath(key): InPath<ProductKey>,
+    call: Call,
 ) -> Result<Json<ProductView>, ApiError> {
     let (tenant, _) = call.tenant_query(&[])?;
     let app = call.app;

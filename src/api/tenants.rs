@@ -44,8 +44,8 @@ pub struct Removal {
         StoreUnavailable,
     ))]
 pub async fn remove(
-    call: Call,
     InPath(tenant): InPath<TenantId>,
+    call: Call,
 ) -> Result<Json<Removal>, ApiError> {
     call.no_query()?;
     let Call { app, caller, .. } = call;

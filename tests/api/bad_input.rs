@@ -11,6 +11,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
 use serde_json::Value;
 
+mod bodies;
+
 use crate::both_stores;
 use crate::helpers::{
     keys_matching, shared_redis, shared_redis_url, store, test_config, unique, Backend, TestApp,

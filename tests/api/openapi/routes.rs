@@ -280,6 +280,11 @@ const CANCEL: &[Row] = &[
     Row::post(Good, "/catalog/jobs/{waiting}/cancel", 202),
     Row::post(Good, "/catalog/jobs/{failed}/cancel", 409),
     Row::post(Good, "/catalog/jobs/nope/cancel", 404),
+    Row::post(Good, "/catalog/jobs/{running}/cancel", 422)
+        .body(Body::Json(r#"{"reason":"slow"}"#))
+        .expect(&[("/field", "reason")]),
+    Row::post(Good, "/catalog/jobs/{running}/cancel", 415).body(Body::Raw("text/plain", "stop")),
+    Row::post(Good, "/catalog/jobs/{running}/cancel", 400).body(Body::Json(r#"{"reason":"#)),
     Row::post(Dead, "/catalog/jobs/{running}/cancel", 503),
     Row::post(
         Good,
@@ -361,6 +366,11 @@ const RETRY_REFUSED: &[Row] = &[
     Row::post(Good, "/catalog/jobs/{failed}/retry", 409)
         .expect(&[("/error", "already_running"), ("/job_id", "{running}")]),
     Row::post(Good, "/catalog/jobs/nope/retry", 404),
+    Row::post(Good, "/catalog/jobs/{failed}/retry", 422)
+        .body(Body::Json(r#"{"full":true,"wait":true}"#))
+        .expect(&[("/field", "full")]),
+    Row::post(Good, "/catalog/jobs/{failed}/retry", 415).body(Body::Raw("text/plain", "full")),
+    Row::post(Good, "/catalog/jobs/{failed}/retry", 400).body(Body::Json(r#"{"full":"#)),
     Row::post(Good, "/catalog/jobs/{failed}/retry?tenant_id=a:b", 422),
     Row::post(Dead, "/catalog/jobs/{failed}/retry", 503),
 ];

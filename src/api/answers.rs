@@ -189,7 +189,7 @@ fn start_answers<Report: ToSchema>(started: &Started) -> BTreeMap<String, RefOr<
         ("408", refusal("`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed and nothing was created.")),
         ("409", refusal(&format!("`already_running`: {conflict} is active for the tenant (its `job_id`); with `on_conflict=join`, one whose parameters differ."))),
         ("413", refusal("`payload_too_large` (beyond `MAX_START_BODY_BYTES`).")),
-        ("415", refusal("`unsupported_media_type`.")),
+        ("415", refusal("`unsupported_media_type`: a content type not listed, or a compressed body (a `Content-Encoding` other than `identity`; that answer carries `Accept-Encoding: identity`).")),
         ("422", refusal(&format!("{fields} (with `field`)."))),
         ("502", refusal(&format!("`job_failed`: with `wait=true`, the {noun} failed or was cancelled (it is in `job`, with any partial report in its `result`)."))),
     ]
@@ -268,6 +268,7 @@ pub fn bulk_answers<Answer: ToSchema>(action: &BulkAction) -> BTreeMap<String, R
     BTreeMap::from([
         ("200".to_owned(), RefOr::T(done)),
         ("400".to_owned(), refusal("`malformed_body`: not a JSON object.")),
+        ("415".to_owned(), refusal("`unsupported_media_type`: the body is not sent as `application/json`, or comes compressed (a `Content-Encoding` other than `identity`; that answer carries `Accept-Encoding: identity`); nothing was done.")),
         ("403".to_owned(), refusal(&format!("`forbidden`: a read-only token (`read:…`), or {forbidden}."))),
         ("422".to_owned(), refusal(&format!("`invalid_field`, `missing_field` or `unknown_field` (with `field`: {fields}; nothing was done."))),
         ("503".to_owned(), refusal(unavailable)),

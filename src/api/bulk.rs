@@ -308,6 +308,7 @@ impl BulkCall {
         headers: &HeaderMap,
         raw: &[u8],
     ) -> Result<Result<BulkCall, Response>, ApiError> {
+        pick::json_only(headers)?;
         let body = pick::object(raw)?;
         let dry_run = pick::dry_run(&body)?;
         let key = idempotency_key(headers)?;

@@ -19,7 +19,9 @@ use serde_json::Value;
 use super::access::RequestId;
 use super::auth::Caller;
 use super::error::ApiError;
-use super::extract::{media_type, query_fields, refuse_unknown, strict_json, tenant_field};
+use super::extract::{
+    identity_encoding, media_type, query_fields, refuse_unknown, strict_json, tenant_field,
+};
 use super::AppState;
 use crate::jobs::params::Fields;
 use crate::jobs::TenantId;
@@ -93,6 +95,7 @@ async fn refuse_body(parts: &Parts, body: Body, app: &AppState) -> Result<(), Ap
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(());
     }
+    identity_encoding(&parts.headers)?;
     let names: Vec<String> = match content_type.as_str() {
         "application/x-www-form-urlencoded" => {
             let pairs: Vec<(String, String)> =

@@ -40,6 +40,8 @@ pub enum ApiError {
         got: String,
         accepted: &'static str,
     },
+    /// The body comes in a content coding (`Content-Encoding: gzip`, as given) no route decodes.
+    UnsupportedEncoding(String),
     /// The body is over the limit the named setting gives its route.
     PayloadTooLarge(&'static str),
     UnknownKind {
@@ -233,7 +235,9 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             IdempotencyKeyReused(_) | BulkKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            UnsupportedMediaType { .. } | UnsupportedEncoding(_) => {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            }
             PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden | ReadOnly | OperatorsOnly | TenantNotNamed(_) => StatusCode::FORBIDDEN,
@@ -263,7 +267,7 @@ impl ApiError {
             UnknownField { .. } => UNKNOWN_FIELD,
             DuplicateKey(_) => "duplicate_key",
             IdempotencyKeyReused(_) | BulkKeyReused => "idempotency_key_reused",
-            UnsupportedMediaType { .. } => "unsupported_media_type",
+            UnsupportedMediaType { .. } | UnsupportedEncoding(_) => "unsupported_media_type",
             PayloadTooLarge(_) => "payload_too_large",
             Unauthorized => "unauthorized",
             Forbidden | ReadOnly | OperatorsOnly | TenantNotNamed(_) => "forbidden",
@@ -296,6 +300,7 @@ impl ApiError {
             IdempotencyKeyReused(job) => format!("this Idempotency-Key started job {job} with other parameters; use a new key for a new request"),
             BulkKeyReused => "this Idempotency-Key was first sent with another body for this action; use a new key for a new call".to_owned(),
             UnsupportedMediaType { got, accepted } => format!("content type {got} is not accepted here; send {accepted}"),
+            UnsupportedEncoding(coding) => format!("content encoding {coding} is not accepted here; send the body uncompressed (no Content-Encoding, or identity)"),
             PayloadTooLarge(setting) => format!("the request body is larger than this route accepts ({setting}); send less at a time"),
             Unauthorized => "send a valid token as `Authorization: Bearer <token>`".to_owned(),
             Forbidden => "this token may not act for that tenant".to_owned(),
@@ -397,6 +402,13 @@ impl IntoResponse for ApiError {
             headers.insert(
                 header::RETRY_AFTER,
                 HeaderValue::from(retry_after_secs(*wait)),
+            );
+        }
+        // RFC 9110 (15.5.16): a 415 for a content coding says which codings would do.
+        if let ApiError::UnsupportedEncoding(_) = &self {
+            headers.insert(
+                header::ACCEPT_ENCODING,
+                HeaderValue::from_static("identity"),
             );
         }
         if let ApiError::TenantStreamsFull(_) = &self {

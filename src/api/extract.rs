@@ -37,6 +37,7 @@ impl FromRequest<AppState> for StartFields {
 }
 
 async fn body_fields(req: Request, mut fields: Fields, app: &AppState) -> Result<Fields, ApiError> {
+    identity_encoding(req.headers())?;
     let content_type = media_type(req.headers());
     if content_type == "multipart/form-data" {
         let mut multipart = Multipart::from_request(req, app).await.map_err(|e| {
@@ -113,7 +114,7 @@ const MAX_ECHOED_CHARS: usize = 80;
 /// A client's path segment as a message shows it: control and invisible formatting
 /// characters (a NUL, a right-to-left override) escaped, and cut after
 /// [`MAX_ECHOED_CHARS`], so a message never carries them or grows with the request.
-fn echoed(raw: &str) -> String {
+pub(super) fn echoed(raw: &str) -> String {
     let mut shown: String = raw
         .chars()
         .take(MAX_ECHOED_CHARS)
@@ -189,6 +190,23 @@ pub fn declared_length(req: &Request) -> Option<u64> {
         .ok()?
         .parse()
         .ok()
+}
+
+/// Refuses a body in a content coding (`Content-Encoding: gzip`): no route decodes one, and
+/// read as it came, compressed bytes would be refused as a malformed body at best. No
+/// header, or `identity`, passes.
+pub fn identity_encoding(headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::CONTENT_ENCODING) else {
+        return Ok(());
+    };
+    let given = value.to_str().unwrap_or("").trim();
+    if given.eq_ignore_ascii_case("identity") {
+        return Ok(());
+    }
+    Err(ApiError::UnsupportedEncoding(match given {
+        "" => "(not text, or empty)".to_owned(),
+        coding => format!("`{}`", echoed(coding)),
+    }))
 }
 
 /// The request's media type, lower-cased and without parameters (`""` when none is given).

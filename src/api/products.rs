@@ -18,7 +18,8 @@ use super::answers::{BadField, OtherTenant, StoreUnavailable};
 use super::call::{Call, WithBody};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{
-    declared_length, limit_field, media_type, product_not_found, take_single, InPath,
+    declared_length, identity_encoding, limit_field, media_type, product_not_found, take_single,
+    InPath,
 };
 use super::product_view::{NeighbourView, ProductPage, ProductView};
 use crate::catalog::feed::{self, FeedError, Format, RowReport};
@@ -96,7 +97,7 @@ struct BodyTooLarge;
         (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed.", body = ErrorBody),
         (status = 409, description = "`tenant_deleted`: the tenant was deleted while the import ran; it stopped at its next batch, and `report` counts what it saved before (which the delete removed).", body = ErrorBody),
         (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = ErrorBody),
-        (status = 415, description = "`unsupported_media_type`.", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`: a content type not listed, or a compressed body (a `Content-Encoding` other than `identity`; that answer carries `Accept-Encoding: identity`).", body = ErrorBody),
         (status = 503, description = "`overloaded` (`MAX_CONCURRENT_IMPORTS` imports are running) or `store_unavailable`.", body = ErrorBody),
         BadField,
     ))]
@@ -120,6 +121,7 @@ async fn import_rows(call: Call<WithBody>, req: Request) -> Result<RowReport, Ap
     let (tenant, _) = call.tenant_query(&[])?;
     let app = call.app;
     let format = import_format(req.headers())?;
+    identity_encoding(req.headers())?;
     let limit = app.imports.max_body_bytes;
     if declared_length(&req).is_some_and(|n| n > limit as u64) {
         return Err(ApiError::PayloadTooLarge("MAX_BODY_BYTES"));

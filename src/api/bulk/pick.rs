@@ -2,12 +2,13 @@
 //! a filter or a tenant) and an optional `dry_run`, every field checked before anything is
 //! done, each refusal naming its field.
 
+use axum::http::HeaderMap;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::super::auth::Caller;
 use super::super::error::ApiError;
-use super::super::extract::strict_json;
+use super::super::extract::{echoed, identity_encoding, media_type, strict_json};
 use super::super::job_filter::{parse_id_prefix, read_cursor};
 use super::BULK_MAX;
 use crate::config::tokens::Scope;
@@ -95,6 +96,31 @@ impl RetryFilter {
     }
 }
 
+/// What a bulk call's body may be.
+const BULK_MEDIA_TYPES: &str = "application/json (a JSON object)";
+
+/// Refuses a body that is not said to be JSON (415, as every route that reads JSON), or that
+/// comes compressed, before a byte of it is read as JSON.
+pub fn json_only(headers: &HeaderMap) -> Result<(), ApiError> {
+    match media_type(headers).as_str() {
+        "application/json" => {}
+        ct if ct.ends_with("+json") => {}
+        "" => {
+            return Err(ApiError::unsupported_media(
+                "(none given)",
+                BULK_MEDIA_TYPES,
+            ))
+        }
+        other => {
+            return Err(ApiError::unsupported_media(
+                format!("`{other}`"),
+                BULK_MEDIA_TYPES,
+            ))
+        }
+    }
+    identity_encoding(headers)
+}
+
 /// The body as a JSON object (400 `malformed_body` otherwise).
 pub fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     match strict_json(body)? {
@@ -163,29 +189,54 @@ fn one_form<'b>(
     }
 }
 
-/// 1–[`BULK_MAX`] job ids, each once, in the order given.
+/// 1–[`BULK_MAX`] job ids, each once, in the order given; a refusal says which part is
+/// wrong: not a list, an item that is no job id (by its place and value), none, or too many.
 fn job_ids(v: &Value) -> Result<Vec<JobId>, ApiError> {
-    let bad = || {
-        ApiError::invalid(
-            "job_ids",
-            format!("job_ids is a list of 1 to {BULK_MAX} job ids (select fewer jobs)"),
-        )
-    };
-    let raw = v.as_array().ok_or_else(bad)?;
+    let bad = |why: String| ApiError::invalid("job_ids", why);
+    let raw = v
+        .as_array()
+        .ok_or_else(|| bad(format!("job_ids is a list of 1 to {BULK_MAX} job ids")))?;
     let mut ids: Vec<JobId> = Vec::with_capacity(raw.len());
-    for item in raw {
-        let id = item
-            .as_str()
-            .and_then(|s| JobId::parse(s).ok())
-            .ok_or_else(bad)?;
+    for (i, item) in raw.iter().enumerate() {
+        let id = match item {
+            Value::String(s) => JobId::parse(s).map_err(|_| {
+                bad(format!(
+                    "job_ids[{i}] `{}` is not a job id: each is the UUID a start answered",
+                    echoed(s)
+                ))
+            })?,
+            other => {
+                return Err(bad(format!(
+                "job_ids[{i}] is {}, not a job id: each is the UUID a start answered, as a string",
+                json_kind(other)
+            )))
+            }
+        };
         if !ids.contains(&id) {
             ids.push(id);
         }
     }
-    if ids.is_empty() || ids.len() > BULK_MAX {
-        return Err(bad());
+    match ids.len() {
+        0 => Err(bad(format!(
+            "job_ids names no job: give 1 to {BULK_MAX} job ids"
+        ))),
+        n if n > BULK_MAX => Err(bad(format!(
+            "job_ids names {n} jobs: at most {BULK_MAX} a call (select fewer jobs)"
+        ))),
+        _ => Ok(ids),
     }
-    Ok(ids)
+}
+
+/// What a JSON value is, for a message that must not repeat it.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
 }
 
 fn tenant_of(v: &Value, field: &str) -> Result<TenantId, ApiError> {

@@ -112,3 +112,72 @@ async fn a_body_sent_to_a_route_that_reads_none_is_refused_naming_its_field_and_
     let retried = app.store.get(&ended).await.unwrap().expect("the job");
     assert!(retried.retried_as.is_some(), "the retry with blanks ran");
 }
+
+both_stores!(a_compressed_body_is_415_saying_which_coding_would_do_and_nothing_is_saved);
+
+/// The first bytes of a gzip stream: what a client that compresses its body sends.
+const GZIP_HEAD: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03";
+
+async fn a_compressed_body_is_415_saying_which_coding_would_do_and_nothing_is_saved(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let routes = [
+        (format!("/catalog/products?tenant_id={t}"), "text/csv"),
+        (
+            "/catalog/enrich".to_owned(),
+            "application/x-www-form-urlencoded",
+        ),
+    ];
+    for (path, content_type) in &routes {
+        for coding in ["gzip", "br", "deflate, gzip"] {
+            let r = app
+                .client
+                .post(app.url(path))
+                .header(CONTENT_TYPE, *content_type)
+                .header("content-encoding", coding)
+                .body(GZIP_HEAD.to_vec())
+                .send()
+                .await
+                .expect("the app answers");
+            assert_eq!(r.status(), 415, "{path} {coding}");
+            let accepted = r.headers().get("accept-encoding").cloned();
+            assert_eq!(
+                accepted.as_ref().map(|v| v.as_bytes()),
+                Some(&b"identity"[..])
+            );
+            let body: Value = r.json().await.expect("the envelope");
+            assert_eq!(body["error"], "unsupported_media_type", "{body}");
+            let message = body["message"].as_str().unwrap_or_default();
+            assert!(message.contains(&format!("`{coding}`")), "{message}");
+        }
+    }
+    let products: Value = app
+        .client
+        .get(app.url(&format!("/catalog/products?tenant_id={t}")))
+        .send()
+        .await
+        .expect("the app answers")
+        .json()
+        .await
+        .expect("a page");
+    assert_eq!(
+        products["products"],
+        serde_json::json!([]),
+        "nothing imported"
+    );
+    assert!(
+        app.store.recent(&t, 10).await.unwrap().is_empty(),
+        "no job started"
+    );
+    // `identity` is no coding at all: the same import, uncompressed, is read.
+    let r = app
+        .client
+        .post(app.url(&format!("/catalog/products?tenant_id={t}")))
+        .header(CONTENT_TYPE, "text/csv")
+        .header("content-encoding", "identity")
+        .body("product_key,name\nk1,A Mug\n")
+        .send()
+        .await
+        .expect("the app answers");
+    assert_eq!(r.status(), 200);
+}

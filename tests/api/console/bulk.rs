@@ -24,6 +24,7 @@ both_stores!(
     a_filter_retries_each_failed_job_once_and_every_skip_says_why,
     a_keyed_bulk_call_is_answered_once_and_tokens_keep_to_their_scope,
     a_dry_run_counts_every_job_a_filter_or_tenant_matches_and_calls_sent_again_finish_them,
+    a_bulk_call_not_sent_as_json_or_naming_a_bad_id_is_refused_saying_so_and_does_nothing,
 );
 
 /// Ten kinds no runner of the test app runs: jobs of them wait in the queue untouched.
@@ -400,4 +401,105 @@ async fn listed(c: &Console, t: &TenantId) -> Vec<Value> {
         .iter()
         .map(|j| json!([j["job_id"], j["status"], j["retried_by"], j["retried_as"]]))
         .collect()
+}
+
+/// A refused bulk call: what it is, the action, its content type and content encoding
+/// ("" for none), its body (`{t}`: a tenant, `{queued}`: its queued job, `{gzip}`: the head
+/// of a gzip stream), then the status and code it gets and what its message must say.
+type BadCall = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    u16,
+    &'static str,
+    &'static [&'static str],
+);
+
+#[rustfmt::skip]
+const BAD_CALLS: &[BadCall] = &[
+    ("a form body", "cancel", "application/x-www-form-urlencoded", "", "tenant_id={t}", 415, "unsupported_media_type", &["`application/x-www-form-urlencoded`", "application/json"]),
+    ("JSON without a content type", "cancel", "", "", r#"{"tenant_id":"{t}"}"#, 415, "unsupported_media_type", &["(none given)"]),
+    ("a compressed body", "cancel", "application/json", "gzip", "{gzip}", 415, "unsupported_media_type", &["`gzip`", "uncompressed"]),
+    ("an id that is no UUID", "cancel", "application/json", "", r#"{"job_ids":["{queued}","not-a-uuid"]}"#, 422, "invalid_field", &["job_ids[1] `not-a-uuid` is not a job id"]),
+    ("an id that is a number", "retry", "application/json", "", r#"{"job_ids":[7]}"#, 422, "invalid_field", &["job_ids[0] is a number"]),
+    ("no id", "cancel", "application/json", "", r#"{"job_ids":[]}"#, 422, "invalid_field", &["names no job"]),
+];
+
+/// The first bytes of a gzip stream: what a client that compresses its body sends.
+const GZIP_HEAD: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03";
+
+/// Sends a bad call as `ops`, its holes filled; answers the status, the `Accept-Encoding`
+/// header and the JSON body.
+async fn send_bad(
+    c: &Console,
+    call: &BadCall,
+    t: &TenantId,
+    queued: &JobId,
+) -> (u16, Option<String>, Value) {
+    let &(_, action, content_type, encoding, body, ..) = call;
+    let body = match body {
+        "{gzip}" => GZIP_HEAD.to_vec(),
+        text => text
+            .replace("{t}", t.as_str())
+            .replace("{queued}", &queued.to_string())
+            .into_bytes(),
+    };
+    let mut req = c
+        .app
+        .client
+        .post(c.app.url(&format!("/catalog/bulk/{action}")))
+        .bearer_auth("ops")
+        .body(body);
+    for (name, value) in [
+        ("content-type", content_type),
+        ("content-encoding", encoding),
+    ] {
+        if !value.is_empty() {
+            req = req.header(name, value);
+        }
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status().as_u16();
+    let accepts = r
+        .headers()
+        .get("accept-encoding")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (status, accepts, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn a_bulk_call_not_sent_as_json_or_naming_a_bad_id_is_refused_saying_so_and_does_nothing(
+    b: Backend,
+) {
+    let c = console(b).await;
+    let t = tenant();
+    let queued = create(&*c.store, &new_job(&t, &kind(0))).await.job_id;
+    for call in BAD_CALLS {
+        let &(what, _, _, encoding, _, status, code, says) = call;
+        let (got, accepts, answer) = send_bad(&c, call, &t, &queued).await;
+        assert_eq!(
+            (got, answer["error"].as_str()),
+            (status, Some(code)),
+            "{what}: {answer}"
+        );
+        let message = answer["message"].as_str().unwrap_or_default();
+        for part in says {
+            assert!(message.contains(part), "{what}: {message}");
+        }
+        let compressed = !encoding.is_empty();
+        assert_eq!(
+            accepts.as_deref(),
+            compressed.then_some("identity"),
+            "{what}"
+        );
+    }
+    let still = c.store.get(&queued).await.unwrap().expect("the job");
+    assert_eq!(
+        (still.status.as_str(), still.cancel_requested_at),
+        ("queued", None),
+        "no refused call asked the job to stop"
+    );
+    c.gate.release();
 }

@@ -38,6 +38,8 @@ pub const BULK: &[Row] = &[
         .body(Body::Json("[]"))
         .expect(&[("/error", "malformed_body")]),
     Row::post(Good, "/catalog/bulk/cancel", 400).body(Body::Json("3")),
+    Row::post(Good, "/catalog/bulk/retry", 415).form(&[("job_ids", "{t}")]),
+    Row::post(Good, "/catalog/bulk/cancel", 415).body(Body::Raw("text/plain", "{}")),
     Row::post(Good, "/catalog/bulk/retry", 422)
         .body(Body::Json("{}"))
         .expect(&[("/error", "missing_field"), ("/field", "job_ids")]),

@@ -5,6 +5,7 @@
 //! (`Idempotency-Key`) is answered once and replayed; the retries it starts carry keys of
 //! their own, so a call cut off part-way and sent again retries no job twice.
 
+mod cancel;
 mod pick;
 
 use axum::body::Bytes;
@@ -20,12 +21,13 @@ use super::call::{Call, WithBody};
 use super::error::ApiError;
 use super::extract::idempotency_key;
 use super::job_filter::cursor_of;
-use super::jobs::{count_if_ended_at_once, count_pipeline_if_ended, Retry};
+use super::jobs::Retry;
 use super::AppState;
 use crate::jobs::browse::{self, EVERYONE_CAP};
-use crate::jobs::store::{params_fingerprint, Cancel, Created};
+use crate::jobs::store::{params_fingerprint, Created};
 use crate::jobs::{JobId, Snapshot, Status, TenantId};
 use crate::metrics;
+use cancel::{cancel_one, Stopped};
 use pick::{CancelPick, RetryFilter, RetryPick};
 
 pub use pick::{BulkCancelBody, BulkFilter, BulkRetryBody};
@@ -62,7 +64,8 @@ pub struct BulkResult {
     /// `rate_limited`, `overloaded`, `idempotency_key_reused`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
-    /// What the skip means and what to do, in one sentence.
+    /// What the skip means and what to do, in one sentence; or, for a job the call ended
+    /// through another (a pipeline through its step, a step through its pipeline), how.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The active job of that tenant and kind (`already_running`).
@@ -247,17 +250,18 @@ impl Action {
     }
 
     /// Does the action to one job, as its single route does; `key` is the call's
-    /// `Idempotency-Key`.
+    /// `Idempotency-Key`, `stopped` what the call's cancels stopped so far.
     async fn act(
         &self,
         app: &AppState,
         caller: &Caller,
         key: Option<&str>,
         job: Looked,
+        stopped: &mut Stopped,
     ) -> Result<BulkResult, ApiError> {
         match self {
             Action::Retry { request_id } => retry_one(app, caller, request_id, key, job).await,
-            Action::Cancel => cancel_one(app, caller, job).await,
+            Action::Cancel => cancel_one(app, caller, job, stopped).await,
         }
     }
 }
@@ -279,9 +283,11 @@ async fn walk(
     let mut selected = action.select(app, caller, &call.body).await?;
     let jobs = std::mem::take(&mut selected.jobs);
     let mut results = Vec::with_capacity(jobs.len());
+    let mut stopped = Stopped::default();
     if !call.dry_run {
         for job in jobs {
-            results.push(action.act(app, caller, call.key.as_deref(), job).await?);
+            let key = call.key.as_deref();
+            results.push(action.act(app, caller, key, job, &mut stopped).await?);
         }
     }
     let answer = BulkAnswer::of(results, &selected);
@@ -520,30 +526,4 @@ fn refusal(id: JobId, refused: Created) -> BulkResult {
             BulkResult::skipped(id, "overloaded", why)
         }
     }
-}
-
-/// One cancel, as the single route asks it.
-async fn cancel_one(app: &AppState, caller: &Caller, job: Looked) -> Result<BulkResult, ApiError> {
-    let before = match job {
-        Err(id) => return Ok(BulkResult::skipped(id, "not_found", NOT_FOUND)),
-        Ok(s) if !s.status.is_active() => {
-            return Ok(BulkResult::skipped(s.job_id, "not_active", NOT_ACTIVE));
-        }
-        Ok(s) => s,
-    };
-    let id = before.job_id;
-    match app.store.cancel(&id, &caller.name).await? {
-        Cancel::Requested => {}
-        Cancel::NotActive => return Ok(BulkResult::skipped(id, "not_active", NOT_ACTIVE)),
-        Cancel::Missing => return Ok(BulkResult::skipped(id, "not_found", NOT_FOUND)),
-    }
-    let outcome = match app.store.get(&id).await? {
-        Some(after) if after.status == Status::Cancelled => {
-            count_if_ended_at_once(&before, &after);
-            count_pipeline_if_ended(app, &after).await;
-            BulkOutcome::Cancelled
-        }
-        _ => BulkOutcome::Cancelling,
-    };
-    Ok(BulkResult::done(id, outcome, None))
 }

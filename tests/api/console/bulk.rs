@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{
-    create, failed_job, new_job, settings, spawn_app_with, started_id, store, strings_of, tenant,
-    test_config, Backend, Gate, TestApp,
+    create, failed_job, new_job, pipeline_of, settings, spawn_app_with, started_id, store,
+    strings_of, tenant, test_config, Backend, Gate, TestApp,
 };
 
 both_stores!(
@@ -25,6 +25,7 @@ both_stores!(
     a_keyed_bulk_call_is_answered_once_and_tokens_keep_to_their_scope,
     a_dry_run_counts_every_job_a_filter_or_tenant_matches_and_calls_sent_again_finish_them,
     a_bulk_call_not_sent_as_json_or_naming_a_bad_id_is_refused_saying_so_and_does_nothing,
+    a_tenant_s_bulk_cancel_reports_a_pipeline_and_its_steps_as_cancelled_whichever_comes_first,
 );
 
 /// Ten kinds no runner of the test app runs: jobs of them wait in the queue untouched.
@@ -501,5 +502,51 @@ async fn a_bulk_call_not_sent_as_json_or_naming_a_bad_id_is_refused_saying_so_an
         ("queued", None),
         "no refused call asked the job to stop"
     );
+    c.gate.release();
+}
+
+async fn a_tenant_s_bulk_cancel_reports_a_pipeline_and_its_steps_as_cancelled_whichever_comes_first(
+    b: Backend,
+) {
+    let c = console(b).await;
+    let t = tenant();
+    // Kinds no runner runs: the pipeline and its steps wait in the queue, so whichever of the
+    // three the call reaches first ends the other two in the same store step.
+    let p = pipeline_of(&t, &[&kind(0), &kind(1)]);
+    let mut ids: Vec<String> = std::iter::once(&p.job)
+        .chain(p.steps.iter().map(|(step, _)| step))
+        .map(|j| j.id.to_string())
+        .collect();
+    c.store.create_pipeline(p).await.expect("the store answers");
+    let (status, answer, _) = bulk(&c, "cancel", "ops", &json!({"tenant_id": t}), None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        (answer["done"].as_u64(), answer["skipped"].as_u64()),
+        (Some(3), Some(0)),
+        "{answer}"
+    );
+    let results = answer["results"].as_array().unwrap();
+    // The first it reached was cancelled itself; of the others, those that had ended with it
+    // by then say so (a later step cancelled on its own may leave an earlier one queued).
+    let said = |r: &Value| {
+        r["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("which this call stopped"))
+    };
+    assert!(!said(&results[0]), "{answer}");
+    assert!(results[1..].iter().any(said), "{answer}");
+    for r in results {
+        assert_eq!(r["outcome"], "cancelled", "{r}");
+    }
+    let mut answered: Vec<String> = strings_of(&answer["results"], "job_id")
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    answered.sort();
+    ids.sort();
+    assert_eq!(answered, ids, "the pipeline and both steps");
+    for id in &ids {
+        assert_eq!(job(&c, id).await["status"], "cancelled", "{id}");
+    }
     c.gate.release();
 }

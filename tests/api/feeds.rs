@@ -23,6 +23,7 @@ both_stores!(
     the_same_malformed_rows_give_the_same_report_through_sync_and_through_import,
     a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_percent,
     a_feed_that_misnames_its_fields_is_refused_once_by_sync_and_import_naming_the_columns,
+    a_csv_value_under_a_column_the_header_leaves_unnamed_is_an_invalid_row_naming_the_column,
 );
 
 /// One row of a table: its bytes, and a part of the error it must be reported with (`None`
@@ -311,6 +312,48 @@ async fn the_same_malformed_rows_give_the_same_report_through_sync_and_through_i
             rows_of(synced),
             rows_of(&imported),
             "{ext}: one reader, one report"
+        );
+    }
+}
+
+/// CSV rows under a header with an unnamed third column: a value there, or past the header's
+/// last column, is an invalid row naming the column; an empty cell in either place is none.
+const UNNAMED_COLUMNS: &str = "product_key,name,,brand
+k1,Oak Desk,,Fjord
+k2,Oak Desk,surprise,Fjord
+k3,Oak Desk,,Fjord,extra
+k4,Oak Desk,,Fjord,,
+";
+
+async fn a_csv_value_under_a_column_the_header_leaves_unnamed_is_an_invalid_row_naming_the_column(
+    b: Backend,
+) {
+    let dir = temp_dir("unnamed");
+    std::fs::write(dir.join("unnamed.csv"), UNNAMED_COLUMNS).unwrap();
+    let mut config = test_config();
+    config.feeds_dir = dir;
+    let app = spawn_catalog_app(b, config).await;
+    let expected = json!({
+        "read": 4, "created": 2, "invalid": 2,
+        "errors": [
+            {"line": 3, "error": "column 3 has a value but the header leaves it unnamed"},
+            {"line": 4, "error": "the row has 5 fields but the header names 4: column 5 has a value"},
+        ],
+    });
+    let (by_sync, by_import) = (tenant(), tenant());
+    let (status, report) = sync_wait(&app, by_sync.as_str(), &["unnamed.csv"]).await;
+    assert_eq!(status, 200, "{report}");
+    let synced = &report["sources"][0];
+    assert_matches(synced, &expected, "sync");
+    let body = UNNAMED_COLUMNS.as_bytes().to_vec();
+    let (status, imported) = import(&app, by_import.as_str(), "text/csv", body).await;
+    assert_eq!(status, 200, "{imported}");
+    assert_matches(&imported, &expected, "import");
+    for t in [&by_sync, &by_import] {
+        assert_eq!(
+            count_products(&app, t.as_str()).await,
+            2,
+            "only the valid rows"
         );
     }
 }

@@ -101,18 +101,30 @@ fn header_name(raw: &str) -> String {
 }
 
 /// One CSV record as the JSON object `Product::from_json` reads; empty cells are absent.
+/// A value in a column the header does not name — its header cell empty, or past the
+/// header's last column — makes the row invalid, naming the column by its number, as a value
+/// under a named unknown column does: no cell is dropped without a word.
 fn csv_object(headers: &[String], fields: Vec<String>) -> Result<Value, String> {
-    if fields.len() > headers.len() && fields[headers.len()..].iter().any(|f| !f.trim().is_empty())
-    {
-        return Err(format!(
-            "the row has {} fields but the header names {}",
-            fields.len(),
-            headers.len()
-        ));
+    let unnamed = fields
+        .iter()
+        .enumerate()
+        .position(|(i, v)| !v.trim().is_empty() && headers.get(i).is_none_or(|h| h.is_empty()));
+    if let Some(i) = unnamed {
+        let column = i + 1;
+        return Err(match i < headers.len() {
+            true => format!(
+                "column {column} has a value but the header leaves it unnamed: name the column, or leave its cells empty"
+            ),
+            false => format!(
+                "the row has {} fields but the header names {}: column {column} has a value",
+                fields.len(),
+                headers.len()
+            ),
+        });
     }
     let mut obj = Map::new();
     for (h, v) in headers.iter().zip(fields) {
-        if h.is_empty() || v.trim().is_empty() {
+        if v.trim().is_empty() {
             continue;
         }
         obj.insert(h.clone(), Value::String(v));

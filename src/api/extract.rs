@@ -151,6 +151,15 @@ impl<S: Send + Sync, T: Segment> FromRequestParts<S> for InPath<T> {
     }
 }
 
+/// A segment whose refusal waits: a handler that checks its query first takes its segment
+/// so, and answers the segment's refusal after (a missing `tenant_id` is 422 before a key
+/// that cannot be one is 404, as before a key that is not found).
+impl<T: Segment> Segment for Result<T, ApiError> {
+    fn from_segment(raw: &str) -> Result<Self, ApiError> {
+        Ok(T::from_segment(raw))
+    }
+}
+
 /// A `{job_id}` that is not a UUID is answered exactly as an unknown id (404), so the two
 /// cannot be told apart.
 impl Segment for JobId {
@@ -358,6 +367,13 @@ pub fn limit_field(fields: &mut Fields, default: usize, max: usize) -> Result<us
             format!("limit must be a whole number from 1 to {max}"),
         )
     })
+}
+
+/// Takes a listing's optional `cursor`, as given. An empty one (`cursor=`) is the first page,
+/// as none is, on every listing: a client that pages with `cursor={next}` from an empty
+/// start reads alike from jobs and products.
+pub fn cursor_field(fields: &mut Fields) -> Result<Option<Value>, ApiError> {
+    Ok(take_single(fields, "cursor")?.filter(|v| v.as_str() != Some("")))
 }
 
 /// Refuses the first field left over once a route took the ones it knows (`allowed` names

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::extract::{limit_field, take_single};
+use super::extract::{cursor_field, limit_field, take_single};
 use crate::jobs::browse::{self, Position, EXAMINE_PER_PAGE};
 use crate::jobs::params::Fields;
 use crate::jobs::store::{JobStore, StoreError};
@@ -69,7 +69,7 @@ impl JobFilter {
         let id_prefix = take_single(fields, "id_prefix")?
             .map(|v| parse_id_prefix(&v))
             .transpose()?;
-        let after = take_single(fields, "cursor")?
+        let after = cursor_field(fields)?
             .map(|v| parse_cursor(&v))
             .transpose()?;
         let limit = limit_field(fields, default_limit, max_limit)?;

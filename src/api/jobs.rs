@@ -260,7 +260,7 @@ pub(super) async fn visible(
         ("status" = Option<String>, Query, description = "Only jobs in these statuses: one or more of `queued`, `running`, `cancelling`, `done`, `failed`, `cancelled`, `lost`, comma-separated or repeated."),
         ("kind" = Option<String>, Query, description = "Only jobs of this kind."),
         ("id_prefix" = Option<String>, Query, description = "Only jobs whose id starts with this: 1–36 characters of `0-9 a-f -`, any case."),
-        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page (opaque)."),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page (opaque); empty (`cursor=`), the first page, as on every listing."),
         ("limit" = Option<u32>, Query, description = "How many jobs per page, 1–100 (default 20).", minimum = 1, maximum = 100),
     ),
     responses(

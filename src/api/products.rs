@@ -18,8 +18,8 @@ use super::answers::{BadField, OtherTenant, StoreUnavailable};
 use super::call::{Call, WithBody};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{
-    declared_length, identity_encoding, limit_field, media_type, product_not_found, take_single,
-    InPath,
+    cursor_field, declared_length, identity_encoding, limit_field, media_type, product_not_found,
+    take_single, InPath,
 };
 use super::product_view::{NeighbourView, ProductPage, ProductView};
 use crate::catalog::feed::{self, FeedError, Format, RowReport};
@@ -326,7 +326,7 @@ impl Read for BodyReader {
         ("tenant_id" = String, Query, description = "The tenant."),
         ("q" = Option<String>, Query, description = "Search: products whose key starts with `q` (case-insensitively), or whose name has every word of `q` (read as the catalogue reads names: case, hyphens and plurals folded, so `t-shirts` finds `T Shirt`). 1–200 characters. A search examines at most 100,000 products per request and may answer a short (even empty) page with a `next_cursor` to go on."),
         ("limit" = Option<u32>, Query, description = "How many, 1–500 (default 50).", minimum = 1, maximum = 500),
-        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page (of the same `q`)."),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page (of the same `q`); empty (`cursor=`), the first page, as on every listing."),
     ),
     responses(
         (status = 200, description = "The page.", body = ProductPage),
@@ -336,9 +336,7 @@ impl Read for BodyReader {
 pub async fn list(call: Call) -> Result<Json<ProductPage>, ApiError> {
     let (tenant, mut fields) = call.tenant_query(&["limit", "cursor", "q"])?;
     let limit = limit_field(&mut fields, DEFAULT_PAGE, MAX_PAGE)?;
-    let cursor = take_single(&mut fields, "cursor")?
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .filter(|c| !c.is_empty());
+    let cursor = cursor_field(&mut fields)?.and_then(|v| v.as_str().map(str::to_owned));
     let query = take_single(&mut fields, "q")?
         .map(|v| ProductQuery::parse(v.as_str().unwrap_or_default()))
         .transpose()
@@ -363,14 +361,15 @@ pub async fn list(call: Call) -> Result<Json<ProductPage>, ApiError> {
     ),
     responses(
         (status = 200, description = "The product.", body = ProductView),
-        (status = 404, description = "`not_found`.", body = ErrorBody),
+        (status = 404, description = "`not_found`: the tenant has no product of this key, or it cannot be a key (checked after the query: a missing `tenant_id` is 422 whatever the key).", body = ErrorBody),
         OtherTenant, BadField, StoreUnavailable,
     ))]
 pub async fn get_one(
-    InPath(key): InPath<ProductKey>,
+    InPath(key): InPath<Result<ProductKey, ApiError>>,
     call: Call,
 ) -> Result<Json<ProductView>, ApiError> {
     let (tenant, _) = call.tenant_query(&[])?;
+    let key = key?;
     let app = call.app;
     let raw = key.as_str().to_owned();
     let not_found = || product_not_found(&raw);

@@ -13,6 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+use super::extract::single_header;
 use super::AppState;
 use crate::config::tokens::{Access, Holder, Scope};
 use crate::jobs::TenantId;
@@ -121,6 +122,9 @@ pub async fn authenticate(State(app): State<AppState>, mut req: Request, next: N
     if !req.uri().path().starts_with(GUARDED_PREFIX) {
         return next.run(req).await;
     }
+    if let Err(twice) = single_header(req.headers(), AUTHORIZATION) {
+        return twice.into_response();
+    }
     let caller = if app.guard.tokens.is_open() {
         Some(Caller::anonymous())
     } else {
@@ -136,6 +140,9 @@ pub async fn authenticate(State(app): State<AppState>, mut req: Request, next: N
         None => ApiError::Unauthorized.into_response(),
     }
 }
+
+/// The header a token comes in, as errors name it.
+const AUTHORIZATION: &str = "Authorization";
 
 /// The token of an `Authorization: Bearer <token>` header.
 fn bearer(req: &Request) -> Option<&str> {

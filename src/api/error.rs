@@ -93,6 +93,8 @@ pub enum ApiError {
     RequestTimeout,
     /// A JSON body names the same key twice.
     DuplicateKey(String),
+    /// A header read once (`Authorization`, `Idempotency-Key`) is given more than once.
+    DuplicateHeader(&'static str),
     /// `MAX_CONCURRENT_IMPORTS` imports are already running.
     ImportsBusy,
     /// The import's tenant was deleted while it ran: it stopped at its next batch.
@@ -166,6 +168,7 @@ pub enum ErrorCode {
     StillActive,
     TenantDeleted,
     DuplicateKey,
+    DuplicateHeader,
     Unauthorized,
     Forbidden,
     RequestTimeout,
@@ -230,7 +233,7 @@ impl ApiError {
         use ApiError::*;
         match self {
             PartialImport { cause, .. } => cause.status(),
-            MalformedBody(_) => StatusCode::BAD_REQUEST,
+            MalformedBody(_) | DuplicateHeader(_) => StatusCode::BAD_REQUEST,
             InvalidField { .. } | UnknownField { .. } | DuplicateKey(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
@@ -266,6 +269,7 @@ impl ApiError {
             InvalidField { code, .. } => code,
             UnknownField { .. } => UNKNOWN_FIELD,
             DuplicateKey(_) => "duplicate_key",
+            DuplicateHeader(_) => "duplicate_header",
             IdempotencyKeyReused(_) | BulkKeyReused => "idempotency_key_reused",
             UnsupportedMediaType { .. } | UnsupportedEncoding(_) => "unsupported_media_type",
             PayloadTooLarge(_) => "payload_too_large",
@@ -297,6 +301,7 @@ impl ApiError {
             MalformedBody(why) => why.clone(),
             InvalidField { message, .. } | UnknownField { message, .. } => message.clone(),
             DuplicateKey(key) => format!("the JSON body gives `{key}` more than once; give each key once"),
+            DuplicateHeader(name) => format!("the {name} header is given more than once; send it once (which one would count is a guess this service does not make)"),
             IdempotencyKeyReused(job) => format!("this Idempotency-Key started job {job} with other parameters; use a new key for a new request"),
             BulkKeyReused => "this Idempotency-Key was first sent with another body for this action; use a new key for a new call".to_owned(),
             UnsupportedMediaType { got, accepted } => format!("content type {got} is not accepted here; send {accepted}"),
@@ -347,6 +352,7 @@ impl ApiError {
                 Some(field.clone())
             }
             ApiError::DuplicateKey(key) => Some(key.clone()),
+            ApiError::DuplicateHeader(name) => Some((*name).to_owned()),
             ApiError::TenantNotNamed(_) => Some("tenant_id".to_owned()),
             ApiError::IdempotencyKeyReused(_) | ApiError::BulkKeyReused => {
                 Some(IDEMPOTENCY_KEY.to_owned())

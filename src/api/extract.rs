@@ -428,6 +428,20 @@ pub fn on_conflict_field(fields: &mut Fields) -> Result<OnConflict, ApiError> {
     }
 }
 
+/// The one value of a header a request may give once (400 `duplicate_header` when it gives
+/// several: taking the first, or the last, would be a guess at what the client meant).
+pub fn single_header<'h>(
+    headers: &'h axum::http::HeaderMap,
+    name: &'static str,
+) -> Result<Option<&'h axum::http::HeaderValue>, ApiError> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    match values.next() {
+        None => Ok(first),
+        Some(_) => Err(ApiError::DuplicateHeader(name)),
+    }
+}
+
 /// Longest `Idempotency-Key` taken: room for any UUID or client-made key, while a client
 /// cannot bloat the store's key names.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
@@ -435,7 +449,7 @@ pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 /// The request's `Idempotency-Key`, if it sent one: 1–255 visible ASCII characters (a
 /// header value that is not text is refused like an empty one).
 pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, ApiError> {
-    let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
+    let Some(value) = single_header(headers, IDEMPOTENCY_KEY)? else {
         return Ok(None);
     };
     let key = value.to_str().ok().filter(|k| {

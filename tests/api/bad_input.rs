@@ -12,6 +12,7 @@ use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner}
 use serde_json::Value;
 
 mod bodies;
+mod headers;
 mod reads;
 
 use crate::both_stores;

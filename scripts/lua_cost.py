@@ -66,6 +66,11 @@ class Layout:
 
     def __init__(self, rev: str):
         self.tags = None
+        # The settings the revision reads: the seven of SETTINGS, then whether the store is a
+        # cluster ('0': a single Redis) where it reads eight.
+        read = re.search(r"SETTINGS = \{unpack\(args, 1, (\d+)\)\}",
+                         source(rev, "src/jobs/lua/prelude.lua"))
+        self.settings = SETTINGS + ["0"] * (int(read.group(1)) - len(SETTINGS) if read else 0)
         if grouped(rev):
             keys = source(rev, "src/jobs/keys.rs")
             listed = keys[keys.index("const TAGS"):]
@@ -140,7 +145,7 @@ def origin(tenant: str) -> list:
 
 def create(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
     fields = origin(tenant) + ["step", "queued"]
-    return encode("FCALL", f"{lib}_create", *layout.keys(tenant), *SETTINGS, 1, job,
+    return encode("FCALL", f"{lib}_create", *layout.keys(tenant), *layout.settings, 1, job,
                   len(fields) // 2, *fields, "", FINGERPRINT, 600, WORKER)
 
 
@@ -149,7 +154,7 @@ def finish(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
     outcome = ["status", "done", "step", "finished", "result",
                '{"products":0,"extracted":0,"unextractable":0,"skipped":0,"batch',
                "result.2", 'es":0}']
-    return encode("FCALL", f"{lib}_finish", *layout.keys(tenant), *SETTINGS, job, 1, 100,
+    return encode("FCALL", f"{lib}_finish", *layout.keys(tenant), *layout.settings, job, 1, 100,
                   len(fields) // 2, *fields, len(outcome) // 2, *outcome, WORKER, *RUNS)
 
 

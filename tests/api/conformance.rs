@@ -1,5 +1,5 @@
-//! The store contract, run against both stores: the embedded `MemoryStore` and `RedisStore`
-//! on a real redis-server. Covers the shared queue (order, cap, cancel while queued), claims
+//! The store contract, run against every store: the embedded `MemoryStore`, and `RedisStore`
+//! on a real redis-server and on a real Redis Cluster (three primaries, a replica each). Covers the shared queue (order, cap, cancel while queued), claims
 //! as leases (attempt, worker), fencing by claim, one renewal for many runs, recovery of
 //! expired leases, release at shutdown, bounded job records, timelines, a tenant's order and
 //! pipelines.
@@ -15,18 +15,56 @@ use catalog_jobs::jobs::store::{
 use catalog_jobs::jobs::{JobId, Snapshot, Status, TenantId, REQUEUED_STEP};
 use serde_json::json;
 
-use crate::both_stores;
 use crate::helpers::{claim_next, claim_queued, create, create_at_once, created, end, failure};
+use crate::helpers::{cluster_job_store, started, store, tenant, tenant_beside, Backend};
 use crate::helpers::{finish, first_run_at, new_job, ordered, pipeline_of, settings, start};
-use crate::helpers::{started, store, tenant, tenant_beside, Backend};
 
-fn fresh(backend: Backend) -> Arc<dyn JobStore> {
-    store(backend, settings())
+/// Where a case runs: the embedded store, the shared redis-server, or the shared loopback
+/// Redis Cluster (on which every script must keep to one slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stores {
+    Memory,
+    Redis,
+    Cluster,
+}
+
+/// Runs a case once per store: `every_store!(name)` makes `name::memory`, `name::redis` and
+/// `name::cluster` from `async fn name(b: Stores)`.
+macro_rules! every_store {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn memory() {
+                super::$name(super::Stores::Memory).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn redis() {
+                super::$name(super::Stores::Redis).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn cluster() {
+                super::$name(super::Stores::Cluster).await
+            }
+        }
+    )*};
+}
+
+/// A store of `stores` with `settings` (a namespace of its own on Redis).
+fn store_of(stores: Stores, settings: StoreSettings) -> Arc<dyn JobStore> {
+    match stores {
+        Stores::Memory => store(Backend::Memory, settings),
+        Stores::Redis => store(Backend::Redis, settings),
+        Stores::Cluster => cluster_job_store(settings),
+    }
+}
+
+fn fresh(backend: Stores) -> Arc<dyn JobStore> {
+    store_of(backend, settings())
 }
 
 /// A store whose leases expire after `ms` (the stale threshold).
-fn leases_of(backend: Backend, ms: u64, max_attempts: u32) -> Arc<dyn JobStore> {
-    store(
+fn leases_of(backend: Stores, ms: u64, max_attempts: u32) -> Arc<dyn JobStore> {
+    store_of(
         backend,
         StoreSettings {
             stale_after: Duration::from_millis(ms),
@@ -37,7 +75,7 @@ fn leases_of(backend: Backend, ms: u64, max_attempts: u32) -> Arc<dyn JobStore> 
 }
 
 /// A store in which every running job is already stale (threshold 0).
-fn stale_at_once(backend: Backend) -> Arc<dyn JobStore> {
+fn stale_at_once(backend: Stores) -> Arc<dyn JobStore> {
     leases_of(backend, 0, 1)
 }
 
@@ -61,7 +99,7 @@ async fn outlive(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms + 150)).await;
 }
 
-both_stores!(
+every_store!(
     the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones,
     a_running_job_whose_lease_went_stale_is_listed_active_as_lost,
     a_new_job_is_queued_at_zero_with_its_kind,
@@ -101,7 +139,7 @@ both_stores!(
     a_claim_carries_who_started_the_job_in_which_request_and_what_it_retries,
 );
 
-async fn a_new_job_is_queued_at_zero_with_its_kind(b: Backend) {
+async fn a_new_job_is_queued_at_zero_with_its_kind(b: Stores) {
     let s = fresh(b);
     let mut job = new_job(&tenant(), "sync");
     job.params = json!({"sources": ["a.jsonl"]});
@@ -122,7 +160,7 @@ async fn a_new_job_is_queued_at_zero_with_its_kind(b: Backend) {
     );
 }
 
-async fn a_claim_makes_it_running_with_attempt_and_worker(b: Backend) {
+async fn a_claim_makes_it_running_with_attempt_and_worker(b: Stores) {
     let s = fresh(b);
     let mut job = new_job(&tenant(), "enrich");
     job.params = json!({"batch": 5});
@@ -143,7 +181,7 @@ async fn a_claim_makes_it_running_with_attempt_and_worker(b: Backend) {
 }
 
 /// Jobs of one slot group share its ready queue (on Redis; the embedded store has one queue).
-async fn jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing(b: Backend) {
+async fn jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing(b: Stores) {
     let s = fresh(b);
     assert_eq!(claim_next(&*s, "w/1").await, None);
     let mut ids = Vec::new();
@@ -160,7 +198,7 @@ async fn jobs_are_claimed_in_creation_order_and_an_empty_queue_claims_nothing(b:
     assert_eq!(claimed, ids);
 }
 
-async fn a_worker_claims_only_kinds_it_runs_and_passes_others_on(b: Backend) {
+async fn a_worker_claims_only_kinds_it_runs_and_passes_others_on(b: Stores) {
     // Replicas of two versions during a deploy: the old one does not know `k1`.
     let s = fresh(b);
     let new_kind = new_job(&tenant(), "k1");
@@ -184,10 +222,10 @@ async fn a_worker_claims_only_kinds_it_runs_and_passes_others_on(b: Backend) {
     assert_eq!(claimed.job.id, new_kind.id);
 }
 
-async fn beyond_the_queue_cap_a_create_is_refused_and_leaves_nothing(b: Backend) {
+async fn beyond_the_queue_cap_a_create_is_refused_and_leaves_nothing(b: Stores) {
     let mut capped = settings();
     capped.max_queued = 2;
-    let s = store(b, capped);
+    let s = store_of(b, capped);
     let t = tenant();
     create(&*s, &new_job(&t, "k1")).await;
     create(&*s, &new_job(&t, "k2")).await;
@@ -200,7 +238,7 @@ async fn beyond_the_queue_cap_a_create_is_refused_and_leaves_nothing(b: Backend)
     create(&*s, &new_job(&t, "k3")).await;
 }
 
-async fn a_tick_records_percent_and_step(b: Backend) {
+async fn a_tick_records_percent_and_step(b: Stores) {
     let s = fresh(b);
     let job = new_job(&tenant(), "enrich");
     let (_, run) = start(&*s, &job).await;
@@ -214,7 +252,7 @@ async fn a_tick_records_percent_and_step(b: Backend) {
     assert_eq!(got.step, "batch 5 of 11");
 }
 
-async fn finish_with_a_report_is_done_at_100_with_the_result_intact(b: Backend) {
+async fn finish_with_a_report_is_done_at_100_with_the_result_intact(b: Stores) {
     let s = fresh(b);
     let job = new_job(&tenant(), "pair");
     let (created, run) = start(&*s, &job).await;
@@ -232,7 +270,7 @@ async fn finish_with_a_report_is_done_at_100_with_the_result_intact(b: Backend) 
     assert!(got.finished_at.is_some());
 }
 
-async fn a_failure_carries_the_class_only(b: Backend) {
+async fn a_failure_carries_the_class_only(b: Stores) {
     let s = fresh(b);
     let job = new_job(&tenant(), "sync");
     let (created, run) = start(&*s, &job).await;
@@ -253,7 +291,7 @@ async fn a_failure_carries_the_class_only(b: Backend) {
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 35);
 }
 
-async fn a_second_job_of_the_same_kind_is_refused_with_the_first_id(b: Backend) {
+async fn a_second_job_of_the_same_kind_is_refused_with_the_first_id(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let first = created(&*s, &t, "sync").await;
@@ -270,7 +308,7 @@ async fn a_second_job_of_the_same_kind_is_refused_with_the_first_id(b: Backend) 
     assert_eq!(s.recent(&t, 10).await.unwrap().len(), 1);
 }
 
-async fn a_different_kind_runs_concurrently(b: Backend) {
+async fn a_different_kind_runs_concurrently(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     create(&*s, &new_job(&t, "sync")).await;
@@ -278,7 +316,7 @@ async fn a_different_kind_runs_concurrently(b: Backend) {
     create(&*s, &new_job(&tenant(), "sync")).await;
 }
 
-async fn finish_releases_the_lock(b: Backend) {
+async fn finish_releases_the_lock(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let first = new_job(&t, "sync");
@@ -287,7 +325,7 @@ async fn finish_releases_the_lock(b: Backend) {
     create(&*s, &new_job(&t, "sync")).await;
 }
 
-async fn a_silent_running_job_reads_lost_and_a_queued_one_never_does(b: Backend) {
+async fn a_silent_running_job_reads_lost_and_a_queued_one_never_does(b: Stores) {
     let s = stale_at_once(b);
     let waiting = new_job(&tenant(), "sync");
     let job = new_job(&tenant(), "sync");
@@ -309,7 +347,7 @@ async fn a_silent_running_job_reads_lost_and_a_queued_one_never_does(b: Backend)
     );
 }
 
-async fn a_finished_job_is_never_lost(b: Backend) {
+async fn a_finished_job_is_never_lost(b: Stores) {
     let s = stale_at_once(b);
     for outcome in [Outcome::Done(json!({"ok": 1})), failure("Panic")] {
         let job = new_job(&tenant(), "sync");
@@ -322,13 +360,13 @@ async fn a_finished_job_is_never_lost(b: Backend) {
     }
 }
 
-async fn an_unknown_id_is_none(b: Backend) {
+async fn an_unknown_id_is_none(b: Stores) {
     let s = fresh(b);
     assert_eq!(s.get(&JobId::new()).await.unwrap(), None);
     assert!(s.recent(&tenant(), 20).await.unwrap().is_empty());
 }
 
-async fn recent_lists_newest_first_within_the_limit(b: Backend) {
+async fn recent_lists_newest_first_within_the_limit(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let mut ids = Vec::new();
@@ -343,7 +381,7 @@ async fn recent_lists_newest_first_within_the_limit(b: Backend) {
     assert_eq!(recent_ids(&*s, &t, 2).await, ids[..2]);
 }
 
-async fn a_tick_on_an_unknown_job_does_not_fail(b: Backend) {
+async fn a_tick_on_an_unknown_job_does_not_fail(b: Stores) {
     let s = fresh(b);
     let run = RunId {
         id: JobId::new(),
@@ -357,7 +395,7 @@ async fn a_tick_on_an_unknown_job_does_not_fail(b: Backend) {
     );
 }
 
-async fn a_lost_job_does_not_block_a_new_create_and_is_fenced_off(b: Backend) {
+async fn a_lost_job_does_not_block_a_new_create_and_is_fenced_off(b: Stores) {
     let s = stale_at_once(b);
     let t = tenant();
     let old = new_job(&t, "sync");
@@ -383,7 +421,7 @@ async fn a_lost_job_does_not_block_a_new_create_and_is_fenced_off(b: Backend) {
     );
 }
 
-async fn an_old_jobs_finish_does_not_release_a_newer_jobs_lock(b: Backend) {
+async fn an_old_jobs_finish_does_not_release_a_newer_jobs_lock(b: Stores) {
     let s = leases_of(b, 1000, 1);
     let t = tenant();
     let (old, old_created, old_run) = started(&*s, &t, "sync").await;
@@ -401,7 +439,7 @@ async fn an_old_jobs_finish_does_not_release_a_newer_jobs_lock(b: Backend) {
     );
 }
 
-async fn a_tick_never_lowers_percent_and_is_fenced_after_finish(b: Backend) {
+async fn a_tick_never_lowers_percent_and_is_fenced_after_finish(b: Stores) {
     let s = fresh(b);
     let job = new_job(&tenant(), "enrich");
     let (created, run) = start(&*s, &job).await;
@@ -418,7 +456,7 @@ async fn a_tick_never_lowers_percent_and_is_fenced_after_finish(b: Backend) {
     assert_eq!(s.get(&job.id).await.unwrap().unwrap(), before);
 }
 
-async fn fifty_concurrent_creates_of_one_tenant_and_kind_have_exactly_one_winner(b: Backend) {
+async fn fifty_concurrent_creates_of_one_tenant_and_kind_have_exactly_one_winner(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let mut winners = Vec::new();
@@ -443,7 +481,7 @@ async fn fifty_concurrent_creates_of_one_tenant_and_kind_have_exactly_one_winner
     );
 }
 
-async fn a_repeated_finish_changes_nothing(b: Backend) {
+async fn a_repeated_finish_changes_nothing(b: Stores) {
     let s = fresh(b);
     let job = new_job(&tenant(), "pair");
     let (created, run) = start(&*s, &job).await;
@@ -467,7 +505,7 @@ async fn a_repeated_finish_changes_nothing(b: Backend) {
     );
 }
 
-async fn one_renewal_keeps_many_runs_alive_and_answers_each(b: Backend) {
+async fn one_renewal_keeps_many_runs_alive_and_answers_each(b: Stores) {
     let s = leases_of(b, 1000, 3);
     let mut runs = Vec::new();
     let mut jobs = Vec::new();
@@ -511,7 +549,7 @@ async fn one_renewal_keeps_many_runs_alive_and_answers_each(b: Backend) {
     );
 }
 
-async fn an_expired_lease_is_requeued_with_the_next_attempt_and_the_old_run_is_fenced(b: Backend) {
+async fn an_expired_lease_is_requeued_with_the_next_attempt_and_the_old_run_is_fenced(b: Stores) {
     let s = leases_of(b, 300, 3);
     let job = new_job(&tenant(), "sync");
     let (created, old_run) = start(&*s, &job).await;
@@ -561,7 +599,7 @@ async fn an_expired_lease_is_requeued_with_the_next_attempt_and_the_old_run_is_f
     assert_eq!(done.worker.as_deref(), Some("host-b/2"));
 }
 
-async fn after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free(b: Backend) {
+async fn after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free(b: Stores) {
     let s = leases_of(b, 200, 2);
     let t = tenant();
     let job = new_job(&t, "sync");
@@ -584,7 +622,7 @@ async fn after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free(b: Back
     create(&*s, &new_job(&t, "sync")).await; // its lock is free
 }
 
-async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b: Backend) {
+async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b: Stores) {
     let s = leases_of(b, 200, 1);
     let t = tenant();
     let job = new_job(&t, "sync");
@@ -601,7 +639,7 @@ async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b
 
 /// A take-over ends the stale holder (and its pipeline) inside the create, where no run and no
 /// sweep sees it: the create's answer names it so its maker can count those ends.
-async fn a_create_names_the_stale_holders_it_took_over_and_only_those(b: Backend) {
+async fn a_create_names_the_stale_holders_it_took_over_and_only_those(b: Stores) {
     let s = stale_at_once(b);
     let t = tenant();
     let created_over = |c: Created| match c {
@@ -631,7 +669,7 @@ async fn a_create_names_the_stale_holders_it_took_over_and_only_those(b: Backend
     assert_eq!(took, wanted);
 }
 
-async fn a_released_run_goes_back_to_the_head_without_counting_an_attempt(b: Backend) {
+async fn a_released_run_goes_back_to_the_head_without_counting_an_attempt(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let job = new_job(&t, "sync");
@@ -685,7 +723,7 @@ async fn next_cancel(events: &mut tokio::sync::broadcast::Receiver<Event>) -> Jo
 }
 
 async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_its_lock(
-    b: Backend,
+    b: Stores,
 ) {
     let s = fresh(b);
     let t = tenant();
@@ -748,7 +786,7 @@ async fn a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_
     create(&*s, &new_job(&t, "enrich")).await; // the lock is free
 }
 
-async fn a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed(b: Backend) {
+async fn a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let job = new_job(&t, "sync");
@@ -770,7 +808,7 @@ async fn a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed(b: Backe
     create(&*s, &new_job(&t, "sync")).await; // the lock is free
 }
 
-async fn a_cancelling_job_that_goes_silent_reads_lost(b: Backend) {
+async fn a_cancelling_job_that_goes_silent_reads_lost(b: Stores) {
     let s = stale_at_once(b);
     let job = new_job(&tenant(), "sync");
     start(&*s, &job).await;
@@ -785,10 +823,10 @@ async fn a_cancelling_job_that_goes_silent_reads_lost(b: Backend) {
     );
 }
 
-async fn trimmed_jobs_that_ended_are_deleted_with_their_listing_entry(b: Backend) {
+async fn trimmed_jobs_that_ended_are_deleted_with_their_listing_entry(b: Stores) {
     let mut capped = settings();
     capped.list_cap = 3;
-    let s = store(b, capped);
+    let s = store_of(b, capped);
     let t = tenant();
     let mut ended = Vec::new();
     for _ in 0..3 {
@@ -1311,7 +1349,7 @@ mod redis_only {
     }
 }
 
-async fn the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones(b: Backend) {
+async fn the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones(b: Stores) {
     let store = fresh(b);
     let (one, two) = (tenant(), tenant());
     let ended = new_job(&one, "sync");
@@ -1350,7 +1388,7 @@ async fn the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones(b: 
     );
 }
 
-async fn a_running_job_whose_lease_went_stale_is_listed_active_as_lost(b: Backend) {
+async fn a_running_job_whose_lease_went_stale_is_listed_active_as_lost(b: Stores) {
     let store = stale_at_once(b);
     let job = new_job(&tenant(), "sync");
     start(&*store, &job).await;
@@ -1363,7 +1401,7 @@ async fn a_running_job_whose_lease_went_stale_is_listed_active_as_lost(b: Backen
 // ---------------------------------------------------------------------------------------
 // Timelines: each state change writes its event in the same step.
 
-both_stores!(
+every_store!(
     a_job_s_timeline_reads_created_started_progress_finished_in_order,
     a_cancel_request_is_on_the_timeline_with_who_asked,
     a_job_taken_over_gets_superseded_on_its_own_timeline,
@@ -1378,7 +1416,7 @@ fn types(events: &[catalog_jobs::jobs::timeline::TimelineEvent]) -> Vec<&str> {
     events.iter().map(|e| e.kind.as_str()).collect()
 }
 
-async fn a_job_s_timeline_reads_created_started_progress_finished_in_order(b: Backend) {
+async fn a_job_s_timeline_reads_created_started_progress_finished_in_order(b: Stores) {
     let s = fresh(b);
     let job = new_job(&tenant(), "sync");
     let (created, run) = start(&*s, &job).await;
@@ -1422,7 +1460,7 @@ async fn a_job_s_timeline_reads_created_started_progress_finished_in_order(b: Ba
     assert!(unknown.is_empty());
 }
 
-async fn a_cancel_request_is_on_the_timeline_with_who_asked(b: Backend) {
+async fn a_cancel_request_is_on_the_timeline_with_who_asked(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let running = new_job(&t, "sync");
@@ -1456,7 +1494,7 @@ async fn a_cancel_request_is_on_the_timeline_with_who_asked(b: Backend) {
     assert_eq!(events[2].status, "cancelled");
 }
 
-async fn a_job_taken_over_gets_superseded_on_its_own_timeline(b: Backend) {
+async fn a_job_taken_over_gets_superseded_on_its_own_timeline(b: Stores) {
     let s = stale_at_once(b);
     let t = tenant();
     let old = new_job(&t, "sync");
@@ -1474,10 +1512,10 @@ async fn a_job_taken_over_gets_superseded_on_its_own_timeline(b: Backend) {
     );
 }
 
-async fn a_timeline_keeps_every_lifecycle_event_and_a_bounded_sample_of_progress(b: Backend) {
+async fn a_timeline_keeps_every_lifecycle_event_and_a_bounded_sample_of_progress(b: Stores) {
     use catalog_jobs::jobs::timeline::PROGRESS_KEPT;
     // No least interval between samples, and every tick a new step: every tick is sampled.
-    let s = store(
+    let s = store_of(
         b,
         StoreSettings {
             progress_sample: Duration::ZERO,
@@ -1512,7 +1550,7 @@ async fn a_timeline_keeps_every_lifecycle_event_and_a_bounded_sample_of_progress
 }
 
 async fn progress_within_the_sample_interval_reaches_watchers_but_only_the_latest_is_kept(
-    b: Backend,
+    b: Stores,
 ) {
     use catalog_jobs::jobs::watch::Change;
     let s = fresh(b);
@@ -1552,7 +1590,7 @@ async fn progress_within_the_sample_interval_reaches_watchers_but_only_the_lates
     );
 }
 
-async fn a_timeline_read_after_an_id_answers_only_later_events(b: Backend) {
+async fn a_timeline_read_after_an_id_answers_only_later_events(b: Stores) {
     let s = fresh(b);
     let job = new_job(&tenant(), "sync");
     let (created, run) = start(&*s, &job).await;
@@ -1572,7 +1610,7 @@ async fn a_timeline_read_after_an_id_answers_only_later_events(b: Backend) {
         .is_empty());
 }
 
-async fn a_tenant_watch_hears_its_jobs_changes_and_no_other_tenant_s(b: Backend) {
+async fn a_tenant_watch_hears_its_jobs_changes_and_no_other_tenant_s(b: Stores) {
     use catalog_jobs::jobs::watch::Change;
     let s = fresh(b);
     let (mine, theirs) = (tenant(), tenant());
@@ -1605,7 +1643,7 @@ async fn a_tenant_watch_hears_its_jobs_changes_and_no_other_tenant_s(b: Backend)
     assert_eq!(heard.id, s.timeline(&job.id, None).await.unwrap()[0].id);
 }
 
-async fn runs_given_back_recovered_or_lost_are_on_the_timeline(b: Backend) {
+async fn runs_given_back_recovered_or_lost_are_on_the_timeline(b: Stores) {
     let s = leases_of(b, 300, 2);
     let t = tenant();
     let job = new_job(&t, "sync");
@@ -1652,7 +1690,7 @@ async fn runs_given_back_recovered_or_lost_are_on_the_timeline(b: Backend) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_s_record_holds_its_timeline_and_stays_compact_with_long_params_and_result() {
-    let s = fresh(Backend::Redis);
+    let s = fresh(Stores::Redis);
     let ttl = s.settings().ttl_secs() as i64;
     let mut job = new_job(&tenant(), "sync");
     job.params =
@@ -1691,7 +1729,7 @@ async fn a_job_s_record_holds_its_timeline_and_stays_compact_with_long_params_an
 }
 
 async fn a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in_the_same_step(
-    b: Backend,
+    b: Stores,
 ) {
     let s = fresh(b);
     let job = new_job(&tenant(), "enrich");
@@ -1731,7 +1769,7 @@ async fn a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in
     assert_eq!((done.status, done.percent), (Status::Done, 100));
 }
 
-async fn a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds(b: Backend) {
+async fn a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let first = new_job(&t, "sync");
@@ -1754,7 +1792,7 @@ async fn a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds(b:
     assert_eq!(order, vec![first.id, second.id]);
 }
 
-async fn a_job_claimed_at_create_whose_worker_dies_is_recovered_and_fenced(b: Backend) {
+async fn a_job_claimed_at_create_whose_worker_dies_is_recovered_and_fenced(b: Stores) {
     let s = leases_of(b, 300, 3);
     let job = new_job(&tenant(), "pair");
     let Created::Created(created, _) = s.create_claimed(job.clone(), "dead/1").await.unwrap()
@@ -1782,7 +1820,7 @@ fn audited_job(t: &TenantId) -> catalog_jobs::jobs::store::NewJob {
     job
 }
 
-async fn a_claim_carries_who_started_the_job_in_which_request_and_what_it_retries(b: Backend) {
+async fn a_claim_carries_who_started_the_job_in_which_request_and_what_it_retries(b: Stores) {
     let s = fresh(b);
     let job = audited_job(&tenant());
     create(&*s, &job).await;
@@ -1793,11 +1831,11 @@ async fn a_claim_carries_who_started_the_job_in_which_request_and_what_it_retrie
     );
 }
 
-both_stores!(a_retry_is_recorded_on_the_job_it_retries_in_the_step_that_creates_it);
+every_store!(a_retry_is_recorded_on_the_job_it_retries_in_the_step_that_creates_it);
 
 /// The create alone records it: no second write, which a store failing between the retry's
 /// start and its audit would miss.
-async fn a_retry_is_recorded_on_the_job_it_retries_in_the_step_that_creates_it(b: Backend) {
+async fn a_retry_is_recorded_on_the_job_it_retries_in_the_step_that_creates_it(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let old = new_job(&t, "sync");
@@ -1826,7 +1864,7 @@ async fn a_retry_is_recorded_on_the_job_it_retries_in_the_step_that_creates_it(b
 // causes it (the end of the job ahead releases the one behind; a step's end ends its
 // pipeline), the same way on both stores.
 
-both_stores!(
+every_store!(
     a_stale_run_with_attempts_left_reads_queued_and_keeps_its_lock_until_it_runs_again,
     an_ordered_job_created_behind_an_active_one_waits_outside_the_queue_until_it_ends,
     a_waiting_job_never_holds_back_another_tenant,
@@ -1895,7 +1933,7 @@ async fn assert_cancelled_by(s: &dyn JobStore, id: &JobId, who: &str) {
 }
 
 async fn a_stale_run_with_attempts_left_reads_queued_and_keeps_its_lock_until_it_runs_again(
-    b: Backend,
+    b: Stores,
 ) {
     let s = leases_of(b, 200, 2);
     let t = tenant();
@@ -1934,7 +1972,7 @@ async fn a_stale_run_with_attempts_left_reads_queued_and_keeps_its_lock_until_it
 }
 
 async fn an_ordered_job_created_behind_an_active_one_waits_outside_the_queue_until_it_ends(
-    b: Backend,
+    b: Stores,
 ) {
     let s = fresh(b);
     let t = tenant();
@@ -1979,7 +2017,7 @@ async fn an_ordered_job_created_behind_an_active_one_waits_outside_the_queue_unt
     assert_eq!(events[1].extra["after"], json!(sync.id.to_string()));
 }
 
-async fn a_waiting_job_never_holds_back_another_tenant(b: Backend) {
+async fn a_waiting_job_never_holds_back_another_tenant(b: Stores) {
     let s = fresh(b);
     let (a, other) = (tenant(), tenant());
     let sync = ordered(&a, "sync");
@@ -1993,7 +2031,7 @@ async fn a_waiting_job_never_holds_back_another_tenant(b: Backend) {
 }
 
 async fn a_tenant_s_jobs_run_in_creation_order_and_a_cancelled_waiting_one_is_passed_over(
-    b: Backend,
+    b: Stores,
 ) {
     let s = fresh(b);
     let t = tenant();
@@ -2029,7 +2067,7 @@ async fn a_tenant_s_jobs_run_in_creation_order_and_a_cancelled_waiting_one_is_pa
     assert_eq!(types(&events), ["created", "waiting", "ready", "started"]);
 }
 
-async fn a_job_waiting_for_one_that_failed_still_runs(b: Backend) {
+async fn a_job_waiting_for_one_that_failed_still_runs(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let (sync, enrich) = (ordered(&t, "sync"), ordered(&t, "enrich"));
@@ -2045,7 +2083,7 @@ async fn a_job_waiting_for_one_that_failed_still_runs(b: Backend) {
     claim_exactly(&*s, enrich.id).await;
 }
 
-async fn a_job_that_will_not_run_again_releases_the_one_behind_it(b: Backend) {
+async fn a_job_that_will_not_run_again_releases_the_one_behind_it(b: Stores) {
     let s = leases_of(b, 200, 1);
     let t = tenant();
     let (sync, enrich) = (ordered(&t, "sync"), ordered(&t, "enrich"));
@@ -2058,8 +2096,8 @@ async fn a_job_that_will_not_run_again_releases_the_one_behind_it(b: Backend) {
     claim_exactly(&*s, enrich.id).await;
 }
 
-async fn a_job_that_will_wait_is_created_whatever_the_ready_queue_holds(b: Backend) {
-    let s = store(
+async fn a_job_that_will_wait_is_created_whatever_the_ready_queue_holds(b: Stores) {
+    let s = store_of(
         b,
         StoreSettings {
             max_queued: 1,
@@ -2082,7 +2120,7 @@ async fn a_job_that_will_wait_is_created_whatever_the_ready_queue_holds(b: Backe
     ));
 }
 
-async fn a_pipeline_is_created_whole_its_first_step_queued_and_the_others_waiting(b: Backend) {
+async fn a_pipeline_is_created_whole_its_first_step_queued_and_the_others_waiting(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let p = pipeline_of(&t, &["sync", "enrich", "pair"]);
@@ -2127,7 +2165,7 @@ async fn a_pipeline_is_created_whole_its_first_step_queued_and_the_others_waitin
     nothing_ready(&*s).await;
 }
 
-async fn a_pipeline_runs_its_steps_in_turn_and_ends_done_with_every_report(b: Backend) {
+async fn a_pipeline_runs_its_steps_in_turn_and_ends_done_with_every_report(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let p = pipeline_of(&t, &["sync", "enrich", "pair"]);
@@ -2173,7 +2211,7 @@ async fn a_pipeline_runs_its_steps_in_turn_and_ends_done_with_every_report(b: Ba
     create(&*s, &new_job(&t, "pipeline")).await; // every lock is free
 }
 
-async fn a_failed_step_fails_its_pipeline_with_its_class_and_skips_the_steps_after_it(b: Backend) {
+async fn a_failed_step_fails_its_pipeline_with_its_class_and_skips_the_steps_after_it(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let (p, claim) = running_pipeline(&*s, &t, &["sync", "enrich", "pair"]).await;
@@ -2198,7 +2236,7 @@ async fn a_failed_step_fails_its_pipeline_with_its_class_and_skips_the_steps_aft
     every_lock_is_free(&*s, &t).await;
 }
 
-async fn cancelling_a_pipeline_stops_its_running_step_and_skips_the_others(b: Backend) {
+async fn cancelling_a_pipeline_stops_its_running_step_and_skips_the_others(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let (p, claim) = running_pipeline(&*s, &t, &["sync", "enrich", "pair"]).await;
@@ -2222,7 +2260,7 @@ async fn cancelling_a_pipeline_stops_its_running_step_and_skips_the_others(b: Ba
     every_lock_is_free(&*s, &t).await;
 }
 
-async fn a_pipeline_cancelled_before_any_step_started_ends_at_once(b: Backend) {
+async fn a_pipeline_cancelled_before_any_step_started_ends_at_once(b: Stores) {
     let s = fresh(b);
     let p = pipeline_of(&tenant(), &["sync", "enrich"]);
     create_pipeline(&*s, &p).await;
@@ -2233,7 +2271,7 @@ async fn a_pipeline_cancelled_before_any_step_started_ends_at_once(b: Backend) {
     assert_eq!(s.cancel(&p.job.id, "ops").await.unwrap(), Cancel::NotActive);
 }
 
-async fn cancelling_a_step_ends_its_pipeline_as_cancelled(b: Backend) {
+async fn cancelling_a_step_ends_its_pipeline_as_cancelled(b: Stores) {
     let s = fresh(b);
     let (p, sync) = running_pipeline(&*s, &tenant(), &["sync", "enrich", "pair"]).await;
     end(&*s, &sync, Outcome::Done(json!({}))).await;
@@ -2244,7 +2282,7 @@ async fn cancelling_a_step_ends_its_pipeline_as_cancelled(b: Backend) {
     nothing_ready(&*s).await;
 }
 
-async fn a_step_lost_for_good_fails_its_pipeline_as_lost(b: Backend) {
+async fn a_step_lost_for_good_fails_its_pipeline_as_lost(b: Stores) {
     let s = leases_of(b, 200, 1);
     let (p, _) = running_pipeline(&*s, &tenant(), &["sync", "enrich"]).await;
     outlive(200).await;
@@ -2258,7 +2296,7 @@ async fn a_step_lost_for_good_fails_its_pipeline_as_lost(b: Backend) {
     nothing_ready(&*s).await;
 }
 
-async fn a_pipeline_waits_behind_its_tenant_s_running_job(b: Backend) {
+async fn a_pipeline_waits_behind_its_tenant_s_running_job(b: Stores) {
     let s = fresh(b);
     let t = tenant();
     let before = ordered(&t, "k1");

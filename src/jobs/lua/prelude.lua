@@ -19,6 +19,10 @@
 -- runs one call at a time, so each call sees only its own).
 -- (TTL_S is the TTL as the call gave it, a string, for the commands that set it.)
 local P, TTL, TTL_S, STALE, CAP, MAX_QUEUED, MAX_ATTEMPTS, SAMPLE_MS, A, CHANNEL
+-- Whether the store is a Redis Cluster (the eighth setting, '1'): there every job was made
+-- with an id naming its group, so an id naming none names no job, and is looked for in the
+-- call's own slot; and a tenant's changes are published whoever listens (see `followed`).
+local CLUSTER
 -- The call's group: its queue (the key the call names), base, and the group's keys made from
 -- it; WAKE tells the dispatchers that the group's queue has work (`wake:<tag>`). Each group's
 -- names are made once and kept in GROUP_NAMES, by queue (48 groups of each prefix; emptied
@@ -34,7 +38,7 @@ local ASKED, HEARD
 -- strtod each (a fifth of a small script's cost).
 local SETTINGS = {}
 
--- Reads a call's group from its one key, then its arguments: the seven settings (read again
+-- Reads a call's group from its one key, then its arguments: the eight settings (read again
 -- only when they differ from the last call's), then the script's own (into A).
 local function begin(keys, args)
   if keys[1] ~= ANCHOR then
@@ -50,23 +54,24 @@ local function begin(keys, args)
     G, WAKE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING = unpack(names)
     K_QUEUE = ANCHOR
   end
-  for i = 1, 7 do
+  for i = 1, 8 do
     if args[i] ~= SETTINGS[i] then
-      SETTINGS = {unpack(args, 1, 7)}
+      SETTINGS = {unpack(args, 1, 8)}
       P, TTL, TTL_S, STALE = args[1], tonumber(args[2]), args[2], tonumber(args[3])
       CAP, MAX_QUEUED, MAX_ATTEMPTS = tonumber(args[4]), tonumber(args[5]), tonumber(args[6])
-      SAMPLE_MS = tonumber(args[7])
+      SAMPLE_MS, CLUSTER = tonumber(args[7]), args[8] == '1'
       CHANNEL = P .. ':events'
       break
     end
   end
-  A = {unpack(args, 8)}
+  A = {unpack(args, 9)}
   ASKED = nil
 end
 -- A job's record: under its group's base when its id names a group (a version-8 id, its
--- 15th character '8': `JobId` in jobs/mod.rs), else (made before groups) under the prefix.
+-- 15th character '8': `JobId` in jobs/mod.rs), else (made before groups, on a single Redis)
+-- under the prefix.
 local function k_job(id)
-  if string.byte(id, 15) == 56 then return G .. ':' .. id end
+  if string.byte(id, 15) == 56 or CLUSTER then return G .. ':' .. id end
   return P .. ':' .. id
 end
 local function k_lock(tenant, kind) return G .. ':lock:' .. tenant .. ':' .. kind end
@@ -117,10 +122,12 @@ local NOTE_FIELDS = {'tenant', 'kind', 'created_ms', 'events', 'event_ms'}
 -- Whether anyone follows the tenant's channel now (PUBSUB NUMSUB, asked once a call for a
 -- tenant), and the channel. A watcher subscribes before it reads the timeline it resumes from,
 -- and subscribers are on the primary the scripts run on, so a change nobody hears is one no
--- watcher can miss. (On a Redis Cluster NUMSUB counts only the node's own subscribers: the
--- cluster layout in docs/operations.md publishes without asking.)
+-- watcher can miss. On a Redis Cluster NUMSUB counts only the node's own subscribers, and a
+-- watcher's may be on another node (a cluster relays a PUBLISH to every node): there every
+-- change is published.
 local function followed(tenant)
   local channel = k_tenant_events(tenant)
+  if CLUSTER then return true, channel end
   if channel ~= ASKED then
     ASKED, HEARD = channel, redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0
   end

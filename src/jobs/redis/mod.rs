@@ -139,6 +139,11 @@ impl RedisStore {
         &self.primary
     }
 
+    /// Whether the store is a Redis Cluster.
+    fn on_cluster(&self) -> bool {
+        matches!(self.primary.target(), Target::Cluster { .. })
+    }
+
     pub fn keys(&self) -> &Keys {
         &self.keys
     }

@@ -124,14 +124,22 @@ fn library_missing(e: &RedisError) -> bool {
         .is_some_and(|d| d.starts_with("Function not found"))
 }
 
-/// A script call in the slot group whose ready queue is `queue` (`Keys::queue`: the one key
-/// it names, which routes it on a cluster and from which it builds every other), with the
-/// settings every script reads first (`begin` in `lua/prelude.lua`).
-pub fn invocation(function: &Function, settings: &StoreSettings, queue: &str) -> Call {
+/// Where a script call goes: the ready queue of its slot group (`Keys::queue`: the one key it
+/// names, which routes it on a cluster and from which it builds every other), and whether the
+/// store is a Redis Cluster.
+#[derive(Clone, Copy)]
+pub struct Route<'a> {
+    pub queue: &'a str,
+    pub cluster: bool,
+}
+
+/// A script call along `route`, with the settings every script reads first (`begin` in
+/// `lua/prelude.lua`).
+pub fn invocation(function: &Function, settings: &StoreSettings, route: Route) -> Call {
     let mut cmd = redis::cmd("FCALL");
     cmd.arg(format!("{}_{}", LIBRARY.name, function.0))
         .arg(1)
-        .arg(queue);
+        .arg(route.queue);
     let mut inv = Call { cmd };
     inv.arg(&settings.prefix)
         .arg(settings.ttl_secs())
@@ -139,7 +147,8 @@ pub fn invocation(function: &Function, settings: &StoreSettings, queue: &str) ->
         .arg(settings.list_cap)
         .arg(settings.max_queued)
         .arg(settings.max_attempts.max(1))
-        .arg(settings.progress_sample_ms());
+        .arg(settings.progress_sample_ms())
+        .arg(if route.cluster { "1" } else { "0" });
     inv
 }
 
@@ -148,11 +157,11 @@ pub fn invocation(function: &Function, settings: &StoreSettings, queue: &str) ->
 pub fn run_invocation(
     function: &Function,
     settings: &StoreSettings,
-    queue: &str,
+    route: Route,
     run: RunRef,
     percent: u8,
 ) -> Call {
-    let mut inv = invocation(function, settings, queue);
+    let mut inv = invocation(function, settings, route);
     inv.arg(run.job.id.to_string())
         .arg(run.run.claim)
         .arg(percent.min(100));

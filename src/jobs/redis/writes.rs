@@ -59,7 +59,16 @@ fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
 impl RedisStore {
     /// A call of `function` in `group`.
     pub(super) fn call(&self, function: &scripts::Function, group: Group) -> scripts::Call {
-        scripts::invocation(function, &self.settings, &self.keys.queue(group))
+        let queue = self.keys.queue(group);
+        scripts::invocation(function, &self.settings, self.route(&queue))
+    }
+
+    /// The route of a call in the group whose queue is `queue`.
+    fn route<'a>(&self, queue: &'a str) -> scripts::Route<'a> {
+        scripts::Route {
+            queue,
+            cluster: self.on_cluster(),
+        }
     }
 
     /// A call of `function` about job `id`, in the group its id names.
@@ -358,7 +367,7 @@ impl RedisStore {
         let mut inv = scripts::run_invocation(
             &scripts::FINISH,
             &self.settings,
-            &queue,
+            self.route(&queue),
             end.of,
             end.percent,
         );
@@ -413,8 +422,13 @@ impl RedisStore {
         live: &Live,
     ) -> Result<Restore, StoreError> {
         let queue = self.keys.queue(Group::of_job_or_first(&run.job.id));
-        let mut inv =
-            scripts::run_invocation(&scripts::RESTORE, &self.settings, &queue, run, live.percent);
+        let mut inv = scripts::run_invocation(
+            &scripts::RESTORE,
+            &self.settings,
+            self.route(&queue),
+            run,
+            live.percent,
+        );
         Pairs::default()
             .with(Field::Step, &live.step)
             .with(Field::Attempt, live.attempt)

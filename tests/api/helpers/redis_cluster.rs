@@ -144,3 +144,20 @@ pub async fn shared_cluster() -> &'static RedisCluster {
         .await
         .expect("the cluster starts")
 }
+
+/// A job store on the cluster this test binary shares, in a namespace of its own (`settings`'
+/// prefix). Forms the cluster first if no test has (blocking this worker thread meanwhile: the
+/// tests run on a multi-threaded runtime).
+pub fn cluster_job_store(
+    settings: catalog_jobs::jobs::store::StoreSettings,
+) -> std::sync::Arc<dyn catalog_jobs::jobs::store::JobStore> {
+    let cluster = tokio::task::block_in_place(|| SHARED_CLUSTER.get_or_init(RedisCluster::start));
+    let target = catalog_jobs::topology::Target::Cluster {
+        nodes: cluster.addresses(),
+        password: None,
+    };
+    std::sync::Arc::new(
+        catalog_jobs::jobs::redis::RedisStore::open_target(target, settings)
+            .expect("the cluster's addresses parse"),
+    )
+}

@@ -2,11 +2,21 @@
 //! (three primaries, a replica each) and the built binary reaching it through
 //! `REDIS_CLUSTER_NODES`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use catalog_jobs::catalog::products::{CatalogStore, RedisCatalog, Write};
+use catalog_jobs::jobs::keys::{Group, GROUPS};
+use catalog_jobs::jobs::redis::RedisStore;
+use catalog_jobs::jobs::store::{JobStore, Outcome};
+use catalog_jobs::jobs::{Kind, TenantId};
+use catalog_jobs::topology::Target;
+use serde_json::{json, Value};
 
-use crate::helpers::{shared_cluster, Service, CLUSTER_PRIMARIES};
+use crate::helpers::{
+    create, end, keys_matching, new_job, run_fence, settings, shared_cluster, t_shirts, unique,
+    RedisCluster, Service, CLUSTER_PRIMARIES,
+};
 
 /// Every slot of a Redis Cluster's keyspace.
 const ALL_SLOTS: u64 = 16384;
@@ -64,4 +74,181 @@ fn redis_cluster_nodes_with_redis_url_or_sentinels_stop_the_binary_naming_the_cl
             "{said}"
         );
     }
+}
+
+/// What one node of a cluster counted: its role, the test's keys it holds, the commands it
+/// ran (every command but the test's own probes; a script's own commands count too), and
+/// its errors by kind (`INFO errorstats`).
+struct NodeCounts {
+    primary: bool,
+    keys: u64,
+    commands: u64,
+    errors: String,
+}
+
+/// Reads `NodeCounts` of the node `conn` is connected to, counting the keys under `prefix:`
+/// and `catalog_prefix:`.
+async fn node_counts(
+    conn: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+    catalog_prefix: &str,
+) -> NodeCounts {
+    let role: redis::Value = redis::cmd("ROLE").query_async(&mut *conn).await.unwrap();
+    let primary = format!("{role:?}").contains("master");
+    let mut keys = 0;
+    for pattern in [format!("{prefix}:*"), format!("{catalog_prefix}:*")] {
+        keys += keys_matching(conn, &pattern).await.len() as u64;
+    }
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut *conn)
+        .await
+        .unwrap();
+    const PROBES: [&str; 8] = [
+        "info", "config", "cluster", "keys", "role", "ping", "command", "client",
+    ];
+    let commands = stats
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| {
+            !PROBES
+                .iter()
+                .any(|p| l.starts_with(&format!("{p}|")) || l.starts_with(&format!("{p}:")))
+        })
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    let errors: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query_async(&mut *conn)
+        .await
+        .unwrap();
+    NodeCounts {
+        primary,
+        keys,
+        commands,
+        errors,
+    }
+}
+
+/// The tenants' jobs created (together), claimed, each one's catalogue written under its run's
+/// fence, and finished (together).
+async fn tenants_lives(jobs: &Arc<dyn JobStore>, catalog: &Arc<RedisCatalog>, tenants: &[String]) {
+    let tenants: Vec<TenantId> = tenants
+        .iter()
+        .map(|t| TenantId::parse(t).unwrap())
+        .collect();
+    let created = tenants.iter().map(|t| async move {
+        create(&**jobs, &new_job(t, "sync")).await;
+    });
+    futures_util::future::join_all(created).await;
+    let kinds = [Kind::parse("sync").unwrap()];
+    let mut claims = Vec::new();
+    while claims.len() < tenants.len() {
+        let more = jobs.claim_many("w/1", &kinds, tenants.len() - claims.len());
+        claims.extend(more.await.unwrap());
+    }
+    let lives = claims.into_iter().map(|claim| async move {
+        let fence = run_fence(jobs, &claim);
+        let written = tokio::task::spawn_blocking({
+            let (catalog, t) = (catalog.clone(), claim.job.tenant.clone());
+            move || catalog.upsert(&t, &t_shirts(), &*fence)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(matches!(written, Write::Done(_)), "{written:?}");
+        end(&**jobs, &claim, Outcome::Done(json!({}))).await;
+    });
+    futures_util::future::join_all(lives).await;
+}
+
+/// Whether every figure is within a quarter of their mean.
+fn within_a_quarter_of_the_mean(figures: &[u64]) -> bool {
+    let mean = figures.iter().sum::<u64>() as f64 / figures.len() as f64;
+    figures
+        .iter()
+        .all(|&n| (n as f64 - mean).abs() <= 0.25 * mean)
+}
+
+/// Every key of a tenant and its jobs is in its slot group's slot, and the 48 groups sit
+/// evenly over the slots: 1,000 tenants' jobs (each created, claimed, its catalogue written
+/// under its run's fence, finished) spread over the three primaries within ±25 % of the mean,
+/// in keys and in commands, and no node answered a script or a command that crossed slots.
+/// A cluster of its own: the commands counted are this test's only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_tenants_jobs_and_catalogues_spread_evenly_over_the_three_primaries() {
+    const TENANTS: usize = 1000;
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let target = || Target::Cluster {
+        nodes: cluster.addresses(),
+        password: None,
+    };
+    let settings = settings();
+    let prefix = settings.prefix.clone();
+    let catalog_prefix = unique("cat");
+    let jobs: Arc<dyn JobStore> = Arc::new(RedisStore::open_target(target(), settings).unwrap());
+    let catalog = Arc::new(RedisCatalog::open_target(target(), &catalog_prefix).unwrap());
+    // A tenant of every slot group first: the stores connect to every primary (redis-rs
+    // sends each new connection's `CLIENT SETINFO`, which Redis 7.0 answers with an error),
+    // and the job library and the catalogue's scripts are loaded on each (a node without them
+    // answers an error first). The counts start after them, on probe connections opened
+    // before.
+    let mut warm: Vec<String> = Vec::new();
+    let mut groups = std::collections::HashSet::new();
+    for n in 0.. {
+        let t = format!("warm-{n}");
+        if groups.insert(Group::of(&TenantId::parse(&t).unwrap())) {
+            warm.push(t);
+        }
+        if groups.len() == GROUPS {
+            break;
+        }
+    }
+    tenants_lives(&jobs, &catalog, &warm).await;
+    let mut probes = Vec::new();
+    for node in &cluster.nodes {
+        probes.push((node.port, node.connection().await));
+    }
+    for (_, conn) in &mut probes {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(conn)
+            .await
+            .unwrap();
+    }
+    let tenants: Vec<String> = (0..TENANTS).map(|n| format!("balance-{n}")).collect();
+    for chunk in tenants.chunks(25) {
+        tenants_lives(&jobs, &catalog, chunk).await;
+    }
+    let mut primaries = Vec::new();
+    for (port, conn) in &mut probes {
+        let counts = node_counts(conn, &prefix, &catalog_prefix).await;
+        assert!(
+            !counts.errors.contains("errorstat_"),
+            "node {port} answered errors (a script or a command crossing slots is one): {}",
+            counts.errors
+        );
+        if counts.primary {
+            primaries.push(counts);
+        }
+    }
+    assert_eq!(primaries.len(), CLUSTER_PRIMARIES);
+    let keys: Vec<u64> = primaries.iter().map(|p| p.keys).collect();
+    let commands: Vec<u64> = primaries.iter().map(|p| p.commands).collect();
+    println!("keys per primary: {keys:?}; commands per primary: {commands:?}");
+    assert!(keys.iter().sum::<u64>() >= 2 * TENANTS as u64, "{keys:?}");
+    assert!(within_a_quarter_of_the_mean(&keys), "keys: {keys:?}");
+    assert!(
+        within_a_quarter_of_the_mean(&commands),
+        "commands: {commands:?}"
+    );
 }

@@ -10,7 +10,8 @@
 //! Each size runs in a child process of its own, so its peak memory (VmHWM) is its own; the
 //! peak is reset before each step, and a counting allocator tells what the pair itself held
 //! at most, to set beside `PAIR_MAX_MEMORY_MB`'s estimate. Only the store holds the
-//! catalogue while jobs run, as in the service. Uses the embedded catalogue store, so it
+//! catalogue while jobs run, as in the service (and, between pairs, the index a pair keeps
+//! for the next, `pair::kept`). Uses the embedded catalogue store, so it
 //! measures the algorithms, not Redis. Compare with
 //! `scripts/sklearn_pair.sh N` (scikit-learn's exhaustive cosine kNN on the same products).
 
@@ -266,7 +267,7 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Ed
     let cpu = cpu_seconds() - cpu_before;
     phases.print("incremental");
     format!(
-        "           after {:.0} % edits: {} pair {wall:.2} s (CPU {cpu:.2} s, {} re-scored: {}; changes {}) | peak RSS {:.0} MiB (before it {before:.0} MiB, the store's catalogue and state {held:.0} MiB of heap) | its own peak heap {:.0} MiB",
+        "           after {:.0} % edits: {} pair {wall:.2} s (CPU {cpu:.2} s, {} re-scored: {}; changes {}) | peak RSS {:.0} MiB (before it {before:.0} MiB, the store's catalogue, state and kept index {held:.0} MiB of heap) | its own peak heap {:.0} MiB | the index kept for the next pair {:.0} MiB",
         EDITED_SHARE * 100.0,
         report["mode"].as_str().unwrap_or("?"),
         report["rescored"],
@@ -274,6 +275,7 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Ed
         report["changes"],
         peak_rss_mib(),
         Heap::most_mib() - held,
+        pair::kept::held_mb(),
     )
 }
 

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use catalog_jobs::catalog::demo;
-use catalog_jobs::catalog::pair::PairParams;
+use catalog_jobs::catalog::pair::{self, PairParams};
 use catalog_jobs::catalog::products::{
-    CatalogStore, MemoryCatalog, Neighbour, Product, ProductKey, RedisCatalog,
+    CatalogStore, MemoryCatalog, Neighbour, Pairing, Product, ProductKey, RedisCatalog,
 };
 use catalog_jobs::catalog::{run_unfenced, Catalog, CatalogError, CatalogSettings};
 use catalog_jobs::jobs::fence::Unfenced;
@@ -46,6 +46,7 @@ both_stores!(
     a_fenced_off_pair_stages_nothing_and_writes_nothing,
     a_kept_list_refills_a_lost_neighbour_without_a_query_and_still_equals_a_full_pair,
     one_changed_member_of_a_large_group_is_queried_alone_and_the_table_still_equals_a_full_pair,
+    a_pair_that_patches_its_kept_index_writes_what_a_pair_that_builds_it_afresh_writes,
 );
 
 /// A catalogue of `backend` that always pairs incrementally when it can (any share of
@@ -139,6 +140,50 @@ async fn one_changed_member_of_a_large_group_is_queried_alone_and_the_table_stil
             "the twins kept their lists rather than being queried with it: {report}"
         );
         equals_a_full_pair_with_its_weights(&catalog, &t);
+    })
+    .await
+}
+
+/// The index a pair keeps in memory is a cache: two tenants of the same catalogue get the
+/// same edits, round after round (so that indexes of new groups pile up, and are rebuilt
+/// once they pass their share); one pair patches what the last pair kept, the other finds
+/// nothing kept (as after a restart, or with a state another replica saved) and builds
+/// everything afresh. Their states and tables are the same, neighbour for neighbour.
+async fn a_pair_that_patches_its_kept_index_writes_what_a_pair_that_builds_it_afresh_writes(
+    b: Backend,
+) {
+    blocking(move || {
+        let (catalog, kept, mut products) = paired(b, 101);
+        let (_, afresh, _) = paired_in(catalog.store.clone(), PRODUCTS, 101);
+        for (round, share) in [0.01, 0.02, 0.01, 0.08].into_iter().enumerate() {
+            let edits = demo::edit_hard(&products, share, 102 + round as u64);
+            let state = catalog.store.pairing(&kept, &never()).unwrap().unwrap();
+            assert!(
+                pair::kept::holds(&kept, &state),
+                "round {round}: the last pair kept its index"
+            );
+            let patched = edit_and_pair(&catalog, &kept, &edits);
+            pair::kept::forget(&afresh);
+            let rebuilt = edit_and_pair(&catalog, &afresh, &edits);
+            assert_eq!(patched["rescored"], rebuilt["rescored"], "round {round}");
+            let state_of = |t: &TenantId| {
+                let mut state =
+                    Pairing::clone(&catalog.store.pairing(t, &never()).unwrap().unwrap());
+                state.token = 0;
+                state
+            };
+            assert!(
+                state_of(&kept) == state_of(&afresh),
+                "round {round}: the states differ"
+            );
+            assert_eq!(
+                table(&catalog, &kept),
+                table(&catalog, &afresh),
+                "round {round}"
+            );
+            products = current(&catalog, &kept, products, &edits);
+        }
+        equals_a_full_pair_with_its_weights(&catalog, &kept);
     })
     .await
 }

@@ -8,9 +8,9 @@
 //! the larger, holding the old state beside the new — was measured at about 535 bytes a
 //! product at 100,000 and 300,000 products (51 and 153 MiB of its own heap), and the
 //! estimate is about 620 bytes a product once identities are counted, 680 before. The
-//! catalogue the store holds is not counted.
+//! catalogue the store holds is not counted; the groups and indexes kept for other tenants
+//! between pairs (`kept`) are, and are dropped to make room before a pair runs.
 
-use super::embed::Embedding;
 use crate::catalog::CatalogError;
 
 /// Bytes a pair holds per product besides its identity's words: keys, versions, traits,
@@ -47,9 +47,9 @@ impl Limit {
         self.check(before_reading(products))
     }
 
-    /// Once the identities are made: their real length.
-    pub fn check_embedded(&self, e: &Embedding) -> Result<(), CatalogError> {
-        let (n, words) = (e.len() as u64, e.vectors.items().len() as u64);
+    /// Once the identities are made: `products` holding `words` identity words in all.
+    pub fn check_identities(&self, products: usize, words: usize) -> Result<(), CatalogError> {
+        let (n, words) = (products as u64, words as u64);
         self.check(n.saturating_mul(PER_PRODUCT) + words.saturating_mul(PER_WORD))
     }
 

@@ -81,7 +81,14 @@ pub fn neighbours(
     check(stop)?;
     let index = Index::build(&e, stop, &|done, all| indexing(progress, done, all))?;
     progress.report(INDEXED, "scoring neighbours");
-    let best = score_groups(&e, &index, &e.groups, ask, stop, progress)?;
+    let best = score_groups(
+        &e,
+        std::slice::from_ref(&index),
+        &e.groups,
+        ask,
+        stop,
+        progress,
+    )?;
     progress.report(SCORED, "scored all products");
     Ok(keys
         .iter()
@@ -135,11 +142,12 @@ pub fn full_with_weights(
         weights,
     };
     let never = CancellationToken::new();
-    pair_all(
+    let (pairing, _) = pair_all(
         prepared,
         ask,
         &Limit::new(u64::MAX),
         &never,
         &Monotonic::new(None),
-    )
+    )?;
+    Ok(pairing)
 }

@@ -264,19 +264,23 @@ pub fn frozen_identity_of(input: &PairingInput, weights: &mut Weights) -> Vec<u3
     frozen_identity(&name, &brand, &mut weights.vocabulary)
 }
 
-/// Every product's vector and traits, and the groups, ready to index and score.
+/// Every product's vector and traits, and the groups, ready to index and score. A vector
+/// is kept per group (its members share it), so a group's number names its vector too.
 pub struct Embedding {
+    /// Each group's identity vector: (word id, weight), sorted by word, L2-normalised.
     pub vectors: Rows<(u32, f32)>,
     pub traits: Vec<Traits>,
     /// The rank of each product's key among all keys: the last tie-break.
     pub key_rank: Vec<u32>,
     /// How many categories there are (ids `0..categories`; `NO_CATEGORY` aside).
     pub categories: u32,
-    /// Products with the same category and identity: group `g`'s members, by product.
+    /// Products with the same category and identity: group `g`'s members, by product. A
+    /// group kept from an earlier run may have none left (`kept`): it scores nothing.
     pub groups: Rows<u32>,
+    /// Each group's category.
+    pub group_category: Vec<u32>,
     /// Each product's group.
     pub group_of: Vec<u32>,
-    pub vocabulary_size: usize,
 }
 
 impl Embedding {
@@ -290,30 +294,70 @@ impl Embedding {
         weights: &Weights,
     ) -> Self {
         debug_assert_eq!(identities.len(), traits.len());
-        let n = identities.len();
         let idf = weights.idf();
-        let mut vectors = Rows::with_capacity(n, identities.items().len());
-        let mut row = Vec::new();
-        for i in 0..n {
-            let set = identities.row(i);
-            let norm = set
-                .iter()
-                .map(|&t| idf[t as usize] * idf[t as usize])
-                .sum::<f32>()
-                .sqrt();
-            row.clear();
-            row.extend(set.iter().map(|&t| (t, idf[t as usize] / norm)));
-            vectors.push(&row);
-        }
         let (groups, group_of) = group_identical(identities, &traits);
+        let mut vectors = Rows::with_capacity(groups.len(), identities.items().len());
+        let mut group_category = Vec::with_capacity(groups.len());
+        let mut row = Vec::new();
+        for g in 0..groups.len() {
+            let first = groups.row(g)[0] as usize;
+            weigh(identities.row(first), |t| idf[t as usize], &mut row);
+            vectors.push(&row);
+            group_category.push(traits[first].category);
+        }
         Self {
             vectors,
             traits,
             key_rank,
             categories,
             groups,
+            group_category,
             group_of,
-            vocabulary_size: weights.len(),
+        }
+    }
+
+    /// The embedding of products whose groups are already numbered: `group_of` each
+    /// product's, `vectors` and `group_category` every group's (groups may be memberless).
+    pub fn of_groups(
+        vectors: Rows<(u32, f32)>,
+        group_category: Vec<u32>,
+        traits: Vec<Traits>,
+        group_of: Vec<u32>,
+        categories: u32,
+    ) -> Self {
+        debug_assert_eq!(vectors.len(), group_category.len());
+        let groups = members(&group_of, vectors.len());
+        Self {
+            vectors,
+            key_rank: (0..traits.len() as u32).collect(),
+            traits,
+            categories,
+            groups,
+            group_category,
+            group_of,
+        }
+    }
+
+    /// The same embedding without its memberless groups, the rest numbered anew in order.
+    pub fn compacted(self) -> Self {
+        let mut new_id = vec![u32::MAX; self.group_count()];
+        let mut vectors = Rows::with_capacity(self.group_count(), self.vectors.items().len());
+        let mut group_category = Vec::with_capacity(self.group_count());
+        for (g, id) in new_id.iter_mut().enumerate() {
+            if !self.groups.row(g).is_empty() {
+                *id = vectors.len() as u32;
+                vectors.push(self.vectors.row(g));
+                group_category.push(self.group_category[g]);
+            }
+        }
+        let group_of: Vec<u32> = self.group_of.iter().map(|&g| new_id[g as usize]).collect();
+        let groups = members(&group_of, vectors.len());
+        Self {
+            vectors,
+            groups,
+            group_category,
+            group_of,
+            ..self
         }
     }
 
@@ -332,7 +376,7 @@ impl Embedding {
 
     /// Product `i`'s identity: (word id, weight), sorted by word id, L2-normalised.
     pub fn vector(&self, i: usize) -> &[(u32, f32)] {
-        self.vectors.row(i)
+        self.vectors.row(self.group_of[i] as usize)
     }
 
     /// The documented score of two products: the cosine of their identity vectors.
@@ -378,6 +422,14 @@ pub fn comparable(a: &Traits, b: &Traits) -> bool {
     }
 }
 
+/// An identity's vector: each word weighing `idf(word)`, L2-normalised. One function for
+/// every vector a pair makes, so a vector made again is the same to the last bit.
+pub fn weigh(set: &[u32], idf: impl Fn(u32) -> f32, out: &mut Vec<(u32, f32)>) {
+    let norm = set.iter().map(|&t| idf(t) * idf(t)).sum::<f32>().sqrt();
+    out.clear();
+    out.extend(set.iter().map(|&t| (t, idf(t) / norm)));
+}
+
 /// Groups products of the same category and identity: (members by group, group of each).
 fn group_identical(identities: &Rows<u32>, traits: &[Traits]) -> (Rows<u32>, Vec<u32>) {
     let n = identities.len();
@@ -389,21 +441,25 @@ fn group_identical(identities: &Rows<u32>, traits: &[Traits]) -> (Rows<u32>, Vec
     }
     let count = ids.len();
     drop(ids);
+    (members(&group_of, count), group_of)
+}
+
+/// Each of `count` groups' members, in product order, from each product's group.
+fn members(group_of: &[u32], count: usize) -> Rows<u32> {
     let mut offsets = vec![0u32; count + 1];
-    for &g in &group_of {
+    for &g in group_of {
         offsets[g as usize + 1] += 1;
     }
     for g in 0..count {
         offsets[g + 1] += offsets[g];
     }
     let mut fill = offsets.clone();
-    let mut members = vec![0u32; n];
+    let mut members = vec![0u32; group_of.len()];
     for (i, &g) in group_of.iter().enumerate() {
         members[fill[g as usize] as usize] = i as u32;
         fill[g as usize] += 1;
     }
-    let groups = Rows::from_parts(offsets, members).expect("offsets counted from the members");
-    (groups, group_of)
+    Rows::from_parts(offsets, members).expect("offsets counted from the members")
 }
 
 /// The dot product of two sparse vectors sorted by word.

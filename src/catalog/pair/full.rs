@@ -6,6 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::embed::{Embedding, Prepared, Reading};
 use super::index::Index;
+use super::kept::Engine;
 use super::score::{self, Ask, Best};
 use super::{budget, EMBEDDED, INDEXED, LOADED, SCORED};
 use crate::catalog::products::{Known, Pairing, ProductKey};
@@ -53,30 +54,33 @@ pub fn read(
     Ok(reading.identities())
 }
 
-/// Scores every product of `prepared` (35 → 90 %) and makes the state to keep.
+/// Scores every product of `prepared` (35 → 90 %) and makes the state to save, and the
+/// engine to keep for the next pair.
 pub fn pair_all(
     mut prepared: Prepared,
     ask: &Ask,
     limit: &budget::Limit,
     stop: &CancellationToken,
     progress: &Monotonic<'_>,
-) -> Result<Pairing, CatalogError> {
+) -> Result<(Pairing, Engine), CatalogError> {
     progress.report(EMBEDDED, "weighting words");
     let n = prepared.keys.len();
+    limit.check_identities(n, prepared.identities.items().len())?;
     let e = prepared.embed((0..n as u32).collect());
-    limit.check_embedded(&e)?;
     check(stop)?;
-    let index = Index::build(&e, stop, &|done, all| indexing(progress, done, all))?;
+    let mut engine = Engine::built(e, stop, &|done, all| indexing(progress, done, all))?;
     check(stop)?;
     progress.report(INDEXED, "scoring neighbours");
-    let best = score_groups(&e, &index, &e.groups, ask, stop, progress)?;
+    let e = &engine.e;
+    let best = score_groups(e, &engine.indexes, &e.groups, ask, stop, progress)?;
     progress.report(SCORED, "scored all products");
     let mut rows: Rows<(u32, f32)> = Rows::with_capacity(n, n * ask.depth());
     for b in &best {
         rows.push(b);
     }
     let known = best.iter().map(|b| known_of(b, ask)).collect();
-    Ok(Pairing {
+    let pairing = Pairing {
+        token: 0,
         top_k: ask.top_k as u32,
         min_score: ask.min_score,
         changed_since_full: 0,
@@ -85,11 +89,12 @@ pub fn pair_all(
         materials: prepared.materials.names().to_vec(),
         keys: prepared.keys,
         versions: prepared.versions,
-        traits: e.traits,
+        traits: std::mem::take(&mut engine.e.traits),
         identities: prepared.identities,
         best: rows,
         known,
-    })
+    };
+    Ok((pairing, engine))
 }
 
 /// How far a list a query made is known: up to its last when it is `ask.depth()` long, all
@@ -112,7 +117,7 @@ pub fn indexing(progress: &Monotonic<'_>, done: usize, all: usize) {
 /// `score::score`): each product's best, by product index (other products get an empty list).
 pub fn score_groups(
     e: &Embedding,
-    index: &Index,
+    indexes: &[Index],
     queries: &Rows<u32>,
     ask: &Ask,
     stop: &CancellationToken,
@@ -128,7 +133,7 @@ pub fn score_groups(
             &format!("scoring neighbours (about {done} of {total} distinct identities)"),
         );
     };
-    let scored = score::score(e, index, queries, ask, stop, &report)?;
+    let scored = score::score(e, indexes, queries, ask, stop, &report)?;
     let mut best: Vec<Best> = vec![Vec::new(); e.len()];
     for (i, b) in scored {
         best[i as usize] = b;

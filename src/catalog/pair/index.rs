@@ -92,29 +92,46 @@ pub struct Index {
 }
 
 impl Index {
-    /// Builds the lists one partition (category) at a time, so that the arrays sorted
-    /// hold one category's entries, and a cancel is seen between partitions; calls
-    /// `built(done, all)` after each of the `all` steps (each partition's word lists, each
-    /// one's pair lists).
+    /// The index of every group of `e` (`build_from`).
     pub fn build(
         e: &Embedding,
         stop: &CancellationToken,
         built: &dyn Fn(usize, usize),
     ) -> Result<Self, CatalogError> {
+        Self::build_from(e, 0, stop, built)
+    }
+
+    /// The index of the groups of `e` from `first` on that have members. Builds the lists
+    /// one partition (category) at a time, so that the arrays sorted hold one category's
+    /// entries, and a cancel is seen between partitions; calls `built(done, all)` after each
+    /// of the `all` steps (each partition's word lists, each one's pair lists).
+    pub fn build_from(
+        e: &Embedding,
+        first: u32,
+        stop: &CancellationToken,
+        built: &dyn Fn(usize, usize),
+    ) -> Result<Self, CatalogError> {
+        let live: Vec<u32> = (first..e.group_count() as u32)
+            .filter(|&g| !e.groups.row(g as usize).is_empty())
+            .collect();
         let mut partitions: Vec<u32> = (0..e.categories).collect();
-        if e.traits.iter().any(|t| t.category == NO_CATEGORY) {
+        if live
+            .iter()
+            .any(|&g| e.group_category[g as usize] == NO_CATEGORY)
+        {
             partitions.push(NO_CATEGORY);
         }
-        let members = groups_by_partition(e, &partitions);
+        let members = groups_by_partition(e, &live, &partitions);
         let mut singles = IdMap::default();
-        let mut postings = Vec::with_capacity(e.vectors.items().len());
+        let words: usize = live.iter().map(|&g| e.vectors.row(g as usize).len()).sum();
+        let mut postings = Vec::with_capacity(words);
         let all = 2 * partitions.len();
         for (done, (&c, groups)) in partitions.iter().zip(&members).enumerate() {
             check(stop)?;
             single_lists(e, c, groups, &mut singles, &mut postings);
             built(done + 1, all);
         }
-        let from = common_from(e, &singles, postings.len(), stop)?;
+        let from = common_from(e, &live, &singles, postings.len(), stop)?;
         let mut pairs = IdMap::default();
         let mut pair_postings = Vec::new();
         for (done, (&c, groups)) in partitions.iter().zip(&members).enumerate() {
@@ -162,6 +179,16 @@ impl Index {
         (self.singles.values(), self.pairs.values())
     }
 
+    /// Bytes held, about: the postings and the maps of lists.
+    pub fn bytes(&self) -> usize {
+        use std::mem::size_of;
+        let entry = |key: usize| key + size_of::<List>() + 8;
+        self.postings.capacity() * size_of::<Posting>()
+            + self.pair_postings.capacity() * size_of::<PairPosting>()
+            + self.singles.capacity() * entry(8)
+            + self.pairs.capacity() * entry(12)
+    }
+
     /// How many word lists and pair lists there are (their slots are below these).
     pub fn list_counts(&self) -> (usize, usize) {
         (self.singles.len(), self.pairs.len())
@@ -181,17 +208,16 @@ fn for_each_run<T>(items: &[T], same: impl Fn(&T, &T) -> bool, mut run: impl FnM
     }
 }
 
-/// The groups of each partition, in group order.
-fn groups_by_partition(e: &Embedding, partitions: &[u32]) -> Vec<Vec<u32>> {
+/// The `live` groups of each partition, in group order.
+fn groups_by_partition(e: &Embedding, live: &[u32], partitions: &[u32]) -> Vec<Vec<u32>> {
     let at: IdMap<u32, usize> = partitions
         .iter()
         .enumerate()
         .map(|(i, &c)| (c, i))
         .collect();
     let mut members = vec![Vec::new(); partitions.len()];
-    for g in 0..e.group_count() {
-        let first = e.groups.row(g)[0] as usize;
-        members[at[&e.traits[first].category]].push(g as u32);
+    for &g in live {
+        members[at[&e.group_category[g as usize]]].push(g);
     }
     members
 }
@@ -206,9 +232,8 @@ fn single_lists(
 ) {
     let mut entries: Vec<(u32, Posting)> = Vec::new();
     for &g in groups {
-        let first = e.groups.row(g as usize)[0] as usize;
-        let (start, end) = e.vectors.span(first);
-        for &(t, weight) in e.vector(first) {
+        let (start, end) = e.vectors.span(g as usize);
+        for &(t, weight) in e.vectors.row(g as usize) {
             let posting = Posting {
                 weight,
                 group: g,
@@ -245,6 +270,7 @@ fn single_lists(
 /// budget.
 fn common_from(
     e: &Embedding,
+    live: &[u32],
     singles: &IdMap<(u32, u32), List>,
     single_postings: usize,
     stop: &CancellationToken,
@@ -254,9 +280,10 @@ fn common_from(
     let mut common = Vec::new();
     loop {
         check(stop)?;
-        let count: usize = (0..e.group_count())
-            .map(|g| {
-                common_words(e, singles, g, from, &mut common);
+        let count: usize = live
+            .iter()
+            .map(|&g| {
+                common_words(e, singles, g as usize, from, &mut common);
                 common.len() * common.len().saturating_sub(1) / 2
             })
             .sum();
@@ -281,8 +308,7 @@ fn pair_lists(
     let mut entries: Vec<(u32, u32, PairPosting)> = Vec::new();
     for &g in groups {
         common_words(e, singles, g as usize, from, &mut common);
-        let first = e.groups.row(g as usize)[0] as usize;
-        let (start, end) = e.vectors.span(first);
+        let (start, end) = e.vectors.span(g as usize);
         for (x, &a) in common.iter().enumerate() {
             for &b in &common[x + 1..] {
                 let posting = PairPosting {
@@ -322,11 +348,11 @@ fn common_words(
     from: u32,
     out: &mut Vec<u32>,
 ) {
-    let first = e.groups.row(g)[0] as usize;
-    let c = e.traits[first].category;
+    let c = e.group_category[g];
     out.clear();
     out.extend(
-        e.vector(first)
+        e.vectors
+            .row(g)
             .iter()
             .map(|&(t, _)| t)
             .filter(|&t| singles.get(&(c, t)).is_some_and(|l| l.len >= from)),

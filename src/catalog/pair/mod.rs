@@ -25,11 +25,14 @@
 //! (`settings`), or more than `pair_full_after_share` of the catalogue the last full pair
 //! counted changed since (`share`, 20 % by default): then it pairs everything with weights
 //! counted afresh. The report says which, and how many products were re-scored and why.
+//! Between runs the service also keeps in memory the groups and index of the state it saved
+//! (`kept`, a cache found by the state's token), which the next incremental pair patches
+//! instead of weighing and indexing every product again.
 //!
 //! The new table and state replace the old in one step at the end, so pair is safe to run
 //! again and a stop on request leaves the old table whole; the step is fenced: it happens
 //! only while the run still holds its job (`jobs::fence`). `PAIR_MAX_MEMORY_MB` is checked
-//! before the memory is taken (`budget`).
+//! before the memory is taken (`budget`), what is kept for other tenants counted with it.
 
 mod budget;
 mod cover;
@@ -38,6 +41,7 @@ mod embed;
 mod full;
 mod incremental;
 mod index;
+pub mod kept;
 mod listing;
 mod rescore;
 mod reverse;
@@ -65,6 +69,7 @@ use crate::jobs::fence::Fence;
 use crate::jobs::registry::Progress;
 use crate::jobs::TenantId;
 use incremental::Outcome;
+use kept::Engine;
 
 /// The cores to tokenise and score on. Asked once: `available_parallelism` reads cgroup
 /// files each call.
@@ -151,8 +156,9 @@ impl Run<'_> {
         self.fed_upto = fed.upto;
         let (versions, found_by) = self.listing(state.as_deref(), &fed, params.full)?;
         drop(fed);
-        budget::Limit::new(self.catalog.settings.pair_max_memory_mb)
-            .check_products(versions.len())?;
+        let limit_mb = self.catalog.settings.pair_max_memory_mb;
+        budget::Limit::new(limit_mb).check_products(versions.len())?;
+        kept::make_room(estimated_mb(versions.len()), limit_mb);
         let ask = self.ask();
         let (because, versions) = match (&state, params.full) {
             (_, true) => (FullBecause::Asked, versions),
@@ -194,6 +200,8 @@ impl Run<'_> {
         ask: &Ask,
         because: FullBecause,
     ) -> Result<Value, CatalogError> {
+        // A full pair makes everything anew: what was kept for the last state goes first.
+        kept::forget(self.tenant);
         self.progress.report(LOADED, "reading products");
         let limit = budget::Limit::new(self.catalog.settings.pair_max_memory_mb);
         let prepared = full::read(
@@ -204,7 +212,7 @@ impl Run<'_> {
             self.progress,
         )?;
         drop(versions);
-        let pairing = full::pair_all(prepared, ask, &limit, self.stop, self.progress)?;
+        let (pairing, engine) = full::pair_all(prepared, ask, &limit, self.stop, self.progress)?;
         let n = pairing.keys.len();
         let report = PairReport {
             mode: PairMode::Full,
@@ -214,7 +222,7 @@ impl Run<'_> {
             rescored_because: None,
             ..counts(&pairing)
         };
-        self.save(Arc::new(pairing), Rewrite::Whole)?;
+        self.save(pairing, engine, Rewrite::Whole)?;
         Ok(to_result(&report))
     }
 
@@ -247,7 +255,7 @@ impl Run<'_> {
             changed: &paired.rows,
             removed: &paired.removed,
         };
-        self.save(Arc::new(paired.pairing), rewrite)?;
+        self.save(paired.pairing, paired.engine, rewrite)?;
         Ok(to_result(&report))
     }
 
@@ -268,10 +276,19 @@ impl Run<'_> {
         })
     }
 
-    /// Puts the new state and table in place, fenced.
-    fn save(&self, pairing: Arc<Pairing>, rewrite: Rewrite<'_>) -> Result<(), CatalogError> {
+    /// Puts the new state and table in place, fenced, and once they are keeps `engine` for
+    /// the next pair, under the new state's token.
+    fn save(
+        &self,
+        mut pairing: Pairing,
+        engine: Engine,
+        rewrite: Rewrite<'_>,
+    ) -> Result<(), CatalogError> {
         // The old table stays whole until the swap below; a cancelled run leaves it untouched.
         check(self.stop)?;
+        pairing.token = kept::mint();
+        let token = pairing.token;
+        let pairing = Arc::new(pairing);
         let paired = pairing.paired();
         self.progress.report(
             SCORED,
@@ -293,6 +310,8 @@ impl Run<'_> {
         if swap == Swap::Fenced {
             return Err(CatalogError::Fenced);
         }
+        let limit_mb = self.catalog.settings.pair_max_memory_mb;
+        kept::keep(self.tenant, engine.kept(token), limit_mb);
         let n = pairing.keys.len();
         self.progress
             .report(100, &format!("paired {paired} of {n} products"));

@@ -176,7 +176,7 @@ struct Merged {
 #[allow(clippy::too_many_arguments)]
 pub fn rescore(
     e: &Embedding,
-    index: &Index,
+    indexes: &[Index],
     plan: Plan,
     state: &Pairing,
     built: &Built,
@@ -190,10 +190,10 @@ pub fn rescore(
         bars,
         mapped,
     } = plan;
-    let bars = Bars::new(e, index, bars);
+    let bars = Bars::new(e, indexes, bars);
     let mut entries: Vec<Entry> = reverse(
         e,
-        index,
+        indexes,
         &bars,
         &changed_groups,
         &built.changed,
@@ -218,7 +218,7 @@ pub fn rescore(
     asked.sort_unstable();
     let queries = queries(e, &asked);
     drop(asked);
-    let fresh = score_groups(e, index, &queries, ask, stop, progress)?;
+    let fresh = score_groups(e, indexes, &queries, ask, stop, progress)?;
     Ok(cx.table(&requeried, &fresh, &merged_lists, &unproven))
 }
 

@@ -24,36 +24,46 @@ const MASKS: usize = 1 << TOP;
 pub type Entry = (u32, u32, f32);
 
 /// The bar of every product searched for (`f32::INFINITY` for one whose list is made anew
-/// anyway), and the lowest per group and per list.
+/// anyway), and the lowest per group and, for each index, per list.
 pub struct Bars {
     pub product: Vec<f32>,
     group: Vec<f32>,
+    lists: Vec<ListBars>,
+}
+
+/// The lowest bar of each of one index's lists, by slot.
+struct ListBars {
     single: Vec<f32>,
     pair: Vec<f32>,
 }
 
 impl Bars {
-    pub fn new(e: &Embedding, index: &Index, product: Vec<f32>) -> Self {
+    pub fn new(e: &Embedding, indexes: &[Index], product: Vec<f32>) -> Self {
         let group: Vec<f32> = (0..e.group_count())
             .map(|g| lowest(e.groups.row(g).iter().map(|&i| product[i as usize])))
             .collect();
-        let (words, pairs) = index.lists();
-        let (w, p) = index.list_counts();
-        let mut single = vec![f32::INFINITY; w];
-        for list in words {
-            let postings = index.postings(*list).iter();
-            single[list.slot as usize] = lowest(postings.map(|p| group[p.group as usize]));
-        }
-        let mut pair = vec![f32::INFINITY; p];
-        for list in pairs {
-            let postings = index.pair_postings(*list).iter();
-            pair[list.slot as usize] = lowest(postings.map(|p| group[p.group as usize]));
-        }
+        let lists = indexes
+            .iter()
+            .map(|index| {
+                let (words, pairs) = index.lists();
+                let (w, p) = index.list_counts();
+                let mut single = vec![f32::INFINITY; w];
+                for list in words {
+                    let postings = index.postings(*list).iter();
+                    single[list.slot as usize] = lowest(postings.map(|p| group[p.group as usize]));
+                }
+                let mut pair = vec![f32::INFINITY; p];
+                for list in pairs {
+                    let postings = index.pair_postings(*list).iter();
+                    pair[list.slot as usize] = lowest(postings.map(|p| group[p.group as usize]));
+                }
+                ListBars { single, pair }
+            })
+            .collect();
         Self {
             product,
             group,
-            single,
-            pair,
+            lists,
         }
     }
 }
@@ -62,7 +72,7 @@ impl Bars {
 /// every unchanged product whose top k a changed member can enter.
 pub fn reverse(
     e: &Embedding,
-    index: &Index,
+    indexes: &[Index],
     bars: &Bars,
     groups: &[u32],
     changed: &[bool],
@@ -71,7 +81,7 @@ pub fn reverse(
 ) -> Result<Vec<Entry>, CatalogError> {
     let search = Search {
         e,
-        index,
+        indexes,
         bars,
         changed,
     };
@@ -91,9 +101,15 @@ pub fn reverse(
 
 struct Search<'a> {
     e: &'a Embedding,
-    index: &'a Index,
+    indexes: &'a [Index],
     bars: &'a Bars,
     changed: &'a [bool],
+}
+
+/// The index being read and its lists' bars.
+struct At<'a> {
+    index: &'a Index,
+    bars: &'a ListBars,
 }
 
 /// One worker's reusable state.
@@ -119,27 +135,33 @@ impl Reverse {
         let mine = s.e.vector(first);
         record(s, g, g, dot(mine, mine), out);
         let category = s.e.traits[first].category;
-        for &p in &s.index.partitions {
-            if reads(category, p) && self.cover.reset(s.index, p, s.e.vector(first)) {
-                self.floors(s);
-                self.search(s, g, out);
+        for (x, index) in s.indexes.iter().enumerate() {
+            let at = At {
+                index,
+                bars: &s.bars.lists[x],
+            };
+            for &p in &index.partitions {
+                if reads(category, p) && self.cover.reset(index, p, s.e.vector(first)) {
+                    self.floors(&at);
+                    self.search(s, &at, g, out);
+                }
             }
         }
     }
 
     /// The lowest bar of a product sharing each subset of the top words: the highest of the
     /// lowest bars of the subset's words and indexed pairs.
-    fn floors(&mut self, s: &Search<'_>) {
+    fn floors(&mut self, at: &At<'_>) {
         let c = &self.cover;
         self.floor[0] = f32::NEG_INFINITY;
         for m in 1..(1usize << c.top) {
             let low = m.trailing_zeros() as usize;
             let mut floor =
-                self.floor[m & (m - 1)].max(s.bars.single[c.words[low].list.slot as usize]);
+                self.floor[m & (m - 1)].max(at.bars.single[c.words[low].list.slot as usize]);
             for j in low + 1..c.top {
                 if m & (1 << j) != 0 {
                     if let Some(list) = c.pair(low, j) {
-                        floor = floor.max(s.bars.pair[list.slot as usize]);
+                        floor = floor.max(at.bars.pair[list.slot as usize]);
                     }
                 }
             }
@@ -148,11 +170,11 @@ impl Reverse {
     }
 
     /// The open set whose bound most exceeds its floor, if any still reaches it.
-    fn reaching(&self, s: &Search<'_>) -> Option<usize> {
+    fn reaching(&self, at: &At<'_>) -> Option<usize> {
         let c = &self.cover;
         let tail_floor = c
             .unread_tail()
-            .map(|k| s.bars.single[c.words[k].list.slot as usize])
+            .map(|k| at.bars.single[c.words[k].list.slot as usize])
             .fold(f32::INFINITY, f32::min);
         let mut best: Option<(f32, usize)> = None;
         let mut open = c.open();
@@ -173,25 +195,25 @@ impl Reverse {
         best.map(|(_, m)| m)
     }
 
-    fn search(&mut self, s: &Search<'_>, g: usize, out: &mut Vec<Entry>) {
+    fn search(&mut self, s: &Search<'_>, at: &At<'_>, g: usize, out: &mut Vec<Entry>) {
         let first = s.e.groups.row(g)[0] as usize;
         let mine = s.e.vector(first);
-        while let Some(set) = self.reaching(s) {
+        while let Some(set) = self.reaching(at) {
             let Some(next) = self.cover.next(set) else {
                 return;
             };
             match next {
                 Next::Pair(i, j) => {
                     let list = self.cover.pair(i, j).expect("chosen among indexed pairs");
-                    for p in s.index.pair_postings(list) {
+                    for p in at.index.pair_postings(list) {
                         self.visit(s, g, mine, p.group as usize, (p.start, p.end), out);
                     }
                 }
                 Next::Word(i) => {
                     let w = self.cover.words[i];
                     let rest = self.cover.rest(i);
-                    let floor = s.bars.single[w.list.slot as usize];
-                    for p in s.index.postings(w.list) {
+                    let floor = at.bars.single[w.list.slot as usize];
+                    for p in at.index.postings(w.list) {
                         let bound = w.weight * p.weight + rest + BOUND_SLACK;
                         if bound < floor {
                             break;

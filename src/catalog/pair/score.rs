@@ -119,10 +119,12 @@ pub fn on_every_core<S, T: Send>(
 
 /// The best `ask.depth()` of every product of `queries`, as (product, neighbours). Each row of
 /// `queries` is one query: products of one group (all of its members for a full pair, those
-/// whose list must be made anew for an incremental one).
+/// whose list must be made anew for an incremental one). `indexes` together list every group
+/// with members, each in one of them (an incremental pair's kept index and the index of the
+/// groups made since): a query reads each until nothing unmet in it can reach its bar.
 pub fn score(
     e: &Embedding,
-    index: &Index,
+    indexes: &[Index],
     queries: &Rows<u32>,
     ask: &Ask,
     stop: &CancellationToken,
@@ -134,7 +136,7 @@ pub fn score(
         stop,
         progress,
         || Query::new(e.group_count()),
-        |query, q, out| query.top_k(e, index, queries.row(q as usize), ask, out),
+        |query, q, out| query.top_k(e, indexes, queries.row(q as usize), ask, out),
     )
 }
 
@@ -176,7 +178,7 @@ impl Query {
     fn top_k(
         &mut self,
         e: &Embedding,
-        index: &Index,
+        indexes: &[Index],
         members: &[u32],
         ask: &Ask,
         out: &mut Vec<(u32, Best)>,
@@ -206,9 +208,11 @@ impl Query {
                 ask.min_score
             };
             let category = e.traits[first].category;
-            for &p in &index.partitions {
-                if reads(category, p) {
-                    bar = self.search(&q, index, p, bar);
+            for index in indexes {
+                for &p in &index.partitions {
+                    if reads(category, p) {
+                        bar = self.search(&q, index, p, bar);
+                    }
                 }
             }
         }

@@ -62,13 +62,17 @@ impl Weights {
     /// Every word's weight, by id: a word never counted (or counted nowhere) weighs as if
     /// seen once.
     pub fn idf(&self) -> Vec<f32> {
-        let n = self.n as f32;
-        (0..self.vocabulary.len())
-            .map(|t| {
-                let df = self.df.get(t).copied().unwrap_or(0).max(1);
-                ((n + 1.0) / (df as f32 + 1.0)).ln() + 1.0
-            })
+        (0..self.vocabulary.len() as u32)
+            .map(|t| self.idf_of(t))
             .collect()
+    }
+
+    /// Word `t`'s weight (`idf`'s, computed alone for the few words an incremental pair
+    /// weighs).
+    pub fn idf_of(&self, t: u32) -> f32 {
+        let n = self.n as f32;
+        let df = self.df.get(t as usize).copied().unwrap_or(0).max(1);
+        ((n + 1.0) / (df as f32 + 1.0)).ln() + 1.0
     }
 
     pub fn len(&self) -> usize {

@@ -41,6 +41,9 @@ pub struct WeightParts {
 /// The state of a tenant's last pair (see the module doc).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Pairing {
+    /// Names this state among all a pair saved (minted at each save, never 0 once saved):
+    /// what finds the index a pair kept in memory for it (`pair::kept`).
+    pub token: u64,
     pub top_k: u32,
     pub min_score: f32,
     /// Products changed, added or removed by incremental runs since the last full one.
@@ -169,6 +172,7 @@ impl Pairing {
         let mut w = Writer(Vec::with_capacity(self.bytes()));
         w.0.extend_from_slice(MAGIC);
         w.u32(FORMAT);
+        w.u64(self.token);
         w.u32(self.top_k);
         w.u32(self.min_score.to_bits());
         w.u64(self.changed_since_full);
@@ -215,6 +219,7 @@ impl Pairing {
         if r.take(MAGIC.len())? != MAGIC || r.u32()? != FORMAT {
             return Err("not a pairing state of this format".into());
         }
+        let token = r.u64()?;
         let (top_k, min_score, changed_since_full) = (r.u32()?, f32::from_bits(r.u32()?), r.u64()?);
         let weights = WeightParts {
             words: r.strings()?,
@@ -252,6 +257,7 @@ impl Pairing {
             .map(|_| Ok(Known::from_bits(r.u32()?)))
             .collect::<Result<Vec<_>, String>>()?;
         let state = Self {
+            token,
             top_k,
             min_score,
             changed_since_full,
@@ -300,7 +306,7 @@ impl Pairing {
 const MAGIC: &[u8] = b"catalog-jobs pairing\n";
 /// Bumped whenever the encoding changes: a state of another format reads as none, and the
 /// next pair is a full one.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 
 struct Writer(Vec<u8>);
 
@@ -387,6 +393,7 @@ mod tests {
         best.push(&[(1, 0.75), (1, 0.5)]);
         best.push(&[]);
         let state = Pairing {
+            token: 11,
             top_k: 1,
             min_score: 0.2,
             changed_since_full: 3,

@@ -26,6 +26,7 @@ use super::answers::{BadField, JobNotFound, JobPath, OtherTenant, StreamRefusals
 use super::call::Call;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{named_tenant, refuse_unknown, take_single, InPath};
+use super::jobs::MaybeJobId;
 use super::streams::StreamPermit;
 use crate::jobs::runner::Runner;
 use crate::jobs::store::JobStore;
@@ -70,7 +71,7 @@ pub struct Timeline {
         JobNotFound, StreamRefusals,
     ))]
 pub async fn job_events(
-    InPath(id): InPath<JobId>,
+    InPath(id): InPath<MaybeJobId>,
     headers: HeaderMap,
     call: Call,
 ) -> Result<Response, ApiError> {
@@ -82,6 +83,7 @@ pub async fn job_events(
         Some(header) => Some(event_id(LAST_EVENT_ID, header.to_str().ok())?),
         None => after.map(|v| event_id("after", v.as_str())).transpose()?,
     };
+    let id = id?;
     let Call { app, caller, .. } = call;
     let job = super::jobs::visible(&app, &caller, &id, named).await?;
     if !wants_stream(&headers) {

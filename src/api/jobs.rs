@@ -41,8 +41,8 @@ const RETRY_AFTER_UNKNOWN_SECS: u64 = 2;
             headers(("Retry-After" = u64, description = "Active jobs only: seconds until polling again is worth it."))),
         JobNotVisible, StoreUnavailable,
     ))]
-pub async fn get_one(InPath(id): InPath<JobId>, call: Call) -> Result<Response, ApiError> {
-    let snapshot = visible_job(&call, &id).await?;
+pub async fn get_one(InPath(id): InPath<MaybeJobId>, call: Call) -> Result<Response, ApiError> {
+    let snapshot = visible_job(&call, id).await?;
     let retry_after = snapshot
         .status
         .is_active()
@@ -75,9 +75,9 @@ pub fn retry_after_secs(eta_seconds: Option<u64>) -> u64 {
         (status = 409, description = "`still_active`: the job has not ended (it is in `job`, its id in `job_id`); `already_running`: another job of this tenant and kind is active (its `job_id`).", body = ErrorBody),
         ReadOnly, JobNotVisible, NoBody, CreateRefusals,
     ))]
-pub async fn retry(InPath(id): InPath<JobId>, call: Call) -> Result<Response, ApiError> {
+pub async fn retry(InPath(id): InPath<MaybeJobId>, call: Call) -> Result<Response, ApiError> {
     call.caller.may_change()?;
-    let old = visible_job(&call, &id).await?;
+    let old = visible_job(&call, id).await?;
     if old.status.is_active() {
         return Err(ApiError::NotEnded(Box::new(old)));
     }
@@ -161,9 +161,10 @@ type Accepted = (StatusCode, Json<Snapshot>);
         (status = 409, description = "`not_active`: the job has already ended (it is in `job`).", body = ErrorBody),
         ReadOnly, JobNotVisible, NoBody, StoreUnavailable,
     ))]
-pub async fn cancel(InPath(id): InPath<JobId>, call: Call) -> Result<Accepted, ApiError> {
+pub async fn cancel(InPath(id): InPath<MaybeJobId>, call: Call) -> Result<Accepted, ApiError> {
     call.caller.may_change()?;
-    let before = visible_job(&call, &id).await?;
+    let before = visible_job(&call, id).await?;
+    let id = before.job_id;
     let Call { app, caller, .. } = call;
     let answer = app.store.cancel(&id, &caller.name).await?;
     let snapshot = app
@@ -226,13 +227,17 @@ pub(super) async fn count_taken_over(app: &AppState, took_over: &[JobId]) {
     }
 }
 
+/// A `{job_id}` whose refusal (a 404, as an unknown id) waits until the query is checked.
+pub(super) type MaybeJobId = Result<JobId, ApiError>;
+
 /// The job, if it exists, the caller may see it, and it belongs to the `tenant_id` the query
-/// names (when it names one). Every refusal is the same 404, so an id leaks nothing.
-async fn visible_job(call: &Call, id: &JobId) -> Result<Snapshot, ApiError> {
+/// names (when it names one). The query is checked first: a bad one is 422 whatever the id.
+/// Every refusal of the id is the same 404, so an id leaks nothing.
+async fn visible_job(call: &Call, id: MaybeJobId) -> Result<Snapshot, ApiError> {
     let mut fields = call.query()?;
     let named = named_tenant(&mut fields)?;
     refuse_unknown(&fields, "tenant_id")?;
-    visible(&call.app, &call.caller, id, named).await
+    visible(&call.app, &call.caller, &id?, named).await
 }
 
 /// The job, if it exists, the caller may see it, and it belongs to tenant `named` (when a

@@ -1,6 +1,6 @@
 //! The reads agree on their fields: an empty `cursor` is the first page of jobs and of
-//! products alike, and a product view checks its query (a missing `tenant_id`) before it
-//! answers for its key, as every route checks fields before it looks anything up.
+//! products alike, and a route named by a path segment (a product, a job) checks its query
+//! (a missing or bad `tenant_id`, an unknown field) before it answers for the segment.
 
 use serde_json::Value;
 
@@ -10,6 +10,7 @@ use crate::helpers::{create, new_job, spawn_app, tenant, Backend, TestApp};
 both_stores!(
     an_empty_cursor_is_the_first_page_of_jobs_and_of_products_alike,
     a_product_view_without_a_tenant_is_422_whatever_its_key,
+    a_job_route_with_a_bad_query_is_422_whatever_its_id,
 );
 
 async fn get(app: &TestApp, path: &str) -> (u16, Value) {
@@ -70,6 +71,57 @@ async fn a_product_view_without_a_tenant_is_422_whatever_its_key(b: Backend) {
             (status, body["error"].as_str()),
             (404, Some("not_found")),
             "{key}: {body}"
+        );
+    }
+}
+
+/// A job route with a bad query: method, path (`{id}`: a job id or a segment that is none),
+/// and the field the 422 names.
+#[rustfmt::skip]
+const BAD_QUERIES: &[(&str, &str, &str)] = &[
+    ("GET", "/catalog/jobs/{id}?colour=red", "colour"),
+    ("GET", "/catalog/jobs/{id}?tenant_id=a:b", "tenant_id"),
+    ("POST", "/catalog/jobs/{id}/retry?colour=red", "colour"),
+    ("POST", "/catalog/jobs/{id}/cancel?tenant_id=", "tenant_id"),
+    ("GET", "/catalog/jobs/{id}/events?after=soon", "after"),
+];
+
+async fn a_job_route_with_a_bad_query_is_422_whatever_its_id(b: Backend) {
+    let app = spawn_app(b).await;
+    let job = create(&*app.store, &new_job(&tenant(), "bulk0"))
+        .await
+        .job_id;
+    let unknown = "6f0c1d2e-0000-4000-8000-000000000000";
+    for id in ["nope", unknown, &job.to_string()] {
+        for &(method, path, field) in BAD_QUERIES {
+            let path = path.replace("{id}", id);
+            let r = app
+                .client
+                .request(method.parse().unwrap(), app.url(&path))
+                .send()
+                .await
+                .expect("the app answers");
+            let status = r.status().as_u16();
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            assert_eq!(
+                (status, body["field"].as_str()),
+                (422, Some(field)),
+                "{method} {path}: {body}"
+            );
+        }
+    }
+    let still = app.store.get(&job).await.unwrap().expect("the job");
+    assert_eq!(
+        still.status.as_str(),
+        "queued",
+        "no refused call touched it"
+    );
+    for id in ["nope", unknown] {
+        let (status, body) = get(&app, &format!("/catalog/jobs/{id}")).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (404, Some("not_found")),
+            "{id}: {body}"
         );
     }
 }

@@ -1229,6 +1229,52 @@ mod redis_only {
         );
     }
 
+    /// A busy slot group never holds back another: a worker's next job comes from the next
+    /// group that has work (round robin), not from the group of the job it just finished.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_busy_slot_group_never_holds_back_another() {
+        for s in [
+            store(Backend::Redis, settings()),
+            cluster_job_store(settings()),
+        ] {
+            // The busy group comes first in the store's round (a new store starts at the
+            // first group), so it is the one served first.
+            let busy = std::iter::repeat_with(tenant)
+                .find(|t| Group::of(t).index() < 40)
+                .expect("most tenants are in the first 40 groups");
+            for _ in 0..3 {
+                create(&*s, &new_job(&tenant_beside(&busy), "sync")).await;
+            }
+            let other = std::iter::repeat_with(tenant)
+                .find(|t| Group::of(t) > Group::of(&busy))
+                .expect("a later group has tenants");
+            let lone = new_job(&other, "sync");
+            create(&*s, &lone).await;
+            let kinds = [catalog_jobs::jobs::Kind::parse("sync").unwrap()];
+            let mut order = Vec::new();
+            let mut next = s.claim_many("w/1", &kinds, 1).await.unwrap().pop();
+            while let Some(claim) = next {
+                order.push(claim.job.id);
+                let done = Outcome::Done(json!({}));
+                let (finished, then) = s
+                    .finish_and_claim(claim.run_ref().ended(&done, 0), "w/1", &kinds)
+                    .await
+                    .unwrap();
+                assert_eq!(finished, Finish::Applied);
+                next = match then {
+                    Some(then) => Some(then),
+                    None => s.claim_many("w/1", &kinds, 1).await.unwrap().pop(),
+                };
+            }
+            assert_eq!(order.len(), 4, "{order:?}");
+            let lone_at = order.iter().position(|id| *id == lone.id);
+            assert!(
+                lone_at.is_some_and(|at| at <= 1),
+                "the other group's job waited behind the busy group's: {order:?}"
+            );
+        }
+    }
+
     /// A job made before slot groups has a v4 id that names none: on a single Redis its
     /// record stays under the bare prefix, where every script and read still finds it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

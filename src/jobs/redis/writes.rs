@@ -207,9 +207,10 @@ impl RedisStore {
     }
 
     /// Claims up to `n` jobs from the groups whose queue may have work (`pending`: a wake-up
-    /// named them, or the last claim there left jobs behind), starting one group further at
-    /// each call so that every group is served in turn; a group that gave fewer than asked is
-    /// drained and is not asked again until a wake-up names it. No group pending: no call.
+    /// named them, or the last claim there left jobs behind), round robin: starting after the
+    /// group the last claim was served from, so a busy group never holds back another; a
+    /// group that gave fewer than asked is drained and is not asked again until a wake-up
+    /// names it. No group pending: no call.
     pub(super) async fn claim_many_for(
         &self,
         worker: &str,
@@ -217,7 +218,7 @@ impl RedisStore {
         n: usize,
     ) -> Result<Vec<Claim>, StoreError> {
         let mut claims = Vec::new();
-        let start = self.next_group.fetch_add(1, Ordering::Relaxed);
+        let start = self.next_group.load(Ordering::Relaxed);
         for i in 0..GROUPS {
             if claims.len() >= n {
                 break;
@@ -233,6 +234,9 @@ impl RedisStore {
                 Ok((got, left)) => {
                     if got.len() == want || left {
                         self.pending.fetch_or(bit, Ordering::AcqRel);
+                    }
+                    if !got.is_empty() {
+                        self.next_group.store(group.index() + 1, Ordering::Relaxed);
                     }
                     claims.extend(got);
                 }
@@ -379,7 +383,14 @@ impl RedisStore {
             ended = ended.with_long(Field::Result, &result.to_string());
         }
         ended.append_to(&mut inv);
-        let (worker, kinds) = next.unwrap_or(("", &[]));
+        // The worker's next job comes from the same group only while no other group may have
+        // work: else the dispatcher's round robin serves the next group first.
+        let group = Group::of_job_or_first(&end.of.job.id);
+        let others = self.pending.load(Ordering::Acquire) & !(1u64 << group.index());
+        let (worker, kinds) = match next {
+            Some(next) if others == 0 => next,
+            _ => ("", &[][..]),
+        };
         inv.arg(worker);
         for kind in kinds {
             inv.arg(kind.as_str());

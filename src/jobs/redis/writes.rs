@@ -159,7 +159,6 @@ impl RedisStore {
             .arg(self.settings.creates_per_minute)
             .arg(worker);
         let answer: Vec<String> = bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
-        self.mark(Group::of(&first.tenant));
         let at = |i: usize, what: &str| {
             answer
                 .get(i)
@@ -197,7 +196,12 @@ impl RedisStore {
                             .map_err(|_| StoreError::Corrupt("create named no kind".into()))?;
                         New::Waiting(now, job_id(2)?, kind)
                     }
-                    _ => New::Queued(now),
+                    _ => {
+                        // Only a job put in the ready queue gives its group's queue work: one
+                        // claimed here or waiting behind its tenant's job does not.
+                        self.mark(Group::of(&first.tenant));
+                        New::Queued(now)
+                    }
                 };
                 let took_over = (TOOK_OVER_FROM..answer.len()).map(job_id);
                 return Ok(Made::Created(new, took_over.collect::<Result<_, _>>()?));

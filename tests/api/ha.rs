@@ -242,6 +242,16 @@ async fn two_service_replicas_through_the_same_sentinels_keep_single_flight_acro
     let t = tenant();
     let name = format!("ha-sf-{t}");
     let id = a.start_held_sync(&feeds, &t, &name).await;
+    // Without REDIS_MIN_REPLICAS_ACK a write the replica had not received when its primary
+    // died is lost (docs/reliability.md); single flight is owed for the lock it holds.
+    let mut primary = ha.primary.connection().await;
+    let acked: u64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query_async(&mut primary)
+        .await
+        .unwrap();
+    assert_eq!(acked, 1, "the replica holds the running job and its lock");
 
     ha.primary.stop(); // SIGKILL
     let killed = Instant::now();

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use catalog_jobs::catalog::products::{CatalogStore, RedisCatalog, Write};
+use catalog_jobs::catalog::products::{CatalogStore, ProductKey, RedisCatalog, Write};
 use catalog_jobs::jobs::keys::{Group, GROUPS};
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::store::{JobStore, Outcome};
@@ -14,8 +14,8 @@ use catalog_jobs::topology::Target;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    create, end, keys_matching, new_job, run_fence, settings, shared_cluster, t_shirts, unique,
-    RedisCluster, Service, CLUSTER_PRIMARIES,
+    create, end, keys_matching, new_job, run_fence, settings, shared_cluster, status_and_json,
+    t_shirts, tenant, unique, RedisCluster, Service, CLUSTER_PRIMARIES,
 };
 
 /// Every slot of a Redis Cluster's keyspace.
@@ -251,4 +251,118 @@ async fn a_thousand_tenants_jobs_and_catalogues_spread_evenly_over_the_three_pri
         within_a_quarter_of_the_mean(&commands),
         "commands: {commands:?}"
     );
+}
+
+/// The catalogue's whole life on the cluster, through the binary and the catalogue store: a
+/// sync writes the demo catalogue, an enrich its attributes, a pair its neighbour table
+/// (staged, then swapped in by `swap_table.lua`); a removal notes its keys in the change feed
+/// (`note.lua`) and the next pair swaps in the changed rows; the tenant's delete purges
+/// every catalogue key. No node answers an error of a script or a transaction crossing slots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_catalogue_is_synced_enriched_paired_and_purged_on_a_redis_cluster() {
+    let cluster = shared_cluster().await;
+    let catalog_prefix = unique("cat");
+    let svc = Service::embedded()
+        .env("REDIS_CLUSTER_NODES", cluster.nodes_env())
+        .env("CATALOG_PREFIX", &catalog_prefix)
+        .start()
+        .await;
+    let t = tenant();
+    let ts = t.as_str();
+    let run = async |kind: &str| run_waiting(&svc, kind, &[("tenant_id", ts)]).await;
+    let synced = run_waiting(&svc, "sync", &[("tenant_id", ts), ("source", "demo.jsonl")]).await;
+    assert_eq!(synced["totals"]["created"], 2400, "{synced}");
+    let enriched = run("enrich").await;
+    assert_eq!(enriched["products"], 2400, "{enriched}");
+    let paired = run("pair").await;
+    assert!(paired["paired"].as_u64().unwrap() > 2000, "{paired}");
+    let p = svc.product(ts, "fam000001-v0").await;
+    assert_eq!(p["enrichment"]["state"], "enriched", "{p}");
+    assert!(neighbours(&p).iter().any(|k| k == "fam000001-v1"), "{p}");
+
+    // A removal notes its key in the change feed in its own transaction.
+    let noted = removed_and_noted(cluster, &catalog_prefix, &t, "fam000001-v1").await;
+    assert_eq!(noted, [ProductKey::parse("fam000001-v1").unwrap()]);
+    let repaired = run("pair").await;
+    let p = svc.product(ts, "fam000001-v0").await;
+    assert!(
+        !neighbours(&p).iter().any(|k| k == "fam000001-v1"),
+        "the removed product is no one's neighbour after the next pair: {repaired} {p}"
+    );
+
+    let deleted = svc.delete_tenant(ts).await;
+    let (status, deleted) = status_and_json(deleted).await;
+    assert_eq!(status, 200, "{deleted}");
+    let page = svc
+        .get_json(&format!("/catalog/products?tenant_id={ts}&limit=10"))
+        .await;
+    assert_eq!(page["products"], json!([]), "{page}");
+    let left = catalogue_keys_on_primaries(cluster, &catalog_prefix).await;
+    assert_eq!(left, 0, "the delete left catalogue keys");
+    assert!(!svc.log().contains("CROSSSLOT"));
+}
+
+/// Starts a job of `kind` with `form` and waits for its report (it must answer 200).
+async fn run_waiting(svc: &Service, kind: &str, form: &[(&str, &str)]) -> Value {
+    let mut form = form.to_vec();
+    form.push(("wait", "true"));
+    let (status, report) = status_and_json(svc.start(kind, &form).await).await;
+    assert_eq!(status, 200, "{kind}: {report}");
+    report
+}
+
+/// The product keys of a product's neighbours, as the API shows them.
+fn neighbours(p: &Value) -> Vec<String> {
+    p["neighbours"]
+        .as_array()
+        .expect("a list of neighbours")
+        .iter()
+        .map(|n| n["product_key"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Removes product `key` of `t` through the catalogue store on `cluster` and answers what the
+/// change feed then holds.
+async fn removed_and_noted(
+    cluster: &RedisCluster,
+    prefix: &str,
+    t: &TenantId,
+    key: &str,
+) -> Vec<ProductKey> {
+    let target = Target::Cluster {
+        nodes: cluster.addresses(),
+        password: None,
+    };
+    let store = RedisCatalog::open_target(target, prefix).unwrap();
+    let (t, key) = (t.clone(), ProductKey::parse(key).unwrap());
+    let (removed, changed) = tokio::task::spawn_blocking(move || {
+        let removed = store.remove(&t, &[key]).unwrap();
+        (removed, store.changed(&t).unwrap())
+    })
+    .await
+    .unwrap();
+    assert_eq!(removed, 1);
+    changed
+        .keys
+        .expect("the feed holds what changed since the pair")
+}
+
+/// How many keys under `prefix:` the primaries of `cluster` hold (a replica may not have
+/// applied the last delete yet); no node may have answered a command crossing slots.
+async fn catalogue_keys_on_primaries(cluster: &RedisCluster, prefix: &str) -> u64 {
+    let mut left = 0;
+    for node in &cluster.nodes {
+        let mut conn = node.connection().await;
+        let counts = node_counts(&mut conn, prefix, prefix).await;
+        assert!(
+            !counts.errors.contains("CROSSSLOT"),
+            "node {}: {}",
+            node.port,
+            counts.errors
+        );
+        if counts.primary {
+            left += counts.keys;
+        }
+    }
+    left
 }

@@ -3,19 +3,20 @@
 //! `REDIS_CLUSTER_NODES`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use catalog_jobs::catalog::products::{CatalogStore, ProductKey, RedisCatalog, Write};
-use catalog_jobs::jobs::keys::{Group, GROUPS};
+use catalog_jobs::jobs::keys::{Group, Keys, GROUPS};
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::store::{JobStore, Outcome};
-use catalog_jobs::jobs::{Kind, TenantId};
+use catalog_jobs::jobs::{JobId, Kind, TenantId};
 use catalog_jobs::topology::Target;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    create, end, keys_matching, new_job, run_fence, settings, shared_cluster, status_and_json,
-    t_shirts, tenant, unique, RedisCluster, Service, CLUSTER_PRIMARIES,
+    create, end, eventually, keys_matching, new_job, run_fence, settings, shared_cluster,
+    started_id, status_and_json, t_shirts, tenant, tenant_beside, unique, HeldFeeds, RedisCluster,
+    Service, CLUSTER_PRIMARIES, HELD_ROWS,
 };
 
 /// Every slot of a Redis Cluster's keyspace.
@@ -365,4 +366,157 @@ async fn catalogue_keys_on_primaries(cluster: &RedisCluster, prefix: &str) -> u6
         }
     }
     left
+}
+
+/// Longest a test waits for the cluster to promote a killed primary's replica and the service
+/// to follow.
+const FAILOVER_WITHIN: Duration = Duration::from_secs(25);
+
+/// The node of `cluster` other than the one on `port` that answers for `key` itself (the
+/// primary of its slot; any other node answers `MOVED`).
+fn owner_of(cluster: &RedisCluster, key: &str, but: u16) -> Option<usize> {
+    cluster
+        .nodes
+        .iter()
+        .position(|n| n.port != but && answers_for(n.port, key))
+}
+
+/// A running job's slot loses its primary to `kill -9` with `REDIS_MIN_REPLICAS_ACK=1`: the
+/// cluster promotes its replica, the service follows, the run that was going on ends the job
+/// `done`, its tenant's lock is free, and every job answered 202 meanwhile (each of a tenant
+/// in the same slot group, so on the killed primary) is still there. A cluster of its own:
+/// the shared one keeps its primaries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_jobs_primary_killed_its_replica_takes_over_and_no_accepted_job_vanishes() {
+    let mut cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let feeds = HeldFeeds::start().await;
+    let svc = Service::embedded()
+        .env("REDIS_CLUSTER_NODES", cluster.nodes_env())
+        .env("SYNC_ALLOWED_HOSTS", feeds.allowed())
+        // Longer than the failover: the run that was going on is the one that ends the job.
+        .env("STALE_AFTER_SECONDS", "20")
+        .env("HEARTBEAT_SECONDS", "0.5")
+        .env("FINISH_RETRY_SECONDS", "60")
+        .env("REDIS_MIN_REPLICAS_ACK", "1")
+        .start()
+        .await;
+    let t = tenant();
+    let name = format!("failover-{t}");
+    let id = svc.start_held_sync(&feeds, &t, &name).await;
+    let keys = Keys::new("job");
+    let record = keys.job(&JobId::parse(&id).unwrap());
+    let killed = owner_of(&cluster, &record, 0).expect("a primary holds the job");
+    cluster.nodes[killed].stop(); // SIGKILL
+    let (promoted, answered) =
+        post_through_the_failover(&svc, &mut cluster, &t, &record, killed).await;
+    feeds.release(&name);
+    let done = svc.poll(&id, "done", |j| j["status"] == "done").await;
+    assert_eq!(
+        done["attempt"], 1,
+        "the run that was going on ended it: {done}"
+    );
+    let totals = &done["result"]["totals"];
+    assert_eq!(totals["created"], HELD_ROWS as u64, "{done}");
+    let mut conn = cluster.nodes[promoted].connection().await;
+    let lock: Option<String> = redis::cmd("GET")
+        .arg(keys.lock(&t, &Kind::parse("sync").unwrap()))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(lock, None, "the tenant's lock is free");
+    for job in &answered {
+        let r = svc.job(job).await;
+        assert_eq!(
+            r.status(),
+            200,
+            "job {job} was answered and must not vanish"
+        );
+    }
+    // A new sync of the tenant runs: its lock was free. Until the rejoined replica has caught
+    // up, a start may still answer 503 + Retry-After, which a client retries.
+    let start_again = async || {
+        let r = svc.sync(t.as_str(), &["sample.csv".into()]).await;
+        match r.status().as_u16() {
+            202 => Ok(started_id(r).await),
+            503 => Err("the new sync was refused 503 throughout".to_owned()),
+            other => panic!("a new sync answered {other}"),
+        }
+    };
+    let again = eventually(FAILOVER_WITHIN, start_again).await;
+    svc.poll(&again, "done", |j| j["status"] == "done").await;
+}
+
+/// Posts a sync of a tenant in `t`'s slot group every 100 ms from the kill of the primary
+/// `killed`, which held `record`, until another node holds its slot and a POST is accepted again
+/// (the killed node restarted meanwhile, to rejoin as a replica): 503 + Retry-After meanwhile. Answers the new primary and every job answered 202, or named by a
+/// 503 as created.
+async fn post_through_the_failover(
+    svc: &Service,
+    cluster: &mut RedisCluster,
+    t: &TenantId,
+    record: &str,
+    killed: usize,
+) -> (usize, Vec<String>) {
+    let killed_port = cluster.nodes[killed].port;
+    let mut rejoined = false;
+    let since = Instant::now();
+    let (mut accepted, mut named, mut refused) = (Vec::new(), Vec::new(), 0);
+    let promoted = loop {
+        let r = svc
+            .sync(tenant_beside(t).as_str(), &["sample.csv".into()])
+            .await;
+        let r_accepted = r.status() == 202;
+        match r.status().as_u16() {
+            202 => accepted.push(started_id(r).await),
+            503 => {
+                assert!(r.headers().contains_key("retry-after"), "503 says when");
+                let body: Value = r.json().await.unwrap();
+                if let Some(job) = body["job_id"].as_str() {
+                    named.push(job.to_owned());
+                }
+                refused += 1;
+            }
+            other => panic!("a POST during the failover answered {other}"),
+        }
+        // Done once the slot has a primary again and the last POST was accepted.
+        let promoted = owner_of(cluster, record, killed_port);
+        if promoted.is_some() && !rejoined {
+            // Back with its old data, the killed node rejoins as the new primary's replica,
+            // which acknowledges the writes again.
+            tokio::task::block_in_place(|| cluster.nodes[killed].restart(true));
+            rejoined = true;
+        }
+        if let (Some(p), true) = (promoted, r_accepted) {
+            break p;
+        }
+        assert!(
+            since.elapsed() < FAILOVER_WITHIN,
+            "no replica took over with a POST accepted ({refused} refused)"
+        );
+        // Paces the requests; the condition waited for is the loop's own answer.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!(
+        "failover: {} accepted, {refused} refused, {:.1} s after the kill",
+        accepted.len(),
+        since.elapsed().as_secs_f64()
+    );
+
+    (promoted, accepted.into_iter().chain(named).collect())
+}
+
+/// Whether the node on `port` answers for `key` itself (it holds the key's slot).
+fn answers_for(port: u16, key: &str) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
+        return false;
+    };
+    let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_secs(1)) else {
+        return false;
+    };
+    redis::cmd("EXISTS")
+        .arg(key)
+        .query::<u64>(&mut conn)
+        .is_ok()
 }

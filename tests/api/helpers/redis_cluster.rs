@@ -85,6 +85,56 @@ impl RedisCluster {
         })
     }
 
+    /// The primaries now, by port: each one's port and node id (`CLUSTER MYID`).
+    pub fn primaries(&self) -> Vec<(u16, String)> {
+        self.nodes
+            .iter()
+            .filter(|n| super::role(n.port).is_some_and(|r| r.contains("master")))
+            .map(|n| (n.port, node_id(n.port)))
+            .collect()
+    }
+
+    /// Moves `slots` slots from the primaries `from` (node ids, each giving its share) to the
+    /// primary `to` with `redis-cli --cluster reshard`, key by key through `MIGRATE`, as an
+    /// operator does, and waits until every node agrees again (`cluster_state:ok`).
+    pub fn reshard(&self, from: &[String], to: &str, slots: usize) {
+        let mut reshard = Command::new("redis-cli");
+        reshard
+            .args(["--cluster", "reshard", &self.addresses()[0]])
+            .args(["--cluster-from", &from.join(",")])
+            .args(["--cluster-to", to])
+            .args(["--cluster-slots", &slots.to_string()])
+            .arg("--cluster-yes");
+        run_to_success(&mut reshard, "redis-cli --cluster reshard");
+        self.wait_until("the cluster agrees after the reshard", FORMED_WITHIN, |c| {
+            c.formed()
+        });
+    }
+
+    /// How many slots the primary with node id `id` serves, as the first node sees it.
+    pub fn slots_of(&self, id: &str) -> usize {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.nodes[0].port))
+            .expect("a loopback URL");
+        let mut conn = client
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .expect("a cluster node answers");
+        let nodes: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query(&mut conn)
+            .expect("CLUSTER NODES");
+        let line = nodes
+            .lines()
+            .find(|l| l.starts_with(id))
+            .expect("the node is known");
+        line.split(' ')
+            .skip(8)
+            .map(|range| match range.split_once('-') {
+                Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+                None => 1,
+            })
+            .sum()
+    }
+
     /// Polls `condition` every 50 ms until it holds, failing the test after `within`.
     pub fn wait_until(&self, what: &str, within: Duration, condition: impl Fn(&Self) -> bool) {
         let deadline = Instant::now() + within;
@@ -93,6 +143,18 @@ impl RedisCluster {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// The node id of the node on `port` (`CLUSTER MYID`).
+fn node_id(port: u16) -> String {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("a loopback URL");
+    let mut conn = client
+        .get_connection_with_timeout(Duration::from_secs(1))
+        .expect("a cluster node answers");
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut conn)
+        .expect("CLUSTER MYID")
 }
 
 /// `CLUSTER INFO` of the node on `port`.

@@ -1,0 +1,385 @@
+//! Resharding under load: two replicas of the built binary on a Redis Cluster of their own
+//! take a 200-tenant mixed load (syncs, enriches, pairs, pipelines, cancels, polls) while
+//! `redis-cli --cluster reshard` moves a third of the slots between primaries; no request
+//! fails but with a documented 503 + `Retry-After`, every job ends, and the jobs' timelines
+//! show single flight and per-tenant order held throughout.
+//!
+//! Not met yet, so ignored (run it with `--ignored`): the job scripts name one key (their
+//! group's queue) and touch the group's other keys undeclared. While a slot migrates, a call
+//! whose queue has already moved is sent by `ASK` to the target, where Redis lets the script
+//! write a job key the source still holds; `MIGRATE` of that key then fails ("Target key
+//! exists") and `redis-cli` leaves the slot half-moved (every later call of the group waits
+//! on `TRYAGAIN`). The other way round, a script on the source that creates or reads a key
+//! already moved stops with "Script attempted to access a non local key" after the writes it
+//! made. See docs/operations.md, "Resharding".
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use reqwest::Response;
+use serde_json::Value;
+
+use crate::helpers::{unique, RedisCluster, Service};
+
+/// Tenants of the load.
+const TENANTS: usize = 200;
+/// Tenants whose requests are in flight at once.
+const IN_FLIGHT: usize = 16;
+/// Slots moved: a third of the keyspace.
+const MOVED_SLOTS: usize = 16384 / 3;
+/// How long the test waits for the reshard, or for a job to end, at most (generous: the
+/// machine is shared at load 20–30).
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// What the load saw: each tenant's jobs in creation order, the pipelines, the 503s.
+#[derive(Default)]
+struct Seen {
+    /// Per tenant, its sync/enrich/pair jobs in the order they were created.
+    ordered: HashMap<String, Vec<String>>,
+    /// Pipeline (parent) jobs.
+    pipelines: Vec<String>,
+    /// 503 answers (each with `Retry-After`), retried.
+    refused: AtomicUsize,
+    /// Requests answered while the reshard ran.
+    during: AtomicUsize,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the job scripts touch undeclared keys: a reshard under load fails (module doc)"]
+async fn a_third_of_the_slots_resharded_under_a_mixed_load_loses_no_job_and_breaks_no_order() {
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let launch = Service::embedded().env("REDIS_CLUSTER_NODES", cluster.nodes_env());
+    let replicas = [launch.clone().start().await, launch.start().await];
+    let primaries = cluster.primaries();
+    assert_eq!(primaries.len(), 3);
+    let (to, from) = (
+        primaries[1].1.clone(),
+        vec![primaries[0].1.clone(), primaries[2].1.clone()],
+    );
+    let slots_before = cluster.slots_of(&to);
+    let resharding = Arc::new(AtomicBool::new(true));
+    let reshard = tokio::task::spawn_blocking({
+        let (cluster, resharding) = (cluster.clone(), resharding.clone());
+        move || {
+            let since = Instant::now();
+            cluster.reshard(&from, &to, MOVED_SLOTS);
+            resharding.store(false, Ordering::SeqCst);
+            since.elapsed()
+        }
+    });
+    let counters = Seen::default();
+    let since = Instant::now();
+    let (seen, rounds) = load_until_resharded(&replicas, &counters, &resharding).await;
+    let load_took = since.elapsed();
+    let reshard_took = tokio::time::timeout(PATIENCE, reshard)
+        .await
+        .expect("the reshard ended")
+        .unwrap();
+    let slots_after = cluster.slots_of(&primaries[1].1);
+    assert_eq!(slots_after, slots_before + MOVED_SLOTS, "the slots moved");
+
+    let (statuses, timelines) = every_job_ended(&replicas, &seen).await;
+    for (tenant, jobs) in &seen.ordered {
+        in_order_one_at_a_time(tenant, jobs, &timelines);
+    }
+    let (during, refused) = (
+        counters.during.load(Ordering::SeqCst),
+        counters.refused.load(Ordering::SeqCst),
+    );
+    println!(
+        "reshard of {MOVED_SLOTS} slots: {:.1} s; load: {rounds} rounds in {:.1} s, {during} \
+         answers during the reshard, {refused} 503 + Retry-After; jobs: {statuses:?}",
+        reshard_took.as_secs_f64(),
+        load_took.as_secs_f64(),
+    );
+    assert!(during > 0, "the load ran while the slots moved");
+    for svc in &replicas {
+        let log = svc.log();
+        assert!(!log.contains("CROSSSLOT"), "{log}");
+        assert!(!log.contains("panicked"), "{log}");
+    }
+}
+
+/// Round after round of the 200 tenants' scenarios until the slots have moved (the load
+/// covers the whole reshard however long it takes on the machine): what was created, and
+/// how many rounds ran.
+async fn load_until_resharded(
+    replicas: &[Service; 2],
+    counters: &Seen,
+    resharding: &AtomicBool,
+) -> (Seen, usize) {
+    let run = unique("reshard");
+    let seen = std::sync::Mutex::new(Seen::default());
+    let since = Instant::now();
+    let mut rounds = 0;
+    while rounds == 0 || resharding.load(Ordering::SeqCst) {
+        assert!(since.elapsed() < PATIENCE, "the reshard did not end");
+        futures_util::stream::iter(0..TENANTS)
+            .map(|i| {
+                let load = Load {
+                    one: &replicas[i % 2],
+                    other: &replicas[(i + 1) % 2],
+                    tenant: format!("{run}-{i}"),
+                    round: rounds,
+                    counters,
+                    resharding,
+                };
+                let seen = &seen;
+                async move {
+                    let (ordered, pipeline) = load.scenario((i + rounds) % 4).await;
+                    let mut seen = seen.lock().unwrap();
+                    seen.ordered.entry(load.tenant).or_default().extend(ordered);
+                    seen.pipelines.extend(pipeline);
+                }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .collect::<Vec<()>>()
+            .await;
+        rounds += 1;
+    }
+    (seen.into_inner().unwrap(), rounds)
+}
+
+/// Waits for every job `seen` to end `done` or `cancelled`: how many ended how, and each
+/// job's run from its timeline.
+async fn every_job_ended(
+    replicas: &[Service; 2],
+    seen: &Seen,
+) -> (HashMap<String, usize>, HashMap<String, Option<(u64, u64)>>) {
+    let every = seen.ordered.values().flatten().chain(&seen.pipelines);
+    let ends = futures_util::stream::iter(every.enumerate())
+        .map(|(n, id)| {
+            let svc = &replicas[n % 2];
+            async move { (id.clone(), ended(svc, id).await, span(svc, id).await) }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
+    let mut statuses: HashMap<String, usize> = HashMap::new();
+    let mut timelines = HashMap::new();
+    for (id, job, span) in ends {
+        let status = job["status"].as_str().unwrap().to_owned();
+        assert!(
+            status == "done" || status == "cancelled",
+            "job {id} ended {status}: {job}"
+        );
+        *statuses.entry(status).or_default() += 1;
+        timelines.insert(id, span);
+    }
+    (statuses, timelines)
+}
+
+/// One tenant's requests, spread over two replicas.
+struct Load<'a> {
+    one: &'a Service,
+    other: &'a Service,
+    tenant: String,
+    /// Which round of the load this is (idempotency keys are per round).
+    round: usize,
+    counters: &'a Seen,
+    resharding: &'a AtomicBool,
+}
+
+impl Load<'_> {
+    /// Runs scenario `n` (of four) for the tenant: its sync/enrich/pair jobs in creation
+    /// order, and the pipeline it started (if any).
+    async fn scenario(&self, n: usize) -> (Vec<String>, Option<String>) {
+        let t = self.tenant.as_str();
+        let sync = [("tenant_id", t), ("source", "sample.csv")];
+        let only = [("tenant_id", t)];
+        match n {
+            // A whole pipeline, polled on the other replica.
+            0 => {
+                let p = self.start(self.one, "pipeline", &sync, "p").await;
+                self.poll(self.other, &p).await;
+                (steps(&p), created(&p))
+            }
+            // Three starts in order, on both replicas.
+            1 => {
+                let s = self.start(self.one, "sync", &sync, "s").await;
+                let e = self.start(self.other, "enrich", &only, "e").await;
+                let p = self.start(self.one, "pair", &only, "p").await;
+                self.poll(self.other, &s).await;
+                ([s, e, p].iter().filter_map(created).collect(), None)
+            }
+            // A second sync of the tenant (single flight: the active one's id, or a new job
+            // once it ended), then an enrich cancelled from the other replica.
+            2 => {
+                let s = self.start(self.one, "sync", &sync, "s").await;
+                let again = self.start(self.other, "sync", &sync, "s2").await;
+                if again["error"] == "already_running" && s["error"].is_null() {
+                    assert_eq!(again["job_id"], s["job_id"], "{again}");
+                }
+                let e = self.start(self.one, "enrich", &only, "e").await;
+                if let Some(e) = created(&e) {
+                    self.cancel(self.other, &e).await;
+                }
+                ([s, again, e].iter().filter_map(created).collect(), None)
+            }
+            // A pipeline cancelled from the other replica at once.
+            _ => {
+                let p = self.start(self.one, "pipeline", &sync, "p").await;
+                if let Some(p) = created(&p) {
+                    self.cancel(self.other, &p).await;
+                }
+                (steps(&p), created(&p))
+            }
+        }
+    }
+
+    /// Counts an answer; a 5xx may only be a 503 with `Retry-After`. Answers whether it was
+    /// one (to be retried).
+    fn refused(&self, r: &Response, what: &str) -> bool {
+        if self.resharding.load(Ordering::SeqCst) {
+            self.counters.during.fetch_add(1, Ordering::SeqCst);
+        }
+        let status = r.status().as_u16();
+        if status == 503 {
+            assert!(
+                r.headers().contains_key("retry-after"),
+                "{what}: 503 says when"
+            );
+            self.counters.refused.fetch_add(1, Ordering::SeqCst);
+            return true;
+        }
+        assert!(status < 500, "{what} answered {status}");
+        false
+    }
+
+    /// A start under an `Idempotency-Key` (so a 503, whose outcome is unknown, is repeated
+    /// safely): its answer, 202 or 409 `already_running`.
+    async fn start(&self, svc: &Service, kind: &str, form: &[(&str, &str)], key: &str) -> Value {
+        let key = format!("{}-{}-{key}", self.tenant, self.round);
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            assert!(Instant::now() < deadline, "start {kind} refused throughout");
+            let r = svc.start_keyed(kind, form, Some(&key)).await;
+            if self.refused(&r, kind) {
+                // A client waits before it repeats; the test waits less than Retry-After asks
+                // to keep the load on during the reshard.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            let status = r.status().as_u16();
+            let body: Value = r.json().await.unwrap();
+            assert!(
+                status == 202 || (status == 409 && body["error"] == "already_running"),
+                "start {kind} answered {status}: {body}"
+            );
+            return body;
+        }
+    }
+
+    /// A cancel: 202, or 409 `not_active` when the job ended first.
+    async fn cancel(&self, svc: &Service, id: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            assert!(Instant::now() < deadline, "cancel refused throughout");
+            let r = svc.cancel(id).await;
+            if self.refused(&r, "cancel") {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            let status = r.status().as_u16();
+            assert!(status == 202 || status == 409, "cancel answered {status}");
+            return;
+        }
+    }
+
+    /// Reads the job a few times, as a client polling it does.
+    async fn poll(&self, svc: &Service, job: &Value) {
+        for _ in 0..3 {
+            let r = svc.job(&id(job)).await;
+            if !self.refused(&r, "a poll") {
+                assert_eq!(r.status(), 200, "a poll finds the job");
+            }
+            // Paces the polls as a client's interval does.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn id(job: &Value) -> String {
+    job["job_id"].as_str().expect("a job id").to_owned()
+}
+
+/// The job a start created (`None` when it was refused 409 `already_running`: the active
+/// job it names is counted where it was created).
+fn created(answer: &Value) -> Option<String> {
+    answer["error"].is_null().then(|| id(answer))
+}
+
+/// The step jobs a pipeline start created, in order.
+fn steps(answer: &Value) -> Vec<String> {
+    match answer["steps"].as_array() {
+        Some(steps) if answer["error"].is_null() => steps.iter().map(id).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Polls a job on `svc` until it has ended (through 503s), `PATIENCE` at most.
+async fn ended(svc: &Service, id: &str) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let r = svc.job(id).await;
+        let status = r.status().as_u16();
+        assert!(status == 200 || status == 503, "GET {id} answered {status}");
+        let last = if status == 200 {
+            let job: Value = r.json().await.unwrap();
+            if matches!(
+                job["status"].as_str(),
+                Some("done" | "failed" | "cancelled")
+            ) {
+                return job;
+            }
+            job.to_string()
+        } else {
+            "503".to_owned()
+        };
+        assert!(Instant::now() < deadline, "job {id} never ended: {last}");
+        // No signal crosses from the service to the test but its answers.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// When a job's first run started and when it finished (ms, from its timeline); `None` for a
+/// job that never ran (cancelled while queued or waiting).
+async fn span(svc: &Service, id: &str) -> Option<(u64, u64)> {
+    let timeline = svc.get_json(&format!("/catalog/jobs/{id}/events")).await;
+    let events = timeline["events"].as_array().expect("a timeline");
+    let at = |kind: &str| {
+        events
+            .iter()
+            .find(|e| e["type"] == kind)
+            .map(|e| e["at"].as_u64().expect("ms"))
+    };
+    let finished = at("finished").expect("an ended job's timeline says finished");
+    at("started").map(|started| (started, finished))
+}
+
+/// A tenant's jobs ran one at a time, in creation order: each job that ran started no
+/// earlier than the one before it finished (which covers single flight of a kind).
+fn in_order_one_at_a_time(
+    tenant: &str,
+    jobs: &[String],
+    timelines: &HashMap<String, Option<(u64, u64)>>,
+) {
+    let ran: Vec<(&String, (u64, u64))> = jobs
+        .iter()
+        .filter_map(|j| timelines[j].map(|s| (j, s)))
+        .collect();
+    for pair in ran.windows(2) {
+        let ((before, (_, finished)), (after, (started, _))) = (pair[0], pair[1]);
+        assert!(
+            finished <= started,
+            "tenant {tenant}: {after} started at {started} before {before} finished at {finished}"
+        );
+    }
+}

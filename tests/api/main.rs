@@ -10,6 +10,7 @@ mod catalog;
 mod change_feed;
 mod cli;
 mod cluster;
+mod cluster_replicas;
 mod cluster_reshard;
 mod conformance;
 mod console;

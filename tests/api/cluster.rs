@@ -435,11 +435,18 @@ async fn a_running_jobs_primary_killed_its_replica_takes_over_and_no_accepted_jo
         );
     }
     // A new sync of the tenant runs: its lock was free. Until the rejoined replica has caught
-    // up, a start may still answer 503 + Retry-After, which a client retries.
+    // up, a start may still answer 503 + Retry-After, which a client retries; a 503 start's
+    // outcome is unknown (the job may be created, docs/api.md), so the retry may answer 409
+    // naming the job an earlier try created (the lock was checked free above).
     let start_again = async || {
         let r = svc.sync(t.as_str(), &["sample.csv".into()]).await;
         match r.status().as_u16() {
             202 => Ok(started_id(r).await),
+            409 => {
+                let (_, body) = status_and_json(r).await;
+                assert_eq!(body["error"], "already_running", "{body}");
+                Ok(body["job_id"].as_str().expect("a job id").to_owned())
+            }
             503 => Err("the new sync was refused 503 throughout".to_owned()),
             other => panic!("a new sync answered {other}"),
         }

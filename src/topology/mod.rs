@@ -306,3 +306,18 @@ pub fn is_failover_sign(error: &RedisError) -> bool {
         || error.is_timeout()
         || error.code() == Some("READONLY")
 }
+
+/// Whether an error is a refusal no retry can mend: a call that crosses slots (`CROSSSLOT`, or
+/// a script touching a key of another slot than the one it named), a command on a key of the
+/// wrong type (`WRONGTYPE`), or one the ACL forbids (`NOPERM`). These are programming or
+/// set-up errors, not outages; redis-rs does not retry them either. A script stopped for a key
+/// "not local" during a slot migration is counted too: it stopped after the writes it had
+/// made, so running it again is no safe retry either.
+pub fn is_permanent(error: &RedisError) -> bool {
+    match error.code() {
+        Some("CROSSSLOT" | "WRONGTYPE" | "NOPERM") => true,
+        _ => error
+            .detail()
+            .is_some_and(|d| d.starts_with("Script attempted to access")),
+    }
+}

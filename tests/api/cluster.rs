@@ -10,7 +10,7 @@ use catalog_jobs::jobs::keys::{Group, Keys, GROUPS};
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::store::{JobStore, Outcome};
 use catalog_jobs::jobs::{JobId, Kind, TenantId};
-use catalog_jobs::topology::Target;
+use catalog_jobs::topology::{is_failover_sign, is_permanent, Primary, Target};
 use serde_json::{json, Value};
 
 use crate::helpers::{
@@ -526,4 +526,64 @@ fn answers_for(port: u16, key: &str) -> bool {
         .arg(key)
         .query::<u64>(&mut conn)
         .is_ok()
+}
+
+/// `CROSSSLOT` errors counted by the nodes of `cluster` (`INFO errorstats`).
+async fn crossslot_errors(cluster: &RedisCluster) -> u64 {
+    let mut count = 0;
+    for node in &cluster.nodes {
+        let mut conn = node.connection().await;
+        let stats: String = redis::cmd("INFO")
+            .arg("errorstats")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        count += stats
+            .lines()
+            .filter_map(|l| l.strip_prefix("errorstat_CROSSSLOT:count="))
+            .map(|n| n.trim().parse::<u64>().unwrap())
+            .sum::<u64>();
+    }
+    count
+}
+
+/// A call that crosses slots is a programming error, not an outage: through the topology
+/// layer's cluster connection it is refused once (the nodes count one `CROSSSLOT`: no retry)
+/// and reads as permanent, not as a sign of a failover; so does a script that touches an
+/// undeclared key of another slot than the one it named. A cluster of its own: the shared
+/// one's tests check that no node ever answered `CROSSSLOT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_crossing_slots_is_refused_once_and_reads_as_permanent_not_as_an_outage() {
+    let cluster = &tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let target = Target::Cluster {
+        nodes: cluster.addresses(),
+        password: None,
+    };
+    let primary = Primary::open(target, Default::default()).unwrap();
+    let mut conn = primary.connection().await.unwrap();
+    let before = crossslot_errors(cluster).await;
+    let crossing = redis::cmd("EVAL")
+        .arg("return 1")
+        .arg(2)
+        .arg("{a}x")
+        .arg("{b}y")
+        .query_async::<redis::Value>(&mut conn)
+        .await
+        .expect_err("two slots in one script");
+    assert!(is_permanent(&crossing), "{crossing}");
+    assert!(!is_failover_sign(&crossing), "{crossing}");
+    assert_eq!(crossslot_errors(cluster).await, before + 1, "asked once");
+
+    let undeclared = redis::cmd("EVAL")
+        .arg("return redis.call('GET', ARGV[1])")
+        .arg(1)
+        .arg("{a}x")
+        .arg("{b}y")
+        .query_async::<redis::Value>(&mut conn)
+        .await
+        .expect_err("an undeclared key of another slot");
+    assert!(is_permanent(&undeclared), "{undeclared}");
+    assert!(!is_failover_sign(&undeclared), "{undeclared}");
 }

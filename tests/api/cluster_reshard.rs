@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 use reqwest::Response;
 use serde_json::Value;
 
-use crate::helpers::{unique, RedisCluster, Service};
+use crate::helpers::{started_id, unique, HeldFeeds, RedisCluster, Service};
 
 /// Tenants of the load.
 const TENANTS: usize = 200;
@@ -104,6 +104,62 @@ async fn a_third_of_the_slots_resharded_under_a_mixed_load_loses_no_job_and_brea
         let log = svc.log();
         assert!(!log.contains("CROSSSLOT"), "{log}");
         assert!(!log.contains("panicked"), "{log}");
+    }
+}
+
+/// Tenants of the offline reshard.
+const STOPPED_TENANTS: usize = 40;
+
+/// The procedure docs/operations.md gives until the scripts name every key they touch: the
+/// service stopped (SIGTERM: its running jobs go back to the queue), a third of the slots moved,
+/// the service started again. Each tenant had a sync running or queued and an enrich waiting
+/// behind it: every one ends `done`, the enrich after the sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_of_the_slots_moved_while_the_service_is_stopped_loses_no_job() {
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let feeds = HeldFeeds::start().await;
+    let launch = Service::embedded()
+        .env("REDIS_CLUSTER_NODES", cluster.nodes_env())
+        .reading(&feeds)
+        .env("SHUTDOWN_GRACE_SECONDS", "0.5");
+    let mut svc = launch.clone().start().await;
+    let run = unique("stopped");
+    let source = feeds.url("held");
+    let mut jobs = Vec::new();
+    for i in 0..STOPPED_TENANTS {
+        let t = format!("{run}-{i}");
+        let sync = [("tenant_id", t.as_str()), ("source", source.as_str())];
+        let s = started_id(svc.start("sync", &sync).await).await;
+        let e = started_id(svc.start("enrich", &[("tenant_id", t.as_str())]).await).await;
+        jobs.push(vec![s, e]);
+    }
+    svc.stop();
+    let primaries = cluster.primaries();
+    let to = primaries[1].1.clone();
+    let from = [primaries[0].1.clone(), primaries[2].1.clone()];
+    let slots_before = cluster.slots_of(&to);
+    let cluster = tokio::task::spawn_blocking({
+        let to = to.clone();
+        move || {
+            cluster.reshard(&from, &to, MOVED_SLOTS);
+            cluster
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(cluster.slots_of(&to), slots_before + MOVED_SLOTS);
+    let svc = launch.start().await;
+    feeds.release("held");
+    let mut timelines = HashMap::new();
+    for id in jobs.iter().flatten() {
+        let job = ended(&svc, id).await;
+        assert_eq!(job["status"], "done", "{job}");
+        timelines.insert(id.clone(), span(&svc, id).await);
+    }
+    for (n, pair) in jobs.iter().enumerate() {
+        in_order_one_at_a_time(&format!("{run}-{n}"), pair, &timelines);
     }
 }
 

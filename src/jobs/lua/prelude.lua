@@ -112,7 +112,11 @@ end
 local function named_args(i)
   local n = tonumber(A[i])
   local fields = {}
-  for j = i + 1, i + 2 * n, 2 do fields[A[j]] = A[j + 1]; field_name(A[j]) end
+  for j = i + 1, i + 2 * n, 2 do
+    local name = A[j]
+    fields[name] = A[j + 1]
+    if not FIELDS[name] then field_name(name) end
+  end
   return fields, i + 1 + 2 * n
 end
 

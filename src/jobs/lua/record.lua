@@ -100,9 +100,17 @@ end
 -- formatting `tostring`, `..` and redis.call give a number (measured: a tenth of a job's
 -- Redis CPU went to formatting numbers), so values bound for Redis go through here; a number
 -- with a fraction (none is written today) keeps Lua's own formatting.
+-- Each integer's string is kept once made (INTS, emptied past INTS_MAX): a step writes the
+-- same few (its `now` in several fields, a claim, an attempt, an event's number) many times.
+local INTS, INTS_KEPT, INTS_MAX = {}, 0, 1024
 local function int(n)
+  local s = INTS[n]
+  if s then return s end
   if n % 1 ~= 0 then return tostring(n) end
-  return string.format('%d', n)
+  s = string.format('%d', n)
+  if INTS_KEPT >= INTS_MAX then INTS, INTS_KEPT = {}, 0 end
+  INTS[n], INTS_KEPT = s, INTS_KEPT + 1
+  return s
 end
 
 -- Writes the fields of `fields` (a table keyed by name; numbers are integers) to the job hash
@@ -110,7 +118,7 @@ end
 local function write_job(hkey, fields)
   local flat, n = {}, 0
   for name, value in pairs(fields) do
-    flat[n + 1] = field_name(name)
+    flat[n + 1] = FIELDS[name] or field_name(name)
     flat[n + 2] = type(value) == 'number' and int(value) or value
     n = n + 2
   end

@@ -9,15 +9,16 @@
 -- ended), {'fenced', false} (another run or job holds it). A missing record (the store came back
 -- empty) is written back whole so the result is not lost, unless something newer says
 -- otherwise (`may_write_back`: a newer job, or the tenant deleted since).
-local id, claim, run_percent, job, i = run_args()
+local id, claim, run_percent, i = run_head()
 local outcome, j = named_args(i)
 local worker = A[j]
-local tenant, kind = job.tenant, job.kind
 local hkey = k_job(id)
 local code, st = run_state(hkey, claim)
 local now = now_ms()
 local fields = outcome
 if code == 'missing' then
+  local job = run_job()
+  local tenant, kind = job.tenant, job.kind
   if not may_write_back(id, tenant, kind, job.created_ms) then return {'fenced', false} end
   for name, value in pairs(job) do fields[name] = value end
   fields.claim, fields.restored = claim, 1

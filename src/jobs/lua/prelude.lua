@@ -95,7 +95,11 @@ local PICKER_CAP = 1000
 -- leading zeros) without any arithmetic on floats.
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1] .. string.sub('00000' .. t[2], -6, -4))
+  local s = t[1] .. string.sub('00000' .. t[2], -6, -4)
+  local now = tonumber(s)
+  -- Its string is the one `int` would make: kept, so the step's writes of it format nothing.
+  if not INTS[now] then INTS[now], INTS_KEPT = s, INTS_KEPT + 1 end
+  return now
 end
 
 local function ended(status)
@@ -244,11 +248,17 @@ end
 -- A run's arguments, for the scripts about a run's job that may write it back whole (finish,
 -- restore): A[1] id, A[2] claim, A[3] the run's last percent, then the job's own fields as a
 -- named list (`run_invocation` in jobs/redis/scripts.rs). Answers id, claim, percent, the
--- job's fields and the index of the script's own arguments.
+-- job's fields and the index of the script's own arguments. `run_head` answers the same
+-- without reading the job's fields (the index of the script's own arguments in their place):
+-- a script that needs them only to write the record back reads them then (`run_job`).
 local function run_args()
   local job, i = named_args(4)
   return A[1], A[2], tonumber(A[3]), job, i
 end
+local function run_head()
+  return A[1], A[2], tonumber(A[3]), 5 + 2 * tonumber(A[4])
+end
+local function run_job() return named_args(4) end
 
 -- What `after_end` reads of a job (its place in its tenant's order and its pipeline): read
 -- with the job by every step that may end it.

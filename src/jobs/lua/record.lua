@@ -115,14 +115,17 @@ end
 
 -- Writes the fields of `fields` (a table keyed by name; numbers are integers) to the job hash
 -- at `hkey`.
+-- The HSET's arguments are put in one table kept for every write (FLAT: Redis copies them),
+-- not in a table made, grown and collected at each write.
+local FLAT = {}
 local function write_job(hkey, fields)
-  local flat, n = {}, 0
+  local flat, n = FLAT, 0
   for name, value in pairs(fields) do
     flat[n + 1] = FIELDS[name] or field_name(name)
     flat[n + 2] = type(value) == 'number' and int(value) or value
     n = n + 2
   end
-  if #flat > 0 then redis.call('HSET', hkey, unpack(flat)) end
+  if n > 0 then redis.call('HSET', hkey, unpack(flat, 1, n)) end
 end
 
 -- The fields `is_held` reads.

@@ -300,13 +300,8 @@ fn build(
 ) -> Built {
     let mut categories = Names::from_names(state.categories.clone());
     let mut materials = Names::from_names(state.materials.clone());
-    let (fresh, gone) = made(
-        cat.keys.len(),
-        read,
-        weights,
-        &mut categories,
-        &mut materials,
-    );
+    let mut fresh = made(read, weights, &mut categories, &mut materials).into_iter();
+    let mut next = fresh.next();
     let n = cat.keys.len();
     let mut out = Built {
         traits: Vec::with_capacity(n),
@@ -328,11 +323,26 @@ fn build(
             Origin::Same(o) | Origin::Touched(o) => Some(o),
             Origin::New => None,
         };
-        if gone[i] {
-            kept.removed.extend(old);
-            continue;
-        }
-        let same = match (&fresh[i], old) {
+        // Read products come in catalogue order: only they are looked at apart.
+        let now = match next.take() {
+            Some((at, now)) if at == i => {
+                next = fresh.next();
+                Some(now)
+            }
+            later => {
+                next = later;
+                None
+            }
+        };
+        let fresh = match now {
+            Some(None) => {
+                kept.removed.extend(old);
+                continue;
+            }
+            Some(Some(made)) => Some(made),
+            None => None,
+        };
+        let same = match (&fresh, old) {
             (None, Some(o)) => Some(o),
             (Some((identity, traits)), Some(o))
                 if identity.as_slice() == state.identities.row(o as usize)
@@ -342,7 +352,7 @@ fn build(
             }
             _ => None,
         };
-        match (same, &fresh[i]) {
+        match (same, &fresh) {
             (Some(o), _) => {
                 out.identities.push(state.identities.row(o as usize));
                 out.traits.push(state.traits[o as usize]);
@@ -372,26 +382,21 @@ fn build(
 /// A product read anew: its identity and traits.
 type Made = (Vec<u32>, Traits);
 
-/// Each read product's identity and traits, by position in the catalogue, and which were
-/// gone when read.
+/// Each read product's identity and traits (`None` for one gone when read), by position
+/// in the catalogue, in the order read: only the products read, not a slot per product.
 fn made(
-    n: usize,
     read: Vec<(usize, Option<PairingInput>)>,
     weights: &mut Weights,
     categories: &mut Names,
     materials: &mut Names,
-) -> (Vec<Option<Made>>, Vec<bool>) {
-    let mut fresh: Vec<Option<Made>> = vec![None; n];
-    let mut gone = vec![false; n];
-    for (i, input) in read {
-        match input {
-            Some(input) => {
+) -> Vec<(usize, Option<Made>)> {
+    read.into_iter()
+        .map(|(i, input)| {
+            let made = input.map(|input| {
                 let identity = frozen_identity_of(&input, weights);
-                let traits = traits_of(&input, categories, materials);
-                fresh[i] = Some((identity, traits));
-            }
-            None => gone[i] = true,
-        }
-    }
-    (fresh, gone)
+                (identity, traits_of(&input, categories, materials))
+            });
+            (i, made)
+        })
+        .collect()
 }

@@ -174,11 +174,6 @@ impl Index {
         &self.pair_postings[list.start as usize..(list.start + list.len) as usize]
     }
 
-    /// Every word's list and every pair's.
-    pub fn lists(&self) -> (impl Iterator<Item = &List>, impl Iterator<Item = &List>) {
-        (self.singles.values(), self.pairs.values())
-    }
-
     /// Bytes held, about: the postings and the maps of lists.
     pub fn bytes(&self) -> usize {
         use std::mem::size_of;

@@ -10,11 +10,13 @@
 //! (`cover`) until no open set's bound reaches that; every product it meets is scored
 //! exactly and compared with its own bar.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use tokio_util::sync::CancellationToken;
 
 use super::cover::{Cover, Next, BOUND_SLACK, TOP};
 use super::embed::{dot, Embedding};
-use super::index::Index;
+use super::index::{Index, List};
 use super::score::{on_every_core, reads};
 use crate::catalog::CatalogError;
 
@@ -31,33 +33,32 @@ pub struct Bars {
     lists: Vec<ListBars>,
 }
 
-/// The lowest bar of each of one index's lists, by slot.
+/// The lowest bar of each of one index's lists, by slot: made the first time a search
+/// needs it (`UNSET` until then), so that a run reads only the lists its changed products
+/// meet, not every posting of the catalogue. Workers that race on a list make the same
+/// value.
 struct ListBars {
-    single: Vec<f32>,
-    pair: Vec<f32>,
+    single: Vec<AtomicU32>,
+    pair: Vec<AtomicU32>,
 }
+
+/// A list's bar not made yet: a NaN no lowest of bars is.
+const UNSET: u32 = 0x7fc0_dead;
 
 impl Bars {
     pub fn new(e: &Embedding, indexes: &[Index], product: Vec<f32>) -> Self {
         let group: Vec<f32> = (0..e.group_count())
             .map(|g| lowest(e.groups.row(g).iter().map(|&i| product[i as usize])))
             .collect();
+        let unset = |n: usize| (0..n).map(|_| AtomicU32::new(UNSET)).collect();
         let lists = indexes
             .iter()
             .map(|index| {
-                let (words, pairs) = index.lists();
                 let (w, p) = index.list_counts();
-                let mut single = vec![f32::INFINITY; w];
-                for list in words {
-                    let postings = index.postings(*list).iter();
-                    single[list.slot as usize] = lowest(postings.map(|p| group[p.group as usize]));
+                ListBars {
+                    single: unset(w),
+                    pair: unset(p),
                 }
-                let mut pair = vec![f32::INFINITY; p];
-                for list in pairs {
-                    let postings = index.pair_postings(*list).iter();
-                    pair[list.slot as usize] = lowest(postings.map(|p| group[p.group as usize]));
-                }
-                ListBars { single, pair }
             })
             .collect();
         Self {
@@ -66,6 +67,17 @@ impl Bars {
             lists,
         }
     }
+}
+
+/// A list's bar from its slot, made from `postings` when not made yet.
+fn bar_of(slot: &AtomicU32, postings: impl FnOnce() -> f32) -> f32 {
+    let bits = slot.load(Ordering::Relaxed);
+    if bits != UNSET {
+        return f32::from_bits(bits);
+    }
+    let bar = postings();
+    slot.store(bar.to_bits(), Ordering::Relaxed);
+    bar
 }
 
 /// For each group in `groups` (those holding changed products; `changed[i]` marks them),
@@ -110,6 +122,29 @@ struct Search<'a> {
 struct At<'a> {
     index: &'a Index,
     bars: &'a ListBars,
+    group: &'a [f32],
+}
+
+impl At<'_> {
+    /// The lowest bar of the groups in word list `list`.
+    fn single(&self, list: List) -> f32 {
+        bar_of(&self.bars.single[list.slot as usize], || {
+            lowest(
+                self.index
+                    .postings(list)
+                    .iter()
+                    .map(|p| self.group[p.group as usize]),
+            )
+        })
+    }
+
+    /// The lowest bar of the groups in pair list `list`.
+    fn pair(&self, list: List) -> f32 {
+        bar_of(&self.bars.pair[list.slot as usize], || {
+            let postings = self.index.pair_postings(list).iter();
+            lowest(postings.map(|p| self.group[p.group as usize]))
+        })
+    }
 }
 
 /// One worker's reusable state.
@@ -139,6 +174,7 @@ impl Reverse {
             let at = At {
                 index,
                 bars: &s.bars.lists[x],
+                group: &s.bars.group,
             };
             for &p in &index.partitions {
                 if reads(category, p) && self.cover.reset(index, p, s.e.vector(first)) {
@@ -156,12 +192,11 @@ impl Reverse {
         self.floor[0] = f32::NEG_INFINITY;
         for m in 1..(1usize << c.top) {
             let low = m.trailing_zeros() as usize;
-            let mut floor =
-                self.floor[m & (m - 1)].max(at.bars.single[c.words[low].list.slot as usize]);
+            let mut floor = self.floor[m & (m - 1)].max(at.single(c.words[low].list));
             for j in low + 1..c.top {
                 if m & (1 << j) != 0 {
                     if let Some(list) = c.pair(low, j) {
-                        floor = floor.max(at.bars.pair[list.slot as usize]);
+                        floor = floor.max(at.pair(list));
                     }
                 }
             }
@@ -174,7 +209,7 @@ impl Reverse {
         let c = &self.cover;
         let tail_floor = c
             .unread_tail()
-            .map(|k| at.bars.single[c.words[k].list.slot as usize])
+            .map(|k| at.single(c.words[k].list))
             .fold(f32::INFINITY, f32::min);
         let mut best: Option<(f32, usize)> = None;
         let mut open = c.open();
@@ -212,7 +247,7 @@ impl Reverse {
                 Next::Word(i) => {
                     let w = self.cover.words[i];
                     let rest = self.cover.rest(i);
-                    let floor = at.bars.single[w.list.slot as usize];
+                    let floor = at.single(w.list);
                     for p in at.index.postings(w.list) {
                         let bound = w.weight * p.weight + rest + BOUND_SLACK;
                         if bound < floor {

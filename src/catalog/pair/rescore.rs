@@ -34,6 +34,10 @@ pub struct Plan {
 /// what it tells of the state's lists.
 struct Mapped {
     old_to_new: Vec<u32>,
+    /// A bit per state's product changed or removed since: what deciding whether a kept
+    /// list stands reads (a million lists' neighbours looked up in an array 64 times
+    /// smaller than `old_to_new`, which stays in cache).
+    gone: Vec<u64>,
 }
 
 impl Plan {
@@ -50,7 +54,13 @@ impl Plan {
                 old_to_new[*o as usize] = u as u32;
             }
         }
-        let mapped = Mapped { old_to_new };
+        let mut gone = vec![0u64; state.keys.len().div_ceil(64)];
+        for (o, &u) in old_to_new.iter().enumerate() {
+            if u == u32::MAX {
+                gone[o / 64] |= 1 << (o % 64);
+            }
+        }
+        let mapped = Mapped { old_to_new, gone };
         let mut changed_group = vec![false; e.group_count()];
         let mut bars = vec![f32::INFINITY; e.len()];
         let mut requeried = Vec::with_capacity(e.len());
@@ -93,6 +103,11 @@ fn queries(e: &Embedding, products: &[u32]) -> Rows<u32> {
 }
 
 impl Mapped {
+    /// Whether the state's product `o` changed or was removed since.
+    fn is_gone(&self, o: u32) -> bool {
+        self.gone[o as usize / 64] & (1 << (o % 64)) != 0
+    }
+
     /// Product `o`'s kept list in the new indices: without the products changed or removed
     /// since.
     fn list<'a>(&'a self, row: &'a [(u32, f32)]) -> impl Iterator<Item = (u32, f32)> + 'a {
@@ -112,9 +127,7 @@ impl Mapped {
     /// only above its last's score once that one has left.
     fn known_now(&self, state: &Pairing, o: u32) -> Known {
         match (state.known[o as usize], state.best.row(o as usize).last()) {
-            (Known::ToLast, Some(&(last, s))) if self.old_to_new[last as usize] == u32::MAX => {
-                Known::Above(s)
-            }
+            (Known::ToLast, Some(&(last, s))) if self.is_gone(last) => Known::Above(s),
             (known, _) => known,
         }
     }
@@ -124,7 +137,7 @@ impl Mapped {
     /// the list: every kept product is looked at here, most of them unchanged.
     fn standing(&self, state: &Pairing, o: u32, ask: &Ask) -> (bool, f32) {
         let row = state.best.row(o as usize);
-        let stays = |&&(j, _): &&(u32, f32)| self.old_to_new[j as usize] != u32::MAX;
+        let stays = |&&(j, _): &&(u32, f32)| !self.is_gone(j);
         match self.known_now(state, o) {
             Known::All => (true, ask.min_score),
             Known::ToLast => {
@@ -289,6 +302,8 @@ impl Context<'_> {
         let mut kept = Vec::with_capacity(ask.depth());
         for u in 0..e.len() as u32 {
             let again = unproven.next_if(|&&x| x == u).is_some();
+            // Whether the top k of a kept list moved: only when one of them is gone.
+            let mut kept_top_moved = None;
             let (list, known): (&[(u32, f32)], Known) = if requeried[u as usize] || again {
                 let list = &fresh[u as usize];
                 if built.changed[u as usize] {
@@ -309,13 +324,19 @@ impl Context<'_> {
                 let row = state.best.row(o as usize);
                 kept.clear();
                 kept.extend(self.mapped.list(row));
-                r.refilled += usize::from(kept.len() < row.len());
+                let lost = kept.len() < row.len();
+                r.refilled += usize::from(lost);
+                let top = &row[..row.len().min(ask.top_k)];
+                kept_top_moved = Some(lost && top.iter().any(|&(j, _)| self.mapped.is_gone(j)));
                 (&kept, self.mapped.known_now(state, o))
             };
             out.best.push(list);
             out.known.push(known);
             let top = &list[..list.len().min(ask.top_k)];
-            if built.old_of[u as usize].is_none_or(|o| !self.mapped.same_top(state, o, top)) {
+            let moved = kept_top_moved.unwrap_or_else(|| {
+                built.old_of[u as usize].is_none_or(|o| !self.mapped.same_top(state, o, top))
+            });
+            if moved {
                 out.rows.push(u);
             }
         }

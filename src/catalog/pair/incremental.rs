@@ -300,8 +300,9 @@ fn build(
 ) -> Built {
     let mut categories = Names::from_names(state.categories.clone());
     let mut materials = Names::from_names(state.materials.clone());
-    let mut fresh = made(read, weights, &mut categories, &mut materials).into_iter();
-    let mut next = fresh.next();
+    let mut fresh = made(read, weights, &mut categories, &mut materials)
+        .into_iter()
+        .peekable();
     let n = cat.keys.len();
     let mut out = Built {
         traits: Vec::with_capacity(n),
@@ -324,23 +325,12 @@ fn build(
             Origin::New => None,
         };
         // Read products come in catalogue order: only they are looked at apart.
-        let now = match next.take() {
-            Some((at, now)) if at == i => {
-                next = fresh.next();
-                Some(now)
-            }
-            later => {
-                next = later;
-                None
-            }
-        };
-        let fresh = match now {
+        let fresh = match fresh.next_if(|(at, _)| *at == i).map(|(_, now)| now) {
             Some(None) => {
                 kept.removed.extend(old);
                 continue;
             }
-            Some(Some(made)) => Some(made),
-            None => None,
+            now => now.flatten(),
         };
         let same = match (&fresh, old) {
             (None, Some(o)) => Some(o),

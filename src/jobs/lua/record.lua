@@ -102,7 +102,9 @@ end
 -- with a fraction (none is written today) keeps Lua's own formatting.
 -- Each integer's string is kept once made (INTS, emptied past INTS_MAX): a step writes the
 -- same few (its `now` in several fields, a claim, an attempt, an event's number) many times.
-local INTS, INTS_KEPT, INTS_MAX = {}, 0, 1024
+-- Kept small: the collector walks what the library keeps at every cycle (1,024 kept cost 1.3 %
+-- more instructions a job than 64, and ~220 KB of Lua memory).
+local INTS, INTS_KEPT, INTS_MAX = {}, 0, 64
 local function int(n)
   local s = INTS[n]
   if s then return s end

@@ -23,8 +23,8 @@ use catalog_jobs::jobs::redis::RedisStore;
 
 use crate::helpers::webdriver::Browser;
 use crate::helpers::{
-    dead_redis_url, free_port, settings, spawn_app_with, spawn_catalog_app, test_config, unique,
-    Backend, HeldFeeds, TestApp,
+    dead_redis_url, settings, spawn_app_with, spawn_catalog_app, test_config, unique, Backend,
+    HeldFeeds, TestApp, NOBODY_LISTENS,
 };
 
 /// A laptop's viewport, and a phone's width (an iPhone SE / 13 mini in CSS pixels).
@@ -625,8 +625,8 @@ async fn a_phone_wide_window_has_no_horizontal_scroll(b: &Browser) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin_page() {
     let feeds = HeldFeeds::start().await;
-    // A port nobody listens on: a source that cannot be reached.
-    let dead = format!("127.0.0.1:{}", free_port());
+    // A source that cannot be reached.
+    let dead = NOBODY_LISTENS.to_owned();
     let config = Config {
         sync_allowed_hosts: vec![feeds.allowed(), dead.clone()],
         price_currency: Some(CURRENCY.into()),

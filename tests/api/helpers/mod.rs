@@ -151,6 +151,12 @@ pub fn run_to_success(command: &mut std::process::Command, what: &str) -> std::p
     out
 }
 
+/// A loopback address nobody listens on, ever: a source there cannot be reached. Port 1
+/// (tcpmux) is below the range `free_port` hands out from; a port picked with `free_port`
+/// and let go may be bound again by another test's server while the suite runs (it binds
+/// hundreds), and a source there would answer.
+pub const NOBODY_LISTENS: &str = "127.0.0.1:1";
+
 /// A loopback port nobody listens on now (a server started later may take it).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

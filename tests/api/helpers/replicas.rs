@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::{free_port, started_id, tenant, HeldFeeds, RedisServer, Service};
+use super::{started_id, tenant, HeldFeeds, RedisServer, Service, NOBODY_LISTENS};
 
 /// The figures two replicas must agree on: not the clock, the heartbeats, or a running
 /// job's step and percent, which move between the two reads.
@@ -164,7 +164,7 @@ impl Replicas {
     pub async fn start() -> Replicas {
         let redis = RedisServer::start(false);
         let feeds = HeldFeeds::start().await;
-        let unreachable = format!("127.0.0.1:{}", free_port());
+        let unreachable = NOBODY_LISTENS;
         let allowed = format!("{},{unreachable}", feeds.allowed());
         let a = Service::on(&redis)
             .env("SYNC_ALLOWED_HOSTS", &allowed)

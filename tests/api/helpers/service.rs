@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{dead_redis_url, free_port, Api, HaRedis, HeldFeeds, RedisServer};
+use super::{dead_redis_url, free_port, Api, HaRedis, HeldFeeds, RedisServer, NOBODY_LISTENS};
 
 /// Longest the binary may take to answer its first `/healthz`, or to exit once told to.
 const PROCESS_PATIENCE: Duration = Duration::from_secs(15);
@@ -237,13 +237,11 @@ pub async fn service_reading_held_feeds() -> (HeldFeeds, Service) {
 /// The built binary on the embedded store, allowed to sync from a loopback port nobody
 /// listens on, and a feed there: a sync of it fails `SourceUnreachable`.
 pub async fn service_with_an_unreachable_feed() -> (Service, String) {
-    let port = free_port();
-    let allowed = format!("127.0.0.1:{port}");
     let svc = Service::embedded()
-        .env("SYNC_ALLOWED_HOSTS", allowed)
+        .env("SYNC_ALLOWED_HOSTS", NOBODY_LISTENS)
         .start()
         .await;
-    (svc, format!("http://127.0.0.1:{port}/feed.jsonl"))
+    (svc, format!("http://{NOBODY_LISTENS}/feed.jsonl"))
 }
 
 /// The demo feeds of the repository, whatever the test's working directory.

@@ -22,7 +22,7 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, RequestBuilder};
 use serde_json::{json, Value};
 
-use crate::helpers::{dead_redis_url, free_port, test_config, unique, HeldFeeds};
+use crate::helpers::{dead_redis_url, test_config, unique, HeldFeeds, NOBODY_LISTENS};
 
 /// Small enough that a test body can exceed it.
 const MAX_BODY: usize = 16 * 1024;
@@ -207,7 +207,6 @@ impl Walk {
     /// job has (`any_id`).
     pub async fn start() -> Walk {
         let feeds = HeldFeeds::start().await;
-        let unreachable_port = free_port();
         let a = unique("oas");
         let mut values = BTreeMap::new();
         for (name, value) in [
@@ -220,10 +219,7 @@ impl Walk {
             ("reader", READER_TOKEN.to_owned()),
             ("any_id", ANY_JOB_ID.to_owned()),
             ("held", feeds.url("oas")),
-            (
-                "unreachable",
-                format!("http://127.0.0.1:{unreachable_port}/feed.jsonl"),
-            ),
+            ("unreachable", format!("http://{NOBODY_LISTENS}/feed.jsonl")),
         ] {
             values.insert(name.to_owned(), json!(value));
         }
@@ -235,7 +231,7 @@ impl Walk {
                 .build()
                 .expect("a client builds"),
             apps: HashMap::new(),
-            allowed: vec![feeds.allowed(), format!("127.0.0.1:{unreachable_port}")],
+            allowed: vec![feeds.allowed(), NOBODY_LISTENS.to_owned()],
             feeds,
             values,
         };

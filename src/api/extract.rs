@@ -78,20 +78,26 @@ async fn body_fields(req: Request, mut fields: Fields, app: &AppState) -> Result
             }
         }
         ct if ct.ends_with("+json") => merge_json(&mut fields, &body)?,
-        "" => {
-            return Err(ApiError::unsupported_media(
-                "(none given, with a body)",
-                START_MEDIA_TYPES,
-            ))
-        }
         other => {
-            return Err(ApiError::unsupported_media(
-                format!("`{other}`"),
+            return Err(refused_media(
+                other,
+                "(none given, with a body)",
                 START_MEDIA_TYPES,
             ))
         }
     }
     Ok(fields)
+}
+
+/// 415 for a body of a media type the route does not read, naming the type given (`none`:
+/// what to say when none was) and the ones it reads.
+pub fn refused_media(content_type: &str, none: &str, accepted: &'static str) -> ApiError {
+    let given = if content_type.is_empty() {
+        none.to_owned()
+    } else {
+        format!("`{content_type}`")
+    };
+    ApiError::unsupported_media(given, accepted)
 }
 
 /// What a start request's body may be.

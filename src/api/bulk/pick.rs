@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use super::super::auth::Caller;
 use super::super::error::ApiError;
-use super::super::extract::{echoed, identity_encoding, media_type, strict_json};
+use super::super::extract::{echoed, identity_encoding, media_type, refused_media, strict_json};
 use super::super::job_filter::{parse_id_prefix, read_cursor};
 use super::BULK_MAX;
 use crate::config::tokens::Scope;
@@ -105,18 +105,7 @@ pub fn json_only(headers: &HeaderMap) -> Result<(), ApiError> {
     match media_type(headers).as_str() {
         "application/json" => {}
         ct if ct.ends_with("+json") => {}
-        "" => {
-            return Err(ApiError::unsupported_media(
-                "(none given)",
-                BULK_MEDIA_TYPES,
-            ))
-        }
-        other => {
-            return Err(ApiError::unsupported_media(
-                format!("`{other}`"),
-                BULK_MEDIA_TYPES,
-            ))
-        }
+        other => return Err(refused_media(other, "(none given)", BULK_MEDIA_TYPES)),
     }
     identity_encoding(headers)
 }

@@ -161,7 +161,12 @@ local function step_ended(parent, id, kind, fields, now)
   local steps = pipeline_steps(pkey)
   local last = steps[#steps] and steps[#steps].id == id
   local status = fields.status
-  if status == 'done' and not last then status = 'queued' end
+  -- A step that ended done after its pipeline was asked to stop (it finished before it read
+  -- the request): the steps after it were skipped, so the pipeline ends cancelled now.
+  if status == 'done' and not last then
+    status = 'queued'
+    if p.cancel_requested_ms then status = 'cancelled' end
+  end
   if status == 'failed' then
     skip_steps(parent, steps, id, 'skipped: the pipeline failed in ' .. kind, now)
   elseif status == 'cancelled' then

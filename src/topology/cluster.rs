@@ -21,6 +21,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// retries) by its own timeout on top.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How often redis-rs retries a call (each `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN` counts
+/// one): enough that the store's 2 s bound, not the count, ends a call's wait.
+const RETRIES: u32 = 64;
+/// The wait before a retry after `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN` or `LOADING`, in ms:
+/// at least the first, at most the second (redis-rs's default waits 1.28 s at least). A slot
+/// group's calls wait on `TRYAGAIN` while its slot moves (docs/operations.md, "Resharding"):
+/// a short wait retries them soon after the move ends, well inside the 2 s bound, where
+/// 1.28 s made a second retry land at the bound, and a call whose answer comes after it has
+/// still been run (a claim made so is only recovered once its lease expires).
+const RETRY_WAIT_MS: (u64, u64) = (50, 250);
+
 /// The address of `node` (`host:port`, as the configuration checked) with the password.
 fn node_info(node: &str, password: &Option<String>) -> RedisResult<ConnectionInfo> {
     let info = super::tcp_addr(node).into_connection_info()?;
@@ -42,7 +53,10 @@ pub(super) fn connect(nodes: &[String], password: &Option<String>) -> RedisResul
         .collect::<RedisResult<Vec<_>>>()?;
     let mut builder = ClusterClientBuilder::new(seeds)
         .connection_timeout(CONNECT_TIMEOUT)
-        .response_timeout(RESPONSE_TIMEOUT);
+        .response_timeout(RESPONSE_TIMEOUT)
+        .retries(RETRIES)
+        .min_retry_wait(RETRY_WAIT_MS.0)
+        .max_retry_wait(RETRY_WAIT_MS.1);
     if let Some(p) = password {
         builder = builder.password(p);
     }

@@ -13,7 +13,8 @@ instructions a job after a warm-up.
 The library is assembled as jobs/redis/scripts.rs assembles it (record, prelude, order, then
 each script as a function), and called as that revision calls it: with the call's slot group
 named as its one key (`FCALL <fn> 1 <prefix>:{<tag>}:queue …`, each job's id naming its
-tenant's group) where its prelude reads the group from its key, else with no key. Keep the dump (OUT=path) and read it with
+tenant's group) where its prelude reads the group from its key, and with the group's
+`migrating` key second where its jobs/keys.rs has one, else with no key. Keep the dump (OUT=path) and read it with
 `callgrind_annotate --inclusive=yes` for where the instructions go. Needs valgrind and
 redis-server; nothing else.
 """
@@ -71,10 +72,13 @@ class Layout:
         read = re.search(r"SETTINGS = \{unpack\(args, 1, (\d+)\)\}",
                          source(rev, "src/jobs/lua/prelude.lua"))
         self.settings = SETTINGS + ["0"] * (int(read.group(1)) - len(SETTINGS) if read else 0)
+        # Whether its calls name the group's never-written `migrating` key second.
+        self.migrating = False
         if grouped(rev):
             keys = source(rev, "src/jobs/keys.rs")
             listed = keys[keys.index("const TAGS"):]
             self.tags = re.findall(r'"([0-9a-z]+)"', listed[:listed.index("];")])
+            self.migrating = "pub fn migrating(" in keys
 
     def group(self, tenant: str) -> int:
         h = 0xCBF29CE484222325
@@ -95,7 +99,10 @@ class Layout:
         """The call's numkeys and keys."""
         if self.tags is None:
             return [0]
-        return [1, f"job:{{{self.tags[self.group(tenant)]}}}:queue"]
+        base = f"job:{{{self.tags[self.group(tenant)]}}}"
+        if self.migrating:
+            return [2, f"{base}:queue", f"{base}:migrating"]
+        return [1, f"{base}:queue"]
 
     def record(self, job: str, tenant: str) -> str:
         if self.tags is None:

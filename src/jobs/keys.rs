@@ -151,9 +151,23 @@ impl Keys {
     }
 
     /// `<prefix>:{<tag>}:queue` — the group's ready queue: ids of queued jobs, oldest first.
-    /// Every script call names it first (`FCALL … 1 <queue>`): a cluster routes the call by it.
+    /// Every script call names it first (`FCALL … 2 <queue> <migrating>`): a cluster routes the
+    /// call by it.
     pub fn queue(&self, group: Group) -> String {
         format!("{}:queue", self.base(group))
+    }
+
+    /// `<prefix>:{<tag>}:migrating` — never written, never read: every script call names it
+    /// second (`FCALL … 2 <queue> <migrating>`) so that a Redis Cluster never runs the call
+    /// while the group's slot is being moved. The scripts touch keys they do not name (a
+    /// claimed job, a lock's holder); Redis looks for a call's named keys only while their
+    /// slot migrates, and runs a call naming several keys only on the node that holds them
+    /// all. This one is absent everywhere, so the call is answered `ASK`/`TRYAGAIN` until
+    /// `CLUSTER SETSLOT … NODE` ends the move, then `MOVED` to the node that now holds every
+    /// key of the group (docs/operations.md, "Resharding"). On a stable slot Redis does not
+    /// look it up: it costs an argument.
+    pub fn migrating(&self, group: Group) -> String {
+        format!("{}:migrating", self.base(group))
     }
 
     /// `<prefix>:{<tag>}:waiting` — the group's jobs waiting for their tenant's job ahead of
@@ -275,6 +289,7 @@ mod tests {
             keys.idem(&tenant, &kind, "k"),
             keys.lane(&tenant),
             keys.queue(group),
+            keys.migrating(group),
             keys.leases(group),
             keys.waiting(group),
             keys.everyone(group),

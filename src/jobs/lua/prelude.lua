@@ -5,11 +5,15 @@
 -- a script's own arguments follow and are read from A[1..]. Job fields travel by name: a named
 -- list is a count, then name, value, … (`named_args`; `Pairs` in jobs/redis/record.rs builds
 -- them). Answers are named too: each script returns a code word (`Code` in
--- jobs/redis/scripts.rs reads them). Every call names one key, its slot group's ready queue
--- (`FCALL <fn> 1 <prefix>:{<tag>}:queue …`): the group's base (`<prefix>:{<tag>}`, G) is read
--- from it, and every key a step touches is built here from it — a lock's holder, a trimmed
+-- jobs/redis/scripts.rs reads them). Every call names two keys, its slot group's ready queue
+-- and the group's `migrating` key (`FCALL <fn> 2 <prefix>:{<tag>}:queue
+-- <prefix>:{<tag>}:migrating …`): the group's base (`<prefix>:{<tag>}`, G) is read from the
+-- queue, and every key a step touches is built here from it — a lock's holder, a trimmed
 -- job, a claimed job, all of one tenant or one group — so a step's keys share the one hash
--- slot a Redis Cluster routes the call to. jobs/keys.rs builds the same names for reads.
+-- slot a Redis Cluster routes the call to. The second key is never written or read: it is
+-- absent, so a cluster refuses the call (ASK, TRYAGAIN) while that slot is being moved
+-- between nodes instead of running it on the half of the group's keys one node holds
+-- (jobs/keys.rs, `Keys::migrating`). jobs/keys.rs builds the same names for reads.
 --
 -- Each script calls TIME once (now_ms). A key's TTL is set where the key is created; a
 -- renewal or an end sets it again only for a job older than a tenth of the TTL (`aged`), so a
@@ -38,7 +42,7 @@ local ASKED, HEARD
 -- strtod each (a fifth of a small script's cost).
 local SETTINGS = {}
 
--- Reads a call's group from its one key, then its arguments: the eight settings (read again
+-- Reads a call's group from its first key, then its arguments: the eight settings (read again
 -- only when they differ from the last call's), then the script's own (into A).
 local function begin(keys, args)
   if keys[1] ~= ANCHOR then

@@ -85,7 +85,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// A prepared call of a job script: `FCALL <function> 1 <its group's queue> <args…>`.
+/// A prepared call of a job script: `FCALL <function> 2 <its group's queue> <its group's
+/// migrating key> <args…>` (`Route`).
 pub struct Call {
     cmd: redis::Cmd,
 }
@@ -124,12 +125,14 @@ fn library_missing(e: &RedisError) -> bool {
         .is_some_and(|d| d.starts_with("Function not found"))
 }
 
-/// Where a script call goes: the ready queue of its slot group (`Keys::queue`: the one key it
-/// names, which routes it on a cluster and from which it builds every other), and whether the
+/// Where a script call goes: its slot group's ready queue (`Keys::queue`: the key it names
+/// first, which routes it on a cluster and from which it builds every other), the group's
+/// `Keys::migrating` (named second, never there: a cluster refuses the call while the
+/// group's slot is moved, rather than running it on half the group's keys), and whether the
 /// store is a Redis Cluster.
-#[derive(Clone, Copy)]
-pub struct Route<'a> {
-    pub queue: &'a str,
+pub struct Route {
+    pub queue: String,
+    pub migrating: String,
     pub cluster: bool,
 }
 
@@ -138,8 +141,9 @@ pub struct Route<'a> {
 pub fn invocation(function: &Function, settings: &StoreSettings, route: Route) -> Call {
     let mut cmd = redis::cmd("FCALL");
     cmd.arg(format!("{}_{}", LIBRARY.name, function.0))
-        .arg(1)
-        .arg(route.queue);
+        .arg(2)
+        .arg(route.queue)
+        .arg(route.migrating);
     let mut inv = Call { cmd };
     inv.arg(&settings.prefix)
         .arg(settings.ttl_secs())

@@ -1,8 +1,9 @@
 //! The store's writes: each operation is one script call (`scripts.rs`), its arguments built
 //! from the job's fields by name (`record.rs`) and its answer read into the store's values.
 //!
-//! Nothing here builds a key but the one each call names, its slot group's queue: the scripts
-//! build the others from it, inside the step. A call about a tenant or one of its jobs goes
+//! Nothing here builds a key but the two each call names, its slot group's queue and its
+//! never-written `migrating` key (`scripts::Route`): the scripts build the others from the
+//! queue, inside the step. A call about a tenant or one of its jobs goes
 //! to the tenant's group; a heartbeat, a recovery sweep and the dispatcher's claims go to
 //! each group they concern.
 
@@ -59,14 +60,14 @@ fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
 impl RedisStore {
     /// A call of `function` in `group`.
     pub(super) fn call(&self, function: &scripts::Function, group: Group) -> scripts::Call {
-        let queue = self.keys.queue(group);
-        scripts::invocation(function, &self.settings, self.route(&queue))
+        scripts::invocation(function, &self.settings, self.route(group))
     }
 
-    /// The route of a call in the group whose queue is `queue`.
-    fn route<'a>(&self, queue: &'a str) -> scripts::Route<'a> {
+    /// The route of a call in `group`.
+    fn route(&self, group: Group) -> scripts::Route {
         scripts::Route {
-            queue,
+            queue: self.keys.queue(group),
+            migrating: self.keys.migrating(group),
             cluster: self.on_cluster(),
         }
     }
@@ -371,11 +372,10 @@ impl RedisStore {
             Outcome::Cancelled(Value::Null) => (None, None),
             Outcome::Cancelled(report) => (Some(report), None),
         };
-        let queue = self.keys.queue(Group::of_job_or_first(&end.of.job.id));
         let mut inv = scripts::run_invocation(
             &scripts::FINISH,
             &self.settings,
-            self.route(&queue),
+            self.route(Group::of_job_or_first(&end.of.job.id)),
             end.of,
             end.percent,
         );
@@ -436,11 +436,10 @@ impl RedisStore {
         run: RunRef<'_>,
         live: &Live,
     ) -> Result<Restore, StoreError> {
-        let queue = self.keys.queue(Group::of_job_or_first(&run.job.id));
         let mut inv = scripts::run_invocation(
             &scripts::RESTORE,
             &self.settings,
-            self.route(&queue),
+            self.route(Group::of_job_or_first(&run.job.id)),
             run,
             live.percent,
         );

@@ -127,6 +127,7 @@ every_store!(
     an_expired_lease_is_requeued_with_the_next_attempt_and_the_old_run_is_fenced,
     after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free,
     with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over,
+    with_one_attempt_a_run_left_lost_that_comes_back_is_fenced_and_reads_lost_for_good,
     a_create_names_the_stale_holders_it_took_over_and_only_those,
     a_released_run_goes_back_to_the_head_without_counting_an_attempt,
     a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_its_lock,
@@ -635,6 +636,33 @@ async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().status, Status::Lost);
     create(&*s, &new_job(&t, "sync")).await;
     assert_eq!(s.tick(&run, 50, "late").await.unwrap(), Tick::Fenced);
+}
+
+/// `lost` is final: a run left lost whose process comes back (paused, not dead) is fenced
+/// off — its heartbeat, progress and finish land nowhere, and the job never reads running
+/// again or takes its lock back.
+async fn with_one_attempt_a_run_left_lost_that_comes_back_is_fenced_and_reads_lost_for_good(
+    b: Stores,
+) {
+    let s = leases_of(b, 200, 1);
+    let t = tenant();
+    let job = new_job(&t, "sync");
+    let (created, run) = start(&*s, &job).await;
+    s.tick(&run, 30, "a third").await.unwrap();
+    outlive(200).await;
+    assert_eq!(
+        s.recover().await.unwrap(),
+        vec![Recovered::LeftLost(job.id)]
+    );
+    assert_eq!(s.renew(&[run]).await.unwrap(), vec![Renewal::Fenced]);
+    assert_eq!(s.tick(&run, 60, "back").await.unwrap(), Tick::Fenced);
+    assert_eq!(
+        finish(&*s, &job, &run, &created, Outcome::Done(json!({}))).await,
+        Finish::Fenced
+    );
+    let now = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!((now.status, now.percent), (Status::Lost, 30));
+    create(&*s, &new_job(&t, "sync")).await; // its lock stayed free
 }
 
 /// A take-over ends the stale holder (and its pipeline) inside the create, where no run and no

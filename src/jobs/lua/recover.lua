@@ -3,7 +3,7 @@
 -- Returns a flat list of {outcome, id}: 'requeued' for its next attempt, 'lost' ended
 -- failed/Lost after its last attempt. With MAX_ATTEMPTS 1 an expired run is left as it is
 -- ('left_lost'): it reads `lost`, and the next create of its tenant and kind takes over; it
--- will not run again, so its tenant's order and its pipeline go on without it (`after_end`).
+-- will not run again (its run is fenced off, should its process come back), so its tenant's order and its pipeline go on without it (`after_end`).
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, tonumber(A[1]))
 local out = {}
@@ -29,7 +29,9 @@ for _, id in ipairs(due) do
         finished_ms = now}, now)
       out[#out + 1] = 'lost'; out[#out + 1] = id
     else
-      local fields = {}
+      -- Its claim is raised: if its process comes back, its writes and heartbeats are fenced
+      -- off (`is_held`) and it reads lost for good.
+      local fields = {claim = tostring((tonumber(job.claim) or 0) + 1)}
       note(id, job, fields, 'lost', 'lost', job.percent, read_job(hkey, {'step'}).step, now)
       write_job(hkey, fields)
       after_end(id, job, {status = 'failed', error = 'Lost'}, now)

@@ -314,6 +314,8 @@ impl MemoryStore {
                 });
                 out.push(Recovered::Lost(id));
             } else {
+                // Its run is fenced off, should its process come back: it reads lost for good.
+                rec.claim += 1;
                 state.note(id, "lost", Some("lost"), &[], now);
                 // It will not run again: its tenant's order and its pipeline go on without it.
                 state.after_end(id, Status::Failed, Some(LOST), now);

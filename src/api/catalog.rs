@@ -242,19 +242,27 @@ async fn answer(app: &AppState, snapshot: Snapshot, wait: bool) -> Result<Respon
     if !wait {
         return Ok(accepted(snapshot));
     }
-    // The job may run on any replica: its end is learnt from the store's events.
-    match tokio::time::timeout(app.wait_max, app.runner.wait_end(snapshot.job_id)).await {
-        Ok(Ok(job)) if job.status == Status::Done => {
+    // The job may run on any replica: its end is learnt from the store's events. A replica
+    // shutting down answers its waiting clients once its grace period is over (its jobs given
+    // back), before it closes their connections.
+    let ended = tokio::select! {
+        ended = tokio::time::timeout(app.wait_max, app.runner.wait_end(snapshot.job_id)) => {
+            ended.ok().and_then(Result::ok)
+        }
+        () = app.runner.stopped() => None,
+    };
+    match ended {
+        Some(job) if job.status == Status::Done => {
             let location = job_location(&job.job_id);
             Ok(with_location(
                 (StatusCode::OK, Json(job.result)).into_response(),
                 &location,
             ))
         }
-        Ok(Ok(job)) => Err(ApiError::JobFailed(Box::new(job))),
-        // Outlasted WAIT_MAX_SECONDS (or the store went away): answer as if wait were false.
-        // The job goes on either way.
-        Ok(Err(_)) | Err(_) => {
+        Some(job) => Err(ApiError::JobFailed(Box::new(job))),
+        // Outlasted WAIT_MAX_SECONDS, the store went away or this replica stops: answer as if
+        // wait were false. The job goes on either way.
+        None => {
             let current = app
                 .store
                 .get(&snapshot.job_id)

@@ -211,6 +211,12 @@ impl Runner {
         }
     }
 
+    /// Ends once this process's shutdown is over (its grace period passed, its jobs given
+    /// back), just before it closes its connections.
+    pub async fn stopped(&self) {
+        self.stopped.cancelled().await;
+    }
+
     /// Graceful shutdown: stop claiming and refuse new jobs at once, let running ones finish
     /// for `grace`, then give the rest back to the queue (their attempt not counted) where
     /// another replica, or this one after its restart, resumes them.

@@ -534,3 +534,55 @@ async fn ten_thousand_queued_jobs_cost_no_redis_calls_while_they_wait() {
         "the queue lives in Redis, not in the service: {rss_before} → {rss_after} KiB"
     );
 }
+
+/// A replica stopped by SIGTERM while a `wait=true` request waits on it answers that request
+/// before it closes the connection: 202 with the job's `Location` (its grace period over, the
+/// job given back), as a wait past `WAIT_MAX_SECONDS` would. The job goes on elsewhere. Seen
+/// by a hostile probe: the client got an empty reply and never learnt its job's id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_true_request_on_a_replica_stopped_by_sigterm_is_answered_with_its_job() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    let launch = Service::on(&redis)
+        .reading(&feeds)
+        .envs(&[("SHUTDOWN_GRACE_SECONDS", "0.5")]);
+    let (mut a, b) = (launch.clone().start().await, launch.start().await);
+    let t = tenant();
+    let waiting = {
+        let (client, url) = (a.client.clone(), a.url("/catalog/sync"));
+        let form = [
+            ("tenant_id", t.to_string()),
+            ("source", feeds.url("deploy")),
+            ("wait", "true".to_owned()),
+        ];
+        tokio::spawn(async move { client.post(url).form(&form).send().await })
+    };
+    let listed = loop {
+        let v = b.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
+        if let Some(job) = v["jobs"].as_array().and_then(|j| j.first()).cloned() {
+            if job["status"] == "running" {
+                break job;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let id = listed["job_id"].as_str().unwrap().to_owned();
+    a.signal("TERM");
+    let answer = waiting
+        .await
+        .unwrap()
+        .expect("the stopping replica answers the waiting request");
+    assert_eq!(answer.status().as_u16(), 202);
+    let location = answer.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(location, format!("/catalog/jobs/{id}"));
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(body["job_id"], id.as_str(), "{body}");
+    assert_eq!(a.wait_exit(), Some(0), "the terminated process exits 0");
+    feeds.release("deploy");
+    let done = b.poll(&id, "done", done).await;
+    assert_eq!(
+        worker_pid(&done),
+        b.pid(),
+        "it ended on the staying replica"
+    );
+}

@@ -161,10 +161,14 @@ impl SourceError {
     fn from_feed(e: FeedError) -> Self {
         match e {
             FeedError::Malformed(m) => SourceError::Malformed(m),
-            FeedError::Read(io) => match io.get_ref().and_then(|i| i.downcast_ref::<Self>()) {
-                Some(SourceError::TooLarge) => SourceError::TooLarge,
-                _ => SourceError::Truncated(io.to_string()),
-            },
+            // The reader's own verdict (the size cap, a source gone silent), else a broken body.
+            FeedError::Read(io) => {
+                let text = io.to_string();
+                match io.into_inner().map(|inner| inner.downcast::<Self>()) {
+                    Some(Ok(verdict)) => *verdict,
+                    _ => SourceError::Truncated(text),
+                }
+            }
         }
     }
 }
@@ -228,6 +232,10 @@ impl Read for HttpBody {
                     self.at = 0;
                 }
                 Ok(None) => return Ok(0),
+                Err(e) if e.is_timeout() => {
+                    let silent = format!("it sent nothing for {} s", READ_TIMEOUT.as_secs());
+                    return Err(io::Error::other(SourceError::Unreachable(silent)));
+                }
                 Err(e) => return Err(io::Error::other(e)),
             }
         }

@@ -361,6 +361,16 @@ async fn a_csv_value_under_a_column_the_header_leaves_unnamed_is_an_invalid_row_
 /// A loopback HTTP server that answers every request with `response` (raw bytes) and then
 /// closes the connection.
 async fn canned_server(response: Vec<u8>) -> SocketAddr {
+    serve_canned(response, false).await
+}
+
+/// A loopback HTTP server that answers every request with `response` (raw bytes) and then
+/// says nothing more, the connection left open: a stalled feed.
+async fn stalled_server(response: Vec<u8>) -> SocketAddr {
+    serve_canned(response, true).await
+}
+
+async fn serve_canned(response: Vec<u8>, stall: bool) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -379,6 +389,10 @@ async fn canned_server(response: Vec<u8>) -> SocketAddr {
                     }
                 }
                 let _ = socket.write_all(&response).await;
+                if stall {
+                    // Until the client gives up and closes.
+                    let _ = socket.read(&mut buf).await;
+                }
                 let _ = socket.shutdown().await;
             });
         }
@@ -497,6 +511,24 @@ async fn a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_pe
     assert_eq!(status, 502, "{body}");
     assert_eq!(body["job"]["error"], "SourcesFailed");
     assert_eq!(body["job"]["result"]["sources_failed"], 2);
+}
+
+/// A feed that sends its head and five rows and then nothing, its connection open, fails
+/// `SourceUnreachable` once the read timeout (30 s) passes — the source stopped answering —
+/// not `FeedTruncated` ("error decoding response body"), which sent operators looking at the
+/// feed's bytes. What it sent is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_that_stalls_part_way_fails_unreachable_after_the_read_timeout_keeping_its_rows() {
+    let rows = rows_text(0..5);
+    let stalled = stalled_server(
+        format!("HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\r\n{rows}").into_bytes(),
+    )
+    .await;
+    let mut config = test_config();
+    config.sync_allowed_hosts = vec![stalled.to_string()];
+    let app = spawn_catalog_app(Backend::Memory, config).await;
+    let source = format!("http://{stalled}/feed.jsonl");
+    assert_fails_keeping_what_it_saved(&app, (&source, "SourceUnreachable", None, 5, 5)).await;
 }
 
 /// Feeds whose names for the fields are wrong, each 2,400 rows: (file, content type, the

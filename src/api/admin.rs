@@ -4,11 +4,11 @@
 //! call it makes carries the token the operator typed (`Authorization: Bearer`), so the guard
 //! stays where it is, on `/catalog`.
 
-use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::error::{ApiError, ErrorBody};
+use super::extract::{echoed, InPath, Segment};
 
 const PAGE: &str = include_str!("admin/index.html");
 
@@ -59,12 +59,22 @@ pub async fn page() -> Response {
         (status = 200, description = "The file.", content((String = "text/css"), (String = "text/javascript"))),
         (status = 404, description = "`not_found`: the page has no such file.", body = ErrorBody),
     ))]
-pub async fn file(Path(name): Path<String>) -> Result<Response, ApiError> {
+pub async fn file(InPath(AssetName(name)): InPath<AssetName>) -> Result<Response, ApiError> {
     ASSETS
         .iter()
         .find(|(file, _, _)| *file == name)
         .map(|(_, body, media)| asset(body, media))
-        .ok_or_else(|| ApiError::NotFound(format!("the admin page has no file {name}")))
+        .ok_or_else(|| ApiError::NotFound(format!("the admin page has no file {}", echoed(&name))))
+}
+
+/// An `{asset}` segment as sent: any name is looked up (one that is not UTF-8, `%ff`, finds
+/// nothing: a JSON 404 like any unknown file).
+pub struct AssetName(String);
+
+impl Segment for AssetName {
+    fn from_segment(raw: &str) -> Result<Self, ApiError> {
+        Ok(Self(raw.to_owned()))
+    }
 }
 
 /// Sends a browser that opens the service's root to the admin page.

@@ -280,7 +280,7 @@ pub struct BulkKey;
 
 impl IntoParams for BulkKey {
     fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
-        vec![param(ParameterIn::Header, Required::False, "Idempotency-Key", String::schema(), "1–255 visible characters: the same key with the same body answers the first call's answer again (`Idempotent-Replayed: true`) for `JOB_TTL_SECONDS`, and does nothing again.")]
+        vec![param(ParameterIn::Header, Required::False, "Idempotency-Key", String::schema(), "1–255 visible ASCII characters or spaces: the same key with the same body answers the first call's answer again (`Idempotent-Replayed: true`) for `JOB_TTL_SECONDS`, and does nothing again.")]
     }
 }
 

@@ -452,8 +452,8 @@ pub fn single_header<'h>(
 /// cannot bloat the store's key names.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
-/// The request's `Idempotency-Key`, if it sent one: 1–255 visible ASCII characters (a
-/// header value that is not text is refused like an empty one).
+/// The request's `Idempotency-Key`, if it sent one: 1–255 visible ASCII characters or spaces
+/// (a header value that is not text, or has a tab, is refused like an empty one).
 pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(value) = single_header(headers, IDEMPOTENCY_KEY)? else {
         return Ok(None);
@@ -466,7 +466,9 @@ pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>
     key.map(|k| Some(k.to_owned())).ok_or_else(|| {
         ApiError::invalid(
             IDEMPOTENCY_KEY,
-            format!("Idempotency-Key must be 1–{MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"),
+            format!(
+                "Idempotency-Key must be 1–{MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters or spaces"
+            ),
         )
     })
 }

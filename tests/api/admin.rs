@@ -47,8 +47,15 @@ async fn the_page_its_style_and_its_scripts_are_served_with_a_strict_policy_and_
     }
     let page = app.get("/admin").await.text().await.unwrap();
     assert_eq!(page, PAGE, "the embedded page is the one in src/api/admin");
-    let r = app.get("/admin/nope.js").await;
-    assert_eq!(r.status(), 404, "a file the page does not have");
+    for missing in ["/admin/nope.js", "/admin/%ff", "/admin/%00"] {
+        let r = app.get(missing).await;
+        assert_eq!(r.status(), 404, "{missing}: a file the page does not have");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(
+            body["error"], "not_found",
+            "{missing}: a JSON error: {body}"
+        );
+    }
 }
 
 #[test]

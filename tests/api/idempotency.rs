@@ -279,16 +279,25 @@ async fn an_empty_or_overlong_key_is_an_invalid_field(b: Backend) {
     let app = app(b).await;
     let t = tenant();
     let form = [("tenant_id", t.as_str())];
-    for key in [String::new(), "k".repeat(256)] {
+    for key in [String::new(), "k".repeat(256), "a\tb".to_owned()] {
         let r = app.start_keyed("ticker", &form, Some(&key)).await;
-        assert_eq!(r.status(), 422, "key of {} characters", key.len());
+        assert_eq!(r.status(), 422, "key {key:?}");
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["error"], "invalid_field");
         assert_eq!(body["field"], "Idempotency-Key");
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            message.contains("visible ASCII characters or spaces"),
+            "{message}"
+        );
     }
     assert_eq!(job_count(&app, &t).await, 0);
     let longest = "k".repeat(255);
     accepted_id(app.start_keyed("ticker", &form, Some(&longest)).await).await;
+    // What the message allows is taken: a space is one of them.
+    let other = tenant();
+    let form = [("tenant_id", other.as_str())];
+    accepted_id(app.start_keyed("ticker", &form, Some("a b")).await).await;
 }
 
 async fn twenty_concurrent_keyed_requests_start_one_job_and_all_answer_with_it(b: Backend) {

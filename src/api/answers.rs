@@ -342,7 +342,7 @@ fn refused_for_now(
 }
 
 /// An error answer: the envelope, described.
-fn refusal(description: &str) -> RefOr<Response> {
+pub(super) fn refusal(description: &str) -> RefOr<Response> {
     RefOr::T(
         ResponseBuilder::new()
             .description(description)

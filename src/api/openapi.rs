@@ -15,10 +15,11 @@ use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{
-    ContentBuilder, ObjectBuilder, OpenApi, Ref, RefOr, Required, ResponseBuilder, Type,
+    ContentBuilder, ObjectBuilder, OpenApi, Ref, RefOr, Required, Response, ResponseBuilder, Type,
 };
 use utoipa::{Modify, ToSchema};
 
+use super::answers::refusal;
 use super::auth::GUARDED_PREFIX;
 use super::bulk::BulkAnswer;
 use super::error::ErrorBody;
@@ -116,12 +117,33 @@ impl Modify for BearerTokens {
                     BEARER,
                     [],
                 )]);
-                op.responses
-                    .responses
-                    .insert("401".into(), RefOr::T(unauthorized.clone()));
+                let answers = &mut op.responses.responses;
+                answers.insert("401".into(), RefOr::T(unauthorized.clone()));
+                every_guarded_refusal(answers);
             }
         }
     }
+}
+
+/// What the guard refuses on any `/catalog/...` route before the route reads its request:
+/// an `Authorization` or `Idempotency-Key` header given twice (400), a body the route does not
+/// read or one sent compressed (415). A route that documents its own 400 or 415 keeps it, and
+/// its 400 names `duplicate_header` too.
+fn every_guarded_refusal(answers: &mut std::collections::BTreeMap<String, RefOr<Response>>) {
+    const DUPLICATE: &str =
+        "`duplicate_header`: an `Authorization` or `Idempotency-Key` header given more than once.";
+    match answers.get_mut("400") {
+        Some(RefOr::T(known)) if !known.description.contains("duplicate_header") => {
+            known.description = format!("{} Or {DUPLICATE}", known.description);
+        }
+        Some(_) => {}
+        None => {
+            answers.insert("400".into(), refusal(DUPLICATE));
+        }
+    }
+    answers.entry("415".into()).or_insert_with(|| {
+        refusal("`unsupported_media_type`: a body sent to a route that reads none (other than a form or JSON object, which is refused by field), or a compressed one (a `Content-Encoding` other than `identity`).")
+    });
 }
 
 /// Every operation of a path.

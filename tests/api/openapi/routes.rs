@@ -22,7 +22,62 @@ walks! {
     the_overview_is_read_and_refused_as_documented: walk_with_held_jobs() => STATS,
     a_read_only_token_is_told_what_it_may_do_and_refused_changes: Walk::start() => READ_ONLY,
     a_body_that_stalls_is_answered_408: Walk::start() => STALLED,
+    every_route_refuses_a_doubled_token_and_a_body_it_does_not_read: Walk::start() => GUARD_REFUSED,
 }
+
+/// The same `Authorization` header twice.
+const TWO_TOKENS: &[(&str, &str)] = &[
+    ("authorization", "Bearer {reader}"),
+    ("authorization", "Bearer {reader}"),
+];
+/// A body no `/catalog` read takes.
+const UNREAD: Body = Body::Raw("text/plain", "x");
+
+/// What the guard refuses on every route, before the route reads anything: a doubled
+/// `Authorization` (400 `duplicate_header`) and a body it does not read (415). The delete's
+/// tenant is fresh each time, and stays: nothing was deleted.
+const GUARD_REFUSED: &[Row] = &[
+    Row::get(Guarded, "/catalog/whoami", 400).headers(TWO_TOKENS),
+    Row::get(Guarded, "/catalog/whoami", 415)
+        .headers(READER)
+        .body(UNREAD),
+    Row::get(Guarded, "/catalog/stats", 400).headers(TWO_TOKENS),
+    Row::get(Guarded, "/catalog/stats", 415)
+        .headers(READER)
+        .body(UNREAD),
+    Row::get(Guarded, "/catalog/tenants", 400).headers(TWO_TOKENS),
+    Row::get(Guarded, "/catalog/tenants", 415)
+        .headers(READER)
+        .body(UNREAD),
+    Row::get(Guarded, "/catalog/jobs?tenant_id={a}", 400).headers(TWO_TOKENS),
+    Row::get(Guarded, "/catalog/jobs?tenant_id={a}", 415)
+        .headers(READER)
+        .body(UNREAD),
+    Row::get(Guarded, "/catalog/jobs/{any_id}", 400).headers(TWO_TOKENS),
+    Row::get(Guarded, "/catalog/jobs/{any_id}", 415)
+        .headers(READER)
+        .body(UNREAD),
+    Row::get(Guarded, "/catalog/jobs/{any_id}/events", 400).headers(TWO_TOKENS),
+    Row::get(Guarded, "/catalog/jobs/{any_id}/events", 415)
+        .headers(READER)
+        .body(UNREAD),
+    Row::get(Guarded, "/catalog/events?tenant_id={a}", 400).headers(TWO_TOKENS),
+    Row::get(Guarded, "/catalog/events?tenant_id={a}", 415)
+        .headers(READER)
+        .body(UNREAD),
+    Row::get(Guarded, "/catalog/products?tenant_id={a}", 400).headers(TWO_TOKENS),
+    Row::get(Guarded, "/catalog/products?tenant_id={a}", 415)
+        .headers(READER)
+        .body(UNREAD),
+    Row::get(Guarded, "/catalog/products/p1?tenant_id={a}", 400).headers(TWO_TOKENS),
+    Row::get(Guarded, "/catalog/products/p1?tenant_id={a}", 415)
+        .headers(READER)
+        .body(UNREAD),
+    Row::delete(Guarded, "/catalog/tenants/{a}", 400).headers(TWO_TOKENS),
+    Row::delete(Guarded, "/catalog/tenants/{a}", 415)
+        .headers(READER)
+        .body(UNREAD),
+];
 
 /// Two products and a row without a key (refused, counted `invalid`).
 const PRODUCT_ROWS: &str = r#"[
@@ -633,6 +688,7 @@ fn every_row() -> Vec<Row> {
         BROWSE,
         super::bulk::BULK,
         STALLED,
+        GUARD_REFUSED,
     ];
     let mut rows = tables.concat();
     rows.extend(open_rows());

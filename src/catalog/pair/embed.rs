@@ -274,9 +274,14 @@ pub struct Embedding {
     pub key_rank: Vec<u32>,
     /// How many categories there are (ids `0..categories`; `NO_CATEGORY` aside).
     pub categories: u32,
-    /// Products with the same category and identity: group `g`'s members, by product. A
-    /// group kept from an earlier run may have none left (`kept`): it scores nothing.
+    /// Products with the same category and identity: group `g`'s members, in key order
+    /// (`key_rank`; scoring stops reading a group on that order). A group kept from an
+    /// earlier run may have none left (`kept`): it scores nothing.
     pub groups: Rows<u32>,
+    /// Each member's price beside `groups.items()` (`price_of`): what offering a group to a
+    /// product reads, one array in member order instead of each member's traits, a cache
+    /// miss each (a group of thousands of identical names mostly outside the price band).
+    pub member_price: Vec<i64>,
     /// Each group's category.
     pub group_category: Vec<u32>,
     /// Each product's group.
@@ -295,7 +300,7 @@ impl Embedding {
     ) -> Self {
         debug_assert_eq!(identities.len(), traits.len());
         let idf = weights.idf();
-        let (groups, group_of) = group_identical(identities, &traits);
+        let (groups, member_price, group_of) = group_identical(identities, &traits, &key_rank);
         let mut vectors = Rows::with_capacity(groups.len(), identities.items().len());
         let mut group_category = Vec::with_capacity(groups.len());
         let mut row = Vec::new();
@@ -311,6 +316,7 @@ impl Embedding {
             key_rank,
             categories,
             groups,
+            member_price,
             group_category,
             group_of,
         }
@@ -326,13 +332,14 @@ impl Embedding {
         categories: u32,
     ) -> Self {
         debug_assert_eq!(vectors.len(), group_category.len());
-        let groups = members(&group_of, vectors.len());
+        let (groups, member_price) = members(&group_of, vectors.len(), None, &traits);
         Self {
             vectors,
             key_rank: (0..traits.len() as u32).collect(),
             traits,
             categories,
             groups,
+            member_price,
             group_category,
             group_of,
         }
@@ -351,10 +358,12 @@ impl Embedding {
             }
         }
         let group_of: Vec<u32> = self.group_of.iter().map(|&g| new_id[g as usize]).collect();
-        let groups = members(&group_of, vectors.len());
+        let (groups, member_price) =
+            members(&group_of, vectors.len(), Some(&self.key_rank), &self.traits);
         Self {
             vectors,
             groups,
+            member_price,
             group_category,
             group_of,
             ..self
@@ -410,15 +419,28 @@ impl Embedding {
 
 /// Whether two products' traits let them be neighbours (see `Embedding::comparable`).
 pub fn comparable(a: &Traits, b: &Traits) -> bool {
-    if a.category != NO_CATEGORY && b.category != NO_CATEGORY && a.category != b.category {
-        return false;
-    }
-    match (a.price, b.price) {
-        (Some(x), Some(y)) if x > 0 && y > 0 => {
-            let (lo, hi) = (x.min(y) as f64, x.max(y) as f64);
-            hi / lo <= PRICE_BAND
-        }
-        _ => true,
+    categories_meet(a.category, b.category) && prices_meet(price_of(a), price_of(b))
+}
+
+/// Whether products of these categories may be neighbours: the same, or one has none.
+pub fn categories_meet(a: u32, b: u32) -> bool {
+    a == NO_CATEGORY || b == NO_CATEGORY || a == b
+}
+
+/// A product's price as comparing prices reads it: 0 for none or one not above 0, which
+/// compares with every price.
+pub fn price_of(t: &Traits) -> i64 {
+    t.price.filter(|&p| p > 0).unwrap_or(0)
+}
+
+/// Whether products of these prices (`price_of`) may be neighbours: the larger at most
+/// `PRICE_BAND` times the smaller, or one has none.
+pub fn prices_meet(x: i64, y: i64) -> bool {
+    if x > 0 && y > 0 {
+        let (lo, hi) = (x.min(y) as f64, x.max(y) as f64);
+        hi / lo <= PRICE_BAND
+    } else {
+        true
     }
 }
 
@@ -430,8 +452,13 @@ pub fn weigh(set: &[u32], idf: impl Fn(u32) -> f32, out: &mut Vec<(u32, f32)>) {
     out.extend(set.iter().map(|&t| (t, idf(t) / norm)));
 }
 
-/// Groups products of the same category and identity: (members by group, group of each).
-fn group_identical(identities: &Rows<u32>, traits: &[Traits]) -> (Rows<u32>, Vec<u32>) {
+/// Groups products of the same category and identity: (members by group in key order, their
+/// prices, group of each).
+fn group_identical(
+    identities: &Rows<u32>,
+    traits: &[Traits],
+    key_rank: &[u32],
+) -> (Rows<u32>, Vec<i64>, Vec<u32>) {
     let n = identities.len();
     let mut ids: HashMap<(u32, &[u32]), u32> = HashMap::with_capacity(n);
     let mut group_of = Vec::with_capacity(n);
@@ -441,11 +468,18 @@ fn group_identical(identities: &Rows<u32>, traits: &[Traits]) -> (Rows<u32>, Vec
     }
     let count = ids.len();
     drop(ids);
-    (members(&group_of, count), group_of)
+    let (groups, prices) = members(&group_of, count, Some(key_rank), traits);
+    (groups, prices, group_of)
 }
 
-/// Each of `count` groups' members, in product order, from each product's group.
-fn members(group_of: &[u32], count: usize) -> Rows<u32> {
+/// Each of `count` groups' members, in key order, from each product's group (the products'
+/// order, or `key_rank`'s when given and it differs), and their prices beside them.
+fn members(
+    group_of: &[u32],
+    count: usize,
+    key_rank: Option<&[u32]>,
+    traits: &[Traits],
+) -> (Rows<u32>, Vec<i64>) {
     let mut offsets = vec![0u32; count + 1];
     for &g in group_of {
         offsets[g as usize + 1] += 1;
@@ -455,11 +489,25 @@ fn members(group_of: &[u32], count: usize) -> Rows<u32> {
     }
     let mut fill = offsets.clone();
     let mut members = vec![0u32; group_of.len()];
-    for (i, &g) in group_of.iter().enumerate() {
-        members[fill[g as usize] as usize] = i as u32;
-        fill[g as usize] += 1;
+    let mut prices = vec![0i64; group_of.len()];
+    let put = |i: u32| {
+        let g = group_of[i as usize] as usize;
+        members[fill[g] as usize] = i;
+        prices[fill[g] as usize] = price_of(&traits[i as usize]);
+        fill[g] += 1;
+    };
+    match key_rank.filter(|r| r.iter().enumerate().any(|(i, &r)| r as usize != i)) {
+        Some(rank) => {
+            let mut by_rank = vec![0u32; rank.len()];
+            for (i, &r) in rank.iter().enumerate() {
+                by_rank[r as usize] = i as u32;
+            }
+            by_rank.into_iter().for_each(put);
+        }
+        None => (0..group_of.len() as u32).for_each(put),
     }
-    Rows::from_parts(offsets, members).expect("offsets counted from the members")
+    let groups = Rows::from_parts(offsets, members).expect("offsets counted from the members");
+    (groups, prices)
 }
 
 /// The dot product of two sparse vectors sorted by word.

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio_util::sync::CancellationToken;
 
 use super::cover::{Cover, Next, BOUND_SLACK};
-use super::embed::{dot, Embedding};
+use super::embed::{categories_meet, dot, price_of, prices_meet, Embedding};
 use super::index::Index;
 use super::CORES;
 use crate::catalog::products::NO_CATEGORY;
@@ -280,20 +280,9 @@ impl Query {
         let (e, k) = (q.e, q.ask.depth());
         let mut bar = f32::INFINITY;
         for (&i, best) in q.members.iter().zip(self.best.iter_mut()) {
-            let i = i as usize;
-            for &j in e.groups.row(h) {
-                let j = j as usize;
-                if j == i || !e.comparable(i, j) {
-                    continue;
-                }
-                let ranks =
-                    |other: &(f32, u32)| e.ranks_before(i, (s, j), (other.0, other.1 as usize));
-                if best.len() == k && !ranks(&best[k - 1]) {
-                    continue;
-                }
-                let at = best.iter().position(ranks).unwrap_or(best.len());
-                best.insert(at, (s, j as u32));
-                best.truncate(k);
+            // Every member of `h` scores `s`: below a full list's last, none of them enters.
+            if best.len() < k || s >= best[k - 1].0 {
+                take(e, i as usize, h, s, k, best);
             }
             bar = bar.min(if best.len() < k {
                 q.ask.min_score
@@ -302,5 +291,39 @@ impl Query {
             });
         }
         bar
+    }
+}
+
+/// Puts into product `i`'s `best` (its best `k` so far, best first) the members of group
+/// `h`, all scoring `s`, that are comparable with it and rank among the `k`; reads the
+/// members' prices beside them (`Embedding::member_price`), not their traits. Members come
+/// in key order (`Embedding::groups`), so once a comparable one fails to rank, no later one
+/// ranks unless it has `i`'s material and the one that failed had not: for a product
+/// without a material the rest of the group is not read.
+fn take(e: &Embedding, i: usize, h: usize, s: f32, k: usize, best: &mut Vec<(f32, u32)>) {
+    let me = &e.traits[i];
+    // A group's members share its category.
+    if !categories_meet(me.category, e.group_category[h]) {
+        return;
+    }
+    let (price, material) = (price_of(me), me.material);
+    let (start, end) = e.groups.span(h);
+    let (start, end) = (start as usize, end as usize);
+    let members = &e.groups.items()[start..end];
+    for (&j, &p) in members.iter().zip(&e.member_price[start..end]) {
+        let j = j as usize;
+        if j == i || !prices_meet(price, p) {
+            continue;
+        }
+        let ranks = |other: &(f32, u32)| e.ranks_before(i, (s, j), (other.0, other.1 as usize));
+        if best.len() == k && !ranks(&best[k - 1]) {
+            if material.is_none() || e.traits[j].material == material {
+                break;
+            }
+            continue;
+        }
+        let at = best.iter().position(ranks).unwrap_or(best.len());
+        best.insert(at, (s, j as u32));
+        best.truncate(k);
     }
 }

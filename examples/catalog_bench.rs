@@ -14,6 +14,10 @@
 //! for the next, `pair::kept`). Uses the embedded catalogue store, so it
 //! measures the algorithms, not Redis. Compare with
 //! `scripts/sklearn_pair.sh N` (scikit-learn's exhaustive cosine kNN on the same products).
+//! To profile the incremental pair alone (`perf_ctl`):
+//!
+//!     mkfifo ctl ack; PERF_CTL=ctl:ack perf record -D -1 --control fifo:ctl,ack -g \
+//!         target/release/examples/catalog_bench 1000000
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::Command;
@@ -255,6 +259,7 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Ed
     let started = Instant::now();
     let cpu_before = cpu_seconds();
     let phases = Phases::new();
+    perf_ctl("enable");
     let report = run_unfenced(
         catalog,
         tenant,
@@ -263,6 +268,7 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Ed
         Some(&|p, _: &str| phases.at(p)),
     )
     .expect("pair runs");
+    perf_ctl("disable");
     let wall = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu_before;
     phases.print("incremental");
@@ -277,6 +283,26 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Ed
         Heap::most_mib() - held,
         pair::kept::held_mb(),
     )
+}
+
+/// Profiles the incremental pair alone: with `PERF_CTL=ctl:ack` (two fifos) the bench tells
+/// `perf record -D -1 --control fifo:ctl,ack` to `enable` its events just before that pair and
+/// to `disable` them after it, and waits for perf's answer each time.
+fn perf_ctl(cmd: &str) {
+    use std::io::{Read, Write};
+    let Ok(fifos) = std::env::var("PERF_CTL") else {
+        return;
+    };
+    let (ctl, ack) = fifos.split_once(':').expect("PERF_CTL is ctl:ack");
+    let mut ctl = std::fs::OpenOptions::new()
+        .write(true)
+        .open(ctl)
+        .expect("perf's control fifo opens");
+    writeln!(ctl, "{cmd}").expect("perf's control fifo takes the command");
+    let mut answer = [0u8; 5];
+    let _ = std::fs::File::open(ack)
+        .expect("perf's ack fifo opens")
+        .read(&mut answer);
 }
 
 /// Wall and CPU time at each phase's end (loading 5, embedding 35, indexing 45, scoring 90,

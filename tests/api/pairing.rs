@@ -375,3 +375,55 @@ async fn the_neighbour_table_holds_keys_and_scores_and_the_product_view_joins_na
         assert!(n["score"].as_f64().unwrap() > 0.9);
     }
 }
+
+#[test]
+fn a_group_of_one_name_ranks_its_members_by_material_then_key_within_the_price_band() {
+    // 60 products of one name (one group: each scores the same against all the others),
+    // listed in an order other than their keys', with prices over and beyond the price band
+    // and some with a material. Scoring reads a group in key order and stops early: each
+    // product's neighbours must still be the comparable others, its own material first, then
+    // by key.
+    let n = 60;
+    let prices = [1_000, 2_500, 4_000, 9_000, 30_000];
+    let materials = [None, Some("Wool"), Some("Nylon")];
+    let products: Vec<Product> = (0..n)
+        .map(|i| {
+            let key = format!("sku-{:03}", (i * 37) % n);
+            let mut p = product(&key, "Acme Trail Jacket", Some("Acme"));
+            p.price_cents = Some(prices[i % prices.len()]);
+            p
+        })
+        .collect();
+    let (stored, mut enriched) = stored_and_enriched(&products);
+    let material_of = |i: usize| materials[(i / 2) % materials.len()];
+    for (i, p) in products.iter().enumerate() {
+        if let Some(m) = material_of(i) {
+            let e = enriched.get_mut(&p.product_key).unwrap();
+            e.attributes.insert("material".into(), json!(m));
+        }
+    }
+    let ask = pair::Ask {
+        top_k: TOP_K,
+        min_score: MIN_SCORE as f32,
+    };
+    let inputs = pair::inputs_of(&stored, &enriched);
+    let table = pair::neighbours(inputs, &ask, &never(), &Monotonic::new(None)).unwrap();
+    let band = |a: i64, b: i64| a.max(b) as f64 / a.min(b) as f64 <= 3.0;
+    for (i, (key, row)) in table.iter().enumerate() {
+        assert_eq!(key, &products[i].product_key);
+        let mut want: Vec<usize> = (0..n)
+            .filter(|&j| j != i)
+            .filter(|&j| band(prices[i % 5], prices[j % 5]))
+            .collect();
+        let mine = material_of(i);
+        want.sort_by_key(|&j| {
+            let same = mine.is_some() && material_of(j) == mine;
+            (!same, products[j].product_key.clone())
+        });
+        want.truncate(TOP_K);
+        let want: Vec<&ProductKey> = want.iter().map(|&j| &products[j].product_key).collect();
+        let got: Vec<&ProductKey> = row.iter().map(|n| &n.product_key).collect();
+        assert_eq!(got, want, "the neighbours of {key:?} (material {mine:?})");
+        assert!(row.iter().all(|n| (n.score - 1.0).abs() < 1e-4));
+    }
+}

@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use catalog_jobs::catalog::pair::PairParams;
-use catalog_jobs::catalog::products::{Enrichment, MemoryCatalog, Product, ProductKey, Stored};
+use catalog_jobs::catalog::products::{
+    CatalogStore, Enrichment, MemoryCatalog, PairingInput, Product, ProductKey, Stored,
+};
 use catalog_jobs::catalog::{
     demo, enrich, pair, run_unfenced, Catalog, CatalogSettings, Monotonic,
 };
@@ -426,4 +428,57 @@ fn a_group_of_one_name_ranks_its_members_by_material_then_key_within_the_price_b
         assert_eq!(got, want, "the neighbours of {key:?} (material {mine:?})");
         assert!(row.iter().all(|n| (n.score - 1.0).abs() < 1e-4));
     }
+}
+
+#[test]
+fn the_embedded_store_reads_for_pairing_what_the_whole_record_decoded_gives() {
+    // Pairing's read decodes only its fields: names with escapes, a deeper category path,
+    // no brand, price or category, a material that is not a string, no enrichment, and a
+    // key not there must read as `PairingInput::of` the whole record reads them.
+    let store = MemoryCatalog::new();
+    let t = tenant();
+    let mut a = product(
+        "sku-a",
+        "Caf\u{e9} \"Noir\" Jacket \\ 2\ttall",
+        Some("B\u{e4}r"),
+    );
+    a.taxonomy_path = vec!["Apparel".into(), "Jackets".into()];
+    a.description = Some("A long description".into());
+    a.currency = Some("EUR".into());
+    a.attributes.insert("color".into(), json!("red"));
+    let mut b = product("sku-b", "Plain Coat", None);
+    b.price_cents = None;
+    b.taxonomy_path = Vec::new();
+    let c = product("sku-c", "Wool Coat", Some("Acme"));
+    let d = product("sku-d", "Other Coat", None);
+    store.upsert(&t, &[a, b, c, d], &Unfenced).unwrap();
+    let enrichment = |attributes: Value| Enrichment {
+        content_hash: "h".into(),
+        attributes: attributes.as_object().cloned().unwrap(),
+        unextractable: false,
+    };
+    let batch = [
+        ("sku-a", json!({"material": "Wool", "color": "red"})),
+        ("sku-b", json!({"material": 3})),
+        ("sku-c", json!({"size": "M"})),
+    ]
+    .map(|(k, a)| (ProductKey::parse(k).unwrap(), enrichment(a)));
+    store.save_enrichments(&t, &batch, &Unfenced).unwrap();
+    let keys: Vec<ProductKey> = ["sku-a", "sku-b", "sku-c", "sku-d", "sku-z"]
+        .into_iter()
+        .map(|k| ProductKey::parse(k).unwrap())
+        .collect();
+    let got = store.pairing_inputs(&t, &keys).unwrap();
+    let (all, enriched) = (store.all(&t).unwrap(), store.enrichments(&t).unwrap());
+    let want: Vec<Option<PairingInput>> = keys
+        .iter()
+        .map(|k| {
+            let s = all.iter().find(|s| &s.product.product_key == k)?;
+            Some(PairingInput::of(s, enriched.get(k)))
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(got[0].as_ref().unwrap().material.as_deref(), Some("Wool"));
+    assert!(got[1].as_ref().unwrap().enriched && got[1].as_ref().unwrap().material.is_none());
+    assert!(!got[3].as_ref().unwrap().enriched);
 }

@@ -388,7 +388,7 @@ fn owner_of(cluster: &RedisCluster, key: &str, but: u16) -> Option<usize> {
 /// the shared one keeps its primaries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_jobs_primary_killed_its_replica_takes_over_and_no_accepted_job_vanishes() {
-    let mut cluster = tokio::task::spawn_blocking(RedisCluster::start)
+    let mut cluster = tokio::task::spawn_blocking(RedisCluster::start_failing_over_fast)
         .await
         .unwrap();
     let feeds = HeldFeeds::start().await;

@@ -2,7 +2,11 @@
 //! jobs of many tenants created, claimed and finished, in rounds of concurrent calls. Starts
 //! its own `redis-server`s on free loopback ports (one alone; three joined by `redis-cli
 //! --cluster create`, no replicas) and kills them at the end. Prints jobs a second (wall) and
-//! each node's Redis CPU (`used_cpu_user + used_cpu_sys`) per job.
+//! each node's Redis CPU (`used_cpu_user + used_cpu_sys`) per job. Then, on the same nodes,
+//! a catalogue through `RedisCatalog`: 100 tenants × 2,000 demo products written (`upsert`,
+//! 1,000 a call) and read back once (a page walk of each tenant): products a second, each
+//! node's Redis CPU per product written and read, and Redis bytes per product (`used_memory`
+//! after − before, summed over the nodes).
 //!
 //!     cargo run --release --example cluster_bench            # 20000 jobs, 1000 tenants
 //!     cargo run --release --example cluster_bench -- 50000
@@ -17,6 +21,9 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use catalog_jobs::catalog::demo;
+use catalog_jobs::catalog::products::{CatalogStore, RedisCatalog};
+use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::keys::{Group, GROUPS};
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::store::{Created, JobStore, Outcome, StoreSettings};
@@ -32,20 +39,46 @@ const TENANTS: usize = 1000;
 const ROUND: usize = 200;
 /// Primaries of the cluster.
 const PRIMARIES: usize = 3;
+/// Tenants of the catalogue, and products each (the same demo products for each).
+const SHOPS: usize = 100;
+const PRODUCTS: usize = 2000;
+/// Products a write call carries, and a page of the read walk.
+const CHUNK: usize = 1000;
+const PAGE: usize = 500;
 
-/// Redis CPU seconds of the node on `port` so far.
-fn cpu_seconds(port: u16) -> f64 {
+/// The sum of the `fields` of `INFO <section>` on the node on `port`.
+fn info_sum(port: u16, section: &str, fields: &[&str]) -> f64 {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("a URL");
     let mut conn = client.get_connection().expect("the node answers");
     let info: String = redis::cmd("INFO")
-        .arg("cpu")
+        .arg(section)
         .query(&mut conn)
         .expect("INFO");
     info.lines()
         .filter_map(|l| l.split_once(':'))
-        .filter(|(k, _)| *k == "used_cpu_user" || *k == "used_cpu_sys")
+        .filter(|(k, _)| fields.contains(k))
         .map(|(_, v)| v.trim().parse::<f64>().unwrap_or(0.0))
         .sum()
+}
+
+/// Redis CPU seconds of the node on `port` so far.
+fn cpu_seconds(port: u16) -> f64 {
+    info_sum(port, "cpu", &["used_cpu_user", "used_cpu_sys"])
+}
+
+/// Each node's CPU seconds and used memory bytes now.
+fn snapshot(ports: &[u16]) -> (Vec<f64>, Vec<f64>) {
+    let cpu = ports.iter().map(|&p| cpu_seconds(p)).collect();
+    let bytes = ports
+        .iter()
+        .map(|&p| info_sum(p, "memory", &["used_memory"]))
+        .collect();
+    (cpu, bytes)
+}
+
+/// `after - before`, node by node.
+fn deltas(after: &[f64], before: &[f64]) -> Vec<f64> {
+    after.iter().zip(before).map(|(a, b)| a - b).collect()
 }
 
 /// Whether the node on `port` says the cluster is `ok`.
@@ -163,6 +196,88 @@ async fn run(target: Target, ports: &[u16], jobs: usize) -> (f64, Vec<f64>) {
     (wall, cpu)
 }
 
+/// What a catalogue cost: wall seconds of the write and of the read, each node's Redis CPU
+/// seconds of each, and each node's bytes more after the write.
+struct CatalogueCost {
+    write_wall: f64,
+    read_wall: f64,
+    write_cpu: Vec<f64>,
+    read_cpu: Vec<f64>,
+    bytes: Vec<f64>,
+}
+
+/// Writes [`SHOPS`] × [`PRODUCTS`] products on `target`, then reads each tenant's back once.
+async fn catalogue(target: Target, ports: &[u16]) -> CatalogueCost {
+    let store = RedisCatalog::open_target(target, "benchcat").expect("the target parses");
+    let ports = ports.to_vec();
+    tokio::task::spawn_blocking(move || catalogue_blocking(&store, &ports))
+        .await
+        .expect("the catalogue run ends")
+}
+
+fn catalogue_blocking(store: &RedisCatalog, ports: &[u16]) -> CatalogueCost {
+    let products = demo::generate(PRODUCTS, 7);
+    let shops: Vec<TenantId> = (0..SHOPS)
+        .map(|n| TenantId::parse(&format!("shop-{n}")).expect("a tenant"))
+        .collect();
+    let (cpu0, bytes0) = snapshot(ports);
+    let since = Instant::now();
+    for shop in &shops {
+        for chunk in products.chunks(CHUNK) {
+            store
+                .upsert(shop, chunk, &Unfenced)
+                .expect("the write lands");
+        }
+    }
+    let write_wall = since.elapsed().as_secs_f64();
+    let (cpu1, bytes1) = snapshot(ports);
+    let since = Instant::now();
+    let read: usize = shops.iter().map(|shop| walk(store, shop)).sum();
+    let read_wall = since.elapsed().as_secs_f64();
+    assert_eq!(read, SHOPS * PRODUCTS, "every product read back");
+    let (cpu2, _) = snapshot(ports);
+    CatalogueCost {
+        write_wall,
+        read_wall,
+        write_cpu: deltas(&cpu1, &cpu0),
+        read_cpu: deltas(&cpu2, &cpu1),
+        bytes: deltas(&bytes1, &bytes0),
+    }
+}
+
+/// Reads every product of `shop` a page at a time: how many.
+fn walk(store: &RedisCatalog, shop: &TenantId) -> usize {
+    let (mut read, mut cursor) = (0, None::<String>);
+    loop {
+        let (page, next) = store
+            .page(shop, PAGE, cursor.as_deref())
+            .expect("the page reads");
+        read += page.len();
+        match next {
+            Some(c) => cursor = Some(c),
+            None => return read,
+        }
+    }
+}
+
+fn report_catalogue(name: &str, cost: &CatalogueCost) {
+    let n = (SHOPS * PRODUCTS) as f64;
+    let per = |v: &[f64], scale: f64| -> (String, f64) {
+        let each: Vec<String> = v.iter().map(|x| format!("{:.1}", x * scale / n)).collect();
+        (each.join(", "), v.iter().sum::<f64>() * scale / n)
+    };
+    let (bytes, bytes_all) = per(&cost.bytes, 1.0);
+    let (write, write_all) = per(&cost.write_cpu, 1e6);
+    let (read, read_all) = per(&cost.read_cpu, 1e6);
+    println!(
+        "{name:<22} write {:>7.0} products/s, Redis CPU µs/product per node [{write}] = \
+         {write_all:.2}; read {:>7.0} products/s, [{read}] = {read_all:.2}; \
+         bytes/product per node [{bytes}] = {bytes_all:.0}",
+        n / cost.write_wall,
+        n / cost.read_wall,
+    );
+}
+
 fn report(name: &str, jobs: usize, (wall, cpu): (f64, Vec<f64>)) {
     let per_job: Vec<String> = cpu
         .iter()
@@ -183,12 +298,15 @@ async fn main() {
         .map(|n| n.parse().expect("a job count"))
         .unwrap_or(DEFAULT_JOBS);
     println!("{jobs} jobs (create, claim, finish) over {TENANTS} tenants, {ROUND} at a time");
+    println!("then {SHOPS} tenants × {PRODUCTS} demo products written {CHUNK} a call, read {PAGE} a page");
     let single_port = common::free_port();
     let mut single = common::redis_server(single_port, &[]);
     std::thread::sleep(Duration::from_millis(300)); // redis-server binds; no signal to wait on
     let url = format!("redis://127.0.0.1:{single_port}/");
-    let one = run(Target::Url(url), &[single_port], jobs).await;
+    let one = run(Target::Url(url.clone()), &[single_port], jobs).await;
     report("one Redis", jobs, one);
+    let cat = catalogue(Target::Url(url), &[single_port]).await;
+    report_catalogue("one Redis", &cat);
     let _ = single.kill();
     let _ = single.wait();
 
@@ -197,8 +315,10 @@ async fn main() {
         nodes: ports.iter().map(|p| format!("127.0.0.1:{p}")).collect(),
         password: None,
     };
-    let three = run(target, &ports, jobs).await;
+    let three = run(target.clone(), &ports, jobs).await;
     report("3-primary cluster", jobs, three);
+    let cat = catalogue(target, &ports).await;
+    report_catalogue("3-primary cluster", &cat);
     for node in &mut nodes {
         let _ = node.kill();
         let _ = node.wait();

@@ -597,13 +597,33 @@ async fn every_page_holds_at_most_limit_and_paging_visits_each_product_once(b: B
             }
             assert_eq!(seen, all, "limit {limit}: every product, once");
         }
-        assert!(
-            matches!(
-                store.page(&t, 7, Some("garbage")),
-                Err(CatalogStoreError::BadCursor)
-            ),
-            "a cursor the listing did not hand out is refused"
-        );
+        // A page's cursor, for this tenant, and what it must refuse: made-up cursors (numbers
+        // HSCAN would take: a page from nowhere, or an empty last page), and on Redis, whose
+        // cursor is a scan position of one tenant's hash, the same cursor given for another
+        // tenant (the embedded store's is a key, a place in any tenant's key order).
+        let (_, Some(handed)) = store.page(&t, 7, None).unwrap() else {
+            panic!("a first page of 7 leaves more");
+        };
+        assert!(store.page(&t, 7, Some(&handed)).is_ok());
+        let other = tenant();
+        let mut refused = vec![
+            (&t, "garbage"),
+            (&t, "5"),
+            (&t, "18446744073709551615"),
+            (&t, "0-zzz"),
+        ];
+        if b == Backend::Redis {
+            refused.push((&other, handed.as_str()));
+        }
+        for (whose, cursor) in refused {
+            assert!(
+                matches!(
+                    store.page(whose, 7, Some(cursor)),
+                    Err(CatalogStoreError::BadCursor)
+                ),
+                "a cursor the listing did not hand out is refused: {cursor}"
+            );
+        }
     })
     .await
     .unwrap();

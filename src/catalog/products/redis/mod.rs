@@ -323,12 +323,12 @@ impl CatalogStore for RedisCatalog {
         cursor: Option<&str>,
     ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError> {
         // HSCAN cannot resume inside a batch, so the cursor names the batch a page stopped
-        // in and the last key served from it: `<scan cursor>` or `<scan cursor>-<key>`. A
+        // in and the last key served from it (`ScanCursor`, checked against the tenant). A
         // batch is served in key order; resuming re-reads it and skips the keys up to that
         // one. Batches are read until the page is full, so a page holds at most `limit`.
         let limit = limit.max(1);
         let key = self.keys.products(tenant);
-        let (mut scan, mut after) = ScanCursor::decode(cursor)?;
+        let (mut scan, mut after) = ScanCursor::decode(tenant, cursor)?;
         let mut items: Vec<Stored> = Vec::with_capacity(limit);
         loop {
             let (next, mut batch): (u64, Vec<(String, String)>) = self.query(
@@ -347,8 +347,11 @@ impl CatalogStore for RedisCatalog {
                 for (_, v) in &batch[..room] {
                     items.push(Self::decode(v)?);
                 }
-                let resume =
-                    ScanCursor::inside(scan, items.last().map(|s| s.product.product_key.as_str()));
+                let resume = ScanCursor::inside(
+                    tenant,
+                    scan,
+                    items.last().map(|s| s.product.product_key.as_str()),
+                );
                 return Ok((items, Some(resume)));
             }
             for (_, v) in &batch {
@@ -359,7 +362,7 @@ impl CatalogStore for RedisCatalog {
             }
             scan = next;
             if items.len() == limit {
-                return Ok((items, Some(next.to_string())));
+                return Ok((items, Some(ScanCursor::inside(tenant, next, None))));
             }
         }
     }

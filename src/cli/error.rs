@@ -18,7 +18,7 @@ const FLAGS: [(&str, &str); 8] = [
     ("limit", "--limit"),
     ("cursor", "--cursor"),
     ("force", "--force"),
-    ("q", "the search words"),
+    ("q", "the search text"),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -155,6 +155,19 @@ async fn products_lists_searches_and_views_a_product_with_its_neighbours_keys() 
         "{}",
         stdout(&o)
     );
+    // Refused in the command line's words (and grammar).
+    let long = "w".repeat(201);
+    let o = cli(
+        &svc.base(),
+        &["products", "search", "--tenant", &tenant, &long],
+    )
+    .await;
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the search text is at most 200 characters"),
+        "{}",
+        stderr(&o)
+    );
 
     let o = cli(
         &svc.base(),

@@ -11,7 +11,7 @@ use catalog_jobs::config::Config;
 use catalog_jobs::jobs::store::JobStore;
 use catalog_jobs::startup::{catalog_settings, App};
 
-use super::{catalog_store, settings, store, test_registry, Api, Backend};
+use super::{catalog_store, http_client, settings, store, test_registry, Api, Backend};
 
 /// A running app: its address, its job store, and its API (`app.get_json(…)`, `app.wait_for(…)`).
 pub struct TestApp {
@@ -28,7 +28,7 @@ impl TestApp {
         // A job of these tests ends in well under a second: 10 s is a stuck one.
         let api = Api::new(
             format!("http://{addr}"),
-            reqwest::Client::new(),
+            http_client(None),
             Duration::from_secs(10),
         );
         TestApp { addr, store, api }

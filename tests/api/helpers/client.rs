@@ -355,3 +355,21 @@ pub async fn status_and_json(r: Response) -> (u16, Value) {
 pub fn running(job: &Value) -> bool {
     job["status"] == "running"
 }
+
+/// How long the tests' clients keep an idle connection for reuse: below the service's
+/// `IDLE_TIMEOUT_SECONDS` (15 s), as any client of it should be. A connection kept longer can
+/// be closed by the service just as a request is written on it, and that request fails
+/// (`IncompleteMessage`: seen once in clean-clone CI, a poll after a pause of ~15 s in the
+/// reshard test).
+const POOL_IDLE: Duration = Duration::from_secs(5);
+
+/// The tests' HTTP client: connections reused for at most [`POOL_IDLE`] idle, each request
+/// bounded by `timeout` when given.
+pub fn http_client(timeout: Option<Duration>) -> reqwest::Client {
+    let builder = reqwest::Client::builder().pool_idle_timeout(POOL_IDLE);
+    let builder = match timeout {
+        Some(t) => builder.timeout(t),
+        None => builder,
+    };
+    builder.build().expect("a client builds")
+}

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{dead_redis_url, free_port, Api, HaRedis, HeldFeeds, RedisServer, NOBODY_LISTENS};
+use super::{
+    dead_redis_url, free_port, http_client, Api, HaRedis, HeldFeeds, RedisServer, NOBODY_LISTENS,
+};
 
 /// Longest the binary may take to answer its first `/healthz`, or to exit once told to.
 const PROCESS_PATIENCE: Duration = Duration::from_secs(15);
@@ -202,10 +204,7 @@ impl Launch {
             .stdout(Stdio::null())
             .stderr(out);
         let child = cmd.spawn().expect("the catalog-jobs binary starts");
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(20))
-            .build()
-            .expect("a client builds");
+        let client = http_client(Some(Duration::from_secs(20)));
         let api = Api::new(
             format!("http://127.0.0.1:{port}"),
             client,

@@ -236,6 +236,20 @@ async fn sigterm_mid_job_gives_it_to_another_replica_without_counting_an_attempt
     );
 }
 
+/// The tenant's only job, once it runs (started by a request still held open, so its id is
+/// known only from the listing).
+async fn its_running_job(api: &Api, t: &TenantId) -> Value {
+    loop {
+        let v = api.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
+        if let Some(job) = v["jobs"].as_array().and_then(|j| j.first()).cloned() {
+            if job["status"] == "running" {
+                return job;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Puts `n` demo products in the tenant's catalogue, straight into Redis.
 async fn seed_catalogue(redis_url: &str, t: &TenantId, n: usize) {
     let store = Arc::new(RedisCatalog::open(redis_url, "catalog").unwrap());
@@ -341,15 +355,7 @@ async fn wait_true_on_one_replica_learns_promptly_of_a_job_run_on_another() {
         })
     };
     // Find the job (it is the tenant's only one) and let it run to its end on B.
-    let listed = loop {
-        let v = a.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
-        if let Some(job) = v["jobs"].as_array().and_then(|j| j.first()).cloned() {
-            if job["status"] == "running" {
-                break job;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let listed = its_running_job(&a, &t).await;
     assert_eq!(worker_pid(&listed), b.pid(), "the job runs on B: {listed}");
     feeds.release("waited");
     let (status, answered_ms) = waiting.await.unwrap();
@@ -557,15 +563,7 @@ async fn a_wait_true_request_on_a_replica_stopped_by_sigterm_is_answered_with_it
         ];
         tokio::spawn(async move { client.post(url).form(&form).send().await })
     };
-    let listed = loop {
-        let v = b.get_json(&format!("/catalog/jobs?tenant_id={t}")).await;
-        if let Some(job) = v["jobs"].as_array().and_then(|j| j.first()).cloned() {
-            if job["status"] == "running" {
-                break job;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let listed = its_running_job(&b, &t).await;
     let id = listed["job_id"].as_str().unwrap().to_owned();
     a.signal("TERM");
     let answer = waiting

@@ -37,12 +37,23 @@ pub struct Connection {
     pub server: String,
 
     /// A file holding your API token (the service is sent it as a bearer token, never in a URL).
-    #[arg(long, env = "CATALOG_JOBS_TOKEN_FILE")]
+    #[arg(long, env = "CATALOG_JOBS_TOKEN_FILE", value_parser = token_file_path)]
     pub token_file: Option<PathBuf>,
 
     /// Print JSON on stdout (the job snapshot, the listing or the product) instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A token file's path: an empty one (`CATALOG_JOBS_TOKEN_FILE=` left set by a script) is
+/// refused with what to do, rather than read as a file named "".
+fn token_file_path(path: &str) -> Result<PathBuf, String> {
+    if path.is_empty() {
+        return Err("the token file's path is empty: give a path, or unset \
+                    CATALOG_JOBS_TOKEN_FILE to send no token"
+            .into());
+    }
+    Ok(PathBuf::from(path))
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

@@ -96,6 +96,9 @@ impl RetryFilter {
     }
 }
 
+/// What a bulk call's body is, as its refusals say it.
+const EXAMPLE: &str = "a JSON object, e.g. {\"job_ids\": [\"…\"]}";
+
 /// What a bulk call's body may be.
 const BULK_MEDIA_TYPES: &str = "application/json (a JSON object)";
 
@@ -105,18 +108,26 @@ pub fn json_only(headers: &HeaderMap) -> Result<(), ApiError> {
     match media_type(headers).as_str() {
         "application/json" => {}
         ct if ct.ends_with("+json") => {}
-        other => return Err(refused_media(other, "(none given)", BULK_MEDIA_TYPES)),
+        other => {
+            let none = "(none given: a bulk call reads a JSON body)";
+            return Err(refused_media(other, none, BULK_MEDIA_TYPES));
+        }
     }
     identity_encoding(headers)
 }
 
 /// The body as a JSON object (400 `malformed_body` otherwise).
 pub fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    if body.trim_ascii().is_empty() {
+        return Err(ApiError::MalformedBody(format!(
+            "the body is empty: a bulk call reads {EXAMPLE}"
+        )));
+    }
     match strict_json(body)? {
         Value::Object(map) => Ok(map),
-        _ => Err(ApiError::MalformedBody(
-            "the body must be a JSON object, e.g. {\"job_ids\": [\"…\"]}".into(),
-        )),
+        _ => Err(ApiError::MalformedBody(format!(
+            "the body must be {EXAMPLE}"
+        ))),
     }
 }
 

@@ -185,6 +185,17 @@ async fn usage_errors_exit_2_and_an_unreachable_or_failing_server_exits_4() {
     )
     .await;
     assert_eq!(code(&o), 2, "an unreadable token file");
+    let o = cli(
+        &svc.base(),
+        &["jobs", "--tenant", "acme", "--token-file", ""],
+    )
+    .await;
+    assert_eq!(code(&o), 2, "an empty token file path");
+    assert!(
+        stderr(&o).contains("empty") && stderr(&o).contains("unset CATALOG_JOBS_TOKEN_FILE"),
+        "{}",
+        stderr(&o)
+    );
 
     let nobody = format!("http://127.0.0.1:{}", free_port());
     let o = cli(&nobody, &["submit", "sync", "--tenant", "acme"]).await;

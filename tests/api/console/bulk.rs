@@ -421,7 +421,10 @@ type BadCall = (
 #[rustfmt::skip]
 const BAD_CALLS: &[BadCall] = &[
     ("a form body", "cancel", "application/x-www-form-urlencoded", "", "tenant_id={t}", 415, "unsupported_media_type", &["`application/x-www-form-urlencoded`", "application/json"]),
-    ("JSON without a content type", "cancel", "", "", r#"{"tenant_id":"{t}"}"#, 415, "unsupported_media_type", &["(none given)"]),
+    ("JSON without a content type", "cancel", "", "", r#"{"tenant_id":"{t}"}"#, 415, "unsupported_media_type", &["(none given: a bulk call reads a JSON body)"]),
+    ("no body at all", "retry", "", "", "", 415, "unsupported_media_type", &["a bulk call reads a JSON body", "application/json"]),
+    ("an empty JSON body", "cancel", "application/json", "", " \n", 400, "malformed_body", &["the body is empty", "job_ids"]),
+    ("JSON that is no object", "retry", "application/json", "", "[1]", 400, "malformed_body", &["must be a JSON object"]),
     ("a compressed body", "cancel", "application/json", "gzip", "{gzip}", 415, "unsupported_media_type", &["`gzip`", "uncompressed"]),
     ("an id that is no UUID", "cancel", "application/json", "", r#"{"job_ids":["{queued}","not-a-uuid"]}"#, 422, "invalid_field", &["job_ids[1] `not-a-uuid` is not a job id"]),
     ("an id that is a number", "retry", "application/json", "", r#"{"job_ids":[7]}"#, 422, "invalid_field", &["job_ids[0] is a number"]),

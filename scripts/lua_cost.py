@@ -49,11 +49,26 @@ def grouped(rev: str) -> bool:
     return "begin(keys, args)" in source(rev, "src/jobs/lua/prelude.lua")
 
 
+def functions(rev: str) -> list:
+    """The revision's scripts and whether each is guarded (every key it touches named in its
+    call's KEYS): its `functions!` list in jobs/redis/scripts.rs, else SCRIPTS unguarded."""
+    try:
+        listed = source(rev, "src/jobs/redis/scripts.rs")
+    except subprocess.CalledProcessError:
+        listed = ""
+    found = re.findall(r'^\s+[A-Z_]+ = "(\w+)", (true|false);$', listed, re.M)
+    if found:
+        return [(script, guarded == "true") for script, guarded in found]
+    return [(script, False) for script in SCRIPTS]
+
+
 def library(rev: str, name: str) -> str:
     head = "\n".join(source(rev, f"src/jobs/lua/{f}.lua") for f in ("record", "prelude", "order"))
     code = f"#!lua name={name}\n{head}\n"
-    begin = "begin(keys, args)" if grouped(rev) else "begin(args)"
-    for script in SCRIPTS:
+    for script, guarded in functions(rev):
+        begin = "begin(keys, args)" if grouped(rev) else "begin(args)"
+        if guarded:
+            begin = "begin(keys, args, true)"
         body = source(rev, f"src/jobs/lua/{script}.lua")
         code += (f"redis.register_function('{name}_{script}', function(keys, args)\n"
                  f"{begin}\n{body}\nend)\n")

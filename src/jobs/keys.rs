@@ -151,14 +151,14 @@ impl Keys {
     }
 
     /// `<prefix>:{<tag>}:queue` — the group's ready queue: ids of queued jobs, oldest first.
-    /// Every script call names it first (`FCALL … 2 <queue> <migrating>`): a cluster routes the
+    /// Every script call names it first (`FCALL … <n> <queue> <migrating> …`): a cluster routes the
     /// call by it.
     pub fn queue(&self, group: Group) -> String {
         format!("{}:queue", self.base(group))
     }
 
     /// `<prefix>:{<tag>}:migrating` — never written, never read: every script call names it
-    /// second (`FCALL … 2 <queue> <migrating>`) so that a Redis Cluster never runs the call
+    /// second (`FCALL … <n> <queue> <migrating> …`) so that a Redis Cluster never runs the call
     /// while the group's slot is being moved. The scripts touch keys they do not name (a
     /// claimed job, a lock's holder); Redis looks for a call's named keys only while their
     /// slot migrates, and runs a call naming several keys only on the node that holds them

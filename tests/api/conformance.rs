@@ -100,6 +100,7 @@ async fn outlive(ms: u64) {
 }
 
 every_store!(
+    the_queue_gauge_counts_each_kinds_queued_jobs_and_not_the_running_ones,
     the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones,
     a_running_job_whose_lease_went_stale_is_listed_active_as_lost,
     a_new_job_is_queued_at_zero_with_its_kind,
@@ -882,6 +883,9 @@ async fn trimmed_jobs_that_ended_are_deleted_with_their_listing_entry(b: Stores)
     assert_eq!(s.recent(&t, 10).await.unwrap().len(), 3);
 }
 
+#[path = "conformance_keys.rs"]
+mod keys;
+
 mod redis_only {
     use super::*;
     use crate::helpers::{keys_matching, shared_redis};
@@ -1421,6 +1425,28 @@ mod redis_only {
             "the library is loaded again"
         );
     }
+}
+
+async fn the_queue_gauge_counts_each_kinds_queued_jobs_and_not_the_running_ones(b: Stores) {
+    let store = fresh(b);
+    assert_eq!(
+        store.queued_by_kind().await.unwrap(),
+        vec![],
+        "nothing queued"
+    );
+    start(&*store, &new_job(&tenant(), "enrich")).await;
+    for kind in ["sync", "enrich", "sync"] {
+        create(&*store, &new_job(&tenant(), kind)).await;
+    }
+    let mut counts: Vec<(String, u64)> = store
+        .queued_by_kind()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(kind, n)| (kind.as_str().to_owned(), n))
+        .collect();
+    counts.sort();
+    assert_eq!(counts, [("enrich".into(), 1), ("sync".into(), 2)]);
 }
 
 async fn the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones(b: Stores) {

@@ -81,7 +81,7 @@ for _, old in ipairs(stale) do
   local fenced = {superseded_by = old.by}
   note(old.id, old.job, fenced, 'superseded', 'lost', old.job.percent, old.job.step, now)
   write_job(k_job(old.id), fenced)
-  redis.call('ZREM', K_LEASES, old.id)
+  redis.call('ZREM', key(K_LEASES), old.id)
   after_end(old.id, old.job, {status = 'failed', error = 'Lost'}, now)
 end
 local here = worker ~= '' and waiting == 0 and #jobs == 1
@@ -103,7 +103,7 @@ for n, new in ipairs(jobs) do
   if ahead then
     record.waiting_for, record.step = ahead, waiting_step(ahead_kind, ahead)
     note(id, job, record, 'created', 'queued', 0, record.step, now, 'waiting_for=' .. ahead)
-    redis.call('SADD', K_WAITING, id)
+    redis.call('SADD', key(K_WAITING), id)
   elseif job.steps then
     local ids = {}
     for k = 1, MAX_STEPS do
@@ -119,7 +119,7 @@ for n, new in ipairs(jobs) do
     record.status, record.step, record.started_ms = 'running', 'starting', now
     record.claim, record.attempt, record.worker = 1, 1, worker
     note(id, job, record, 'started', 'running', 0, 'starting', now, '1;' .. worker)
-    redis.call('ZADD', K_LEASES, int(now + STALE), id)
+    redis.call('ZADD', key(K_LEASES), int(now + STALE), id)
   end
   write_job(hkey, record)
   redis.call('EXPIRE', hkey, TTL_S)
@@ -149,7 +149,7 @@ if idem then
   local names = k_tenant_idem(tenant)
   if redis.call('SADD', names, idem) == 1 and redis.call('SCARD', names) > 2 * CAP then
     for _, name in ipairs(redis.call('SMEMBERS', names)) do
-      local owner = redis.call('HGET', name, 'job')
+      local owner = redis.call('HGET', key(name), 'job')
       if not owner or redis.call('EXISTS', k_job(owner)) == 0 then
         redis.call('DEL', name)
         redis.call('SREM', names, name)

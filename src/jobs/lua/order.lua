@@ -7,7 +7,7 @@
 -- their tenant's lane in step order; the step that ends one of them ends the pipeline when
 -- it was the last, failed or was cancelled — skipping the steps after it first, so none of
 -- them ever starts. The events this file notes carry their own data as `name=value;…`.
-local function k_lane(tenant) return G .. ':lane:' .. tenant end
+local function k_lane(tenant) return key(G .. ':lane:' .. tenant) end
 
 -- NOTE_FIELDS and `more`: what a step reads of a job it notes an event of.
 local function noted(more)
@@ -34,7 +34,7 @@ local function release(id, after, now)
   note(id, job, fields, 'ready', 'queued', job.percent, 'queued', now, 'after=' .. after)
   write_job(hkey, fields)
   redis.call('HDEL', hkey, field_name('waiting_for'))
-  redis.call('SREM', K_WAITING, id)
+  redis.call('SREM', key(K_WAITING), id)
   if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, WAKE) end
 end
 
@@ -200,7 +200,7 @@ end
 -- with ORDER_FIELDS, tenant and kind.
 after_end = function(id, job, fields, now)
   if job.waiting_for then
-    redis.call('SREM', K_WAITING, id)
+    redis.call('SREM', key(K_WAITING), id)
     redis.call('HDEL', k_job(id), field_name('waiting_for'))
   end
   if job.pipeline then step_ended(job.pipeline, id, job.kind, fields, now) end

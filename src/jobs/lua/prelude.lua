@@ -5,15 +5,23 @@
 -- a script's own arguments follow and are read from A[1..]. Job fields travel by name: a named
 -- list is a count, then name, value, … (`named_args`; `Pairs` in jobs/redis/record.rs builds
 -- them). Answers are named too: each script returns a code word (`Code` in
--- jobs/redis/scripts.rs reads them). Every call names two keys, its slot group's ready queue
--- and the group's `migrating` key (`FCALL <fn> 2 <prefix>:{<tag>}:queue
+-- jobs/redis/scripts.rs reads them). Every call names first its slot group's ready queue
+-- and the group's `migrating` key (`FCALL <fn> <n> <prefix>:{<tag>}:queue
 -- <prefix>:{<tag>}:migrating …`): the group's base (`<prefix>:{<tag>}`, G) is read from the
--- queue, and every key a step touches is built here from it — a lock's holder, a trimmed
+-- queue, and every key name a step uses is built here from it — a lock's holder, a trimmed
 -- job, a claimed job, all of one tenant or one group — so a step's keys share the one hash
 -- slot a Redis Cluster routes the call to. The second key is never written or read: it is
 -- absent, so a cluster refuses the call (ASK, TRYAGAIN) while that slot is being moved
 -- between nodes instead of running it on the half of the group's keys one node holds
 -- (jobs/keys.rs, `Keys::migrating`). jobs/keys.rs builds the same names for reads.
+--
+-- Every key a call touches is named in its KEYS, as Redis (and a Cluster) asks of a script:
+-- the caller names, after those two, the keys the step may touch (each script's header says
+-- which). Every key name made here goes through `key`, the guard: in a function registered
+-- as guarded (jobs/redis/scripts.rs), a name the call did not declare is an error, raised
+-- before the step's first write (each guarded script reaches every key it may touch before
+-- it writes). A function not yet converted is registered unguarded and builds its keys from
+-- the group's base as before.
 --
 -- Each script calls TIME once (now_ms). A key's TTL is set where the key is created; a
 -- renewal or an end sets it again only for a job older than a tenth of the TTL (`aged`), so a
@@ -37,14 +45,34 @@ local GROUP_NAMES, GROUP_NAMES_KEPT, GROUP_NAMES_MAX = {}, 0, 4800
 -- The tenant channel last asked about in this call, and whether it had a subscriber.
 local ASKED, HEARD
 
+-- The keys the call declared, as a set (its KEYS), in a guarded function; nil in one not yet
+-- converted (every name passes).
+local DECLARED
+
+-- The guard every key name goes through: answers `name` when the call declared it (or the
+-- function is not guarded), else raises an error naming it.
+local function key(name)
+  if DECLARED and not DECLARED[name] then
+    error(redis.error_reply('ERR undeclared key ' .. name ..
+      ': a guarded job script touches only the keys its call names in KEYS'))
+  end
+  return name
+end
+
 -- The settings as the last call gave them: strings, which Lua interns, so comparing a call's
 -- settings with them costs a pointer comparison each, where reading them as numbers costs a
 -- strtod each (a fifth of a small script's cost).
 local SETTINGS = {}
 
 -- Reads a call's group from its first key, then its arguments: the eight settings (read again
--- only when they differ from the last call's), then the script's own (into A).
-local function begin(keys, args)
+-- only when they differ from the last call's), then the script's own (into A). A `guarded`
+-- function's KEYS become the set `key` checks names against.
+local function begin(keys, args, guarded)
+  DECLARED = nil
+  if guarded then
+    DECLARED = {}
+    for i = 1, #keys do DECLARED[keys[i]] = true end
+  end
   if keys[1] ~= ANCHOR then
     ANCHOR = keys[1]
     local names = GROUP_NAMES[ANCHOR]
@@ -75,16 +103,19 @@ end
 -- 15th character '8': `JobId` in jobs/mod.rs), else (made before groups, on a single Redis)
 -- under the prefix.
 local function k_job(id)
-  if string.byte(id, 15) == 56 or CLUSTER then return G .. ':' .. id end
-  return P .. ':' .. id
+  if string.byte(id, 15) == 56 or CLUSTER then return key(G .. ':' .. id) end
+  return key(P .. ':' .. id)
 end
-local function k_lock(tenant, kind) return G .. ':lock:' .. tenant .. ':' .. kind end
-local function k_tenant(tenant) return G .. ':tenant:' .. tenant end
-local function k_idem(tenant, kind, key) return G .. ':idem:' .. tenant .. ':' .. kind .. ':' .. key end
+local function k_lock(tenant, kind) return key(G .. ':lock:' .. tenant .. ':' .. kind) end
+local function k_tenant(tenant) return key(G .. ':tenant:' .. tenant) end
+local function k_idem(tenant, kind, name)
+  return key(G .. ':idem:' .. tenant .. ':' .. kind .. ':' .. name)
+end
+-- A channel, not a key: it has no slot and is not declared.
 local function k_tenant_events(tenant) return P .. ':tenant:' .. tenant .. ':events' end
-local function k_gone(tenant) return G .. ':tenant:' .. tenant .. ':gone' end
-local function k_tenant_idem(tenant) return G .. ':tenant:' .. tenant .. ':idem' end
-local function k_stats(hour) return G .. ':stats:' .. int(hour) end
+local function k_gone(tenant) return key(G .. ':tenant:' .. tenant .. ':gone') end
+local function k_tenant_idem(tenant) return key(G .. ':tenant:' .. tenant .. ':idem') end
+local function k_stats(hour) return key(G .. ':stats:' .. int(hour)) end
 
 -- How many sampled progress events a timeline keeps (the newest): PROGRESS_KEPT in
 -- jobs/timeline.rs, where the sampling rule is explained.
@@ -245,13 +276,13 @@ local untrimmed = 0
 local function index_job(tenant, id, now)
   local stamp = int(now)
   if #stamp < 13 then stamp = string.format('%013d', now) end
-  redis.call('ZADD', K_EVERYONE, '0', stamp .. '.' .. id)
-  redis.call('ZADD', K_TENANTS, int(now), tenant)
+  redis.call('ZADD', key(K_EVERYONE), '0', stamp .. '.' .. id)
+  redis.call('ZADD', key(K_TENANTS), int(now), tenant)
   untrimmed = untrimmed + 1
   if untrimmed >= TRIM_EVERY then
     untrimmed = 0
-    redis.call('ZREMRANGEBYRANK', K_EVERYONE, '0', int(-(EVERYONE_CAP + 1)))
-    redis.call('ZREMRANGEBYRANK', K_TENANTS, '0', int(-(PICKER_CAP + 1)))
+    redis.call('ZREMRANGEBYRANK', key(K_EVERYONE), '0', int(-(EVERYONE_CAP + 1)))
+    redis.call('ZREMRANGEBYRANK', key(K_TENANTS), '0', int(-(PICKER_CAP + 1)))
   end
 end
 
@@ -320,9 +351,9 @@ end
 local function count_end(kind, status, now)
   local minute = math.floor(now / 60000)
   local hour = math.floor(minute / 60)
-  local key = k_stats(hour)
-  if redis.call('HINCRBY', key, int(minute) .. ':' .. kind .. ':' .. status, '1') == 1 then
-    redis.call('EXPIREAT', key, int((hour + 26) * 3600))
+  local bucket = k_stats(hour)
+  if redis.call('HINCRBY', bucket, int(minute) .. ':' .. kind .. ':' .. status, '1') == 1 then
+    redis.call('EXPIREAT', bucket, int((hour + 26) * 3600))
   end
 end
 
@@ -344,7 +375,7 @@ local function end_job(id, job, fields, now)
   if aged(job.created_ms, now) then redis.call('EXPIRE', hkey, TTL_S) end
   local lock = k_lock(job.tenant, job.kind)
   if redis.call('GET', lock) == id then redis.call('DEL', lock) end
-  redis.call('ZREM', K_LEASES, id)
+  redis.call('ZREM', key(K_LEASES), id)
   if job.awaited then redis.call('PUBLISH', CHANNEL, 'end:' .. id) end
   count_end(job.kind, fields.status, fields.finished_ms)
   after_end(id, job, fields, now)
@@ -358,7 +389,7 @@ end
 
 -- Puts a job back at the head of the ready queue and wakes the dispatchers.
 local function requeue(id)
-  redis.call('ZREM', K_LEASES, id)
+  redis.call('ZREM', key(K_LEASES), id)
   redis.call('LPUSH', K_QUEUE, id)
   redis.call('PUBLISH', CHANNEL, WAKE)
 end
@@ -401,7 +432,7 @@ local function claim_one(worker, runs, now)
       note(id, job, fields, 'started', 'running', job.percent, 'starting', now,
         attempt .. ';' .. worker)
       write_job(hkey, fields)
-      redis.call('ZADD', K_LEASES, int(now + STALE), id)
+      redis.call('ZADD', key(K_LEASES), int(now + STALE), id)
       local answer = {id}
       for name, value in pairs(fields) do
         stored[field_name(name)] = type(value) == 'number' and int(value) or value

@@ -35,22 +35,22 @@ for _, id in ipairs(ids) do
 end
 for _, kind in ipairs(kinds) do redis.call('DEL', k_lock(tenant, kind)) end
 redis.call('DEL', list, k_lane(tenant))
-redis.call('ZREM', K_TENANTS, tenant)
+redis.call('ZREM', key(K_TENANTS), tenant)
 local answer = {'removed', tostring(removed)}
 for _, hash in ipairs(hashes) do
   -- A key of another type (pair's state, a string) goes too and counts 0; a set names
   -- keys that go with it (pair's staging keys).
   local size = 0
-  local kind = redis.call('TYPE', hash).ok
+  local kind = redis.call('TYPE', key(hash)).ok
   if kind == 'hash' then size = redis.call('HLEN', hash) end
   if kind == 'set' then
-    for _, key in ipairs(redis.call('SMEMBERS', hash)) do redis.call('DEL', key) end
+    for _, name in ipairs(redis.call('SMEMBERS', hash)) do redis.call('DEL', key(name)) end
   end
   answer[#answer + 1] = tostring(size)
   redis.call('DEL', hash)
 end
 local idem = k_tenant_idem(tenant)
-for _, key in ipairs(redis.call('SMEMBERS', idem)) do redis.call('DEL', key) end
+for _, name in ipairs(redis.call('SMEMBERS', idem)) do redis.call('DEL', key(name)) end
 redis.call('DEL', idem)
 local now = now_ms()
 local gone = k_gone(tenant)

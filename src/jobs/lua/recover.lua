@@ -5,10 +5,10 @@
 -- ('left_lost'): it reads `lost`, and the next create of its tenant and kind takes over; it
 -- will not run again (its run is fenced off, should its process come back), so its tenant's order and its pipeline go on without it (`after_end`).
 local now = now_ms()
-local due = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, tonumber(A[1]))
+local due = redis.call('ZRANGEBYSCORE', key(K_LEASES), '-inf', now, 'LIMIT', 0, tonumber(A[1]))
 local out = {}
 for _, id in ipairs(due) do
-  redis.call('ZREM', K_LEASES, id)
+  redis.call('ZREM', key(K_LEASES), id)
   local hkey = k_job(id)
   local job = read_job(hkey, RUN_FIELDS)
   if job.status == 'running' and not job.superseded_by then

@@ -22,6 +22,6 @@ note(id, job, fields, 'restored', 'running', percent, live.step, now,
 write_job(hkey, fields)
 redis.call('EXPIRE', hkey, TTL)
 redis.call('SET', lock, id, 'EX', TTL)
-redis.call('ZADD', K_LEASES, now + STALE, id)
+redis.call('ZADD', key(K_LEASES), now + STALE, id)
 list_push(tenant, id)
 return 'restored'

@@ -14,6 +14,7 @@
 mod admin;
 mod audit;
 mod clock;
+mod declare;
 mod listen;
 mod reads;
 pub mod record;

@@ -31,27 +31,45 @@ const ORDER: &str = include_str!("../lua/order.lua");
 /// A job script: a function of the library, by its name there.
 pub struct Function(&'static str);
 
-/// Each script, by its file's name in `lua/`, and its body: one list for both.
+/// Each script, by its file's name in `lua/`, its body, and whether it is guarded: one list
+/// for all three. A guarded script's call names in `KEYS` every key it touches, and the
+/// prelude's `key` refuses any other before the step writes anything; one not yet converted
+/// builds keys it does not name from its group's base (docs/operations.md, "Redis Cluster").
+/// The guard is part of the script, not a setting: nothing switches it off.
 macro_rules! functions {
-    ($($script:ident = $file:literal,)*) => {
+    ($($script:ident = $file:literal, $guarded:literal;)*) => {
         $(pub static $script: Function = Function($file);)*
-        const BODIES: &[(&str, &str)] = &[$(($file, include_str!(concat!("../lua/", $file, ".lua"))),)*];
+        const BODIES: &[(&str, &str, bool)] =
+            &[$(($file, include_str!(concat!("../lua/", $file, ".lua")), $guarded),)*];
     };
 }
 
 functions! {
-    CREATE = "create",
-    CLAIM = "claim",
-    TICK = "tick",
-    RENEW = "renew",
-    FINISH = "finish",
-    RESTORE = "restore",
-    RELEASE = "release",
-    RECOVER = "recover",
-    CANCEL = "cancel",
-    PURGE = "purge",
-    QUEUED = "queued",
-    AWAITED = "awaited",
+    CREATE = "create", false;
+    CLAIM = "claim", false;
+    TICK = "tick", true;
+    RENEW = "renew", true;
+    FINISH = "finish", false;
+    RESTORE = "restore", false;
+    RELEASE = "release", false;
+    RECOVER = "recover", false;
+    CANCEL = "cancel", false;
+    PURGE = "purge", false;
+    AWAITED = "awaited", true;
+}
+
+impl Function {
+    /// The function's name in Redis (`<library>_<script>`).
+    pub fn name(&self) -> String {
+        format!("{}_{}", LIBRARY.name, self.0)
+    }
+
+    /// Whether its calls must name every key the step touches (the prelude's guard).
+    pub fn guarded(&self) -> bool {
+        BODIES
+            .iter()
+            .any(|&(script, _, guarded)| script == self.0 && guarded)
+    }
 }
 
 /// The library: its name (`catalog_jobs_<hash of its source>`) and its code for
@@ -64,15 +82,16 @@ struct Library {
 
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let mut source = format!("{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n");
-    for &(script, body) in BODIES {
+    for &(script, body, guarded) in BODIES {
         source.push_str(script);
         source.push_str(body);
+        source.push_str(if guarded { "guarded" } else { "" });
     }
     let name = format!("catalog_jobs_{:016x}", fnv1a(source.as_bytes()));
     let mut code = format!("#!lua name={name}\n{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n");
-    for &(script, body) in BODIES {
+    for &(script, body, guarded) in BODIES {
         code.push_str(&format!(
-            "redis.register_function('{name}_{script}', function(keys, args)\nbegin(keys, args)\n{body}\nend)\n"
+            "redis.register_function('{name}_{script}', function(keys, args)\nbegin(keys, args, {guarded})\n{body}\nend)\n"
         ));
     }
     Library { name, code }
@@ -85,8 +104,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// A prepared call of a job script: `FCALL <function> 2 <its group's queue> <its group's
-/// migrating key> <args…>` (`Route`).
+/// A prepared call of a job script: `FCALL <function> <n> <its group's queue> <its group's
+/// migrating key> <the keys the step touches…> <args…>` (`Route`).
 pub struct Call {
     cmd: redis::Cmd,
 }
@@ -125,25 +144,37 @@ fn library_missing(e: &RedisError) -> bool {
         .is_some_and(|d| d.starts_with("Function not found"))
 }
 
-/// Where a script call goes: its slot group's ready queue (`Keys::queue`: the key it names
-/// first, which routes it on a cluster and from which it builds every other), the group's
-/// `Keys::migrating` (named second, never there: a cluster refuses the call while the
-/// group's slot is moved, rather than running it on half the group's keys), and whether the
-/// store is a Redis Cluster.
+/// Where a script call goes and what it touches: its slot group's ready queue
+/// (`Keys::queue`: the key it names first, which routes it on a cluster and from which an
+/// unguarded script builds every other), the group's `Keys::migrating` (named second, never
+/// there: a cluster refuses the call while the group's slot is moved, rather than running it
+/// on half the group's keys), the other keys the step may touch (`declared`, in the order the
+/// script's header lists them; a guarded script touches no other), and whether the store is
+/// a Redis Cluster.
 pub struct Route {
     pub queue: String,
     pub migrating: String,
+    pub declared: Vec<String>,
     pub cluster: bool,
+}
+
+impl Route {
+    /// Declares one more key the step may touch.
+    pub fn with(mut self, key: String) -> Self {
+        self.declared.push(key);
+        self
+    }
 }
 
 /// A script call along `route`, with the settings every script reads first (`begin` in
 /// `lua/prelude.lua`).
 pub fn invocation(function: &Function, settings: &StoreSettings, route: Route) -> Call {
     let mut cmd = redis::cmd("FCALL");
-    cmd.arg(format!("{}_{}", LIBRARY.name, function.0))
-        .arg(2)
+    cmd.arg(function.name())
+        .arg(2 + route.declared.len())
         .arg(route.queue)
-        .arg(route.migrating);
+        .arg(route.migrating)
+        .arg(route.declared);
     let mut inv = Call { cmd };
     inv.arg(&settings.prefix)
         .arg(settings.ttl_secs())

@@ -1,11 +1,11 @@
 //! The store's writes: each operation is one script call (`scripts.rs`), its arguments built
 //! from the job's fields by name (`record.rs`) and its answer read into the store's values.
 //!
-//! Nothing here builds a key but the two each call names, its slot group's queue and its
-//! never-written `migrating` key (`scripts::Route`): the scripts build the others from the
-//! queue, inside the step. A call about a tenant or one of its jobs goes
-//! to the tenant's group; a heartbeat, a recovery sweep and the dispatcher's claims go to
-//! each group they concern.
+//! The keys each call names are `declare.rs`'s: its slot group's queue and never-written
+//! `migrating` key, then, for a guarded script, every key its step may touch; an unguarded
+//! script builds what it does not name from the queue, inside the step. A call about a tenant
+//! or one of its jobs goes to the tenant's group; a heartbeat, a recovery sweep and the
+//! dispatcher's claims go to each group they concern.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -21,6 +21,7 @@ use super::super::store::{
     Recovered, Release, Renewal, Restore, RunEnd, RunId, RunRef, StoreError, Tick,
 };
 use super::super::{worker_name, JobId, Kind, Status, TenantId};
+use super::declare::Facts;
 use super::record::{Field, Hash, Pairs};
 use super::scripts::{self, unexpected, Code, CreateCode};
 use super::{bounded_on, RedisStore};
@@ -58,25 +59,6 @@ fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
 }
 
 impl RedisStore {
-    /// A call of `function` in `group`.
-    pub(super) fn call(&self, function: &scripts::Function, group: Group) -> scripts::Call {
-        scripts::invocation(function, &self.settings, self.route(group))
-    }
-
-    /// The route of a call in `group`.
-    fn route(&self, group: Group) -> scripts::Route {
-        scripts::Route {
-            queue: self.keys.queue(group),
-            migrating: self.keys.migrating(group),
-            cluster: self.on_cluster(),
-        }
-    }
-
-    /// A call of `function` about job `id`, in the group its id names.
-    fn call_for(&self, function: &scripts::Function, id: &JobId) -> scripts::Call {
-        self.call(function, Group::of_job_or_first(id))
-    }
-
     /// Notes that `group`'s queue may have work: this process's own step may have put a job
     /// there (a create, a release, an end that let the next job of its tenant go), which
     /// its dispatcher claims without waiting for the wake-up to come back.
@@ -319,23 +301,40 @@ impl RedisStore {
     }
 
     /// renew.lua once for each group the runs are in, and for the first group (it holds the
-    /// process registry, renewed there), the calls in flight together.
+    /// process registry, renewed there), the calls in flight together; each names the keys
+    /// its runs' records say they touch (`facts_of`, read first).
     pub(super) async fn renew_runs(&self, runs: &[RunId]) -> Result<Vec<Renewal>, StoreError> {
         let first = Group::at(0).expect("there is a first group");
-        let mut groups: BTreeMap<Group, Vec<&RunId>> = BTreeMap::from([(first, Vec::new())]);
-        for run in runs {
-            groups
-                .entry(Group::of_job_or_first(&run.id))
-                .or_default()
-                .push(run);
+        let mut groups: BTreeMap<Group, Vec<(&RunId, Option<Facts>)>> =
+            BTreeMap::from([(first, Vec::new())]);
+        for (run, facts) in runs.iter().zip(self.facts_of(runs).await?) {
+            // A job whose id names no group (a single Redis's, made before groups) is renewed
+            // in its tenant's group, where its lock and lease are.
+            let group = Group::of_job(&run.id)
+                .or(facts.as_ref().map(|f| Group::of(&f.tenant)))
+                .unwrap_or(first);
+            groups.entry(group).or_default().push((run, facts));
         }
-        let calls = groups.iter().map(|(group, runs)| async move {
-            let mut inv = self.call(&scripts::RENEW, *group);
-            match *group == first {
+        let calls = groups.into_iter().map(|(group, runs)| async move {
+            let mut route = self.route(group);
+            if group == first {
+                route = route.with(self.keys.processes());
+            }
+            if !runs.is_empty() {
+                route = route.with(self.keys.leases(group));
+            }
+            for (run, facts) in &runs {
+                route = route.with(self.record(&run.id));
+                if let Some(facts) = facts {
+                    route.declared.extend(self.run_keys(facts));
+                }
+            }
+            let mut inv = scripts::invocation(&scripts::RENEW, &self.settings, route);
+            match group == first {
                 true => inv.arg(self.process.member()),
                 false => inv.arg(""),
             };
-            for run in runs {
+            for (run, _) in &runs {
                 inv.arg(run.id.to_string()).arg(run.claim);
             }
             let mut conn = self.connection().await?;
@@ -343,7 +342,11 @@ impl RedisStore {
             if words.len() != runs.len() {
                 return Err(StoreError::Corrupt("renew answered a run short".into()));
             }
-            Ok(runs.iter().map(|run| run.id).zip(words).collect::<Vec<_>>())
+            Ok(runs
+                .iter()
+                .map(|(run, _)| run.id)
+                .zip(words)
+                .collect::<Vec<_>>())
         });
         let answered: BTreeMap<JobId, String> =
             try_join_all(calls).await?.into_iter().flatten().collect();

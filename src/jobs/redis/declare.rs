@@ -1,0 +1,124 @@
+//! What each script call names in `KEYS`: its slot group's two keys (`Route`), then the keys
+//! the step may touch. A guarded script (`scripts.rs`) touches no other, so the names here
+//! are the ones the prelude's builders make (`k_job`, `k_lock`, …), from what the caller
+//! knows or reads first: a run's `Facts`, written at its create and never changed.
+
+use std::collections::{BTreeMap, HashMap};
+
+use futures_util::future::try_join_all;
+
+use super::super::keys::Group;
+use super::super::store::{RunId, StoreError};
+use super::super::{JobId, Kind, TenantId};
+use super::record::Field;
+use super::scripts;
+use super::RedisStore;
+
+/// The fields `Facts` are read from, in its order.
+const FACT_FIELDS: [Field; 4] = [Field::Tenant, Field::Kind, Field::InOrder, Field::Pipeline];
+
+/// What a job's record says of it, written at its create and never changed since, that
+/// names the keys a step about it touches: its tenant and kind (its lock), whether it runs in
+/// its tenant's order (its lane), the pipeline it is a step of (that record).
+pub(super) struct Facts {
+    pub(super) tenant: TenantId,
+    kind: Kind,
+    in_order: bool,
+    pipeline: Option<JobId>,
+}
+
+impl Facts {
+    /// From `FACT_FIELDS` as read; none for a missing record (or one this build cannot read:
+    /// its step then touches nothing but its record, and its guard says so if it would).
+    fn from_fields([tenant, kind, in_order, pipeline]: [Option<String>; 4]) -> Option<Self> {
+        Some(Self {
+            tenant: TenantId::parse(&tenant?).ok()?,
+            kind: Kind::parse(&kind?).ok()?,
+            in_order: in_order.is_some(),
+            pipeline: pipeline.and_then(|p| JobId::parse(&p).ok()),
+        })
+    }
+}
+
+impl RedisStore {
+    /// A call of `function` in `group`.
+    pub(super) fn call(&self, function: &scripts::Function, group: Group) -> scripts::Call {
+        scripts::invocation(function, &self.settings, self.route(group))
+    }
+
+    /// The route of a call in `group`, declaring no key beyond the group's two.
+    pub(super) fn route(&self, group: Group) -> scripts::Route {
+        scripts::Route {
+            queue: self.keys.queue(group),
+            migrating: self.keys.migrating(group),
+            declared: Vec::new(),
+            cluster: self.on_cluster(),
+        }
+    }
+
+    /// A call of `function` about job `id`, in the group its id names, declaring its record.
+    pub(super) fn call_for(&self, function: &scripts::Function, id: &JobId) -> scripts::Call {
+        let group = Group::of_job_or_first(id);
+        let route = self.route(group).with(self.record(id));
+        scripts::invocation(function, &self.settings, route)
+    }
+
+    /// The record of job `id` as a script of its group reaches it (`k_job` in the prelude):
+    /// `Keys::job`, except that on a cluster an id naming no group is looked for in the
+    /// call's own slot (every job there was made with an id naming its group).
+    pub(super) fn record(&self, id: &JobId) -> String {
+        match Group::of_job(id) {
+            None if self.on_cluster() => {
+                format!("{}:{id}", self.keys.base(Group::of_job_or_first(id)))
+            }
+            _ => self.keys.job(id),
+        }
+    }
+
+    /// What each run's record says of it that decides the keys a step about it touches
+    /// (`Facts`), in the runs' order: one pipeline of `HMGET`s for each group the ids name,
+    /// all in flight together. Written when the job was created and never changed, so what is
+    /// read here still holds when the step runs; a record read as missing has none (the step
+    /// then touches no key of it but its record).
+    pub(super) async fn facts_of(&self, runs: &[RunId]) -> Result<Vec<Option<Facts>>, StoreError> {
+        let mut groups: BTreeMap<Group, Vec<JobId>> = BTreeMap::new();
+        for run in runs {
+            let group = Group::of_job_or_first(&run.id);
+            groups.entry(group).or_default().push(run.id);
+        }
+        let conn = self.connection().await?;
+        let reads = groups.into_values().map(|ids| {
+            let mut pipe = redis::pipe();
+            for id in &ids {
+                pipe.cmd("HMGET")
+                    .arg(self.record(id))
+                    .arg(&FACT_FIELDS.map(Field::name));
+            }
+            let mut conn = conn.clone();
+            async move {
+                let read: Vec<[Option<String>; 4]> =
+                    self.bounded(pipe.query_async(&mut conn)).await?;
+                Ok::<_, StoreError>(ids.into_iter().zip(read).collect::<Vec<_>>())
+            }
+        });
+        let read: HashMap<JobId, [Option<String>; 4]> =
+            try_join_all(reads).await?.into_iter().flatten().collect();
+        Ok(runs
+            .iter()
+            .map(|run| read.get(&run.id).cloned().and_then(Facts::from_fields))
+            .collect())
+    }
+
+    /// The keys of a run's tenant a step about it may touch beside its record: its lock, its
+    /// tenant's lane (an ordered job), its pipeline's record (a step).
+    pub(super) fn run_keys(&self, facts: &Facts) -> Vec<String> {
+        let mut keys = vec![self.keys.lock(&facts.tenant, &facts.kind)];
+        if facts.in_order {
+            keys.push(self.keys.lane(&facts.tenant));
+        }
+        if let Some(pipeline) = &facts.pipeline {
+            keys.push(self.record(pipeline));
+        }
+        keys
+    }
+}

@@ -178,9 +178,13 @@ impl State {
         if entry.value.snapshot.status.is_finished() {
             return;
         }
+        let asked = entry.value.snapshot.cancel_requested_at.is_some();
         let steps = entry.value.steps.clone();
         let last = steps.last().is_some_and(|s| s.job_id == id);
         let after = match status {
+            // Done after its pipeline was asked to stop (it finished before it read the
+            // request): the steps after it were skipped, so the pipeline ends cancelled now.
+            Status::Done if !last && asked => Status::Cancelled,
             Status::Done if !last => Status::Queued,
             other => other,
         };

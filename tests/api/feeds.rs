@@ -24,6 +24,7 @@ both_stores!(
     a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_percent,
     a_feed_that_misnames_its_fields_is_refused_once_by_sync_and_import_naming_the_columns,
     a_csv_value_under_a_column_the_header_leaves_unnamed_is_an_invalid_row_naming_the_column,
+    a_key_no_url_can_name_is_an_invalid_row,
 );
 
 /// One row of a table: its bytes, and a part of the error it must be reported with (`None`
@@ -355,6 +356,32 @@ async fn a_csv_value_under_a_column_the_header_leaves_unnamed_is_an_invalid_row_
             2,
             "only the valid rows"
         );
+    }
+}
+
+/// `.` and `..` are refused as keys: `GET /catalog/products/{key}` could not name them, since
+/// browsers and URL libraries resolve those segments away, escaped (`%2E%2E`) or not (the
+/// admin page asked `/catalog/?tenant_id=…` for `..`: a hostile probe's finding). Other keys
+/// of dots are keys like any other.
+async fn a_key_no_url_can_name_is_an_invalid_row(b: Backend) {
+    let app = spawn_catalog_app(b, test_config()).await;
+    let t = tenant();
+    let rows = [".", "..", "...", ".a."]
+        .map(|k| json!({"product_key": k, "name": format!("Dots {k}")}).to_string() + "\n")
+        .concat();
+    let (status, report) = import(&app, t.as_str(), "application/x-ndjson", rows.into()).await;
+    assert_eq!(status, 200, "{report}");
+    let expected = json!({
+        "read": 4, "created": 2, "invalid": 2,
+        "errors": [
+            {"line": 1, "error": "product_key `.` cannot be named in a URL"},
+            {"line": 2, "error": "product_key `..` cannot be named in a URL"},
+        ],
+    });
+    assert_matches(&report, &expected, "import");
+    for key in ["...", ".a."] {
+        let product = app.product(t.as_str(), key).await;
+        assert_eq!(product["product_key"], key);
     }
 }
 

@@ -13,8 +13,9 @@ use utoipa::ToSchema;
 
 use crate::catalog::currency::{is_currency, CURRENCY_RULE};
 
-/// A product's key: 1–128 characters of `A-Z a-z 0-9 _ . : -`. Shared, not copied, when
-/// cloned: a pair keeps every key of a catalogue in each state and listing it makes.
+/// A product's key: 1–128 characters of `A-Z a-z 0-9 _ . : -`, not `.` or `..` (no URL names
+/// those). Shared, not copied, when cloned: a pair keeps every key of a catalogue in each
+/// state and listing it makes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ToSchema)]
 #[schema(value_type = String)]
 pub struct ProductKey(Arc<str>);
@@ -31,17 +32,25 @@ impl<'de> Deserialize<'de> for ProductKey {
     }
 }
 
+/// The keys no URL can name as a path segment (`GET /catalog/products/{key}`): refused.
+const DOT_SEGMENTS: [&str; 2] = [".", ".."];
+
 impl ProductKey {
     pub fn parse(raw: &str) -> Result<Self, String> {
         let ok = (1..=limits::KEY).contains(&raw.len())
             && raw
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'));
-        if ok {
-            Ok(Self(raw.into()))
-        } else {
-            Err("product_key must be 1–128 characters of A-Z a-z 0-9 _ . : -".into())
+        if !ok {
+            return Err("product_key must be 1–128 characters of A-Z a-z 0-9 _ . : -".into());
         }
+        if DOT_SEGMENTS.contains(&raw) {
+            return Err(format!(
+                "product_key `{raw}` cannot be named in a URL (browsers and URL libraries \
+                 resolve a `.` or `..` path segment away, escaped or not)"
+            ));
+        }
+        Ok(Self(raw.into()))
     }
 
     pub fn as_str(&self) -> &str {

@@ -79,9 +79,12 @@ pub async fn job_events(
     let named = named_tenant(&mut fields)?;
     let after = take_single(&mut fields, "after")?;
     refuse_unknown(&fields, "tenant_id and after")?;
+    // Both are checked, whichever is used: a bad `after` is refused even when a reconnecting
+    // stream's Last-Event-ID takes its place.
+    let after = after.map(|v| event_id("after", v.as_str())).transpose()?;
     let after = match headers.get(LAST_EVENT_ID) {
         Some(header) => Some(event_id(LAST_EVENT_ID, header.to_str().ok())?),
-        None => after.map(|v| event_id("after", v.as_str())).transpose()?,
+        None => after,
     };
     let id = id?;
     let Call { app, caller, .. } = call;

@@ -63,6 +63,13 @@ async fn assert_resume_is_refused(api: &Api, id: &str, bad: &str) {
         StatusCode::UNPROCESSABLE_ENTITY,
         "Last-Event-ID {bad}"
     );
+    // A bad `after` is refused even beside a good Last-Event-ID, which takes its place.
+    let path = format!("/catalog/jobs/{id}/events?after={bad}");
+    let resumed = [("accept", "text/event-stream"), ("last-event-id", "1-0")];
+    let r = api.get_with(&path, &resumed).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "after={bad}");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["field"], "after", "{body}");
 }
 
 /// Reads frames until the server closes the stream.

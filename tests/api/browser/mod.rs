@@ -673,6 +673,20 @@ async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin
     a_phone_wide_window_has_no_horizontal_scroll(&b).await;
     b.exec("window.scrollTo(0, 0);", json!([])).await;
     b.screenshot(&screenshot_path("admin-phone")).await;
+    the_console_shows_only_the_refusals_the_walk_asked_for(&b).await;
+}
+
+/// The page's console over the whole walk: no script error, no CSP refusal, no failed load
+/// (a missing /favicon.ico was one), only the API's 4xx answers the walk provoked on purpose
+/// (the 409 of a second start, the failed sync's), which Chromium logs as failed loads.
+async fn the_console_shows_only_the_refusals_the_walk_asked_for(b: &Browser) {
+    let unexpected: Vec<String> = b
+        .console_errors()
+        .await
+        .into_iter()
+        .filter(|m| !(m.contains("/catalog/") && m.contains("status of 4")))
+        .collect();
+    assert!(unexpected.is_empty(), "console errors: {unexpected:#?}");
 }
 
 /// The message the page's error banner shows, once it shows one.

@@ -98,6 +98,7 @@ impl Browser {
             .json(&json!({"capabilities": {"alwaysMatch": {
                 "browserName": "chrome",
                 "goog:chromeOptions": options,
+                "goog:loggingPrefs": {"browser": "ALL"},
             }}}))
             .json_answer()
             .await;
@@ -259,6 +260,19 @@ impl Browser {
         let read = (reqwest::Method::GET, "/text", None);
         let v = self.on_element(css, &[read]).await;
         v.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// The page's console messages of level SEVERE since the last call (errors: exceptions,
+    /// CSP refusals, failed loads), as chromedriver's log gives them.
+    pub async fn console_errors(&self) -> Vec<String> {
+        let entries = self.post("/se/log", json!({ "type": "browser" })).await;
+        entries
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+            .collect()
     }
 
     /// Runs `script` (a function body; `arguments` are `args`) in the page.

@@ -46,7 +46,7 @@ def source(rev: str, path: str) -> str:
 
 def grouped(rev: str) -> bool:
     """Whether the revision's scripts read their slot group from their one key."""
-    return "begin(keys, args)" in source(rev, "src/jobs/lua/prelude.lua")
+    return "function begin(keys, args" in source(rev, "src/jobs/lua/prelude.lua")
 
 
 def functions(rev: str) -> list:

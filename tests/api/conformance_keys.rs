@@ -121,3 +121,66 @@ async fn a_guarded_job_script_refuses_a_call_that_leaves_out_a_key_before_it_wri
     s.expect_end(&job.id).await.unwrap();
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().percent, 60);
 }
+
+/// A guarded step that learns keys as it runs (a job's end: its lock, its tenant's lane, its
+/// pipeline) reaches every key before it writes: a call that left one out is answered `stale`
+/// with the keys it met, and nothing is written; the store names them and calls again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_that_meets_keys_its_call_left_out_answers_stale_with_them_and_writes_nothing() {
+    let redis = RedisServer::start(false);
+    let s = RedisStore::open(&redis.url(), settings()).unwrap();
+    let t = tenant();
+    let job = crate::helpers::created(&s, &t, "sync").await;
+    let keys = s.keys().clone();
+    let group = Group::of(&t);
+    let mut conn = redis.connection().await;
+    for function in [&scripts::CANCEL, &scripts::RELEASE, &scripts::RECOVER] {
+        assert!(function.guarded(), "{}", function.name());
+    }
+    let record = || async {
+        let mut conn = redis.connection().await;
+        let read: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(keys.job(&job.id))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        read
+    };
+    let before = record().await;
+
+    // A queued job's cancel ends it: its lock, the lease index, the waiting set and this
+    // hour's stats bucket are touched too.
+    let mut cancel = call(&s, &scripts::CANCEL, &job.id, vec![keys.job(&job.id)]);
+    cancel.arg(job.id.to_string()).arg("guard");
+    let answer: Vec<String> = cancel.invoke_async(&mut conn).await.unwrap();
+    assert_eq!(answer[0], "stale", "{answer:?}");
+    for named in [
+        keys.lock(&t, &job.kind),
+        keys.leases(group),
+        keys.waiting(group),
+    ] {
+        assert!(answer.contains(&named), "{named} in {answer:?}");
+    }
+    assert_eq!(record().await, before, "a stale answer wrote nothing");
+    let queue: Vec<String> = redis::cmd("LRANGE")
+        .arg(keys.queue(group))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(queue, [job.id.to_string()], "still queued");
+
+    // Its record left out is no stale answer but the guard's refusal: the step reads it first.
+    let mut cancel = call(&s, &scripts::CANCEL, &job.id, vec![]);
+    cancel.arg(job.id.to_string()).arg("guard");
+    refused(cancel, &mut conn, "a cancel that names not its record").await;
+
+    // The store's own cancel names what the stale answer listed, and ends the job.
+    assert_eq!(
+        s.cancel(&job.id, "guard").await.unwrap(),
+        catalog_jobs::jobs::store::Cancel::Requested
+    );
+    let read = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(read.status, catalog_jobs::jobs::Status::Cancelled);
+}

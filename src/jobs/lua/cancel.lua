@@ -2,8 +2,11 @@
 -- process that runs it is told at once (pub/sub); a queued one leaves the queue and ends
 -- `cancelled` at once, without ever running.
 -- A pipeline is asked to stop with its steps (`cancel_pipeline` in order.lua).
+-- KEYS (after the group's two): the job's record; for a queued job or a pipeline, what its end
+-- touches (`reach_end` in order.lua: a pipeline's steps among them).
 -- A: id, by (the caller's name, recorded as cancelled_by by the first request)
--- Returns 'requested' (or already requested), 'not_active' (ended, or taken over), 'missing'.
+-- Returns 'requested' (or already requested), 'not_active' (ended, or taken over), 'missing',
+-- or {'stale', keys…} (the call left out keys its end touches: nothing written).
 local id, by = A[1], A[2]
 local hkey = k_job(id)
 local job = read_job(hkey, {'status', 'superseded_by', 'tenant', 'kind', 'percent', 'step',
@@ -13,6 +16,10 @@ if not job.status then return 'missing' end
 if job.superseded_by or ended(job.status) then return 'not_active' end
 if job.cancel_requested_ms then return 'requested' end
 local now = now_ms()
+if job.steps or job.status == 'queued' then
+  local missed = reach(reach_end, id, job, now)
+  if missed then return stale(missed) end
+end
 if job.steps then
   cancel_pipeline(id, job, by, now)
   return 'requested'

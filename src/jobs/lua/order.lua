@@ -207,6 +207,43 @@ after_end = function(id, job, fields, now)
   if job.in_order then lane_leave(id, job.tenant, now) end
 end
 
+-- The reach (`reach` in the prelude) of a job's end and what follows it: names every key
+-- `end_job` and `after_end` may touch — its record and lock, the group's lease index, waiting
+-- set and stats bucket of this hour (the queue is the call's first key), its tenant's lane
+-- and every job standing in it (one is released or repointed), and for a step or a pipeline
+-- the pipeline's record and lock and each step's record and lock (steps are skipped or
+-- ended with it). `job` was read with RUN_FIELDS (and `steps`, for a pipeline). A lane or a
+-- pipeline record the call left out is not read: its names come with the next call.
+local function reach_lane(tenant)
+  local lane = k_lane(tenant)
+  if not reached(lane) then return end
+  for _, other in ipairs(redis.call('LRANGE', lane, '0', '-1')) do k_job(other) end
+end
+
+local function reach_pipeline(parent)
+  local pkey = k_job(parent)
+  if not reached(pkey) then return end
+  local p = read_job(pkey, {'tenant', 'kind'})
+  if not p.tenant then return end
+  k_lock(p.tenant, p.kind)
+  for _, s in ipairs(pipeline_steps(pkey)) do
+    k_job(s.id)
+    k_lock(p.tenant, s.kind)
+  end
+  reach_lane(p.tenant)
+end
+
+local function reach_end(id, job, now)
+  k_job(id)
+  k_lock(job.tenant, job.kind)
+  key(K_LEASES)
+  key(K_WAITING)
+  k_stats(math.floor(now / 3600000))
+  if job.in_order then reach_lane(job.tenant) end
+  if job.pipeline then reach_pipeline(job.pipeline) end
+  if job.steps then reach_pipeline(id) end
+end
+
 -- Asks a pipeline to stop (cancel.lua, for a job with steps; `p` read as cancel.lua reads a
 -- job): its running step is asked to stop, the steps not started are skipped at once; it ends
 -- cancelled when its running step does, or at once when none was running.

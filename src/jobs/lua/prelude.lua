@@ -46,18 +46,46 @@ local GROUP_NAMES, GROUP_NAMES_KEPT, GROUP_NAMES_MAX = {}, 0, 4800
 local ASKED, HEARD
 
 -- The keys the call declared, as a set (its KEYS), in a guarded function; nil in one not yet
--- converted (every name passes).
-local DECLARED
+-- converted (every name passes). MISSED, while a step reaches its keys (`reach`), lists the
+-- names it met that the call left out.
+local DECLARED, MISSED
 
 -- The guard every key name goes through: answers `name` when the call declared it (or the
--- function is not guarded), else raises an error naming it.
+-- function is not guarded); else, while the step reaches its keys, notes it in MISSED, and
+-- otherwise raises an error naming it.
 local function key(name)
   if DECLARED and not DECLARED[name] then
-    error(redis.error_reply('ERR undeclared key ' .. name ..
-      ': a guarded job script touches only the keys its call names in KEYS'))
+    if not MISSED then
+      error(redis.error_reply('ERR undeclared key ' .. name ..
+        ': a guarded job script touches only the keys its call names in KEYS'))
+    end
+    if not MISSED[name] then MISSED[name], MISSED[#MISSED + 1] = true, name end
   end
   return name
 end
+
+-- Whether the call declared `name` (noting it when not): a reach reads a key only then, so
+-- it never touches one its call left out.
+local function reached(name)
+  key(name)
+  return not DECLARED or DECLARED[name] == true
+end
+
+-- Runs `walk(...)`, a step's reach: it names through `key` every key the step may touch,
+-- reading (never writing) only those declared. Answers the names the call left out, or nil.
+-- A step reaches its keys before its first write, and answers `stale` with them when any is
+-- missing: it wrote nothing, and its caller names them too and calls again (bounded;
+-- jobs/redis/declare.rs).
+local function reach(walk, ...)
+  MISSED = {}
+  walk(...)
+  local missed = MISSED
+  MISSED = nil
+  if #missed > 0 then return missed end
+  return nil
+end
+
+local function stale(missed) return {'stale', unpack(missed)} end
 
 -- The settings as the last call gave them: strings, which Lua interns, so comparing a call's
 -- settings with them costs a pointer comparison each, where reading them as numbers costs a
@@ -68,7 +96,7 @@ local SETTINGS = {}
 -- only when they differ from the last call's), then the script's own (into A). A `guarded`
 -- function's KEYS become the set `key` checks names against.
 local function begin(keys, args, guarded)
-  DECLARED = nil
+  DECLARED, MISSED = nil, nil
   if guarded then
     DECLARED = {}
     for i = 1, #keys do DECLARED[keys[i]] = true end

@@ -1,11 +1,24 @@
 -- recover: sweep runs whose lease expired (their process stopped renewing it).
+-- KEYS (after the group's two): the group's lease index, and for each run whose lease expired
+-- its record and what its end touches (`reach_end` in order.lua): its caller learns them from
+-- a `stale` answer.
 -- A: how many to sweep at most in one step
 -- Returns a flat list of {outcome, id}: 'requeued' for its next attempt, 'lost' ended
--- failed/Lost after its last attempt. With MAX_ATTEMPTS 1 an expired run is left as it is
+-- failed/Lost after its last attempt; or {'stale', keys…} (nothing written). With MAX_ATTEMPTS 1 an expired run is left as it is
 -- ('left_lost'): it reads `lost`, and the next create of its tenant and kind takes over; it
 -- will not run again (its run is fenced off, should its process come back), so its tenant's order and its pipeline go on without it (`after_end`).
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', key(K_LEASES), '-inf', now, 'LIMIT', 0, tonumber(A[1]))
+local missed = reach(function()
+  for _, id in ipairs(due) do
+    local hkey = k_job(id)
+    if reached(hkey) then
+      local job = read_job(hkey, RUN_FIELDS)
+      if job.status == 'running' and not job.superseded_by then reach_end(id, job, now) end
+    end
+  end
+end)
+if missed then return stale(missed) end
 local out = {}
 for _, id in ipairs(due) do
   redis.call('ZREM', key(K_LEASES), id)

@@ -9,10 +9,31 @@ use futures_util::future::try_join_all;
 
 use super::super::keys::Group;
 use super::super::store::{RunId, StoreError};
-use super::super::{JobId, Kind, TenantId};
+use super::super::{now_ms, JobId, Kind, TenantId};
 use super::record::Field;
 use super::scripts;
 use super::RedisStore;
+
+/// How many calls a step whose keys keep changing under it (each answered `stale`: the keys
+/// it met that the call left out) is given before it counts as the store being unavailable.
+/// A lane or a lease index that changed between two calls costs one more; five in a row is
+/// not a race but a store that answers nonsense.
+const STALE_TRIES: usize = 5;
+
+/// The names a `stale` answer lists, or none for any other answer.
+fn stale_names(answer: &redis::Value) -> Option<Vec<String>> {
+    let redis::Value::Array(items) = answer else {
+        return None;
+    };
+    let words: Vec<String> = items
+        .iter()
+        .map(|item| redis::from_redis_value_ref(item).ok())
+        .collect::<Option<_>>()?;
+    match words.split_first() {
+        Some((first, names)) if first == "stale" => Some(names.to_vec()),
+        _ => None,
+    }
+}
 
 /// The fields `Facts` are read from, in its order.
 const FACT_FIELDS: [Field; 4] = [Field::Tenant, Field::Kind, Field::InOrder, Field::Pipeline];
@@ -120,5 +141,60 @@ impl RedisStore {
             keys.push(self.record(pipeline));
         }
         keys
+    }
+
+    /// The stats bucket of this hour (by the store's clock as last read, else this
+    /// process's): a step that ends a job counts it there (`count_end`); should the hour
+    /// have turned, the script's `stale` answer names the next one.
+    pub(super) fn stats_now(&self, group: Group) -> String {
+        let ms = self.clock.now_ms().unwrap_or_else(now_ms);
+        self.keys.stats(group, ms / 3_600_000)
+    }
+
+    /// Calls `function` in `group` naming `declared` (after the group's two keys), with the
+    /// arguments `args` adds; a `stale` answer (the step met keys the call left out, and wrote
+    /// nothing) is followed by the same call naming those too, up to `STALE_TRIES` calls.
+    pub(super) async fn call_declaring<T: redis::FromRedisValue>(
+        &self,
+        function: &scripts::Function,
+        group: Group,
+        mut declared: Vec<String>,
+        args: impl Fn(&mut scripts::Call),
+    ) -> Result<T, StoreError> {
+        let mut conn = self.connection().await?;
+        for _ in 0..STALE_TRIES {
+            let mut route = self.route(group);
+            route.declared.clone_from(&declared);
+            let mut inv = scripts::invocation(function, &self.settings, route);
+            args(&mut inv);
+            let answer: redis::Value = self.bounded(inv.invoke_async(&mut conn)).await?;
+            let Some(names) = stale_names(&answer) else {
+                return redis::from_redis_value(answer)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()));
+            };
+            for name in names {
+                if !declared.contains(&name) {
+                    declared.push(name);
+                }
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "{} met other keys at each of {STALE_TRIES} calls",
+            function.name()
+        )))
+    }
+
+    /// The keys a step that may end job `id` touches whatever the job (its record, its
+    /// group's lease index, waiting set and stats bucket), and its group: what such a call
+    /// names at first; its `stale` answer adds the job's lock, lane, pipeline.
+    pub(super) fn ending(&self, id: &JobId) -> (Group, Vec<String>) {
+        let group = Group::of_job_or_first(id);
+        let keys = vec![
+            self.record(id),
+            self.keys.leases(group),
+            self.keys.waiting(group),
+            self.stats_now(group),
+        ];
+        (group, keys)
     }
 }

@@ -51,9 +51,9 @@ functions! {
     RENEW = "renew", true;
     FINISH = "finish", false;
     RESTORE = "restore", false;
-    RELEASE = "release", false;
-    RECOVER = "recover", false;
-    CANCEL = "cancel", false;
+    RELEASE = "release", true;
+    RECOVER = "recover", true;
+    CANCEL = "cancel", true;
     PURGE = "purge", false;
     AWAITED = "awaited", true;
 }
@@ -244,6 +244,7 @@ codes! {
         LeftLost = "left_lost",
         Active = "active",
         Removed = "removed",
+        Stale = "stale",
     }
 }
 

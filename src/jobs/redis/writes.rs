@@ -460,10 +460,14 @@ impl RedisStore {
     }
 
     pub(super) async fn release_run(&self, run: &RunId) -> Result<Release, StoreError> {
-        let mut inv = self.call_for(&scripts::RELEASE, &run.id);
-        inv.arg(run.id.to_string()).arg(run.claim);
-        let code = self.code(inv).await?;
-        self.mark(Group::of_job_or_first(&run.id));
+        let (group, declared) = self.ending(&run.id);
+        let word: String = self
+            .call_declaring(&scripts::RELEASE, group, declared, |inv| {
+                inv.arg(run.id.to_string()).arg(run.claim);
+            })
+            .await?;
+        let code = Code::parse(&word)?;
+        self.mark(group);
         Ok(match code {
             Code::Requeued => Release::Requeued,
             Code::Fenced => Release::Fenced,
@@ -506,12 +510,18 @@ impl RedisStore {
             .into_iter()
             .filter(|(_, first)| first.is_some_and(|at| at <= now))
             .map(|(group, _)| group);
+        // The expired runs' records and what their ends touch are learnt from recover.lua's
+        // `stale` answer: a sweep is rare, and one more call costs it nothing it waits for.
         let calls = due.map(|group| async move {
-            let mut inv = self.call(&scripts::RECOVER, group);
-            inv.arg(RECOVER_BATCH);
-            let mut conn = self.connection().await?;
+            let declared = vec![
+                self.keys.leases(group),
+                self.keys.waiting(group),
+                self.stats_now(group),
+            ];
             let answer = self
-                .bounded::<Vec<String>>(inv.invoke_async(&mut conn))
+                .call_declaring::<Vec<String>>(&scripts::RECOVER, group, declared, |inv| {
+                    inv.arg(RECOVER_BATCH);
+                })
                 .await;
             self.mark(group);
             answer
@@ -534,10 +544,14 @@ impl RedisStore {
     }
 
     pub(super) async fn cancel_job(&self, id: &JobId, by: &str) -> Result<Cancel, StoreError> {
-        let mut inv = self.call_for(&scripts::CANCEL, id);
-        inv.arg(id.to_string()).arg(by);
-        let code = self.code(inv).await?;
-        self.mark(Group::of_job_or_first(id));
+        let (group, declared) = self.ending(id);
+        let word: String = self
+            .call_declaring(&scripts::CANCEL, group, declared, |inv| {
+                inv.arg(id.to_string()).arg(by);
+            })
+            .await?;
+        let code = Code::parse(&word)?;
+        self.mark(group);
         Ok(match code {
             Code::Requested => Cancel::Requested,
             Code::NotActive => Cancel::NotActive,

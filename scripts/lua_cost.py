@@ -82,6 +82,7 @@ class Layout:
 
     def __init__(self, rev: str):
         self.tags = None
+        self.guarded = dict(functions(rev))
         # The settings the revision reads: the seven of SETTINGS, then whether the store is a
         # cluster ('0': a single Redis) where it reads eight.
         read = re.search(r"SETTINGS = \{unpack\(args, 1, (\d+)\)\}",
@@ -118,6 +119,20 @@ class Layout:
         if self.migrating:
             return [2, f"{base}:queue", f"{base}:migrating"]
         return [1, f"{base}:queue"]
+
+    def finish_keys(self, job: str, tenant: str) -> list:
+        """A finish's numkeys and keys: where its finish.lua is guarded (every key it touches
+        named, as jobs/redis/declare.rs names them), the group's two, then the job's record,
+        the lease index, waiting set, this hour's stats bucket, its lock and its lane (the
+        harness job is ordered; the queue is empty, so no head to name); else `keys`."""
+        if not self.guarded.get("finish"):
+            return self.keys(tenant)
+        base = f"job:{{{self.tags[self.group(tenant)]}}}"
+        hour = int(time.time() * 1000) // 3_600_000
+        named = [f"{base}:queue", f"{base}:migrating", self.record(job, tenant),
+                 f"{base}:leases", f"{base}:waiting", f"{base}:stats:{hour}",
+                 f"{base}:lock:{tenant}:enrich", f"{base}:lane:{tenant}"]
+        return [len(named), *named]
 
     def record(self, job: str, tenant: str) -> str:
         if self.tags is None:
@@ -176,7 +191,8 @@ def finish(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
     outcome = ["status", "done", "step", "finished", "result",
                '{"products":0,"extracted":0,"unextractable":0,"skipped":0,"batch',
                "result.2", 'es":0}']
-    return encode("FCALL", f"{lib}_finish", *layout.keys(tenant), *layout.settings, job, 1, 100,
+    return encode("FCALL", f"{lib}_finish", *layout.finish_keys(job, tenant), *layout.settings,
+                  job, 1, 100,
                   len(fields) // 2, *fields, len(outcome) // 2, *outcome, WORKER, *RUNS)
 
 

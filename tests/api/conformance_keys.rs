@@ -184,3 +184,31 @@ async fn a_step_that_meets_keys_its_call_left_out_answers_stale_with_them_and_wr
     let read = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(read.status, catalog_jobs::jobs::Status::Cancelled);
 }
+
+/// A claim pops ids it cannot know before it runs: it takes only jobs whose records its call
+/// names, and answers the queue's head for the next call to name. Leaving the head unnamed
+/// claims nothing and writes nothing; the store's claim names what the answer listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_takes_only_jobs_its_call_names_and_answers_the_queues_head() {
+    let redis = RedisServer::start(false);
+    let s = RedisStore::open(&redis.url(), settings()).unwrap();
+    let t = tenant();
+    let job = crate::helpers::created(&s, &t, "sync").await;
+    let keys = s.keys().clone();
+    let group = Group::of(&t);
+    let mut conn = redis.connection().await;
+    assert!(scripts::CLAIM.guarded());
+    let mut claim = call(&s, &scripts::CLAIM, &job.id, vec![keys.leases(group)]);
+    claim.arg("guard/1").arg(1).arg("sync");
+    let answer: Vec<Vec<String>> = claim.invoke_async(&mut conn).await.unwrap();
+    let head = vec!["head".to_owned(), job.id.to_string()];
+    assert_eq!(
+        answer,
+        [vec![], head],
+        "nothing claimed; jobs left; the head named"
+    );
+    let read = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(read.status, catalog_jobs::jobs::Status::Queued);
+    let claimed = crate::helpers::claim_queued(&s, "guard/2").await;
+    assert_eq!(claimed.job.id, job.id);
+}

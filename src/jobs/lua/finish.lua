@@ -5,8 +5,12 @@
 --    status (done|failed|cancelled), step, and result (JSON; a failed job may carry its
 --    partial report) and error (the class) when it has them; then the worker ('' to claim
 --    nothing) and the kinds it runs
+-- KEYS (after the group's two): the job's record and what its end touches (`reach_end` in
+-- order.lua), and for a record to write back what that touches (`reach_write_back`); to claim
+-- the worker's next job, the records of the jobs at the queue's head (as claim.lua).
 -- Returns {'applied', next} (false, or a claim as claim.lua answers one), {'ended', false} (already
--- ended), {'fenced', false} (another run or job holds it). A missing record (the store came back
+-- ended), {'fenced', false} (another run or job holds it), or {'stale', keys…} (the call left
+-- out keys the step touches: nothing written). A missing record (the store came back
 -- empty) is written back whole so the result is not lost, unless something newer says
 -- otherwise (`may_write_back`: a newer job, or the tenant deleted since).
 local id, claim, run_percent, i = run_head()
@@ -14,10 +18,17 @@ local outcome, j = named_args(i)
 local worker = A[j]
 local hkey = k_job(id)
 local code, st = run_state(hkey, claim)
+if code ~= 'missing' and code ~= 'held' then return {code, false} end
 local now = now_ms()
 local fields = outcome
+local copy = code == 'missing' and run_job() or nil
+local missed = reach(function()
+  if copy then reach_write_back(copy.tenant, copy.kind) end
+  reach_end(id, copy or st, now)
+end)
+if missed then return stale(missed) end
 if code == 'missing' then
-  local job = run_job()
+  local job = copy
   local tenant, kind = job.tenant, job.kind
   if not may_write_back(id, tenant, kind, job.created_ms) then return {'fenced', false} end
   for name, value in pairs(job) do fields[name] = value end
@@ -25,8 +36,6 @@ if code == 'missing' then
   st = job
   note(id, st, fields, 'restored', 'running', run_percent, outcome.step, now)
   list_push(tenant, id)
-elseif code ~= 'held' then
-  return {code, false}
 end
 fields.percent = math.max(tonumber(st.percent) or 0, run_percent)
 if outcome.status == 'done' then fields.percent = 100 end

@@ -130,10 +130,11 @@ end
 -- A job's record: under its group's base when its id names a group (a version-8 id, its
 -- 15th character '8': `JobId` in jobs/mod.rs), else (made before groups, on a single Redis)
 -- under the prefix.
-local function k_job(id)
-  if string.byte(id, 15) == 56 or CLUSTER then return key(G .. ':' .. id) end
-  return key(P .. ':' .. id)
+local function job_name(id)
+  if string.byte(id, 15) == 56 or CLUSTER then return G .. ':' .. id end
+  return P .. ':' .. id
 end
+local function k_job(id) return key(job_name(id)) end
 local function k_lock(tenant, kind) return key(G .. ':lock:' .. tenant .. ':' .. kind) end
 local function k_tenant(tenant) return key(G .. ':tenant:' .. tenant) end
 local function k_idem(tenant, kind, name)
@@ -373,6 +374,16 @@ local function may_write_back(id, tenant, kind, created_ms)
   return true
 end
 
+-- The reach (`reach`) of writing back a lost record (`may_write_back`, then `list_push`): the
+-- tenant's lock, tombstone and listing, and every job its listing holds (each is read, and
+-- the oldest may be trimmed).
+local function reach_write_back(tenant, kind)
+  k_lock(tenant, kind)
+  k_gone(tenant)
+  if not reached(k_tenant(tenant)) then return end
+  for _, other in ipairs(listed(tenant)) do k_job(other) end
+end
+
 -- Counts a job's end in its minute (the overview's finished figures): one HINCRBY in the
 -- hour's bucket. A field made new sets the bucket's expiry, the same deadline every time: 26
 -- hours after the hour began, so a 24-hour window ending in the hour's last minute finds it.
@@ -429,17 +440,18 @@ end
 -- of a kind this worker does not run (replicas of two versions during a deploy, or a
 -- rollback) goes to the tail for a worker that does, and this one looks further; once it
 -- meets such a job a second time it has seen the whole queue and claims nothing.
+-- A guarded call takes only jobs whose records it named: it stops at the first entry whose
+-- record it did not (its caller names the queue's head next time: `queue_head`).
 -- Answers nil, or {id, then the whole record as stored, name, value, …, as HGETALL would
 -- answer it after the claim}.
 local function claim_one(worker, runs, now)
   local first_passed = nil
   while true do
-    local id = redis.call('LPOP', K_QUEUE)
-    if not id then return nil end
-    if id == first_passed then
-      redis.call('LPUSH', K_QUEUE, id)
-      return nil
-    end
+    local id = redis.call('LINDEX', K_QUEUE, '0')
+    if not id or id == first_passed then return nil end
+    if DECLARED and not DECLARED[job_name(id)] then return nil end
+    key(K_LEASES)
+    redis.call('LPOP', K_QUEUE)
     local hkey = k_job(id)
     -- The whole record in one read: the worker is handed all of it, as written below.
     local job, stored = read_whole(hkey)
@@ -472,6 +484,17 @@ local function claim_one(worker, runs, now)
       return answer
     end
   end
+end
+
+-- How many ids of the ready queue's head a claim answers, for the caller to name next time.
+local HEAD_NAMED = 16
+
+-- {'head', id…}: the ready queue's first HEAD_NAMED ids now (read only: the next claim's call
+-- names their records).
+local function queue_head()
+  local head = redis.call('LRANGE', K_QUEUE, '0', int(HEAD_NAMED - 1))
+  table.insert(head, 1, 'head')
+  return head
 end
 
 -- Claims up to `n` jobs for `worker` with claim_one: a list of its answers.

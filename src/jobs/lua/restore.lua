@@ -2,13 +2,20 @@
 -- (Redis came back empty), so pollers see it again instead of a 404.
 -- A: the run's job (see `run_args` in the prelude), then what the run knows of itself as a
 --    named list: step, attempt, worker
+-- KEYS (after the group's two): the job's record, the group's lease index, and what writing it
+-- back touches (`reach_write_back`: the tenant's lock, tombstone, listing and listed jobs).
 -- Returns 'restored', 'present' (the record exists), 'fenced' (something newer says
--- otherwise: `may_write_back`).
+-- otherwise: `may_write_back`), or {'stale', keys…} (nothing written).
 local id, claim, percent, job, i = run_args()
 local live = named_args(i)
 local tenant, kind = job.tenant, job.kind
 local hkey = k_job(id)
 if redis.call('EXISTS', hkey) == 1 then return 'present' end
+local missed = reach(function()
+  reach_write_back(tenant, kind)
+  key(K_LEASES)
+end)
+if missed then return stale(missed) end
 if not may_write_back(id, tenant, kind, job.created_ms) then return 'fenced' end
 local lock = k_lock(tenant, kind)
 local now = now_ms()

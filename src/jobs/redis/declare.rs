@@ -4,15 +4,17 @@
 //! knows or reads first: a run's `Facts`, written at its create and never changed.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::PoisonError;
 
 use futures_util::future::try_join_all;
 
 use super::super::keys::Group;
-use super::super::store::{RunId, StoreError};
+use super::super::store::{NewJob, RunId, StoreError};
 use super::super::{now_ms, JobId, Kind, TenantId};
 use super::record::Field;
 use super::scripts;
-use super::RedisStore;
+use super::{bounded_on, RedisStore};
+use crate::topology::{Connection, Primary};
 
 /// How many calls a step whose keys keep changing under it (each answered `stale`: the keys
 /// it met that the call left out) is given before it counts as the store being unavailable.
@@ -49,6 +51,16 @@ pub(super) struct Facts {
 }
 
 impl Facts {
+    /// A job's facts as the run that holds it knows them (its claim carried them).
+    pub(super) fn of(job: &NewJob) -> Self {
+        Self {
+            tenant: job.tenant.clone(),
+            kind: job.kind.clone(),
+            in_order: job.in_order,
+            pipeline: job.pipeline,
+        }
+    }
+
     /// From `FACT_FIELDS` as read; none for a missing record (or one this build cannot read:
     /// its step then touches nothing but its record, and its guard says so if it would).
     fn from_fields([tenant, kind, in_order, pipeline]: [Option<String>; 4]) -> Option<Self> {
@@ -158,16 +170,31 @@ impl RedisStore {
         &self,
         function: &scripts::Function,
         group: Group,
-        mut declared: Vec<String>,
+        declared: Vec<String>,
         args: impl Fn(&mut scripts::Call),
     ) -> Result<T, StoreError> {
         let mut conn = self.connection().await?;
+        let on = (&self.primary, &mut conn);
+        self.call_declaring_on(on, function, group, declared, args)
+            .await
+    }
+
+    /// `call_declaring` over `conn`, a connection of `primary` (a create's or a finish's own,
+    /// which waits for replicas after it).
+    pub(super) async fn call_declaring_on<T: redis::FromRedisValue>(
+        &self,
+        (primary, conn): (&Primary, &mut Connection),
+        function: &scripts::Function,
+        group: Group,
+        mut declared: Vec<String>,
+        args: impl Fn(&mut scripts::Call),
+    ) -> Result<T, StoreError> {
         for _ in 0..STALE_TRIES {
             let mut route = self.route(group);
             route.declared.clone_from(&declared);
             let mut inv = scripts::invocation(function, &self.settings, route);
             args(&mut inv);
-            let answer: redis::Value = self.bounded(inv.invoke_async(&mut conn)).await?;
+            let answer: redis::Value = bounded_on(primary, inv.invoke_async(conn)).await?;
             let Some(names) = stale_names(&answer) else {
                 return redis::from_redis_value(answer)
                     .map_err(|e| StoreError::Corrupt(e.to_string()));
@@ -184,17 +211,54 @@ impl RedisStore {
         )))
     }
 
-    /// The keys a step that may end job `id` touches whatever the job (its record, its
-    /// group's lease index, waiting set and stats bucket), and its group: what such a call
-    /// names at first; its `stale` answer adds the job's lock, lane, pipeline.
-    pub(super) fn ending(&self, id: &JobId) -> (Group, Vec<String>) {
-        let group = Group::of_job_or_first(id);
-        let keys = vec![
+    /// The keys a step in `group` that may end job `id` touches whatever the job (its record,
+    /// the group's lease index, waiting set and stats bucket): what such a call names at
+    /// first; the job's facts (`run_keys`) or a `stale` answer add its lock, lane, pipeline.
+    pub(super) fn ending(&self, group: Group, id: &JobId) -> Vec<String> {
+        vec![
             self.record(id),
             self.keys.leases(group),
             self.keys.waiting(group),
             self.stats_now(group),
-        ];
-        (group, keys)
+        ]
+    }
+
+    /// The records of the jobs at `group`'s queue's head, as the last claim there answered
+    /// it: what a call that may claim names.
+    pub(super) fn head_records(&self, group: Group) -> Vec<String> {
+        let heads = self.heads.lock().unwrap_or_else(PoisonError::into_inner);
+        heads[group.index()]
+            .iter()
+            .map(|id| self.record(id))
+            .collect()
+    }
+
+    /// Keeps `group`'s queue's head as a claim answered it (`{'head', id…}`: claim.lua);
+    /// answers whether it differs from the one kept.
+    pub(super) fn learn_head(&self, group: Group, answer: &[String]) -> Result<bool, StoreError> {
+        let head = match answer.split_first() {
+            Some((word, ids)) if word == "head" => ids.iter().map(|id| JobId::parse(id)),
+            _ => return Err(StoreError::Corrupt("a claim answered no queue head".into())),
+        };
+        let head: Vec<JobId> = head
+            .collect::<Result<_, _>>()
+            .map_err(|_| StoreError::Corrupt("a queue's head named no job id".into()))?;
+        let mut heads = self.heads.lock().unwrap_or_else(PoisonError::into_inner);
+        let changed = heads[group.index()] != head;
+        heads[group.index()] = head;
+        Ok(changed)
+    }
+
+    /// Forgets job `id` from `group`'s queue's head kept here: a finish claimed it.
+    pub(super) fn taken_from_head(&self, group: Group, id: &JobId) {
+        let mut heads = self.heads.lock().unwrap_or_else(PoisonError::into_inner);
+        heads[group.index()].retain(|other| other != id);
+    }
+
+    /// The group a call about a run's job goes to: the one its id names, or for a job whose
+    /// id names none (a single Redis's, made before groups), its tenant's, where its lock and
+    /// lease are.
+    pub(super) fn run_group(job: &NewJob) -> Group {
+        Group::of_job(&job.id).unwrap_or_else(|| Group::of(&job.tenant))
     }
 }

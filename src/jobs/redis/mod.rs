@@ -89,6 +89,9 @@ pub struct RedisStore {
     pending: Arc<AtomicU64>,
     /// Where the next claim starts looking, so the groups are served in turn.
     next_group: Arc<AtomicUsize>,
+    /// Each group's ready queue's head as the last claim there answered it: the jobs whose
+    /// records the next claim (or a finish that claims) names (`declare.rs`).
+    heads: Arc<Mutex<Vec<Vec<JobId>>>>,
 }
 
 /// Every group's bit in `RedisStore::pending`.
@@ -132,6 +135,7 @@ impl RedisStore {
             live: Arc::new(AtomicBool::new(false)),
             pending: Arc::new(AtomicU64::new(ALL_GROUPS)),
             next_group: Arc::default(),
+            heads: Arc::new(Mutex::new(vec![Vec::new(); GROUPS])),
         })
     }
 

@@ -46,11 +46,11 @@ macro_rules! functions {
 
 functions! {
     CREATE = "create", false;
-    CLAIM = "claim", false;
+    CLAIM = "claim", true;
     TICK = "tick", true;
     RENEW = "renew", true;
-    FINISH = "finish", false;
-    RESTORE = "restore", false;
+    FINISH = "finish", true;
+    RESTORE = "restore", true;
     RELEASE = "release", true;
     RECOVER = "recover", true;
     CANCEL = "cancel", true;
@@ -187,23 +187,16 @@ pub fn invocation(function: &Function, settings: &StoreSettings, route: Route) -
     inv
 }
 
-/// A script call about a run's job, laid out as `run_args` in the prelude reads it: the run,
-/// its last percent, then the job's fields by name (all a script needs to write it back).
-pub fn run_invocation(
-    function: &Function,
-    settings: &StoreSettings,
-    route: Route,
-    run: RunRef,
-    percent: u8,
-) -> Call {
-    let mut inv = invocation(function, settings, route);
+/// Adds a script's arguments about a run's job, laid out as `run_args` in the prelude reads
+/// them: the run, its last percent, then the job's fields by name (all a script needs to write
+/// it back).
+pub fn append_run(inv: &mut Call, run: RunRef, percent: u8) {
     inv.arg(run.job.id.to_string())
         .arg(run.run.claim)
         .arg(percent.min(100));
     Pairs::origin(run.job)
         .with(Field::CreatedMs, run.created_at)
-        .append_to(&mut inv);
-    inv
+        .append_to(inv);
 }
 
 macro_rules! codes {

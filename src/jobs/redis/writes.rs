@@ -259,6 +259,9 @@ impl RedisStore {
     }
 
     /// claim.lua in one group: its claims, and whether jobs this worker cannot run are left.
+    /// The call names the records of the queue's head as the last claim there answered it; a
+    /// claim that stopped at a job it did not name (one queued since, or given back to the
+    /// head) is made once more naming the head it answered.
     async fn claim_in(
         &self,
         group: Group,
@@ -267,18 +270,30 @@ impl RedisStore {
         n: usize,
     ) -> Result<(Vec<Claim>, bool), StoreError> {
         let mut conn = self.connection().await?;
-        let mut inv = self.call(&scripts::CLAIM, group);
-        inv.arg(worker).arg(n);
-        for kind in kinds {
-            inv.arg(kind.as_str());
+        let mut claims = Vec::new();
+        for _ in 0..2 {
+            let mut route = self.route(group).with(self.keys.leases(group));
+            route.declared.extend(self.head_records(group));
+            let mut inv = scripts::invocation(&scripts::CLAIM, &self.settings, route);
+            inv.arg(worker).arg(n - claims.len());
+            for kind in kinds {
+                inv.arg(kind.as_str());
+            }
+            let mut raw: Vec<Vec<String>> = self.bounded(inv.invoke_async(&mut conn)).await?;
+            let head = raw.pop().unwrap_or_default();
+            let moved = self.learn_head(group, &head)?;
+            let left = raw.last().is_some_and(Vec::is_empty);
+            if left {
+                raw.pop();
+            }
+            for claimed in &raw {
+                claims.push(claim_from(claimed)?);
+            }
+            if !(left && moved && claims.len() < n) {
+                return Ok((claims, left));
+            }
         }
-        let mut raw: Vec<Vec<String>> = self.bounded(inv.invoke_async(&mut conn)).await?;
-        let left = raw.last().is_some_and(Vec::is_empty);
-        if left {
-            raw.pop();
-        }
-        let claims = raw.iter().map(|claimed| claim_from(claimed));
-        Ok((claims.collect::<Result<_, _>>()?, left))
+        Ok((claims, true))
     }
 
     pub(super) async fn tick_run(
@@ -375,13 +390,6 @@ impl RedisStore {
             Outcome::Cancelled(Value::Null) => (None, None),
             Outcome::Cancelled(report) => (Some(report), None),
         };
-        let mut inv = scripts::run_invocation(
-            &scripts::FINISH,
-            &self.settings,
-            self.route(Group::of_job_or_first(&end.of.job.id)),
-            end.of,
-            end.percent,
-        );
         let mut ended = Pairs::default()
             .with(Field::Status, outcome.status().as_str())
             .with(Field::Step, outcome.step())
@@ -389,23 +397,32 @@ impl RedisStore {
         if let Some(result) = result {
             ended = ended.with_long(Field::Result, &result.to_string());
         }
-        ended.append_to(&mut inv);
         // The worker's next job comes from the same group only while no other group may have
         // work: else the dispatcher's round robin serves the next group first.
-        let group = Group::of_job_or_first(&end.of.job.id);
+        let group = Self::run_group(end.of.job);
         let others = self.pending.load(Ordering::Acquire) & !(1u64 << group.index());
         let (worker, kinds) = match next {
             Some(next) if others == 0 => next,
             _ => ("", &[][..]),
         };
-        inv.arg(worker);
-        for kind in kinds {
-            inv.arg(kind.as_str());
+        let mut declared = self.ending(group, &end.of.job.id);
+        declared.extend(self.run_keys(&Facts::of(end.of.job)));
+        if !worker.is_empty() {
+            declared.extend(self.head_records(group));
         }
         let mut conn = self.write_connection().await?;
-        let (word, claimed): (String, Vec<String>) =
-            bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
-        self.mark(Group::of_job_or_first(&end.of.job.id));
+        let on = (self.writer(), &mut conn);
+        let (word, claimed): (String, Vec<String>) = self
+            .call_declaring_on(on, &scripts::FINISH, group, declared, |inv| {
+                scripts::append_run(inv, end.of, end.percent);
+                ended.append_to(inv);
+                inv.arg(worker);
+                for kind in kinds {
+                    inv.arg(kind.as_str());
+                }
+            })
+            .await?;
+        self.mark(group);
         let finish = match Code::parse(&word)? {
             Code::Applied => Finish::Applied,
             Code::Ended => Finish::AlreadyEnded,
@@ -422,6 +439,9 @@ impl RedisStore {
             true => None,
             false => Some(claim_from(&claimed)?),
         };
+        if let Some(next) = &next {
+            self.taken_from_head(group, &next.job.id);
+        }
         Ok((finish, next))
     }
 
@@ -439,19 +459,27 @@ impl RedisStore {
         run: RunRef<'_>,
         live: &Live,
     ) -> Result<Restore, StoreError> {
-        let mut inv = scripts::run_invocation(
-            &scripts::RESTORE,
-            &self.settings,
-            self.route(Group::of_job_or_first(&run.job.id)),
-            run,
-            live.percent,
-        );
-        Pairs::default()
+        let run_percent = live.percent;
+        let group = Self::run_group(run.job);
+        let (tenant, kind) = (&run.job.tenant, &run.job.kind);
+        let declared = vec![
+            self.record(&run.job.id),
+            self.keys.leases(group),
+            self.keys.lock(tenant, kind),
+            self.keys.gone(tenant),
+            self.keys.tenant(tenant),
+        ];
+        let live = Pairs::default()
             .with(Field::Step, &live.step)
             .with(Field::Attempt, live.attempt)
-            .with(Field::Worker, worker_name())
-            .append_to(&mut inv);
-        Ok(match self.code(inv).await? {
+            .with(Field::Worker, worker_name());
+        let word: String = self
+            .call_declaring(&scripts::RESTORE, group, declared, |inv| {
+                scripts::append_run(inv, run, run_percent);
+                live.append_to(inv);
+            })
+            .await?;
+        Ok(match Code::parse(&word)? {
             Code::Restored => Restore::Restored,
             Code::Present => Restore::Present,
             Code::Fenced => Restore::Fenced,
@@ -460,7 +488,8 @@ impl RedisStore {
     }
 
     pub(super) async fn release_run(&self, run: &RunId) -> Result<Release, StoreError> {
-        let (group, declared) = self.ending(&run.id);
+        let group = Group::of_job_or_first(&run.id);
+        let declared = self.ending(group, &run.id);
         let word: String = self
             .call_declaring(&scripts::RELEASE, group, declared, |inv| {
                 inv.arg(run.id.to_string()).arg(run.claim);
@@ -544,7 +573,8 @@ impl RedisStore {
     }
 
     pub(super) async fn cancel_job(&self, id: &JobId, by: &str) -> Result<Cancel, StoreError> {
-        let (group, declared) = self.ending(id);
+        let group = Group::of_job_or_first(id);
+        let declared = self.ending(group, id);
         let word: String = self
             .call_declaring(&scripts::CANCEL, group, declared, |inv| {
                 inv.arg(id.to_string()).arg(by);

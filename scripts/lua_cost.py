@@ -59,7 +59,11 @@ def functions(rev: str) -> list:
     found = re.findall(r'^\s+[A-Z_]+ = "(\w+)", (true|false);$', listed, re.M)
     if found:
         return [(script, guarded == "true") for script, guarded in found]
-    return [(script, False) for script in SCRIPTS]
+    # Every script guarded (its begin builds the declared set), or none.
+    prelude = source(rev, "src/jobs/lua/prelude.lua")
+    every = "DECLARED[keys[i]] = true" in prelude and "begin(keys, args, guarded)" not in prelude
+    named = re.findall(r'^\s+[A-Z_]+ = "(\w+)",$', listed, re.M) or SCRIPTS
+    return [(script, every) for script in named]
 
 
 def library(rev: str, name: str) -> str:
@@ -67,7 +71,7 @@ def library(rev: str, name: str) -> str:
     code = f"#!lua name={name}\n{head}\n"
     for script, guarded in functions(rev):
         begin = "begin(keys, args)" if grouped(rev) else "begin(args)"
-        if guarded:
+        if guarded and "function begin(keys, args, guarded)" in head:
             begin = "begin(keys, args, true)"
         body = source(rev, f"src/jobs/lua/{script}.lua")
         code += (f"redis.register_function('{name}_{script}', function(keys, args)\n"
@@ -134,6 +138,19 @@ class Layout:
                  f"{base}:lock:{tenant}:enrich", f"{base}:lane:{tenant}"]
         return [len(named), *named]
 
+    def create_keys(self, job: str, tenant: str) -> list:
+        """A create's numkeys and keys: where its create.lua is guarded, the group's two, then
+        what jobs/redis/declare.rs's `creating` names for a lone ordered job; else `keys`."""
+        if not self.guarded.get("create"):
+            return self.keys(tenant)
+        base = f"job:{{{self.tags[self.group(tenant)]}}}"
+        hour = int(time.time() * 1000) // 3_600_000
+        named = [f"{base}:queue", f"{base}:migrating", f"{base}:tenant:{tenant}",
+                 f"{base}:waiting", f"{base}:leases", f"{base}:everyone", f"{base}:tenants",
+                 f"{base}:stats:{hour}", self.record(job, tenant),
+                 f"{base}:lock:{tenant}:enrich", f"{base}:lane:{tenant}"]
+        return [len(named), *named]
+
     def record(self, job: str, tenant: str) -> str:
         if self.tags is None:
             return f"job:{job}"
@@ -182,7 +199,8 @@ def origin(tenant: str) -> list:
 
 def create(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
     fields = origin(tenant) + ["step", "queued"]
-    return encode("FCALL", f"{lib}_create", *layout.keys(tenant), *layout.settings, 1, job,
+    return encode("FCALL", f"{lib}_create", *layout.create_keys(job, tenant), *layout.settings,
+                  1, job,
                   len(fields) // 2, *fields, "", FINGERPRINT, 600, WORKER)
 
 

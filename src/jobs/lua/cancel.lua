@@ -18,7 +18,7 @@ if job.cancel_requested_ms then return 'requested' end
 local now = now_ms()
 if job.steps or job.status == 'queued' then
   local missed = reach(reach_end, id, job, now)
-  if missed then return stale(missed) end
+  if missed then return answer_stale(missed) end
 end
 if job.steps then
   cancel_pipeline(id, job, by, now)

@@ -9,6 +9,12 @@
 --    then idempotency key ('' for none), params fingerprint, creates per minute (0: no
 --    limit), worker to claim a lone job for ('' for none: queue it). The first job is the
 --    one the request named: the key, the count and the answer are its.
+-- KEYS (after the group's two): the tenant's listing, its idempotency key and set of them (a
+-- keyed create), its lane (an ordered job), the group's waiting set, lease index, index of
+-- everyone's jobs and tenant picker, this hour's stats bucket, the job it retries, and for
+-- each new job its record and lock; and what the step learns as it runs, from a `stale`
+-- answer: a lock's holder (and, taken over, what its end touches), the jobs in the lane, the
+-- jobs the listing's cap trims, the spent idempotency keys it drops.
 -- Returns, once created, {code, now_ms, ahead_id, ahead_kind, taken_over_id...}: code
 -- 'queued' created and queued (a pipeline: its steps queued or waiting), 'claimed' created and
 -- claimed for the worker (claim 1, attempt 1) because no job waited ahead of it, or 'waiting'
@@ -17,7 +23,7 @@
 -- an active holder keeps a lock;
 -- {'queue_full', ''}; {'replayed', job_id} the key was recorded with this job and these
 -- parameters (a retry); {'key_reused', job_id} the key was recorded with other parameters;
--- {'rate_limited', ms} rate limited for ms more.
+-- {'rate_limited', ms} rate limited for ms more; {'stale', keys…} (nothing written).
 -- The queue's cap counts only jobs that join the ready queue now, not those that will wait.
 -- A queued holder is always active (it costs nothing while it waits and is never stale), and
 -- so is a running one whose lease is stale but that recovery will run again (attempts left,
@@ -32,9 +38,25 @@ end
 local idem_key, fingerprint, limit, worker = A[i], A[i + 1], tonumber(A[i + 2]), A[i + 3]
 local first = jobs[1]
 local tenant = first.job.tenant
-local idem = nil
-if idem_key ~= '' then
-  idem = k_idem(tenant, first.job.kind, idem_key)
+local idem = idem_key ~= '' and k_idem(tenant, first.job.kind, idem_key) or nil
+-- What the refusals below read beyond what the call names: the job an idempotency key names,
+-- each lock's holder, and (a full queue) the jobs in the tenant's lane. The holders and the
+-- queue's length are kept for the steps below (nothing is written in between).
+local holders, waiting = {}, redis.call('LLEN', K_QUEUE)
+local missed = reach(function()
+  if idem then
+    local seen = redis.call('HGET', idem, 'job')
+    if seen then k_job(seen) end
+  end
+  for n, new in ipairs(jobs) do
+    local lock = k_lock(tenant, new.job.kind)
+    holders[n] = reached(lock) and redis.call('GET', lock)
+    if holders[n] then k_job(holders[n]) end
+  end
+  if waiting >= MAX_QUEUED then reach_lane(tenant) end
+end)
+if missed then return answer_stale(missed) end
+if idem then
   local seen = redis.call('HMGET', idem, 'job', 'fingerprint')
   -- A key outlives its job only when the job was trimmed from a full listing: it is spent.
   if seen[1] and redis.call('EXISTS', k_job(seen[1])) == 1 then
@@ -44,8 +66,8 @@ if idem_key ~= '' then
 end
 local now = now_ms()
 local stale = {}
-for _, new in ipairs(jobs) do
-  local holder = redis.call('GET', k_lock(tenant, new.job.kind))
+for n, new in ipairs(jobs) do
+  local holder = holders[n]
   if holder then
     local held = read_job(k_job(holder), {'status', 'heartbeat_ms', 'created_ms', 'percent',
       'step', 'events', 'event_ms', 'tenant', 'kind', 'attempt', 'cancel_requested_ms',
@@ -59,7 +81,6 @@ for _, new in ipairs(jobs) do
     end
   end
 end
-local waiting = redis.call('LLEN', K_QUEUE)
 -- Whether one of the jobs joins the ready queue now: asked only of a full queue (a lane is
 -- read to know it).
 local function queues()
@@ -77,6 +98,36 @@ local window = math.floor(now / 60000)
 if limit > 0 and creates_in(tenant, window) >= limit then
   return {'rate_limited', int((window + 1) * 60000 - now)}
 end
+-- The reach of dropping the tenant's spent idempotency keys (below): once its set is past
+-- twice the cap, each key in it and the job it names.
+local function reach_spent_keys()
+  local names = k_tenant_idem(tenant)
+  if not reached(names) or redis.call('SCARD', names) < 2 * CAP then return end
+  for _, name in ipairs(redis.call('SMEMBERS', names)) do
+    if reached(name) then
+      local owner = redis.call('HGET', name, 'job')
+      if owner then k_job(owner) end
+    end
+  end
+end
+missed = reach(function()
+  for _, old in ipairs(stale) do reach_end(old.id, old.job, now) end
+  local ordered = false
+  for _, new in ipairs(jobs) do
+    k_job(new.id)
+    k_lock(tenant, new.job.kind)
+    ordered = ordered or new.job.in_order
+  end
+  if ordered then reach_lane(tenant) end
+  key(K_WAITING)
+  key(K_LEASES)
+  key(K_EVERYONE)
+  key(K_TENANTS)
+  reach_trim(tenant, #jobs)
+  if first.job.retry_of then k_job(first.job.retry_of) end
+  if idem then reach_spent_keys() end
+end)
+if missed then return answer_stale(missed) end
 for _, old in ipairs(stale) do
   local fenced = {superseded_by = old.by}
   note(old.id, old.job, fenced, 'superseded', 'lost', old.job.percent, old.job.step, now)

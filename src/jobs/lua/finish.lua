@@ -26,7 +26,7 @@ local missed = reach(function()
   if copy then reach_write_back(copy.tenant, copy.kind) end
   reach_end(id, copy or st, now)
 end)
-if missed then return stale(missed) end
+if missed then return answer_stale(missed) end
 if code == 'missing' then
   local job = copy
   local tenant, kind = job.tenant, job.kind

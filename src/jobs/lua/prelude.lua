@@ -17,11 +17,11 @@
 --
 -- Every key a call touches is named in its KEYS, as Redis (and a Cluster) asks of a script:
 -- the caller names, after those two, the keys the step may touch (each script's header says
--- which). Every key name made here goes through `key`, the guard: in a function registered
--- as guarded (jobs/redis/scripts.rs), a name the call did not declare is an error, raised
--- before the step's first write (each guarded script reaches every key it may touch before
--- it writes). A function not yet converted is registered unguarded and builds its keys from
--- the group's base as before.
+-- which). Every key name made here goes through `key`, the guard: a name the call did not
+-- declare is an error, raised before the step's first write — each script reaches every key
+-- it may touch before it writes (`reach`), and a step that meets keys it only learns as it
+-- runs (a lock's holder, the next job of a lane, a pipeline's steps) answers `stale` with
+-- them, having written nothing, for its caller to name them and call again.
 --
 -- Each script calls TIME once (now_ms). A key's TTL is set where the key is created; a
 -- renewal or an end sets it again only for a job older than a tenth of the TTL (`aged`), so a
@@ -45,19 +45,17 @@ local GROUP_NAMES, GROUP_NAMES_KEPT, GROUP_NAMES_MAX = {}, 0, 4800
 -- The tenant channel last asked about in this call, and whether it had a subscriber.
 local ASKED, HEARD
 
--- The keys the call declared, as a set (its KEYS), in a guarded function; nil in one not yet
--- converted (every name passes). MISSED, while a step reaches its keys (`reach`), lists the
--- names it met that the call left out.
+-- The keys the call declared, as a set (its KEYS). MISSED, while a step reaches its keys
+-- (`reach`), lists the names it met that the call left out.
 local DECLARED, MISSED
 
--- The guard every key name goes through: answers `name` when the call declared it (or the
--- function is not guarded); else, while the step reaches its keys, notes it in MISSED, and
--- otherwise raises an error naming it.
+-- The guard every key name goes through: answers `name` when the call declared it; else,
+-- while the step reaches its keys, notes it in MISSED, and otherwise raises an error naming it.
 local function key(name)
-  if DECLARED and not DECLARED[name] then
+  if not DECLARED[name] then
     if not MISSED then
       error(redis.error_reply('ERR undeclared key ' .. name ..
-        ': a guarded job script touches only the keys its call names in KEYS'))
+        ': a job script touches only the keys its call names in KEYS'))
     end
     if not MISSED[name] then MISSED[name], MISSED[#MISSED + 1] = true, name end
   end
@@ -68,7 +66,7 @@ end
 -- it never touches one its call left out.
 local function reached(name)
   key(name)
-  return not DECLARED or DECLARED[name] == true
+  return DECLARED[name] == true
 end
 
 -- Runs `walk(...)`, a step's reach: it names through `key` every key the step may touch,
@@ -85,7 +83,7 @@ local function reach(walk, ...)
   return nil
 end
 
-local function stale(missed) return {'stale', unpack(missed)} end
+local function answer_stale(missed) return {'stale', unpack(missed)} end
 
 -- The settings as the last call gave them: strings, which Lua interns, so comparing a call's
 -- settings with them costs a pointer comparison each, where reading them as numbers costs a
@@ -93,14 +91,11 @@ local function stale(missed) return {'stale', unpack(missed)} end
 local SETTINGS = {}
 
 -- Reads a call's group from its first key, then its arguments: the eight settings (read again
--- only when they differ from the last call's), then the script's own (into A). A `guarded`
--- function's KEYS become the set `key` checks names against.
-local function begin(keys, args, guarded)
-  DECLARED, MISSED = nil, nil
-  if guarded then
-    DECLARED = {}
-    for i = 1, #keys do DECLARED[keys[i]] = true end
-  end
+-- only when they differ from the last call's), then the script's own (into A). Its KEYS
+-- become the set `key` checks names against.
+local function begin(keys, args)
+  DECLARED, MISSED = {}, nil
+  for i = 1, #keys do DECLARED[keys[i]] = true end
   if keys[1] ~= ANCHOR then
     ANCHOR = keys[1]
     local names = GROUP_NAMES[ANCHOR]
@@ -290,6 +285,19 @@ local function list_push(tenant, id)
   return top == nil
 end
 
+-- The reach (`reach`) of `n` jobs put in the tenant's listing (`list_push`): the jobs its cap
+-- trims, the oldest (each is read, and deleted once ended). ZCARD first: only a listing near
+-- its cap is counted.
+local function reach_trim(tenant, n)
+  local list = k_tenant(tenant)
+  if not reached(list) or redis.call('ZCARD', list) + n <= CAP then return end
+  local over = redis.call('ZCOUNT', list, JOBS_FROM_S, '+inf') + n - CAP
+  if over <= 0 then return end
+  for _, old in ipairs(redis.call('ZRANGEBYSCORE', list, JOBS_FROM_S, '+inf', 'LIMIT', 0, over)) do
+    k_job(old)
+  end
+end
+
 -- Creates since the index and the picker were last trimmed. Kept in the library's Lua state
 -- between calls (one state for every replica calling this Redis; a restart or a new load of
 -- the library starts it at 0 again, which only puts a trim off): each is trimmed to its cap
@@ -440,8 +448,8 @@ end
 -- of a kind this worker does not run (replicas of two versions during a deploy, or a
 -- rollback) goes to the tail for a worker that does, and this one looks further; once it
 -- meets such a job a second time it has seen the whole queue and claims nothing.
--- A guarded call takes only jobs whose records it named: it stops at the first entry whose
--- record it did not (its caller names the queue's head next time: `queue_head`).
+-- A call takes only jobs whose records it named: it stops at the first entry whose record it
+-- did not (its caller names the queue's head next time: `queue_head`).
 -- Answers nil, or {id, then the whole record as stored, name, value, …, as HGETALL would
 -- answer it after the claim}.
 local function claim_one(worker, runs, now)
@@ -449,7 +457,7 @@ local function claim_one(worker, runs, now)
   while true do
     local id = redis.call('LINDEX', K_QUEUE, '0')
     if not id or id == first_passed then return nil end
-    if DECLARED and not DECLARED[job_name(id)] then return nil end
+    if not DECLARED[job_name(id)] then return nil end
     key(K_LEASES)
     redis.call('LPOP', K_QUEUE)
     local hkey = k_job(id)

@@ -4,8 +4,12 @@
 --    even one trimmed out of the listing), then the keys of the tenant's data kept beside
 --    its jobs (its catalogue: hashes, pair's state, and the set naming pair's staging
 --    keys), deleted in this step too; a set's members are keys that go with it
+-- KEYS (after the group's two): the tenant's listing, lane, tombstone, set of idempotency keys
+-- and its locks (one a kind), the group's tenant picker, the hashes named in A, and what those
+-- name: the listed jobs and the locks' holders, the idempotency keys, the keys a set among
+-- the hashes names (learnt from a `stale` answer).
 -- Returns {'active', job_id} a job is queued or running (nothing changed); {'removed', n,
--- then each hash's size before} n jobs removed. Their idempotency keys and the tenant's
+-- then each hash's size before} n jobs removed; or {'stale', keys…} (nothing written). Their idempotency keys and the tenant's
 -- create windows go with them, and the hashes: so a job or import begun after this step
 -- loses nothing to it. The tombstone (`k_gone`, this step's time and above any earlier one,
 -- for the job TTL) refuses every later write of a run or an import begun before it
@@ -23,6 +27,20 @@ for _, kind in ipairs(kinds) do
   local holder = redis.call('GET', k_lock(tenant, kind))
   if holder then ids[#ids + 1] = holder end
 end
+local idem = k_tenant_idem(tenant)
+local missed = reach(function()
+  for _, id in ipairs(ids) do k_job(id) end
+  k_lane(tenant)
+  key(K_TENANTS)
+  k_gone(tenant)
+  for _, hash in ipairs(hashes) do
+    if reached(hash) and redis.call('TYPE', hash).ok == 'set' then
+      for _, name in ipairs(redis.call('SMEMBERS', hash)) do key(name) end
+    end
+  end
+  for _, name in ipairs(redis.call('SMEMBERS', idem)) do key(name) end
+end)
+if missed then return answer_stale(missed) end
 for _, id in ipairs(ids) do
   local job = read_job(k_job(id), {'status', 'superseded_by'})
   if (job.status == 'queued' or job.status == 'running') and not job.superseded_by then
@@ -49,7 +67,6 @@ for _, hash in ipairs(hashes) do
   answer[#answer + 1] = tostring(size)
   redis.call('DEL', hash)
 end
-local idem = k_tenant_idem(tenant)
 for _, name in ipairs(redis.call('SMEMBERS', idem)) do redis.call('DEL', key(name)) end
 redis.call('DEL', idem)
 local now = now_ms()

@@ -18,7 +18,7 @@ local missed = reach(function()
     end
   end
 end)
-if missed then return stale(missed) end
+if missed then return answer_stale(missed) end
 local out = {}
 for _, id in ipairs(due) do
   redis.call('ZREM', key(K_LEASES), id)

@@ -13,7 +13,7 @@ if code ~= 'held' then return 'fenced' end
 local now = now_ms()
 if job.cancel_requested_ms then
   local missed = reach(reach_end, id, job, now)
-  if missed then return stale(missed) end
+  if missed then return answer_stale(missed) end
   end_cancelled(id, job, {}, now)
   return 'requeued'
 end

@@ -15,7 +15,7 @@ local missed = reach(function()
   reach_write_back(tenant, kind)
   key(K_LEASES)
 end)
-if missed then return stale(missed) end
+if missed then return answer_stale(missed) end
 if not may_write_back(id, tenant, kind, job.created_ms) then return 'fenced' end
 local lock = k_lock(tenant, kind)
 local now = now_ms()

@@ -1,5 +1,5 @@
 //! What each script call names in `KEYS`: its slot group's two keys (`Route`), then the keys
-//! the step may touch. A guarded script (`scripts.rs`) touches no other, so the names here
+//! the step may touch. A script (`scripts.rs`) touches no other, so the names here
 //! are the ones the prelude's builders make (`k_job`, `k_lock`, …), from what the caller
 //! knows or reads first: a run's `Facts`, written at its create and never changed.
 
@@ -74,11 +74,6 @@ impl Facts {
 }
 
 impl RedisStore {
-    /// A call of `function` in `group`.
-    pub(super) fn call(&self, function: &scripts::Function, group: Group) -> scripts::Call {
-        scripts::invocation(function, &self.settings, self.route(group))
-    }
-
     /// The route of a call in `group`, declaring no key beyond the group's two.
     pub(super) fn route(&self, group: Group) -> scripts::Route {
         scripts::Route {
@@ -100,10 +95,13 @@ impl RedisStore {
     /// `Keys::job`, except that on a cluster an id naming no group is looked for in the
     /// call's own slot (every job there was made with an id naming its group).
     pub(super) fn record(&self, id: &JobId) -> String {
+        self.record_in(Group::of_job_or_first(id), id)
+    }
+
+    /// The record of job `id` as a script called in `group` reaches it (see `record`).
+    pub(super) fn record_in(&self, group: Group, id: &JobId) -> String {
         match Group::of_job(id) {
-            None if self.on_cluster() => {
-                format!("{}:{id}", self.keys.base(Group::of_job_or_first(id)))
-            }
+            None if self.on_cluster() => format!("{}:{id}", self.keys.base(group)),
             _ => self.keys.job(id),
         }
     }
@@ -260,5 +258,44 @@ impl RedisStore {
     /// lease are.
     pub(super) fn run_group(job: &NewJob) -> Group {
         Group::of_job(&job.id).unwrap_or_else(|| Group::of(&job.tenant))
+    }
+
+    /// What a create of `jobs` (the first is `first`, the job the request named) in `group`
+    /// names at first: the tenant's listing, idempotency key and its set, lane (an ordered
+    /// job), the group's waiting set, lease index, index of everyone's jobs, tenant picker and
+    /// stats bucket, the job it retries, each job's record and lock. A `stale` answer adds what
+    /// it learns as it runs (a holder, the jobs in the lane, the jobs the listing's cap trims).
+    pub(super) fn creating<'a>(
+        &self,
+        group: Group,
+        first: &NewJob,
+        jobs: impl Iterator<Item = &'a NewJob>,
+    ) -> Vec<String> {
+        let tenant = &first.tenant;
+        let mut keys = vec![
+            self.keys.tenant(tenant),
+            self.keys.waiting(group),
+            self.keys.leases(group),
+            self.keys.everyone(group),
+            self.keys.recent_tenants(group),
+            self.stats_now(group),
+        ];
+        if let Some(key) = &first.idempotency_key {
+            keys.push(self.keys.idem(tenant, &first.kind, key));
+            keys.push(self.keys.tenant_idem(tenant));
+        }
+        if let Some(old) = &first.origin.retry_of {
+            keys.push(self.record_in(group, old));
+        }
+        let mut ordered = false;
+        for job in jobs {
+            keys.push(self.record(&job.id));
+            keys.push(self.keys.lock(tenant, &job.kind));
+            ordered |= job.in_order;
+        }
+        if ordered {
+            keys.push(self.keys.lane(tenant));
+        }
+        keys
     }
 }

@@ -13,6 +13,7 @@
 
 mod admin;
 mod audit;
+mod claims;
 mod clock;
 mod declare;
 mod listen;

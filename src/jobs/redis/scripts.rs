@@ -31,44 +31,35 @@ const ORDER: &str = include_str!("../lua/order.lua");
 /// A job script: a function of the library, by its name there.
 pub struct Function(&'static str);
 
-/// Each script, by its file's name in `lua/`, its body, and whether it is guarded: one list
-/// for all three. A guarded script's call names in `KEYS` every key it touches, and the
-/// prelude's `key` refuses any other before the step writes anything; one not yet converted
-/// builds keys it does not name from its group's base (docs/operations.md, "Redis Cluster").
-/// The guard is part of the script, not a setting: nothing switches it off.
+/// Each script, by its file's name in `lua/`, and its body: one list for both. Every script
+/// is guarded: its call names in `KEYS` every key it touches, and the prelude's `key` refuses
+/// any other before the step writes anything (docs/operations.md, "Redis Cluster"). The guard
+/// is part of the library, not a setting: nothing switches it off.
 macro_rules! functions {
-    ($($script:ident = $file:literal, $guarded:literal;)*) => {
+    ($($script:ident = $file:literal,)*) => {
         $(pub static $script: Function = Function($file);)*
-        const BODIES: &[(&str, &str, bool)] =
-            &[$(($file, include_str!(concat!("../lua/", $file, ".lua")), $guarded),)*];
+        const BODIES: &[(&str, &str)] = &[$(($file, include_str!(concat!("../lua/", $file, ".lua"))),)*];
     };
 }
 
 functions! {
-    CREATE = "create", false;
-    CLAIM = "claim", true;
-    TICK = "tick", true;
-    RENEW = "renew", true;
-    FINISH = "finish", true;
-    RESTORE = "restore", true;
-    RELEASE = "release", true;
-    RECOVER = "recover", true;
-    CANCEL = "cancel", true;
-    PURGE = "purge", false;
-    AWAITED = "awaited", true;
+    CREATE = "create",
+    CLAIM = "claim",
+    TICK = "tick",
+    RENEW = "renew",
+    FINISH = "finish",
+    RESTORE = "restore",
+    RELEASE = "release",
+    RECOVER = "recover",
+    CANCEL = "cancel",
+    PURGE = "purge",
+    AWAITED = "awaited",
 }
 
 impl Function {
     /// The function's name in Redis (`<library>_<script>`).
     pub fn name(&self) -> String {
         format!("{}_{}", LIBRARY.name, self.0)
-    }
-
-    /// Whether its calls must name every key the step touches (the prelude's guard).
-    pub fn guarded(&self) -> bool {
-        BODIES
-            .iter()
-            .any(|&(script, _, guarded)| script == self.0 && guarded)
     }
 }
 
@@ -82,16 +73,15 @@ struct Library {
 
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let mut source = format!("{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n");
-    for &(script, body, guarded) in BODIES {
+    for &(script, body) in BODIES {
         source.push_str(script);
         source.push_str(body);
-        source.push_str(if guarded { "guarded" } else { "" });
     }
     let name = format!("catalog_jobs_{:016x}", fnv1a(source.as_bytes()));
     let mut code = format!("#!lua name={name}\n{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n");
-    for &(script, body, guarded) in BODIES {
+    for &(script, body) in BODIES {
         code.push_str(&format!(
-            "redis.register_function('{name}_{script}', function(keys, args)\nbegin(keys, args, {guarded})\n{body}\nend)\n"
+            "redis.register_function('{name}_{script}', function(keys, args)\nbegin(keys, args)\n{body}\nend)\n"
         ));
     }
     Library { name, code }
@@ -145,12 +135,11 @@ fn library_missing(e: &RedisError) -> bool {
 }
 
 /// Where a script call goes and what it touches: its slot group's ready queue
-/// (`Keys::queue`: the key it names first, which routes it on a cluster and from which an
-/// unguarded script builds every other), the group's `Keys::migrating` (named second, never
-/// there: a cluster refuses the call while the group's slot is moved, rather than running it
-/// on half the group's keys), the other keys the step may touch (`declared`, in the order the
-/// script's header lists them; a guarded script touches no other), and whether the store is
-/// a Redis Cluster.
+/// (`Keys::queue`: the key it names first, which routes it on a cluster), the group's
+/// `Keys::migrating` (named second, never there: a cluster refuses the call while the group's
+/// slot is moved, rather than running it on half the group's keys), the other keys the step
+/// may touch (`declared`; the script touches no other), and whether the store is a Redis
+/// Cluster.
 pub struct Route {
     pub queue: String,
     pub migrating: String,

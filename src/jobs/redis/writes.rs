@@ -2,10 +2,9 @@
 //! from the job's fields by name (`record.rs`) and its answer read into the store's values.
 //!
 //! The keys each call names are `declare.rs`'s: its slot group's queue and never-written
-//! `migrating` key, then, for a guarded script, every key its step may touch; an unguarded
-//! script builds what it does not name from the queue, inside the step. A call about a tenant
-//! or one of its jobs goes to the tenant's group; a heartbeat, a recovery sweep and the
-//! dispatcher's claims go to each group they concern.
+//! `migrating` key, then every key its step may touch (a `stale` answer adds those it learnt
+//! as it ran). A call about a tenant or one of its jobs goes to the tenant's group; a
+//! heartbeat, a recovery sweep and the dispatcher's claims go to each group they concern.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -14,17 +13,18 @@ use std::time::Duration;
 use futures_util::future::try_join_all;
 use serde_json::Value;
 
-use super::super::keys::{Group, GROUPS};
+use super::super::keys::Group;
 use super::super::pipeline;
 use super::super::store::{
     params_fingerprint, Cancel, Claim, Created, Finish, Live, NewJob, NewPipeline, Outcome, Purge,
     Recovered, Release, Renewal, Restore, RunEnd, RunId, RunRef, StoreError, Tick,
 };
 use super::super::{worker_name, JobId, Kind, Status, TenantId};
+use super::claims::claim_from;
 use super::declare::Facts;
-use super::record::{Field, Hash, Pairs};
+use super::record::{Field, Pairs};
 use super::scripts::{self, unexpected, Code, CreateCode};
-use super::{bounded_on, RedisStore};
+use super::RedisStore;
 
 /// What create.lua did: refused (the answer says why), or created, with the stale holders
 /// it took over.
@@ -48,16 +48,6 @@ const TOOK_OVER_FROM: usize = 4;
 /// rest wait for the next sweep.
 const RECOVER_BATCH: usize = 100;
 
-/// A claim as claim.lua and finish.lua answer it: the job's id, then its record as HGETALL
-/// answers it.
-fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
-    let Some((id, fields)) = raw.split_first() else {
-        return Err(StoreError::Corrupt("a claim named no job".into()));
-    };
-    let id = JobId::parse(id).map_err(|_| StoreError::Corrupt("a claim named no id".into()))?;
-    Hash::from_flat(fields).claim(id)
-}
-
 impl RedisStore {
     /// Notes that `group`'s queue may have work: this process's own step may have put a job
     /// there (a create, a release, an end that let the next job of its tenant go), which
@@ -80,10 +70,7 @@ impl RedisStore {
         worker: &str,
     ) -> Result<Created, StoreError> {
         let fields = Pairs::origin(&job).with(Field::Step, &job.step);
-        let (made, took_over) = match self
-            .create_jobs(&job, vec![(job.id, fields)], worker)
-            .await?
-        {
+        let (made, took_over) = match self.create_jobs(&job, vec![(&job, fields)], worker).await? {
             Made::Refused(answer) => return Ok(answer),
             Made::Created(made, took_over) => (made, took_over),
         };
@@ -103,13 +90,13 @@ impl RedisStore {
         pipeline: NewPipeline,
     ) -> Result<Created, StoreError> {
         let mut jobs = vec![(
-            pipeline.job.id,
+            &pipeline.job,
             Pairs::origin(&pipeline.job)
                 .with(Field::Step, &pipeline.job.step)
                 .with_pieces(Field::Steps, &pipeline::encode(&pipeline.refs())),
         )];
         for (step, _) in &pipeline.steps {
-            jobs.push((step.id, Pairs::origin(step).with(Field::Step, &step.step)));
+            jobs.push((step, Pairs::origin(step).with(Field::Step, &step.step)));
         }
         match self.create_jobs(&pipeline.job, jobs, "").await? {
             Made::Refused(answer) => Ok(answer),
@@ -127,21 +114,27 @@ impl RedisStore {
     async fn create_jobs(
         &self,
         first: &NewJob,
-        jobs: Vec<(JobId, Pairs)>,
+        jobs: Vec<(&NewJob, Pairs)>,
         worker: &str,
     ) -> Result<Made, StoreError> {
+        let group = Group::of(&first.tenant);
+        let declared = self.creating(group, first, jobs.iter().map(|(job, _)| *job));
+        let fingerprint = params_fingerprint(&first.params);
         let mut conn = self.write_connection().await?;
-        let mut inv = self.call(&scripts::CREATE, Group::of(&first.tenant));
-        inv.arg(jobs.len());
-        for (id, fields) in &jobs {
-            inv.arg(id.to_string());
-            fields.append_to(&mut inv);
-        }
-        inv.arg(first.idempotency_key.as_deref().unwrap_or(""))
-            .arg(params_fingerprint(&first.params))
-            .arg(self.settings.creates_per_minute)
-            .arg(worker);
-        let answer: Vec<String> = bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
+        let on = (self.writer(), &mut conn);
+        let answer: Vec<String> = self
+            .call_declaring_on(on, &scripts::CREATE, group, declared, |inv| {
+                inv.arg(jobs.len());
+                for (job, fields) in &jobs {
+                    inv.arg(job.id.to_string());
+                    fields.append_to(inv);
+                }
+                inv.arg(first.idempotency_key.as_deref().unwrap_or(""))
+                    .arg(&fingerprint)
+                    .arg(self.settings.creates_per_minute)
+                    .arg(worker);
+            })
+            .await?;
         let at = |i: usize, what: &str| {
             answer
                 .get(i)
@@ -191,109 +184,6 @@ impl RedisStore {
             }
         };
         Ok(Made::Refused(refused))
-    }
-
-    /// Claims up to `n` jobs from the groups whose queue may have work (`pending`: a wake-up
-    /// named them, or the last claim there left jobs behind), round robin: starting after the
-    /// group the last claim was served from, so a busy group never holds back another; a
-    /// group that gave fewer than asked is drained and is not asked again until a wake-up
-    /// names it. No group pending: no call.
-    pub(super) async fn claim_many_for(
-        &self,
-        worker: &str,
-        kinds: &[Kind],
-        n: usize,
-    ) -> Result<Vec<Claim>, StoreError> {
-        let mut claims = Vec::new();
-        let start = self.next_group.load(Ordering::Relaxed);
-        for i in 0..GROUPS {
-            if claims.len() >= n {
-                break;
-            }
-            let group = Group::at((start + i) % GROUPS).expect("an index below GROUPS");
-            let bit = 1u64 << group.index();
-            // Cleared before the call: a wake-up heard while it runs sets it again.
-            if self.pending.fetch_and(!bit, Ordering::AcqRel) & bit == 0 {
-                continue;
-            }
-            let want = n - claims.len();
-            match self.claim_in(group, worker, kinds, want).await {
-                Ok((got, left)) => {
-                    if got.len() == want || left {
-                        self.pending.fetch_or(bit, Ordering::AcqRel);
-                    }
-                    if !got.is_empty() {
-                        self.next_group.store(group.index() + 1, Ordering::Relaxed);
-                    }
-                    claims.extend(got);
-                }
-                Err(e) => {
-                    self.pending.fetch_or(bit, Ordering::AcqRel);
-                    // Claims already made must be run, not dropped with the error.
-                    if claims.is_empty() {
-                        return Err(e);
-                    }
-                    break;
-                }
-            }
-        }
-        Ok(claims)
-    }
-
-    /// One job from the first group (in turn) whose queue has one this worker runs, whatever
-    /// the marks say: up to a call a group. For a caller outside the dispatcher (which claims
-    /// with `claim_many_for`, and so never looks at a queue no wake-up named).
-    pub(super) async fn claim_any(
-        &self,
-        worker: &str,
-        kinds: &[Kind],
-    ) -> Result<Option<Claim>, StoreError> {
-        let start = self.next_group.fetch_add(1, Ordering::Relaxed);
-        for i in 0..GROUPS {
-            let group = Group::at((start + i) % GROUPS).expect("an index below GROUPS");
-            if let Some(claim) = self.claim_in(group, worker, kinds, 1).await?.0.pop() {
-                return Ok(Some(claim));
-            }
-        }
-        Ok(None)
-    }
-
-    /// claim.lua in one group: its claims, and whether jobs this worker cannot run are left.
-    /// The call names the records of the queue's head as the last claim there answered it; a
-    /// claim that stopped at a job it did not name (one queued since, or given back to the
-    /// head) is made once more naming the head it answered.
-    async fn claim_in(
-        &self,
-        group: Group,
-        worker: &str,
-        kinds: &[Kind],
-        n: usize,
-    ) -> Result<(Vec<Claim>, bool), StoreError> {
-        let mut conn = self.connection().await?;
-        let mut claims = Vec::new();
-        for _ in 0..2 {
-            let mut route = self.route(group).with(self.keys.leases(group));
-            route.declared.extend(self.head_records(group));
-            let mut inv = scripts::invocation(&scripts::CLAIM, &self.settings, route);
-            inv.arg(worker).arg(n - claims.len());
-            for kind in kinds {
-                inv.arg(kind.as_str());
-            }
-            let mut raw: Vec<Vec<String>> = self.bounded(inv.invoke_async(&mut conn)).await?;
-            let head = raw.pop().unwrap_or_default();
-            let moved = self.learn_head(group, &head)?;
-            let left = raw.last().is_some_and(Vec::is_empty);
-            if left {
-                raw.pop();
-            }
-            for claimed in &raw {
-                claims.push(claim_from(claimed)?);
-            }
-            if !(left && moved && claims.len() < n) {
-                return Ok((claims, left));
-            }
-        }
-        Ok((claims, true))
     }
 
     pub(super) async fn tick_run(
@@ -596,16 +486,27 @@ impl RedisStore {
         kinds: &[Kind],
         hashes: &[String],
     ) -> Result<Purge, StoreError> {
-        let mut inv = self.call(&scripts::PURGE, Group::of(tenant));
-        inv.arg(tenant.as_str()).arg(kinds.len());
-        for kind in kinds {
-            inv.arg(kind.as_str());
-        }
-        for hash in hashes {
-            inv.arg(hash);
-        }
-        let mut conn = self.connection().await?;
-        let answer: Vec<String> = self.bounded(inv.invoke_async(&mut conn)).await?;
+        let group = Group::of(tenant);
+        let mut declared = vec![
+            self.keys.tenant(tenant),
+            self.keys.lane(tenant),
+            self.keys.gone(tenant),
+            self.keys.tenant_idem(tenant),
+            self.keys.recent_tenants(group),
+        ];
+        declared.extend(kinds.iter().map(|kind| self.keys.lock(tenant, kind)));
+        declared.extend(hashes.iter().cloned());
+        let answer: Vec<String> = self
+            .call_declaring(&scripts::PURGE, group, declared, |inv| {
+                inv.arg(tenant.as_str()).arg(kinds.len());
+                for kind in kinds {
+                    inv.arg(kind.as_str());
+                }
+                for hash in hashes {
+                    inv.arg(hash);
+                }
+            })
+            .await?;
         let corrupt = |what: &str| StoreError::Corrupt(format!("purge answered {what}"));
         let (word, rest) = answer.split_first().ok_or_else(|| corrupt("nothing"))?;
         let value = rest.first().ok_or_else(|| corrupt("no value"))?;

@@ -1,0 +1,127 @@
+//! The dispatcher's claims: up to `n` jobs from the slot groups whose ready queue may have
+//! work, round robin, each group's claim one call of claim.lua naming the records of the
+//! queue's head as the last claim there answered it (`declare.rs`, `RedisStore::heads`).
+
+use std::sync::atomic::Ordering;
+
+use super::super::keys::{Group, GROUPS};
+use super::super::store::{Claim, StoreError};
+use super::super::{JobId, Kind};
+use super::record::Hash;
+use super::scripts;
+use super::RedisStore;
+
+/// A claim as claim.lua and finish.lua answer it: the job's id, then its record as HGETALL
+/// answers it.
+pub(super) fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
+    let Some((id, fields)) = raw.split_first() else {
+        return Err(StoreError::Corrupt("a claim named no job".into()));
+    };
+    let id = JobId::parse(id).map_err(|_| StoreError::Corrupt("a claim named no id".into()))?;
+    Hash::from_flat(fields).claim(id)
+}
+
+impl RedisStore {
+    /// Claims up to `n` jobs from the groups whose queue may have work (`pending`: a wake-up
+    /// named them, or the last claim there left jobs behind), round robin: starting after the
+    /// group the last claim was served from, so a busy group never holds back another; a
+    /// group that gave fewer than asked is drained and is not asked again until a wake-up
+    /// names it. No group pending: no call.
+    pub(super) async fn claim_many_for(
+        &self,
+        worker: &str,
+        kinds: &[Kind],
+        n: usize,
+    ) -> Result<Vec<Claim>, StoreError> {
+        let mut claims = Vec::new();
+        let start = self.next_group.load(Ordering::Relaxed);
+        for i in 0..GROUPS {
+            if claims.len() >= n {
+                break;
+            }
+            let group = Group::at((start + i) % GROUPS).expect("an index below GROUPS");
+            let bit = 1u64 << group.index();
+            // Cleared before the call: a wake-up heard while it runs sets it again.
+            if self.pending.fetch_and(!bit, Ordering::AcqRel) & bit == 0 {
+                continue;
+            }
+            let want = n - claims.len();
+            match self.claim_in(group, worker, kinds, want).await {
+                Ok((got, left)) => {
+                    if got.len() == want || left {
+                        self.pending.fetch_or(bit, Ordering::AcqRel);
+                    }
+                    if !got.is_empty() {
+                        self.next_group.store(group.index() + 1, Ordering::Relaxed);
+                    }
+                    claims.extend(got);
+                }
+                Err(e) => {
+                    self.pending.fetch_or(bit, Ordering::AcqRel);
+                    // Claims already made must be run, not dropped with the error.
+                    if claims.is_empty() {
+                        return Err(e);
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(claims)
+    }
+
+    /// One job from the first group (in turn) whose queue has one this worker runs, whatever
+    /// the marks say: up to a call a group. For a caller outside the dispatcher (which claims
+    /// with `claim_many_for`, and so never looks at a queue no wake-up named).
+    pub(super) async fn claim_any(
+        &self,
+        worker: &str,
+        kinds: &[Kind],
+    ) -> Result<Option<Claim>, StoreError> {
+        let start = self.next_group.fetch_add(1, Ordering::Relaxed);
+        for i in 0..GROUPS {
+            let group = Group::at((start + i) % GROUPS).expect("an index below GROUPS");
+            if let Some(claim) = self.claim_in(group, worker, kinds, 1).await?.0.pop() {
+                return Ok(Some(claim));
+            }
+        }
+        Ok(None)
+    }
+
+    /// claim.lua in one group: its claims, and whether jobs this worker cannot run are left.
+    /// The call names the records of the queue's head as the last claim there answered it; a
+    /// claim that stopped at a job it did not name (one queued since, or given back to the
+    /// head) is made once more naming the head it answered.
+    async fn claim_in(
+        &self,
+        group: Group,
+        worker: &str,
+        kinds: &[Kind],
+        n: usize,
+    ) -> Result<(Vec<Claim>, bool), StoreError> {
+        let mut conn = self.connection().await?;
+        let mut claims = Vec::new();
+        for _ in 0..2 {
+            let mut route = self.route(group).with(self.keys.leases(group));
+            route.declared.extend(self.head_records(group));
+            let mut inv = scripts::invocation(&scripts::CLAIM, &self.settings, route);
+            inv.arg(worker).arg(n - claims.len());
+            for kind in kinds {
+                inv.arg(kind.as_str());
+            }
+            let mut raw: Vec<Vec<String>> = self.bounded(inv.invoke_async(&mut conn)).await?;
+            let head = raw.pop().unwrap_or_default();
+            let moved = self.learn_head(group, &head)?;
+            let left = raw.last().is_some_and(Vec::is_empty);
+            if left {
+                raw.pop();
+            }
+            for claimed in &raw {
+                claims.push(claim_from(claimed)?);
+            }
+            if !(left && moved && claims.len() < n) {
+                return Ok((claims, left));
+            }
+        }
+        Ok((claims, true))
+    }
+}

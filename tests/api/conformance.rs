@@ -100,6 +100,7 @@ async fn outlive(ms: u64) {
 }
 
 every_store!(
+    a_claim_passes_over_a_hundred_queued_jobs_of_kinds_its_worker_does_not_run,
     the_queue_gauge_counts_each_kinds_queued_jobs_and_not_the_running_ones,
     the_active_jobs_of_every_tenant_are_the_queued_and_the_running_ones,
     a_running_job_whose_lease_went_stale_is_listed_active_as_lost,
@@ -1425,6 +1426,22 @@ mod redis_only {
             "the library is loaded again"
         );
     }
+}
+
+/// Replicas of two versions during a deploy: the queue's head holds jobs of kinds this
+/// worker does not run; its claim passes them to the tail and finds its own behind them.
+async fn a_claim_passes_over_a_hundred_queued_jobs_of_kinds_its_worker_does_not_run(b: Stores) {
+    let store = fresh(b);
+    let t = tenant();
+    for i in 0..100 {
+        create(&*store, &new_job(&t, &format!("other{i}"))).await;
+    }
+    let mine = new_job(&t, "sync");
+    create(&*store, &mine).await;
+    let claim = claim_next(&*store, "test/1")
+        .await
+        .expect("the sync job behind them");
+    assert_eq!(claim.job.id, mine.id);
 }
 
 async fn the_queue_gauge_counts_each_kinds_queued_jobs_and_not_the_running_ones(b: Stores) {

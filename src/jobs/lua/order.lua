@@ -63,11 +63,13 @@ end
 -- the job is alone in (the push made it) is not read.
 local function lane_join(id, tenant, now)
   local lane = k_lane(tenant)
+  local before = LANES[lane]
+  LANES[lane] = nil
   local alone = redis.call('RPUSH', lane, id) == 1
   redis.call('EXPIRE', lane, TTL_S)
   if alone then return nil, nil end
   local ahead, ahead_kind = nil, nil
-  for _, other in ipairs(redis.call('LRANGE', lane, '0', '-2')) do
+  for _, other in ipairs(before or redis.call('LRANGE', lane, '0', '-2')) do
     local job = read_job(k_job(other), {'status', 'superseded_by', 'kind', 'waiting_for'})
     if not is_active(job) then
       redis.call('LREM', lane, 1, other)
@@ -83,7 +85,8 @@ end
 -- then waits for the one before it, or joins the ready queue when it was at the head.
 local function lane_leave(id, tenant, now)
   local lane = k_lane(tenant)
-  local ids = redis.call('LRANGE', lane, '0', '-1')
+  local ids = LANES[lane] or redis.call('LRANGE', lane, '0', '-1')
+  LANES[lane] = nil
   for i, other in ipairs(ids) do
     if other == id then
       redis.call('LREM', lane, 1, id)
@@ -217,7 +220,8 @@ end
 local function reach_lane(tenant)
   local lane = k_lane(tenant)
   if not reached(lane) then return end
-  for _, other in ipairs(redis.call('LRANGE', lane, '0', '-1')) do k_job(other) end
+  LANES[lane] = redis.call('LRANGE', lane, '0', '-1')
+  for _, other in ipairs(LANES[lane]) do k_job(other) end
 end
 
 local function reach_pipeline(parent)

@@ -48,6 +48,12 @@ local ASKED, HEARD
 -- The keys the call declared, as a set (its KEYS). MISSED, while a step reaches its keys
 -- (`reach`), lists the names it met that the call left out.
 local DECLARED, MISSED
+-- Tenant lanes as a step's reach read them (order.lua's `reach_lane`), by key, until the step
+-- changes that lane: its join or leave then reads no lane again.
+local LANES = {}
+-- How many queue entries this call's claims took off the head (claimed, passed to the tail,
+-- or dropped): the next call names at least twice as many (`queue_head`).
+local LOOKED = 0
 
 -- The guard every key name goes through: answers `name` when the call declared it; else,
 -- while the step reaches its keys, notes it in MISSED, and otherwise raises an error naming it.
@@ -94,7 +100,7 @@ local SETTINGS = {}
 -- only when they differ from the last call's), then the script's own (into A). Its KEYS
 -- become the set `key` checks names against.
 local function begin(keys, args)
-  DECLARED, MISSED = {}, nil
+  DECLARED, MISSED, LANES, LOOKED = {}, nil, {}, 0
   for i = 1, #keys do DECLARED[keys[i]] = true end
   if keys[1] ~= ANCHOR then
     ANCHOR = keys[1]
@@ -460,6 +466,7 @@ local function claim_one(worker, runs, now)
     if not DECLARED[job_name(id)] then return nil end
     key(K_LEASES)
     redis.call('LPOP', K_QUEUE)
+    LOOKED = LOOKED + 1
     local hkey = k_job(id)
     -- The whole record in one read: the worker is handed all of it, as written below.
     local job, stored = read_whole(hkey)
@@ -494,13 +501,16 @@ local function claim_one(worker, runs, now)
   end
 end
 
--- How many ids of the ready queue's head a claim answers, for the caller to name next time.
+-- How many ids of the ready queue's head a claim answers at least, for the caller to name
+-- next time.
 local HEAD_NAMED = 16
 
--- {'head', id…}: the ready queue's first HEAD_NAMED ids now (read only: the next claim's call
--- names their records).
+-- {'head', id…}: the ready queue's first ids now (read only: the next claim's call names their
+-- records), HEAD_NAMED or twice as many as this call took off it, so a queue whose head holds
+-- many jobs of kinds this worker does not run is passed over in a few calls.
 local function queue_head()
-  local head = redis.call('LRANGE', K_QUEUE, '0', int(HEAD_NAMED - 1))
+  local n = math.max(HEAD_NAMED, 2 * LOOKED)
+  local head = redis.call('LRANGE', K_QUEUE, '0', int(n - 1))
   table.insert(head, 1, 'head')
   return head
 end

@@ -21,6 +21,11 @@ pub(super) fn claim_from(raw: &[String]) -> Result<Claim, StoreError> {
     Hash::from_flat(fields).claim(id)
 }
 
+/// How many calls one group's claim makes at most: the heads they name pass over 16, 32, 64, …
+/// entries, ~1,000 in all, of kinds this worker does not run (replicas of two versions
+/// during a deploy); a longer run of them waits for the next claim.
+const CLAIM_CALLS: usize = 6;
+
 impl RedisStore {
     /// Claims up to `n` jobs from the groups whose queue may have work (`pending`: a wake-up
     /// named them, or the last claim there left jobs behind), round robin: starting after the
@@ -90,7 +95,9 @@ impl RedisStore {
     /// claim.lua in one group: its claims, and whether jobs this worker cannot run are left.
     /// The call names the records of the queue's head as the last claim there answered it; a
     /// claim that stopped at a job it did not name (one queued since, or given back to the
-    /// head) is made once more naming the head it answered.
+    /// head, or past jobs of kinds this worker does not run) is made again naming the head it
+    /// answered, at least twice as long as what it took off (`queue_head` in the prelude), up
+    /// to `CLAIM_CALLS` calls.
     async fn claim_in(
         &self,
         group: Group,
@@ -100,7 +107,7 @@ impl RedisStore {
     ) -> Result<(Vec<Claim>, bool), StoreError> {
         let mut conn = self.connection().await?;
         let mut claims = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..CLAIM_CALLS {
             let mut route = self.route(group).with(self.keys.leases(group));
             route.declared.extend(self.head_records(group));
             let mut inv = scripts::invocation(&scripts::CLAIM, &self.settings, route);

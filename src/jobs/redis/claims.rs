@@ -108,8 +108,13 @@ impl RedisStore {
         let mut conn = self.connection().await?;
         let mut claims = Vec::new();
         for _ in 0..CLAIM_CALLS {
+            // The head this call names, compared with the one it answers: another claim of
+            // this process may have kept a newer one meanwhile.
+            let named = self.head_of(group);
             let mut route = self.route(group).with(self.keys.leases(group));
-            route.declared.extend(self.head_records(group));
+            route
+                .declared
+                .extend(named.iter().map(|id| self.record(id)));
             let mut inv = scripts::invocation(&scripts::CLAIM, &self.settings, route);
             inv.arg(worker).arg(n - claims.len());
             for kind in kinds {
@@ -117,7 +122,7 @@ impl RedisStore {
             }
             let mut raw: Vec<Vec<String>> = self.bounded(inv.invoke_async(&mut conn)).await?;
             let head = raw.pop().unwrap_or_default();
-            let moved = self.learn_head(group, &head)?;
+            let moved = self.learn_head(group, &head)? != named;
             let left = raw.last().is_some_and(Vec::is_empty);
             if left {
                 raw.pop();

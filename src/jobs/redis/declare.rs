@@ -221,19 +221,28 @@ impl RedisStore {
         ]
     }
 
-    /// The records of the jobs at `group`'s queue's head, as the last claim there answered
-    /// it: what a call that may claim names.
-    pub(super) fn head_records(&self, group: Group) -> Vec<String> {
+    /// The jobs at `group`'s queue's head, as the last claim there answered it: a call that
+    /// may claim names their records.
+    pub(super) fn head_of(&self, group: Group) -> Vec<JobId> {
         let heads = self.heads.lock().unwrap_or_else(PoisonError::into_inner);
-        heads[group.index()]
+        heads[group.index()].clone()
+    }
+
+    /// The records of the jobs at `group`'s queue's head (`head_of`).
+    pub(super) fn head_records(&self, group: Group) -> Vec<String> {
+        self.head_of(group)
             .iter()
             .map(|id| self.record(id))
             .collect()
     }
 
-    /// Keeps `group`'s queue's head as a claim answered it (`{'head', id…}`: claim.lua);
-    /// answers whether it differs from the one kept.
-    pub(super) fn learn_head(&self, group: Group, answer: &[String]) -> Result<bool, StoreError> {
+    /// Keeps `group`'s queue's head as a claim answered it (`{'head', id…}`: claim.lua), and
+    /// answers it.
+    pub(super) fn learn_head(
+        &self,
+        group: Group,
+        answer: &[String],
+    ) -> Result<Vec<JobId>, StoreError> {
         let head = match answer.split_first() {
             Some((word, ids)) if word == "head" => ids.iter().map(|id| JobId::parse(id)),
             _ => return Err(StoreError::Corrupt("a claim answered no queue head".into())),
@@ -242,9 +251,8 @@ impl RedisStore {
             .collect::<Result<_, _>>()
             .map_err(|_| StoreError::Corrupt("a queue's head named no job id".into()))?;
         let mut heads = self.heads.lock().unwrap_or_else(PoisonError::into_inner);
-        let changed = heads[group.index()] != head;
-        heads[group.index()] = head;
-        Ok(changed)
+        heads[group.index()].clone_from(&head);
+        Ok(head)
     }
 
     /// Forgets job `id` from `group`'s queue's head kept here: a finish claimed it.

@@ -6,8 +6,9 @@
 //! are always in one hash slot. What was one global key (the ready queue, the lease index,
 //! the waiting set, the cross-tenant index and tenant picker, the per-minute counters) is one
 //! per group; readers merge the groups. Inside a step, `lua/prelude.lua` builds the same
-//! names from the group's base for keys a script learns of as it runs (a lock's holder, a
-//! claimed job). Nothing here knows what a key holds beyond its one-line doc.
+//! names from the group's base and checks each against the call's `KEYS` (every key a script
+//! touches is named there: `jobs/redis/declare.rs`). Nothing here knows what a key holds
+//! beyond its one-line doc.
 
 use super::{JobId, Kind, TenantId};
 
@@ -159,10 +160,9 @@ impl Keys {
 
     /// `<prefix>:{<tag>}:migrating` — never written, never read: every script call names it
     /// second (`FCALL … <n> <queue> <migrating> …`) so that a Redis Cluster never runs the call
-    /// while the group's slot is being moved. The scripts touch keys they do not name (a
-    /// claimed job, a lock's holder); Redis looks for a call's named keys only while their
-    /// slot migrates, and runs a call naming several keys only on the node that holds them
-    /// all. This one is absent everywhere, so the call is answered `ASK`/`TRYAGAIN` until
+    /// while the group's slot is being moved. Redis looks for a call's named keys only while
+    /// their slot migrates, and runs a call naming several keys only on the node that holds
+    /// them all. This one is absent everywhere, so the call is answered `ASK`/`TRYAGAIN` until
     /// `CLUSTER SETSLOT … NODE` ends the move, then `MOVED` to the node that now holds every
     /// key of the group (docs/operations.md, "Resharding"). On a stable slot Redis does not
     /// look it up: it costs an argument.

@@ -187,10 +187,11 @@ impl Status {
         }
     }
 
-    /// What a stored status reads as. A running job whose heartbeat is stale will be
-    /// re-queued by recovery when it has `attempts_left` and was not asked to stop: it reads
-    /// `queued` (so nobody gives up on it); otherwise it will not run again and reads `lost`.
-    /// A live running job asked to stop reads `cancelling`. Both stores derive it here.
+    /// What a stored status reads as. A running job asked to stop reads `cancelling`, live or
+    /// not: recovery ends a silent one `cancelled`. A running job whose heartbeat is stale
+    /// otherwise will be re-queued by recovery when it has `attempts_left`: it reads `queued`
+    /// (so nobody gives up on it); else it will not run again and reads `lost`, which is
+    /// final. Both stores derive it here.
     pub fn derive(
         self,
         heartbeat_ms: u64,
@@ -202,16 +203,14 @@ impl Status {
         if self != Status::Running {
             return self;
         }
-        if is_stale(heartbeat_ms, now_ms, stale_after_ms) {
-            if attempts_left && !cancel_requested {
-                Status::Queued
-            } else {
-                Status::Lost
-            }
-        } else if cancel_requested {
+        if cancel_requested {
             Status::Cancelling
-        } else {
+        } else if !is_stale(heartbeat_ms, now_ms, stale_after_ms) {
             self
+        } else if attempts_left {
+            Status::Queued
+        } else {
+            Status::Lost
         }
     }
 

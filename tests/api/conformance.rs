@@ -134,7 +134,7 @@ every_store!(
     a_released_run_goes_back_to_the_head_without_counting_an_attempt,
     a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_its_lock,
     a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed,
-    a_cancelling_job_that_goes_silent_reads_lost,
+    a_cancelling_job_that_goes_silent_reads_cancelling_until_the_sweep_ends_it_cancelled,
     trimmed_jobs_that_ended_are_deleted_with_their_listing_entry,
     a_job_created_with_an_empty_queue_is_claimed_for_the_creating_worker_in_the_same_step,
     a_job_created_behind_a_waiting_one_is_queued_so_creation_order_holds,
@@ -838,7 +838,13 @@ async fn a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed(b: Store
     create(&*s, &new_job(&t, "sync")).await; // the lock is free
 }
 
-async fn a_cancelling_job_that_goes_silent_reads_lost(b: Stores) {
+/// `lost` is final, so a job whose end is already decided never reads it: one asked to stop
+/// whose worker went silent reads `cancelling` until the sweep ends it `cancelled` (it read
+/// `lost` for a moment first, and a watcher that stopped there got the wrong end: a hostile
+/// probe's finding on a pipeline's step).
+async fn a_cancelling_job_that_goes_silent_reads_cancelling_until_the_sweep_ends_it_cancelled(
+    b: Stores,
+) {
     let s = stale_at_once(b);
     let job = new_job(&tenant(), "sync");
     start(&*s, &job).await;
@@ -846,11 +852,17 @@ async fn a_cancelling_job_that_goes_silent_reads_lost(b: Stores) {
         s.cancel(&job.id, "tester").await.unwrap(),
         Cancel::Requested
     );
+    assert_eq!(read(&*s, &job.id).await.status, Status::Cancelling);
+    // Its end is decided: a create meanwhile is told of it, and does not take it over (a
+    // job taken over is never swept, and would read cancelling for ever).
+    let t = job.tenant.clone();
     assert_eq!(
-        s.get(&job.id).await.unwrap().unwrap().status,
-        Status::Lost,
-        "lost wins: nobody is there to stop it"
+        s.create(new_job(&t, "sync")).await.unwrap(),
+        Created::AlreadyRunning(job.id)
     );
+    s.recover().await.unwrap();
+    assert_cancelled_by(&*s, &job.id, "tester").await;
+    create(&*s, &new_job(&t, "sync")).await;
 }
 
 async fn trimmed_jobs_that_ended_are_deleted_with_their_listing_entry(b: Stores) {
@@ -1996,6 +2008,7 @@ every_store!(
     a_step_that_ends_done_after_its_pipeline_was_asked_to_stop_ends_it_cancelled,
     a_pipeline_cancelled_before_any_step_started_ends_at_once,
     cancelling_a_step_ends_its_pipeline_as_cancelled,
+    cancelling_a_waiting_step_stops_the_running_one_and_ends_the_pipeline_with_it,
     a_step_lost_for_good_fails_its_pipeline_as_lost,
     a_pipeline_waits_behind_its_tenant_s_running_job,
 );
@@ -2415,6 +2428,36 @@ async fn cancelling_a_step_ends_its_pipeline_as_cancelled(b: Stores) {
     assert_cancelled_by(&*s, &p.job.id, "alice").await;
     assert_eq!(read(&*s, &p.steps[2].0.id).await.status, Status::Cancelled);
     nothing_ready(&*s).await;
+}
+
+/// A step cancelled on its own while an earlier one runs ends its pipeline the same way as
+/// the pipeline's own cancel: the running step is asked to stop, the others are skipped, and
+/// the pipeline reads `cancelling` until the running step stops (it was ended `cancelled` at
+/// once while its sync ran on, and the enrich after it then ran: a hostile probe's finding).
+async fn cancelling_a_waiting_step_stops_the_running_one_and_ends_the_pipeline_with_it(b: Stores) {
+    let s = fresh(b);
+    let t = tenant();
+    let (p, sync) = running_pipeline(&*s, &t, &["sync", "enrich", "pair"]).await;
+    let pair = p.steps[2].0.id;
+    assert_eq!(s.cancel(&pair, "alice").await.unwrap(), Cancel::Requested);
+    assert_eq!(read(&*s, &p.job.id).await.status, Status::Cancelling);
+    assert_eq!(read(&*s, &sync.job.id).await.status, Status::Cancelling);
+    for (step, _) in &p.steps[1..] {
+        let skipped = read(&*s, &step.id).await;
+        assert_eq!(
+            (skipped.status, skipped.step.as_str()),
+            (Status::Cancelled, "skipped: the pipeline was cancelled")
+        );
+    }
+    assert_eq!(
+        s.renew(&[sync.run]).await.unwrap(),
+        vec![Renewal::CancelRequested]
+    );
+    assert_eq!(s.cancel(&pair, "bob").await.unwrap(), Cancel::NotActive);
+    end(&*s, &sync, Outcome::Cancelled(json!({"saved": 1}))).await;
+    assert_cancelled_by(&*s, &p.job.id, "alice").await;
+    nothing_ready(&*s).await;
+    every_lock_is_free(&*s, &t).await;
 }
 
 async fn a_step_lost_for_good_fails_its_pipeline_as_lost(b: Stores) {

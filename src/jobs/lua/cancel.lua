@@ -1,21 +1,43 @@
 -- cancel: ask an active job to stop. A running one reads `cancelling` from now on and the
 -- process that runs it is told at once (pub/sub); a queued one leaves the queue and ends
 -- `cancelled` at once, without ever running.
--- A pipeline is asked to stop with its steps (`cancel_pipeline` in order.lua).
+-- A pipeline is asked to stop with its steps (`cancel_pipeline` in order.lua), and so is the
+-- pipeline of a step named on its own.
 -- KEYS (after the group's two): the job's record; for a queued job or a pipeline, what its end
 -- touches (`reach_end` in order.lua: a pipeline's steps among them).
 -- A: id, by (the caller's name, recorded as cancelled_by by the first request)
 -- Returns 'requested' (or already requested), 'not_active' (ended, or taken over), 'missing',
 -- or {'stale', keys…} (the call left out keys its end touches: nothing written).
 local id, by = A[1], A[2]
-local hkey = k_job(id)
-local job = read_job(hkey, {'status', 'superseded_by', 'tenant', 'kind', 'percent', 'step',
+local FIELDS = {'status', 'superseded_by', 'tenant', 'kind', 'percent', 'step',
   'cancel_requested_ms', 'created_ms', 'events', 'event_ms', 'awaited', 'in_order',
-  'waiting_for', 'pipeline', 'steps'})
+  'waiting_for', 'pipeline', 'steps'}
+local hkey = k_job(id)
+local job = read_job(hkey, FIELDS)
 if not job.status then return 'missing' end
 if job.superseded_by or ended(job.status) then return 'not_active' end
 if job.cancel_requested_ms then return 'requested' end
 local now = now_ms()
+-- A step of an active pipeline: the pipeline is asked to stop, its running step with it,
+-- whichever step was named (a step's cancel ends its pipeline the same way as the
+-- pipeline's). Its reach is the step's end and the pipeline's.
+if job.pipeline then
+  local parent = job.pipeline
+  local missed = reach(function()
+    reach_end(id, job, now)
+    local pkey = k_job(parent)
+    if not reached(pkey) then return end
+    local p = read_job(pkey, {'tenant', 'kind', 'in_order', 'steps'})
+    if p.tenant then reach_end(parent, p, now) end
+  end)
+  if missed then return answer_stale(missed) end
+  local p = read_job(k_job(parent), FIELDS)
+  if p.status and not p.superseded_by and not ended(p.status) then
+    if p.cancel_requested_ms then return 'requested' end
+    cancel_pipeline(parent, p, by, now)
+    return 'requested'
+  end
+end
 if job.steps or job.status == 'queued' then
   local missed = reach(reach_end, id, job, now)
   if missed then return answer_stale(missed) end

@@ -26,8 +26,9 @@
 -- {'rate_limited', ms} rate limited for ms more; {'stale', keys…} (nothing written).
 -- The queue's cap counts only jobs that join the ready queue now, not those that will wait.
 -- A queued holder is always active (it costs nothing while it waits and is never stale), and
--- so is a running one whose lease is stale but that recovery will run again (attempts left,
--- not asked to stop); any other stale holder is taken over and fenced off (superseded_by).
+-- so is a running one whose lease is stale but that recovery will run again (attempts left)
+-- or end cancelled (asked to stop); any other stale holder is taken over and fenced off
+-- (superseded_by).
 -- Only a created job records its key and counts against the limit: a refusal changes nothing.
 local jobs, i = {}, 2
 for n = 1, tonumber(A[1]) do
@@ -75,7 +76,9 @@ for n, new in ipairs(jobs) do
     if held.status == 'queued' then return {'held', holder} end
     if held.status == 'running' then
       local live = now - tonumber(held.heartbeat_ms or held.created_ms) < STALE
-      local again = tonumber(held.attempt or '1') < MAX_ATTEMPTS and not held.cancel_requested_ms
+      -- Asked to stop, its end is decided: the sweep ends it cancelled (it reads cancelling
+      -- until then). Else it runs again while it has attempts left.
+      local again = held.cancel_requested_ms or tonumber(held.attempt or '1') < MAX_ATTEMPTS
       if live or again then return {'held', holder} end
       stale[#stale + 1] = {id = holder, job = held, by = new.id}
     end

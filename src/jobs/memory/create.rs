@@ -150,7 +150,8 @@ impl MemoryStore {
     /// idempotency key, an active holder of any of their locks, the queue's cap, the tenant's
     /// rate); else the stale holders they take over, each with the job that takes it over. A
     /// holder is active while queued, while running live, and while stale but to be run again
-    /// by recovery (attempts left, not asked to stop). A refusal changes nothing.
+    /// by recovery (attempts left) or ended cancelled by it (asked to stop). A refusal changes
+    /// nothing.
     fn refusal(
         &self,
         state: &mut State,
@@ -175,8 +176,10 @@ impl MemoryStore {
                 Status::Queued => return Err(Created::AlreadyRunning(holder)),
                 Status::Running => {
                     let live = !is_stale(s.heartbeat_at, now, self.settings.stale_ms());
-                    let again = s.attempt < self.settings.max_attempts.max(1)
-                        && s.cancel_requested_at.is_none();
+                    // Asked to stop: the sweep ends it cancelled (it reads cancelling until
+                    // then); else it runs again while it has attempts left.
+                    let again = s.cancel_requested_at.is_some()
+                        || s.attempt < self.settings.max_attempts.max(1);
                     if live || again {
                         return Err(Created::AlreadyRunning(holder));
                     }

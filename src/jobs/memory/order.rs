@@ -14,7 +14,7 @@ use super::state::State;
 
 impl State {
     /// Whether job `id` is queued or running and not taken over (so it holds its place).
-    fn is_active(&self, id: &JobId, now: u64) -> bool {
+    pub(super) fn is_active(&self, id: &JobId, now: u64) -> bool {
         self.jobs.get(id).is_some_and(|e| {
             e.expires_ms > now
                 && e.value.superseded_by.is_none()

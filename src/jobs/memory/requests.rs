@@ -12,15 +12,26 @@ impl MemoryStore {
         let Some(entry) = state.job_mut(id, now) else {
             return Ok(Cancel::Missing);
         };
-        let rec = &mut entry.value;
+        let rec = &entry.value;
         if rec.superseded_by.is_some() || !rec.snapshot.status.is_active() {
             return Ok(Cancel::NotActive);
         }
-        if !rec.steps.is_empty() {
-            let answer = state.cancel_pipeline(*id, by, now);
+        // A pipeline, or a step of an active one: the pipeline is asked to stop, its running
+        // step with it, whichever step was named (as cancel.lua).
+        let (parent, own) = (rec.snapshot.pipeline_id, !rec.steps.is_empty());
+        let pipeline = match parent {
+            Some(parent) if state.is_active(&parent, now) => Some(parent),
+            _ => own.then_some(*id),
+        };
+        if let Some(pipeline) = pipeline {
+            let answer = state.cancel_pipeline(pipeline, by, now);
             self.flush(state);
             return Ok(answer);
         }
+        let Some(entry) = state.job_mut(id, now) else {
+            return Ok(Cancel::Missing);
+        };
+        let rec = &mut entry.value;
         let first = rec.snapshot.cancel_requested_at.is_none();
         rec.snapshot.cancel_requested_at.get_or_insert(now);
         rec.snapshot

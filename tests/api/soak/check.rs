@@ -136,10 +136,9 @@ pub fn ended(job: &Value) -> bool {
 
 /// A job reads `lost` (or failed `Lost`) only once its attempts are spent.
 fn lost_only_when_spent(job: &Value, broken: &mut Vec<String>) {
-    // A job asked to stop whose worker went silent reads `lost` at once, attempts left or not
-    // (`conformance::a_cancelling_job_that_goes_silent_reads_lost`): nobody is there to stop it.
-    let asked_to_stop = !job["cancel_requested_at"].is_null();
-    let lost = (job["status"] == "lost" || job["error"] == "Lost") && !asked_to_stop;
+    // A job asked to stop whose worker went silent reads `cancelling`, then `cancelled`
+    // (`conformance::a_cancelling_job_that_goes_silent_reads_cancelling_until_…`), never lost.
+    let lost = job["status"] == "lost" || job["error"] == "Lost";
     let attempts = job["attempt"].as_u64().unwrap_or(0);
     if lost && attempts < u64::from(MAX_ATTEMPTS) {
         broken.push(format!(

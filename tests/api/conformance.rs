@@ -2367,24 +2367,30 @@ async fn a_failed_step_fails_its_pipeline_with_its_class_and_skips_the_steps_aft
     every_lock_is_free(&*s, &t).await;
 }
 
-async fn cancelling_a_pipeline_stops_its_running_step_and_skips_the_others(b: Stores) {
-    let s = fresh(b);
-    let t = tenant();
-    let (p, claim) = running_pipeline(&*s, &t, &["sync", "enrich", "pair"]).await;
-    assert_eq!(s.cancel(&p.job.id, "ops").await.unwrap(), Cancel::Requested);
-    assert_eq!(read(&*s, &p.job.id).await.status, Status::Cancelling);
-    assert_eq!(read(&*s, &claim.job.id).await.status, Status::Cancelling);
+/// Asserts that pipeline `p`, whose first step runs as `running`, is stopping: it and that
+/// step read `cancelling` (the run is told at its renewal), the other steps were skipped.
+async fn assert_stopping(s: &dyn JobStore, p: &NewPipeline, running: &Claim) {
+    assert_eq!(read(s, &p.job.id).await.status, Status::Cancelling);
+    assert_eq!(read(s, &running.job.id).await.status, Status::Cancelling);
     for (step, _) in &p.steps[1..] {
-        let skipped = read(&*s, &step.id).await;
+        let skipped = read(s, &step.id).await;
         assert_eq!(
             (skipped.status, skipped.step.as_str()),
             (Status::Cancelled, "skipped: the pipeline was cancelled")
         );
     }
     assert_eq!(
-        s.renew(&[claim.run]).await.unwrap(),
+        s.renew(&[running.run]).await.unwrap(),
         vec![Renewal::CancelRequested]
     );
+}
+
+async fn cancelling_a_pipeline_stops_its_running_step_and_skips_the_others(b: Stores) {
+    let s = fresh(b);
+    let t = tenant();
+    let (p, claim) = running_pipeline(&*s, &t, &["sync", "enrich", "pair"]).await;
+    assert_eq!(s.cancel(&p.job.id, "ops").await.unwrap(), Cancel::Requested);
+    assert_stopping(&*s, &p, &claim).await;
     end(&*s, &claim, Outcome::Cancelled(json!({"saved": 1}))).await;
     assert_cancelled_by(&*s, &p.job.id, "ops").await;
     nothing_ready(&*s).await;
@@ -2440,19 +2446,7 @@ async fn cancelling_a_waiting_step_stops_the_running_one_and_ends_the_pipeline_w
     let (p, sync) = running_pipeline(&*s, &t, &["sync", "enrich", "pair"]).await;
     let pair = p.steps[2].0.id;
     assert_eq!(s.cancel(&pair, "alice").await.unwrap(), Cancel::Requested);
-    assert_eq!(read(&*s, &p.job.id).await.status, Status::Cancelling);
-    assert_eq!(read(&*s, &sync.job.id).await.status, Status::Cancelling);
-    for (step, _) in &p.steps[1..] {
-        let skipped = read(&*s, &step.id).await;
-        assert_eq!(
-            (skipped.status, skipped.step.as_str()),
-            (Status::Cancelled, "skipped: the pipeline was cancelled")
-        );
-    }
-    assert_eq!(
-        s.renew(&[sync.run]).await.unwrap(),
-        vec![Renewal::CancelRequested]
-    );
+    assert_stopping(&*s, &p, &sync).await;
     assert_eq!(s.cancel(&pair, "bob").await.unwrap(), Cancel::NotActive);
     end(&*s, &sync, Outcome::Cancelled(json!({"saved": 1}))).await;
     assert_cancelled_by(&*s, &p.job.id, "alice").await;

@@ -6,11 +6,11 @@
 
 use std::collections::HashMap;
 
-use catalog_jobs::jobs::keys::Group;
+use catalog_jobs::jobs::keys::{Group, Keys};
 use catalog_jobs::jobs::redis::scripts::{self, Call, Function, Route};
 use catalog_jobs::jobs::redis::RedisStore;
-use catalog_jobs::jobs::store::{JobStore, RunId, Tick};
-use catalog_jobs::jobs::JobId;
+use catalog_jobs::jobs::store::{JobStore, NewJob, RunId, Tick};
+use catalog_jobs::jobs::{JobId, TenantId};
 
 use crate::helpers::{settings, started, tenant, RedisServer};
 
@@ -123,14 +123,44 @@ async fn a_job_script_refuses_a_call_that_leaves_out_a_key_before_it_writes() {
 /// A step that learns keys as it runs (a job's end: its lock, its tenant's lane, its
 /// pipeline) reaches every key before it writes: a call that left one out is answered `stale`
 /// with the keys it met, and nothing is written; the store names them and calls again.
+/// A real redis-server, a store on it and one queued sync of a new tenant, with its keys.
+struct Queued {
+    redis: RedisServer,
+    s: RedisStore,
+    t: TenantId,
+    job: NewJob,
+    keys: Keys,
+    group: Group,
+}
+
+impl Queued {
+    async fn start() -> Self {
+        let redis = RedisServer::start(false);
+        let s = RedisStore::open(&redis.url(), settings()).unwrap();
+        let t = tenant();
+        let job = crate::helpers::created(&s, &t, "sync").await;
+        let keys = s.keys().clone();
+        Self {
+            redis,
+            s,
+            group: Group::of(&t),
+            t,
+            job,
+            keys,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_that_meets_keys_its_call_left_out_answers_stale_with_them_and_writes_nothing() {
-    let redis = RedisServer::start(false);
-    let s = RedisStore::open(&redis.url(), settings()).unwrap();
-    let t = tenant();
-    let job = crate::helpers::created(&s, &t, "sync").await;
-    let keys = s.keys().clone();
-    let group = Group::of(&t);
+    let Queued {
+        redis,
+        s,
+        t,
+        job,
+        keys,
+        group,
+    } = Queued::start().await;
     let mut conn = redis.connection().await;
     let record = || async {
         let mut conn = redis.connection().await;
@@ -185,12 +215,14 @@ async fn a_step_that_meets_keys_its_call_left_out_answers_stale_with_them_and_wr
 /// claims nothing and writes nothing; the store's claim names what the answer listed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_takes_only_jobs_its_call_names_and_answers_the_queues_head() {
-    let redis = RedisServer::start(false);
-    let s = RedisStore::open(&redis.url(), settings()).unwrap();
-    let t = tenant();
-    let job = crate::helpers::created(&s, &t, "sync").await;
-    let keys = s.keys().clone();
-    let group = Group::of(&t);
+    let Queued {
+        redis,
+        s,
+        t: _,
+        job,
+        keys,
+        group,
+    } = Queued::start().await;
     let mut conn = redis.connection().await;
     let mut claim = call(&s, &scripts::CLAIM, &job.id, vec![keys.leases(group)]);
     claim.arg("guard/1").arg(1).arg("sync");

@@ -5,12 +5,15 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
 use serde::Serialize;
 
+use super::renewing::{Connect, Renewing};
 use super::Connection;
 
 /// The slots of a Redis Cluster's keyspace.
@@ -45,8 +48,16 @@ fn node_info(node: &str, password: &Option<String>) -> RedisResult<ConnectionInf
 }
 
 /// The cluster's connection, opened lazily: nothing is dialled until the first command, so
-/// the service starts while the cluster is away and answers 503 until it is back.
+/// the service starts while the cluster is away and answers 503 until it is back. Replaced
+/// by a new one (`connect_once`) whenever it goes silent.
 pub(super) fn connect(nodes: &[String], password: &Option<String>) -> RedisResult<Connection> {
+    let (nodes, password) = (nodes.to_vec(), password.clone());
+    let connect: Connect = Arc::new(move || connect_once(&nodes, &password));
+    Ok(Connection::Cluster(Renewing::new(connect)?))
+}
+
+/// One cluster connection, opened lazily.
+fn connect_once(nodes: &[String], password: &Option<String>) -> RedisResult<ClusterConnection> {
     let seeds = nodes
         .iter()
         .map(|n| node_info(n, password))
@@ -61,9 +72,7 @@ pub(super) fn connect(nodes: &[String], password: &Option<String>) -> RedisResul
         builder = builder.password(p);
     }
     let client = builder.build()?;
-    Ok(Connection::Cluster(
-        client.get_pending_async_connection_with_config(Default::default()),
-    ))
+    Ok(client.get_pending_async_connection_with_config(Default::default()))
 }
 
 /// A client per seed node, and which one subscriptions use now.

@@ -6,10 +6,12 @@
 //! through sentinels, a connection error, a timeout or a `READONLY` answer makes it ask the
 //! sentinels again (one question at a time, at most every `RESOLVE_INTERVAL`) and swap in a
 //! connection to the new primary. A cluster's connection follows slots and failovers by
-//! itself (`cluster`). Knows nothing of jobs, catalogues or HTTP.
+//! itself (`cluster`) and is replaced when it goes silent (`renewing`). Knows nothing of
+//! jobs, catalogues or HTTP.
 
 pub mod cluster;
 mod connection;
+mod renewing;
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -26,8 +28,6 @@ pub use connection::Connection;
 /// Shortest time between two questions to the sentinels: a burst of failing calls during a
 /// failover asks once, not once per call.
 const RESOLVE_INTERVAL: Duration = Duration::from_millis(200);
-/// Shortest time between two replacements of a cluster's connection (`Primary::suspect`).
-const RENEW_INTERVAL: Duration = Duration::from_secs(5);
 /// How long one round of questions to the sentinels (and the new primary's `ROLE` check)
 /// may take; a sentinel that does not answer must not hold a request longer than a call.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -89,7 +89,7 @@ struct Inner {
     current: RwLock<Option<Current>>,
     /// The sentinel client, also the single-flight lock of a re-resolution.
     sentinel: Mutex<Option<SentinelClient>>,
-    /// When the sentinels were last asked, or (on a cluster) the connection last replaced.
+    /// When the sentinels were last asked.
     last_resolve: std::sync::Mutex<Option<Instant>>,
     /// Bumped whenever the primary changes: long-lived subscriptions re-subscribe on it.
     generation: watch::Sender<u64>,
@@ -197,13 +197,10 @@ impl Primary {
     }
 
     /// A call got no answer in time: the primary may be gone; ask the sentinels again (on a
-    /// cluster: the next subscription goes to the next node, and the connection is replaced,
-    /// at most every `RENEW_INTERVAL`).
+    /// cluster: the next subscription goes to the next node; the connection replaces itself
+    /// when it is silent, `renewing`).
     pub fn suspect(&self) {
         self.inner.seeds.skip();
-        if let Target::Cluster { nodes, password } = &self.inner.target {
-            self.renew_cluster(nodes, password);
-        }
         if matches!(self.inner.target, Target::Sentinels { .. }) {
             let me = self.clone();
             tokio::spawn(async move {
@@ -214,35 +211,8 @@ impl Primary {
         }
     }
 
-    /// Replaces the cluster's connection by a new one (which finds the slots anew), unless
-    /// one was made less than `RENEW_INTERVAL` ago. redis-rs 1.8.1's cluster connection was
-    /// seen to stop answering for good during a reshard under load: in
-    /// `cluster_reshard`'s test every call of one replica timed out for two minutes, whatever
-    /// its slot, while the other replica's connection to the same cluster answered (the cause
-    /// inside redis-rs is not known). Replaced, the calls of the 2 s it took to notice answer
-    /// 503 and the next ones are answered (three runs: 16 503s in one burst each). Calls under
-    /// way keep the old one until they end.
-    fn renew_cluster(&self, nodes: &[String], password: &Option<String>) {
-        if !self.due(RENEW_INTERVAL) {
-            return;
-        }
-        let conn = match cluster::connect(nodes, password) {
-            Ok(conn) => conn,
-            Err(e) => return warn!(error = %e, "could not make a new cluster connection"),
-        };
-        let mut current = self
-            .inner
-            .current
-            .write()
-            .expect("no thread panics while holding the primary's lock");
-        if let Some(current) = current.as_mut() {
-            current.conn = conn;
-            warn!("a cluster call got no answer in time: the cluster connection was replaced");
-        }
-    }
-
-    /// Whether `interval` has passed since the sentinels were last asked (or the cluster's
-    /// connection last replaced); if so, notes now as that time.
+    /// Whether `interval` has passed since the sentinels were last asked; if so, notes now as
+    /// that time.
     fn due(&self, interval: Duration) -> bool {
         let mut last = self
             .inner

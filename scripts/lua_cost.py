@@ -61,7 +61,8 @@ def functions(rev: str) -> list:
         return [(script, guarded == "true") for script, guarded in found]
     # Every script guarded (its begin builds the declared set), or none.
     prelude = source(rev, "src/jobs/lua/prelude.lua")
-    every = "DECLARED[keys[i]] = true" in prelude and "begin(keys, args, guarded)" not in prelude
+    every = ("DECLARED[keys[i]] = true" in prelude or "DECLARED[KEYS_[i]] = true" in prelude) \
+        and "begin(keys, args, guarded)" not in prelude
     named = re.findall(r'^\s+[A-Z_]+ = "(\w+)",$', listed, re.M) or SCRIPTS
     return [(script, every) for script in named]
 

@@ -122,10 +122,10 @@ missed = reach(function()
     ordered = ordered or new.job.in_order
   end
   if ordered then reach_lane(tenant) end
-  key(K_WAITING)
-  key(K_LEASES)
-  key(K_EVERYONE)
-  key(K_TENANTS)
+  k_group(K_WAITING)
+  k_group(K_LEASES)
+  k_group(K_EVERYONE)
+  k_group(K_TENANTS)
   reach_trim(tenant, #jobs)
   if first.job.retry_of then k_job(first.job.retry_of) end
   if idem then reach_spent_keys() end
@@ -135,7 +135,7 @@ for _, old in ipairs(stale) do
   local fenced = {superseded_by = old.by}
   note(old.id, old.job, fenced, 'superseded', 'lost', old.job.percent, old.job.step, now)
   write_job(k_job(old.id), fenced)
-  redis.call('ZREM', key(K_LEASES), old.id)
+  redis.call('ZREM', k_group(K_LEASES), old.id)
   after_end(old.id, old.job, {status = 'failed', error = 'Lost'}, now)
 end
 local here = worker ~= '' and waiting == 0 and #jobs == 1
@@ -157,7 +157,7 @@ for n, new in ipairs(jobs) do
   if ahead then
     record.waiting_for, record.step = ahead, waiting_step(ahead_kind, ahead)
     note(id, job, record, 'created', 'queued', 0, record.step, now, 'waiting_for=' .. ahead)
-    redis.call('SADD', key(K_WAITING), id)
+    redis.call('SADD', k_group(K_WAITING), id)
   elseif job.steps then
     local ids = {}
     for k = 1, MAX_STEPS do
@@ -173,7 +173,7 @@ for n, new in ipairs(jobs) do
     record.status, record.step, record.started_ms = 'running', 'starting', now
     record.claim, record.attempt, record.worker = 1, 1, worker
     note(id, job, record, 'started', 'running', 0, 'starting', now, '1;' .. worker)
-    redis.call('ZADD', key(K_LEASES), int(now + STALE), id)
+    redis.call('ZADD', k_group(K_LEASES), int(now + STALE), id)
   end
   write_job(hkey, record)
   redis.call('EXPIRE', hkey, TTL_S)

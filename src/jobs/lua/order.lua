@@ -7,7 +7,14 @@
 -- their tenant's lane in step order; the step that ends one of them ends the pipeline when
 -- it was the last, failed or was cancelled — skipping the steps after it first, so none of
 -- them ever starts. The events this file notes carry their own data as `name=value;…`.
-local function k_lane(tenant) return key(G .. ':lane:' .. tenant) end
+local function k_lane(tenant)
+  if tenant ~= MEMO_LNT then
+    local name = G .. ':lane:' .. tenant
+    if not declared(name) then return key(name) end
+    MEMO_LNT, MEMO_LANE = tenant, name
+  end
+  return MEMO_LANE
+end
 
 -- NOTE_FIELDS and `more`: what a step reads of a job it notes an event of.
 local function noted(more)
@@ -34,7 +41,7 @@ local function release(id, after, now)
   note(id, job, fields, 'ready', 'queued', job.percent, 'queued', now, 'after=' .. after)
   write_job(hkey, fields)
   redis.call('HDEL', hkey, field_name('waiting_for'))
-  redis.call('SREM', key(K_WAITING), id)
+  redis.call('SREM', k_group(K_WAITING), id)
   if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, WAKE) end
 end
 
@@ -63,8 +70,8 @@ end
 -- the job is alone in (the push made it) is not read.
 local function lane_join(id, tenant, now)
   local lane = k_lane(tenant)
-  local before = LANES[lane]
-  LANES[lane] = nil
+  local before = LANES and LANES[lane]
+  if before then LANES[lane] = nil end
   local alone = redis.call('RPUSH', lane, id) == 1
   redis.call('EXPIRE', lane, TTL_S)
   if alone then return nil, nil end
@@ -85,8 +92,8 @@ end
 -- then waits for the one before it, or joins the ready queue when it was at the head.
 local function lane_leave(id, tenant, now)
   local lane = k_lane(tenant)
-  local ids = LANES[lane] or redis.call('LRANGE', lane, '0', '-1')
-  LANES[lane] = nil
+  local ids = LANES and LANES[lane]
+  if ids then LANES[lane] = nil else ids = redis.call('LRANGE', lane, '0', '-1') end
   for i, other in ipairs(ids) do
     if other == id then
       redis.call('LREM', lane, 1, id)
@@ -203,7 +210,7 @@ end
 -- with ORDER_FIELDS, tenant and kind.
 after_end = function(id, job, fields, now)
   if job.waiting_for then
-    redis.call('SREM', key(K_WAITING), id)
+    redis.call('SREM', k_group(K_WAITING), id)
     redis.call('HDEL', k_job(id), field_name('waiting_for'))
   end
   if job.pipeline then step_ended(job.pipeline, id, job.kind, fields, now) end
@@ -220,8 +227,10 @@ end
 local function reach_lane(tenant)
   local lane = k_lane(tenant)
   if not reached(lane) then return end
-  LANES[lane] = redis.call('LRANGE', lane, '0', '-1')
-  for _, other in ipairs(LANES[lane]) do k_job(other) end
+  local ids = redis.call('LRANGE', lane, '0', '-1')
+  LANES = LANES or {}
+  LANES[lane] = ids
+  for _, other in ipairs(ids) do k_job(other) end
 end
 
 local function reach_pipeline(parent)
@@ -240,8 +249,8 @@ end
 local function reach_end(id, job, now)
   k_job(id)
   k_lock(job.tenant, job.kind)
-  key(K_LEASES)
-  key(K_WAITING)
+  k_group(K_LEASES)
+  k_group(K_WAITING)
   k_stats(math.floor(now / 3600000))
   if job.in_order then reach_lane(job.tenant) end
   if job.pipeline then reach_pipeline(job.pipeline) end

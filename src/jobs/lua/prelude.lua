@@ -40,29 +40,66 @@ local CLUSTER
 -- names are made once and kept in GROUP_NAMES, by queue (48 groups of each prefix; emptied
 -- past GROUP_NAMES_MAX, should many prefixes share a Redis).
 local ANCHOR, G, WAKE
+-- The call's group's names as kept in GROUP_NAMES, in `begin`'s order; [8] and [9] keep the
+-- hour and name of its stats bucket last made (`k_stats`).
+local GROUP
 local K_QUEUE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING
 local GROUP_NAMES, GROUP_NAMES_KEPT, GROUP_NAMES_MAX = {}, 0, 4800
 -- The tenant channel last asked about in this call, and whether it had a subscriber.
 local ASKED, HEARD
 
--- The keys the call declared, as a set (its KEYS). MISSED, while a step reaches its keys
--- (`reach`), lists the names it met that the call left out.
-local DECLARED, MISSED
+-- The keys the call declared. Its first nine after the group's two (N1 … N9) are compared by
+-- identity (Lua interns strings, so `==` compares pointers): jobs/redis/declare.rs lays out
+-- every call with the keys its step touches most first (the group's lease index, waiting set
+-- and stats bucket, the job's record, lock and lane, then its tenant's listing and the
+-- group's index and picker), so a step's usual keys are found without a table. Any other key
+-- is looked up in DECLARED, the call's KEYS as a set, made only when first needed. MISSED is
+-- true while a step reaches its keys (`reach`), and then the list of the names it met that the
+-- call left out once it met one.
+local KEYS_, DECLARED, MISSED
+local N1, N2, N3, N4, N5, N6, N7, N8, N9
 -- Tenant lanes as a step's reach read them (order.lua's `reach_lane`), by key, until the step
--- changes that lane: its join or leave then reads no lane again.
-local LANES = {}
+-- changes that lane: its join or leave then reads no lane again. Made at its first use.
+local LANES
 -- How many queue entries this call's claims took off the head (claimed, passed to the tail,
 -- or dropped): the next call names at least twice as many (`queue_head`).
 local LOOKED = 0
 
+-- The one name each builder below made last in this call, and what it was made of: a step
+-- names its own record, lock, lane and listing many times, and each is made and checked once
+-- a call. Only a declared name is kept, so a missing one is noted or refused at every use.
+local MEMO_ID, MEMO_JOB, MEMO_LT, MEMO_LK, MEMO_LOCK, MEMO_TT, MEMO_TENANT
+local MEMO_LNT, MEMO_LANE, MEMO_HOUR, MEMO_STATS, MEMO_CT, MEMO_CHANNEL
+-- The calls this library ran (its Lua state's), and for each of the group's keys (K_LEASES, …)
+-- the call that last found it declared: `k_group` checks each once a call without a table
+-- made for the call.
+local CALLS, NAMED = 0, {}
+-- The listing last read this call (`newest`) and its highest score then, or 0 when empty
+-- (kept up to date by list_push): a create's reach and its push read it once.
+local TOP_OF, TOP
+
+-- Whether the call declared `name`.
+local function declared(name)
+  if name == N1 or name == N2 or name == N3 or name == N4 or name == N5 or name == N6 or
+    name == N7 or name == N8 or name == N9 then
+    return true
+  end
+  if not DECLARED then
+    DECLARED = {}
+    for i = 1, #KEYS_ do DECLARED[KEYS_[i]] = true end
+  end
+  return DECLARED[name] == true
+end
+
 -- The guard every key name goes through: answers `name` when the call declared it; else,
 -- while the step reaches its keys, notes it in MISSED, and otherwise raises an error naming it.
 local function key(name)
-  if not DECLARED[name] then
-    if not MISSED then
+  if not declared(name) then
+    if MISSED == nil then
       error(redis.error_reply('ERR undeclared key ' .. name ..
         ': a job script touches only the keys its call names in KEYS'))
     end
+    if MISSED == true then MISSED = {} end
     if not MISSED[name] then MISSED[name], MISSED[#MISSED + 1] = true, name end
   end
   return name
@@ -71,8 +108,13 @@ end
 -- Whether the call declared `name` (noting it when not): a reach reads a key only then, so
 -- it never touches one its call left out.
 local function reached(name)
+  -- A name a builder below kept this call is declared (the usual case: its own lock, lane).
+  if name == MEMO_LOCK or name == MEMO_LANE or name == MEMO_TENANT or name == MEMO_JOB or
+    declared(name) then
+    return true
+  end
   key(name)
-  return DECLARED[name] == true
+  return false
 end
 
 -- Runs `walk(...)`, a step's reach: it names through `key` every key the step may touch,
@@ -81,11 +123,11 @@ end
 -- missing: it wrote nothing, and its caller names them too and calls again (bounded;
 -- jobs/redis/declare.rs).
 local function reach(walk, ...)
-  MISSED = {}
+  MISSED = true
   walk(...)
   local missed = MISSED
   MISSED = nil
-  if #missed > 0 then return missed end
+  if missed ~= true then return missed end
   return nil
 end
 
@@ -100,8 +142,13 @@ local SETTINGS = {}
 -- only when they differ from the last call's), then the script's own (into A). Its KEYS
 -- become the set `key` checks names against.
 local function begin(keys, args)
-  DECLARED, MISSED, LANES, LOOKED = {}, nil, {}, 0
-  for i = 1, #keys do DECLARED[keys[i]] = true end
+  KEYS_, DECLARED, MISSED, LANES, LOOKED = keys, nil, nil, nil, 0
+  N1, N2, N3, N4, N5, N6, N7, N8, N9 = keys[3], keys[4], keys[5], keys[6], keys[7], keys[8],
+    keys[9], keys[10], keys[11]
+  MEMO_ID, MEMO_LT, MEMO_LK, MEMO_TT, MEMO_LNT, MEMO_HOUR, MEMO_CT = nil, nil, nil, nil, nil,
+    nil, nil
+  MEMO_JOB, MEMO_LOCK, MEMO_TENANT, MEMO_LANE = nil, nil, nil, nil
+  TOP_OF, CALLS = nil, CALLS + 1
   if keys[1] ~= ANCHOR then
     ANCHOR = keys[1]
     local names = GROUP_NAMES[ANCHOR]
@@ -109,10 +156,11 @@ local function begin(keys, args)
       local g = string.sub(ANCHOR, 1, -7)
       names = {g, 'wake:' .. string.match(g, '{([^}]*)}$'), g .. ':leases', g .. ':processes',
         g .. ':everyone', g .. ':tenants', g .. ':waiting'}
-      if GROUP_NAMES_KEPT >= GROUP_NAMES_MAX then GROUP_NAMES, GROUP_NAMES_KEPT = {}, 0 end
+      if GROUP_NAMES_KEPT >= GROUP_NAMES_MAX then GROUP_NAMES, GROUP_NAMES_KEPT, NAMED = {}, 0, {} end
       GROUP_NAMES[ANCHOR], GROUP_NAMES_KEPT = names, GROUP_NAMES_KEPT + 1
     end
-    G, WAKE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING = unpack(names)
+    G, WAKE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING = unpack(names, 1, 7)
+    GROUP = names
     K_QUEUE = ANCHOR
   end
   for i = 1, 8 do
@@ -135,17 +183,57 @@ local function job_name(id)
   if string.byte(id, 15) == 56 or CLUSTER then return G .. ':' .. id end
   return P .. ':' .. id
 end
-local function k_job(id) return key(job_name(id)) end
-local function k_lock(tenant, kind) return key(G .. ':lock:' .. tenant .. ':' .. kind) end
-local function k_tenant(tenant) return key(G .. ':tenant:' .. tenant) end
+local function k_job(id)
+  if id ~= MEMO_ID then
+    local name = job_name(id)
+    if not declared(name) then return key(name) end
+    MEMO_ID, MEMO_JOB = id, name
+  end
+  return MEMO_JOB
+end
+local function k_lock(tenant, kind)
+  if tenant ~= MEMO_LT or kind ~= MEMO_LK then
+    local name = G .. ':lock:' .. tenant .. ':' .. kind
+    if not declared(name) then return key(name) end
+    MEMO_LT, MEMO_LK, MEMO_LOCK = tenant, kind, name
+  end
+  return MEMO_LOCK
+end
+local function k_tenant(tenant)
+  if tenant ~= MEMO_TT then
+    local name = G .. ':tenant:' .. tenant
+    if not declared(name) then return key(name) end
+    MEMO_TT, MEMO_TENANT = tenant, name
+  end
+  return MEMO_TENANT
+end
+-- The group's keys a step may touch, each checked once a call (NAMED, by name).
+local function k_group(name)
+  if NAMED[name] ~= CALLS then
+    if not declared(name) then return key(name) end
+    NAMED[name] = CALLS
+  end
+  return name
+end
 local function k_idem(tenant, kind, name)
   return key(G .. ':idem:' .. tenant .. ':' .. kind .. ':' .. name)
 end
 -- A channel, not a key: it has no slot and is not declared.
-local function k_tenant_events(tenant) return P .. ':tenant:' .. tenant .. ':events' end
+local function k_tenant_events(tenant)
+  if tenant ~= MEMO_CT then MEMO_CT, MEMO_CHANNEL = tenant, P .. ':tenant:' .. tenant .. ':events' end
+  return MEMO_CHANNEL
+end
 local function k_gone(tenant) return key(G .. ':tenant:' .. tenant .. ':gone') end
 local function k_tenant_idem(tenant) return key(G .. ':tenant:' .. tenant .. ':idem') end
-local function k_stats(hour) return key(G .. ':stats:' .. int(hour)) end
+local function k_stats(hour)
+  if hour ~= MEMO_HOUR then
+    if GROUP[8] ~= hour then GROUP[8], GROUP[9] = hour, G .. ':stats:' .. int(hour) end
+    local name = GROUP[9]
+    if not declared(name) then return key(name) end
+    MEMO_HOUR, MEMO_STATS = hour, name
+  end
+  return MEMO_STATS
+end
 
 -- How many sampled progress events a timeline keeps (the newest): PROGRESS_KEPT in
 -- jobs/timeline.rs, where the sampling rule is explained.
@@ -265,15 +353,24 @@ local function count_create(tenant, window, fresh)
   end
 end
 
+-- The highest score in the tenant's listing `list` (its newest job's, from JOBS_FROM on).
+local function newest(list)
+  if list ~= TOP_OF then
+    TOP_OF = list
+    TOP = tonumber(redis.call('ZRANGE', list, '-1', '-1', 'WITHSCORES')[2]) or 0
+  end
+  return TOP
+end
+
 -- Puts a job id at the head of its tenant's listing, trims the listing to its cap and
 -- deletes the trimmed jobs that have ended (an active one keeps its record until it ends).
 -- The listing's TTL follows its newest job. Answers whether the listing was empty before.
 local function list_push(tenant, id)
   local list = k_tenant(tenant)
-  local top = redis.call('ZRANGE', list, '-1', '-1', 'WITHSCORES')[2]
-  local newest = tonumber(top) or 0
-  local score = math.max(JOBS_FROM, newest + 1)
+  local top = newest(list)
+  local score = math.max(JOBS_FROM, top + 1)
   redis.call('ZADD', list, int(score), id)
+  TOP = score
   -- Jobs have distinct scores from JOBS_FROM to `score`: a listing whose scores span no more
   -- than CAP holds no more than CAP jobs, and is not counted. At most one count shares the
   -- listing with its jobs.
@@ -288,15 +385,18 @@ local function list_push(tenant, id)
     end
   end
   redis.call('EXPIRE', list, TTL_S)
-  return top == nil
+  return top == 0
 end
 
 -- The reach (`reach`) of `n` jobs put in the tenant's listing (`list_push`): the jobs its cap
--- trims, the oldest (each is read, and deleted once ended). ZCARD first: only a listing near
--- its cap is counted.
+-- trims, the oldest (each is read, and deleted once ended). As list_push decides: only a
+-- listing whose scores will span CAP may be trimmed, and only then is it counted.
 local function reach_trim(tenant, n)
   local list = k_tenant(tenant)
-  if not reached(list) or redis.call('ZCARD', list) + n <= CAP then return end
+  if not reached(list) or math.max(JOBS_FROM, newest(list) + 1) + n - 1 - JOBS_FROM < CAP then
+    return
+  end
+  if redis.call('ZCARD', list) + n <= CAP then return end
   local over = redis.call('ZCOUNT', list, JOBS_FROM_S, '+inf') + n - CAP
   if over <= 0 then return end
   for _, old in ipairs(redis.call('ZRANGEBYSCORE', list, JOBS_FROM_S, '+inf', 'LIMIT', 0, over)) do
@@ -319,13 +419,13 @@ local untrimmed = 0
 local function index_job(tenant, id, now)
   local stamp = int(now)
   if #stamp < 13 then stamp = string.format('%013d', now) end
-  redis.call('ZADD', key(K_EVERYONE), '0', stamp .. '.' .. id)
-  redis.call('ZADD', key(K_TENANTS), int(now), tenant)
+  redis.call('ZADD', k_group(K_EVERYONE), '0', stamp .. '.' .. id)
+  redis.call('ZADD', k_group(K_TENANTS), int(now), tenant)
   untrimmed = untrimmed + 1
   if untrimmed >= TRIM_EVERY then
     untrimmed = 0
-    redis.call('ZREMRANGEBYRANK', key(K_EVERYONE), '0', int(-(EVERYONE_CAP + 1)))
-    redis.call('ZREMRANGEBYRANK', key(K_TENANTS), '0', int(-(PICKER_CAP + 1)))
+    redis.call('ZREMRANGEBYRANK', k_group(K_EVERYONE), '0', int(-(EVERYONE_CAP + 1)))
+    redis.call('ZREMRANGEBYRANK', k_group(K_TENANTS), '0', int(-(PICKER_CAP + 1)))
   end
 end
 
@@ -428,7 +528,7 @@ local function end_job(id, job, fields, now)
   if aged(job.created_ms, now) then redis.call('EXPIRE', hkey, TTL_S) end
   local lock = k_lock(job.tenant, job.kind)
   if redis.call('GET', lock) == id then redis.call('DEL', lock) end
-  redis.call('ZREM', key(K_LEASES), id)
+  redis.call('ZREM', k_group(K_LEASES), id)
   if job.awaited then redis.call('PUBLISH', CHANNEL, 'end:' .. id) end
   count_end(job.kind, fields.status, fields.finished_ms)
   after_end(id, job, fields, now)
@@ -442,7 +542,7 @@ end
 
 -- Puts a job back at the head of the ready queue and wakes the dispatchers.
 local function requeue(id)
-  redis.call('ZREM', key(K_LEASES), id)
+  redis.call('ZREM', k_group(K_LEASES), id)
   redis.call('LPUSH', K_QUEUE, id)
   redis.call('PUBLISH', CHANNEL, WAKE)
 end
@@ -463,8 +563,8 @@ local function claim_one(worker, runs, now)
   while true do
     local id = redis.call('LINDEX', K_QUEUE, '0')
     if not id or id == first_passed then return nil end
-    if not DECLARED[job_name(id)] then return nil end
-    key(K_LEASES)
+    if not declared(job_name(id)) then return nil end
+    k_group(K_LEASES)
     redis.call('LPOP', K_QUEUE)
     LOOKED = LOOKED + 1
     local hkey = k_job(id)
@@ -487,7 +587,7 @@ local function claim_one(worker, runs, now)
       note(id, job, fields, 'started', 'running', job.percent, 'starting', now,
         attempt .. ';' .. worker)
       write_job(hkey, fields)
-      redis.call('ZADD', key(K_LEASES), int(now + STALE), id)
+      redis.call('ZADD', k_group(K_LEASES), int(now + STALE), id)
       local answer = {id}
       for name, value in pairs(fields) do
         stored[field_name(name)] = type(value) == 'number' and int(value) or value

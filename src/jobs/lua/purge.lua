@@ -31,7 +31,7 @@ local idem = k_tenant_idem(tenant)
 local missed = reach(function()
   for _, id in ipairs(ids) do k_job(id) end
   k_lane(tenant)
-  key(K_TENANTS)
+  k_group(K_TENANTS)
   k_gone(tenant)
   for _, hash in ipairs(hashes) do
     if reached(hash) and redis.call('TYPE', hash).ok == 'set' then
@@ -53,7 +53,7 @@ for _, id in ipairs(ids) do
 end
 for _, kind in ipairs(kinds) do redis.call('DEL', k_lock(tenant, kind)) end
 redis.call('DEL', list, k_lane(tenant))
-redis.call('ZREM', key(K_TENANTS), tenant)
+redis.call('ZREM', k_group(K_TENANTS), tenant)
 local answer = {'removed', tostring(removed)}
 for _, hash in ipairs(hashes) do
   -- A key of another type (pair's state, a string) goes too and counts 0; a set names

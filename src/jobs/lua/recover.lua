@@ -8,7 +8,7 @@
 -- ('left_lost'): it reads `lost`, and the next create of its tenant and kind takes over; it
 -- will not run again (its run is fenced off, should its process come back), so its tenant's order and its pipeline go on without it (`after_end`).
 local now = now_ms()
-local due = redis.call('ZRANGEBYSCORE', key(K_LEASES), '-inf', now, 'LIMIT', 0, tonumber(A[1]))
+local due = redis.call('ZRANGEBYSCORE', k_group(K_LEASES), '-inf', now, 'LIMIT', 0, tonumber(A[1]))
 local missed = reach(function()
   for _, id in ipairs(due) do
     local hkey = k_job(id)
@@ -21,7 +21,7 @@ end)
 if missed then return answer_stale(missed) end
 local out = {}
 for _, id in ipairs(due) do
-  redis.call('ZREM', key(K_LEASES), id)
+  redis.call('ZREM', k_group(K_LEASES), id)
   local hkey = k_job(id)
   local job = read_job(hkey, RUN_FIELDS)
   if job.status == 'running' and not job.superseded_by then

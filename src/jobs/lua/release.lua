@@ -17,7 +17,7 @@ if job.cancel_requested_ms then
   end_cancelled(id, job, {}, now)
   return 'requeued'
 end
-key(K_LEASES)
+k_group(K_LEASES)
 local step = 'requeued: its replica shut down; waiting for a worker'
 local fields = {status = 'queued', free_retry = 1, updated_ms = now, step = step}
 note(id, job, fields, 'released', 'queued', job.percent, step, now)

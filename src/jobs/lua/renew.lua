@@ -24,14 +24,14 @@ for i = 2, #A, 2 do
   local job = run.job
   if run.code == 'held' then
     run.lock, run.old = k_lock(job.tenant, job.kind), aged(job.created_ms, now)
-    key(K_LEASES)
+    k_group(K_LEASES)
     if run.old and job.in_order then run.lane = k_lane(job.tenant) end
     if run.old and job.pipeline then run.pipeline = k_job(job.pipeline) end
   end
   runs[#runs + 1] = run
 end
 if A[1] ~= '' then
-  redis.call('ZREMRANGEBYSCORE', key(K_PROCESSES), '-inf', now - STALE)
+  redis.call('ZREMRANGEBYSCORE', k_group(K_PROCESSES), '-inf', now - STALE)
   redis.call('ZADD', K_PROCESSES, now, A[1])
   redis.call('PEXPIRE', K_PROCESSES, STALE)
 end

@@ -13,7 +13,7 @@ local hkey = k_job(id)
 if redis.call('EXISTS', hkey) == 1 then return 'present' end
 local missed = reach(function()
   reach_write_back(tenant, kind)
-  key(K_LEASES)
+  k_group(K_LEASES)
 end)
 if missed then return answer_stale(missed) end
 if not may_write_back(id, tenant, kind, job.created_ms) then return 'fenced' end
@@ -29,6 +29,6 @@ note(id, job, fields, 'restored', 'running', percent, live.step, now,
 write_job(hkey, fields)
 redis.call('EXPIRE', hkey, TTL)
 redis.call('SET', lock, id, 'EX', TTL)
-redis.call('ZADD', key(K_LEASES), now + STALE, id)
+redis.call('ZADD', k_group(K_LEASES), now + STALE, id)
 list_push(tenant, id)
 return 'restored'

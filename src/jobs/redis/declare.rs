@@ -1,7 +1,10 @@
 //! What each script call names in `KEYS`: its slot group's two keys (`Route`), then the keys
 //! the step may touch. A script (`scripts.rs`) touches no other, so the names here
 //! are the ones the prelude's builders make (`k_job`, `k_lock`, …), from what the caller
-//! knows or reads first: a run's `Facts`, written at its create and never changed.
+//! knows or reads first: a run's `Facts`, written at its create and never changed. The keys a
+//! step touches most come first (its group's lease index, waiting set and stats bucket, its
+//! job's record, lock and lane, a create's listing): a script compares the first nine by
+//! identity and makes a set of the rest only when it meets one (`declared` in the prelude).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::PoisonError;
@@ -269,10 +272,12 @@ impl RedisStore {
     }
 
     /// What a create of `jobs` (the first is `first`, the job the request named) in `group`
-    /// names at first: the tenant's listing, idempotency key and its set, lane (an ordered
-    /// job), the group's waiting set, lease index, index of everyone's jobs, tenant picker and
-    /// stats bucket, the job it retries, each job's record and lock. A `stale` answer adds what
-    /// it learns as it runs (a holder, the jobs in the lane, the jobs the listing's cap trims).
+    /// names at first: the tenant's listing, the group's waiting set, lease index, index of
+    /// everyone's jobs, tenant picker and stats bucket, each job's record and lock, the lane
+    /// (an ordered job), then the idempotency key and its set and the job it retries. A lone
+    /// job's keys are then all among the nine a script finds without a table (`declared` in
+    /// lua/prelude.lua). A `stale` answer adds what it learns as it runs (a holder, the jobs
+    /// in the lane, the jobs the listing's cap trims).
     pub(super) fn creating<'a>(
         &self,
         group: Group,
@@ -288,13 +293,6 @@ impl RedisStore {
             self.keys.recent_tenants(group),
             self.stats_now(group),
         ];
-        if let Some(key) = &first.idempotency_key {
-            keys.push(self.keys.idem(tenant, &first.kind, key));
-            keys.push(self.keys.tenant_idem(tenant));
-        }
-        if let Some(old) = &first.origin.retry_of {
-            keys.push(self.record_in(group, old));
-        }
         let mut ordered = false;
         for job in jobs {
             keys.push(self.record(&job.id));
@@ -303,6 +301,13 @@ impl RedisStore {
         }
         if ordered {
             keys.push(self.keys.lane(tenant));
+        }
+        if let Some(key) = &first.idempotency_key {
+            keys.push(self.keys.idem(tenant, &first.kind, key));
+            keys.push(self.keys.tenant_idem(tenant));
+        }
+        if let Some(old) = &first.origin.retry_of {
+            keys.push(self.record_in(group, old));
         }
         keys
     }

@@ -90,9 +90,17 @@ class Layout:
         self.guarded = dict(functions(rev))
         # The settings the revision reads: the seven of SETTINGS, then whether the store is a
         # cluster ('0': a single Redis) where it reads eight.
-        read = re.search(r"SETTINGS = \{unpack\(args, 1, (\d+)\)\}",
-                         source(rev, "src/jobs/lua/prelude.lua"))
+        prelude = source(rev, "src/jobs/lua/prelude.lua")
+        read = re.search(r"SETTINGS = \{unpack\(args, 1, (\d+)\)\}", prelude)
         self.settings = SETTINGS + ["0"] * (int(read.group(1)) - len(SETTINGS) if read else 0)
+        # Where the revision reads them as one argument, its last (`settings_arg` in
+        # jobs/redis/scripts.rs): the seven numbers, cluster '0', then the prefix.
+        self.last = "args[n] = nil" in prelude
+        if self.last:
+            self.settings = []
+            self.tail = [" ".join(SETTINGS[1:] + ["0", SETTINGS[0]])]
+        else:
+            self.tail = []
         # Whether its calls name the group's never-written `migrating` key second.
         self.migrating = False
         if grouped(rev):
@@ -199,10 +207,11 @@ def origin(tenant: str) -> list:
 
 
 def create(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
+    # The settings first, or (layout.tail) as the call's last argument.
     fields = origin(tenant) + ["step", "queued"]
     return encode("FCALL", f"{lib}_create", *layout.create_keys(job, tenant), *layout.settings,
                   1, job,
-                  len(fields) // 2, *fields, "", FINGERPRINT, 600, WORKER)
+                  len(fields) // 2, *fields, "", FINGERPRINT, 600, WORKER, *layout.tail)
 
 
 def finish(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
@@ -212,7 +221,8 @@ def finish(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
                "result.2", 'es":0}']
     return encode("FCALL", f"{lib}_finish", *layout.finish_keys(job, tenant), *layout.settings,
                   job, 1, 100,
-                  len(fields) // 2, *fields, len(outcome) // 2, *outcome, WORKER, *RUNS)
+                  len(fields) // 2, *fields, len(outcome) // 2, *outcome, WORKER, *RUNS,
+                  *layout.tail)
 
 
 def lives(r: Redis, lib: str, layout: Layout, n: int, tag: str) -> None:

@@ -1,10 +1,10 @@
 -- prelude: the head of the job scripts' library, after record.lua (jobs/redis/scripts.rs
 -- loads it into Redis once as a Redis Function library: each script is a function of it, so
 -- this file's tables and functions are made once at load, not at every call). A call's
--- arguments start with the store's settings, the same for every script (`begin` reads them);
--- a script's own arguments follow and are read from A[1..]. Job fields travel by name: a named
--- list is a count, then name, value, … (`named_args`; `Pairs` in jobs/redis/record.rs builds
--- them). Answers are named too: each script returns a code word (`Code` in
+-- last argument is the store's settings, the same for every script (`begin` reads them); a
+-- script's own arguments come before it and are read from A[1..]. Job fields travel by name:
+-- a named list is a count, then name, value, … (`named_args`; `Pairs` in jobs/redis/record.rs
+-- builds them). Answers are named too: each script returns a code word (`Code` in
 -- jobs/redis/scripts.rs reads them). Every call names first its slot group's ready queue
 -- and the group's `migrating` key (`FCALL <fn> <n> <prefix>:{<tag>}:queue
 -- <prefix>:{<tag>}:migrating …`): the group's base (`<prefix>:{<tag>}`, G) is read from the
@@ -133,13 +133,15 @@ end
 
 local function answer_stale(missed) return {'stale', unpack(missed)} end
 
--- The settings as the last call gave them: strings, which Lua interns, so comparing a call's
--- settings with them costs a pointer comparison each, where reading them as numbers costs a
--- strtod each (a fifth of a small script's cost).
-local SETTINGS = {}
+-- The settings as the last call gave them: one string (`settings_arg` in
+-- jobs/redis/scripts.rs), which Lua interns, so comparing a call's settings with it costs a
+-- pointer comparison, where reading them as numbers costs a strtod each (a fifth of a small
+-- script's cost), and sending them as eight arguments cost Redis ~8,000 instructions a call.
+local SETTINGS = nil
 
--- Reads a call's group from its first key, then its arguments: the eight settings (read again
--- only when they differ from the last call's), then the script's own (into A). Its KEYS
+-- Reads a call's group from its first key, then its arguments: its last is the settings (read
+-- again only when they differ from the last call's), the others the script's own (A: the
+-- call's ARGV itself, its last entry removed, so no table is made a call). Its KEYS
 -- become the set `key` checks names against.
 local function begin(keys, args)
   KEYS_, DECLARED, MISSED, LANES, LOOKED = keys, nil, nil, nil, 0
@@ -156,24 +158,29 @@ local function begin(keys, args)
       local g = string.sub(ANCHOR, 1, -7)
       names = {g, 'wake:' .. string.match(g, '{([^}]*)}$'), g .. ':leases', g .. ':processes',
         g .. ':everyone', g .. ':tenants', g .. ':waiting'}
-      if GROUP_NAMES_KEPT >= GROUP_NAMES_MAX then GROUP_NAMES, GROUP_NAMES_KEPT, NAMED = {}, 0, {} end
+      if GROUP_NAMES_KEPT >= GROUP_NAMES_MAX then
+        GROUP_NAMES, GROUP_NAMES_KEPT, NAMED = {}, 0, {}
+      end
       GROUP_NAMES[ANCHOR], GROUP_NAMES_KEPT = names, GROUP_NAMES_KEPT + 1
     end
     G, WAKE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING = unpack(names, 1, 7)
     GROUP = names
     K_QUEUE = ANCHOR
   end
-  for i = 1, 8 do
-    if args[i] ~= SETTINGS[i] then
-      SETTINGS = {unpack(args, 1, 8)}
-      P, TTL, TTL_S, STALE = args[1], tonumber(args[2]), args[2], tonumber(args[3])
-      CAP, MAX_QUEUED, MAX_ATTEMPTS = tonumber(args[4]), tonumber(args[5]), tonumber(args[6])
-      SAMPLE_MS, CLUSTER = tonumber(args[7]), args[8] == '1'
-      CHANNEL = P .. ':events'
-      break
-    end
+  local n = #args
+  local settings = args[n]
+  args[n] = nil
+  if settings ~= SETTINGS then
+    local ttl, stale, cap, queued, attempts, sample, cluster, prefix = string.match(settings,
+      '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ([01]) (.+)$')
+    if not prefix then error(redis.error_reply('ERR the settings argument is malformed')) end
+    SETTINGS = settings
+    P, TTL, TTL_S, STALE = prefix, tonumber(ttl), ttl, tonumber(stale)
+    CAP, MAX_QUEUED, MAX_ATTEMPTS = tonumber(cap), tonumber(queued), tonumber(attempts)
+    SAMPLE_MS, CLUSTER = tonumber(sample), cluster == '1'
+    CHANNEL = P .. ':events'
   end
-  A = {unpack(args, 9)}
+  A = args
   ASKED = nil
 end
 -- A job's record: under its group's base when its id names a group (a version-8 id, its
@@ -220,7 +227,9 @@ local function k_idem(tenant, kind, name)
 end
 -- A channel, not a key: it has no slot and is not declared.
 local function k_tenant_events(tenant)
-  if tenant ~= MEMO_CT then MEMO_CT, MEMO_CHANNEL = tenant, P .. ':tenant:' .. tenant .. ':events' end
+  if tenant ~= MEMO_CT then
+    MEMO_CT, MEMO_CHANNEL = tenant, P .. ':tenant:' .. tenant .. ':events'
+  end
   return MEMO_CHANNEL
 end
 local function k_gone(tenant) return key(G .. ':tenant:' .. tenant .. ':gone') end

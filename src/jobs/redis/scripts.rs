@@ -1,6 +1,6 @@
 //! The job scripts (`lua/*.lua`), loaded into Redis once as one Redis Function library
 //! (`lua/record.lua`, `lua/prelude.lua` and `lua/order.lua`, then each script as a function of
-//! it) and called by name with `FCALL`; the arguments every call starts with; and the code
+//! it) and called by name with `FCALL`; the settings every call ends with; and the code
 //! words scripts answer with, read into named values ([`Code`], [`CreateCode`]).
 //!
 //! A library, unlike a script sent with `EVALSHA`, runs its head once when it is loaded: the
@@ -95,9 +95,11 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// A prepared call of a job script: `FCALL <function> <n> <its group's queue> <its group's
-/// migrating key> <the keys the step touches…> <args…>` (`Route`).
+/// migrating key> <the keys the step touches…> <args…> <settings>` (`Route`; the settings are
+/// one argument, added last when the call is sent).
 pub struct Call {
     cmd: redis::Cmd,
+    settings: String,
 }
 
 impl Call {
@@ -113,7 +115,9 @@ impl Call {
         &self,
         conn: &mut impl redis::aio::ConnectionLike,
     ) -> RedisResult<T> {
-        match self.cmd.query_async(conn).await {
+        let mut cmd = self.cmd.clone();
+        cmd.arg(&self.settings);
+        match cmd.query_async(conn).await {
             Err(e) if library_missing(&e) => {
                 redis::cmd("FUNCTION")
                     .arg("LOAD")
@@ -121,7 +125,7 @@ impl Call {
                     .arg(&LIBRARY.code)
                     .query_async::<()>(conn)
                     .await?;
-                self.cmd.query_async(conn).await
+                cmd.query_async(conn).await
             }
             answer => answer,
         }
@@ -155,8 +159,8 @@ impl Route {
     }
 }
 
-/// A script call along `route`, with the settings every script reads first (`begin` in
-/// `lua/prelude.lua`).
+/// A script call along `route`, with the settings every script reads (`begin` in
+/// `lua/prelude.lua`) as its last argument.
 pub fn invocation(function: &Function, settings: &StoreSettings, route: Route) -> Call {
     let mut cmd = redis::cmd("FCALL");
     cmd.arg(function.name())
@@ -164,16 +168,28 @@ pub fn invocation(function: &Function, settings: &StoreSettings, route: Route) -
         .arg(route.queue)
         .arg(route.migrating)
         .arg(route.declared);
-    let mut inv = Call { cmd };
-    inv.arg(&settings.prefix)
-        .arg(settings.ttl_secs())
-        .arg(settings.stale_ms())
-        .arg(settings.list_cap)
-        .arg(settings.max_queued)
-        .arg(settings.max_attempts.max(1))
-        .arg(settings.progress_sample_ms())
-        .arg(if route.cluster { "1" } else { "0" });
-    inv
+    Call {
+        cmd,
+        settings: settings_arg(settings, route.cluster),
+    }
+}
+
+/// The store's settings as one argument, `<ttl s> <stale ms> <listing cap> <max queued> <max
+/// attempts> <progress sample ms> <cluster 0|1> <prefix>`: one string a call instead of eight,
+/// which the library compares with the last call's (one pointer comparison: Lua interns it)
+/// and splits only when it differs. The prefix is last, so it may hold spaces.
+fn settings_arg(settings: &StoreSettings, cluster: bool) -> String {
+    format!(
+        "{} {} {} {} {} {} {} {}",
+        settings.ttl_secs(),
+        settings.stale_ms(),
+        settings.list_cap,
+        settings.max_queued,
+        settings.max_attempts.max(1),
+        settings.progress_sample_ms(),
+        u8::from(cluster),
+        settings.prefix
+    )
 }
 
 /// Adds a script's arguments about a run's job, laid out as `run_args` in the prelude reads

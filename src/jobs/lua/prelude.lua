@@ -141,8 +141,9 @@ local SETTINGS = nil
 
 -- Reads a call's group from its first key, then its arguments: its last is the settings (read
 -- again only when they differ from the last call's), the others the script's own (A: the
--- call's ARGV itself, its last entry removed, so no table is made a call). Its KEYS
--- become the set `key` checks names against.
+-- call's ARGV itself, its last entry removed, so no table is made a call). Its KEYS are
+-- what `declared` checks names against: the first nine by identity, the rest in a set made
+-- only when a name is not among them.
 local function begin(keys, args)
   KEYS_, DECLARED, MISSED, LANES, LOOKED = keys, nil, nil, nil, 0
   N1, N2, N3, N4, N5, N6, N7, N8, N9 = keys[3], keys[4], keys[5], keys[6], keys[7], keys[8],

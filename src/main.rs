@@ -78,7 +78,7 @@ fn serve(config: Config, arenas: &str) -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, "catalog-jobs could not start");
+            telemetry::could_not_start(&e);
             std::process::ExitCode::FAILURE
         }
     }

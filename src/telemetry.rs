@@ -22,15 +22,38 @@ pub enum LogFormat {
     Json,
 }
 
+/// What is logged when `RUST_LOG` is unset, empty or unreadable.
+const DEFAULT_FILTER: &str = "info";
+
+/// Says why the service could not start: a log line at error level, and the same on standard
+/// error as plain text when `RUST_LOG` filters error lines out (`RUST_LOG=off`), so a refused
+/// start never exits without a word.
+pub fn could_not_start(error: &dyn std::fmt::Display) {
+    tracing::error!(error = %error, "catalog-jobs could not start");
+    if !tracing::enabled!(tracing::Level::ERROR) {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "catalog-jobs could not start: {error}");
+    }
+}
+
 /// Installs the global subscriber once; a second call (tests) is a no-op.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // An empty `RUST_LOG` (`RUST_LOG=` in a compose file) means the default, not silence.
+    let filter = match std::env::var(EnvFilter::DEFAULT_ENV) {
+        Ok(directives) if !directives.trim().is_empty() => EnvFilter::try_new(directives).ok(),
+        _ => None,
+    }
+    .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER));
     // Colours only for a person at a terminal; files and container logs get plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(ansi);
+        .with_ansi(ansi)
+        // A line that cannot be written (its reader, a log shipper, has gone) is dropped: by
+        // default the subscriber reports it with `eprintln!`, which panics on that same
+        // broken pipe, in whichever task was logging.
+        .log_internal_errors(false);
     let _ = match format {
         LogFormat::Pretty => builder.try_init(),
         LogFormat::Json => builder

@@ -195,7 +195,8 @@ pub struct Config {
     #[arg(long, env = "API_TOKENS", hide_env_values = true)]
     pub api_tokens: Option<String>,
 
-    /// Largest body of a start request (`POST /catalog/{kind}`), in bytes; imports keep MAX_BODY_BYTES.
+    /// Largest body of a start request (`POST /catalog/{kind}`, `/catalog/pipeline`) or a bulk
+    /// call (`/catalog/bulk/…`), in bytes; imports keep MAX_BODY_BYTES.
     #[arg(long, env = "MAX_START_BODY_BYTES", default_value_t = DEFAULT_START_BODY_BYTES)]
     pub max_start_body_bytes: usize,
 
@@ -254,6 +255,27 @@ impl Config {
         self.max_event_streams.unwrap_or(self.max_connections / 2)
     }
 
+    /// The settings that count something the service cannot work with none of (0 would refuse
+    /// every start, import or feed, or run nothing), by name.
+    fn counts(&self) -> [(&'static str, u64); 11] {
+        [
+            ("MAX_CONCURRENT_JOBS", self.max_concurrent_jobs as u64),
+            ("MAX_QUEUED_JOBS", self.max_queued_jobs as u64),
+            ("MAX_ATTEMPTS", u64::from(self.max_attempts)),
+            ("MAX_CONCURRENT_IMPORTS", self.max_concurrent_imports as u64),
+            ("MAX_CONNECTIONS", self.max_connections as u64),
+            ("MAX_START_BODY_BYTES", self.max_start_body_bytes as u64),
+            ("MAX_BODY_BYTES", self.max_body_bytes as u64),
+            ("MAX_FEED_BYTES", self.max_feed_bytes),
+            (
+                "MAX_EVENT_STREAMS_PER_TENANT",
+                self.max_event_streams_per_tenant as u64,
+            ),
+            ("ENRICH_BATCH_SIZE", self.enrich_batch_size as u64),
+            ("PAIR_MAX_MEMORY_MB", self.pair_max_memory_mb),
+        ]
+    }
+
     /// Checks the relations between settings that clap cannot see one at a time.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
@@ -266,23 +288,16 @@ impl Config {
         if self.job_ttl_seconds <= self.heartbeat() {
             return bad("JOB_TTL_SECONDS must be longer than HEARTBEAT_SECONDS, or live jobs' keys would expire");
         }
-        if self.max_concurrent_jobs == 0 {
-            return bad("MAX_CONCURRENT_JOBS must be at least 1");
+        if let Some((name, _)) = self.counts().into_iter().find(|(_, n)| *n == 0) {
+            return bad(&format!(
+                "{name} must be at least 1 (with 0 the service could not work)"
+            ));
         }
-        if self.max_attempts == 0 {
-            return bad("MAX_ATTEMPTS must be at least 1");
-        }
-        if self.max_concurrent_imports == 0 {
-            return bad("MAX_CONCURRENT_IMPORTS must be at least 1");
-        }
-        if self.max_connections == 0 || self.max_start_body_bytes == 0 {
-            return bad("MAX_CONNECTIONS and MAX_START_BODY_BYTES must be at least 1");
+        if self.heartbeat_seconds.is_some_and(|s| s.is_zero()) {
+            return bad("HEARTBEAT_SECONDS must be above 0 (leave it unset for the default)");
         }
         if self.event_streams() == 0 || self.event_streams() >= self.max_connections {
             return bad("MAX_EVENT_STREAMS must be at least 1 and below MAX_CONNECTIONS, so held streams leave connections for requests");
-        }
-        if self.max_event_streams_per_tenant == 0 {
-            return bad("MAX_EVENT_STREAMS_PER_TENANT must be at least 1");
         }
         if self.request_timeout_seconds.is_zero() || self.idle_timeout_seconds.is_zero() {
             return bad("REQUEST_TIMEOUT_SECONDS and IDLE_TIMEOUT_SECONDS must be above 0");
@@ -293,14 +308,11 @@ impl Config {
         if self.catalog_prefix.is_empty() || self.catalog_prefix.contains(char::is_whitespace) {
             return bad("CATALOG_PREFIX must be non-empty and without spaces");
         }
-        if self.enrich_batch_size == 0 || self.pair_top_k == 0 || self.pair_top_k > 100 {
-            return bad("ENRICH_BATCH_SIZE must be at least 1 and PAIR_TOP_K 1–100");
+        if self.pair_top_k == 0 || self.pair_top_k > 100 {
+            return bad("PAIR_TOP_K must be 1–100");
         }
         if !(0.0..=1.0).contains(&self.pair_min_score) {
             return bad("PAIR_MIN_SCORE must be between 0 and 1");
-        }
-        if self.pair_max_memory_mb == 0 {
-            return bad("PAIR_MAX_MEMORY_MB must be at least 1");
         }
         if self
             .price_currency

@@ -37,7 +37,19 @@ impl Config {
         if sentinels.is_empty() && self.redis_master_name.is_some() {
             return bad("REDIS_MASTER_NAME is set without REDIS_SENTINELS");
         }
-        for (name, addrs) in [(SENTINELS, &sentinels), (CLUSTER, &cluster)] {
+        let lists = [
+            (SENTINELS, &self.redis_sentinels, &sentinels),
+            (CLUSTER, &self.redis_cluster_nodes, &cluster),
+        ];
+        for (name, given, addrs) in lists {
+            // Set but blank (`REDIS_CLUSTER_NODES=` in a compose file): as for an empty
+            // REDIS_URL, a mistake must not leave the service on the embedded store.
+            if !given.is_empty() && addrs.is_empty() {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} is set but names no address: give host:port,host:port, or unset \
+                     it to run on the embedded store"
+                )));
+            }
             if let Some(bad_addr) = addrs.iter().find(|a| !is_host_port(a)) {
                 return Err(ConfigError::Invalid(format!(
                     "{name} entry `{bad_addr}` is not host:port"
@@ -160,6 +172,14 @@ mod tests {
                 Some("REDIS_CLUSTER_NODES entry `b` is not host:port"),
             ),
             ("--redis-min-replicas-ack=1", Some("needs Redis")),
+            (
+                "--redis-cluster-nodes=",
+                Some("REDIS_CLUSTER_NODES is set but names no address"),
+            ),
+            (
+                "--redis-sentinels= , --redis-master-name=m",
+                Some("REDIS_SENTINELS is set but names no address"),
+            ),
             ("--redis-sentinels=a:1, b:2 --redis-master-name=m", None),
             ("--redis-url=redis://a --redis-min-replicas-ack=1", None),
             (

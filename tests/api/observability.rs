@@ -423,3 +423,36 @@ async fn the_metrics_output_is_valid_prometheus_text_and_names_only_listed_metri
         "labels with braces and slashes are read"
     );
 }
+
+/// A log shipper that dies closes the pipe the service logs into: every line it writes then
+/// fails. The service loses its log lines, not its work: it keeps answering, runs a job to
+/// `done`, and still stops on SIGTERM (it panicked at its first line, or with Redis out of
+/// reach stayed up ignoring SIGTERM).
+#[tokio::test]
+async fn a_replica_whose_log_reader_went_away_keeps_serving_and_stops_on_sigterm() {
+    let redis = crate::helpers::RedisServer::start(false);
+    for (store, launch) in [
+        ("embedded", Service::embedded()),
+        ("redis", Service::on(&redis)),
+    ] {
+        let mut svc = launch.with_log_reader_gone().start().await;
+        let id = svc.start_sync(&unique("nolog"), "demo.jsonl").await;
+        assert_eq!(svc.poll_until_ended(&id).await["status"], "done", "{store}");
+        let refused = svc.post_form("/catalog/sync", &[("wait", "maybe")]).await;
+        assert_eq!(refused.status(), 422, "{store}");
+        svc.signal("TERM");
+        assert_eq!(svc.wait_exit(), Some(0), "{store}: exits as told");
+    }
+    let mut svc = Service::on_unreachable_redis()
+        .with_log_reader_gone()
+        .start()
+        .await;
+    let refused = svc.start("enrich", &[("tenant_id", "nolog")]).await;
+    assert_eq!(refused.status(), 503, "Redis is out of reach");
+    svc.signal("TERM");
+    assert_eq!(
+        svc.wait_exit(),
+        Some(0),
+        "out of Redis's reach: exits as told"
+    );
+}

@@ -47,6 +47,36 @@ fn a_mistaken_setting_stops_start_up_saying_what_was_meant() {
                 "A Redis URL looks like redis://host:6379/0",
             ],
         ),
+        // Blank is not "unset": it must not leave the service on the embedded store.
+        (
+            &[("REDIS_CLUSTER_NODES", "")],
+            &["REDIS_CLUSTER_NODES is set but names no address"],
+        ),
+        // A count of 0 would refuse every start or run nothing.
+        (
+            &[("MAX_QUEUED_JOBS", "0")],
+            &["MAX_QUEUED_JOBS must be at least 1"],
+        ),
+        (
+            &[("MAX_FEED_BYTES", "0")],
+            &["MAX_FEED_BYTES must be at least 1"],
+        ),
+        (
+            &[("HEARTBEAT_SECONDS", "0")],
+            &["HEARTBEAT_SECONDS must be above 0"],
+        ),
+        // The refusal is said even when RUST_LOG is blank or filters every line out.
+        (
+            &[("REDIS_URL", "localhost:6379"), ("RUST_LOG", "")],
+            &["did you mean redis://localhost:6379?"],
+        ),
+        (
+            &[("REDIS_URL", "localhost:6379"), ("RUST_LOG", "off")],
+            &[
+                "catalog-jobs could not start",
+                "did you mean redis://localhost:6379?",
+            ],
+        ),
     ];
     for (env, words) in cases {
         let out = binary(&[&[("BIND_ADDR", "127.0.0.1:0")], *env].concat())

@@ -29,12 +29,18 @@ pub struct Service {
 #[must_use = "a launch does nothing until `.start().await`"]
 pub struct Launch {
     env: Vec<(String, String)>,
+    /// Its standard error is a pipe whose reader is gone (a log shipper that died), not the
+    /// log file.
+    log_reader_gone: bool,
 }
 
 impl Service {
     /// On the embedded store.
     pub fn embedded() -> Launch {
-        Launch { env: Vec::new() }
+        Launch {
+            env: Vec::new(),
+            log_reader_gone: false,
+        }
     }
 
     /// On this test's own `redis-server`, with a short lease (see `on_redis`).
@@ -180,6 +186,13 @@ impl Launch {
         })
     }
 
+    /// Logs into a pipe nobody reads any more, as when the log shipper reading it has died:
+    /// every line it writes fails (`EPIPE`). Its log file stays empty.
+    pub fn with_log_reader_gone(mut self) -> Self {
+        self.log_reader_gone = true;
+        self
+    }
+
     /// Lets its syncs read `feeds` (and nothing else over HTTP).
     pub fn reading(self, feeds: &HeldFeeds) -> Self {
         self.env("SYNC_ALLOWED_HOSTS", feeds.allowed())
@@ -201,9 +214,15 @@ impl Launch {
             .env("FEEDS_DIR", feeds_dir())
             .env("SYNC_ALLOWED_HOSTS", "127.0.0.1")
             .envs(self.env)
-            .stdout(Stdio::null())
-            .stderr(out);
-        let child = cmd.spawn().expect("the catalog-jobs binary starts");
+            .stdout(Stdio::null());
+        if self.log_reader_gone {
+            cmd.stderr(Stdio::piped());
+        } else {
+            cmd.stderr(out);
+        }
+        let mut child = cmd.spawn().expect("the catalog-jobs binary starts");
+        // The pipe's only reader goes at once: the service's first log line meets EPIPE.
+        drop(child.stderr.take());
         let client = http_client(Some(Duration::from_secs(20)));
         let api = Api::new(
             format!("http://127.0.0.1:{port}"),

@@ -268,6 +268,8 @@ pub fn bulk_answers<Answer: ToSchema>(action: &BulkAction) -> BTreeMap<String, R
     BTreeMap::from([
         ("200".to_owned(), RefOr::T(done)),
         ("400".to_owned(), refusal("`malformed_body`: not a JSON object.")),
+        ("408".to_owned(), refusal("`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; nothing was done.")),
+        ("413".to_owned(), refusal("`payload_too_large`: the body is beyond `MAX_START_BODY_BYTES`; nothing was done.")),
         ("415".to_owned(), refusal("`unsupported_media_type`: the body is not sent as `application/json`, or comes compressed (a `Content-Encoding` other than `identity`; that answer carries `Accept-Encoding: identity`); nothing was done.")),
         ("403".to_owned(), refusal(&format!("`forbidden`: a read-only token (`read:…`), or {forbidden}."))),
         ("422".to_owned(), refusal(&format!("`invalid_field`, `missing_field` or `unknown_field` (with `field`: {fields}; nothing was done."))),

@@ -8,7 +8,6 @@
 mod cancel;
 mod pick;
 
-use axum::body::Bytes;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -19,7 +18,7 @@ use super::answers::{answers_from, bulk_answers, BulkAction, BulkKey};
 use super::auth::Caller;
 use super::call::{Call, WithBody};
 use super::error::ApiError;
-use super::extract::idempotency_key;
+use super::extract::{idempotency_key, SmallBody};
 use super::job_filter::cursor_of;
 use super::jobs::Retry;
 use super::AppState;
@@ -148,7 +147,7 @@ const NOT_ACTIVE: &str = "the job has already ended: nothing to cancel";
 pub async fn retry(
     call: Call<WithBody>,
     headers: HeaderMap,
-    body: Bytes,
+    SmallBody(body): SmallBody,
 ) -> Result<Response, ApiError> {
     call.no_query()?;
     let Call {
@@ -169,7 +168,7 @@ pub async fn retry(
 pub async fn cancel(
     call: Call<WithBody>,
     headers: HeaderMap,
-    body: Bytes,
+    SmallBody(body): SmallBody,
 ) -> Result<Response, ApiError> {
     call.no_query()?;
     walk(&call.app, &call.caller, Action::Cancel, &headers, &body).await
@@ -235,7 +234,7 @@ impl Action {
     ) -> Result<Selected, ApiError> {
         match self {
             Action::Retry { .. } => {
-                let picked = pick::retry(body, caller)?;
+                let picked = pick::retry(body, caller, app.runner.registry())?;
                 app.runner.admit()?;
                 match picked {
                     RetryPick::Ids(ids) => named(app, caller, &ids).await,

@@ -36,6 +36,25 @@ impl FromRequest<AppState> for StartFields {
     }
 }
 
+/// The whole body of a small request (a bulk call), as bytes: held to `MAX_START_BODY_BYTES`
+/// (413 `payload_too_large`, by its `Content-Length` before it is read, or as it comes
+/// chunked) and to `REQUEST_TIMEOUT_SECONDS` (408). axum's own `Bytes` answers plain text.
+pub struct SmallBody(pub Bytes);
+
+impl FromRequest<AppState> for SmallBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, app: &AppState) -> Result<Self, Self::Rejection> {
+        if declared_length(&req).is_some_and(|n| n > app.guard.max_start_body_bytes as u64) {
+            return Err(ApiError::PayloadTooLarge("MAX_START_BODY_BYTES"));
+        }
+        tokio::time::timeout(app.guard.request_timeout, body_bytes(req, app))
+            .await
+            .map_err(|_| ApiError::RequestTimeout)?
+            .map(Self)
+    }
+}
+
 async fn body_fields(req: Request, mut fields: Fields, app: &AppState) -> Result<Fields, ApiError> {
     identity_encoding(req.headers())?;
     let content_type = media_type(req.headers());

@@ -14,6 +14,8 @@ use super::error::ApiError;
 use super::extract::{cursor_field, limit_field, take_single};
 use crate::jobs::browse::{self, Position, EXAMINE_PER_PAGE};
 use crate::jobs::params::Fields;
+use crate::jobs::pipeline::PIPELINE_KIND;
+use crate::jobs::registry::Registry;
 use crate::jobs::store::{JobStore, StoreError};
 use crate::jobs::{JobId, Kind, Snapshot, Status};
 
@@ -34,6 +36,20 @@ const ID_PREFIX_MAX: usize = 36;
 /// A cursor's two parts are joined by this: a number never contains it, a UUID has no `.`.
 const CURSOR_SEPARATOR: char = '.';
 
+/// A kind some job can have (one of `registry`'s, or `pipeline`), from the value of `field`:
+/// a typo is refused, where it would silently match no job.
+pub fn known_kind(registry: &Registry, raw: &str, field: &str) -> Result<Kind, ApiError> {
+    let kind = Kind::parse(raw).map_err(|e| ApiError::invalid(field, e.to_string()))?;
+    if kind.as_str() == PIPELINE_KIND || registry.get(&kind).is_some() {
+        return Ok(kind);
+    }
+    let known: Vec<&str> = registry.names().chain([PIPELINE_KIND]).collect();
+    Err(ApiError::invalid(
+        field,
+        format!("no job has the kind `{kind}`: one of {}", known.join(", ")),
+    ))
+}
+
 /// What a listing request asks for.
 pub struct JobFilter {
     statuses: Vec<Status>,
@@ -47,6 +63,7 @@ impl JobFilter {
     /// Takes `status`, `kind`, `id_prefix`, `cursor` and `limit` out of the query's fields.
     pub fn take(
         fields: &mut Fields,
+        registry: &Registry,
         default_limit: usize,
         max_limit: usize,
     ) -> Result<Self, ApiError> {
@@ -59,13 +76,9 @@ impl JobFilter {
                 .map(parse_status)
                 .collect::<Result<_, _>>()?,
         };
-        let kind = match take_single(fields, "kind")? {
-            None => None,
-            Some(v) => Some(
-                Kind::parse(v.as_str().unwrap_or_default())
-                    .map_err(|e| ApiError::invalid("kind", e.to_string()))?,
-            ),
-        };
+        let kind = take_single(fields, "kind")?
+            .map(|v| known_kind(registry, v.as_str().unwrap_or_default(), "kind"))
+            .transpose()?;
         let id_prefix = take_single(fields, "id_prefix")?
             .map(|v| parse_id_prefix(&v))
             .transpose()?;

@@ -263,7 +263,7 @@ pub(super) async fn visible(
     params(
         ("tenant_id" = Option<String>, Query, description = "The tenant: its recent jobs (the last 100 it created). Left out, with an operator token (`*`, `read:*`) or on a service without tokens: every tenant's jobs, ended ones included — the newest 10,000 jobs of every tenant and every active job, at most 1,000 index entries examined a page (a page not full by then is short, with a `next_cursor`). A tenant token must name its tenant (403 otherwise)."),
         ("status" = Option<String>, Query, description = "Only jobs in these statuses: one or more of `queued`, `running`, `cancelling`, `done`, `failed`, `cancelled`, `lost`, comma-separated or repeated."),
-        ("kind" = Option<String>, Query, description = "Only jobs of this kind."),
+        ("kind" = Option<String>, Query, description = "Only jobs of this kind: `sync`, `enrich`, `pair` or `pipeline` (another is 422 `invalid_field`)."),
         ("id_prefix" = Option<String>, Query, description = "Only jobs whose id starts with this: 1–36 characters of `0-9 a-f -`, any case."),
         ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page (opaque); empty (`cursor=`), the first page, as on every listing."),
         ("limit" = Option<u32>, Query, description = "How many jobs per page, 1–100 (default 20).", minimum = 1, maximum = 100),
@@ -277,7 +277,8 @@ pub(super) async fn visible(
 pub async fn list(call: Call) -> Result<Json<Listing>, ApiError> {
     let mut fields = call.query()?;
     let tenant = named_tenant(&mut fields)?;
-    let filter = JobFilter::take(&mut fields, DEFAULT_LIMIT, MAX_LIMIT)?;
+    let registry = call.app.runner.registry();
+    let filter = JobFilter::take(&mut fields, registry, DEFAULT_LIMIT, MAX_LIMIT)?;
     refuse_unknown(
         &fields,
         "tenant_id, status, kind, id_prefix, cursor and limit",

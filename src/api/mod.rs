@@ -81,10 +81,12 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
 /// The routes, with start requests held to `max_start_body` bytes (`MAX_START_BODY_BYTES`)
 /// even when their body comes chunked, without a `Content-Length` to refuse up front.
 fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
-    // `layer` wraps only the routes added before it: here, the start route alone.
+    // `layer` wraps only the routes added before it: here, the starts and the bulk calls.
     OpenApiRouter::new()
         .routes(routes!(catalog::start))
         .routes(routes!(pipeline::start))
+        .routes(routes!(bulk::retry))
+        .routes(routes!(bulk::cancel))
         .layer(DefaultBodyLimit::max(max_start_body))
         .routes(routes!(operations::healthz))
         .routes(routes!(operations::readyz))
@@ -94,8 +96,6 @@ fn routes_limited(max_start_body: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::get_one))
         .routes(routes!(jobs::cancel))
         .routes(routes!(jobs::retry))
-        .routes(routes!(bulk::retry))
-        .routes(routes!(bulk::cancel))
         .routes(routes!(events::job_events))
         .routes(routes!(events::tenant_events))
         .routes(routes!(products::list, products::import))

@@ -124,7 +124,10 @@ async fn import_rows(call: Call<WithBody>, req: Request) -> Result<RowReport, Ap
     identity_encoding(req.headers())?;
     let limit = app.imports.max_body_bytes;
     if declared_length(&req).is_some_and(|n| n > limit as u64) {
-        return Err(ApiError::PayloadTooLarge("MAX_BODY_BYTES"));
+        // Refused before a byte is read: its report says nothing was saved, as a streamed
+        // body's 413 says what was.
+        let nothing = RowReport::default();
+        return Err(ApiError::PayloadTooLarge("MAX_BODY_BYTES").with_import_report(nothing));
     }
     let permit = app
         .imports

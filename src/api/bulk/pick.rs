@@ -9,10 +9,11 @@ use utoipa::ToSchema;
 use super::super::auth::Caller;
 use super::super::error::ApiError;
 use super::super::extract::{echoed, identity_encoding, media_type, refused_media, strict_json};
-use super::super::job_filter::{parse_id_prefix, read_cursor};
+use super::super::job_filter::{known_kind, parse_id_prefix, read_cursor};
 use super::BULK_MAX;
 use crate::config::tokens::Scope;
 use crate::jobs::browse::Position;
+use crate::jobs::registry::Registry;
 use crate::jobs::{JobId, Kind, Snapshot, TenantId};
 
 /// `POST /catalog/bulk/retry`'s body: exactly one of the two.
@@ -140,10 +141,16 @@ pub fn dry_run(body: &Map<String, Value>) -> Result<bool, ApiError> {
     }
 }
 
-pub fn retry(body: &Map<String, Value>, caller: &Caller) -> Result<RetryPick, ApiError> {
+pub fn retry(
+    body: &Map<String, Value>,
+    caller: &Caller,
+    registry: &Registry,
+) -> Result<RetryPick, ApiError> {
     match one_form(body, &["job_ids", "filter"])? {
         ("job_ids", v) => Ok(RetryPick::Ids(job_ids(v)?)),
-        (_, Value::Object(filter)) => Ok(RetryPick::Failed(retry_filter(filter, caller)?)),
+        (_, Value::Object(filter)) => {
+            Ok(RetryPick::Failed(retry_filter(filter, caller, registry)?))
+        }
         _ => Err(ApiError::invalid(
             "filter",
             "filter is an object: {\"tenant_id\": …, \"kind\": …, \"id_prefix\": …}, each optional",
@@ -247,7 +254,11 @@ fn tenant_of(v: &Value, field: &str) -> Result<TenantId, ApiError> {
 }
 
 /// The filter's fields; a tenant token's filter is its own tenant (naming another is 403).
-fn retry_filter(filter: &Map<String, Value>, caller: &Caller) -> Result<RetryFilter, ApiError> {
+fn retry_filter(
+    filter: &Map<String, Value>,
+    caller: &Caller,
+    registry: &Registry,
+) -> Result<RetryFilter, ApiError> {
     const FIELDS: [&str; 4] = ["tenant_id", "kind", "id_prefix", "until"];
     if let Some(other) = filter.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(ApiError::UnknownField {
@@ -266,13 +277,10 @@ fn retry_filter(filter: &Map<String, Value>, caller: &Caller) -> Result<RetryFil
         (None, Scope::Tenant(own)) => Some(own.clone()),
         (None, Scope::All) => None,
     };
-    let kind = match filter.get("kind") {
-        Some(v) => Some(
-            Kind::parse(v.as_str().unwrap_or_default())
-                .map_err(|e| ApiError::invalid("filter.kind", e.to_string()))?,
-        ),
-        None => None,
-    };
+    let kind = filter
+        .get("kind")
+        .map(|v| known_kind(registry, v.as_str().unwrap_or_default(), "filter.kind"))
+        .transpose()?;
     let id_prefix = match filter.get("id_prefix") {
         Some(v) => Some(parse_id_prefix(v).map_err(|_| {
             ApiError::invalid(

@@ -1,5 +1,5 @@
 //! The bulk actions walked through each answer the document lists: done (and replayed with
-//! its `Idempotency-Key`), a body that is no object, a missing token, a reader, a tenant
+//! its `Idempotency-Key`), a body that is no object or too large, a missing token, a reader, a tenant
 //! token naming another tenant, bad fields, and a dead store.
 
 use super::walk::{walks, App::*, Body, Row, Walk};
@@ -38,11 +38,20 @@ pub const BULK: &[Row] = &[
         .body(Body::Json("[]"))
         .expect(&[("/error", "malformed_body")]),
     Row::post(Good, "/catalog/bulk/cancel", 400).body(Body::Json("3")),
+    Row::post(Good, "/catalog/bulk/retry", 413)
+        .body(Body::TooBig("application/json"))
+        .expect(&[("/error", "payload_too_large")]),
+    Row::post(Good, "/catalog/bulk/cancel", 413)
+        .body(Body::TooBig("application/json"))
+        .expect(&[("/error", "payload_too_large")]),
     Row::post(Good, "/catalog/bulk/retry", 415).form(&[("job_ids", "{t}")]),
     Row::post(Good, "/catalog/bulk/cancel", 415).body(Body::Raw("text/plain", "{}")),
     Row::post(Good, "/catalog/bulk/retry", 422)
         .body(Body::Json("{}"))
         .expect(&[("/error", "missing_field"), ("/field", "job_ids")]),
+    Row::post(Good, "/catalog/bulk/retry", 422)
+        .body(Body::Json(r#"{"filter": {"kind": "synk"}}"#))
+        .expect(&[("/error", "invalid_field"), ("/field", "filter.kind")]),
     Row::post(Good, "/catalog/bulk/retry", 422)
         .body(Body::Json(r#"{"filter": {"tenant": "x"}}"#))
         .expect(&[("/error", "unknown_field"), ("/field", "filter.tenant")]),

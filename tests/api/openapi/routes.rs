@@ -315,6 +315,10 @@ const READ: &[Row] = &[
     Row::get(Dead, "/catalog/jobs/{running}", 503),
     Row::get(Good, "/catalog/jobs?tenant_id={t}&limit=50", 200),
     Row::get(Good, "/catalog/jobs?tenant_id={t}&limit=1000", 422),
+    // A kind no job has is a typo, not an empty page.
+    Row::get(Good, "/catalog/jobs?tenant_id={t}&kind=synk", 422)
+        .expect(&[("/error", "invalid_field"), ("/field", "kind")]),
+    Row::get(Good, "/catalog/jobs?tenant_id={t}&kind=pipeline", 200),
     Row::get(Good, "/catalog/jobs", 200)
         .query("status=queued,running&kind=sync&limit=1")
         .expect(&[("/jobs/0/status", "queued")])
@@ -623,7 +627,8 @@ async fn with_tokens_every_catalog_route_answers_401_without_one_and_403_for_ano
     walk.run(TOKENS_SERVED).await;
 }
 
-/// A start and an import whose body stalls: 408 once `REQUEST_TIMEOUT_SECONDS` passes.
+/// A start, an import and a bulk call whose body stalls: 408 once `REQUEST_TIMEOUT_SECONDS`
+/// passes.
 const STALLED: &[Row] = &[
     Row::post(Slow, "/catalog/enrich", 408)
         .body(Body::Stalled(
@@ -637,6 +642,11 @@ const STALLED: &[Row] = &[
         "application/x-www-form-urlencoded",
         "tenant_id=",
     )),
+    Row::post(Slow, "/catalog/bulk/retry", 408)
+        .body(Body::Stalled("application/json", "{\"job_ids\": ["))
+        .expect(&[("/error", "request_timeout")]),
+    Row::post(Slow, "/catalog/bulk/cancel", 408)
+        .body(Body::Stalled("application/json", "{\"tenant_id\"")),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

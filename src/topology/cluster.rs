@@ -25,8 +25,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How often redis-rs retries a call (each `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN` counts
-/// one): enough that the store's 2 s bound, not the count, ends a call's wait.
-const RETRIES: u32 = 64;
+/// one): enough that the store's 2 s bound, not the count, ends a call's wait (48 waits of
+/// at least 50 ms), and few enough that redis-rs's wait formula (`factor` ×
+/// `exponent_base`^retry, in u64) cannot overflow — at 64 it did, a panic every few seconds
+/// in a debug build while every seed node was down.
+const RETRIES: u32 = 48;
+/// redis-rs's wait formula, its defaults named: `factor` × `exponent_base`^retry ms, then
+/// held within `RETRY_WAIT_MS`.
+const RETRY_WAIT_FORMULA: (u64, u64) = (10, 2);
 /// The wait before a retry after `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN` or `LOADING`, in ms:
 /// at least the first, at most the second (redis-rs's default waits 1.28 s at least). A slot
 /// group's calls wait on `TRYAGAIN` while its slot moves (docs/operations.md, "Resharding"):
@@ -66,6 +72,7 @@ fn connect_once(nodes: &[String], password: &Option<String>) -> RedisResult<Clus
         .connection_timeout(CONNECT_TIMEOUT)
         .response_timeout(RESPONSE_TIMEOUT)
         .retries(RETRIES)
+        .retry_wait_formula(RETRY_WAIT_FORMULA.0, RETRY_WAIT_FORMULA.1)
         .min_retry_wait(RETRY_WAIT_MS.0)
         .max_retry_wait(RETRY_WAIT_MS.1);
     if let Some(p) = password {
@@ -248,6 +255,22 @@ fn slot_count(ranges: &Value) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// redis-rs computes every retry's wait as `factor` × `exponent_base`^retry in u64, up to
+    /// the last retry: past u64 that is a panic in a debug build (RETRIES was 64).
+    #[test]
+    fn the_last_retry_s_wait_fits_redis_rs_s_formula_and_the_waits_outlast_the_store_s_bound() {
+        let (factor, base) = RETRY_WAIT_FORMULA;
+        let last = (0..=RETRIES).try_fold(0u64, |_, retry| {
+            base.checked_pow(retry).and_then(|p| p.checked_mul(factor))
+        });
+        assert!(
+            last.is_some(),
+            "{RETRIES} retries overflow the wait formula"
+        );
+        let least_waited = Duration::from_millis(RETRY_WAIT_MS.0) * RETRIES;
+        assert!(least_waited > Duration::from_secs(2), "{least_waited:?}");
+    }
 
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())

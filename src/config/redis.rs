@@ -31,25 +31,27 @@ impl Config {
                 given.join(" and ")
             )));
         }
+        let lists = [
+            (SENTINELS, &self.redis_sentinels, &sentinels),
+            (CLUSTER, &self.redis_cluster_nodes, &cluster),
+        ];
+        for (name, set, addrs) in lists {
+            // Set but blank (`REDIS_CLUSTER_NODES=` in a compose file): as for an empty
+            // REDIS_URL, a mistake must not leave the service on the embedded store.
+            if !set.is_empty() && addrs.is_empty() {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} is set but names no address: give host:port,host:port, or unset \
+                     it to run on the embedded store"
+                )));
+            }
+        }
         if !sentinels.is_empty() && self.redis_master_name.as_deref().unwrap_or("").is_empty() {
             return bad("REDIS_SENTINELS needs REDIS_MASTER_NAME, the name the sentinels monitor the primary under");
         }
         if sentinels.is_empty() && self.redis_master_name.is_some() {
             return bad("REDIS_MASTER_NAME is set without REDIS_SENTINELS");
         }
-        let lists = [
-            (SENTINELS, &self.redis_sentinels, &sentinels),
-            (CLUSTER, &self.redis_cluster_nodes, &cluster),
-        ];
-        for (name, given, addrs) in lists {
-            // Set but blank (`REDIS_CLUSTER_NODES=` in a compose file): as for an empty
-            // REDIS_URL, a mistake must not leave the service on the embedded store.
-            if !given.is_empty() && addrs.is_empty() {
-                return Err(ConfigError::Invalid(format!(
-                    "{name} is set but names no address: give host:port,host:port, or unset \
-                     it to run on the embedded store"
-                )));
-            }
+        for (name, addrs) in [(SENTINELS, &sentinels), (CLUSTER, &cluster)] {
             if let Some(bad_addr) = addrs.iter().find(|a| !is_host_port(a)) {
                 return Err(ConfigError::Invalid(format!(
                     "{name} entry `{bad_addr}` is not host:port"

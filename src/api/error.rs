@@ -332,6 +332,11 @@ impl ApiError {
                  REDIS_MIN_REPLICAS_ACK asks for confirmed it: it may not survive a \
                  failover; poll it, or retry (a retry names it while it is active)"
             ),
+            StoreUnavailable(StoreError::TooFewReplicas { connected, wanted }) => format!(
+                "{connected} Redis replicas are connected, fewer than the {wanted} \
+                 REDIS_MIN_REPLICAS_ACK asks for, so no job is started (nothing was written); \
+                 retry once a replica is back"
+            ),
             StoreUnavailable(_) => "the job store is unreachable right now; retry shortly".to_owned(),
             CatalogUnavailable(_) => "the catalogue store is unreachable right now; retry shortly".to_owned(),
             CatalogCorrupt(_) | Internal(_) => "the service could not answer this request; it has been logged".to_owned(),

@@ -51,11 +51,12 @@ pub(super) async fn healthz() -> Json<Health> {
 
 /// The store answers, and this instance takes jobs. Warnings (an eviction policy that can
 /// evict live locks) and `durable: false` (a Redis that does not persist) are reported
-/// without failing readiness.
+/// without failing readiness; fewer replicas connected than `REDIS_MIN_REPLICAS_ACK` asks
+/// for fails it (every start would be refused).
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "The store answers and this instance takes jobs.", body = Readiness),
-        (status = 503, description = "`store_unavailable` or `shutting_down`.", body = ErrorBody),
+        (status = 503, description = "`store_unavailable` (Redis does not answer, or fewer replicas are connected than `REDIS_MIN_REPLICAS_ACK` asks for: the message names both counts) or `shutting_down`.", body = ErrorBody),
     ))]
 pub(super) async fn readyz(State(app): State<AppState>) -> Result<Json<Readiness>, ApiError> {
     if app.runner.is_closing() {
@@ -66,6 +67,11 @@ pub(super) async fn readyz(State(app): State<AppState>) -> Result<Json<Readiness
     let open = app.guard.tokens.is_open();
     if open {
         warnings.push(OPEN_WARNING.to_owned());
+    }
+    let topology = app.store.topology().await?;
+    // Not ready while a start would be refused for want of replicas (REDIS_MIN_REPLICAS_ACK).
+    if let Some(t) = &topology {
+        t.enough_replicas()?;
     }
     Ok(Json(Readiness {
         status: "ready",
@@ -79,7 +85,7 @@ pub(super) async fn readyz(State(app): State<AppState>) -> Result<Json<Readiness
         active_imports: app.imports.running(),
         auth: if open { "open" } else { "tokens" },
         warnings,
-        topology: app.store.topology().await?,
+        topology,
     }))
 }
 

@@ -238,7 +238,7 @@ pub const FIRST_CLAIM: u64 = 1;
 /// The step a claimed job reads until its function reports one.
 pub const STARTING_STEP: &str = "starting";
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("the job store is unreachable: {0}")]
     Unavailable(String),
@@ -252,6 +252,13 @@ pub enum StoreError {
         acked: u32,
         wanted: u32,
     },
+    /// Fewer replicas are connected than `min_replicas_ack` asks for (on a cluster, to some
+    /// shard's primary): a create is refused before it writes anything, since no write could
+    /// be confirmed.
+    #[error(
+        "{connected} replicas are connected, fewer than the {wanted} REDIS_MIN_REPLICAS_ACK asks for"
+    )]
+    TooFewReplicas { connected: usize, wanted: u32 },
 }
 
 /// Where the store's data lives now (Redis only): for `/readyz` and the start-up log.
@@ -270,6 +277,29 @@ pub struct Topology {
     /// On a Redis Cluster, its shards (then `primary` lists every shard's primary and
     /// `replicas` counts them all); null otherwise.
     pub cluster: Option<ClusterShape>,
+}
+
+impl Topology {
+    /// Replicas of the primary with the fewest: a write may land on any shard's.
+    pub fn fewest_replicas(&self) -> usize {
+        match &self.cluster {
+            Some(shape) => shape.shards.iter().map(|s| s.replicas).min().unwrap_or(0),
+            None => self.replicas,
+        }
+    }
+
+    /// `TooFewReplicas` when some primary has fewer replicas than `min_replicas_ack`.
+    pub fn enough_replicas(&self) -> Result<(), StoreError> {
+        too_few(self.fewest_replicas(), self.min_replicas_ack)
+    }
+}
+
+/// `TooFewReplicas` when `connected` replicas are fewer than `wanted`.
+pub fn too_few(connected: usize, wanted: u32) -> Result<(), StoreError> {
+    if connected < wanted as usize {
+        return Err(StoreError::TooFewReplicas { connected, wanted });
+    }
+    Ok(())
 }
 
 /// How many queued jobs `queued_by_kind` looks at: the whole queue under the default

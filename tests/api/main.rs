@@ -45,3 +45,4 @@ mod soak;
 mod staging;
 mod tenants;
 mod tombstone;
+mod topology_replicas;

@@ -19,6 +19,7 @@ mod declare;
 mod listen;
 mod reads;
 pub mod record;
+mod replicas;
 pub mod scripts;
 mod writes;
 
@@ -46,6 +47,7 @@ use super::{JobId, Kind, Snapshot, TenantId};
 use crate::topology::{Connection, Primary, Target};
 use clock::StoreClock;
 use listen::{listen, Listener};
+use replicas::ReplicaCount;
 
 /// Events buffered per subscriber; one that falls further behind gets `Resync`.
 const EVENT_BUFFER: usize = 4096;
@@ -68,6 +70,9 @@ pub struct RedisStore {
     /// `WAIT` must follow the write on its connection, and it holds that connection while it
     /// waits, which would stall every poll pipelined on the shared one.
     acked: Option<Primary>,
+    /// Replicas connected to the primaries, as last read (`replicas.rs`): a create is
+    /// refused before it writes when fewer than `min_replicas_ack` are.
+    replicas: Arc<ReplicaCount>,
     keys: Keys,
     settings: StoreSettings,
     /// This process, as the process registry names it (renewed with every heartbeat).
@@ -126,6 +131,7 @@ impl RedisStore {
             watched_changes: Arc::new(Mutex::new(Some(watched_changes))),
             primary: open(target)?,
             acked,
+            replicas: Arc::default(),
             keys: Keys::new(&settings.prefix),
             process: Process::this(),
             finished: Arc::new(FinishedCache::new(settings.finished_cache, 10_000)),
@@ -196,6 +202,8 @@ impl RedisStore {
         )
         .await?;
         if acked < wanted {
+            // A replica went since the count was read: read it again for the next create.
+            self.replicas.forget().await;
             return Err(StoreError::NotReplicated { job, acked, wanted });
         }
         Ok(())
@@ -256,7 +264,10 @@ async fn bounded_on<T>(
 
 impl JobStore for RedisStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
-        Box::pin(self.create_for(job, ""))
+        Box::pin(async move {
+            self.replicas_enough().await?;
+            self.create_for(job, "").await
+        })
     }
 
     fn create_claimed<'a>(
@@ -264,11 +275,17 @@ impl JobStore for RedisStore {
         job: NewJob,
         worker: &'a str,
     ) -> BoxFuture<'a, Result<Created, StoreError>> {
-        Box::pin(self.create_for(job, worker))
+        Box::pin(async move {
+            self.replicas_enough().await?;
+            self.create_for(job, worker).await
+        })
     }
 
     fn create_pipeline(&self, pipeline: NewPipeline) -> BoxFuture<'_, Result<Created, StoreError>> {
-        Box::pin(self.create_pipeline_jobs(pipeline))
+        Box::pin(async move {
+            self.replicas_enough().await?;
+            self.create_pipeline_jobs(pipeline).await
+        })
     }
 
     fn claim<'a>(

@@ -23,4 +23,16 @@ install_if_missing redis-server "the tests start their own" redis-server
 install_if_missing script "\`script\`, for the CLI's terminal test" bsdutils
 install_if_missing chromedriver "the admin page's browser tests" chromium chromium-driver
 
-exec cargo test --locked "$@"
+# The suite's output, then — when it failed — each failing test's first panics once more, so the
+# last lines of a long log say what broke (a failure's own message can sit above thousands of
+# lines of other output and backtraces).
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --locked "$@" 2>&1 | tee "$log" || status=$?
+if [[ $status -ne 0 ]]; then
+  echo
+  echo "scripts/test.sh: the suite failed (exit $status); each failing test's first panics:"
+  awk -f scripts/failures.awk "$log"
+fi
+exit "$status"

@@ -84,7 +84,10 @@ const following = new Set(); // the pipelines being read
 
 /**
  * Shows a pipeline's card and reads the pipeline until it ends, drawing each snapshot (any
- * view that starts, cancels or retries one lands here: live.js's `watch`).
+ * view that starts, cancels or retries one lands here: live.js's `watch`). When the tenant's
+ * stream told of its end first, one more read draws its steps' ends as the server composed
+ * them: a step's own last events may have been missed (a `resync`), and the card never rests
+ * on a step still running under a pipeline that ended.
  */
 export async function followPipeline(pipeline) {
   const id = pipeline.job_id;
@@ -92,13 +95,16 @@ export async function followPipeline(pipeline) {
   paintPipeline(pipeline);
   if (following.has(id)) return;
   following.add(id);
+  let read = pipeline; // its last snapshot read (null once it is gone)
   for (;;) {
     const known = state.jobs.get(id) || pipeline;
     if (!ACTIVE.has(known.status)) break;
     await sleep(POLL_MS);
     const a = await snapshot(id).catch(() => null);
-    if (a && a.status === 404) break;
+    if (a && a.status === 404) { read = null; break; }
+    if (a && a.status === 200) read = a.body;
   }
+  if (read && ACTIVE.has(read.status)) await snapshot(id).catch(() => null);
   following.delete(id);
 }
 

@@ -254,7 +254,9 @@ pub fn open_catalog(
 }
 
 /// Opens Redis when it is configured (starting even while it is down: it reconnects by
-/// itself and answers 503 meanwhile), else the embedded store, saying it is not durable.
+/// itself and answers 503 meanwhile; but not when it answers and refuses the settings: a
+/// password, a database index, an address that is not Redis), else the embedded store,
+/// saying it is not durable.
 /// Logs the topology: where the primary is and how it is found.
 pub async fn open_store(config: &Config) -> Result<Arc<dyn JobStore>, StartupError> {
     let settings = store_settings(config);
@@ -282,6 +284,8 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn JobStore>, StartupErr
             "connected to Redis"
         ),
         Ok(None) => {}
+        // Redis answers but refuses our settings: no wait mends that, so start-up says which.
+        Err(e @ StoreError::Misconfigured { .. }) => return Err(e.into()),
         Err(e) => warn!(
             via = %store.primary().target().describe(),
             error = %e,

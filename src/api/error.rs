@@ -337,6 +337,10 @@ impl ApiError {
                  REDIS_MIN_REPLICAS_ACK asks for, so no job is started (nothing was written); \
                  retry once a replica is back"
             ),
+            StoreUnavailable(StoreError::Misconfigured { cause, .. }) => format!(
+                "the job store refuses this service's settings: {cause}; an operator must \
+                 change them (retrying will not help until then)"
+            ),
             StoreUnavailable(_) => "the job store is unreachable right now; retry shortly".to_owned(),
             CatalogUnavailable(_) => "the catalogue store is unreachable right now; retry shortly".to_owned(),
             CatalogCorrupt(_) | Internal(_) => "the service could not answer this request; it has been logged".to_owned(),

@@ -244,6 +244,11 @@ pub enum StoreError {
     Unavailable(String),
     #[error("the job store returned a malformed record: {0}")]
     Corrupt(String),
+    /// Redis answers but refuses this service's settings (a password it does not take, a
+    /// database it does not have), or what answers is not Redis: no retry mends it until an
+    /// operator changes a setting. `cause` says which, in the settings' words.
+    #[error("{cause} ({detail})")]
+    Misconfigured { cause: &'static str, detail: String },
     /// The write reached the primary, but fewer replicas than `min_replicas_ack` confirmed
     /// it in time: it may not survive a failover. `job` names a created job (it exists now).
     #[error("only {acked} of {wanted} replicas acknowledged the write in time")]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
-use redis::{ConnectionAddr, RedisError, RedisResult};
+use redis::{ConnectionAddr, ErrorKind, RedisError, RedisResult};
 use tokio::sync::{watch, Mutex};
 use tracing::{info, warn};
 
@@ -331,4 +331,31 @@ pub fn is_permanent(error: &RedisError) -> bool {
             .detail()
             .is_some_and(|d| d.starts_with("Script attempted to access")),
     }
+}
+
+/// What an error says of the set-up when Redis answers but no retry can mend it until an
+/// operator changes a setting: it refused the password, it has no database of the index the
+/// URL names, or what answers is not Redis. `None` for anything else (an outage reads as one).
+pub fn misconfiguration(error: &RedisError) -> Option<&'static str> {
+    if error.kind() == ErrorKind::AuthenticationFailed
+        || matches!(error.code(), Some("NOAUTH" | "WRONGPASS"))
+    {
+        return Some(
+            "Redis refused this service's password: check REDIS_PASSWORD (or the password in \
+             REDIS_URL)",
+        );
+    }
+    if error.to_string().contains("refused to switch database") {
+        return Some(
+            "Redis has no database of the index REDIS_URL names (its path; a Redis has 16, \
+             /0 to /15, unless its `databases` setting says otherwise)",
+        );
+    }
+    if error.kind() == ErrorKind::Parse {
+        return Some(
+            "the Redis address answered, but not as Redis does: check that REDIS_URL (or \
+             REDIS_SENTINELS, REDIS_CLUSTER_NODES) names a Redis server's port",
+        );
+    }
+    None
 }

@@ -12,6 +12,7 @@ mod cli;
 mod cluster;
 mod cluster_replicas;
 mod cluster_reshard;
+mod config_redis;
 mod conformance;
 mod console;
 mod cors;

@@ -9,7 +9,8 @@
 //! state changes other processes must hear of go out on one pub/sub channel per prefix
 //! (`listen.rs`; a wake-up names its group). The job hash's fields are named in `record.rs`.
 //! Every call is bounded by a timeout, so an unreachable Redis is a prompt
-//! `StoreError::Unavailable`.
+//! `StoreError::Unavailable`; a Redis that refuses our settings (`Misconfigured`) is told
+//! apart from one out of reach.
 
 mod admin;
 mod audit;
@@ -44,7 +45,7 @@ use super::store::{
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::{TenantWatch, Watchers};
 use super::{JobId, Kind, Snapshot, TenantId};
-use crate::topology::{Connection, Primary, Target};
+use crate::topology::{misconfiguration, Connection, Primary, Target};
 use clock::StoreClock;
 use listen::{listen, Listener};
 use replicas::ReplicaCount;
@@ -242,9 +243,9 @@ impl RedisStore {
     }
 }
 
-/// Runs one Redis call under [`CALL_TIMEOUT`], mapping every failure to `Unavailable` and
-/// telling `primary` (the handle the call went over) of it: a sign of a failover makes it
-/// ask the sentinels again.
+/// Runs one Redis call under [`CALL_TIMEOUT`], mapping every failure to a `StoreError`
+/// ([`store_error`]) and telling `primary` (the handle the call went over) of it: a sign of a
+/// failover makes it ask the sentinels again.
 async fn bounded_on<T>(
     primary: &Primary,
     fut: impl std::future::Future<Output = redis::RedisResult<T>>,
@@ -253,13 +254,25 @@ async fn bounded_on<T>(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => {
             primary.failed(&e);
-            Err(StoreError::Unavailable(e.to_string()))
+            Err(store_error(&e))
         }
         Err(_) => {
             primary.suspect();
             Err(StoreError::Unavailable("no answer within 2 s".into()))
         }
     }
+}
+
+/// What a failed call means: a setting Redis refuses (not an outage: no retry mends it), or
+/// Redis out of reach.
+fn store_error(e: &redis::RedisError) -> StoreError {
+    if let Some(cause) = misconfiguration(e) {
+        return StoreError::Misconfigured {
+            cause,
+            detail: e.to_string(),
+        };
+    }
+    StoreError::Unavailable(e.to_string())
 }
 
 impl JobStore for RedisStore {

@@ -1,0 +1,156 @@
+//! Redis settings that are wrong for good, with the built binary and real redis-servers: a
+//! password Redis refuses (or none where it needs one), a database index it does not have,
+//! an address where something else than Redis answers. Start-up refuses each, naming the
+//! cause; a Redis that is merely down still lets the service start (`faults`). One that
+//! starts refusing later makes `/readyz` name the cause.
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::helpers::{eventually, RedisServer, Service};
+
+/// Longest start-up may take to give up on a Redis that refuses it (its first call is bounded
+/// at 2 s; a loaded machine adds to it).
+const REFUSED_WITHIN: Duration = Duration::from_secs(30);
+
+/// Runs the binary with `REDIS_URL=url` until it exits; fails the test if it is still up
+/// after [`REFUSED_WITHIN`]. Answers its log.
+fn refused_start_up(url: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_catalog-jobs"))
+        .env_clear()
+        .env("BIND_ADDR", "127.0.0.1:0")
+        .env("REDIS_URL", url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let deadline = Instant::now() + REFUSED_WITHIN;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child can be waited for") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{url}: the service was still up after {REFUSED_WITHIN:?}");
+        }
+        // No signal exists for another process's exit but its status: poll it.
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut log = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("stderr is piped")
+        .read_to_string(&mut log);
+    assert!(!status.success(), "{url}: start-up succeeded:\n{log}");
+    log
+}
+
+/// A loopback port where an HTTP server answers whatever it is sent, and keeps the
+/// connection open (as a web server on the wrong port would).
+fn not_redis() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = listener.local_addr().expect("bound").port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                while conn.read(&mut buf).is_ok_and(|n| n > 0) {
+                    let _ =
+                        conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_redis_that_refuses_the_settings_stops_start_up_naming_the_cause() {
+    let redis = RedisServer::start(false);
+    let port = redis.port;
+    // Set once the harness saw it answer (its readiness check sends no password).
+    let mut conn = redis::Client::open(redis.url())
+        .and_then(|c| c.get_connection())
+        .expect("the server answers");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("right-one")
+        .query(&mut conn)
+        .expect("CONFIG SET requirepass");
+    let web = not_redis();
+    let cases = [
+        (
+            format!("redis://:wrong-one@127.0.0.1:{port}/"),
+            "Redis refused this service's password",
+        ),
+        (
+            format!("redis://127.0.0.1:{port}/"),
+            "Redis refused this service's password",
+        ),
+        (
+            format!("redis://:right-one@127.0.0.1:{port}/99"),
+            "Redis has no database of the index REDIS_URL names",
+        ),
+        (
+            format!("redis://127.0.0.1:{web}/"),
+            "the Redis address answered, but not as Redis does",
+        ),
+    ];
+    for (url, cause) in cases {
+        let log = refused_start_up(&url);
+        assert!(log.contains(cause), "{url}: no {cause:?} in:\n{log}");
+        assert!(
+            !log.contains("not reachable"),
+            "{url} reads as an outage:\n{log}"
+        );
+    }
+}
+
+/// Redis starts asking for a password the running service was not given (its connections
+/// dropped, so it must log in again): `/readyz` is not ready and names the cause, not an
+/// outage.
+#[tokio::test]
+async fn a_password_redis_asks_for_later_reads_as_that_in_readyz_not_as_an_outage() {
+    let redis = tokio::task::spawn_blocking(|| RedisServer::start(false))
+        .await
+        .expect("the server starts");
+    let svc = Service::on(&redis).start().await;
+    assert_eq!(svc.readyz().await.status(), 200);
+    let mut conn = redis.connection().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("new-one")
+        .query_async(&mut conn)
+        .await
+        .expect("CONFIG SET requirepass");
+    let _: redis::RedisResult<u64> = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query_async(&mut conn)
+        .await;
+    // The dropped connection itself reads as an outage until the service dials again.
+    let (status, body) = eventually(Duration::from_secs(20), async || {
+        let r = svc.readyz().await;
+        let status = r.status().as_u16();
+        let body = r.json::<Value>().await.unwrap_or_default();
+        match body["message"].as_str() {
+            Some(m)
+                if m.contains("Redis refused this service's password: check REDIS_PASSWORD") =>
+            {
+                Ok((status, body))
+            }
+            _ => Err(format!("/readyz answers {status} {body}")),
+        }
+    })
+    .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"], "store_unavailable", "{body}");
+}

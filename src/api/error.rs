@@ -69,6 +69,8 @@ pub enum ApiError {
     /// A retry names a job that has not ended (it is queued, running or cancelling).
     NotEnded(Box<Snapshot>),
     JobFailed(Box<Snapshot>),
+    /// The job store failed: out of reach or misconfigured (503), or it refused a call no
+    /// retry mends (`StoreError::Refused`: 500, a defect, logged with its cause).
     StoreUnavailable(StoreError),
     /// The catalogue store did not answer.
     CatalogUnavailable(CatalogStoreError),
@@ -253,6 +255,7 @@ impl ApiError {
             TenantDeleted => StatusCode::CONFLICT,
             RateLimited(_) | TenantStreamsFull(_) => StatusCode::TOO_MANY_REQUESTS,
             JobFailed(_) => StatusCode::BAD_GATEWAY,
+            StoreUnavailable(StoreError::Refused(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             StoreUnavailable(_) | CatalogUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ShuttingDown | Overloaded | ImportsBusy => StatusCode::SERVICE_UNAVAILABLE,
             StreamsFull | ConnectionsFull => StatusCode::SERVICE_UNAVAILABLE,
@@ -285,6 +288,7 @@ impl ApiError {
             RateLimited(_) => "rate_limited",
             TenantStreamsFull(_) => "too_many_streams",
             JobFailed(_) => "job_failed",
+            StoreUnavailable(StoreError::Refused(_)) => "internal_error",
             StoreUnavailable(_) | CatalogUnavailable(_) => "store_unavailable",
             ShuttingDown => "shutting_down",
             Overloaded | ImportsBusy | StreamsFull | ConnectionsFull => "overloaded",
@@ -341,9 +345,10 @@ impl ApiError {
                 "the job store refuses this service's settings: {cause}; an operator must \
                  change them (retrying will not help until then)"
             ),
+            StoreUnavailable(StoreError::Refused(_)) => INTERNAL.to_owned(),
             StoreUnavailable(_) => "the job store is unreachable right now; retry shortly".to_owned(),
             CatalogUnavailable(_) => "the catalogue store is unreachable right now; retry shortly".to_owned(),
-            CatalogCorrupt(_) | Internal(_) => "the service could not answer this request; it has been logged".to_owned(),
+            CatalogCorrupt(_) | Internal(_) => INTERNAL.to_owned(),
             ShuttingDown => "this instance is shutting down and takes no new jobs; retry on another".to_owned(),
             Overloaded => "too many jobs are waiting for a worker; retry later".to_owned(),
             ImportsBusy => "MAX_CONCURRENT_IMPORTS imports are running already; retry shortly".to_owned(),
@@ -446,6 +451,9 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// A 500's message: nothing of its cause, which the access line logs.
+const INTERNAL: &str = "the service could not answer this request; it has been logged";
 
 /// The request header that makes a start idempotent (IETF draft "The Idempotency-Key HTTP
 /// Header Field"), as errors name it.

@@ -249,6 +249,11 @@ pub enum StoreError {
     /// operator changes a setting. `cause` says which, in the settings' words.
     #[error("{cause} ({detail})")]
     Misconfigured { cause: &'static str, detail: String },
+    /// Redis refused a call no retry can mend (`topology::is_permanent`: a call across slots,
+    /// a script's key it was not given, a key of another type than the call's): a defect of
+    /// this service or of what else writes its keys, not an outage.
+    #[error("Redis refused a call no retry mends: {0}")]
+    Refused(String),
     /// The write reached the primary, but fewer replicas than `min_replicas_ack` confirmed
     /// it in time: it may not survive a failover. `job` names a created job (it exists now).
     #[error("only {acked} of {wanted} replicas acknowledged the write in time")]

@@ -334,8 +334,8 @@ pub fn is_permanent(error: &RedisError) -> bool {
 }
 
 /// What an error says of the set-up when Redis answers but no retry can mend it until an
-/// operator changes a setting: it refused the password, it has no database of the index the
-/// URL names, or what answers is not Redis. `None` for anything else (an outage reads as one).
+/// operator changes a setting: it refused the password, its ACL forbids a call, it has no
+/// database of the index the URL names, or what answers is not Redis. `None` for anything else (an outage reads as one).
 pub fn misconfiguration(error: &RedisError) -> Option<&'static str> {
     if error.kind() == ErrorKind::AuthenticationFailed
         || matches!(error.code(), Some("NOAUTH" | "WRONGPASS"))
@@ -343,6 +343,13 @@ pub fn misconfiguration(error: &RedisError) -> Option<&'static str> {
         return Some(
             "Redis refused this service's password: check REDIS_PASSWORD (or the password in \
              REDIS_URL)",
+        );
+    }
+    if error.code() == Some("NOPERM") {
+        return Some(
+            "Redis's ACL does not let this service's user run a command or touch a key it \
+             needs (NOPERM): grant the user every command on KEY_PREFIX's and \
+             CATALOG_PREFIX's keys",
         );
     }
     if error.to_string().contains("refused to switch database") {

@@ -1,5 +1,6 @@
 //! Redis settings that are wrong for good, with the built binary and real redis-servers: a
-//! password Redis refuses (or none where it needs one), a database index it does not have,
+//! password Redis refuses (or none where it needs one), an ACL that forbids a call start-up
+//! makes, a database index it does not have,
 //! an address where something else than Redis answers. Start-up refuses each, naming the
 //! cause; a Redis that is merely down still lets the service start (`faults`). One that
 //! starts refusing later makes `/readyz` name the cause.
@@ -83,6 +84,13 @@ fn a_redis_that_refuses_the_settings_stops_start_up_naming_the_cause() {
         .arg("right-one")
         .query(&mut conn)
         .expect("CONFIG SET requirepass");
+    // A user that may do anything but ask for the replication role, which start-up reads.
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER", "no-role", "on", ">its-own", "~*", "&*", "+@all", "-role",
+        ])
+        .query(&mut conn)
+        .expect("ACL SETUSER");
     let web = not_redis();
     let cases = [
         (
@@ -92,6 +100,10 @@ fn a_redis_that_refuses_the_settings_stops_start_up_naming_the_cause() {
         (
             format!("redis://127.0.0.1:{port}/"),
             "Redis refused this service's password",
+        ),
+        (
+            format!("redis://no-role:its-own@127.0.0.1:{port}/"),
+            "Redis's ACL does not let this service's user run a command",
         ),
         (
             format!("redis://:right-one@127.0.0.1:{port}/99"),

@@ -46,4 +46,5 @@ mod soak;
 mod staging;
 mod tenants;
 mod tombstone;
+mod topology_refusals;
 mod topology_replicas;

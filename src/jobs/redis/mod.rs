@@ -9,8 +9,8 @@
 //! state changes other processes must hear of go out on one pub/sub channel per prefix
 //! (`listen.rs`; a wake-up names its group). The job hash's fields are named in `record.rs`.
 //! Every call is bounded by a timeout, so an unreachable Redis is a prompt
-//! `StoreError::Unavailable`; a Redis that refuses our settings (`Misconfigured`) is told
-//! apart from one out of reach.
+//! `StoreError::Unavailable`; a Redis that refuses our settings (`Misconfigured`) or a call
+//! of ours (`Refused`) is told apart from one out of reach.
 
 mod admin;
 mod audit;
@@ -45,7 +45,7 @@ use super::store::{
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::{TenantWatch, Watchers};
 use super::{JobId, Kind, Snapshot, TenantId};
-use crate::topology::{misconfiguration, Connection, Primary, Target};
+use crate::topology::{is_permanent, misconfiguration, Connection, Primary, Target};
 use clock::StoreClock;
 use listen::{listen, Listener};
 use replicas::ReplicaCount;
@@ -263,14 +263,17 @@ async fn bounded_on<T>(
     }
 }
 
-/// What a failed call means: a setting Redis refuses (not an outage: no retry mends it), or
-/// Redis out of reach.
+/// What a failed call means: a setting Redis refuses, a call of ours it refuses (neither is
+/// an outage, and no retry mends either), or Redis out of reach.
 fn store_error(e: &redis::RedisError) -> StoreError {
     if let Some(cause) = misconfiguration(e) {
         return StoreError::Misconfigured {
             cause,
             detail: e.to_string(),
         };
+    }
+    if is_permanent(e) {
+        return StoreError::Refused(e.to_string());
     }
     StoreError::Unavailable(e.to_string())
 }

@@ -173,11 +173,13 @@ impl RedisCatalog {
         });
         match answer {
             Ok(Ok(v)) => Ok(v),
+            // A refusal no retry mends (a key of another type, a call across slots) is a
+            // defect like a record it cannot read, not an outage to wait out.
             Ok(Err(e))
                 if matches!(
                     e.kind(),
                     redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
-                ) =>
+                ) || crate::topology::is_permanent(&e) =>
             {
                 Err(CatalogStoreError::Corrupt(e.to_string()))
             }

@@ -53,6 +53,14 @@ impl App {
         // addresses are host:port, one way to reach Redis).
         config.validate()?;
         crate::config::env::check_names(std::env::vars_os().map(|(name, _)| name))?;
+        if !config.feeds_dir.is_dir() {
+            // Not refused: a service that syncs only over HTTP needs no feeds directory.
+            warn!(
+                feeds_dir = %config.feeds_dir.display(),
+                "FEEDS_DIR is not a directory: every sync of a path source will answer \
+                 source_not_found until it is"
+            );
+        }
         let catalog = open_catalog(&config, catalog_settings(&config)?)?;
         let store = open_store(&config).await?;
         let registry = crate::catalog::registry(catalog.clone());

@@ -78,7 +78,7 @@ const NO_BODY: &str = "no body: this route reads none";
 /// `unsupported_media_type`; a broken JSON body is 400 `malformed_body`. A body of only
 /// blanks, `{}` or an empty form names nothing and is accepted. At most
 /// `MAX_START_BODY_BYTES` of it are read, within `REQUEST_TIMEOUT_SECONDS` (408): a longer
-/// body is refused as one this route does not read.
+/// body is refused (415) with a message that says so, blanks or not.
 async fn refuse_body(parts: &Parts, body: Body, app: &AppState) -> Result<(), ApiError> {
     let content_type = media_type(&parts.headers);
     let got = || match content_type.as_str() {
@@ -89,7 +89,9 @@ async fn refuse_body(parts: &Parts, body: Body, app: &AppState) -> Result<(), Ap
     let read = tokio::time::timeout(app.guard.request_timeout, axum::body::to_bytes(body, limit));
     let bytes = match read.await {
         Err(_) => return Err(ApiError::RequestTimeout),
-        Ok(Err(_)) => return Err(ApiError::unsupported_media(got(), NO_BODY)),
+        // Over the limit (or broken off): whatever it holds, it is not read, and the answer
+        // says so rather than blame its content type.
+        Ok(Err(_)) => return Err(ApiError::BodyNotRead),
         Ok(Ok(bytes)) => bytes,
     };
     if bytes.iter().all(u8::is_ascii_whitespace) {

@@ -40,6 +40,9 @@ pub enum ApiError {
         got: String,
         accepted: &'static str,
     },
+    /// A route that reads no body was sent one over `MAX_START_BODY_BYTES` (blanks or not:
+    /// past that size it is not read to find out).
+    BodyNotRead,
     /// The body comes in a content coding (`Content-Encoding: gzip`, as given) no route decodes.
     UnsupportedEncoding(String),
     /// The body is over the limit the named setting gives its route.
@@ -240,7 +243,7 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             IdempotencyKeyReused(_) | BulkKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            UnsupportedMediaType { .. } | UnsupportedEncoding(_) => {
+            UnsupportedMediaType { .. } | UnsupportedEncoding(_) | BodyNotRead => {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE
             }
             PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -274,7 +277,9 @@ impl ApiError {
             DuplicateKey(_) => "duplicate_key",
             DuplicateHeader(_) => "duplicate_header",
             IdempotencyKeyReused(_) | BulkKeyReused => "idempotency_key_reused",
-            UnsupportedMediaType { .. } | UnsupportedEncoding(_) => "unsupported_media_type",
+            UnsupportedMediaType { .. } | UnsupportedEncoding(_) | BodyNotRead => {
+                "unsupported_media_type"
+            }
             PayloadTooLarge(_) => "payload_too_large",
             Unauthorized => "unauthorized",
             Forbidden | ReadOnly | OperatorsOnly | TenantNotNamed(_) => "forbidden",
@@ -310,6 +315,7 @@ impl ApiError {
             BulkKeyReused => "this Idempotency-Key was first sent with another body for this action; use a new key for a new call".to_owned(),
             UnsupportedMediaType { got, accepted } => format!("content type {got} is not accepted here; send {accepted}"),
             UnsupportedEncoding(coding) => format!("content encoding {coding} is not accepted here; send the body uncompressed (no Content-Encoding, or identity)"),
+            BodyNotRead => "this route reads no request body, and this one is over MAX_START_BODY_BYTES (a body of only blanks, `{}` or an empty form is accepted up to that size); send none".to_owned(),
             PayloadTooLarge(setting) => format!("the request body is larger than this route accepts ({setting}); send less at a time"),
             Unauthorized => "send a valid token as `Authorization: Bearer <token>`".to_owned(),
             Forbidden => "this token may not act for that tenant".to_owned(),

@@ -342,7 +342,17 @@ impl Config {
     /// The entries of `SYNC_ALLOWED_HOSTS` (empty ones ignored), or a message naming the
     /// variable and the first entry that is not `host` or `host:port`.
     pub fn allowed_hosts(&self) -> Result<Vec<AllowedHost>, ConfigError> {
-        parse_list(&self.sync_allowed_hosts, AllowedHost::parse)
+        parse_list(&self.sync_allowed_hosts, |entry| {
+            // A URL (`http://feeds.example.com/x`) would read as a host `http` with a bad port.
+            match entry.split_once("://") {
+                Some((_, rest)) => Err(format!(
+                    "SYNC_ALLOWED_HOSTS entry `{entry}` is a URL: give its host alone \
+                     (`{}`), or `host:port`",
+                    rest.split('/').next().unwrap_or(rest)
+                )),
+                None => AllowedHost::parse(entry),
+            }
+        })
     }
 }
 
@@ -491,5 +501,14 @@ mod tests {
                 .unwrap_or_else(|| panic!("{bad} was accepted"));
             assert!(e.to_string().contains("SYNC_ALLOWED_HOSTS"), "{e}");
         }
+        let c = Config::parse_from(["x", "--sync-allowed-hosts", "https://feeds.example.com/x"]);
+        let e = c
+            .allowed_hosts()
+            .expect_err("a URL is not a host")
+            .to_string();
+        assert!(
+            e.contains("is a URL: give its host alone (`feeds.example.com`)"),
+            "{e}"
+        );
     }
 }

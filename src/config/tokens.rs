@@ -193,6 +193,15 @@ fn decode_digest(hex: &str) -> Option<[u8; 32]> {
 /// or entry and the line of an entry that cannot be read.
 pub fn load(file: Option<&Path>, inline: Option<&str>) -> Result<Tokens, String> {
     let mut tokens = Tokens::default();
+    // Set but blank (`API_TOKENS=` in a compose file): a mistake, never a way to run open
+    // (a blank API_TOKENS_FILE is refused by the argument parser already, naming it).
+    if inline.is_some_and(|entries| entries.trim().is_empty()) {
+        return Err(
+            "API_TOKENS is set but blank: give entries `<tenant_id or *> <name> sha256:<hex>` \
+             separated by `;`, or unset it (and API_TOKENS_FILE) to run open"
+                .to_owned(),
+        );
+    }
     if let Some(path) = file {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("API_TOKENS_FILE {}: {e}", path.display()))?;

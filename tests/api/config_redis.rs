@@ -17,13 +17,13 @@ use crate::helpers::{eventually, RedisServer, Service};
 /// at 2 s; a loaded machine adds to it).
 const REFUSED_WITHIN: Duration = Duration::from_secs(30);
 
-/// Runs the binary with `REDIS_URL=url` until it exits; fails the test if it is still up
-/// after [`REFUSED_WITHIN`]. Answers its log.
-fn refused_start_up(url: &str) -> String {
+/// Runs the binary with `env` until it exits; fails the test if it is still up after
+/// [`REFUSED_WITHIN`] or if it exits 0. Answers its log.
+pub fn refused_start_up(env: &[(&str, &str)]) -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_catalog-jobs"))
         .env_clear()
         .env("BIND_ADDR", "127.0.0.1:0")
-        .env("REDIS_URL", url)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -36,7 +36,7 @@ fn refused_start_up(url: &str) -> String {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{url}: the service was still up after {REFUSED_WITHIN:?}");
+            panic!("{env:?}: the service was still up after {REFUSED_WITHIN:?}");
         }
         // No signal exists for another process's exit but its status: poll it.
         std::thread::sleep(Duration::from_millis(50));
@@ -47,7 +47,7 @@ fn refused_start_up(url: &str) -> String {
         .take()
         .expect("stderr is piped")
         .read_to_string(&mut log);
-    assert!(!status.success(), "{url}: start-up succeeded:\n{log}");
+    assert!(!status.success(), "{env:?}: start-up succeeded:\n{log}");
     log
 }
 
@@ -115,7 +115,7 @@ fn a_redis_that_refuses_the_settings_stops_start_up_naming_the_cause() {
         ),
     ];
     for (url, cause) in cases {
-        let log = refused_start_up(&url);
+        let log = refused_start_up(&[("REDIS_URL", &url)]);
         assert!(log.contains(cause), "{url}: no {cause:?} in:\n{log}");
         assert!(
             !log.contains("not reachable"),

@@ -1,6 +1,7 @@
 //! The one integration test binary: real redis-server, real app over real HTTP.
 
 mod admin;
+mod api_bodies;
 mod auth;
 mod bad_input;
 mod browser;
@@ -13,6 +14,7 @@ mod cluster;
 mod cluster_replicas;
 mod cluster_reshard;
 mod config_redis;
+mod config_start;
 mod conformance;
 mod console;
 mod cors;

@@ -17,7 +17,9 @@ use catalog_jobs::jobs::TenantId;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{shared_redis, spawn_catalog_app, tenant, test_config, Backend};
+use crate::helpers::{
+    blocking, catalog_store, shared_redis, spawn_catalog_app, tenant, test_config, Backend,
+};
 
 const TOP_K: usize = 5;
 const MIN_SCORE: f64 = 0.2;
@@ -432,10 +434,19 @@ fn a_group_of_one_name_ranks_its_members_by_material_then_key_within_the_price_b
 
 #[test]
 fn the_embedded_store_reads_for_pairing_what_the_whole_record_decoded_gives() {
-    // Pairing's read decodes only its fields: names with escapes, a deeper category path,
-    // no brand, price or category, a material that is not a string, no enrichment, and a
-    // key not there must read as `PairingInput::of` the whole record reads them.
-    let store = MemoryCatalog::new();
+    reads_for_pairing_what_the_whole_record_decoded_gives(&MemoryCatalog::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_reads_for_pairing_what_the_whole_record_decoded_gives() {
+    let store = catalog_store(Backend::Redis);
+    blocking(move || reads_for_pairing_what_the_whole_record_decoded_gives(&*store)).await
+}
+
+/// Pairing's read decodes only its fields: names with escapes, a deeper category path, no
+/// brand, price or category, a material that is not a string, no enrichment, and a key not
+/// there must read as `PairingInput::of` the whole record reads them.
+fn reads_for_pairing_what_the_whole_record_decoded_gives(store: &dyn CatalogStore) {
     let t = tenant();
     let mut a = product(
         "sku-a",

@@ -9,7 +9,6 @@
 //! neighbour table of a pair is its pairing state itself (`Pairing` answers a row), and each
 //! tenant's change feed (`feed`) is noted under the same lock as the write it notes.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
@@ -46,61 +45,6 @@ impl Entry {
 
     fn decode<T: DeserializeOwned>(&self) -> T {
         serde_json::from_slice(&self.json).expect("the embedded store decodes what it encoded")
-    }
-}
-
-/// What pairing reads of a product's JSON, borrowed from it where no escape is undone:
-/// the other fields are skipped, not made (`Stored`'s flattened decode makes every field and
-/// attribute, a dozen allocations a product in a heap a full pair left fragmented).
-#[derive(serde::Deserialize)]
-struct PairingFields<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(default, borrow)]
-    brand: Option<Cow<'a, str>>,
-    #[serde(default)]
-    price_cents: Option<i64>,
-    #[serde(default, borrow)]
-    taxonomy_path: Vec<Cow<'a, str>>,
-}
-
-/// What pairing reads of an enrichment's JSON: its material (any JSON value, as an
-/// enrichment's attribute may be; only a string is a material).
-#[derive(serde::Deserialize)]
-struct EnrichedFields {
-    #[serde(default)]
-    attributes: Material,
-}
-
-/// An enrichment's attributes as pairing reads them: the material alone.
-#[derive(Default, serde::Deserialize)]
-struct Material {
-    #[serde(default)]
-    material: Option<serde_json::Value>,
-}
-
-/// Product `key`'s pairing input from its entry and its enrichment's: what
-/// `PairingInput::of` makes of them decoded whole, decoding only what it reads.
-fn narrow(key: &ProductKey, product: &Entry, enrichment: Option<Entry>) -> PairingInput {
-    let p: PairingFields<'_> =
-        serde_json::from_slice(&product.json).expect("the embedded store decodes what it encoded");
-    let enriched = enrichment.is_some();
-    let material = enrichment.and_then(|e| {
-        let fields: EnrichedFields =
-            serde_json::from_slice(&e.json).expect("the embedded store decodes what it encoded");
-        match fields.attributes.material {
-            Some(serde_json::Value::String(m)) => Some(m),
-            _ => None,
-        }
-    });
-    PairingInput {
-        product_key: key.clone(),
-        name: p.name.into_owned(),
-        brand: p.brand.map(Cow::into_owned),
-        category: p.taxonomy_path.into_iter().next().map(Cow::into_owned),
-        price_cents: p.price_cents,
-        enriched,
-        material,
     }
 }
 
@@ -498,7 +442,11 @@ impl CatalogStore for MemoryCatalog {
             .iter()
             .zip(entries)
             .map(|(key, found)| {
-                found.map(|(product, enrichment)| narrow(key, &product, enrichment))
+                found.map(|(product, enrichment)| {
+                    let enrichment = enrichment.as_ref().map(|e| &*e.json);
+                    PairingInput::from_json(key, &product.json, enrichment)
+                        .expect("the embedded store decodes what it encoded")
+                })
             })
             .collect())
     }

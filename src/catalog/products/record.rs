@@ -5,6 +5,7 @@
 //! A product is valid by construction: `Product::from_json` checks every field against
 //! `limits`, so one bad row is reported with its line and never stops the rows around it.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -400,4 +401,64 @@ impl PairingInput {
                 .map(str::to_owned),
         }
     }
+
+    /// Product `key`'s pairing input from its stored record's JSON and its enrichment's:
+    /// what `of` makes of them decoded whole, decoding only what it reads (both stores keep
+    /// records as this JSON).
+    pub fn from_json(
+        key: &ProductKey,
+        product: &[u8],
+        enrichment: Option<&[u8]>,
+    ) -> serde_json::Result<Self> {
+        let p: PairingFields<'_> = serde_json::from_slice(product)?;
+        let material = match enrichment {
+            Some(e) => match serde_json::from_slice::<EnrichedFields>(e)?
+                .attributes
+                .material
+            {
+                Some(Value::String(m)) => Some(m),
+                _ => None,
+            },
+            None => None,
+        };
+        Ok(Self {
+            product_key: key.clone(),
+            name: p.name.into_owned(),
+            brand: p.brand.map(Cow::into_owned),
+            category: p.taxonomy_path.into_iter().next().map(Cow::into_owned),
+            price_cents: p.price_cents,
+            enriched: enrichment.is_some(),
+            material,
+        })
+    }
+}
+
+/// What pairing reads of a product's JSON, borrowed from it where no escape is undone:
+/// the other fields are skipped, not made (`Stored`'s flattened decode makes every field and
+/// attribute, a dozen allocations a product in a heap a full pair left fragmented).
+#[derive(Deserialize)]
+struct PairingFields<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    brand: Option<Cow<'a, str>>,
+    #[serde(default)]
+    price_cents: Option<i64>,
+    #[serde(default, borrow)]
+    taxonomy_path: Vec<Cow<'a, str>>,
+}
+
+/// What pairing reads of an enrichment's JSON: its material (any JSON value, as an
+/// enrichment's attribute may be; only a string is a material).
+#[derive(Deserialize)]
+struct EnrichedFields {
+    #[serde(default)]
+    attributes: Material,
+}
+
+/// An enrichment's attributes as pairing reads them: the material alone.
+#[derive(Default, Deserialize)]
+struct Material {
+    #[serde(default)]
+    material: Option<Value>,
 }

@@ -509,7 +509,7 @@ impl CatalogStore for RedisCatalog {
         tenant: &TenantId,
         keys: &[ProductKey],
     ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError> {
-        self.map_records(tenant, keys, Self::pairing_input)
+        self.pairing_inputs_of(tenant, keys)
     }
 
     fn pairing(

@@ -16,9 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::write::{fenced_script, hold_of, with_fence, Beside, FencedWrite};
 use super::{RedisCatalog, CHUNK};
 use crate::catalog::products::pairing::Pairing;
-use crate::catalog::products::record::{
-    fingerprint, version, Enrichment, Neighbour, PairingInput, ProductKey, Stored,
-};
+use crate::catalog::products::record::{fingerprint, version, Neighbour, PairingInput, ProductKey};
 use crate::catalog::products::store::{
     stopped, CatalogStoreError, Rewrite, Swap, VersionsPage, Write,
 };
@@ -411,13 +409,27 @@ impl RedisCatalog {
         Ok(out)
     }
 
-    /// A product's pairing input, from its record and its enrichment's.
-    pub(super) fn pairing_input(
-        stored: Stored,
-        enrichment: Option<String>,
-    ) -> Result<PairingInput, CatalogStoreError> {
-        let enrichment: Option<Enrichment> = enrichment.map(|e| Self::decode(&e)).transpose()?;
-        Ok(PairingInput::of(&stored, enrichment.as_ref()))
+    /// The pairing inputs of `keys`, read `CHUNK` keys a round trip, in the keys' order
+    /// (`None` for a key with no product): only pairing's fields decoded
+    /// (`PairingInput::from_json`), not the whole record and enrichment.
+    pub(super) fn pairing_inputs_of(
+        &self,
+        tenant: &TenantId,
+        keys: &[ProductKey],
+    ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(CHUNK) {
+            let (stored, enrichments) = self.records_of(tenant, chunk)?;
+            for ((key, stored), enrichment) in chunk.iter().zip(stored).zip(enrichments) {
+                let input = stored.map(|raw| {
+                    let enrichment = enrichment.as_deref().map(str::as_bytes);
+                    PairingInput::from_json(key, raw.as_bytes(), enrichment)
+                        .map_err(|e| CatalogStoreError::Corrupt(e.to_string()))
+                });
+                out.push(input.transpose()?);
+            }
+        }
+        Ok(out)
     }
 
     pub(super) fn remove_products(

@@ -68,6 +68,15 @@ impl Table {
         }
     }
 
+    fn rows(&self) -> Vec<(ProductKey, Vec<Neighbour>)> {
+        match self {
+            Table::Rows(rows) => rows.iter().map(|(k, r)| (k.clone(), r.clone())).collect(),
+            Table::Paired(p) => (0..p.keys.len())
+                .filter_map(|i| Some((p.keys[i].clone(), p.row(i)?)))
+                .collect(),
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Table::Rows(rows) => rows.len(),
@@ -349,6 +358,13 @@ impl CatalogStore for MemoryCatalog {
         key: &ProductKey,
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError> {
         Ok(self.read(tenant, |c| c.table.row(key)))
+    }
+
+    fn neighbour_table(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<(ProductKey, Vec<Neighbour>)>, CatalogStoreError> {
+        Ok(self.read(tenant, |c| c.table.rows()))
     }
 
     fn hashes(&self, _tenant: &TenantId) -> Vec<String> {

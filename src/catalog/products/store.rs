@@ -133,6 +133,13 @@ pub trait CatalogStore: Send + Sync + 'static {
         tenant: &TenantId,
         key: &ProductKey,
     ) -> Result<Option<Vec<Neighbour>>, CatalogStoreError>;
+    /// Every row of the neighbour table, in no set order: the rows of products removed since
+    /// the last pair included (as `neighbours` still answers them). One read of the whole
+    /// table, not a round trip per product.
+    fn neighbour_table(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<(ProductKey, Vec<Neighbour>)>, CatalogStoreError>;
     /// Removes the tenant's whole catalogue in one step and counts what was there.
     fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError>;
     /// The Redis keys that hold the tenant's catalogue (the hashes of products, extracted

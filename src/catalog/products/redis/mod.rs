@@ -443,6 +443,17 @@ impl CatalogStore for RedisCatalog {
         self.hget_decoded(&self.keys.neighbours(tenant), key)
     }
 
+    fn neighbour_table(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<(ProductKey, Vec<Neighbour>)>, CatalogStoreError> {
+        let rows = self.hgetall_decoded(&self.keys.neighbours(tenant))?;
+        let key = |k: String| ProductKey::parse(&k).map_err(CatalogStoreError::Corrupt);
+        rows.into_iter()
+            .map(|(k, row)| Ok((key(k)?, row)))
+            .collect()
+    }
+
     fn hashes(&self, tenant: &TenantId) -> Vec<String> {
         vec![
             self.keys.products(tenant),

@@ -101,6 +101,10 @@ class Layout:
             self.tail = [" ".join(SETTINGS[1:] + ["0", SETTINGS[0]])]
         else:
             self.tail = []
+        # Whether its finish reads the queue it claims from before the worker ('' for its own
+        # group's: the harness's replay claims from there).
+        self.finish_from = "local from, worker = A[j], A[j + 1]" in source(
+            rev, "src/jobs/lua/finish.lua")
         # Whether its calls name the group's never-written `migrating` key second.
         self.migrating = False
         if grouped(rev):
@@ -221,8 +225,8 @@ def finish(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
                "result.2", 'es":0}']
     return encode("FCALL", f"{lib}_finish", *layout.finish_keys(job, tenant), *layout.settings,
                   job, 1, 100,
-                  len(fields) // 2, *fields, len(outcome) // 2, *outcome, WORKER, *RUNS,
-                  *layout.tail)
+                  len(fields) // 2, *fields, len(outcome) // 2, *outcome,
+                  *([""] if layout.finish_from else []), WORKER, *RUNS, *layout.tail)
 
 
 def lives(r: Redis, lib: str, layout: Layout, n: int, tag: str) -> None:

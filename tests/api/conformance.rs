@@ -1438,6 +1438,98 @@ mod redis_only {
             "the library is loaded again"
         );
     }
+
+    /// Lean jobs: on a single Redis a finish hands its worker the next job in its own call,
+    /// from the group the round robin serves next — here another group's, whose job the
+    /// dispatcher would otherwise claim with a call of its own (two calls a job, not three).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_finish_claims_its_workers_next_job_from_another_group_in_its_own_call() {
+        let (redis, s, kinds) = drained().await;
+        let first = new_job(&tenant(), "sync");
+        create(&s, &first).await;
+        let claim = s.claim_many("w/1", &kinds, 1).await.unwrap().pop();
+        let claim = claim.expect("the first job is claimed");
+        assert_eq!(claim.job.id, first.id);
+        let other = std::iter::repeat_with(tenant)
+            .find(|t| Group::of(t) != Group::of(&first.tenant))
+            .expect("tenants fall in every group");
+        let next = new_job(&other, "sync");
+        create(&s, &next).await;
+        let mut conn = redis.connection().await;
+        let done = Outcome::Done(json!({}));
+        let ended = claim.run_ref().ended(&done, 0);
+        let (stats, (finished, then)) = counted(&mut conn, async {
+            s.finish_and_claim(ended, "w/1", &kinds).await.unwrap()
+        })
+        .await;
+        assert_eq!(finished, Finish::Applied);
+        let then = then.expect("the other group's job, claimed in the finish's call");
+        assert_eq!(then.job.id, next.id);
+        assert_eq!(
+            calls(&stats, "fcall"),
+            1,
+            "one call ends one job and starts the next: {stats}"
+        );
+        let read = s.get(&next.id).await.unwrap().expect("the job reads");
+        assert_eq!(read.status, Status::Running);
+        assert_eq!(read.worker.as_deref(), Some("w/1"));
+        assert_eq!(
+            s.get(&first.id).await.unwrap().unwrap().status,
+            Status::Done
+        );
+        assert!(
+            s.claim_many("w/1", &kinds, 4).await.unwrap().is_empty(),
+            "nothing is left to claim"
+        );
+    }
+
+    /// Lean jobs: a job this process queued is claimed in one call: its create told the
+    /// process the job stands in its group's queue, so the claim names its record at once (it
+    /// named none before, and was answered the queue's head, and called again).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_job_queued_here_is_claimed_in_one_call() {
+        let (redis, s, kinds) = drained().await;
+        let job = new_job(&tenant(), "sync");
+        create(&s, &job).await;
+        let mut conn = redis.connection().await;
+        let (stats, claims) = counted(&mut conn, s.claim_many("w/1", &kinds, 4)).await;
+        let claimed: Vec<JobId> = claims.unwrap().iter().map(|c| c.job.id).collect();
+        assert_eq!(claimed, vec![job.id]);
+        assert_eq!(calls(&stats, "fcall"), 1, "{stats}");
+    }
+
+    /// A Redis of its own, its store, and the test kind, with every group's mark cleared by
+    /// a claim that found nothing (a new store marks them all).
+    async fn drained() -> (
+        crate::helpers::RedisServer,
+        catalog_jobs::jobs::redis::RedisStore,
+        [catalog_jobs::jobs::Kind; 1],
+    ) {
+        let redis = crate::helpers::RedisServer::start(false);
+        let s = catalog_jobs::jobs::redis::RedisStore::open(&redis.url(), settings()).unwrap();
+        let kinds = [catalog_jobs::jobs::Kind::parse("sync").unwrap()];
+        assert!(s.claim_many("w/1", &kinds, 4).await.unwrap().is_empty());
+        (redis, s, kinds)
+    }
+
+    /// What `step` answers, and Redis's `INFO commandstats` counted over it alone.
+    async fn counted<T>(
+        conn: &mut redis::aio::MultiplexedConnection,
+        step: impl std::future::Future<Output = T>,
+    ) -> (String, T) {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(conn)
+            .await
+            .unwrap();
+        let answer = step.await;
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(conn)
+            .await
+            .unwrap();
+        (stats, answer)
+    }
 }
 
 /// Replicas of two versions during a deploy: the queue's head holds jobs of kinds this

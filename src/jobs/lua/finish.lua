@@ -1,24 +1,36 @@
 -- finish: end a run's job and release its lock if the lock still holds it, in one step; and
 -- when the worker that ran it is free for another, claim the next job for it in the same step
--- (one script a job instead of two, and no wake-up).
+-- (one script a job instead of two, and no wake-up), from the queue of the group the caller's
+-- round robin serves next: this call's own group, or on a single Redis (where every key is on
+-- the one server) another group's, named by its queue.
 -- A: the run's job (see `run_args` in the prelude), then the outcome as a named list:
 --    status (done|failed|cancelled), step, and result (JSON; a failed job may carry its
---    partial report) and error (the class) when it has them; then the worker ('' to claim
---    nothing) and the kinds it runs
+--    partial report) and error (the class) when it has them; then the queue to claim from
+--    ('' for this call's group's), the worker ('' to claim nothing) and the kinds it runs
 -- KEYS (after the group's two): the job's record and what its end touches (`reach_end` in
 -- order.lua), and for a record to write back what that touches (`reach_write_back`); to claim
--- the worker's next job, the records of the jobs at the queue's head (as claim.lua).
--- Returns {'applied', next} (false, or a claim as claim.lua answers one), {'ended', false} (already
--- ended), {'fenced', false} (another run or job holds it), or {'stale', keys…} (the call left
--- out keys the step touches: nothing written). A missing record (the store came back
--- empty) is written back whole so the result is not lost, unless something newer says
--- otherwise (`may_write_back`: a newer job, or the tenant deleted since).
+-- the worker's next job, the records of the jobs at the head of the queue it claims from (as
+-- claim.lua), and for another group's queue, that queue and its group's lease index.
+-- Returns {'applied', next, head, released}: next is false or a claim as claim.lua answers
+-- one; head is the head of the queue claimed from as claim.lua answers it (false when the
+-- call claims nothing); released is 1 when the end put a job of this call's group in its
+-- ready queue (the next of its tenant's lane), else 0. Or {'ended'} (already ended),
+-- {'fenced'} (another run or job holds it), or {'stale', keys…} (the call left out keys the
+-- step touches: nothing written). A missing record (the store came back empty) is written
+-- back whole so the result is not lost, unless something newer says otherwise
+-- (`may_write_back`: a newer job, or the tenant deleted since).
 local id, claim, run_percent, i = run_head()
 local outcome, j = named_args(i)
-local worker = A[j]
+local from, worker = A[j], A[j + 1]
+-- Another group's queue (and its lease index) is checked before anything is written.
+if from ~= '' then
+  if CLUSTER then error(redis.error_reply('ERR a finish claims from its own group on a cluster')) end
+  key(from)
+  key(string.sub(from, 1, -7) .. ':leases')
+end
 local hkey = k_job(id)
 local code, st = run_state(hkey, claim)
-if code ~= 'missing' and code ~= 'held' then return {code, false} end
+if code ~= 'missing' and code ~= 'held' then return {code} end
 local now = now_ms()
 local fields = outcome
 local copy = code == 'missing' and run_job() or nil
@@ -30,7 +42,7 @@ if missed then return answer_stale(missed) end
 if code == 'missing' then
   local job = copy
   local tenant, kind = job.tenant, job.kind
-  if not may_write_back(id, tenant, kind, job.created_ms) then return {'fenced', false} end
+  if not may_write_back(id, tenant, kind, job.created_ms) then return {'fenced'} end
   for name, value in pairs(job) do fields[name] = value end
   fields.claim, fields.restored = claim, 1
   st = job
@@ -43,7 +55,10 @@ fields.heartbeat_ms, fields.finished_ms = now, now
 if not st.started_ms then fields.started_ms = now end
 end_job(id, st, fields, now)
 if code == 'missing' then redis.call('EXPIRE', hkey, TTL_S) end
-if worker == '' then return {'applied', false} end
+local released = RELEASED and 1 or 0
+if worker == '' then return {'applied', false, false, released} end
 local runs = {}
-for k = j + 1, #A do runs[A[k]] = true end
-return {'applied', claim_one(worker, runs, now) or false}
+for k = j + 2, #A do runs[A[k]] = true end
+if from ~= '' then enter_group(from) end
+local next = claim_one(worker, runs, now) or false
+return {'applied', next, queue_head(), released}

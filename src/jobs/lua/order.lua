@@ -43,6 +43,7 @@ local function release(id, after, now)
   redis.call('HDEL', hkey, field_name('waiting_for'))
   redis.call('SREM', k_group(K_WAITING), id)
   if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, WAKE) end
+  RELEASED = true
 end
 
 -- A waiting job now waits for `ahead` (the job it waited for ended while waiting itself).

@@ -64,6 +64,9 @@ local LANES
 -- How many queue entries this call's claims took off the head (claimed, passed to the tail,
 -- or dropped): the next call names at least twice as many (`queue_head`).
 local LOOKED = 0
+-- Whether this call put a job of its group in the ready queue (order.lua's `release`: a job
+-- that waited for the one that ended): a finish tells its caller, whose dispatcher then looks.
+local RELEASED = false
 
 -- The one name each builder below made last in this call, and what it was made of: a step
 -- names its own record, lock, lane and listing many times, and each is made and checked once
@@ -144,30 +147,34 @@ local SETTINGS = nil
 -- call's ARGV itself, its last entry removed, so no table is made a call). Its KEYS are
 -- what `declared` checks names against: the first nine by identity, the rest in a set made
 -- only when a name is not among them.
+-- Makes the group whose ready queue is `queue` the call's group (G, K_QUEUE, K_LEASES, …).
+local function enter_group(queue)
+  if queue == ANCHOR then return end
+  ANCHOR = queue
+  local names = GROUP_NAMES[ANCHOR]
+  if not names then
+    local g = string.sub(ANCHOR, 1, -7)
+    names = {g, 'wake:' .. string.match(g, '{([^}]*)}$'), g .. ':leases', g .. ':processes',
+      g .. ':everyone', g .. ':tenants', g .. ':waiting'}
+    if GROUP_NAMES_KEPT >= GROUP_NAMES_MAX then
+      GROUP_NAMES, GROUP_NAMES_KEPT, NAMED = {}, 0, {}
+    end
+    GROUP_NAMES[ANCHOR], GROUP_NAMES_KEPT = names, GROUP_NAMES_KEPT + 1
+  end
+  G, WAKE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING = unpack(names, 1, 7)
+  GROUP = names
+  K_QUEUE = ANCHOR
+end
+
 local function begin(keys, args)
-  KEYS_, DECLARED, MISSED, LANES, LOOKED = keys, nil, nil, nil, 0
+  KEYS_, DECLARED, MISSED, LANES, LOOKED, RELEASED = keys, nil, nil, nil, 0, false
   N1, N2, N3, N4, N5, N6, N7, N8, N9 = keys[3], keys[4], keys[5], keys[6], keys[7], keys[8],
     keys[9], keys[10], keys[11]
   MEMO_ID, MEMO_LT, MEMO_LK, MEMO_TT, MEMO_LNT, MEMO_HOUR, MEMO_CT = nil, nil, nil, nil, nil,
     nil, nil
   MEMO_JOB, MEMO_LOCK, MEMO_TENANT, MEMO_LANE = nil, nil, nil, nil
   TOP_OF, CALLS = nil, CALLS + 1
-  if keys[1] ~= ANCHOR then
-    ANCHOR = keys[1]
-    local names = GROUP_NAMES[ANCHOR]
-    if not names then
-      local g = string.sub(ANCHOR, 1, -7)
-      names = {g, 'wake:' .. string.match(g, '{([^}]*)}$'), g .. ':leases', g .. ':processes',
-        g .. ':everyone', g .. ':tenants', g .. ':waiting'}
-      if GROUP_NAMES_KEPT >= GROUP_NAMES_MAX then
-        GROUP_NAMES, GROUP_NAMES_KEPT, NAMED = {}, 0, {}
-      end
-      GROUP_NAMES[ANCHOR], GROUP_NAMES_KEPT = names, GROUP_NAMES_KEPT + 1
-    end
-    G, WAKE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING = unpack(names, 1, 7)
-    GROUP = names
-    K_QUEUE = ANCHOR
-  end
+  enter_group(keys[1])
   local n = #args
   local settings = args[n]
   args[n] = nil

@@ -25,6 +25,10 @@ use crate::topology::{Connection, Primary};
 /// not a race but a store that answers nonsense.
 const STALE_TRIES: usize = 5;
 
+/// How many jobs this process's creates add to a queue's head kept here: HEAD_NAMED in
+/// lua/prelude.lua, the head a claim answers at least.
+const HEAD_KEPT: usize = 16;
+
 /// The names a `stale` answer lists, or none for any other answer.
 fn stale_names(answer: &redis::Value) -> Option<Vec<String>> {
     let redis::Value::Array(items) = answer else {
@@ -258,10 +262,16 @@ impl RedisStore {
         Ok(head)
     }
 
-    /// Forgets job `id` from `group`'s queue's head kept here: a finish claimed it.
-    pub(super) fn taken_from_head(&self, group: Group, id: &JobId) {
+    /// Adds job `id` to `group`'s queue's head kept here, while it is short: this process's
+    /// create put the job at the queue's tail, so the next claim there names its record and
+    /// takes it in one call (a head it had not named would be answered first, and a second
+    /// call made).
+    pub(super) fn queued_here(&self, group: Group, id: JobId) {
         let mut heads = self.heads.lock().unwrap_or_else(PoisonError::into_inner);
-        heads[group.index()].retain(|other| other != id);
+        let head = &mut heads[group.index()];
+        if head.len() < HEAD_KEPT && !head.contains(&id) {
+            head.push(id);
+        }
     }
 
     /// The group a call about a run's job goes to: the one its id names, or for a job whose

@@ -175,7 +175,10 @@ impl RedisStore {
                     _ => {
                         // Only a job put in the ready queue gives its group's queue work: one
                         // claimed here or waiting behind its tenant's job does not.
-                        self.mark(Group::of(&first.tenant));
+                        self.mark(group);
+                        if jobs.len() == 1 {
+                            self.queued_here(group, first.id);
+                        }
                         New::Queued(now)
                     }
                 };
@@ -273,64 +276,51 @@ impl RedisStore {
         end: RunEnd<'_>,
         next: Option<(&str, &[Kind])>,
     ) -> Result<(Finish, Option<Claim>), StoreError> {
-        let outcome = end.outcome;
-        let (result, error) = match outcome {
-            Outcome::Done(report) => (Some(report), None),
-            Outcome::Failed(class, report) => (report.as_ref(), Some(class.as_str())),
-            Outcome::Cancelled(Value::Null) => (None, None),
-            Outcome::Cancelled(report) => (Some(report), None),
-        };
-        let mut ended = Pairs::default()
-            .with(Field::Status, outcome.status().as_str())
-            .with(Field::Step, outcome.step())
-            .with_some(Field::Error, error);
-        if let Some(result) = result {
-            ended = ended.with_long(Field::Result, &result.to_string());
-        }
-        // The worker's next job comes from the same group only while no other group may have
-        // work: else the dispatcher's round robin serves the next group first.
+        let ended = outcome_pairs(end.outcome);
         let group = Self::run_group(end.of.job);
-        let others = self.pending.load(Ordering::Acquire) & !(1u64 << group.index());
-        let (worker, kinds) = match next {
-            Some(next) if others == 0 => next,
-            _ => ("", &[][..]),
-        };
+        let claim = next.and_then(|(worker, kinds)| self.finish_claim(group, worker, kinds));
         let mut declared = self.ending(group, &end.of.job.id);
         declared.extend(self.run_keys(&Facts::of(end.of.job)));
-        if !worker.is_empty() {
-            declared.extend(self.head_records(group));
+        if let Some(claim) = &claim {
+            declared.extend(self.claim_keys(group, claim));
         }
         let mut conn = self.write_connection().await?;
         let on = (self.writer(), &mut conn);
-        let (word, claimed): (String, Vec<String>) = self
+        let answer: Result<Vec<redis::Value>, _> = self
             .call_declaring_on(on, &scripts::FINISH, group, declared, |inv| {
                 scripts::append_run(inv, end.of, end.percent);
                 ended.append_to(inv);
-                inv.arg(worker);
-                for kind in kinds {
-                    inv.arg(kind.as_str());
-                }
+                self.claim_args(group, claim.as_ref(), inv);
             })
-            .await?;
-        self.mark(group);
-        let finish = match Code::parse(&word)? {
-            Code::Applied => Finish::Applied,
-            Code::Ended => Finish::AlreadyEnded,
-            Code::Fenced => Finish::Fenced,
-            other => return Err(unexpected(other)),
-        };
-        // Not acknowledged: the runner retries, the script answers `AlreadyEnded` and
-        // this waits again, until the outcome is on the replicas or the retries end.
-        if finish != Finish::Fenced {
-            self.replicated(&mut conn, &self.keys.job(&end.of.job.id), None)
-                .await?;
+            .await;
+        // A call that failed may or may not have claimed: its group's mark is set again.
+        let (finish, claimed, head, released) =
+            answer.and_then(finish_answer).inspect_err(|_| {
+                if let Some(claim) = &claim {
+                    self.mark(claim.from);
+                }
+            })?;
+        if released {
+            self.mark(group);
         }
         let next = match claimed.is_empty() {
             true => None,
             false => Some(claim_from(&claimed)?),
         };
-        if let Some(next) = &next {
-            self.taken_from_head(group, &next.job.id);
+        // A finish that did not apply claimed nothing and read no queue: its group's mark is
+        // set again, as before the call.
+        match &claim {
+            Some(claim) if finish == Finish::Applied => {
+                self.claimed_in(claim.from, next.is_some(), &head)?
+            }
+            Some(claim) => self.mark(claim.from),
+            None => {}
+        }
+        // Not acknowledged: the runner retries, the script answers `AlreadyEnded` and
+        // this waits again, until the outcome is on the replicas or the retries end.
+        if finish != Finish::Fenced {
+            self.replicated(&mut conn, &self.keys.job(&end.of.job.id), None)
+                .await?;
         }
         Ok((finish, next))
     }
@@ -527,4 +517,54 @@ impl RedisStore {
             other => Err(unexpected(other)),
         }
     }
+}
+
+/// A finish's outcome as the named list finish.lua reads: status, step, error and result.
+fn outcome_pairs(outcome: &Outcome) -> Pairs {
+    let (result, error) = match outcome {
+        Outcome::Done(report) => (Some(report), None),
+        Outcome::Failed(class, report) => (report.as_ref(), Some(class.as_str())),
+        Outcome::Cancelled(Value::Null) => (None, None),
+        Outcome::Cancelled(report) => (Some(report), None),
+    };
+    let ended = Pairs::default()
+        .with(Field::Status, outcome.status().as_str())
+        .with(Field::Step, outcome.step())
+        .with_some(Field::Error, error);
+    match result {
+        Some(result) => ended.with_long(Field::Result, &result.to_string()),
+        None => ended,
+    }
+}
+
+/// finish.lua's answer: its code, the claim it made (empty for none), the head of the queue it
+/// claimed from (`{'head', id…}`; empty when it claimed nothing) and whether the end put a job
+/// of its group in the ready queue.
+fn finish_answer(
+    answer: Vec<redis::Value>,
+) -> Result<(Finish, Vec<String>, Vec<String>, bool), StoreError> {
+    let corrupt = |e: redis::ParsingError| StoreError::Corrupt(e.to_string());
+    let mut parts = answer.into_iter();
+    let word: String = match parts.next() {
+        Some(word) => redis::from_redis_value(word).map_err(corrupt)?,
+        None => return Err(StoreError::Corrupt("finish answered nothing".into())),
+    };
+    let finish = match Code::parse(&word)? {
+        Code::Applied => Finish::Applied,
+        Code::Ended => Finish::AlreadyEnded,
+        Code::Fenced => Finish::Fenced,
+        other => return Err(unexpected(other)),
+    };
+    let mut list = || -> Result<Vec<String>, StoreError> {
+        match parts.next() {
+            None | Some(redis::Value::Nil) => Ok(Vec::new()),
+            Some(value) => redis::from_redis_value(value).map_err(corrupt),
+        }
+    };
+    let (claimed, head) = (list()?, list()?);
+    let released = match parts.next() {
+        None | Some(redis::Value::Nil) => false,
+        Some(flag) => redis::from_redis_value::<i64>(flag).map_err(corrupt)? == 1,
+    };
+    Ok((finish, claimed, head, released))
 }

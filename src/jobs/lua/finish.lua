@@ -60,5 +60,5 @@ if worker == '' then return {'applied', false, false, released} end
 local runs = {}
 for k = j + 2, #A do runs[A[k]] = true end
 if from ~= '' then enter_group(from) end
-local next = claim_one(worker, runs, now) or false
-return {'applied', next, queue_head(), released}
+local next, empty = claim_one(worker, runs, now)
+return {'applied', next or false, empty and {'head'} or queue_head(), released}

@@ -574,12 +574,13 @@ end
 -- A call takes only jobs whose records it named: it stops at the first entry whose record it
 -- did not (its caller names the queue's head next time: `queue_head`).
 -- Answers nil, or {id, then the whole record as stored, name, value, …, as HGETALL would
--- answer it after the claim}.
+-- answer it after the claim}; and second, true when it found the queue empty.
 local function claim_one(worker, runs, now)
   local first_passed = nil
   while true do
     local id = redis.call('LINDEX', K_QUEUE, '0')
-    if not id or id == first_passed then return nil end
+    if not id then return nil, true end
+    if id == first_passed then return nil end
     if not declared(job_name(id)) then return nil end
     k_group(K_LEASES)
     redis.call('LPOP', K_QUEUE)

@@ -22,11 +22,14 @@ const TABLE_LIMIT = 50;
  * browser opens at most six connections to one server, and the page needs the rest.
  */
 const LIVE_ROWS = 4;
+/** Rows off the first page a poll reads again at most (`readUnlisted`). */
+const STALE_READS = 50;
 
 const rows = new Map(); // job_id -> {tr, cells}
 let follower = null; // AbortController of the tenant's stream or poll
 let nextCursor = null;
 const liveRows = new Set(); // every-tenant mode: the jobs followed on their own streams
+const lastRead = new Map(); // job_id -> when a poll last read its row off the first page (ms)
 let loadedMore = false; // a "Load more" went past the first page: its cursor is the one to keep
 
 /** How long typing in a text filter rests before the list is read again. */
@@ -165,16 +168,48 @@ export function selectAllShown(on) {
   selectionChanged();
 }
 
-/** Reads the first page (or, with `cursor`, the next one) and learns every job on it. */
+/**
+ * Reads the first page (or, with `cursor`, the next one) and learns every job on it; answers
+ * the ids it listed.
+ */
 async function loadJobs(cursor) {
   const query = { limit: TABLE_LIMIT, cursor, ...filters() };
   const a = await api('GET', `/catalog/jobs?${q(query)}`);
-  if (a.status !== 200) { showError('Could not list jobs', a); return; }
+  if (a.status !== 200) { showError('Could not list jobs', a); return new Set(); }
   for (const job of a.body.jobs) learn(job);
   if (cursor) loadedMore = true;
   if (cursor || !loadedMore) nextCursor = a.body.next_cursor || null;
   $('jobs-load-more').hidden = !nextCursor;
   $('jobs-empty').hidden = rows.size > 0 || a.body.jobs.length > 0;
+  return new Set(a.body.jobs.map((job) => job.job_id));
+}
+
+/**
+ * Without a stream the poll reads only the first page, and a row that left it (newer jobs
+ * came, or "Load more" showed it) would keep the status it had then for ever. So each poll
+ * also reads the rows still shown as active that the page did not list and no stream of
+ * their own follows, the least recently read first, at most STALE_READS of them; a job gone
+ * meanwhile (404: its tenant deleted, or past its TTL) leaves the table.
+ */
+async function readUnlisted(listed) {
+  const stale = [...rows.keys()]
+    .filter((id) => !listed.has(id) && !liveRows.has(id) && ACTIVE.has((state.jobs.get(id) || {}).status))
+    .sort((a, b) => (lastRead.get(a) || 0) - (lastRead.get(b) || 0))
+    .slice(0, STALE_READS);
+  const now = Date.now();
+  await Promise.all(stale.map(async (id) => {
+    lastRead.set(id, now);
+    const a = await snapshot(id).catch(() => null);
+    if (a && a.status === 404) dropRow(id);
+  }));
+}
+
+function dropRow(id) {
+  const row = rows.get(id);
+  if (row) row.tr.remove();
+  rows.delete(id);
+  lastRead.delete(id);
+  $('jobs-empty').hidden = rows.size > 0;
 }
 
 function caption(live) {
@@ -202,7 +237,7 @@ async function stream(ctl) {
         },
         onEvent: (e) => {
           const data = parse(e.data);
-          if (e.type === 'resync') { loadJobs().catch(() => {}); return; }
+          if (e.type === 'resync') { loadJobs().then(readUnlisted).catch(() => {}); return; }
           if (!data || !data.job_id) return;
           learn({ job_id: data.job_id, ...pick(data) });
           const known = state.jobs.get(data.job_id);
@@ -250,6 +285,7 @@ export async function followJobs() {
   follower = ctl;
   rows.clear();
   liveRows.clear();
+  lastRead.clear();
   $('jobs-body').replaceChildren();
   selectAllShown(false);
   nextCursor = null;
@@ -262,7 +298,9 @@ export async function followJobs() {
   while (!ctl.signal.aborted) {
     if (!state.tenant) followRunning(ctl);
     await sleep(TABLE_POLL_MS, ctl.signal);
-    if (!ctl.signal.aborted) await loadJobs().catch(() => {});
+    if (ctl.signal.aborted) break;
+    const listed = await loadJobs().catch(() => null);
+    if (listed && !ctl.signal.aborted) await readUnlisted(listed);
   }
 }
 

@@ -1,6 +1,7 @@
 //! Every tenant's jobs on the admin page: "Load more" pages past the first 50 with the
 //! listing's cursor, the tenant picker offers the tenants with recent jobs by the start typed
-//! and filters the table to the one picked, and a job id's start finds its job.
+//! and filters the table to the one picked, and a job id's start finds its job; a row off
+//! the first page never rests on a status its job has left.
 
 use serde_json::{json, Value};
 
@@ -11,9 +12,10 @@ use crate::helpers::{
     create, new_job, settings, spawn_app_with, store, test_config, unique, Backend,
 };
 use catalog_jobs::jobs::store::JobStore;
-use catalog_jobs::jobs::TenantId;
+use catalog_jobs::jobs::{JobId, TenantId};
 
 both_stores!(every_tenants_jobs_page_with_load_more_and_filter_by_picked_tenant_and_id_prefix);
+both_stores!(rows_off_the_first_page_follow_their_jobs_to_their_end_without_a_stream);
 
 /// Jobs made per tenant: three tenants' worth is more than the table's first page of 50.
 const PER_TENANT: usize = 20;
@@ -47,6 +49,18 @@ async fn ended_jobs(s: &dyn JobStore, tenants: &[TenantId]) -> Vec<String> {
             s.cancel(&job.id, "test").await.unwrap();
             ids.push(job.id.to_string());
         }
+    }
+    ids
+}
+
+/// A queued job for each of `tenants` (one a tenant and kind: single flight), of a kind this
+/// app does not run; their ids, oldest first.
+async fn queued_jobs(s: &dyn JobStore, tenants: &[TenantId]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for t in tenants {
+        let job = new_job(t, "k1");
+        create(s, &job).await;
+        ids.push(job.id.to_string());
     }
     ids
 }
@@ -136,4 +150,43 @@ async fn every_tenants_jobs_page_with_load_more_and_filter_by_picked_tenant_and_
         json!(wanted),
         "the API finds the same"
     );
+}
+
+/// Every tenant's table has no stream: its poll reads the first page. Jobs that ended while
+/// their rows sat off that page (behind "Load more") read their end too, as do ended rows on
+/// it, and the rows still queued stay queued.
+async fn rows_off_the_first_page_follow_their_jobs_to_their_end_without_a_stream(backend: Backend) {
+    let s = store(backend, settings());
+    let app = spawn_app_with(test_config(), s.clone()).await;
+    let base = unique("stale");
+    let tenants: Vec<TenantId> = (0..3 * PER_TENANT)
+        .map(|n| TenantId::parse(&format!("{base}-{n}")).unwrap())
+        .collect();
+    let ids = queued_jobs(&*s, &tenants).await;
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    b.goto(&app.url("/admin")).await;
+    every_job_once_across_two_pages(&b, &ids).await;
+    // The oldest ten sit behind "Load more"; two more are on the first page.
+    let ended: Vec<&String> = ids[..10].iter().chain(&ids[40..42]).collect();
+    for id in &ended {
+        s.cancel(&JobId::parse(id).unwrap(), "test").await.unwrap();
+    }
+    let statuses = b
+        .wait_for(
+            "every row reading its job's status",
+            "const want = new Set(arguments[0]);
+             const rows = [...document.querySelectorAll('[data-testid=job-row]')];
+             const wrong = rows.filter((r) => (r.dataset.status === 'cancelled') !== want.has(r.dataset.jobId));
+             return rows.length === arguments[1] && wrong.length === 0
+               && rows.map((r) => r.dataset.status);",
+            json!([ended, ids.len()]),
+        )
+        .await;
+    let queued = statuses
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| *s == "queued")
+        .count();
+    assert_eq!(queued, ids.len() - ended.len(), "{statuses}");
 }

@@ -83,7 +83,7 @@ function words(e) {
     case 'waiting': return `waiting for job ${e.waiting_for}`;
     case 'cancel_requested': return `cancel requested${e.by ? ` by ${e.by}` : ''}`;
     case 'released': return 'given back by a replica shutting down; queued again';
-    case 'requeued': return `its run was lost; queued again as attempt ${e.attempt}`;
+    case 'requeued': return e.attempt ? `its run (attempt ${e.attempt}) was lost; queued again for attempt ${Number(e.attempt) + 1}` : 'its run was lost; queued again';
     case 'lost': return 'its run was lost; no attempt left';
     case 'restored': return 'its record was written back by its run';
     case 'superseded': return `taken over by job ${e.superseded_by}`;

@@ -10,6 +10,7 @@ mod listing;
 mod overview;
 mod pipeline;
 mod replicas;
+mod timeline;
 
 use std::path::PathBuf;
 

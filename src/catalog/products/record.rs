@@ -106,12 +106,13 @@ pub mod limits {
     pub const ATTRIBUTES_BYTES: usize = 16 * 1024;
 }
 
-/// A text field: trimmed, absent when blank, at most `max` characters.
+/// A text field: trimmed of white space and control characters (NUL among them), absent when
+/// nothing else is left, at most `max` characters.
 fn text_field(field: &str, v: Option<Value>, max: usize) -> Result<Option<String>, String> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => {
-            let s = s.trim();
+            let s = s.trim_matches(|c: char| c.is_whitespace() || c.is_control());
             if s.is_empty() {
                 Ok(None)
             } else if s.chars().count() > max {
@@ -461,4 +462,24 @@ struct EnrichedFields {
 struct Material {
     #[serde(default)]
     material: Option<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_name_of_only_white_space_or_control_characters_is_empty_and_edges_are_trimmed() {
+        for blank in ["   ", "\u{0}\u{0}", "\t\u{7}\r\n", "\u{0} \u{1f}"] {
+            let row = json!({"product_key": "k", "name": blank});
+            assert_eq!(
+                Product::from_json(row).unwrap_err(),
+                "name is required and must not be empty",
+                "{blank:?}"
+            );
+        }
+        let row = json!({"product_key": "k", "name": "\u{0} Red\u{0}Mug \u{7}"});
+        assert_eq!(Product::from_json(row).unwrap().name, "Red\u{0}Mug");
+    }
 }

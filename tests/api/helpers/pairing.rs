@@ -55,17 +55,15 @@ pub fn apply(catalog: &Catalog, t: &TenantId, edits: &demo::Edits) {
     enrich(catalog, t);
 }
 
-/// Every row of the table, by product.
+/// Every row of the table, by product, read at once (`CatalogStore::neighbour_table`: one
+/// HSCAN on Redis; a product at a time took 3-4 s of a 20,000-product test). A pair drops the
+/// rows of removed products, so the table holds only products the catalogue has.
 pub fn table(catalog: &Catalog, t: &TenantId) -> HashMap<ProductKey, Vec<Neighbour>> {
-    let keys: Vec<ProductKey> = catalog
+    catalog
         .store
-        .versions(t)
+        .neighbour_table(t)
         .unwrap()
         .into_iter()
-        .map(|(k, _)| k)
-        .collect();
-    keys.into_iter()
-        .filter_map(|k| catalog.store.neighbours(t, &k).unwrap().map(|row| (k, row)))
         .collect()
 }
 

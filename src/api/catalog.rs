@@ -249,7 +249,13 @@ async fn answer(app: &AppState, snapshot: Snapshot, wait: bool) -> Result<Respon
         ended = tokio::time::timeout(app.wait_max, app.runner.wait_end(snapshot.job_id)) => {
             ended.ok().and_then(Result::ok)
         }
-        () = app.runner.stopped() => None,
+        () = app.runner.stopped() => {
+            // The embedded store dies with this process: its job will not go on elsewhere.
+            if !app.store.is_durable() {
+                return Err(ApiError::LostWithProcess(snapshot.job_id));
+            }
+            None
+        }
     };
     match ended {
         Some(job) if job.status == Status::Done => {

@@ -82,6 +82,9 @@ pub enum ApiError {
     /// A blocking task of this process stopped before it answered (a panic, or shutdown).
     Internal(String),
     ShuttingDown,
+    /// A `wait=true` start's job on the embedded store, whose process is stopping: the job
+    /// ends with it (nothing keeps it), so it is not answered as going on.
+    LostWithProcess(JobId),
     Overloaded,
     /// No token, or one this service does not know (with tokens configured).
     Unauthorized,
@@ -260,7 +263,9 @@ impl ApiError {
             JobFailed(_) => StatusCode::BAD_GATEWAY,
             StoreUnavailable(StoreError::Refused(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             StoreUnavailable(_) | CatalogUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ShuttingDown | Overloaded | ImportsBusy => StatusCode::SERVICE_UNAVAILABLE,
+            ShuttingDown | LostWithProcess(_) | Overloaded | ImportsBusy => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             StreamsFull | ConnectionsFull => StatusCode::SERVICE_UNAVAILABLE,
             CatalogCorrupt(_) | Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -295,7 +300,7 @@ impl ApiError {
             JobFailed(_) => "job_failed",
             StoreUnavailable(StoreError::Refused(_)) => "internal_error",
             StoreUnavailable(_) | CatalogUnavailable(_) => "store_unavailable",
-            ShuttingDown => "shutting_down",
+            ShuttingDown | LostWithProcess(_) => "shutting_down",
             Overloaded | ImportsBusy | StreamsFull | ConnectionsFull => "overloaded",
             TenantDeleted => "tenant_deleted",
             CatalogCorrupt(_) | Internal(_) => "internal_error",
@@ -356,6 +361,7 @@ impl ApiError {
             CatalogUnavailable(_) => "the catalogue store is unreachable right now; retry shortly".to_owned(),
             CatalogCorrupt(_) | Internal(_) => INTERNAL.to_owned(),
             ShuttingDown => "this instance is shutting down and takes no new jobs; retry on another".to_owned(),
+            LostWithProcess(job) => format!("this instance is shutting down and keeps its jobs in memory (no REDIS_URL): job {job} stops with it and will not resume; start it again once the service is back"),
             Overloaded => "too many jobs are waiting for a worker; retry later".to_owned(),
             ImportsBusy => "MAX_CONCURRENT_IMPORTS imports are running already; retry shortly".to_owned(),
             TenantDeleted => "the tenant was deleted while this import ran; it stopped there, and `report` counts the rows it had saved before (the delete removed them)".to_owned(),
@@ -386,7 +392,8 @@ impl ApiError {
         match self {
             ApiError::AlreadyRunning { job, .. }
             | ApiError::StillActive(job)
-            | ApiError::IdempotencyKeyReused(job) => Some(*job),
+            | ApiError::IdempotencyKeyReused(job)
+            | ApiError::LostWithProcess(job) => Some(*job),
             ApiError::NotEnded(s) => Some(s.job_id),
             ApiError::StoreUnavailable(StoreError::NotReplicated { job, .. }) => *job,
             _ => None,

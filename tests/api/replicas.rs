@@ -541,6 +541,46 @@ async fn ten_thousand_queued_jobs_cost_no_redis_calls_while_they_wait() {
     );
 }
 
+/// On the embedded store nothing keeps a job past its process: a `wait=true` request waiting
+/// when SIGTERM stops the service is answered 503 `shutting_down` naming its job and saying it
+/// will not resume (it read 202 "queued: waiting for a worker" for a job that died with the
+/// process — a hostile probe's finding).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_true_request_on_the_embedded_store_stopped_by_sigterm_is_told_its_job_ends() {
+    let feeds = HeldFeeds::start().await;
+    let mut a = Service::embedded()
+        .reading(&feeds)
+        .envs(&[("SHUTDOWN_GRACE_SECONDS", "0.5")])
+        .start()
+        .await;
+    let t = tenant();
+    let waiting = {
+        let (client, url) = (a.client.clone(), a.url("/catalog/sync"));
+        let form = [
+            ("tenant_id", t.to_string()),
+            ("source", feeds.url("embedded")),
+            ("wait", "true".to_owned()),
+        ];
+        tokio::spawn(async move { client.post(url).form(&form).send().await })
+    };
+    let listed = its_running_job(&a, &t).await;
+    let id = listed["job_id"].as_str().unwrap().to_owned();
+    a.signal("TERM");
+    let answer = waiting
+        .await
+        .unwrap()
+        .expect("the stopping service answers the waiting request");
+    assert_eq!(answer.status().as_u16(), 503);
+    assert!(answer.headers().contains_key("retry-after"));
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(body["error"], "shutting_down", "{body}");
+    assert_eq!(body["job_id"], id.as_str(), "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("will not resume"), "{message}");
+    assert_eq!(a.wait_exit(), Some(0), "the terminated process exits 0");
+    feeds.release("embedded");
+}
+
 /// A replica stopped by SIGTERM while a `wait=true` request waits on it answers that request
 /// before it closes the connection: 202 with the job's `Location` (its grace period over, the
 /// job given back), as a wait past `WAIT_MAX_SECONDS` would. The job goes on elsewhere. Seen

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::pairing::{
-    apply, edit_and_pair, equals_a_full_pair_with_its_weights, never, paired_in,
+    apply, edit_and_pair, equals_a_full_pair_with_its_weights, never, paired_in, table,
 };
 use crate::helpers::{
     blocking, catalog_store, create, new_job, pair_as, run_fence, settings, spawn_catalog_app,
@@ -177,8 +177,8 @@ async fn a_pair_that_patches_its_kept_index_writes_what_a_pair_that_builds_it_af
                 "round {round}: the states differ"
             );
             assert_eq!(
-                whole_table(&catalog, &kept),
-                whole_table(&catalog, &afresh),
+                table(&catalog, &kept),
+                table(&catalog, &afresh),
                 "round {round}"
             );
             products = current(products, &edits, &patched);
@@ -186,17 +186,6 @@ async fn a_pair_that_patches_its_kept_index_writes_what_a_pair_that_builds_it_af
         equals_a_full_pair_with_its_weights(&catalog, &kept);
     })
     .await
-}
-
-/// Every row of the tenant's neighbour table, read at once (`CatalogStore::neighbour_table`:
-/// on Redis one scan instead of a round trip per product, a tenth of these tests' time).
-fn whole_table(catalog: &Catalog, t: &TenantId) -> HashMap<ProductKey, Vec<Neighbour>> {
-    catalog
-        .store
-        .neighbour_table(t)
-        .unwrap()
-        .into_iter()
-        .collect()
 }
 
 /// The catalogue after `edits`, as the generator's products (for the next round's edits),
@@ -221,7 +210,7 @@ async fn after_1_percent_of_edits_an_incremental_pair_equals_a_full_pair_with_it
         let full = PairParams { full: true };
         let report = run_unfenced(&catalog, &t, &full, &never(), None).unwrap();
         assert_eq!(report["full_because"], "asked", "{report}");
-        let fresh = whole_table(&catalog, &t);
+        let fresh = table(&catalog, &t);
         let (mut same, mut sets, mut tied, mut close) = (0, 0, 0, true);
         for (key, row) in &fresh {
             let other = incremental.get(key).cloned().unwrap_or_default();
@@ -273,7 +262,7 @@ async fn after_50_percent_of_edits_an_incremental_pair_equals_a_full_pair_with_i
 async fn a_pair_when_nothing_changed_rescores_nothing_and_leaves_the_table_as_it_was(b: Backend) {
     blocking(move || {
         let (catalog, t, _) = paired(b, 61);
-        let before = whole_table(&catalog, &t);
+        let before = table(&catalog, &t);
         let state = catalog.store.pairing(&t, &never()).unwrap();
         let report = run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
         assert_eq!(report["mode"], "incremental", "{report}");
@@ -284,7 +273,7 @@ async fn a_pair_when_nothing_changed_rescores_nothing_and_leaves_the_table_as_it
         );
         assert_eq!(report["products"], PRODUCTS, "{report}");
         assert_eq!(before.len() as u64, report["paired"].as_u64().unwrap());
-        assert_eq!(whole_table(&catalog, &t), before);
+        assert_eq!(table(&catalog, &t), before);
         assert_eq!(catalog.store.pairing(&t, &never()).unwrap(), state);
     })
     .await
@@ -296,7 +285,7 @@ async fn a_cancelled_incremental_pair_leaves_the_previous_table_and_state_whole(
         apply(&catalog, &t, &demo::edit_hard(&products, 0.05, 72));
         // The table and state as the edits left them, before the pair that is cancelled.
         let (before, state) = (
-            whole_table(&catalog, &t),
+            table(&catalog, &t),
             catalog.store.pairing(&t, &never()).unwrap(),
         );
         let stop = CancellationToken::new();
@@ -312,7 +301,7 @@ async fn a_cancelled_incremental_pair_leaves_the_previous_table_and_state_whole(
             "{stopped:?}"
         );
         assert_eq!(
-            whole_table(&catalog, &t),
+            table(&catalog, &t),
             before,
             "the previous table stays whole"
         );

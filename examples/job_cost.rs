@@ -84,7 +84,7 @@ fn cost(step: &'static str, before: &Counters, after: &Counters, n: usize) -> Co
     let total: u64 = deltas.iter().map(|(_, d)| d).sum();
     let scripts: u64 = deltas
         .iter()
-        .filter(|(name, _)| name.starts_with("eval"))
+        .filter(|(name, _)| name.starts_with("eval") || name.starts_with("fcall"))
         .map(|(_, d)| d)
         .sum();
     let top = deltas
@@ -241,7 +241,11 @@ async fn main() {
     };
     let store = RedisStore::open(&url, settings).expect("the URL parses");
     store.ping().await.expect("Redis answers");
-    let new_job = |i| common::new_job(&format!("cost-{}-{i}", std::process::id()), "enrich");
+    // Each in its tenant's order, as the service makes a sync, an enrich or a pair.
+    let new_job = |i| NewJob {
+        in_order: true,
+        ..common::new_job(&format!("cost-{}-{i}", std::process::id()), "enrich")
+    };
     let jobs: Vec<NewJob> = (0..n).map(new_job).collect();
     let mut lines = queued_life(&store, &mut meter, &jobs).await;
     let more: Vec<NewJob> = (n..2 * n).map(new_job).collect();

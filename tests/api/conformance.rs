@@ -1530,6 +1530,143 @@ mod redis_only {
             .unwrap();
         (stats, answer)
     }
+
+    /// Every command Redis's `INFO commandstats` counts (the `FCALL`s and the commands inside
+    /// them), but `counted`'s own `CONFIG RESETSTAT`.
+    fn commands(stats: &str) -> u64 {
+        stats
+            .lines()
+            .filter_map(|l| l.strip_prefix("cmdstat_")?.split_once(":calls="))
+            .filter(|(name, _)| !name.starts_with("config"))
+            .filter_map(|(_, rest)| rest.split(',').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Lean jobs: the harness's job — its tenant's first, ordered, claimed for the worker of
+    /// the process that accepted it — is created in one call of 17 commands (the `FCALL`
+    /// and what it runs), not 19: its empty listing says the tenant created nothing this
+    /// minute (no `ZSCORE`), and the count is written in the listing's own `ZADD` (no
+    /// `ZINCRBY`); its finish is one call of 10, not 11: the lock read and released with one
+    /// `GETDEL`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_tenants_first_job_is_created_in_17_commands_and_finished_in_10() {
+        let (redis, s, _) = drained().await;
+        let mut conn = redis.connection().await;
+        let job = ordered(&tenant(), "sync");
+        let (stats, made) = counted(&mut conn, s.create_claimed(job.clone(), "w/1")).await;
+        let Created::Created(made, _) = made.unwrap() else {
+            panic!("the job is created")
+        };
+        assert_eq!(made.status, Status::Running);
+        assert_eq!(calls(&stats, "fcall"), 1, "{stats}");
+        assert_eq!(
+            calls(&stats, "zscore") + calls(&stats, "zincrby"),
+            0,
+            "{stats}"
+        );
+        assert!(commands(&stats) <= 17, "{stats}");
+        let run = job.clone().first_claim(made.created_at).run;
+        let done = Outcome::Done(json!({}));
+        let ended = RunRef::new(&job, &run, made.created_at).ended(&done, 0);
+        let (stats, finished) = counted(&mut conn, s.finish(ended)).await;
+        assert_eq!(finished.unwrap(), Finish::Applied);
+        assert_eq!(calls(&stats, "get"), 0, "{stats}");
+        assert_eq!(calls(&stats, "getdel"), 1, "{stats}");
+        // (An hour's first end in the group also sets its stats bucket's expiry: EXPIREAT.)
+        assert!(
+            commands(&stats) - calls(&stats, "expireat") <= 10,
+            "{stats}"
+        );
+        let lock = Keys::new(&s.settings().prefix).lock(&job.tenant, &job.kind);
+        let held: Option<String> = redis::cmd("GET")
+            .arg(&lock)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(held, None, "the lock is released");
+        // The count written with the listing holds: a second create this minute reads 1.
+        let limited = catalog_jobs::jobs::redis::RedisStore::open(
+            &redis.url(),
+            StoreSettings {
+                creates_per_minute: 1,
+                prefix: s.settings().prefix.clone(),
+                ..settings()
+            },
+        )
+        .unwrap();
+        crate::helpers::clear_of_a_minute_edge().await;
+        let t = tenant();
+        create(&limited, &ordered(&t, "sync")).await;
+        let again = limited.create(ordered(&t, "enrich")).await.unwrap();
+        assert!(matches!(again, Created::RateLimited(_)), "{again:?}");
+    }
+
+    /// Lean jobs: a job ending leaves another job's lock as it was (the lock it took expired
+    /// and another job took it): `GETDEL` reads and releases it in one command, and puts back
+    /// a lock it finds held by another.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_job_ending_puts_back_a_lock_another_job_holds() {
+        let (redis, s, _) = drained().await;
+        let mut conn = redis.connection().await;
+        let job = new_job(&tenant(), "sync");
+        let (made, run) = start(&s, &job).await;
+        let lock = Keys::new(&s.settings().prefix).lock(&job.tenant, &job.kind);
+        let other = JobId::for_tenant(&job.tenant).to_string();
+        let _: () = redis::cmd("SET")
+            .arg(&lock)
+            .arg(&other)
+            .arg("EX")
+            .arg(86_400)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let outcome = Outcome::Done(json!({}));
+        assert_eq!(
+            finish(&s, &job, &run, &made, outcome).await,
+            Finish::Applied
+        );
+        let held: Option<String> = redis::cmd("GET")
+            .arg(&lock)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(held.as_deref(), Some(other.as_str()));
+        let ttl: i64 = redis::cmd("TTL")
+            .arg(&lock)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(ttl > 0, "the lock put back keeps an expiry: {ttl}");
+    }
+
+    /// Lean jobs: a claim takes each job off the ready queue with one `LPOP` (no `LINDEX`
+    /// first); a job whose record the call did not name (another process queued it) is put
+    /// back at the head, so the queue keeps its order and the claim's next call takes it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_claim_takes_a_job_with_one_pop_and_puts_back_one_it_did_not_name() {
+        let (redis, s, kinds) = drained().await;
+        let other = catalog_jobs::jobs::redis::RedisStore::open(
+            &redis.url(),
+            StoreSettings {
+                prefix: s.settings().prefix.clone(),
+                ..settings()
+            },
+        )
+        .unwrap();
+        let t = tenant();
+        let (mine, theirs) = (new_job(&t, "sync"), new_job(&tenant_beside(&t), "sync"));
+        create(&s, &mine).await;
+        create(&other, &theirs).await;
+        let mut conn = redis.connection().await;
+        let (stats, claims) = counted(&mut conn, s.claim_many("w/1", &kinds, 2)).await;
+        let claimed: Vec<JobId> = claims.unwrap().iter().map(|c| c.job.id).collect();
+        assert_eq!(claimed, vec![mine.id, theirs.id], "{stats}");
+        assert_eq!(calls(&stats, "lindex"), 0, "{stats}");
+        // Its own job, theirs (not named: put back), theirs again in the next call.
+        assert_eq!(calls(&stats, "lpop"), 3, "{stats}");
+        assert_eq!(calls(&stats, "lpush"), 1, "{stats}");
+        assert_eq!(calls(&stats, "fcall"), 2, "{stats}");
+    }
 }
 
 /// Replicas of two versions during a deploy: the queue's head holds jobs of kinds this

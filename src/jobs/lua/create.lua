@@ -98,7 +98,9 @@ local function queues()
 end
 if waiting >= MAX_QUEUED and queues() then return {'queue_full', ''} end
 local window = math.floor(now / 60000)
-if limit > 0 and creates_in(tenant, window) >= limit then
+-- The tenant's creates this minute before this one (read only under a limit).
+local count = limit > 0 and creates_in(tenant, window) or 0
+if limit > 0 and count >= limit then
   return {'rate_limited', int((window + 1) * 60000 - now)}
 end
 -- The reach of dropping the tenant's spent idempotency keys (below): once its set is past
@@ -141,7 +143,7 @@ end
 local here = worker ~= '' and waiting == 0 and #jobs == 1
 -- What became of the first job: the job it waits for and its kind, or whether it was claimed.
 local first_ahead, first_kind, claimed = nil, nil, false
--- Whether the tenant's listing was empty before these jobs: count_create has no old counts
+-- Whether the tenant's listing was empty before these jobs: drop_old_counts has no old counts
 -- to drop then.
 local fresh = false
 for n, new in ipairs(jobs) do
@@ -178,7 +180,8 @@ for n, new in ipairs(jobs) do
   write_job(hkey, record)
   redis.call('EXPIRE', hkey, TTL_S)
   redis.call('SET', k_lock(tenant, job.kind), id, 'EX', TTL_S)
-  local pushed = list_push(tenant, id)
+  -- The first job's push counts the create (under a limit) in the same command.
+  local pushed = list_push(tenant, id, n == 1 and limit > 0 and count + 1 or nil, window)
   if n == 1 then fresh = pushed end
   index_job(tenant, id, now)
   -- Only a queue that was empty can have idle dispatchers: a busy one claims again by itself.
@@ -212,7 +215,7 @@ if idem then
   end
   redis.call('EXPIRE', names, TTL_S)
 end
-if limit > 0 then count_create(tenant, window, fresh) end
+if limit > 0 and count == 0 then drop_old_counts(tenant, window, fresh) end
 -- A created answer: the first job's outcome, then the stale holders taken over.
 local function created(code, ahead, kind)
   local answer = {code, int(now), ahead or '', kind or ''}

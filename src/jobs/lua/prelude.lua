@@ -353,23 +353,6 @@ local function listed(tenant, n)
     n or -1)
 end
 
--- How many jobs the tenant created in clock minute `window`.
-local function creates_in(tenant, window)
-  return tonumber(redis.call('ZSCORE', k_tenant(tenant), '~' .. int(window)) or '0')
-end
-
--- Counts a create of the tenant in clock minute `window`; the first of a minute drops the
--- counts of the minutes before, unless the listing was `fresh` (empty before this create: it
--- holds none). The listing's TTL is set by list_push, in the same step.
-local function count_create(tenant, window, fresh)
-  local list, this = k_tenant(tenant), '~' .. int(window)
-  if tonumber(redis.call('ZINCRBY', list, '1', this)) == 1 and not fresh then
-    for _, old in ipairs(redis.call('ZRANGEBYSCORE', list, '-inf', COUNTS_BELOW)) do
-      if old ~= this then redis.call('ZREM', list, old) end
-    end
-  end
-end
-
 -- The highest score in the tenant's listing `list` (its newest job's, from JOBS_FROM on).
 local function newest(list)
   if list ~= TOP_OF then
@@ -379,14 +362,44 @@ local function newest(list)
   return TOP
 end
 
+-- The member counting a tenant's creates in clock minute `window`: `~<minute>`.
+local COUNT_MARK = '~'
+local function count_name(window) return COUNT_MARK .. int(window) end
+
+-- How many jobs the tenant created in clock minute `window`. An empty listing holds no count:
+-- its newest score (read once a call, and the create's push reads it anyway) says so, and
+-- the count is not read.
+local function creates_in(tenant, window)
+  local list = k_tenant(tenant)
+  if newest(list) == 0 then return 0 end
+  return tonumber(redis.call('ZSCORE', list, count_name(window)) or '0')
+end
+
+-- After a create counted as the first of its minute (list_push wrote the count): drops the
+-- counts of the minutes before, unless the listing was `fresh` (empty before this create: it
+-- holds none).
+local function drop_old_counts(tenant, window, fresh)
+  if fresh then return end
+  local list, this = k_tenant(tenant), count_name(window)
+  for _, old in ipairs(redis.call('ZRANGEBYSCORE', list, '-inf', COUNTS_BELOW)) do
+    if old ~= this then redis.call('ZREM', list, old) end
+  end
+end
+
 -- Puts a job id at the head of its tenant's listing, trims the listing to its cap and
 -- deletes the trimmed jobs that have ended (an active one keeps its record until it ends).
+-- With `count` (a create's count of its minute `window`, this create included, read by
+-- creates_in), the count is written in the same ZADD (one command where a ZINCRBY was a second).
 -- The listing's TTL follows its newest job. Answers whether the listing was empty before.
-local function list_push(tenant, id)
+local function list_push(tenant, id, count, window)
   local list = k_tenant(tenant)
   local top = newest(list)
   local score = math.max(JOBS_FROM, top + 1)
-  redis.call('ZADD', list, int(score), id)
+  if count then
+    redis.call('ZADD', list, int(score), id, int(count), count_name(window))
+  else
+    redis.call('ZADD', list, int(score), id)
+  end
   TOP = score
   -- Jobs have distinct scores from JOBS_FROM to `score`: a listing whose scores span no more
   -- than CAP holds no more than CAP jobs, and is not counted. At most one count shares the
@@ -543,8 +556,11 @@ local function end_job(id, job, fields, now)
     now)
   write_job(hkey, fields)
   if aged(job.created_ms, now) then redis.call('EXPIRE', hkey, TTL_S) end
+  -- The lock taken and read in one command; in the rare case it held another job (this one's
+  -- lock expired and was taken since), it is put back.
   local lock = k_lock(job.tenant, job.kind)
-  if redis.call('GET', lock) == id then redis.call('DEL', lock) end
+  local holder = redis.call('GETDEL', lock)
+  if holder and holder ~= id then redis.call('SET', lock, holder, 'EX', TTL_S) end
   redis.call('ZREM', k_group(K_LEASES), id)
   if job.awaited then redis.call('PUBLISH', CHANNEL, 'end:' .. id) end
   count_end(job.kind, fields.status, fields.finished_ms)
@@ -572,18 +588,22 @@ end
 -- rollback) goes to the tail for a worker that does, and this one looks further; once it
 -- meets such a job a second time it has seen the whole queue and claims nothing.
 -- A call takes only jobs whose records it named: it stops at the first entry whose record it
--- did not (its caller names the queue's head next time: `queue_head`).
+-- did not (its caller names the queue's head next time: `queue_head`). Each entry is taken
+-- with one LPOP, not read first (LINDEX) and then taken: an entry it stops at is put back at
+-- the head, where it was, which is rare (a head the caller had not seen yet).
 -- Answers nil, or {id, then the whole record as stored, name, value, …, as HGETALL would
 -- answer it after the claim}; and second, true when it found the queue empty.
 local function claim_one(worker, runs, now)
   local first_passed = nil
+  -- Checked before anything is taken off the queue: every claim's call names it.
+  k_group(K_LEASES)
   while true do
-    local id = redis.call('LINDEX', K_QUEUE, '0')
+    local id = redis.call('LPOP', K_QUEUE)
     if not id then return nil, true end
-    if id == first_passed then return nil end
-    if not declared(job_name(id)) then return nil end
-    k_group(K_LEASES)
-    redis.call('LPOP', K_QUEUE)
+    if id == first_passed or not declared(job_name(id)) then
+      redis.call('LPUSH', K_QUEUE, id)
+      return nil
+    end
     LOOKED = LOOKED + 1
     local hkey = k_job(id)
     -- The whole record in one read: the worker is handed all of it, as written below.

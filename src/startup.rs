@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::api::server::ConnectionLimits;
-use crate::api::{self, AppState, Guard};
+use crate::api::{self, AppState, Guard, Shared};
 use crate::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
 use crate::catalog::{Catalog, CatalogSettings};
 use crate::config::tokens::Tokens;
@@ -92,7 +92,7 @@ impl App {
             runner_settings(&config),
             Arc::new(crate::metrics::RunMetrics),
         );
-        let state = AppState {
+        let state = AppState::new(Shared {
             runner,
             store,
             catalog,
@@ -102,7 +102,7 @@ impl App {
                 config.max_body_bytes,
             ),
             guard,
-        };
+        });
         Ok(Self {
             listener,
             addr,

@@ -43,9 +43,30 @@ use error::ApiError;
 pub const OPEN_WARNING: &str =
     "no API_TOKENS_FILE or API_TOKENS: every client may read and act on every tenant's jobs and products";
 
-/// What every handler shares.
+/// What every handler shares, behind one `Arc`: axum clones the state of every
+/// `from_fn_with_state` layer and every extractor's `State` for each request, and cloning the
+/// fields one by one (the runner's cancellation tokens take a lock each, its worker name is a
+/// `String`) was ~8 % of a poll's CPU in the profile (docs/performance.md, "The service's own
+/// CPU"). Fields read through `Deref`: `app.store`, `app.runner`.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The services and settings [`AppState`] shares.
+pub struct Shared {
     pub runner: Runner,
     pub store: Arc<dyn JobStore>,
     pub catalog: Arc<Catalog>,

@@ -7,10 +7,14 @@
 
 pub mod store;
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{LazyLock, OnceLock, RwLock};
 use std::time::Duration;
 
-use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
+    Gauge, Histogram,
+};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::jobs::run::RunObserver;
@@ -112,7 +116,13 @@ pub async fn upkeep() {
 }
 
 pub fn job_created(kind: &str) {
-    counter!(JOBS_CREATED, "kind" => kind.to_owned()).increment(1);
+    COUNTERS
+        .by(
+            JOBS_CREATED,
+            kind,
+            || counter!(JOBS_CREATED, "kind" => kind.to_owned()),
+        )
+        .increment(1);
 }
 
 /// A job start refused before anything was created: `already_running`, `overloaded` or
@@ -146,13 +156,27 @@ pub struct RunMetrics;
 
 impl RunObserver for RunMetrics {
     fn started(&self, kind: &Kind, waited: Duration) {
-        histogram!(JOB_QUEUE_WAIT, "kind" => kind.as_str().to_owned()).record(waited);
-        gauge!(JOBS_RUNNING, "kind" => kind.as_str().to_owned()).increment(1.0);
+        let kind = kind.as_str();
+        HISTOGRAMS
+            .by(
+                JOB_QUEUE_WAIT,
+                kind,
+                || histogram!(JOB_QUEUE_WAIT, "kind" => kind.to_owned()),
+            )
+            .record(waited);
+        running(kind).increment(1.0);
     }
 
     fn stopped(&self, kind: &Kind, ran: Duration) {
-        gauge!(JOBS_RUNNING, "kind" => kind.as_str().to_owned()).decrement(1.0);
-        histogram!(JOB_DURATION, "kind" => kind.as_str().to_owned()).record(ran);
+        let kind = kind.as_str();
+        running(kind).decrement(1.0);
+        HISTOGRAMS
+            .by(
+                JOB_DURATION,
+                kind,
+                || histogram!(JOB_DURATION, "kind" => kind.to_owned()),
+            )
+            .record(ran);
     }
 
     fn finished(&self, kind: &Kind, outcome: &Outcome) {
@@ -160,9 +184,52 @@ impl RunObserver for RunMetrics {
     }
 }
 
+/// The jobs of `kind` running here.
+fn running(kind: &str) -> Gauge {
+    GAUGES.by(
+        JOBS_RUNNING,
+        kind,
+        || gauge!(JOBS_RUNNING, "kind" => kind.to_owned()),
+    )
+}
+
+/// Handles of metrics with one label, kept once made, by metric name and then the label's
+/// value (a kind, a store operation: bounded sets). The recorder's own lookup, which the
+/// macros make at every call, builds the labels (a `String` and a `Vec`) and hashes them; a
+/// job made ~10 of them (docs/performance.md, "The service's own CPU").
+struct Kept<H>(LazyLock<RwLock<HashMap<&'static str, HashMap<String, H>>>>);
+
+static COUNTERS: Kept<Counter> = Kept(LazyLock::new(Default::default));
+static GAUGES: Kept<Gauge> = Kept(LazyLock::new(Default::default));
+static HISTOGRAMS: Kept<Histogram> = Kept(LazyLock::new(Default::default));
+
+impl<H: Clone> Kept<H> {
+    /// The handle of metric `name` with label value `value`, made by `make` the first time.
+    /// Until the recorder is installed a handle would count nowhere for ever: none is kept.
+    fn by(&self, name: &'static str, value: &str, make: impl FnOnce() -> H) -> H {
+        if HANDLE.get().is_none() {
+            return make();
+        }
+        // A panic while the lock was held left whole entries only: a poisoned map is consistent.
+        let kept = self.0.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(handle) = kept.get(name).and_then(|by_value| by_value.get(value)) {
+            return handle.clone();
+        }
+        drop(kept);
+        let mut kept = self.0.write().unwrap_or_else(|p| p.into_inner());
+        kept.entry(name)
+            .or_default()
+            .entry(value.to_owned())
+            .or_insert_with(make)
+            .clone()
+    }
+}
+
 /// A store operation answered (or failed) after `elapsed`.
 pub fn store_op(op: &'static str, elapsed: Duration, failed: bool) {
-    histogram!(STORE_LATENCY, "op" => op).record(elapsed);
+    HISTOGRAMS
+        .by(STORE_LATENCY, op, || histogram!(STORE_LATENCY, "op" => op))
+        .record(elapsed);
     if failed {
         counter!(STORE_ERRORS, "op" => op).increment(1);
     }
@@ -173,12 +240,108 @@ const KNOWN_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"
 
 /// An HTTP request answered: `route` is the matched template (or [`UNMATCHED_ROUTE`]).
 pub fn http_request(route: &str, method: &str, status: u16, elapsed: Duration) {
-    let method = if KNOWN_METHODS.contains(&method) {
-        method.to_owned()
-    } else {
-        "OTHER".to_owned()
+    let method = KNOWN_METHODS
+        .iter()
+        .find(|known| **known == method)
+        .copied()
+        .unwrap_or("OTHER");
+    // Until the recorder is installed a handle would count nowhere for ever: not kept.
+    if HANDLE.get().is_none() {
+        counter!(HTTP_REQUESTS, "route" => route.to_owned(), "method" => method, "status" => status.to_string())
+            .increment(1);
+        histogram!(HTTP_DURATION, "route" => route.to_owned()).record(elapsed);
+        return;
+    }
+    let (count, duration) = http_handles(route, method, status);
+    count.increment(1);
+    duration.record(elapsed);
+}
+
+/// The handles of one route's HTTP metrics: its duration, and its count by method and status
+/// (a handful each: a short list beats a second map).
+struct RouteHandles {
+    duration: Histogram,
+    counts: Vec<(&'static str, u16, Counter)>,
+}
+
+/// Every route's handles, kept once made. The recorder's own lookup builds the labels (three
+/// `String`s and their `Vec`) and hashes them at every request: 1.3 % of a poll's CPU in the
+/// profile (docs/performance.md, "The service's own CPU"). Routes, methods and statuses are
+/// bounded sets (see the module's doc), so this holds a few hundred handles at most.
+static HTTP_HANDLES: LazyLock<RwLock<HashMap<String, RouteHandles>>> =
+    LazyLock::new(|| RwLock::new(HashMap::new()));
+
+/// The counter of `route`, `method` and `status`, and `route`'s histogram: read under the
+/// shared lock, made (by the recorder, as the macros would) under the exclusive one the first time.
+fn http_handles(route: &str, method: &'static str, status: u16) -> (Counter, Histogram) {
+    let found = |routes: &HashMap<String, RouteHandles>| {
+        let handles = routes.get(route)?;
+        let (_, _, count) = handles
+            .counts
+            .iter()
+            .find(|(m, s, _)| *m == method && *s == status)?;
+        Some((count.clone(), handles.duration.clone()))
     };
-    counter!(HTTP_REQUESTS, "route" => route.to_owned(), "method" => method, "status" => status.to_string())
-        .increment(1);
-    histogram!(HTTP_DURATION, "route" => route.to_owned()).record(elapsed);
+    // A panic while the lock was held left whole entries only: a poisoned map is consistent.
+    if let Some(kept) = found(&HTTP_HANDLES.read().unwrap_or_else(|p| p.into_inner())) {
+        return kept;
+    }
+    let mut routes = HTTP_HANDLES.write().unwrap_or_else(|p| p.into_inner());
+    let handles = routes
+        .entry(route.to_owned())
+        .or_insert_with(|| RouteHandles {
+            duration: histogram!(HTTP_DURATION, "route" => route.to_owned()),
+            counts: Vec::new(),
+        });
+    let same = |(m, s, _): &&(&'static str, u16, Counter)| *m == method && *s == status;
+    let count = match handles.counts.iter().find(same) {
+        Some((_, _, count)) => count.clone(),
+        None => {
+            let count = counter!(HTTP_REQUESTS, "route" => route.to_owned(), "method" => method, "status" => status.to_string());
+            handles.counts.push((method, status, count.clone()));
+            count
+        }
+    };
+    (count, handles.duration.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of the sample of `metric` whose labels are exactly `labels`, as rendered.
+    fn sample(metric: &str, labels: &str) -> Option<f64> {
+        let head = format!("{metric}{{{labels}}} ");
+        render()
+            .lines()
+            .find_map(|line| line.strip_prefix(&head)?.parse().ok())
+    }
+
+    #[test]
+    fn kept_handles_count_each_route_method_and_status_and_each_kind_apart() {
+        handle();
+        let route = "/kept/handles";
+        for (method, status) in [("GET", 200), ("GET", 200), ("GET", 404), ("POST", 200)] {
+            http_request(route, method, status, Duration::from_millis(1));
+        }
+        http_request(route, "BREW", 200, Duration::from_millis(1));
+        let count = |method: &str, status: u16| {
+            let labels = format!(r#"route="{route}",method="{method}",status="{status}""#);
+            sample(HTTP_REQUESTS, &labels)
+        };
+        assert_eq!(count("GET", 200), Some(2.0));
+        assert_eq!(count("GET", 404), Some(1.0));
+        assert_eq!(count("POST", 200), Some(1.0));
+        assert_eq!(count("OTHER", 200), Some(1.0));
+        let requests = format!(r#"route="{route}""#);
+        assert_eq!(
+            sample(&format!("{HTTP_DURATION}_count"), &requests),
+            Some(4.0 + 1.0)
+        );
+        job_created("kept-a");
+        job_created("kept-a");
+        job_created("kept-b");
+        assert_eq!(sample(JOBS_CREATED, r#"kind="kept-a""#), Some(2.0));
+        assert_eq!(sample(JOBS_CREATED, r#"kind="kept-b""#), Some(1.0));
+    }
 }

@@ -66,13 +66,13 @@ pub async fn access(mut request: Request, next: Next) -> Response {
     let span = info_span!("request", request_id = %id);
     let mut response = next.run(request).instrument(span.clone()).await;
     let elapsed = started.elapsed();
-    let route = response
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_owned())
-        .unwrap_or_else(|| metrics::UNMATCHED_ROUTE.to_owned());
+    // A clone of the shared template (an `Arc`), not a new `String` a request.
+    let matched = response.extensions().get::<MatchedPath>().cloned();
+    let route = matched
+        .as_ref()
+        .map_or(metrics::UNMATCHED_ROUTE, MatchedPath::as_str);
     let status = response.status();
-    metrics::http_request(&route, method.as_str(), status.as_u16(), elapsed);
+    metrics::http_request(route, method.as_str(), status.as_u16(), elapsed);
     let note = response.extensions().get::<ErrorNote>();
     // Absent on a success (an `Option` field with `None` records nothing).
     let code = note.map(|n| n.code);

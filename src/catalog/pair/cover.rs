@@ -181,6 +181,19 @@ impl Cover {
         best - bound + self.tail
     }
 
+    /// The most a product in the pair list of top words `i` and `j` can score: the
+    /// heaviest open set holding both, with every unread lighter word.
+    pub fn pair_bound(&self, i: usize, j: usize) -> f32 {
+        let mut best = f32::NEG_INFINITY;
+        let mut open = self.open & CONTAINS[i] & CONTAINS[j];
+        while open != 0 {
+            let m = open.trailing_zeros() as usize;
+            open &= open - 1;
+            best = best.max(self.sums[m]);
+        }
+        best + self.tail
+    }
+
     /// The shortest list that holds the open set `set` (of the top words) together with
     /// the unread lighter words; `None` when nothing is left to read.
     pub fn next(&self, set: usize) -> Option<Next> {

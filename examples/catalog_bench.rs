@@ -179,9 +179,7 @@ fn run(n: usize, easy: bool) {
     let enrich_s = started.elapsed().as_secs_f64();
     assert_eq!(report["products"], n);
 
-    let settled_s = settle_allocator();
-    let loaded = rss_mib();
-    let held = Heap::held_mib();
+    let (loaded, held) = settled("the enrich and the bench");
     reset_peak();
     Heap::reset();
     let started = Instant::now();
@@ -200,7 +198,6 @@ fn run(n: usize, easy: bool) {
     let peak = peak_rss_mib();
     let heap = Heap::most_mib() - held;
     phases.print("full pair");
-    println!("           before it, glibc sorted the blocks freed by the enrich and the bench in {settled_s:.2} s (untimed)");
     let products = generate(n, easy);
     let (found, expected) = demo::family_recall(
         &products,
@@ -260,6 +257,14 @@ fn settle_allocator() -> f64 {
     started.elapsed().as_secs_f64()
 }
 
+/// Settles the allocator (`settle_allocator`) before a timed pair, says how long it took
+/// for the blocks freed `by`, and answers the resident set and heap held then.
+fn settled(by: &str) -> (f64, f64) {
+    let seconds = settle_allocator();
+    println!("           before the next pair, glibc sorted the blocks freed by {by} in {seconds:.2} s (untimed)");
+    (rss_mib(), Heap::held_mib())
+}
+
 /// The share of the catalogue a nightly sync is taken to change.
 const EDITED_SHARE: f64 = 0.01;
 
@@ -278,8 +283,7 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Ed
     let never = CancellationToken::new();
     let params = enrich::EnrichParams { force: false };
     run_unfenced(catalog, tenant, &params, &never, None).expect("enrich runs");
-    let settled_s = settle_allocator();
-    let (before, held) = (rss_mib(), Heap::held_mib());
+    let (before, held) = settled("the edits, the enrich and the bench");
     reset_peak();
     Heap::reset();
     let started = Instant::now();
@@ -298,7 +302,6 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Ed
     let wall = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu_before;
     phases.print("incremental");
-    println!("           before it, glibc sorted the blocks freed by the edits, the enrich and the bench in {settled_s:.2} s (untimed)");
     format!(
         "           after {:.0} % edits: {} pair {wall:.2} s (CPU {cpu:.2} s, {} re-scored: {}; changes {}) | peak RSS {:.0} MiB (before it {before:.0} MiB, the store's catalogue, state and kept index {held:.0} MiB of heap) | its own peak heap {:.0} MiB | the index kept for the next pair {:.0} MiB",
         EDITED_SHARE * 100.0,

@@ -34,6 +34,15 @@ impl Api {
         }
     }
 
+    /// The same service, polled with `patience` instead (for a test whose jobs wait behind
+    /// many others in the shared queue).
+    pub fn patient(&self, patience: Duration) -> Self {
+        Self {
+            patience,
+            ..self.clone()
+        }
+    }
+
     /// `http://host:port`, without a trailing slash.
     pub fn base(&self) -> String {
         self.base.clone()

@@ -321,14 +321,17 @@ end
 local function note(id, job, fields, typ, status, percent, step, now, extra)
   local seq = tonumber(fields.events or job.events or '0')
   local ms = math.max(now, tonumber(fields.event_ms or job.event_ms or '0'))
-  fields.events, fields.event_ms = seq + 1, ms
+  fields.events = seq + 1
+  -- An end's event is the job's last: what dates the next one is not kept (13 bytes a job).
+  if typ ~= 'finished' then fields.event_ms = ms end
   local at = ms - tonumber(job.created_ms or fields.created_ms or now)
   -- One concatenation of kept strings (`int`), where string.format cost several sprintf calls;
   -- the percent is written as '%d' would write it (truncated).
   local p = tonumber(percent) or 0
+  -- The step is left empty when it is the type's usual one (DEFAULT_STEPS).
   local value = int(seq) .. '|' .. (EVENT_CODES[typ] or typ) .. '|' .. int(at) .. '|' ..
     (STATUS_CODES[status] or status) .. '|' .. int(p - math.fmod(p, 1)) .. '|' ..
-    (extra or '') .. '|' .. (step or '')
+    (extra or '') .. '|' .. (step ~= DEFAULT_STEPS[typ] and step or '')
   fields[typ == 'progress' and '@tick' or '@' .. int(seq)] = value
   local heard, channel = followed(job.tenant)
   if heard then
@@ -551,7 +554,7 @@ local after_end
 -- (`after_end`). `job` was read with RUN_FIELDS.
 local function end_job(id, job, fields, now)
   local hkey = k_job(id)
-  fields.updated_ms = now
+  -- updated_ms is not written: an ended job's reads as its finished_ms (jobs/redis/record.rs).
   note(id, job, fields, 'finished', fields.status, fields.percent or job.percent, fields.step,
     now)
   write_job(hkey, fields)

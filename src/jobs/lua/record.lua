@@ -15,9 +15,11 @@
 -- `seq` is the field `@<seq>` (a lifecycle event, kept as long as the job), or for progress
 -- `@tick` (the latest tick) and `@p<slot>` (a ring of PROGRESS_KEPT sampled ticks); `events`
 -- counts the events noted, ticks included, and `event_ms` is the last one's time (an event is
--- never dated before the one before it), so ids only grow. An event's value is
+-- never dated before the one before it), so ids only grow; a job's last event, `finished`,
+-- leaves it as it was (no event follows an end, so nothing reads it again). An event's value is
 -- `seq|type|ms since created_ms|status|percent|extra|step` (`note` in the prelude; `Hash::event`
--- in jobs/redis/record.rs reads it), its type and status written as their codes
+-- in jobs/redis/record.rs reads it; the step empty when it is its type's DEFAULT_STEPS),
+-- its type and status written as their codes
 -- (EVENT_CODES, STATUS_CODES; a word without a code is written whole). A pipeline's steps are
 -- pieces too, one step a piece (`steps`, `steps.2`, …: `kind:id:share,`), so a script reads
 -- them one by one.
@@ -36,6 +38,11 @@ local EVENT_CODES = {created = 'c', started = 's', progress = 'p', cancel_reques
   released = 'g', requeued = 'q', lost = 'l', restored = 'r', superseded = 'o', finished = 'f'}
 local STATUS_CODES = {queued = 'q', running = 'r', done = 'd', failed = 'f', cancelled = 'c',
   cancelling = 'x', lost = 'l'}
+-- The step an event of each type usually carries: an event whose step is its type's is stored
+-- with an empty step (~22 bytes a short job's timeline; these types never note an empty one,
+-- and a reader older than this shows it empty rather than failing). DEFAULT_STEPS in
+-- jobs/redis/record.rs is the same list.
+local DEFAULT_STEPS = {created = 'queued', started = 'starting', finished = 'finished'}
 
 -- The stored name of field `name`, or of a piece of it (`<name>.<n>`); an event field (`@…`)
 -- is stored as named.

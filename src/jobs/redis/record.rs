@@ -127,6 +127,14 @@ pub const EVENT_CODES: &[(&str, &str)] = &[
     ("finished", "f"),
 ];
 
+/// The step an event of each type usually carries, stored empty in an event that carries it
+/// (`DEFAULT_STEPS` in `lua/record.lua`, the same list; these types never carry an empty one).
+pub const DEFAULT_STEPS: &[(&str, &str)] = &[
+    ("created", "queued"),
+    ("started", "starting"),
+    ("finished", "finished"),
+];
+
 /// Each status's code in a stored event (`STATUS_CODES` in `lua/record.lua`).
 pub const STATUS_CODES: &[(&str, &str)] = &[
     ("queued", "q"),
@@ -312,7 +320,8 @@ impl Hash {
 
     /// What a reader sees, `lost` derived at `now_ms`; `None` for an empty hash (no job).
     /// create.lua leaves out what equals a default: percent 0, attempt 0, updated_ms and
-    /// heartbeat_ms equal to created_ms.
+    /// heartbeat_ms equal to created_ms; an end leaves updated_ms as it was, and an ended job
+    /// was last updated when it finished.
     pub fn snapshot(
         &self,
         id: &JobId,
@@ -326,6 +335,8 @@ impl Hash {
             .ok_or_else(|| StoreError::Corrupt("unknown status".into()))?;
         let created_at = self.num(Field::CreatedMs)?;
         let heartbeat_at = self.opt_num(Field::HeartbeatMs).unwrap_or(created_at);
+        let finished_at = self.opt_num(Field::FinishedMs);
+        let updated_at = self.opt_num(Field::UpdatedMs).unwrap_or(created_at);
         let cancel_requested_at = self.opt_num(Field::CancelRequestedMs);
         let origin = self.origin();
         let snapshot = Snapshot {
@@ -340,9 +351,9 @@ impl Hash {
             error: self.owned(Field::Error),
             created_at,
             started_at: self.opt_num(Field::StartedMs),
-            updated_at: self.opt_num(Field::UpdatedMs).unwrap_or(created_at),
+            updated_at: finished_at.map_or(updated_at, |f| f.max(updated_at)),
             heartbeat_at,
-            finished_at: self.opt_num(Field::FinishedMs),
+            finished_at,
             cancel_requested_at,
             attempt: self.opt_num(Field::Attempt).unwrap_or(0) as u32,
             max_attempts: settings.max_attempts,
@@ -434,7 +445,8 @@ impl Hash {
     }
 
     /// One event's value, `seq|type|ms since created|status|percent|extra|step` (type and
-    /// status as their codes, [`EVENT_CODES`] and [`STATUS_CODES`]), with the
+    /// status as their codes, [`EVENT_CODES`] and [`STATUS_CODES`]; the step empty when it is
+    /// its type's [`DEFAULT_STEPS`]), with the
     /// fields its type adds: its own (`extra`: attempt and worker of a start) or the
     /// record's (the request id of `created`, who asked of `cancel_requested`, …).
     fn event(&self, created: u64, value: &str) -> Option<(u64, TimelineEvent)> {
@@ -445,7 +457,14 @@ impl Hash {
         let status = decoded(STATUS_CODES, parts.next()?);
         let percent = parts.next()?.parse::<f64>().ok()?.clamp(0.0, 100.0) as u8;
         let own = parts.next()?;
-        let step = parts.next()?.to_owned();
+        let step = match parts.next()? {
+            "" => DEFAULT_STEPS
+                .iter()
+                .find(|(t, _)| *t == kind)
+                .map_or("", |(_, step)| step),
+            step => step,
+        }
+        .to_owned();
         let mut extra = Map::new();
         let mut from_record = |name: &str, field: Field| {
             if let Some(v) = self.get(field) {

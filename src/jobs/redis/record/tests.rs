@@ -48,6 +48,7 @@ fn the_lua_side_names_the_same_fields_in_the_same_order() {
 fn the_lua_side_codes_event_types_and_statuses_the_same_way() {
     assert_eq!(lua_pairs("EVENT_CODES"), owned(EVENT_CODES));
     assert_eq!(lua_pairs("STATUS_CODES"), owned(STATUS_CODES));
+    assert_eq!(lua_pairs("DEFAULT_STEPS"), owned(DEFAULT_STEPS));
 }
 
 #[test]
@@ -110,6 +111,26 @@ fn a_timeline_reads_from_the_record_by_seq_with_the_record_s_fields() {
 }
 
 #[test]
+fn an_event_stored_with_an_empty_step_reads_its_type_s_usual_step() {
+    let hash = hash_of(&[
+        (Field::CreatedMs.name(), "1000"),
+        ("@0", "0|c|0|q|0||"),
+        ("@1", "1|s|2|r|0|1;host/7|"),
+        ("@2", "2|f|9|d|100||"),
+        ("@3", "3|o|9|l|40||"),
+        ("@4", "4|f|9|c|40||cancelled on request"),
+    ]);
+    let events = hash.timeline(&JobId::new(), None).unwrap();
+    let steps: Vec<&str> = events.iter().map(|e| e.step.as_str()).collect();
+    assert_eq!(
+        steps,
+        ["queued", "starting", "finished", "", "cancelled on request"],
+        "a type without a usual step keeps its empty one"
+    );
+    assert_eq!(events[1].extra["worker"], "host/7");
+}
+
+#[test]
 fn a_claim_answer_decodes_by_name_whatever_the_order() {
     let id = JobId::new();
     let flat: Vec<String> = [
@@ -132,4 +153,34 @@ fn a_claim_answer_decodes_by_name_whatever_the_order() {
     assert_eq!(claim.job.origin.request_id, "r-1");
     assert_eq!(claim.job.origin.retry_of, None);
     assert_eq!(claim.job.params, serde_json::json!({"a": 1}));
+}
+
+#[test]
+fn an_ended_job_reads_as_updated_when_it_finished() {
+    let record = |updated: Option<&str>| {
+        let mut fields = vec![
+            (Field::Tenant.name(), "t1"),
+            (Field::Kind.name(), "sync"),
+            (Field::Status.name(), "done"),
+            (Field::CreatedMs.name(), "1000"),
+            (Field::FinishedMs.name(), "5000"),
+        ];
+        fields.extend(updated.map(|u| (Field::UpdatedMs.name(), u)));
+        let hash = hash_of(&fields);
+        let settings = StoreSettings::default();
+        let snapshot = hash.snapshot(&JobId::new(), 6000, &settings).unwrap();
+        snapshot.expect("a record").updated_at
+    };
+    assert_eq!(record(None), 5000, "an end leaves updated_ms out");
+    assert_eq!(record(Some("3000")), 5000, "a claim's updated_ms is older");
+}
+
+/// A record holding `fields` (stored name, value) as Redis would answer them.
+fn hash_of(fields: &[(&str, &str)]) -> Hash {
+    Hash::new(
+        fields
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
 }

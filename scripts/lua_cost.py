@@ -105,6 +105,9 @@ class Layout:
         # group's: the harness's replay claims from there).
         self.finish_from = "local from, worker = A[j], A[j + 1]" in source(
             rev, "src/jobs/lua/finish.lua")
+        # Whether its finish is called without the job's fields (asked for only when the
+        # record is missing), as its service calls it.
+        self.finish_bare = "A[4] == '0'" in source(rev, "src/jobs/lua/finish.lua")
         # Whether its calls name the group's never-written `migrating` key second.
         self.migrating = False
         if grouped(rev):
@@ -219,7 +222,7 @@ def create(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
 
 
 def finish(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
-    fields = origin(tenant) + ["created_ms", "1796207731031"]
+    fields = [] if layout.finish_bare else origin(tenant) + ["created_ms", "1796207731031"]
     outcome = ["status", "done", "step", "finished", "result",
                '{"products":0,"extracted":0,"unextractable":0,"skipped":0,"batch',
                "result.2", 'es":0}']

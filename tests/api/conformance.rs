@@ -1668,6 +1668,16 @@ mod redis_only {
         assert_eq!(calls(&stats, "fcall"), 2, "{stats}");
     }
 
+    /// The harness's job: ordered, its tenant's first, claimed at its create for `w/1`; and
+    /// when it was created.
+    async fn claimed_at_create(s: &catalog_jobs::jobs::redis::RedisStore) -> (NewJob, u64) {
+        let job = ordered(&tenant(), "sync");
+        let Created::Created(made, _) = s.create_claimed(job.clone(), "w/1").await.unwrap() else {
+            panic!("the job is created")
+        };
+        (job, made.created_at)
+    }
+
     /// Lean jobs: a finished job's record keeps no field a reader can tell from the others —
     /// no `updated_ms` (an ended job reads as updated when it finished) and no event step
     /// that is its type's usual one (`queued`, `starting`, `finished`) — so an ordered job
@@ -1677,13 +1687,10 @@ mod redis_only {
     async fn lean_a_finished_jobs_record_keeps_no_field_a_reader_can_tell_from_the_others() {
         let (redis, s, _) = drained().await;
         let mut conn = redis.connection().await;
-        let job = ordered(&tenant(), "sync");
-        let Created::Created(made, _) = s.create_claimed(job.clone(), "w/1").await.unwrap() else {
-            panic!("the job is created")
-        };
-        let run = job.clone().first_claim(made.created_at).run;
+        let (job, created_at) = claimed_at_create(&s).await;
+        let run = job.clone().first_claim(created_at).run;
         let done = Outcome::Done(json!({"products": 0, "extracted": 0, "skipped": 0}));
-        let ended = RunRef::new(&job, &run, made.created_at).ended(&done, 0);
+        let ended = RunRef::new(&job, &run, created_at).ended(&done, 0);
         assert_eq!(s.finish(ended).await.unwrap(), Finish::Applied);
         let record = Keys::new(&s.settings().prefix).job(&job.id);
         let stored: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
@@ -1717,6 +1724,59 @@ mod redis_only {
             .map(|e| e.step)
             .collect();
         assert_eq!(steps, ["queued", "starting", "finished"]);
+    }
+
+    /// Lean jobs: a finish is called without the job's own fields (tenant, kind, params,
+    /// creator, request, order, created_ms: 14 arguments), which it reads only to write back a
+    /// record Redis lost — that call answers `missing`, having written nothing, and the store
+    /// calls again with them (a_finish_whose_record_vanished_writes_it_back_whole) — so the
+    /// usual finish is one call of at most 26 arguments (25 now, 39 before).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_finish_sends_the_jobs_own_fields_only_to_write_back_a_lost_record() {
+        let (redis, s, _) = drained().await;
+        let mut conn = redis.connection().await;
+        let (job, created_at) = claimed_at_create(&s).await;
+        let run = job.clone().first_claim(created_at).run;
+        let done = Outcome::Done(json!({}));
+        let ended = RunRef::new(&job, &run, created_at).ended(&done, 0);
+        for (name, value) in [("slowlog-log-slower-than", "0"), ("slowlog-max-len", "128")] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(value)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        let _: () = redis::cmd("SLOWLOG")
+            .arg("RESET")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(s.finish(ended).await.unwrap(), Finish::Applied);
+        // Each entry: id, time, duration, the call's arguments (at most 32, the last then
+        // `... (n more arguments)`), client, name.
+        let log: Vec<(u64, u64, u64, Vec<String>, String, String)> = redis::cmd("SLOWLOG")
+            .arg("GET")
+            .arg(128)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let argc: Vec<usize> = log
+            .iter()
+            .map(|entry| &entry.3)
+            .filter(|args| args[0] == "FCALL" && args[1].ends_with("finish"))
+            .map(
+                |args| match args.last().and_then(|a| a.strip_prefix("... (")) {
+                    Some(more) => {
+                        args.len() - 1 + more.split(' ').next().unwrap().parse::<usize>().unwrap()
+                    }
+                    None => args.len(),
+                },
+            )
+            .collect();
+        assert_eq!(argc.len(), 1, "one call: {log:?}");
+        assert!(argc[0] <= 26, "{argc:?}: {log:?}");
     }
 }
 

@@ -3,7 +3,8 @@
 -- (one script a job instead of two, and no wake-up), from the queue of the group the caller's
 -- round robin serves next: this call's own group, or on a single Redis (where every key is on
 -- the one server) another group's, named by its queue.
--- A: the run's job (see `run_args` in the prelude), then the outcome as a named list:
+-- A: the run's job (see `run_args` in the prelude; its fields may be an empty list), then the
+--    outcome as a named list:
 --    status (done|failed|cancelled), step, and result (JSON; a failed job may carry its
 --    partial report) and error (the class) when it has them; then the queue to claim from
 --    ('' for this call's group's), the worker ('' to claim nothing) and the kinds it runs
@@ -11,7 +12,8 @@
 -- order.lua), and for a record to write back what that touches (`reach_write_back`); to claim
 -- the worker's next job, the records of the jobs at the head of the queue it claims from (as
 -- claim.lua), and for another group's queue, that queue and its group's lease index.
--- Returns {'applied', next, head, released}: next is false or a claim as claim.lua answers
+-- Returns {'missing'} when the record is missing and the call left out the job's fields
+-- (nothing written); else {'applied', next, head, released}: next is false or a claim as claim.lua answers
 -- one; head is the head of the queue claimed from as claim.lua answers it (false when the
 -- call claims nothing); released is 1 when the end put a job of this call's group in its
 -- ready queue (the next of its tenant's lane), else 0. Or {'ended'} (already ended),
@@ -31,6 +33,9 @@ end
 local hkey = k_job(id)
 local code, st = run_state(hkey, claim)
 if code ~= 'missing' and code ~= 'held' then return {code} end
+-- A call without the job's fields (the usual one) answers a missing record with `missing`,
+-- having written nothing: its caller calls again with them, to write the record back.
+if code == 'missing' and A[4] == '0' then return {'missing'} end
 local now = now_ms()
 local fields = outcome
 local copy = code == 'missing' and run_job() or nil

@@ -285,14 +285,23 @@ impl RedisStore {
             declared.extend(self.claim_keys(group, claim));
         }
         let mut conn = self.write_connection().await?;
-        let on = (self.writer(), &mut conn);
-        let answer: Result<Vec<redis::Value>, _> = self
-            .call_declaring_on(on, &scripts::FINISH, group, declared, |inv| {
-                scripts::append_run(inv, end.of, end.percent);
-                ended.append_to(inv);
-                self.claim_args(group, claim.as_ref(), inv);
-            })
-            .await;
+        // The job's own fields go only to a finish whose record is missing (it answers
+        // `missing`, having written nothing), to write the record back.
+        let mut answer: Result<Vec<redis::Value>, _> = Err(StoreError::Unavailable(String::new()));
+        for whole in [false, true] {
+            let on = (self.writer(), &mut conn);
+            answer = self
+                .call_declaring_on(on, &scripts::FINISH, group, declared.clone(), |inv| {
+                    scripts::append_run(inv, end.of, end.percent, whole);
+                    ended.append_to(inv);
+                    self.claim_args(group, claim.as_ref(), inv);
+                })
+                .await;
+            if !matches!(answer.as_deref(), Ok([redis::Value::BulkString(w), ..]) if w == b"missing")
+            {
+                break;
+            }
+        }
         // A call that failed may or may not have claimed: its group's mark is set again.
         let (finish, claimed, head, released) =
             answer.and_then(finish_answer).inspect_err(|_| {
@@ -355,7 +364,7 @@ impl RedisStore {
             .with(Field::Worker, worker_name());
         let word: String = self
             .call_declaring(&scripts::RESTORE, group, declared, |inv| {
-                scripts::append_run(inv, run, run_percent);
+                scripts::append_run(inv, run, run_percent, true);
                 live.append_to(inv);
             })
             .await?;

@@ -126,7 +126,7 @@ impl Keys {
     }
 
     /// `<prefix>:{<tag>}:tenant:<tenant>` — the tenant's listing (a sorted set): its job ids
-    /// scored in listing order, newest highest, and its creates this minute, `~<minute>`
+    /// scored in listing order, newest highest, and its creates this minute, `<minute>`
     /// scored by their count, below every job (`lua/prelude.lua`).
     pub fn tenant(&self, tenant: &TenantId) -> String {
         format!("{}:tenant:{tenant}", self.of(tenant))

@@ -344,7 +344,7 @@ end
 
 -- A tenant's listing (`k_tenant`) is one small sorted set (a listpack) holding two things:
 -- its job ids, scored in the order they were listed (each above the newest, from JOBS_FROM
--- on), and its creates in the current clock minute, the member `~<minute>` scored by their
+-- on), and its creates in the current clock minute, the member `<minute>` scored by their
 -- count (always below JOBS_FROM, so below every job). One key a tenant instead of a list and
 -- a key a minute: a harness job, each of its own tenant, keeps ~250 bytes less.
 local JOBS_FROM = 4294967296
@@ -365,9 +365,13 @@ local function newest(list)
   return TOP
 end
 
--- The member counting a tenant's creates in clock minute `window`: `~<minute>`.
-local COUNT_MARK = '~'
-local function count_name(window) return COUNT_MARK .. int(window) end
+-- The member counting a tenant's creates in clock minute `window`: the minute's number, which a
+-- listpack keeps as a 4-byte integer (`~<minute>` was a 9-byte string: a listing of one job
+-- then fits 64 bytes, not 80, 16 bytes a tenant). It is no job id, and a count is told from a
+-- job by its score. Replicas of the version before count under `~<minute>`: while both run,
+-- each reads only its own count (a tenant may create up to twice its share in that minute)
+-- and each drops the other's at a minute's first create.
+local function count_name(window) return int(window) end
 
 -- How many jobs the tenant created in clock minute `window`. An empty listing holds no count:
 -- its newest score (read once a call, and the create's push reads it anyway) says so, and

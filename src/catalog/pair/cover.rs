@@ -7,7 +7,7 @@
 //! query's `TOP` heaviest words (pairs are indexed among those), and the lighter words are
 //! counted whole until their own list is read.
 
-use super::index::{Index, List};
+use super::index::{Index, List, PairPosting};
 
 /// The query's heaviest words that sets are tracked over (and pairs read among).
 pub const TOP: usize = 6;
@@ -192,6 +192,22 @@ impl Cover {
             best = best.max(self.sums[m]);
         }
         best + self.tail
+    }
+
+    /// The most the product of a posting in the pair list of top words `i` and `j` can
+    /// score, with `BOUND_SLACK`: its own weights for the two words (`PairPosting`) times the
+    /// query's, and the rest of the heaviest open set holding both with every unread lighter
+    /// word. A product met first in that list shares such a set.
+    pub fn pair_posting_bound(&self, i: usize, j: usize) -> impl Fn(&PairPosting) -> f32 {
+        let (a, b) = (self.words[i], self.words[j]);
+        let rest = self.pair_bound(i, j) - a.bound - b.bound + BOUND_SLACK;
+        // The posting's weights are the lower word id's first.
+        let (low, high) = if a.word < b.word {
+            (a.weight, b.weight)
+        } else {
+            (b.weight, a.weight)
+        };
+        move |p| low * p.weights[0].get() + high * p.weights[1].get() + rest
     }
 
     /// The shortest list that holds the open set `set` (of the top words) together with

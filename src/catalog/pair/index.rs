@@ -74,12 +74,38 @@ pub struct Posting {
     pub end: u32,
 }
 
-/// A group in a pair's list, and where its vector is.
+/// A group in a pair's list, where its vector is, and its weights for the pair's two words
+/// (the lower word id's first), each rounded up to a 65,535th (`Quantised`): 4 bytes that
+/// bound its score from the posting alone.
 #[derive(Clone, Copy, Debug)]
 pub struct PairPosting {
     pub group: u32,
     pub start: u32,
     pub end: u32,
+    pub weights: [Quantised; 2],
+}
+
+/// A weight in `0..=1` rounded up to a 65,535th: never below the weight it stands for.
+#[derive(Clone, Copy, Debug)]
+pub struct Quantised(u16);
+
+impl Quantised {
+    const STEPS: f32 = u16::MAX as f32;
+
+    pub fn up(weight: f32) -> Self {
+        let steps = (weight.clamp(0.0, 1.0) * Self::STEPS).ceil();
+        // f32 rounding can land a step short of the weight: one more keeps it above.
+        let q = if steps / Self::STEPS < weight {
+            steps + 1.0
+        } else {
+            steps
+        };
+        Self(q.min(Self::STEPS) as u16)
+    }
+
+    pub fn get(self) -> f32 {
+        f32::from(self.0) / Self::STEPS
+    }
 }
 
 pub struct Index {
@@ -304,12 +330,13 @@ fn pair_lists(
     for &g in groups {
         common_words(e, singles, g as usize, from, &mut common);
         let (start, end) = e.vectors.span(g as usize);
-        for (x, &a) in common.iter().enumerate() {
-            for &b in &common[x + 1..] {
+        for (x, &(a, wa)) in common.iter().enumerate() {
+            for &(b, wb) in &common[x + 1..] {
                 let posting = PairPosting {
                     group: g,
                     start,
                     end,
+                    weights: [Quantised::up(wa), Quantised::up(wb)],
                 };
                 entries.push((a, b, posting));
             }
@@ -335,13 +362,13 @@ fn pair_lists(
 }
 
 /// The words of group `g` that are common in its category (on at least `from` groups),
-/// by id.
+/// by id, with its weights.
 fn common_words(
     e: &Embedding,
     singles: &IdMap<(u32, u32), List>,
     g: usize,
     from: u32,
-    out: &mut Vec<u32>,
+    out: &mut Vec<(u32, f32)>,
 ) {
     let c = e.group_category[g];
     out.clear();
@@ -349,7 +376,7 @@ fn common_words(
         e.vectors
             .row(g)
             .iter()
-            .map(|&(t, _)| t)
-            .filter(|&t| singles.get(&(c, t)).is_some_and(|l| l.len >= from)),
+            .copied()
+            .filter(|&(t, _)| singles.get(&(c, t)).is_some_and(|l| l.len >= from)),
     );
 }

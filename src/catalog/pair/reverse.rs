@@ -240,10 +240,9 @@ impl Reverse {
             match next {
                 Next::Pair(i, j) => {
                     let list = self.cover.pair(i, j).expect("chosen among indexed pairs");
-                    // A product met first here shares an open set holding both words.
-                    let bound = self.cover.pair_bound(i, j) + BOUND_SLACK;
+                    let bound = self.cover.pair_posting_bound(i, j);
                     for p in at.index.pair_postings(list) {
-                        if bound >= s.bars.group[p.group as usize] {
+                        if bound(p) >= s.bars.group[p.group as usize] {
                             self.visit(s, g, mine, p.group as usize, (p.start, p.end), out);
                         }
                     }

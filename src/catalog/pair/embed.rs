@@ -282,6 +282,9 @@ pub struct Embedding {
     /// product reads, one array in member order instead of each member's traits, a cache
     /// miss each (a group of thousands of identical names mostly outside the price band).
     pub member_price: Vec<i64>,
+    /// Each group's lowest and highest member price (`price_of`); (0, 0) when a member has
+    /// none, which every price meets.
+    pub group_price: Vec<(i64, i64)>,
     /// Each group's category.
     pub group_category: Vec<u32>,
     /// Each product's group.
@@ -301,6 +304,7 @@ impl Embedding {
         debug_assert_eq!(identities.len(), traits.len());
         let idf = weights.idf();
         let (groups, member_price, group_of) = group_identical(identities, &traits, &key_rank);
+        let group_price = price_ranges(&groups, &member_price);
         let mut vectors = Rows::with_capacity(groups.len(), identities.items().len());
         let mut group_category = Vec::with_capacity(groups.len());
         let mut row = Vec::new();
@@ -317,6 +321,7 @@ impl Embedding {
             categories,
             groups,
             member_price,
+            group_price,
             group_category,
             group_of,
         }
@@ -333,6 +338,7 @@ impl Embedding {
     ) -> Self {
         debug_assert_eq!(vectors.len(), group_category.len());
         let (groups, member_price) = members(&group_of, vectors.len(), None, &traits);
+        let group_price = price_ranges(&groups, &member_price);
         Self {
             vectors,
             key_rank: (0..traits.len() as u32).collect(),
@@ -340,6 +346,7 @@ impl Embedding {
             categories,
             groups,
             member_price,
+            group_price,
             group_category,
             group_of,
         }
@@ -360,10 +367,12 @@ impl Embedding {
         let group_of: Vec<u32> = self.group_of.iter().map(|&g| new_id[g as usize]).collect();
         let (groups, member_price) =
             members(&group_of, vectors.len(), Some(&self.key_rank), &self.traits);
+        let group_price = price_ranges(&groups, &member_price);
         Self {
             vectors,
             groups,
             member_price,
+            group_price,
             group_category,
             group_of,
             ..self
@@ -391,6 +400,15 @@ impl Embedding {
     /// The documented score of two products: the cosine of their identity vectors.
     pub fn score(&self, i: usize, j: usize) -> f32 {
         dot(self.vector(i), self.vector(j))
+    }
+
+    /// Whether product `i`'s price meets some member's of group `h` (`prices_meet`): false
+    /// only when every member's is provably outside its band.
+    pub fn price_meets_group(&self, i: usize, h: usize) -> bool {
+        let (lo, hi) = self.group_price[h];
+        let p = price_of(&self.traits[i]);
+        // Every member's price is within lo..=hi, and the band is wider further from `p`.
+        lo == 0 || (prices_meet(p, lo) || p > lo) && (prices_meet(p, hi) || p < hi)
     }
 
     /// Whether two products may be neighbours: same top-level category (or one has none)
@@ -470,6 +488,20 @@ fn group_identical(
     drop(ids);
     let (groups, prices) = members(&group_of, count, Some(key_rank), traits);
     (groups, prices, group_of)
+}
+
+/// Each group's lowest and highest member price, (0, 0) when one has none (`group_price`).
+fn price_ranges(groups: &Rows<u32>, member_price: &[i64]) -> Vec<(i64, i64)> {
+    (0..groups.len())
+        .map(|g| {
+            let (start, end) = groups.span(g);
+            let prices = &member_price[start as usize..end as usize];
+            match (prices.iter().min(), prices.iter().max()) {
+                (Some(&lo), Some(&hi)) if lo > 0 => (lo, hi),
+                _ => (0, 0),
+            }
+        })
+        .collect()
 }
 
 /// Each of `count` groups' members, in key order, from each product's group (the products'

@@ -40,6 +40,11 @@ const PARALLEL_FROM: usize = 2048;
 /// is not contended.
 pub const QUERIES_PER_CLAIM: usize = 64;
 
+/// From how many groups scored a query whose bar is still `min_score` passes over groups no
+/// price of its members meets (`Query::visit`): most queries fill their lists before, and
+/// the price range read first would be one more cache miss each.
+const LONG_QUERY: usize = 64;
+
 /// A product's neighbours: (product, score), best first.
 pub type Best = Vec<(u32, f32)>;
 
@@ -154,6 +159,8 @@ struct Query {
     cover: Cover,
     /// Per member of the queried group: its best so far, (score, product), best first.
     best: Vec<Vec<(f32, u32)>>,
+    /// Groups scored for the current query.
+    scored: usize,
 }
 
 /// The query being answered: the members of its group it answers, and their vector.
@@ -171,6 +178,7 @@ impl Query {
             epoch: 0,
             cover: Cover::new(),
             best: Vec::new(),
+            scored: 0,
         }
     }
 
@@ -188,6 +196,7 @@ impl Query {
             self.seen.fill(0);
             self.epoch = 1;
         }
+        self.scored = 0;
         let first = members[0] as usize;
         let g = e.group_of[first] as usize;
         self.best.clear();
@@ -263,6 +272,19 @@ impl Query {
         if self.seen[h] == self.epoch {
             return bar;
         }
+        // A long query whose bar is still `min_score` has a member that few products are
+        // comparable with: a group none of its members' prices meets is passed over unscored
+        // (`take` would refuse each of its members; not marked seen, as it stays so).
+        if self.scored >= LONG_QUERY
+            && bar <= q.ask.min_score
+            && !q
+                .members
+                .iter()
+                .any(|&i| q.e.price_meets_group(i as usize, h))
+        {
+            return bar;
+        }
+        self.scored += 1;
         self.seen[h] = self.epoch;
         let s = dot(q.mine, &q.e.vectors.items()[start as usize..end as usize]);
         // Below the bar no member takes it (the bar is the lowest any member still needs).

@@ -96,10 +96,11 @@ pub fn guarded<F: Fn(u8, &str) + Sync>(f: F) -> impl Fn(u8, &str) + Sync {
     }
 }
 
-/// Writes the latest tick at most once per `interval`, the first one interval after the job
-/// started: bursts coalesce, and a job shorter than an interval costs no progress write at
-/// all. The run ends this task when the job ends and hands the last tick to the finish.
-/// A refused write (`Fenced`) trips the run's token: it stops at its next safe point.
+/// Writes the latest tick at most once per `interval`: the first at once (the run starts
+/// the writer only once its job outlived its first interval, so a job shorter than that costs
+/// no progress write and no writer at all), then each next one an interval after the last.
+/// Bursts coalesce. The run ends this task when the job ends and hands the last tick to the
+/// finish. A refused write (`Fenced`) trips the run's token: it stops at its next safe point.
 pub(super) async fn progress_writer(
     store: Arc<dyn JobStore>,
     run: RunId,
@@ -108,11 +109,7 @@ pub(super) async fn progress_writer(
     cancel: CancellationToken,
 ) {
     let mut limiter = LogLimiter::default();
-    loop {
-        tokio::time::sleep(interval).await;
-        let Some(tick) = ticks.next().await else {
-            return;
-        };
+    while let Some(tick) = ticks.next().await {
         match store.tick(&run, tick.percent, &tick.step).await {
             Ok(TickAnswer::Fenced) => {
                 warn!(
@@ -124,6 +121,7 @@ pub(super) async fn progress_writer(
             Ok(_) => {}
             Err(e) => limiter.warn(&e, "a progress write failed and was dropped"),
         }
+        tokio::time::sleep(interval).await;
     }
 }
 
@@ -157,6 +155,54 @@ mod tests {
             .expect("the last tick is read after the job ended");
         assert_eq!((last.percent, last.step.as_str()), (40, "four"));
         assert_eq!(ticks.next().await, None);
+    }
+
+    #[tokio::test]
+    async fn the_writer_writes_the_latest_tick_at_once_and_the_next_not_before_an_interval() {
+        use crate::jobs::memory::MemoryStore;
+        use crate::jobs::store::{NewJob, StoreSettings};
+        use crate::jobs::{JobId, Kind, TenantId};
+
+        let store: Arc<dyn JobStore> = Arc::new(MemoryStore::new(StoreSettings::default()));
+        let kind = Kind::parse("sync").unwrap();
+        let job = NewJob {
+            id: JobId::new(),
+            tenant: TenantId::parse("t").unwrap(),
+            kind: kind.clone(),
+            params: serde_json::Value::Null,
+            step: "queued".to_owned(),
+            origin: Default::default(),
+            idempotency_key: None,
+            in_order: false,
+            pipeline: None,
+        };
+        store.create(job.clone()).await.unwrap();
+        let claim = store.claim("w", &[kind]).await.unwrap().expect("claimed");
+        let percent = || async { store.get(&job.id).await.unwrap().unwrap().percent };
+        let (reporter, ticks) = progress_channel();
+        reporter.report(30, "thirty");
+        // An interval this test never waits out: the first write may not wait for it (the
+        // run starts the writer only once its job outlived an interval), the second must.
+        let interval = Duration::from_secs(3600);
+        let writer = tokio::spawn(progress_writer(
+            store.clone(),
+            claim.run,
+            ticks,
+            interval,
+            CancellationToken::new(),
+        ));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while percent().await != 30 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the first tick was not written"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        reporter.report(60, "sixty");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(percent().await, 30, "a second write within the interval");
+        writer.abort();
     }
 
     #[test]

@@ -95,6 +95,10 @@ pub(super) struct Runs {
     /// `wait=true` requests, woken when their job ends.
     waiters: Mutex<HashMap<JobId, Arc<Notify>>>,
     observer: Arc<dyn RunObserver>,
+    /// This process, as claims name it, and the kinds it claims: named once, not at each
+    /// finish that claims the next job.
+    worker: String,
+    kinds: Vec<Kind>,
 }
 
 impl Runs {
@@ -107,6 +111,8 @@ impl Runs {
     ) -> Self {
         Self {
             store,
+            worker: super::worker_name(),
+            kinds: registry.kinds().cloned().collect(),
             registry,
             tick_interval,
             finish_retry,
@@ -267,14 +273,7 @@ impl Runs {
         };
         reporter.report(0, "starting");
         let latest = ticks.latest();
-        let writer = progress_writer(
-            self.store.clone(),
-            run,
-            ticks,
-            self.tick_interval,
-            cancel.clone(),
-        );
-        let writer = tokio::spawn(writer.in_current_span());
+        let fenced_off = cancel.clone();
         let input = JobInput {
             job_id: job.id,
             tenant: job.tenant.clone(),
@@ -290,14 +289,35 @@ impl Runs {
             )),
         };
         let function = run_blocking(kind.run.clone(), input, reporter, Span::current());
-        let blocking = tokio::task::spawn_blocking(function);
-        let joined = tokio::select! {
-            joined = blocking => Some(joined),
-            () = self.interrupt.cancelled() => None,
+        let mut blocking = tokio::task::spawn_blocking(function);
+        // A job that ends within its first interval has no progress to write (its last tick
+        // travels with the finish): its writer starts only once the job outlives that.
+        let outlived = tokio::select! {
+            joined = &mut blocking => Some(Some(joined)),
+            () = self.interrupt.cancelled() => Some(None),
+            () = tokio::time::sleep(self.tick_interval) => None,
         };
-        // The last tick travels with the finish.
-        writer.abort();
-        let _ = writer.await;
+        let joined = match outlived {
+            Some(joined) => joined,
+            None => {
+                let writer = progress_writer(
+                    self.store.clone(),
+                    run,
+                    ticks,
+                    self.tick_interval,
+                    fenced_off,
+                );
+                let writer = tokio::spawn(writer.in_current_span());
+                let joined = tokio::select! {
+                    joined = blocking => Some(joined),
+                    () = self.interrupt.cancelled() => None,
+                };
+                // The last tick travels with the finish.
+                writer.abort();
+                let _ = writer.await;
+                joined
+            }
+        };
         let percent = latest.borrow().percent;
         let outcome = outcome_of(joined?)?;
         Some((outcome, percent))
@@ -312,13 +332,12 @@ impl Runs {
         let started = Instant::now();
         let mut delay = Duration::from_millis(50);
         let mut limiter = LogLimiter::default();
-        let kinds: Vec<Kind> = self.registry.kinds().cloned().collect();
         loop {
             let answer = match self.closing.is_cancelled() {
                 true => self.store.finish(end).await.map(|finish| (finish, None)),
                 false => {
-                    let worker = super::worker_name();
-                    self.store.finish_and_claim(end, &worker, &kinds).await
+                    let (worker, kinds) = (&self.worker, &self.kinds);
+                    self.store.finish_and_claim(end, worker, kinds).await
                 }
             };
             let e = match answer {

@@ -28,17 +28,6 @@ pub struct ErrorNote {
     pub cause: Option<String>,
 }
 
-/// Route layer: hands the matched route template to [`access`] on the response (routing
-/// happens inside the outer layer, so the outer layer cannot see it on the request).
-pub async fn remember_route(request: Request, next: Next) -> Response {
-    let matched = request.extensions().get::<MatchedPath>().cloned();
-    let mut response = next.run(request).await;
-    if let Some(matched) = matched {
-        response.extensions_mut().insert(matched);
-    }
-    response
-}
-
 /// The request's id as the access layer took or made it, for a handler that records it
 /// (a job's `request_id`).
 #[derive(Clone, Debug)]
@@ -63,11 +52,12 @@ pub async fn access(mut request: Request, next: Next) -> Response {
     let id = request_id(request.headers());
     request.extensions_mut().insert(RequestId(id.clone()));
     let method = request.method().clone();
+    // `Router::layer` wraps each route after routing, so the route matched is known here (a
+    // clone of the shared template, an `Arc`); a request no route took has none.
+    let matched = request.extensions().get::<MatchedPath>().cloned();
     let span = info_span!("request", request_id = %id);
     let mut response = next.run(request).instrument(span.clone()).await;
     let elapsed = started.elapsed();
-    // A clone of the shared template (an `Arc`), not a new `String` a request.
-    let matched = response.extensions().get::<MatchedPath>().cloned();
     let route = matched
         .as_ref()
         .map_or(metrics::UNMATCHED_ROUTE, MatchedPath::as_str);

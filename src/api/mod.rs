@@ -140,7 +140,6 @@ pub fn probe_router(state: AppState) -> Router {
         .routes(routes!(operations::metrics))
         .split_for_parts();
     router
-        .route_layer(middleware::from_fn(access::remember_route))
         .fallback(|| async { ApiError::ConnectionsFull })
         .method_not_allowed_fallback(|| async { ApiError::ConnectionsFull })
         .layer(middleware::from_fn(access::access))
@@ -150,7 +149,6 @@ pub fn probe_router(state: AppState) -> Router {
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     let (router, _document) = routes_limited(state.guard.max_start_body_bytes).split_for_parts();
     let router = router
-        .route_layer(middleware::from_fn(access::remember_route))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(max_body_bytes));

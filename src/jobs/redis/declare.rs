@@ -29,19 +29,25 @@ const STALE_TRIES: usize = 5;
 /// lua/prelude.lua, the head a claim answers at least.
 const HEAD_KEPT: usize = 16;
 
-/// The names a `stale` answer lists, or none for any other answer.
+/// The names a `stale` answer lists, or none for any other answer. Only the first word is
+/// read of any other answer (a finish's carries the next job's whole record).
 fn stale_names(answer: &redis::Value) -> Option<Vec<String>> {
     let redis::Value::Array(items) = answer else {
         return None;
     };
-    let words: Vec<String> = items
-        .iter()
-        .map(|item| redis::from_redis_value_ref(item).ok())
-        .collect::<Option<_>>()?;
-    match words.split_first() {
-        Some((first, names)) if first == "stale" => Some(names.to_vec()),
-        _ => None,
+    let (first, names) = items.split_first()?;
+    let stale = match first {
+        redis::Value::BulkString(word) => word == b"stale",
+        redis::Value::SimpleString(word) => word == "stale",
+        _ => false,
+    };
+    if !stale {
+        return None;
     }
+    names
+        .iter()
+        .map(|name| redis::from_redis_value_ref(name).ok())
+        .collect()
 }
 
 /// The fields `Facts` are read from, in its order.
@@ -320,5 +326,32 @@ impl RedisStore {
             keys.push(self.record_in(group, old));
         }
         keys
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::Value;
+
+    use super::stale_names;
+
+    fn bulk(word: &str) -> Value {
+        Value::BulkString(word.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_stale_answer_lists_its_names_and_no_other_answer_does() {
+        let stale = Value::Array(vec![bulk("stale"), bulk("a:{x}:lock"), bulk("a:{x}:lane")]);
+        assert_eq!(
+            stale_names(&stale),
+            Some(vec!["a:{x}:lock".to_owned(), "a:{x}:lane".to_owned()])
+        );
+        let simple = Value::Array(vec![Value::SimpleString("stale".into())]);
+        assert_eq!(stale_names(&simple), Some(vec![]));
+        // Any other answer, whatever follows its first word (a finish's next job, numbers).
+        let done = Value::Array(vec![bulk("done"), Value::Int(3), bulk("stale")]);
+        assert_eq!(stale_names(&done), None);
+        assert_eq!(stale_names(&Value::Array(vec![])), None);
+        assert_eq!(stale_names(&bulk("stale")), None);
     }
 }

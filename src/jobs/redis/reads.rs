@@ -154,8 +154,8 @@ impl RedisStore {
     ) -> Result<Vec<Snapshot>, StoreError> {
         let mut conn = self.connection().await?;
         let stop = limit.max(1) as isize - 1;
-        // The listing's create count (`~<minute>`) sorts below every job: it is among the
-        // entries read only when there are fewer jobs than asked for, and is no job id.
+        // The listing's create count (member `<minute>`) sorts below every job: it is among
+        // the entries read only when there are fewer jobs than asked for, and is no job id.
         let raw: Vec<String> = self
             .bounded(conn.zrevrange(self.keys.tenant(tenant), 0, stop))
             .await?;

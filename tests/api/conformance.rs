@@ -901,7 +901,7 @@ mod keys;
 
 mod redis_only {
     use super::*;
-    use crate::helpers::{keys_matching, shared_redis};
+    use crate::helpers::{config_set, keys_matching, memory_usage, shared_redis};
     use catalog_jobs::jobs::keys::{Group, Keys};
 
     async fn redis() -> redis::aio::MultiplexedConnection {
@@ -1698,12 +1698,7 @@ mod redis_only {
             .query_async(&mut conn)
             .await
             .unwrap();
-        let bytes: u64 = redis::cmd("MEMORY")
-            .arg("USAGE")
-            .arg(&record)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let bytes = memory_usage(&mut conn, &record).await;
         assert!(bytes <= 470, "{bytes} bytes: {stored:?}");
         assert!(!stored.contains_key(Field::UpdatedMs.name()), "{stored:?}");
         assert!(
@@ -1740,13 +1735,7 @@ mod redis_only {
         let done = Outcome::Done(json!({}));
         let ended = RunRef::new(&job, &run, created_at).ended(&done, 0);
         for (name, value) in [("slowlog-log-slower-than", "0"), ("slowlog-max-len", "128")] {
-            let _: () = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg(name)
-                .arg(value)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            config_set(&mut conn, name, value).await;
         }
         let _: () = redis::cmd("SLOWLOG")
             .arg("RESET")
@@ -1803,12 +1792,7 @@ mod redis_only {
             "the job and its minute's count: {members:?}"
         );
         assert!(members[0].parse::<u64>().is_ok(), "{members:?}");
-        let bytes: u64 = redis::cmd("MEMORY")
-            .arg("USAGE")
-            .arg(&listing)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let bytes = memory_usage(&mut conn, &listing).await;
         assert!(bytes <= 176, "{bytes} bytes: {members:?}");
     }
 }

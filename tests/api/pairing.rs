@@ -18,7 +18,8 @@ use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::{
-    blocking, catalog_store, shared_redis, spawn_catalog_app, tenant, test_config, Backend,
+    blocking, catalog_store, memory_usage, shared_redis, spawn_catalog_app, tenant, test_config,
+    Backend,
 };
 
 const TOP_K: usize = 5;
@@ -373,12 +374,7 @@ async fn the_neighbour_table_holds_keys_and_scores_and_the_product_view_joins_na
         assert!(table.contains_key(&format!("fam-{i}")), "{table:?}");
     }
     let (bytes, budget) = bytes_and_budget(&table);
-    let memory: i64 = redis::cmd("MEMORY")
-        .arg("USAGE")
-        .arg(&key)
-        .query_async(&mut shared_redis().await)
-        .await
-        .unwrap();
+    let memory = memory_usage(&mut shared_redis().await, &key).await;
     eprintln!(
         "neighbour table of 44 products with ~900-character names: {bytes} bytes of values \
          (budget {budget}), MEMORY USAGE {memory} bytes"

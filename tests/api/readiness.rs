@@ -6,7 +6,7 @@ use std::sync::Arc;
 use catalog_jobs::jobs::redis::RedisStore;
 use serde_json::Value;
 
-use crate::helpers::{settings, spawn_app_with, test_config, RedisServer};
+use crate::helpers::{config_set, settings, spawn_app_with, test_config, RedisServer};
 
 async fn durable(redis: &RedisServer) -> Value {
     let store = Arc::new(RedisStore::open(&redis.url(), settings()).expect("the URL parses"));
@@ -17,23 +17,12 @@ async fn durable(redis: &RedisServer) -> Value {
     body["durable"].clone()
 }
 
-async fn config_set(redis: &RedisServer, name: &str, value: &str) {
-    let mut conn = redis.connection().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg(name)
-        .arg(value)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn a_redis_that_persists_nothing_is_not_durable_until_it_gets_save_points() {
     // The harness starts Redis with `--save ''` and, here, `--appendonly no`.
     let redis = RedisServer::start(false);
     assert_eq!(durable(&redis).await, false);
-    config_set(&redis, "save", "3600 1").await;
+    config_set(&mut redis.connection().await, "save", "3600 1").await;
     assert_eq!(durable(&redis).await, true, "an RDB save point persists");
 }
 

@@ -347,6 +347,26 @@ pub async fn keys_matching(
     keys
 }
 
+/// What Redis says `key` takes in memory (`MEMORY USAGE`), in bytes.
+pub async fn memory_usage(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> u64 {
+    let mut usage = redis::cmd("MEMORY");
+    usage.arg("USAGE").arg(key);
+    usage
+        .query_async(conn)
+        .await
+        .expect("Redis answers MEMORY USAGE")
+}
+
+/// Sets one of Redis's settings (`CONFIG SET`).
+pub async fn config_set(conn: &mut redis::aio::MultiplexedConnection, name: &str, value: &str) {
+    let mut set = redis::cmd("CONFIG");
+    set.arg("SET").arg(name).arg(value);
+    let _: () = set
+        .query_async(conn)
+        .await
+        .expect("Redis answers CONFIG SET");
+}
+
 pub async fn redis_connection(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
         .expect("a valid redis url")

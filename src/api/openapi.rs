@@ -215,7 +215,7 @@ fn add_common_headers(doc: &mut OpenApi) {
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct StartFields {
-    /// 1–128 of `A-Z a-z 0-9 _ . -`.
+    /// 1–128 of `A-Z a-z 0-9 _ . -`, not `.` or `..`.
     pub tenant_id: String,
     /// Hold the request until the job ends (at most `WAIT_MAX_SECONDS`): `true/false/1/0/yes/no/on/off`.
     pub wait: Option<String>,

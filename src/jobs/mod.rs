@@ -93,7 +93,10 @@ impl Serialize for JobId {
 pub enum InvalidId {
     #[error("a job id is a UUID such as 4f1c2d3e-0000-4000-8000-000000000000")]
     JobId,
-    #[error("tenant_id must be 1–128 characters of A-Z a-z 0-9 _ . -")]
+    #[error(
+        "tenant_id must be 1–128 characters of A-Z a-z 0-9 _ . -, and not `.` or `..` \
+         (browsers and URL libraries resolve such a path segment away, escaped or not)"
+    )]
     TenantId,
     #[error("a job kind is 1–32 characters of a-z 0-9 _")]
     Kind,
@@ -113,13 +116,22 @@ fn checked_name(
     }
 }
 
-/// A tenant: 1–128 characters of `A-Z a-z 0-9 _ . -`, so it is safe inside a Redis key.
+/// The names no URL can carry as a path segment (`/catalog/tenants/{tenant_id}`,
+/// `/catalog/products/{key}`): a browser or URL library resolves `.` and `..` away, escaped
+/// or not. Tenant ids and product keys refuse them.
+pub const DOT_SEGMENTS: [&str; 2] = [".", ".."];
+
+/// A tenant: 1–128 characters of `A-Z a-z 0-9 _ . -`, so it is safe inside a Redis key, and
+/// not one of the [`DOT_SEGMENTS`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema)]
 #[serde(transparent)]
 pub struct TenantId(String);
 
 impl TenantId {
     pub fn parse(raw: &str) -> Result<Self, InvalidId> {
+        if DOT_SEGMENTS.contains(&raw) {
+            return Err(InvalidId::TenantId);
+        }
         let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-');
         checked_name(raw, 128, allowed, InvalidId::TenantId).map(Self)
     }
@@ -488,6 +500,20 @@ fn ser_opt_time<S: serde::Serializer>(ms: &Option<u64>, s: S) -> Result<S::Ok, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tenant_id_is_never_a_path_segment_a_url_resolves_away() {
+        for refused in [".", "..", "", "a b", "a:b"] {
+            assert_eq!(
+                TenantId::parse(refused),
+                Err(InvalidId::TenantId),
+                "{refused:?}"
+            );
+        }
+        for kept in ["...", ".a", "a..b", "acme.eu", "-_-"] {
+            assert_eq!(TenantId::parse(kept).unwrap().as_str(), kept);
+        }
+    }
 
     #[test]
     fn times_read_as_format_wrote_them_digit_for_digit() {

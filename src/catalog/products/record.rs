@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::catalog::currency::{is_currency, CURRENCY_RULE};
+use crate::jobs::DOT_SEGMENTS;
 
 /// A product's key: 1–128 characters of `A-Z a-z 0-9 _ . : -`, not `.` or `..` (no URL names
 /// those). Shared, not copied, when cloned: a pair keeps every key of a catalogue in each
@@ -32,9 +33,6 @@ impl<'de> Deserialize<'de> for ProductKey {
         String::deserialize(d).map(|k| Self(k.into()))
     }
 }
-
-/// The keys no URL can name as a path segment (`GET /catalog/products/{key}`): refused.
-const DOT_SEGMENTS: [&str; 2] = [".", ".."];
 
 impl ProductKey {
     pub fn parse(raw: &str) -> Result<Self, String> {

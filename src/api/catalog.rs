@@ -257,27 +257,29 @@ async fn answer(app: &AppState, snapshot: Snapshot, wait: bool) -> Result<Respon
             None
         }
     };
-    match ended {
-        Some(job) if job.status == Status::Done => {
+    // Outlasted WAIT_MAX_SECONDS, the store went away or this replica stops: the job as it
+    // stands now. A stopping replica hears no more ends, so one that ended in its grace
+    // period is answered as ended; one still active, as if wait were false (it goes on).
+    let job = match ended {
+        Some(job) => job,
+        None => app
+            .store
+            .get(&snapshot.job_id)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(snapshot),
+    };
+    match job.status {
+        Status::Done => {
             let location = job_location(&job.job_id);
             Ok(with_location(
                 (StatusCode::OK, Json(job.result)).into_response(),
                 &location,
             ))
         }
-        Some(job) => Err(ApiError::JobFailed(Box::new(job))),
-        // Outlasted WAIT_MAX_SECONDS, the store went away or this replica stops: answer as if
-        // wait were false. The job goes on either way.
-        None => {
-            let current = app
-                .store
-                .get(&snapshot.job_id)
-                .await
-                .ok()
-                .flatten()
-                .unwrap_or(snapshot);
-            Ok(accepted(current))
-        }
+        status if status.is_active() => Ok(accepted(job)),
+        _ => Err(ApiError::JobFailed(Box::new(job))),
     }
 }
 

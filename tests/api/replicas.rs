@@ -548,6 +548,21 @@ async fn ten_thousand_queued_jobs_cost_no_redis_calls_while_they_wait() {
     );
 }
 
+/// A `wait=true` sync of `source` for `t` sent to `a`, answered in the background.
+fn sync_waiting(
+    a: &Service,
+    t: &TenantId,
+    source: String,
+) -> tokio::task::JoinHandle<reqwest::Result<reqwest::Response>> {
+    let (client, url) = (a.client.clone(), a.url("/catalog/sync"));
+    let form = [
+        ("tenant_id", t.to_string()),
+        ("source", source),
+        ("wait", "true".to_owned()),
+    ];
+    tokio::spawn(async move { client.post(url).form(&form).send().await })
+}
+
 /// On the embedded store nothing keeps a job past its process: a `wait=true` request waiting
 /// when SIGTERM stops the service is answered 503 `shutting_down` naming its job and saying it
 /// will not resume (it read 202 "queued: waiting for a worker" for a job that died with the
@@ -561,15 +576,7 @@ async fn a_wait_true_request_on_the_embedded_store_stopped_by_sigterm_is_told_it
         .start()
         .await;
     let t = tenant();
-    let waiting = {
-        let (client, url) = (a.client.clone(), a.url("/catalog/sync"));
-        let form = [
-            ("tenant_id", t.to_string()),
-            ("source", feeds.url("embedded")),
-            ("wait", "true".to_owned()),
-        ];
-        tokio::spawn(async move { client.post(url).form(&form).send().await })
-    };
+    let waiting = sync_waiting(&a, &t, feeds.url("embedded"));
     let listed = its_running_job(&a, &t).await;
     let id = listed["job_id"].as_str().unwrap().to_owned();
     a.signal("TERM");
@@ -601,15 +608,7 @@ async fn a_wait_true_request_on_a_replica_stopped_by_sigterm_is_answered_with_it
         .envs(&[("SHUTDOWN_GRACE_SECONDS", "0.5")]);
     let (mut a, b) = (launch.clone().start().await, launch.start().await);
     let t = tenant();
-    let waiting = {
-        let (client, url) = (a.client.clone(), a.url("/catalog/sync"));
-        let form = [
-            ("tenant_id", t.to_string()),
-            ("source", feeds.url("deploy")),
-            ("wait", "true".to_owned()),
-        ];
-        tokio::spawn(async move { client.post(url).form(&form).send().await })
-    };
+    let waiting = sync_waiting(&a, &t, feeds.url("deploy"));
     let listed = its_running_job(&b, &t).await;
     let id = listed["job_id"].as_str().unwrap().to_owned();
     a.signal("TERM");
@@ -630,4 +629,43 @@ async fn a_wait_true_request_on_a_replica_stopped_by_sigterm_is_answered_with_it
         b.pid(),
         "it ended on the staying replica"
     );
+}
+
+/// A replica stopped by SIGTERM hears no more job ends, so a `wait=true` request whose job
+/// ended during the grace period was answered 202 with a `done` snapshot (a hostile probe's
+/// finding). At the end of the grace period the request is answered from the job as it
+/// stands: ended `done`, 200 with its report and `Location`, as any wait for a done job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_true_request_whose_job_ends_in_the_grace_period_gets_the_report() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    let mut a = Service::on(&redis)
+        .reading(&feeds)
+        .envs(&[("SHUTDOWN_GRACE_SECONDS", "4")])
+        .start()
+        .await;
+    let t = tenant();
+    let waiting = sync_waiting(&a, &t, feeds.url("graceful"));
+    let listed = its_running_job(&a, &t).await;
+    let id = listed["job_id"].as_str().unwrap().to_owned();
+    a.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    feeds.release("graceful");
+    let answer = waiting
+        .await
+        .unwrap()
+        .expect("the stopping replica answers the waiting request");
+    assert_eq!(
+        answer.status().as_u16(),
+        200,
+        "the job ended in the grace period"
+    );
+    let location = answer.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(location, format!("/catalog/jobs/{id}"));
+    let report: Value = answer.json().await.unwrap();
+    assert_eq!(
+        report["totals"]["read"], HELD_ROWS,
+        "the sync's report: {report}"
+    );
+    assert_eq!(a.wait_exit(), Some(0), "the terminated process exits 0");
 }

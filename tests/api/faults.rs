@@ -655,3 +655,37 @@ async fn two_hundred_silent_sockets_under_a_128_file_limit_do_not_make_the_servi
         silent.len()
     );
 }
+
+/// A replica's catalogue connection sits idle while Redis restarts; the connection manager
+/// learns it was dropped only from the next call. That call is sent again on a new
+/// connection, so the first listing and the first import after the outage are answered, not
+/// refused 503 while Redis answers (a hostile probe's finding: "broken pipe", 503
+/// `store_unavailable` on the first catalogue request of each replica, even a minute later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_catalogue_requests_after_redis_restarts_are_answered() {
+    let mut redis = RedisServer::start(true);
+    let svc = Service::on(&redis).start().await;
+    let t = tenant();
+    let listing = format!("/catalog/products?tenant_id={t}&limit=10");
+    let rows =
+        |key: &str| format!(r#"{{"product_key":"{key}","name":"Mug {key}","price_cents":1200}}"#);
+    let imported = svc
+        .import(t.as_str(), "application/x-ndjson", rows("before"))
+        .await;
+    assert_eq!(imported.status(), 200);
+    assert_eq!(svc.get(&listing).await.status(), 200);
+    redis.restart(true);
+    let ready = async || match svc.readyz().await.status().as_u16() {
+        200 => Ok(()),
+        other => Err(format!("readyz {other}")),
+    };
+    eventually(Duration::from_secs(10), ready).await;
+    let first = svc.get(&listing).await;
+    assert_eq!(first.status(), 200, "the first listing after the restart");
+    let page: Value = first.json().await.unwrap();
+    assert_eq!(page["products"][0]["product_key"], "before", "{page}");
+    let imported = svc
+        .import(t.as_str(), "application/x-ndjson", rows("after"))
+        .await;
+    assert_eq!(imported.status(), 200, "the first import after the restart");
+}

@@ -101,6 +101,15 @@ pub struct RedisCatalog {
     feed_bound: usize,
 }
 
+/// Whether a call may be sent once more when its connection is found dropped: one that
+/// leaves the same state run twice (a read, a write of whole values or members, a delete);
+/// not an `APPEND` or a table's swap.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Resend {
+    Yes,
+    No,
+}
+
 /// How long one catalogue call may take before the store counts as unreachable.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How many fields one HSET/HMGET carries at most, to keep each command small.
@@ -146,7 +155,9 @@ impl RedisCatalog {
 
     /// Runs one command, blocking this thread until it is answered.
     fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, CatalogStoreError> {
-        self.block(|mut conn| async move { cmd.query_async(&mut conn).await })
+        self.block(Resend::Yes, |mut conn| async move {
+            cmd.query_async(&mut conn).await
+        })
     }
 
     /// Runs a pipeline (a transaction if it is `atomic`) in one round trip.
@@ -154,20 +165,45 @@ impl RedisCatalog {
         &self,
         pipe: &redis::Pipeline,
     ) -> Result<T, CatalogStoreError> {
-        self.block(|mut conn| async move { pipe.query_async(&mut conn).await })
+        self.query_pipe_as(Resend::Yes, pipe)
+    }
+
+    /// `query_pipe`, sent again on a dropped connection only when `resend` says so.
+    fn query_pipe_as<T: redis::FromRedisValue>(
+        &self,
+        resend: Resend,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, CatalogStoreError> {
+        self.block(resend, |mut conn| async move {
+            pipe.query_async(&mut conn).await
+        })
     }
 
     /// Runs `call` on the primary's connection under [`IO_TIMEOUT`], telling the primary of
-    /// a failure (a sign of a failover makes it ask the sentinels again).
-    fn block<T, F>(&self, call: impl FnOnce(Connection) -> F) -> Result<T, CatalogStoreError>
+    /// a failure (a sign of a failover makes it ask the sentinels again). A connection found
+    /// dropped (Redis restarted or failed over while this store was idle: the connection
+    /// manager learns it only from the next call) is made again and, when `resend` allows,
+    /// the call sent once more on the new one, so the first request after an outage is not
+    /// refused while Redis answers. A call whose answer was lost may thus run twice: only
+    /// calls that leave the same state when run twice are sent again.
+    fn block<T, F>(
+        &self,
+        resend: Resend,
+        call: impl Fn(Connection) -> F,
+    ) -> Result<T, CatalogStoreError>
     where
         F: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let primary = &self.primary;
         let answer = self.runtime.block_on(async {
             tokio::time::timeout(IO_TIMEOUT, async {
-                let conn = primary.connection().await?;
-                call(conn).await
+                match call(primary.connection().await?).await {
+                    Err(e) if e.is_connection_dropped() && resend == Resend::Yes => {
+                        primary.failed(&e);
+                        call(primary.connection().await?).await
+                    }
+                    answer => answer,
+                }
             })
             .await
         });

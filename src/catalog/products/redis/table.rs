@@ -14,7 +14,7 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::write::{fenced_script, hold_of, with_fence, Beside, FencedWrite};
-use super::{RedisCatalog, CHUNK};
+use super::{RedisCatalog, Resend, CHUNK};
 use crate::catalog::products::pairing::Pairing;
 use crate::catalog::products::record::{fingerprint, version, Neighbour, PairingInput, ProductKey};
 use crate::catalog::products::store::{
@@ -187,15 +187,17 @@ impl RedisCatalog {
             Mode::Rows => "rows",
         };
         let upto = fed_upto.map(|u| u.to_string()).unwrap_or_default();
-        let word: String = self.block(|mut conn| async move {
+        let (live, state, feed, feed_at, upto) = (&live, &state, &feed, &feed_at, &upto);
+        // Swapped once, the staged keys are gone: a second run would answer otherwise.
+        let word: String = self.block(Resend::No, |mut conn| async move {
             let mut inv = SWAP_TABLE.key(&staged.rows);
-            inv.key(&live)
+            inv.key(live)
                 .key(&staged.gone)
                 .key(&staged.state)
-                .key(&state)
+                .key(state)
                 .key(&staged.set)
-                .key(&feed)
-                .key(&feed_at);
+                .key(feed)
+                .key(feed_at);
             match fence {
                 Some(fence) => with_fence(&mut inv, fence),
                 None => {

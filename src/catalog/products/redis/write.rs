@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::{feed, RedisCatalog};
+use super::{feed, RedisCatalog, Resend};
 use crate::catalog::products::store::CatalogStoreError;
 use crate::jobs::fence::{Fence, Hold, ScriptFence};
 use crate::jobs::TenantId;
@@ -50,6 +50,14 @@ impl FencedWrite {
             FencedWrite::Hset => "HSET",
             FencedWrite::Sadd => "SADD",
             FencedWrite::Append => "APPEND",
+        }
+    }
+
+    /// An append run twice appends twice; a hash or set write run twice leaves what it left.
+    fn resend(self) -> Resend {
+        match self {
+            FencedWrite::Append => Resend::No,
+            FencedWrite::Hset | FencedWrite::Sadd => Resend::Yes,
         }
     }
 }
@@ -108,14 +116,15 @@ impl RedisCatalog {
                 Beside::Staged(_) => None,
             };
             let bound = self.feed_bound;
-            let word: String = self.block(|mut conn| async move {
+            let (feed, checked, beside) = (&feed, &checked, &beside);
+            let word: String = self.block(write.resend(), |mut conn| async move {
                 let mut inv = FENCED_WRITE.key(key);
-                match (&beside, &feed) {
+                match (beside, feed) {
                     (Beside::Staged(set), _) => inv.key(*set),
                     (_, Some((feed, at))) => inv.key(feed).key(at),
                     (_, None) => unreachable!("a catalogue write names its feed"),
                 };
-                with_fence(&mut inv, &checked);
+                with_fence(&mut inv, checked);
                 inv.arg(ttl)
                     .arg(bound)
                     .arg(write.command())
@@ -143,7 +152,7 @@ impl RedisCatalog {
                 }
                 Beside::Feed(t) => self.note_in(&mut pipe, t, fields),
             }
-            written = self.query_pipe::<()>(&pipe);
+            written = self.query_pipe_as::<()>(write.resend(), &pipe);
         });
         written.map(|()| hold)
     }

@@ -9,6 +9,8 @@ instructions a job after a warm-up.
 
     scripts/lua_cost.py HEAD              # or a revision, or a checkout's directory (`.`)
     N=1000 scripts/lua_cost.py 12c0efa
+    SPLIT=1 scripts/lua_cost.py .         # and each call's share: N creates, N polls, N finishes
+
 
 The library is assembled as jobs/redis/scripts.rs assembles it (record, prelude, order, then
 each script as a function), and called as that revision calls it: with the call's slot group
@@ -108,6 +110,10 @@ class Layout:
         # Whether its finish is called without the job's fields (asked for only when the
         # record is missing), as its service calls it.
         self.finish_bare = "A[4] == '0'" in source(rev, "src/jobs/lua/finish.lua")
+        # Whether its create reads the idempotency key and fingerprint last, sent only with a
+        # key (the harness's creates have none).
+        self.keyless = "local limit, worker, idem_key, fingerprint" in source(
+            rev, "src/jobs/lua/create.lua")
         # Whether its calls name the group's never-written `migrating` key second.
         self.migrating = False
         if grouped(rev):
@@ -216,9 +222,9 @@ def origin(tenant: str) -> list:
 def create(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
     # The settings first, or (layout.tail) as the call's last argument.
     fields = origin(tenant) + ["step", "queued"]
+    tail = [600, WORKER] if layout.keyless else ["", FINGERPRINT, 600, WORKER]
     return encode("FCALL", f"{lib}_create", *layout.create_keys(job, tenant), *layout.settings,
-                  1, job,
-                  len(fields) // 2, *fields, "", FINGERPRINT, 600, WORKER, *layout.tail)
+                  1, job, len(fields) // 2, *fields, *tail, *layout.tail)
 
 
 def finish(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
@@ -244,6 +250,29 @@ def lives(r: Redis, lib: str, layout: Layout, n: int, tag: str) -> None:
         for answer in r.pipe([finish(lib, layout, j, t) for j, t in jobs]):
             if isinstance(answer, Exception) or answer[0] != b"applied":
                 raise SystemExit(f"finish answered {answer}")
+
+
+def split(r: Redis, lib: str, layout: Layout, n: int, pid: int) -> list:
+    """Runs N creates, then their N polls, then their N finishes, each phase dumped apart (the
+    jobs of one phase all live at once, where `lives` keeps PIPELINED alive): answers each
+    phase's name and the number of its dump."""
+    jobs = [(layout.job_id(t), t) for t in (f"lc-split-{i}" for i in range(n))]
+    phases = [("create", [create(lib, layout, j, t) for j, t in jobs], b"claimed"),
+              ("poll", [encode("HGETALL", layout.record(j, t)) for j, t in jobs], None),
+              ("finish", [finish(lib, layout, j, t) for j, t in jobs], b"applied")]
+    for part, (name, calls, word) in enumerate(phases, 2):
+        subprocess.run(["callgrind_control", "-z", str(pid)], stdout=subprocess.DEVNULL)
+        for start in range(0, n, PIPELINED):
+            for answer in r.pipe(calls[start:start + PIPELINED]):
+                if word and (isinstance(answer, Exception) or answer[0] != word):
+                    raise SystemExit(f"{name} answered {answer}")
+        subprocess.run(["callgrind_control", "-d", str(pid)], stdout=subprocess.DEVNULL)
+    return [(name, part) for part, (name, _, _) in enumerate(phases, 2)]
+
+
+def instructions(dump: str) -> int:
+    with open(dump) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("summary:"))
 
 
 def main() -> None:
@@ -277,12 +306,14 @@ def main() -> None:
         lives(r, "cost", layout, n, "measured")
         subprocess.run(["callgrind_control", "-d", str(server.pid)], stdout=subprocess.DEVNULL)
         stats = r.pipe([encode("INFO", "commandstats")])[0].decode()
+        phases = split(r, "cost", layout, n, server.pid) if os.environ.get("SPLIT") else []
     finally:
         server.terminate()
         server.wait()
-    with open(f"{out}.1") as f:
-        total = next(int(line.split()[1]) for line in f if line.startswith("summary:"))
-    print(f"{rev}: {total // n:,} Redis instructions a job ({n} jobs; dump {out}.1)")
+    print(f"{rev}: {instructions(f'{out}.1') // n:,} Redis instructions a job ({n} jobs; dump "
+          f"{out}.1)")
+    for name, part in phases:
+        print(f"{rev}:   {name} {instructions(f'{out}.{part}') // n:,} a call (dump {out}.{part})")
     # Commands a job by name (INFO commandstats counts those inside a script one by one; the
     # polls' HGETALL and the FCALLs are among them).
     calls = {}

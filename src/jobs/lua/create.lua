@@ -6,9 +6,10 @@
 -- A: n (how many jobs), then for each job its id and its fields (a named list: tenant, kind,
 --    params, step, created_by, request_id, retry_of when it retries one, in_order when it
 --    runs in its tenant's order, pipeline when it is a step, steps when it is a pipeline);
---    then idempotency key ('' for none), params fingerprint, creates per minute (0: no
---    limit), worker to claim a lone job for ('' for none: queue it). The first job is the
---    one the request named: the key, the count and the answer are its.
+--    then creates per minute (0: no limit), worker to claim a lone job for ('' for none:
+--    queue it), and with an idempotency key only, the key and the params fingerprint (a
+--    create without one sends neither: two arguments less). The first job is the one the
+--    request named: the key, the count and the answer are its.
 -- KEYS (after the group's two): the tenant's listing, its idempotency key and set of them (a
 -- keyed create), its lane (an ordered job), the group's waiting set, lease index, index of
 -- everyone's jobs and tenant picker, this hour's stats bucket, the job it retries, and for
@@ -36,10 +37,10 @@ for n = 1, tonumber(A[1]) do
   jobs[n] = {id = A[i], job = fields}
   i = after
 end
-local idem_key, fingerprint, limit, worker = A[i], A[i + 1], tonumber(A[i + 2]), A[i + 3]
+local limit, worker, idem_key, fingerprint = A[i] + 0, A[i + 1], A[i + 2], A[i + 3]
 local first = jobs[1]
 local tenant = first.job.tenant
-local idem = idem_key ~= '' and k_idem(tenant, first.job.kind, idem_key) or nil
+local idem = idem_key and k_idem(tenant, first.job.kind, idem_key) or nil
 -- What the refusals below read beyond what the call names: the job an idempotency key names,
 -- each lock's holder, and (a full queue) the jobs in the tenant's lane. The holders and the
 -- queue's length are kept for the steps below (nothing is written in between).

@@ -31,7 +31,7 @@ if from ~= '' then
   key(string.sub(from, 1, -7) .. ':leases')
 end
 local hkey = k_job(id)
-local code, st = run_state(hkey, claim)
+local code, st = run_state(hkey, claim, FINISH_FIELDS)
 if code ~= 'missing' and code ~= 'held' then return {code} end
 -- A call without the job's fields (the usual one) answers a missing record with `missing`,
 -- having written nothing: its caller calls again with them, to write the record back.

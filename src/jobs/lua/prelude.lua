@@ -265,10 +265,12 @@ local PICKER_CAP = 1000
 -- leading zeros) without any arithmetic on floats.
 local function now_ms()
   local t = redis.call('TIME')
-  local s = t[1] .. string.sub('00000' .. t[2], -6, -4)
-  local now = tonumber(s)
-  -- Its string is the one `int` would make: kept, so the step's writes of it format nothing.
-  if not INTS[now] then INTS[now], INTS_KEPT = s, INTS_KEPT + 1 end
+  -- Whole numbers, exact in a double (seconds < 2^31, microseconds < 10^6): Lua's own
+  -- arithmetic reads the strings, where cutting and joining them made three strings a call.
+  local us = t[2] + 0
+  local now = t[1] * 1000 + (us - us % 1000) / 1000
+  -- Its string is made once here and kept (`int`), so the step's writes of it format nothing.
+  int(now)
   return now
 end
 
@@ -319,18 +321,24 @@ end
 -- is read back from it. Answers the event's value. A progress tick goes to `@tick` only:
 -- tick.lua samples it.
 local function note(id, job, fields, typ, status, percent, step, now, extra)
-  local seq = tonumber(fields.events or job.events or '0')
-  local ms = math.max(now, tonumber(fields.event_ms or job.event_ms or '0'))
+  -- Numbers read from the record are strings: `+ 0` reads them without a function call.
+  -- A record without `event_ms` had its last event when it was created (see below).
+  local created = (job.created_ms or fields.created_ms or now) + 0
+  local seq = (fields.events or job.events or 0) + 0
+  local ms = (fields.event_ms or job.event_ms or created) + 0
+  if ms < now then ms = now end
   fields.events = seq + 1
-  -- An end's event is the job's last: what dates the next one is not kept (13 bytes a job).
-  if typ ~= 'finished' then fields.event_ms = ms end
-  local at = ms - tonumber(job.created_ms or fields.created_ms or now)
+  -- An end's event is the job's last: what dates the next one is not kept (13 bytes a job);
+  -- nor is a time equal to the job's creation (a create's events: 17 bytes and a field less
+  -- to write and to read).
+  if typ ~= 'finished' and ms ~= created then fields.event_ms = ms end
+  local at = ms - created
   -- One concatenation of kept strings (`int`), where string.format cost several sprintf calls;
-  -- the percent is written as '%d' would write it (truncated).
+  -- the percent (0 to 100) is written as '%d' would write it (truncated).
   local p = tonumber(percent) or 0
   -- The step is left empty when it is the type's usual one (DEFAULT_STEPS).
   local value = int(seq) .. '|' .. (EVENT_CODES[typ] or typ) .. '|' .. int(at) .. '|' ..
-    (STATUS_CODES[status] or status) .. '|' .. int(p - math.fmod(p, 1)) .. '|' ..
+    (STATUS_CODES[status] or status) .. '|' .. int(p - p % 1) .. '|' ..
     (extra or '') .. '|' .. (step ~= DEFAULT_STEPS[typ] and step or '')
   fields[typ == 'progress' and '@tick' or '@' .. int(seq)] = value
   local heard, channel = followed(job.tenant)
@@ -489,6 +497,13 @@ local ORDER_FIELDS = {'in_order', 'waiting_for', 'pipeline'}
 local RUN_FIELDS = {'status', 'claim', 'superseded_by', 'percent', 'cancel_requested_ms',
   'tenant', 'kind', 'started_ms', 'attempt', 'created_ms', 'events', 'event_ms', 'awaited',
   'in_order', 'waiting_for', 'pipeline'}
+
+-- The fields a finish reads (finish.lua): RUN_FIELDS but those no end of a held run reads —
+-- its attempt and cancel request, and `waiting_for`, which a running job never holds (a
+-- waiting job is released to the ready queue without it before any claim). Each field asked
+-- of a record is a walk of its listpack, the whole of it for a field it does not hold.
+local FINISH_FIELDS = {'status', 'claim', 'superseded_by', 'percent', 'tenant', 'kind',
+  'started_ms', 'created_ms', 'events', 'event_ms', 'awaited', 'in_order', 'pipeline'}
 
 -- The fields a progress tick reads (tick.lua).
 local TICK_FIELDS = {'status', 'claim', 'superseded_by', 'percent', 'cancel_requested_ms',

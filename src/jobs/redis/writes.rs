@@ -119,7 +119,6 @@ impl RedisStore {
     ) -> Result<Made, StoreError> {
         let group = Group::of(&first.tenant);
         let declared = self.creating(group, first, jobs.iter().map(|(job, _)| *job));
-        let fingerprint = params_fingerprint(&first.params);
         let mut conn = self.write_connection().await?;
         let on = (self.writer(), &mut conn);
         let answer: Vec<String> = self
@@ -129,10 +128,11 @@ impl RedisStore {
                     inv.arg(job.id.to_string());
                     fields.append_to(inv);
                 }
-                inv.arg(first.idempotency_key.as_deref().unwrap_or(""))
-                    .arg(&fingerprint)
-                    .arg(self.settings.creates_per_minute)
-                    .arg(worker);
+                inv.arg(self.settings.creates_per_minute).arg(worker);
+                // Only a keyed create sends its key and the fingerprint it is checked against.
+                if let Some(key) = &first.idempotency_key {
+                    inv.arg(key).arg(params_fingerprint(&first.params));
+                }
             })
             .await?;
         let at = |i: usize, what: &str| {

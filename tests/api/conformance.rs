@@ -1749,6 +1749,45 @@ mod redis_only {
         assert_eq!(fcall_argc(&mut conn, "create").await, [34]);
     }
 
+    /// Lean jobs: a claim answers the fields the worker is handed (the claim and attempt it
+    /// wrote, then the job's own fields: tenant, kind, params, creator, request, order,
+    /// created_ms), not the whole record — its events, status and times were ~20 strings more
+    /// a claim for Redis to answer and the store to read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_claim_answers_the_fields_the_worker_is_handed_not_the_whole_record() {
+        use catalog_jobs::jobs::redis::scripts;
+        let (redis, s, _) = drained().await;
+        let mut conn = redis.connection().await;
+        let job = ordered(&tenant(), "sync");
+        create(&s, &job).await;
+        let keys = Keys::new(&s.settings().prefix);
+        let group = Group::of(&job.tenant);
+        let route = scripts::Route {
+            queue: keys.queue(group),
+            migrating: keys.migrating(group),
+            declared: vec![keys.leases(group), keys.job(&job.id)],
+            cluster: false,
+        };
+        let mut claim = scripts::invocation(&scripts::CLAIM, s.settings(), route);
+        claim.arg("w/1").arg(1).arg("sync");
+        let answer: Vec<Vec<String>> = claim.invoke_async(&mut conn).await.unwrap();
+        assert_eq!(answer[0][0], job.id.to_string(), "{answer:?}");
+        let names: Vec<&str> = answer[0][1..]
+            .iter()
+            .step_by(2)
+            .map(String::as_str)
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            ["a", "by", "c", "cl", "id", "io", "k", "p", "t"],
+            "{answer:?}"
+        );
+        let read = s.get(&job.id).await.unwrap().expect("the job reads");
+        assert_eq!((read.status, read.attempt), (Status::Running, 1));
+    }
+
     /// A record's fields by stored name, as Redis holds them.
     async fn stored_fields(
         conn: &mut redis::aio::MultiplexedConnection,

@@ -602,6 +602,26 @@ local function requeue(id)
   redis.call('PUBLISH', CHANNEL, WAKE)
 end
 
+-- The stored fields a claim answers beside the claim and attempt it wrote: what the worker
+-- is handed (`Hash::claim` reads the job's own fields, written at its create: tenant, kind,
+-- params and its pieces, creator, request, the job it retries, its order, its pipeline,
+-- created_ms), not the whole record (its events, status, times: ~20 strings more a claim to
+-- answer, carry over RESP and read). A stored name's verdict is kept once made (emptied past
+-- CLAIM_ANSWERED_MAX): events and pieces are named alike in every record.
+local CLAIM_FIELDS = {[FIELDS.tenant] = true, [FIELDS.kind] = true, [FIELDS.params] = true,
+  [FIELDS.created_by] = true, [FIELDS.request_id] = true, [FIELDS.retry_of] = true,
+  [FIELDS.in_order] = true, [FIELDS.pipeline] = true, [FIELDS.created_ms] = true}
+local PARAMS_PIECE = '^' .. FIELDS.params .. '%.%d+$'
+local CLAIM_ANSWERED, CLAIM_ANSWERED_KEPT, CLAIM_ANSWERED_MAX = {}, 0, 256
+local function claim_answers(stored)
+  local answered = CLAIM_FIELDS[stored] or string.find(stored, PARAMS_PIECE) ~= nil
+  if CLAIM_ANSWERED_KEPT >= CLAIM_ANSWERED_MAX then
+    CLAIM_ANSWERED, CLAIM_ANSWERED_KEPT = {}, 0
+  end
+  CLAIM_ANSWERED[stored], CLAIM_ANSWERED_KEPT = answered, CLAIM_ANSWERED_KEPT + 1
+  return answered
+end
+
 -- Takes the job at the head of the ready queue for `worker` (it runs the kinds in `runs`, a
 -- set), as a leased run: `claim` is the run's fencing token (raised by every claim); `attempt`
 -- counts runs against MAX_ATTEMPTS, except a run given back at shutdown (free_retry). Entries
@@ -613,8 +633,9 @@ end
 -- did not (its caller names the queue's head next time: `queue_head`). Each entry is taken
 -- with one LPOP, not read first (LINDEX) and then taken: an entry it stops at is put back at
 -- the head, where it was, which is rare (a head the caller had not seen yet).
--- Answers nil, or {id, then the whole record as stored, name, value, …, as HGETALL would
--- answer it after the claim}; and second, true when it found the queue empty.
+-- Answers nil, or {id, then the fields `Hash::claim` in jobs/redis/record.rs reads, by stored
+-- name: the claim and attempt this claim wrote, then the job's own fields (CLAIM_ANSWERED) as
+-- stored}; and second, true when it found the queue empty.
 local function claim_one(worker, runs, now)
   local first_passed = nil
   -- Checked before anything is taken off the queue: every claim's call names it.
@@ -628,8 +649,8 @@ local function claim_one(worker, runs, now)
     end
     LOOKED = LOOKED + 1
     local hkey = k_job(id)
-    -- The whole record in one read: the worker is handed all of it, as written below.
-    local job, stored = read_whole(hkey)
+    -- The whole record in one read: what the claim decides on, and what the worker is handed.
+    local job, flat = read_whole(hkey)
     if job.status == 'queued' and not job.superseded_by and not runs[job.kind] then
       redis.call('RPUSH', K_QUEUE, id)
       first_passed = first_passed or id
@@ -637,7 +658,6 @@ local function claim_one(worker, runs, now)
       local attempt = tonumber(job.attempt or '0')
       if job.free_retry then
         redis.call('HDEL', hkey, field_name('free_retry'))
-        stored[field_name('free_retry')] = nil
       else
         attempt = attempt + 1
       end
@@ -648,13 +668,16 @@ local function claim_one(worker, runs, now)
         attempt .. ';' .. worker)
       write_job(hkey, fields)
       redis.call('ZADD', k_group(K_LEASES), int(now + STALE), id)
-      local answer = {id}
-      for name, value in pairs(fields) do
-        stored[field_name(name)] = type(value) == 'number' and int(value) or value
-      end
-      for name, value in pairs(stored) do
-        answer[#answer + 1] = name
-        answer[#answer + 1] = value
+      local answer = {id, FIELDS.claim, int(fields.claim), FIELDS.attempt, int(attempt)}
+      local n = 5
+      for i = 1, #flat, 2 do
+        local name = flat[i]
+        local answered = CLAIM_ANSWERED[name]
+        if answered == nil then answered = claim_answers(name) end
+        if answered then
+          answer[n + 1], answer[n + 2] = name, flat[i + 1]
+          n = n + 2
+        end
       end
       return answer
     end

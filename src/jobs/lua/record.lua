@@ -96,17 +96,16 @@ local function stored_as()
 end
 
 -- The whole job hash at `hkey` in one read: a table of its fields keyed by name (pieces and
--- events left out), and the hash as stored, a table keyed by stored name.
+-- events left out), and the hash as HGETALL answers it (stored name, value, …).
 local function read_whole(hkey)
   local flat = redis.call('HGETALL', hkey)
   local names = stored_as()
-  local job, stored = {}, {}
+  local job = {}
   for i = 1, #flat, 2 do
-    stored[flat[i]] = flat[i + 1]
     local name = names[flat[i]]
     if name then job[name] = flat[i + 1] end
   end
-  return job, stored
+  return job, flat
 end
 
 -- The decimal string of integer `n`. Every number a script hands Redis or concatenates is

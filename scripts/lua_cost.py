@@ -10,6 +10,7 @@ instructions a job after a warm-up.
     scripts/lua_cost.py HEAD              # or a revision, or a checkout's directory (`.`)
     N=1000 scripts/lua_cost.py 12c0efa
     SPLIT=1 scripts/lua_cost.py .         # and each call's share: N creates, N polls, N finishes
+                                          # and N finishes that claim a queued job (see `claiming`)
 
 
 The library is assembled as jobs/redis/scripts.rs assembles it (record, prelude, order, then
@@ -20,6 +21,7 @@ tenant's group) where its prelude reads the group from its key, and with the gro
 `callgrind_annotate --inclusive=yes` for where the instructions go. Needs valgrind and
 redis-server; nothing else.
 """
+import itertools
 import os
 import re
 import socket
@@ -90,6 +92,7 @@ class Layout:
     def __init__(self, rev: str):
         self.tags = None
         self.guarded = dict(functions(rev))
+        self.prelude = source(rev, "src/jobs/lua/prelude.lua")
         # The settings the revision reads: the seven of SETTINGS, then whether the store is a
         # cluster ('0': a single Redis) where it reads eight.
         prelude = source(rev, "src/jobs/lua/prelude.lua")
@@ -219,20 +222,22 @@ def origin(tenant: str) -> list:
             "created_by", "anonymous", "request_id", str(uuid.uuid4()), "in_order", "1"]
 
 
-def create(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
+def create(lib: str, layout: Layout, job: str, tenant: str, worker: str = WORKER) -> bytes:
     # The settings first, or (layout.tail) as the call's last argument.
     fields = origin(tenant) + ["step", "queued"]
-    tail = [600, WORKER] if layout.keyless else ["", FINGERPRINT, 600, WORKER]
+    tail = [600, worker] if layout.keyless else ["", FINGERPRINT, 600, worker]
     return encode("FCALL", f"{lib}_create", *layout.create_keys(job, tenant), *layout.settings,
                   1, job, len(fields) // 2, *fields, *tail, *layout.tail)
 
 
-def finish(lib: str, layout: Layout, job: str, tenant: str) -> bytes:
+def finish(lib: str, layout: Layout, job: str, tenant: str, heads: list = ()) -> bytes:
+    """A finish, naming `heads` (the records at the head of the queue it claims from)."""
+    numkeys, *keys = layout.finish_keys(job, tenant)
     fields = [] if layout.finish_bare else origin(tenant) + ["created_ms", "1796207731031"]
     outcome = ["status", "done", "step", "finished", "result",
                '{"products":0,"extracted":0,"unextractable":0,"skipped":0,"batch',
                "result.2", 'es":0}']
-    return encode("FCALL", f"{lib}_finish", *layout.finish_keys(job, tenant), *layout.settings,
+    return encode("FCALL", f"{lib}_finish", numkeys + len(heads), *keys, *heads, *layout.settings,
                   job, 1, 100,
                   len(fields) // 2, *fields, len(outcome) // 2, *outcome,
                   *([""] if layout.finish_from else []), WORKER, *RUNS, *layout.tail)
@@ -268,6 +273,30 @@ def split(r: Redis, lib: str, layout: Layout, n: int, pid: int) -> list:
                     raise SystemExit(f"{name} answered {answer}")
         subprocess.run(["callgrind_control", "-d", str(pid)], stdout=subprocess.DEVNULL)
     return [(name, part) for part, (name, _, _) in enumerate(phases, 2)]
+
+
+def claiming(r: Redis, lib: str, layout: Layout, n: int, pid: int, part: int) -> int:
+    """Runs N finishes that each claim the next job of their group's ready queue, as most of
+    the harness's finishes do under load (its create found the workers busy and queued it),
+    naming the queue's head as the service does (the revision's HEAD_NAMED records); all in
+    one group. Answers the number of its dump."""
+    head = int(re.search(r"^local HEAD_NAMED = (\d+)", layout.prelude, re.M).group(1))
+    in_group = (t for t in (f"lc-claiming-{i}" for i in range(10 ** 9)) if layout.group(t) == 0)
+    running = [(layout.job_id(t), t) for t in itertools.islice(in_group, n)]
+    queued = [(layout.job_id(t), t) for t in itertools.islice(in_group, n + head)]
+    for jobs, worker, word in ((running, WORKER, b"claimed"), (queued, "", b"queued")):
+        for start in range(0, len(jobs), PIPELINED):
+            calls = [create(lib, layout, j, t, worker) for j, t in jobs[start:start + PIPELINED]]
+            if any(isinstance(a, Exception) or a[0] != word for a in r.pipe(calls)):
+                raise SystemExit(f"a create for the claims did not answer {word}")
+    subprocess.run(["callgrind_control", "-z", str(pid)], stdout=subprocess.DEVNULL)
+    for i, (job, tenant) in enumerate(running):
+        heads = [layout.record(j, t) for j, t in queued[i:i + head]]
+        answer = r.pipe([finish(lib, layout, job, tenant, heads)])[0]
+        if isinstance(answer, Exception) or not answer[1] or answer[1][0] != queued[i][0].encode():
+            raise SystemExit(f"a finish did not claim the next job: {answer}")
+    subprocess.run(["callgrind_control", "-d", str(pid)], stdout=subprocess.DEVNULL)
+    return part
 
 
 def instructions(dump: str) -> int:
@@ -306,7 +335,10 @@ def main() -> None:
         lives(r, "cost", layout, n, "measured")
         subprocess.run(["callgrind_control", "-d", str(server.pid)], stdout=subprocess.DEVNULL)
         stats = r.pipe([encode("INFO", "commandstats")])[0].decode()
-        phases = split(r, "cost", layout, n, server.pid) if os.environ.get("SPLIT") else []
+        phases = []
+        if os.environ.get("SPLIT"):
+            phases = split(r, "cost", layout, n, server.pid)
+            phases.append(("finish claiming", claiming(r, "cost", layout, n, server.pid, 5)))
     finally:
         server.terminate()
         server.wait()

@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use super::embed::{frozen_identity_of, traits_of, Embedding, Names};
 use super::full::indexing;
 use super::kept::{self, Engine, Kept};
+use super::listing::Listed;
 use super::rescore::{rescore, Plan};
 use super::score::Ask;
 use super::{Weights, EMBEDDED, INDEXED, LOADED, SCORED};
@@ -98,7 +99,7 @@ pub struct Paired {
 }
 
 /// Where a product of the new catalogue comes from.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Origin {
     /// Unchanged for pairing since the state's product `old` (its version may have moved).
     Same(u32),
@@ -109,12 +110,105 @@ enum Origin {
 }
 
 /// The new catalogue, in key order, with where each product comes from.
-struct Catalogue {
+pub struct Catalogue {
     keys: Vec<ProductKey>,
     versions: Vec<u64>,
     origin: Vec<Origin>,
     /// The state's products no longer present.
     removed: Vec<u32>,
+}
+
+impl Catalogue {
+    fn with_capacity(n: usize) -> Self {
+        Self {
+            keys: Vec::with_capacity(n),
+            versions: Vec::with_capacity(n),
+            origin: Vec::with_capacity(n),
+            removed: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Every product's key and version, in key order (what a full pair reads).
+    pub fn into_versions(self) -> Vec<(ProductKey, u64)> {
+        self.keys.into_iter().zip(self.versions).collect()
+    }
+
+    /// The state's catalogue with the `changed` products (in key order: a version, or
+    /// `None` for a product gone) in place of theirs: the unchanged runs between them are
+    /// taken from the state as they are, without comparing a key or a version.
+    pub fn fed(state: &Pairing, changed: Vec<(&ProductKey, Option<u64>)>) -> Self {
+        let mut cat = Self::with_capacity(state.keys.len() + changed.len());
+        let mut from = 0;
+        for (key, version) in changed {
+            let (at, found) = find_from(&state.keys, from, key);
+            cat.kept(state, from..at);
+            match (found, version) {
+                (true, Some(v)) if v == state.versions[at] => cat.kept(state, at..at + 1),
+                (true, Some(v)) => cat.push(key.clone(), v, Origin::Touched(at as u32)),
+                (true, None) => cat.removed.push(at as u32),
+                (false, Some(v)) => cat.push(key.clone(), v, Origin::New),
+                (false, None) => {}
+            }
+            from = at + usize::from(found);
+        }
+        cat.kept(state, from..state.keys.len());
+        cat
+    }
+
+    /// The state's products `range`, unchanged.
+    fn kept(&mut self, state: &Pairing, range: std::ops::Range<usize>) {
+        self.keys.extend_from_slice(&state.keys[range.clone()]);
+        self.versions
+            .extend_from_slice(&state.versions[range.clone()]);
+        self.origin.extend(range.map(|o| Origin::Same(o as u32)));
+    }
+
+    /// Drops the products at `positions` (ascending) from the keys and versions.
+    fn drop_at(&mut self, positions: &[usize]) {
+        if !positions.is_empty() {
+            without(&mut self.keys, positions);
+            without(&mut self.versions, positions);
+        }
+    }
+
+    fn push(&mut self, key: ProductKey, version: u64, origin: Origin) {
+        self.keys.push(key);
+        self.versions.push(version);
+        self.origin.push(origin);
+    }
+}
+
+/// `items` without the ones at `positions` (ascending).
+fn without<T>(items: &mut Vec<T>, positions: &[usize]) {
+    let mut gone = positions.iter().copied().peekable();
+    let mut at = 0;
+    items.retain(|_| {
+        let dropped = gone.next_if_eq(&at).is_some();
+        at += 1;
+        !dropped
+    });
+}
+
+/// Where `key` is or would go in `keys` (sorted), searched from `from` on, and whether it
+/// is there: galloping from `from` (1, 2, 4 … keys on), then a binary search of the last
+/// step. The changed keys are spread through the state's, so the next one is usually a
+/// hundred keys on: its probes land among the keys copied next (each key's first read is a
+/// cache miss either way) instead of across the whole list, 20 misses each at 1M.
+fn find_from(keys: &[ProductKey], from: usize, key: &ProductKey) -> (usize, bool) {
+    let rest = &keys[from..];
+    let mut end = 1;
+    while end <= rest.len() && rest[end - 1] < *key {
+        end *= 2;
+    }
+    let start = end / 2;
+    match rest[start..end.min(rest.len())].binary_search(key) {
+        Ok(i) => (from + start + i, true),
+        Err(i) => (from + start + i, false),
+    }
 }
 
 /// Runs an incremental pair against `state` (5 → 90 %); see the module doc.
@@ -123,12 +217,15 @@ pub fn run(
     catalog: &Catalog,
     tenant: &TenantId,
     state: &Pairing,
-    versions: Vec<(ProductKey, u64)>,
+    listed: Listed,
     ask: &Ask,
     stop: &CancellationToken,
     progress: &Monotonic<'_>,
 ) -> Result<Outcome, CatalogError> {
-    let mut cat = diff(state, versions);
+    let mut cat = match listed {
+        Listed::All(versions) => diff(state, versions),
+        Listed::Fed(cat) => cat,
+    };
     let moved = cat.origin.iter().any(|o| !matches!(o, Origin::Same(_)));
     if !moved && cat.removed.is_empty() {
         return Ok(Outcome::Unchanged);
@@ -143,8 +240,7 @@ pub fn run(
     let share = catalog.settings.pair_full_after_share;
     let since = state.changed_since_full as usize + changes.total();
     if since as f64 > share * f64::from(state.weights.counted.max(1)) {
-        let listing = cat.keys.into_iter().zip(cat.versions).collect();
-        return Ok(Outcome::TooMuchChanged(listing));
+        return Ok(Outcome::TooMuchChanged(cat.into_versions()));
     }
     check(stop)?;
     progress.report(EMBEDDED, "weighting words");
@@ -216,27 +312,16 @@ fn engine(
     }
 }
 
-/// The store's products against the state's, both in key order.
+/// The store's products (every one listed) against the state's, both in key order.
 fn diff(state: &Pairing, versions: Vec<(ProductKey, u64)>) -> Catalogue {
-    let mut cat = Catalogue {
-        keys: Vec::with_capacity(versions.len()),
-        versions: Vec::with_capacity(versions.len()),
-        origin: Vec::with_capacity(versions.len()),
-        removed: Vec::new(),
-    };
-    // A listing made from the change feed shares the state's keys: one of those is the
-    // state's key at `old` without comparing a byte (a million string comparisons, each a
-    // cache miss, were a tenth of an incremental pair).
-    let shared = |a: &ProductKey, b: &ProductKey| std::ptr::eq(a.as_str(), b.as_str());
+    let mut cat = Catalogue::with_capacity(versions.len());
     let mut old = 0usize;
     for (key, version) in versions {
-        while old < state.keys.len() && !shared(&state.keys[old], &key) && state.keys[old] < key {
+        while old < state.keys.len() && state.keys[old] < key {
             cat.removed.push(old as u32);
             old += 1;
         }
-        let origin = if old < state.keys.len()
-            && (shared(&state.keys[old], &key) || state.keys[old] == key)
-        {
+        let origin = if old < state.keys.len() && state.keys[old] == key {
             old += 1;
             if state.versions[old - 1] == version {
                 Origin::Same(old as u32 - 1)
@@ -246,9 +331,7 @@ fn diff(state: &Pairing, versions: Vec<(ProductKey, u64)>) -> Catalogue {
         } else {
             Origin::New
         };
-        cat.keys.push(key);
-        cat.versions.push(version);
-        cat.origin.push(origin);
+        cat.push(key, version, origin);
     }
     cat.removed.extend(old as u32..state.keys.len() as u32);
     cat
@@ -313,13 +396,10 @@ fn build(
         changed: Vec::with_capacity(n),
         changes: Changes::default(),
     };
-    let mut kept = Catalogue {
-        keys: Vec::with_capacity(n),
-        versions: Vec::with_capacity(n),
-        origin: Vec::new(),
-        removed: std::mem::take(&mut cat.removed),
-    };
-    for (i, key) in std::mem::take(&mut cat.keys).into_iter().enumerate() {
+    // Products gone since their version was read, by position: dropped at the end, so
+    // that the million keys that stay are not moved one by one.
+    let mut vanished = Vec::new();
+    for i in 0..n {
         let old = match cat.origin[i] {
             Origin::Same(o) | Origin::Touched(o) => Some(o),
             Origin::New => None,
@@ -327,7 +407,8 @@ fn build(
         // Read products come in catalogue order: only they are looked at apart.
         let fresh = match fresh.next_if(|(at, _)| *at == i).map(|(_, now)| now) {
             Some(None) => {
-                kept.removed.extend(old);
+                cat.removed.extend(old);
+                vanished.push(i);
                 continue;
             }
             now => now.flatten(),
@@ -360,12 +441,11 @@ fn build(
         }
         out.old_of.push(same);
         out.changed.push(same.is_none());
-        kept.keys.push(key);
-        kept.versions.push(cat.versions[i]);
     }
-    kept.removed.sort_unstable();
-    out.changes.removed = kept.removed.len();
-    *cat = kept;
+    cat.origin = Vec::new();
+    cat.drop_at(&vanished);
+    cat.removed.sort_unstable();
+    out.changes.removed = cat.removed.len();
     out
 }
 
@@ -389,4 +469,69 @@ fn made(
             (i, made)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(k: &str) -> ProductKey {
+        ProductKey::parse(k).expect("a valid key")
+    }
+
+    #[test]
+    fn the_feed_s_products_replace_add_to_or_leave_the_state_s_catalogue_as_a_listing_would() {
+        let state = Pairing {
+            keys: ["b", "d", "f", "h", "j"].map(key).to_vec(),
+            versions: vec![2, 4, 6, 8, 10],
+            ..Pairing::default()
+        };
+        let (a, d, e, f, j, z) = (key("a"), key("d"), key("e"), key("f"), key("j"), key("z"));
+        let changed = vec![
+            (&a, Some(1)),
+            (&d, Some(40)),
+            (&e, Some(5)),
+            (&f, None),
+            (&j, Some(10)),
+            (&z, None),
+        ];
+        let want: Vec<(ProductKey, u64)> =
+            [("a", 1), ("b", 2), ("d", 40), ("e", 5), ("h", 8), ("j", 10)]
+                .into_iter()
+                .map(|(k, v)| (key(k), v))
+                .collect();
+        let fed = Catalogue::fed(&state, changed);
+        let listed = diff(&state, want.clone());
+        assert_eq!(
+            (&fed.origin, &fed.removed),
+            (&listed.origin, &listed.removed)
+        );
+        use Origin::*;
+        assert_eq!(
+            fed.origin,
+            [New, Same(0), Touched(1), New, Same(3), Same(4)]
+        );
+        assert_eq!(fed.removed, [2]);
+        assert_eq!(fed.into_versions(), want);
+        assert_eq!(Catalogue::fed(&state, vec![]).len(), 5);
+    }
+
+    #[test]
+    fn a_search_from_a_place_finds_what_a_binary_search_of_the_rest_finds() {
+        let keys: Vec<ProductKey> = (0..300).map(|i| key(&format!("k{:04}", 2 * i))).collect();
+        for from in [0, 1, 7, 150, 299, 300] {
+            for probe in 0..610 {
+                let probe = key(&format!("k{probe:04}"));
+                let want = match keys[from..].binary_search(&probe) {
+                    Ok(i) => (from + i, true),
+                    Err(i) => (from + i, false),
+                };
+                assert_eq!(
+                    find_from(&keys, from, &probe),
+                    want,
+                    "{probe:?} from {from}"
+                );
+            }
+        }
+    }
 }

@@ -154,24 +154,24 @@ impl Run<'_> {
             self.catalog.store.changed(self.tenant)
         })?;
         self.fed_upto = fed.upto;
-        let (versions, found_by) = self.listing(state.as_deref(), &fed, params.full)?;
+        let (listed, found_by) = self.listing(state.as_deref(), &fed, params.full)?;
         drop(fed);
         let limit_mb = self.catalog.settings.pair_max_memory_mb;
-        budget::Limit::new(limit_mb).check_products(versions.len())?;
-        kept::make_room(estimated_mb(versions.len()), limit_mb);
+        budget::Limit::new(limit_mb).check_products(listed.len())?;
+        kept::make_room(estimated_mb(listed.len()), limit_mb);
         let ask = self.ask();
         let (because, versions) = match (&state, params.full) {
-            (_, true) => (FullBecause::Asked, versions),
-            (None, _) => (FullBecause::First, versions),
+            (_, true) => (FullBecause::Asked, listed.into_versions()),
+            (None, _) => (FullBecause::First, listed.into_versions()),
             (Some(s), _) if s.top_k as usize != ask.top_k || s.min_score != ask.min_score => {
-                (FullBecause::Settings, versions)
+                (FullBecause::Settings, listed.into_versions())
             }
             (Some(state), false) => {
                 let outcome = incremental::run(
                     self.catalog,
                     self.tenant,
                     state,
-                    versions,
+                    listed,
                     &ask,
                     self.stop,
                     self.progress,

@@ -141,7 +141,13 @@ pub fn job_finished(kind: &str, outcome: &Outcome) {
     let status = outcome.status().as_str();
     match outcome {
         Outcome::Failed(class, _) => counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status, "error" => class.clone()).increment(1),
-        _ => counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status).increment(1),
+        _ => FINISHED
+            .by(
+                status,
+                kind,
+                || counter!(JOBS_FINISHED, "kind" => kind.to_owned(), "status" => status),
+            )
+            .increment(1),
     }
 }
 
@@ -202,9 +208,13 @@ struct Kept<H>(LazyLock<RwLock<HashMap<&'static str, HashMap<String, H>>>>);
 static COUNTERS: Kept<Counter> = Kept(LazyLock::new(Default::default));
 static GAUGES: Kept<Gauge> = Kept(LazyLock::new(Default::default));
 static HISTOGRAMS: Kept<Histogram> = Kept(LazyLock::new(Default::default));
+/// The finished-jobs counters of a done or cancelled job, by status and then kind (a failed
+/// job's carry its error class too, and are looked up each time).
+static FINISHED: Kept<Counter> = Kept(LazyLock::new(Default::default));
 
 impl<H: Clone> Kept<H> {
-    /// The handle of metric `name` with label value `value`, made by `make` the first time.
+    /// The handle of metric `name` (or of `FINISHED`'s status) with label value `value`, made
+    /// by `make` the first time.
     /// Until the recorder is installed a handle would count nowhere for ever: none is kept.
     fn by(&self, name: &'static str, value: &str, make: impl FnOnce() -> H) -> H {
         if HANDLE.get().is_none() {

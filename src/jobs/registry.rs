@@ -267,8 +267,9 @@ impl Registry {
             Arc::new(prepare),
             Arc::new(move |input: &JobInput, progress: Progress<'_>| {
                 // Written by `prepare` above; anything else in the store is a corrupt record.
-                let params: P = serde_json::from_value(input.params.clone())
-                    .map_err(|e| JobError::new(CORRUPT_PARAMS, e))?;
+                // Read in place, not from a copy of the JSON tree.
+                let params =
+                    P::deserialize(&input.params).map_err(|e| JobError::new(CORRUPT_PARAMS, e))?;
                 run(input, &params, progress)
             }),
             Some(field_names::<F>()),

@@ -52,7 +52,8 @@ impl RunObserver for Unobserved {}
 
 /// What the process knows of one of its runs.
 pub(super) struct Running {
-    pub job: NewJob,
+    /// Shared with the run, not copied: a job's strings and parameters are not cloned a run.
+    pub job: Arc<NewJob>,
     pub run: RunId,
     pub created_at: u64,
     pub attempt: u32,
@@ -182,6 +183,7 @@ impl Runs {
             run,
             attempt,
         } = claim;
+        let job = Arc::new(job);
         let (reporter, ticks) = progress_channel();
         let cancel = CancellationToken::new();
         let fenced = Arc::new(AtomicBool::new(false));

@@ -121,8 +121,8 @@ fn checked_name(
 /// or not. Tenant ids and product keys refuse them.
 pub const DOT_SEGMENTS: [&str; 2] = [".", ".."];
 
-/// A tenant: 1–128 characters of `A-Z a-z 0-9 _ . -`, so it is safe inside a Redis key, and
-/// not one of the [`DOT_SEGMENTS`].
+// One line: the admin page shows this doc (the schema's description) as the tenant rule.
+/// A tenant: 1–128 characters of `A-Z a-z 0-9 _ . -` (safe in a Redis key), not `.` or `..`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema)]
 #[serde(transparent)]
 pub struct TenantId(String);

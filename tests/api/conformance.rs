@@ -1601,6 +1601,57 @@ mod redis_only {
         assert!(matches!(again, Created::RateLimited(_)), "{again:?}");
     }
 
+    /// Lean jobs: a job's life asks Redis nothing of who follows its tenant (a `PUBSUB
+    /// NUMSUB` a step, ~10k of Redis's instructions, two a job, before): a process's listener
+    /// names the tenant channels it follows to the job library, which the scripts look up in
+    /// their own state. A tenant nobody follows has nothing published; one another process
+    /// follows (a second store on the same Redis) hears the job's end.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_jobs_life_asks_redis_nothing_of_who_follows_its_tenant() {
+        use catalog_jobs::jobs::watch::Change;
+        let (redis, s, _) = drained().await;
+        let mut conn = redis.connection().await;
+        let job = ordered(&tenant(), "sync");
+        let (stats, made) = counted(&mut conn, s.create_claimed(job.clone(), "w/1")).await;
+        let Created::Created(made, _) = made.unwrap() else {
+            panic!("the job is created")
+        };
+        assert_eq!(calls(&stats, "pubsub|numsub"), 0, "{stats}");
+        assert_eq!(
+            calls(&stats, "publish"),
+            0,
+            "nobody follows the tenant: {stats}"
+        );
+        let other = catalog_jobs::jobs::redis::RedisStore::open(
+            &redis.url(),
+            StoreSettings {
+                prefix: s.settings().prefix.clone(),
+                ..settings()
+            },
+        )
+        .unwrap();
+        let mut watch = other.watch_tenant(&job.tenant).await;
+        let run = job.clone().first_claim(made.created_at).run;
+        let done = Outcome::Done(json!({}));
+        let ended = RunRef::new(&job, &run, made.created_at).ended(&done, 0);
+        let (stats, finished) = counted(&mut conn, s.finish(ended)).await;
+        assert_eq!(finished.unwrap(), Finish::Applied);
+        assert_eq!(calls(&stats, "pubsub|numsub"), 0, "{stats}");
+        assert_eq!(calls(&stats, "publish"), 1, "the follower is told: {stats}");
+        loop {
+            let change = tokio::time::timeout(Duration::from_secs(10), watch.changes.recv())
+                .await
+                .expect("the end reaches the other process's watcher within 10 s")
+                .expect("the watch lives");
+            if let Change::Job(c) = change {
+                assert_eq!(c.job_id, job.id.to_string());
+                if c.kind_of_event == "finished" {
+                    break;
+                }
+            }
+        }
+    }
+
     /// Lean jobs: a job ending leaves another job's lock as it was (the lock it took expired
     /// and another job took it): `GETDEL` reads and releases it in one command, and puts back
     /// a lock it finds held by another.

@@ -299,19 +299,60 @@ end
 -- The fields a step that notes an event reads of its job (with its own).
 local NOTE_FIELDS = {'tenant', 'kind', 'created_ms', 'events', 'event_ms'}
 
--- Whether anyone follows the tenant's channel now (PUBSUB NUMSUB, asked once a call for a
--- tenant), and the channel. A watcher subscribes before it reads the timeline it resumes from,
--- and subscribers are on the primary the scripts run on, so a change nobody hears is one no
--- watcher can miss. On a Redis Cluster NUMSUB counts only the node's own subscribers, and a
--- watcher's may be on another node (a cluster relays a PUBLISH to every node): there every
--- change is published.
-local function followed(tenant)
+-- The tenant channels some process follows, each to when its follower last said so plus
+-- WATCH_MS (Redis's clock, ms), kept in the library's Lua state (WATCHED; WATCHED_KEPT
+-- entries, expired ones dropped past WATCHED_MAX): a process's listener subscribes to a
+-- channel, then names it here (`watch`, below), before any of its watchers reads the timeline
+-- it resumes from, and names it again every third of WATCH_MS while it follows it. A script
+-- then asks a table, where PUBSUB NUMSUB cost Redis ~10k instructions a call (two a job). A
+-- channel named by nobody for WATCH_MS (its process died, or stopped following it) is
+-- published to nobody no more; one still named a while after its process stopped following
+-- it is published to nobody, which is harmless.
+-- This state is the library's, not the keyspace's: a Redis restarted, a replica promoted or
+-- a library loaded again starts it empty or old. Each state has its own EPOCH (the Redis time
+-- of its first `watch`, ms), which `watch` answers: a listener that sees it change
+-- (the state was made again since it last named its channels) or that named them late (more
+-- than half WATCH_MS after the last time) tells its watchers to read again (`listen.rs`), as
+-- after a broken subscription, since a change may have gone unpublished meanwhile.
+local WATCH_MS = 15000
+local WATCHED, WATCHED_KEPT, WATCHED_MAX = {}, 0, 100000
+local EPOCH
+
+-- Whether anyone follows the tenant's channel now (WATCHED, asked once a call for a tenant),
+-- and the channel. On a Redis Cluster no process names its channels (a watcher's subscription
+-- may be on another node, and a cluster relays a PUBLISH to every node): there every change
+-- is published.
+local function followed(tenant, now)
   local channel = k_tenant_events(tenant)
   if CLUSTER then return true, channel end
   if channel ~= ASKED then
-    ASKED, HEARD = channel, redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0
+    local till = WATCHED[channel]
+    ASKED, HEARD = channel, till ~= nil and till > now
   end
   return HEARD, channel
+end
+
+-- watch: a listener follows the tenant channels `channels` (its call's arguments; no key, no
+-- settings): each is followed until WATCH_MS from now (Redis's clock) unless named again.
+-- Answers {WATCH_MS, EPOCH}. Writes nothing to the keyspace (so nothing is replicated).
+local function watch(channels)
+  local now = now_ms()
+  EPOCH = EPOCH or int(now)
+  if WATCHED_KEPT >= WATCHED_MAX then
+    local kept, n = {}, 0
+    for channel, till in pairs(WATCHED) do
+      if till > now then kept[channel], n = till, n + 1 end
+    end
+    WATCHED, WATCHED_KEPT = kept, n
+  end
+  local till = now + WATCH_MS
+  for i = 1, #channels do
+    local channel = channels[i]
+    local was = WATCHED[channel]
+    if not was then WATCHED_KEPT = WATCHED_KEPT + 1 end
+    if not was or was < till then WATCHED[channel] = till end
+  end
+  return {WATCH_MS, EPOCH}
 end
 
 -- Notes event `typ` of job `id` into `fields` (the step's write of that job, keyed by name,
@@ -341,7 +382,7 @@ local function note(id, job, fields, typ, status, percent, step, now, extra)
     (STATUS_CODES[status] or status) .. '|' .. int(p - p % 1) .. '|' ..
     (extra or '') .. '|' .. (step ~= DEFAULT_STEPS[typ] and step or '')
   fields[typ == 'progress' and '@tick' or '@' .. int(seq)] = value
-  local heard, channel = followed(job.tenant)
+  local heard, channel = followed(job.tenant, now)
   if heard then
     redis.call('PUBLISH', channel, cjson.encode({id = ms .. '-' .. seq, type = typ,
       job_id = id, tenant_id = job.tenant, kind = job.kind, status = status,

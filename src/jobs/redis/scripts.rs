@@ -63,6 +63,10 @@ impl Function {
     }
 }
 
+/// The function a listener names the tenant channels it follows with (`watch` in
+/// `lua/prelude.lua`; `listen.rs`): part of the library, but no script of its own.
+const WATCH: &str = "watch";
+
 /// The library: its name (`catalog_jobs_<hash of its source>`) and its code for
 /// `FUNCTION LOAD`. Each script is registered as `<library>_<script>`, since function names
 /// are one namespace across a Redis's libraries.
@@ -84,6 +88,12 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
             "redis.register_function('{name}_{script}', function(keys, args)\nbegin(keys, args)\n{body}\nend)\n"
         ));
     }
+    // A listener's call, about no job: no key, no settings (`watch` in the prelude); it
+    // writes nothing, so Redis runs it even out of memory.
+    code.push_str(&format!(
+        "redis.register_function{{function_name = '{name}_{WATCH}', flags = {{'no-writes'}}, \
+         callback = function(keys, args) return watch(args) end}}\n"
+    ));
     Library { name, code }
 });
 
@@ -99,7 +109,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// one argument, added last when the call is sent).
 pub struct Call {
     cmd: redis::Cmd,
-    settings: String,
+    /// None for a call that reads no settings (`watching`).
+    settings: Option<String>,
 }
 
 impl Call {
@@ -116,7 +127,9 @@ impl Call {
         conn: &mut impl redis::aio::ConnectionLike,
     ) -> RedisResult<T> {
         let mut cmd = self.cmd.clone();
-        cmd.arg(&self.settings);
+        if let Some(settings) = &self.settings {
+            cmd.arg(settings);
+        }
         match cmd.query_async(conn).await {
             Err(e) if library_missing(&e) => {
                 redis::cmd("FUNCTION")
@@ -170,7 +183,21 @@ pub fn invocation(function: &Function, settings: &StoreSettings, route: Route) -
         .arg(route.declared);
     Call {
         cmd,
-        settings: settings_arg(settings, route.cluster),
+        settings: Some(settings_arg(settings, route.cluster)),
+    }
+}
+
+/// A listener's call naming the tenant channels it follows now (`watch` in
+/// `lua/prelude.lua`): answers how long they count as followed (ms) and the library state's
+/// epoch.
+pub fn watching(channels: &[String]) -> Call {
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(format!("{}_{WATCH}", LIBRARY.name))
+        .arg(0)
+        .arg(channels);
+    Call {
+        cmd,
+        settings: None,
     }
 }
 

@@ -1652,6 +1652,49 @@ mod redis_only {
         }
     }
 
+    /// Lean jobs: a job claimed at its create is written without its claim, attempt and start
+    /// (three fields fewer to write and keep): its worker and no claim say them — claim 1,
+    /// attempt 1, started when it was created. It reads as before, its run holds it, and a
+    /// claim after it was given back is its second (the first run is fenced off) and keeps
+    /// its attempt.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_job_claimed_at_its_create_keeps_no_claim_attempt_or_start() {
+        let (redis, s, _) = drained().await;
+        let mut conn = redis.connection().await;
+        let job = ordered(&tenant(), "sync");
+        let Created::Created(made, _) = s.create_claimed(job.clone(), "w/1").await.unwrap() else {
+            panic!("the job is created")
+        };
+        let record = Keys::new(&s.settings().prefix).job(&job.id);
+        let stored: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(&record)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        for field in [Field::Claim, Field::Attempt, Field::StartedMs] {
+            assert!(!stored.contains_key(field.name()), "{field:?}: {stored:?}");
+        }
+        assert_eq!(stored[Field::Worker.name()], "w/1");
+        let read = s.get(&job.id).await.unwrap().unwrap();
+        assert_eq!(read.status, Status::Running);
+        assert_eq!((read.attempt, read.started_at), (1, Some(made.created_at)));
+        let run = job.clone().first_claim(made.created_at).run;
+        assert_eq!(s.tick(&run, 10, "working").await.unwrap(), Tick::Applied);
+        assert_eq!(s.release(&run).await.unwrap(), Release::Requeued);
+        let again = claim_queued(&s, "w/2").await;
+        assert_eq!(
+            (again.job.id, again.run.claim, again.attempt),
+            (job.id, 2, 1)
+        );
+        assert_eq!(s.tick(&run, 20, "late").await.unwrap(), Tick::Fenced);
+        let read = s.get(&job.id).await.unwrap().unwrap();
+        assert_eq!(
+            read.started_at,
+            Some(made.created_at),
+            "started when it was created"
+        );
+    }
+
     /// Lean jobs: a job ending leaves another job's lock as it was (the lock it took expired
     /// and another job took it): `GETDEL` reads and releases it in one command, and puts back
     /// a lock it finds held by another.
@@ -1889,7 +1932,8 @@ mod redis_only {
 
     /// Lean jobs: a record keeps no `event_ms` equal to its `created_ms` (a create's events
     /// are dated at its creation, and a record without one had its last event then), so the
-    /// harness's job is written with 16 fields, not 17: a field less for its create to write
+    /// harness's job is written with 16 fields, not 17 (13 since a job claimed at its create
+    /// keeps no claim, attempt or start): a field less for its create to write
     /// and for its finish to read (its listpack 17 bytes shorter, still in jemalloc's 384-byte
     /// class); its events read as before, ids dated at the creation, and a later event dates
     /// itself.
@@ -1901,7 +1945,7 @@ mod redis_only {
         let record = Keys::new(&s.settings().prefix).job(&job.id);
         let stored = stored_fields(&mut conn, &record).await;
         assert!(!stored.contains_key(Field::EventMs.name()), "{stored:?}");
-        assert_eq!(stored.len(), 16, "{stored:?}");
+        assert_eq!(stored.len(), 13, "{stored:?}");
         let run = job.clone().first_claim(created_at).run;
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert_eq!(s.tick(&run, 40, "halfway").await.unwrap(), Tick::Applied);

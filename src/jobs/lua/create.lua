@@ -173,8 +173,9 @@ for n, new in ipairs(jobs) do
     note(id, job, record, 'created', 'queued', 0, job.step, now)
   end
   if here and not ahead and not job.steps then
-    record.status, record.step, record.started_ms = 'running', 'starting', now
-    record.claim, record.attempt, record.worker = 1, 1, worker
+    -- Its claim (1), attempt (1) and start (its creation) are left out: `worker` says them
+    -- (CLAIMED_AT_CREATE in record.lua).
+    record.status, record.step, record.worker = 'running', 'starting', worker
     note(id, job, record, 'started', 'running', 0, 'starting', now, '1;' .. worker)
     redis.call('ZADD', k_group(K_LEASES), int(now + STALE), id)
   end

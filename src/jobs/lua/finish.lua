@@ -57,7 +57,9 @@ end
 fields.percent = math.max(tonumber(st.percent) or 0, run_percent)
 if outcome.status == 'done' then fields.percent = 100 end
 fields.heartbeat_ms, fields.finished_ms = now, now
-if not st.started_ms then fields.started_ms = now end
+-- (A record written back is started now; a held one without `started_ms` was claimed at its
+-- create, and reads as started then: CLAIMED_AT_CREATE.)
+if code == 'missing' and not st.started_ms then fields.started_ms = now end
 end_job(id, st, fields, now)
 if code == 'missing' then redis.call('EXPIRE', hkey, TTL_S) end
 local released = RELEASED and 1 or 0

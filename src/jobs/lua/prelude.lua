@@ -696,15 +696,18 @@ local function claim_one(worker, runs, now)
       redis.call('RPUSH', K_QUEUE, id)
       first_passed = first_passed or id
     elseif job.status == 'queued' and not job.superseded_by then
-      local attempt = tonumber(job.attempt or '0')
+      -- A record with a worker and no claim was claimed at its create (CLAIMED_AT_CREATE).
+      local before = job.worker and CLAIMED_AT_CREATE or '0'
+      local attempt = tonumber(job.attempt or before)
       if job.free_retry then
         redis.call('HDEL', hkey, field_name('free_retry'))
       else
         attempt = attempt + 1
       end
-      local fields = {status = 'running', claim = tonumber(job.claim or '0') + 1,
+      local fields = {status = 'running', claim = tonumber(job.claim or before) + 1,
         attempt = attempt, worker = worker, step = 'starting', updated_ms = now,
-        heartbeat_ms = now, started_ms = job.started_ms or now}
+        heartbeat_ms = now,
+        started_ms = job.started_ms or (job.worker and job.created_ms) or now}
       note(id, job, fields, 'started', 'running', job.percent, 'starting', now,
         attempt .. ';' .. worker)
       write_job(hkey, fields)

@@ -149,8 +149,15 @@ end
 -- The fields `is_held` reads.
 local HELD_FIELDS = {'status', 'claim', 'superseded_by'}
 
+-- A job claimed at its create is written without `claim`, `attempt` and `started_ms` (create.lua):
+-- a record with a `worker` and no `claim` was claimed at its create, and reads as claim 1,
+-- attempt 1, started when it was created (`Hash::snapshot` in jobs/redis/record.rs reads it
+-- alike). Every later claim writes all three. So a running record without a claim holds claim 1.
+local CLAIMED_AT_CREATE = '1'
+
 -- Whether run `claim` still holds `job` (read with at least HELD_FIELDS): it reads
 -- `running`, with this claim, and no other job took it over.
 local function is_held(job, claim)
-  return job.status == 'running' and job.claim == tostring(claim) and not job.superseded_by
+  return job.status == 'running' and (job.claim or CLAIMED_AT_CREATE) == tostring(claim) and
+    not job.superseded_by
 end

@@ -338,6 +338,9 @@ impl Hash {
         let finished_at = self.opt_num(Field::FinishedMs);
         let updated_at = self.opt_num(Field::UpdatedMs).unwrap_or(created_at);
         let cancel_requested_at = self.opt_num(Field::CancelRequestedMs);
+        // A record with a worker and no claim was claimed at its create, which left out its
+        // attempt (1) and start (its creation): CLAIMED_AT_CREATE in lua/record.lua.
+        let at_create = self.get(Field::Worker).is_some() && self.get(Field::Claim).is_none();
         let origin = self.origin();
         let snapshot = Snapshot {
             job_id: *id,
@@ -350,12 +353,14 @@ impl Hash {
             result: self.json(Field::Result),
             error: self.owned(Field::Error),
             created_at,
-            started_at: self.opt_num(Field::StartedMs),
+            started_at: self
+                .opt_num(Field::StartedMs)
+                .or(at_create.then_some(created_at)),
             updated_at: finished_at.map_or(updated_at, |f| f.max(updated_at)),
             heartbeat_at,
             finished_at,
             cancel_requested_at,
-            attempt: self.opt_num(Field::Attempt).unwrap_or(0) as u32,
+            attempt: self.opt_num(Field::Attempt).unwrap_or(u64::from(at_create)) as u32,
             max_attempts: settings.max_attempts,
             worker: self.owned(Field::Worker),
             recovered_at: self.opt_num(Field::RecoveredMs),

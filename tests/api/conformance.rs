@@ -1695,6 +1695,64 @@ mod redis_only {
         );
     }
 
+    /// Lean jobs: a job claimed at its create stores no `started` event (its record implies
+    /// it: seq 1, at its creation, attempt 1 by its worker). Its timeline reads it as before, its
+    /// watchers hear it, and a claim after the job was given back stores it before the record
+    /// stops implying it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_job_claimed_at_its_create_stores_no_started_event() {
+        use catalog_jobs::jobs::watch::Change;
+        let (redis, s, _) = drained().await;
+        let mut conn = redis.connection().await;
+        let job = ordered(&tenant(), "sync");
+        let mut watch = s.watch_tenant(&job.tenant).await;
+        let Created::Created(made, _) = s.create_claimed(job.clone(), "w/1").await.unwrap() else {
+            panic!("the job is created")
+        };
+        let record = Keys::new(&s.settings().prefix).job(&job.id);
+        let stored = stored_fields(&mut conn, &record).await;
+        assert!(!stored.contains_key("@1"), "{stored:?}");
+        let first = s.timeline(&job.id, None).await.unwrap();
+        assert_eq!(types(&first), ["created", "started"]);
+        let started = &first[1];
+        assert_eq!(
+            (started.at, started.status.as_str()),
+            (made.created_at, "running")
+        );
+        assert_eq!(started.extra["attempt"], 1);
+        assert_eq!(started.extra["worker"], "w/1");
+        let mut heard = Vec::new();
+        while heard.len() < 2 {
+            let change = tokio::time::timeout(Duration::from_secs(10), watch.changes.recv())
+                .await
+                .expect("the create's events reach the watcher within 10 s")
+                .expect("the watch lives");
+            if let Change::Job(c) = change {
+                heard.push((c.id, c.kind_of_event));
+            }
+        }
+        let read: Vec<_> = first
+            .iter()
+            .map(|e| (e.id.clone(), e.kind.clone()))
+            .collect();
+        assert_eq!(
+            heard, read,
+            "the watcher heard the events the timeline reads"
+        );
+        let run = job.clone().first_claim(made.created_at).run;
+        assert_eq!(s.release(&run).await.unwrap(), Release::Requeued);
+        claim_queued(&s, "w/2").await;
+        let stored = stored_fields(&mut conn, &record).await;
+        assert!(
+            stored.contains_key("@1"),
+            "stored once claimed again: {stored:?}"
+        );
+        let again = s.timeline(&job.id, None).await.unwrap();
+        assert_eq!(types(&again), ["created", "started", "released", "started"]);
+        assert_eq!(again[1], first[1], "the first start reads as it did");
+        assert_eq!(again[3].extra["worker"], "w/2");
+    }
+
     /// Lean jobs: a job ending leaves another job's lock as it was (the lock it took expired
     /// and another job took it): `GETDEL` reads and releases it in one command, and puts back
     /// a lock it finds held by another.
@@ -1932,8 +1990,8 @@ mod redis_only {
 
     /// Lean jobs: a record keeps no `event_ms` equal to its `created_ms` (a create's events
     /// are dated at its creation, and a record without one had its last event then), so the
-    /// harness's job is written with 16 fields, not 17 (13 since a job claimed at its create
-    /// keeps no claim, attempt or start): a field less for its create to write
+    /// harness's job is written with 16 fields, not 17 (12 since a job claimed at its create
+    /// keeps no claim, attempt, start or `started` event): a field less for its create to write
     /// and for its finish to read (its listpack 17 bytes shorter, still in jemalloc's 384-byte
     /// class); its events read as before, ids dated at the creation, and a later event dates
     /// itself.
@@ -1945,7 +2003,7 @@ mod redis_only {
         let record = Keys::new(&s.settings().prefix).job(&job.id);
         let stored = stored_fields(&mut conn, &record).await;
         assert!(!stored.contains_key(Field::EventMs.name()), "{stored:?}");
-        assert_eq!(stored.len(), 13, "{stored:?}");
+        assert_eq!(stored.len(), 12, "{stored:?}");
         let run = job.clone().first_claim(created_at).run;
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert_eq!(s.tick(&run, 40, "halfway").await.unwrap(), Tick::Applied);

@@ -176,7 +176,7 @@ for n, new in ipairs(jobs) do
     -- Its claim (1), attempt (1) and start (its creation) are left out: `worker` says them
     -- (CLAIMED_AT_CREATE in record.lua).
     record.status, record.step, record.worker = 'running', 'starting', worker
-    note(id, job, record, 'started', 'running', 0, 'starting', now, '1;' .. worker)
+    note_implied_start(id, job, record, now)
     redis.call('ZADD', k_group(K_LEASES), int(now + STALE), id)
   end
   write_job(hkey, record)

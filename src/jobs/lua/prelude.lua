@@ -355,6 +355,18 @@ local function watch(channels)
   return {WATCH_MS, EPOCH}
 end
 
+-- Tells the tenant's watchers, when it has any (one PUBLISH), of event `seq` of job `id`, of
+-- time `ms` (`job` read with NOTE_FIELDS). Its id is made only then: a number formatted costs
+-- a few thousand instructions.
+local function tell(id, job, typ, status, percent, step, ms, seq, now)
+  local heard, channel = followed(job.tenant, now)
+  if heard then
+    redis.call('PUBLISH', channel, cjson.encode({id = ms .. '-' .. seq, type = typ,
+      job_id = id, tenant_id = job.tenant, kind = job.kind, status = status,
+      percent = tonumber(percent) or 0, step = step}))
+  end
+end
+
 -- Notes event `typ` of job `id` into `fields` (the step's write of that job, keyed by name,
 -- written by the caller with write_job) and tells the tenant's watchers, when it has any (one
 -- PUBLISH). `job` is the record as read, with NOTE_FIELDS. `extra` is the type's own data
@@ -382,14 +394,21 @@ local function note(id, job, fields, typ, status, percent, step, now, extra)
     (STATUS_CODES[status] or status) .. '|' .. int(p - p % 1) .. '|' ..
     (extra or '') .. '|' .. (step ~= DEFAULT_STEPS[typ] and step or '')
   fields[typ == 'progress' and '@tick' or '@' .. int(seq)] = value
-  local heard, channel = followed(job.tenant, now)
-  if heard then
-    redis.call('PUBLISH', channel, cjson.encode({id = ms .. '-' .. seq, type = typ,
-      job_id = id, tenant_id = job.tenant, kind = job.kind, status = status,
-      percent = tonumber(percent) or 0, step = step}))
-  end
+  tell(id, job, typ, status, percent, step, ms, seq, now)
   return value
 end
+
+-- A job claimed at its create (CLAIMED_AT_CREATE in record.lua) has its `started` event, the
+-- one after `created`, implied by its record, not stored (~20k instructions a create): seq 1, at
+-- its creation, attempt 1 by its `worker` (IMPLIED_START; `Hash::timeline` in
+-- jobs/redis/record.rs reads it so). `fields` has its `created` event noted; its watchers
+-- hear the start as any other event. A step that writes such a record's claim stores the
+-- event first (`implied_start`), since the record no longer implies it then.
+local function note_implied_start(id, job, fields, now)
+  fields.events = fields.events + 1
+  tell(id, job, 'started', 'running', 0, 'starting', now, 1, now)
+end
+local function implied_start(worker) return IMPLIED_START .. worker .. '|' end
 
 -- A tenant's listing (`k_tenant`) is one small sorted set (a listpack) holding two things:
 -- its job ids, scored in the order they were listed (each above the newest, from JOBS_FROM
@@ -708,6 +727,7 @@ local function claim_one(worker, runs, now)
         attempt = attempt, worker = worker, step = 'starting', updated_ms = now,
         heartbeat_ms = now,
         started_ms = job.started_ms or (job.worker and job.created_ms) or now}
+      if job.worker and not job.claim then fields['@1'] = implied_start(job.worker) end
       note(id, job, fields, 'started', 'running', job.percent, 'starting', now,
         attempt .. ';' .. worker)
       write_job(hkey, fields)

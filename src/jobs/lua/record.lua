@@ -154,6 +154,9 @@ local HELD_FIELDS = {'status', 'claim', 'superseded_by'}
 -- attempt 1, started when it was created (`Hash::snapshot` in jobs/redis/record.rs reads it
 -- alike). Every later claim writes all three. So a running record without a claim holds claim 1.
 local CLAIMED_AT_CREATE = '1'
+-- Its `started` event, also left out (prelude's `note_implied_start`): the stored form of
+-- `1|started|0 ms|running|0|1;<worker>|` with the worker after this.
+local IMPLIED_START = '1|s|0|r|0|1;'
 
 -- Whether run `claim` still holds `job` (read with at least HELD_FIELDS): it reads
 -- `running`, with this claim, and no other job took it over.

@@ -45,6 +45,9 @@ for _, id in ipairs(due) do
       -- Its claim is raised: if its process comes back, its writes and heartbeats are fenced
       -- off (`is_held`) and it reads lost for good.
       local fields = {claim = tostring(tonumber(job.claim or CLAIMED_AT_CREATE) + 1)}
+      if not job.claim then
+        fields['@1'] = implied_start(read_job(hkey, {'worker'}).worker or '')
+      end
       note(id, job, fields, 'lost', 'lost', job.percent, read_job(hkey, {'step'}).step, now)
       write_job(hkey, fields)
       after_end(id, job, {status = 'failed', error = 'Lost'}, now)

@@ -112,6 +112,11 @@ pub const PIECE: usize = 64;
 /// The first byte of a timeline event's field name (`@<seq>`, `@p<slot>`, `@tick`).
 const EVENT_MARK: char = '@';
 
+/// The `started` event of a job claimed at its create, which its record implies rather than
+/// stores (`IMPLIED_START` in `lua/record.lua`): this, then its worker and `|`, under `@1`.
+const IMPLIED_START: &str = "1|s|0|r|0|1;";
+const IMPLIED_START_FIELD: &str = "@1";
+
 /// Each event type's code in a stored event (`EVENT_CODES` in `lua/record.lua`, the same
 /// list); a type without a code is stored whole.
 pub const EVENT_CODES: &[(&str, &str)] = &[
@@ -340,7 +345,7 @@ impl Hash {
         let cancel_requested_at = self.opt_num(Field::CancelRequestedMs);
         // A record with a worker and no claim was claimed at its create, which left out its
         // attempt (1) and start (its creation): CLAIMED_AT_CREATE in lua/record.lua.
-        let at_create = self.get(Field::Worker).is_some() && self.get(Field::Claim).is_none();
+        let at_create = self.claimed_at_create();
         let origin = self.origin();
         let snapshot = Snapshot {
             job_id: *id,
@@ -376,6 +381,13 @@ impl Hash {
             steps: None,
         };
         Ok(Some(snapshot.read_at(now_ms, settings.stale_ms())))
+    }
+
+    /// Whether the job was claimed at its create and not since: a record with a worker and no
+    /// claim (CLAIMED_AT_CREATE in lua/record.lua), which leaves out its claim (1), attempt
+    /// (1), start (its creation) and `started` event.
+    fn claimed_at_create(&self) -> bool {
+        self.get(Field::Worker).is_some() && self.get(Field::Claim).is_none()
     }
 
     /// A pipeline's steps, as its record lists them (`None` for any other job).
@@ -434,10 +446,20 @@ impl Hash {
         };
         // Keyed by seq: a sampled tick that is also the latest is one event.
         let mut events = BTreeMap::new();
-        for (name, value) in &self.0 {
-            if !name.starts_with(EVENT_MARK) {
-                continue;
+        let implied = match self.get(Field::Worker) {
+            Some(worker)
+                if self.claimed_at_create() && !self.0.contains_key(IMPLIED_START_FIELD) =>
+            {
+                Some(format!("{IMPLIED_START}{worker}|"))
             }
+            _ => None,
+        };
+        let stored = self
+            .0
+            .iter()
+            .filter(|(name, _)| name.starts_with(EVENT_MARK))
+            .map(|(_, value)| value);
+        for value in stored.chain(implied.as_ref()) {
             let (seq, event) = self.event(created, value).ok_or_else(|| {
                 StoreError::Corrupt(format!("a timeline event of job {id} is malformed"))
             })?;

@@ -47,6 +47,8 @@ both_stores!(
     a_kept_list_refills_a_lost_neighbour_without_a_query_and_still_equals_a_full_pair,
     one_changed_member_of_a_large_group_is_queried_alone_and_the_table_still_equals_a_full_pair,
     a_pair_that_patches_its_kept_index_writes_what_a_pair_that_builds_it_afresh_writes,
+    a_full_pair_that_numbers_words_anew_scores_to_the_bit_what_an_incremental_one_scored,
+    a_pair_after_a_pair_of_no_products_is_a_first_full_one_on_either_store,
 );
 
 /// A catalogue of `backend` that always pairs incrementally when it can (any share of
@@ -184,6 +186,102 @@ async fn a_pair_that_patches_its_kept_index_writes_what_a_pair_that_builds_it_af
             products = current(products, &edits, &patched);
         }
         equals_a_full_pair_with_its_weights(&catalog, &kept);
+    })
+    .await
+}
+
+/// How many products at each end of the key order exchange their contents.
+const EXCHANGED: usize = 25;
+
+/// The first products in key order exchange everything but their keys with the last ones:
+/// the catalogue's identities, traits and so every word's weight stay as they were, but a
+/// full pair, which numbers words in the order they first appear, numbers them anew. An
+/// incremental pair (which keeps the last full pair's numbers) and then a `full=true` pair
+/// write the same neighbours with the same scores, to the last bit of the kept state's —
+/// not only of the table's four decimals (float sums in another order differed there).
+async fn a_full_pair_that_numbers_words_anew_scores_to_the_bit_what_an_incremental_one_scored(
+    b: Backend,
+) {
+    blocking(move || {
+        let (catalog, t, mut products) = paired(b, 131);
+        products.sort_by(|x, y| x.product_key.cmp(&y.product_key));
+        let n = products.len();
+        let exchanged = |i: usize, j: usize| Product {
+            product_key: products[i].product_key.clone(),
+            ..products[j].clone()
+        };
+        let upserts = (0..EXCHANGED)
+            .flat_map(|i| [exchanged(i, n - 1 - i), exchanged(n - 1 - i, i)])
+            .collect();
+        let edits = demo::Edits {
+            upserts,
+            removals: vec![],
+        };
+        let report = edit_and_pair(&catalog, &t, &edits);
+        assert_eq!(report["mode"], "incremental", "{report}");
+        assert_eq!(report["changes"]["changed"], 2 * EXCHANGED, "{report}");
+        let incremental = exact_table(&catalog, &t);
+        let full = PairParams { full: true };
+        let report = run_unfenced(&catalog, &t, &full, &never(), None).unwrap();
+        assert_eq!(report["full_because"], "asked", "{report}");
+        let fresh = exact_table(&catalog, &t);
+        assert_eq!(incremental.len(), fresh.len());
+        let differ: Vec<_> = fresh
+            .iter()
+            .filter(|(key, row)| incremental.get(*key) != Some(row))
+            .take(3)
+            .collect();
+        assert!(differ.is_empty(), "rows differ, e.g. {differ:?}");
+    })
+    .await
+}
+
+/// Every product's top k as the pairing state holds it: neighbours' keys and scores' bits.
+fn exact_table(catalog: &Catalog, t: &TenantId) -> HashMap<ProductKey, Vec<(ProductKey, u32)>> {
+    let state = catalog.store.pairing(t, &never()).unwrap().unwrap();
+    (0..state.keys.len())
+        .map(|i| {
+            let row = state.top(i).iter();
+            let row = row.map(|&(j, s)| (state.keys[j as usize].clone(), s.to_bits()));
+            (state.keys[i].clone(), row.collect())
+        })
+        .collect()
+}
+
+/// A pair of no products (a tenant without a catalogue, or one whose products were all
+/// removed) leaves nothing to start from on either store: the next pair is a full one,
+/// `first` (Redis kept the empty state and called the next pair `share`, the embedded
+/// store kept none and called it `first`).
+async fn a_pair_after_a_pair_of_no_products_is_a_first_full_one_on_either_store(b: Backend) {
+    blocking(move || {
+        let catalog = Catalog {
+            store: catalog_store(b),
+            settings: CatalogSettings::default(),
+        };
+        let t = tenant();
+        let pair = |products: usize| {
+            let report =
+                run_unfenced(&catalog, &t, &PairParams::default(), &never(), None).unwrap();
+            assert_eq!(report["products"], products, "{report}");
+            let how = (report["mode"].clone(), report["full_because"].clone());
+            (how, report)
+        };
+        let first = (json!("full"), json!("first"));
+        for round in 0..2 {
+            let (how, report) = pair(0);
+            assert_eq!(how, first, "round {round}, no catalogue: {report}");
+        }
+        let products = demo::generate_hard(300, 121);
+        catalog.store.upsert(&t, &products, &Unfenced).unwrap();
+        let (how, report) = pair(300);
+        assert_eq!(how, first, "{report}");
+        let keys: Vec<ProductKey> = products.iter().map(|p| p.product_key.clone()).collect();
+        catalog.store.remove(&t, &keys).unwrap();
+        let (how, report) = pair(0);
+        assert_eq!(how, (json!("full"), json!("share")), "{report}");
+        catalog.store.upsert(&t, &products, &Unfenced).unwrap();
+        let (how, report) = pair(300);
+        assert_eq!(how, first, "after every product was removed: {report}");
     })
     .await
 }

@@ -21,7 +21,7 @@
 //! weights, and per product its version, identity and best neighbours: the top k and a few
 //! more, so that losing one does not mean a new query). The next pair re-scores only
 //! what changed (`incremental`, where the weights rule is) — unless `full=true` asks for a
-//! full one, there is no state (`first`), `PAIR_TOP_K` or `PAIR_MIN_SCORE` changed
+//! full one, there is no state or one of no products (`first`), `PAIR_TOP_K` or `PAIR_MIN_SCORE` changed
 //! (`settings`), or more than `pair_full_after_share` of the catalogue the last full pair
 //! counted changed since (`share`, 20 % by default): then it pairs everything with weights
 //! counted afresh. The report says which, and how many products were re-scored and why.
@@ -147,6 +147,10 @@ impl Run<'_> {
         let state = retrying(window, self.stop, || {
             self.catalog.store.pairing(self.tenant, self.stop)
         })?;
+        // A state of no products is none: there is nothing to start from, and the stores
+        // agree (Redis keeps the state of an empty catalogue's pair; the embedded store keeps
+        // none for a tenant that has no catalogue).
+        let state = state.filter(|s| !s.keys.is_empty());
         check(self.stop)?;
         // The feed answers for the state read above: only the run that holds the tenant's
         // pair saves a state, and it saves the feed's position with it.

@@ -304,9 +304,11 @@ impl Pairing {
 }
 
 const MAGIC: &[u8] = b"catalog-jobs pairing\n";
-/// Bumped whenever the encoding changes: a state of another format reads as none, and the
-/// next pair is a full one.
-const FORMAT: u32 = 3;
+/// Bumped whenever the encoding or what it means changes: a state of another format reads
+/// as none, and the next pair is a full one (`first`). 4: scores summed exactly from weights
+/// on a grid (`pair::embed::weigh`); a state of 3 holds scores summed in f32, which an
+/// incremental pair would mix with its own.
+const FORMAT: u32 = 4;
 
 struct Writer(Vec<u8>);
 
@@ -427,6 +429,12 @@ mod tests {
         let bytes = state.encode();
         assert_eq!(Pairing::decode(&bytes), Ok(state.clone()));
         assert!(Pairing::decode(&bytes[..bytes.len() - 1]).is_err());
+        let mut older = bytes.clone();
+        older[MAGIC.len()..MAGIC.len() + 4].copy_from_slice(&3u32.to_le_bytes());
+        assert!(
+            Pairing::decode(&older).is_err(),
+            "the last version's state is not read"
+        );
         assert_eq!(state.neighbours(&key("a")).unwrap().len(), 1, "its top 1");
         assert_eq!(state.neighbours(&key("a")).unwrap()[0].score, 0.75);
         assert_eq!(state.pairs(), 1);

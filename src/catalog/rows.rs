@@ -34,6 +34,25 @@ impl<T: Copy> Rows<T> {
         );
     }
 
+    /// Pushes a row made of `items`, copied straight into place.
+    pub fn push_from(&mut self, items: impl Iterator<Item = T>) {
+        self.items.extend(items);
+        self.offsets.push(
+            u32::try_from(self.items.len())
+                .expect("fewer than 2^32 items: pairing refuses larger catalogues first"),
+        );
+    }
+
+    /// Appends `other`'s rows after these.
+    pub fn append(&mut self, other: &Self) {
+        let base = u32::try_from(self.items.len()).expect("fewer than 2^32 items");
+        self.items.extend_from_slice(&other.items);
+        self.offsets.extend(other.offsets[1..].iter().map(|&o| {
+            o.checked_add(base)
+                .expect("fewer than 2^32 items: pairing refuses larger catalogues first")
+        }));
+    }
+
     pub fn row(&self, i: usize) -> &[T] {
         &self.items[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }

@@ -266,6 +266,37 @@ pub fn frozen_identity_of(input: &PairingInput, weights: &mut Weights) -> Vec<u3
     frozen_identity(&name, &brand, &mut weights.vocabulary)
 }
 
+/// A product's identity under frozen weights, from its words (`words_of`).
+pub fn frozen_identity_of_words(words: &Words, weights: &mut Weights) -> Vec<u32> {
+    frozen_identity(&words.0, &words.1, &mut weights.vocabulary)
+}
+
+/// A product's name words and brand words, as text (`words_of`).
+pub type Words = (Vec<String>, Vec<String>);
+
+/// Each product's words (`words_of`; `None` for none), found on every core from
+/// `PARALLEL_FROM` products (tokenising is most of reading a product), in order.
+pub fn words_on_every_core(inputs: &[Option<&PairingInput>]) -> Vec<Option<Words>> {
+    let threads = if inputs.len() < PARALLEL_FROM {
+        1
+    } else {
+        *CORES
+    };
+    let per = inputs.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = inputs
+            .chunks(per)
+            .map(|part| scope.spawn(move || part.iter().map(|i| i.map(words_of)).collect()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| -> Vec<Option<Words>> {
+                h.join().expect("tokenising does not panic: it reads text")
+            })
+            .collect()
+    })
+}
+
 /// Every product's vector and traits, and the groups, ready to index and score. A vector
 /// is kept per group (its members share it), so a group's number names its vector too.
 pub struct Embedding {
@@ -587,16 +618,7 @@ mod tests {
 
     /// Idfs of ten words, irregular enough that float sums depend on their order.
     const IDF: [f32; 10] = [
-        1.0,
-        7.318_273,
-        3.141_3,
-        11.002_3,
-        1.000_001,
-        5.5,
-        2.718_9,
-        9.87,
-        4.2,
-        13.3,
+        1.0, 7.318_273, 3.141_3, 11.002_3, 1.000_001, 5.5, 2.718_9, 9.87, 4.2, 13.3,
     ];
 
     /// `word`'s id under numbering `n`: the identity, or the reverse.

@@ -123,6 +123,24 @@ pub fn score_groups(
     stop: &CancellationToken,
     progress: &Monotonic<'_>,
 ) -> Result<Vec<Best>, CatalogError> {
+    let scored = scored(e, indexes, queries, ask, stop, progress)?;
+    let mut best: Vec<Best> = vec![Vec::new(); e.len()];
+    for (i, b) in scored {
+        best[i as usize] = b;
+    }
+    Ok(best)
+}
+
+/// The products of `queries` scored, as `score_groups` does, as (product, best) in product
+/// order: only theirs, not a list per product of the catalogue.
+pub fn scored(
+    e: &Embedding,
+    indexes: &[Index],
+    queries: &Rows<u32>,
+    ask: &Ask,
+    stop: &CancellationToken,
+    progress: &Monotonic<'_>,
+) -> Result<Vec<(u32, Best)>, CatalogError> {
     let total = queries.len();
     let report = |done: usize, all: usize| {
         progress.interpolate(
@@ -133,10 +151,7 @@ pub fn score_groups(
             &format!("scoring neighbours (about {done} of {total} distinct identities)"),
         );
     };
-    let scored = score::score(e, indexes, queries, ask, stop, &report)?;
-    let mut best: Vec<Best> = vec![Vec::new(); e.len()];
-    for (i, b) in scored {
-        best[i as usize] = b;
-    }
-    Ok(best)
+    let mut scored = score::score(e, indexes, queries, ask, stop, &report)?;
+    scored.sort_unstable_by_key(|&(i, _)| i);
+    Ok(scored)
 }

@@ -32,7 +32,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::embed::{frozen_identity_of, traits_of, Embedding, Names};
+use super::embed::{frozen_identity_of_words, traits_of, words_on_every_core, Embedding, Names};
 use super::full::indexing;
 use super::kept::{self, Engine, Kept};
 use super::listing::Listed;
@@ -454,16 +454,22 @@ type Made = (Vec<u32>, Traits);
 
 /// Each read product's identity and traits (`None` for one gone when read), by position
 /// in the catalogue, in the order read: only the products read, not a slot per product.
+/// Their words are found on every core; the frozen vocabulary, which may learn words, is
+/// consulted here in catalogue order.
 fn made(
     read: Vec<(usize, Option<PairingInput>)>,
     weights: &mut Weights,
     categories: &mut Names,
     materials: &mut Names,
 ) -> Vec<(usize, Option<Made>)> {
+    let inputs: Vec<Option<&PairingInput>> = read.iter().map(|(_, i)| i.as_ref()).collect();
+    let words = words_on_every_core(&inputs);
+    drop(inputs);
     read.into_iter()
-        .map(|(i, input)| {
-            let made = input.map(|input| {
-                let identity = frozen_identity_of(&input, weights);
+        .zip(words)
+        .map(|((i, input), words)| {
+            let made = input.zip(words).map(|(input, words)| {
+                let identity = frozen_identity_of_words(&words, weights);
                 (identity, traits_of(&input, categories, materials))
             });
             (i, made)

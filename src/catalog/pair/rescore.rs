@@ -5,11 +5,11 @@
 use tokio_util::sync::CancellationToken;
 
 use super::embed::Embedding;
-use super::full::{known_of, score_groups};
+use super::full::{known_of, scored};
 use super::incremental::{Built, Rescored};
 use super::index::Index;
 use super::reverse::{reverse, Bars, Entry};
-use super::score::{Ask, Best};
+use super::score::{Ask, Best, PARALLEL_FROM};
 use crate::catalog::products::{Known, Pairing};
 use crate::catalog::rows::Rows;
 use crate::catalog::{CatalogError, Monotonic};
@@ -116,13 +116,6 @@ impl Mapped {
             .filter(|&(j, _)| j != u32::MAX)
     }
 
-    /// The state's list of product `o` in the new indices, without the products changed or
-    /// removed since, and how far it is known now (`known_now`).
-    fn kept(&self, state: &Pairing, o: u32) -> (Best, Known) {
-        let list = self.list(state.best.row(o as usize)).collect();
-        (list, self.known_now(state, o))
-    }
-
     /// How far product `o`'s kept list is known now: a list known up to its last is known
     /// only above its last's score once that one has left.
     fn known_now(&self, state: &Pairing, o: u32) -> Known {
@@ -174,14 +167,20 @@ pub struct Rescoring {
     pub rescored: Rescored,
 }
 
-/// A kept list something entered, merged: its product, list, how far it is known, and
-/// whether it lost a product and gained one.
+/// A kept list something entered, merged: its product, how far it is known, and whether
+/// it lost a product and gained one; the list itself is `MergedLists::lists`' row.
 struct Merged {
     u: u32,
-    list: Best,
     known: Known,
     lost: bool,
     gained: bool,
+}
+
+/// The kept lists something entered, merged, by product: row `i` of `lists` is the list of
+/// `merged[i]` (one flat array, not a list allocated per product).
+struct MergedLists {
+    merged: Vec<Merged>,
+    lists: Rows<(u32, f32)>,
 }
 
 /// Every product's new list and how far it is known: queried anew, merged with what entered
@@ -231,7 +230,7 @@ pub fn rescore(
     asked.sort_unstable();
     let queries = queries(e, &asked);
     drop(asked);
-    let fresh = score_groups(e, indexes, &queries, ask, stop, progress)?;
+    let fresh = scored(e, indexes, &queries, ask, stop, progress)?;
     Ok(cx.table(&requeried, &fresh, &merged_lists, &unproven))
 }
 
@@ -250,8 +249,14 @@ impl Context<'_> {
     /// can stop proving its top k (when what entered pushed out products tied with its
     /// last): those are answered apart (by product), to be queried with the products
     /// queried anyway.
-    fn merge_entered(&self, entries: &[Entry], requeried: &[bool]) -> (Vec<Merged>, Vec<u32>) {
-        let (mut merged_lists, mut unproven) = (Vec::new(), Vec::new());
+    fn merge_entered(&self, entries: &[Entry], requeried: &[bool]) -> (MergedLists, Vec<u32>) {
+        let mut out = MergedLists {
+            merged: Vec::new(),
+            lists: Rows::new(),
+        };
+        let mut unproven = Vec::new();
+        // Reused from list to list.
+        let (mut list, mut merged_list) = (Vec::new(), Vec::new());
         for entered in entries.chunk_by(|a, b| a.0 == b.0) {
             let u = entered[0].0;
             debug_assert!(
@@ -259,79 +264,119 @@ impl Context<'_> {
                 "a requeried product's bar is infinite"
             );
             let o = self.built.old_of[u as usize].expect("a product not requeried is unchanged");
-            let (list, k) = self.mapped.kept(self.state, o);
-            let lost = list.len() < self.state.best.row(o as usize).len();
+            let row = self.state.best.row(o as usize);
+            list.clear();
+            list.extend(self.mapped.list(row));
+            let k = self.mapped.known_now(self.state, o);
             let new = entered.iter().map(|&(_, j, s)| (j, s));
             let depth = self.ask.depth();
-            let (merged_list, k) = merged(self.e, u as usize, list.clone(), k, new, depth);
+            let k = merged(self.e, u as usize, &list, k, new, depth, &mut merged_list);
             if !k.proves(&merged_list, self.ask.top_k) {
                 unproven.push(u);
                 continue;
             }
-            merged_lists.push(Merged {
+            out.merged.push(Merged {
                 u,
                 gained: merged_list != list,
-                list: merged_list,
                 known: k,
-                lost,
+                lost: list.len() < row.len(),
             });
+            out.lists.push(&merged_list);
         }
-        (merged_lists, unproven)
+        (out, unproven)
     }
 
     /// The new table, written row by row as each list is found (the kept ones copied
     /// straight from the state's rows, so a million kept lists cost no list of their own):
-    /// from `fresh` for the `requeried` and `unproven` products, from `merged_lists`, or kept.
+    /// from `fresh` (by product) for the `requeried` and `unproven` products, from
+    /// `merged_lists`, or kept. The two halves of the catalogue are made on two threads from
+    /// `PARALLEL_FROM` products (a million kept lists remapped, each neighbour a cache miss).
     fn table(
         &self,
         requeried: &[bool],
-        fresh: &[Best],
-        merged_lists: &[Merged],
+        fresh: &[(u32, Best)],
+        merged_lists: &MergedLists,
         unproven: &[u32],
     ) -> Rescoring {
-        let (e, state, built, ask) = (self.e, self.state, self.built, self.ask);
+        let n = self.e.len() as u32;
+        let mid = if (n as usize) < PARALLEL_FROM {
+            n
+        } else {
+            n / 2
+        };
+        let made = Made {
+            requeried,
+            fresh,
+            merged_lists,
+            unproven,
+        };
+        let (mut first, second) = std::thread::scope(|scope| {
+            let second = scope.spawn(|| self.table_of(mid..n, n - mid, &made));
+            // Room for the second half too: appended without moving the first.
+            let first = self.table_of(0..mid, n, &made);
+            (first, second.join().expect("a table half does not panic"))
+        });
+        first.append(second);
+        first
+    }
+
+    /// The new table's rows of the products `range` (`table`), with room for `room`
+    /// products' rows.
+    fn table_of(&self, range: std::ops::Range<u32>, room: u32, made: &Made<'_>) -> Rescoring {
+        let (state, built, ask) = (self.state, self.built, self.ask);
+        let (from, room) = (range.start, room as usize);
+        // The state's lists, and a list for each product more.
+        let share = state.best.items().len() * room / self.e.len().max(1);
         let mut out = Rescoring {
-            best: Rows::with_capacity(e.len(), state.best.items().len() + e.len()),
-            known: Vec::with_capacity(e.len()),
+            best: Rows::with_capacity(room, share + room),
+            known: Vec::with_capacity(room),
             rows: Vec::new(),
             rescored: Rescored::default(),
         };
         let r = &mut out.rescored;
-        let mut merged_lists = merged_lists.iter().peekable();
+        let lists = &made.merged_lists.lists;
+        let merged = &made.merged_lists.merged;
+        let skip = merged.partition_point(|m| m.u < from);
+        let mut merged_lists = merged.iter().enumerate().skip(skip).peekable();
+        let unproven = &made.unproven[made.unproven.partition_point(|&x| x < from)..];
         let mut unproven = unproven.iter().peekable();
-        let mut kept = Vec::with_capacity(ask.depth());
-        for u in 0..e.len() as u32 {
+        let fresh = &made.fresh[made.fresh.partition_point(|&(x, _)| x < from)..];
+        let mut fresh = fresh.iter().peekable();
+        for u in range {
             let again = unproven.next_if(|&&x| x == u).is_some();
             // Whether the top k of a kept list moved: only when one of them is gone.
             let mut kept_top_moved = None;
-            let (list, known): (&[(u32, f32)], Known) = if requeried[u as usize] || again {
-                let list = &fresh[u as usize];
+            let known = if made.requeried[u as usize] || again {
+                let (_, list) = fresh
+                    .next_if(|(x, _)| *x == u)
+                    .expect("every product queried anew was scored");
                 if built.changed[u as usize] {
                     r.changed += 1;
                 } else {
                     r.lost_a_neighbour += 1;
                 }
-                (list, known_of(list, ask))
-            } else if let Some(m) = merged_lists.next_if(|m| m.u == u) {
+                out.best.push(list);
+                known_of(list, ask)
+            } else if let Some((i, m)) = merged_lists.next_if(|(_, m)| m.u == u) {
                 if m.lost {
                     r.refilled += 1;
                 } else {
                     r.gained_a_neighbour += usize::from(m.gained);
                 }
-                (&m.list, m.known)
+                out.best.push(lists.row(i));
+                m.known
             } else {
                 let o = built.old_of[u as usize].expect("a product not requeried is unchanged");
                 let row = state.best.row(o as usize);
-                kept.clear();
-                kept.extend(self.mapped.list(row));
-                let lost = kept.len() < row.len();
+                out.best.push_from(self.mapped.list(row));
+                let lost = out.best.row(out.best.len() - 1).len() < row.len();
                 r.refilled += usize::from(lost);
                 let top = &row[..row.len().min(ask.top_k)];
                 kept_top_moved = Some(lost && top.iter().any(|&(j, _)| self.mapped.is_gone(j)));
-                (&kept, self.mapped.known_now(state, o))
+                self.mapped.known_now(state, o)
             };
-            out.best.push(list);
             out.known.push(known);
+            let list = out.best.row(out.best.len() - 1);
             let top = &list[..list.len().min(ask.top_k)];
             let moved = kept_top_moved.unwrap_or_else(|| {
                 built.old_of[u as usize].is_none_or(|o| !self.mapped.same_top(state, o, top))
@@ -344,18 +389,44 @@ impl Context<'_> {
     }
 }
 
-/// `u`'s kept `list`, known as far as `known`, with the changed products that may have
+/// What the new table is made from besides the state's lists (`Context::table`).
+struct Made<'a> {
+    requeried: &'a [bool],
+    fresh: &'a [(u32, Best)],
+    merged_lists: &'a MergedLists,
+    unproven: &'a [u32],
+}
+
+impl Rescoring {
+    /// This table's rows followed by `other`'s (the products after these).
+    fn append(&mut self, other: Rescoring) {
+        self.best.append(&other.best);
+        self.known.extend(other.known);
+        self.rows.extend(other.rows);
+        let (r, o) = (&mut self.rescored, other.rescored);
+        r.changed += o.changed;
+        r.lost_a_neighbour += o.lost_a_neighbour;
+        r.refilled += o.refilled;
+        r.gained_a_neighbour += o.gained_a_neighbour;
+    }
+}
+
+/// `u`'s kept `kept` list, known as far as `known`, with the changed products that may have
 /// entered it (each scoring at least its bar): those it provably holds now are taken in
-/// rank order, and the list is cut to `depth`. Answers the list and how far it is known.
+/// rank order, and the list is cut to `depth`. Makes the list in `list` and answers how far
+/// it is known.
 fn merged(
     e: &Embedding,
     u: usize,
-    mut list: Best,
+    kept: &[(u32, f32)],
     known: Known,
     entered: impl Iterator<Item = (u32, f32)>,
     depth: usize,
-) -> (Best, Known) {
-    let last = list.last().copied();
+    list: &mut Best,
+) -> Known {
+    list.clear();
+    list.extend_from_slice(kept);
+    let last = kept.last().copied();
     list.extend(entered.filter(|&(j, s)| match (known, last) {
         (Known::All, _) | (Known::ToLast, None) => true,
         (Known::ToLast, Some(last)) => ranking(e, u, &(j, s), &last).is_lt(),
@@ -363,15 +434,15 @@ fn merged(
     }));
     list.sort_by(|a, b| ranking(e, u, a, b));
     if list.len() <= depth {
-        return (list, known);
+        return known;
     }
     list.truncate(depth);
     let Some(&(_, cut)) = list.last() else {
-        return (list, Known::ToLast);
+        return Known::ToLast;
     };
     match known {
-        Known::Above(floor) if cut <= floor => (list, known),
-        _ => (list, Known::ToLast),
+        Known::Above(floor) if cut <= floor => known,
+        _ => Known::ToLast,
     }
 }
 

@@ -33,7 +33,7 @@ use crate::catalog::rows::Rows;
 use crate::catalog::{check, CatalogError};
 
 /// From how many queries scoring is spread over threads.
-const PARALLEL_FROM: usize = 2048;
+pub const PARALLEL_FROM: usize = 2048;
 
 /// How many groups (queries) a worker claims at a time: small enough that a cancel is seen
 /// within milliseconds and workers finish together, large enough that the shared counter

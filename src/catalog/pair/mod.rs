@@ -46,6 +46,7 @@ mod listing;
 mod rescore;
 mod reverse;
 mod score;
+mod vectors;
 mod weights;
 
 use std::sync::{Arc, LazyLock};

@@ -306,7 +306,7 @@ impl Pairing {
 const MAGIC: &[u8] = b"catalog-jobs pairing\n";
 /// Bumped whenever the encoding or what it means changes: a state of another format reads
 /// as none, and the next pair is a full one (`first`). 4: scores summed exactly from weights
-/// on a grid (`pair::embed::weigh`); a state of 3 holds scores summed in f32, which an
+/// on a grid (`pair::vectors::weigh`); a state of 3 holds scores summed in f32, which an
 /// incremental pair would mix with its own.
 const FORMAT: u32 = 4;
 

@@ -208,7 +208,7 @@ impl IntoResponses for CreateRefusals {
         refused_for_now(
             "`rate_limited`: the tenant started `TENANT_CREATES_PER_MINUTE` jobs this minute (a pipeline counts one); nothing was created.",
             "Seconds until the tenant's minute ends.",
-            "`overloaded`, `shutting_down` or `store_unavailable` (Redis does not answer, refuses this service's settings, or has fewer replicas connected than `REDIS_MIN_REPLICAS_ACK` asks for); nothing was created — except by a `store_unavailable` that names a `job_id`: created, but fewer replicas than `REDIS_MIN_REPLICAS_ACK` confirmed it in time; and by a `shutting_down` that names one: a `wait=true` start on the embedded store whose instance stopped while it waited, the job ending with the process.",
+            "`overloaded`, `shutting_down` or `store_unavailable` (Redis does not answer, refuses this service's settings, or has fewer replicas connected than `REDIS_MIN_REPLICAS_ACK` asks for); nothing was created — except by a `store_unavailable` that names a `job_id`: created, but fewer replicas than `REDIS_MIN_REPLICAS_ACK` confirmed it in time, or a `wait=true` start whose job goes on but whose state the store did not give when the wait ended (poll it); and by a `shutting_down` that names one: a `wait=true` start on the embedded store whose instance stopped while it waited, the job ending with the process.",
         )
     }
 }

@@ -245,30 +245,27 @@ async fn answer(app: &AppState, snapshot: Snapshot, wait: bool) -> Result<Respon
     // The job may run on any replica: its end is learnt from the store's events. A replica
     // shutting down answers its waiting clients once its grace period is over (its jobs given
     // back), before it closes their connections.
+    let id = snapshot.job_id;
     let ended = tokio::select! {
-        ended = tokio::time::timeout(app.wait_max, app.runner.wait_end(snapshot.job_id)) => {
-            ended.ok().and_then(Result::ok)
-        }
+        ended = tokio::time::timeout(app.wait_max, app.runner.wait_end(id)) => ended.ok(),
         () = app.runner.stopped() => {
             // The embedded store dies with this process: its job will not go on elsewhere.
             if !app.store.is_durable() {
-                return Err(ApiError::LostWithProcess(snapshot.job_id));
+                return Err(ApiError::LostWithProcess(id));
             }
             None
         }
     };
-    // Outlasted WAIT_MAX_SECONDS, the store went away or this replica stops: the job as it
-    // stands now. A stopping replica hears no more ends, so one that ended in its grace
-    // period is answered as ended; one still active, as if wait were false (it goes on).
+    // Outlasted WAIT_MAX_SECONDS or this replica stops: the job as it stands now (a store
+    // out of reach meanwhile was waited out). A stopping replica hears no more ends, so one
+    // that ended in its grace period is answered as ended; one still active, as if wait
+    // were false (it goes on). Never the snapshot of its create: the job has moved on.
     let job = match ended {
         Some(job) => job,
-        None => app
-            .store
-            .get(&snapshot.job_id)
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or(snapshot),
+        None => match app.store.get(&id).await {
+            Ok(Some(job)) => job,
+            Ok(None) | Err(_) => return Err(ApiError::WaitUnread(id)),
+        },
     };
     match job.status {
         Status::Done => {

@@ -85,6 +85,9 @@ pub enum ApiError {
     /// A `wait=true` start's job on the embedded store, whose process is stopping: the job
     /// ends with it (nothing keeps it), so it is not answered as going on.
     LostWithProcess(JobId),
+    /// A `wait=true` start's job, created and going on, whose state the job store did not
+    /// give when the wait ended (out of reach, or its record not yet written back).
+    WaitUnread(JobId),
     Overloaded,
     /// No token, or one this service does not know (with tokens configured).
     Unauthorized,
@@ -262,7 +265,9 @@ impl ApiError {
             RateLimited(_) | TenantStreamsFull(_) => StatusCode::TOO_MANY_REQUESTS,
             JobFailed(_) => StatusCode::BAD_GATEWAY,
             StoreUnavailable(StoreError::Refused(_)) => StatusCode::INTERNAL_SERVER_ERROR,
-            StoreUnavailable(_) | CatalogUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            StoreUnavailable(_) | CatalogUnavailable(_) | WaitUnread(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ShuttingDown | LostWithProcess(_) | Overloaded | ImportsBusy => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -299,7 +304,7 @@ impl ApiError {
             TenantStreamsFull(_) => "too_many_streams",
             JobFailed(_) => "job_failed",
             StoreUnavailable(StoreError::Refused(_)) => "internal_error",
-            StoreUnavailable(_) | CatalogUnavailable(_) => "store_unavailable",
+            StoreUnavailable(_) | CatalogUnavailable(_) | WaitUnread(_) => "store_unavailable",
             ShuttingDown | LostWithProcess(_) => "shutting_down",
             Overloaded | ImportsBusy | StreamsFull | ConnectionsFull => "overloaded",
             TenantDeleted => "tenant_deleted",
@@ -359,6 +364,7 @@ impl ApiError {
             StoreUnavailable(StoreError::Refused(_)) => INTERNAL.to_owned(),
             StoreUnavailable(_) => "the job store is unreachable right now; retry shortly".to_owned(),
             CatalogUnavailable(_) => "the catalogue store is unreachable right now; retry shortly".to_owned(),
+            WaitUnread(job) => format!("job {job} was created and goes on, but the job store did not answer when this wait ended; poll /catalog/jobs/{job} (do not start it again)"),
             CatalogCorrupt(_) | Internal(_) => INTERNAL.to_owned(),
             ShuttingDown => "this instance is shutting down and takes no new jobs; retry on another".to_owned(),
             LostWithProcess(job) => format!("this instance is shutting down and keeps its jobs in memory (no REDIS_URL): job {job} stops with it and will not resume; start it again once the service is back"),
@@ -393,7 +399,8 @@ impl ApiError {
             ApiError::AlreadyRunning { job, .. }
             | ApiError::StillActive(job)
             | ApiError::IdempotencyKeyReused(job)
-            | ApiError::LostWithProcess(job) => Some(*job),
+            | ApiError::LostWithProcess(job)
+            | ApiError::WaitUnread(job) => Some(*job),
             ApiError::NotEnded(s) => Some(s.job_id),
             ApiError::StoreUnavailable(StoreError::NotReplicated { job, .. }) => *job,
             _ => None,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::dispatch::Dispatcher;
 use super::heartbeat::heartbeat;
@@ -192,14 +192,29 @@ impl Runner {
     }
 
     /// Resolves with the job once it has ended, wherever it ran: woken by the job's end
-    /// event (or this process's own finish), re-reading the store at least every second.
-    pub async fn wait_end(&self, id: JobId) -> Result<Snapshot, StoreError> {
+    /// event (or this process's own finish), re-reading the store at least every second. A
+    /// store out of reach meanwhile (a restart, a pause, a failover) is waited out, the
+    /// calls tried again every `WAIT_RECHECK`: the caller bounds the wait.
+    pub async fn wait_end(&self, id: JobId) -> Snapshot {
         let notify = Arc::new(Notify::new());
         let _registered = Waiter::register(&self.runs, id, notify.clone());
-        // Registered first: an end told from now on reaches this request.
-        self.runs.store.expect_end(&id).await?;
         loop {
-            if let Some(s) = self.runs.store.get(&id).await? {
+            match self.watch_end(&id, &notify).await {
+                Ok(ended) => return ended,
+                Err(e) => {
+                    debug!(job = %id, error = %e, "a wait for a job's end could not read it; trying again");
+                    tokio::time::sleep(WAIT_RECHECK).await;
+                }
+            }
+        }
+    }
+
+    /// `wait_end` until the store fails a call.
+    async fn watch_end(&self, id: &JobId, notify: &Notify) -> Result<Snapshot, StoreError> {
+        // Registered first (by the caller): an end told from now on reaches this request.
+        self.runs.store.expect_end(id).await?;
+        loop {
+            if let Some(s) = self.runs.store.get(id).await? {
                 if s.status.is_finished() {
                     return Ok(s);
                 }

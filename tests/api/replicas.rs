@@ -669,3 +669,46 @@ async fn a_wait_true_request_whose_job_ends_in_the_grace_period_gets_the_report(
     );
     assert_eq!(a.wait_exit(), Some(0), "the terminated process exits 0");
 }
+
+/// A job store out of reach during a `wait=true` start's wait (here paused longer than the
+/// service's call timeout) is waited out: the request is answered with the report when the
+/// job ends. It was answered 202 with the job's snapshot of its create ("queued", 0 %) while
+/// the job ran on — a hostile probe's finding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_true_request_outlasts_a_job_store_pause_and_gets_the_report() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    let a = Service::on(&redis).reading(&feeds).start().await;
+    let t = tenant();
+    let waiting = sync_waiting(&a, &t, feeds.url("paused"));
+    let id = its_running_job(&a, &t).await["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut conn = redis.connection().await;
+    // Longer than the service's 2 s call timeout: its reads of the job fail meanwhile.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(4_500)
+        .arg("ALL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(4_800)).await;
+    feeds.release("paused");
+    let answer = waiting
+        .await
+        .unwrap()
+        .expect("the waiting request is answered");
+    assert_eq!(
+        answer.status().as_u16(),
+        200,
+        "the wait outlasted the pause and saw the job end"
+    );
+    assert_eq!(answer.headers()["location"], format!("/catalog/jobs/{id}"));
+    let report: Value = answer.json().await.unwrap();
+    assert_eq!(
+        report["totals"]["read"], HELD_ROWS,
+        "the sync's report: {report}"
+    );
+}

@@ -127,6 +127,7 @@ fn start_params(started: &Started) -> Vec<Parameter> {
         param(ParameterIn::Query, Required::False, "wait", String::schema(), &format!("Hold the request until the {noun} ends: `true/false/1/0/yes/no/on/off`.")),
         param(ParameterIn::Query, Required::False, "source", Vec::<String>::schema(), &format!("sync: a feed; repeatable.{source}")),
         param(ParameterIn::Query, Required::False, "force", String::schema(), "enrich: re-extract unchanged products."),
+        param(ParameterIn::Query, Required::False, "full", String::schema(), "pair: pair every product with word weights counted afresh, even when an incremental pair could."),
         param(ParameterIn::Query, Required::False, "on_conflict", String::schema(), &format!("`reject` (default: 409 while {conflict} is active) or `join` (answer with the active {noun} when its parameters are these).")),
         param(ParameterIn::Header, Required::False, "Idempotency-Key", String::schema(), &format!("1–255 characters: a retry with the same key (same tenant{key_scope}) answers with the first request's {noun}, marked `{REPLAYED_HEADER}: true`, for `JOB_TTL_SECONDS`.")),
     ]

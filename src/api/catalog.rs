@@ -28,7 +28,6 @@ use serde_json::Value;
     params(
         ("kind" = String, Path, description = "`sync`, `enrich` or `pair`."),
         JobStartParams,
-        ("full" = Option<String>, Query, description = "pair: pair every product with word weights counted afresh, even when an incremental pair could."),
     ),
     request_body(description = "The same fields as the query string.", content(
         (openapi::StartFields = "application/json"),

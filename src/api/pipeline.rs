@@ -30,6 +30,9 @@ pub struct PipelineFields {
     pub source: Option<Vec<String>>,
     /// enrich: re-extract products unchanged since their last enrichment.
     pub force: Option<String>,
+    /// pair: pair every product with word weights counted afresh, even when an incremental
+    /// pair could.
+    pub full: Option<String>,
     /// Hold the request until the pipeline ends (at most `WAIT_MAX_SECONDS`).
     pub wait: Option<String>,
     /// `reject` (default) or `join`: see the `on_conflict` query parameter.

@@ -3,11 +3,15 @@
 //! described, guarded where it should be, and registered only through its annotation.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{spawn_catalog_app, test_config, Backend};
+use catalog_jobs::catalog::products::MemoryCatalog;
+use catalog_jobs::catalog::Catalog;
+use catalog_jobs::startup::catalog_settings;
 
 #[test]
 fn the_router_is_built_only_from_documented_handlers() {
@@ -207,4 +211,67 @@ fn the_document_check_finds_a_twice_used_operation_id_a_dangling_ref_and_a_schem
             "{what}: expected `{expected}` among {problems:#?}"
         );
     }
+}
+
+/// Every field a job kind takes is documented on its own start route and on the pipeline's,
+/// both as a query parameter and in each request body's schema: the pipeline took pair's
+/// `full` but documented it nowhere (a hostile probe's finding).
+#[tokio::test]
+async fn every_field_a_kind_takes_is_documented_on_its_start_route_and_the_pipelines() {
+    let app = spawn_catalog_app(Backend::Memory, test_config()).await;
+    let doc = app.get_json("/openapi.json").await;
+    let config = test_config();
+    let catalog = Arc::new(Catalog {
+        store: Arc::new(MemoryCatalog::new()),
+        settings: catalog_settings(&config).expect("the allow-list parses"),
+    });
+    let registry = catalog_jobs::catalog::registry(catalog);
+    let mut missing = Vec::new();
+    for kind in registry.kinds() {
+        let taken = registry
+            .get(kind)
+            .and_then(|spec| spec.fields)
+            .unwrap_or(&[]);
+        for route in ["/catalog/{kind}", "/catalog/pipeline"] {
+            let operation = &doc["paths"][route]["post"];
+            let documented = documented_fields(&doc, operation);
+            for field in taken {
+                for (place, names) in &documented {
+                    if !names.contains(*field) {
+                        missing.push(format!("{route}: {kind}'s `{field}` in {place}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "undocumented: {missing:#?}");
+}
+
+/// The field names an operation documents: its query parameters, and each request body's
+/// schema properties (by content type).
+fn documented_fields(doc: &Value, operation: &Value) -> Vec<(String, BTreeSet<String>)> {
+    let names = |items: Option<&serde_json::Map<String, Value>>| -> BTreeSet<String> {
+        items.into_iter().flat_map(|m| m.keys().cloned()).collect()
+    };
+    let query: BTreeSet<String> = operation["parameters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["in"] == "query")
+        .filter_map(|p| p["name"].as_str().map(str::to_owned))
+        .collect();
+    let mut documented = vec![("the query parameters".to_owned(), query)];
+    let bodies = operation["requestBody"]["content"].as_object();
+    for (content_type, body) in bodies.into_iter().flatten() {
+        let schema = match body["schema"]["$ref"].as_str() {
+            Some(r) => &doc["components"]["schemas"][r.trim_start_matches("#/components/schemas/")],
+            None => &body["schema"],
+        };
+        documented.push((
+            format!("the {content_type} body"),
+            names(schema["properties"].as_object()),
+        ));
+    }
+    assert!(documented.len() > 1, "the start has a request body");
+    documented
 }

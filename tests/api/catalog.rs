@@ -1120,3 +1120,29 @@ fn a_store_failure_keeps_its_class_and_the_partial_report_of_what_was_done() {
     let cancelled = CatalogError::Cancelled.with_report(json!({ "batches": 3 }));
     assert!(matches!(cancelled, CatalogError::CancelledWith(ref r) if r["batches"] == 3));
 }
+
+/// On a fixed Redis a catalogue call from a blocking thread goes over that thread's own
+/// connection: it is answered while no runtime thread is free to drive a connection (the
+/// runtime it was opened in is not running at all here), where a call handed to the
+/// runtime's connection would wait for it.
+#[test]
+fn a_catalogue_call_on_a_fixed_redis_needs_no_runtime_thread() {
+    use catalog_jobs::catalog::products::{CatalogStore, RedisCatalog};
+    let idle = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let url = crate::helpers::shared_redis_url();
+    let store = {
+        let _entered = idle.enter();
+        RedisCatalog::open(&url, &crate::helpers::unique("cat")).expect("the redis url parses")
+    };
+    let (t, products) = (tenant(), demo::generate(3, 7));
+    let (sent, answered) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let written = store.upsert(&t, &products, &Unfenced).map(|_| ());
+        let _ = sent.send(written.and_then(|()| store.all(&t)).map(|all| all.len()));
+    });
+    let answer = answered.recv_timeout(std::time::Duration::from_secs(3));
+    assert_eq!(answer.expect("answered within 3 s").expect("read"), 3);
+}

@@ -5,6 +5,7 @@
 //! (`table`), so readers see the old table or the new one, never half of each.
 
 mod cursor;
+mod direct;
 mod feed;
 mod table;
 mod write;
@@ -18,8 +19,9 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use self::cursor::ScanCursor;
+use self::direct::Direct;
 use self::table::Hashed;
-use self::write::{Beside, FencedWrite};
+use self::write::{changed, Beside, FencedWrite};
 use super::feed::{Changed, CHANGE_FEED_MAX};
 use super::pairing::Pairing;
 use super::record::{Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored};
@@ -88,13 +90,16 @@ impl CatalogKeys {
 }
 
 /// The catalogue in Redis. Its methods block (job functions call them from their blocking
-/// threads, handlers through `spawn_blocking`), but the I/O is the runtime's: each call is
-/// handed to one multiplexed connection of the catalogue's own, so concurrent jobs' calls
-/// share its round trips, and a blocked thread parks instead of sleeping on a socket. The
-/// job store keeps its own connection, so a large catalogue page never delays a poll.
-/// Never call these methods on an async worker thread: `block_on` would panic there.
+/// threads, handlers through `spawn_blocking`). On a fixed Redis the calling thread makes
+/// the call over a connection of its own (`direct`), with no hand-off to the runtime and
+/// back; through sentinels or on a cluster, and for a table's swap, the call is handed to a
+/// multiplexed connection of the catalogue's own on the runtime, which follows the primary.
+/// The job store keeps its own connection, so a large catalogue page never delays a poll.
+/// Never call these methods on an async worker thread: they block it.
 pub struct RedisCatalog {
     primary: Primary,
+    /// The calling threads' own connections, on a fixed Redis.
+    direct: Option<Direct>,
     runtime: Handle,
     keys: CatalogKeys,
     /// The most keys a tenant's change feed notes before it overflows.
@@ -132,12 +137,14 @@ impl RedisCatalog {
             .set_response_timeout(Some(IO_TIMEOUT))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
+        let direct = Direct::open(&target, IO_TIMEOUT).map_err(|e| unavailable(&e))?;
         let primary = {
             let _entered = runtime.enter();
             Primary::open(target, config).map_err(|e| unavailable(&e))?
         };
         Ok(Self {
             primary,
+            direct,
             runtime,
             keys: CatalogKeys::new(prefix),
             feed_bound: CHANGE_FEED_MAX,
@@ -155,9 +162,12 @@ impl RedisCatalog {
 
     /// Runs one command, blocking this thread until it is answered.
     fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, CatalogStoreError> {
-        self.block(Resend::Yes, |mut conn| async move {
-            cmd.query_async(&mut conn).await
-        })
+        match &self.direct {
+            Some(direct) => self.answer(direct.call(Resend::Yes, |conn| cmd.query(conn))),
+            None => self.block(Resend::Yes, |mut conn| async move {
+                cmd.query_async(&mut conn).await
+            }),
+        }
     }
 
     /// Runs a pipeline (a transaction if it is `atomic`) in one round trip.
@@ -174,9 +184,26 @@ impl RedisCatalog {
         resend: Resend,
         pipe: &redis::Pipeline,
     ) -> Result<T, CatalogStoreError> {
-        self.block(resend, |mut conn| async move {
-            pipe.query_async(&mut conn).await
-        })
+        match &self.direct {
+            Some(direct) => self.answer(direct.call(resend, |conn| pipe.query(conn))),
+            None => self.block(resend, |mut conn| async move {
+                pipe.query_async(&mut conn).await
+            }),
+        }
+    }
+
+    /// Runs a script, sent again on a dropped connection only when `resend` says so.
+    fn invoke<T: redis::FromRedisValue>(
+        &self,
+        resend: Resend,
+        script: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, CatalogStoreError> {
+        match &self.direct {
+            Some(direct) => self.answer(direct.call(resend, |conn| script.invoke(conn))),
+            None => self.block(resend, |mut conn| async move {
+                script.invoke_async(&mut conn).await
+            }),
+        }
     }
 
     /// Runs `call` on the primary's connection under [`IO_TIMEOUT`], telling the primary of
@@ -208,10 +235,18 @@ impl RedisCatalog {
             .await
         });
         match answer {
-            Ok(Ok(v)) => Ok(v),
+            Ok(answer) => self.answer(answer),
+            Err(_) => Err(self.silent()),
+        }
+    }
+
+    /// What a call's answer means to the store.
+    fn answer<T>(&self, answer: redis::RedisResult<T>) -> Result<T, CatalogStoreError> {
+        match answer {
+            Ok(v) => Ok(v),
             // A refusal no retry mends (a key of another type, a call across slots) is a
             // defect like a record it cannot read, not an outage to wait out.
-            Ok(Err(e))
+            Err(e)
                 if matches!(
                     e.kind(),
                     redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
@@ -219,18 +254,18 @@ impl RedisCatalog {
             {
                 Err(CatalogStoreError::Corrupt(e.to_string()))
             }
-            Ok(Err(e)) => {
-                primary.failed(&e);
+            Err(e) if e.is_timeout() => Err(self.silent()),
+            Err(e) => {
+                self.primary.failed(&e);
                 Err(CatalogStoreError::Unavailable(e.to_string()))
             }
-            Err(_) => {
-                primary.suspect();
-                Err(CatalogStoreError::Unavailable(format!(
-                    "no answer within {} s",
-                    IO_TIMEOUT.as_secs()
-                )))
-            }
         }
+    }
+
+    /// A call got no answer within [`IO_TIMEOUT`]: the primary may be gone.
+    fn silent(&self) -> CatalogStoreError {
+        self.primary.suspect();
+        CatalogStoreError::Unavailable(format!("no answer within {} s", IO_TIMEOUT.as_secs()))
     }
 
     fn decode<T: for<'de> Deserialize<'de>>(raw: &str) -> Result<T, CatalogStoreError> {
@@ -275,44 +310,6 @@ impl RedisCatalog {
             cursor = next;
         }
     }
-}
-
-/// The rows of `chunk` whose content differs from what the store holds (`old`, the stored
-/// records of the same keys, in order), as fields to write, and how each row counts. A key
-/// repeated inside one chunk: the later row wins, counted as an update.
-fn changed(chunk: &[Product], old: Vec<Option<String>>) -> (Vec<(&str, String)>, Upserted) {
-    let mut counts = Upserted::default();
-    let mut writes: Vec<(&str, String)> = Vec::new();
-    let mut seen: HashMap<&str, String> = HashMap::new();
-    for (p, old) in chunk.iter().zip(old) {
-        let hash = p.content_hash();
-        let previous = seen.get(p.product_key.as_str()).cloned().or_else(|| {
-            old.and_then(|raw| {
-                serde_json::from_str::<Stored>(&raw)
-                    .ok()
-                    .map(|s| s.content_hash)
-            })
-        });
-        let same = previous.as_ref() == Some(&hash);
-        match previous {
-            Some(_) if same => counts.unchanged += 1,
-            Some(_) => counts.updated += 1,
-            None => counts.created += 1,
-        }
-        // Only what changed is written, so only it is noted in the change feed.
-        if !same {
-            let stored = Stored {
-                product: p.clone(),
-                content_hash: hash.clone(),
-            };
-            writes.push((
-                p.product_key.as_str(),
-                serde_json::to_string(&stored).expect("a product always serialises"),
-            ));
-        }
-        seen.insert(p.product_key.as_str(), hash);
-    }
-    (writes, counts)
 }
 
 impl CatalogStore for RedisCatalog {

@@ -1,14 +1,17 @@
 //! The Redis catalogue's fenced writes: one write to one key, made only while its writer's
 //! fence holds (`fenced_write.lua`, or the job store's own check), with what goes beside it
 //! in the same step — a staged key's name in the tenant's set of staging keys, or a
-//! catalogue write's fields in the change feed (`feed`).
+//! catalogue write's fields in the change feed (`feed`) — and which rows of an upsert are
+//! written at all (`changed`).
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use redis::Script;
 
 use super::{feed, RedisCatalog, Resend};
-use crate::catalog::products::store::CatalogStoreError;
+use crate::catalog::products::record::{Product, Stored};
+use crate::catalog::products::store::{CatalogStoreError, Upserted};
 use crate::jobs::fence::{Fence, Hold, ScriptFence};
 use crate::jobs::TenantId;
 
@@ -115,23 +118,18 @@ impl RedisCatalog {
                 Beside::Feed(t) => Some((self.keys.changes(t), self.keys.changes_at(t))),
                 Beside::Staged(_) => None,
             };
-            let bound = self.feed_bound;
-            let (feed, checked, beside) = (&feed, &checked, &beside);
-            let word: String = self.block(write.resend(), |mut conn| async move {
-                let mut inv = FENCED_WRITE.key(key);
-                match (beside, feed) {
-                    (Beside::Staged(set), _) => inv.key(*set),
-                    (_, Some((feed, at))) => inv.key(feed).key(at),
-                    (_, None) => unreachable!("a catalogue write names its feed"),
-                };
-                with_fence(&mut inv, checked);
-                inv.arg(ttl)
-                    .arg(bound)
-                    .arg(write.command())
-                    .arg(args)
-                    .invoke_async(&mut conn)
-                    .await
-            })?;
+            let mut inv = FENCED_WRITE.key(key);
+            match (beside, &feed) {
+                (Beside::Staged(set), _) => inv.key(set),
+                (_, Some((feed, at))) => inv.key(feed).key(at),
+                (_, None) => unreachable!("a catalogue write names its feed"),
+            };
+            with_fence(&mut inv, &checked);
+            inv.arg(ttl)
+                .arg(self.feed_bound)
+                .arg(write.command())
+                .arg(args);
+            let word: String = self.invoke(write.resend(), &inv)?;
             return hold_of(&word);
         }
         let mut written = Ok(());
@@ -156,4 +154,45 @@ impl RedisCatalog {
         });
         written.map(|()| hold)
     }
+}
+
+/// The rows of `chunk` whose content differs from what the store holds (`old`, the stored
+/// records of the same keys, in order), as fields to write, and how each row counts. A key
+/// repeated inside one chunk: the later row wins, counted as an update.
+pub(super) fn changed(
+    chunk: &[Product],
+    old: Vec<Option<String>>,
+) -> (Vec<(&str, String)>, Upserted) {
+    let mut counts = Upserted::default();
+    let mut writes: Vec<(&str, String)> = Vec::new();
+    let mut seen: HashMap<&str, String> = HashMap::new();
+    for (p, old) in chunk.iter().zip(old) {
+        let hash = p.content_hash();
+        let previous = seen.get(p.product_key.as_str()).cloned().or_else(|| {
+            old.and_then(|raw| {
+                serde_json::from_str::<Stored>(&raw)
+                    .ok()
+                    .map(|s| s.content_hash)
+            })
+        });
+        let same = previous.as_ref() == Some(&hash);
+        match previous {
+            Some(_) if same => counts.unchanged += 1,
+            Some(_) => counts.updated += 1,
+            None => counts.created += 1,
+        }
+        // Only what changed is written, so only it is noted in the change feed.
+        if !same {
+            let stored = Stored {
+                product: p.clone(),
+                content_hash: hash.clone(),
+            };
+            writes.push((
+                p.product_key.as_str(),
+                serde_json::to_string(&stored).expect("a product always serialises"),
+            ));
+        }
+        seen.insert(p.product_key.as_str(), hash);
+    }
+    (writes, counts)
 }

@@ -12,7 +12,7 @@ use tracing::{info, warn};
 use crate::api::server::ConnectionLimits;
 use crate::api::{self, AppState, Guard, Shared};
 use crate::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
-use crate::catalog::{Catalog, CatalogSettings};
+use crate::catalog::{Catalog, CatalogSettings, RuntimeReads};
 use crate::config::tokens::Tokens;
 use crate::config::{Config, ConfigError};
 use crate::jobs::memory::MemoryStore;
@@ -61,9 +61,9 @@ impl App {
                  source_not_found until it is"
             );
         }
-        let catalog = open_catalog(&config, catalog_settings(&config)?)?;
+        let (catalog, reads) = open_catalog(&config, catalog_settings(&config)?)?;
         let store = open_store(&config).await?;
-        let registry = crate::catalog::registry(catalog.clone());
+        let registry = crate::catalog::registry_reading(catalog.clone(), reads);
         Self::build_with(config, store, catalog, registry).await
     }
 
@@ -246,19 +246,24 @@ pub fn redis_target(config: &Config) -> Option<Target> {
     config.redis_url.clone().map(Target::Url)
 }
 
-/// The catalogue in the same place as the jobs: Redis when it is configured, else embedded.
+/// A catalogue and, when it has them, its reads on the runtime.
+pub type OpenedCatalog = (Arc<Catalog>, Option<Arc<dyn RuntimeReads>>);
+
+/// The catalogue in the same place as the jobs: Redis when it is configured, else embedded;
+/// with the Redis catalogue, its reads on the runtime.
 pub fn open_catalog(
     config: &Config,
     settings: CatalogSettings,
-) -> Result<Arc<Catalog>, StartupError> {
-    let store: Arc<dyn CatalogStore> = match redis_target(config) {
-        Some(target) => Arc::new(
-            RedisCatalog::open_target(target, &config.catalog_prefix)
-                .map_err(|e| StartupError::Store(StoreError::Unavailable(e.to_string())))?,
-        ),
-        None => Arc::new(MemoryCatalog::new()),
+) -> Result<OpenedCatalog, StartupError> {
+    let Some(target) = redis_target(config) else {
+        let store = Arc::new(MemoryCatalog::new());
+        return Ok((Arc::new(Catalog { store, settings }), None));
     };
-    Ok(Arc::new(Catalog { store, settings }))
+    let redis = RedisCatalog::open_target(target, &config.catalog_prefix)
+        .map_err(|e| StartupError::Store(StoreError::Unavailable(e.to_string())))?;
+    let redis = Arc::new(redis);
+    let store: Arc<dyn CatalogStore> = redis.clone();
+    Ok((Arc::new(Catalog { store, settings }), Some(redis)))
 }
 
 /// Opens Redis when it is configured (starting even while it is down: it reconnects by

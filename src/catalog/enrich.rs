@@ -24,17 +24,47 @@ pub struct EnrichParams {
     pub force: bool,
 }
 
+/// The first step an enrich reports, before it reads the tenant's products.
+const LOADING: &str = "loading products";
+
 impl CatalogRun for EnrichParams {
     /// The tenant's products that changed since their last enrichment (all with `force`),
     /// a batch at a time.
     fn run_in(&self, cx: &RunContext<'_>, progress: Progress<'_>) -> Result<Value, CatalogError> {
-        let (catalog, tenant, fence, stop) = (cx.catalog, cx.tenant, cx.fence, cx.stop);
         let progress = Monotonic::new(progress);
-        progress.report(0, "loading products");
+        progress.report(0, LOADING);
+        let (catalog, tenant) = (cx.catalog, cx.tenant);
         let window = catalog.settings.write_retry;
-        let products = retrying(window, stop, || catalog.store.all(tenant))?;
+        let products = retrying(window, cx.stop, || catalog.store.all(tenant))?;
+        self.run_on(cx, &products, &progress)
+    }
+}
+
+impl EnrichParams {
+    /// The enrich of a tenant that holds no product, once that was read (by a read that did
+    /// not block: `catalog::RuntimeReads`): it reads and writes nothing more, so it never
+    /// blocks, and it reports and answers what `run_in` would.
+    pub fn run_empty(
+        &self,
+        cx: &RunContext<'_>,
+        progress: Progress<'_>,
+    ) -> Result<Value, CatalogError> {
+        let progress = Monotonic::new(progress);
+        progress.report(0, LOADING);
+        self.run_on(cx, &[], &progress)
+    }
+
+    /// The enrich once the tenant's `products` are read.
+    fn run_on(
+        &self,
+        cx: &RunContext<'_>,
+        products: &[Stored],
+        progress: &Monotonic<'_>,
+    ) -> Result<Value, CatalogError> {
+        let (catalog, tenant, fence, stop) = (cx.catalog, cx.tenant, cx.fence, cx.stop);
+        let window = catalog.settings.write_retry;
         check(stop)?;
-        let todo = to_enrich(catalog, tenant, &products, self.force, stop)?;
+        let todo = to_enrich(catalog, tenant, products, self.force, stop)?;
         let size = catalog.settings.enrich_batch.max(1);
         let batches = todo.len().div_ceil(size);
         // Batches already saved stay saved: a re-run resumes after them, and a stop on request

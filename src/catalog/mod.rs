@@ -26,10 +26,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::jobs::fence::{Fence, Unfenced};
-use crate::jobs::registry::{ErrorClass, JobError, JobInput, Progress, Registry};
+use crate::jobs::registry::{ErrorClass, JobError, JobInput, Progress, QuickAnswer, Registry};
 use crate::jobs::TenantId;
+use futures_util::future::BoxFuture;
 use products::{CatalogStore, CatalogStoreError};
-use serde::{de::DeserializeOwned, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 /// What the catalogue jobs need besides their parameters.
@@ -318,20 +319,75 @@ fn job_run<P: CatalogRun>(
     }
 }
 
+/// Reads of a catalogue made on the runtime, blocking no thread (the Redis catalogue's, on
+/// its multiplexed connection).
+pub trait RuntimeReads: Send + Sync + 'static {
+    /// Whether the tenant holds no product.
+    fn holds_no_products<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+    ) -> BoxFuture<'a, Result<bool, CatalogStoreError>>;
+}
+
+impl RuntimeReads for products::RedisCatalog {
+    fn holds_no_products<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+    ) -> BoxFuture<'a, Result<bool, CatalogStoreError>> {
+        Box::pin(products::RedisCatalog::holds_no_products(self, tenant))
+    }
+}
+
+/// An enrich of a tenant that holds no product, answered on the runtime (`Registry::with_quick`):
+/// it would read that, then nothing more. Any doubt (a failed read, parameters not enrich's)
+/// leaves the job to its function.
+fn enrich_quick(
+    catalog: Arc<Catalog>,
+    reads: Arc<dyn RuntimeReads>,
+) -> impl for<'a> Fn(&'a JobInput, Progress<'a>) -> BoxFuture<'a, QuickAnswer> + Send + Sync + 'static
+{
+    move |input, progress| {
+        let (catalog, reads) = (catalog.clone(), reads.clone());
+        Box::pin(async move {
+            if !reads.holds_no_products(&input.tenant).await.ok()? {
+                return None;
+            }
+            let params = enrich::EnrichParams::deserialize(&input.params).ok()?;
+            let cx = RunContext {
+                catalog: &catalog,
+                tenant: &input.tenant,
+                fence: &*input.fence,
+                stop: &input.cancel,
+            };
+            Some(params.run_empty(&cx, progress).map_err(job_error))
+        })
+    }
+}
+
 /// The catalogue job kinds, wired to a catalogue.
 pub fn registry(catalog: Arc<Catalog>) -> Registry {
+    registry_reading(catalog, None)
+}
+
+/// The catalogue job kinds, wired to a catalogue and, when it has them, its reads on the
+/// runtime: an enrich of a tenant with no product is then answered without a blocking thread.
+pub fn registry_reading(catalog: Arc<Catalog>, reads: Option<Arc<dyn RuntimeReads>>) -> Registry {
     let settings = catalog.clone();
-    Registry::new()
+    let registry = Registry::new()
         .with_typed(
             "sync",
             move |fields| sync::checked(fields, &settings.settings),
             job_run::<sync::SyncParams>(catalog.clone()),
         )
         .with_params("enrich", job_run::<enrich::EnrichParams>(catalog.clone()))
-        .with_params("pair", job_run::<pair::PairParams>(catalog))
+        .with_params("pair", job_run::<pair::PairParams>(catalog.clone()))
         // Each writes what the next reads: a tenant's run one at a time, in creation order.
         // The weights are the steps' shares of a pipeline's percent (see docs/api.md).
-        .in_order(&PIPELINE_STEPS)
+        .in_order(&PIPELINE_STEPS);
+    match reads {
+        Some(reads) => registry.with_quick("enrich", enrich_quick(catalog, reads)),
+        None => registry,
+    }
 }
 
 /// The catalogue jobs in the order they feed each other, with their shares of a refresh

@@ -12,6 +12,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -163,6 +164,11 @@ impl fmt::Display for JobError {
 
 pub type JobFn = Arc<dyn Fn(&JobInput, Progress<'_>) -> Result<Report, JobError> + Send + Sync>;
 pub type PrepareFn = Arc<dyn Fn(&Fields) -> Result<Value, ParamError> + Send + Sync>;
+/// A kind's quick answer (see [`Registry::with_quick`]): the job's end, or `None` to run its
+/// function.
+pub type QuickAnswer = Option<Result<Report, JobError>>;
+pub type QuickFn =
+    Arc<dyn for<'a> Fn(&'a JobInput, Progress<'a>) -> BoxFuture<'a, QuickAnswer> + Send + Sync>;
 
 /// One job kind: how to check its parameters and how to run it.
 #[derive(Clone)]
@@ -171,6 +177,8 @@ pub struct JobKind {
     pub prepare: PrepareFn,
     /// The request fields a start of this kind takes (`None`: the kind reads them itself).
     pub fields: Option<&'static [&'static str]>,
+    /// Answers a job on the runtime, without a blocking thread, when its work is known small.
+    pub quick: Option<QuickFn>,
 }
 
 /// The job kinds a service runs, passed to the app builder: the binary registers the
@@ -210,8 +218,33 @@ impl Registry {
             run,
             prepare,
             fields,
+            quick: None,
         };
         self.kinds.insert(kind, spec);
+        self
+    }
+
+    /// Gives the registered `kind` a quick answer: an async step the runner takes on its own
+    /// task before the kind's blocking function, reading what the job's first read would
+    /// (a catalogue's size, say) without a blocking thread. When that says the job's work is
+    /// small, the step does it and answers the job's end, reporting progress as the function
+    /// would; the function then never runs, and the job costs no hand-off to a blocking
+    /// thread and back. It must never block, and answers `None` (the function runs) for
+    /// anything it is not sure of — a failed read included: the function waits out an outage.
+    pub fn with_quick(
+        mut self,
+        kind: &str,
+        quick: impl for<'a> Fn(&'a JobInput, Progress<'a>) -> BoxFuture<'a, QuickAnswer>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        let kind = Kind::parse(kind).expect("registered kind names are valid by construction");
+        let spec = self
+            .kinds
+            .get_mut(&kind)
+            .unwrap_or_else(|| panic!("{kind} is registered before its quick answer"));
+        spec.quick = Some(Arc::new(quick));
         self
     }
 

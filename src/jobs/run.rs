@@ -1,16 +1,19 @@
 //! The run: one claimed job on a worker, from its start to its recorded end, and the table
 //! of this process's runs (`Runs`) that the heartbeat, the listener and shutdown act on.
 //!
-//! A run executes the kind's blocking function on `spawn_blocking` inside the job's span,
+//! A run executes the kind's blocking function on `spawn_blocking` inside the job's span
+//! (or, when the kind's quick answer says its work is small, answers it on its own task),
 //! with a never-blocking progress reporter, and records how it ended — retrying while the
 //! store is unreachable. A run the store refused (`Fenced`: recovered, taken over or given
 //! back) stops at its next safe point and records nothing.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -19,7 +22,7 @@ use tracing::{error, info, info_span, warn, Instrument, Span};
 use super::fence::StoreFence;
 use super::log_limit::LogLimiter;
 use super::progress::{guarded, progress_channel, progress_writer, Reporter, Tick, Ticks};
-use super::registry::{JobError, JobFn, JobInput, Registry};
+use super::registry::{JobError, JobFn, JobInput, QuickFn, Registry};
 use super::store::{Claim, Finish, JobStore, NewJob, Outcome, Release, RunEnd, RunId, RunRef};
 use super::{JobId, Kind};
 
@@ -290,6 +293,16 @@ impl Runs {
                 created_at,
             )),
         };
+        if let Some(quick) = &kind.quick {
+            let answered = tokio::select! {
+                answered = answer_quickly(quick, &input, &reporter) => answered,
+                () = self.interrupt.cancelled() => return None,
+            };
+            if let Some(answered) = answered {
+                let percent = latest.borrow().percent;
+                return Some((outcome_of(answered)?, percent));
+            }
+        }
         let function = run_blocking(kind.run.clone(), input, reporter, Span::current());
         let mut blocking = tokio::task::spawn_blocking(function);
         // A job that ends within its first interval has no progress to write (its last tick
@@ -321,7 +334,7 @@ impl Runs {
             }
         };
         let percent = latest.borrow().percent;
-        let outcome = outcome_of(joined?)?;
+        let outcome = outcome_of(joined?.map_err(join_message))?;
         Some((outcome, percent))
     }
 
@@ -396,10 +409,9 @@ impl Runs {
     }
 }
 
-/// How the function's task ended, as the record keeps it; `None` for a refused write.
-fn outcome_of(
-    joined: Result<Result<serde_json::Value, JobError>, tokio::task::JoinError>,
-) -> Option<Outcome> {
+/// How the function ended, as the record keeps it (`Err`: it panicked, with this message);
+/// `None` for a refused write.
+fn outcome_of(joined: Result<Result<serde_json::Value, JobError>, String>) -> Option<Outcome> {
     Some(match joined {
         Ok(Ok(report)) => Outcome::Done(report),
         Ok(Err(JobError::Fenced)) => {
@@ -415,16 +427,39 @@ fn outcome_of(
             warn!(error_class = e.class(), error = %e, "job failed");
             Outcome::Failed(e.class().to_owned(), e.report().cloned())
         }
-        Err(join) => {
-            let message = if join.is_panic() {
-                panic_message(join.into_panic())
-            } else {
-                "the blocking task was cancelled".to_owned()
-            };
+        Err(message) => {
             error!(panic = %message, "job function panicked");
             Outcome::Failed(PANIC.into(), None)
         }
     })
+}
+
+/// What a blocking task that did not return says of itself.
+fn join_message(join: tokio::task::JoinError) -> String {
+    if join.is_panic() {
+        panic_message(join.into_panic())
+    } else {
+        "the blocking task was cancelled".to_owned()
+    }
+}
+
+/// The kind's quick answer, on the run's own task, with the same guarded reporter as its
+/// function; `None` when the function must run. A panic in it ends the job as one in the
+/// function does.
+async fn answer_quickly(
+    quick: &QuickFn,
+    input: &JobInput,
+    reporter: &Reporter,
+) -> Option<Result<Result<serde_json::Value, JobError>, String>> {
+    let report = |percent: u8, step: &str| reporter.report(percent, step);
+    let progress = guarded(report);
+    match AssertUnwindSafe(quick(input, Some(&progress)))
+        .catch_unwind()
+        .await
+    {
+        Ok(answer) => answer.map(Ok),
+        Err(panic) => Some(Err(panic_message(panic))),
+    }
 }
 
 fn outcome_json(outcome: &Outcome) -> serde_json::Value {

@@ -1146,3 +1146,46 @@ fn a_catalogue_call_on_a_fixed_redis_needs_no_runtime_thread() {
     let answer = answered.recv_timeout(std::time::Duration::from_secs(3));
     assert_eq!(answer.expect("answered within 3 s").expect("read"), 3);
 }
+
+/// With the Redis catalogue's reads on the runtime (as the binary wires them), an enrich of
+/// a tenant that holds no product is answered without its function, and answered as its
+/// function answers it, forced or not; a tenant with products still gets the function.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enrich_of_a_tenant_without_products_is_answered_as_its_function_answers_it() {
+    use crate::helpers::{blocking, settings, shared_redis_url, store, unique};
+    use catalog_jobs::catalog::products::RedisCatalog;
+    use catalog_jobs::startup::{catalog_settings, App};
+    let config = test_config();
+    let redis = Arc::new(RedisCatalog::open(&shared_redis_url(), &unique("cat")).unwrap());
+    let catalog = Arc::new(Catalog {
+        store: redis.clone(),
+        settings: catalog_settings(&config).expect("the settings parse"),
+    });
+    let registry = catalog_jobs::catalog::registry_reading(catalog.clone(), Some(redis));
+    let jobs = store(Backend::Redis, settings());
+    let app = App::build_with(config, jobs.clone(), catalog.clone(), registry);
+    let app = TestApp::run(app.await.expect("the app builds"), jobs);
+    let t = tenant();
+    for force in [false, true] {
+        let form = [("tenant_id", t.as_str()), ("force", &force.to_string())];
+        let id = app.start_id("enrich", &form).await;
+        let answered = app.poll_until_ended(&id).await;
+        let (c, tt) = (catalog.clone(), t.clone());
+        let by_function = blocking(move || {
+            let params = enrich::EnrichParams { force };
+            run_unfenced(&c, &tt, &params, &CancellationToken::new(), None)
+        })
+        .await
+        .expect("the function runs");
+        assert_eq!(answered["status"], "done", "{answered}");
+        assert_eq!(answered["result"], by_function, "force {force}: {answered}");
+        assert_eq!(by_function["products"], 0, "{by_function}");
+    }
+    let (c, tt) = (catalog.clone(), t.clone());
+    blocking(move || c.store.upsert(&tt, &demo::generate(3, 5), &Unfenced))
+        .await
+        .unwrap();
+    let id = app.start_id("enrich", &[("tenant_id", t.as_str())]).await;
+    let enriched = app.poll_until_ended(&id).await;
+    assert_eq!(enriched["result"]["products"], 3, "{enriched}");
+}

@@ -196,3 +196,61 @@ async fn a_job_outlives_a_redis_outage_and_its_result_lands_when_redis_is_back()
     assert_eq!(done["result"], json!({"gated": true}));
     assert_eq!(done["percent"], 100);
 }
+
+/// A kind's quick answer (`Registry::with_quick`) ends the job on the runner's own task when
+/// it answers, and its function never runs; when it answers
+/// `None` the function runs; when it panics the job fails as a panicking function's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kinds_quick_answer_ends_its_job_without_the_function_or_hands_it_on() {
+    use crate::helpers::{test_catalog, TestApp};
+    use catalog_jobs::jobs::registry::Registry;
+    use catalog_jobs::startup::App;
+    let registry = Registry::new()
+        .with_plain("quick", |input, _| {
+            match input.tenant.as_str().ends_with("x") {
+                true => Ok(json!({"by": "function"})),
+                false => panic!("a quickly answered job's function ran"),
+            }
+        })
+        .with_quick("quick", |input, progress| {
+            Box::pin(async move {
+                let tenant = input.tenant.as_str();
+                if tenant.ends_with("p") {
+                    panic!("the quick answer fell over");
+                }
+                if tenant.ends_with("x") {
+                    return None;
+                }
+                tokio::task::yield_now().await;
+                progress.expect("a reporter")(100, "answered quickly");
+                Some(Ok(json!({"by": "quick answer"})))
+            })
+        });
+    let config = test_config();
+    let jobs = store(Backend::Redis, settings());
+    let app = App::build_with(
+        config.clone(),
+        jobs.clone(),
+        test_catalog(&config),
+        registry,
+    );
+    let app = TestApp::run(app.await.expect("the app builds"), jobs);
+    let ended = async |suffix: &str| {
+        let t = format!("{}{suffix}", tenant());
+        let id = app.start_id("quick", &[("tenant_id", &t)]).await;
+        app.poll_until_ended(&id).await
+    };
+    let quick = ended("q").await;
+    assert_eq!(quick["status"], "done", "{quick}");
+    assert_eq!(quick["result"], json!({"by": "quick answer"}), "{quick}");
+    assert_eq!(quick["percent"], 100, "{quick}");
+    let handed_on = ended("x").await;
+    assert_eq!(
+        handed_on["result"],
+        json!({"by": "function"}),
+        "{handed_on}"
+    );
+    let panicked = ended("p").await;
+    assert_eq!(panicked["status"], "failed", "{panicked}");
+    assert_eq!(panicked["error"], "Panic", "{panicked}");
+}

@@ -206,6 +206,21 @@ impl RedisCatalog {
         }
     }
 
+    /// Whether the tenant holds no product: asked on the runtime's connection, blocking no
+    /// thread (what `catalog::RuntimeReads` answers).
+    pub async fn holds_no_products(&self, tenant: &TenantId) -> Result<bool, CatalogStoreError> {
+        let exists = redis::cmd("EXISTS").arg(self.keys.products(tenant)).clone();
+        let answer = tokio::time::timeout(IO_TIMEOUT, async {
+            exists
+                .query_async::<u64>(&mut self.primary.connection().await?)
+                .await
+        });
+        match answer.await {
+            Ok(answer) => self.answer(answer).map(|n| n == 0),
+            Err(_) => Err(self.silent()),
+        }
+    }
+
     /// Runs `call` on the primary's connection under [`IO_TIMEOUT`], telling the primary of
     /// a failure (a sign of a failover makes it ask the sentinels again). A connection found
     /// dropped (Redis restarted or failed over while this store was idle: the connection

@@ -129,6 +129,7 @@ every_store!(
     an_expired_lease_is_requeued_with_the_next_attempt_and_the_old_run_is_fenced,
     after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free,
     with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over,
+    with_one_attempt_a_run_claimed_at_its_create_left_lost_reads_lost_attempt_one,
     with_one_attempt_a_run_left_lost_that_comes_back_is_fenced_and_reads_lost_for_good,
     a_create_names_the_stale_holders_it_took_over_and_only_those,
     a_released_run_goes_back_to_the_head_without_counting_an_attempt,
@@ -638,6 +639,28 @@ async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().status, Status::Lost);
     create(&*s, &new_job(&t, "sync")).await;
     assert_eq!(s.tick(&run, 50, "late").await.unwrap(), Tick::Fenced);
+}
+
+/// A run claimed at its create (its record leaves out claim, attempt and start: lean jobs)
+/// left lost by the sweep reads `lost`, attempt 1, started when it was created — the sweep's
+/// raised claim once made the record read attempt 0 and "re-queued" (a flaky fault test).
+async fn with_one_attempt_a_run_claimed_at_its_create_left_lost_reads_lost_attempt_one(b: Stores) {
+    let s = leases_of(b, 200, 1);
+    let job = new_job(&tenant(), "sync");
+    let Created::Created(made, _) = s.create_claimed(job.clone(), "w/1").await.unwrap() else {
+        panic!("the job is created")
+    };
+    outlive(200).await;
+    assert_eq!(
+        s.recover().await.unwrap(),
+        vec![Recovered::LeftLost(job.id)]
+    );
+    let got = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.status, got.attempt, got.started_at),
+        (Status::Lost, 1, Some(made.created_at)),
+        "{got:?}"
+    );
 }
 
 /// `lost` is final: a run left lost whose process comes back (paused, not dead) is fenced

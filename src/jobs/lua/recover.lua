@@ -46,7 +46,9 @@ for _, id in ipairs(due) do
       -- off (`is_held`) and it reads lost for good.
       local fields = {claim = tostring(tonumber(job.claim or CLAIMED_AT_CREATE) + 1)}
       if not job.claim then
+        -- Claimed at its create: what the record implied until now is written with the claim.
         fields['@1'] = implied_start(read_job(hkey, {'worker'}).worker or '')
+        fields.attempt, fields.started_ms = CLAIMED_AT_CREATE, job.created_ms
       end
       note(id, job, fields, 'lost', 'lost', job.percent, read_job(hkey, {'step'}).step, now)
       write_job(hkey, fields)

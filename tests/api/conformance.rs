@@ -17,7 +17,9 @@ use serde_json::json;
 
 use crate::helpers::{claim_next, claim_queued, create, create_at_once, created, end, failure};
 use crate::helpers::{cluster_job_store, started, store, tenant, tenant_beside, Backend};
-use crate::helpers::{finish, first_run_at, new_job, ordered, pipeline_of, settings, start};
+use crate::helpers::{
+    finish, first_run_at, made_by, new_job, ordered, pipeline_of, settings, start,
+};
 
 /// Where a case runs: the embedded store, the shared redis-server, or the shared loopback
 /// Redis Cluster (on which every script must keep to one slot).
@@ -647,9 +649,7 @@ async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b
 async fn with_one_attempt_a_run_claimed_at_its_create_left_lost_reads_lost_attempt_one(b: Stores) {
     let s = leases_of(b, 200, 1);
     let job = new_job(&tenant(), "sync");
-    let Created::Created(made, _) = s.create_claimed(job.clone(), "w/1").await.unwrap() else {
-        panic!("the job is created")
-    };
+    let made = made_by(s.create_claimed(job.clone(), "w/1").await);
     outlive(200).await;
     assert_eq!(
         s.recover().await.unwrap(),
@@ -1577,9 +1577,7 @@ mod redis_only {
         let mut conn = redis.connection().await;
         let job = ordered(&tenant(), "sync");
         let (stats, made) = counted(&mut conn, s.create_claimed(job.clone(), "w/1")).await;
-        let Created::Created(made, _) = made.unwrap() else {
-            panic!("the job is created")
-        };
+        let made = made_by(made);
         assert_eq!(made.status, Status::Running);
         assert_eq!(calls(&stats, "fcall"), 1, "{stats}");
         assert_eq!(
@@ -1636,9 +1634,7 @@ mod redis_only {
         let mut conn = redis.connection().await;
         let job = ordered(&tenant(), "sync");
         let (stats, made) = counted(&mut conn, s.create_claimed(job.clone(), "w/1")).await;
-        let Created::Created(made, _) = made.unwrap() else {
-            panic!("the job is created")
-        };
+        let made = made_by(made);
         assert_eq!(calls(&stats, "pubsub|numsub"), 0, "{stats}");
         assert_eq!(
             calls(&stats, "publish"),
@@ -1685,9 +1681,7 @@ mod redis_only {
         let (redis, s, _) = drained().await;
         let mut conn = redis.connection().await;
         let job = ordered(&tenant(), "sync");
-        let Created::Created(made, _) = s.create_claimed(job.clone(), "w/1").await.unwrap() else {
-            panic!("the job is created")
-        };
+        let made = made_by(s.create_claimed(job.clone(), "w/1").await);
         let record = Keys::new(&s.settings().prefix).job(&job.id);
         let stored: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
             .arg(&record)
@@ -1729,9 +1723,7 @@ mod redis_only {
         let mut conn = redis.connection().await;
         let job = ordered(&tenant(), "sync");
         let mut watch = s.watch_tenant(&job.tenant).await;
-        let Created::Created(made, _) = s.create_claimed(job.clone(), "w/1").await.unwrap() else {
-            panic!("the job is created")
-        };
+        let made = made_by(s.create_claimed(job.clone(), "w/1").await);
         let record = Keys::new(&s.settings().prefix).job(&job.id);
         let stored = stored_fields(&mut conn, &record).await;
         assert!(!stored.contains_key("@1"), "{stored:?}");
@@ -1847,9 +1839,7 @@ mod redis_only {
     /// when it was created.
     async fn claimed_at_create(s: &catalog_jobs::jobs::redis::RedisStore) -> (NewJob, u64) {
         let job = ordered(&tenant(), "sync");
-        let Created::Created(made, _) = s.create_claimed(job.clone(), "w/1").await.unwrap() else {
-            panic!("the job is created")
-        };
+        let made = made_by(s.create_claimed(job.clone(), "w/1").await);
         (job, made.created_at)
     }
 

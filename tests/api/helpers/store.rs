@@ -106,6 +106,14 @@ pub async fn created(store: &dyn JobStore, t: &TenantId, kind: &str) -> NewJob {
     job
 }
 
+/// The job a create that must make one made, as created.
+pub fn made_by(created: Result<Created, StoreError>) -> Snapshot {
+    match created.expect("the store answers") {
+        Created::Created(made, _) => *made,
+        other => panic!("the job is created: {other:?}"),
+    }
+}
+
 /// A job of `kind` for `t`, created and claimed as `start` does: the job, its snapshot as
 /// created, and its run.
 pub async fn started(store: &dyn JobStore, t: &TenantId, kind: &str) -> (NewJob, Snapshot, RunId) {

@@ -5,6 +5,7 @@
 #   scripts/bench-side-by-side.sh                 # 1 recorded run each, after a warm-up
 #   RUNS=3 scripts/bench-side-by-side.sh
 #   BENCH=/path/to/bench BIN=target/release/catalog-jobs scripts/bench-side-by-side.sh
+#   CEILING=1 scripts/bench-side-by-side.sh      # and the harness's mock (the load generator's ceiling)
 # The harness's lifecycle scenario reports Redis `mem_bytes_per_job` (used_memory after minus
 # before the lifecycle run, per job) beside CPU and commands per job; the ratios below put
 # each figure against BullMQ's of the same run. Needs wrk, jq, redis-server, node/npm and
@@ -14,6 +15,7 @@ cd "$(dirname "$0")/.."
 here=$PWD
 BENCH=${BENCH:-$here/../shared/bench}
 RUNS=${RUNS:-1}
+CEILING=${CEILING:-0}
 BIN=${BIN:-}
 if [ -z "$BIN" ]; then
   cargo build --release --locked --quiet
@@ -26,9 +28,11 @@ if [ ! -d "$work/bench" ]; then
 fi
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -sr); $(date -u +%FT%TZ); load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 # --no-peers then the BullMQ peer as a target: the FastAPI peer is not part of the targets.
-CATALOG_JOBS_BIN=$BIN "$work/bench/run_all.sh" --runs "$RUNS" --no-peers --no-ceiling --no-baseline \
+ceiling=--no-ceiling
+if [ "$CEILING" = 1 ]; then ceiling=; fi
+CATALOG_JOBS_BIN=$BIN "$work/bench/run_all.sh" --runs "$RUNS" --no-peers $ceiling --no-baseline \
   --target bullmq "$work/bench/peer-bullmq/run.sh" \
   --target catalog-jobs "$work/bench/start-catalog-jobs.sh" >/dev/null
-group=$(jq -r .run_id "$work/bench/results.jsonl" | tail -1 | sed 's/-catalog-jobs-[0-9]*$//')
+group=$(jq -r .run_id "$work/bench/results.jsonl" | tail -1 | cut -d- -f1)
 python3 "$here/scripts/bench_ratios.py" "$work/bench/results.jsonl" "$group"
 echo "results: $work/bench/results.jsonl (group $group)" >&2

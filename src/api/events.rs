@@ -25,7 +25,7 @@ use utoipa::ToSchema;
 use super::answers::{BadField, JobNotFound, JobPath, OtherTenant, StreamRefusals};
 use super::call::Call;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{named_tenant, refuse_unknown, take_single, InPath};
+use super::extract::{named_tenant, refuse_unknown, single_header, take_single, InPath};
 use super::jobs::MaybeJobId;
 use super::streams::StreamPermit;
 use crate::jobs::runner::Runner;
@@ -40,8 +40,9 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How often a job stream reads the timeline again without being told to: covers a
 /// message published while the tenant's subscription was being renewed (a failover).
 const RECHECK: Duration = Duration::from_secs(5);
-/// The header a reconnecting browser sends with the last id it received.
-const LAST_EVENT_ID: &str = "last-event-id";
+/// The header a reconnecting browser sends with the last id it received (as errors name it;
+/// header names are matched whatever their case).
+const LAST_EVENT_ID: &str = "Last-Event-ID";
 /// Asks nginx-like proxies not to buffer the stream (they would hold events back).
 const NO_PROXY_BUFFERING: (HeaderName, HeaderValue) = (
     HeaderName::from_static("x-accel-buffering"),
@@ -67,6 +68,7 @@ pub struct Timeline {
         (status = 200, description = "The timeline, oldest first (at most the newest 100 events): as JSON, or with `Accept: text/event-stream` as Server-Sent Events (`id:` the event id, `event:` its type, `data:` the event's JSON), live until the job's `finished` (or `superseded`) event; keep-alive comments every 15 s.",
             content((Timeline = "application/json"), (String = "text/event-stream"))),
         (status = 204, description = "A stream asked for after the job ended and after its last event: nothing more will come (browsers stop reconnecting)."),
+        (status = 400, description = "`duplicate_header`: an `Authorization`, `Idempotency-Key` or `Last-Event-ID` header given more than once (which event to resume after would be a guess).", body = ErrorBody),
         (status = 422, description = "`invalid_field` (a bad `tenant_id`, `after` or `Last-Event-ID`) or `unknown_field` (any other query field), with `field`.", body = ErrorBody),
         JobNotFound, StreamRefusals,
     ))]
@@ -82,7 +84,7 @@ pub async fn job_events(
     // Both are checked, whichever is used: a bad `after` is refused even when a reconnecting
     // stream's Last-Event-ID takes its place.
     let after = after.map(|v| event_id("after", v.as_str())).transpose()?;
-    let after = match headers.get(LAST_EVENT_ID) {
+    let after = match single_header(&headers, LAST_EVENT_ID)? {
         Some(header) => Some(event_id(LAST_EVENT_ID, header.to_str().ok())?),
         None => after,
     };

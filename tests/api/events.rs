@@ -22,6 +22,7 @@ both_stores!(
     a_stream_asked_for_after_the_end_gets_204_and_json_after_the_end_is_empty,
     the_tenant_stream_sees_that_tenant_s_jobs_only,
     an_unknown_id_or_a_bad_resume_id_is_refused_with_json,
+    a_last_event_id_given_twice_is_400_naming_it,
     a_stream_resumed_after_an_id_beyond_the_job_s_last_event_ends_when_the_job_ends,
     a_tenant_beyond_its_share_of_streams_is_refused_429_and_a_full_instance_503,
 );
@@ -270,6 +271,41 @@ async fn an_unknown_id_or_a_bad_resume_id_is_refused_with_json(b: Backend) {
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let r = app.get("/catalog/events").await;
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "missing_field");
+}
+
+/// Two `Last-Event-ID` headers, alike or not, are refused: which one to resume after is not
+/// the service's to guess. One of them alone is taken.
+async fn a_last_event_id_given_twice_is_400_naming_it(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let id = app.start_id("ticker", &[("tenant_id", t.as_str())]).await;
+    let path = format!("/catalog/jobs/{id}/events");
+    for accept in ["application/json", "text/event-stream"] {
+        for second in ["1-0", "2-0"] {
+            let twice = [
+                ("accept", accept),
+                ("last-event-id", "1-0"),
+                ("last-event-id", second),
+            ];
+            let r = app.get_with(&path, &twice).await;
+            assert_eq!(
+                r.status(),
+                StatusCode::BAD_REQUEST,
+                "{accept}, 1-0 and {second}"
+            );
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(body["error"], "duplicate_header", "{body}");
+            assert_eq!(body["field"], "Last-Event-ID", "{body}");
+            assert!(
+                body["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("Last-Event-ID")),
+                "{body}"
+            );
+        }
+    }
+    let once = [("accept", "application/json"), ("last-event-id", "1-0")];
+    assert_eq!(app.get_with(&path, &once).await.status(), StatusCode::OK);
 }
 
 async fn a_stream_resumed_after_an_id_beyond_the_job_s_last_event_ends_when_the_job_ends(

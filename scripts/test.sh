@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need when it is missing (redis-server, which the
-# tests start their own instances of; `script` for the CLI's terminal test; Chromium and
+# tests start their own instances of; `openssl` to issue the TLS Redis test's certificates;
+# `script` for the CLI's terminal test; Chromium and
 # chromedriver for the admin page's browser tests), then runs the whole suite. Extra arguments
 # go to `cargo test`.
 set -euo pipefail
@@ -20,6 +21,7 @@ install_if_missing() {
 }
 
 install_if_missing redis-server "the tests start their own" redis-server
+install_if_missing openssl "certificates for the TLS Redis test" openssl
 install_if_missing script "\`script\`, for the CLI's terminal test" bsdutils
 install_if_missing chromedriver "the admin page's browser tests" chromium chromium-driver
 

@@ -364,5 +364,15 @@ pub fn misconfiguration(error: &RedisError) -> Option<&'static str> {
              REDIS_SENTINELS, REDIS_CLUSTER_NODES) names a Redis server's port",
         );
     }
-    None
+    tls_misconfiguration(&error.to_string())
+}
+
+/// What a TLS handshake's failure (`rediss://`) says of the set-up: a certificate this
+/// process does not trust, or one issued for another name.
+fn tls_misconfiguration(error: &str) -> Option<&'static str> {
+    error.contains("invalid peer certificate").then_some(
+        "Redis's TLS certificate is not one this service trusts (its issuer is unknown, it \
+         has expired, or it names another host than REDIS_URL's): give the CA that issued it \
+         as a PEM file in SSL_CERT_FILE (or a directory of them in SSL_CERT_DIR)",
+    )
 }

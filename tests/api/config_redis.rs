@@ -166,3 +166,107 @@ async fn a_password_redis_asks_for_later_reads_as_that_in_readyz_not_as_an_outag
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"], "store_unavailable", "{body}");
 }
+
+/// A Redis that speaks only TLS (`rediss://`): with the CA that issued its certificate in
+/// `SSL_CERT_FILE`, a sync runs to done and its catalogue and job are in that Redis; without
+/// it, start-up stops naming the certificate it does not trust (not an outage).
+#[tokio::test]
+async fn a_rediss_url_works_with_its_ca_in_ssl_cert_file_and_stops_start_up_without_it() {
+    let dir = crate::helpers::temp_dir("tls-redis");
+    issue_certificates(&dir);
+    let tls_port = crate::helpers::free_port();
+    let pem = |name: &str| dir.join(name).display().to_string();
+    let extra = format!(
+        "--tls-port {tls_port} --tls-cert-file {} --tls-key-file {} --tls-ca-cert-file {} \
+         --tls-auth-clients no",
+        pem("server.pem"),
+        pem("server.key"),
+        pem("ca.pem"),
+    );
+    let redis = tokio::task::spawn_blocking(move || RedisServer::start_with(false, &extra))
+        .await
+        .expect("the server starts");
+    let url = format!("rediss://127.0.0.1:{tls_port}/0");
+    let svc = Service::on_redis(&url)
+        .env("SSL_CERT_FILE", pem("ca.pem"))
+        .start()
+        .await;
+    let id = svc.start_sync("tls-tenant", "demo.jsonl").await;
+    let job = svc.wait_for_status(&id, "done").await;
+    assert!(
+        job["result"]["totals"]["created"].as_u64() > Some(0),
+        "{job}"
+    );
+    // Read over the server's plain port: what the service wrote over TLS is there.
+    let mut conn = redis.connection().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*tls-tenant*")
+        .query_async(&mut conn)
+        .await
+        .expect("KEYS");
+    assert!(keys.iter().any(|k| k.starts_with("catalog:")), "{keys:?}");
+
+    let log = tokio::task::spawn_blocking(move || refused_start_up(&[("REDIS_URL", &url)]))
+        .await
+        .expect("the refused start-up ran");
+    assert!(
+        log.contains("Redis's TLS certificate is not one this service trusts")
+            && log.contains("SSL_CERT_FILE"),
+        "{log}"
+    );
+}
+
+/// A CA, and a certificate it issues for 127.0.0.1 and localhost, in `dir` (`ca.pem`,
+/// `server.pem`, `server.key`), made with the `openssl` command.
+fn issue_certificates(dir: &std::path::Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .expect("the scratch dir is writable");
+    let steps: [&[&str]; 3] = [
+        &[
+            &["req", "-x509"],
+            &ec[..],
+            &["-keyout", "ca.key", "-out", "ca.pem"],
+        ]
+        .concat(),
+        &[
+            &["req"],
+            &ec[..],
+            &["-keyout", "server.key", "-out", "server.csr"],
+        ]
+        .concat(),
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-extfile",
+            "san.ext",
+        ],
+    ];
+    for (step, subject) in steps.iter().zip(["/CN=test CA", "/CN=localhost", ""]) {
+        let mut cmd = Command::new("openssl");
+        cmd.args(*step).args(["-days", "2"]).current_dir(dir);
+        if !subject.is_empty() {
+            cmd.args(["-subj", subject]);
+        }
+        let out = cmd.output().expect("openssl runs (.ci/run installs it)");
+        assert!(out.status.success(), "openssl {step:?}: {out:?}");
+    }
+}

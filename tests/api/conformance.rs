@@ -133,6 +133,7 @@ every_store!(
     with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over,
     with_one_attempt_a_run_claimed_at_its_create_left_lost_reads_lost_attempt_one,
     with_one_attempt_a_run_left_lost_that_comes_back_is_fenced_and_reads_lost_for_good,
+    with_one_attempt_a_run_left_lost_is_counted_active_until_the_next_create_takes_over,
     a_create_names_the_stale_holders_it_took_over_and_only_those,
     a_released_run_goes_back_to_the_head_without_counting_an_attempt,
     a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_its_lock,
@@ -628,7 +629,8 @@ async fn after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free(b: Stor
     create(&*s, &new_job(&t, "sync")).await; // its lock is free
 }
 
-async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b: Stores) {
+/// With one attempt, a started job of a new tenant whose lease expired, left lost by the sweep.
+async fn left_lost(b: Stores) -> (Arc<dyn JobStore>, TenantId, NewJob, RunId) {
     let s = leases_of(b, 200, 1);
     let t = tenant();
     let job = new_job(&t, "sync");
@@ -638,6 +640,11 @@ async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b
         s.recover().await.unwrap(),
         vec![Recovered::LeftLost(job.id)]
     );
+    (s, t, job, run)
+}
+
+async fn with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over(b: Stores) {
+    let (s, t, job, run) = left_lost(b).await;
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().status, Status::Lost);
     create(&*s, &new_job(&t, "sync")).await;
     assert_eq!(s.tick(&run, 50, "late").await.unwrap(), Tick::Fenced);
@@ -688,6 +695,30 @@ async fn with_one_attempt_a_run_left_lost_that_comes_back_is_fenced_and_reads_lo
     let now = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!((now.status, now.percent), (Status::Lost, 30));
     create(&*s, &new_job(&t, "sync")).await; // its lock stayed free
+}
+
+/// A run the sweep left lost is still among the active jobs (the overview counts it `lost`,
+/// as `status=lost` lists it), and is found by no later sweep; the create that takes it over
+/// ends it (it left the lease index, so the overview never counted it).
+async fn with_one_attempt_a_run_left_lost_is_counted_active_until_the_next_create_takes_over(
+    b: Stores,
+) {
+    let (s, t, job, _) = left_lost(b).await;
+    let active = |s: Arc<dyn JobStore>| async move {
+        let jobs = s.active().await.unwrap();
+        jobs.iter()
+            .map(|j| (j.job_id, j.status))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(active(s.clone()).await, vec![(job.id, Status::Lost)]);
+    assert!(
+        s.recover().await.unwrap().is_empty(),
+        "no sweep takes it again"
+    );
+    assert_eq!(active(s.clone()).await, vec![(job.id, Status::Lost)]);
+    let next = new_job(&t, "sync");
+    create(&*s, &next).await;
+    assert_eq!(active(s.clone()).await, vec![(next.id, Status::Queued)]);
 }
 
 /// A take-over ends the stale holder (and its pipeline) inside the create, where no run and no

@@ -7,6 +7,10 @@
 -- failed/Lost after its last attempt; or {'stale', keys…} (nothing written). With MAX_ATTEMPTS 1 an expired run is left as it is
 -- ('left_lost'): it reads `lost`, and the next create of its tenant and kind takes over; it
 -- will not run again (its run is fenced off, should its process come back), so its tenant's order and its pipeline go on without it (`after_end`).
+-- It stays in the lease index, scored a job TTL from now (TTL is in seconds), so the active jobs'
+-- readers (the overview, `status=lost`) still find it while no sweep takes it again: its
+-- record has expired by then (its TTL runs from its last renewal, before now), and the sweep
+-- that meets its entry then drops it; the create that takes it over drops it before.
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', k_group(K_LEASES), '-inf', now, 'LIMIT', 0, tonumber(A[1]))
 local missed = reach(function()
@@ -42,6 +46,7 @@ for _, id in ipairs(due) do
         finished_ms = now}, now)
       out[#out + 1] = 'lost'; out[#out + 1] = id
     else
+      redis.call('ZADD', k_group(K_LEASES), int(now + TTL * 1000), id)
       -- Its claim is raised: if its process comes back, its writes and heartbeats are fenced
       -- off (`is_held`) and it reads lost for good.
       local fields = {claim = tostring(tonumber(job.claim or CLAIMED_AT_CREATE) + 1)}

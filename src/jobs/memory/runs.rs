@@ -316,6 +316,9 @@ impl MemoryStore {
             } else {
                 // Its run is fenced off, should its process come back: it reads lost for good.
                 rec.claim += 1;
+                // Still leased, never due: the active jobs find it (counted lost) while its
+                // record lives and no create took it over, and no sweep takes it again.
+                rec.lease_ms = Some(u64::MAX);
                 state.note(id, "lost", Some("lost"), &[], now);
                 // It will not run again: its tenant's order and its pipeline go on without it.
                 state.after_end(id, Status::Failed, Some(LOST), now);

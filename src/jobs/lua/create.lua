@@ -71,12 +71,14 @@ local stale = {}
 for n, new in ipairs(jobs) do
   local holder = holders[n]
   if holder then
-    local held = read_job(k_job(holder), {'status', 'heartbeat_ms', 'created_ms', 'percent',
-      'step', 'events', 'event_ms', 'tenant', 'kind', 'attempt', 'cancel_requested_ms',
-      'in_order', 'waiting_for', 'pipeline'})
+    local held = read_job(k_job(holder), {'status', 'heartbeat_ms', 'started_ms', 'created_ms',
+      'percent', 'step', 'events', 'event_ms', 'tenant', 'kind', 'attempt',
+      'cancel_requested_ms', 'in_order', 'waiting_for', 'pipeline'})
     if held.status == 'queued' then return {'held', holder} end
     if held.status == 'running' then
-      local live = now - tonumber(held.heartbeat_ms or held.created_ms) < STALE
+      -- A first claim writes no heartbeat: its start is its first (FIRST_CLAIM).
+      local beat = held.heartbeat_ms or held.started_ms or held.created_ms
+      local live = now - tonumber(beat) < STALE
       -- Asked to stop, its end is decided: the sweep ends it cancelled (it reads cancelling
       -- until then). Else it runs again while it has attempts left.
       local again = held.cancel_requested_ms or tonumber(held.attempt or '1') < MAX_ATTEMPTS
@@ -174,7 +176,7 @@ for n, new in ipairs(jobs) do
   end
   if here and not ahead and not job.steps then
     -- Its claim (1), attempt (1) and start (its creation) are left out: `worker` says them
-    -- (CLAIMED_AT_CREATE in record.lua).
+    -- (FIRST_CLAIM in record.lua).
     record.status, record.step, record.worker = 'running', 'starting', worker
     note_implied_start(id, job, record, now)
     redis.call('ZADD', k_group(K_LEASES), int(now + STALE), id)

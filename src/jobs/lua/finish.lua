@@ -58,7 +58,7 @@ fields.percent = math.max(tonumber(st.percent) or 0, run_percent)
 if outcome.status == 'done' then fields.percent = 100 end
 fields.heartbeat_ms, fields.finished_ms = now, now
 -- (A record written back is started now; a held one without `started_ms` was claimed at its
--- create, and reads as started then: CLAIMED_AT_CREATE.)
+-- create, and reads as started then: FIRST_CLAIM.)
 if code == 'missing' and not st.started_ms then fields.started_ms = now end
 end_job(id, st, fields, now)
 if code == 'missing' then redis.call('EXPIRE', hkey, TTL_S) end

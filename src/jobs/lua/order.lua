@@ -128,10 +128,13 @@ local function pipeline_steps(pkey)
 end
 
 -- The pipeline's percent: its steps' percents weighted by their shares, rounded down.
+local PERCENT_FIELDS = {'percent', 'status'}
 local function pipeline_percent(steps)
   local sum = 0
   for _, s in ipairs(steps) do
-    sum = sum + s.share * (tonumber(read_job(k_job(s.id), {'percent'}).percent) or 0)
+    local step = read_job(k_job(s.id), PERCENT_FIELDS)
+    -- A done step stores no percent: it reads 100 (record.lua: what a record implies).
+    sum = sum + s.share * (step.status == 'done' and 100 or tonumber(step.percent) or 0)
   end
   return math.floor(sum / 100)
 end

@@ -389,6 +389,14 @@ local function note(id, job, fields, typ, status, percent, step, now, extra)
   -- One concatenation of kept strings (`int`), where string.format cost several sprintf calls;
   -- the percent (0 to 100) is written as '%d' would write it (truncated).
   local p = tonumber(percent) or 0
+  -- A job's usual `created` and a done job's usual `finished` event are implied by its record
+  -- (record.lua: what a record implies), not stored: told, and answered as nil.
+  if not extra and step == DEFAULT_STEPS[typ] and ((typ == 'created' and status == 'queued' and
+    p == 0 and ms == created) or (typ == 'finished' and status == 'done' and p == 100 and
+    ms == now)) then
+    tell(id, job, typ, status, percent, step, ms, seq, now)
+    return nil
+  end
   -- The step is left empty when it is the type's usual one (DEFAULT_STEPS).
   local value = int(seq) .. '|' .. (EVENT_CODES[typ] or typ) .. '|' .. int(at) .. '|' ..
     (STATUS_CODES[status] or status) .. '|' .. int(p - p % 1) .. '|' ..
@@ -398,17 +406,25 @@ local function note(id, job, fields, typ, status, percent, step, now, extra)
   return value
 end
 
--- A job claimed at its create (CLAIMED_AT_CREATE in record.lua) has its `started` event, the
--- one after `created`, implied by its record, not stored (~20k instructions a create): seq 1, at
--- its creation, attempt 1 by its `worker` (IMPLIED_START; `Hash::timeline` in
--- jobs/redis/record.rs reads it so). `fields` has its `created` event noted; its watchers
--- hear the start as any other event. A step that writes such a record's claim stores the
--- event first (`implied_start`), since the record no longer implies it then.
+-- A job's first claim (FIRST_CLAIM in record.lua), at its create or from the queue, whose
+-- `started` event is the job's second (seq 1: only `created` before it) stores no event: its
+-- record implies it (~20k instructions and ~26 bytes a job): seq 1, at its `started_ms` or
+-- its creation, attempt 1 by its `worker`, at 0 % (`implied_start` is its stored form;
+-- `Hash::timeline` in jobs/redis/record.rs reads it so). `fields` is the claim's write (at a
+-- create, with its `created` event noted); the event's time is kept (`event_ms`) as `note`
+-- keeps it, and its watchers hear the start as any other event. A step that writes such a
+-- record's claim stores the event first, since the record no longer implies it then.
 local function note_implied_start(id, job, fields, now)
-  fields.events = fields.events + 1
-  tell(id, job, 'started', 'running', 0, 'starting', now, 1, now)
+  local created = (job.created_ms or fields.created_ms) + 0
+  fields.events = (fields.events or job.events) + 1
+  if now > created then fields.event_ms = now end
+  tell(id, job, 'started', 'running', 0, 'starting', math.max(now, created), 1, now)
 end
-local function implied_start(worker) return IMPLIED_START .. worker .. '|' end
+local function implied_start(worker, started_ms, created_ms)
+  local at = started_ms and math.max(started_ms - created_ms, 0) or 0
+  local value = '1|s|' .. int(at) .. '|r|0|1;' .. worker .. '|'
+  return value
+end
 
 -- A tenant's listing (`k_tenant`) is one small sorted set (a listpack) holding two things:
 -- its job ids, scored in the order they were listed (each above the newest, from JOBS_FROM
@@ -636,6 +652,11 @@ local function end_job(id, job, fields, now)
   -- updated_ms is not written: an ended job's reads as its finished_ms (jobs/redis/record.rs).
   note(id, job, fields, 'finished', fields.status, fields.percent or job.percent, fields.step,
     now)
+  if fields.status == 'done' then
+    -- A done job reads as at 100 %, `finished`, its last heartbeat at its end (record.lua:
+    -- what a record implies): none is written, and its step is emptied, not left as it was.
+    fields.percent, fields.heartbeat_ms, fields.step = nil, nil, ''
+  end
   write_job(hkey, fields)
   if aged(job.created_ms, now) then redis.call('EXPIRE', hkey, TTL_S) end
   -- The lock taken and read in one command; in the rare case it held another job (this one's
@@ -682,6 +703,27 @@ local function claim_answers(stored)
   return answered
 end
 
+-- Whether `flat` (a hash as HGETALL answers it) holds the field stored as `name`.
+local function holds(flat, name)
+  for i = 1, #flat, 2 do
+    if flat[i] == name then return true end
+  end
+  return false
+end
+
+-- The write of a job's first claim by `worker` (FIRST_CLAIM in record.lua): no claim and no
+-- attempt (1 each), and no updated_ms or heartbeat_ms (each reads as its start until written);
+-- its `started` event is implied when it is the job's second (`note_implied_start`).
+local function first_claim(id, job, worker, now)
+  local fields = {status = 'running', worker = worker, step = 'starting', started_ms = now}
+  if job.events == '1' and not job.percent then
+    note_implied_start(id, job, fields, now)
+  else
+    note(id, job, fields, 'started', 'running', job.percent, 'starting', now, '1;' .. worker)
+  end
+  return fields
+end
+
 -- Takes the job at the head of the ready queue for `worker` (it runs the kinds in `runs`, a
 -- set), as a leased run: `claim` is the run's fencing token (raised by every claim); `attempt`
 -- counts runs against MAX_ATTEMPTS, except a run given back at shutdown (free_retry). Entries
@@ -715,24 +757,30 @@ local function claim_one(worker, runs, now)
       redis.call('RPUSH', K_QUEUE, id)
       first_passed = first_passed or id
     elseif job.status == 'queued' and not job.superseded_by then
-      -- A record with a worker and no claim was claimed at its create (CLAIMED_AT_CREATE).
-      local before = job.worker and CLAIMED_AT_CREATE or '0'
-      local attempt = tonumber(job.attempt or before)
-      if job.free_retry then
-        redis.call('HDEL', hkey, field_name('free_retry'))
+      local fields, claim, attempt = nil, 1, 1
+      if not job.worker then
+        fields = first_claim(id, job, worker, now)
       else
-        attempt = attempt + 1
+        -- A record with a worker and no claim has had its first claim (FIRST_CLAIM).
+        attempt = tonumber(job.attempt or FIRST_CLAIM)
+        if job.free_retry then
+          redis.call('HDEL', hkey, field_name('free_retry'))
+        else
+          attempt = attempt + 1
+        end
+        claim = tonumber(job.claim or FIRST_CLAIM) + 1
+        fields = {status = 'running', claim = claim, attempt = attempt, worker = worker,
+          step = 'starting', updated_ms = now, heartbeat_ms = now,
+          started_ms = job.started_ms or job.created_ms}
+        if not job.claim and not holds(flat, '@1') then
+          fields['@1'] = implied_start(job.worker, job.started_ms, job.created_ms)
+        end
+        note(id, job, fields, 'started', 'running', job.percent, 'starting', now,
+          attempt .. ';' .. worker)
       end
-      local fields = {status = 'running', claim = tonumber(job.claim or before) + 1,
-        attempt = attempt, worker = worker, step = 'starting', updated_ms = now,
-        heartbeat_ms = now,
-        started_ms = job.started_ms or (job.worker and job.created_ms) or now}
-      if job.worker and not job.claim then fields['@1'] = implied_start(job.worker) end
-      note(id, job, fields, 'started', 'running', job.percent, 'starting', now,
-        attempt .. ';' .. worker)
       write_job(hkey, fields)
       redis.call('ZADD', k_group(K_LEASES), int(now + STALE), id)
-      local answer = {id, FIELDS.claim, int(fields.claim), FIELDS.attempt, int(attempt)}
+      local answer = {id, FIELDS.claim, int(claim), FIELDS.attempt, int(attempt)}
       local n = 5
       for i = 1, #flat, 2 do
         local name = flat[i]

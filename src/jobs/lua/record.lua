@@ -149,18 +149,25 @@ end
 -- The fields `is_held` reads.
 local HELD_FIELDS = {'status', 'claim', 'superseded_by'}
 
--- A job claimed at its create is written without `claim`, `attempt` and `started_ms` (create.lua):
--- a record with a `worker` and no `claim` was claimed at its create, and reads as claim 1,
--- attempt 1, started when it was created (`Hash::snapshot` in jobs/redis/record.rs reads it
--- alike). Every later claim writes all three. So a running record without a claim holds claim 1.
-local CLAIMED_AT_CREATE = '1'
--- Its `started` event, also left out (prelude's `note_implied_start`): the stored form of
--- `1|started|0 ms|running|0|1;<worker>|` with the worker after this.
-local IMPLIED_START = '1|s|0|r|0|1;'
+-- A job's first claim is written without `claim` and `attempt` (create.lua's claim at its create,
+-- which writes no `started_ms` either, and the prelude's `claim_one`): a record with a `worker`
+-- and no `claim` has had one claim, and reads as claim 1, attempt 1, started at its
+-- `started_ms`, or when it was created when it has none (`Hash::snapshot` in
+-- jobs/redis/record.rs reads it alike). Every later claim writes all three. So a running
+-- record without a claim holds claim 1.
+local FIRST_CLAIM = '1'
+
+-- What a record implies rather than stores (`Hash::snapshot` and `Hash::timeline` in
+-- jobs/redis/record.rs read them so): its `created` event when it is the usual one
+-- (`0|c|0|q|0||`: at its creation, queued, 0 %, its usual step, nothing more; not in a record
+-- its run wrote back, whose timeline starts anew), and a done job's
+-- `finished` event when it is the usual one (`<n - 1>|f|<finished - created>|d|100||`: the
+-- job's last, at its finished_ms). A done job reads as at 100 %, step `finished`, last
+-- heartbeat at its finished_ms: its finish writes none of the three (its step emptied).
 
 -- Whether run `claim` still holds `job` (read with at least HELD_FIELDS): it reads
 -- `running`, with this claim, and no other job took it over.
 local function is_held(job, claim)
-  return job.status == 'running' and (job.claim or CLAIMED_AT_CREATE) == tostring(claim) and
+  return job.status == 'running' and (job.claim or FIRST_CLAIM) == tostring(claim) and
     not job.superseded_by
 end

@@ -11,6 +11,8 @@
 -- readers (the overview, `status=lost`) still find it while no sweep takes it again: its
 -- record has expired by then (its TTL runs from its last renewal, before now), and the sweep
 -- that meets its entry then drops it; the create that takes it over drops it before.
+-- What a run left lost after its first claim reads beside RUN_FIELDS (its start may be implied).
+local LEFT_LOST_FIELDS = {'worker', '@1'}
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', k_group(K_LEASES), '-inf', now, 'LIMIT', 0, tonumber(A[1]))
 local missed = reach(function()
@@ -49,11 +51,14 @@ for _, id in ipairs(due) do
       redis.call('ZADD', k_group(K_LEASES), int(now + TTL * 1000), id)
       -- Its claim is raised: if its process comes back, its writes and heartbeats are fenced
       -- off (`is_held`) and it reads lost for good.
-      local fields = {claim = tostring(tonumber(job.claim or CLAIMED_AT_CREATE) + 1)}
+      local fields = {claim = tostring(tonumber(job.claim or FIRST_CLAIM) + 1)}
       if not job.claim then
-        -- Claimed at its create: what the record implied until now is written with the claim.
-        fields['@1'] = implied_start(read_job(hkey, {'worker'}).worker or '')
-        fields.attempt, fields.started_ms = CLAIMED_AT_CREATE, job.created_ms
+        -- Its first claim: what the record implied until now is written with the claim.
+        local once = read_job(hkey, LEFT_LOST_FIELDS)
+        if not once['@1'] then
+          fields['@1'] = implied_start(once.worker or '', job.started_ms, job.created_ms)
+        end
+        fields.attempt, fields.started_ms = FIRST_CLAIM, job.started_ms or job.created_ms
       end
       note(id, job, fields, 'lost', 'lost', job.percent, read_job(hkey, {'step'}).step, now)
       write_job(hkey, fields)

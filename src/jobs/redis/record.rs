@@ -112,9 +112,14 @@ pub const PIECE: usize = 64;
 /// The first byte of a timeline event's field name (`@<seq>`, `@p<slot>`, `@tick`).
 const EVENT_MARK: char = '@';
 
-/// The `started` event of a job claimed at its create, which its record implies rather than
-/// stores (`IMPLIED_START` in `lua/record.lua`): this, then its worker and `|`, under `@1`.
-const IMPLIED_START: &str = "1|s|0|r|0|1;";
+/// A job's usual `created` event, which its record implies when it stores none (`@0`).
+const IMPLIED_CREATED: &str = "0|c|0|q|0||";
+
+/// A done job's step (`Outcome::step`), which its record no longer stores.
+const DONE_STEP: &str = "finished";
+
+/// The field of the `started` event of a job's first claim, which its record implies rather
+/// than stores when it is the job's second event (`implied_start` in `lua/prelude.lua`).
 const IMPLIED_START_FIELD: &str = "@1";
 
 /// Each event type's code in a stored event (`EVENT_CODES` in `lua/record.lua`, the same
@@ -325,8 +330,9 @@ impl Hash {
 
     /// What a reader sees, `lost` derived at `now_ms`; `None` for an empty hash (no job).
     /// create.lua leaves out what equals a default: percent 0, attempt 0, updated_ms and
-    /// heartbeat_ms equal to created_ms; an end leaves updated_ms as it was, and an ended job
-    /// was last updated when it finished.
+    /// heartbeat_ms equal to created_ms; a first claim leaves out updated_ms and heartbeat_ms
+    /// equal to its started_ms; an end leaves updated_ms as it was, and an ended job was last
+    /// updated when it finished.
     pub fn snapshot(
         &self,
         id: &JobId,
@@ -339,28 +345,43 @@ impl Hash {
         let stored = Status::parse_stored(self.required(Field::Status)?)
             .ok_or_else(|| StoreError::Corrupt("unknown status".into()))?;
         let created_at = self.num(Field::CreatedMs)?;
-        let heartbeat_at = self.opt_num(Field::HeartbeatMs).unwrap_or(created_at);
+        let started_at = self.opt_num(Field::StartedMs);
+        let since_start = |field| self.opt_num(field).or(started_at).unwrap_or(created_at);
         let finished_at = self.opt_num(Field::FinishedMs);
-        let updated_at = self.opt_num(Field::UpdatedMs).unwrap_or(created_at);
+        // A done job's finish writes neither its percent, step nor heartbeat: it reads 100 %,
+        // `finished`, and last heartbeat at its end (lua/record.lua, what a record implies).
+        let done = stored == Status::Done;
+        let heartbeat_at = match finished_at {
+            Some(end) if done => end,
+            _ => since_start(Field::HeartbeatMs),
+        };
+        let updated_at = since_start(Field::UpdatedMs);
         let cancel_requested_at = self.opt_num(Field::CancelRequestedMs);
-        // A record with a worker and no claim was claimed at its create, which left out its
-        // attempt (1) and start (its creation): CLAIMED_AT_CREATE in lua/record.lua.
-        let at_create = self.claimed_at_create();
+        // A record with a worker and no claim has had its first claim, which left out its
+        // attempt (1), and at its create its start (its creation): FIRST_CLAIM in
+        // lua/record.lua.
+        let at_create = self.claimed_once();
         let origin = self.origin();
         let snapshot = Snapshot {
             job_id: *id,
             tenant_id: self.tenant()?,
             kind: self.kind()?,
             status: stored,
-            percent: self.opt_num(Field::Percent).unwrap_or(0).min(100) as u8,
-            step: self.owned(Field::Step).unwrap_or_default(),
+            percent: if done {
+                100
+            } else {
+                self.opt_num(Field::Percent).unwrap_or(0).min(100) as u8
+            },
+            step: if done {
+                DONE_STEP.to_owned()
+            } else {
+                self.owned(Field::Step).unwrap_or_default()
+            },
             params: self.json(Field::Params),
             result: self.json(Field::Result),
             error: self.owned(Field::Error),
             created_at,
-            started_at: self
-                .opt_num(Field::StartedMs)
-                .or(at_create.then_some(created_at)),
+            started_at: started_at.or(at_create.then_some(created_at)),
             updated_at: finished_at.map_or(updated_at, |f| f.max(updated_at)),
             heartbeat_at,
             finished_at,
@@ -383,10 +404,11 @@ impl Hash {
         Ok(Some(snapshot.read_at(now_ms, settings.stale_ms())))
     }
 
-    /// Whether the job was claimed at its create and not since: a record with a worker and no
-    /// claim (CLAIMED_AT_CREATE in lua/record.lua), which leaves out its claim (1), attempt
-    /// (1), start (its creation) and `started` event.
-    fn claimed_at_create(&self) -> bool {
+    /// Whether the job was claimed once, at its create or from the queue: a record with a
+    /// worker and no claim (FIRST_CLAIM in lua/record.lua), which leaves out its claim (1),
+    /// attempt (1), its `started` event when it is the job's second, and at its create its
+    /// start (its creation).
+    fn claimed_once(&self) -> bool {
         self.get(Field::Worker).is_some() && self.get(Field::Claim).is_none()
     }
 
@@ -447,10 +469,12 @@ impl Hash {
         // Keyed by seq: a sampled tick that is also the latest is one event.
         let mut events = BTreeMap::new();
         let implied = match self.get(Field::Worker) {
-            Some(worker)
-                if self.claimed_at_create() && !self.0.contains_key(IMPLIED_START_FIELD) =>
-            {
-                Some(format!("{IMPLIED_START}{worker}|"))
+            Some(worker) if self.claimed_once() && !self.0.contains_key(IMPLIED_START_FIELD) => {
+                let at = self.opt_num(Field::StartedMs).unwrap_or(created);
+                Some(format!(
+                    "1|s|{}|r|0|1;{worker}|",
+                    at.saturating_sub(created)
+                ))
             }
             _ => None,
         };
@@ -459,7 +483,12 @@ impl Hash {
             .iter()
             .filter(|(name, _)| name.starts_with(EVENT_MARK))
             .map(|(_, value)| value);
-        for value in stored.chain(implied.as_ref()) {
+        let implied = [
+            implied,
+            self.implied_created(),
+            self.implied_finished(created),
+        ];
+        for value in stored.chain(implied.iter().flatten()) {
             let (seq, event) = self.event(created, value).ok_or_else(|| {
                 StoreError::Corrupt(format!("a timeline event of job {id} is malformed"))
             })?;
@@ -469,6 +498,25 @@ impl Hash {
         }
         let skip = events.len().saturating_sub(TIMELINE_CAP);
         Ok(events.into_values().skip(skip).collect())
+    }
+
+    /// The usual `created` event, when the record implies it: it stores no `@0`, and was not
+    /// written back by its run (a record the store lost starts a new timeline).
+    fn implied_created(&self) -> Option<String> {
+        let implies = !self.0.contains_key("@0") && self.get(Field::Restored).is_none();
+        implies.then(|| IMPLIED_CREATED.to_owned())
+    }
+
+    /// A done job's usual `finished` event, when the record implies it (it stores no event of
+    /// the job's last number): at its finished_ms.
+    fn implied_finished(&self, created: u64) -> Option<String> {
+        if self.get(Field::Status) != Some("done") {
+            return None;
+        }
+        let seq = self.opt_num(Field::Events)?.checked_sub(1)?;
+        let finished = self.opt_num(Field::FinishedMs)?;
+        (!self.0.contains_key(&format!("{EVENT_MARK}{seq}")))
+            .then(|| format!("{seq}|f|{}|d|100||", finished.saturating_sub(created)))
     }
 
     /// One event's value, `seq|type|ms since created|status|percent|extra|step` (type and

@@ -19,6 +19,6 @@ pub fn run() -> ExitCode {
         eprintln!("hash-token: give one token, without spaces, on stdin");
         return ExitCode::FAILURE;
     }
-    println!("{}", hash_token(token));
+    say!("{}", hash_token(token));
     ExitCode::SUCCESS
 }

@@ -5,6 +5,13 @@
 //!
 //! Exit codes are part of the interface (scripts branch on them): see [`Exit`].
 
+/// `println!` for what the CLI prints on stdout: a reader that stops early (`| head`) ends
+/// the command quietly, as `gen-feed` does, where `println!` would panic
+/// ([`output::line`]).
+macro_rules! say {
+    ($($arg:tt)*) => { $crate::cli::output::line(format_args!($($arg)*)) };
+}
+
 mod args;
 mod client;
 mod error;

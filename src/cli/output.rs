@@ -10,8 +10,23 @@ use super::Exit;
 /// Widest step shown in the jobs table: long steps would wrap the table on a terminal.
 const STEP_WIDTH: usize = 40;
 
+/// Writes one line on stdout (`say!`). A reader that has gone (`catalog-jobs jobs | head -1`)
+/// ends the process with success: what it wanted was printed. Any other failure to write
+/// ends it with [`Exit::JobDidNotFinish`]'s code, saying why on stderr.
+pub fn line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let Err(e) = writeln!(std::io::stdout().lock(), "{args}") else {
+        return;
+    };
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("error: could not write to stdout: {e}");
+    std::process::exit(Exit::JobDidNotFinish as i32);
+}
+
 fn print_json(value: &Value) {
-    println!(
+    say!(
         "{}",
         serde_json::to_string(value).expect("a JSON value always serialises")
     );
@@ -30,7 +45,7 @@ pub fn started(job: &Job, json: bool) {
     if json {
         print_json(&job.0);
     } else {
-        println!("{}", job.id());
+        say!("{}", job.id());
         eprintln!("started {} job {} ({})", job.kind(), job.id(), job.status());
     }
 }
@@ -39,7 +54,7 @@ pub fn already_running(id: &str, json: bool) {
     if json {
         print_json(&serde_json::json!({"error": "already_running", "job_id": id}));
     } else {
-        println!("{id}");
+        say!("{id}");
     }
     eprintln!("a job of this kind is already active for this tenant: {id} (follow it with `catalog-jobs watch {id}`, or submit with --attach)");
 }
@@ -49,7 +64,7 @@ pub fn report(job: &Job, json: bool) -> Exit {
     if json {
         print_json(&job.0);
     } else {
-        println!("{}", summary(job));
+        say!("{}", summary(job));
     }
     match job.status() {
         "done" => Exit::Done,
@@ -94,7 +109,7 @@ pub fn table(jobs: &[Job], with_tenant: bool, json: bool) {
         true => format!("{t:<20}  "),
         false => String::new(),
     };
-    println!(
+    say!(
         "{:<36}  {}{:<8}  {:<10}  {:>4}  {:<24}  STEP",
         "JOB ID",
         tenant("TENANT"),
@@ -105,7 +120,7 @@ pub fn table(jobs: &[Job], with_tenant: bool, json: bool) {
     );
     for job in jobs {
         let step: String = job.step().chars().take(STEP_WIDTH).collect();
-        println!(
+        say!(
             "{:<36}  {}{:<8}  {:<10}  {:>4}  {:<24}  {step}",
             job.id(),
             tenant(job.tenant()),
@@ -130,9 +145,9 @@ pub fn products(products: &[Value], json: bool) {
         print_json(&Value::Array(products.to_vec()));
         return;
     }
-    println!("{:<24}  {:>12}  {:<16}  NAME", "KEY", "PRICE", "BRAND");
+    say!("{:<24}  {:>12}  {:<16}  NAME", "KEY", "PRICE", "BRAND");
     for p in products {
-        println!(
+        say!(
             "{:<24}  {:>12}  {:<16}  {}",
             text(p, "product_key"),
             price(p),
@@ -148,7 +163,7 @@ pub fn product(p: &Value, json: bool) {
         print_json(p);
         return;
     }
-    println!("{}  {}", text(p, "product_key"), text(p, "name"));
+    say!("{}  {}", text(p, "product_key"), text(p, "name"));
     let category = p["taxonomy_path"]
         .as_array()
         .map(|path| {
@@ -166,7 +181,7 @@ pub fn product(p: &Value, json: bool) {
         ("enrichment", text(enrichment, "state").replace('_', " ")),
     ] {
         if !value.is_empty() {
-            println!("{label:<12}{value}");
+            say!("{label:<12}{value}");
         }
     }
     if let Some(attributes) = enrichment["attributes"].as_object() {
@@ -174,18 +189,18 @@ pub fn product(p: &Value, json: bool) {
             let value = value
                 .as_str()
                 .map_or_else(|| value.to_string(), str::to_owned);
-            println!("  {name:<10}{value}");
+            say!("  {name:<10}{value}");
         }
     }
     let neighbours = p["neighbours"].as_array().cloned().unwrap_or_default();
     if neighbours.is_empty() {
-        println!("neighbours  none yet (run `catalog-jobs submit pair`)");
+        say!("neighbours  none yet (run `catalog-jobs submit pair`)");
     } else {
-        println!("neighbours");
+        say!("neighbours");
     }
     for n in &neighbours {
         let score = n["score"].as_f64().unwrap_or(0.0);
-        println!(
+        say!(
             "  {:<24}  {score:.3}  {}",
             text(n, "product_key"),
             text(n, "name")
@@ -213,7 +228,7 @@ pub fn cancelled(job: &Job, requested: bool, json: bool) -> Exit {
     if json {
         print_json(&job.0);
     } else if requested {
-        println!("{} {}", job.id(), job.status());
+        say!("{} {}", job.id(), job.status());
     }
     if requested {
         eprintln!(

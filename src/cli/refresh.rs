@@ -71,7 +71,7 @@ async fn follow_steps(client: &Client, id: &str, json: bool) -> Result<Exit, Cli
 fn report(pipeline: &Job, json: bool) -> Exit {
     if !json {
         for step in pipeline.steps() {
-            println!("{}", output::summary(&step));
+            say!("{}", output::summary(&step));
         }
     }
     output::report(pipeline, json)

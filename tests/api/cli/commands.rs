@@ -271,3 +271,39 @@ async fn watch_keeps_reading_the_job_whatever_retry_after_says() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert_eq!(reads.load(Ordering::SeqCst), 3);
 }
+
+/// A reader that stops early (`catalog-jobs jobs | head -1`, `… products view … | head -2`):
+/// the command ends with success and says nothing, where printing to a closed pipe used to
+/// panic (exit 101, "failed printing to stdout"). The pipe's reader is gone before the
+/// command writes, so its first line meets the closed pipe.
+#[tokio::test]
+async fn a_reader_that_stops_early_ends_the_command_quietly_not_with_a_panic() {
+    let svc = Service::embedded().start().await;
+    let tenant = unique("pipe");
+    let id = svc
+        .start_id("sync", &[("tenant_id", &tenant), ("source", "demo.jsonl")])
+        .await;
+    svc.wait_for_status(&id, "done").await;
+    for args in [
+        vec!["jobs", "--all"],
+        vec!["jobs", "--tenant", &tenant],
+        vec!["products", "list", "--tenant", &tenant],
+    ] {
+        let mut child = std::process::Command::new(crate::helpers::BIN)
+            .args(&args)
+            .env_clear()
+            .env("CATALOG_JOBS_URL", svc.base())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the CLI runs");
+        drop(child.stdout.take());
+        let o = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .expect("the CLI thread ends")
+            .expect("the CLI ends");
+        assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).is_empty(), "{args:?}: {}", stderr(&o));
+    }
+}

@@ -36,11 +36,10 @@ fn main() -> std::process::ExitCode {
 /// start-up log.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn cap_malloc_arenas() -> String {
-    if let Some(chosen) = std::env::var_os(ARENAS_ENV) {
-        return format!(
-            "{ARENAS_ENV}={} (the environment's)",
-            chosen.to_string_lossy()
-        );
+    let chosen = std::env::var_os(ARENAS_ENV);
+    let chosen = chosen.as_ref().map(|c| c.to_string_lossy());
+    if let Some(chosen) = chosen.as_deref().filter(|c| is_positive_count(c)) {
+        return format!("{ARENAS_ENV}={chosen} (the environment's)");
     }
     let (tunables, arena_max) = TUNABLES_ENV;
     if std::env::var(tunables).is_ok_and(|t| t.contains(arena_max)) {
@@ -48,10 +47,25 @@ fn cap_malloc_arenas() -> String {
     }
     // SAFETY: mallopt only sets one of glibc's allocator parameters, and no other thread exists
     // yet to allocate meanwhile.
-    match unsafe { libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS) } {
+    let applied = match unsafe { libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS) } {
         1 => format!("at most {MALLOC_ARENAS} (catalog-jobs' own; {ARENAS_ENV} overrides)"),
         _ => "glibc's default (it refused catalog-jobs' cap)".to_owned(),
+    };
+    match chosen {
+        // glibc reads such a value as no cap at all: say it was not used.
+        Some(chosen) => {
+            format!("{applied}: {ARENAS_ENV}=`{chosen}` is not a whole number above 0, so unused")
+        }
+        None => applied,
     }
+}
+
+/// Whether `value` is a whole number above 0, digits only, as a cap on arenas must be.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn is_positive_count(value: &str) -> bool {
+    !value.is_empty()
+        && value.bytes().all(|b| b.is_ascii_digit())
+        && value.bytes().any(|b| b != b'0')
 }
 
 /// Other allocators than glibc's are left as they are.

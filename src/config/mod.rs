@@ -24,6 +24,14 @@ pub const DEFAULT_START_BODY_BYTES: usize = 64 * 1024;
 /// Where the service listens when neither `BIND_ADDR` nor `PORT` is given: this host only.
 pub const DEFAULT_BIND_ADDR: &str = "127.0.0.1:8001";
 
+/// The most a count of things held at once (jobs, imports, connections, streams) may be: far
+/// above what one process can hold, far below what its semaphores can count (2^61).
+pub const MAX_HELD_AT_ONCE: u64 = 1 << 20;
+
+/// The shortest `HEARTBEAT_SECONDS` accepted: a lease renewed more often would load the
+/// store for nothing (the default is a tenth of `STALE_AFTER_SECONDS`, held to this too).
+const MIN_HEARTBEAT: Duration = Duration::from_millis(10);
+
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "catalog-jobs",
@@ -247,7 +255,7 @@ impl Config {
     pub fn heartbeat(&self) -> Duration {
         self.heartbeat_seconds
             .unwrap_or_else(|| (self.stale_after_seconds / 10).min(Duration::from_secs(5)))
-            .max(Duration::from_millis(10))
+            .max(MIN_HEARTBEAT)
     }
 
     /// Event streams open at once: as configured, else half of `MAX_CONNECTIONS`.
@@ -276,6 +284,20 @@ impl Config {
         ]
     }
 
+    /// The settings that count things held at once, each behind a semaphore, by name.
+    fn held(&self) -> [(&'static str, u64); 5] {
+        [
+            ("MAX_CONCURRENT_JOBS", self.max_concurrent_jobs as u64),
+            ("MAX_CONCURRENT_IMPORTS", self.max_concurrent_imports as u64),
+            ("MAX_CONNECTIONS", self.max_connections as u64),
+            ("MAX_EVENT_STREAMS", self.event_streams() as u64),
+            (
+                "MAX_EVENT_STREAMS_PER_TENANT",
+                self.max_event_streams_per_tenant as u64,
+            ),
+        ]
+    }
+
     /// Checks the relations between settings that clap cannot see one at a time.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
@@ -293,8 +315,11 @@ impl Config {
                 "{name} must be at least 1 (with 0 the service could not work)"
             ));
         }
-        if self.heartbeat_seconds.is_some_and(|s| s.is_zero()) {
-            return bad("HEARTBEAT_SECONDS must be above 0 (leave it unset for the default)");
+        if let Some((name, _)) = self.held().into_iter().find(|(_, n)| *n > MAX_HELD_AT_ONCE) {
+            return bad(&format!("{name} must be at most {MAX_HELD_AT_ONCE}"));
+        }
+        if self.heartbeat_seconds.is_some_and(|s| s < MIN_HEARTBEAT) {
+            return bad("HEARTBEAT_SECONDS must be at least 0.01 (leave it unset for the default)");
         }
         if self.event_streams() == 0 || self.event_streams() >= self.max_connections {
             return bad("MAX_EVENT_STREAMS must be at least 1 and below MAX_CONNECTIONS, so held streams leave connections for requests");
@@ -302,12 +327,17 @@ impl Config {
         if self.request_timeout_seconds.is_zero() || self.idle_timeout_seconds.is_zero() {
             return bad("REQUEST_TIMEOUT_SECONDS and IDLE_TIMEOUT_SECONDS must be above 0");
         }
-        if self.key_prefix.is_empty() || self.key_prefix.contains(char::is_whitespace) {
-            return bad("KEY_PREFIX must be non-empty and without spaces");
+        for (name, prefix) in [
+            ("KEY_PREFIX", &self.key_prefix),
+            ("CATALOG_PREFIX", &self.catalog_prefix),
+        ] {
+            if prefix.is_empty()
+                || prefix.contains(|c: char| c.is_whitespace() || c == '{' || c == '}')
+            {
+                return bad(&format!("{name} must be non-empty, without spaces or braces (the service puts each tenant's keys in a {{hash tag}} of its own)"));
+            }
         }
-        if self.catalog_prefix.is_empty() || self.catalog_prefix.contains(char::is_whitespace) {
-            return bad("CATALOG_PREFIX must be non-empty and without spaces");
-        }
+        check_bind_addr(self.bind_addr.as_deref())?;
         if self.pair_top_k == 0 || self.pair_top_k > 100 {
             return bad("PAIR_TOP_K must be 1–100");
         }
@@ -353,6 +383,19 @@ impl Config {
                 None => AllowedHost::parse(entry),
             }
         })
+    }
+}
+
+/// Refuses a `BIND_ADDR` that is not `host:port` (port 0 picks a free one) before it is
+/// bound: `8001` or a blank value would otherwise stop start-up with the OS's words alone.
+fn check_bind_addr(addr: Option<&str>) -> Result<(), ConfigError> {
+    let Some(addr) = addr else { return Ok(()) };
+    match addr.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
+        _ => Err(ConfigError::Invalid(format!(
+            "BIND_ADDR `{addr}` is not host:port (e.g. 0.0.0.0:8001, or 127.0.0.1:0 for a free \
+             port; PORT alone listens on every interface)"
+        ))),
     }
 }
 

@@ -2,6 +2,8 @@
 //! `REDIS_SENTINELS` name, or the nodes of a Redis Cluster (`REDIS_CLUSTER_NODES`); at most
 //! one of the three, each checked here before anything is dialled.
 
+use redis::IntoConnectionInfo;
+
 use super::{Config, ConfigError};
 
 /// The three ways to reach Redis, by the setting that names each.
@@ -107,10 +109,20 @@ const REDIS_SCHEMES: &[&str] = &[
 /// like. The value is repeated only when it holds no credentials.
 fn check_redis_url(url: &str) -> Result<(), ConfigError> {
     let scheme = url.split_once("://").map(|(scheme, _)| scheme);
-    if scheme.is_some_and(|s| REDIS_SCHEMES.contains(&s.to_ascii_lowercase().as_str())) {
-        return Ok(());
-    }
-    let what = match (url.contains('@'), scheme) {
+    let secret = url.contains('@');
+    let what = match (secret, scheme) {
+        (_, Some(s)) if REDIS_SCHEMES.contains(&s.to_ascii_lowercase().as_str()) => {
+            // The scheme is right; the rest must read as redis-rs reads it (`/abc` as a db).
+            let Err(e) = url.into_connection_info() else {
+                return Ok(());
+            };
+            let shown = if secret {
+                String::new()
+            } else {
+                format!(" `{url}`")
+            };
+            format!("REDIS_URL{shown} does not parse ({e}).")
+        }
         (true, _) => {
             "REDIS_URL is not a Redis URL (its value is not shown: it holds a password)".to_owned()
         }

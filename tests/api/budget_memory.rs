@@ -1,7 +1,8 @@
 //! The memory budget of the real binary: it caps glibc's malloc arenas itself at start (its
 //! default, 8 a core, let a replica's idle RSS grow across the long soak), and an operator's
-//! `MALLOC_ARENA_MAX` wins over that cap. Arenas are counted where glibc puts them: every arena
-//! but the main one is a 64 MiB-aligned, 64 MiB anonymous reservation in `/proc/<pid>/maps`.
+//! `MALLOC_ARENA_MAX` wins over that cap when it is a count (else the cap stays, and the log
+//! says why). Arenas are counted where glibc puts them: every arena but the main one is a
+//! 64 MiB-aligned, 64 MiB anonymous reservation in `/proc/<pid>/maps`.
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
 use futures_util::{stream, StreamExt};
@@ -124,5 +125,27 @@ async fn an_operators_malloc_arena_max_wins_over_the_binarys_cap() {
             "malloc_arenas=MALLOC_ARENA_MAX={OPERATORS_ARENAS} (the environment's)"
         )),
         "the start-up log names the operator's setting:\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malloc_arena_max_that_is_no_count_leaves_the_binarys_cap_and_says_so() {
+    // glibc reads `many` (or `0`) as no cap at all: eight arenas a core.
+    let svc = Service::embedded()
+        .env("MALLOC_ARENA_MAX", "many")
+        .start()
+        .await;
+    allocate_on_every_thread(&svc).await;
+    let (arenas, threads) = arenas_and_threads(svc.pid());
+    assert!(
+        arenas <= CAPPED_ARENAS,
+        "{arenas} malloc arenas for {threads} threads with MALLOC_ARENA_MAX=many: \
+         the binary's cap was not applied"
+    );
+    let log = svc.log();
+    assert!(
+        log.contains(&format!("malloc_arenas=at most {CAPPED_ARENAS}"))
+            && log.contains("MALLOC_ARENA_MAX=`many` is not a whole number above 0, so unused"),
+        "the start-up log says the operator's value was not used:\n{log}"
     );
 }

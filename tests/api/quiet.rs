@@ -17,7 +17,7 @@ async fn quiet_logs_a_hundred_normal_finishes_under_a_racing_heartbeat_log_no_wa
     // keep busy outlast the store's 2-second call timeout, and a start answers 503.
     let redis = RedisServer::start_with(true, "--appendfsync everysec");
     let svc = Service::on(&redis)
-        .env("HEARTBEAT_SECONDS", "0.005")
+        .env("HEARTBEAT_SECONDS", "0.01")
         .env("MAX_CONCURRENT_JOBS", "8")
         .env("TENANT_CREATES_PER_MINUTE", "100000")
         .start()

@@ -63,7 +63,50 @@ fn a_mistaken_setting_stops_start_up_saying_what_was_meant() {
         ),
         (
             &[("HEARTBEAT_SECONDS", "0")],
-            &["HEARTBEAT_SECONDS must be above 0"],
+            &["HEARTBEAT_SECONDS must be at least 0.01"],
+        ),
+        // Counts a semaphore holds are bounded (a huge one panicked the runtime at start).
+        (
+            &[("MAX_CONCURRENT_JOBS", "2305843009213693952")],
+            &["MAX_CONCURRENT_JOBS must be at most 1048576"],
+        ),
+        (
+            &[("MAX_CONNECTIONS", "4000000")],
+            &["MAX_CONNECTIONS must be at most 1048576"],
+        ),
+        // Below 10 ms it was silently held to 10 ms.
+        (
+            &[("HEARTBEAT_SECONDS", "0.005")],
+            &["HEARTBEAT_SECONDS must be at least 0.01"],
+        ),
+        (
+            &[("BIND_ADDR", "8001")],
+            &["BIND_ADDR `8001` is not host:port"],
+        ),
+        (
+            &[("BIND_ADDR", ":8001")],
+            &["BIND_ADDR `:8001` is not host:port"],
+        ),
+        (
+            &[("REDIS_URL", "redis://127.0.0.1:6379/abc")],
+            &[
+                "REDIS_URL `redis://127.0.0.1:6379/abc` does not parse",
+                "Invalid database number",
+            ],
+        ),
+        // A password is never repeated in the refusal.
+        (
+            &[("REDIS_URL", "redis://:s3cret@127.0.0.1:6379/abc")],
+            &["REDIS_URL does not parse", "Invalid database number"],
+        ),
+        // Braces would change the Redis Cluster hash tag every key is placed by.
+        (
+            &[("KEY_PREFIX", "jobs{eu}")],
+            &["KEY_PREFIX must be non-empty, without spaces or braces"],
+        ),
+        (
+            &[("CATALOG_PREFIX", "}catalog")],
+            &["CATALOG_PREFIX must be non-empty, without spaces or braces"],
         ),
         // The refusal is said even when RUST_LOG is blank or filters every line out.
         (
@@ -84,6 +127,10 @@ fn a_mistaken_setting_stops_start_up_saying_what_was_meant() {
             .expect("the binary runs");
         let log = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{env:?} was accepted:\n{log}");
+        assert!(
+            !log.contains("s3cret"),
+            "{env:?}: the password was shown:\n{log}"
+        );
         for w in *words {
             assert!(log.contains(w), "{env:?}: no {w:?} in:\n{log}");
         }

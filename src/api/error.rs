@@ -362,6 +362,12 @@ impl ApiError {
                  change them (retrying will not help until then)"
             ),
             StoreUnavailable(StoreError::Refused(_)) => INTERNAL.to_owned(),
+            StoreUnavailable(StoreError::Unavailable(e))
+            | CatalogUnavailable(CatalogStoreError::Unavailable(e))
+                if is_out_of_memory(e) =>
+            {
+                OUT_OF_MEMORY.to_owned()
+            }
             StoreUnavailable(_) => "the job store is unreachable right now; retry shortly".to_owned(),
             CatalogUnavailable(_) => "the catalogue store is unreachable right now; retry shortly".to_owned(),
             WaitUnread(job) => format!("job {job} was created and goes on, but the job store did not answer when this wait ended; poll /catalog/jobs/{job} (do not start it again)"),
@@ -474,6 +480,18 @@ impl IntoResponse for ApiError {
 
 /// A 500's message: nothing of its cause, which the access line logs.
 const INTERNAL: &str = "the service could not answer this request; it has been logged";
+
+/// What a write Redis refused for want of memory answers (an outage's 503 and retry: it
+/// mends once memory is freed), instead of calling Redis unreachable.
+const OUT_OF_MEMORY: &str = "Redis is out of memory (used memory above its maxmemory, under \
+    noeviction) and refuses writes, so nothing was written; retry once an operator frees memory \
+    or raises maxmemory";
+
+/// Whether a store's failure is Redis refusing a write for want of memory (its `OOM` reply,
+/// whose words are fixed: `command not allowed when used memory > 'maxmemory'`).
+fn is_out_of_memory(error: &str) -> bool {
+    error.contains("command not allowed when used memory")
+}
 
 /// The request header that makes a start idempotent (IETF draft "The Idempotency-Key HTTP
 /// Header Field"), as errors name it.

@@ -3,7 +3,8 @@
 //! outage, with the built binary on a real redis-server: a request answers 500
 //! `internal_error` at once (no `Retry-After`, its cause in the access line, logged once), and
 //! a job whose catalogue write is refused fails with a class, without waiting out the
-//! catalogue's retry window as it would for an outage.
+//! catalogue's retry window as it would for an outage. A Redis out of memory (`noeviction`)
+//! refuses writes with words an outage does not have: the 503 says so, and it mends.
 
 use std::time::{Duration, Instant};
 
@@ -89,4 +90,59 @@ async fn a_refusal_no_retry_mends_answers_500_once_and_fails_the_job_not_as_an_o
         "failed at once, not after the retry window: {:?}",
         started.elapsed()
     );
+}
+
+/// Sets Redis's `maxmemory` (0: no limit) under its default policy, `noeviction`.
+async fn set_maxmemory(conn: &mut redis::aio::MultiplexedConnection, bytes: u64) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(bytes)
+        .query_async(conn)
+        .await
+        .expect("CONFIG SET maxmemory");
+}
+
+/// The answer must be the outage's 503 and `Retry-After`, saying Redis is out of memory.
+async fn out_of_memory(r: reqwest::Response, what: &str) {
+    assert!(
+        r.headers().get("retry-after").is_some(),
+        "{what}: freeing memory mends it, so a retry is said"
+    );
+    let (status, body): (u16, Value) = status_and_json(r).await;
+    assert_eq!(status, 503, "{what}: {body}");
+    assert_eq!(body["error"], "store_unavailable", "{what}: {body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Redis is out of memory") && !message.contains("unreachable"),
+        "{what}: the message names the cause: {body}"
+    );
+}
+
+#[tokio::test]
+async fn a_full_redis_is_named_as_out_of_memory_not_as_unreachable_and_mends_when_freed() {
+    let redis = tokio::task::spawn_blocking(|| RedisServer::start(false))
+        .await
+        .expect("the server starts");
+    let svc = Service::on(&redis).start().await;
+    let mut conn = redis.connection().await;
+    let t = tenant();
+    set_maxmemory(&mut conn, 1).await;
+
+    let create = svc.start("enrich", &[("tenant_id", t.as_str())]).await;
+    out_of_memory(create, "a job's start").await;
+    let row = r#"{"product_key":"k1","name":"Linen shirt","price_cents":1000}"#;
+    let import = svc.import(t.as_str(), "application/x-ndjson", row).await;
+    out_of_memory(import, "a catalogue import").await;
+    let jobs = svc.get(&format!("/catalog/jobs?tenant_id={t}")).await;
+    assert_eq!(
+        jobs.status(),
+        200,
+        "reads still answer while writes are refused"
+    );
+
+    set_maxmemory(&mut conn, 0).await;
+    let id = started_id(svc.start("enrich", &[("tenant_id", t.as_str())]).await).await;
+    let job = svc.poll_until_ended(&id).await;
+    assert_eq!(job["status"], "done", "{job}");
 }

@@ -5,7 +5,8 @@
 //! when each is opened, so nothing outside the allowed places is ever read. Rows are read by `feed` (the reader `POST /catalog/products`
 //! uses too). A source that fails mid-way is reported with its error class, its HTTP status
 //! and the rows read and saved before it failed; the job fails only when no source could be
-//! read, with the sources' class and the same partial report.
+//! read, with the sources' class and the same partial report. A store outage past the retry
+//! window ends it `StoreUnavailable`, its report up to the source it was saving.
 //!
 //! Safe to run again (a recovered job's next attempt does): products are upserted by
 //! content hash, so rows already written read `unchanged`. Each batch's upsert passes the
@@ -30,7 +31,7 @@ use super::{
 };
 use crate::jobs::fence::Fence;
 use crate::jobs::params::{from_fields, Fields, ParamError};
-use crate::jobs::registry::Progress;
+use crate::jobs::registry::{ErrorClass, Progress};
 use crate::jobs::TenantId;
 use tokio_util::sync::CancellationToken;
 
@@ -356,7 +357,17 @@ impl CatalogRun for SyncParams {
                 reports.push(report);
                 return Err(CatalogError::CancelledWith(summary(&reports)));
             }
-            let outcome = outcome?;
+            let outcome = match outcome {
+                Ok(outcome) => outcome,
+                // The job ends here (the store stayed down, a corrupt record): its report
+                // keeps the sources it got to, this one failed with the job's class.
+                Err(e) => {
+                    report.status = "failed";
+                    report.error = Some(e.class());
+                    reports.push(report);
+                    return Err(e.with_report(summary(&reports)));
+                }
+            };
             match outcome {
                 Ok(()) => report.status = "ok",
                 Err(e) => {

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::helpers::{
-    eventually, free_port, keys_matching, running, tenant, HeldFeeds, RedisServer, Service,
-    HELD_ROWS,
+    eventually, free_port, keys_matching, running, started_id, tenant, HeldFeeds, RedisServer,
+    Service, HELD_ROWS,
 };
 
 async fn outage(keep_data: bool) {
@@ -99,6 +99,56 @@ async fn a_live_job_whose_record_redis_lost_is_written_back_while_it_runs() {
     feeds.release(&name);
     let done = svc.poll(&id, "done", |j| j["status"] == "done").await;
     assert_eq!(done["result"]["totals"]["created"], HELD_ROWS);
+}
+
+/// A sync the store's outage fails keeps its partial report, as enrich and pair do: the
+/// source it finished and the one it was saving, each with its rows. It ended
+/// `failed`/`StoreUnavailable` with `result: null` (a hostile probe's finding).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_an_outage_fails_keeps_its_partial_report() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    // Writes paused past the retry window, but not past the retry window of the job's end.
+    let svc = Service::on(&redis)
+        .reading(&feeds)
+        .env("FINISH_RETRY_SECONDS", "5")
+        .start()
+        .await;
+    let t = tenant();
+    let name = format!("paused-{t}");
+    let sources = ["demo.jsonl".to_owned(), feeds.url(&name)];
+    let id = started_id(svc.sync(t.as_str(), &sources).await).await;
+    let on_the_held_feed = |j: &Value| j["step"].as_str().is_some_and(|s| s.contains("2 of 2"));
+    svc.poll(&id, "on its second source", on_the_held_feed)
+        .await;
+    let mut conn = redis.connection().await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(9_000)
+        .arg("WRITE")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    feeds.release(&name);
+    let failed = svc
+        .poll(&id, "ended", |j| j["finished_at"].is_string())
+        .await;
+    assert_eq!(failed["error"], "StoreUnavailable", "{failed:#}");
+    let report = &failed["result"];
+    let first = &report["sources"][0];
+    assert_eq!(
+        (first["status"].as_str(), first["created"].as_u64()),
+        (Some("ok"), Some(2_400)),
+        "the source it finished: {report:#}"
+    );
+    let second = &report["sources"][1];
+    assert_eq!(
+        (second["status"].as_str(), second["error"].as_str()),
+        (Some("failed"), Some("StoreUnavailable")),
+        "the source it was saving: {report:#}"
+    );
+    assert_eq!(second["read"], HELD_ROWS, "{report:#}");
+    assert_eq!(report["totals"]["created"], 2_400, "{report:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

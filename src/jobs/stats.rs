@@ -179,10 +179,13 @@ pub struct MinuteCount {
     pub cancelled: u64,
 }
 
-/// The ready queue: how many jobs wait for a worker, and the oldest of them.
+/// The ready queue: how many jobs wait for a worker, and the oldest of them; and apart, how
+/// many queued jobs wait for their tenant's earlier job (not in the ready queue until it ends).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct QueueFigures {
     pub depth: u64,
+    /// Queued jobs waiting for their tenant's earlier job (`waiting_for`).
+    pub waiting: u64,
     /// The queued job created first (null when none waits).
     pub oldest_job_id: Option<JobId>,
     #[serde(serialize_with = "ser_opt_time")]
@@ -336,9 +339,13 @@ fn throughput(ended: &[Ended], now_ms: u64) -> Vec<MinuteCount> {
 
 fn queue_figures(active: &[Snapshot], now_ms: u64) -> QueueFigures {
     let queued = active.iter().filter(|s| s.status == Status::Queued);
-    let oldest = queued.clone().min_by_key(|s| (s.created_at, s.job_id));
+    // A job waiting for its tenant's earlier one is parked outside the ready queue until that
+    // one ends (both stores clear `waiting_for` as they move it in).
+    let (waiting, ready): (Vec<_>, Vec<_>) = queued.partition(|s| s.waiting_for.is_some());
+    let oldest = ready.iter().min_by_key(|s| (s.created_at, s.job_id));
     QueueFigures {
-        depth: queued.count() as u64,
+        depth: ready.len() as u64,
+        waiting: waiting.len() as u64,
         oldest_job_id: oldest.map(|s| s.job_id),
         oldest_created_at: oldest.map(|s| s.created_at),
         oldest_wait_seconds: oldest.map(|s| now_ms.saturating_sub(s.created_at) / 1000),
@@ -402,6 +409,37 @@ mod tests {
         for foreign in ["x:sync:done", "1:Sync:done", "1:sync:running", "1:sync", ""] {
             assert_eq!(parse_bucket_field(foreign, 1), None, "{foreign}");
         }
+    }
+
+    #[test]
+    fn a_job_waiting_for_its_tenants_earlier_one_counts_apart_from_the_ready_queue() {
+        let queued = |created_at: u64, behind: Option<JobId>| {
+            let job = crate::jobs::store::NewJob {
+                id: JobId::new(),
+                tenant: crate::jobs::TenantId::parse("t").unwrap(),
+                kind: Kind::parse("sync").unwrap(),
+                params: serde_json::Value::Null,
+                step: String::new(),
+                origin: Default::default(),
+                idempotency_key: None,
+                in_order: true,
+                pipeline: None,
+            };
+            let mut s = job.record(Status::Queued, 0, "queued", created_at, created_at, 3);
+            s.waiting_for = behind;
+            s
+        };
+        let ready = queued(2_000, None);
+        let active = [queued(1_000, Some(JobId::new())), ready.clone()];
+        let figures = queue_figures(&active, 7_500);
+        let expected = QueueFigures {
+            depth: 1,
+            waiting: 1,
+            oldest_job_id: Some(ready.job_id),
+            oldest_created_at: Some(2_000),
+            oldest_wait_seconds: Some(5),
+        };
+        assert_eq!(figures, expected);
     }
 
     #[test]

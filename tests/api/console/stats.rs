@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{create, finish, new_job, settings, start, store, tenant, Backend};
+use crate::helpers::{metrics_text, scrape, value, HeldFeeds, RedisServer, Service};
 use crate::helpers::{spawn_app, spawn_app_with, test_config, test_kinds, Gate, TestApp};
 
 both_stores!(
@@ -277,4 +278,42 @@ async fn a_tenant_token_is_refused_the_overview_and_an_operator_reads_it(b: Back
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let body: Value = open.get_json("/catalog/stats").await;
     assert_eq!(body["throughput"].as_array().map(Vec::len), Some(60));
+}
+
+/// The queue figures are the ready queue's: jobs queued behind their tenant's running sync
+/// are not in it, and count apart as `waiting` (the binary on a real Redis). They read
+/// `depth: 2` with an oldest wait while the ready queue was empty and `/metrics` said 0 —
+/// a hostile probe's finding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_waiting_behind_their_tenants_sync_are_not_in_the_queue_depth() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    let svc = Service::on(&redis).reading(&feeds).start().await;
+    let t = tenant();
+    let name = format!("ahead-{t}");
+    svc.start_held_sync(&feeds, &t, &name).await;
+    let behind = [
+        svc.start_id("enrich", &[("tenant_id", t.as_str())]).await,
+        svc.start_id("pair", &[("tenant_id", t.as_str())]).await,
+    ];
+    for id in &behind {
+        let job = svc.get_job(id).await;
+        assert!(job["waiting_for"].is_string(), "waits its turn: {job}");
+    }
+    let stats = svc.get_json("/catalog/stats").await;
+    assert_eq!(
+        stats["queue"],
+        json!({"depth": 0, "waiting": 2, "oldest_job_id": null, "oldest_created_at": null,
+               "oldest_wait_seconds": null}),
+        "{stats:#}"
+    );
+    assert_eq!(stats["active"]["by_status"]["queued"], 2, "{stats:#}");
+    let queued = value(
+        &scrape(&metrics_text(&svc).await),
+        "catalog_jobs_queued",
+        &[],
+    );
+    assert_eq!(queued, 0.0, "as /metrics says");
+    feeds.release(&name);
+    svc.poll_until_ended(&behind[1]).await;
 }

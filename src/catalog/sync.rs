@@ -42,6 +42,10 @@ const MAX_SOURCES: usize = 100;
 /// The most of a source's share of progress reading can show: all bytes read is not done
 /// (the feed may still turn out malformed), so only a source that ended well shows 100 %.
 const READ_BUT_NOT_DONE: f64 = 0.99;
+/// A source of unknown length (an http(s) feed sent chunked) shows `read / (read + this)` of
+/// its share: half at 4 MiB, 80 % at 16 MiB. It moves while the feed is read and never
+/// reaches the end before the feed does; a guess at a size would stall or overshoot.
+const UNKNOWN_LENGTH_HALF: f64 = 4.0 * 1024.0 * 1024.0;
 /// How long connecting to an http(s) source may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest silence between two pieces of an http(s) feed.
@@ -344,9 +348,12 @@ impl CatalogRun for SyncParams {
                 source,
                 stop,
                 &mut report.rows,
-                &|frac| {
+                &|frac, rows_read| {
                     let p = ((i as f64 + frac.clamp(0.0, 1.0)) * 100.0 / n as f64) as u8;
-                    progress.report(p, &step);
+                    match rows_read {
+                        Some(rows) => progress.report(p, &format!("{step}: {rows} rows read")),
+                        None => progress.report(p, &step),
+                    }
                 },
             );
             // A stop (between rows, or during a stalled read, which then fails the source) is
@@ -418,14 +425,15 @@ fn all_failed(reports: &[SourceReport]) -> Option<&'static str> {
 
 /// Streams one source into the catalogue of `tenant`, each batch passing `fence`. The outer
 /// error ends the job (the store stayed down, a cancel, or a refused batch); the inner one
-/// fails only this source.
+/// fails only this source. After each batch, `on_progress` gets the share of the source read
+/// and, when its length is unknown, the rows read so far (the step says them instead).
 fn sync_source(
     catalog: &Catalog,
     (tenant, fence): (&TenantId, &dyn Fence),
     source: &str,
     stop: &CancellationToken,
     rows: &mut RowReport,
-    on_progress: &dyn Fn(f64),
+    on_progress: &dyn Fn(f64, Option<u64>),
 ) -> Result<Result<(), SourceError>, CatalogError> {
     let opened = match open(source, &catalog.settings, stop) {
         Ok(opened) => opened,
@@ -438,7 +446,12 @@ fn sync_source(
         limit: catalog.settings.max_feed_bytes,
     };
     let window = catalog.settings.write_retry;
-    let between_rows = || check(stop);
+    // Rows read so far: `before_row` runs once for each, the batch's last included.
+    let rows_read = std::cell::Cell::new(0u64);
+    let between_rows = || {
+        rows_read.set(rows_read.get() + 1);
+        check(stop)
+    };
     let outcome = feed::load(
         counting,
         opened.format,
@@ -448,9 +461,13 @@ fn sync_source(
         |batch| {
             let counts = retrying(window, stop, || catalog.store.upsert(tenant, batch, fence))?
                 .or_else(|| CatalogError::Fenced)?;
-            if let Some(size) = opened.size.filter(|s| *s > 0) {
-                let read = bytes.load(Ordering::Relaxed) as f64 / size as f64;
-                on_progress(read.min(READ_BUT_NOT_DONE));
+            let read = bytes.load(Ordering::Relaxed) as f64;
+            match opened.size {
+                Some(size) => on_progress((read / size.max(1) as f64).min(READ_BUT_NOT_DONE), None),
+                None => {
+                    let share = read / (read + UNKNOWN_LENGTH_HALF);
+                    on_progress(share.min(READ_BUT_NOT_DONE), Some(rows_read.get()));
+                }
             }
             Ok::<_, CatalogError>(counts)
         },
@@ -458,7 +475,7 @@ fn sync_source(
     check(stop)?;
     match outcome {
         Ok(()) => {
-            on_progress(1.0);
+            on_progress(1.0, None);
             Ok(Ok(()))
         }
         // A failed source does not count as read to its end in the progress.

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::both_stores;
 use crate::helpers::{
-    eventually, spawn_catalog_app, status_and_json, temp_dir, tenant, test_config, Backend, TestApp,
+    eventually, serve, spawn_catalog_app, status_and_json, temp_dir, tenant, test_config, Backend,
+    RedisServer, Service, TestApp,
 };
 
 both_stores!(
@@ -782,4 +783,74 @@ async fn a_body_past_max_body_bytes_is_413_with_the_rows_already_saved() {
         "the report says what was saved: {body}"
     );
     assert!(saved < 2000, "{body}");
+}
+
+/// Chunks of the slow chunked feed, and rows in each (~200 bytes a row).
+const SLOW_CHUNKS: usize = 20;
+const SLOW_CHUNK_ROWS: usize = 1_000;
+
+/// A feed sent chunked (no `Content-Length`), one chunk of rows every 200 ms.
+async fn slow_chunked_feed() -> SocketAddr {
+    let chunk = |n: usize| {
+        let first = n * SLOW_CHUNK_ROWS;
+        (first..first + SLOW_CHUNK_ROWS)
+            .map(|i| {
+                format!(
+                    "{{\"product_key\":\"s{i}\",\"name\":\"Slow Row {i} {:>130}\"}}\n",
+                    "padded"
+                )
+            })
+            .collect::<String>()
+    };
+    let body = move || {
+        let chunks = futures_util::stream::unfold(0, move |n| async move {
+            if n == SLOW_CHUNKS {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Some((Ok::<_, std::io::Error>(chunk(n)), n + 1))
+        });
+        async move { axum::body::Body::from_stream(chunks) }
+    };
+    serve(axum::Router::new().route("/slow.jsonl", axum::routing::get(body))).await
+}
+
+/// A feed of unknown length shows its progress as it is read: the step counts the rows read
+/// and the percent moves, never back and never to 100 before the feed ends. It read 0 % for
+/// its whole run, `updated_at` frozen (a hostile probe's finding).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_feed_shows_its_progress_while_it_is_read() {
+    let redis = RedisServer::start(false);
+    let addr = slow_chunked_feed().await;
+    let svc = Service::on(&redis)
+        .env("SYNC_ALLOWED_HOSTS", addr.to_string())
+        .start()
+        .await;
+    let t = tenant();
+    let id = svc
+        .start_sync(t.as_str(), &format!("http://{addr}/slow.jsonl"))
+        .await;
+    let mut seen = Vec::new();
+    let done = loop {
+        let job = svc.get_job(&id).await;
+        if job["finished_at"].is_string() {
+            break job;
+        }
+        seen.push((job["percent"].as_u64().unwrap(), job["step"].clone()));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(done["status"], "done", "{done:#}");
+    assert_eq!(
+        done["result"]["totals"]["created"],
+        SLOW_CHUNKS * SLOW_CHUNK_ROWS
+    );
+    assert!(
+        seen.windows(2).all(|w| w[0].0 <= w[1].0),
+        "never back: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|(p, step)| (1..100).contains(p)
+            && step.as_str().is_some_and(|s| s.contains("rows read"))),
+        "moved while read: {seen:?}"
+    );
 }

@@ -467,11 +467,18 @@ impl IntoResponse for ApiError {
             StatusCode::UNAUTHORIZED => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            // The rest of a timed-out body is unread: the connection cannot carry another request.
-            StatusCode::REQUEST_TIMEOUT => {
-                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
             _ => {}
+        }
+        // Refused with the body (or its rest) unread: the connection cannot carry another
+        // request, and hyper would close it without a word, under a client's next request.
+        if matches!(
+            logged,
+            ApiError::RequestTimeout
+                | ApiError::PayloadTooLarge(_)
+                | ApiError::UnsupportedEncoding(_)
+                | ApiError::BodyNotRead
+        ) {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response.extensions_mut().insert(note);
         response

@@ -8,7 +8,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::helpers::{
-    eventually, settings, spawn_app_with, store, tenant, test_config, Backend, TestApp,
+    eventually, settings, spawn_app_with, store, tenant, test_config, Backend, RedisServer,
+    Service, TestApp,
 };
 
 /// Longest any answer (or close) is waited for: far beyond the sub-second timeouts these
@@ -225,4 +226,88 @@ async fn malformed_framing_gets_hyper_s_bare_400_and_starts_nothing() {
     let mut s = sent(&app, &framed).await;
     let (answer, _) = read_to_close(&mut s).await;
     assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+}
+
+/// Whether the head of `answer` tells the client the connection ends with it.
+fn says_close(answer: &str) -> bool {
+    let head = answer.split("\r\n\r\n").next().unwrap_or("");
+    head.lines()
+        .any(|l| l.eq_ignore_ascii_case("connection: close"))
+}
+
+/// A refused body left unread (413 past `MAX_START_BODY_BYTES` on a start and a bulk call,
+/// 415 for a gzip body, 415 past the limit on a route that reads none) says
+/// `Connection: close` and the connection ends, or else the connection carries the next
+/// request — on the binary, over one raw socket each. Where the head alone is refused, the
+/// answer is read before the body is sent, so the body is surely unread when it is answered.
+/// The connection was closed without a word, so a client that reused it failed (a hostile
+/// probe's finding: 20 of 20).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_unread_body_never_closes_a_keep_alive_connection_unannounced() {
+    let redis = RedisServer::start(false);
+    let svc = Service::on(&redis)
+        .env("MAX_START_BODY_BYTES", "1024")
+        .start()
+        .await;
+    let t = tenant();
+    let big = format!(
+        "{{\"tenant_id\":\"{t}\",\"pad\":\"{}\"}}",
+        "x".repeat(4_000)
+    );
+    let sync = format!("/catalog/sync?tenant_id={t}");
+    let cancel = "/catalog/jobs/00000000-0000-4000-8000-000000000000/cancel";
+    let gzip = "Content-Encoding: gzip\r\n";
+    // (path, extra headers, body, status, refused by its head alone)
+    let cases = [
+        (sync.as_str(), "", big.as_str(), "413", true),
+        ("/catalog/bulk/cancel", "", big.as_str(), "413", true),
+        (sync.as_str(), gzip, "\x1f\u{8b}compressed", "415", true),
+        (cancel, "", big.as_str(), "415", false),
+    ];
+    for (path, extra, body, status, by_head) in cases {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let mut s = TcpStream::connect(("127.0.0.1", svc.port)).await.unwrap();
+        s.write_all(head.as_bytes()).await.unwrap();
+        if !by_head {
+            s.write_all(body.as_bytes()).await.unwrap();
+        }
+        let answer = first_answer(&mut s, "answered").await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{path}: {answer}"
+        );
+        if says_close(&answer) {
+            // It ends: whatever else arrives, the server closes it.
+            read_to_close(&mut s).await;
+            continue;
+        }
+        // No signal exists for a server that gave up on a connection but its close: a close
+        // within this wait, before the body is sent, is one without a word.
+        let mut probe = [0u8; 1];
+        let early = tokio::time::timeout(Duration::from_millis(300), s.read(&mut probe)).await;
+        assert!(
+            early.is_err(),
+            "{path}: closed without `Connection: close` ({early:?}) after:\n{answer}"
+        );
+        let next = async {
+            if by_head {
+                s.write_all(body.as_bytes()).await?;
+            }
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await?;
+            let mut buf = vec![0u8; 1024];
+            let n = s.read(&mut buf).await?;
+            Ok::<_, std::io::Error>(String::from_utf8_lossy(&buf[..n]).into_owned())
+        };
+        let next = tokio::time::timeout(PATIENCE, next)
+            .await
+            .expect("the next answer");
+        assert!(
+            next.as_ref().is_ok_and(|n| n.starts_with("HTTP/1.1 200")),
+            "{path}: the connection was kept without `Connection: close`, but the next request got {next:?} after:\n{answer}"
+        );
+    }
 }

@@ -268,7 +268,8 @@ pub fn open_catalog(
 
 /// Opens Redis when it is configured (starting even while it is down: it reconnects by
 /// itself and answers 503 meanwhile; but not when it answers and refuses the settings: a
-/// password, a database index, an address that is not Redis), else the embedded store,
+/// password, a database index, an address that is not Redis, cluster nodes that are a
+/// standalone Redis), else the embedded store,
 /// saying it is not durable.
 /// Logs the topology: where the primary is and how it is found.
 pub async fn open_store(config: &Config) -> Result<Arc<dyn JobStore>, StartupError> {
@@ -299,6 +300,17 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn JobStore>, StartupErr
         Ok(None) => {}
         // Redis answers but refuses our settings: no wait mends that, so start-up says which.
         Err(e @ StoreError::Misconfigured { .. }) => return Err(e.into()),
+        // The cluster's shape was asked of a Redis that has no cluster (Redis's fixed words):
+        // it would answer 503 forever while jobs ran in that one Redis.
+        Err(StoreError::Unavailable(detail)) if detail.contains("cluster support disabled") => {
+            return Err(StoreError::Misconfigured {
+                cause: "REDIS_CLUSTER_NODES names a Redis that is not a Redis Cluster (its \
+                        cluster-enabled is no): give a standalone Redis as REDIS_URL, or the \
+                        nodes of a cluster",
+                detail,
+            }
+            .into())
+        }
         Err(e) => warn!(
             via = %store.primary().target().describe(),
             error = %e,

@@ -1,7 +1,8 @@
 //! Redis settings that are wrong for good, with the built binary and real redis-servers: a
 //! password Redis refuses (or none where it needs one), an ACL that forbids a call start-up
 //! makes, a database index it does not have,
-//! an address where something else than Redis answers. Start-up refuses each, naming the
+//! an address where something else than Redis answers, cluster nodes that are a standalone
+//! Redis. Start-up refuses each, naming the
 //! cause; a Redis that is merely down still lets the service start (`faults`). One that
 //! starts refusing later makes `/readyz` name the cause.
 
@@ -122,6 +123,21 @@ fn a_redis_that_refuses_the_settings_stops_start_up_naming_the_cause() {
             "{url} reads as an outage:\n{log}"
         );
     }
+}
+
+/// `REDIS_CLUSTER_NODES` naming a standalone Redis is wrong for good: start-up refuses it
+/// naming the setting. The service started, `/readyz` answered 503 forever, and jobs were
+/// accepted and ran in the standalone Redis (a hostile probe's finding).
+#[test]
+fn cluster_nodes_naming_a_standalone_redis_stop_start_up_naming_the_setting() {
+    let redis = RedisServer::start(false);
+    let nodes = format!("127.0.0.1:{}", redis.port);
+    let log = refused_start_up(&[("REDIS_CLUSTER_NODES", &nodes)]);
+    assert!(
+        log.contains("REDIS_CLUSTER_NODES") && log.contains("not a Redis Cluster"),
+        "{log}"
+    );
+    assert!(!log.contains("not reachable"), "reads as an outage:\n{log}");
 }
 
 /// Redis starts asking for a password the running service was not given (its connections

@@ -159,6 +159,8 @@ async function loadOverview() {
   throughput(stats.throughput || []);
   const queue = stats.queue || {};
   setText($('queue-depth'), String(queue.depth ?? 0));
+  // Queued behind the tenant's running job: not in the ready queue until it ends.
+  setText($('queue-waiting'), String(queue.waiting ?? 0));
   setText($('queue-oldest'), queue.oldest_wait_seconds == null ? 'nothing waits'
     : `the oldest has waited ${span(queue.oldest_wait_seconds)}`);
   processes(stats.processes || [], stats.stale_after_seconds);

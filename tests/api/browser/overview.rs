@@ -1,6 +1,7 @@
 //! The overview in a real browser: after a scripted mix of done, failed and cancelled jobs,
 //! with one job held running, every figure the page shows is what the jobs API says, the
-//! chart holds every end, and the process list shows the process running the held job.
+//! chart holds every end, the process list shows the process running the held job, and a job
+//! queued behind its tenant's earlier one counts as waiting for it, not as ready for a worker.
 
 use catalog_jobs::jobs::TenantId;
 use serde_json::json;
@@ -8,7 +9,7 @@ use serde_json::json;
 use super::{screenshot_path, DESKTOP};
 use crate::both_stores;
 use crate::helpers::webdriver::Browser;
-use crate::helpers::{spawn_app, started_id, tenant, Backend, Gate, TestApp};
+use crate::helpers::{create, ordered, spawn_app, started_id, tenant, Backend, Gate, TestApp};
 
 /// The ends the script makes, by outcome.
 const DONE: usize = 3;
@@ -149,6 +150,7 @@ async fn the_overviews_figures_chart_and_processes_agree_with_the_jobs_api(backe
         "the chart holds every end of the hour"
     );
     the_held_job_shows_under_its_process(&app, &b, &held).await;
+    a_job_behind_its_tenants_earlier_one_shows_as_waiting_not_ready(&app, &b).await;
     b.exec("window.scrollTo(0, 0);", json!([])).await;
     b.screenshot(&screenshot_path("admin-overview")).await;
     Gate::of(&held_tenant).release();
@@ -167,4 +169,44 @@ async fn the_held_job_shows_under_its_process(app: &TestApp, b: &Browser, held: 
         json!([worker, held]),
     )
     .await;
+}
+
+/// Queues two jobs of a tenant's order, of kinds no runner runs: the first waits in the ready
+/// queue, the second for the first. The queue shows one ready and one waiting, as the overview
+/// API counts them; both are cancelled after.
+async fn a_job_behind_its_tenants_earlier_one_shows_as_waiting_not_ready(
+    app: &TestApp,
+    b: &Browser,
+) {
+    let t = tenant();
+    let ahead = create(&*app.store, &ordered(&t, "wait0"))
+        .await
+        .job_id
+        .to_string();
+    let behind = create(&*app.store, &ordered(&t, "wait1"))
+        .await
+        .job_id
+        .to_string();
+    assert_eq!(
+        app.get_job(&behind).await["waiting_for"],
+        ahead.as_str(),
+        "the second waits for the first"
+    );
+    b.wait_for(
+        "the queue with one job ready and one waiting for its tenant",
+        "const w = document.querySelector('[data-testid=queue-waiting]');
+         const d = document.querySelector('[data-testid=queue-depth]');
+         return w && d && w.textContent === '1' && d.textContent === '1';",
+        json!([]),
+    )
+    .await;
+    let queue = app.get_json("/catalog/stats").await["queue"].clone();
+    assert_eq!(
+        (queue["depth"].as_u64(), queue["waiting"].as_u64()),
+        (Some(1), Some(1)),
+        "{queue}"
+    );
+    for id in [behind, ahead] {
+        assert_eq!(app.cancel(&id).await.status(), 202);
+    }
 }

@@ -25,103 +25,105 @@ type Mistake = (
     &'static [&'static str],
 );
 
+/// Each mistake start-up must refuse, and the words its refusal must say.
+const MISTAKES: &[Mistake] = &[
+    (
+        &[("FEED_DIR", "/srv/feeds")],
+        &["FEED_DIR", "did you mean FEEDS_DIR"],
+    ),
+    (
+        &[("REDIS_URI", "redis://127.0.0.1:1/")],
+        &["REDIS_URI", "did you mean REDIS_URL"],
+    ),
+    (
+        &[("MAX_CONCURENT_JOBS", "8")],
+        &["did you mean MAX_CONCURRENT_JOBS"],
+    ),
+    (
+        &[("REDIS_URL", "localhost:6379")],
+        &[
+            "did you mean redis://localhost:6379?",
+            "A Redis URL looks like redis://host:6379/0",
+        ],
+    ),
+    // Blank is not "unset": it must not leave the service on the embedded store.
+    (
+        &[("REDIS_CLUSTER_NODES", "")],
+        &["REDIS_CLUSTER_NODES is set but names no address"],
+    ),
+    // A count of 0 would refuse every start or run nothing.
+    (
+        &[("MAX_QUEUED_JOBS", "0")],
+        &["MAX_QUEUED_JOBS must be at least 1"],
+    ),
+    (
+        &[("MAX_FEED_BYTES", "0")],
+        &["MAX_FEED_BYTES must be at least 1"],
+    ),
+    (
+        &[("HEARTBEAT_SECONDS", "0")],
+        &["HEARTBEAT_SECONDS must be at least 0.01"],
+    ),
+    // Counts a semaphore holds are bounded (a huge one panicked the runtime at start).
+    (
+        &[("MAX_CONCURRENT_JOBS", "2305843009213693952")],
+        &["MAX_CONCURRENT_JOBS must be at most 1048576"],
+    ),
+    (
+        &[("MAX_CONNECTIONS", "4000000")],
+        &["MAX_CONNECTIONS must be at most 1048576"],
+    ),
+    // Below 10 ms it was silently held to 10 ms.
+    (
+        &[("HEARTBEAT_SECONDS", "0.005")],
+        &["HEARTBEAT_SECONDS must be at least 0.01"],
+    ),
+    (
+        &[("BIND_ADDR", "8001")],
+        &["BIND_ADDR `8001` is not host:port"],
+    ),
+    (
+        &[("BIND_ADDR", ":8001")],
+        &["BIND_ADDR `:8001` is not host:port"],
+    ),
+    (
+        &[("REDIS_URL", "redis://127.0.0.1:6379/abc")],
+        &[
+            "REDIS_URL `redis://127.0.0.1:6379/abc` does not parse",
+            "Invalid database number",
+        ],
+    ),
+    // A password is never repeated in the refusal.
+    (
+        &[("REDIS_URL", "redis://:s3cret@127.0.0.1:6379/abc")],
+        &["REDIS_URL does not parse", "Invalid database number"],
+    ),
+    // Braces would change the Redis Cluster hash tag every key is placed by.
+    (
+        &[("KEY_PREFIX", "jobs{eu}")],
+        &["KEY_PREFIX must be non-empty, without spaces or braces"],
+    ),
+    (
+        &[("CATALOG_PREFIX", "}catalog")],
+        &["CATALOG_PREFIX must be non-empty, without spaces or braces"],
+    ),
+    // The refusal is said even when RUST_LOG is blank or filters every line out.
+    (
+        &[("REDIS_URL", "localhost:6379"), ("RUST_LOG", "")],
+        &["did you mean redis://localhost:6379?"],
+    ),
+    (
+        &[("REDIS_URL", "localhost:6379"), ("RUST_LOG", "off")],
+        &[
+            "catalog-jobs could not start",
+            "did you mean redis://localhost:6379?",
+        ],
+    ),
+];
+
 #[test]
 fn a_mistaken_setting_stops_start_up_saying_what_was_meant() {
-    let cases: &[Mistake] = &[
-        (
-            &[("FEED_DIR", "/srv/feeds")],
-            &["FEED_DIR", "did you mean FEEDS_DIR"],
-        ),
-        (
-            &[("REDIS_URI", "redis://127.0.0.1:1/")],
-            &["REDIS_URI", "did you mean REDIS_URL"],
-        ),
-        (
-            &[("MAX_CONCURENT_JOBS", "8")],
-            &["did you mean MAX_CONCURRENT_JOBS"],
-        ),
-        (
-            &[("REDIS_URL", "localhost:6379")],
-            &[
-                "did you mean redis://localhost:6379?",
-                "A Redis URL looks like redis://host:6379/0",
-            ],
-        ),
-        // Blank is not "unset": it must not leave the service on the embedded store.
-        (
-            &[("REDIS_CLUSTER_NODES", "")],
-            &["REDIS_CLUSTER_NODES is set but names no address"],
-        ),
-        // A count of 0 would refuse every start or run nothing.
-        (
-            &[("MAX_QUEUED_JOBS", "0")],
-            &["MAX_QUEUED_JOBS must be at least 1"],
-        ),
-        (
-            &[("MAX_FEED_BYTES", "0")],
-            &["MAX_FEED_BYTES must be at least 1"],
-        ),
-        (
-            &[("HEARTBEAT_SECONDS", "0")],
-            &["HEARTBEAT_SECONDS must be at least 0.01"],
-        ),
-        // Counts a semaphore holds are bounded (a huge one panicked the runtime at start).
-        (
-            &[("MAX_CONCURRENT_JOBS", "2305843009213693952")],
-            &["MAX_CONCURRENT_JOBS must be at most 1048576"],
-        ),
-        (
-            &[("MAX_CONNECTIONS", "4000000")],
-            &["MAX_CONNECTIONS must be at most 1048576"],
-        ),
-        // Below 10 ms it was silently held to 10 ms.
-        (
-            &[("HEARTBEAT_SECONDS", "0.005")],
-            &["HEARTBEAT_SECONDS must be at least 0.01"],
-        ),
-        (
-            &[("BIND_ADDR", "8001")],
-            &["BIND_ADDR `8001` is not host:port"],
-        ),
-        (
-            &[("BIND_ADDR", ":8001")],
-            &["BIND_ADDR `:8001` is not host:port"],
-        ),
-        (
-            &[("REDIS_URL", "redis://127.0.0.1:6379/abc")],
-            &[
-                "REDIS_URL `redis://127.0.0.1:6379/abc` does not parse",
-                "Invalid database number",
-            ],
-        ),
-        // A password is never repeated in the refusal.
-        (
-            &[("REDIS_URL", "redis://:s3cret@127.0.0.1:6379/abc")],
-            &["REDIS_URL does not parse", "Invalid database number"],
-        ),
-        // Braces would change the Redis Cluster hash tag every key is placed by.
-        (
-            &[("KEY_PREFIX", "jobs{eu}")],
-            &["KEY_PREFIX must be non-empty, without spaces or braces"],
-        ),
-        (
-            &[("CATALOG_PREFIX", "}catalog")],
-            &["CATALOG_PREFIX must be non-empty, without spaces or braces"],
-        ),
-        // The refusal is said even when RUST_LOG is blank or filters every line out.
-        (
-            &[("REDIS_URL", "localhost:6379"), ("RUST_LOG", "")],
-            &["did you mean redis://localhost:6379?"],
-        ),
-        (
-            &[("REDIS_URL", "localhost:6379"), ("RUST_LOG", "off")],
-            &[
-                "catalog-jobs could not start",
-                "did you mean redis://localhost:6379?",
-            ],
-        ),
-    ];
-    for (env, words) in cases {
+    for (env, words) in MISTAKES {
         let out = binary(&[&[("BIND_ADDR", "127.0.0.1:0")], *env].concat())
             .output()
             .expect("the binary runs");

@@ -27,15 +27,18 @@ pub struct EnrichParams {
 /// The first step an enrich reports, before it reads the tenant's products.
 const LOADING: &str = "loading products";
 
+/// Products read a round trip at a time while an enrich loads the catalogue: between pages
+/// it sees a stop on request, so a cancel during the load of a large catalogue is seen
+/// within a page's read (a few milliseconds), not after the whole catalogue's.
+const LOAD_PAGE: usize = 1000;
+
 impl CatalogRun for EnrichParams {
     /// The tenant's products that changed since their last enrichment (all with `force`),
     /// a batch at a time.
     fn run_in(&self, cx: &RunContext<'_>, progress: Progress<'_>) -> Result<Value, CatalogError> {
         let progress = Monotonic::new(progress);
         progress.report(0, LOADING);
-        let (catalog, tenant) = (cx.catalog, cx.tenant);
-        let window = catalog.settings.write_retry;
-        let products = retrying(window, cx.stop, || catalog.store.all(tenant))?;
+        let products = load(cx.catalog, cx.tenant, cx.stop)?;
         self.run_on(cx, &products, &progress)
     }
 }
@@ -101,6 +104,32 @@ impl EnrichParams {
         progress.report(100, &last_step(batches));
         Ok(to_result(&report))
     }
+}
+
+/// The tenant's products in key order, each once, read a page at a time ([`LOAD_PAGE`]) with
+/// a stop check before each page. A product present throughout is read; one written or
+/// removed meanwhile may or may not be, as with a run started a moment earlier or later.
+fn load(
+    catalog: &Catalog,
+    tenant: &TenantId,
+    stop: &CancellationToken,
+) -> Result<Vec<Stored>, CatalogError> {
+    let window = catalog.settings.write_retry;
+    let (mut products, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        check(stop)?;
+        let read = || catalog.store.page(tenant, LOAD_PAGE, cursor.as_deref());
+        let (page, next) = retrying(window, stop, read)?;
+        products.extend(page);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    // A Redis scan may visit a product twice (a hash resized during it).
+    products.sort_by(|a, b| a.product.product_key.cmp(&b.product.product_key));
+    products.dedup_by(|a, b| a.product.product_key == b.product.product_key);
+    Ok(products)
 }
 
 /// The products to enrich: all with `force`, else those whose content changed since their

@@ -336,6 +336,83 @@ async fn a_running_job_of_each_kind_is_cancelled_from_its_own_replica_or_another
     println!("cancel → cancelled (kind, from the other replica, time): {figures:?}");
 }
 
+/// Products of the catalogue an enrich is cancelled while loading: reading them all takes
+/// seconds in a debug build, so the cancel reaches the load while it runs.
+const LARGE_CATALOGUE: usize = 200_000;
+
+/// The bytes of the values of the hash at `key` (what reading it whole sends, framing aside),
+/// counted inside Redis.
+async fn value_bytes(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> u64 {
+    const SUM: &str =
+        "local n = 0 for _, v in ipairs(redis.call('HVALS', KEYS[1])) do n = n + #v end return n";
+    let mut sum = redis::cmd("EVAL");
+    sum.arg(SUM).arg(1).arg(key);
+    sum.query_async(conn).await.expect("Redis sums the values")
+}
+
+/// What Redis has sent its clients since it started (`total_net_output_bytes`).
+async fn bytes_sent(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_net_output_bytes:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO stats names total_net_output_bytes")
+}
+
+/// An enrich asked to stop while it reads a large catalogue stops reading it: it ends
+/// `cancelled` within the cancel's bound, and Redis sent less than half the catalogue
+/// meanwhile (a load read in one call would send it all before the stop is seen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enrich_cancelled_while_it_loads_a_large_catalogue_stops_reading_it() {
+    let redis = RedisServer::start(false);
+    let env = [
+        ("STALE_AFTER_SECONDS", "60"),
+        ("HEARTBEAT_SECONDS", CANCEL_TEST_HEARTBEAT),
+    ];
+    let service = Service::on(&redis).envs(&env).start().await;
+    let t = tenant();
+    seed_catalogue(&redis.url(), &t, LARGE_CATALOGUE).await;
+    let products = RedisCatalog::open(&redis.url(), "catalog")
+        .unwrap()
+        .hashes(&t)[0]
+        .clone();
+    // Summing 200,000 values takes longer than a test connection's response timeout.
+    let patient = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&patient)
+        .await
+        .expect("Redis answers");
+    let whole = value_bytes(&mut conn, &products).await;
+    let before = bytes_sent(&mut conn).await;
+    let form = [("tenant_id", t.as_str()), ("force", "true")];
+    let id = started_id(service.start("enrich", &form).await).await;
+    let loading = |j: &Value| running(j) && j["step"] == "loading products";
+    service.poll(&id, "loading the catalogue", loading).await;
+    let asked = Instant::now();
+    assert_eq!(service.cancel(&id).await.status(), 202);
+    let ended = service
+        .poll(&id, "ended", |j| {
+            matches!(j["status"].as_str(), Some("cancelled" | "done"))
+        })
+        .await;
+    let took = asked.elapsed();
+    let sent = bytes_sent(&mut conn).await - before;
+    println!(
+        "cancelled while loading in {took:?}; Redis sent {sent} of the catalogue's {whole} bytes"
+    );
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+    assert!(took < CANCEL_BOUND, "cancelled in {took:?}");
+    assert!(
+        sent < whole / 2,
+        "Redis sent {sent} bytes of a {whole}-byte catalogue"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_true_on_one_replica_learns_promptly_of_a_job_run_on_another() {
     let redis = RedisServer::start(false);

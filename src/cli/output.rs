@@ -56,7 +56,7 @@ pub fn already_running(id: &str, json: bool) {
     } else {
         say!("{id}");
     }
-    eprintln!("a job of this kind is already active for this tenant: {id} (follow it with `catalog-jobs watch {id}`, or submit with --attach)");
+    eprintln!("a job of this kind is already active for this tenant: {id} (follow it with `catalog-jobs watch {id}`, or give the same command --attach)");
 }
 
 /// The ended job's report; its exit code says how it ended.

@@ -34,6 +34,9 @@ pub struct RefreshArgs {
     /// Follow the pipeline until it ends, one bar per step, then print each step's report.
     #[arg(long)]
     pub wait: bool,
+    /// When the tenant's refresh is already active, follow that one instead.
+    #[arg(long)]
+    pub attach: bool,
     #[command(flatten)]
     pub connection: Connection,
 }
@@ -50,7 +53,7 @@ pub async fn refresh(client: &Client, args: RefreshArgs) -> Result<Exit, ClientE
         form.push(("force", "true".to_owned()));
     }
     let started = client.start(PIPELINE_PATH, &form).await?;
-    match after_start(started, args.wait, false, json) {
+    match after_start(started, args.wait, args.attach, json) {
         Next::Follow(id) => follow_steps(client, &id, json).await,
         Next::Exit(exit) => Ok(exit),
     }

@@ -99,43 +99,10 @@ async fn an_active_job_exits_3_with_its_id_and_attach_follows_it_to_the_end() {
     assert_eq!(code(&o), 3, "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), id, "the running job's id is printed");
 
-    // The feed is released only once the CLI says it follows the running job: released
-    // sooner, the job could end before the CLI's POST and that POST would start a new one.
-    let args: Vec<String> = [
+    let attach = [
         "submit", "sync", "--tenant", &tenant, "--source", &held, "--attach", "--json",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    let base = svc.base();
-    let (following_tx, following) = tokio::sync::oneshot::channel();
-    let attached = tokio::task::spawn_blocking(move || {
-        use std::io::BufRead;
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .env_clear()
-            .env("CATALOG_JOBS_URL", base)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the CLI runs");
-        let err = std::io::BufReader::new(child.stderr.take().expect("stderr is piped"));
-        let mut following_tx = Some(following_tx);
-        for line in err.lines().map_while(Result::ok) {
-            if line.contains("following") {
-                if let Some(tx) = following_tx.take() {
-                    let _ = tx.send(());
-                }
-            }
-        }
-        child.wait_with_output().expect("the CLI ends")
-    });
-    following
-        .await
-        .expect("the CLI says it follows the running job");
-    feeds.release("attach");
-    let o = attached.await.unwrap();
+    ];
+    let o = attached(svc.base(), &attach, || feeds.release("attach")).await;
     assert_eq!(code(&o), 0);
     let report: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(report["job_id"], id.as_str(), "it followed the running job");
@@ -326,4 +293,43 @@ async fn a_200_that_is_not_a_job_is_a_bad_answer_from_the_server_and_exits_4() {
         assert!(stderr(&o).contains("not a job"), "{args:?}: {}", stderr(&o));
         assert_plain(&stderr(&o));
     }
+}
+
+/// Runs the CLI with `args` (an `--attach` start) and, once it says it follows the active
+/// job, calls `release` (what holds that job running); its output once it ends. Released
+/// sooner, the job could end before the CLI's POST, and that POST would start a new one.
+pub(super) async fn attached(
+    base: String,
+    args: &[&str],
+    release: impl FnOnce(),
+) -> std::process::Output {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let (following_tx, following) = tokio::sync::oneshot::channel();
+    let run = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .env_clear()
+            .env("CATALOG_JOBS_URL", base)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the CLI runs");
+        let err = std::io::BufReader::new(child.stderr.take().expect("stderr is piped"));
+        let mut following_tx = Some(following_tx);
+        for line in err.lines().map_while(Result::ok) {
+            if line.contains("following") {
+                if let Some(tx) = following_tx.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        child.wait_with_output().expect("the CLI ends")
+    });
+    following
+        .await
+        .expect("the CLI says it follows the active job");
+    release();
+    run.await.expect("the CLI's thread ends")
 }

@@ -1,7 +1,11 @@
 //! `catalog-jobs refresh` through the real binary: a demo refresh followed to its three
 //! reports, one plain line per step's change for scripts, one bar per step at a terminal, an
-//! active pipeline's id with exit 3, and a failing source's pipeline with exit 1.
+//! active pipeline's id with exit 3 (and `--attach` following it), and a failing source's
+//! pipeline with exit 1.
 
+use serde_json::Value;
+
+use super::attached;
 use crate::helpers::{
     assert_plain, cli, code, free_port, in_a_terminal, service_reading_held_feeds, stderr, stdout,
     unique, HeldFeeds, Service, BIN,
@@ -53,7 +57,7 @@ async fn refresh_wait_follows_the_demo_refresh_step_by_step_to_three_reports_wit
 }
 
 #[tokio::test]
-async fn an_active_refresh_exits_3_with_its_id_and_a_failing_source_exits_1_its_steps_skipped() {
+async fn an_active_refresh_exits_3_with_its_id_attach_follows_it_and_a_failing_source_exits_1() {
     let feeds = HeldFeeds::start().await;
     let nowhere = free_port();
     let hosts = format!("{},127.0.0.1:{nowhere}", feeds.allowed());
@@ -70,8 +74,21 @@ async fn an_active_refresh_exits_3_with_its_id_and_a_failing_source_exits_1_its_
     let o = cli(&svc.base(), &start).await;
     assert_eq!(code(&o), 3, "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), id, "the active pipeline's id is printed");
-    feeds.release("refresh");
-    svc.wait_for_status(&id, "done").await;
+    assert!(
+        stderr(&o).contains("give the same command --attach"),
+        "the hint names what refresh takes: {}",
+        stderr(&o)
+    );
+    let attach = [&start[..], &["--attach", "--json"]].concat();
+    let o = attached(svc.base(), &attach, || feeds.release("refresh")).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let report: Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    assert_eq!(
+        report["job_id"],
+        id.as_str(),
+        "it followed the active pipeline"
+    );
+    assert_eq!(report["status"], "done", "{report}");
 
     let source = format!("http://127.0.0.1:{nowhere}/feed.jsonl");
     let failing = [

@@ -59,7 +59,8 @@ function paintJob(job) {
     ['Started', exact(job.started_at)], ['Finished', exact(job.finished_at)],
     ['Elapsed', span(elapsed(job))],
     ['ETA', ACTIVE.has(job.status) ? span(Number(job.eta_seconds)) : '—'],
-    ['Attempt', job.attempt != null ? `${job.attempt} of ${job.max_attempts}` : null],
+    // Attempt 0: not run yet, or a pipeline (its steps run, each with its attempts).
+    ['Attempt', job.attempt ? `${job.attempt} of ${job.max_attempts}` : null],
     ['Retry of', job.retry_of], ['Retried as', job.retried_as], ['Created by', job.created_by],
     ['Cancelled by', job.cancelled_by], ['Retried by', job.retried_by], ['Worker', job.worker],
   ];

@@ -121,6 +121,12 @@ async fn a_refresh_cancelled_from_its_job_view_shows_its_later_steps_skipped(
         "[data-testid=pipeline-card][data-job-id=\"{id}\"] .head button"
     ))
     .await;
+    // A pipeline never runs itself (its steps do): its view states no attempt.
+    let facts = b.text("#job-snapshot").await;
+    assert!(
+        facts.contains("Tenant") && !facts.contains("Attempt"),
+        "{facts}"
+    );
     cancel_the_open_job_through_the_confirmation(b, &id).await;
     let steps = card_steps_once(b, &id, "cancelled").await;
     let seen: Vec<(&str, &str, bool)> = steps

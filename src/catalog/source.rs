@@ -110,6 +110,14 @@ pub fn resolve(source: &str, settings: &CatalogSettings) -> Result<Resolved, Par
     if source.is_empty() {
         return Err(ParamError::invalid("source", "a source must not be empty"));
     }
+    // Said first, and without echoing the value: a NUL or a line break would garble the message.
+    if source.chars().any(char::is_control) {
+        return Err(ParamError::invalid(
+            "source",
+            "a source must not hold a control character (NUL, tab, a line break): a feed's path \
+             or URL has none",
+        ));
+    }
     let lower = source.to_ascii_lowercase();
     if lower.starts_with("http://") || lower.starts_with("https://") {
         let url = reqwest::Url::parse(source)
@@ -134,7 +142,6 @@ pub fn resolve(source: &str, settings: &CatalogSettings) -> Result<Resolved, Par
     let path = Path::new(source);
     let escapes = path.is_absolute()
         || source.starts_with('\\')
-        || source.contains('\0')
         || path
             .components()
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
@@ -172,4 +179,26 @@ pub fn resolve(source: &str, settings: &CatalogSettings) -> Result<Resolved, Par
         );
     }
     Ok(Resolved::File(full))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_with_a_control_character_is_refused_for_that_not_as_leaving_feeds_dir() {
+        for source in ["demo.jsonl\0x", "demo\n.jsonl", "https://h/feed\t.jsonl"] {
+            let e = resolve(source, &CatalogSettings::default()).expect_err(source);
+            assert_eq!(
+                (e.code, e.field.as_str()),
+                ("invalid_field", "source"),
+                "{source:?}"
+            );
+            assert!(
+                e.message.contains("control character"),
+                "{source:?}: {}",
+                e.message
+            );
+        }
+    }
 }

@@ -103,7 +103,7 @@ mod tests {
                 json!({"source": ["a", 5]}),
                 INVALID_FIELD,
                 "source",
-                "each source must be a string",
+                "each of `source` must be a string",
             ),
             (
                 json!({"limit": "many"}),

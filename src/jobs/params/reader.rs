@@ -328,7 +328,7 @@ impl One<'_> {
     fn refuse(&self, what: &str) -> ParamError {
         let name = self.name;
         match self.each {
-            true => ParamError::invalid(name, format!("each {name} must be {what}")),
+            true => ParamError::invalid(name, format!("each of `{name}` must be {what}")),
             false => ParamError::invalid(name, format!("`{name}` must be {what}")),
         }
     }

@@ -72,7 +72,14 @@ def functions(rev: str) -> list:
 
 
 def library(rev: str, name: str) -> str:
-    head = "\n".join(source(rev, f"src/jobs/lua/{f}.lua") for f in ("record", "prelude", "order"))
+    # walks.lua (the create's and the finish's reach, made once at load) where it has one.
+    heads = ["record", "prelude", "order"]
+    try:
+        source(rev, "src/jobs/lua/walks.lua")
+        heads.append("walks")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    head = "\n".join(source(rev, f"src/jobs/lua/{f}.lua") for f in heads)
     code = f"#!lua name={name}\n{head}\n"
     for script, guarded in functions(rev):
         begin = "begin(keys, args)" if grouped(rev) else "begin(args)"

@@ -45,18 +45,7 @@ local idem = idem_key and k_idem(tenant, first.job.kind, idem_key) or nil
 -- each lock's holder, and (a full queue) the jobs in the tenant's lane. The holders and the
 -- queue's length are kept for the steps below (nothing is written in between).
 local holders, waiting = {}, redis.call('LLEN', K_QUEUE)
-local missed = reach(function()
-  if idem then
-    local seen = redis.call('HGET', idem, 'job')
-    if seen then k_job(seen) end
-  end
-  for n, new in ipairs(jobs) do
-    local lock = k_lock(tenant, new.job.kind)
-    holders[n] = reached(lock) and redis.call('GET', lock)
-    if holders[n] then k_job(holders[n]) end
-  end
-  if waiting >= MAX_QUEUED then reach_lane(tenant) end
-end)
+local missed = reach(reach_holders, idem, jobs, tenant, holders, waiting)
 if missed then return answer_stale(missed) end
 if idem then
   local seen = redis.call('HMGET', idem, 'job', 'fingerprint')
@@ -87,54 +76,14 @@ for n, new in ipairs(jobs) do
     end
   end
 end
--- Whether one of the jobs joins the ready queue now: asked only of a full queue (a lane is
--- read to know it).
-local function queues()
-  local busy = nil
-  for _, new in ipairs(jobs) do
-    if not new.job.steps then
-      if new.job.in_order and busy == nil then busy = lane_busy(tenant) end
-      if not (new.job.in_order and busy) then return true end
-    end
-  end
-  return false
-end
-if waiting >= MAX_QUEUED and queues() then return {'queue_full', ''} end
+if waiting >= MAX_QUEUED and queues(jobs, tenant) then return {'queue_full', ''} end
 local window = math.floor(now / 60000)
 -- The tenant's creates this minute before this one (read only under a limit).
 local count = limit > 0 and creates_in(tenant, window) or 0
 if limit > 0 and count >= limit then
   return {'rate_limited', int((window + 1) * 60000 - now)}
 end
--- The reach of dropping the tenant's spent idempotency keys (below): once its set is past
--- twice the cap, each key in it and the job it names.
-local function reach_spent_keys()
-  local names = k_tenant_idem(tenant)
-  if not reached(names) or redis.call('SCARD', names) < 2 * CAP then return end
-  for _, name in ipairs(redis.call('SMEMBERS', names)) do
-    if reached(name) then
-      local owner = redis.call('HGET', name, 'job')
-      if owner then k_job(owner) end
-    end
-  end
-end
-missed = reach(function()
-  for _, old in ipairs(stale) do reach_end(old.id, old.job, now) end
-  local ordered = false
-  for _, new in ipairs(jobs) do
-    k_job(new.id)
-    k_lock(tenant, new.job.kind)
-    ordered = ordered or new.job.in_order
-  end
-  if ordered then reach_lane(tenant) end
-  k_group(K_WAITING)
-  k_group(K_LEASES)
-  k_group(K_EVERYONE)
-  k_group(K_TENANTS)
-  reach_trim(tenant, #jobs)
-  if first.job.retry_of then k_job(first.job.retry_of) end
-  if idem then reach_spent_keys() end
-end)
+missed = reach(reach_create, stale, jobs, tenant, first, idem, now)
 if missed then return answer_stale(missed) end
 for _, old in ipairs(stale) do
   local fenced = {superseded_by = old.by}
@@ -220,12 +169,6 @@ if idem then
   redis.call('EXPIRE', names, TTL_S)
 end
 if limit > 0 and count == 0 then drop_old_counts(tenant, window, fresh) end
--- A created answer: the first job's outcome, then the stale holders taken over.
-local function created(code, ahead, kind)
-  local answer = {code, int(now), ahead or '', kind or ''}
-  for _, old in ipairs(stale) do answer[#answer + 1] = old.id end
-  return answer
-end
-if first_ahead then return created('waiting', first_ahead, first_kind) end
-if claimed then return created('claimed') end
-return created('queued')
+if first_ahead then return created('waiting', now, stale, first_ahead, first_kind) end
+if claimed then return created('claimed', now, stale) end
+return created('queued', now, stale)

@@ -39,10 +39,7 @@ if code == 'missing' and A[4] == '0' then return {'missing'} end
 local now = now_ms()
 local fields = outcome
 local copy = code == 'missing' and run_job() or nil
-local missed = reach(function()
-  if copy then reach_write_back(copy.tenant, copy.kind) end
-  reach_end(id, copy or st, now)
-end)
+local missed = reach(reach_finish, copy, id, st, now)
 if missed then return answer_stale(missed) end
 if code == 'missing' then
   local job = copy

@@ -1,6 +1,6 @@
 //! The job scripts (`lua/*.lua`), loaded into Redis once as one Redis Function library
-//! (`lua/record.lua`, `lua/prelude.lua` and `lua/order.lua`, then each script as a function of
-//! it) and called by name with `FCALL`; the settings every call ends with; and the code
+//! (`lua/record.lua`, `lua/prelude.lua`, `lua/order.lua` and `lua/walks.lua`, then each script
+//! as a function of it) and called by name with `FCALL`; the settings every call ends with; and the code
 //! words scripts answer with, read into named values ([`Code`], [`CreateCode`]).
 //!
 //! A library, unlike a script sent with `EVALSHA`, runs its head once when it is loaded: the
@@ -27,6 +27,8 @@ pub const RECORD_LUA: &str = include_str!("../lua/record.lua");
 const PRELUDE: &str = include_str!("../lua/prelude.lua");
 /// A tenant's order and its pipelines: what follows a job's end (`after_end`).
 const ORDER: &str = include_str!("../lua/order.lua");
+/// What create.lua and finish.lua reach, made once at load rather than as closures a call.
+const WALKS: &str = include_str!("../lua/walks.lua");
 
 /// A job script: a function of the library, by its name there.
 pub struct Function(&'static str);
@@ -76,13 +78,13 @@ struct Library {
 }
 
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
-    let mut source = format!("{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n");
+    let mut source = format!("{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n{WALKS}\n");
     for &(script, body) in BODIES {
         source.push_str(script);
         source.push_str(body);
     }
     let name = format!("catalog_jobs_{:016x}", fnv1a(source.as_bytes()));
-    let mut code = format!("#!lua name={name}\n{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n");
+    let mut code = format!("#!lua name={name}\n{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n{WALKS}\n");
     for &(script, body) in BODIES {
         code.push_str(&format!(
             "redis.register_function('{name}_{script}', function(keys, args)\nbegin(keys, args)\n{body}\nend)\n"
@@ -327,6 +329,7 @@ mod tests {
             include_str!("../lua/awaited.lua"),
             include_str!("../lua/prelude.lua"),
             include_str!("../lua/order.lua"),
+            include_str!("../lua/walks.lua"),
         ];
         let words: Vec<String> = scripts.iter().flat_map(|s| returned_words(s)).collect();
         assert!(

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use catalog_jobs::catalog::pair::PairParams;
-use catalog_jobs::catalog::products::{CatalogStoreError, MemoryCatalog, Product};
+use catalog_jobs::catalog::products::{CatalogStoreError, MemoryCatalog, Product, ProductKey};
 use catalog_jobs::catalog::{demo, enrich, run_unfenced, sync, Catalog, CatalogSettings};
 use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::progress::guarded;
@@ -30,6 +30,7 @@ both_stores!(
     a_bad_import_body_is_refused_with_its_code_and_a_product_is_read_by_tenant,
     paging_visits_every_product_exactly_once,
     every_page_holds_at_most_limit_and_paging_visits_each_product_once,
+    paging_while_the_catalogue_grows_lists_each_product_at_most_once,
     enrich_resumes_skipping_unchanged_products_unless_forced,
     a_body_without_a_content_type_is_told_what_its_own_route_reads,
     a_price_is_in_its_products_currency_else_price_currency_and_a_code_not_iso_4217_is_a_row_error,
@@ -571,8 +572,7 @@ async fn paging_visits_every_product_exactly_once(b: Backend) {
     }
 }
 
-/// Enough products that Redis stores the hash as a hash table (not one listpack), so HSCAN
-/// hands out batches of its own sizes.
+/// Enough products that Redis stores the hash as a hash table (not one listpack).
 const PAGED_PRODUCTS: usize = 1_200;
 
 async fn every_page_holds_at_most_limit_and_paging_visits_each_product_once(b: Backend) {
@@ -601,6 +601,28 @@ async fn every_page_holds_at_most_limit_and_paging_visits_each_product_once(b: B
             }
             assert_eq!(seen, all, "limit {limit}: every product, once");
         }
+        // Products removed (on Redis the listing's index then counts keys the hash no longer
+        // holds, and is made again): the rest, each once.
+        let gone: Vec<ProductKey> = products
+            .iter()
+            .step_by(3)
+            .map(|p| p.product_key.clone())
+            .collect();
+        assert_eq!(store.remove(&t, &gone).unwrap(), gone.len() as u64);
+        let listed: Vec<String> = store_pages(|cursor| store.page(&t, 50, cursor))
+            .into_iter()
+            .flatten()
+            .map(|s| s.product.product_key.as_str().to_owned())
+            .collect();
+        let left: Vec<&String> = all
+            .iter()
+            .filter(|k| !gone.iter().any(|g| g.as_str() == k.as_str()))
+            .collect();
+        assert_eq!(
+            listed.iter().collect::<Vec<_>>(),
+            left,
+            "the rest, in key order, once"
+        );
         // A page's cursor, for this tenant, and what it must refuse: made-up cursors (numbers
         // HSCAN would take: a page from nowhere, or an empty last page), and on Redis, whose
         // cursor is a scan position of one tenant's hash, the same cursor given for another
@@ -631,6 +653,80 @@ async fn every_page_holds_at_most_limit_and_paging_visits_each_product_once(b: B
     })
     .await
     .unwrap();
+}
+
+/// The catalogue a client pages through while imports keep adding to it.
+const GROWING_FROM: usize = 20_000;
+
+/// Products of `n` new keys (`grown-<batch>-<i>`), a batch of imports made while paging.
+fn grown(batch: usize, n: usize) -> String {
+    demo::generate(n, batch as u64)
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut p)| {
+            p.product_key = ProductKey::parse(&format!("grown-{batch}-{i}")).unwrap();
+            serde_json::to_string(&p).unwrap() + "\n"
+        })
+        .collect()
+}
+
+/// Paging with limit=100 through 20,000 products while another task imports new keys (Redis
+/// rehashes the growing hash under the listing): no product is listed twice, and every
+/// product there throughout is listed once.
+async fn paging_while_the_catalogue_grows_lists_each_product_at_most_once(b: Backend) {
+    let app = Arc::new(spawn_catalog_app(b, test_config()).await);
+    let t = tenant();
+    let rows: String = demo::generate(GROWING_FROM, 17)
+        .iter()
+        .map(|p| serde_json::to_string(p).unwrap() + "\n")
+        .collect();
+    let r = app.import(t.as_str(), NDJSON, rows).await;
+    assert_eq!(r.status(), 200);
+    let stop = CancellationToken::new();
+    let grower = {
+        let (app, t, stop) = (app.clone(), t.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut batch = 0;
+            while !stop.is_cancelled() {
+                let r = app.import(t.as_str(), NDJSON, grown(batch, 400)).await;
+                assert_eq!(r.status(), 200);
+                batch += 1;
+            }
+            batch
+        })
+    };
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let first = format!("/catalog/products?tenant_id={t}&limit=100");
+    let pages = app.pages(&first, 10_000).await;
+    stop.cancel();
+    let batches = grower.await.unwrap();
+    for page in &pages {
+        let products = page["products"].as_array().unwrap();
+        assert!(products.len() <= 100, "a page of {}", products.len());
+        for p in products {
+            *seen
+                .entry(p["product_key"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+    }
+    let twice: Vec<&String> = seen
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "{} products listed twice over {} pages while {batches} imports added keys: {:?}",
+        twice.len(),
+        pages.len(),
+        &twice[..twice.len().min(5)]
+    );
+    let throughout = seen.keys().filter(|k| !k.starts_with("grown-")).count();
+    assert_eq!(
+        throughout, GROWING_FROM,
+        "every product there throughout, once"
+    );
+    assert!(batches > 0, "imports added keys while the listing paged");
 }
 
 async fn enrich_resumes_skipping_unchanged_products_unless_forced(b: Backend) {

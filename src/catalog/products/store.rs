@@ -92,8 +92,9 @@ pub trait CatalogStore: Send + Sync + 'static {
     ) -> Result<Write<Upserted>, CatalogStoreError>;
     fn get(&self, tenant: &TenantId, key: &ProductKey)
         -> Result<Option<Stored>, CatalogStoreError>;
-    /// A page of at most `limit` products in key order (embedded) or scan order (Redis);
-    /// following the cursor visits every product present throughout exactly once. The
+    /// A page of at most `limit` products in key order, after the cursor's key: following
+    /// the cursor lists a product at most once, and every product present throughout
+    /// exactly once, however the catalogue changes meanwhile. The
     /// cursor is opaque; one this store did not hand out is `BadCursor`.
     fn page(
         &self,
@@ -144,9 +145,9 @@ pub trait CatalogStore: Send + Sync + 'static {
     fn clear(&self, tenant: &TenantId) -> Result<Cleared, CatalogStoreError>;
     /// The Redis keys that hold the tenant's catalogue (the hashes of products, extracted
     /// attributes and neighbours, in that order, then pair's state, then the set naming the
-    /// keys pair stages aside, which go with it, then the change feed's two keys), for a
-    /// delete that removes them in the same step as the tenant's jobs (`JobStore::purge`);
-    /// none for the embedded catalogue.
+    /// keys pair stages aside, which go with it, then the change feed's two keys, then the
+    /// listing's index), for a delete that removes them in the same step as the tenant's
+    /// jobs (`JobStore::purge`); none for the embedded catalogue.
     fn hashes(&self, tenant: &TenantId) -> Vec<String>;
     /// Removes these products and what enrichment found for them; counts the products that
     /// were there. Their neighbour rows stay until the next pair (a product view skips a
@@ -273,7 +274,7 @@ impl Cleared {
     /// staging keys and the change feed count nothing).
     pub fn from_sizes(sizes: &[u64]) -> Option<Self> {
         match *sizes {
-            [products, extracted_attributes, neighbours, _pairing, _staging, _feed, _feed_at] => {
+            [products, extracted_attributes, neighbours, _pairing, _staging, _feed, _feed_at, _listing] => {
                 Some(Cleared {
                     products,
                     extracted_attributes,

@@ -18,7 +18,6 @@ use serde::Deserialize;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
-use self::cursor::ScanCursor;
 use self::direct::Direct;
 use self::table::Hashed;
 use self::write::{changed, Beside, FencedWrite};
@@ -54,6 +53,10 @@ impl CatalogKeys {
     }
     pub fn products(&self, t: &TenantId) -> String {
         format!("{}:products", self.of(t))
+    }
+    /// The listing's index: the product keys in key order (`cursor`).
+    pub fn listing(&self, t: &TenantId) -> String {
+        format!("{}:products:order", self.of(t))
     }
     pub fn enriched(&self, t: &TenantId) -> String {
         format!("{}:enriched", self.of(t))
@@ -344,7 +347,7 @@ impl CatalogStore for RedisCatalog {
             // Rows that changed nothing need no write, so no fence either.
             if !writes.is_empty() {
                 let fields: Vec<&str> = writes.iter().map(|(k, _)| *k).collect();
-                let beside = Beside::Feed(tenant);
+                let beside = Beside::Listed(tenant);
                 let write = (&writes[..], &fields[..]);
                 let hold = self.write_fenced(FencedWrite::Hset, &key, beside, write, fence)?;
                 if hold != Hold::Held {
@@ -372,49 +375,7 @@ impl CatalogStore for RedisCatalog {
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError> {
-        // HSCAN cannot resume inside a batch, so the cursor names the batch a page stopped
-        // in and the last key served from it (`ScanCursor`, checked against the tenant). A
-        // batch is served in key order; resuming re-reads it and skips the keys up to that
-        // one. Batches are read until the page is full, so a page holds at most `limit`.
-        let limit = limit.max(1);
-        let key = self.keys.products(tenant);
-        let (mut scan, mut after) = ScanCursor::decode(tenant, cursor)?;
-        let mut items: Vec<Stored> = Vec::with_capacity(limit);
-        loop {
-            let (next, mut batch): (u64, Vec<(String, String)>) = self.query(
-                redis::cmd("HSCAN")
-                    .arg(&key)
-                    .arg(scan)
-                    .arg("COUNT")
-                    .arg(limit),
-            )?;
-            batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            if let Some(last) = after.take() {
-                batch.retain(|(k, _)| *k > last);
-            }
-            let room = limit - items.len();
-            if batch.len() > room {
-                for (_, v) in &batch[..room] {
-                    items.push(Self::decode(v)?);
-                }
-                let resume = ScanCursor::inside(
-                    tenant,
-                    scan,
-                    items.last().map(|s| s.product.product_key.as_str()),
-                );
-                return Ok((items, Some(resume)));
-            }
-            for (_, v) in &batch {
-                items.push(Self::decode(v)?);
-            }
-            if next == 0 {
-                return Ok((items, None));
-            }
-            scan = next;
-            if items.len() == limit {
-                return Ok((items, Some(ScanCursor::inside(tenant, next, None))));
-            }
-        }
+        self.key_page(tenant, limit, cursor)
     }
 
     fn all(&self, tenant: &TenantId) -> Result<Vec<Stored>, CatalogStoreError> {
@@ -511,6 +472,7 @@ impl CatalogStore for RedisCatalog {
             self.keys.staged(tenant),
             self.keys.changes(tenant),
             self.keys.changes_at(tenant),
+            self.keys.listing(tenant),
         ]
     }
 

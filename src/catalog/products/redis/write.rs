@@ -34,6 +34,9 @@ pub(super) enum Beside<'a> {
     Staged(&'a str),
     /// A hash of the catalogue: its fields are noted in the tenant's change feed.
     Feed(&'a TenantId),
+    /// The products hash: its fields are noted in the change feed and join the listing's
+    /// index (`listing.lua`), which holds every key the hash holds.
+    Listed(&'a TenantId),
 }
 
 /// The writes `fenced_write.lua` makes.
@@ -100,7 +103,8 @@ impl RedisCatalog {
     /// are in this Redis, else under the job store's own check (`Fence::while_held`). A key
     /// staged aside (`Beside::Staged`, the set naming the tenant's staging keys) expires
     /// after `STAGING_TTL_SECS` and is named in that set in the same step; a write to the
-    /// catalogue (`Beside::Feed`, an HSET) notes its `fields` in the change feed.
+    /// catalogue (`Beside::Feed`, an HSET) notes its `fields` in the change feed, and a
+    /// write to the products hash (`Beside::Listed`) adds them to the listing's index too.
     pub(super) fn write_fenced<A: redis::ToRedisArgs + Copy + Send + Sync>(
         &self,
         write: FencedWrite,
@@ -111,22 +115,24 @@ impl RedisCatalog {
     ) -> Result<Hold, CatalogStoreError> {
         let ttl = match beside {
             Beside::Staged(_) => STAGING_TTL_SECS,
-            Beside::Feed(_) => 0,
+            Beside::Feed(_) | Beside::Listed(_) => 0,
         };
         if let Some(checked) = fence.in_script() {
-            let feed = match beside {
-                Beside::Feed(t) => Some((self.keys.changes(t), self.keys.changes_at(t))),
-                Beside::Staged(_) => None,
+            let beside_keys = match beside {
+                Beside::Staged(set) => vec![set.to_owned()],
+                Beside::Feed(t) => vec![self.keys.changes(t), self.keys.changes_at(t)],
+                Beside::Listed(t) => vec![
+                    self.keys.changes(t),
+                    self.keys.changes_at(t),
+                    self.keys.listing(t),
+                ],
             };
             let mut inv = FENCED_WRITE.key(key);
-            match (beside, &feed) {
-                (Beside::Staged(set), _) => inv.key(set),
-                (_, Some((feed, at))) => inv.key(feed).key(at),
-                (_, None) => unreachable!("a catalogue write names its feed"),
-            };
+            inv.key(&beside_keys);
             with_fence(&mut inv, &checked);
             inv.arg(ttl)
                 .arg(self.feed_bound)
+                .arg(u8::from(matches!(beside, Beside::Listed(_))))
                 .arg(write.command())
                 .arg(args);
             let word: String = self.invoke(write.resend(), &inv)?;
@@ -149,6 +155,13 @@ impl RedisCatalog {
                         .ignore();
                 }
                 Beside::Feed(t) => self.note_in(&mut pipe, t, fields),
+                Beside::Listed(t) => {
+                    self.note_in(&mut pipe, t, fields);
+                    if !fields.is_empty() {
+                        let scored: Vec<(u8, &str)> = fields.iter().map(|f| (0, *f)).collect();
+                        pipe.zadd_multiple(self.keys.listing(t), &scored).ignore();
+                    }
+                }
             }
             written = self.query_pipe_as::<()>(write.resend(), &pipe);
         });

@@ -142,7 +142,7 @@ fn every_guarded_refusal(answers: &mut std::collections::BTreeMap<String, RefOr<
         }
     }
     answers.entry("415".into()).or_insert_with(|| {
-        refusal("`unsupported_media_type`: a body sent to a route that reads none (other than a form or JSON object, which is refused by field), or a compressed one (a `Content-Encoding` other than `identity`).")
+        refusal("`unsupported_media_type`: a body sent to a route that reads none (other than a form or JSON object, which is refused by field), or a compressed one (a `Content-Encoding` other than `identity`); a body past `MAX_START_BODY_BYTES` or a compressed one is answered with `Connection: close` and the connection ends with it.")
     });
 }
 

@@ -96,8 +96,8 @@ struct BodyTooLarge;
         (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or may only read (`read:…`).", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive within `REQUEST_TIMEOUT_SECONDS`; the connection is closed.", body = ErrorBody),
         (status = 409, description = "`tenant_deleted`: the tenant was deleted while the import ran; it stopped at its next batch, and `report` counts what it saved before (which the delete removed).", body = ErrorBody),
-        (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`).", body = ErrorBody),
-        (status = 415, description = "`unsupported_media_type`: a content type not listed, or a compressed body (a `Content-Encoding` other than `identity`; that answer carries `Accept-Encoding: identity`).", body = ErrorBody),
+        (status = 413, description = "`payload_too_large` (beyond `MAX_BODY_BYTES`); the answer carries `Connection: close` and the connection ends with it (the rest of the body is left unread).", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`: a content type not listed, or a compressed body (a `Content-Encoding` other than `identity`; that answer carries `Accept-Encoding: identity` and `Connection: close`, and the connection ends with it).", body = ErrorBody),
         (status = 503, description = "`overloaded` (`MAX_CONCURRENT_IMPORTS` imports are running) or `store_unavailable`.", body = ErrorBody),
         BadField,
     ))]

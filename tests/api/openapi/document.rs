@@ -39,6 +39,31 @@ fn the_router_is_built_only_from_documented_handlers() {
     }
 }
 
+/// A refusal that leaves the body unread - every 413, and a 415 for a compressed body - ends
+/// the connection with `Connection: close` (`ApiError::into_response`); the document says so.
+#[test]
+fn every_refusal_that_ends_the_connection_says_so() {
+    let doc = serde_json::to_value(catalog_jobs::api::openapi::document()).unwrap();
+    let mut silent = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for status in ["413", "415"] {
+                let Some(text) = op["responses"][status]["description"].as_str() else {
+                    continue;
+                };
+                let closes = status == "413" || text.contains("compressed");
+                if closes && !text.contains("`Connection: close`") {
+                    silent.push(format!("{method} {path} {status}"));
+                }
+            }
+        }
+    }
+    assert!(
+        silent.is_empty(),
+        "no word of `Connection: close`: {silent:#?}"
+    );
+}
+
 #[test]
 fn every_operation_has_a_description_and_a_tag_the_document_describes() {
     let doc = serde_json::to_value(catalog_jobs::api::openapi::document()).unwrap();

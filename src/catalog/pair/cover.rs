@@ -4,8 +4,10 @@
 //!
 //! A product met in no list read so far shares with the query a set `S` of its words that
 //! holds no read word and no read pair: an *open* set. Sets are tracked exactly over the
-//! query's `TOP` heaviest words (pairs are indexed among those), and the lighter words are
-//! counted whole until their own list is read.
+//! query's `TOP` heaviest words (pairs and triples are indexed among those), and the lighter
+//! words are counted whole until their own list is read. Three top words common enough to
+//! have their triples listed (`Index::triple_from`) but no list are held by no product: the
+//! sets holding them are closed from the start.
 
 use super::index::{Index, List, PairPosting};
 
@@ -33,6 +35,11 @@ const CONTAINS: [u64; TOP] = {
     out
 };
 
+/// The subsets of the top words holding words `i`, `j` and `k`, as a bit set.
+fn holding_all(i: usize, j: usize, k: usize) -> u64 {
+    CONTAINS[i] & CONTAINS[j] & CONTAINS[k]
+}
+
 /// A query word in one partition: its weight, its bound and its list.
 #[derive(Clone, Copy)]
 pub struct Word {
@@ -43,11 +50,12 @@ pub struct Word {
     pub word: u32,
 }
 
-/// The next list to read: a word's (by its place in `Cover::words`) or a pair's.
+/// The next list to read: a word's (by its place in `Cover::words`), a pair's or a triple's.
 #[derive(Clone, Copy)]
 pub enum Next {
     Word(usize),
     Pair(usize, usize),
+    Triple(usize, usize, usize),
 }
 
 /// One query's open sets in one partition; reused from query to query.
@@ -60,6 +68,8 @@ pub struct Cover {
     open: u64,
     /// The indexed pair lists among the top words, by (i, j) with i < j.
     pairs: [[Option<List>; TOP]; TOP],
+    /// The indexed triple lists among the top words, by (i, j, k) with i < j < k.
+    triples: [[[Option<List>; TOP]; TOP]; TOP],
     /// How many of `words` are top words.
     pub top: usize,
     /// The summed bounds of the lighter words not read yet.
@@ -74,6 +84,7 @@ impl Cover {
             sums: [0.0; MASKS],
             open: 0,
             pairs: [[None; TOP]; TOP],
+            triples: [[[None; TOP]; TOP]; TOP],
             top: 0,
             tail: 0.0,
             tail_read: Vec::new(),
@@ -115,10 +126,31 @@ impl Cover {
         } else {
             (1u64 << (1 << top)) - 1
         };
+        self.find_triples(index, partition);
         self.tail = self.words[top..].iter().map(|w| w.bound).sum();
         self.tail_read.clear();
         self.tail_read.resize(self.words.len() - top, false);
         true
+    }
+
+    /// Looks up the triple lists among the top words; closes the sets holding a triple of
+    /// words common enough to be listed that has no list (no product holds all three).
+    fn find_triples(&mut self, index: &Index, partition: u32) {
+        let common = |w: &Word| w.list.len >= index.triple_from;
+        for i in 0..self.top {
+            for j in i + 1..self.top {
+                for k in j + 1..self.top {
+                    let (a, b, c) = (self.words[i], self.words[j], self.words[k]);
+                    let mut ids = [a.word, b.word, c.word];
+                    ids.sort_unstable();
+                    let list = index.triple(partition, ids);
+                    self.triples[i][j][k] = list;
+                    if list.is_none() && common(&a) && common(&b) && common(&c) {
+                        self.open &= !holding_all(i, j, k);
+                    }
+                }
+            }
+        }
     }
 
     /// The open subsets of the top words, as a bit set.
@@ -194,6 +226,24 @@ impl Cover {
         best + self.tail
     }
 
+    /// The triple list of top words `i < j < k`, when indexed.
+    pub fn triple(&self, i: usize, j: usize, k: usize) -> Option<List> {
+        self.triples[i][j][k]
+    }
+
+    /// The most a product in the triple list of top words `i`, `j` and `k` can score: the
+    /// heaviest open set holding all three, with every unread lighter word.
+    pub fn triple_bound(&self, i: usize, j: usize, k: usize) -> f32 {
+        let mut best = f32::NEG_INFINITY;
+        let mut open = self.open & holding_all(i, j, k);
+        while open != 0 {
+            let m = open.trailing_zeros() as usize;
+            open &= open - 1;
+            best = best.max(self.sums[m]);
+        }
+        best + self.tail
+    }
+
     /// The most the product of a posting in the pair list of top words `i` and `j` can
     /// score, with `BOUND_SLACK`: its own weights for the two words (`PairPosting`) times the
     /// query's, and the rest of the heaviest open set holding both with every unread lighter
@@ -225,8 +275,16 @@ impl Cover {
             }
             consider(self.words[i].list.len, Next::Word(i));
             for j in i + 1..self.top {
-                if let (true, Some(list)) = (set & (1 << j) != 0, self.pairs[i][j]) {
+                if set & (1 << j) == 0 {
+                    continue;
+                }
+                if let Some(list) = self.pairs[i][j] {
                     consider(list.len, Next::Pair(i, j));
+                }
+                for k in j + 1..self.top {
+                    if let (true, Some(list)) = (set & (1 << k) != 0, self.triples[i][j][k]) {
+                        consider(list.len, Next::Triple(i, j, k));
+                    }
                 }
             }
         }
@@ -240,6 +298,7 @@ impl Cover {
     pub fn settle(&mut self, read: Next) {
         match read {
             Next::Pair(i, j) => self.open &= !(CONTAINS[i] & CONTAINS[j]),
+            Next::Triple(i, j, k) => self.open &= !holding_all(i, j, k),
             Next::Word(i) if i < self.top => self.open &= !CONTAINS[i],
             Next::Word(i) => {
                 self.tail -= self.words[i].bound;

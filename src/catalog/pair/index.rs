@@ -8,6 +8,12 @@
 //! words; the pair lists name exactly those, and are a hundred times shorter. Which lists a
 //! query reads, and why that is exact, is in `score`.
 //!
+//! Why triples: in a catalogue large enough that a query's top k is filled by products that
+//! share all but one of its words, the bar is above what any two words can add, and what is
+//! left to rule out is a product sharing three. The lists of groups holding three common
+//! words (each on at least `triple_from` groups, at least the pairs' threshold) name those,
+//! and are a hundred times shorter again than the pairs' at a million products.
+//!
 //! Postings carry the group's vector span, so scoring a candidate reads one place in memory.
 
 use std::collections::HashMap;
@@ -26,6 +32,10 @@ const PAIR_FROM: u32 = 32;
 /// threshold for a common word doubles until they fit (pairs are an accelerator: fewer of
 /// them costs time, never exactness).
 const PAIR_BUDGET: usize = 3;
+
+/// Triple postings may take at most this many times the single-word postings, their
+/// threshold doubled from the pairs' until they fit (an accelerator too).
+const TRIPLE_BUDGET: usize = 2;
 
 /// A multiply-rotate hasher for the index's small integer keys: SipHash's resistance to
 /// chosen keys is not needed for ids this process assigned, and it costs a third of a
@@ -85,6 +95,14 @@ pub struct PairPosting {
     pub weights: [Quantised; 2],
 }
 
+/// A group in a triple's list, and where its vector is.
+#[derive(Clone, Copy, Debug)]
+pub struct Span {
+    pub group: u32,
+    pub start: u32,
+    pub end: u32,
+}
+
 /// A weight in `0..=1` rounded up to a 65,535th: never below the weight it stands for.
 #[derive(Clone, Copy, Debug)]
 pub struct Quantised(u16);
@@ -113,6 +131,11 @@ pub struct Index {
     postings: Vec<Posting>,
     pairs: IdMap<(u32, u32, u32), List>,
     pair_postings: Vec<PairPosting>,
+    triples: IdMap<(u32, u32, u32, u32), List>,
+    triple_postings: Vec<Span>,
+    /// Words on at least this many groups of a category have their triples listed: a
+    /// triple of such words with no list is held by no group.
+    pub triple_from: u32,
     /// The categories products are in, `NO_CATEGORY` included when some have none.
     pub partitions: Vec<u32>,
 }
@@ -130,7 +153,8 @@ impl Index {
     /// The index of the groups of `e` from `first` on that have members. Builds the lists
     /// one partition (category) at a time, so that the arrays sorted hold one category's
     /// entries, and a cancel is seen between partitions; calls `built(done, all)` after each
-    /// of the `all` steps (each partition's word lists, each one's pair lists).
+    /// of the `all` steps (each partition's word lists, each one's pair lists, each one's
+    /// triple lists).
     pub fn build_from(
         e: &Embedding,
         first: u32,
@@ -151,26 +175,38 @@ impl Index {
         let mut singles = IdMap::default();
         let words: usize = live.iter().map(|&g| e.vectors.row(g as usize).len()).sum();
         let mut postings = Vec::with_capacity(words);
-        let all = 2 * partitions.len();
+        let steps = partitions.len();
+        let all = 3 * steps;
         for (done, (&c, groups)) in partitions.iter().zip(&members).enumerate() {
             check(stop)?;
             single_lists(e, c, groups, &mut singles, &mut postings);
             built(done + 1, all);
         }
-        let from = common_from(e, &live, &singles, postings.len(), stop)?;
+        let pair_budget = postings.len().saturating_mul(PAIR_BUDGET);
+        let from = common_from(e, &live, &singles, (2, PAIR_FROM, pair_budget), stop)?;
         let mut pairs = IdMap::default();
         let mut pair_postings = Vec::new();
         for (done, (&c, groups)) in partitions.iter().zip(&members).enumerate() {
             check(stop)?;
-            pair_lists(
-                e,
-                (c, groups),
+            let common = Common {
+                singles: &singles,
                 from,
-                &singles,
-                &mut pairs,
-                &mut pair_postings,
-            );
-            built(partitions.len() + done + 1, all);
+            };
+            pair_lists(e, (c, groups), &common, &mut pairs, &mut pair_postings);
+            built(steps + done + 1, all);
+        }
+        let triple_budget = postings.len().saturating_mul(TRIPLE_BUDGET);
+        let triple_from = common_from(e, &live, &singles, (3, from, triple_budget), stop)?;
+        let mut triples = IdMap::default();
+        let mut triple_postings = Vec::new();
+        for (done, (&c, groups)) in partitions.iter().zip(&members).enumerate() {
+            check(stop)?;
+            let common = Common {
+                singles: &singles,
+                from: triple_from,
+            };
+            triple_lists(e, (c, groups), &common, &mut triples, &mut triple_postings);
+            built(2 * steps + done + 1, all);
         }
         check(stop)?;
         Ok(Self {
@@ -178,6 +214,9 @@ impl Index {
             postings,
             pairs,
             pair_postings,
+            triples,
+            triple_postings,
+            triple_from,
             partitions,
         })
     }
@@ -192,6 +231,12 @@ impl Index {
         self.pairs.get(&(partition, a, b)).copied()
     }
 
+    /// The list of groups holding all three words (`a < b < d`) in `partition`, when any
+    /// group does and they are common from `triple_from`.
+    pub fn triple(&self, partition: u32, [a, b, d]: [u32; 3]) -> Option<List> {
+        self.triples.get(&(partition, a, b, d)).copied()
+    }
+
     pub fn postings(&self, list: List) -> &[Posting] {
         &self.postings[list.start as usize..(list.start + list.len) as usize]
     }
@@ -200,14 +245,20 @@ impl Index {
         &self.pair_postings[list.start as usize..(list.start + list.len) as usize]
     }
 
+    pub fn triple_postings(&self, list: List) -> &[Span] {
+        &self.triple_postings[list.start as usize..(list.start + list.len) as usize]
+    }
+
     /// Bytes held, about: the postings and the maps of lists.
     pub fn bytes(&self) -> usize {
         use std::mem::size_of;
         let entry = |key: usize| key + size_of::<List>() + 8;
         self.postings.capacity() * size_of::<Posting>()
             + self.pair_postings.capacity() * size_of::<PairPosting>()
+            + self.triple_postings.capacity() * size_of::<Span>()
             + self.singles.capacity() * entry(8)
             + self.pairs.capacity() * entry(12)
+            + self.triples.capacity() * entry(16)
     }
 
     /// How many word lists and pair lists there are (their slots are below these).
@@ -287,25 +338,24 @@ fn single_lists(
     postings.extend(entries.into_iter().map(|(_, p)| p));
 }
 
-/// The common-word threshold: raised from `PAIR_FROM` until the pair postings fit the
-/// budget.
+/// The common-word threshold for lists of `r` words: raised from `from` until their
+/// postings (each group's `r`-word sets of common words) fit `budget`.
 fn common_from(
     e: &Embedding,
     live: &[u32],
     singles: &IdMap<(u32, u32), List>,
-    single_postings: usize,
+    (r, mut from, budget): (usize, u32, usize),
     stop: &CancellationToken,
 ) -> Result<u32, CatalogError> {
-    let budget = single_postings.saturating_mul(PAIR_BUDGET);
-    let mut from = PAIR_FROM;
     let mut common = Vec::new();
     loop {
         check(stop)?;
         let count: usize = live
             .iter()
             .map(|&g| {
-                common_words(e, singles, g as usize, from, &mut common);
-                common.len() * common.len().saturating_sub(1) / 2
+                let at = Common { singles, from };
+                at.words(e, g as usize, &mut common);
+                choose(common.len(), r)
             })
             .sum();
         if count <= budget {
@@ -315,20 +365,43 @@ fn common_from(
     }
 }
 
+/// How many sets of `r` words `n` words make.
+fn choose(n: usize, r: usize) -> usize {
+    (0..r).fold(1, |c, i| c * n.saturating_sub(i) / (i + 1))
+}
+
+/// Which words of a category are common: those on at least `from` of its groups.
+struct Common<'a> {
+    singles: &'a IdMap<(u32, u32), List>,
+    from: u32,
+}
+
+impl Common<'_> {
+    /// The words of group `g` common in its category, by id, with its weights.
+    fn words(&self, e: &Embedding, g: usize, out: &mut Vec<(u32, f32)>) {
+        let c = e.group_category[g];
+        out.clear();
+        out.extend(e.vectors.row(g).iter().copied().filter(|&(t, _)| {
+            self.singles
+                .get(&(c, t))
+                .is_some_and(|l| l.len >= self.from)
+        }));
+    }
+}
+
 /// Appends partition `c`'s pair lists: for each pair of words common from `from` groups,
 /// the `groups` holding both.
 fn pair_lists(
     e: &Embedding,
     (c, groups): (u32, &[u32]),
-    from: u32,
-    singles: &IdMap<(u32, u32), List>,
+    at: &Common<'_>,
     pairs: &mut IdMap<(u32, u32, u32), List>,
     pair_postings: &mut Vec<PairPosting>,
 ) {
     let mut common = Vec::new();
     let mut entries: Vec<(u32, u32, PairPosting)> = Vec::new();
     for &g in groups {
-        common_words(e, singles, g as usize, from, &mut common);
+        at.words(e, g as usize, &mut common);
         let (start, end) = e.vectors.span(g as usize);
         for (x, &(a, wa)) in common.iter().enumerate() {
             for &(b, wb) in &common[x + 1..] {
@@ -361,22 +434,49 @@ fn pair_lists(
     pair_postings.extend(entries.into_iter().map(|(_, _, p)| p));
 }
 
-/// The words of group `g` that are common in its category (on at least `from` groups),
-/// by id, with its weights.
-fn common_words(
+/// Appends partition `c`'s triple lists: for each three words common from `at.from`, the
+/// `groups` holding all three.
+fn triple_lists(
     e: &Embedding,
-    singles: &IdMap<(u32, u32), List>,
-    g: usize,
-    from: u32,
-    out: &mut Vec<(u32, f32)>,
+    (c, groups): (u32, &[u32]),
+    at: &Common<'_>,
+    triples: &mut IdMap<(u32, u32, u32, u32), List>,
+    triple_postings: &mut Vec<Span>,
 ) {
-    let c = e.group_category[g];
-    out.clear();
-    out.extend(
-        e.vectors
-            .row(g)
-            .iter()
-            .copied()
-            .filter(|&(t, _)| singles.get(&(c, t)).is_some_and(|l| l.len >= from)),
+    let mut common = Vec::new();
+    let mut entries: Vec<([u32; 3], Span)> = Vec::new();
+    for &g in groups {
+        at.words(e, g as usize, &mut common);
+        let (start, end) = e.vectors.span(g as usize);
+        let span = Span {
+            group: g,
+            start,
+            end,
+        };
+        // A vector is sorted by word id, so each triple comes in id order.
+        for (x, &(a, _)) in common.iter().enumerate() {
+            for (y, &(b, _)) in common.iter().enumerate().skip(x + 1) {
+                for &(d, _) in &common[y + 1..] {
+                    entries.push(([a, b, d], span));
+                }
+            }
+        }
+    }
+    entries.sort_unstable_by_key(|&(words, p)| (words, p.group));
+    let base = triple_postings.len();
+    for_each_run(
+        &entries,
+        |x, y| x.0 == y.0,
+        |start, end| {
+            let [a, b, d] = entries[start].0;
+            let list = List {
+                start: (base + start) as u32,
+                len: (end - start) as u32,
+                heaviest: 0.0,
+                slot: triples.len() as u32,
+            };
+            triples.insert((c, a, b, d), list);
+        },
     );
+    triple_postings.extend(entries.into_iter().map(|(_, p)| p));
 }

@@ -247,6 +247,15 @@ impl Reverse {
                         }
                     }
                 }
+                Next::Triple(i, j, k) => {
+                    let list = self.cover.triple(i, j, k).expect("chosen among triples");
+                    let bound = self.cover.triple_bound(i, j, k) + BOUND_SLACK;
+                    for p in at.index.triple_postings(list) {
+                        if bound >= s.bars.group[p.group as usize] {
+                            self.visit(s, g, mine, p.group as usize, (p.start, p.end), out);
+                        }
+                    }
+                }
                 Next::Word(i) => {
                     let w = self.cover.words[i];
                     let rest = self.cover.rest(i);

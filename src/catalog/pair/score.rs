@@ -5,15 +5,16 @@
 //! set `S` of its words; its score is at most the sum over `S` of each word's *bound* (the
 //! query's weight times the heaviest weight in that word's list). Reading a word's list
 //! meets every product whose `S` holds the word; reading a pair's list every product whose
-//! `S` holds both. So after a set `R` of lists was read, an unmet product's `S` holds no
-//! read word and no read pair, and the most it can score is `U(R)`, the heaviest such set.
+//! `S` holds both; a triple's, every product whose `S` holds all three. So after a set `R` of
+//! lists was read, an unmet product's `S` holds no read word, pair or triple, and the most it
+//! can score is `U(R)`, the heaviest such set.
 //! The query reads lists until `U(R)` is below the current bar (the k-th best so far, or
 //! `min_score` while fewer than k were found) and scores every product it meets exactly;
 //! nothing that could enter the top k is left unmet. The bookkeeping of open sets is in
 //! `cover`.
 //!
 //! **Which list next.** One that holds the heaviest unread set together — the shortest of
-//! its words' and indexed pairs' lists. A word's list is read heaviest first and left as
+//! its words', indexed pairs' and indexed triples' lists. A word's list is read heaviest first and left as
 //! soon as the rest of it cannot reach the bar (MaxScore's cut), which also settles the word.
 //! The group's own members, at their own score, raise the bar before any list is read.
 //!
@@ -248,6 +249,12 @@ impl Query {
                 Next::Pair(i, j) => {
                     let list = self.cover.pair(i, j).expect("chosen among indexed pairs");
                     for p in index.pair_postings(list) {
+                        bar = self.visit(q, p.group, (p.start, p.end), bar);
+                    }
+                }
+                Next::Triple(i, j, k) => {
+                    let list = self.cover.triple(i, j, k).expect("chosen among triples");
+                    for p in index.triple_postings(list) {
                         bar = self.visit(q, p.group, (p.start, p.end), bar);
                     }
                 }

@@ -594,6 +594,36 @@ async fn a_cancel_while_listing_reading_indexing_or_scoring_stops_the_pair_withi
     .await
 }
 
+/// On Redis the new table is staged in chunks before the swap: the pair's progress moves
+/// through the writing (values strictly between 90 and 100), and never goes back.
+#[tokio::test]
+async fn a_pair_s_progress_moves_while_redis_stages_its_table_and_never_goes_back() {
+    blocking(|| {
+        let (catalog, t, _) = paired(Backend::Redis, 131);
+        let seen = std::sync::Mutex::new(Vec::<u8>::new());
+        let progress = |percent: u8, _: &str| seen.lock().unwrap().push(percent);
+        let params = PairParams { full: true };
+        run_unfenced(&catalog, &t, &params, &never(), Some(&progress)).unwrap();
+        let seen = seen.into_inner().unwrap();
+        assert!(
+            seen.windows(2).all(|w| w[0] <= w[1]),
+            "progress never goes back: {seen:?}"
+        );
+        let mut writing: Vec<u8> = seen
+            .iter()
+            .copied()
+            .filter(|p| (91..100).contains(p))
+            .collect();
+        writing.dedup();
+        assert!(
+            writing.len() >= 5,
+            "progress moves while the table is written: {writing:?} of {seen:?}"
+        );
+        assert_eq!(seen.last(), Some(&100), "{seen:?}");
+    })
+    .await
+}
+
 /// Every 97th product's key, in key order.
 fn sample_keys(catalog: &Catalog, t: &TenantId) -> Vec<ProductKey> {
     let versions = catalog.store.versions(t).unwrap();

@@ -87,6 +87,9 @@ const LOADED: u8 = 5;
 const EMBEDDED: u8 = 35;
 const INDEXED: u8 = 45;
 const SCORED: u8 = 90;
+/// Where the store's writing of the table reaches once it is done; 100 follows when the
+/// kept engine is put away.
+const WRITTEN: u8 = 99;
 
 /// The phase a run had reached at `percent`, as a stopped or failed pair reports it.
 fn phase_at(percent: u8) -> PairPhase {
@@ -227,7 +230,7 @@ impl Run<'_> {
             rescored_because: None,
             ..counts(&pairing)
         };
-        self.save(pairing, engine, Rewrite::Whole)?;
+        self.save(pairing, engine, Rewrite::whole())?;
         Ok(to_result(&report))
     }
 
@@ -256,10 +259,7 @@ impl Run<'_> {
             }),
             ..counts(&paired.pairing)
         };
-        let rewrite = Rewrite::Rows {
-            changed: &paired.rows,
-            removed: &paired.removed,
-        };
+        let rewrite = Rewrite::rows(&paired.rows, &paired.removed);
         self.save(paired.pairing, paired.engine, rewrite)?;
         Ok(to_result(&report))
     }
@@ -300,6 +300,11 @@ impl Run<'_> {
             &format!("writing the neighbour table ({paired} products)"),
         );
         let window = self.catalog.settings.write_retry;
+        let step = format!("writing the neighbour table ({paired} products)");
+        let written = |done: usize, all: usize| {
+            self.progress.interpolate(SCORED, WRITTEN, done, all, &step);
+        };
+        let rewrite = rewrite.telling(&written);
         // A run fenced off after the check above (recovered, taken over) must not swap: the
         // store checks the job record in the same step as the swap.
         let swap = retrying(window, self.stop, || {

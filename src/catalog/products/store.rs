@@ -239,17 +239,51 @@ pub fn in_key_order(mut versions: Vec<(ProductKey, u64)>) -> Vec<(ProductKey, u6
     versions
 }
 
-/// Which rows of the neighbour table a new pairing changes.
-#[derive(Clone, Copy, Debug)]
-pub enum Rewrite<'a> {
+/// Which rows of the neighbour table a new pairing changes, and whom a store that writes
+/// them in parts tells how far it is.
+#[derive(Clone, Copy)]
+pub struct Rewrite<'a> {
+    /// `None` for the whole table.
+    rows: Option<(&'a [u32], &'a [ProductKey])>,
+    written: &'a (dyn Fn(usize, usize) + Sync),
+}
+
+/// Nobody to tell (`Rewrite::written`).
+fn nobody(_: usize, _: usize) {}
+
+impl<'a> Rewrite<'a> {
     /// All of them: the table becomes the pairing's rows.
-    Whole,
-    /// Only the rows of these products (indices into the pairing's keys; a product whose
-    /// row is now empty loses it), and the rows of these removed products go.
-    Rows {
-        changed: &'a [u32],
-        removed: &'a [ProductKey],
-    },
+    pub fn whole() -> Self {
+        Self {
+            rows: None,
+            written: &nobody,
+        }
+    }
+
+    /// Only the rows of `changed` (indices into the pairing's keys; a product whose row is
+    /// now empty loses it), and the rows of the `removed` products go.
+    pub fn rows(changed: &'a [u32], removed: &'a [ProductKey]) -> Self {
+        Self {
+            rows: Some((changed, removed)),
+            written: &nobody,
+        }
+    }
+
+    /// The same, telling `written(done, all)` after each part a store writes (`all` the
+    /// parts it writes in all, the swap the last).
+    pub fn telling(self, written: &'a (dyn Fn(usize, usize) + Sync)) -> Self {
+        Self { written, ..self }
+    }
+
+    /// The rows that change and the removed products' keys; `None` for the whole table.
+    pub fn changed(&self) -> Option<(&'a [u32], &'a [ProductKey])> {
+        self.rows
+    }
+
+    /// Tells that `done` of the `all` parts are written.
+    pub fn written(&self, done: usize, all: usize) {
+        (self.written)(done, all);
+    }
 }
 
 /// How a fenced swap of a whole table went.

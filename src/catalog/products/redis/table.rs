@@ -7,6 +7,7 @@
 //! The state is one binary string (`Pairing::encode`), written and read in slices so that
 //! no command carries more than `SLICE` bytes.
 
+use std::cell::Cell;
 use std::sync::{Arc, LazyLock};
 
 use redis::Script;
@@ -45,6 +46,29 @@ struct Staged {
 enum Mode {
     Whole,
     Rows,
+}
+
+/// Counts a save's writes done and tells its `Rewrite` (`Rewrite::written`).
+struct Tally<'a> {
+    rewrite: Rewrite<'a>,
+    done: Cell<usize>,
+    all: usize,
+}
+
+impl<'a> Tally<'a> {
+    fn new(rewrite: Rewrite<'a>, all: usize) -> Self {
+        Self {
+            rewrite,
+            done: Cell::new(0),
+            all,
+        }
+    }
+
+    /// One more write done.
+    fn one(&self) {
+        self.done.set(self.done.get() + 1);
+        self.rewrite.written(self.done.get(), self.all);
+    }
 }
 
 /// Stored products and their enrichments as Redis holds them, `None` where there is none.
@@ -95,8 +119,8 @@ impl RedisCatalog {
         &self,
         staged: &Staged,
         rows: impl Iterator<Item = (&'a str, Vec<Neighbour>)>,
-        fence: &dyn Fence,
-        stop: &CancellationToken,
+        (fence, stop): (&dyn Fence, &CancellationToken),
+        tally: &Tally<'_>,
     ) -> Result<Hold, CatalogStoreError> {
         let mut writes: Vec<(&str, String)> = Vec::with_capacity(CHUNK);
         let mut rows = rows.peekable();
@@ -111,6 +135,7 @@ impl RedisCatalog {
             if hold != Hold::Held {
                 return Ok(hold);
             }
+            tally.one();
         }
         Ok(Hold::Held)
     }
@@ -130,15 +155,15 @@ impl RedisCatalog {
     }
 
     /// Stages each of `parts` in turn (`stage`), stopping at the first the fence refuses,
-    /// and before the next once `stop` is cancelled (`Stopped`).
+    /// and before the next once `stop` is cancelled (`Stopped`); counts each in `tally`.
     fn stage_each<A: redis::ToRedisArgs + Copy + Send + Sync>(
         &self,
         write: FencedWrite,
         staged: &Staged,
         key: &str,
         parts: impl IntoIterator<Item = A>,
-        fence: &dyn Fence,
-        stop: &CancellationToken,
+        (fence, stop): (&dyn Fence, &CancellationToken),
+        tally: &Tally<'_>,
     ) -> Result<Hold, CatalogStoreError> {
         for part in parts {
             stopped(stop)?;
@@ -146,6 +171,7 @@ impl RedisCatalog {
             if hold != Hold::Held {
                 return Ok(hold);
             }
+            tally.one();
         }
         Ok(Hold::Held)
     }
@@ -240,12 +266,15 @@ impl RedisCatalog {
     ) -> Result<Swap, CatalogStoreError> {
         // A replace given its rows is not stopped midway: it has no stop to check.
         let never = CancellationToken::new();
+        let tally = Tally::new(Rewrite::whole(), 0);
         self.staged_swap(tenant, (Mode::Whole, None), fence, |staged| {
             let rows = table.iter().map(|(k, n)| (k.as_str(), n.clone()));
-            self.stage_rows(staged, rows, fence, &never)
+            self.stage_rows(staged, rows, (fence, &never), &tally)
         })
     }
 
+    /// Stages the rows `rewrite` names, the removed ones and the state, then swaps, telling
+    /// `rewrite` after each staging write and after the swap how many of them are done.
     pub(super) fn save_pairing_table(
         &self,
         tenant: &TenantId,
@@ -255,55 +284,58 @@ impl RedisCatalog {
         stop: &CancellationToken,
     ) -> Result<Swap, CatalogStoreError> {
         let row = |i: usize| pairing.row(i).map(|r| (pairing.keys[i].as_str(), r));
-        let mode = match rewrite {
-            Rewrite::Whole => Mode::Whole,
-            Rewrite::Rows { .. } => Mode::Rows,
+        let has_row = |i: usize| !pairing.top(i).is_empty();
+        let (mode, rows, gone): (Mode, Vec<u32>, Vec<&str>) = match rewrite.changed() {
+            None => {
+                let rows = (0..pairing.keys.len() as u32).filter(|&i| has_row(i as usize));
+                (Mode::Whole, rows.collect(), Vec::new())
+            }
+            Some((changed, removed)) => {
+                let (rows, emptied): (Vec<u32>, Vec<u32>) =
+                    changed.iter().partition(|&&i| has_row(i as usize));
+                let emptied = emptied
+                    .into_iter()
+                    .map(|i| pairing.keys[i as usize].as_str());
+                let gone = removed.iter().map(ProductKey::as_str).chain(emptied);
+                (Mode::Rows, rows, gone.collect())
+            }
         };
-        self.staged_swap(tenant, (mode, Some(fed_upto)), fence, |staged| {
-            let hold = match rewrite {
-                Rewrite::Whole => {
-                    let rows = (0..pairing.keys.len()).filter_map(row);
-                    self.stage_rows(staged, rows, fence, stop)?
-                }
-                Rewrite::Rows { changed, removed } => {
-                    let rows = changed.iter().filter_map(|&i| row(i as usize));
-                    let hold = self.stage_rows(staged, rows, fence, stop)?;
-                    let emptied = changed
-                        .iter()
-                        .filter(|&&i| pairing.best.row(i as usize).is_empty())
-                        .map(|&i| pairing.keys[i as usize].as_str());
-                    let gone: Vec<&str> = removed
-                        .iter()
-                        .map(ProductKey::as_str)
-                        .chain(emptied)
-                        .collect();
-                    match hold {
-                        Hold::Held => {
-                            let chunks = gone.chunks(CHUNK);
-                            let gone_key = &staged.gone;
-                            self.stage_each(
-                                FencedWrite::Sadd,
-                                staged,
-                                gone_key,
-                                chunks,
-                                fence,
-                                stop,
-                            )?
-                        }
-                        refused => refused,
-                    }
-                }
-            };
+        let state = pairing.encode();
+        let writes = rows.len().div_ceil(CHUNK) + gone.len().div_ceil(CHUNK);
+        let tally = Tally::new(rewrite, writes + state.len().div_ceil(SLICE) + 1);
+        let swap = self.staged_swap(tenant, (mode, Some(fed_upto)), fence, |staged| {
+            let rows = rows.iter().filter_map(|&i| row(i as usize));
+            let mut hold = self.stage_rows(staged, rows, (fence, stop), &tally)?;
+            if hold == Hold::Held && !gone.is_empty() {
+                let chunks = gone.chunks(CHUNK);
+                let gone_key = &staged.gone;
+                hold = self.stage_each(
+                    FencedWrite::Sadd,
+                    staged,
+                    gone_key,
+                    chunks,
+                    (fence, stop),
+                    &tally,
+                )?;
+            }
             match hold {
                 Hold::Held => {
-                    let state = pairing.encode();
                     let slices = state.chunks(SLICE);
                     let key = &staged.state;
-                    self.stage_each(FencedWrite::Append, staged, key, slices, fence, stop)
+                    self.stage_each(
+                        FencedWrite::Append,
+                        staged,
+                        key,
+                        slices,
+                        (fence, stop),
+                        &tally,
+                    )
                 }
                 refused => Ok(refused),
             }
-        })
+        })?;
+        tally.one();
+        Ok(swap)
     }
 
     /// The tenant's pairing state, read a slice at a time (`Stopped` between slices once

@@ -594,6 +594,72 @@ async fn a_cancel_while_listing_reading_indexing_or_scoring_stops_the_pair_withi
     .await
 }
 
+/// Products of the catalogue whose embedding a cancel lands in: enough that making its
+/// identities, or grouping and weighing them, takes seconds in a test build unchecked.
+const LARGE: usize = 100_000;
+
+/// How long a pair may go on after a cancel that lands while it makes identities or weighs
+/// words: the 250 ms the service gives a job to stop (docs/api.md).
+const EMBED_STOP_BOUND: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// A cancel that lands as a large catalogue's identities are made (plurals folded, compound
+/// words joined, on every core) or as its words are weighed and its products grouped stops
+/// the pair within 250 ms, reporting the phase it reached, and the previous table and state
+/// stay whole. Before, neither step looked at the cancel: the pair ran on to the index.
+#[tokio::test]
+async fn a_cancel_while_a_large_catalogue_is_embedded_or_weighed_stops_the_pair_within_250_ms() {
+    blocking(|| {
+        let (catalog, t, _) = paired_in(catalog_store(Backend::Memory), 2_000, 141);
+        let large = demo::Edits {
+            upserts: demo::generate_hard(LARGE, 142),
+            removals: Vec::new(),
+        };
+        apply(&catalog, &t, &large);
+        drop(large);
+        let state = catalog.store.pairing(&t, &never()).unwrap();
+        let keys = sample_keys(&catalog, &t);
+        let sample = sample_rows(&catalog, &t, &keys);
+        let mut figures = Vec::new();
+        // (the step whose report cancels, the phase a stopped run reports)
+        for (cancels_at, reported) in [
+            ("folding plurals and joining compound words", "embedding"),
+            ("weighting words", "indexing"),
+        ] {
+            let stop = CancellationToken::new();
+            let cancelled_at = std::sync::Mutex::new(None::<std::time::Instant>);
+            let progress = |_: u8, step: &str| {
+                let mut at = cancelled_at.lock().unwrap();
+                if at.is_none() && step.starts_with(cancels_at) {
+                    *at = Some(std::time::Instant::now());
+                    stop.cancel();
+                }
+            };
+            let params = PairParams { full: true };
+            let stopped = run_unfenced(&catalog, &t, &params, &stop, Some(&progress));
+            let took = cancelled_at
+                .into_inner()
+                .unwrap()
+                .unwrap_or_else(|| panic!("{cancels_at}: the cancel landed: {stopped:?}"))
+                .elapsed();
+            figures.push((cancels_at, took));
+            let Err(CatalogError::CancelledWith(report)) = &stopped else {
+                panic!("{cancels_at}: the pair stopped on its cancel: {stopped:?}");
+            };
+            assert_eq!(report["phase"], reported, "{cancels_at}: {report}");
+            assert!(
+                took < EMBED_STOP_BOUND,
+                "{cancels_at}: stopped {took:?} after its cancel"
+            );
+            let now = catalog.store.pairing(&t, &never()).unwrap();
+            assert_eq!(now, state, "{cancels_at}: the state");
+            let rows = sample_rows(&catalog, &t, &keys);
+            assert_eq!(rows, sample, "{cancels_at}: the table");
+        }
+        println!("cancel → stopped (memory, {LARGE} products more): {figures:?}");
+    })
+    .await
+}
+
 /// On Redis the new table is staged in chunks before the swap: the pair's progress moves
 /// through the writing (values strictly between 90 and 100), and never goes back.
 #[tokio::test]

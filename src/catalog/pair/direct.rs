@@ -53,11 +53,10 @@ fn embed_keyed(
     let mut reading = Reading::new();
     reading.add(inputs, &vec![0; n]);
     progress.report(LOADED, "embedding product names");
-    let mut prepared = reading.identities();
-    check(stop)?;
+    let mut prepared = reading.identities(stop)?;
     progress.report(EMBEDDED, "weighting words");
     let ranks = key_ranks(&prepared.keys);
-    let e = prepared.embed(ranks);
+    let e = prepared.embed(ranks, stop)?;
     Ok((prepared.keys, e))
 }
 

@@ -12,18 +12,25 @@
 
 use std::collections::HashMap;
 
+use tokio_util::sync::CancellationToken;
+
 pub use super::vectors::{dot, weigh};
 use super::{Weights, CORES};
 use crate::catalog::extract::{identity_tokens, name_words};
 use crate::catalog::products::{PairingInput, ProductKey, Traits, NO_CATEGORY};
 use crate::catalog::rows::Rows;
 use crate::catalog::tokens::{frozen_identity, identity, Vocabulary};
+use crate::catalog::{check, CatalogError};
 
 /// Two prices are comparable when the larger is at most this many times the smaller.
 const PRICE_BAND: f64 = 3.0;
 
 /// From how many products a chunk is tokenised on several threads.
 const PARALLEL_FROM: usize = 2048;
+
+/// Products (or groups) made between two looks at the stop token while identities are made,
+/// products grouped and vectors weighed (a million took seconds unchecked).
+const STOP_STRIDE: usize = 1_024;
 
 /// Categories and materials by name, in order of first appearance.
 #[derive(Clone, Debug, Default)]
@@ -184,8 +191,9 @@ impl Reading {
     }
 
     /// Folds the vocabulary and makes every product's identity, then counts each word's
-    /// products: the catalogue ready to weigh.
-    pub fn identities(mut self) -> Prepared {
+    /// products: the catalogue ready to weigh. `Cancelled` once `stop` is (looked at every
+    /// `STOP_STRIDE` products on each thread).
+    pub fn identities(mut self, stop: &CancellationToken) -> Result<Prepared, CatalogError> {
         self.vocabulary.fold_plurals();
         let n = self.keys.len();
         let vocabulary = &self.vocabulary;
@@ -200,6 +208,9 @@ impl Reading {
                         let end = (start + per).min(n);
                         let mut out = Rows::with_capacity(end - start, (end - start) * 5);
                         for i in start..end {
+                            if (i - start) % STOP_STRIDE == 0 && stop.is_cancelled() {
+                                break;
+                            }
                             out.push(&identity(
                                 words.row(2 * i),
                                 words.row(2 * i + 1),
@@ -215,6 +226,7 @@ impl Reading {
                 .map(|h| h.join().expect("making identities does not panic"))
                 .collect()
         });
+        check(stop)?;
         drop(self.words);
         let mut identities = Rows::with_capacity(n, parts.iter().map(|p| p.items().len()).sum());
         for part in &parts {
@@ -224,7 +236,7 @@ impl Reading {
         }
         drop(parts);
         let weights = Weights::counted(self.vocabulary, &identities);
-        Prepared {
+        Ok(Prepared {
             keys: self.keys,
             versions: self.versions,
             traits: self.traits,
@@ -232,7 +244,7 @@ impl Reading {
             materials: self.materials,
             identities,
             weights,
-        }
+        })
     }
 }
 
@@ -249,14 +261,19 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// The products' embedding, each at its rank in `ranks` (its traits are taken).
-    pub fn embed(&mut self, ranks: Vec<u32>) -> Embedding {
+    /// The products' embedding, each at its rank in `ranks` (its traits are taken);
+    /// `Cancelled` once `stop` is (`Embedding::new`).
+    pub fn embed(
+        &mut self,
+        ranks: Vec<u32>,
+        stop: &CancellationToken,
+    ) -> Result<Embedding, CatalogError> {
         Embedding::new(
             &self.identities,
             std::mem::take(&mut self.traits),
-            ranks,
-            self.categories.len() as u32,
+            (ranks, self.categories.len() as u32),
             &self.weights,
+            stop,
         )
     }
 }
@@ -327,28 +344,35 @@ pub struct Embedding {
 
 impl Embedding {
     /// Weighs `identities` by `weights` and groups the products. `key_rank` is each
-    /// product's rank in key order.
+    /// product's rank in key order, `categories` how many there are. `Cancelled` once
+    /// `stop` is (looked at every `STOP_STRIDE` products while grouping, groups while
+    /// weighing).
     pub fn new(
         identities: &Rows<u32>,
         traits: Vec<Traits>,
-        key_rank: Vec<u32>,
-        categories: u32,
+        (key_rank, categories): (Vec<u32>, u32),
         weights: &Weights,
-    ) -> Self {
+        stop: &CancellationToken,
+    ) -> Result<Self, CatalogError> {
         debug_assert_eq!(identities.len(), traits.len());
         let idf = weights.idf();
-        let (groups, member_price, group_of) = group_identical(identities, &traits, &key_rank);
+        let (groups, member_price, group_of) =
+            group_identical(identities, &traits, &key_rank, stop)?;
         let group_price = price_ranges(&groups, &member_price);
         let mut vectors = Rows::with_capacity(groups.len(), identities.items().len());
         let mut group_category = Vec::with_capacity(groups.len());
         let mut row = Vec::new();
         for g in 0..groups.len() {
+            if g % STOP_STRIDE == 0 {
+                check(stop)?;
+            }
             let first = groups.row(g)[0] as usize;
             weigh(identities.row(first), |t| idf[t as usize], &mut row);
             vectors.push(&row);
             group_category.push(traits[first].category);
         }
-        Self {
+        check(stop)?;
+        Ok(Self {
             vectors,
             traits,
             key_rank,
@@ -358,7 +382,7 @@ impl Embedding {
             group_price,
             group_category,
             group_of,
-        }
+        })
     }
 
     /// The embedding of products whose groups are already numbered: `group_of` each
@@ -496,24 +520,31 @@ pub fn prices_meet(x: i64, y: i64) -> bool {
     }
 }
 
-/// Groups products of the same category and identity: (members by group in key order, their
-/// prices, group of each).
+/// Members by group in key order, their prices, and each product's group.
+type Grouped = (Rows<u32>, Vec<i64>, Vec<u32>);
+
+/// Groups products of the same category and identity; `Cancelled` once `stop` is.
 fn group_identical(
     identities: &Rows<u32>,
     traits: &[Traits],
     key_rank: &[u32],
-) -> (Rows<u32>, Vec<i64>, Vec<u32>) {
+    stop: &CancellationToken,
+) -> Result<Grouped, CatalogError> {
     let n = identities.len();
     let mut ids: HashMap<(u32, &[u32]), u32> = HashMap::with_capacity(n);
     let mut group_of = Vec::with_capacity(n);
     for (i, t) in traits.iter().enumerate() {
+        if i % STOP_STRIDE == 0 {
+            check(stop)?;
+        }
         let next = ids.len() as u32;
         group_of.push(*ids.entry((t.category, identities.row(i))).or_insert(next));
     }
     let count = ids.len();
     drop(ids);
+    check(stop)?;
     let (groups, prices) = members(&group_of, count, Some(key_rank), traits);
-    (groups, prices, group_of)
+    Ok((groups, prices, group_of))
 }
 
 /// Each group's lowest and highest member price, (0, 0) when one has none (`group_price`).

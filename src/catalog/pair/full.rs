@@ -51,7 +51,7 @@ pub fn read(
     }
     check(stop)?;
     progress.report(EMBEDDED - 5, "folding plurals and joining compound words");
-    Ok(reading.identities())
+    reading.identities(stop)
 }
 
 /// Scores every product of `prepared` (35 → 90 %) and makes the state to save, and the
@@ -66,8 +66,7 @@ pub fn pair_all(
     progress.report(EMBEDDED, "weighting words");
     let n = prepared.keys.len();
     limit.check_identities(n, prepared.identities.items().len())?;
-    let e = prepared.embed((0..n as u32).collect());
-    check(stop)?;
+    let e = prepared.embed((0..n as u32).collect(), stop)?;
     let mut engine = Engine::built(e, stop, &|done, all| indexing(progress, done, all))?;
     check(stop)?;
     progress.report(INDEXED, "scoring neighbours");

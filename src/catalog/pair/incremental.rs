@@ -306,7 +306,13 @@ fn engine(
         ),
         None => {
             let ranks = (0..traits.len() as u32).collect();
-            let e = Embedding::new(&built.identities, traits, ranks, categories, weights);
+            let e = Embedding::new(
+                &built.identities,
+                traits,
+                (ranks, categories),
+                weights,
+                stop,
+            )?;
             Engine::built(e, stop, &indexed)
         }
     }

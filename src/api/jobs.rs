@@ -1,6 +1,9 @@
 //! `GET /catalog/jobs/{job_id}`, `GET /catalog/jobs?tenant_id=T&limit=N`, and a job's
 //! cancel and retry.
 
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -15,6 +18,7 @@ use super::extract::{job_not_found, named_tenant, refuse_unknown, InPath, OnConf
 use super::job_filter::JobFilter;
 use super::AppState;
 use crate::config::tokens::Scope;
+use crate::jobs::cache::Finished;
 use crate::jobs::pipeline::{Plan, PIPELINE_KIND};
 use crate::jobs::runner::QUEUED_STEP;
 use crate::jobs::store::{Cancel, NewJob, NewPipeline, Origin, Outcome};
@@ -42,7 +46,16 @@ const RETRY_AFTER_UNKNOWN_SECS: u64 = 2;
         JobNotVisible, StoreUnavailable,
     ))]
 pub async fn get_one(InPath(id): InPath<MaybeJobId>, call: Call) -> Result<Response, ApiError> {
-    let snapshot = visible_job(&call, id).await?;
+    let named = checked_query(&call)?;
+    let id = id?;
+    // A finished job the store's cache keeps is answered with the JSON kept with it.
+    if let Some(kept) = call.app.store.finished_kept(&id) {
+        return match theirs(&call.caller, &kept.snapshot.tenant_id, named.as_ref()) {
+            true => Ok(kept_json(kept)),
+            false => Err(job_not_found(&id)),
+        };
+    }
+    let snapshot = visible(&call.app, &call.caller, &id, named).await?;
     let retry_after = snapshot
         .status
         .is_active()
@@ -54,6 +67,23 @@ pub async fn get_one(InPath(id): InPath<MaybeJobId>, call: Call) -> Result<Respo
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     Ok(response)
+}
+
+/// A kept finished job's answer: its JSON as `Json` renders it, with the same content type
+/// (a finished job has no `Retry-After`), sent without a copy.
+fn kept_json(kept: Arc<Finished>) -> Response {
+    let json = HeaderValue::from_static("application/json");
+    let body = Body::from(Bytes::from_owner(KeptJson(kept)));
+    ([(header::CONTENT_TYPE, json)], body).into_response()
+}
+
+/// The JSON of a kept job, as a response body's bytes.
+struct KeptJson(Arc<Finished>);
+
+impl AsRef<[u8]> for KeptJson {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.json
+    }
 }
 
 /// When an active job is worth polling again: its estimate, held to
@@ -234,10 +264,21 @@ pub(super) type MaybeJobId = Result<JobId, ApiError>;
 /// names (when it names one). The query is checked first: a bad one is 422 whatever the id.
 /// Every refusal of the id is the same 404, so an id leaks nothing.
 async fn visible_job(call: &Call, id: MaybeJobId) -> Result<Snapshot, ApiError> {
+    let named = checked_query(call)?;
+    visible(&call.app, &call.caller, &id?, named).await
+}
+
+/// The tenant a job route's query names, if any: `tenant_id` is its only field.
+fn checked_query(call: &Call) -> Result<Option<TenantId>, ApiError> {
     let mut fields = call.query()?;
     let named = named_tenant(&mut fields)?;
     refuse_unknown(&fields, "tenant_id")?;
-    visible(&call.app, &call.caller, &id?, named).await
+    Ok(named)
+}
+
+/// Whether `caller` may see a job of `tenant` asked for under tenant `named` (if any).
+fn theirs(caller: &Caller, tenant: &TenantId, named: Option<&TenantId>) -> bool {
+    caller.sees(tenant) && named.is_none_or(|named| named == tenant)
 }
 
 /// The job, if it exists, the caller may see it, and it belongs to tenant `named` (when a
@@ -249,9 +290,7 @@ pub(super) async fn visible(
     named: Option<TenantId>,
 ) -> Result<Snapshot, ApiError> {
     let snapshot = app.store.get(id).await?.ok_or_else(|| job_not_found(id))?;
-    let theirs =
-        caller.sees(&snapshot.tenant_id) && named.is_none_or(|tenant| tenant == snapshot.tenant_id);
-    if theirs {
+    if theirs(caller, &snapshot.tenant_id, named.as_ref()) {
         Ok(snapshot)
     } else {
         Err(job_not_found(id))

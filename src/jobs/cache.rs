@@ -5,12 +5,32 @@
 //! operator clearing the tenant on another replica) or by a retry's audit (`retried_by`,
 //! `retried_as`) written on another replica. Entries therefore live for `ttl` only (one
 //! second by default): either is seen everywhere within it. Active jobs are never cached.
+//!
+//! Each entry keeps the job's JSON too, rendered once when it is kept: the poll route
+//! answers a finished job with those bytes (`JobStore::finished_kept`), neither copying the
+//! snapshot nor rendering it again at every poll.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{JobId, Snapshot, TenantId};
+
+/// A finished job as the cache keeps it.
+pub struct Finished {
+    pub snapshot: Snapshot,
+    /// The snapshot's JSON (`serde_json`), as `GET /catalog/jobs/{job_id}` answers it.
+    pub json: Vec<u8>,
+}
+
+impl Finished {
+    fn of(snapshot: &Snapshot) -> Self {
+        Self {
+            json: serde_json::to_vec(snapshot).expect("a snapshot always serialises"),
+            snapshot: snapshot.clone(),
+        }
+    }
+}
 
 pub struct FinishedCache {
     entries: Mutex<Entries>,
@@ -18,9 +38,9 @@ pub struct FinishedCache {
     capacity: usize,
 }
 
-/// The cached snapshots with when each was kept, and when the expired ones were last dropped.
+/// The cached jobs with when each was kept, and when the expired ones were last dropped.
 struct Entries {
-    kept: HashMap<JobId, (Snapshot, Instant)>,
+    kept: HashMap<JobId, (Arc<Finished>, Instant)>,
     swept: Instant,
 }
 
@@ -57,6 +77,11 @@ impl FinishedCache {
     }
 
     pub fn get(&self, id: &JobId) -> Option<Snapshot> {
+        self.kept(id).map(|f| f.snapshot.clone())
+    }
+
+    /// The job as kept, with its JSON, if it is (and younger than `ttl`).
+    pub fn kept(&self, id: &JobId) -> Option<Arc<Finished>> {
         if self.ttl.is_zero() {
             return None;
         }
@@ -65,7 +90,7 @@ impl FinishedCache {
             .kept
             .get(id)
             .filter(|(_, at)| at.elapsed() < self.ttl)
-            .map(|(s, _)| s.clone())
+            .map(|(f, _)| f.clone())
     }
 
     /// Keeps a snapshot if it is of a finished job. Expired entries are dropped once a `ttl`,
@@ -74,6 +99,8 @@ impl FinishedCache {
         if self.ttl.is_zero() || !snapshot.status.is_finished() {
             return;
         }
+        // Rendered before the lock is taken: readers of other jobs do not wait on it.
+        let kept = (Arc::new(Finished::of(snapshot)), Instant::now());
         let mut entries = self.entries();
         if entries.swept.elapsed() >= self.ttl || entries.kept.len() >= self.capacity {
             entries.sweep(self.ttl);
@@ -81,7 +108,6 @@ impl FinishedCache {
                 entries.kept.clear();
             }
         }
-        let kept = (snapshot.clone(), Instant::now());
         entries.kept.insert(snapshot.job_id, kept);
     }
 
@@ -93,7 +119,7 @@ impl FinishedCache {
     pub fn forget_tenant(&self, tenant: &TenantId) {
         self.entries()
             .kept
-            .retain(|_, (s, _)| s.tenant_id != *tenant);
+            .retain(|_, (f, _)| f.snapshot.tenant_id != *tenant);
     }
 }
 
@@ -116,6 +142,19 @@ mod tests {
             pipeline: None,
         };
         job.record(Status::Done, 100, "done", 1_000, 1_000, 3)
+    }
+
+    #[test]
+    fn a_kept_job_carries_its_snapshot_s_json_until_it_is_forgotten() {
+        let cache = FinishedCache::new(Duration::from_secs(60), 10);
+        let job = finished();
+        cache.offer(&job);
+        let kept = cache.kept(&job.job_id).expect("a finished job is kept");
+        assert_eq!(kept.json, serde_json::to_vec(&job).unwrap());
+        assert_eq!(kept.snapshot.job_id, job.job_id);
+        cache.forget(&job.job_id);
+        assert!(cache.kept(&job.job_id).is_none());
+        assert!(cache.get(&job.job_id).is_none());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -14,6 +15,7 @@ use tokio::sync::broadcast;
 
 use super::browse::Browse;
 use super::bulk::Audit;
+use super::cache::Finished;
 use super::fence::{Hold, ScriptFence, Writer};
 use super::stats::Overview;
 use super::timeline::{EventId, TimelineEvent};
@@ -476,6 +478,13 @@ pub trait JobStore: Browse + Audit + Send + Sync + 'static {
 
     /// The job as a reader sees it, `lost` derived on the store's clock.
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>>;
+
+    /// The finished job as the store's finished-jobs cache keeps it (`jobs::cache`), with its
+    /// JSON, when it keeps it: what `get` would answer, for the poll route to send as it is.
+    /// `None` (then ask `get`) when it is not kept, or the store keeps no such cache.
+    fn finished_kept(&self, _id: &JobId) -> Option<Arc<Finished>> {
+        None
+    }
 
     /// A tenant's jobs, newest first.
     fn recent<'a>(

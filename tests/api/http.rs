@@ -9,8 +9,8 @@ use crate::both_stores;
 use catalog_jobs::jobs::TenantId;
 
 use crate::helpers::{
-    retry_after, settings, spawn_app, spawn_app_with, store, strings_of, tenant, test_config,
-    Backend, Gate, TestApp,
+    retry_after, settings, spawn_app, spawn_app_with, started_id, store, strings_of, tenant,
+    test_config, Backend, Gate, TestApp, Tokens, OPERATOR,
 };
 
 both_stores!(
@@ -35,6 +35,7 @@ both_stores!(
     the_listing_filters_by_status_and_kind,
     a_bad_filter_or_cursor_is_422_naming_its_field,
     an_active_job_answers_retry_after_from_its_eta_and_an_ended_one_does_not,
+    a_finished_job_polled_again_answers_the_same_json_to_its_tenant_only,
 );
 
 async fn an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused(b: Backend) {
@@ -137,6 +138,80 @@ async fn an_active_job_answers_retry_after_from_its_eta_and_an_ended_one_does_no
     );
     let r = app.get(&format!("/catalog/jobs/{id}")).await;
     assert!(r.headers().get("retry-after").is_none());
+}
+
+/// A poll's answer as the tests compare it: status, content type, whether it has a
+/// `Retry-After`, and the body's bytes.
+async fn poll_answer(app: &TestApp, path: &str, token: &str) -> (u16, String, bool, Vec<u8>) {
+    let r = app.get_as(path, token).await;
+    let header = |name| {
+        r.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    let (status, kind) = (
+        r.status().as_u16(),
+        header("content-type").unwrap_or_default(),
+    );
+    let retry = header("retry-after").is_some();
+    (status, kind, retry, r.bytes().await.unwrap().to_vec())
+}
+
+/// A finished job polled again and again (on Redis, from the finished-jobs cache after the
+/// first read) answers the bytes of its snapshot's JSON, with the same headers, to its
+/// tenant and the operator; another tenant's token, a query naming another tenant, or an
+/// unknown query field are refused as before.
+async fn a_finished_job_polled_again_answers_the_same_json_to_its_tenant_only(b: Backend) {
+    let tokens = Tokens::new();
+    let mut config = test_config();
+    config.api_tokens = Some(tokens.api_tokens());
+    let app = spawn_app_with(config, store(b, settings())).await;
+    let a = tokens.a.as_str();
+    let id = started_id(app.start_as("ticker", &[("tenant_id", a)], OPERATOR).await).await;
+    let path = format!("/catalog/jobs/{id}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let job: Value = app.get_as(&path, OPERATOR).await.json().await.unwrap();
+        if job["status"] == "done" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job did not end: {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let job_id = catalog_jobs::jobs::JobId::parse(&id).unwrap();
+    let snapshot = app.store.get(&job_id).await.unwrap().expect("the job");
+    let json = serde_json::to_vec(&snapshot).unwrap();
+    let ok = (200, "application/json".to_owned(), false, json);
+    let named_a = format!("{path}?tenant_id={a}");
+    for _ in 0..3 {
+        for (path, token) in [
+            (&path, OPERATOR),
+            (&path, &tokens.a_token),
+            (&named_a, OPERATOR),
+        ] {
+            assert_eq!(poll_answer(&app, path, token).await, ok, "{path}");
+        }
+    }
+    let named_b = format!("{path}?tenant_id={}", tokens.b);
+    let unknown = format!("{path}?nope=1");
+    let refused = [
+        (&path, tokens.b_token.as_str(), 404, "not_found"),
+        (&named_b, OPERATOR, 404, "not_found"),
+        (&named_b, tokens.a_token.as_str(), 404, "not_found"),
+        (&unknown, OPERATOR, 422, "unknown_field"),
+    ];
+    for (path, token, status, code) in refused {
+        let (got, _, _, body) = poll_answer(&app, path, token).await;
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            (got, body["error"].as_str()),
+            (status, Some(code)),
+            "{path}"
+        );
+    }
 }
 
 async fn starting_a_job_answers_202_with_its_id_and_location_then_polls_to_done(b: Backend) {

@@ -33,7 +33,7 @@ use redis::AsyncCommands;
 use tokio::sync::{broadcast, mpsc};
 
 use super::browse::{Browse, Position};
-use super::cache::FinishedCache;
+use super::cache::{Finished, FinishedCache};
 use super::fence::{Hold, ScriptFence, Writer};
 use super::keys::{Keys, GROUPS};
 use super::stats::{Overview, Process};
@@ -421,6 +421,10 @@ impl JobStore for RedisStore {
 
     fn get<'a>(&'a self, id: &'a JobId) -> BoxFuture<'a, Result<Option<Snapshot>, StoreError>> {
         Box::pin(self.read_job(id))
+    }
+
+    fn finished_kept(&self, id: &JobId) -> Option<Arc<Finished>> {
+        self.finished.kept(id)
     }
 
     fn recent<'a>(

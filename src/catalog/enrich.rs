@@ -126,9 +126,7 @@ fn load(
             None => break,
         }
     }
-    // A Redis scan may visit a product twice (a hash resized during it).
-    products.sort_by(|a, b| a.product.product_key.cmp(&b.product.product_key));
-    products.dedup_by(|a, b| a.product.product_key == b.product.product_key);
+    // Pages come in key order, each product at most once (the store's paging contract).
     Ok(products)
 }
 

@@ -549,10 +549,15 @@ pub async fn cancel_the_open_job_through_the_confirmation(b: &Browser, id: &str)
 }
 
 async fn a_long_job_is_cancelled_through_the_confirmation(b: &Browser, id: &str) {
-    b.click(&format!(
-        "[data-testid=job-row][data-job-id=\"{id}\"] button"
-    ))
+    let open = format!("[data-testid=job-row][data-job-id=\"{id}\"] button");
+    // The jobs table shows a job started a moment ago at its next refresh.
+    b.wait_for(
+        "the long job's row",
+        "return !!document.querySelector(arguments[0]);",
+        json!([open]),
+    )
     .await;
+    b.click(&open).await;
     cancel_the_open_job_through_the_confirmation(b, id).await;
     b.wait_for(
         "the job cancelled",

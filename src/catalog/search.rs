@@ -8,10 +8,12 @@
 //! paging, in chunks, and stops when the page is full or after [`SCAN_BUDGET`] products,
 //! answering what it found and a cursor to go on. On 100k products a search that finds
 //! nothing reads them all once (one chunk per round trip, about a second on Redis); a page
-//! of common words stops early.
+//! of common words stops early. Its cursor names the last product examined, so following it
+//! finds a product at most once, and every match there throughout exactly once, however
+//! writes change the catalogue between pages.
 
 use super::extract::name_words;
-use super::products::{CatalogStore, CatalogStoreError, Product, Stored};
+use super::products::{CatalogStore, CatalogStoreError, Product, ProductKey, Stored};
 use super::tokens::fold;
 use crate::jobs::TenantId;
 
@@ -23,8 +25,8 @@ const SEARCH_CHUNK: usize = 500;
 /// Products one request examines at most: a search that found less than a page by then
 /// answers it with a cursor, so no request reads an unbounded catalogue.
 pub const SCAN_BUDGET: usize = 100_000;
-/// Joins a cursor's two parts: how many products of the chunk were already examined, and
-/// the store's cursor of that chunk (a number never contains it).
+/// Joins a cursor's two parts: the store's cursor of the chunk to read again, and the key
+/// of the last product examined in it (a key never contains it).
 const CURSOR_SEPARATOR: char = '~';
 
 /// A parsed search query.
@@ -79,8 +81,14 @@ fn name_terms(name: &str) -> Vec<String> {
     words.into_iter().chain(joined).collect()
 }
 
-/// A page of at most `limit` of the tenant's products the query finds, in the store's page
-/// order, and the cursor of the next (None once every product was examined).
+/// A page of at most `limit` of the tenant's products the query finds, in key order (the
+/// store's page order), and the cursor of the next (None once every product was examined).
+///
+/// A page that ends inside a chunk resumes by reading that chunk again and passing over the
+/// keys up to the last one examined, not a count of them: a count points elsewhere once a
+/// write adds or removes a key of the chunk before it (the next page then showed a product
+/// again, or skipped one). The store's pages come in key order, so a key at or before the
+/// last examined one was examined already, or was written since.
 pub fn search(
     store: &dyn CatalogStore,
     tenant: &TenantId,
@@ -88,22 +96,27 @@ pub fn search(
     limit: usize,
     cursor: Option<&str>,
 ) -> Result<(Vec<Stored>, Option<String>), CatalogStoreError> {
-    let (mut skip, mut inner) = decode(cursor)?;
+    let (mut inner, after) = decode(cursor)?;
+    let examined_already = |s: &Stored| after.as_ref().is_some_and(|k| s.product.product_key <= *k);
     let mut found = Vec::new();
     let mut examined = 0;
     loop {
         let (chunk, next) = store.page(tenant, SEARCH_CHUNK, inner.as_deref())?;
         let len = chunk.len();
-        for (i, stored) in chunk.into_iter().enumerate().skip(skip) {
+        for (i, stored) in chunk.into_iter().enumerate() {
+            if examined_already(&stored) {
+                continue;
+            }
             examined += 1;
             if !query.matches(&stored.product) {
                 continue;
             }
+            let key = stored.product.product_key.clone();
             found.push(stored);
             if found.len() == limit {
                 let resume = match i + 1 < len {
-                    true => Some(encode(i + 1, inner.as_deref())),
-                    false => next.as_deref().map(|n| encode(0, Some(n))),
+                    true => Some(encode(inner.as_deref(), Some(&key))),
+                    false => next.as_deref().map(|n| encode(Some(n), None)),
                 };
                 return Ok((found, resume));
             }
@@ -112,34 +125,42 @@ pub fn search(
             return Ok((found, None));
         };
         if examined >= SCAN_BUDGET {
-            return Ok((found, Some(encode(0, Some(&next)))));
+            return Ok((found, Some(encode(Some(&next), None))));
         }
-        (skip, inner) = (0, Some(next));
+        inner = Some(next);
     }
 }
 
-fn encode(skip: usize, inner: Option<&str>) -> String {
-    format!("{skip}{CURSOR_SEPARATOR}{}", inner.unwrap_or(""))
+/// `<the chunk's store cursor>~<the last key examined>`, either part empty when there is
+/// none (the first chunk; a chunk not yet begun).
+fn encode(inner: Option<&str>, last: Option<&ProductKey>) -> String {
+    format!(
+        "{}{CURSOR_SEPARATOR}{}",
+        inner.unwrap_or(""),
+        last.map_or("", |k| k.as_str())
+    )
 }
 
-fn decode(cursor: Option<&str>) -> Result<(usize, Option<String>), CatalogStoreError> {
+/// The store's cursor of the chunk and the last key examined. The store checks its own part:
+/// a cursor of the count-based form before (`<count>~<store cursor>`) names a count where
+/// the store's cursor goes, which neither store hands out.
+fn decode(cursor: Option<&str>) -> Result<(Option<String>, Option<ProductKey>), CatalogStoreError> {
     let Some(raw) = cursor else {
-        return Ok((0, None));
+        return Ok((None, None));
     };
-    let (skip, inner) = raw
-        .split_once(CURSOR_SEPARATOR)
+    let (inner, last) = raw
+        .rsplit_once(CURSOR_SEPARATOR)
         .ok_or(CatalogStoreError::BadCursor)?;
-    let skip: usize = skip.parse().map_err(|_| CatalogStoreError::BadCursor)?;
-    if skip >= SEARCH_CHUNK {
-        return Err(CatalogStoreError::BadCursor);
-    }
-    Ok((skip, (!inner.is_empty()).then(|| inner.to_owned())))
+    let last = match last {
+        "" => None,
+        key => Some(ProductKey::parse(key).map_err(|_| CatalogStoreError::BadCursor)?),
+    };
+    Ok(((!inner.is_empty()).then(|| inner.to_owned()), last))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::products::ProductKey;
 
     fn product(key: &str, name: &str) -> Product {
         Product::from_json(serde_json::json!({"product_key": key, "name": name})).unwrap()
@@ -173,13 +194,24 @@ mod tests {
 
     #[test]
     fn cursors_this_search_did_not_hand_out_are_refused() {
-        for bad in ["", "x", "1", "-1~", "99999~abc"] {
+        for bad in ["", "x", "key:a", "key:a~a b", "key:a~.."] {
             assert!(decode(Some(bad)).is_err(), "{bad}");
         }
+        let key = |k: &str| Some(ProductKey::parse(k).unwrap());
         assert_eq!(
-            decode(Some("3~key:a")).unwrap(),
-            (3, Some("key:a".to_owned()))
+            decode(Some("key:a~b-1")).unwrap(),
+            (Some("key:a".to_owned()), key("b-1"))
         );
-        assert_eq!(decode(Some("0~")).unwrap(), (0, None));
+        assert_eq!(decode(Some("~b-1")).unwrap(), (None, key("b-1")));
+        assert_eq!(
+            decode(Some("key:a~")).unwrap(),
+            (Some("key:a".to_owned()), None)
+        );
+        let handed_out = encode(Some("1f2e3d4c:a~b"), key("c").as_ref());
+        assert_eq!(
+            decode(Some(&handed_out)).unwrap(),
+            (Some("1f2e3d4c:a~b".to_owned()), key("c")),
+            "a store cursor holding the separator is kept whole"
+        );
     }
 }

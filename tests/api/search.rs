@@ -4,7 +4,9 @@
 
 use std::collections::BTreeSet;
 
+use catalog_jobs::catalog::products::{Product, ProductKey};
 use catalog_jobs::catalog::search::{search, ProductQuery, MAX_QUERY_CHARS};
+use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::TenantId;
 use serde_json::{json, Value};
 
@@ -15,6 +17,7 @@ use crate::helpers::{Backend, TestApp};
 both_stores!(
     search_finds_key_prefixes_and_every_name_word_and_returns_hostile_names_verbatim,
     search_pages_find_every_match_once_and_nothing_else,
+    search_pages_find_a_match_at_most_once_while_writes_land_between_them,
     a_blank_or_overlong_query_or_a_cursor_it_did_not_hand_out_is_422,
 );
 
@@ -113,8 +116,16 @@ async fn a_blank_or_overlong_query_or_a_cursor_it_did_not_hand_out_is_422(b: Bac
         assert_eq!(body["error"], "invalid_field");
         assert_eq!(body["field"], "q");
     }
-    let r = search_for(&app, &t, &[("q", "mug"), ("cursor", "garbage")]).await;
-    assert_eq!(r.status(), 422, "a cursor the search did not hand out");
+    // Made up, and of the form before cursors named the last key examined (a count of the
+    // chunk's products examined, then the store's cursor).
+    for cursor in ["garbage", "0~", "3~0badc0de:sku-100", "3~key:sku-100"] {
+        let r = search_for(&app, &t, &[("q", "mug"), ("cursor", cursor)]).await;
+        assert_eq!(
+            r.status(),
+            422,
+            "a cursor the search did not hand out: {cursor}"
+        );
+    }
 }
 
 /// More products than one chunk of the search, so paging crosses the store's pages.
@@ -151,6 +162,69 @@ async fn search_pages_find_every_match_once_and_nothing_else(b: Backend) {
             }
             assert_eq!(seen, expected, "limit {limit}");
         }
+    })
+    .await
+    .unwrap();
+}
+
+/// Paging a search with limit=5 through 1,300 products while writes land between every two
+/// pages inside the key range just searched (what an import racing a client does): after
+/// one page, two new matches are written between its first and last key; after the next,
+/// its first two products are removed. No match is found twice, and every match there
+/// throughout is found. Before the cursor named the last key examined, it counted the
+/// products of its chunk already examined, so the next page showed a product again after
+/// the writes, and skipped two after the removal.
+async fn search_pages_find_a_match_at_most_once_while_writes_land_between_them(b: Backend) {
+    let (store, t, products) = demo_catalog(b, SEARCHED_PRODUCTS, 11).await;
+    tokio::task::spawn_blocking(move || {
+        let word = products[0].name.split_whitespace().next().unwrap();
+        let query = ProductQuery::parse(word).unwrap();
+        let matches = |p: &&Product| query.matches(p);
+        let mut expected: BTreeSet<String> = products
+            .iter()
+            .filter(matches)
+            .map(|p| p.product_key.as_str().to_owned())
+            .collect();
+        assert!(expected.len() > 40, "{word}: {} matches", expected.len());
+        let (mut seen, mut cursor, mut pages) = (BTreeSet::new(), None::<String>, 0);
+        loop {
+            let (page, next) = search(&*store, &t, &query, 5, cursor.as_deref()).unwrap();
+            pages += 1;
+            for s in &page {
+                let key = s.product.product_key.as_str().to_owned();
+                assert!(seen.insert(key.clone()), "page {pages}: {key} found again");
+            }
+            let keys: Vec<&ProductKey> = page.iter().map(|s| &s.product.product_key).collect();
+            if keys.len() >= 2 && pages % 2 == 1 {
+                let written: Vec<Product> = ["a", "b"]
+                    .iter()
+                    .map(|suffix| Product {
+                        product_key: ProductKey::parse(&format!("{}.{suffix}", keys[0].as_str()))
+                            .unwrap(),
+                        ..page[0].product.clone()
+                    })
+                    .collect();
+                store.upsert(&t, &written, &Unfenced).unwrap();
+            } else if keys.len() >= 2 {
+                let gone = [keys[0].clone(), keys[1].clone()];
+                assert_eq!(store.remove(&t, &gone).unwrap(), 2);
+                gone.iter()
+                    .for_each(|k| assert!(expected.remove(k.as_str())));
+            }
+            match next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        let missed: Vec<&String> = expected.difference(&seen).collect();
+        assert!(
+            missed.is_empty(),
+            "{} matches there throughout not found over {pages} pages: {:?}",
+            missed.len(),
+            &missed[..missed.len().min(5)]
+        );
+        let written = seen.iter().filter(|k| k.contains('.')).count();
+        assert_eq!(written, 0, "a match written before the cursor is not found");
     })
     .await
     .unwrap();

@@ -2780,6 +2780,7 @@ every_store!(
     cancelling_a_waiting_step_stops_the_running_one_and_ends_the_pipeline_with_it,
     a_step_lost_for_good_fails_its_pipeline_as_lost,
     a_pipeline_waits_behind_its_tenant_s_running_job,
+    a_pipeline_s_cancel_request_is_on_its_timeline_at_the_percent_and_step_it_read,
 );
 
 async fn create_pipeline(s: &dyn JobStore, p: &NewPipeline) -> Snapshot {
@@ -3181,6 +3182,34 @@ async fn a_step_that_ends_done_after_its_pipeline_was_asked_to_stop_ends_it_canc
     assert!(read(&*s, &p.job.id).await.finished_at.is_some());
     nothing_ready(&*s).await;
     every_lock_is_free(&*s, &t).await;
+}
+
+/// The `cancel_requested` event of a pipeline carries what the pipeline read when it was
+/// asked: its steps' percents by their shares and its running step's step, `kind: step` (it
+/// carried its record's 0 % and `queued`, which a pipeline's record keeps while it runs).
+async fn a_pipeline_s_cancel_request_is_on_its_timeline_at_the_percent_and_step_it_read(b: Stores) {
+    let s = fresh(b);
+    let (p, sync) = running_pipeline(&*s, &tenant(), &["sync", "enrich", "pair"]).await;
+    end(&*s, &sync, Outcome::Done(json!({}))).await;
+    let enrich = claim_exactly(&*s, p.steps[1].0.id).await;
+    s.tick(&enrich.run, 50, "matching").await.unwrap();
+    let before = read(&*s, &p.job.id).await;
+    assert_eq!(before.step, "enrich: matching");
+    assert!(
+        before.percent > 0,
+        "the done sync counts: {}",
+        before.percent
+    );
+    assert_eq!(s.cancel(&p.job.id, "ops").await.unwrap(), Cancel::Requested);
+    let events = s.timeline(&p.job.id, None).await.unwrap();
+    let asked = events
+        .iter()
+        .find(|e| e.kind == "cancel_requested")
+        .expect("the request is on the pipeline's timeline");
+    assert_eq!(
+        (asked.status.as_str(), asked.percent, asked.step.as_str()),
+        ("cancelling", before.percent, before.step.as_str())
+    );
 }
 
 async fn a_pipeline_cancelled_before_any_step_started_ends_at_once(b: Stores) {

@@ -127,16 +127,22 @@ local function pipeline_steps(pkey)
   return steps
 end
 
--- The pipeline's percent: its steps' percents weighted by their shares, rounded down.
-local PERCENT_FIELDS = {'percent', 'status'}
+-- The pipeline's percent: its steps' percents weighted by their shares, rounded down; and
+-- its step as a reader sees it (pipeline::compose): `kind: step` of its first step not done
+-- whose record is there (nil when none is).
+local PERCENT_FIELDS = {'percent', 'status', 'step'}
 local function pipeline_percent(steps)
-  local sum = 0
+  local sum, current = 0, nil
   for _, s in ipairs(steps) do
     local step = read_job(k_job(s.id), PERCENT_FIELDS)
     -- A done step stores no percent: it reads 100 (record.lua: what a record implies).
-    sum = sum + s.share * (step.status == 'done' and 100 or tonumber(step.percent) or 0)
+    local done = step.status == 'done'
+    sum = sum + s.share * (done and 100 or math.min(tonumber(step.percent) or 0, 100))
+    if not current and step.status and not done then
+      current = s.kind .. ': ' .. (step.step or '')
+    end
   end
-  return math.floor(sum / 100)
+  return math.floor(sum / 100), current
 end
 
 -- Pipelines this script is ending: their steps' ends, in the same step, change nothing more.
@@ -268,7 +274,11 @@ local function cancel_pipeline(id, p, by, now)
   local pkey = k_job(id)
   local steps = pipeline_steps(pkey)
   local fields = {cancel_requested_ms = now, cancelled_by = by, updated_ms = now}
-  note(id, p, fields, 'cancel_requested', 'cancelling', p.percent, p.step, now)
+  -- Its event carries what the pipeline reads when asked (its record keeps 0 % and `queued`
+  -- while its steps run: the reader composes them).
+  local percent, step = pipeline_percent(steps)
+  percent = math.max(percent, tonumber(p.percent) or 0)
+  note(id, p, fields, 'cancel_requested', 'cancelling', percent, step or p.step, now)
   write_job(pkey, fields)
   skip_steps(id, steps, nil, 'skipped: the pipeline was cancelled', now, by)
   local running = false

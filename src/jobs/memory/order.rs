@@ -159,6 +159,17 @@ impl State {
         u8::try_from((weighted / 100).min(100)).expect("at most 100")
     }
 
+    /// The step a reader sees of the pipeline of `steps` (`pipeline::compose`): `kind: step` of
+    /// its first step not done whose record is there, `None` when none is.
+    fn current_step(&self, steps: &[StepRef], now: u64) -> Option<String> {
+        steps.iter().find_map(|step| {
+            let e = self.jobs.get(&step.job_id)?;
+            let s = &e.value.snapshot;
+            (e.expires_ms > now && s.status != Status::Done)
+                .then(|| format!("{}: {}", step.kind, s.step))
+        })
+    }
+
     /// Like `step_ended` in order.lua: a step of pipeline `parent` ended as `status`.
     fn step_ended(
         &mut self,
@@ -270,14 +281,25 @@ impl State {
         let Some(entry) = self.job_mut(&id, now) else {
             return Cancel::Missing;
         };
-        let s = &mut entry.value.snapshot;
-        if s.cancel_requested_at.is_some() {
+        if entry.value.snapshot.cancel_requested_at.is_some() {
             return Cancel::Requested;
         }
+        let steps = entry.value.steps.clone();
+        // Its event carries what the pipeline reads when asked, as a reader composes it (its
+        // record keeps 0 % and `queued` while its steps run), kept as step_ended keeps them.
+        let percent = self.pipeline_percent(&steps);
+        let current = self.current_step(&steps, now);
+        let Some(entry) = self.job_mut(&id, now) else {
+            return Cancel::Missing;
+        };
+        let s = &mut entry.value.snapshot;
         s.cancel_requested_at = Some(now);
         s.cancelled_by = Some(by.to_owned());
         s.updated_at = now;
-        let steps = entry.value.steps.clone();
+        s.percent = s.percent.max(percent);
+        if let Some(current) = current {
+            s.step = current;
+        }
         self.note(
             id,
             "cancel_requested",

@@ -75,7 +75,10 @@ impl Service {
         self.child.as_ref().expect("running").id()
     }
 
-    /// Sends the process a signal (`TERM`, `KILL`, `STOP`, `CONT`, …).
+    /// Sends the process a signal (`TERM`, `KILL`, `STOP`, `CONT`, …). A `STOP` returns once
+    /// every thread of the process is stopped: `kill` returns when the signal is sent, and on a
+    /// loaded machine a thread already running goes on until the group stop reaches it (a CI
+    /// run saw the paused replica read a cancel sent after its `kill -STOP`).
     pub fn signal(&self, sig: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{sig}"))
@@ -84,6 +87,19 @@ impl Service {
             .expect("kill runs")
             .success();
         assert!(ok, "kill -{sig}");
+        if sig == "STOP" {
+            self.wait_until_stopped();
+        }
+    }
+
+    /// Waits until every thread of the process reads stopped (`T`) in `/proc`.
+    fn wait_until_stopped(&self) {
+        let deadline = Instant::now() + PROCESS_PATIENCE;
+        let tasks = PathBuf::from(format!("/proc/{}/task", self.pid()));
+        while !all_stopped(&tasks) {
+            assert!(Instant::now() < deadline, "the service never stopped");
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Waits for the process to exit, answering its exit code.
@@ -265,4 +281,19 @@ pub async fn service_with_an_unreachable_feed() -> (Service, String) {
 /// The demo feeds of the repository, whatever the test's working directory.
 pub fn feeds_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds")
+}
+
+/// Whether every thread under `/proc/<pid>/task` is stopped: the state after the command name
+/// in its `stat` is `T` (or `t`, stopped under a tracer).
+fn all_stopped(tasks: &std::path::Path) -> bool {
+    let Ok(threads) = std::fs::read_dir(tasks) else {
+        return false;
+    };
+    threads.flatten().all(|thread| {
+        let stat = std::fs::read_to_string(thread.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next());
+        matches!(state, Some('T' | 't'))
+    })
 }

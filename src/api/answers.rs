@@ -355,14 +355,14 @@ pub(super) fn refusal(description: &str) -> RefOr<Response> {
 }
 
 /// A JSON body of the named schema.
-fn json_of(schema: impl Into<String>) -> utoipa::openapi::Content {
+pub(super) fn json_of(schema: impl Into<String>) -> utoipa::openapi::Content {
     ContentBuilder::new()
         .schema(Some(Ref::from_schema_name(schema)))
         .build()
 }
 
 /// A string header, described.
-fn string_header(description: &str) -> utoipa::openapi::header::Header {
+pub(super) fn string_header(description: &str) -> utoipa::openapi::header::Header {
     HeaderBuilder::new()
         .schema(Some(String::schema()))
         .description(Some(description))

@@ -6,7 +6,8 @@
 //!
 //! Decisions made once for every operation, here: the `x-request-id` request and response
 //! header, `Retry-After` on every 503, and the bearer-token guard of every `/catalog/...`
-//! operation (its security requirement and its 401 with `WWW-Authenticate`).
+//! operation (its security requirement and its 401 with `WWW-Authenticate`), and the 405 a
+//! path answers a method none of its operations has (`MethodNotAllowed`).
 
 use std::sync::OnceLock;
 
@@ -19,7 +20,7 @@ use utoipa::openapi::{
 };
 use utoipa::{Modify, ToSchema};
 
-use super::answers::refusal;
+use super::answers::{json_of, refusal, string_header};
 use super::auth::GUARDED_PREFIX;
 use super::bulk::BulkAnswer;
 use super::error::ErrorBody;
@@ -62,12 +63,15 @@ pub fn document() -> &'static OpenApi {
         }
         BearerTokens.modify(&mut doc);
         add_common_headers(&mut doc);
+        every_wrong_method(&mut doc);
         doc
     })
 }
 
 /// The header every request may carry and every response carries.
 const REQUEST_ID: &str = "x-request-id";
+/// What that header is on a response.
+const REQUEST_ID_HEADER: &str = "The request's id, as logged.";
 
 /// The security scheme's name in `components.securitySchemes`.
 const BEARER: &str = "bearer";
@@ -182,12 +186,7 @@ fn add_common_headers(doc: &mut OpenApi) {
                 };
                 response.headers.insert(
                     REQUEST_ID.into(),
-                    RefOr::T(
-                        HeaderBuilder::new()
-                            .schema(Some(string()))
-                            .description(Some("The request's id, as logged."))
-                            .build(),
-                    ),
+                    RefOr::T(string_header(REQUEST_ID_HEADER)),
                 );
                 if status == "503" {
                     response.headers.insert(
@@ -203,6 +202,44 @@ fn add_common_headers(doc: &mut OpenApi) {
                     );
                 }
             }
+        }
+    }
+}
+
+/// The shared response every operation lists as its `405`.
+const WRONG_METHOD: &str = "MethodNotAllowed";
+
+/// A request to a known path with a method none of its operations has is answered 405
+/// `method_not_allowed`, with `Allow` naming the methods the path takes (the router's
+/// fallback, before any operation). OpenAPI has no place for an answer of no operation, so
+/// each operation of the path lists it, all one shared response (`components.responses`):
+/// a client reading any operation of a path learns what its other methods answer.
+fn every_wrong_method(doc: &mut OpenApi) {
+    let mut answer = ResponseBuilder::new()
+        .description("`method_not_allowed`: this path takes no request of that method (answered for any method none of the path's operations has, `OPTIONS` included).")
+        .content("application/json", json_of(ErrorBody::name()))
+        .build();
+    for (name, description) in [
+        (
+            "Allow",
+            "The methods this path takes, comma-separated (`HEAD` beside `GET`), e.g. `GET,HEAD`.",
+        ),
+        (REQUEST_ID, REQUEST_ID_HEADER),
+    ] {
+        answer
+            .headers
+            .insert(name.into(), RefOr::T(string_header(description)));
+    }
+    let components = doc.components.get_or_insert_with(Default::default);
+    components
+        .responses
+        .insert(WRONG_METHOD.into(), RefOr::T(answer));
+    for item in doc.paths.paths.values_mut() {
+        for op in operations(item) {
+            op.responses.responses.insert(
+                "405".into(),
+                RefOr::Ref(Ref::from_response_name(WRONG_METHOD)),
+            );
         }
     }
 }

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
-use super::walk::{conditional, template_of, walks, App::*, Body, Row, Walk};
+use super::walk::{conditional, methods_of, route_of_row, walks, App::*, Body, Row, Walk, METHODS};
 
 // The tests that send one table, each after its walk's start (a fresh one, or one holding
 // the jobs of `HELD_JOBS`).
@@ -649,6 +649,37 @@ const STALLED: &[Row] = &[
         .body(Body::Stalled("application/json", "{\"tenant_id\"")),
 ];
 
+/// A request of each method no operation of a path has, to every path of the document (a
+/// `{name}` of the template sent as it is: the router matches the path before any
+/// parameter is read): 405 `method_not_allowed`, `Allow` naming the path's operations.
+fn wrong_methods(doc: &Value) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        // A row's path is `'static`, as the tables' are; these few live as long as the test.
+        let path: &'static str = path.clone().leak();
+        let taken = methods_of(item);
+        for method in METHODS.into_iter().filter(|m| !taken.contains(m)) {
+            let method: &'static str = match method {
+                "get" => "GET",
+                "post" => "POST",
+                "put" => "PUT",
+                "delete" => "DELETE",
+                _ => "PATCH",
+            };
+            rows.push(Row::new(Good, method, path, 405));
+        }
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_path_answers_a_method_it_does_not_take_405_with_allow_as_documented() {
+    let mut walk = Walk::start().await;
+    let rows = wrong_methods(&walk.doc);
+    assert!(rows.len() >= walk.doc["paths"].as_object().unwrap().len() * 3);
+    walk.run(&rows).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_walk_refuses_a_body_the_document_does_not_allow() {
     let walk = Walk::start().await;
@@ -710,14 +741,25 @@ fn every_row() -> Vec<Row> {
 fn every_answer_and_conditional_header_the_document_lists_has_a_row() {
     let doc = serde_json::to_value(catalog_jobs::api::openapi::document()).expect("JSON");
     let (mut answers, mut carried) = (BTreeSet::new(), BTreeSet::new());
-    for row in every_row() {
-        let template = template_of(&doc, row.method, row.path)
+    for row in every_row().into_iter().chain(wrong_methods(&doc)) {
+        let template = route_of_row(&doc, row.method, row.path, row.status)
             .unwrap_or_else(|| panic!("{} {}: no route of the document", row.method, row.path));
-        let answer = (template, row.method.to_lowercase(), row.status.to_string());
-        for (header, _) in row.carries {
-            carried.insert((answer.clone(), (*header).to_owned()));
+        // A 405 is the answer every operation of the path lists.
+        let methods = match row.status {
+            405 => methods_of(&doc["paths"][&template]),
+            _ => vec![row.method],
+        };
+        for method in methods {
+            let answer = (
+                template.clone(),
+                method.to_lowercase(),
+                row.status.to_string(),
+            );
+            for (header, _) in row.carries {
+                carried.insert((answer.clone(), (*header).to_owned()));
+            }
+            answers.insert(answer);
         }
-        answers.insert(answer);
     }
     let mut unwalked = Vec::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {

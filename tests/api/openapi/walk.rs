@@ -121,7 +121,7 @@ macro_rules! walks {
 pub(crate) use walks;
 
 impl Row {
-    const fn new(app: App, method: &'static str, path: &'static str, status: u16) -> Row {
+    pub const fn new(app: App, method: &'static str, path: &'static str, status: u16) -> Row {
         Row {
             app,
             method,
@@ -400,16 +400,14 @@ impl Walk {
         let headers = response.headers().clone();
         let text = response.text().await.expect("a body");
         assert_eq!(status, row.status, "{what}: {text}");
-        let template = template_of(&self.doc, row.method, &path)
+        let template = route_of_row(&self.doc, row.method, &path, status)
             .unwrap_or_else(|| panic!("{what}: no route of the document matches"));
-        let documented = &self.doc["paths"][&template][row.method.to_lowercase()]["responses"]
-            [status.to_string()];
-        assert!(
-            documented.is_object(),
-            "{what} answered {status}, which the document does not list for {template}"
-        );
-        check_headers(documented, &headers, row, &what);
-        let body = self.check_body(documented, &headers, text, &what);
+        let documented = documented_answer(&self.doc, &template, row.method, status, &what);
+        if status == 405 {
+            check_allow(&self.doc["paths"][&template], &headers, &what);
+        }
+        check_headers(&documented, &headers, row, &what);
+        let body = self.check_body(&documented, &headers, text, &what);
         self.check_expectations(row, &body, &what);
         body
     }
@@ -563,18 +561,46 @@ fn check_headers(documented: &Value, headers: &HeaderMap, row: &Row, what: &str)
     }
 }
 
+/// The methods an operation of the document may have (a path item's other keys are not).
+pub const METHODS: [&str; 5] = ["get", "post", "put", "delete", "patch"];
+
+/// The methods of a path's operations, lower case.
+pub fn methods_of(item: &Value) -> Vec<&'static str> {
+    METHODS
+        .into_iter()
+        .filter(|m| item.get(*m).is_some())
+        .collect()
+}
+
 /// The document's route for a request of `method` to `path` (its query ignored): among the
 /// templates with that method and as many segments, the one with the most literal segments
 /// equal to the path's (`/catalog/jobs` over `/catalog/{kind}`). A `{name}` of a row's path
 /// matches only a template's parameter.
 pub fn template_of(doc: &Value, method: &str, path: &str) -> Option<String> {
+    route_among(doc, Some(method), path)
+}
+
+/// The route a row's answer is documented on: a 405 is the path's, whatever the method (the
+/// router matches the path first, then finds no operation of the method); any other
+/// answer is the operation's.
+pub fn route_of_row(doc: &Value, method: &str, path: &str, status: u16) -> Option<String> {
+    match status {
+        405 => route_among(doc, None, path),
+        _ => template_of(doc, method, path),
+    }
+}
+
+/// The template of the document `path` matches best, among those with an operation of
+/// `method` (any, for None).
+fn route_among(doc: &Value, method: Option<&str>, path: &str) -> Option<String> {
     let path = path.split('?').next().unwrap_or_default();
     let segments: Vec<&str> = path.split('/').collect();
-    let method = method.to_lowercase();
+    let method = method.map(str::to_lowercase);
     let mut best: Option<(usize, &String)> = None;
     for (template, item) in doc["paths"].as_object()? {
         let parts: Vec<&str> = template.split('/').collect();
-        if item.get(&method).is_none() || parts.len() != segments.len() {
+        let takes = method.as_ref().is_none_or(|m| item.get(m).is_some());
+        if !takes || parts.len() != segments.len() {
             continue;
         }
         let matches = parts
@@ -587,6 +613,52 @@ pub fn template_of(doc: &Value, method: &str, path: &str) -> Option<String> {
         }
     }
     best.map(|(_, template)| template.clone())
+}
+
+/// The answer of `status` the document lists for `method` on `template`, its `$ref`
+/// followed. A 405 is no operation's answer: every operation of the path lists it, the same.
+fn documented_answer(doc: &Value, template: &str, method: &str, status: u16, what: &str) -> Value {
+    let item = &doc["paths"][template];
+    let status = status.to_string();
+    let listed: Vec<&Value> = match status.as_str() {
+        "405" => methods_of(item)
+            .into_iter()
+            .map(|m| &item[m]["responses"]["405"])
+            .collect(),
+        _ => vec![&item[method.to_lowercase()]["responses"][&status]],
+    };
+    assert!(
+        listed.iter().all(|answer| answer.is_object()),
+        "{what} answered {status}, which the document does not list for {template}"
+    );
+    assert!(
+        listed.windows(2).all(|pair| pair[0] == pair[1]),
+        "{what}: the operations of {template} list {status} differently"
+    );
+    match listed[0]["$ref"].as_str() {
+        Some(to) => doc
+            .pointer(to.trim_start_matches('#'))
+            .unwrap_or_else(|| panic!("{what}: {to} leads nowhere"))
+            .clone(),
+        None => listed[0].clone(),
+    }
+}
+
+/// A 405's `Allow` names the methods of the path's documented operations, and `HEAD` beside
+/// `GET` (the router answers a `HEAD` as the `GET`).
+fn check_allow(item: &Value, headers: &HeaderMap, what: &str) {
+    let allow = headers
+        .get("allow")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_else(|| panic!("{what}: a 405 without Allow"));
+    let mut allowed: Vec<String> = allow.split(',').map(|m| m.trim().to_lowercase()).collect();
+    allowed.sort();
+    let mut documented: Vec<String> = methods_of(item).into_iter().map(str::to_owned).collect();
+    if documented.iter().any(|m| m == "get") {
+        documented.push("head".to_owned());
+    }
+    documented.sort();
+    assert_eq!(allowed, documented, "{what}: Allow is {allow}");
 }
 
 /// Rows of the import a delete interrupts, before the delete and after it: the whole body

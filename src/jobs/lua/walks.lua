@@ -55,7 +55,13 @@ local function reach_create(stale, jobs, tenant, first, idem, now)
     k_lock(tenant, new.job.kind)
     ordered = ordered or new.job.in_order
   end
-  if ordered then reach_lane(tenant) end
+  -- A tenant whose listing is empty has no lane to read (a tenant's first job, each harness
+  -- job): a lane never outlives its listing — its TTL, set at each ordered create, ends no
+  -- later than the listing's, set at every create; a trim keeps the newest jobs; a tenant's
+  -- delete drops both — so lane_join's push finds it alone. The listing's newest score is
+  -- read once a call: the push reads it anyway.
+  local list = k_tenant(tenant)
+  if ordered and not (reached(list) and newest(list) == 0) then reach_lane(tenant) end
   k_group(K_WAITING)
   k_group(K_LEASES)
   k_group(K_EVERYONE)

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::pipeline::PIPELINE_KIND;
 use super::{ser_opt_time, ser_time, worker_name, JobId, Kind, Snapshot, Status};
 
 /// Minutes in the longest window the overview counts (`last_day`); the store keeps at least
@@ -263,11 +264,15 @@ impl Stats {
     }
 }
 
-/// A zero count for each kind this service runs, so every kind is in the answer.
+/// A zero count for each kind a job may have: the kinds this service runs and a pipeline's
+/// (its parent job, which no registry holds), so every kind is in the answer on both stores
+/// before any job of it; a kind appeared only once a job of it had.
 fn zero_per_kind<T: Default>(kinds: &[Kind]) -> BTreeMap<String, T> {
     kinds
         .iter()
-        .map(|k| (k.to_string(), T::default()))
+        .map(Kind::as_str)
+        .chain([PIPELINE_KIND])
+        .map(|k| (k.to_owned(), T::default()))
         .collect()
 }
 
@@ -495,6 +500,12 @@ mod tests {
             Outcomes::default()
         );
         assert_eq!(stats.finished.last_day.by_kind["pair"].failed, 1);
+        assert_eq!(
+            stats.finished.last_hour.by_kind["pipeline"],
+            Outcomes::default(),
+            "a pipeline's kind is there before any pipeline"
+        );
+        assert_eq!(stats.active.by_kind["pipeline"].queued, 0);
         assert_eq!(stats.throughput.len(), 60);
         let last = stats.throughput.last().unwrap();
         assert_eq!((last.minute, last.done), (10_000 * MINUTE_MS, 2));

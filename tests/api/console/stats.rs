@@ -24,6 +24,7 @@ both_stores!(
     a_heartbeat_registers_its_process_until_it_goes_stale_or_leaves,
     the_overview_agrees_with_the_jobs_api_after_done_failed_and_cancelled_jobs,
     a_tenant_token_is_refused_the_overview_and_an_operator_reads_it,
+    every_kind_is_in_the_overview_zeroed_before_any_job_of_it_pipelines_included,
 );
 
 /// The store's ends summed over the day, by (kind, outcome).
@@ -316,4 +317,30 @@ async fn jobs_waiting_behind_their_tenants_sync_are_not_in_the_queue_depth() {
     assert_eq!(queued, 0.0, "as /metrics says");
     feeds.release(&name);
     svc.poll_until_ended(&behind[1]).await;
+}
+
+/// A new service's overview names every kind a job may have, each zeroed: the registry's and
+/// a pipeline's (its parent job, which no registry holds). Before, either store's named a
+/// pipeline only once one was active or had ended in the day (on a Redis whose key prefix
+/// had run pipelines, it seemed always there).
+async fn every_kind_is_in_the_overview_zeroed_before_any_job_of_it_pipelines_included(b: Backend) {
+    let app = spawn_app(b).await;
+    let stats = app.get_json("/catalog/stats").await;
+    let active = json!({"queued": 0, "running": 0, "cancelling": 0, "lost": 0});
+    let ended = json!({"done": 0, "failed": 0, "cancelled": 0});
+    for (pointer, zero) in [
+        ("/active/by_kind", &active),
+        ("/finished/last_hour/by_kind", &ended),
+        ("/finished/last_day/by_kind", &ended),
+    ] {
+        let by_kind = stats.pointer(pointer).and_then(Value::as_object).unwrap();
+        for kind in ["pipeline", "ticker", "gated"] {
+            assert_eq!(
+                by_kind.get(kind),
+                Some(zero),
+                "{pointer}: {kind} in {stats}"
+            );
+        }
+        assert!(by_kind.values().all(|v| v == zero), "{pointer}: {stats}");
+    }
 }

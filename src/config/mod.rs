@@ -208,8 +208,9 @@ pub struct Config {
     #[arg(long, env = "MAX_START_BODY_BYTES", default_value_t = DEFAULT_START_BODY_BYTES)]
     pub max_start_body_bytes: usize,
 
-    /// Longest a client may take to send a request's headers, or a start request's body
-    /// (an import's body may pause this long between chunks); beyond it, 408.
+    /// Longest a client may take to send a request's headers (beyond it, the connection is
+    /// closed) or a start request's body (an import's body may pause this long between
+    /// chunks; beyond it, 408 and the connection is closed).
     #[arg(long, env = "REQUEST_TIMEOUT_SECONDS", default_value = "30", value_parser = seconds)]
     pub request_timeout_seconds: Duration,
 

@@ -791,11 +791,24 @@ async fn every_malformed_request_in_the_table_gets_its_status_and_code_and_write
             "{what}: {body}"
         );
     }
+    oversized_heads_get_hypers_bare_431(&app.app, &t).await;
+    assert_eq!(app.keys().await, before, "the table wrote keys");
+    assert!(app
+        .app
+        .store
+        .recent(&catalog_jobs::jobs::TenantId::parse(&t).unwrap(), 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// A head hyper refuses before it reaches the router gets its bare 431 (no envelope): a
+/// header over 64 KiB, a URL over it, more than 100 header fields.
+async fn oversized_heads_get_hypers_bare_431(app: &TestApp, t: &str) {
     // An oversized header is refused by hyper before it reaches the router (no envelope).
     let r = app
-        .app
         .client
-        .get(app.app.url(&format!("/catalog/jobs?tenant_id={t}")))
+        .get(app.url(&format!("/catalog/jobs?tenant_id={t}")))
         .header("x-big", "z".repeat(70 * 1024))
         .send()
         .await
@@ -803,7 +816,7 @@ async fn every_malformed_request_in_the_table_gets_its_status_and_code_and_write
     assert_eq!(r.status(), 431, "oversized header");
     // So is a URL beyond the head limit (raw TCP: client libraries refuse to send one).
     let answer = raw_request(
-        app.app.addr,
+        app.addr,
         &format!(
             "GET /catalog/jobs?tenant_id={t}&pad={} HTTP/1.1\r\nHost: x\r\n\r\n",
             "y".repeat(70 * 1024)
@@ -815,14 +828,20 @@ async fn every_malformed_request_in_the_table_gets_its_status_and_code_and_write
         "oversized URL: {}",
         &answer[..answer.len().min(200)]
     );
-    assert_eq!(app.keys().await, before, "the table wrote keys");
-    assert!(app
-        .app
-        .store
-        .recent(&catalog_jobs::jobs::TenantId::parse(&t).unwrap(), 10)
-        .await
-        .unwrap()
-        .is_empty());
+    // 100 fields pass, a 101st does not (raw TCP, so no client adds its own).
+    for (fields, status) in [(100, "200"), (101, "431")] {
+        let head: String = (2..fields).map(|i| format!("X-F{i}: v\r\n")).collect();
+        let answer = raw_request(
+            app.addr,
+            &format!("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{head}\r\n"),
+        )
+        .await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{fields} header fields: {}",
+            &answer[..answer.len().min(200)]
+        );
+    }
 }
 
 /// Sends raw bytes and reads the answer until the server closes (or 15 s pass).

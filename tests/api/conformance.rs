@@ -9,14 +9,16 @@ use std::time::Duration;
 
 use catalog_jobs::jobs::redis::record::Field;
 use catalog_jobs::jobs::store::{
-    Cancel, Claim, Created, Event, Finish, JobStore, NewJob, NewPipeline, Outcome, Recovered,
-    Release, Renewal, Restore, RunId, RunRef, StoreSettings, Tick,
+    Cancel, Claim, Created, Event, Finish, JobStore, NewJob, NewPipeline, Outcome, Purge,
+    Recovered, Release, Renewal, Restore, RunId, RunRef, StoreSettings, Tick,
 };
 use catalog_jobs::jobs::{JobId, Snapshot, Status, TenantId, REQUEUED_STEP};
 use serde_json::json;
 
 use crate::helpers::{claim_next, claim_queued, create, create_at_once, created, end, failure};
-use crate::helpers::{cluster_job_store, started, store, tenant, tenant_beside, Backend};
+use crate::helpers::{
+    cluster_job_store, started, store, tenant, tenant_beside, test_kinds, Backend,
+};
 use crate::helpers::{
     finish, first_run_at, made_by, new_job, ordered, pipeline_of, settings, start,
 };
@@ -134,6 +136,8 @@ every_store!(
     with_one_attempt_a_run_claimed_at_its_create_left_lost_reads_lost_attempt_one,
     with_one_attempt_a_run_left_lost_that_comes_back_is_fenced_and_reads_lost_for_good,
     with_one_attempt_a_run_left_lost_is_counted_active_until_the_next_create_takes_over,
+    with_one_attempt_cancelling_a_run_left_lost_ends_it_cancelled_at_once_and_frees_its_tenant,
+    a_run_lost_after_its_last_attempt_is_cancelled_at_once_and_its_paused_run_is_fenced,
     a_create_names_the_stale_holders_it_took_over_and_only_those,
     a_released_run_goes_back_to_the_head_without_counting_an_attempt,
     a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_its_lock,
@@ -721,6 +725,82 @@ async fn with_one_attempt_a_run_left_lost_is_counted_active_until_the_next_creat
     assert_eq!(active(s.clone()).await, vec![(next.id, Status::Queued)]);
 }
 
+/// Cancelling a run the sweep left lost (its lease is not due again for a job TTL, and no
+/// process runs it) ends it `cancelled` in the cancel itself. It once read `cancelling` for the
+/// job TTL: its tenant's next create of the kind, its retry and its tenant's delete refused.
+async fn with_one_attempt_cancelling_a_run_left_lost_ends_it_cancelled_at_once_and_frees_its_tenant(
+    b: Stores,
+) {
+    let (s, t, job, run) = left_lost(b).await;
+    assert_eq!(s.cancel(&job.id, "ops").await.unwrap(), Cancel::Requested);
+    let got = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.status, got.cancelled_by.as_deref()),
+        (Status::Cancelled, Some("ops")),
+        "{got:?}"
+    );
+    assert!(got.cancel_requested_at.is_some() && got.finished_at.is_some());
+    let events = s.timeline(&job.id, None).await.unwrap();
+    assert_eq!(
+        types(&events)[events.len() - 3..],
+        ["lost", "cancel_requested", "finished"]
+    );
+    assert_eq!(s.cancel(&job.id, "ops").await.unwrap(), Cancel::NotActive);
+    // Its run, should its process come back, still lands nowhere.
+    assert_eq!(s.tick(&run, 60, "back").await.unwrap(), Tick::Fenced);
+    assert_eq!(s.renew(&[run]).await.unwrap(), vec![Renewal::Fenced]);
+    assert!(s.active().await.unwrap().is_empty(), "no longer active");
+    assert!(s.recover().await.unwrap().is_empty());
+    // Its lock is free, and nothing of it holds back its tenant's delete.
+    let next = new_job(&t, "sync");
+    create(&*s, &next).await;
+    assert_eq!(s.cancel(&next.id, "ops").await.unwrap(), Cancel::Requested);
+    let purged = s.purge(&t, &test_kinds(), &[]).await.unwrap();
+    assert!(
+        matches!(purged, Purge::Removed { jobs: 2, .. }),
+        "{purged:?}"
+    );
+}
+
+/// A run whose last attempt went silent reads `lost` before any sweep comes by; cancelled
+/// then, it ends `cancelled` at once (not `cancelling` until a sweep), and its run — paused,
+/// not dead — that comes back is refused every write: the job stays cancelled.
+async fn a_run_lost_after_its_last_attempt_is_cancelled_at_once_and_its_paused_run_is_fenced(
+    b: Stores,
+) {
+    let s = leases_of(b, 200, 2);
+    let t = tenant();
+    let job = new_job(&t, "sync");
+    start(&*s, &job).await;
+    outlive(200).await;
+    assert_eq!(
+        s.recover().await.unwrap(),
+        vec![Recovered::Requeued(job.id)]
+    );
+    let second = claim_queued(&*s, "w/2").await;
+    s.tick(&second.run, 40, "halfway").await.unwrap();
+    outlive(200).await;
+    assert_eq!(s.get(&job.id).await.unwrap().unwrap().status, Status::Lost);
+    assert_eq!(s.cancel(&job.id, "ops").await.unwrap(), Cancel::Requested);
+    let got = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.status, got.percent),
+        (Status::Cancelled, 40),
+        "{got:?}"
+    );
+    assert!(
+        s.recover().await.unwrap().is_empty(),
+        "nothing left to sweep"
+    );
+    assert_eq!(s.tick(&second.run, 90, "back").await.unwrap(), Tick::Fenced);
+    let done = Outcome::Done(json!({}));
+    let finished = s.finish(second.run_ref().ended(&done, 0)).await.unwrap();
+    assert_ne!(finished, Finish::Applied);
+    let after = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!((after.status, after.percent), (Status::Cancelled, 40));
+    create(&*s, &new_job(&t, "sync")).await; // its lock is free
+}
+
 /// A take-over ends the stale holder (and its pipeline) inside the create, where no run and no
 /// sweep sees it: the create's answer names it so its maker can count those ends.
 async fn a_create_names_the_stale_holders_it_took_over_and_only_those(b: Stores) {
@@ -899,13 +979,17 @@ async fn a_job_cancelled_while_queued_ends_at_once_and_is_never_claimed(b: Store
 async fn a_cancelling_job_that_goes_silent_reads_cancelling_until_the_sweep_ends_it_cancelled(
     b: Stores,
 ) {
-    let s = stale_at_once(b);
+    // Asked while its lease is fresh (a lease generous for a loaded machine: a job that reads
+    // `lost` when asked ends at once instead), then silent past it.
+    let s = leases_of(b, 3000, 1);
     let job = new_job(&tenant(), "sync");
     start(&*s, &job).await;
     assert_eq!(
         s.cancel(&job.id, "tester").await.unwrap(),
         Cancel::Requested
     );
+    assert_eq!(read(&*s, &job.id).await.status, Status::Cancelling);
+    outlive(3000).await;
     assert_eq!(read(&*s, &job.id).await.status, Status::Cancelling);
     // Its end is decided: a create meanwhile is told of it, and does not take it over (a
     // job taken over is never swept, and would read cancelling for ever).

@@ -32,13 +32,24 @@ impl MemoryStore {
             return Ok(Cancel::Missing);
         };
         let rec = &mut entry.value;
-        let first = rec.snapshot.cancel_requested_at.is_none();
+        // It reads `lost` (no run holds it, none would hear the request: left lost under
+        // MAX_ATTEMPTS=1, no sweep takes it again): it ends at once, as a queued one does.
+        let (s, stale) = (&rec.snapshot, self.settings.stale_ms());
+        let first = s.cancel_requested_at.is_none();
+        let lost = first
+            && s.status.derive(
+                s.heartbeat_at,
+                now,
+                stale,
+                false,
+                s.attempt < s.max_attempts,
+            ) == Status::Lost;
         rec.snapshot.cancel_requested_at.get_or_insert(now);
         rec.snapshot
             .cancelled_by
             .get_or_insert_with(|| by.to_owned());
         let by = [("by", by.into())];
-        if rec.snapshot.status == Status::Queued {
+        if rec.snapshot.status == Status::Queued || lost {
             state.note(*id, "cancel_requested", Some("cancelling"), &by, now);
             state.queue.retain(|queued| queued != id);
             state.end(*id, Status::Cancelled, now, Self::cancelled);

@@ -214,6 +214,7 @@ pub fn catalog_settings(config: &Config) -> Result<CatalogSettings, ConfigError>
         feeds_dir: config.feeds_dir.clone(),
         allowed_hosts: config.allowed_hosts()?,
         max_feed_bytes: config.max_feed_bytes,
+        slow_feed: config.sync_slow_feed_seconds,
         enrich_batch: config.enrich_batch_size,
         pair_top_k: config.pair_top_k,
         pair_min_score: config.pair_min_score,

@@ -41,6 +41,8 @@ pub struct CatalogSettings {
     pub allowed_hosts: Vec<source::AllowedHost>,
     /// Largest feed read, in bytes.
     pub max_feed_bytes: u64,
+    /// The waiting in which an http(s) feed must send each KiB (`SYNC_SLOW_FEED_SECONDS`).
+    pub slow_feed: Duration,
     pub enrich_batch: usize,
     pub pair_top_k: usize,
     pub pair_min_score: f64,
@@ -61,6 +63,7 @@ impl Default for CatalogSettings {
             feeds_dir: PathBuf::from("examples/feeds"),
             allowed_hosts: Vec::new(),
             max_feed_bytes: 1 << 30,
+            slow_feed: Duration::from_secs(60),
             enrich_batch: 500,
             pair_top_k: 5,
             pair_min_score: 0.2,

@@ -12,13 +12,15 @@
 //! content hash, so rows already written read `unchanged`. Each batch's upsert passes the
 //! run's fence (`jobs::fence`): a run that lost its job, or whose tenant was deleted, writes
 //! nothing more and stops. It stops on request between rows and during a stalled feed
-//! read, reporting what it saved.
+//! read, reporting what it saved. An http(s) feed that sends less than 1 KiB in
+//! `SYNC_SLOW_FEED_SECONDS` of waiting fails `FeedTooSlow`; one in a content coding fails
+//! `UnsupportedEncoding`; a declared size over `MAX_FEED_BYTES` fails before a row is read.
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -50,6 +52,10 @@ const UNKNOWN_LENGTH_HALF: f64 = 4.0 * 1024.0 * 1024.0;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest silence between two pieces of an http(s) feed.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// What an http(s) feed must send in each `SYNC_SLOW_FEED_SECONDS` of waiting for it: 1 KiB a
+/// minute by default, far below any real feed (a row is ~200 bytes), far above a trickle
+/// that would hold a worker for ever while never tripping `READ_TIMEOUT`.
+const SLOW_FEED_BYTES: u64 = 1024;
 
 /// A sync's parameters, as the POST checked them: its feeds, in order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -116,6 +122,10 @@ pub enum SourceError {
     Truncated(String),
     #[error("the feed is larger than MAX_FEED_BYTES")]
     TooLarge,
+    #[error("the feed is too slow: {0}")]
+    TooSlow(String),
+    #[error("the feed came in a content coding this service does not decode: {0}")]
+    UnsupportedEncoding(String),
     #[error("the feed is malformed: {0}")]
     Malformed(String),
 }
@@ -130,6 +140,8 @@ impl SourceError {
             SourceError::ServerError(_) => "SourceServerError",
             SourceError::Truncated(_) => "FeedTruncated",
             SourceError::TooLarge => "FeedTooLarge",
+            SourceError::TooSlow(_) => "FeedTooSlow",
+            SourceError::UnsupportedEncoding(_) => "UnsupportedEncoding",
             SourceError::Malformed(_) => "MalformedFeed",
         }
     }
@@ -166,7 +178,8 @@ impl SourceError {
     fn from_feed(e: FeedError) -> Self {
         match e {
             FeedError::Malformed(m) => SourceError::Malformed(m),
-            // The reader's own verdict (the size cap, a source gone silent), else a broken body.
+            // The reader's own verdict (the size cap, a source gone silent or too slow), else a
+            // broken body.
             FeedError::Read(io) => {
                 let text = io.to_string();
                 match io.into_inner().map(|inner| inner.downcast::<Self>()) {
@@ -206,12 +219,55 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
+/// The slow-feed rule: each `SLOW_FEED_BYTES` must come within `window` of time spent waiting
+/// for the feed. Only the waiting counts — time spent saving rows is ours, not the feed's —
+/// and each KiB received starts a new window, so a slow but steady feed is never cut.
+struct Pace {
+    window: Duration,
+    waited: Duration,
+    got: u64,
+}
+
+impl Pace {
+    fn new(window: Duration) -> Self {
+        Self {
+            window,
+            waited: Duration::ZERO,
+            got: 0,
+        }
+    }
+
+    /// How long the next read may wait.
+    fn left(&self) -> Duration {
+        self.window.saturating_sub(self.waited)
+    }
+
+    fn received(&mut self, bytes: usize, waited: Duration) {
+        self.waited += waited;
+        self.got += bytes as u64;
+        if self.got >= SLOW_FEED_BYTES {
+            *self = Self::new(self.window);
+        }
+    }
+
+    fn too_slow(&self) -> SourceError {
+        SourceError::TooSlow(format!(
+            "it sent {} bytes in {:.1} s; a feed must send {SLOW_FEED_BYTES} bytes in every {:.1} s \
+             waited for it (SYNC_SLOW_FEED_SECONDS)",
+            self.got,
+            self.window.as_secs_f64(),
+            self.window.as_secs_f64(),
+        ))
+    }
+}
+
 /// An HTTP body read from a blocking thread, one chunk at a time (never buffered whole).
 /// A read waiting on a stalled feed gives up as soon as the job is asked to stop.
 struct HttpBody {
     handle: tokio::runtime::Handle,
     response: reqwest::Response,
     stop: CancellationToken,
+    pace: Pace,
     /// The last chunk received, and how much of it was read.
     data: Vec<u8>,
     at: usize,
@@ -221,17 +277,22 @@ impl Read for HttpBody {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.at >= self.data.len() {
             let stop = self.stop.clone();
+            let (left, waiting) = (self.pace.left(), Instant::now());
             let chunk = self.handle.block_on(async {
                 tokio::select! {
-                    chunk = self.response.chunk() => Some(chunk),
+                    chunk = tokio::time::timeout(left, self.response.chunk()) => Some(chunk),
                     () = stop.cancelled() => None,
                 }
             });
             let Some(chunk) = chunk else {
                 return Err(io::Error::other("the job was asked to stop"));
             };
+            let Ok(chunk) = chunk else {
+                return Err(io::Error::other(self.pace.too_slow()));
+            };
             match chunk {
                 Ok(Some(bytes)) => {
+                    self.pace.received(bytes.len(), waiting.elapsed());
                     self.data.clear();
                     self.data.extend_from_slice(&bytes);
                     self.at = 0;
@@ -276,11 +337,15 @@ fn open(
                 format: Format::from_name(&path.to_string_lossy()),
             })
         }
-        Resolved::Url(url) => open_url(url, stop),
+        Resolved::Url(url) => open_url(url, settings.slow_feed, stop),
     }
 }
 
-fn open_url(url: reqwest::Url, stop: &CancellationToken) -> Result<Opened, SourceError> {
+fn open_url(
+    url: reqwest::Url,
+    slow_feed: Duration,
+    stop: &CancellationToken,
+) -> Result<Opened, SourceError> {
     let unreachable = |e: &dyn std::fmt::Display| SourceError::Unreachable(e.to_string());
     let handle = tokio::runtime::Handle::try_current()
         .map_err(|_| unreachable(&"URL feeds are fetched only inside the service"))?;
@@ -294,7 +359,8 @@ fn open_url(url: reqwest::Url, stop: &CancellationToken) -> Result<Opened, Sourc
     let response = handle
         .block_on(async {
             tokio::select! {
-                r = client.get(url.clone()).send() => Some(r),
+                // No content coding is decoded here (reqwest is built without them).
+                r = client.get(url.clone()).header(reqwest::header::ACCEPT_ENCODING, "identity").send() => Some(r),
                 () = stop.cancelled() => None,
             }
         })
@@ -302,6 +368,13 @@ fn open_url(url: reqwest::Url, stop: &CancellationToken) -> Result<Opened, Sourc
         .map_err(|e| unreachable(&e))?;
     if !response.status().is_success() {
         return Err(SourceError::from_status(response.status()));
+    }
+    // A compressed body read as it came would be one "not UTF-8" row and a sync `done`.
+    if let Some(coding) = response.headers().get(reqwest::header::CONTENT_ENCODING) {
+        let coding = String::from_utf8_lossy(coding.as_bytes()).trim().to_owned();
+        if !coding.eq_ignore_ascii_case("identity") {
+            return Err(SourceError::UnsupportedEncoding(coding));
+        }
     }
     let csv_type = response
         .headers()
@@ -319,6 +392,7 @@ fn open_url(url: reqwest::Url, stop: &CancellationToken) -> Result<Opened, Sourc
             handle,
             response,
             stop: stop.clone(),
+            pace: Pace::new(slow_feed),
             data: Vec::new(),
             at: 0,
         }),
@@ -436,6 +510,11 @@ fn sync_source(
     on_progress: &dyn Fn(f64, Option<u64>),
 ) -> Result<Result<(), SourceError>, CatalogError> {
     let opened = match open(source, &catalog.settings, stop) {
+        // A size declared past the limit (a file's, an HTTP Content-Length) is refused before
+        // a row is read, as an import's is: nothing of a feed too large to take is saved.
+        Ok(opened) if opened.size > Some(catalog.settings.max_feed_bytes) => {
+            return Ok(Err(SourceError::TooLarge))
+        }
         Ok(opened) => opened,
         Err(e) => return Ok(Err(e)),
     };

@@ -185,6 +185,11 @@ pub struct Config {
     #[arg(long, env = "MAX_FEED_BYTES", default_value_t = 1 << 30)]
     pub max_feed_bytes: u64,
 
+    /// A sync's http(s) feed that sends less than 1 KiB in this many seconds of waiting for
+    /// it fails `FeedTooSlow` (a trickle would hold a worker and its tenant's kind for ever).
+    #[arg(long, env = "SYNC_SLOW_FEED_SECONDS", default_value = "60", value_parser = seconds)]
+    pub sync_slow_feed_seconds: Duration,
+
     /// Largest request body accepted, in bytes (product imports).
     #[arg(long, env = "MAX_BODY_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -327,6 +332,9 @@ impl Config {
         }
         if self.request_timeout_seconds.is_zero() || self.idle_timeout_seconds.is_zero() {
             return bad("REQUEST_TIMEOUT_SECONDS and IDLE_TIMEOUT_SECONDS must be above 0");
+        }
+        if self.sync_slow_feed_seconds.is_zero() {
+            return bad("SYNC_SLOW_FEED_SECONDS must be above 0");
         }
         for (name, prefix) in [
             ("KEY_PREFIX", &self.key_prefix),

@@ -26,6 +26,8 @@ both_stores!(
     a_feed_that_misnames_its_fields_is_refused_once_by_sync_and_import_naming_the_columns,
     a_csv_value_under_a_column_the_header_leaves_unnamed_is_an_invalid_row_naming_the_column,
     a_key_no_url_can_name_is_an_invalid_row,
+    a_price_as_text_is_its_digits_through_sync_and_import_alike,
+    a_slow_but_steady_feed_is_read_to_its_end_across_many_slow_feed_windows,
 );
 
 /// One row of a table: its bytes, and a part of the error it must be reported with (`None`
@@ -318,6 +320,45 @@ async fn the_same_malformed_rows_give_the_same_report_through_sync_and_through_i
     }
 }
 
+/// A price as text (a CSV cell, a JSON string) is its digits, trimmed, as a JSON number
+/// spells it: `+5` and `-0` were stored 5 and 0, where docs/api.md calls `-0` an invalid row
+/// (and the JSON number `-0` was one).
+async fn a_price_as_text_is_its_digits_through_sync_and_import_alike(b: Backend) {
+    let csv =
+        "product_key,name,price_cents\nplus,Plus,+5\nnegzero,Neg Zero,-0\nzeros,Zeros, 0250 \n";
+    let jsonl = [
+        r#"{"product_key":"plus","name":"Plus","price_cents":"+5"}"#,
+        r#"{"product_key":"negzero","name":"Neg Zero","price_cents":"-0"}"#,
+        r#"{"product_key":"zeros","name":"Zeros","price_cents":" 0250 "}"#,
+    ]
+    .join("\n");
+    let dir = temp_dir("feeds");
+    std::fs::write(dir.join("prices.csv"), csv).unwrap();
+    std::fs::write(dir.join("prices.jsonl"), &jsonl).unwrap();
+    let mut config = test_config();
+    config.feeds_dir = dir;
+    let app = spawn_catalog_app(b, config).await;
+    // Rows numbered as each format numbers them (a CSV's header is its line 1).
+    for (file, body, content_type, first) in [
+        ("prices.csv", csv.to_owned(), "text/csv", 2),
+        ("prices.jsonl", jsonl, "application/x-ndjson", 1),
+    ] {
+        let expected = json!({"read": 3, "created": 1, "invalid": 2, "errors": [
+            {"line": first, "error": PRICE}, {"line": first + 1, "error": PRICE}
+        ]});
+        let (by_sync, by_import) = (tenant(), tenant());
+        let (status, report) = sync_wait(&app, by_sync.as_str(), &[file]).await;
+        assert_eq!(status, 200, "{file}: {report}");
+        assert_matches(&report["sources"][0], &expected, &format!("sync of {file}"));
+        let (status, imported) = import(&app, by_import.as_str(), content_type, body.into()).await;
+        assert_eq!(status, 200, "{file}: {imported}");
+        assert_matches(&imported, &expected, &format!("import of {file}"));
+        for t in [&by_sync, &by_import] {
+            assert_eq!(app.product(t.as_str(), "zeros").await["price_cents"], 250);
+        }
+    }
+}
+
 /// CSV rows under a header with an unnamed third column: a value there, or past the header's
 /// last column, is an invalid row naming the column; an empty cell in either place is none.
 const UNNAMED_COLUMNS: &str = "product_key,name,,brand
@@ -433,10 +474,41 @@ fn rows_text(keys: std::ops::Range<usize>) -> String {
         .collect()
 }
 
+/// The slow-feed window of the failing feeds' configuration (`SYNC_SLOW_FEED_SECONDS`).
+const SLOW_FEED_WINDOW: Duration = Duration::from_secs(2);
+
+/// A feed of five rows, then a space every 100 ms for ever: 10 bytes a second, never silent
+/// for the 30-second read timeout. Such a sync ran at 0 % for ever, holding a worker.
+async fn trickling_feed() -> SocketAddr {
+    let body = || async {
+        let chunks = futures_util::stream::unfold(0u64, |n| async move {
+            let chunk = match n {
+                0 => rows_text(0..5),
+                _ => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    " ".to_owned()
+                }
+            };
+            Some((Ok::<_, std::io::Error>(chunk), n + 1))
+        });
+        axum::body::Body::from_stream(chunks)
+    };
+    serve(axum::Router::new().route("/feed.jsonl", axum::routing::get(body))).await
+}
+
+/// A loopback HTTP server whose every answer is `head` (status line and headers, without the
+/// blank line) and then `body`.
+async fn answering(head: &str, body: &[u8]) -> SocketAddr {
+    let mut response = format!("{head}\r\nconnection: close\r\n\r\n").into_bytes();
+    response.extend_from_slice(body);
+    canned_server(response).await
+}
+
 /// A configuration whose feeds fail in every way a sync can see: local files too large,
-/// cut short or without a key column, and servers that answer 500, 403, or less than
-/// they promised. Answers it and the failing servers' feed URLs.
-async fn failing_feeds() -> (Config, [String; 3]) {
+/// cut short or without a key column, and servers that answer 500, 403, less than they
+/// promised, more than MAX_FEED_BYTES (declared, or sent chunked), a compressed body, or a
+/// trickle. Answers it and the failing servers' feed URLs.
+async fn failing_feeds() -> (Config, [String; 7]) {
     let dir = temp_dir("feeds");
     let big = rows_text(0..400);
     std::fs::write(dir.join("big.jsonl"), &big).unwrap();
@@ -458,18 +530,43 @@ async fn failing_feeds() -> (Config, [String; 3]) {
         b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec(),
     )
     .await;
-    // Promises 100 kB, sends five rows, hangs up.
+    // Promises 4 kB (within MAX_FEED_BYTES), sends five rows, hangs up.
     let rows = rows_text(0..5);
     let truncated = canned_server(
-        format!("HTTP/1.1 200 OK\r\ncontent-length: 100000\r\nconnection: close\r\n\r\n{rows}")
+        format!("HTTP/1.1 200 OK\r\ncontent-length: 4000\r\nconnection: close\r\n\r\n{rows}")
             .into_bytes(),
     )
     .await;
-    let servers = [server_error, forbidden, truncated];
+    let declared_big = answering(
+        &format!("HTTP/1.1 200 OK\r\ncontent-length: {}", big.len()),
+        big.as_bytes(),
+    )
+    .await;
+    let chunked_big = answering(
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked",
+        format!("{:x}\r\n{big}\r\n0\r\n\r\n", big.len()).as_bytes(),
+    )
+    .await;
+    // Not real gzip: the bytes are never looked at.
+    let gzipped = answering(
+        "HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: 10",
+        b"\x1f\x8b\x08\0\0\0\0\0\0\x03",
+    )
+    .await;
+    let servers = [
+        server_error,
+        forbidden,
+        truncated,
+        declared_big,
+        chunked_big,
+        gzipped,
+        trickling_feed().await,
+    ];
     let mut config = test_config();
     config.feeds_dir = dir;
     config.sync_allowed_hosts = servers.iter().map(SocketAddr::to_string).collect();
     config.max_feed_bytes = big.len() as u64 / 2;
+    config.sync_slow_feed_seconds = SLOW_FEED_WINDOW;
     let urls = servers.map(|addr| format!("http://{addr}/feed.jsonl"));
     (config, urls)
 }
@@ -519,11 +616,21 @@ async fn assert_fails_keeping_what_it_saved(
 }
 
 async fn a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_percent(b: Backend) {
-    let (config, [server_error, forbidden, truncated]) = failing_feeds().await;
+    let (config, [server_error, forbidden, truncated, declared_big, chunked_big, gzipped, trickle]) =
+        failing_feeds().await;
     let app = spawn_catalog_app(b, config).await;
     // (source, class, http_status, rows saved before the failure: at least, at most)
     let cases = [
-        ("big.jsonl", "FeedTooLarge", None, 100, 399),
+        // A size known up front and over MAX_FEED_BYTES is refused before a row is read, as
+        // an import's is (it read and saved up to the limit first); sent chunked, the feed
+        // is cut at the limit, the rows before it saved.
+        ("big.jsonl", "FeedTooLarge", None, 0, 0),
+        (declared_big.as_str(), "FeedTooLarge", None, 0, 0),
+        (chunked_big.as_str(), "FeedTooLarge", None, 100, 399),
+        // Compressed, it was read as raw bytes: one "not UTF-8" row, the sync `done`.
+        (gzipped.as_str(), "UnsupportedEncoding", None, 0, 0),
+        // Under 1 KiB in a SYNC_SLOW_FEED_SECONDS window of waiting: it ran for ever.
+        (trickle.as_str(), "FeedTooSlow", None, 5, 5),
         ("cut.json", "MalformedFeed", None, 3, 3),
         ("nokey.csv", "MalformedFeed", None, 0, 0),
         (server_error.as_str(), "SourceServerError", Some(500), 0, 0),
@@ -539,6 +646,49 @@ async fn a_failing_sync_reports_its_real_class_its_partial_counts_and_not_100_pe
     assert_eq!(status, 502, "{body}");
     assert_eq!(body["job"]["error"], "SourcesFailed");
     assert_eq!(body["job"]["result"]["sources_failed"], 2);
+}
+
+/// Chunks of the steady feed, each two rows (~70 bytes): under 1 KiB each, so the slow-feed
+/// rule must count bytes across chunks.
+const STEADY_CHUNKS: usize = 60;
+
+/// A feed of `STEADY_CHUNKS` chunks, one every 50 ms: ~3 KB/s for 3 s, well above the 1 KiB
+/// in `SLOW_FEED_WINDOW` the rule asks, and longer than the window.
+async fn steady_feed() -> SocketAddr {
+    let body = || async {
+        let chunks = futures_util::stream::unfold(0, |n| async move {
+            if n == STEADY_CHUNKS {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Some((Ok::<_, std::io::Error>(rows_text(2 * n..2 * n + 2)), n + 1))
+        });
+        axum::body::Body::from_stream(chunks)
+    };
+    serve(axum::Router::new().route("/steady.jsonl", axum::routing::get(body))).await
+}
+
+/// The slow-feed rule ends a trickle (`a_failing_sync_reports…`), not a feed that is slow but
+/// steady: one taking longer than the window, in chunks smaller than the KiB it asks, is read
+/// to its end.
+async fn a_slow_but_steady_feed_is_read_to_its_end_across_many_slow_feed_windows(b: Backend) {
+    let addr = steady_feed().await;
+    let mut config = test_config();
+    config.sync_allowed_hosts = vec![addr.to_string()];
+    config.sync_slow_feed_seconds = SLOW_FEED_WINDOW;
+    let app = spawn_catalog_app(b, config).await;
+    let t = tenant();
+    let started = Instant::now();
+    let (status, body) =
+        sync_wait(&app, t.as_str(), &[&format!("http://{addr}/steady.jsonl")]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["sources"][0]["status"], "ok", "{body}");
+    assert_eq!(body["totals"]["created"], 2 * STEADY_CHUNKS, "{body}");
+    assert!(
+        started.elapsed() > SLOW_FEED_WINDOW,
+        "the feed outlasted the window: {:?}",
+        started.elapsed()
+    );
 }
 
 /// A feed that sends its head and five rows and then nothing, its connection open, fails

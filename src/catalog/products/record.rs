@@ -177,12 +177,22 @@ fn price_field(v: Option<Value>) -> Result<Option<i64>, String> {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::String(s)) if s.trim().is_empty() => return Ok(None),
         Some(Value::Number(n)) => n.as_i64(),
-        Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
+        Some(Value::String(s)) => price_text(s.trim()),
         Some(_) => return Err("price_cents must be a number".into()),
     };
     match cents {
         Some(c) if c >= 0 => Ok(Some(c)),
         _ => Err(PRICE_RULE.into()),
+    }
+}
+
+/// A price's text: ASCII digits only, as a JSON number spells a price (leading zeros read as
+/// usual: `"007"` is 7). `i64::from_str` alone would take a sign, so `"+5"` and `"-0"` — which
+/// as JSON numbers are not a price (`+5` is no JSON, `-0` is refused) — would be stored 5 and 0.
+fn price_text(s: &str) -> Option<i64> {
+    match !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        true => s.parse().ok(),
+        false => None,
     }
 }
 
@@ -479,5 +489,19 @@ mod tests {
         }
         let row = json!({"product_key": "k", "name": "\u{0} Red\u{0}Mug \u{7}"});
         assert_eq!(Product::from_json(row).unwrap().name, "Red\u{0}Mug");
+    }
+
+    #[test]
+    fn a_price_as_text_is_its_digits_alone_as_a_json_number_would_be() {
+        let price = |v: Value| price_field(Some(v));
+        for (text, cents) in [("250", 250), (" 250 ", 250), ("007", 7), ("0", 0)] {
+            assert_eq!(price(json!(text)), Ok(Some(cents)), "{text:?}");
+        }
+        assert_eq!(price(json!("  ")), Ok(None));
+        for text in ["-0", "+5", "-5", "+0", "2 5", "5.0", "1e2", "0x10", "٣"] {
+            assert_eq!(price(json!(text)), Err(PRICE_RULE.into()), "{text:?}");
+        }
+        let negative_zero: Value = serde_json::from_str("-0").expect("-0 is JSON");
+        assert_eq!(price(negative_zero), Err(PRICE_RULE.into()));
     }
 }

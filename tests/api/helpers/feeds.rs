@@ -13,8 +13,14 @@ use tokio::sync::Semaphore;
 
 /// Rows in each held feed.
 pub const HELD_ROWS: usize = 40;
-/// Between two blank lines of a held feed: well inside the service's 30-second read timeout.
+/// Between two keep-alives of a held feed: well inside the service's 30-second read timeout.
 const HELD_KEEP_ALIVE: Duration = Duration::from_secs(5);
+/// A held or trickling feed's keep-alive: blank lines (no row), 1 KiB of them, so each keeps
+/// the feed above the service's slow-feed rule (1 KiB in every `SYNC_SLOW_FEED_SECONDS`, 60 s
+/// by default) as well as inside its read timeout.
+fn keep_alive() -> String {
+    "\n".repeat(1024)
+}
 
 /// Serves `router` on a loopback port of its own until the test binary ends.
 pub async fn serve(router: axum::Router) -> SocketAddr {
@@ -55,7 +61,7 @@ impl HeldFeeds {
         format!("http://{}/held/{name}.jsonl", self.addr)
     }
 
-    /// A feed that never ends: one row, then a byte every 200 ms.
+    /// A feed that never ends: one row, then 1 KiB of blank lines every 200 ms.
     pub fn trickle_url(&self, name: &str) -> String {
         format!("http://{}/trickle/{name}.jsonl", self.addr)
     }
@@ -71,10 +77,10 @@ impl HeldFeeds {
     }
 }
 
-/// The answer of a held feed: its headers at once, then a blank line every `HELD_KEEP_ALIVE`
+/// The answer of a held feed: its headers at once, then a `keep_alive` every `HELD_KEEP_ALIVE`
 /// until the test releases the feed, then its rows. The blank lines keep a sync's reader inside
-/// the service's read timeout however long the test holds the feed (a JSON Lines reader skips
-/// blank lines, and they count as no row).
+/// the service's read timeout and slow-feed rule however long the test holds the feed (a JSON
+/// Lines reader skips blank lines, and they count as no row).
 async fn held(gate: Arc<Semaphore>, name: String) -> axum::body::Body {
     let chunks = futures_util::stream::unfold(Some(gate), move |gate| {
         let name = name.clone();
@@ -87,7 +93,7 @@ async fn held(gate: Arc<Semaphore>, name: String) -> axum::body::Body {
             Some(if released {
                 (Ok::<_, std::io::Error>(held_rows(&name)), None)
             } else {
-                (Ok("\n".to_owned()), Some(gate))
+                (Ok(keep_alive()), Some(gate))
             })
         }
     });
@@ -106,10 +112,10 @@ fn held_rows(name: &str) -> String {
 async fn trickle() -> axum::body::Body {
     let chunks = futures_util::stream::unfold(0u64, |n| async move {
         let chunk = if n == 0 {
-            "{\"product_key\":\"trickled-0\",\"name\":\"Trickled Product\"}\n"
+            "{\"product_key\":\"trickled-0\",\"name\":\"Trickled Product\"}\n".to_owned()
         } else {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            " "
+            keep_alive()
         };
         Some((Ok::<_, std::io::Error>(chunk), n + 1))
     });

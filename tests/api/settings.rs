@@ -64,6 +64,11 @@ const MISTAKES: &[Mistake] = &[
         &[("HEARTBEAT_SECONDS", "0")],
         &["HEARTBEAT_SECONDS must be at least 0.01"],
     ),
+    // 0 would fail every feed that pauses at all (`FeedTooSlow`).
+    (
+        &[("SYNC_SLOW_FEED_SECONDS", "0")],
+        &["SYNC_SLOW_FEED_SECONDS must be above 0"],
+    ),
     // Counts a semaphore holds are bounded (a huge one panicked the runtime at start).
     (
         &[("MAX_CONCURRENT_JOBS", "2305843009213693952")],

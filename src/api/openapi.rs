@@ -31,7 +31,7 @@ use crate::catalog::report::{JobReport, PipelineReport};
 #[openapi(
     info(
         title = "catalog-jobs",
-        description = "Runs a product catalogue's long jobs (sync, enrich, pair) per tenant. A start answers at once with a job id (or, with `wait=true`, the report); anyone can poll the job. Every error is `{\"error\": \"<code>\", \"message\": \"…\", …context}`; any unknown path answers 404 `not_found` and a known path with another method 405 `method_not_allowed`. Every response carries `x-request-id` (the client's, when it sent a sane one).",
+        description = "Runs a product catalogue's long jobs (sync, enrich, pair) per tenant. A start answers at once with a job id (or, with `wait=true`, the report); anyone can poll the job. Every error is `{\"error\": \"<code>\", \"message\": \"…\", …context}`; any unknown path answers 404 `not_found` and a known path with another method 405 `method_not_allowed`. Every `GET` also answers `HEAD` (the same status and headers, no body), which the document does not list as operations. Every response carries `x-request-id` (the client's, when it sent a sane one).",
         license(name = "MIT")
     ),
     tags(

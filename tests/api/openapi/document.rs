@@ -300,3 +300,41 @@ fn documented_fields(doc: &Value, operation: &Value) -> Vec<(String, BTreeSet<St
     assert!(documented.len() > 1, "the start has a request body");
     documented
 }
+
+/// Every GET also answers HEAD, as the document's description says: for each GET of the
+/// document that needs no path parameter (event streams aside: their GET never ends), the
+/// same status and content type as the GET, and no body.
+#[tokio::test]
+async fn every_get_answers_head_with_its_status_and_no_body_as_the_document_says() {
+    let app = spawn_catalog_app(Backend::Memory, test_config()).await;
+    let doc = app.get_json("/openapi.json").await;
+    let description = doc["info"]["description"].as_str().expect("a description");
+    assert!(
+        description.contains("Every `GET` also answers `HEAD`"),
+        "the description does not say that a GET answers HEAD: {description}"
+    );
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        let Some(get) = item.get("get") else { continue };
+        if path.contains('{') || get.to_string().contains("text/event-stream") {
+            continue;
+        }
+        let got = app.get(path).await;
+        let header = |r: &reqwest::Response| r.headers().get("content-type").cloned();
+        let (status, content_type) = (got.status(), header(&got));
+        let head = app
+            .client
+            .head(app.url(path))
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(head.status(), status, "HEAD {path}");
+        assert_eq!(header(&head), content_type, "HEAD {path}");
+        assert!(
+            head.bytes().await.expect("a body").is_empty(),
+            "HEAD {path}: a body"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} GET routes checked");
+}

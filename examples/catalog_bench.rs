@@ -14,7 +14,8 @@
 //! for the next, `pair::kept`). Uses the embedded catalogue store, so it
 //! measures the algorithms, not Redis. Compare with
 //! `scripts/sklearn_pair.sh N` (scikit-learn's exhaustive cosine kNN on the same products).
-//! To profile the incremental pair alone (`perf_ctl`):
+//! To profile the incremental pair alone (`perf_ctl_at`; `PERF_PAIR=full` profiles the first
+//! full pair instead):
 //!
 //!     mkfifo ctl ack; PERF_CTL=ctl:ack perf record -D -1 --control fifo:ctl,ack -g \
 //!         target/release/examples/catalog_bench 1000000
@@ -26,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use catalog_jobs::catalog::pair::PairParams;
-use catalog_jobs::catalog::products::{MemoryCatalog, Product};
+use catalog_jobs::catalog::products::{MemoryCatalog, Product, ProductKey};
 use catalog_jobs::catalog::{demo, enrich, pair, run_unfenced, Catalog, CatalogSettings};
 use catalog_jobs::jobs::fence::Unfenced;
 use catalog_jobs::jobs::TenantId;
@@ -185,6 +186,7 @@ fn run(n: usize, easy: bool) {
     let started = Instant::now();
     let cpu_before = cpu_seconds();
     let phases = Phases::new();
+    perf_ctl_at("full", "enable");
     let report = run_unfenced(
         &catalog,
         &tenant,
@@ -193,26 +195,14 @@ fn run(n: usize, easy: bool) {
         Some(&|p, _: &str| phases.at(p)),
     )
     .expect("pair runs");
+    perf_ctl_at("full", "disable");
     let pair_s = started.elapsed().as_secs_f64();
     let pair_cpu = cpu_seconds() - cpu_before;
     let peak = peak_rss_mib();
     let heap = Heap::most_mib() - held;
     phases.print("full pair");
     let products = generate(n, easy);
-    let (found, expected) = demo::family_recall(
-        &products,
-        |key| {
-            catalog
-                .store
-                .neighbours(&tenant, key)
-                .expect("the embedded store reads")
-                .unwrap_or_default()
-                .into_iter()
-                .map(|n| n.product_key)
-                .collect()
-        },
-        RECALL_AT,
-    );
+    let (found, expected) = recall(&catalog, &tenant, &products);
     println!(
         "{n:>8} products | enrich {enrich_s:6.2} s ({:>8.0} products/s) | pair {pair_s:7.2} s ({:>8.0} products/s, CPU {pair_cpu:.2} s, {} paired) | recall@{RECALL_AT} {:.3} | peak RSS {peak:.0} MiB (before it: {loaded:.0} MiB, the store's catalogue {held:.0} MiB of heap) | the pair's own peak heap {heap:.0} MiB, PAIR_MAX_MEMORY_MB estimate {} MiB",
         n as f64 / enrich_s,
@@ -232,6 +222,22 @@ fn run(n: usize, easy: bool) {
         peak_rss_mib(),
         Heap::most_mib(),
     );
+}
+
+/// How many of the planted families' members the table names among each product's first
+/// `RECALL_AT` neighbours, of how many it could.
+fn recall(catalog: &Catalog, tenant: &TenantId, products: &[Product]) -> (usize, usize) {
+    let neighbours = |key: &ProductKey| {
+        catalog
+            .store
+            .neighbours(tenant, key)
+            .expect("the embedded store reads")
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| n.product_key)
+            .collect()
+    };
+    demo::family_recall(products, neighbours, RECALL_AT)
 }
 
 /// Has glibc's malloc do now, untimed, the work it defers from earlier frees to later
@@ -289,7 +295,7 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Ed
     let started = Instant::now();
     let cpu_before = cpu_seconds();
     let phases = Phases::new();
-    perf_ctl("enable");
+    perf_ctl_at("incremental", "enable");
     let report = run_unfenced(
         catalog,
         tenant,
@@ -298,7 +304,7 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Ed
         Some(&|p, _: &str| phases.at(p)),
     )
     .expect("pair runs");
-    perf_ctl("disable");
+    perf_ctl_at("incremental", "disable");
     let wall = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu_before;
     phases.print("incremental");
@@ -315,14 +321,19 @@ fn incremental_after_edits(catalog: &Catalog, tenant: &TenantId, edits: demo::Ed
     )
 }
 
-/// Profiles the incremental pair alone: with `PERF_CTL=ctl:ack` (two fifos) the bench tells
+/// Profiles one pair alone: with `PERF_CTL=ctl:ack` (two fifos) the bench tells
 /// `perf record -D -1 --control fifo:ctl,ack` to `enable` its events just before that pair and
-/// to `disable` them after it, and waits for perf's answer each time.
-fn perf_ctl(cmd: &str) {
+/// to `disable` them after it, and waits for perf's answer each time. The pair is `which`
+/// `PERF_PAIR` names (`full` or `incremental`, the default).
+fn perf_ctl_at(which: &str, cmd: &str) {
     use std::io::{Read, Write};
     let Ok(fifos) = std::env::var("PERF_CTL") else {
         return;
     };
+    let wanted = std::env::var("PERF_PAIR").unwrap_or_else(|_| "incremental".to_owned());
+    if wanted != which {
+        return;
+    }
     let (ctl, ack) = fifos.split_once(':').expect("PERF_CTL is ctl:ack");
     let mut ctl = std::fs::OpenOptions::new()
         .write(true)

@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use tokio_util::sync::CancellationToken;
 
 use super::budget::Limit;
-use super::embed::{frozen_identity_of, traits_of, Embedding, Names, Prepared, Reading};
+use super::embed::Embedding;
 use super::full::{indexing, pair_all, score_groups};
 use super::index::Index;
+use super::reading::{frozen_identity_of, traits_of, Names, Prepared, Reading};
 use super::score::Ask;
 use super::{Weights, EMBEDDED, INDEXED, LOADED, SCORED};
 use crate::catalog::products::{

@@ -4,9 +4,10 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::embed::{Embedding, Prepared, Reading};
+use super::embed::Embedding;
 use super::index::Index;
 use super::kept::Engine;
+use super::reading::{Prepared, Reading};
 use super::score::{self, Ask, Best};
 use super::{budget, EMBEDDED, INDEXED, LOADED, SCORED};
 use crate::catalog::products::{Known, Pairing, ProductKey};

@@ -32,10 +32,11 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::embed::{frozen_identity_of_words, traits_of, words_on_every_core, Embedding, Names};
+use super::embed::Embedding;
 use super::full::indexing;
 use super::kept::{self, Engine, Kept};
 use super::listing::Listed;
+use super::reading::{frozen_identity_of_words, traits_of, words_on_every_core, Names};
 use super::rescore::{rescore, Plan};
 use super::score::Ask;
 use super::{Weights, EMBEDDED, INDEXED, LOADED, SCORED};

@@ -43,6 +43,7 @@ mod incremental;
 mod index;
 pub mod kept;
 mod listing;
+mod reading;
 mod rescore;
 mod reverse;
 mod score;

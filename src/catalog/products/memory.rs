@@ -9,7 +9,9 @@
 //! neighbour table of a pair is its pairing state itself (`Pairing` answers a row), and each
 //! tenant's change feed (`feed`) is noted under the same lock as the write it notes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Ordering;
+use std::collections::{btree_map, BTreeMap, HashMap};
+use std::iter::Peekable;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
@@ -88,7 +90,9 @@ impl Table {
 #[derive(Default)]
 struct TenantCatalog {
     products: BTreeMap<ProductKey, Entry>,
-    enriched: HashMap<ProductKey, Entry>,
+    /// In key order, like `products`, so that reading both for keys in order walks them
+    /// (`Walk`).
+    enriched: BTreeMap<ProductKey, Entry>,
     table: Table,
     feed: Feed,
 }
@@ -176,6 +180,76 @@ impl MemoryCatalog {
             }
         });
         Write::from_hold(hold, ()).map(Swap::from)
+    }
+}
+
+/// How many entries a `Walk` steps over to reach a key before it searches from the root.
+const WALK_STEPS: usize = 4;
+
+/// Looks up keys in a map, in the order given, walking it: a key at or just past where the
+/// last look-up stopped is reached by stepping over at most `WALK_STEPS` entries, any other
+/// searched for from the root. Listing a catalogue and reading it for a pair ask for every
+/// product in key order; a search from the root compares a dozen keys, each a cache miss
+/// in a map of a million (listing a million hard products: 0.8 s searching, 0.25 s
+/// walking; 0.02 s at 100,000, which the cache held). An equal key the caller shares with
+/// the map compares by address (`Arc`'s `==`), so a walk in step with the map reads no
+/// key's text.
+struct Walk<'a, 'k, V> {
+    map: &'a BTreeMap<ProductKey, V>,
+    /// The entries after the last key looked up (`last`): none of them is `<= last`.
+    ahead: Option<Peekable<btree_map::Range<'a, ProductKey, V>>>,
+    last: Option<&'k ProductKey>,
+}
+
+impl<'a, 'k, V> Walk<'a, 'k, V> {
+    fn new(map: &'a BTreeMap<ProductKey, V>) -> Self {
+        Self {
+            map,
+            ahead: None,
+            last: None,
+        }
+    }
+
+    fn get(&mut self, key: &'k ProductKey) -> Option<&'a V> {
+        let after_last = |last: Option<&ProductKey>| last.is_some_and(|l| l < key);
+        if let Some(ahead) = &mut self.ahead {
+            if let Some(&(_, v)) = ahead.peek().filter(|(k, _)| *k == key) {
+                ahead.next();
+                self.last = Some(key);
+                return Some(v);
+            }
+            // Past `last`, every entry up to `key` is ahead: stepping finds it or its absence.
+            if after_last(self.last) {
+                for _ in 0..WALK_STEPS {
+                    let Some(&(k, v)) = ahead.peek() else {
+                        self.last = Some(key);
+                        return None;
+                    };
+                    match k.cmp(key) {
+                        Ordering::Less => {
+                            ahead.next();
+                        }
+                        Ordering::Equal => {
+                            ahead.next();
+                            self.last = Some(key);
+                            return Some(v);
+                        }
+                        Ordering::Greater => {
+                            self.last = Some(key);
+                            return None;
+                        }
+                    }
+                }
+            }
+        }
+        let mut ahead = self
+            .map
+            .range::<ProductKey, _>((Bound::Included(key), Bound::Unbounded))
+            .peekable();
+        let found = ahead.next_if(|(k, _)| *k == key).map(|(_, v)| v);
+        self.ahead = Some(ahead);
+        self.last = Some(key);
+        found
     }
 }
 
@@ -409,11 +483,12 @@ impl CatalogStore for MemoryCatalog {
         // One hold of the lock a page, so that a large catalogue does not stop every other
         // tenant, and the reader can stop between pages.
         let page: Vec<(ProductKey, u64)> = self.read(tenant, |c| {
+            let mut enriched = Walk::new(&c.enriched);
             c.products
                 .range((from, Bound::Unbounded))
                 .take(limit)
                 .map(|(key, entry)| {
-                    let enrichment = c.enriched.get(key).map(|e| e.fingerprint);
+                    let enrichment = enriched.get(key).map(|e| e.fingerprint);
                     (key.clone(), version(entry.fingerprint, enrichment))
                 })
                 .collect()
@@ -428,10 +503,11 @@ impl CatalogStore for MemoryCatalog {
         keys: &[ProductKey],
     ) -> Result<Vec<Option<u64>>, CatalogStoreError> {
         Ok(self.read(tenant, |c| {
+            let (mut products, mut enriched) = (Walk::new(&c.products), Walk::new(&c.enriched));
             keys.iter()
                 .map(|key| {
-                    let product = c.products.get(key)?.fingerprint;
-                    Some(version(product, c.enriched.get(key).map(|e| e.fingerprint)))
+                    let product = products.get(key)?.fingerprint;
+                    Some(version(product, enriched.get(key).map(|e| e.fingerprint)))
                 })
                 .collect()
         }))
@@ -447,10 +523,11 @@ impl CatalogStore for MemoryCatalog {
         keys: &[ProductKey],
     ) -> Result<Vec<Option<PairingInput>>, CatalogStoreError> {
         let entries: Vec<Option<(Entry, Option<Entry>)>> = self.read(tenant, |c| {
+            let (mut products, mut enriched) = (Walk::new(&c.products), Walk::new(&c.enriched));
             keys.iter()
                 .map(|k| {
-                    let product = c.products.get(k)?.clone();
-                    Some((product, c.enriched.get(k).cloned()))
+                    let product = products.get(k)?.clone();
+                    Some((product, enriched.get(k).cloned()))
                 })
                 .collect()
         });
@@ -490,5 +567,34 @@ impl CatalogStore for MemoryCatalog {
     ) -> Result<Swap, CatalogStoreError> {
         // The state holds every row: whichever rows changed, it is the whole new table.
         self.swap_table(tenant, Table::Paired(pairing), Some(fed_upto), fence)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_walk_finds_what_a_search_finds_in_any_order_of_keys() {
+        // Keys the map shares (even) and copies of its keys' text (odd), some absent.
+        let key = |i: u32| ProductKey::parse(&format!("k{i:03}")).expect("a valid key");
+        let pool: Vec<ProductKey> = (0..220).map(key).collect();
+        let map: BTreeMap<ProductKey, u32> = (0..200)
+            .filter(|i| i % 3 != 0)
+            .map(|i| (pool[i as usize].clone(), i))
+            .collect();
+        let orders: [Vec<u32>; 3] = [
+            (0..220).collect(),
+            (0..220).rev().collect(),
+            (0..220).map(|i| (i * 37) % 220).collect(),
+        ];
+        let of = |i: u32| [pool[i as usize].clone(), key(i)][i as usize % 2].clone();
+        for order in orders {
+            let keys: Vec<ProductKey> = order.iter().map(|&i| of(i)).collect();
+            let mut walk = Walk::new(&map);
+            for k in &keys {
+                assert_eq!(walk.get(k), map.get(k), "{k:?} in {order:?}");
+            }
+        }
     }
 }

@@ -1,11 +1,13 @@
 //! `GET /catalog/jobs/{job_id}/events` (a job's timeline, as JSON or live as Server-Sent
 //! Events) and `GET /catalog/events?tenant_id=T` (every change of a tenant's jobs, live).
 //!
-//! A live stream watches the job's tenant BEFORE it reads the timeline, so no event can
-//! fall between the read and the first message; every message (and a periodic re-check)
-//! makes it read the timeline again after the last id it sent, so it sends each event once,
-//! in order, whatever was missed or repeated on the way. Streams end when the process starts
-//! shutting down, so the server's drain never waits on them.
+//! A live stream watches the job's tenant BEFORE it reads the timeline, so every event after
+//! the read is heard. A store tells a job's events in id order, and ids count every event, so
+//! a heard progress tick whose id follows the last one sent is sent as heard; any other event
+//! makes the stream read the timeline after the last id sent, up to the heard one only (the
+//! timeline samples ticks: one past it could hide ticks not heard yet). So a stream sends each
+//! event once, in order, every tick after its replay included. Streams end when the process
+//! starts shutting down, so the server's drain never waits on them.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -19,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream};
 use serde::Serialize;
+use serde_json::Map;
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
 
@@ -30,7 +33,7 @@ use super::jobs::MaybeJobId;
 use super::streams::StreamPermit;
 use crate::jobs::runner::Runner;
 use crate::jobs::store::JobStore;
-use crate::jobs::timeline::{EventId, TimelineEvent, LAST_TYPES};
+use crate::jobs::timeline::{EventId, JobChange, TimelineEvent, LAST_TYPES};
 use crate::jobs::watch::{Change, TenantWatch};
 use crate::jobs::{JobId, Snapshot};
 
@@ -230,17 +233,20 @@ impl Follow {
                 () = self.runner.closing() => return None,
                 change = self.watch.changes.recv() => match change {
                     Ok(Change::Job(c)) if c.job_id != self.id.to_string() => continue,
-                    Ok(Change::Job(c)) if LAST_TYPES.contains(&c.kind_of_event.as_str()) => Wake::Ended,
+                    Ok(Change::Job(c)) => match self.hear(c) {
+                        Some(wake) => wake,
+                        None => continue,
+                    },
                     Err(RecvError::Closed) => return None,
-                    _ => Wake::Told,
+                    Ok(Change::Resync) | Err(RecvError::Lagged(_)) => Wake::Missed,
                 },
                 () = tokio::time::sleep(RECHECK) => Wake::Recheck,
             };
             // The job's state is read BEFORE its timeline: its last event is written in the
             // same step as its end, so a job seen ended has that event in the read that follows.
-            let ended = match wake {
-                Wake::Ended => true,
-                Wake::Told => false,
+            let ended = match &wake {
+                Wake::Heard { ended, .. } => *ended,
+                Wake::Missed => false,
                 // A job that is gone (expired, its tenant removed) has nothing more to say.
                 Wake::Recheck => match self.store.get(&self.id).await {
                     Ok(None) => true,
@@ -252,7 +258,25 @@ impl Follow {
             let Ok(events) = self.store.timeline(&self.id, self.last).await else {
                 continue;
             };
-            self.pending.extend(events);
+            match wake {
+                // Up to the heard event only: those after it will be heard, the ticks among
+                // them too, which the timeline may not keep.
+                Wake::Heard { upto, tick, .. } => {
+                    let heard = events
+                        .into_iter()
+                        .take_while(|e| e.event_id().is_some_and(|id| id <= upto));
+                    self.pending.extend(heard);
+                    // A tick heard is in the read only while it is the job's latest.
+                    if let Some(tick) = tick {
+                        if self.pending.back().and_then(TimelineEvent::event_id) != Some(upto) {
+                            self.pending.push_back(*tick);
+                        }
+                    }
+                }
+                // Messages may have been lost: all the timeline has. A tick it does not keep
+                // and that no message brought is lost with them.
+                Wake::Missed | Wake::Recheck => self.pending.extend(events),
+            }
             // Nothing after the cursor and nothing more to come: a client may resume after an
             // id beyond the job's last one, and its stream still ends with the job.
             if self.pending.is_empty() && ended {
@@ -260,17 +284,61 @@ impl Follow {
             }
         }
     }
+
+    /// What a change of this job heard live asks for: nothing when it was sent already or
+    /// is a tick right after the last event sent (queued as heard: no event lies between);
+    /// else a read of the timeline up to it.
+    fn hear(&mut self, change: JobChange) -> Option<Wake> {
+        let Ok(id) = change.id.parse::<EventId>() else {
+            return Some(Wake::Missed);
+        };
+        if self.last.is_some_and(|last| id <= last) {
+            return None;
+        }
+        let ended = LAST_TYPES.contains(&change.kind_of_event.as_str());
+        let tick = (change.kind_of_event == "progress").then(|| heard_tick(change, id));
+        match tick {
+            Some(tick) if self.last.is_some_and(|last| last.seq + 1 == id.seq) => {
+                self.pending.push_back(tick);
+                None
+            }
+            tick => Some(Wake::Heard {
+                upto: id,
+                tick: tick.map(Box::new),
+                ended,
+            }),
+        }
+    }
 }
 
 /// What woke a waiting job stream.
-#[derive(Clone, Copy)]
 enum Wake {
-    /// A change of this job that is not its last.
-    Told,
-    /// This job's last event (`finished`, `superseded`) was written.
-    Ended,
+    /// A change of this job after the last event sent: the timeline is read up to it;
+    /// `tick` is the change itself when it is a progress tick; `ended` when it is the
+    /// job's last event (`finished`, `superseded`).
+    Heard {
+        upto: EventId,
+        tick: Option<Box<TimelineEvent>>,
+        ended: bool,
+    },
+    /// Messages may have been missed (the subscription was renewed, or this stream lagged).
+    Missed,
     /// Nothing was heard for [`RECHECK`].
     Recheck,
+}
+
+/// A progress tick as its timeline event reads: a tick carries nothing of its own, and an
+/// event's time is its id's.
+fn heard_tick(change: JobChange, id: EventId) -> TimelineEvent {
+    TimelineEvent {
+        id: change.id,
+        kind: change.kind_of_event,
+        at: id.ms,
+        status: change.status,
+        percent: change.percent,
+        step: change.step,
+        extra: Map::new(),
+    }
 }
 
 fn sse_event(event: &TimelineEvent) -> Event {

@@ -3,16 +3,22 @@
 //! from another replica), `GET /catalog/events?tenant_id=T`, their 404/403/422s, and a
 //! shutdown that does not wait on open streams.
 
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
 use std::time::Duration;
 
 use catalog_jobs::config::tokens::hash_token;
+use catalog_jobs::jobs::store::{Outcome, Tick};
+use catalog_jobs::jobs::timeline::EventId;
 use catalog_jobs::jobs::TenantId;
 use catalog_jobs::startup::App;
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
 
 use crate::both_stores;
-use crate::helpers::{eventually, settings, store, tenant, Api, Backend, RedisServer};
+use crate::helpers::RedisServer;
+use crate::helpers::{eventually, finish, new_job, settings, start, store, tenant, Api, Backend};
 use crate::helpers::{spawn_app, spawn_app_with, test_config, Gate, Service, TestApp};
 use crate::helpers::{JsonAnswer, SseFrame, SseReader};
 
@@ -25,6 +31,7 @@ both_stores!(
     a_last_event_id_given_twice_is_400_naming_it,
     a_stream_resumed_after_an_id_beyond_the_job_s_last_event_ends_when_the_job_ends,
     a_tenant_beyond_its_share_of_streams_is_refused_429_and_a_full_instance_503,
+    a_stream_opened_at_any_moment_gets_every_tick_after_what_it_replayed,
 );
 
 /// Resume ids no clock reaches: past the year 9999, and the largest pair of numbers, after
@@ -618,6 +625,111 @@ async fn an_open_tenant_stream_follows_its_jobs_again_after_redis_restarts() {
         if frame.event.as_deref() == Some("finished") {
             assert_eq!(frame.json()["job_id"], id.as_str());
             break;
+        }
+    }
+}
+
+/// Progress ticks the next test writes itself, back to back: no runner spaces them out, so a
+/// timeline (which keeps the first and the latest of a quick burst) misses most of them, and
+/// only a live watcher hears each one.
+const TICKS: u64 = 240;
+/// Ticks written while each next stream opens.
+const BURST: u64 = 8;
+
+async fn a_stream_opened_at_any_moment_gets_every_tick_after_what_it_replayed(b: Backend) {
+    let app = spawn_app(b).await;
+    // A kind the app's workers do not run: this test runs it, writing its ticks itself.
+    let job = new_job(&tenant(), "k1");
+    let (created, run) = start(&*app.store, &job).await;
+    let id = job.id.to_string();
+    // The number (`seq`) of the last event the writer may have written (`created` is 0,
+    // `started` 1, tick i is 1 + i): raised BEFORE each write, so a stream whose answer came
+    // back when it read n replayed nothing after n.
+    let written = Arc::new(AtomicU64::new(1));
+    let (go, mut bursts) = mpsc::unbounded_channel::<()>();
+    let writer = tokio::spawn({
+        let (store, written) = (app.store.clone(), written.clone());
+        async move {
+            for i in 1..=TICKS {
+                if (i - 1) % BURST == 0 {
+                    bursts
+                        .recv()
+                        .await
+                        .expect("the test opens a stream a burst");
+                }
+                written.store(1 + i, SeqCst);
+                let percent = u8::try_from(i * 99 / TICKS).expect("below 100");
+                let step = format!("tick {i}");
+                let applied = store.tick(&run, percent, &step).await.expect("a tick");
+                assert_eq!(applied, Tick::Applied);
+            }
+            written.store(TICKS + 2, SeqCst);
+            finish(&*store, &job, &run, &created, Outcome::Done(json!({}))).await;
+        }
+    });
+    let mut readers = Vec::new();
+    for _ in 0..TICKS / BURST {
+        go.send(()).expect("the writer waits for a burst");
+        // Opened while the burst is written: its replay reads at some point within it.
+        let response = open(&app, &id, None).await;
+        let replayed_at_most = written.load(SeqCst);
+        let mut reader = SseReader::new(response);
+        readers.push(tokio::spawn(async move {
+            let frames = tokio::time::timeout(ENDS_WITHIN, read_to_end(&mut reader))
+                .await
+                .expect("the stream ends with the job");
+            (replayed_at_most, frames)
+        }));
+    }
+    writer
+        .await
+        .expect("the writer wrote every tick and the end");
+    for reader in readers {
+        let (replayed_at_most, frames) = reader.await.expect("a reader");
+        assert_every_tick_after(replayed_at_most, &frames);
+    }
+}
+
+/// A stream whose replay read no further than event `replayed_at_most` sent every event after
+/// it up to the job's end, in order, once; each tick as the timeline keeps one.
+fn assert_every_tick_after(replayed_at_most: u64, frames: &[SseFrame]) {
+    let seqs: Vec<u64> = frames
+        .iter()
+        .map(|f| {
+            let id: EventId =
+                f.id.as_deref()
+                    .expect("an id")
+                    .parse()
+                    .expect("an event id");
+            id.seq
+        })
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "ids increase, none sent twice: {seqs:?}"
+    );
+    let live: Vec<u64> = seqs
+        .iter()
+        .copied()
+        .filter(|&s| s > replayed_at_most)
+        .collect();
+    let every: Vec<u64> = (replayed_at_most + 1..=TICKS + 2).collect();
+    assert_eq!(
+        live, every,
+        "every event after the replay (which read no further than {replayed_at_most}); sent: {seqs:?}"
+    );
+    // A tick sent as heard reads as the timeline keeps one.
+    for (frame, seq) in frames.iter().zip(&seqs) {
+        let event = frame.json();
+        if event["type"] == "progress" {
+            let i = seq - 1;
+            assert_eq!(event["step"], format!("tick {i}"), "{event}");
+            assert_eq!(event["percent"], i * 99 / TICKS, "{event}");
+            assert_eq!(event["status"], "running", "{event}");
+            assert_eq!(Some(event["id"].as_str()), Some(frame.id.as_deref()));
+            let at: EventId = frame.id.as_deref().unwrap().parse().unwrap();
+            assert_eq!(event["at"], at.ms, "{event}");
+            assert_eq!(event.as_object().map(|o| o.len()), Some(6), "{event}");
         }
     }
 }

@@ -6,8 +6,9 @@
 //!
 //! Decisions made once for every operation, here: the `x-request-id` request and response
 //! header, `Retry-After` on every 503, and the bearer-token guard of every `/catalog/...`
-//! operation (its security requirement and its 401 with `WWW-Authenticate`), and the 405 a
-//! path answers a method none of its operations has (`MethodNotAllowed`).
+//! operation (its security requirement and its 401 with `WWW-Authenticate`), the 405 a
+//! path answers a method none of its operations has (`MethodNotAllowed`), and the 408 of a
+//! body that stalls on a `/catalog/...` route that reads none (`RequestTimeout`).
 
 use std::sync::OnceLock;
 
@@ -64,6 +65,7 @@ pub fn document() -> &'static OpenApi {
         BearerTokens.modify(&mut doc);
         add_common_headers(&mut doc);
         every_wrong_method(&mut doc);
+        every_slow_body(&mut doc);
         doc
     })
 }
@@ -215,33 +217,68 @@ const WRONG_METHOD: &str = "MethodNotAllowed";
 /// each operation of the path lists it, all one shared response (`components.responses`):
 /// a client reading any operation of a path learns what its other methods answer.
 fn every_wrong_method(doc: &mut OpenApi) {
-    let mut answer = ResponseBuilder::new()
-        .description("`method_not_allowed`: this path takes no request of that method (answered for any method none of the path's operations has, `OPTIONS` included).")
-        .content("application/json", json_of(ErrorBody::name()))
-        .build();
-    for (name, description) in [
-        (
+    let answer = error_answer(
+        "`method_not_allowed`: this path takes no request of that method (answered for any method none of the path's operations has, `OPTIONS` included).",
+        &[(
             "Allow",
             "The methods this path takes, comma-separated (`HEAD` beside `GET`), e.g. `GET,HEAD`.",
-        ),
-        (REQUEST_ID, REQUEST_ID_HEADER),
-    ] {
-        answer
-            .headers
-            .insert(name.into(), RefOr::T(string_header(description)));
-    }
-    let components = doc.components.get_or_insert_with(Default::default);
-    components
-        .responses
-        .insert(WRONG_METHOD.into(), RefOr::T(answer));
+        )],
+    );
+    let listed = share(doc, WRONG_METHOD, answer);
     for item in doc.paths.paths.values_mut() {
         for op in operations(item) {
-            op.responses.responses.insert(
-                "405".into(),
-                RefOr::Ref(Ref::from_response_name(WRONG_METHOD)),
-            );
+            op.responses.responses.insert("405".into(), listed.clone());
         }
     }
+}
+
+/// The shared response a `/catalog/...` operation lists as its `408` when it has none of
+/// its own.
+const SLOW_BODY: &str = "RequestTimeout";
+
+/// A `/catalog/...` route that reads no body still reads one sent to it, within
+/// `REQUEST_TIMEOUT_SECONDS`, to refuse what it names (`call::refuse_body`): a body that
+/// stalls is answered 408 there too, before anything is done. One shared response
+/// (`components.responses`); an operation that reads a body keeps its own words.
+fn every_slow_body(doc: &mut OpenApi) {
+    let answer = error_answer(
+        "`request_timeout`: a body was sent (this route reads none, but reads one sent to refuse what it names) and did not arrive whole within `REQUEST_TIMEOUT_SECONDS`; nothing was done. The answer carries `Connection: close` and the connection ends with it.",
+        &[],
+    );
+    let listed = share(doc, SLOW_BODY, answer);
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if !path.starts_with(GUARDED_PREFIX) {
+            continue;
+        }
+        for op in operations(item) {
+            op.responses
+                .responses
+                .entry("408".into())
+                .or_insert_with(|| listed.clone());
+        }
+    }
+}
+
+/// An error envelope answer with `x-request-id` and these `headers` (name, description).
+fn error_answer(description: &str, headers: &[(&str, &str)]) -> Response {
+    let mut answer = ResponseBuilder::new()
+        .description(description)
+        .content("application/json", json_of(ErrorBody::name()))
+        .build();
+    for (name, description) in headers.iter().chain([&(REQUEST_ID, REQUEST_ID_HEADER)]) {
+        answer
+            .headers
+            .insert((*name).into(), RefOr::T(string_header(description)));
+    }
+    answer
+}
+
+/// Puts `answer` among the document's shared responses as `name`; answers the reference an
+/// operation lists it by.
+fn share(doc: &mut OpenApi, name: &str, answer: Response) -> RefOr<Response> {
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.responses.insert(name.into(), RefOr::T(answer));
+    RefOr::Ref(Ref::from_response_name(name))
 }
 
 /// A start's fields, from the query string and the body in any accepted content type. The

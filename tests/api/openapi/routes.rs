@@ -627,8 +627,8 @@ async fn with_tokens_every_catalog_route_answers_401_without_one_and_403_for_ano
     walk.run(TOKENS_SERVED).await;
 }
 
-/// A start, an import and a bulk call whose body stalls: 408 once `REQUEST_TIMEOUT_SECONDS`
-/// passes.
+/// A start, an import, a bulk call and every route that reads no body, whose body stalls:
+/// 408 once `REQUEST_TIMEOUT_SECONDS` passes.
 const STALLED: &[Row] = &[
     Row::post(Slow, "/catalog/enrich", 408)
         .body(Body::Stalled(
@@ -647,7 +647,51 @@ const STALLED: &[Row] = &[
         .expect(&[("/error", "request_timeout")]),
     Row::post(Slow, "/catalog/bulk/cancel", 408)
         .body(Body::Stalled("application/json", "{\"tenant_id\"")),
+    // A route that reads no body reads one sent to it (to refuse what it names): one that
+    // stalls is 408 there too, before anything is done.
+    Row::get(Slow, "/catalog/whoami", 408)
+        .body(STALLS)
+        .headers(LENGTH)
+        .expect(&[("/error", "request_timeout")]),
+    Row::get(Slow, "/catalog/stats", 408)
+        .body(STALLS)
+        .headers(LENGTH),
+    Row::get(Slow, "/catalog/tenants", 408)
+        .body(STALLS)
+        .headers(LENGTH),
+    Row::get(Slow, "/catalog/jobs?tenant_id={t}", 408)
+        .body(STALLS)
+        .headers(LENGTH),
+    Row::get(Slow, "/catalog/jobs/{any_id}", 408)
+        .body(STALLS)
+        .headers(LENGTH),
+    Row::post(Slow, "/catalog/jobs/{any_id}/cancel", 408)
+        .body(STALLS)
+        .headers(LENGTH),
+    Row::post(Slow, "/catalog/jobs/{any_id}/retry", 408)
+        .body(STALLS)
+        .headers(LENGTH),
+    Row::get(Slow, "/catalog/jobs/{any_id}/events", 408)
+        .body(STALLS)
+        .headers(LENGTH),
+    Row::get(Slow, "/catalog/events?tenant_id={t}", 408)
+        .body(STALLS)
+        .headers(LENGTH),
+    Row::get(Slow, "/catalog/products?tenant_id={t}", 408)
+        .body(STALLS)
+        .headers(LENGTH),
+    Row::get(Slow, "/catalog/products/p1?tenant_id={t}", 408)
+        .body(STALLS)
+        .headers(LENGTH),
+    Row::delete(Slow, "/catalog/tenants/{t}", 408)
+        .body(STALLS)
+        .headers(LENGTH),
 ];
+/// A JSON body that never ends.
+const STALLS: Body = Body::Stalled("application/json", "{\"tenant_id\"");
+/// The length of a body that stalls, said (hyper's client sends a GET's or a DELETE's body of
+/// unknown length as none at all).
+const LENGTH: &[(&str, &str)] = &[("content-length", "64")];
 
 /// A request of each method no operation of a path has, to every path of the document (a
 /// `{name}` of the template sent as it is: the router matches the path before any

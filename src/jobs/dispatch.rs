@@ -8,7 +8,17 @@
 //! sent when a create, recovery or release puts a job in an empty queue) — or, should that
 //! message be missed, until `IDLE_RECHECK` has passed. So a job waiting in the queue costs
 //! no store call, whatever the queue's length.
+//!
+//! A claimed job sits on a seat (`Seats`): a worker, or — for a kind with a quick answer
+//! (`Registry::with_quick`), while such jobs have lately been answered quickly — a quick
+//! seat, of which there are `QUICK_SEATS` more. A quick answer holds no thread and does no
+//! work of its own, so `MAX_CONCURRENT_JOBS` bounds the jobs whose function runs: a job found
+//! to need its function takes a worker first (one on a quick seat waits for one), and a job
+//! answered quickly gives its worker back at once. Either way a job is claimed, by the
+//! dispatcher, a create or a finish, only while a worker is free: a busy process takes no
+//! more of the shared queue than its workers would.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +28,101 @@ use tokio_util::sync::CancellationToken;
 use super::log_limit::LogLimiter;
 use super::store::{Claim, JobStore};
 use super::Kind;
+
+/// Jobs of kinds with a quick answer a process holds beyond its workers (see the module's
+/// doc): enough for a few Redis round trips' worth of them in flight at once.
+pub const QUICK_SEATS: usize = 32;
+
+/// Where a claimed job runs: the seat's permit, held until the run ends.
+pub(super) enum Seat {
+    /// One of `MAX_CONCURRENT_JOBS`.
+    Worker(#[allow(dead_code)] OwnedSemaphorePermit),
+    /// One of `QUICK_SEATS`: the job may answer quickly; if not, it takes a worker first.
+    Quick(#[allow(dead_code)] OwnedSemaphorePermit),
+}
+
+/// The process's workers and quick seats.
+pub(super) struct Seats {
+    /// One permit per free worker.
+    pub workers: Arc<Semaphore>,
+    quick: Arc<Semaphore>,
+    /// The kinds with a quick answer.
+    quick_kinds: Vec<Kind>,
+    /// Whether the last job of such a kind this process ran was answered quickly: only then
+    /// do such jobs get quick seats (a run of them needing their function, say enriches of
+    /// tenants holding products, then waits in the queue for a worker, as any job does).
+    quick_lately: AtomicBool,
+}
+
+impl Seats {
+    pub(super) fn new(workers: usize, quick: usize, quick_kinds: Vec<Kind>) -> Self {
+        Self {
+            workers: Arc::new(Semaphore::new(workers.max(1))),
+            quick: Arc::new(Semaphore::new(quick)),
+            quick_kinds,
+            quick_lately: AtomicBool::new(true),
+        }
+    }
+
+    pub(super) fn may_be_quick(&self, kind: &Kind) -> bool {
+        self.quick_kinds.contains(kind)
+    }
+
+    /// Whether quick seats are handed out now.
+    fn quick_now(&self) -> bool {
+        !self.quick_kinds.is_empty() && self.quick_lately.load(Ordering::Relaxed)
+    }
+
+    /// Whether a worker is free: the condition of any claim.
+    pub(super) fn worker_free(&self) -> bool {
+        self.workers.available_permits() > 0
+    }
+
+    /// A seat for a job of `kind` about to be claimed, only while a worker is free: a quick
+    /// seat when the kind may be answered quickly and one is free, else a worker.
+    pub(super) fn take(&self, kind: &Kind) -> Option<Seat> {
+        if !self.worker_free() {
+            return None;
+        }
+        if self.may_be_quick(kind) && self.quick_now() {
+            if let Ok(seat) = self.quick.clone().try_acquire_owned() {
+                return Some(Seat::Quick(seat));
+            }
+        }
+        self.workers
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .map(Seat::Worker)
+    }
+
+    /// A job of a quick kind is about to be answered: while such jobs are answered quickly,
+    /// its worker, if it has one, goes back to the pool when a quick seat takes its place.
+    pub(super) fn to_quick(&self, seat: &mut Seat) {
+        if let (Seat::Worker(_), true) = (&seat, self.quick_now()) {
+            if let Ok(quick) = self.quick.clone().try_acquire_owned() {
+                *seat = Seat::Quick(quick);
+            }
+        }
+    }
+
+    /// A job of a quick kind was answered quickly: the next get quick seats.
+    pub(super) fn answered_quickly(&self) {
+        self.quick_lately.store(true, Ordering::Relaxed);
+    }
+
+    /// The job on `seat` needs its function: on a quick seat, it waits for a worker (and its
+    /// kind's next jobs get workers until one is answered quickly again).
+    pub(super) async fn to_work(&self, seat: &mut Seat) {
+        if let Seat::Quick(_) = seat {
+            self.quick_lately.store(false, Ordering::Relaxed);
+            // The workers' semaphore is never closed.
+            if let Ok(worker) = self.workers.clone().acquire_owned().await {
+                *seat = Seat::Worker(worker);
+            }
+        }
+    }
+}
 
 /// How long an idle dispatcher waits for a wake-up before claiming anyway: a bound on
 /// the delay a missed pub/sub message (a reconnect) can cause, at one call per interval.
@@ -32,8 +137,8 @@ pub(super) struct Dispatcher {
     pub worker: String,
     /// The kinds this process runs: it claims no other.
     pub kinds: Vec<Kind>,
-    /// One permit per free worker.
-    pub workers: Arc<Semaphore>,
+    /// Its workers and quick seats.
+    pub seats: Arc<Seats>,
     /// Signalled when the queue may have work (an event, a resync).
     pub wake: Arc<Notify>,
     /// Cancelled when shutdown starts: no more claims.
@@ -42,64 +147,93 @@ pub(super) struct Dispatcher {
     pub recheck: Duration,
 }
 
+/// The seats a claim call was made for, handed to its claims.
+#[derive(Default)]
+struct Free {
+    workers: Vec<OwnedSemaphorePermit>,
+    quick: Vec<OwnedSemaphorePermit>,
+}
+
+impl Free {
+    fn len(&self) -> usize {
+        self.workers.len() + self.quick.len()
+    }
+
+    /// A seat for a claimed job: a quick one for a kind that may answer quickly, a worker
+    /// for any other, whichever is left when the preferred kind of seat is not.
+    fn seat(&mut self, may_be_quick: bool) -> Option<Seat> {
+        let quick = |free: &mut Self| free.quick.pop().map(Seat::Quick);
+        let worker = |free: &mut Self| free.workers.pop().map(Seat::Worker);
+        match may_be_quick {
+            true => quick(self).or_else(|| worker(self)),
+            false => worker(self).or_else(|| quick(self)),
+        }
+    }
+}
+
 impl Dispatcher {
-    /// Claims whenever a worker is free and hands each claim, with its worker's permit, to
-    /// `start`; returns when shutdown starts.
-    pub(super) async fn run(self, start: impl Fn(Claim, OwnedSemaphorePermit)) {
+    /// Claims whenever a worker is free and hands each claim, with its seat, to `start`;
+    /// returns when shutdown starts.
+    pub(super) async fn run(self, start: impl Fn(Claim, Seat)) {
         let mut limiter = LogLimiter::default();
-        // Whether the last claim found work: only then are the other free workers filled in
-        // the same call. An idle dispatcher holds one permit, never all of them, so a
-        // replica's create can still claim the job it accepts for a free worker.
+        // Whether the last claim found work: only then are the other free seats filled in
+        // the same call. An idle dispatcher holds no seat: a create claims the job it
+        // accepts for a free worker, and a run on a quick seat that needs its function
+        // takes one.
         let mut busy = false;
+        let seats = &self.seats;
         loop {
-            let mut permit = tokio::select! {
-                permit = self.workers.clone().acquire_owned() => match permit {
+            let permit = tokio::select! {
+                permit = seats.workers.clone().acquire_owned() => match permit {
                     Ok(permit) => permit,
                     Err(_) => return,
                 },
                 () = self.closing.cancelled() => return,
             };
-            loop {
-                if self.closing.is_cancelled() {
-                    return;
+            if self.closing.is_cancelled() {
+                return;
+            }
+            let mut free = Free::default();
+            if busy {
+                while let Ok(more) = seats.workers.clone().try_acquire_owned() {
+                    free.workers.push(more);
                 }
-                let mut permits = vec![permit];
-                if busy {
-                    while let Ok(more) = self.workers.clone().try_acquire_owned() {
-                        permits.push(more);
+                if seats.quick_now() {
+                    while let Ok(more) = seats.quick.clone().try_acquire_owned() {
+                        free.quick.push(more);
                     }
                 }
-                // Not raced against `closing`: a claim that reached the store must be run or
-                // given back, never dropped on the floor.
-                let claimed = self
-                    .store
-                    .claim_many(&self.worker, &self.kinds, permits.len())
-                    .await;
-                // One permit is kept for the next claim; the others go back to the pool.
-                permit = permits.swap_remove(0);
-                busy = matches!(&claimed, Ok(claims) if !claims.is_empty());
-                match claimed {
-                    Ok(claims) if !claims.is_empty() => {
-                        let mut claims = claims.into_iter();
-                        for claim in claims.by_ref().take(permits.len()) {
-                            start(claim, permits.pop().expect("one permit per claim"));
-                        }
-                        if let Some(claim) = claims.next() {
-                            start(claim, permit);
-                        }
-                        break;
+            }
+            free.workers.push(permit);
+            // Not raced against `closing`: a claim that reached the store must be run or
+            // given back, never dropped on the floor.
+            let claimed = self
+                .store
+                .claim_many(&self.worker, &self.kinds, free.len())
+                .await;
+            busy = matches!(&claimed, Ok(claims) if !claims.is_empty());
+            match claimed {
+                Ok(claims) if !claims.is_empty() => {
+                    // The seats left over go back to their pools.
+                    for claim in claims {
+                        let seat = free.seat(seats.may_be_quick(&claim.job.kind));
+                        start(claim, seat.expect("one seat per claim"));
                     }
-                    Ok(_) => tokio::select! {
+                }
+                Ok(_) => {
+                    drop(free);
+                    tokio::select! {
                         () = self.wake.notified() => {}
                         () = tokio::time::sleep(IDLE_RECHECK.min(self.recheck)) => {}
                         () = self.closing.cancelled() => return,
-                    },
-                    Err(e) => {
-                        limiter.warn(&e, "could not claim a job; trying again shortly");
-                        tokio::select! {
-                            () = tokio::time::sleep(STORE_RETRY) => {}
-                            () = self.closing.cancelled() => return,
-                        }
+                    }
+                }
+                Err(e) => {
+                    drop(free);
+                    limiter.warn(&e, "could not claim a job; trying again shortly");
+                    tokio::select! {
+                        () = tokio::time::sleep(STORE_RETRY) => {}
+                        () = self.closing.cancelled() => return,
                     }
                 }
             }

@@ -343,6 +343,14 @@ impl Registry {
         self.kinds.keys()
     }
 
+    /// The kinds with a quick answer.
+    pub fn quick_kinds(&self) -> impl Iterator<Item = &Kind> {
+        self.kinds
+            .iter()
+            .filter(|(_, spec)| spec.quick.is_some())
+            .map(|(kind, _)| kind)
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.kinds.keys().map(Kind::as_str)
     }

@@ -14,11 +14,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use tokio::sync::{watch, Notify, OwnedSemaphorePermit};
+use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, info_span, warn, Instrument, Span};
 
+use super::dispatch::{Seat, Seats};
 use super::fence::StoreFence;
 use super::log_limit::LogLimiter;
 use super::progress::{guarded, progress_channel, progress_writer, Reporter, Tick, Ticks};
@@ -84,6 +85,8 @@ impl Running {
 pub(super) struct Runs {
     pub store: Arc<dyn JobStore>,
     pub registry: Arc<Registry>,
+    /// The workers and quick seats the runs sit on.
+    pub seats: Arc<Seats>,
     /// The shortest gap between two progress writes of one job.
     pub tick_interval: Duration,
     /// How long a job's final state is retried while the store is unreachable.
@@ -109,12 +112,14 @@ impl Runs {
     pub(super) fn new(
         store: Arc<dyn JobStore>,
         registry: Arc<Registry>,
+        seats: Arc<Seats>,
         tick_interval: Duration,
         finish_retry: Duration,
         observer: Arc<dyn RunObserver>,
     ) -> Self {
         Self {
             store,
+            seats,
             worker: super::worker_name(),
             kinds: registry.kinds().cloned().collect(),
             registry,
@@ -167,7 +172,7 @@ impl Runs {
     }
 
     /// Hands a claimed job to a worker task.
-    pub(super) fn spawn(self: &Arc<Self>, claim: Claim, permit: OwnedSemaphorePermit) {
+    pub(super) fn spawn(self: &Arc<Self>, claim: Claim, seat: Seat) {
         let job = &claim.job;
         // A root span: a job claimed at the end of another (the next in a pipeline or in its
         // tenant's order) or in the request that created it is not part of either, and its
@@ -176,10 +181,10 @@ impl Runs {
         let span = info_span!(parent: None, "job", job_id = %job.id, tenant_id = %job.tenant, kind = %job.kind, attempt = claim.attempt, request_id = %job.origin.request_id);
         let runs = self.clone();
         self.tracker
-            .spawn(async move { runs.run(claim, permit).await }.instrument(span));
+            .spawn(async move { runs.run(claim, seat).await }.instrument(span));
     }
 
-    async fn run(self: Arc<Self>, claim: Claim, permit: OwnedSemaphorePermit) {
+    async fn run(self: Arc<Self>, claim: Claim, mut seat: Seat) {
         let Claim {
             job,
             created_at,
@@ -217,14 +222,22 @@ impl Runs {
         self.observer.started(&job.kind, waited);
         let began = Instant::now();
         let result = self
-            .execute(&job, run, created_at, reporter, ticks, cancel)
+            .execute(
+                &job,
+                (run, created_at),
+                (reporter, ticks),
+                cancel,
+                &mut seat,
+            )
             .await;
         self.observer.stopped(&job.kind, began.elapsed());
         ending.store(true, Ordering::Release);
         let next = match result {
             Some((outcome, percent)) if !fenced.load(Ordering::Acquire) => {
                 let end = RunRef::new(&job, &run, created_at).ended(&outcome, percent);
-                let next = self.record(end).await;
+                // The next job is claimed with this one's end only while a worker is free.
+                let claim_next = matches!(seat, Seat::Worker(_)) || self.seats.worker_free();
+                let next = self.record(end, claim_next).await;
                 self.observer.finished(&job.kind, &outcome);
                 if let Some(pipeline) = job.pipeline {
                     self.observe_pipeline_end(&job.id, &pipeline).await;
@@ -238,11 +251,11 @@ impl Runs {
         };
         self.lock_running().remove(&job.id);
         self.ended(&job.id);
-        // The store claimed this worker's next job in the finish's step: it runs on the
-        // same permit, with no wake-up and no claim call.
+        // The store claimed this seat's next job in the finish's step: it runs on the same
+        // seat, with no wake-up and no claim call.
         match next {
-            Some(next) => self.spawn(next, permit),
-            None => drop(permit),
+            Some(next) => self.spawn(next, seat),
+            None => drop(seat),
         }
     }
 
@@ -261,15 +274,15 @@ impl Runs {
 
     /// Runs the function and turns whatever happened into an outcome with the last percent
     /// the job reported; `None` when the run was given back at the shutdown deadline or a
-    /// write of it was refused (fenced off): either way its end is not recorded.
+    /// write of it was refused (fenced off): either way its end is not recorded. A job
+    /// answered quickly frees its worker; one whose function runs takes one first.
     async fn execute(
         &self,
         job: &NewJob,
-        run: RunId,
-        created_at: u64,
-        reporter: Reporter,
-        ticks: Ticks,
+        (run, created_at): (RunId, u64),
+        (reporter, ticks): (Reporter, Ticks),
         cancel: CancellationToken,
+        seat: &mut Seat,
     ) -> Option<(Outcome, u8)> {
         let Some(kind) = self.registry.get(&job.kind) else {
             // A job created by a replica with other kinds reached this one.
@@ -294,14 +307,20 @@ impl Runs {
             )),
         };
         if let Some(quick) = &kind.quick {
+            self.seats.to_quick(seat);
             let answered = tokio::select! {
                 answered = answer_quickly(quick, &input, &reporter) => answered,
                 () = self.interrupt.cancelled() => return None,
             };
             if let Some(answered) = answered {
+                self.seats.answered_quickly();
                 let percent = latest.borrow().percent;
                 return Some((outcome_of(answered)?, percent));
             }
+        }
+        tokio::select! {
+            () = self.seats.to_work(seat) => {}
+            () = self.interrupt.cancelled() => return None,
         }
         let function = run_blocking(kind.run.clone(), input, reporter, Span::current());
         let mut blocking = tokio::task::spawn_blocking(function);
@@ -341,14 +360,14 @@ impl Runs {
     /// Writes the outcome, retrying while the store is unreachable, for `finish_retry` (a few
     /// seconds once the service is shutting down). Never gives up silently. Unless the
     /// process is shutting down, the store claims this (now free) worker's next job in the
-    /// same step: answers it.
-    async fn record(&self, end: RunEnd<'_>) -> Option<Claim> {
+    /// same step (when `claim_next`): answers it.
+    async fn record(&self, end: RunEnd<'_>, claim_next: bool) -> Option<Claim> {
         let outcome = end.outcome;
         let started = Instant::now();
         let mut delay = Duration::from_millis(50);
         let mut limiter = LogLimiter::default();
         loop {
-            let answer = match self.closing.is_cancelled() {
+            let answer = match self.closing.is_cancelled() || !claim_next {
                 true => self.store.finish(end).await.map(|finish| (finish, None)),
                 false => {
                     let (worker, kinds) = (&self.worker, &self.kinds);

@@ -10,11 +10,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, Notify, Semaphore};
+use tokio::sync::{broadcast, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::dispatch::Dispatcher;
+use super::dispatch::{Dispatcher, Seats, QUICK_SEATS};
 use super::heartbeat::heartbeat;
 use super::registry::Registry;
 use super::run::{RunObserver, Runs, Unobserved};
@@ -38,8 +38,10 @@ pub struct RunnerSettings {
     pub tick_interval: Duration,
     /// How long a job's final state is retried while the store is unreachable.
     pub finish_retry: Duration,
-    /// Jobs this process runs at once; it claims another only when one ends.
+    /// Jobs whose function this process runs at once; it claims only with one of them free.
     pub max_concurrent: usize,
+    /// Jobs of kinds with a quick answer it holds beyond those (see `dispatch.rs`).
+    pub quick_seats: usize,
 }
 
 impl Default for RunnerSettings {
@@ -49,6 +51,7 @@ impl Default for RunnerSettings {
             tick_interval: Duration::from_millis(100),
             finish_retry: Duration::from_secs(300),
             max_concurrent: 8,
+            quick_seats: QUICK_SEATS,
         }
     }
 }
@@ -65,8 +68,6 @@ pub enum Refused {
 #[derive(Clone)]
 pub struct Runner {
     runs: Arc<Runs>,
-    /// One permit per free worker.
-    workers: Arc<Semaphore>,
     /// This process, as claims name it.
     worker: String,
     /// Cancelled when shutdown is over: the process-wide tasks end.
@@ -92,16 +93,22 @@ impl Runner {
         observer: Arc<dyn RunObserver>,
     ) -> Self {
         let kinds = registry.kinds().cloned().collect();
+        let quick_kinds = registry.quick_kinds().cloned().collect();
+        let seats = Arc::new(Seats::new(
+            settings.max_concurrent,
+            settings.quick_seats,
+            quick_kinds,
+        ));
         let runs = Arc::new(Runs::new(
             store.clone(),
             registry,
+            seats.clone(),
             settings.tick_interval,
             settings.finish_retry,
             observer.clone(),
         ));
         let runner = Self {
             runs: runs.clone(),
-            workers: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             worker: worker_name(),
             stopped: CancellationToken::new(),
         };
@@ -110,7 +117,7 @@ impl Runner {
             store: store.clone(),
             worker: runner.worker.clone(),
             kinds,
-            workers: runner.workers.clone(),
+            seats,
             wake: wake.clone(),
             closing: runs.closing.clone(),
             recheck: settings.heartbeat,
@@ -118,7 +125,7 @@ impl Runner {
         let events = store.subscribe();
         tokio::spawn(listen(runs.clone(), wake, runner.stopped.clone(), events));
         let claimed = runs.clone();
-        tokio::spawn(dispatcher.run(move |claim, permit| claimed.spawn(claim, permit)));
+        tokio::spawn(dispatcher.run(move |claim, seat| claimed.spawn(claim, seat)));
         let stopped = runner.stopped.clone();
         tokio::spawn(heartbeat(runs, settings.heartbeat, stopped.clone()));
         tokio::spawn(super::recovery::sweep(
@@ -161,14 +168,14 @@ impl Runner {
         Ok(())
     }
 
-    /// Creates a job. With a worker free here, the store may hand this process the job in
+    /// Creates a job. With a worker free here (and a seat for it), the store may hand this process the job in
     /// the same step (when nothing waits ahead of it in the shared queue), and it starts at
     /// once — no trip through the queue and back; otherwise it waits in the queue for any
     /// replica's dispatcher.
     pub async fn create(&self, job: NewJob) -> Result<Created, StoreError> {
         let runs = &self.runs;
-        let permit = match self.workers.clone().try_acquire_owned() {
-            Ok(permit) if !runs.closing.is_cancelled() => permit,
+        let seat = match runs.seats.take(&job.kind) {
+            Some(seat) if !runs.closing.is_cancelled() => seat,
             _ => return runs.store.create(job).await,
         };
         match runs.store.create_claimed(job.clone(), &self.worker).await? {
@@ -184,7 +191,7 @@ impl Runner {
                     created_at,
                     claimed.max_attempts,
                 );
-                runs.spawn(job.first_claim(created_at), permit);
+                runs.spawn(job.first_claim(created_at), seat);
                 Ok(Created::Created(Box::new(accepted), took_over))
             }
             other => Ok(other),

@@ -36,6 +36,7 @@ both_stores!(
     a_bad_filter_or_cursor_is_422_naming_its_field,
     an_active_job_answers_retry_after_from_its_eta_and_an_ended_one_does_not,
     a_finished_job_polled_again_answers_the_same_json_to_its_tenant_only,
+    quick_answers_hold_no_worker_and_only_max_concurrent_functions_run,
 );
 
 async fn an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused(b: Backend) {
@@ -915,4 +916,103 @@ async fn a_bad_filter_or_cursor_is_422_naming_its_field(b: Backend) {
         assert_eq!(body["error"], "invalid_field", "{query}");
         assert_eq!(body["field"], field, "{query}");
     }
+}
+
+/// What the jobs of `quick_kind` saw: quick answers and functions under way at once, the
+/// most functions at once, and whether they may end.
+#[derive(Default)]
+struct Seen {
+    quick: std::sync::atomic::AtomicUsize,
+    functions: std::sync::atomic::AtomicUsize,
+    most_functions: std::sync::atomic::AtomicUsize,
+    open: std::sync::atomic::AtomicBool,
+}
+
+/// A kind with a quick answer: held until `seen.open`, for a tenant ending in `q`; none for
+/// any other, whose function runs, held the same way.
+fn quick_kind(seen: std::sync::Arc<Seen>) -> catalog_jobs::jobs::registry::Registry {
+    use std::sync::atomic::Ordering::SeqCst;
+    let ran = seen.clone();
+    catalog_jobs::jobs::registry::Registry::new()
+        .with_plain("quick", move |_, _| {
+            let now = ran.functions.fetch_add(1, SeqCst) + 1;
+            ran.most_functions.fetch_max(now, SeqCst);
+            while !ran.open.load(SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            ran.functions.fetch_sub(1, SeqCst);
+            Ok(json!({"by": "function"}))
+        })
+        .with_quick("quick", move |input, _| {
+            let seen = seen.clone();
+            Box::pin(async move {
+                if !input.tenant.as_str().ends_with('q') {
+                    return None;
+                }
+                seen.quick.fetch_add(1, SeqCst);
+                while !seen.open.load(SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Some(Ok(json!({"by": "quick answer"})))
+            })
+        })
+}
+
+/// Polls `condition` every 10 ms for up to 20 s.
+async fn until(what: &str, condition: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// With `MAX_CONCURRENT_JOBS=1`, jobs answered quickly do not wait for the one worker: three
+/// quick answers are under way at once (before, one, the others queued behind it). A job
+/// whose function runs still takes the worker, and one more waits queued for it: one
+/// function at a time.
+async fn quick_answers_hold_no_worker_and_only_max_concurrent_functions_run(b: Backend) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut config = test_config();
+    config.max_concurrent_jobs = 1;
+    let seen = std::sync::Arc::new(Seen::default());
+    let jobs = store(b, settings());
+    let catalog = crate::helpers::test_catalog(&config);
+    let app = catalog_jobs::startup::App::build_with(
+        config,
+        jobs.clone(),
+        catalog,
+        quick_kind(seen.clone()),
+    );
+    let app = TestApp::run(app.await.expect("the app builds"), jobs);
+    let start = async |suffix: char| {
+        let t = format!("{}{suffix}", tenant());
+        app.start_id("quick", &[("tenant_id", &t)]).await
+    };
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(start('q').await);
+    }
+    until("three quick answers under way at once", || {
+        seen.quick.load(SeqCst) == 3
+    })
+    .await;
+    ids.push(start('x').await);
+    until("a function runs", || seen.functions.load(SeqCst) == 1).await;
+    let waiting = start('x').await;
+    assert_eq!(
+        app.get_job(&waiting).await["status"],
+        "queued",
+        "the worker is taken"
+    );
+    seen.open.store(true, SeqCst);
+    ids.push(waiting);
+    for id in &ids {
+        assert_eq!(app.poll_until_ended(id).await["status"], "done", "{id}");
+    }
+    assert_eq!(
+        seen.most_functions.load(SeqCst),
+        1,
+        "one function at a time"
+    );
 }

@@ -43,7 +43,7 @@ const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 pub enum BulkOutcome {
     /// A new job retries it (`new_job_id`).
     Retried,
-    /// It was queued and ended at once.
+    /// It was queued, or read `lost`, and ended at once.
     Cancelled,
     /// It runs and was asked to stop: it reads `cancelled` at its next safe point.
     Cancelling,
@@ -109,7 +109,7 @@ pub struct BulkAnswer {
     pub more: bool,
     /// The jobs the call's selection matched when it began, this call's and any beyond it:
     /// the ids named, or the failed jobs a filter matches (across tenants, among the newest
-    /// 10,000 jobs), or a tenant's active jobs not yet asked to stop. Under `dry_run` it is
+    /// 10,000 jobs), or a tenant's active or `lost` jobs not yet asked to stop. Under `dry_run` it is
     /// all the answer says.
     pub matched: usize,
     /// A filter's newest matched job, as a place in the listing's order: sent back as
@@ -430,7 +430,7 @@ async fn active_of(app: &AppState, tenant: &TenantId) -> Result<Selected, ApiErr
     let mut jobs = app.store.active().await?;
     jobs.retain(|s| {
         s.tenant_id == *tenant
-            && matches!(s.status, Status::Queued | Status::Running)
+            && matches!(s.status, Status::Queued | Status::Running | Status::Lost)
             && s.cancel_requested_at.is_none()
     });
     Ok(newest(&mut jobs))

@@ -41,7 +41,8 @@ pub(super) async fn cancel_one(
 ) -> Result<BulkResult, ApiError> {
     let before = match job {
         Err(id) => return Ok(BulkResult::skipped(id, "not_found", NOT_FOUND)),
-        Ok(s) if !s.status.is_active() => {
+        // A job that reads `lost` ends `cancelled` at once, as the single route ends it.
+        Ok(s) if !s.status.is_active() && s.status != Status::Lost => {
             return Ok(BulkResult::skipped(s.job_id, "not_active", NOT_ACTIVE));
         }
         Ok(s) => s,

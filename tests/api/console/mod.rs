@@ -4,6 +4,7 @@
 
 mod bulk;
 mod listing;
+mod lost;
 mod replicas;
 mod scopes;
 mod stats;

@@ -213,11 +213,13 @@ pub async fn cancel(InPath(id): InPath<MaybeJobId>, call: Call) -> Result<Accept
     }
 }
 
-/// A job cancelled while queued ends `cancelled` in the cancel itself and never reaches a
-/// runner, so this answer is the one place that can count it as finished (a pipeline with
-/// the steps it skipped).
+/// A job cancelled while queued, or while it read `lost` (no run holds it, and the sweep
+/// that left it lost counted no end), ends `cancelled` in the cancel itself and no runner sees
+/// it, so this answer is the one place that can count it as finished (a pipeline with the
+/// steps it skipped).
 pub(super) fn count_if_ended_at_once(before: &Snapshot, after: &Snapshot) {
-    if before.status == Status::Queued && after.status == Status::Cancelled {
+    let at_once = matches!(before.status, Status::Queued | Status::Lost);
+    if at_once && after.status == Status::Cancelled {
         crate::metrics::job_finished(after.kind.as_str(), &Outcome::Cancelled(Value::Null));
         for (kind, outcome) in crate::jobs::pipeline::skipped_ends(after) {
             crate::metrics::job_finished(kind.as_str(), &outcome);

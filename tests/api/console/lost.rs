@@ -1,6 +1,7 @@
 //! Jobs that read `lost` (running, their lease stale, no attempt left: no run holds them)
 //! through the real server, on both stores: a tenant's bulk cancel picks them and ends them
-//! `cancelled` at once, as the single cancel does. The lost run is a "ghost" worker's claim
+//! `cancelled` at once, as the single cancel does; either cancel counts the end in
+//! `catalog_jobs_finished_total` (no runner and no sweep does). The lost run is a "ghost" worker's claim
 //! that is never renewed, as a killed process's would be.
 
 use std::sync::Arc;
@@ -11,11 +12,15 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{
-    create, eventually, made_by, new_job, settings, spawn_app_with, store, tenant, test_config,
-    Backend, TestApp,
+    counted_once, create, eventually, made_by, new_job, settings, spawn_app_with, store, tenant,
+    test_config, Backend, TestApp,
 };
+use crate::helpers::{metrics_text, scrape};
 
-both_stores!(a_tenant_s_bulk_cancel_ends_its_lost_job_cancelled_and_counts_it,);
+both_stores!(
+    a_tenant_s_bulk_cancel_ends_its_lost_job_cancelled_and_counts_it,
+    a_lost_job_ended_by_a_cancel_is_counted_finished_cancelled_once,
+);
 
 /// How long a lease lives without renewal.
 const STALE: Duration = Duration::from_millis(300);
@@ -111,4 +116,46 @@ async fn a_tenant_s_bulk_cancel_ends_its_lost_job_cancelled_and_counts_it(b: Bac
     assert_eq!(again["matched"], 0, "nothing left to cancel: {again}");
     // Its tenant's kind is free again.
     create(&*s, &new_job(&t, "lostbulk1")).await;
+}
+
+/// A `lost` job ended by the cancel route (or a bulk cancel) was counted by no one: the
+/// sweep that left it lost counts no end, no runner holds it, and the cancel counted only a
+/// job that was queued. Each is counted `cancelled` once. The kinds are this test's and
+/// backend's own, so the process's other tests move none of these counts.
+async fn a_lost_job_ended_by_a_cancel_is_counted_finished_cancelled_once(b: Backend) {
+    let (s, app) = service(b).await;
+    let t = tenant();
+    let (one, many) = match b {
+        Backend::Memory => ("lostonem", "lostbulkm"),
+        Backend::Redis => ("lostoner", "lostbulkr"),
+    };
+    let by_route = lost_job(&*s, &app, &t, one).await;
+    let by_bulk = lost_job(&*s, &app, &t, many).await;
+    let before = scrape(&metrics_text(&app).await);
+    let r = app.cancel(&by_route).await;
+    assert_eq!(r.status(), 202);
+    let cancelled: Value = r.json().await.expect("the job");
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let answer = bulk_cancel(&app, &json!({"job_ids": [by_bulk]})).await;
+    assert_eq!(answer["results"][0]["outcome"], "cancelled", "{answer}");
+    let wanted = [
+        (
+            "the route's",
+            &[("kind", one), ("status", "cancelled")][..],
+            1.0,
+        ),
+        (
+            "the bulk call's",
+            &[("kind", many), ("status", "cancelled")][..],
+            1.0,
+        ),
+    ];
+    counted_once(
+        &app,
+        "catalog_jobs_finished_total",
+        &before,
+        &wanted,
+        STALE * 2,
+    )
+    .await;
 }

@@ -798,9 +798,10 @@ end
 
 -- How many ids of the ready queue's head a claim answers at least, for the caller to name
 -- next time. Each costs a claiming finish ~4,500 Redis instructions (named as a key, then
--- answered): 8, not 16, took 7 % off it (`scripts/lua_cost.py`), and a busy queue's head
--- moves by one or two jobs a finish.
-local HEAD_NAMED = 8
+-- answered): 8, not 16, took 7 % off it, 4, not 8, another 4 % (`scripts/lua_cost.py`); a
+-- busy queue's head moves by one or two jobs a finish (docs/performance.md: with two
+-- replicas draining one queue, ~0.02 claims a job made again with 4, ~0.004 with 8).
+local HEAD_NAMED = 4
 
 -- {'head', id…}: the ready queue's first ids now (read only: the next claim's call names their
 -- records), HEAD_NAMED or twice as many as this call took off it, so a queue whose head holds

@@ -29,10 +29,10 @@ pub(super) struct NextClaim<'a> {
     pub kinds: &'a [Kind],
 }
 
-/// How many calls one group's claim makes at most: the heads they name pass over 8, 16, 32, …
+/// How many calls one group's claim makes at most: the heads they name pass over 4, 8, 16, …
 /// entries, ~1,000 in all, of kinds this worker does not run (replicas of two versions
 /// during a deploy); a longer run of them waits for the next claim.
-const CLAIM_CALLS: usize = 7;
+const CLAIM_CALLS: usize = 8;
 
 impl RedisStore {
     /// Claims up to `n` jobs from the groups whose queue may have work (`pending`: a wake-up

@@ -27,7 +27,7 @@ const STALE_TRIES: usize = 5;
 
 /// How many jobs this process's creates add to a queue's head kept here: HEAD_NAMED in
 /// lua/prelude.lua, the head a claim answers at least.
-const HEAD_KEPT: usize = 8;
+const HEAD_KEPT: usize = 4;
 
 /// The names a `stale` answer lists, or none for any other answer. Only the first word is
 /// read of any other answer (a finish's carries the next job's whole record).

@@ -5,9 +5,13 @@
 //! It never polls a queue it cannot serve: it first waits for a free worker, then claims
 //! (once the queue has work, for every worker free at that moment in one store call) until
 //! the queue is empty, then sleeps until the store says work arrived (`Event::Wake`,
-//! sent when a create, recovery or release puts a job in an empty queue) — or, should that
-//! message be missed, until `IDLE_RECHECK` has passed. So a job waiting in the queue costs
-//! no store call, whatever the queue's length.
+//! sent when a create, recovery or release puts a job in an empty queue; `Event::Resync`,
+//! sent when the store's subscription is back) or `IDLE_RECHECK` has passed, and asks
+//! again. So a job waiting in the queue costs no store call, whatever the queue's length.
+//! The recheck finds no missed wake-up on Redis: there a claim asks only the groups a
+//! wake-up or this process's own step marked, and makes no call when none is; a wake-up
+//! missed while the subscription was down is made good by the resubscribe, which marks
+//! every group. The embedded store's claim reads its own queue.
 //!
 //! A claimed job sits on a seat (`Seats`): a worker, or — for a kind with a quick answer
 //! (`Registry::with_quick`), while such jobs have lately been answered quickly — a quick
@@ -124,8 +128,10 @@ impl Seats {
     }
 }
 
-/// How long an idle dispatcher waits for a wake-up before claiming anyway: a bound on
-/// the delay a missed pub/sub message (a reconnect) can cause, at one call per interval.
+/// How long an idle dispatcher waits for a wake-up before asking the store again. On Redis
+/// that ask makes a call only for a group marked meanwhile (a wake-up or this process's own
+/// step marks it; a resubscribe marks all), so it does not bound the delay of a missed
+/// pub/sub message: the resubscribe after the reconnect that lost it does.
 const IDLE_RECHECK: Duration = Duration::from_secs(5);
 /// How long the dispatcher waits after the store failed a claim before trying again.
 const STORE_RETRY: Duration = Duration::from_millis(500);

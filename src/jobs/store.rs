@@ -460,7 +460,8 @@ pub trait JobStore: Browse + Audit + Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Cancel, StoreError>>;
 
     /// Removes every job of `tenant` (its listing, records and locks) in one step, unless
-    /// one of them is queued or running (a `lost` one included: its run may be recovered).
+    /// one of them is queued or running (a `lost` one does not count: no run holds it and none
+    /// will; it goes, its lease with it, and the tombstone fences its run).
     /// Its idempotency keys and create windows go too, and it leaves the tenant's tombstone
     /// for the job TTL: later writes of runs and imports begun before it are refused
     /// (`jobs::fence`), and no record of a job created before it is written back.

@@ -138,6 +138,8 @@ every_store!(
     with_one_attempt_a_run_left_lost_is_counted_active_until_the_next_create_takes_over,
     with_one_attempt_cancelling_a_run_left_lost_ends_it_cancelled_at_once_and_frees_its_tenant,
     a_run_lost_after_its_last_attempt_is_cancelled_at_once_and_its_paused_run_is_fenced,
+    with_one_attempt_a_tenant_whose_job_reads_lost_is_deleted_and_its_run_writes_nothing_back,
+    a_tenant_whose_last_attempt_went_silent_is_deleted_before_any_sweep_and_the_sweep_finds_nothing,
     a_create_names_the_stale_holders_it_took_over_and_only_those,
     a_released_run_goes_back_to_the_head_without_counting_an_attempt,
     a_cancelled_job_reads_cancelling_until_it_finishes_cancelled_and_frees_its_lock,
@@ -762,12 +764,9 @@ async fn with_one_attempt_cancelling_a_run_left_lost_ends_it_cancelled_at_once_a
     );
 }
 
-/// A run whose last attempt went silent reads `lost` before any sweep comes by; cancelled
-/// then, it ends `cancelled` at once (not `cancelling` until a sweep), and its run — paused,
-/// not dead — that comes back is refused every write: the job stays cancelled.
-async fn a_run_lost_after_its_last_attempt_is_cancelled_at_once_and_its_paused_run_is_fenced(
-    b: Stores,
-) {
+/// A job whose second and last attempt (MAX_ATTEMPTS=2) reached 40 % and went silent: it
+/// reads `lost` before any sweep comes by. Answers its store, tenant, job and that claim.
+async fn lost_on_its_last_attempt(b: Stores) -> (Arc<dyn JobStore>, TenantId, NewJob, Claim) {
     let s = leases_of(b, 200, 2);
     let t = tenant();
     let job = new_job(&t, "sync");
@@ -781,6 +780,16 @@ async fn a_run_lost_after_its_last_attempt_is_cancelled_at_once_and_its_paused_r
     s.tick(&second.run, 40, "halfway").await.unwrap();
     outlive(200).await;
     assert_eq!(s.get(&job.id).await.unwrap().unwrap().status, Status::Lost);
+    (s, t, job, second)
+}
+
+/// A run whose last attempt went silent reads `lost` before any sweep comes by; cancelled
+/// then, it ends `cancelled` at once (not `cancelling` until a sweep), and its run — paused,
+/// not dead — that comes back is refused every write: the job stays cancelled.
+async fn a_run_lost_after_its_last_attempt_is_cancelled_at_once_and_its_paused_run_is_fenced(
+    b: Stores,
+) {
+    let (s, t, job, second) = lost_on_its_last_attempt(b).await;
     assert_eq!(s.cancel(&job.id, "ops").await.unwrap(), Cancel::Requested);
     let got = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(
@@ -799,6 +808,66 @@ async fn a_run_lost_after_its_last_attempt_is_cancelled_at_once_and_its_paused_r
     let after = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!((after.status, after.percent), (Status::Cancelled, 40));
     create(&*s, &new_job(&t, "sync")).await; // its lock is free
+}
+
+/// A tenant whose job reads `lost` (left lost under MAX_ATTEMPTS=1) is deleted: no run holds
+/// that job and none will, so it does not hold the delete back (it answered `StillActive`
+/// until a cancel ended it). Its run — paused, not dead — that comes back writes nothing back
+/// for the deleted tenant: its tick, renewal, restore and finish are refused.
+async fn with_one_attempt_a_tenant_whose_job_reads_lost_is_deleted_and_its_run_writes_nothing_back(
+    b: Stores,
+) {
+    let (s, t, job, run) = left_lost(b).await;
+    let was = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(was.status, Status::Lost);
+    let purged = s.purge(&t, &test_kinds(), &[]).await.unwrap();
+    assert!(
+        matches!(purged, Purge::Removed { jobs: 1, .. }),
+        "{purged:?}"
+    );
+    assert_eq!(s.get(&job.id).await.unwrap(), None);
+    assert!(s.active().await.unwrap().is_empty(), "no longer active");
+    assert!(s.recover().await.unwrap().is_empty());
+    assert_ne!(s.tick(&run, 60, "back").await.unwrap(), Tick::Applied);
+    assert_ne!(s.renew(&[run]).await.unwrap(), vec![Renewal::Held]);
+    let back = RunRef::new(&job, &run, was.created_at);
+    let restored = s.restore(back, &first_run_at(60, "back")).await.unwrap();
+    assert_eq!(
+        restored,
+        Restore::Fenced,
+        "the tombstone refuses the write-back"
+    );
+    let done = Outcome::Done(json!({}));
+    assert_ne!(
+        s.finish(back.ended(&done, 0)).await.unwrap(),
+        Finish::Applied
+    );
+    assert_eq!(s.get(&job.id).await.unwrap(), None, "nothing written back");
+    assert!(s.recent(&t, 10).await.unwrap().is_empty());
+    assert!(s.active().await.unwrap().is_empty());
+    create(&*s, &new_job(&t, "sync")).await; // the tenant works as new
+}
+
+/// A run whose last attempt went silent reads `lost` before any sweep comes by: its tenant's
+/// delete goes through then, its lease with it, and the sweep that comes by finds nothing.
+async fn a_tenant_whose_last_attempt_went_silent_is_deleted_before_any_sweep_and_the_sweep_finds_nothing(
+    b: Stores,
+) {
+    let (s, t, job, second) = lost_on_its_last_attempt(b).await;
+    let purged = s.purge(&t, &test_kinds(), &[]).await.unwrap();
+    assert!(
+        matches!(purged, Purge::Removed { jobs: 1, .. }),
+        "{purged:?}"
+    );
+    assert!(s.recover().await.unwrap().is_empty(), "nothing to sweep");
+    assert_ne!(
+        s.tick(&second.run, 90, "back").await.unwrap(),
+        Tick::Applied
+    );
+    let done = Outcome::Done(json!({}));
+    let finished = s.finish(second.run_ref().ended(&done, 0)).await.unwrap();
+    assert_ne!(finished, Finish::Applied);
+    assert_eq!(s.get(&job.id).await.unwrap(), None, "nothing written back");
 }
 
 /// A take-over ends the stale holder (and its pipeline) inside the create, where no run and no

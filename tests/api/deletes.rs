@@ -1,6 +1,6 @@
 //! A delete is final, proven with real processes and real HTTP: a paused replica that comes
 //! back after its tenant was deleted brings nothing back (products, job record), whether
-//! its job was re-run elsewhere or cancelled; an import streaming into a tenant being
+//! its job was re-run elsewhere, cancelled or left lost; an import streaming into a tenant being
 //! deleted stops and says what it saved before.
 
 use std::time::Duration;
@@ -23,6 +23,9 @@ enum WhileStopped {
     RunAgain,
     /// It is cancelled; recovery ends it `cancelled`.
     Cancelled,
+    /// With one attempt (MAX_ATTEMPTS=1), it is left `lost`: the delete goes through without
+    /// a cancel first.
+    LeftLost,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,18 +38,30 @@ async fn a_paused_replica_brings_nothing_back_of_a_tenant_deleted_after_a_cancel
     a_paused_replica_brings_nothing_back(WhileStopped::Cancelled).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_replica_brings_nothing_back_of_a_tenant_deleted_while_its_job_reads_lost() {
+    a_paused_replica_brings_nothing_back(WhileStopped::LeftLost).await;
+}
+
 /// Replica A runs a sync of a held feed; A is paused (SIGSTOP); the job ends without it
 /// (`case`); the tenant is deleted; A resumes (SIGCONT), reads its feed and tries to write
 /// its rows and its end. Nothing of the tenant may exist afterwards.
 async fn a_paused_replica_brings_nothing_back(case: WhileStopped) {
     let redis = RedisServer::start(false);
     let feeds = HeldFeeds::start().await;
-    let a = Service::on(&redis).reading(&feeds).start().await;
+    let attempts = match case {
+        WhileStopped::LeftLost => "1",
+        WhileStopped::RunAgain | WhileStopped::Cancelled => "3",
+    };
+    let launch = Service::on(&redis)
+        .reading(&feeds)
+        .env("MAX_ATTEMPTS", attempts);
+    let a = launch.clone().start().await;
     let t = tenant();
     let feed = format!("paused-{t}");
     let id = a.start_held_sync(&feeds, &t, &feed).await;
     // Started once A runs the job: B cannot have claimed it first.
-    let b = Service::on(&redis).reading(&feeds).start().await;
+    let b = launch.start().await;
     a.signal("STOP");
     match case {
         WhileStopped::RunAgain => {
@@ -57,10 +72,11 @@ async fn a_paused_replica_brings_nothing_back(case: WhileStopped) {
         WhileStopped::Cancelled => {
             assert_eq!(b.cancel(&id).await.status(), 202);
         }
+        WhileStopped::LeftLost => {}
     }
     let ended = b
-        .poll(&id, "ended", |j| {
-            matches!(j["status"].as_str(), Some("done" | "cancelled"))
+        .poll(&id, "ended or lost", |j| {
+            matches!(j["status"].as_str(), Some("done" | "cancelled" | "lost"))
         })
         .await;
     let deleted = delete(&b, t.as_str()).await;

@@ -21,13 +21,7 @@ if not job.status then return 'missing' end
 if job.superseded_by or ended(job.status) then return 'not_active' end
 if job.cancel_requested_ms then return 'requested' end
 local now = now_ms()
--- Whether it reads `lost` (Status::derive): running, its lease stale (a first claim writes
--- no heartbeat: its start is its first), no attempt left.
-local lost = false
-if job.status == 'running' then
-  local beat = job.heartbeat_ms or job.started_ms or job.created_ms
-  lost = now - tonumber(beat) >= STALE and tonumber(job.attempt or '1') >= MAX_ATTEMPTS
-end
+local lost = reads_lost(job, now)
 -- A step of an active pipeline: the pipeline is asked to stop, its running step with it,
 -- whichever step was named (a step's cancel ends its pipeline the same way as the
 -- pipeline's). Its reach is the step's end and the pipeline's.

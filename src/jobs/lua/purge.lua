@@ -1,5 +1,5 @@
 -- purge: remove a tenant's jobs in one step, unless one of them is active, and leave the
--- tenant's tombstone.
+-- tenant's tombstone. A job that reads `lost` is not active: it goes, out of the lease index.
 -- A: tenant, how many kinds, the kinds this service runs (their locks name the active jobs,
 --    even one trimmed out of the listing), then the keys of the tenant's data kept beside
 --    its jobs (its catalogue: hashes, pair's state, and the set naming pair's staging
@@ -7,8 +7,9 @@
 -- KEYS (after the group's two): the tenant's listing, lane, tombstone, set of idempotency keys
 -- and its locks (one a kind), the group's tenant picker, the hashes named in A, and what those
 -- name: the listed jobs and the locks' holders, the idempotency keys, the keys a set among
--- the hashes names (learnt from a `stale` answer).
--- Returns {'active', job_id} a job is queued or running (nothing changed); {'removed', n,
+-- the hashes names, the group's lease index when a job reads lost (learnt from a `stale`
+-- answer).
+-- Returns {'active', job_id} a job is queued or running and not lost (nothing changed); {'removed', n,
 -- then each hash's size before} n jobs removed; or {'stale', keys…} (nothing written). Their idempotency keys and the tenant's
 -- create windows go with them, and the hashes: so a job or import begun after this step
 -- loses nothing to it. The tombstone (`k_gone`, this step's time and above any earlier one,
@@ -28,8 +29,22 @@ for _, kind in ipairs(kinds) do
   if holder then ids[#ids + 1] = holder end
 end
 local idem = k_tenant_idem(tenant)
+local now = now_ms()
+local FIELDS = {'superseded_by', 'steps', unpack(LOST_FIELDS)}
+-- Whether a listed job holds the delete back: queued or running, unless it reads `lost` (no
+-- run holds it and none will: it goes, its lease with it, and the tombstone fences its run
+-- should its process come back). A pipeline reads by its status.
+local function holds_back(job)
+  if job.superseded_by or not (job.status == 'queued' or job.status == 'running') then
+    return false
+  end
+  return job.steps ~= nil or not reads_lost(job, now)
+end
 local missed = reach(function()
-  for _, id in ipairs(ids) do k_job(id) end
+  for _, id in ipairs(ids) do
+    local hkey = k_job(id)
+    if reached(hkey) and reads_lost(read_job(hkey, FIELDS), now) then k_group(K_LEASES) end
+  end
   k_lane(tenant)
   k_group(K_TENANTS)
   k_gone(tenant)
@@ -41,12 +56,13 @@ local missed = reach(function()
   for _, name in ipairs(redis.call('SMEMBERS', idem)) do key(name) end
 end)
 if missed then return answer_stale(missed) end
+local lost = {}
 for _, id in ipairs(ids) do
-  local job = read_job(k_job(id), {'status', 'superseded_by'})
-  if (job.status == 'queued' or job.status == 'running') and not job.superseded_by then
-    return {'active', id}
-  end
+  local job = read_job(k_job(id), FIELDS)
+  if holds_back(job) then return {'active', id} end
+  if job.status == 'running' and not job.superseded_by then lost[#lost + 1] = id end
 end
+if #lost > 0 then redis.call('ZREM', k_group(K_LEASES), unpack(lost)) end
 local removed = 0
 for _, id in ipairs(ids) do
   removed = removed + redis.call('DEL', k_job(id))
@@ -69,7 +85,6 @@ for _, hash in ipairs(hashes) do
 end
 for _, name in ipairs(redis.call('SMEMBERS', idem)) do redis.call('DEL', key(name)) end
 redis.call('DEL', idem)
-local now = now_ms()
 local gone = k_gone(tenant)
 local stamp = math.max(now, (tonumber(redis.call('GET', gone)) or 0) + 1)
 redis.call('SET', gone, stamp, 'EX', TTL)

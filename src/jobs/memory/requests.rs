@@ -76,11 +76,22 @@ impl MemoryStore {
             .map(|e| e.value.iter().copied().collect())
             .unwrap_or_default();
         ids.extend(kinds.iter().filter_map(|k| state.lock(tenant, k, now)));
+        // A job that reads `lost` does not hold it back (as purge.lua): no run holds it and
+        // none will; its lease goes with its record, and the tombstone fences its run.
+        let stale = self.settings.stale_ms();
         for id in &ids {
             if let Some(entry) = state.job_mut(id, now) {
-                let rec = &entry.value;
-                let active = matches!(rec.snapshot.status, Status::Queued | Status::Running);
-                if active && rec.superseded_by.is_none() {
+                let (rec, s) = (&entry.value, &entry.value.snapshot);
+                let lost = rec.steps.is_empty()
+                    && s.status.derive(
+                        s.heartbeat_at,
+                        now,
+                        stale,
+                        s.cancel_requested_at.is_some(),
+                        s.attempt < s.max_attempts,
+                    ) == Status::Lost;
+                let active = matches!(s.status, Status::Queued | Status::Running);
+                if active && !lost && rec.superseded_by.is_none() {
                     return Ok(Purge::StillActive(*id));
                 }
             }

@@ -55,6 +55,8 @@ pub async fn get_one(InPath(id): InPath<MaybeJobId>, call: Call) -> Result<Respo
             false => Err(job_not_found(&id)),
         };
     }
+    // A job answered quickly here is read once its end is recorded, not a moment before.
+    call.app.runner.quick_end(&id).await;
     let snapshot = visible(&call.app, &call.caller, &id, named).await?;
     let retry_after = snapshot
         .status

@@ -70,6 +70,10 @@ pub(super) struct Running {
     /// the run was really fenced off).
     pub ending: Arc<AtomicBool>,
     pub latest: watch::Receiver<Tick>,
+    /// Cancelled once the run is no longer being answered quickly: its kind has no quick
+    /// answer, the answer said its function must run, or its end is over (recorded or not).
+    /// Until then its end is a store call or two away (`Runner::quick_end`).
+    pub answering: CancellationToken,
 }
 
 impl Running {
@@ -196,6 +200,7 @@ impl Runs {
         let cancel = CancellationToken::new();
         let fenced = Arc::new(AtomicBool::new(false));
         let ending = Arc::new(AtomicBool::new(false));
+        let answering = self.answering(&job.kind);
         {
             // Under the running lock, like `on_cancel_event`: a cancel event is either seen
             // there or left for this check, never lost in between.
@@ -214,6 +219,7 @@ impl Runs {
                     fenced: fenced.clone(),
                     ending: ending.clone(),
                     latest: ticks.latest(),
+                    answering: answering.clone(),
                 },
             );
         }
@@ -226,7 +232,7 @@ impl Runs {
                 &job,
                 (run, created_at),
                 (reporter, ticks),
-                cancel,
+                (cancel, &answering),
                 &mut seat,
             )
             .await;
@@ -249,6 +255,7 @@ impl Runs {
                 None
             }
         };
+        answering.cancel();
         self.lock_running().remove(&job.id);
         self.ended(&job.id);
         // The store claimed this seat's next job in the finish's step: it runs on the same
@@ -257,6 +264,24 @@ impl Runs {
             Some(next) => self.spawn(next, seat),
             None => drop(seat),
         }
+    }
+
+    /// The token of a run of `kind` that says whether it is being answered quickly: for a
+    /// kind with no quick answer, cancelled from the start.
+    fn answering(&self, kind: &Kind) -> CancellationToken {
+        let answering = CancellationToken::new();
+        if self.registry.get(kind).is_none_or(|k| k.quick.is_none()) {
+            answering.cancel();
+        }
+        answering
+    }
+
+    /// The token of job `id`'s run here while it is being answered quickly (see
+    /// `Running::answering`).
+    pub(super) fn answering_quickly(&self, id: &JobId) -> Option<CancellationToken> {
+        let running = self.lock_running();
+        let answering = &running.get(id)?.answering;
+        (!answering.is_cancelled()).then(|| answering.clone())
     }
 
     /// Tells the observer of the end of `pipeline` (and of its skipped steps) when the end of
@@ -272,27 +297,14 @@ impl Runs {
         }
     }
 
-    /// Runs the function and turns whatever happened into an outcome with the last percent
-    /// the job reported; `None` when the run was given back at the shutdown deadline or a
-    /// write of it was refused (fenced off): either way its end is not recorded. A job
-    /// answered quickly frees its worker; one whose function runs takes one first.
-    async fn execute(
+    /// What the kind's function (or quick answer) is given, its writes fenced to `run`.
+    fn input(
         &self,
         job: &NewJob,
         (run, created_at): (RunId, u64),
-        (reporter, ticks): (Reporter, Ticks),
         cancel: CancellationToken,
-        seat: &mut Seat,
-    ) -> Option<(Outcome, u8)> {
-        let Some(kind) = self.registry.get(&job.kind) else {
-            // A job created by a replica with other kinds reached this one.
-            error!("no function is registered for this kind");
-            return Some((Outcome::Failed("UnknownKind".into(), None), 0));
-        };
-        reporter.report(0, "starting");
-        let latest = ticks.latest();
-        let fenced_off = cancel.clone();
-        let input = JobInput {
+    ) -> JobInput {
+        JobInput {
             job_id: job.id,
             tenant: job.tenant.clone(),
             kind: job.kind.clone(),
@@ -305,7 +317,30 @@ impl Runs {
                 job.tenant.clone(),
                 created_at,
             )),
+        }
+    }
+
+    /// Runs the function and turns whatever happened into an outcome with the last percent
+    /// the job reported; `None` when the run was given back at the shutdown deadline or a
+    /// write of it was refused (fenced off): either way its end is not recorded. A job
+    /// answered quickly frees its worker; one whose function runs takes one first.
+    async fn execute(
+        &self,
+        job: &NewJob,
+        (run, created_at): (RunId, u64),
+        (reporter, ticks): (Reporter, Ticks),
+        (cancel, answering): (CancellationToken, &CancellationToken),
+        seat: &mut Seat,
+    ) -> Option<(Outcome, u8)> {
+        let Some(kind) = self.registry.get(&job.kind) else {
+            // A job created by a replica with other kinds reached this one.
+            error!("no function is registered for this kind");
+            return Some((Outcome::Failed("UnknownKind".into(), None), 0));
         };
+        reporter.report(0, "starting");
+        let latest = ticks.latest();
+        let fenced_off = cancel.clone();
+        let input = self.input(job, (run, created_at), cancel);
         if let Some(quick) = &kind.quick {
             self.seats.to_quick(seat);
             let answered = tokio::select! {
@@ -318,6 +353,7 @@ impl Runs {
                 return Some((outcome_of(answered)?, percent));
             }
         }
+        answering.cancel();
         tokio::select! {
             () = self.seats.to_work(seat) => {}
             () = self.interrupt.cancelled() => return None,

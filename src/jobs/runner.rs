@@ -26,6 +26,10 @@ pub const QUEUED_STEP: &str = "queued";
 /// How often a `wait=true` request re-reads its job even without an event (a missed
 /// message after a reconnect costs at most this much).
 const WAIT_RECHECK: Duration = Duration::from_secs(1);
+/// The longest a read of a job this process is answering quickly waits for its end (see
+/// `Runner::quick_end`): a store call or two, so only a store that stopped answering
+/// meets it, and the read then answers what the store holds.
+const QUICK_END_WAIT: Duration = Duration::from_secs(1);
 /// How long shutdown waits, once runs were given back, for those that stop at their next
 /// safe point to wind down (their writes are fenced either way).
 const GIVEN_BACK_WAIT: Duration = Duration::from_secs(1);
@@ -230,6 +234,19 @@ impl Runner {
                 () = notify.notified() => {}
                 () = tokio::time::sleep(WAIT_RECHECK) => {}
             }
+        }
+    }
+
+    /// Resolves once job `id` is not being answered quickly here (see `Registry::with_quick`):
+    /// at once for a job this process does not run that way, else when its end is recorded,
+    /// or its function must run after all, at most `QUICK_END_WAIT` later. Such a job ends a
+    /// store call or two after its claim, so a poll that waits this long and then reads the
+    /// store reads it ended, where one that read at once would read it running and come back
+    /// — often a few milliseconds after its client's first poll, which follows the 202 at
+    /// once. It changes nothing of what the read answers: the store's state after the wait.
+    pub async fn quick_end(&self, id: &JobId) {
+        if let Some(answering) = self.runs.answering_quickly(id) {
+            let _ = tokio::time::timeout(QUICK_END_WAIT, answering.cancelled_owned()).await;
         }
     }
 

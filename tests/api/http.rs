@@ -37,6 +37,7 @@ both_stores!(
     an_active_job_answers_retry_after_from_its_eta_and_an_ended_one_does_not,
     a_finished_job_polled_again_answers_the_same_json_to_its_tenant_only,
     quick_answers_hold_no_worker_and_only_max_concurrent_functions_run,
+    a_poll_of_a_job_being_answered_quickly_reads_its_end,
 );
 
 async fn an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused(b: Backend) {
@@ -958,6 +959,23 @@ fn quick_kind(seen: std::sync::Arc<Seen>) -> catalog_jobs::jobs::registry::Regis
         })
 }
 
+/// The app on `b` running `quick_kind` only, its jobs telling `seen`.
+async fn quick_app(
+    b: Backend,
+    config: catalog_jobs::config::Config,
+    seen: &std::sync::Arc<Seen>,
+) -> TestApp {
+    let jobs = store(b, settings());
+    let catalog = crate::helpers::test_catalog(&config);
+    let app = catalog_jobs::startup::App::build_with(
+        config,
+        jobs.clone(),
+        catalog,
+        quick_kind(seen.clone()),
+    );
+    TestApp::run(app.await.expect("the app builds"), jobs)
+}
+
 /// Polls `condition` every 10 ms for up to 20 s.
 async fn until(what: &str, condition: impl Fn() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -976,15 +994,7 @@ async fn quick_answers_hold_no_worker_and_only_max_concurrent_functions_run(b: B
     let mut config = test_config();
     config.max_concurrent_jobs = 1;
     let seen = std::sync::Arc::new(Seen::default());
-    let jobs = store(b, settings());
-    let catalog = crate::helpers::test_catalog(&config);
-    let app = catalog_jobs::startup::App::build_with(
-        config,
-        jobs.clone(),
-        catalog,
-        quick_kind(seen.clone()),
-    );
-    let app = TestApp::run(app.await.expect("the app builds"), jobs);
+    let app = quick_app(b, config, &seen).await;
     let start = async |suffix: char| {
         let t = format!("{}{suffix}", tenant());
         app.start_id("quick", &[("tenant_id", &t)]).await
@@ -1015,4 +1025,35 @@ async fn quick_answers_hold_no_worker_and_only_max_concurrent_functions_run(b: B
         1,
         "one function at a time"
     );
+}
+
+/// A poll of a job this process is answering quickly (claimed with its create) waits for
+/// its end and reads it ended, where it read it running and came back a poll interval later:
+/// the first poll a client sends right after the 202 now finds it done.
+async fn a_poll_of_a_job_being_answered_quickly_reads_its_end(b: Backend) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let seen = std::sync::Arc::new(Seen::default());
+    let app = quick_app(b, test_config(), &seen).await;
+    let t = format!("{}q", tenant());
+    let id = app.start_id("quick", &[("tenant_id", &t)]).await;
+    until("its quick answer is under way", || {
+        seen.quick.load(SeqCst) == 1
+    })
+    .await;
+    let mut poll = std::pin::pin!(app.get_job(&id));
+    // No signal says a request is being held: the 50 ms give the poll the time to reach the
+    // service before the answer is let go. Without the wait for the end the poll answers
+    // `running` meanwhile; with it, reaching the service later changes nothing (the job is
+    // then ended, or its end is being written and waited for).
+    let early = tokio::select! {
+        read = &mut poll => Some(read),
+        () = tokio::time::sleep(Duration::from_millis(50)) => None,
+    };
+    seen.open.store(true, SeqCst);
+    let read = match early {
+        Some(read) => read,
+        None => poll.await,
+    };
+    assert_eq!(read["status"], "done", "{read}");
+    assert_eq!(read["result"], json!({"by": "quick answer"}), "{read}");
 }

@@ -10,9 +10,8 @@
 -- this worker does not run, or not named), an empty list; and last the queue's head now,
 -- {'head', id…} (`queue_head`), for the next call to name. The caller looks at this queue
 -- again later when it holds jobs, since no wake-up tells it of a queue that never emptied.
-local runs = {}
+local runs = runs_of(3)
 local n = tonumber(A[2])
-for i = 3, #A do runs[A[i]] = true end
 local out = claim_up_to(n, A[1], runs, now_ms())
 if #out < n and redis.call('LLEN', K_QUEUE) > 0 then out[#out + 1] = {} end
 out[#out + 1] = queue_head()

@@ -31,7 +31,8 @@ if from ~= '' then
   key(string.sub(from, 1, -7) .. ':leases')
 end
 local hkey = k_job(id)
-local code, st = run_state(hkey, claim, FINISH_FIELDS)
+local code, st = run_state(hkey, claim,
+  outcome.status == 'done' and DONE_FIELDS or FINISH_FIELDS)
 if code ~= 'missing' and code ~= 'held' then return {code} end
 -- A call without the job's fields (the usual one) answers a missing record with `missing`,
 -- having written nothing: its caller calls again with them, to write the record back.
@@ -51,8 +52,11 @@ if code == 'missing' then
   note(id, st, fields, 'restored', 'running', run_percent, outcome.step, now)
   list_push(tenant, id)
 end
-fields.percent = math.max(tonumber(st.percent) or 0, run_percent)
-if outcome.status == 'done' then fields.percent = 100 end
+if outcome.status == 'done' then
+  fields.percent = 100
+else
+  fields.percent = math.max(tonumber(st.percent) or 0, run_percent)
+end
 fields.heartbeat_ms, fields.finished_ms = now, now
 -- (A record written back is started now; a held one without `started_ms` was claimed at its
 -- create, and reads as started then: FIRST_CLAIM.)
@@ -61,8 +65,7 @@ end_job(id, st, fields, now)
 if code == 'missing' then redis.call('EXPIRE', hkey, TTL_S) end
 local released = RELEASED and 1 or 0
 if worker == '' then return {'applied', false, false, released} end
-local runs = {}
-for k = j + 2, #A do runs[A[k]] = true end
+local runs = runs_of(j + 2)
 if from ~= '' then enter_group(from) end
 local next, empty = claim_one(worker, runs, now)
 return {'applied', next or false, empty and {'head'} or queue_head(), released}

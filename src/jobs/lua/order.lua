@@ -97,7 +97,10 @@ local function lane_leave(id, tenant, now)
   if ids then LANES[lane] = nil else ids = redis.call('LRANGE', lane, '0', '-1') end
   for i, other in ipairs(ids) do
     if other == id then
-      redis.call('LREM', lane, 1, id)
+      -- A lane of this job alone is dropped whole (what LREM does to it, without the walk);
+      -- a count is handed as a string (Redis formats a number as a float, ~2,000
+      -- instructions).
+      if #ids == 1 then redis.call('DEL', lane) else redis.call('LREM', lane, '1', id) end
       local behind, ahead = ids[i + 1], ids[i - 1]
       if behind and ahead then
         repoint(behind, ahead, now)

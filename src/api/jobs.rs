@@ -84,7 +84,7 @@ struct KeptJson(Arc<Finished>);
 
 impl AsRef<[u8]> for KeptJson {
     fn as_ref(&self) -> &[u8] {
-        &self.0.json
+        self.0.json()
     }
 }
 

@@ -6,12 +6,14 @@
 //! `retried_as`) written on another replica. Entries therefore live for `ttl` only (one
 //! second by default): either is seen everywhere within it. Active jobs are never cached.
 //!
-//! Each entry keeps the job's JSON too, rendered once when it is kept: the poll route
-//! answers a finished job with those bytes (`JobStore::finished_kept`), neither copying the
-//! snapshot nor rendering it again at every poll.
+//! Each entry keeps the job's JSON too, rendered once, by the first poll it answers: the
+//! poll route answers a finished job with those bytes (`JobStore::finished_kept`), neither
+//! copying the snapshot nor rendering it again at every poll. Not when it is kept: the read
+//! that keeps it answers with its own rendering, and a job polled once (its first poll
+//! waited for its end) is never rendered twice.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::{JobId, Snapshot, TenantId};
@@ -19,16 +21,24 @@ use super::{JobId, Snapshot, TenantId};
 /// A finished job as the cache keeps it.
 pub struct Finished {
     pub snapshot: Snapshot,
-    /// The snapshot's JSON (`serde_json`), as `GET /catalog/jobs/{job_id}` answers it.
-    pub json: Vec<u8>,
+    /// The snapshot's JSON, once a poll asked for it.
+    json: OnceLock<Vec<u8>>,
 }
 
 impl Finished {
     fn of(snapshot: &Snapshot) -> Self {
         Self {
-            json: serde_json::to_vec(snapshot).expect("a snapshot always serialises"),
             snapshot: snapshot.clone(),
+            json: OnceLock::new(),
         }
+    }
+
+    /// The snapshot's JSON (`serde_json`), as `GET /catalog/jobs/{job_id}` answers it:
+    /// rendered at the first call.
+    pub fn json(&self) -> &[u8] {
+        self.json.get_or_init(|| {
+            serde_json::to_vec(&self.snapshot).expect("a snapshot always serialises")
+        })
     }
 }
 
@@ -99,7 +109,7 @@ impl FinishedCache {
         if self.ttl.is_zero() || !snapshot.status.is_finished() {
             return;
         }
-        // Rendered before the lock is taken: readers of other jobs do not wait on it.
+        // Copied before the lock is taken: readers of other jobs do not wait on it.
         let kept = (Arc::new(Finished::of(snapshot)), Instant::now());
         let mut entries = self.entries();
         if entries.swept.elapsed() >= self.ttl || entries.kept.len() >= self.capacity {
@@ -150,7 +160,7 @@ mod tests {
         let job = finished();
         cache.offer(&job);
         let kept = cache.kept(&job.job_id).expect("a finished job is kept");
-        assert_eq!(kept.json, serde_json::to_vec(&job).unwrap());
+        assert_eq!(kept.json(), serde_json::to_vec(&job).unwrap());
         assert_eq!(kept.snapshot.job_id, job.job_id);
         cache.forget(&job.job_id);
         assert!(cache.kept(&job.job_id).is_none());

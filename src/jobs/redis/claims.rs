@@ -145,15 +145,20 @@ impl RedisStore {
     }
 
     /// After a claim in `group` (a finish's) that `claimed` or not and answered the queue's
-    /// `head` (`{'head', id…}`): the head is kept for the next call to name, the group marked
-    /// again while its queue holds jobs, and the round robin moves past it when it served.
+    /// `head` (`{'head', id…}`, or nothing when it found the queue empty): the head is kept for
+    /// the next call to name, the group marked again while its queue holds jobs, and the round
+    /// robin moves past it when it served.
     pub(super) fn claimed_in(
         &self,
         group: Group,
         claimed: bool,
         head: &[String],
     ) -> Result<(), StoreError> {
-        if !self.learn_head(group, head)?.is_empty() {
+        let left = match head.is_empty() {
+            true => self.learn_head(group, &[String::from("head")])?,
+            false => self.learn_head(group, head)?,
+        };
+        if !left.is_empty() {
             self.pending
                 .fetch_or(1u64 << group.index(), Ordering::AcqRel);
         }

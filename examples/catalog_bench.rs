@@ -6,6 +6,7 @@
 //!     cargo run --release --example catalog_bench                   # 10k, 100k and 1M products
 //!     cargo run --release --example catalog_bench -- 50000          # one size
 //!     cargo run --release --example catalog_bench -- 50000 --demo   # the easy demo catalogue
+//!     VOCAB=40 cargo run --release --example catalog_bench -- 100000  # few words (`few_words`)
 //!
 //! Each size runs in a child process of its own, so its peak memory (VmHWM) is its own; the
 //! peak is reset before each step, and a counting allocator tells what the pair itself held
@@ -148,11 +149,100 @@ fn cpu_seconds() -> f64 {
 }
 
 fn generate(n: usize, easy: bool) -> Vec<Product> {
-    if easy {
+    if let Some(words) = vocabulary() {
+        few_words(n, words, SEED)
+    } else if easy {
         demo::generate(n, SEED)
     } else {
         demo::generate_hard(n, SEED)
     }
+}
+
+/// `VOCAB=<words>`: the few-words catalogue (`few_words`) instead of the hard one.
+fn vocabulary() -> Option<usize> {
+    std::env::var("VOCAB")
+        .ok()
+        .map(|v| v.parse().expect("VOCAB is a number of words"))
+}
+
+/// Words a few-words name holds.
+const FEW_WORDS_NAME: usize = 6;
+
+/// A catalogue of a shop with few distinct words (a hostile probe's case): every name is
+/// `FEW_WORDS_NAME` distinct words drawn from `words` made-up ones, one brand, one category,
+/// prices within one ×3 band, so every product is comparable with every other and shares
+/// words with nearly all. No planted families: recall is not measured on it.
+fn few_words(n: usize, words: usize, seed: u64) -> Vec<Product> {
+    let mut rng = demo::Rng::new(seed);
+    (0..n)
+        .map(|i| few_words_product(&format!("p{i:07}"), words, &mut rng))
+        .collect()
+}
+
+fn few_words_product(key: &str, words: usize, rng: &mut demo::Rng) -> Product {
+    assert!(
+        words >= FEW_WORDS_NAME,
+        "VOCAB holds at least a name's words"
+    );
+    let mut picked: Vec<usize> = Vec::with_capacity(FEW_WORDS_NAME);
+    while picked.len() < FEW_WORDS_NAME {
+        let w = rng.below(words);
+        if !picked.contains(&w) {
+            picked.push(w);
+        }
+    }
+    let name: Vec<String> = picked.into_iter().map(made_up_word).collect();
+    Product {
+        product_key: ProductKey::parse(key).expect("a valid key"),
+        name: name.join(" "),
+        description: None,
+        brand: Some("Same".to_owned()),
+        price_cents: Some(1_000 + rng.below(100) as i64),
+        currency: None,
+        taxonomy_path: vec!["Home".to_owned()],
+        attributes: serde_json::Map::new(),
+    }
+}
+
+/// Word `i` of a made-up vocabulary: two or three consonant-vowel syllables, so that no word
+/// folds as a plural or joins with another into a third.
+fn made_up_word(i: usize) -> String {
+    const C: &[u8] = b"bdfgklmnprtvz";
+    const V: &[u8] = b"aeiou";
+    let syllable = |k: usize| {
+        let k = k % (C.len() * V.len());
+        format!("{}{}", C[k / V.len()] as char, V[k % V.len()] as char)
+    };
+    let per = C.len() * V.len();
+    format!(
+        "{}{}{}",
+        syllable(i / per / per),
+        syllable(i / per),
+        syllable(i)
+    )
+}
+
+/// Edits of a few-words catalogue (`EDITED_SHARE` of it): half renamed with other words, a
+/// quarter removed, a quarter new products.
+fn few_words_edits(products: &[Product], words: usize) -> demo::Edits {
+    let mut rng = demo::Rng::new(SEED + 1);
+    let count = ((products.len() as f64 * EDITED_SHARE).round() as usize).max(1);
+    let mut edits = demo::Edits::default();
+    for k in 0..count {
+        let p = &products[rng.below(products.len())];
+        match k % 4 {
+            0 | 1 => {
+                let renamed = few_words_product(p.product_key.as_str(), words, &mut rng);
+                edits.upserts.push(renamed);
+            }
+            2 => edits.removals.push(p.product_key.clone()),
+            _ => {
+                let added = few_words_product(&format!("add{k}"), words, &mut rng);
+                edits.upserts.push(added);
+            }
+        }
+    }
+    edits
 }
 
 fn run(n: usize, easy: bool) {
@@ -202,7 +292,11 @@ fn run(n: usize, easy: bool) {
     let heap = Heap::most_mib() - held;
     phases.print("full pair");
     let products = generate(n, easy);
-    let (found, expected) = recall(&catalog, &tenant, &products);
+    // A few-words catalogue plants no families.
+    let (found, expected) = match vocabulary() {
+        Some(_) => (0, 0),
+        None => recall(&catalog, &tenant, &products),
+    };
     println!(
         "{n:>8} products | enrich {enrich_s:6.2} s ({:>8.0} products/s) | pair {pair_s:7.2} s ({:>8.0} products/s, CPU {pair_cpu:.2} s, {} paired) | recall@{RECALL_AT} {:.3} | peak RSS {peak:.0} MiB (before it: {loaded:.0} MiB, the store's catalogue {held:.0} MiB of heap) | the pair's own peak heap {heap:.0} MiB, PAIR_MAX_MEMORY_MB estimate {} MiB",
         n as f64 / enrich_s,
@@ -211,7 +305,10 @@ fn run(n: usize, easy: bool) {
         found as f64 / expected.max(1) as f64,
         pair::estimated_mb(n),
     );
-    let edits = demo::edit_hard(&products, EDITED_SHARE, SEED + 1);
+    let edits = match vocabulary() {
+        Some(words) => few_words_edits(&products, words),
+        None => demo::edit_hard(&products, EDITED_SHARE, SEED + 1),
+    };
     drop(products);
     println!("{}", incremental_after_edits(&catalog, &tenant, edits));
     reset_peak();
@@ -425,7 +522,11 @@ fn main() {
     match args.iter().find(|a| !a.starts_with("--")) {
         Some(n) => run(n.parse().expect("a product count"), easy),
         None => {
-            let which = if easy { "demo" } else { "hard" };
+            let which = match vocabulary() {
+                Some(words) => format!("few-words ({words})"),
+                None if easy => "demo".to_owned(),
+                None => "hard".to_owned(),
+            };
             println!(
                 "catalog_bench on {cores} cores (embedded store, {which} catalogue, seed {SEED})"
             );

@@ -8,7 +8,12 @@
 //! words are counted whole until their own list is read. Three top words common enough to
 //! have their triples listed (`Index::triple_from`) but no list are held by no product: the
 //! sets holding them are closed from the start.
+//!
+//! The cover also bounds a group's whole score from its signature alone (`bound`), read
+//! beside its posting: a list read through long postings scores only the groups whose
+//! shared bits can still reach the bar (few, when every word is on a tenth of the catalogue).
 
+use super::embed::word_bit;
 use super::index::{Index, List, PairPosting};
 
 /// The query's heaviest words that sets are tracked over (and pairs read among).
@@ -75,6 +80,12 @@ pub struct Cover {
     /// The summed bounds of the lighter words not read yet.
     tail: f32,
     tail_read: Vec<bool>,
+    /// The query's words in the partition as a signature (`Embedding::signatures`), and
+    /// per bit the summed bounds of its words on that bit (`bound`).
+    signature: u64,
+    bit_bounds: [f32; 64],
+    /// The heaviest of `bit_bounds`: a first, branch-free bound (shared bits times it).
+    heaviest_bit: f32,
 }
 
 impl Cover {
@@ -88,6 +99,9 @@ impl Cover {
             top: 0,
             tail: 0.0,
             tail_read: Vec::new(),
+            signature: 0,
+            bit_bounds: [0.0; 64],
+            heaviest_bit: 0.0,
         }
     }
 
@@ -109,6 +123,14 @@ impl Cover {
         }
         self.words
             .sort_unstable_by(|a, b| b.bound.total_cmp(&a.bound));
+        self.signature = 0;
+        self.bit_bounds = [0.0; 64];
+        for w in &self.words {
+            let bit = word_bit(w.word);
+            self.signature |= bit;
+            self.bit_bounds[bit.trailing_zeros() as usize] += w.bound;
+        }
+        self.heaviest_bit = self.bit_bounds.iter().copied().fold(0.0, f32::max);
         let top = self.words.len().min(TOP);
         self.top = top;
         for m in 1..(1usize << top) {
@@ -151,6 +173,28 @@ impl Cover {
                 }
             }
         }
+    }
+
+    /// The most a group of `signature` (`Embedding::signatures`) in the partition can score
+    /// against the query: the bounds of the query's words on the bits it shares (a word's
+    /// bound is the heaviest weight a group of the partition gives it, times the query's).
+    /// Whether a group of `signature` cannot reach `bar`, with `BOUND_SLACK`: first each
+    /// shared bit at the heaviest bit's bound (no branch per bit: most groups of a long
+    /// list are settled so), then each at its own.
+    pub fn below(&self, signature: u64, bar: f32) -> bool {
+        let shared = (signature & self.signature).count_ones() as f32;
+        shared * self.heaviest_bit + BOUND_SLACK < bar || self.bound(signature) + BOUND_SLACK < bar
+    }
+
+    /// Without `BOUND_SLACK`.
+    fn bound(&self, signature: u64) -> f32 {
+        let mut shared = signature & self.signature;
+        let mut bound = 0.0;
+        while shared != 0 {
+            bound += self.bit_bounds[shared.trailing_zeros() as usize];
+            shared &= shared - 1;
+        }
+        bound
     }
 
     /// The open subsets of the top words, as a bit set.

@@ -48,6 +48,27 @@ pub struct Embedding {
     pub group_category: Vec<u32>,
     /// Each product's group.
     pub group_of: Vec<u32>,
+    /// Each group's words as a bit set (`signature_of`), read beside a posting to bound a
+    /// group's score without reading its vector.
+    pub signatures: Vec<u64>,
+}
+
+/// Word `t`'s bit in a signature: ids are dense (numbered by first appearance), so words
+/// spread over the 64 bits; two words on one bit only loosen a bound.
+pub fn word_bit(t: u32) -> u64 {
+    1 << (t % 64)
+}
+
+/// The bit set of a vector's words (`word_bit`).
+fn signature_of(vector: &[(u32, f32)]) -> u64 {
+    vector.iter().fold(0, |sig, &(t, _)| sig | word_bit(t))
+}
+
+/// Every group's signature.
+fn signatures(vectors: &Rows<(u32, f32)>) -> Vec<u64> {
+    (0..vectors.len())
+        .map(|g| signature_of(vectors.row(g)))
+        .collect()
 }
 
 impl Embedding {
@@ -81,6 +102,7 @@ impl Embedding {
         }
         check(stop)?;
         Ok(Self {
+            signatures: signatures(&vectors),
             vectors,
             traits,
             key_rank,
@@ -106,6 +128,7 @@ impl Embedding {
         let (groups, member_price) = members(&group_of, vectors.len(), None, &traits);
         let group_price = price_ranges(&groups, &member_price);
         Self {
+            signatures: signatures(&vectors),
             vectors,
             key_rank: (0..traits.len() as u32).collect(),
             traits,
@@ -135,6 +158,7 @@ impl Embedding {
             members(&group_of, vectors.len(), Some(&self.key_rank), &self.traits);
         let group_price = price_ranges(&groups, &member_price);
         Self {
+            signatures: signatures(&vectors),
             vectors,
             groups,
             member_price,

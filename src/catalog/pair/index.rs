@@ -75,32 +75,30 @@ pub struct List {
     pub slot: u32,
 }
 
-/// A group in a word's list: its weight for the word, and where its vector is.
+/// A group in a word's list: its signature (`Embedding::signatures`, which bounds its score
+/// before its vector is read) and its weight for the word.
 #[derive(Clone, Copy, Debug)]
 pub struct Posting {
+    pub signature: u64,
     pub weight: f32,
     pub group: u32,
-    pub start: u32,
-    pub end: u32,
 }
 
-/// A group in a pair's list, where its vector is, and its weights for the pair's two words
-/// (the lower word id's first), each rounded up to a 65,535th (`Quantised`): 4 bytes that
-/// bound its score from the posting alone.
+/// A group in a pair's list, its signature, and its weights for the pair's two words (the
+/// lower word id's first), each rounded up to a 65,535th (`Quantised`): 4 bytes that bound
+/// its score from the posting alone.
 #[derive(Clone, Copy, Debug)]
 pub struct PairPosting {
+    pub signature: u64,
     pub group: u32,
-    pub start: u32,
-    pub end: u32,
     pub weights: [Quantised; 2],
 }
 
-/// A group in a triple's list, and where its vector is.
+/// A group in a triple's list (its signature is read from `Embedding::signatures`: triple
+/// lists are short).
 #[derive(Clone, Copy, Debug)]
 pub struct Span {
     pub group: u32,
-    pub start: u32,
-    pub end: u32,
 }
 
 /// A weight in `0..=1` rounded up to a 65,535th: never below the weight it stands for.
@@ -304,13 +302,12 @@ fn single_lists(
 ) {
     let mut entries: Vec<(u32, Posting)> = Vec::new();
     for &g in groups {
-        let (start, end) = e.vectors.span(g as usize);
+        let signature = e.signatures[g as usize];
         for &(t, weight) in e.vectors.row(g as usize) {
             let posting = Posting {
+                signature,
                 weight,
                 group: g,
-                start,
-                end,
             };
             entries.push((t, posting));
         }
@@ -402,13 +399,12 @@ fn pair_lists(
     let mut entries: Vec<(u32, u32, PairPosting)> = Vec::new();
     for &g in groups {
         at.words(e, g as usize, &mut common);
-        let (start, end) = e.vectors.span(g as usize);
+        let signature = e.signatures[g as usize];
         for (x, &(a, wa)) in common.iter().enumerate() {
             for &(b, wb) in &common[x + 1..] {
                 let posting = PairPosting {
+                    signature,
                     group: g,
-                    start,
-                    end,
                     weights: [Quantised::up(wa), Quantised::up(wb)],
                 };
                 entries.push((a, b, posting));
@@ -447,12 +443,7 @@ fn triple_lists(
     let mut entries: Vec<([u32; 3], Span)> = Vec::new();
     for &g in groups {
         at.words(e, g as usize, &mut common);
-        let (start, end) = e.vectors.span(g as usize);
-        let span = Span {
-            group: g,
-            start,
-            end,
-        };
+        let span = Span { group: g };
         // A vector is sorted by word id, so each triple comes in id order.
         for (x, &(a, _)) in common.iter().enumerate() {
             for (y, &(b, _)) in common.iter().enumerate().skip(x + 1) {

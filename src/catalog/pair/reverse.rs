@@ -243,7 +243,7 @@ impl Reverse {
                     let bound = self.cover.pair_posting_bound(i, j);
                     for p in at.index.pair_postings(list) {
                         if bound(p) >= s.bars.group[p.group as usize] {
-                            self.visit(s, g, mine, p.group as usize, (p.start, p.end), out);
+                            self.visit(s, g, mine, p.group as usize, p.signature, out);
                         }
                     }
                 }
@@ -252,7 +252,8 @@ impl Reverse {
                     let bound = self.cover.triple_bound(i, j, k) + BOUND_SLACK;
                     for p in at.index.triple_postings(list) {
                         if bound >= s.bars.group[p.group as usize] {
-                            self.visit(s, g, mine, p.group as usize, (p.start, p.end), out);
+                            let signature = s.e.signatures[p.group as usize];
+                            self.visit(s, g, mine, p.group as usize, signature, out);
                         }
                     }
                 }
@@ -266,7 +267,7 @@ impl Reverse {
                             break;
                         }
                         if bound >= s.bars.group[p.group as usize] {
-                            self.visit(s, g, mine, p.group as usize, (p.start, p.end), out);
+                            self.visit(s, g, mine, p.group as usize, p.signature, out);
                         }
                     }
                 }
@@ -275,21 +276,25 @@ impl Reverse {
         }
     }
 
-    /// Scores group `h` once and records each of its members whose bar the score reaches.
+    /// Scores group `h` (of `signature`) once and records each of its members whose bar the
+    /// score reaches; a group whose signature bounds its score below its bar is passed over.
     fn visit(
         &mut self,
         s: &Search<'_>,
         g: usize,
         mine: &[(u32, f32)],
         h: usize,
-        (start, end): (u32, u32),
+        signature: u64,
         out: &mut Vec<Entry>,
     ) {
         if self.seen[h] == self.epoch || s.bars.group[h] == f32::INFINITY {
             return;
         }
+        if self.cover.below(signature, s.bars.group[h]) {
+            return;
+        }
         self.seen[h] = self.epoch;
-        let score = dot(mine, &s.e.vectors.items()[start as usize..end as usize]);
+        let score = dot(mine, s.e.vectors.row(h));
         record(s, g, h, score, out);
     }
 }

@@ -249,13 +249,14 @@ impl Query {
                 Next::Pair(i, j) => {
                     let list = self.cover.pair(i, j).expect("chosen among indexed pairs");
                     for p in index.pair_postings(list) {
-                        bar = self.visit(q, p.group, (p.start, p.end), bar);
+                        bar = self.visit(q, p.group, p.signature, bar);
                     }
                 }
                 Next::Triple(i, j, k) => {
                     let list = self.cover.triple(i, j, k).expect("chosen among triples");
                     for p in index.triple_postings(list) {
-                        bar = self.visit(q, p.group, (p.start, p.end), bar);
+                        let signature = q.e.signatures[p.group as usize];
+                        bar = self.visit(q, p.group, signature, bar);
                     }
                 }
                 Next::Word(i) => {
@@ -265,7 +266,7 @@ impl Query {
                         if w.weight * p.weight + rest + BOUND_SLACK < bar {
                             break;
                         }
-                        bar = self.visit(q, p.group, (p.start, p.end), bar);
+                        bar = self.visit(q, p.group, p.signature, bar);
                     }
                 }
             }
@@ -273,8 +274,13 @@ impl Query {
         }
     }
 
-    /// Scores group `h` (at `span` in the vectors) once per query and offers it.
-    fn visit(&mut self, q: &Asked<'_>, h: u32, (start, end): (u32, u32), bar: f32) -> f32 {
+    /// Scores group `h` (of `signature`) once per query and offers it. A group whose
+    /// signature bounds its score below the bar is passed over unread and not marked seen:
+    /// the bar only rises, so it never will reach it.
+    fn visit(&mut self, q: &Asked<'_>, h: u32, signature: u64, bar: f32) -> f32 {
+        if self.cover.below(signature, bar) {
+            return bar;
+        }
         let h = h as usize;
         if self.seen[h] == self.epoch {
             return bar;
@@ -293,7 +299,7 @@ impl Query {
         }
         self.scored += 1;
         self.seen[h] = self.epoch;
-        let s = dot(q.mine, &q.e.vectors.items()[start as usize..end as usize]);
+        let s = dot(q.mine, q.e.vectors.row(h));
         // Below the bar no member takes it (the bar is the lowest any member still needs).
         if s >= bar {
             self.offer(q, h, s)

@@ -9,14 +9,15 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{
-    create, new_job, settings, spawn_app_with, spawn_catalog_app, store, tenant, test_config,
-    Backend, Gate, TestApp, Tokens, OPERATOR,
+    create, keys_matching, new_job, settings, shared_redis, spawn_app_with, spawn_catalog_app,
+    store, tenant, test_config, Backend, Gate, TestApp, Tokens, OPERATOR,
 };
 
 both_stores!(
     a_purge_is_refused_while_a_job_is_active_and_then_removes_every_job_once,
     removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent,
     a_tenant_with_an_active_job_is_not_removed_and_nothing_changes,
+    a_big_tenant_is_removed_with_its_counts_while_another_tenants_job_is_polled,
 );
 
 async fn a_purge_is_refused_while_a_job_is_active_and_then_removes_every_job_once(b: Backend) {
@@ -164,4 +165,64 @@ async fn a_tenant_with_an_active_job_is_not_removed_and_nothing_changes(b: Backe
     let removed: Value = removed.json().await.unwrap();
     assert_eq!(removed["jobs"], 1);
     assert_eq!(removed["products"], 1);
+}
+
+/// How many products the big tenant holds: enough that freeing its catalogue inside the
+/// delete's step (DEL) showed; purge.lua now UNLINKs it (freed in Redis's background thread).
+const BIG: usize = 20_000;
+
+/// A tenant of BIG products, enriched and paired, is deleted while another tenant's job is
+/// polled: the delete answers 200 with every count, each poll answers, and nothing of the
+/// tenant is left but its tombstone.
+async fn a_big_tenant_is_removed_with_its_counts_while_another_tenants_job_is_polled(b: Backend) {
+    let app = spawn_catalog_app(b, test_config()).await;
+    let (t, u) = (tenant(), tenant());
+    let rows: String = (0..BIG)
+        .map(|i| format!("{{\"product_key\":\"b{i}\",\"name\":\"Steel Bottle {i} ml Black\"}}\n"))
+        .collect();
+    let r = app.import(t.as_str(), "application/x-ndjson", rows).await;
+    assert_eq!(r.status(), 200);
+    for kind in ["enrich", "pair"] {
+        let r = app
+            .start(kind, &[("tenant_id", t.as_str()), ("wait", "true")])
+            .await;
+        assert_eq!(r.status(), 200, "{kind} ran to its end");
+    }
+    let other = app.start_id("enrich", &[("tenant_id", u.as_str())]).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let polls = {
+        let (client, url, stop) = (
+            app.client.clone(),
+            app.url(&format!("/catalog/jobs/{other}")),
+            stop.clone(),
+        );
+        tokio::spawn(async move {
+            let mut answered = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) || answered.is_empty() {
+                let r = client.get(&url).send().await.expect("the service answers");
+                answered.push(r.status().as_u16());
+            }
+            answered
+        })
+    };
+    let r = app.delete_tenant(t.as_str()).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(r.status(), 200);
+    let removed: Value = r.json().await.unwrap();
+    assert_eq!(
+        removed,
+        json!({"tenant_id": t.as_str(), "jobs": 2, "products": BIG, "extracted_attributes": BIG, "neighbours": BIG})
+    );
+    let answered = polls.await.unwrap();
+    assert!(answered.iter().all(|s| *s == 200), "{answered:?}");
+    let page = app
+        .get_json(&format!("/catalog/products?tenant_id={t}&limit=5"))
+        .await;
+    assert_eq!(page["products"], json!([]), "{page}");
+    if let Backend::Redis = b {
+        let mut conn = shared_redis().await;
+        let left = keys_matching(&mut conn, &format!("*:{t}:*")).await;
+        let left: Vec<_> = left.iter().filter(|k| !k.ends_with(":gone")).collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }

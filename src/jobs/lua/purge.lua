@@ -78,10 +78,13 @@ for _, hash in ipairs(hashes) do
   local kind = redis.call('TYPE', key(hash)).ok
   if kind == 'hash' then size = redis.call('HLEN', hash) end
   if kind == 'set' then
-    for _, name in ipairs(redis.call('SMEMBERS', hash)) do redis.call('DEL', key(name)) end
+    for _, name in ipairs(redis.call('SMEMBERS', hash)) do redis.call('UNLINK', key(name)) end
   end
   answer[#answer + 1] = tostring(size)
-  redis.call('DEL', hash)
+  -- UNLINK: the key leaves the keyspace now and Redis frees its memory in its background
+  -- thread. DEL freed a 300k-product catalogue (products, enrichment, neighbours) inside
+  -- this call, 1-4 s during which every other call of every replica waited.
+  redis.call('UNLINK', hash)
 end
 for _, name in ipairs(redis.call('SMEMBERS', idem)) do redis.call('DEL', key(name)) end
 redis.call('DEL', idem)

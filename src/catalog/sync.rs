@@ -9,7 +9,8 @@
 //! window ends it `StoreUnavailable`, its report up to the source it was saving.
 //!
 //! Safe to run again (a recovered job's next attempt does): products are upserted by
-//! content hash, so rows already written read `unchanged`. Each batch's upsert passes the
+//! content hash, so rows already written read `unchanged` — but not a batch sent again
+//! within a run after its answer was lost: it is named, and counts as it first counted. Each batch's upsert passes the
 //! run's fence (`jobs::fence`): a run that lost its job, or whose tenant was deleted, writes
 //! nothing more and stops. It stops on request between rows and during a stalled feed
 //! read, reporting what it saved. An http(s) feed that sends less than 1 KiB in
@@ -538,8 +539,11 @@ fn sync_source(
         rows,
         between_rows,
         |batch| {
-            let counts = retrying(window, stop, || catalog.store.upsert(tenant, batch, fence))?
-                .or_else(|| CatalogError::Fenced)?;
+            // Named once, outside the retries: a batch sent again after its answer was lost
+            // counts what it first wrote as it counted it then, not `unchanged`.
+            let name = uuid::Uuid::new_v4().simple().to_string();
+            let upsert = || catalog.store.upsert_batch(tenant, batch, fence, &name);
+            let counts = retrying(window, stop, upsert)?.or_else(|| CatalogError::Fenced)?;
             let read = bytes.load(Ordering::Relaxed) as f64;
             match opened.size {
                 Some(size) => on_progress((read / size.max(1) as f64).min(READ_BUT_NOT_DONE), None),

@@ -739,3 +739,179 @@ async fn the_first_catalogue_requests_after_redis_restarts_are_answered() {
         .await;
     assert_eq!(imported.status(), 200, "the first import after the restart");
 }
+
+/// A batch whose write Redis ran while the service had given up on its answer (Redis paused
+/// at the write, past the service's 5 s I/O timeout) is sent again by the sync: it counts
+/// what it wrote as it counted it, not as `unchanged` — the report reads as a run without
+/// the pause. A proxy between the service and Redis makes the timing exact: it pauses Redis
+/// (SIGSTOP) at the first products write of the tenant it is armed for, passes the write on
+/// and never passes its answer back; once the service has closed that connection it resumes
+/// Redis, which runs the write then, and only after that lets new connections through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_sent_again_after_a_redis_pause_lost_its_answer_counts_as_without_the_pause() {
+    let redis = RedisServer::start(false);
+    let proxy = PausingProxy::start(&redis).await;
+    // A lease that outlives the pause: the run keeps its job while Redis is stopped.
+    let svc = Service::on_redis(&proxy.url())
+        .env("STALE_AFTER_SECONDS", "60")
+        .start()
+        .await;
+    let totals = |id: String| {
+        let svc = &svc;
+        async move {
+            let done = svc.poll(&id, "done", |j| j["status"] == "done").await;
+            done["result"]["totals"].clone()
+        }
+    };
+    let plain = svc.start_sync(tenant().as_str(), "demo.jsonl").await;
+    let without_the_pause = totals(plain).await;
+    assert!(without_the_pause["created"].as_u64().unwrap() > 500);
+    let t = tenant();
+    proxy.arm(t.as_str());
+    let paused = svc.start_sync(t.as_str(), "demo.jsonl").await;
+    let answer = proxy.lost_answer().await;
+    assert!(
+        String::from_utf8_lossy(&answer).contains("written"),
+        "Redis ran the write whose answer was lost: {answer:?}"
+    );
+    assert_eq!(totals(paused).await, without_the_pause);
+}
+
+/// See `a_batch_sent_again_after_a_redis_pause_lost_its_answer_counts_as_without_the_pause`.
+struct PausingProxy {
+    port: u16,
+    state: std::sync::Arc<Pausing>,
+}
+
+struct Pausing {
+    redis_port: u16,
+    redis_pid: u32,
+    /// The tenant whose next products write is paused, once armed.
+    armed: std::sync::Mutex<Option<String>>,
+    /// False from that write until Redis answered it: new connections wait.
+    open: tokio::sync::watch::Sender<bool>,
+    /// The answer the service never got.
+    lost: tokio::sync::watch::Sender<Option<Vec<u8>>>,
+}
+
+impl PausingProxy {
+    async fn start(redis: &RedisServer) -> Self {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut redis.connection().await)
+            .await
+            .unwrap();
+        let pid = info
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .and_then(|p| p.trim().parse().ok())
+            .expect("INFO names the server's pid");
+        let state = std::sync::Arc::new(Pausing {
+            redis_port: redis.port,
+            redis_pid: pid,
+            armed: std::sync::Mutex::new(None),
+            open: tokio::sync::watch::channel(true).0,
+            lost: tokio::sync::watch::channel(None).0,
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = state.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(relay(client, shared.clone()));
+            }
+        });
+        PausingProxy { port, state }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn arm(&self, tenant: &str) {
+        *self.state.armed.lock().unwrap() = Some(tenant.to_owned());
+    }
+
+    /// Once Redis ran the paused write: its answer, which the service never got.
+    async fn lost_answer(&self) -> Vec<u8> {
+        let mut lost = self.state.lost.subscribe();
+        let within = Duration::from_secs(60);
+        let got = tokio::time::timeout(within, lost.wait_for(Option::is_some)).await;
+        let answer = got.expect("the paused write was answered within 60 s");
+        let kept: Option<Vec<u8>> = answer.unwrap().clone();
+        drop(lost);
+        kept.expect("an answer")
+    }
+}
+
+fn kill(sig: &str, pid: u32) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
+    assert!(ok.unwrap().success(), "kill -{sig} {pid}");
+}
+
+/// Passes one connection's bytes both ways; the armed write is paused and its answer kept.
+async fn relay(client: tokio::net::TcpStream, state: std::sync::Arc<Pausing>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = state.open.subscribe().wait_for(|open| *open).await;
+    let Ok(upstream) = tokio::net::TcpStream::connect(("127.0.0.1", state.redis_port)).await else {
+        return;
+    };
+    let (mut from_client, mut to_client) = client.into_split();
+    let (mut from_redis, mut to_redis) = upstream.into_split();
+    let (paused_tx, mut paused) = tokio::sync::watch::channel(false);
+    let answers = {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut kept = Vec::new();
+            while let Ok(n @ 1..) = from_redis.read(&mut buf).await {
+                if !*paused.borrow_and_update() {
+                    if to_client.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                kept.extend_from_slice(&buf[..n]);
+                if kept.ends_with(b"\r\n") {
+                    state.lost.send_replace(Some(kept));
+                    state.open.send_replace(true);
+                    return;
+                }
+            }
+        })
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Ok(n @ 1..) = from_client.read(&mut buf).await {
+        let chunk = &buf[..n];
+        let writes_products = |t: &String| {
+            let has = |s: &[u8]| chunk.windows(s.len()).any(|w| w == s);
+            has(b"EVALSHA") && has(b"HSET") && has(format!("{t}:products").as_bytes())
+        };
+        let hit = {
+            let mut armed = state.armed.lock().unwrap();
+            let hit = armed.as_ref().is_some_and(writes_products);
+            if hit {
+                *armed = None;
+            }
+            hit
+        };
+        if hit {
+            // Its answer is kept here whatever Redis does: no need to wait for the stop.
+            state.open.send_replace(false);
+            paused_tx.send_replace(true);
+            kill("STOP", state.redis_pid);
+        }
+        if to_redis.write_all(chunk).await.is_err() {
+            break;
+        }
+    }
+    // The service closed this connection (it gave up on the paused write): Redis resumes and
+    // runs it; its answer goes nowhere.
+    if *paused_tx.borrow() {
+        kill("CONT", state.redis_pid);
+        let _ = answers.await;
+    }
+}

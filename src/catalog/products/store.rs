@@ -90,6 +90,19 @@ pub trait CatalogStore: Send + Sync + 'static {
         products: &[Product],
         fence: &dyn Fence,
     ) -> Result<Write<Upserted>, CatalogStoreError>;
+    /// `upsert` of one batch of a run, named by `batch` (the same each time the batch is sent,
+    /// no other batch's): a batch sent again after its answer was lost (Redis paused or failed
+    /// over mid-write) counts what its first sending wrote, not `unchanged`. A store whose
+    /// write never loses its answer (the embedded one) needs no name.
+    fn upsert_batch(
+        &self,
+        tenant: &TenantId,
+        products: &[Product],
+        fence: &dyn Fence,
+        _batch: &str,
+    ) -> Result<Write<Upserted>, CatalogStoreError> {
+        self.upsert(tenant, products, fence)
+    }
     fn get(&self, tenant: &TenantId, key: &ProductKey)
         -> Result<Option<Stored>, CatalogStoreError>;
     /// A page of at most `limit` products in key order, after the cursor's key: following
@@ -305,10 +318,10 @@ impl From<Write<()>> for Swap {
 
 impl Cleared {
     /// The sizes of the keys `CatalogStore::hashes` named, in its order (pair's state, its
-    /// staging keys and the change feed count nothing).
+    /// staging keys, the change feed and the last batch's record count nothing).
     pub fn from_sizes(sizes: &[u64]) -> Option<Self> {
         match *sizes {
-            [products, extracted_attributes, neighbours, _pairing, _staging, _feed, _feed_at, _listing] => {
+            [products, extracted_attributes, neighbours, _pairing, _staging, _feed, _feed_at, _listing, _batch] => {
                 Some(Cleared {
                     products,
                     extracted_attributes,

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::direct::Direct;
 use self::table::Hashed;
-use self::write::{changed, Beside, FencedWrite};
+use self::write::{Beside, FencedWrite};
 use super::feed::{Changed, CHANGE_FEED_MAX};
 use super::pairing::Pairing;
 use super::record::{Enrichment, Neighbour, PairingInput, Product, ProductKey, Stored};
@@ -81,6 +81,11 @@ impl CatalogKeys {
     /// stages each one), so that a delete finds them without a scan.
     pub fn staged(&self, t: &TenantId) -> String {
         format!("{}:neighbours:staged", self.of(t))
+    }
+    /// What the tenant's last written batch recorded beside its rows (`write::Recorded`): a
+    /// batch sent again after its answer was lost counts what it first counted.
+    pub fn batch(&self, t: &TenantId) -> String {
+        format!("{}:batch", self.of(t))
     }
     /// The change feed: products by the position of their last write (`feed`).
     pub fn changes(&self, t: &TenantId) -> String {
@@ -337,28 +342,17 @@ impl CatalogStore for RedisCatalog {
         products: &[Product],
         fence: &dyn Fence,
     ) -> Result<Write<Upserted>, CatalogStoreError> {
-        let key = self.keys.products(tenant);
-        let mut counts = Upserted::default();
-        for chunk in products.chunks(CHUNK) {
-            let fields: Vec<&str> = chunk.iter().map(|p| p.product_key.as_str()).collect();
-            let old: Vec<Option<String>> =
-                self.query(redis::cmd("HMGET").arg(&key).arg(&fields))?;
-            let (writes, chunk_counts) = changed(chunk, old);
-            // Rows that changed nothing need no write, so no fence either.
-            if !writes.is_empty() {
-                let fields: Vec<&str> = writes.iter().map(|(k, _)| *k).collect();
-                let beside = Beside::Listed(tenant);
-                let write = (&writes[..], &fields[..]);
-                let hold = self.write_fenced(FencedWrite::Hset, &key, beside, write, fence)?;
-                if hold != Hold::Held {
-                    return Write::from_hold(hold, counts);
-                }
-            }
-            counts.created += chunk_counts.created;
-            counts.updated += chunk_counts.updated;
-            counts.unchanged += chunk_counts.unchanged;
-        }
-        Ok(Write::Done(counts))
+        self.upsert_chunks(tenant, products, fence, None)
+    }
+
+    fn upsert_batch(
+        &self,
+        tenant: &TenantId,
+        products: &[Product],
+        fence: &dyn Fence,
+        batch: &str,
+    ) -> Result<Write<Upserted>, CatalogStoreError> {
+        self.upsert_chunks(tenant, products, fence, Some(batch))
     }
 
     fn get(
@@ -473,6 +467,7 @@ impl CatalogStore for RedisCatalog {
             self.keys.changes(tenant),
             self.keys.changes_at(tenant),
             self.keys.listing(tenant),
+            self.keys.batch(tenant),
         ]
     }
 

@@ -122,14 +122,21 @@ pub async fn job_events(
 /// Every change of a tenant's jobs, live: `id:` the timeline event's id, `event:` its type,
 /// `data:` `{"id","type","job_id","tenant_id","kind","status","percent","step"}`.
 #[utoipa::path(get, path = "/catalog/events", tag = "jobs",
-    params(("tenant_id" = String, Query, description = "The tenant whose jobs to follow.")),
+    params(
+        ("tenant_id" = String, Query, description = "The tenant whose jobs to follow."),
+        ("Last-Event-ID" = Option<String>, Header, description = "Sent by a reconnecting `EventSource`: the stream cannot replay what it missed, so it starts with `event: resync`."),
+    ),
     responses(
-        (status = 200, description = "Server-Sent Events, one per timeline event of any of the tenant's jobs (on any replica), until the client goes away or the service shuts down; `event: resync` (data `{}`) when changes may have been missed (re-read the listing); keep-alive comments every 15 s.",
+        (status = 200, description = "Server-Sent Events, one per timeline event of any of the tenant's jobs (on any replica), until the client goes away or the service shuts down; `event: resync` (data `{}`) when changes may have been missed (re-read the listing): first on a reconnect (a `Last-Event-ID` header), then whenever its subscription was renewed or it fell behind; keep-alive comments every 15 s.",
             body = String, content_type = "text/event-stream"),
+        (status = 400, description = "`duplicate_header`: an `Authorization` or `Last-Event-ID` header given more than once.", body = ErrorBody),
         OtherTenant, BadField, StreamRefusals,
     ))]
-pub async fn tenant_events(call: Call) -> Result<Response, ApiError> {
+pub async fn tenant_events(headers: HeaderMap, call: Call) -> Result<Response, ApiError> {
     let (tenant, _) = call.tenant_query(&[])?;
+    // A reconnect (an `EventSource` sends the last id it saw) may have missed changes while it
+    // was away, and a tenant stream keeps none to replay: it starts with a resync.
+    let reconnect = single_header(&headers, LAST_EVENT_ID)?.is_some();
     let app = call.app;
     let permit = app.guard.streams.admit(&tenant)?;
     app.store.ping().await?;
@@ -137,8 +144,11 @@ pub async fn tenant_events(call: Call) -> Result<Response, ApiError> {
     let runner = app.runner.clone();
     // The permit lives in the stream's state: the place is given back when the stream ends.
     Ok(live(stream::unfold(
-        (watch, runner, permit),
-        |(mut watch, runner, permit)| async move {
+        (watch, runner, permit, reconnect),
+        |(mut watch, runner, permit, reconnect)| async move {
+            if reconnect {
+                return Some((Ok(resync()), (watch, runner, permit, false)));
+            }
             let event = tokio::select! {
                 () = runner.closing() => return None,
                 change = watch.changes.recv() => match change {
@@ -146,15 +156,18 @@ pub async fn tenant_events(call: Call) -> Result<Response, ApiError> {
                         .id(&c.id)
                         .event(&c.kind_of_event)
                         .data(serde_json::to_string(&c).expect("a change serialises")),
-                    Ok(Change::Resync) | Err(RecvError::Lagged(_)) => {
-                        Event::default().event("resync").data("{}")
-                    }
+                    Ok(Change::Resync) | Err(RecvError::Lagged(_)) => resync(),
                     Err(RecvError::Closed) => return None,
                 },
             };
-            Some((Ok::<_, Infallible>(event), (watch, runner, permit)))
+            Some((Ok::<_, Infallible>(event), (watch, runner, permit, false)))
         },
     )))
+}
+
+/// The tenant stream's word that changes may have been missed: re-read the listing.
+fn resync() -> Event {
+    Event::default().event("resync").data("{}")
 }
 
 /// An SSE answer: keep-alives, and no buffering on the way.

@@ -86,6 +86,10 @@ pub struct SubmitArgs {
     /// Enrich every product, even those unchanged since their last enrichment.
     #[arg(long)]
     pub force: bool,
+    /// Pair every product with word weights counted afresh, even when an incremental pair
+    /// could (pair only).
+    #[arg(long)]
+    pub full: bool,
     /// Follow the job until it ends, then print its report.
     #[arg(long)]
     pub wait: bool,

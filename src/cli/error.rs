@@ -10,7 +10,9 @@ use serde_json::Value;
 use super::Exit;
 
 /// The service's field names and the flags that set them, for its refusals.
-const FLAGS: [(&str, &str); 8] = [
+/// `full` and `wait` are common words in messages ("the queue is full"), so only their quoted
+/// form is a field's name.
+const FLAGS: [(&str, &str); 10] = [
     ("tenant_id", "--tenant"),
     ("source", "--source"),
     ("status", "--status"),
@@ -19,6 +21,8 @@ const FLAGS: [(&str, &str); 8] = [
     ("cursor", "--cursor"),
     ("force", "--force"),
     ("q", "the search text"),
+    ("`full`", "`--full`"),
+    ("`wait`", "`--wait`"),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -148,6 +152,11 @@ mod tests {
             ("status must be one of …", "--status must be one of …"),
             ("the tenant_ids field", "the tenant_ids field"),
             ("a kindness", "a kindness"),
+            (
+                "`full` is not a field of this job; it takes tenant_id, wait and source",
+                "`--full` is not a field of this job; it takes --tenant, wait and --source",
+            ),
+            ("the ready queue is full", "the ready queue is full"),
         ];
         for (server, cli) in cases {
             assert_eq!(in_flags(server), cli, "{server}");

@@ -115,14 +115,23 @@ async fn submit(client: &Client, args: SubmitArgs) -> Result<Exit, ClientError> 
     let json = args.connection.json;
     let mut form = vec![("tenant_id", args.tenant.clone())];
     form.extend(args.sources.iter().map(|s| ("source", s.clone())));
-    if args.force {
-        form.push(("force", "true".to_owned()));
-    }
+    flags(&mut form, args.force, args.full);
     let path = format!("/catalog/{}", args.kind.as_str());
     let started = client.start(&path, &form).await?;
     match after_start(started, args.wait, args.attach, json) {
         Next::Follow(id) => watch(client, &id, json).await,
         Next::Exit(exit) => Ok(exit),
+    }
+}
+
+/// The start's `force` (enrich) and `full` (pair) fields, sent only when asked for: a kind
+/// that has no such field refuses it (422 naming it).
+fn flags(form: &mut Vec<(&'static str, String)>, force: bool, full: bool) {
+    if force {
+        form.push(("force", "true".to_owned()));
+    }
+    if full {
+        form.push(("full", "true".to_owned()));
     }
 }
 

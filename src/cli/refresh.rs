@@ -11,7 +11,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::client::{Client, ClientError, Job};
 use super::follow::{eta, follow_on, Followed, Show, BAR_REFRESH_HZ};
-use super::{after_start, output, Connection, Exit, Next};
+use super::{after_start, flags, output, Connection, Exit, Next};
 
 /// Where a pipeline is started.
 const PIPELINE_PATH: &str = "/catalog/pipeline";
@@ -31,6 +31,10 @@ pub struct RefreshArgs {
     /// Enrich every product, even those unchanged since their last enrichment.
     #[arg(long)]
     pub force: bool,
+    /// Pair every product with word weights counted afresh, even when an incremental pair
+    /// could.
+    #[arg(long)]
+    pub full: bool,
     /// Follow the pipeline until it ends, one bar per step, then print each step's report.
     #[arg(long)]
     pub wait: bool,
@@ -49,9 +53,7 @@ pub async fn refresh(client: &Client, args: RefreshArgs) -> Result<Exit, ClientE
     if !args.steps.is_empty() {
         form.push(("steps", args.steps.join(",")));
     }
-    if args.force {
-        form.push(("force", "true".to_owned()));
-    }
+    flags(&mut form, args.force, args.full);
     let started = client.start(PIPELINE_PATH, &form).await?;
     match after_start(started, args.wait, args.attach, json) {
         Next::Follow(id) => follow_steps(client, &id, json).await,

@@ -32,6 +32,7 @@ both_stores!(
     a_stream_resumed_after_an_id_beyond_the_job_s_last_event_ends_when_the_job_ends,
     a_tenant_beyond_its_share_of_streams_is_refused_429_and_a_full_instance_503,
     a_stream_opened_at_any_moment_gets_every_tick_after_what_it_replayed,
+    a_reconnecting_tenant_stream_starts_with_a_resync_and_then_follows_live,
 );
 
 /// Resume ids no clock reaches: past the year 9999, and the largest pair of numbers, after
@@ -44,6 +45,8 @@ const FAR_BEYOND: [&str; 3] = [
 /// A bound on a stream that should end, so that one that never does fails the test instead
 /// of hanging it (its keep-alives would keep a reader waiting for ever).
 const ENDS_WITHIN: Duration = Duration::from_secs(30);
+/// A bound on a frame the service sends as the stream opens: under the 15 s keep-alive.
+const FIRST_FRAME_WITHIN: Duration = Duration::from_secs(10);
 
 /// Opens a job's event stream, resuming after `last` when given.
 async fn open(api: &Api, id: &str, last: Option<&str>) -> reqwest::Response {
@@ -269,6 +272,47 @@ async fn the_tenant_stream_sees_that_tenant_s_jobs_only(b: Backend) {
             "{seen:?}"
         );
     }
+}
+
+/// A tenant stream keeps nothing to replay, so a reconnect (`Last-Event-ID`, whatever its
+/// value: it may be an id this stream sent or garbage) first says `resync`, then follows the
+/// tenant's jobs as a first connection does; two such headers are refused as on a job stream.
+async fn a_reconnecting_tenant_stream_starts_with_a_resync_and_then_follows_live(b: Backend) {
+    let app = spawn_app(b).await;
+    let t = tenant();
+    let path = format!("/catalog/events?tenant_id={t}");
+    for last in ["1764524000412-0", "garbage"] {
+        let r = app.get_with(&path, &[("last-event-id", last)]).await;
+        assert_eq!(r.status(), StatusCode::OK, "{last}");
+        let mut reader = SseReader::new(r);
+        // Sent at once, not after a keep-alive (15 s) or a change: a bound fails the test
+        // instead of hanging it.
+        let first = tokio::time::timeout(FIRST_FRAME_WITHIN, reader.next())
+            .await
+            .expect("a reconnect's first frame is sent at once")
+            .expect("the stream opens");
+        assert_eq!(first.event.as_deref(), Some("resync"), "{last}");
+        let id = app.start_id("ticker", &[("tenant_id", t.as_str())]).await;
+        loop {
+            let frame = reader.next().await.expect("the tenant stream stays open");
+            // A subscription that went live late (a loaded machine) says resync again.
+            let late = frame.event.as_deref() == Some("resync");
+            if late && app.get_job(&id).await["status"] == "done" {
+                break;
+            }
+            if frame.event.as_deref() == Some("finished") {
+                assert_eq!(frame.json()["job_id"], id.as_str());
+                break;
+            }
+        }
+    }
+    let twice = [("last-event-id", "1-0"), ("last-event-id", "2-0")];
+    let r = app.get_with(&path, &twice).await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"],
+        "duplicate_header"
+    );
 }
 
 async fn an_unknown_id_or_a_bad_resume_id_is_refused_with_json(b: Backend) {

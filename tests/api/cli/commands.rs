@@ -110,6 +110,64 @@ async fn without_a_tenant_an_operator_lists_every_tenants_jobs_with_a_tenant_col
     }
 }
 
+/// Why the tenant's newest pair was a full one (`first`, `asked`, …), or null.
+async fn newest_pair_full_because(svc: &Service, tenant: &str) -> Value {
+    let list = svc
+        .get_json(&format!(
+            "/catalog/jobs?tenant_id={tenant}&kind=pair&limit=1"
+        ))
+        .await;
+    list["jobs"][0]["result"]["full_because"].clone()
+}
+
+#[tokio::test]
+async fn full_asks_submit_pair_and_refresh_for_a_full_pair_and_another_kind_refuses_it() {
+    let svc = Service::embedded().start().await;
+    let (tenant, _, _) = demo_tenant_after(&svc, "pair").await;
+    let base = svc.base();
+    let o = cli(
+        &base,
+        &["submit", "pair", "--tenant", &tenant, "--wait", "--json"],
+    )
+    .await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let unasked: Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON job");
+    assert_eq!(unasked["result"]["mode"], "incremental", "{unasked}");
+
+    let full = [
+        "submit", "pair", "--tenant", &tenant, "--full", "--wait", "--json",
+    ];
+    let o = cli(&base, &full).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let asked: Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON job");
+    assert_eq!(asked["params"]["full"], true, "{asked}");
+    assert_eq!(asked["result"]["full_because"], "asked", "{asked}");
+
+    let refresh = [
+        "refresh", "--tenant", &tenant, "--steps", "pair", "--full", "--wait",
+    ];
+    let o = cli(&base, &refresh).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(newest_pair_full_because(&svc, &tenant).await, "asked");
+
+    let sync = [
+        "submit",
+        "sync",
+        "--tenant",
+        &tenant,
+        "--source",
+        "demo.jsonl",
+        "--full",
+    ];
+    let o = cli(&base, &sync).await;
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("`--full` is not a field"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[tokio::test]
 async fn retry_runs_an_ended_job_again_and_its_new_job_names_the_old_one() {
     let svc = Service::embedded().start().await;

@@ -2928,6 +2928,7 @@ every_store!(
     a_failed_step_fails_its_pipeline_with_its_class_and_skips_the_steps_after_it,
     cancelling_a_pipeline_stops_its_running_step_and_skips_the_others,
     a_step_that_ends_done_after_its_pipeline_was_asked_to_stop_ends_it_cancelled,
+    the_last_step_ending_done_after_its_pipeline_was_asked_to_stop_ends_it_done,
     a_pipeline_cancelled_before_any_step_started_ends_at_once,
     cancelling_a_step_ends_its_pipeline_as_cancelled,
     cancelling_a_waiting_step_stops_the_running_one_and_ends_the_pipeline_with_it,
@@ -3333,6 +3334,35 @@ async fn a_step_that_ends_done_after_its_pipeline_was_asked_to_stop_ends_it_canc
     assert_eq!(read(&*s, &claim.job.id).await.status, Status::Done);
     assert_cancelled_by(&*s, &p.job.id, "ops").await;
     assert!(read(&*s, &p.job.id).await.finished_at.is_some());
+    nothing_ready(&*s).await;
+    every_lock_is_free(&*s, &t).await;
+}
+
+/// The same race on the last step: nothing was skipped and all of the pipeline's work is done,
+/// so it ends `done` (as a job that finishes before it reads a cancel does), keeping who asked
+/// and when; never `cancelled` on one store and `done` on the other.
+async fn the_last_step_ending_done_after_its_pipeline_was_asked_to_stop_ends_it_done(b: Stores) {
+    let s = fresh(b);
+    let t = tenant();
+    let (p, sync) = running_pipeline(&*s, &t, &["sync", "enrich"]).await;
+    end(&*s, &sync, Outcome::Done(json!({"read": 1}))).await;
+    let enrich = claim_exactly(&*s, p.steps[1].0.id).await;
+    assert_eq!(s.cancel(&p.job.id, "ops").await.unwrap(), Cancel::Requested);
+    assert_eq!(read(&*s, &p.job.id).await.status, Status::Cancelling);
+    end(&*s, &enrich, Outcome::Done(json!({"enriched": 1}))).await;
+    let done = read(&*s, &p.job.id).await;
+    assert_eq!(
+        (done.status, done.step.as_str(), done.percent),
+        (Status::Done, "finished", 100)
+    );
+    assert_eq!(done.cancelled_by.as_deref(), Some("ops"));
+    assert!(done.cancel_requested_at.is_some() && done.finished_at.is_some());
+    let ended = s.timeline(&p.job.id, None).await.unwrap();
+    let last = ended.last().expect("the pipeline's timeline");
+    assert_eq!(
+        (last.kind.as_str(), last.status.as_str()),
+        ("finished", "done")
+    );
     nothing_ready(&*s).await;
     every_lock_is_free(&*s, &t).await;
 }

@@ -185,7 +185,8 @@ local function step_ended(parent, id, kind, fields, now)
   local last = steps[#steps] and steps[#steps].id == id
   local status = fields.status
   -- A step that ended done after its pipeline was asked to stop (it finished before it read
-  -- the request): the steps after it were skipped, so the pipeline ends cancelled now.
+  -- the request): the steps after it were skipped, so the pipeline ends cancelled now; the
+  -- last one leaves nothing skipped, so the pipeline ends done (docs/api.md, Cancel).
   if status == 'done' and not last then
     status = 'queued'
     if p.cancel_requested_ms then status = 'cancelled' end

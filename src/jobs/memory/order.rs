@@ -194,7 +194,8 @@ impl State {
         let last = steps.last().is_some_and(|s| s.job_id == id);
         let after = match status {
             // Done after its pipeline was asked to stop (it finished before it read the
-            // request): the steps after it were skipped, so the pipeline ends cancelled now.
+            // request): the steps after it were skipped, so the pipeline ends cancelled now;
+            // the last one leaves nothing skipped, so it ends done (docs/api.md, Cancel).
             Status::Done if !last && asked => Status::Cancelled,
             Status::Done if !last => Status::Queued,
             other => other,

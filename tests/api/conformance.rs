@@ -2929,6 +2929,7 @@ every_store!(
     cancelling_a_pipeline_stops_its_running_step_and_skips_the_others,
     a_step_that_ends_done_after_its_pipeline_was_asked_to_stop_ends_it_cancelled,
     the_last_step_ending_done_after_its_pipeline_was_asked_to_stop_ends_it_done,
+    a_started_pipeline_reads_running_until_it_ends_never_queued_again,
     a_pipeline_cancelled_before_any_step_started_ends_at_once,
     cancelling_a_step_ends_its_pipeline_as_cancelled,
     cancelling_a_waiting_step_stops_the_running_one_and_ends_the_pipeline_with_it,
@@ -3365,6 +3366,44 @@ async fn the_last_step_ending_done_after_its_pipeline_was_asked_to_stop_ends_it_
     );
     nothing_ready(&*s).await;
     every_lock_is_free(&*s, &t).await;
+}
+
+/// A pipeline reads `running` from its first step's start until it ends: while that step's
+/// lease is stale and once it is re-queued (attempt left), and between its steps while the
+/// next one waits for a worker; its `step_ended` event carries `running`. It read `queued`
+/// then, its events too (a hostile probe's finding).
+async fn a_started_pipeline_reads_running_until_it_ends_never_queued_again(b: Stores) {
+    let s = leases_of(b, 200, 2);
+    let (p, _) = running_pipeline(&*s, &tenant(), &["sync", "enrich"]).await;
+    assert_eq!(read(&*s, &p.job.id).await.status, Status::Running);
+    outlive(200).await;
+    let stale = read(&*s, &p.steps[0].0.id).await;
+    assert_eq!(stale.status, Status::Queued, "its step will run again");
+    assert_eq!(
+        read(&*s, &p.job.id).await.status,
+        Status::Running,
+        "its step's lease is stale"
+    );
+    s.recover().await.unwrap();
+    assert_eq!(
+        read(&*s, &p.job.id).await.status,
+        Status::Running,
+        "its step is re-queued"
+    );
+    let sync = claim_exactly(&*s, p.steps[0].0.id).await;
+    end(&*s, &sync, Outcome::Done(json!({}))).await;
+    assert_eq!(read(&*s, &p.steps[1].0.id).await.status, Status::Queued);
+    assert_eq!(
+        read(&*s, &p.job.id).await.status,
+        Status::Running,
+        "between its steps"
+    );
+    let events = s.timeline(&p.job.id, None).await.unwrap();
+    let ended = events
+        .iter()
+        .find(|e| e.kind == "step_ended")
+        .expect("the step's end is on the pipeline's timeline");
+    assert_eq!(ended.status, "running");
 }
 
 /// The `cancel_requested` event of a pipeline carries what the pipeline read when it was

@@ -172,7 +172,8 @@ local function skip_steps(parent, steps, from, why, now, by)
 end
 
 -- A step of pipeline `parent` ended (`fields`: its end, at least status; error when failed).
--- Done and not the last: the pipeline goes on (the next step is released by the lane).
+-- Done and not the last: the pipeline goes on, `running` (the next step is released by the
+-- lane).
 -- Otherwise the pipeline ends: done after its last step; failed with the step's class, or
 -- cancelled, once the steps after it are skipped.
 local function step_ended(parent, id, kind, fields, now)
@@ -188,7 +189,7 @@ local function step_ended(parent, id, kind, fields, now)
   -- the request): the steps after it were skipped, so the pipeline ends cancelled now; the
   -- last one leaves nothing skipped, so the pipeline ends done (docs/api.md, Cancel).
   if status == 'done' and not last then
-    status = 'queued'
+    status = 'running'
     if p.cancel_requested_ms then status = 'cancelled' end
   end
   if status == 'failed' then
@@ -201,7 +202,7 @@ local function step_ended(parent, id, kind, fields, now)
   local pf = {percent = percent, step = step, updated_ms = now}
   note(parent, p, pf, 'step_ended', status, percent, step, now,
     'step_job_id=' .. id .. ';step_kind=' .. kind .. ';step_status=' .. fields.status)
-  if status == 'queued' then
+  if status == 'running' then
     write_job(pkey, pf)
     return
   end

@@ -197,7 +197,8 @@ impl State {
             // request): the steps after it were skipped, so the pipeline ends cancelled now;
             // the last one leaves nothing skipped, so it ends done (docs/api.md, Cancel).
             Status::Done if !last && asked => Status::Cancelled,
-            Status::Done if !last => Status::Queued,
+            // It goes on: a pipeline reads running from its first step's start on.
+            Status::Done if !last => Status::Running,
             other => other,
         };
         if matches!(after, Status::Failed | Status::Cancelled) {
@@ -224,7 +225,7 @@ impl State {
             ("step_status", status.as_str().into()),
         ];
         self.note(parent, "step_ended", Some(after.as_str()), &extra, now);
-        if after == Status::Queued {
+        if after == Status::Running {
             return;
         }
         self.end(parent, after, now, |s| {

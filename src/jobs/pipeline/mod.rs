@@ -193,9 +193,11 @@ impl StepView {
 ///
 /// Its percent is the steps' percents weighted by their shares, rounded down, and never
 /// below what the record holds: each step's percent never goes backwards, so neither does
-/// this. While active its status is `cancelling` once asked to stop, else `running` while a
-/// step runs, else `queued`; its step, worker and heartbeat are those of its first step not
-/// done. Its result holds the report of each step that ended, by kind.
+/// this. While active its status is `cancelling` once asked to stop, else `running` from its
+/// first step's start on (never back to `queued`: not while a step is re-queued after its
+/// worker stopped answering, nor while the next step waits for a worker), else `queued`; its
+/// step, worker and heartbeat are those of its first step not done. Its result holds the
+/// report of each step that ended, by kind.
 pub fn compose(
     mut pipeline: Snapshot,
     steps: &[StepRef],
@@ -217,10 +219,9 @@ pub fn compose(
     if pipeline.status.is_active() {
         pipeline.status = if pipeline.cancel_requested_at.is_some() {
             Status::Cancelling
-        } else if views
-            .iter()
-            .any(|v| matches!(v.status, Status::Running | Status::Cancelling))
-        {
+        } else if views.iter().zip(jobs).any(|(v, job)| {
+            v.status != Status::Queued || job.as_ref().is_some_and(|j| j.started_at.is_some())
+        }) {
             Status::Running
         } else {
             Status::Queued
@@ -384,6 +385,16 @@ mod tests {
             job("pair", Status::Queued, 0, 1_000),
         ];
         assert_eq!(read(&jobs).status, Status::Queued);
+        // Once a step started it reads running until it ends: between steps, and while its
+        // step is re-queued (it read queued then: a hostile probe's finding).
+        let between = [
+            job("sync", Status::Done, 100, 2_000),
+            job("pair", Status::Queued, 0, 1_000),
+        ];
+        assert_eq!(read(&between).status, Status::Running);
+        let mut requeued = job("sync", Status::Queued, 10, 2_000);
+        requeued.started_at = Some(1_500);
+        assert_eq!(read(&[requeued, jobs[1].clone()]).status, Status::Running);
         let (mut parent, refs) = pipeline_of(&jobs);
         parent.cancel_requested_at = Some(5_000);
         let present: Vec<Option<Snapshot>> = jobs.iter().cloned().map(Some).collect();

@@ -11,7 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::pipeline::PIPELINE_KIND;
-use super::{ser_opt_time, ser_time, worker_name, JobId, Kind, Snapshot, Status};
+use super::{ser_opt_time, ser_time, worker_name, JobId, Kind, Snapshot, Status, REQUEUED_STEP};
 
 /// Minutes in the longest window the overview counts (`last_day`); the store keeps at least
 /// this many minutes of ends.
@@ -343,7 +343,9 @@ fn throughput(ended: &[Ended], now_ms: u64) -> Vec<MinuteCount> {
 }
 
 fn queue_figures(active: &[Snapshot], now_ms: u64) -> QueueFigures {
-    let queued = active.iter().filter(|s| s.status == Status::Queued);
+    let queued = active
+        .iter()
+        .filter(|s| s.status == Status::Queued && queues(s));
     // A job waiting for its tenant's earlier one is parked outside the ready queue until that
     // one ends (both stores clear `waiting_for` as they move it in).
     let (waiting, ready): (Vec<_>, Vec<_>) = queued.partition(|s| s.waiting_for.is_some());
@@ -355,6 +357,15 @@ fn queue_figures(active: &[Snapshot], now_ms: u64) -> QueueFigures {
         oldest_created_at: oldest.map(|s| s.created_at),
         oldest_wait_seconds: oldest.map(|s| now_ms.saturating_sub(s.created_at) / 1000),
     }
+}
+
+/// Whether a job that reads `queued` stands in a queue (the ready queue or, with `waiting_for`,
+/// the waiting set): not a pipeline's parent (never queued itself: its steps are), nor a run
+/// whose lease went stale that reads `queued` until the sweep re-queues it (it still reads the
+/// words the sweep writes, but no sweep recovered it since its last claim's heartbeat).
+fn queues(s: &Snapshot) -> bool {
+    let stale_run = s.step == REQUEUED_STEP && s.recovered_at.is_none_or(|at| at < s.heartbeat_at);
+    s.kind.as_str() != PIPELINE_KIND && !stale_run
 }
 
 fn process_views(mut beats: Vec<Beat>, active: &[Snapshot]) -> Vec<ProcessView> {
@@ -416,24 +427,47 @@ mod tests {
         }
     }
 
+    fn queued_of(kind: &str, created_at: u64, behind: Option<JobId>) -> Snapshot {
+        let job = crate::jobs::store::NewJob {
+            id: JobId::new(),
+            tenant: crate::jobs::TenantId::parse("t").unwrap(),
+            kind: Kind::parse(kind).unwrap(),
+            params: serde_json::Value::Null,
+            step: String::new(),
+            origin: Default::default(),
+            idempotency_key: None,
+            in_order: true,
+            pipeline: None,
+        };
+        let mut s = job.record(Status::Queued, 0, "queued", created_at, created_at, 3);
+        s.waiting_for = behind;
+        s
+    }
+
+    /// The depth and the head are the ready queue's: a held pipeline's parent (it counted,
+    /// and was named the oldest) and a stale run reading `queued` before the sweep re-queues
+    /// it are in no queue; a run the sweep re-queued is.
+    #[test]
+    fn the_queue_figures_count_only_what_stands_in_a_queue() {
+        let parent = queued_of(PIPELINE_KIND, 500, None);
+        let held_step = queued_of("sync", 500, Some(JobId::new()));
+        let mut stale = queued_of("enrich", 600, None);
+        (stale.started_at, stale.heartbeat_at) = (Some(700), 800);
+        REQUEUED_STEP.clone_into(&mut stale.step);
+        let mut requeued = stale.clone();
+        requeued.job_id = JobId::new();
+        requeued.created_at = 650;
+        requeued.recovered_at = Some(1_000);
+        let ready = queued_of("pair", 2_000, None);
+        let active = [parent, held_step, stale, requeued.clone(), ready];
+        let figures = queue_figures(&active, 7_500);
+        assert_eq!((figures.depth, figures.waiting), (2, 1));
+        assert_eq!(figures.oldest_job_id, Some(requeued.job_id));
+    }
+
     #[test]
     fn a_job_waiting_for_its_tenants_earlier_one_counts_apart_from_the_ready_queue() {
-        let queued = |created_at: u64, behind: Option<JobId>| {
-            let job = crate::jobs::store::NewJob {
-                id: JobId::new(),
-                tenant: crate::jobs::TenantId::parse("t").unwrap(),
-                kind: Kind::parse("sync").unwrap(),
-                params: serde_json::Value::Null,
-                step: String::new(),
-                origin: Default::default(),
-                idempotency_key: None,
-                in_order: true,
-                pipeline: None,
-            };
-            let mut s = job.record(Status::Queued, 0, "queued", created_at, created_at, 3);
-            s.waiting_for = behind;
-            s
-        };
+        let queued = |created_at, behind| queued_of("sync", created_at, behind);
         let ready = queued(2_000, None);
         let active = [queued(1_000, Some(JobId::new())), ready.clone()];
         let figures = queue_figures(&active, 7_500);

@@ -319,6 +319,39 @@ async fn jobs_waiting_behind_their_tenants_sync_are_not_in_the_queue_depth() {
     svc.poll_until_ended(&behind[1]).await;
 }
 
+/// A pipeline held behind its tenant's running sync is in no queue: its steps wait their turn
+/// and its parent is never queued, so the depth stays the ready queue's length, 0, with no
+/// oldest (the binary on a real Redis; the parent counted, named the oldest, as a hostile
+/// probe found). `queued` in `/metrics` is the ready queue's length too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_pipeline_is_not_in_the_queue_depth() {
+    let redis = RedisServer::start(false);
+    let feeds = HeldFeeds::start().await;
+    let svc = Service::on(&redis).reading(&feeds).start().await;
+    let t = tenant();
+    let name = format!("ahead-{t}");
+    svc.start_held_sync(&feeds, &t, &name).await;
+    let form = [("tenant_id", t.as_str()), ("steps", "enrich,pair")];
+    let pipeline = svc.start_id("pipeline", &form).await;
+    let held = svc.get_job(&pipeline).await;
+    assert_eq!(held["status"], "queued", "{held}");
+    let stats = svc.get_json("/catalog/stats").await;
+    let queued = value(
+        &scrape(&metrics_text(&svc).await),
+        "catalog_jobs_queued",
+        &[],
+    );
+    assert_eq!(queued, 0.0, "the ready queue is empty");
+    assert_eq!(
+        stats["queue"],
+        json!({"depth": 0, "waiting": 2, "oldest_job_id": null, "oldest_created_at": null,
+               "oldest_wait_seconds": null}),
+        "{stats:#}"
+    );
+    feeds.release(&name);
+    svc.poll_until_ended(&pipeline).await;
+}
+
 /// A new service's overview names every kind a job may have, each zeroed: the registry's and
 /// a pipeline's (its parent job, which no registry holds). Before, either store's named a
 /// pipeline only once one was active or had ended in the day (on a Redis whose key prefix

@@ -56,7 +56,11 @@ impl FromRequest<AppState> for SmallBody {
 }
 
 async fn body_fields(req: Request, mut fields: Fields, app: &AppState) -> Result<Fields, ApiError> {
-    identity_encoding(req.headers())?;
+    // A coding says how a body is sent: with none (a start by its query), nothing comes
+    // compressed, and it is accepted as on a route that reads no body (`call::refuse_body`).
+    if !axum::body::HttpBody::is_end_stream(req.body()) {
+        identity_encoding(req.headers())?;
+    }
     let content_type = media_type(req.headers());
     if content_type == "multipart/form-data" {
         let mut multipart = Multipart::from_request(req, app).await.map_err(|e| {
@@ -243,17 +247,16 @@ pub fn identity_encoding(headers: &axum::http::HeaderMap) -> Result<(), ApiError
     }))
 }
 
-/// The request's media type, lower-cased and without parameters (`""` when none is given).
+/// The request's media type, lower-cased and without parameters (`""` when none is given);
+/// a value with no type before its parameters (`;;;==`) is answered whole, so a refusal
+/// quotes what was given rather than saying none was.
 pub fn media_type(headers: &axum::http::HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
+            let media = v.split(';').next().unwrap_or("").trim();
+            if media.is_empty() { v.trim() } else { media }.to_ascii_lowercase()
         })
         .unwrap_or_default()
 }

@@ -3,12 +3,14 @@
 //! guard, so probes and scrapers need no token.
 
 use axum::extract::State;
+use axum::http::Uri;
 use axum::response::IntoResponse;
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
+use super::extract::{query_fields, refuse_unknown};
 use super::{openapi, AppState, OPEN_WARNING};
 use crate::jobs::store::Topology;
 
@@ -44,9 +46,19 @@ pub struct Readiness {
 
 /// The process is up and serving HTTP (liveness: it says nothing of the store).
 #[utoipa::path(get, path = "/healthz", tag = "operations",
-    responses((status = 200, description = "The process is up.", body = Health)))]
-pub(super) async fn healthz() -> Json<Health> {
-    Json(Health { status: "ok" })
+    responses(
+        (status = 200, description = "The process is up.", body = Health),
+        (status = 422, description = "`unknown_field`: a query field (this route takes none).", body = ErrorBody),
+    ))]
+pub(super) async fn healthz(uri: Uri) -> Result<Json<Health>, ApiError> {
+    no_query(&uri)?;
+    Ok(Json(Health { status: "ok" }))
+}
+
+/// 422 `unknown_field` for any query field, as on every route that takes none (`Call`'s
+/// `no_query`): a probe's option is never silently ignored.
+fn no_query(uri: &Uri) -> Result<(), ApiError> {
+    refuse_unknown(&query_fields(uri)?, "no query field at all")
 }
 
 /// The store answers, and this instance takes jobs. Warnings (an eviction policy that can
@@ -56,9 +68,14 @@ pub(super) async fn healthz() -> Json<Health> {
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "The store answers and this instance takes jobs.", body = Readiness),
+        (status = 422, description = "`unknown_field`: a query field (this route takes none).", body = ErrorBody),
         (status = 503, description = "`store_unavailable` (Redis does not answer, or fewer replicas are connected than `REDIS_MIN_REPLICAS_ACK` asks for: the message names both counts) or `shutting_down`.", body = ErrorBody),
     ))]
-pub(super) async fn readyz(State(app): State<AppState>) -> Result<Json<Readiness>, ApiError> {
+pub(super) async fn readyz(
+    State(app): State<AppState>,
+    uri: Uri,
+) -> Result<Json<Readiness>, ApiError> {
+    no_query(&uri)?;
     if app.runner.is_closing() {
         return Err(ApiError::ShuttingDown);
     }

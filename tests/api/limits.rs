@@ -311,3 +311,63 @@ async fn a_refused_unread_body_never_closes_a_keep_alive_connection_unannounced(
         );
     }
 }
+
+/// A header that names what is not there, or that the route cannot read, is answered alike
+/// on every route (each row failed before its fix): `Content-Encoding: gzip` with no body
+/// passes on a start as on a read (it names no body: nothing comes compressed); a
+/// `Content-Type` with no type (`;;;==`) is quoted in the 415, not called "none given"; a
+/// query field on `/healthz` or `/readyz` is 422 `unknown_field`, as on every route that
+/// takes none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_header_or_query_a_route_cannot_use_is_answered_alike_on_every_route() {
+    let app = app(|_| {}).await;
+    let t = tenant();
+    let unknown = "/catalog/jobs/00000000-0000-4000-8000-000000000000";
+    let cancel = format!("{unknown}/cancel");
+    let import = format!("/catalog/products?tenant_id={t}");
+    let start = format!("/catalog/ticker?tenant_id={t}");
+    let gzip = "content-encoding: gzip";
+    // A body sent with a typeless `Content-Type`: 415 quoting it.
+    let typeless = |path| {
+        (
+            "POST",
+            path,
+            "content-type: ;;;==",
+            "x",
+            415,
+            "unsupported_media_type",
+            "`;;;==`",
+        )
+    };
+    // A query field on a probe: 422 naming it.
+    let probed = |path| ("GET", path, "", "", 422, "unknown_field", "verbose");
+    // (method, path, header, body, status, error code, what the message says)
+    let cases = [
+        ("GET", unknown, gzip, "", 404, "not_found", ""),
+        ("POST", start.as_str(), gzip, "", 202, "", ""),
+        typeless(start.as_str()),
+        typeless(cancel.as_str()),
+        typeless(import.as_str()),
+        probed("/healthz?verbose=1"),
+        probed("/readyz?verbose=1"),
+        ("GET", "/healthz", "", "", 200, "", ""),
+    ];
+    for (method, path, header, body, status, code, says) in cases {
+        let mut request = app
+            .client
+            .request(method.parse().unwrap(), app.url(path))
+            .body(body);
+        if let Some((name, value)) = header.split_once(": ") {
+            request = request.header(name, value);
+        }
+        let r = request.send().await.expect("the app answers");
+        assert_eq!(r.status(), status, "{method} {path} {header}");
+        let answer: serde_json::Value = r.json().await.expect("a JSON answer");
+        if !code.is_empty() {
+            assert_eq!(answer["error"], code, "{method} {path}: {answer}");
+        }
+        let message = answer["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{method} {path}: {answer}");
+        assert!(!message.contains("none given"), "{method} {path}: {answer}");
+    }
+}

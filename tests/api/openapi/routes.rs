@@ -173,10 +173,12 @@ fn open_rows() -> Vec<Row> {
     OPEN.iter().map(|path| Row::get(Good, path, 200)).collect()
 }
 
-/// Readiness on a dead store, the admin page (open, even where tokens are configured), a
+/// Readiness on a dead store, a query field on the probes, the admin page (open, even where tokens are configured), a
 /// file it does not have, and the root.
 const OPERATIONS: &[Row] = &[
     Row::get(Dead, "/readyz", 503),
+    Row::get(Good, "/healthz?verbose=1", 422).expect(&[("/error", "unknown_field")]),
+    Row::get(Good, "/readyz?verbose=1", 422).expect(&[("/error", "unknown_field")]),
     Row::get(Guarded, "/admin", 200),
     Row::get(Good, "/admin/nope.js", 404).expect(&[("/error", "not_found")]),
     Row::get(Good, "/", 303),

@@ -11,6 +11,10 @@ instructions a job after a warm-up.
     N=1000 scripts/lua_cost.py 12c0efa
     SPLIT=1 scripts/lua_cost.py .         # and each call's share: N creates, N polls, N finishes
                                           # and N finishes that claim a queued job (see `claiming`)
+    BATCH=1,4,8 scripts/lua_cost.py .     # and N creates of one slot group's tenants, 1, 4 and 8
+                                          # requests a call of create.lua wrapped to take several
+                                          # (`batched`: what creates of several requests in one
+                                          # call would save; not the service's protocol)
 
 
 The library is assembled as jobs/redis/scripts.rs assembles it (record, prelude, order, then
@@ -38,6 +42,8 @@ SETTINGS = ["job", "86400", "300000", "100", "1000000", "3", "5000"]
 FINGERPRINT = "80eb6a3f04273ff5137d233576d17bff1e9064ca18eda08b4dafc49b08c45ef6"
 WORKER, RUNS = "vm/1", ["enrich", "pair", "sync"]
 PIPELINED = 16
+# The fields a create sends first, unnamed, where its revision reads them so.
+UNNAMED = ["tenant", "kind", "created_by", "request_id"]
 WARM_UP = 300
 
 
@@ -88,6 +94,9 @@ def library(rev: str, name: str) -> str:
         body = source(rev, f"src/jobs/lua/{script}.lua")
         code += (f"redis.register_function('{name}_{script}', function(keys, args)\n"
                  f"{begin}\n{body}\nend)\n")
+        if script == "create" and os.environ.get("BATCH"):
+            code += (f"redis.register_function('{name}_batch', function(keys, args)\n"
+                     f"{begin}\n{batched(rev)}\nend)\n")
     return code
 
 
@@ -124,6 +133,11 @@ class Layout:
         # key (the harness's creates have none).
         self.keyless = "local limit, worker, idem_key, fingerprint" in source(
             rev, "src/jobs/lua/create.lua")
+        # Whether its create writes the step `queued` when none is sent (the service sends none),
+        # and whether it reads a job's tenant, kind, creator and request first, unnamed.
+        created = source(rev, "src/jobs/lua/create.lua")
+        self.step_implied = "step unless it is `queued`" in created
+        self.unnamed = "its id, tenant, kind, created_by and request_id" in created
         # Whether its calls name the group's never-written `migrating` key second.
         self.migrating = False
         if grouped(rev):
@@ -229,12 +243,25 @@ def origin(tenant: str) -> list:
             "created_by", "anonymous", "request_id", str(uuid.uuid4()), "in_order", "1"]
 
 
+def create_args(layout: Layout, job: str, tenant: str, worker: str = WORKER) -> list:
+    """A create's own arguments for one job, as the revision's service sends them (the call's
+    keys and settings apart)."""
+    # The step, `queued`, is sent only where the revision's create.lua does not write it itself;
+    # where it reads tenant, kind, creator and request first, unnamed, they come first.
+    fields = origin(tenant) + ([] if layout.step_implied else ["step", "queued"])
+    tail = [600, worker] if layout.keyless else ["", FINGERPRINT, 600, worker]
+    if layout.unnamed:
+        lead = dict(zip(fields[::2], fields[1::2]))
+        rest = [f for i in range(0, len(fields), 2) if fields[i] not in UNNAMED
+                for f in fields[i:i + 2]]
+        return [1, job, *(lead[name] for name in UNNAMED), len(rest) // 2, *rest, *tail]
+    return [1, job, len(fields) // 2, *fields, *tail]
+
+
 def create(lib: str, layout: Layout, job: str, tenant: str, worker: str = WORKER) -> bytes:
     # The settings first, or (layout.tail) as the call's last argument.
-    fields = origin(tenant) + ["step", "queued"]
-    tail = [600, worker] if layout.keyless else ["", FINGERPRINT, 600, worker]
     return encode("FCALL", f"{lib}_create", *layout.create_keys(job, tenant), *layout.settings,
-                  1, job, len(fields) // 2, *fields, *tail, *layout.tail)
+                  *create_args(layout, job, tenant, worker), *layout.tail)
 
 
 def finish(lib: str, layout: Layout, job: str, tenant: str, heads: list = ()) -> bytes:
@@ -306,6 +333,65 @@ def claiming(r: Redis, lib: str, layout: Layout, n: int, pid: int, part: int) ->
     return part
 
 
+def batched(rev: str) -> str:
+    """The revision's create.lua wrapped so one call runs several independent requests (BATCH):
+    A is their number, then each request's length and its arguments as a create takes them;
+    one TIME and one LLEN a call, each request's names made afresh; answers one answer a
+    request. A measurement of what creates of several requests in one call would save, not
+    the service's protocol (a request's `stale` or a queue filling within the call are not
+    handled)."""
+    body = source(rev, "src/jobs/lua/create.lua")
+    for old, new in [
+            ("local jobs, i = {}, 2\nfor n = 1, A[1] + 0 do",
+             "local jobs, i = {}, at + 1\nfor n = 1, A[at] + 0 do"),
+            ("local limit, worker, idem_key, fingerprint = A[i] + 0, A[i + 1], A[i + 2], A[i + 3]",
+             "local limit, worker, idem_key, fingerprint = A[i] + 0, A[i + 1], nil, nil"),
+            ("redis.call('LLEN', K_QUEUE)", "WAITING"), ("local now = now_ms()", "local now = NOW")]:
+        if old not in body:
+            raise SystemExit(f"BATCH: this revision's create.lua has no `{old}`")
+        body = body.replace(old, new)
+    return ("local WAITING, NOW = redis.call('LLEN', K_QUEUE), now_ms()\n"
+            "local function create_one(at)\n" + body + "\nend\n"
+            "local out, at = {}, 2\n"
+            "for r = 1, A[1] + 0 do\n"
+            "  MEMO_ID, MEMO_LT, MEMO_LK, MEMO_TT, MEMO_LNT, MEMO_CT = nil, nil, nil, nil, nil, nil\n"
+            "  MEMO_JOB, MEMO_LOCK, MEMO_TENANT, MEMO_LANE = nil, nil, nil, nil\n"
+            "  TOP_OF, LANES, ASKED = nil, nil, nil\n"
+            "  out[r] = create_one(at + 1)\n"
+            "  at = at + 1 + A[at]\n"
+            "end\n"
+            "return out\n")
+
+
+def batches(r: Redis, lib: str, layout: Layout, n: int, pid: int, sizes: list, part: int) -> list:
+    """n creates (each of its own tenant, all of one slot group, claimed for the worker) for
+    each batch size: size requests a call of the batched create. Answers each size and the
+    number of its dump."""
+    base = f"job:{{{layout.tags[0]}}}"
+    in_group = (t for t in (f"lc-batch-{i}" for i in range(10 ** 9)) if layout.group(t) == 0)
+    out = []
+    for size in sizes:
+        jobs = [(layout.job_id(t), t) for t in itertools.islice(in_group, n)]
+        calls = []
+        for start in range(0, n, size):
+            keys, args = [], [min(size, n - start)]
+            for job, tenant in jobs[start:start + size]:
+                keys += [k for k in layout.create_keys(job, tenant)[1:] if k not in keys]
+                own = create_args(layout, job, tenant)
+                args += [len(own), *own]
+            calls.append(encode("FCALL", f"{lib}_batch", len(keys), *keys, *layout.settings,
+                                *args, *layout.tail))
+        subprocess.run(["callgrind_control", "-z", str(pid)], stdout=subprocess.DEVNULL)
+        for start in range(0, len(calls), PIPELINED):
+            for answer in r.pipe(calls[start:start + PIPELINED]):
+                if isinstance(answer, Exception) or any(a[0] != b"claimed" for a in answer):
+                    raise SystemExit(f"a batched create answered {answer}")
+        subprocess.run(["callgrind_control", "-d", str(pid)], stdout=subprocess.DEVNULL)
+        out.append((f"create ({size} a call)", part))
+        part += 1
+    return out
+
+
 def instructions(dump: str) -> int:
     with open(dump) as f:
         return next(int(line.split()[1]) for line in f if line.startswith("summary:"))
@@ -346,6 +432,9 @@ def main() -> None:
         if os.environ.get("SPLIT"):
             phases = split(r, "cost", layout, n, server.pid)
             phases.append(("finish claiming", claiming(r, "cost", layout, n, server.pid, 5)))
+        if os.environ.get("BATCH"):
+            sizes = [int(size) for size in os.environ["BATCH"].split(",")]
+            phases += batches(r, "cost", layout, n, server.pid, sizes, len(phases) + 2)
     finally:
         server.terminate()
         server.wait()

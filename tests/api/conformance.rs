@@ -2191,15 +2191,18 @@ mod redis_only {
 
     /// Lean jobs: a create without an idempotency key sends neither a key nor the parameters'
     /// fingerprint (the key was '' and the fingerprint, 64 hex digits, sent with every
-    /// create): the harness's create is one call of 34 arguments, 36 before. A keyed create
-    /// sends both (the idempotency tests: replayed, key reused).
+    /// create); nor the step `queued` (create.lua writes it when none is sent), nor the
+    /// names of the four fields every job has (tenant, kind, creator and request come first,
+    /// unnamed): the harness's create is one call of 28 arguments (34 before the last two,
+    /// 36 before the first). A keyed create sends both (the idempotency tests: replayed, key
+    /// reused).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lean_a_create_without_an_idempotency_key_sends_no_key_and_no_fingerprint() {
         let (redis, s, _) = drained().await;
         let mut conn = redis.connection().await;
         log_every_call(&mut conn).await;
         claimed_at_create(&s).await;
-        assert_eq!(fcall_argc(&mut conn, "create").await, [34]);
+        assert_eq!(fcall_argc(&mut conn, "create").await, [28]);
     }
 
     /// Lean jobs: a claim answers the fields the worker is handed (the claim and attempt it

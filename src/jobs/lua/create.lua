@@ -3,9 +3,10 @@
 -- tenant created its share this minute. A job of its tenant's order that finds another of
 -- them ahead waits for it (order.lua); a pipeline (a job with steps) is never queued itself:
 -- its steps are; any other job is queued, or claimed for the worker.
--- A: n (how many jobs), then for each job its id and its fields (a named list: tenant, kind,
---    params, step, created_by, request_id, retry_of when it retries one, in_order when it
---    runs in its tenant's order, pipeline when it is a step, steps when it is a pipeline);
+-- A: n (how many jobs), then for each job its id, tenant, kind, created_by and request_id, and
+--    its other fields (a named list: params, step unless it is `queued`, retry_of when it
+--    retries one, in_order when it runs in its tenant's order, pipeline when it is a step,
+--    steps when it is a pipeline);
 --    then creates per minute (0: no limit), worker to claim a lone job for ('' for none:
 --    queue it), and with an idempotency key only, the key and the params fingerprint (a
 --    create without one sends neither: two arguments less). The first job is the one the
@@ -32,9 +33,9 @@
 -- (superseded_by).
 -- Only a created job records its key and counts against the limit: a refusal changes nothing.
 local jobs, i = {}, 2
-for n = 1, tonumber(A[1]) do
-  local fields, after = named_args(i + 1)
-  jobs[n] = {id = A[i], job = fields}
+for n = 1, A[1] + 0 do
+  local job, after = new_record(i + 1)
+  jobs[n] = {id = A[i], job = job}
   i = after
 end
 local limit, worker, idem_key, fingerprint = A[i] + 0, A[i + 1], A[i + 2], A[i + 3]
@@ -57,8 +58,8 @@ if idem then
 end
 local now = now_ms()
 local stale = {}
-for n, new in ipairs(jobs) do
-  local holder = holders[n]
+for n = 1, #jobs do
+  local new, holder = jobs[n], holders[n]
   if holder then
     local held = read_job(k_job(holder), {'status', 'heartbeat_ms', 'started_ms', 'created_ms',
       'percent', 'step', 'events', 'event_ms', 'tenant', 'kind', 'attempt',
@@ -85,7 +86,8 @@ if limit > 0 and count >= limit then
 end
 missed = reach(reach_create, stale, jobs, tenant, first, idem, now)
 if missed then return answer_stale(missed) end
-for _, old in ipairs(stale) do
+for s = 1, #stale do
+  local old = stale[s]
   local fenced = {superseded_by = old.by}
   note(old.id, old.job, fenced, 'superseded', 'lost', old.job.percent, old.job.step, now)
   write_job(k_job(old.id), fenced)
@@ -98,8 +100,8 @@ local first_ahead, first_kind, claimed = nil, nil, false
 -- Whether the tenant's listing was empty before these jobs: drop_old_counts has no old counts
 -- to drop then.
 local fresh = false
-for n, new in ipairs(jobs) do
-  local id, job = new.id, new.job
+for n = 1, #jobs do
+  local id, job = jobs[n].id, jobs[n].job
   local hkey = k_job(id)
   -- Fields left out read as their defaults: percent 0, attempt 0, updated_ms and heartbeat_ms
   -- equal to created_ms. Fewer fields keep this, the hottest script, cheap. The record is the

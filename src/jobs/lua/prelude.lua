@@ -45,7 +45,7 @@ local ANCHOR, G, WAKE
 local GROUP
 local K_QUEUE, K_LEASES, K_PROCESSES, K_EVERYONE, K_TENANTS, K_WAITING
 local GROUP_NAMES, GROUP_NAMES_KEPT, GROUP_NAMES_MAX = {}, 0, 4800
--- The tenant channel last asked about in this call, and whether it had a subscriber.
+-- The tenant last asked about in this call, and whether its channel had a follower.
 local ASKED, HEARD
 
 -- The keys the call declared. Its first nine after the group's two (N1 … N9) are compared by
@@ -315,7 +315,8 @@ end
 local NOTE_FIELDS = {'tenant', 'kind', 'created_ms', 'events', 'event_ms'}
 
 -- The tenant channels some process follows, each to when its follower last said so plus
--- WATCH_MS (Redis's clock, ms), kept in the library's Lua state (WATCHED; WATCHED_KEPT
+-- WATCH_MS (Redis's clock, ms), kept in the library's Lua state (WATCHED, by prefix then
+-- tenant, so a script asks without making and hashing the channel's name; WATCHED_KEPT
 -- entries, expired ones dropped past WATCHED_MAX): a process's listener subscribes to a
 -- channel, then names it here (`watch`, below), before any of its watchers reads the timeline
 -- it resumes from, and names it again every third of WATCH_MS while it follows it. A script
@@ -333,41 +334,56 @@ local WATCH_MS = 15000
 local WATCHED, WATCHED_KEPT, WATCHED_MAX = {}, 0, 100000
 local EPOCH
 
--- Whether anyone follows the tenant's channel now (WATCHED, asked once a call for a tenant),
--- and the channel. On a Redis Cluster no process names its channels (a watcher's subscription
--- may be on another node, and a cluster relays a PUBLISH to every node): there every change
--- is published.
+-- Whether anyone follows the tenant's channel now (WATCHED, asked once a call for a tenant).
+-- On a Redis Cluster no process names its channels (a watcher's subscription may be on
+-- another node, and a cluster relays a PUBLISH to every node): there every change is
+-- published.
 local function followed(tenant, now)
-  -- No channel named since the library's state was made: its name is not even made.
-  if WATCHED_KEPT == 0 and not CLUSTER then return false end
-  local channel = k_tenant_events(tenant)
-  if CLUSTER then return true, channel end
-  if channel ~= ASKED then
-    local till = WATCHED[channel]
-    ASKED, HEARD = channel, till ~= nil and till > now
+  if CLUSTER then return true end
+  -- No channel named since the library's state was made.
+  if WATCHED_KEPT == 0 then return false end
+  if tenant ~= ASKED then
+    local of = WATCHED[P]
+    local till = of and of[tenant]
+    ASKED, HEARD = tenant, till ~= nil and till > now
   end
-  return HEARD, channel
+  return HEARD
 end
 
 -- watch: a listener follows the tenant channels `channels` (its call's arguments; no key, no
 -- settings): each is followed until WATCH_MS from now (Redis's clock) unless named again.
 -- Answers {WATCH_MS, EPOCH}. Writes nothing to the keyspace (so nothing is replicated).
+-- A channel is `<prefix>:tenant:<tenant>:events` (`Keys::tenant_events`; a tenant id holds no
+-- ':'): it is kept as WATCHED[prefix][tenant]; a name of no such form is no tenant's channel,
+-- and is not kept.
 local function watch(channels)
   local now = now_ms()
   EPOCH = EPOCH or int(now)
   if WATCHED_KEPT >= WATCHED_MAX then
     local kept, n = {}, 0
-    for channel, till in pairs(WATCHED) do
-      if till > now then kept[channel], n = till, n + 1 end
+    for prefix, of in pairs(WATCHED) do
+      for tenant, till in pairs(of) do
+        if till > now then
+          kept[prefix] = kept[prefix] or {}
+          kept[prefix][tenant], n = till, n + 1
+        end
+      end
     end
     WATCHED, WATCHED_KEPT = kept, n
   end
   local till = now + WATCH_MS
   for i = 1, #channels do
-    local channel = channels[i]
-    local was = WATCHED[channel]
-    if not was then WATCHED_KEPT = WATCHED_KEPT + 1 end
-    if not was or was < till then WATCHED[channel] = till end
+    local prefix, tenant = string.match(channels[i], '^(.+):tenant:([^:]+):events$')
+    if prefix then
+      local of = WATCHED[prefix]
+      if not of then
+        of = {}
+        WATCHED[prefix] = of
+      end
+      local was = of[tenant]
+      if not was then WATCHED_KEPT = WATCHED_KEPT + 1 end
+      if not was or was < till then of[tenant] = till end
+    end
   end
   return {WATCH_MS, EPOCH}
 end
@@ -376,10 +392,9 @@ end
 -- time `ms` (`job` read with NOTE_FIELDS). Its id is made only then: a number formatted costs
 -- a few thousand instructions.
 local function tell(id, job, typ, status, percent, step, ms, seq, now)
-  local heard, channel = followed(job.tenant, now)
-  if heard then
-    redis.call('PUBLISH', channel, cjson.encode({id = ms .. '-' .. seq, type = typ,
-      job_id = id, tenant_id = job.tenant, kind = job.kind, status = status,
+  if followed(job.tenant, now) then
+    redis.call('PUBLISH', k_tenant_events(job.tenant), cjson.encode({id = ms .. '-' .. seq,
+      type = typ, job_id = id, tenant_id = job.tenant, kind = job.kind, status = status,
       percent = tonumber(percent) or 0, step = step}))
   end
 end

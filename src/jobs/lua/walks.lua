@@ -4,6 +4,26 @@
 -- (with an upvalue for each local it reads), ~5,000 Redis instructions a create (1.5 %).
 -- Each takes as arguments what the script's walk used to read of its locals.
 
+-- A new job's fields, read from A at `i` (`Pairs::append_origin_to` in jobs/redis/record.rs):
+-- its tenant, kind, creator and request, unnamed, then a named list of its other fields
+-- (`named_args`; its step, when none is sent, is `queued`). Answers them in a table made with
+-- room for every field a create writes (one grown field by field is made again at its 1st,
+-- 2nd, 3rd, 5th and 9th field), and the index of the first argument after them.
+local function new_record(i)
+  local job = {tenant = A[i], kind = A[i + 1], created_by = A[i + 2], request_id = A[i + 3],
+    params = nil, in_order = nil, step = nil, created_ms = nil, status = nil, events = nil,
+    event_ms = nil, worker = nil, retry_of = nil, pipeline = nil, waiting_for = nil,
+    steps = nil}
+  local after = i + 5 + 2 * A[i + 4]
+  for j = i + 5, after - 1, 2 do
+    local name = A[j]
+    job[name] = A[j + 1]
+    if not FIELDS[name] then field_name(name) end
+  end
+  if not job.step then job.step = 'queued' end
+  return job, after
+end
+
 -- A create's first reach: the job an idempotency key names, each new job's lock holder (kept
 -- in `holders`, by the job's place), and (a full queue) the jobs in the tenant's lane.
 local function reach_holders(idem, jobs, tenant, holders, waiting)
@@ -11,8 +31,8 @@ local function reach_holders(idem, jobs, tenant, holders, waiting)
     local seen = redis.call('HGET', idem, 'job')
     if seen then k_job(seen) end
   end
-  for n, new in ipairs(jobs) do
-    local lock = k_lock(tenant, new.job.kind)
+  for n = 1, #jobs do
+    local lock = k_lock(tenant, jobs[n].job.kind)
     holders[n] = reached(lock) and redis.call('GET', lock)
     if holders[n] then k_job(holders[n]) end
   end
@@ -48,9 +68,10 @@ end
 -- A create's second reach: the stale holders' ends, each new job's record and lock, the lane,
 -- the group's keys, the listing's trim, the job it retries and the spent idempotency keys.
 local function reach_create(stale, jobs, tenant, first, idem, now)
-  for _, old in ipairs(stale) do reach_end(old.id, old.job, now) end
+  for s = 1, #stale do reach_end(stale[s].id, stale[s].job, now) end
   local ordered = false
-  for _, new in ipairs(jobs) do
+  for n = 1, #jobs do
+    local new = jobs[n]
     k_job(new.id)
     k_lock(tenant, new.job.kind)
     ordered = ordered or new.job.in_order
@@ -74,7 +95,7 @@ end
 -- A created answer: the first job's outcome, then the stale holders taken over.
 local function created(code, now, stale, ahead, kind)
   local answer = {code, int(now), ahead or '', kind or ''}
-  for _, old in ipairs(stale) do answer[#answer + 1] = old.id end
+  for s = 1, #stale do answer[4 + s] = stale[s].id end
   return answer
 end
 

@@ -203,15 +203,9 @@ impl Pairs {
 
     /// With a value that may be long (params, a result) in pieces of at most [`PIECE`]
     /// bytes: `<field>`, `<field>.2`, `<field>.3`, … ([`Hash`] joins them again).
-    pub fn with_long(mut self, field: Field, value: &str) -> Self {
-        for (i, piece) in pieces(value).into_iter().enumerate() {
-            let name = match i {
-                0 => field.label().to_owned(),
-                n => format!("{}.{}", field.label(), n + 1),
-            };
-            self.0.push((name, piece.to_owned()));
-        }
-        self
+    pub fn with_long(self, field: Field, value: &str) -> Self {
+        let pieces: Vec<String> = pieces(value).into_iter().map(str::to_owned).collect();
+        self.with_pieces(field, &pieces)
     }
 
     /// With `pieces` as one value in pieces, as written: `<field>`, `<field>.2`, … (each at
@@ -233,12 +227,28 @@ impl Pairs {
         Self::default()
             .with(Field::Tenant, job.tenant.as_str())
             .with(Field::Kind, job.kind.as_str())
-            .with_long(Field::Params, &job.params.to_string())
             .with(Field::CreatedBy, &job.origin.created_by)
             .with(Field::RequestId, &job.origin.request_id)
+            .with_rest_of_origin(job)
+    }
+
+    /// The origin's fields but the four every job has (tenant, kind, creator, request), which
+    /// a create sends first, unnamed (`Pairs::append_origin_to`).
+    fn with_rest_of_origin(self, job: &NewJob) -> Self {
+        self.with_long(Field::Params, &job.params.to_string())
             .with_some(Field::RetryOf, job.origin.retry_of)
             .with_some(Field::InOrder, job.in_order.then_some(1))
             .with_some(Field::Pipeline, job.pipeline)
+    }
+
+    /// A new job's fields as create.lua reads them (`new_record` in lua/walks.lua): its
+    /// tenant, kind, creator and request, in that order and unnamed (four arguments less a
+    /// create), then the rest of its origin and `self` as a named list.
+    pub fn append_origin_to(&self, job: &NewJob, inv: &mut super::scripts::Call) {
+        inv.arg(job.tenant.as_str()).arg(job.kind.as_str());
+        inv.arg(&job.origin.created_by).arg(&job.origin.request_id);
+        let rest = Self::default().with_rest_of_origin(job).0.into_iter();
+        Self(rest.chain(self.0.iter().cloned()).collect()).append_to(inv);
     }
 
     /// Appends the list to a script call's arguments.

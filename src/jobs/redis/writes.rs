@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::super::keys::Group;
 use super::super::pipeline;
+use super::super::runner::QUEUED_STEP;
 use super::super::store::{
     params_fingerprint, Cancel, Claim, Created, Finish, Live, NewJob, NewPipeline, Outcome, Purge,
     Recovered, Release, Renewal, Restore, RunEnd, RunId, RunRef, StoreError, Tick,
@@ -48,6 +49,17 @@ const TOOK_OVER_FROM: usize = 4;
 /// rest wait for the next sweep.
 const RECOVER_BATCH: usize = 100;
 
+/// A new job's fields create.lua takes beside its origin (`Pairs::append_origin_to`): its
+/// step unless it is the usual `queued`, which create.lua writes when none is sent (two
+/// arguments less a create).
+fn created_fields(job: &NewJob) -> Pairs {
+    let fields = Pairs::default();
+    if job.step == QUEUED_STEP {
+        return fields;
+    }
+    fields.with(Field::Step, &job.step)
+}
+
 impl RedisStore {
     /// Notes that `group`'s queue may have work: this process's own step may have put a job
     /// there (a create, a release, an end that let the next job of its tenant go), which
@@ -69,7 +81,7 @@ impl RedisStore {
         job: NewJob,
         worker: &str,
     ) -> Result<Created, StoreError> {
-        let fields = Pairs::origin(&job).with(Field::Step, &job.step);
+        let fields = created_fields(&job);
         let (made, took_over) = match self.create_jobs(&job, vec![(&job, fields)], worker).await? {
             Made::Refused(answer) => return Ok(answer),
             Made::Created(made, took_over) => (made, took_over),
@@ -91,12 +103,11 @@ impl RedisStore {
     ) -> Result<Created, StoreError> {
         let mut jobs = vec![(
             &pipeline.job,
-            Pairs::origin(&pipeline.job)
-                .with(Field::Step, &pipeline.job.step)
+            created_fields(&pipeline.job)
                 .with_pieces(Field::Steps, &pipeline::encode(&pipeline.refs())),
         )];
         for (step, _) in &pipeline.steps {
-            jobs.push((step, Pairs::origin(step).with(Field::Step, &step.step)));
+            jobs.push((step, created_fields(step)));
         }
         match self.create_jobs(&pipeline.job, jobs, "").await? {
             Made::Refused(answer) => Ok(answer),
@@ -126,7 +137,7 @@ impl RedisStore {
                 inv.arg(jobs.len());
                 for (job, fields) in &jobs {
                     inv.arg(job.id.to_string());
-                    fields.append_to(inv);
+                    fields.append_origin_to(job, inv);
                 }
                 inv.arg(self.settings.creates_per_minute).arg(worker);
                 // Only a keyed create sends its key and the fingerprint it is checked against.

@@ -237,6 +237,22 @@ impl Snapshot {
         self.with_eta(now_ms)
     }
 
+    /// The snapshot of a job a new one took over (`superseded_by`: its lock was stale and it
+    /// would not run again), as it ended: `failed`, error `Lost` (what its takeover recorded
+    /// for its tenant's order and its pipeline), finished when it was taken over (`at_ms`).
+    /// It read `lost` for ever: listed by `status=lost` yet counted by no stats.
+    pub fn superseded(mut self, at_ms: u64) -> Self {
+        if !self.status.is_active() {
+            return self;
+        }
+        self.status = Status::Failed;
+        self.error.get_or_insert_with(|| store::LOST.to_owned());
+        "failed: Lost".clone_into(&mut self.step);
+        self.finished_at = Some(at_ms);
+        self.updated_at = self.updated_at.max(at_ms);
+        self
+    }
+
     /// The snapshot with its `eta_seconds` estimated at `now_ms` (the store's clock).
     pub fn with_eta(mut self, now_ms: u64) -> Self {
         self.eta_seconds = eta_seconds(&self, now_ms);

@@ -133,6 +133,8 @@ every_store!(
     an_expired_lease_is_requeued_with_the_next_attempt_and_the_old_run_is_fenced,
     after_the_last_attempt_a_lost_run_fails_lost_with_its_lock_free,
     with_one_attempt_a_lost_run_reads_lost_and_the_next_create_takes_over,
+    a_run_left_lost_under_one_attempt_reads_lost_under_three_and_a_cancel_frees_its_tenant,
+    with_one_attempt_a_lost_run_taken_over_reads_failed_lost_in_the_listing_and_not_active,
     with_one_attempt_a_run_claimed_at_its_create_left_lost_reads_lost_attempt_one,
     with_one_attempt_a_run_left_lost_that_comes_back_is_fenced_and_reads_lost_for_good,
     with_one_attempt_a_run_left_lost_is_counted_active_until_the_next_create_takes_over,
@@ -427,7 +429,11 @@ async fn a_lost_job_does_not_block_a_new_create_and_is_fenced_off(b: Stores) {
         Finish::Fenced
     );
     let old_now = s.get(&old.id).await.unwrap().unwrap();
-    assert_eq!((old_now.status, old_now.percent), (Status::Lost, 40));
+    // Taken over, it ended: failed/Lost, as its takeover recorded it.
+    assert_eq!(
+        (old_now.status, old_now.percent, old_now.error.as_deref()),
+        (Status::Failed, 40, Some("Lost"))
+    );
     assert_eq!(
         s.get(&new.id).await.unwrap().unwrap().status,
         Status::Queued
@@ -762,6 +768,90 @@ async fn with_one_attempt_cancelling_a_run_left_lost_ends_it_cancelled_at_once_a
         matches!(purged, Purge::Removed { jobs: 2, .. }),
         "{purged:?}"
     );
+}
+
+/// A run the sweep left lost under MAX_ATTEMPTS=1, then read by a store opened on the same
+/// Redis with MAX_ATTEMPTS=3 (replicas restarted with more attempts): it reads `lost` from
+/// the sweep's mark (`lost_ms`), not `queued` ("re-queued") for ever as when the current
+/// MAX_ATTEMPTS decided; a cancel ends it cancelled at once, a new start is accepted after
+/// it, and the tenant's delete goes through. The embedded store cannot be reopened: its
+/// record keeps the attempts its job was created with, so it reads the same.
+async fn a_run_left_lost_under_one_attempt_reads_lost_under_three_and_a_cancel_frees_its_tenant(
+    b: Stores,
+) {
+    let one = StoreSettings {
+        stale_after: Duration::from_millis(200),
+        max_attempts: 1,
+        ..settings()
+    };
+    let first = store_of(b, one.clone());
+    let t = tenant();
+    let job = new_job(&t, "sync");
+    let (_, run) = start(&*first, &job).await;
+    outlive(200).await;
+    assert_eq!(
+        first.recover().await.unwrap(),
+        vec![Recovered::LeftLost(job.id)]
+    );
+    let s = match b {
+        Stores::Memory => first,
+        _ => store_of(
+            b,
+            StoreSettings {
+                max_attempts: 3,
+                ..one
+            },
+        ),
+    };
+    let got = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(got.status, Status::Lost, "{got:?}");
+    let listed = s.active().await.unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|a| a.job_id == job.id && a.status == Status::Lost),
+        "{listed:?}"
+    );
+    assert!(
+        s.recover().await.unwrap().is_empty(),
+        "no sweep re-queues it"
+    );
+    assert_eq!(s.cancel(&job.id, "ops").await.unwrap(), Cancel::Requested);
+    let got = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(got.status, Status::Cancelled, "at once: {got:?}");
+    assert_eq!(s.tick(&run, 60, "back").await.unwrap(), Tick::Fenced);
+    let next = new_job(&t, "sync");
+    create(&*s, &next).await;
+    assert_eq!(s.cancel(&next.id, "ops").await.unwrap(), Cancel::Requested);
+    let purged = s.purge(&t, &test_kinds(), &[]).await.unwrap();
+    assert!(
+        matches!(purged, Purge::Removed { jobs: 2, .. }),
+        "{purged:?}"
+    );
+}
+
+/// A run left lost under MAX_ATTEMPTS=1 whose lock the next create took over is ended: its
+/// takeover recorded it `failed`/`Lost` for its tenant's order and its pipeline, and it reads
+/// so — it read `lost` for ever, listed by `status=lost` while the stats' `active.lost`
+/// (from `active`) did not count it. The listing and the active jobs agree.
+async fn with_one_attempt_a_lost_run_taken_over_reads_failed_lost_in_the_listing_and_not_active(
+    b: Stores,
+) {
+    let (s, t, job, _) = left_lost(b).await;
+    let next = new_job(&t, "sync");
+    create(&*s, &next).await;
+    let old = s.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (old.status, old.error.as_deref()),
+        (Status::Failed, Some("Lost")),
+        "{old:?}"
+    );
+    assert!(old.finished_at.is_some(), "{old:?}");
+    let listed = s.recent(&t, 10).await.unwrap();
+    let lost: Vec<_> = listed.iter().filter(|j| j.status == Status::Lost).collect();
+    assert!(lost.is_empty(), "{listed:?}");
+    let active = s.active().await.unwrap();
+    assert!(active.iter().all(|a| a.job_id != job.id), "{active:?}");
 }
 
 /// A job whose second and last attempt (MAX_ATTEMPTS=2) reached 40 % and went silent: it

@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::helpers::{
     eventually, free_port, keys_matching, running, started_id, tenant, HeldFeeds, RedisServer,
@@ -324,8 +324,10 @@ async fn with_one_attempt_a_paused_process_that_comes_back_is_fenced_off() {
     feeds.release("paused"); // the old job finishes its work and tries to record it
     a.wait_for_log("fenced off", Duration::from_secs(10)).await;
     let old_job: Value = b.job(&old).await.json().await.unwrap();
+    // Taken over by the new start, it ended failed/Lost: not resurrected.
     assert_eq!(
-        old_job["status"], "lost",
+        (&old_job["status"], &old_job["error"]),
+        (&json!("failed"), &json!("Lost")),
         "the old job was not resurrected: {old_job}"
     );
     let new_job: Value = b.job(&new).await.json().await.unwrap();

@@ -14,7 +14,7 @@
 local id, by = A[1], A[2]
 local FIELDS = {'status', 'superseded_by', 'tenant', 'kind', 'percent', 'step',
   'cancel_requested_ms', 'created_ms', 'events', 'event_ms', 'awaited', 'in_order',
-  'waiting_for', 'pipeline', 'steps', 'heartbeat_ms', 'started_ms', 'attempt'}
+  'waiting_for', 'pipeline', 'steps', 'heartbeat_ms', 'started_ms', 'attempt', 'lost_ms'}
 local hkey = k_job(id)
 local job = read_job(hkey, FIELDS)
 if not job.status then return 'missing' end

@@ -278,13 +278,15 @@ local function ended(status)
   return status == 'done' or status == 'failed' or status == 'cancelled'
 end
 
--- Whether a job reads `lost` (Status::derive): running, not asked to stop, its lease stale (a
--- first claim writes no heartbeat: its start is its first), no attempt left. No run holds it
--- and none will (cancel.lua ends it at once; purge.lua deletes it).
+-- Whether a job reads `lost` (Status::derive): running, not asked to stop, and either left lost
+-- by recovery (`lost_ms`, whatever MAX_ATTEMPTS is now), or its lease stale (a first claim
+-- writes no heartbeat: its start is its first) with no attempt left. No run holds it and none
+-- will (cancel.lua ends it at once; purge.lua deletes it).
 local LOST_FIELDS = {'status', 'cancel_requested_ms', 'heartbeat_ms', 'started_ms', 'created_ms',
-  'attempt'}
+  'attempt', 'lost_ms'}
 local function reads_lost(job, now)
   if job.status ~= 'running' or job.cancel_requested_ms then return false end
+  if job.lost_ms then return true end
   local beat = job.heartbeat_ms or job.started_ms or job.created_ms
   return now - tonumber(beat) >= STALE and tonumber(job.attempt or '1') >= MAX_ATTEMPTS
 end

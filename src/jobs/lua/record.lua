@@ -28,7 +28,7 @@ local FIELDS = {tenant = 't', kind = 'k', params = 'p', status = 's', percent = 
   heartbeat_ms = 'h', finished_ms = 'f', cancel_requested_ms = 'x', recovered_ms = 'rq',
   attempt = 'a', claim = 'cl', worker = 'w', created_by = 'by', request_id = 'id',
   retry_of = 'ro', cancelled_by = 'xb', retried_by = 'rb', retried_as = 'ra',
-  superseded_by = 'sb', free_retry = 'fr',
+  superseded_by = 'sb', free_retry = 'fr', lost_ms = 'lm',
   restored = 'rs', events = 'n', event_ms = 'nt', sampled = 'sn', sampled_ms = 'sm',
   awaited = 'aw', in_order = 'io', waiting_for = 'wf', pipeline = 'pl', steps = 'st'}
 

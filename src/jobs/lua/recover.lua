@@ -34,6 +34,9 @@ for _, id in ipairs(due) do
     local attempt = tonumber(job.attempt or '1')
     if job.cancel_requested_ms then
       end_cancelled(id, job, {}, now)
+    elseif attempt < MAX_ATTEMPTS and read_job(hkey, {'lost_ms'}).lost_ms then
+      -- Left lost by an earlier sweep (under MAX_ATTEMPTS=1; this one runs with more): it
+      -- stays lost, never re-queued, and its entry goes.
     elseif attempt < MAX_ATTEMPTS then
       -- The words it read since its lease went stale (Snapshot::read_at): the same answer
       -- before and after this sweep.
@@ -51,7 +54,8 @@ for _, id in ipairs(due) do
       redis.call('ZADD', k_group(K_LEASES), int(now + TTL * 1000), id)
       -- Its claim is raised: if its process comes back, its writes and heartbeats are fenced
       -- off (`is_held`) and it reads lost for good.
-      local fields = {claim = tostring(tonumber(job.claim or FIRST_CLAIM) + 1)}
+      -- `lost_ms` marks it: it reads lost from it, whatever MAX_ATTEMPTS the readers run with.
+      local fields = {claim = tostring(tonumber(job.claim or FIRST_CLAIM) + 1), lost_ms = now}
       if not job.claim then
         -- Its first claim: what the record implied until now is written with the claim.
         local once = read_job(hkey, LEFT_LOST_FIELDS)

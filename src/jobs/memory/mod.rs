@@ -84,7 +84,10 @@ impl MemoryStore {
 
     /// The job as a reader sees it at `now`; a pipeline composed from its steps' records.
     fn read(&self, state: &State, rec: &Record, now: u64) -> Snapshot {
-        let read = |rec: &Record| rec.snapshot.clone().read_at(now, self.settings.stale_ms());
+        let read = |rec: &Record| match rec.superseded_by {
+            Some(_) => rec.snapshot.clone().superseded(rec.timeline.last_ms()),
+            None => rec.snapshot.clone().read_at(now, self.settings.stale_ms()),
+        };
         let own = read(rec);
         if rec.steps.is_empty() {
             return own;

@@ -65,6 +65,11 @@ pub(super) struct Timeline {
 }
 
 impl Timeline {
+    /// When the last event was noted.
+    pub(super) fn last_ms(&self) -> u64 {
+        self.last_ms
+    }
+
     /// The id of the next event, noted at `now`, and its time (never before the last one's).
     pub(super) fn next_id(&mut self, now: u64) -> (String, u64) {
         self.last_ms = self.last_ms.max(now);

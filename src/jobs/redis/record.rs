@@ -84,6 +84,8 @@ fields! {
     SupersededBy = "superseded_by" => "sb",
     /// The next claim does not count an attempt (the run was given back at shutdown).
     FreeRetry = "free_retry" => "fr",
+    /// When recovery left the job to read `lost`: it reads lost, whatever MAX_ATTEMPTS is now.
+    LostMs = "lost_ms" => "lm",
     /// The record was written back by its live run after the store lost it.
     Restored = "restored" => "rs",
     /// How many timeline events were noted (ticks included): the next event's seq.
@@ -397,7 +399,7 @@ impl Hash {
             finished_at,
             cancel_requested_at,
             attempt: self.opt_num(Field::Attempt).unwrap_or(u64::from(at_create)) as u32,
-            max_attempts: settings.max_attempts,
+            max_attempts: self.max_attempts(settings),
             worker: self.owned(Field::Worker),
             recovered_at: self.opt_num(Field::RecoveredMs),
             created_by: self.owned(Field::CreatedBy),
@@ -411,7 +413,10 @@ impl Hash {
             pipeline_id: self.id(Field::Pipeline),
             steps: None,
         };
-        Ok(Some(snapshot.read_at(now_ms, settings.stale_ms())))
+        Ok(Some(match self.get(Field::SupersededBy) {
+            Some(_) => snapshot.superseded(self.opt_num(Field::EventMs).unwrap_or(created_at)),
+            None => snapshot.read_at(now_ms, settings.stale_ms()),
+        }))
     }
 
     /// Whether the job was claimed once, at its create or from the queue: a record with a
@@ -590,6 +595,8 @@ impl Hash {
         Some((seq, event))
     }
 }
+
+mod lost;
 
 fn corrupt(e: InvalidId) -> StoreError {
     StoreError::Corrupt(e.to_string())

@@ -84,7 +84,6 @@ fields! {
     SupersededBy = "superseded_by" => "sb",
     /// The next claim does not count an attempt (the run was given back at shutdown).
     FreeRetry = "free_retry" => "fr",
-    /// When recovery left the job to read `lost`: it reads lost, whatever MAX_ATTEMPTS is now.
     LostMs = "lost_ms" => "lm",
     /// The record was written back by its live run after the store lost it.
     Restored = "restored" => "rs",
@@ -413,10 +412,7 @@ impl Hash {
             pipeline_id: self.id(Field::Pipeline),
             steps: None,
         };
-        Ok(Some(match self.get(Field::SupersededBy) {
-            Some(_) => snapshot.superseded(self.opt_num(Field::EventMs).unwrap_or(created_at)),
-            None => snapshot.read_at(now_ms, settings.stale_ms()),
-        }))
+        Ok(Some(self.read_at(snapshot, now_ms, settings)))
     }
 
     /// Whether the job was claimed once, at its create or from the queue: a record with a
@@ -596,11 +592,9 @@ impl Hash {
     }
 }
 
-mod lost;
-
 fn corrupt(e: InvalidId) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
-
+mod lost;
 #[cfg(test)]
 mod tests;

@@ -323,14 +323,18 @@ pub fn is_failover_sign(error: &RedisError) -> bool {
 /// wrong type (`WRONGTYPE`), or one the ACL forbids (`NOPERM`). These are programming or
 /// set-up errors, not outages; redis-rs does not retry them either. A script stopped for a key
 /// "not local" during a slot migration is counted too: it stopped after the writes it had
-/// made, so running it again is no safe retry either.
+/// made, so running it again is no safe retry either. A pipeline's error is its commands'
+/// own (redis-rs gives it no code of its own): one of them permanent makes it permanent.
 pub fn is_permanent(error: &RedisError) -> bool {
-    match error.code() {
-        Some("CROSSSLOT" | "WRONGTYPE" | "NOPERM") => true,
-        _ => error
+    let permanent = |code: &str| matches!(code, "CROSSSLOT" | "WRONGTYPE" | "NOPERM");
+    error.code().is_some_and(permanent)
+        || error
+            .clone()
+            .into_server_errors()
+            .is_some_and(|failed| failed.iter().any(|(_, e)| permanent(e.code())))
+        || error
             .detail()
-            .is_some_and(|d| d.starts_with("Script attempted to access")),
-    }
+            .is_some_and(|d| d.starts_with("Script attempted to access"))
 }
 
 /// What an error says of the set-up when Redis answers but no retry can mend it until an

@@ -274,8 +274,8 @@ async fn a_run_whose_job_was_superseded_cannot_swap_the_table(b: Backend) {
     create(&*jobs, &new_job(&t, "pair")).await;
     assert_eq!(
         jobs.get(&old.id).await.unwrap().unwrap().status,
-        Status::Lost,
-        "the old job was superseded"
+        Status::Failed,
+        "the old job was superseded: ended failed/Lost"
     );
     assert_eq!(point_a(&catalog, &t, "stale", fence).await, Swap::Fenced);
     assert_eq!(a_points_to(&catalog, &t).await.as_deref(), Some("old"));

@@ -237,10 +237,14 @@ async fn a_refresh_whose_lost_step_a_new_start_took_over_counts_failed_lost_once
         "the new start takes the stale lock over"
     );
     let wanted = the_refresh_its_skipped_step_and((
-        "its step, which reads lost and has not ended",
+        "its step, which the new start took over: ended failed/Lost",
         &[("kind", "ticker"), ("status", "failed"), ("error", "Lost")],
         0.0,
     ));
     counted_once(&app, &before, &wanted).await;
-    the_refresh_failed_lost_and_its_step_reads_lost(&*s, &id, &steps[0]).await;
+    // Taken over, the step is ended, and reads as it is counted (since 98b482c; it read
+    // `lost` for ever before).
+    let lost = (Status::Failed, Some("Lost".to_owned()));
+    assert_eq!(read_status(&*s, &id).await, lost);
+    assert_eq!(read_status(&*s, &steps[0]).await, lost);
 }

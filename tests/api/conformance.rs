@@ -760,10 +760,16 @@ async fn with_one_attempt_cancelling_a_run_left_lost_ends_it_cancelled_at_once_a
     assert!(s.active().await.unwrap().is_empty(), "no longer active");
     assert!(s.recover().await.unwrap().is_empty());
     // Its lock is free, and nothing of it holds back its tenant's delete.
-    let next = new_job(&t, "sync");
-    create(&*s, &next).await;
+    a_new_start_and_the_tenants_delete_go_through(&*s, &t).await;
+}
+
+/// Nothing of an ended lost job holds its tenant back: a new start of its kind is accepted
+/// (then asked to stop), and the tenant's delete removes both jobs.
+async fn a_new_start_and_the_tenants_delete_go_through(s: &dyn JobStore, t: &TenantId) {
+    let next = new_job(t, "sync");
+    create(s, &next).await;
     assert_eq!(s.cancel(&next.id, "ops").await.unwrap(), Cancel::Requested);
-    let purged = s.purge(&t, &test_kinds(), &[]).await.unwrap();
+    let purged = s.purge(t, &test_kinds(), &[]).await.unwrap();
     assert!(
         matches!(purged, Purge::Removed { jobs: 2, .. }),
         "{purged:?}"
@@ -820,14 +826,7 @@ async fn a_run_left_lost_under_one_attempt_reads_lost_under_three_and_a_cancel_f
     let got = s.get(&job.id).await.unwrap().unwrap();
     assert_eq!(got.status, Status::Cancelled, "at once: {got:?}");
     assert_eq!(s.tick(&run, 60, "back").await.unwrap(), Tick::Fenced);
-    let next = new_job(&t, "sync");
-    create(&*s, &next).await;
-    assert_eq!(s.cancel(&next.id, "ops").await.unwrap(), Cancel::Requested);
-    let purged = s.purge(&t, &test_kinds(), &[]).await.unwrap();
-    assert!(
-        matches!(purged, Purge::Removed { jobs: 2, .. }),
-        "{purged:?}"
-    );
+    a_new_start_and_the_tenants_delete_go_through(&*s, &t).await;
 }
 
 /// A run left lost under MAX_ATTEMPTS=1 whose lock the next create took over is ended: its

@@ -63,13 +63,14 @@ fn no_query(uri: &Uri) -> Result<(), ApiError> {
 
 /// The store answers, and this instance takes jobs. Warnings (an eviction policy that can
 /// evict live locks) and `durable: false` (a Redis that does not persist) are reported
-/// without failing readiness; fewer replicas connected than `REDIS_MIN_REPLICAS_ACK` asks
-/// for fails it (every start would be refused).
+/// without failing readiness; a Redis full under `noeviction` (it refuses every write), or
+/// fewer replicas connected than `REDIS_MIN_REPLICAS_ACK` asks for, fails it (every start
+/// would be refused).
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "The store answers and this instance takes jobs.", body = Readiness),
         (status = 422, description = "`unknown_field`: a query field (this route takes none).", body = ErrorBody),
-        (status = 503, description = "`store_unavailable` (Redis does not answer, or fewer replicas are connected than `REDIS_MIN_REPLICAS_ACK` asks for: the message names both counts) or `shutting_down`.", body = ErrorBody),
+        (status = 503, description = "`store_unavailable` (Redis does not answer, refuses writes for want of memory (over `maxmemory` under `noeviction`: the message says so), or fewer replicas are connected than `REDIS_MIN_REPLICAS_ACK` asks for: the message names both counts) or `shutting_down`.", body = ErrorBody),
     ))]
 pub(super) async fn readyz(
     State(app): State<AppState>,
@@ -80,6 +81,8 @@ pub(super) async fn readyz(
         return Err(ApiError::ShuttingDown);
     }
     app.store.ping().await?;
+    // Not ready while Redis refuses writes for want of memory: no start or end goes through.
+    app.store.writable().await?;
     let mut warnings = app.store.warnings().await.unwrap_or_default();
     let open = app.guard.tokens.is_open();
     if open {

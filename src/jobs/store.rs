@@ -533,6 +533,13 @@ pub trait JobStore: Browse + Audit + Send + Sync + 'static {
     /// Whether the store answers at all.
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 
+    /// `Err` while the store is known to refuse writes (a Redis over `maxmemory` under
+    /// `noeviction`: its `OOM` words), found by reading, never by writing; `Ok` for the
+    /// embedded store. Readiness fails on it: a replica that cannot start or end a job.
+    fn writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// A warning an operator should see (e.g. an eviction policy that evicts live locks).
     fn warnings(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(async { Ok(Vec::new()) })

@@ -113,6 +113,10 @@ impl JobStore for MeteredStore {
         self.inner.watch_tenant(tenant)
     }
 
+    fn writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.inner.writable()
+    }
+
     fn warnings(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.inner.warnings()
     }

@@ -17,6 +17,27 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Refuses with Redis's own `OOM` words while it is full (`full`, from `INFO memory`,
+    /// on every primary of a cluster): one read, so a probe never writes to find out.
+    /// A Redis that will not answer `INFO` is not called full.
+    pub(super) async fn read_writable(&self) -> Result<(), StoreError> {
+        let mut conn = self.connection().await?;
+        let Ok(info) = self
+            .bounded(
+                redis::cmd("INFO")
+                    .arg("memory")
+                    .query_async::<redis::Value>(&mut conn),
+            )
+            .await
+        else {
+            return Ok(());
+        };
+        match info_texts(info).iter().find_map(|text| full(text)) {
+            Some(why) => Err(StoreError::Unavailable(why)),
+            None => Ok(()),
+        }
+    }
+
     pub(super) async fn config_warnings(&self) -> Result<Vec<String>, StoreError> {
         let mut conn = self.connection().await?;
         let policy: Vec<String> = self
@@ -111,6 +132,39 @@ impl RedisStore {
     }
 }
 
+/// `INFO`'s text: one node's, or each primary's on a cluster (a map of node to text).
+fn info_texts(info: redis::Value) -> Vec<String> {
+    match info {
+        redis::Value::Map(nodes) => nodes
+            .into_iter()
+            .flat_map(|(_, text)| info_texts(text))
+            .collect(),
+        other => redis::from_redis_value::<String>(other)
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// Whether an `INFO memory` says Redis refuses writes now: `used_memory` less
+/// `mem_not_counted_for_evict` (replication and AOF buffers) above `maxmemory`, under
+/// `noeviction`, which is Redis's own test before it answers `OOM` (any other policy evicts
+/// instead). Its reason carries the `OOM` reply's words, so it reads as that reply does.
+fn full(info: &str) -> Option<String> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.trim().strip_prefix(name)?.strip_prefix(':'))
+    };
+    let number = |name: &str| field(name).and_then(|v| v.parse::<u64>().ok());
+    let (used, max) = (number("used_memory")?, number("maxmemory")?);
+    let counted = used.saturating_sub(number("mem_not_counted_for_evict").unwrap_or(0));
+    (max > 0 && counted > max && field("maxmemory_policy") == Some("noeviction")).then(|| {
+        format!(
+            "OOM command not allowed when used memory > 'maxmemory' (used_memory {used}, \
+             maxmemory {max}, noeviction)"
+        )
+    })
+}
+
 /// Decodes a primary's `ROLE`: `["master", offset, [[ip, port, acked offset], …]]` into its
 /// offset and each replica's acknowledged offset. A node that is not a primary is an error.
 fn primary_role(role: redis::Value) -> Result<(u64, Vec<u64>), StoreError> {
@@ -127,4 +181,39 @@ fn primary_role(role: redis::Value) -> Result<(u64, Vec<u64>), StoreError> {
             .map(|(_, _, acked)| acked.parse().unwrap_or(0))
             .collect(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::full;
+
+    const INFO: &str = "# Memory\r\nused_memory:2000000\r\nused_memory_human:1.91M\r\n\
+        maxmemory:1000000\r\nmaxmemory_human:976.56K\r\nmaxmemory_policy:noeviction\r\n\
+        mem_not_counted_for_evict:0\r\n";
+
+    #[test]
+    fn a_redis_over_maxmemory_under_noeviction_is_full_and_says_oom() {
+        let why = full(INFO).expect("full");
+        assert!(
+            why.starts_with("OOM command not allowed when used memory"),
+            "{why}"
+        );
+        assert!(why.contains("used_memory 2000000"), "{why}");
+    }
+
+    #[test]
+    fn no_limit_another_policy_or_room_left_is_not_full() {
+        assert_eq!(
+            full(&INFO.replace("maxmemory:1000000", "maxmemory:0")),
+            None
+        );
+        assert_eq!(full(&INFO.replace("noeviction", "allkeys-lru")), None);
+        assert_eq!(
+            full(&INFO.replace("maxmemory:1000000", "maxmemory:3000000")),
+            None
+        );
+        let buffers = INFO.replace("evict:0", "evict:1500000");
+        assert_eq!(full(&buffers), None, "replication buffers are not counted");
+        assert_eq!(full("# Memory\r\n"), None, "an INFO without the fields");
+    }
 }

@@ -464,6 +464,10 @@ impl JobStore for RedisStore {
         Box::pin(self.ping_primary())
     }
 
+    fn writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.read_writable())
+    }
+
     fn warnings(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(self.config_warnings())
     }

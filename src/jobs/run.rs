@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, info_span, warn, Instrument, Span};
@@ -25,6 +25,7 @@ use super::log_limit::LogLimiter;
 use super::progress::{guarded, progress_channel, progress_writer, Reporter, Tick, Ticks};
 use super::registry::{JobError, JobFn, JobInput, QuickFn, Registry};
 use super::store::{Claim, Finish, JobStore, NewJob, Outcome, Release, RunEnd, RunId, RunRef};
+use super::watch::Waiters;
 use super::{JobId, Kind};
 
 /// The error class of a job whose function panicked.
@@ -104,7 +105,7 @@ pub(super) struct Runs {
     /// Cancel events for jobs not running here when they came (see `EARLY_CANCEL_MEMORY`).
     early_cancels: Mutex<HashMap<JobId, Instant>>,
     /// `wait=true` requests, woken when their job ends.
-    waiters: Mutex<HashMap<JobId, Arc<Notify>>>,
+    pub(super) waiters: Waiters,
     observer: Arc<dyn RunObserver>,
     /// This process, as claims name it, and the kinds it claims: named once, not at each
     /// finish that claims the next job.
@@ -134,17 +135,13 @@ impl Runs {
             interrupt: CancellationToken::new(),
             running: Mutex::new(HashMap::new()),
             early_cancels: Mutex::new(HashMap::new()),
-            waiters: Mutex::new(HashMap::new()),
+            waiters: Waiters::default(),
             observer,
         }
     }
 
     pub(super) fn lock_running(&self) -> MutexGuard<'_, HashMap<JobId, Running>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(super) fn lock_waiters(&self) -> MutexGuard<'_, HashMap<JobId, Arc<Notify>>> {
-        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether a cancel event for this job came before its run was registered here.
@@ -168,11 +165,9 @@ impl Runs {
         early.insert(id, Instant::now());
     }
 
-    /// Job `id` ended (here or anywhere): a request waiting for it wakes.
+    /// Job `id` ended (here or anywhere): every request waiting for it wakes.
     pub(super) fn ended(&self, id: &JobId) {
-        if let Some(n) = self.lock_waiters().get(id) {
-            n.notify_one();
-        }
+        self.waiters.ended(id);
     }
 
     /// Hands a claimed job to a worker task.

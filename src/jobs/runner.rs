@@ -207,10 +207,9 @@ impl Runner {
     /// store out of reach meanwhile (a restart, a pause, a failover) is waited out, the
     /// calls tried again every `WAIT_RECHECK`: the caller bounds the wait.
     pub async fn wait_end(&self, id: JobId) -> Snapshot {
-        let notify = Arc::new(Notify::new());
-        let _registered = Waiter::register(&self.runs, id, notify.clone());
+        let waiting = self.runs.waiters.wait_for(id);
         loop {
-            match self.watch_end(&id, &notify).await {
+            match self.watch_end(&id, &waiting.wake).await {
                 Ok(ended) => return ended,
                 Err(e) => {
                     debug!(job = %id, error = %e, "a wait for a job's end could not read it; trying again");
@@ -293,25 +292,6 @@ impl Runner {
     }
 }
 
-/// A `wait=true` request's place among the waiters, removed when the request ends.
-struct Waiter<'a> {
-    runs: &'a Runs,
-    id: JobId,
-}
-
-impl<'a> Waiter<'a> {
-    fn register(runs: &'a Runs, id: JobId, notify: Arc<Notify>) -> Self {
-        runs.lock_waiters().insert(id, notify);
-        Self { runs, id }
-    }
-}
-
-impl Drop for Waiter<'_> {
-    fn drop(&mut self) {
-        self.runs.lock_waiters().remove(&self.id);
-    }
-}
-
 /// Reacts to the store's events: work to claim, a cancel to pass on, an end to announce.
 async fn listen(
     runs: Arc<Runs>,
@@ -330,9 +310,7 @@ async fn listen(
             Ok(Event::Ended(id)) => runs.ended(&id),
             Ok(Event::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => {
                 wake.notify_one();
-                for n in runs.lock_waiters().values() {
-                    n.notify_one();
-                }
+                runs.waiters.wake_all();
             }
             Err(broadcast::error::RecvError::Closed) => return,
         }

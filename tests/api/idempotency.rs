@@ -2,7 +2,7 @@
 //! fields: the store contract on both stores, then end to end over real HTTP.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use catalog_jobs::jobs::store::{params_fingerprint, Created, JobStore, RunId, StoreSettings};
 use catalog_jobs::jobs::Status;
@@ -202,6 +202,7 @@ both_stores!(
     twenty_concurrent_keyed_requests_start_one_job_and_all_answer_with_it,
     joining_an_active_job_with_the_same_parameters_answers_with_it_with_and_without_wait,
     joining_an_active_job_with_other_parameters_is_409_saying_they_differ,
+    two_requests_waiting_for_one_job_both_answer_at_its_end,
     the_snapshot_shows_who_started_and_cancelled_the_job_and_the_request_id,
     beyond_tenant_creates_per_minute_a_start_is_429_with_retry_after,
 );
@@ -376,6 +377,60 @@ async fn joining_an_active_job_with_the_same_parameters_answers_with_it_with_and
     assert_eq!(bad.status(), 422);
     assert_eq!(bad.json::<Value>().await.unwrap()["field"], "on_conflict");
     assert_eq!(job_count(&app, &t).await, 1);
+}
+
+/// A `wait=true` start of a held job, keyed `key`, answered in a task: its status, whether
+/// it replayed, its body, and when it was answered.
+fn waiting_start(
+    app: &Arc<TestApp>,
+    t: &TenantId,
+    key: &'static str,
+) -> tokio::task::JoinHandle<(u16, bool, Value, Instant)> {
+    let (app, t) = (app.clone(), t.clone());
+    tokio::spawn(async move {
+        let form = [("tenant_id", t.as_str()), ("wait", "true")];
+        let r = app.start_keyed("gated", &form, Some(key)).await;
+        let (status, again) = (r.status().as_u16(), replayed(&r));
+        (status, again, r.json().await.unwrap(), Instant::now())
+    })
+}
+
+/// Two requests waiting for one job (the second replays the first's key) both wake at its
+/// end: neither's wake-up takes the other's place, which left the first to its 1 s re-read.
+async fn two_requests_waiting_for_one_job_both_answer_at_its_end(b: Backend) {
+    let counting = Arc::new(CountingStore::new(store(b, settings())));
+    let awaits = counting.awaits.clone();
+    let app = Arc::new(spawn_app_with(test_config(), counting).await);
+    let t = tenant();
+    let waiting = |n: usize| {
+        let awaits = awaits.clone();
+        async move || match awaits.load(std::sync::atomic::Ordering::SeqCst) {
+            k if k >= n => Ok(()),
+            k => Err(format!("{k} of {n} requests wait")),
+        }
+    };
+    let first = waiting_start(&app, &t, "one-job");
+    Gate::of(&t).reached().await;
+    eventually(Duration::from_secs(10), waiting(1)).await;
+    let second = waiting_start(&app, &t, "one-job");
+    eventually(Duration::from_secs(10), waiting(2)).await;
+    assert!(!first.is_finished() && !second.is_finished(), "both wait");
+    let ended = Instant::now();
+    Gate::of(&t).release();
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    for (what, (status, _, body, at)) in [("first", &first), ("second", &second)] {
+        assert_eq!(*status, 200, "{what}: {body}");
+        assert_eq!(*body, json!({"gated": true}), "{what}: the end state");
+        assert!(*at > ended, "{what} answered after the end");
+    }
+    assert!(!first.1 && second.1, "the second replays the first's key");
+    // Both are woken by the same end: a request left to its once-a-second re-read answers
+    // most of a second after the other.
+    let apart = first.3.max(second.3) - first.3.min(second.3);
+    assert!(
+        apart < Duration::from_millis(500),
+        "answered {apart:?} apart: one of them was not woken by the end"
+    );
 }
 
 async fn joining_an_active_job_with_other_parameters_is_409_saying_they_differ(b: Backend) {

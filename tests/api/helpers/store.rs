@@ -244,6 +244,8 @@ pub struct CountingStore {
     pub heartbeats: AtomicUsize,
     /// Creates the store has answered (whatever the answer).
     pub creates: Arc<AtomicUsize>,
+    /// `wait=true` requests that told the store they wait (`expect_end`).
+    pub awaits: Arc<AtomicUsize>,
 }
 
 impl CountingStore {
@@ -253,6 +255,7 @@ impl CountingStore {
             ticks: AtomicUsize::new(0),
             heartbeats: AtomicUsize::new(0),
             creates: Arc::new(AtomicUsize::new(0)),
+            awaits: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -324,6 +327,7 @@ impl JobStore for CountingStore {
         async fn queued_by_kind() -> Vec<(Kind, u64)>;
         async fn ping() -> ();
         async fn tombstone(tenant: &'a TenantId) -> u64;
+        async fn expect_end(id: &'a JobId) -> (), counting awaits;
         fn is_durable(&self) -> bool;
         fn settings(&self) -> &StoreSettings;
         fn while_held(&self, writer: &Writer, write: &mut dyn FnMut()) -> Hold;

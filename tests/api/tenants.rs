@@ -7,10 +7,16 @@ use catalog_jobs::jobs::Kind;
 use reqwest::Method;
 use serde_json::{json, Value};
 
+use std::sync::Arc;
+
+use catalog_jobs::catalog::products::{CatalogStore, MemoryCatalog, RedisCatalog};
+use catalog_jobs::jobs::fence::Unfenced;
+
 use crate::both_stores;
 use crate::helpers::{
-    create, keys_matching, new_job, settings, shared_redis, spawn_app_with, spawn_catalog_app,
-    store, tenant, test_config, Backend, Gate, TestApp, Tokens, OPERATOR,
+    blocking, create, keys_matching, new_job, settings, shared_redis, spawn_app_with,
+    spawn_catalog_app, store, tenant, test_config, Backend, Gate, RedisServer, TestApp, Tokens,
+    OPERATOR,
 };
 
 both_stores!(
@@ -18,6 +24,7 @@ both_stores!(
     removing_a_tenant_takes_its_catalogue_and_ended_jobs_and_is_idempotent,
     a_tenant_with_an_active_job_is_not_removed_and_nothing_changes,
     a_big_tenant_is_removed_with_its_counts_while_another_tenants_job_is_polled,
+    a_catalogue_of_its_own_clears_a_big_tenant_unlinking_and_leaves_nothing,
 );
 
 async fn a_purge_is_refused_while_a_job_is_active_and_then_removes_every_job_once(b: Backend) {
@@ -224,5 +231,57 @@ async fn a_big_tenant_is_removed_with_its_counts_while_another_tenants_job_is_po
         let left = keys_matching(&mut conn, &format!("*:{t}:*")).await;
         let left: Vec<_> = left.iter().filter(|k| !k.ends_with(":gone")).collect();
         assert!(left.is_empty(), "{left:?}");
+    }
+}
+
+/// The catalogue store's own clear, as a delete runs it when the catalogue is on a Redis of
+/// its own (the job store's purge cannot reach it): every count, nothing of the tenant left,
+/// and on Redis its keys UNLINKed (freed in Redis's background thread, as purge.lua does),
+/// never DELeted while every other call waits.
+async fn a_catalogue_of_its_own_clears_a_big_tenant_unlinking_and_leaves_nothing(b: Backend) {
+    let redis = match b {
+        Backend::Redis => Some(
+            tokio::task::spawn_blocking(|| RedisServer::start(false))
+                .await
+                .expect("the server starts"),
+        ),
+        Backend::Memory => None,
+    };
+    let catalog: Arc<dyn CatalogStore> = match &redis {
+        Some(r) => Arc::new(RedisCatalog::open(&r.url(), "cat").expect("the URL parses")),
+        None => Arc::new(MemoryCatalog::new()),
+    };
+    let t = tenant();
+    let products = catalog_jobs::catalog::demo::generate(BIG, 7);
+    let (c, tt) = (catalog.clone(), t.clone());
+    blocking(move || {
+        c.upsert(&tt, &products, &Unfenced)
+            .expect("the store takes them")
+    })
+    .await;
+    if let Some(r) = &redis {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut r.connection().await)
+            .await
+            .expect("CONFIG RESETSTAT");
+    }
+    let (c, tt) = (catalog.clone(), t.clone());
+    let cleared = blocking(move || c.clear(&tt).expect("the clear goes through")).await;
+    assert_eq!(cleared.products, BIG as u64);
+    let (c, tt) = (catalog.clone(), t.clone());
+    let left = blocking(move || c.all(&tt).expect("the store answers")).await;
+    assert!(left.is_empty(), "{} products left", left.len());
+    if let Some(r) = &redis {
+        let mut conn = r.connection().await;
+        let keys: u64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+        assert_eq!(keys, 0, "no key of the tenant is left");
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(stats.contains("cmdstat_unlink:"), "{stats}");
+        assert!(!stats.contains("cmdstat_del:"), "no DEL: {stats}");
     }
 }

@@ -1195,6 +1195,9 @@ async fn trimmed_jobs_that_ended_are_deleted_with_their_listing_entry(b: Stores)
 #[path = "conformance_keys.rs"]
 mod keys;
 
+#[path = "conformance_commit.rs"]
+mod commit;
+
 mod redis_only {
     use super::*;
     use crate::helpers::{config_set, keys_matching, memory_usage, shared_redis};

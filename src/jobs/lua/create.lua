@@ -32,6 +32,8 @@
 -- or end cancelled (asked to stop); any other stale holder is taken over and fenced off
 -- (superseded_by).
 -- Only a created job records its key and counts against the limit: a refusal changes nothing.
+-- The library holds this body as `create_one` (jobs/redis/scripts.rs): the `create` function
+-- runs it once, creates.lua once for each request of its call.
 local jobs, i = {}, 2
 for n = 1, A[1] + 0 do
   local job, after = new_record(i + 1)
@@ -56,7 +58,8 @@ if idem then
     return {'key_reused', seen[1]}
   end
 end
-local now = now_ms()
+-- A call of several creates read TIME once for all of them (creates.lua).
+local now = CALL_NOW or now_ms()
 local stale = {}
 for n = 1, #jobs do
   local new, holder = jobs[n], holders[n]

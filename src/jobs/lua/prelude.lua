@@ -166,7 +166,10 @@ local function enter_group(queue)
   K_QUEUE = ANCHOR
 end
 
-local function begin(keys, args)
+-- Starts a step whose keys are `keys` (its group's queue and migrating key first): what it
+-- declared, and nothing kept of the step before. A call is one step; a call of several
+-- creates (creates.lua) starts each request's step so, with the request's own keys.
+local function enter_step(keys)
   KEYS_, DECLARED, MISSED, LANES, LOOKED, RELEASED = keys, nil, nil, nil, 0, false
   N1, N2, N3, N4, N5, N6, N7, N8, N9 = keys[3], keys[4], keys[5], keys[6], keys[7], keys[8],
     keys[9], keys[10], keys[11]
@@ -175,6 +178,16 @@ local function begin(keys, args)
   MEMO_JOB, MEMO_LOCK, MEMO_TENANT, MEMO_LANE = nil, nil, nil, nil
   TOP_OF, CALLS = nil, CALLS + 1
   enter_group(keys[1])
+  ASKED = nil
+end
+
+-- The call's time when a call of several creates read it once for all of them (creates.lua);
+-- nil in any other call (`begin` empties it), whose step reads TIME itself (now_ms).
+local CALL_NOW
+
+local function begin(keys, args)
+  enter_step(keys)
+  CALL_NOW = nil
   local n = #args
   local settings = args[n]
   args[n] = nil
@@ -189,7 +202,6 @@ local function begin(keys, args)
     CHANNEL = P .. ':events'
   end
   A = args
-  ASKED = nil
 end
 -- A job's record: under its group's base when its id names a group (a version-8 id, its
 -- 15th character '8': `JobId` in jobs/mod.rs), else (made before groups, on a single Redis)

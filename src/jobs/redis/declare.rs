@@ -23,7 +23,7 @@ use crate::topology::{Connection, Primary};
 /// it met that the call left out) is given before it counts as the store being unavailable.
 /// A lane or a lease index that changed between two calls costs one more; five in a row is
 /// not a race but a store that answers nonsense.
-const STALE_TRIES: usize = 5;
+pub(super) const STALE_TRIES: usize = 5;
 
 /// How many jobs this process's creates add to a queue's head kept here: HEAD_NAMED in
 /// lua/prelude.lua, the head a claim answers at least.
@@ -48,6 +48,33 @@ fn stale_names(answer: &redis::Value) -> Option<Vec<String>> {
         .iter()
         .map(|name| redis::from_redis_value_ref(name).ok())
         .collect()
+}
+
+/// A step's answer read as `T`; none when it was `stale`, its names added to `declared` for
+/// the next call (`STALE_TRIES` at most: then `stale_too_often`).
+pub(super) fn read_unless_stale<T: redis::FromRedisValue>(
+    answer: redis::Value,
+    declared: &mut Vec<String>,
+) -> Option<Result<T, StoreError>> {
+    let Some(names) = stale_names(&answer) else {
+        return Some(
+            redis::from_redis_value(answer).map_err(|e| StoreError::Corrupt(e.to_string())),
+        );
+    };
+    for name in names {
+        if !declared.contains(&name) {
+            declared.push(name);
+        }
+    }
+    None
+}
+
+/// A step that answered `stale` at each of `STALE_TRIES` calls: not a race but a store that
+/// answers nonsense, counted as unavailable.
+pub(super) fn stale_too_often(function: &str) -> StoreError {
+    StoreError::Unavailable(format!(
+        "{function} met other keys at each of {STALE_TRIES} calls"
+    ))
 }
 
 /// The fields `Facts` are read from, in its order.
@@ -206,20 +233,11 @@ impl RedisStore {
             let mut inv = scripts::invocation(function, &self.settings, route);
             args(&mut inv);
             let answer: redis::Value = bounded_on(primary, inv.invoke_async(conn)).await?;
-            let Some(names) = stale_names(&answer) else {
-                return redis::from_redis_value(answer)
-                    .map_err(|e| StoreError::Corrupt(e.to_string()));
-            };
-            for name in names {
-                if !declared.contains(&name) {
-                    declared.push(name);
-                }
+            if let Some(read) = read_unless_stale(answer, &mut declared) {
+                return read;
             }
         }
-        Err(StoreError::Unavailable(format!(
-            "{} met other keys at each of {STALE_TRIES} calls",
-            function.name()
-        )))
+        Err(stale_too_often(&function.name()))
     }
 
     /// The keys a step in `group` that may end job `id` touches whatever the job (its record,

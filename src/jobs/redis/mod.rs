@@ -16,6 +16,8 @@ mod admin;
 mod audit;
 mod claims;
 mod clock;
+mod commit;
+mod creates;
 mod declare;
 mod listen;
 mod reads;
@@ -99,6 +101,8 @@ pub struct RedisStore {
     /// Each group's ready queue's head as the last claim there answered it: the jobs whose
     /// records the next claim (or a finish that claims) names (`declare.rs`).
     heads: Arc<Mutex<Vec<Vec<JobId>>>>,
+    /// The creates waiting for this process's create call in flight (`commit.rs`).
+    commits: Arc<commit::Commits>,
 }
 
 /// Every group's bit in `RedisStore::pending`.
@@ -144,6 +148,7 @@ impl RedisStore {
             pending: Arc::new(AtomicU64::new(ALL_GROUPS)),
             next_group: Arc::default(),
             heads: Arc::new(Mutex::new(vec![Vec::new(); GROUPS])),
+            commits: Arc::default(),
         })
     }
 

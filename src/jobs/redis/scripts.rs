@@ -45,7 +45,6 @@ macro_rules! functions {
 }
 
 functions! {
-    CREATE = "create",
     CLAIM = "claim",
     TICK = "tick",
     RENEW = "renew",
@@ -57,6 +56,20 @@ functions! {
     PURGE = "purge",
     AWAITED = "awaited",
 }
+
+/// create.lua's body, which the library holds as the Lua function `create_one` (put after
+/// the head): the `create` function runs it for its call's one request, `creates`
+/// (creates.lua) for each request of its call, in turn.
+const CREATE_ONE: &str = include_str!("../lua/create.lua");
+/// One create (create.lua's header says its arguments and answers).
+pub static CREATE: Function = Function("create");
+/// Several independent creates in one call (creates.lua).
+pub static CREATES: Function = Function("creates");
+/// The two create functions' bodies, registered like the scripts' (`BODIES`).
+const CREATE_BODIES: [(&str, &str); 2] = [
+    ("create", "return create_one()"),
+    ("creates", include_str!("../lua/creates.lua")),
+];
 
 impl Function {
     /// The function's name in Redis (`<library>_<script>`).
@@ -78,14 +91,18 @@ struct Library {
 }
 
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
-    let mut source = format!("{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n{WALKS}\n");
-    for &(script, body) in BODIES {
+    let head = format!(
+        "{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n{WALKS}\nlocal function create_one()\n{CREATE_ONE}\nend\n"
+    );
+    let bodies = || BODIES.iter().chain(&CREATE_BODIES);
+    let mut source = head.clone();
+    for &(script, body) in bodies() {
         source.push_str(script);
         source.push_str(body);
     }
     let name = format!("catalog_jobs_{:016x}", fnv1a(source.as_bytes()));
-    let mut code = format!("#!lua name={name}\n{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n{WALKS}\n");
-    for &(script, body) in BODIES {
+    let mut code = format!("#!lua name={name}\n{head}");
+    for &(script, body) in bodies() {
         code.push_str(&format!(
             "redis.register_function('{name}_{script}', function(keys, args)\nbegin(keys, args)\n{body}\nend)\n"
         ));
@@ -116,6 +133,24 @@ pub struct Call {
 }
 
 impl Call {
+    /// The arguments of a call to come, made before its keys are known: one create's, sent
+    /// alone or with others (`creates`; jobs/redis/commit.rs).
+    pub fn arguments() -> Self {
+        Self {
+            cmd: redis::Cmd::new(),
+            settings: None,
+        }
+    }
+
+    /// The arguments added, each as Redis is sent it.
+    pub fn into_arguments(self) -> Vec<Vec<u8>> {
+        let args = self.cmd.args_iter().filter_map(|arg| match arg {
+            redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+            _ => None,
+        });
+        args.collect()
+    }
+
     /// Adds an argument.
     pub fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
         self.cmd.arg(arg);

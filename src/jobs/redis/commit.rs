@@ -1,0 +1,239 @@
+//! Group commit of creates: while one create call of this process is in flight, the creates
+//! that arrive meanwhile wait, and go as one call (`creates` in lua/creates.lua) when it
+//! returns, up to `BATCH_MAX` a call. A lone create goes at once, alone (`create`): batching
+//! adds no wait to an idle store. Each request is answered as a call of its own would answer
+//! it; one call's entry cost, TIME and wake-up are paid for the batch.
+//!
+//! A call's keys share one hash slot on a Redis Cluster, so there a batch holds the creates of
+//! one slot group (a lane a group); on a single Redis, one lane takes every group's. A call
+//! that fails (Redis out of reach, no answer in time) fails each of its creates as a lone
+//! call's failure would; the script ran whole or not at all.
+
+use std::sync::{Mutex, PoisonError};
+
+use tokio::sync::oneshot;
+
+use super::super::keys::{Group, GROUPS};
+use super::super::store::StoreError;
+use super::scripts;
+use super::{bounded_on, store_error, RedisStore};
+
+/// The most creates one call carries: a call of 16 saved ~24 % of Redis's instructions a
+/// create against one each (scripts/lua_cost.py, docs/performance.md), and a bigger one keeps
+/// Redis busy longer in one go for little more.
+const BATCH_MAX: usize = 16;
+
+/// One create's call as it would go alone: its slot group, the keys it names after its
+/// group's two (`Route::declared`), and its own arguments (create.lua's header).
+pub(super) struct CreateCall {
+    pub(super) group: Group,
+    pub(super) declared: Vec<String>,
+    pub(super) args: Vec<Vec<u8>>,
+}
+
+/// What create.lua answered a create (its answer, `stale` included), or why its call failed.
+type Answer = Result<redis::Value, StoreError>;
+
+struct Waiting {
+    call: CreateCall,
+    answer: oneshot::Sender<Answer>,
+}
+
+/// A lane's creates: whether a call of it is in flight, and the creates waiting for the next.
+#[derive(Default)]
+struct Lane {
+    busy: bool,
+    waiting: Vec<Waiting>,
+}
+
+impl Lane {
+    /// The next batch: the oldest `BATCH_MAX` waiting creates.
+    fn next(&mut self) -> Vec<Waiting> {
+        let n = self.waiting.len().min(BATCH_MAX);
+        self.waiting.drain(..n).collect()
+    }
+}
+
+/// The creates waiting for a call, by lane: one a slot group (a cluster uses each; a single
+/// Redis only the first).
+pub(super) struct Commits {
+    lanes: Vec<Mutex<Lane>>,
+}
+
+impl Default for Commits {
+    fn default() -> Self {
+        Self {
+            lanes: (0..GROUPS).map(|_| Mutex::default()).collect(),
+        }
+    }
+}
+
+impl Commits {
+    fn lane(&self, at: usize) -> std::sync::MutexGuard<'_, Lane> {
+        self.lanes[at]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Ends a lane's run of calls however its task ends: a task dropped mid-call (its runtime shut
+/// down) leaves its lane free, and the creates waiting then fail as unanswered, rather than
+/// wait for ever for a call no task will make.
+struct Draining<'a> {
+    commits: &'a Commits,
+    at: usize,
+    done: bool,
+}
+
+impl Drop for Draining<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut lane = self.commits.lane(self.at);
+            lane.busy = false;
+            lane.waiting.clear();
+        }
+    }
+}
+
+impl RedisStore {
+    /// Runs one create's call: at once when no create call of its lane is in flight, else in
+    /// the next call of its lane, with the creates that waited beside it. Answers what
+    /// create.lua answered it.
+    pub(super) async fn create_call(&self, call: CreateCall) -> Answer {
+        let at = match self.on_cluster() {
+            true => call.group.index(),
+            false => 0,
+        };
+        let (answer, answered) = oneshot::channel();
+        let first = {
+            let mut lane = self.commits.lane(at);
+            lane.waiting.push(Waiting { call, answer });
+            match lane.busy {
+                true => None,
+                false => {
+                    lane.busy = true;
+                    Some(lane.next())
+                }
+            }
+        };
+        if let Some(batch) = first {
+            let store = self.clone();
+            tokio::spawn(async move { store.drain(at, batch).await });
+        }
+        answered.await.unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(
+                "the create's call ended unanswered".into(),
+            ))
+        })
+    }
+
+    /// Makes lane `at`'s calls, `batch` first, then each batch that waited meanwhile, until
+    /// none waits.
+    async fn drain(self, at: usize, mut batch: Vec<Waiting>) {
+        let mut draining = Draining {
+            commits: &self.commits,
+            at,
+            done: false,
+        };
+        loop {
+            let calls: Vec<&CreateCall> = batch.iter().map(|w| &w.call).collect();
+            match self.send_creates(&calls).await {
+                Ok(answers) => {
+                    for (waiting, answer) in batch.into_iter().zip(answers) {
+                        let _ = waiting.answer.send(answer);
+                    }
+                }
+                Err(e) => {
+                    for waiting in batch {
+                        let _ = waiting.answer.send(Err(e.clone()));
+                    }
+                }
+            }
+            let mut lane = self.commits.lane(at);
+            if lane.waiting.is_empty() {
+                lane.busy = false;
+                draining.done = true;
+                return;
+            }
+            batch = lane.next();
+        }
+    }
+
+    /// One call of `calls`: `create` for one, `creates` for several. Answers each its answer,
+    /// or the call's failure; a request whose step raised an error (`creates` answers it in
+    /// its place) is answered that error, as a call of its own would have failed.
+    async fn send_creates(&self, calls: &[&CreateCall]) -> Result<Vec<Answer>, StoreError> {
+        let (first, rest) = calls.split_first().expect("a batch holds a create");
+        let mut route = self.route(first.group);
+        route.declared.clone_from(&first.declared);
+        let inv = match rest.is_empty() {
+            true => {
+                let mut inv = scripts::invocation(&scripts::CREATE, &self.settings, route);
+                for arg in &first.args {
+                    inv.arg(arg);
+                }
+                inv
+            }
+            false => self.batch_invocation(route, calls),
+        };
+        let mut conn = self.write_connection().await?;
+        let answer: redis::Value = bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
+        if rest.is_empty() {
+            return Ok(vec![Ok(answer)]);
+        }
+        let answers: Vec<redis::Value> = redis::from_redis_value(answer)
+            .map_err(|e| StoreError::Corrupt(format!("creates answered no list: {e}")))?;
+        if answers.len() != calls.len() {
+            return Err(StoreError::Corrupt(
+                "creates answered a create short".into(),
+            ));
+        }
+        Ok(answers.into_iter().map(step_failed).collect())
+    }
+
+    /// A `creates` call of `calls`, along `route` (the first's): its KEYS each request's in
+    /// turn (its group's two, then its own), and for each its keys' place and number and its
+    /// arguments (lua/creates.lua).
+    fn batch_invocation(&self, mut route: scripts::Route, calls: &[&CreateCall]) -> scripts::Call {
+        let mut places = Vec::with_capacity(calls.len());
+        let mut from = 1;
+        for (n, call) in calls.iter().enumerate() {
+            if n > 0 {
+                route.declared.push(self.keys.queue(call.group));
+                route.declared.push(self.keys.migrating(call.group));
+                route.declared.extend(call.declared.iter().cloned());
+            }
+            let named = 2 + call.declared.len();
+            places.push((from, named));
+            from += named;
+        }
+        let mut inv = scripts::invocation(&scripts::CREATES, &self.settings, route);
+        inv.arg(calls.len());
+        for (call, (from, named)) in calls.iter().zip(places) {
+            inv.arg(from).arg(named).arg(call.args.len());
+            for arg in &call.args {
+                inv.arg(arg);
+            }
+        }
+        inv
+    }
+}
+
+/// A request's answer in a `creates` call, or the error its step raised (`{'error', message}`)
+/// as the store reads a lone call's failure with it (`store_error`: a WRONGTYPE is `Refused`).
+fn step_failed(answer: redis::Value) -> Answer {
+    let redis::Value::Array(words) = &answer else {
+        return Ok(answer);
+    };
+    match words.as_slice() {
+        [redis::Value::BulkString(word), redis::Value::BulkString(message)] if word == b"error" => {
+            let line = String::from_utf8_lossy(message).replace(['\r', '\n'], " ");
+            let error = match redis::parse_redis_value(format!("-{line}\r\n").as_bytes()) {
+                Ok(redis::Value::ServerError(e)) => e.into(),
+                Ok(_) | Err(_) => return Err(StoreError::Corrupt(line)),
+            };
+            Err(store_error(&error))
+        }
+        _ => Ok(answer),
+    }
+}

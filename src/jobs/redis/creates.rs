@@ -1,0 +1,196 @@
+//! The create path: a job, or a pipeline and its steps, made by create.lua in one step, its
+//! answer read into the store's values. Each create's call goes through the group commit
+//! (`commit.rs`): alone when no create call is in flight, else with the creates that queued
+//! meanwhile, in one call; either way create.lua answers it as a call of its own would.
+
+use std::time::Duration;
+
+use super::super::keys::Group;
+use super::super::pipeline;
+use super::super::runner::QUEUED_STEP;
+use super::super::store::{params_fingerprint, Created, NewJob, NewPipeline, StoreError};
+use super::super::{JobId, Kind, Status};
+use super::commit::CreateCall;
+use super::declare::{read_unless_stale, stale_too_often, STALE_TRIES};
+use super::record::{Field, Pairs};
+use super::scripts::{self, CreateCode};
+use super::RedisStore;
+
+/// What create.lua did: refused (the answer says why), or created, with the stale holders
+/// it took over.
+enum Made {
+    Refused(Created),
+    Created(New, Vec<JobId>),
+}
+
+/// How the job the request named was created, at the store's time.
+enum New {
+    Queued(u64),
+    Claimed(u64),
+    /// Waiting for its tenant's job ahead of it (its id and kind).
+    Waiting(u64, JobId, Kind),
+}
+
+/// Where a created answer of create.lua names the stale holders it took over.
+const TOOK_OVER_FROM: usize = 4;
+
+/// A new job's fields create.lua takes beside its origin (`Pairs::append_origin_to`): its
+/// step unless it is the usual `queued`, which create.lua writes when none is sent (two
+/// arguments less a create).
+fn created_fields(job: &NewJob) -> Pairs {
+    let fields = Pairs::default();
+    if job.step == QUEUED_STEP {
+        return fields;
+    }
+    fields.with(Field::Step, &job.step)
+}
+
+impl RedisStore {
+    /// create.lua for `worker` ("": queue the job; else claim it when nothing waits).
+    pub(super) async fn create_for(
+        &self,
+        job: NewJob,
+        worker: &str,
+    ) -> Result<Created, StoreError> {
+        let fields = created_fields(&job);
+        let (made, took_over) = match self.create_jobs(&job, vec![(&job, fields)], worker).await? {
+            Made::Refused(answer) => return Ok(answer),
+            Made::Created(made, took_over) => (made, took_over),
+        };
+        let max = self.settings.max_attempts;
+        let record = match made {
+            New::Claimed(now) => job.claimed_record(worker, now, max),
+            New::Queued(now) => job.record(Status::Queued, 0, &job.step, now, now, max),
+            New::Waiting(now, ahead, kind) => job.waiting_record(now, ahead, &kind, max),
+        };
+        Ok(Created::Created(Box::new(record), took_over))
+    }
+
+    /// create.lua for a pipeline and its steps, in one step; answers the pipeline as it reads
+    /// once created.
+    pub(super) async fn create_pipeline_jobs(
+        &self,
+        pipeline: NewPipeline,
+    ) -> Result<Created, StoreError> {
+        let mut jobs = vec![(
+            &pipeline.job,
+            created_fields(&pipeline.job)
+                .with_pieces(Field::Steps, &pipeline::encode(&pipeline.refs())),
+        )];
+        for (step, _) in &pipeline.steps {
+            jobs.push((step, created_fields(step)));
+        }
+        match self.create_jobs(&pipeline.job, jobs, "").await? {
+            Made::Refused(answer) => Ok(answer),
+            Made::Created(_, took_over) => self
+                .read_job(&pipeline.job.id)
+                .await?
+                .map(|s| Created::Created(Box::new(s), took_over))
+                .ok_or_else(|| StoreError::Corrupt("a created pipeline reads as missing".into())),
+        }
+    }
+
+    /// Runs create.lua for `jobs` (each its id and fields; the first is `first`, the job the
+    /// request named: its idempotency key, count and answer), claiming a lone job for `worker`
+    /// when nothing waits ahead of it.
+    async fn create_jobs(
+        &self,
+        first: &NewJob,
+        jobs: Vec<(&NewJob, Pairs)>,
+        worker: &str,
+    ) -> Result<Made, StoreError> {
+        let group = Group::of(&first.tenant);
+        let declared = self.creating(group, first, jobs.iter().map(|(job, _)| *job));
+        let mut args = scripts::Call::arguments();
+        args.arg(jobs.len());
+        for (job, fields) in &jobs {
+            args.arg(job.id.to_string());
+            fields.append_origin_to(job, &mut args);
+        }
+        args.arg(self.settings.creates_per_minute).arg(worker);
+        // Only a keyed create sends its key and the fingerprint it is checked against.
+        if let Some(key) = &first.idempotency_key {
+            args.arg(key).arg(params_fingerprint(&first.params));
+        }
+        let answer = self
+            .create_declaring(group, declared, args.into_arguments())
+            .await?;
+        let at = |i: usize, what: &str| {
+            answer
+                .get(i)
+                .ok_or_else(|| StoreError::Corrupt(format!("create answered no {what}")))
+        };
+        let job_id = |i: usize| {
+            JobId::parse(at(i, "job id")?)
+                .map_err(|_| StoreError::Corrupt("create named no job id".into()))
+        };
+        let number = |i: usize, what: &str| {
+            at(i, what)?
+                .parse::<u64>()
+                .map_err(|_| StoreError::Corrupt(format!("create answered no {what}")))
+        };
+        let refused = match CreateCode::parse(at(0, "code")?)? {
+            CreateCode::Held => Created::AlreadyRunning(job_id(1)?),
+            CreateCode::QueueFull => Created::QueueFull,
+            CreateCode::Replayed => Created::Replayed(job_id(1)?),
+            CreateCode::KeyReused => Created::KeyReused(job_id(1)?),
+            CreateCode::RateLimited => {
+                Created::RateLimited(Duration::from_millis(number(1, "delay")?))
+            }
+            code => {
+                // The job it retries was marked in this step (`retried_as`): a copy is stale.
+                if let Some(old) = first.origin.retry_of {
+                    self.finished.forget(&old);
+                }
+                // `WAIT` follows the create on the connection it went over (the writer's).
+                let mut conn = self.write_connection().await?;
+                self.replicated(&mut conn, &self.keys.job(&first.id), Some(first.id))
+                    .await?;
+                let now = number(1, "time")?;
+                let new = match code {
+                    CreateCode::Claimed => New::Claimed(now),
+                    CreateCode::Waiting => {
+                        let kind = Kind::parse(at(3, "kind")?)
+                            .map_err(|_| StoreError::Corrupt("create named no kind".into()))?;
+                        New::Waiting(now, job_id(2)?, kind)
+                    }
+                    _ => {
+                        // Only a job put in the ready queue gives its group's queue work: one
+                        // claimed here or waiting behind its tenant's job does not.
+                        self.mark(group);
+                        if jobs.len() == 1 {
+                            self.queued_here(group, first.id);
+                        }
+                        New::Queued(now)
+                    }
+                };
+                let took_over = (TOOK_OVER_FROM..answer.len()).map(job_id);
+                return Ok(Made::Created(new, took_over.collect::<Result<_, _>>()?));
+            }
+        };
+        Ok(Made::Refused(refused))
+    }
+
+    /// Runs one create's call (`commit.rs`) naming `declared` (after its group's two keys)
+    /// with `args`; a `stale` answer (the step met keys the call left out, and wrote nothing)
+    /// is followed by the same call naming those too, up to `STALE_TRIES` calls.
+    async fn create_declaring(
+        &self,
+        group: Group,
+        mut declared: Vec<String>,
+        args: Vec<Vec<u8>>,
+    ) -> Result<Vec<String>, StoreError> {
+        for _ in 0..STALE_TRIES {
+            let call = CreateCall {
+                group,
+                declared: declared.clone(),
+                args: args.clone(),
+            };
+            let answer = self.create_call(call).await?;
+            if let Some(read) = read_unless_stale(answer, &mut declared) {
+                return read;
+            }
+        }
+        Err(stale_too_often(&scripts::CREATE.name()))
+    }
+}

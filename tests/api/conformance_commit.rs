@@ -1,0 +1,286 @@
+//! Group commit of creates (issue 20): a process's creates that arrive while its last create
+//! call is in flight go as one call (`creates`, lua/creates.lua), each answered as a call of
+//! its own would answer it, in order; one request's refusal or error changes nothing for it
+//! and leaves the others created.
+
+use std::sync::Arc;
+
+use catalog_jobs::jobs::keys::Group;
+use catalog_jobs::jobs::redis::record::Pairs;
+use catalog_jobs::jobs::redis::scripts::{self, Call, Route};
+use catalog_jobs::jobs::redis::RedisStore;
+use catalog_jobs::jobs::store::{params_fingerprint, Created, JobStore, NewJob, StoreSettings};
+use catalog_jobs::jobs::{Kind, Status, TenantId};
+use futures_util::future::join_all;
+
+use crate::helpers::{
+    clear_of_a_minute_edge, command_counts, create, created, new_job, settings, tenant,
+    tenant_beside, RedisServer,
+};
+
+/// Two creates of each test kind (`sync`, `enrich`) for each of `tenants`: the second round
+/// after the first.
+fn twice_each(tenants: &[TenantId]) -> Vec<NewJob> {
+    let round = || {
+        let kinds = tenants
+            .iter()
+            .flat_map(|t| [new_job(t, "sync"), new_job(t, "enrich")]);
+        kinds.collect::<Vec<_>>()
+    };
+    [round(), round()].concat()
+}
+
+/// Creates `jobs` all at once through `s`: what the store answered each, in their order.
+async fn create_all(s: &Arc<dyn JobStore>, jobs: &[NewJob]) -> Vec<Created> {
+    let creates = jobs.iter().map(|job| {
+        let s = s.clone();
+        let job = job.clone();
+        tokio::spawn(async move { s.create(job).await.expect("the store answers") })
+    });
+    join_all(creates)
+        .await
+        .into_iter()
+        .map(|done| done.expect("the create ran to its end"))
+        .collect()
+}
+
+/// 64 creates at once, of 16 tenants, two kinds each and each kind twice: every tenant and
+/// kind gets one job, the other create of it is answered `AlreadyRunning` with that job (as
+/// two calls in turn), and Redis ran fewer create calls than there were creates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_go_in_fewer_calls_and_each_is_answered_as_if_alone() {
+    let redis = RedisServer::start(false);
+    let s: Arc<dyn JobStore> = Arc::new(RedisStore::open(&redis.url(), settings()).unwrap());
+    // The library is loaded (a first call) before the counts start.
+    created(&*s, &tenant(), "sync").await;
+    let mut conn = redis.connection().await;
+    let before = command_counts(&mut conn).await["fcall"];
+    let tenants: Vec<TenantId> = (0..16).map(|_| tenant()).collect();
+    let jobs = twice_each(&tenants);
+    let answers = create_all(&s, &jobs).await;
+    let fcalls = command_counts(&mut conn).await["fcall"] - before;
+    assert!(
+        fcalls < jobs.len() as u64 / 2,
+        "{fcalls} create calls for {} creates",
+        jobs.len()
+    );
+    one_job_each_and_the_other_held(&*s, &tenants, &jobs, &answers).await;
+}
+
+/// Each tenant and kind of `tenants` has one job of the creates `jobs` (answered `answers`),
+/// queued, and every other create of it was answered `AlreadyRunning` with that job.
+async fn one_job_each_and_the_other_held(
+    s: &dyn JobStore,
+    tenants: &[TenantId],
+    jobs: &[NewJob],
+    answers: &[Created],
+) {
+    for t in tenants {
+        for kind in ["sync", "enrich"] {
+            let of = |job: &&NewJob| job.tenant == *t && job.kind.as_str() == kind;
+            let mine: Vec<_> = jobs.iter().zip(answers).filter(|(j, _)| of(j)).collect();
+            let made: Vec<_> = mine
+                .iter()
+                .filter(|(_, a)| matches!(a, Created::Created(..)))
+                .collect();
+            assert_eq!(made.len(), 1, "{t}/{kind}: {mine:?}");
+            let holder = made[0].0.id;
+            for (job, answer) in &mine {
+                match answer {
+                    Created::Created(snapshot, _) => {
+                        assert_eq!((snapshot.job_id, snapshot.status), (job.id, Status::Queued))
+                    }
+                    Created::AlreadyRunning(id) => assert_eq!(*id, holder, "{t}/{kind}"),
+                    other => panic!("{t}/{kind}: {other:?}"),
+                }
+            }
+            let read = s.get(&holder).await.unwrap().expect("the job reads");
+            assert_eq!(read.status, Status::Queued);
+        }
+    }
+}
+
+/// On a Redis Cluster a call's keys share one slot: concurrent creates of tenants of one slot
+/// group and of several go through (a batch holds one group's), each answered as if alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_concurrent_creates_of_one_group_and_of_many_are_answered_as_if_alone() {
+    let s = crate::helpers::cluster_job_store(settings());
+    let first = tenant();
+    let mut tenants: Vec<TenantId> = (0..8).map(|_| tenant_beside(&first)).collect();
+    tenants.extend((0..8).map(|_| tenant()));
+    // Every group's library loaded and connection made before the creates at once.
+    for t in &tenants {
+        created(&*s, &tenant_beside(t), "sync").await;
+    }
+    let jobs = twice_each(&tenants);
+    let answers = create_all(&s, &jobs).await;
+    one_job_each_and_the_other_held(&*s, &tenants, &jobs, &answers).await;
+}
+
+/// One create request as the store lays it out for a call (`creating` in jobs/redis/declare.rs,
+/// create.lua's arguments): its group, the keys it names after its group's two (with `more`),
+/// and its arguments, under a limit of `limit` creates a minute.
+fn request(s: &RedisStore, job: &NewJob, limit: u32, more: &[String]) -> Request {
+    let (k, t, group) = (s.keys(), &job.tenant, Group::of(&job.tenant));
+    let mut keys = vec![
+        k.tenant(t),
+        k.waiting(group),
+        k.leases(group),
+        k.everyone(group),
+        k.recent_tenants(group),
+        k.job(&job.id),
+        k.lock(t, &job.kind),
+    ];
+    let mut args = Call::arguments();
+    args.arg(1).arg(job.id.to_string());
+    Pairs::default().append_origin_to(job, &mut args);
+    args.arg(limit).arg("");
+    if let Some(key) = &job.idempotency_key {
+        keys.push(k.idem(t, &job.kind, key));
+        keys.push(k.tenant_idem(t));
+        args.arg(key).arg(params_fingerprint(&job.params));
+    }
+    keys.extend(more.iter().cloned());
+    Request(group, keys, args.into_arguments())
+}
+
+struct Request(Group, Vec<String>, Vec<Vec<u8>>);
+
+/// One `creates` call of `requests` (lua/creates.lua): KEYS each request's in turn, then for
+/// each its keys' place and number and its arguments.
+fn creates_call(s: &RedisStore, requests: &[Request]) -> Call {
+    let k = s.keys();
+    let mut declared = Vec::new();
+    let mut places = Vec::new();
+    let mut from = 1;
+    for (n, Request(group, keys, _)) in requests.iter().enumerate() {
+        if n > 0 {
+            declared.push(k.queue(*group));
+            declared.push(k.migrating(*group));
+        }
+        declared.extend(keys.iter().cloned());
+        places.push((from, 2 + keys.len()));
+        from += 2 + keys.len();
+    }
+    let group = requests[0].0;
+    let route = Route {
+        queue: k.queue(group),
+        migrating: k.migrating(group),
+        declared,
+        cluster: false,
+    };
+    let mut inv = scripts::invocation(&scripts::CREATES, s.settings(), route);
+    inv.arg(requests.len());
+    for (Request(_, _, args), (from, named)) in requests.iter().zip(places) {
+        inv.arg(from).arg(named).arg(args.len());
+        for arg in args {
+            inv.arg(arg);
+        }
+    }
+    inv
+}
+
+/// A create's answer as words.
+fn words(answer: &redis::Value) -> Vec<String> {
+    redis::from_redis_value_ref(answer).expect("an answer of words")
+}
+
+/// A job of `t` with the idempotency key `key-1`.
+fn keyed_job(t: &TenantId) -> NewJob {
+    NewJob {
+        idempotency_key: Some("key-1".into()),
+        ..new_job(t, "sync")
+    }
+}
+
+/// The job's status as the store reads it; none for a job never written.
+async fn status(s: &RedisStore, job: &NewJob) -> Option<Status> {
+    s.get(&job.id).await.unwrap().map(|read| read.status)
+}
+
+/// The string at `key`, if any.
+async fn value_at(conn: &mut redis::aio::MultiplexedConnection, key: String) -> Option<String> {
+    redis::cmd("GET").arg(key).query_async(conn).await.unwrap()
+}
+
+/// One call of several creates: a held tenant, a replayed idempotency key, a rate-limited
+/// tenant, one whose step meets a key its request left out (`stale`), one whose listing is a
+/// key of another type (an error), and two creates of one tenant and kind (the second sees the
+/// first): each is answered as its own call would answer it, the refused change nothing, and
+/// the rest are created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_call_of_several_creates_answers_each_as_alone_and_a_refusal_changes_nothing() {
+    clear_of_a_minute_edge().await;
+    let redis = RedisServer::start(false);
+    let settings = StoreSettings {
+        creates_per_minute: 2,
+        ..settings()
+    };
+    let s = RedisStore::open(&redis.url(), settings).unwrap();
+    let k = s.keys().clone();
+    let (held, stale, keyed, limited) = (tenant(), tenant(), tenant(), tenant());
+    let holder = created(&s, &held, "sync").await;
+    let stale_holder = created(&s, &stale, "sync").await;
+    let first_keyed = keyed_job(&keyed);
+    create(&s, &first_keyed).await;
+    created(&s, &limited, "sync").await;
+    created(&s, &limited, "enrich").await;
+    let wrong = tenant();
+    let mut conn = redis.connection().await;
+    let _: () = redis::cmd("SET")
+        .arg(k.tenant(&wrong))
+        .arg("not a listing")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let (fresh, twice) = (tenant(), tenant());
+    let (a, b, c) = (
+        new_job(&twice, "sync"),
+        new_job(&twice, "sync"),
+        new_job(&twice, "enrich"),
+    );
+    let jobs = [
+        (new_job(&fresh, "sync"), vec![]),
+        (new_job(&held, "sync"), vec![k.job(&holder.id)]),
+        (a.clone(), vec![]),
+        (new_job(&stale, "sync"), vec![]),
+        (keyed_job(&keyed), vec![k.job(&first_keyed.id)]),
+        (b.clone(), vec![k.job(&a.id)]),
+        (new_job(&limited, "pair"), vec![]),
+        (new_job(&wrong, "sync"), vec![]),
+        (c.clone(), vec![]),
+        (new_job(&fresh, "enrich"), vec![]),
+    ];
+    let requests: Vec<Request> = jobs
+        .iter()
+        .map(|(job, more)| request(&s, job, 2, more))
+        .collect();
+    let answer: Vec<redis::Value> = creates_call(&s, &requests)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let answers: Vec<Vec<String>> = answer.iter().map(words).collect();
+    assert_eq!(answers.len(), jobs.len(), "{answers:?}");
+    let word = |n: usize| answers[n][0].as_str();
+    for created in [0, 2, 8, 9] {
+        assert_eq!(word(created), "queued", "{created}: {answers:?}");
+        assert_eq!(status(&s, &jobs[created].0).await, Some(Status::Queued));
+    }
+    assert_eq!(answers[1], ["held", &holder.id.to_string()]);
+    assert_eq!(answers[3], ["stale", &k.job(&stale_holder.id)]);
+    assert_eq!(answers[4], ["replayed", &first_keyed.id.to_string()]);
+    assert_eq!(answers[5], ["held", &a.id.to_string()]);
+    assert_eq!(word(6), "rate_limited", "{answers:?}");
+    assert_eq!(word(7), "error", "{answers:?}");
+    assert!(answers[7][1].starts_with("WRONGTYPE "), "{answers:?}");
+    for refused in [1, 3, 4, 5, 6, 7] {
+        assert_eq!(status(&s, &jobs[refused].0).await, None, "{refused}");
+    }
+    assert_eq!(s.recent(&limited, 10).await.unwrap().len(), 2);
+    assert_eq!(s.recent(&stale, 10).await.unwrap().len(), 1);
+    let kept = value_at(&mut conn, k.tenant(&wrong)).await;
+    assert_eq!(kept.as_deref(), Some("not a listing"));
+    let lock = value_at(&mut conn, k.lock(&twice, &Kind::parse("sync").unwrap())).await;
+    assert_eq!(lock, Some(a.id.to_string()));
+    assert_eq!(s.recent(&twice, 10).await.unwrap().len(), 2);
+}

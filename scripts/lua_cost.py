@@ -11,10 +11,11 @@ instructions a job after a warm-up.
     N=1000 scripts/lua_cost.py 12c0efa
     SPLIT=1 scripts/lua_cost.py .         # and each call's share: N creates, N polls, N finishes
                                           # and N finishes that claim a queued job (see `claiming`)
-    BATCH=1,4,8 scripts/lua_cost.py .     # and N creates of one slot group's tenants, 1, 4 and 8
-                                          # requests a call of create.lua wrapped to take several
-                                          # (`batched`: what creates of several requests in one
-                                          # call would save; not the service's protocol)
+    BATCH=1,4,16 scripts/lua_cost.py .    # and N creates of one slot group's tenants, 1, 4 and 16
+                                          # requests a call: the service's own `create` and
+                                          # `creates` calls (jobs/redis/commit.rs) where the
+                                          # revision has them, else create.lua wrapped to take
+                                          # several (`batched`: a measurement, not a protocol)
 
 
 The library is assembled as jobs/redis/scripts.rs assembles it (record, prelude, order, then
@@ -67,14 +68,25 @@ def functions(rev: str) -> list:
     except subprocess.CalledProcessError:
         listed = ""
     found = re.findall(r'^\s+[A-Z_]+ = "(\w+)", (true|false);$', listed, re.M)
+    # Where create.lua is the library's `create_one` (CREATE_ONE), it is not in the list.
+    create = ["create"] if real_creates(rev) else []
     if found:
         return [(script, guarded == "true") for script, guarded in found]
     # Every script guarded (its begin builds the declared set), or none.
     prelude = source(rev, "src/jobs/lua/prelude.lua")
     every = ("DECLARED[keys[i]] = true" in prelude or "DECLARED[KEYS_[i]] = true" in prelude) \
         and "begin(keys, args, guarded)" not in prelude
-    named = re.findall(r'^\s+[A-Z_]+ = "(\w+)",$', listed, re.M) or SCRIPTS
+    named = create + re.findall(r'^\s+[A-Z_]+ = "(\w+)",$', listed, re.M) or SCRIPTS
     return [(script, every) for script in named]
+
+
+def real_creates(rev: str) -> bool:
+    """Whether the revision's library holds create.lua as `create_one`, run by `create` once
+    and by `creates` (lua/creates.lua: the service's group commit) once a request."""
+    try:
+        return "CREATE_ONE" in source(rev, "src/jobs/redis/scripts.rs")
+    except (OSError, subprocess.CalledProcessError):
+        return False
 
 
 def library(rev: str, name: str) -> str:
@@ -86,15 +98,24 @@ def library(rev: str, name: str) -> str:
     except (OSError, subprocess.CalledProcessError):
         pass
     head = "\n".join(source(rev, f"src/jobs/lua/{f}.lua") for f in heads)
+    real = real_creates(rev)
+    if real:
+        head += (f"\nlocal function create_one(at, last)\n"
+                 f"{source(rev, 'src/jobs/lua/create.lua')}\nend\n")
     code = f"#!lua name={name}\n{head}\n"
     for script, guarded in functions(rev):
         begin = "begin(keys, args)" if grouped(rev) else "begin(args)"
         if guarded and "function begin(keys, args, guarded)" in head:
             begin = "begin(keys, args, true)"
         body = source(rev, f"src/jobs/lua/{script}.lua")
+        if real and script == "create":
+            body = "return create_one(1, #A)"
         code += (f"redis.register_function('{name}_{script}', function(keys, args)\n"
                  f"{begin}\n{body}\nend)\n")
-        if script == "create" and os.environ.get("BATCH"):
+        if real and script == "create":
+            code += (f"redis.register_function('{name}_creates', function(keys, args)\n"
+                     f"{begin}\n{source(rev, 'src/jobs/lua/creates.lua')}\nend)\n")
+        elif script == "create" and os.environ.get("BATCH"):
             code += (f"redis.register_function('{name}_batch', function(keys, args)\n"
                      f"{begin}\n{batched(rev)}\nend)\n")
     return code
@@ -106,6 +127,7 @@ class Layout:
     version-8 id's last byte), or, before groups, one namespace and v4 ids."""
 
     def __init__(self, rev: str):
+        self.rev = rev
         self.tags = None
         self.guarded = dict(functions(rev))
         self.prelude = source(rev, "src/jobs/lua/prelude.lua")
@@ -373,17 +395,30 @@ def batches(r: Redis, lib: str, layout: Layout, n: int, pid: int, sizes: list, p
     for size in sizes:
         jobs = [(layout.job_id(t), t) for t in itertools.islice(in_group, n)]
         calls = []
+        real = real_creates(layout.rev)
         for start in range(0, n, size):
             keys, args = [], [min(size, n - start)]
             for job, tenant in jobs[start:start + size]:
-                keys += [k for k in layout.create_keys(job, tenant)[1:] if k not in keys]
                 own = create_args(layout, job, tenant)
+                if real:
+                    # The service's own call (jobs/redis/commit.rs): every request's keys,
+                    # each once, then each request's group's queue and its arguments.
+                    named = layout.create_keys(job, tenant)[1:]
+                    keys += [k for k in named if k not in keys]
+                    args += [named[0], len(own), *own]
+                    continue
+                keys += [k for k in layout.create_keys(job, tenant)[1:] if k not in keys]
                 args += [len(own), *own]
-            calls.append(encode("FCALL", f"{lib}_batch", len(keys), *keys, *layout.settings,
-                                *args, *layout.tail))
+            function = "create" if real and size == 1 else "creates" if real else "batch"
+            if function == "create":
+                args = args[3:]
+            calls.append(encode("FCALL", f"{lib}_{function}", len(keys), *keys,
+                                *layout.settings, *args, *layout.tail))
         subprocess.run(["callgrind_control", "-z", str(pid)], stdout=subprocess.DEVNULL)
         for start in range(0, len(calls), PIPELINED):
             for answer in r.pipe(calls[start:start + PIPELINED]):
+                if size == 1 and real_creates(layout.rev) and not isinstance(answer, Exception):
+                    answer = [answer]
                 if isinstance(answer, Exception) or any(a[0] != b"claimed" for a in answer):
                     raise SystemExit(f"a batched create answered {answer}")
         subprocess.run(["callgrind_control", "-d", str(pid)], stdout=subprocess.DEVNULL)

@@ -146,33 +146,28 @@ fn request(s: &RedisStore, job: &NewJob, limit: u32, more: &[String]) -> Request
 
 struct Request(Group, Vec<String>, Vec<Vec<u8>>);
 
-/// One `creates` call of `requests` (lua/creates.lua): KEYS each request's in turn, then for
-/// each its keys' place and number and its arguments.
+/// One `creates` call of `requests` (lua/creates.lua): KEYS every key a request names, each
+/// once, then for each request its group's queue and its arguments.
 fn creates_call(s: &RedisStore, requests: &[Request]) -> Call {
     let k = s.keys();
-    let mut declared = Vec::new();
-    let mut places = Vec::new();
-    let mut from = 1;
-    for (n, Request(group, keys, _)) in requests.iter().enumerate() {
-        if n > 0 {
-            declared.push(k.queue(*group));
-            declared.push(k.migrating(*group));
+    let mut declared: Vec<String> = Vec::new();
+    for Request(group, keys, _) in requests {
+        for key in [k.queue(*group), k.migrating(*group)].iter().chain(keys) {
+            if !declared.contains(key) {
+                declared.push(key.clone());
+            }
         }
-        declared.extend(keys.iter().cloned());
-        places.push((from, 2 + keys.len()));
-        from += 2 + keys.len();
     }
-    let group = requests[0].0;
     let route = Route {
-        queue: k.queue(group),
-        migrating: k.migrating(group),
+        queue: declared.remove(0),
+        migrating: declared.remove(0),
         declared,
         cluster: false,
     };
     let mut inv = scripts::invocation(&scripts::CREATES, s.settings(), route);
     inv.arg(requests.len());
-    for (Request(_, _, args), (from, named)) in requests.iter().zip(places) {
-        inv.arg(from).arg(named).arg(args.len());
+    for Request(group, _, args) in requests {
+        inv.arg(k.queue(*group)).arg(args.len());
         for arg in args {
             inv.arg(arg);
         }

@@ -32,15 +32,17 @@
 -- or end cancelled (asked to stop); any other stale holder is taken over and fenced off
 -- (superseded_by).
 -- Only a created job records its key and counts against the limit: a refusal changes nothing.
--- The library holds this body as `create_one` (jobs/redis/scripts.rs): the `create` function
--- runs it once, creates.lua once for each request of its call.
-local jobs, i = {}, 2
-for n = 1, A[1] + 0 do
+-- The library holds this body as `create_one(at, last)` (jobs/redis/scripts.rs): the `create`
+-- function runs it once, on its arguments, creates.lua once for each request of its call.
+-- The request's arguments are A[at .. last] (a call of several creates holds several).
+local jobs, i = {}, at + 1
+for n = 1, A[at] + 0 do
   local job, after = new_record(i + 1)
   jobs[n] = {id = A[i], job = job}
   i = after
 end
-local limit, worker, idem_key, fingerprint = A[i] + 0, A[i + 1], A[i + 2], A[i + 3]
+local limit, worker, idem_key, fingerprint = A[i] + 0, A[i + 1], nil, nil
+if i + 3 <= last then idem_key, fingerprint = A[i + 2], A[i + 3] end
 local first = jobs[1]
 local tenant = first.job.tenant
 local idem = idem_key and k_idem(tenant, first.job.kind, idem_key) or nil

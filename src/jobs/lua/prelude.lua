@@ -166,18 +166,22 @@ local function enter_group(queue)
   K_QUEUE = ANCHOR
 end
 
--- Starts a step whose keys are `keys` (its group's queue and migrating key first): what it
--- declared, and nothing kept of the step before. A call is one step; a call of several
--- creates (creates.lua) starts each request's step so, with the request's own keys.
-local function enter_step(keys)
-  KEYS_, DECLARED, MISSED, LANES, LOOKED, RELEASED = keys, nil, nil, nil, 0, false
-  N1, N2, N3, N4, N5, N6, N7, N8, N9 = keys[3], keys[4], keys[5], keys[6], keys[7], keys[8],
-    keys[9], keys[10], keys[11]
+-- Starts a step in the group whose ready queue is `queue`, declaring `keys` (the call's
+-- KEYS), with nothing kept of the step before. A call is one step; a call of several creates
+-- (creates.lua) starts each request's step so, in the request's group, and keeps the set of
+-- its KEYS made for the one before (`declared`: the same KEYS).
+local function enter_step(keys, queue)
+  if keys ~= KEYS_ then
+    KEYS_, DECLARED = keys, nil
+    N1, N2, N3, N4, N5, N6, N7, N8, N9 = keys[3], keys[4], keys[5], keys[6], keys[7], keys[8],
+      keys[9], keys[10], keys[11]
+  end
+  MISSED, LANES, LOOKED, RELEASED = nil, nil, 0, false
   MEMO_ID, MEMO_LT, MEMO_LK, MEMO_TT, MEMO_LNT, MEMO_HOUR, MEMO_CT = nil, nil, nil, nil, nil,
     nil, nil
   MEMO_JOB, MEMO_LOCK, MEMO_TENANT, MEMO_LANE = nil, nil, nil, nil
   TOP_OF, CALLS = nil, CALLS + 1
-  enter_group(keys[1])
+  enter_group(queue)
   ASKED = nil
 end
 
@@ -186,7 +190,9 @@ end
 local CALL_NOW
 
 local function begin(keys, args)
-  enter_step(keys)
+  -- A call's KEYS are a table of its own (the last call's is still held here, so never at
+  -- the same address): its set is made anew.
+  enter_step(keys, keys[1])
   CALL_NOW = nil
   local n = #args
   local settings = args[n]

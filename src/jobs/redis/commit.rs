@@ -9,6 +9,7 @@
 //! that fails (Redis out of reach, no answer in time) fails each of its creates as a lone
 //! call's failure would; the script ran whole or not at all.
 
+use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::oneshot;
@@ -18,10 +19,10 @@ use super::super::store::StoreError;
 use super::scripts;
 use super::{bounded_on, store_error, RedisStore};
 
-/// The most creates one call carries: a call of 16 saved ~24 % of Redis's instructions a
-/// create against one each (scripts/lua_cost.py, docs/performance.md), and a bigger one keeps
-/// Redis busy longer in one go for little more.
-const BATCH_MAX: usize = 16;
+/// The most creates one call carries: Redis's instructions a create fall ~12 % at 4 a call
+/// and ~15 % at 8 against one a call, and rise again at 16 (scripts/lua_cost.py,
+/// docs/performance.md), while a bigger call holds Redis longer in one go.
+const BATCH_MAX: usize = 8;
 
 /// One create's call as it would go alone: its slot group, the keys it names after its
 /// group's two (`Route::declared`), and its own arguments (create.lua's header).
@@ -191,26 +192,24 @@ impl RedisStore {
         Ok(answers.into_iter().map(step_failed).collect())
     }
 
-    /// A `creates` call of `calls`, along `route` (the first's): its KEYS each request's in
-    /// turn (its group's two, then its own), and for each its keys' place and number and its
-    /// arguments (lua/creates.lua).
+    /// A `creates` call of `calls`, along `route` (the first's): its KEYS every key a request
+    /// names, each once (its group's two, then its own), and for each request its group's
+    /// queue and its arguments (lua/creates.lua).
     fn batch_invocation(&self, mut route: scripts::Route, calls: &[&CreateCall]) -> scripts::Call {
-        let mut places = Vec::with_capacity(calls.len());
-        let mut from = 1;
-        for (n, call) in calls.iter().enumerate() {
-            if n > 0 {
-                route.declared.push(self.keys.queue(call.group));
-                route.declared.push(self.keys.migrating(call.group));
-                route.declared.extend(call.declared.iter().cloned());
+        let mut named: HashSet<String> = route.declared.iter().cloned().collect();
+        named.extend([route.queue.clone(), route.migrating.clone()]);
+        for call in &calls[1..] {
+            let group = [self.keys.queue(call.group), self.keys.migrating(call.group)];
+            for key in group.into_iter().chain(call.declared.iter().cloned()) {
+                if named.insert(key.clone()) {
+                    route.declared.push(key);
+                }
             }
-            let named = 2 + call.declared.len();
-            places.push((from, named));
-            from += named;
         }
         let mut inv = scripts::invocation(&scripts::CREATES, &self.settings, route);
         inv.arg(calls.len());
-        for (call, (from, named)) in calls.iter().zip(places) {
-            inv.arg(from).arg(named).arg(call.args.len());
+        for call in calls {
+            inv.arg(self.keys.queue(call.group)).arg(call.args.len());
             for arg in &call.args {
                 inv.arg(arg);
             }

@@ -57,9 +57,9 @@ functions! {
     AWAITED = "awaited",
 }
 
-/// create.lua's body, which the library holds as the Lua function `create_one` (put after
-/// the head): the `create` function runs it for its call's one request, `creates`
-/// (creates.lua) for each request of its call, in turn.
+/// create.lua's body, which the library holds as the Lua function `create_one(at, last)` (put
+/// after the head; the request's arguments are `A[at..=last]`): the `create` function runs it
+/// for its call's one request, `creates` (creates.lua) for each request of its call, in turn.
 const CREATE_ONE: &str = include_str!("../lua/create.lua");
 /// One create (create.lua's header says its arguments and answers).
 pub static CREATE: Function = Function("create");
@@ -67,7 +67,7 @@ pub static CREATE: Function = Function("create");
 pub static CREATES: Function = Function("creates");
 /// The two create functions' bodies, registered like the scripts' (`BODIES`).
 const CREATE_BODIES: [(&str, &str); 2] = [
-    ("create", "return create_one()"),
+    ("create", "return create_one(1, #A)"),
     ("creates", include_str!("../lua/creates.lua")),
 ];
 
@@ -92,7 +92,7 @@ struct Library {
 
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let head = format!(
-        "{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n{WALKS}\nlocal function create_one()\n{CREATE_ONE}\nend\n"
+        "{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n{WALKS}\nlocal function create_one(at, last)\n{CREATE_ONE}\nend\n"
     );
     let bodies = || BODIES.iter().chain(&CREATE_BODIES);
     let mut source = head.clone();

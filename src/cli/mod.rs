@@ -175,7 +175,10 @@ async fn watch(client: &Client, id: &str, json: bool) -> Result<Exit, ClientErro
     }
 }
 
-/// One page of jobs (or, with `--all`, every page), then where the next page starts.
+/// One page of `--limit` jobs (or, with `--all`, every page), then where the next page
+/// starts. The service may answer a filtered listing a short page and a cursor (it reads a
+/// bounded stretch of the index each call), so a page is read on until it holds `--limit`
+/// jobs or the listing ends: a short page printed as it came would read "no such jobs".
 async fn jobs(client: &Client, args: &JobsArgs) -> Result<Exit, ClientError> {
     let mut query = JobQuery {
         tenant: args.tenant.as_deref(),
@@ -188,8 +191,14 @@ async fn jobs(client: &Client, args: &JobsArgs) -> Result<Exit, ClientError> {
     loop {
         let page = client.list(&query).await?;
         jobs.extend(page.items);
+        let short = jobs.len() < args.limit;
         match page.next_cursor {
-            Some(next) if args.all => query.cursor = Some(next),
+            Some(next) if args.all || short => {
+                query.cursor = Some(next);
+                if !args.all {
+                    query.limit = args.limit - jobs.len();
+                }
+            }
             next => {
                 output::table(&jobs, args.tenant.is_none(), args.connection.json);
                 output::more(next.as_deref());

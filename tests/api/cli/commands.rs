@@ -77,6 +77,35 @@ async fn jobs_filters_by_status_and_kind_and_pages_on_with_the_cursor_it_prints(
     assert_eq!(rows(&all).len(), 2, "every page: {}", stdout(&all));
 }
 
+/// The service answers a narrow filter a short page and a cursor when the index stretch it
+/// read held few matches: the CLI reads on until its page is full or the listing ends, so a
+/// kind that only old jobs have is still listed (it printed an empty table, exit 0, before).
+#[tokio::test]
+async fn a_narrow_filter_reads_on_until_its_page_is_full_or_the_listing_ends() {
+    let svc = Service::embedded().start().await;
+    let (tenant, sync, _) = demo_tenant_after(&svc, "enrich").await;
+    let mut last = String::new();
+    for _ in 0..NEWER_JOBS {
+        last = svc
+            .start_id("enrich", &[("tenant_id", &unique("crowd"))])
+            .await;
+    }
+    svc.wait_for_status(&last, "done").await;
+
+    let o = cli(&svc.base(), &["jobs", "--kind", "sync", "--limit", "5"]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let found = rows(&o);
+    assert!(
+        found.len() == 1 && found[0].starts_with(&sync) && found[0].contains(&tenant),
+        "the one sync under {NEWER_JOBS} newer enriches: {found:?} {}",
+        stderr(&o)
+    );
+    assert_eq!(next_cursor(&o), None, "the listing ended: {}", stderr(&o));
+}
+
+/// More newer jobs than one call of the operators' listing reads past.
+const NEWER_JOBS: usize = 1_500;
+
 #[tokio::test]
 async fn without_a_tenant_an_operator_lists_every_tenants_jobs_with_a_tenant_column() {
     let (feeds, svc) = service_reading_held_feeds().await;

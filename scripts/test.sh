@@ -20,6 +20,10 @@ install_if_missing() {
   $sudo apt-get install -y -qq "$@" >/dev/null
 }
 
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "scripts/test.sh: cargo is missing: install Rust 1.88 or newer (https://rustup.rs), then run this again" >&2
+  exit 1
+fi
 install_if_missing redis-server "the tests start their own" redis-server
 install_if_missing openssl "certificates for the TLS Redis test" openssl
 install_if_missing script "\`script\`, for the CLI's terminal test" bsdutils

@@ -54,16 +54,18 @@ where
 }
 
 /// The known name `name` was most likely meant as, when it is not itself known: any name in
-/// the claimed family, or one within an edit or two of a known name (two for long names).
+/// the claimed family, or one within an edit or two of a known name (two for long names),
+/// whatever its case (`redis_url` is read by nobody: names are case-sensitive).
 fn near_miss<'k>(name: &str, known: &'k [String]) -> Option<&'k str> {
     if known.iter().any(|k| k == name) {
         return None;
     }
-    let claimed = name.starts_with(CLAIMED_PREFIX);
+    let upper = name.to_ascii_uppercase();
+    let claimed = upper.starts_with(CLAIMED_PREFIX);
     let (nearest, distance) = known
         .iter()
         .filter(|k| !claimed || k.starts_with(CLAIMED_PREFIX))
-        .map(|k| (k.as_str(), edit_distance(k, name)))
+        .map(|k| (k.as_str(), edit_distance(k, &upper)))
         .min_by_key(|(_, d)| *d)?;
     let close = distance <= if nearest.len() >= 12 { 2 } else { 1 };
     (close || claimed).then_some(nearest)
@@ -87,6 +89,11 @@ mod tests {
             ("API_TOKEN", "did you mean API_TOKENS"),
             ("MAX_CONCURENT_JOBS", "did you mean MAX_CONCURRENT_JOBS"),
             ("STALE_AFTER_SECOND", "did you mean STALE_AFTER_SECONDS"),
+            ("redis_url", "did you mean REDIS_URL"),
+            ("Redis_Cluster_Nodes", "did you mean REDIS_CLUSTER_NODES"),
+            ("redis_uri", "did you mean REDIS_URL"),
+            ("feeds_dir", "did you mean FEEDS_DIR"),
+            ("max_concurrent_jobs", "did you mean MAX_CONCURRENT_JOBS"),
         ];
         for (name, words) in cases {
             let e = check_names(["PATH", name]).unwrap_err().to_string();
@@ -117,6 +124,11 @@ mod tests {
             "CARGO",
             "FEED",
             "PORTS_OPEN",
+            "http_proxy",
+            "no_proxy",
+            "home",
+            "path",
+            "xredis_uri",
         ];
         let known = known_names();
         assert!(known.iter().any(|k| k == "FEEDS_DIR"), "{known:?}");

@@ -32,6 +32,11 @@ pub const MAX_HELD_AT_ONCE: u64 = 1 << 20;
 /// store for nothing (the default is a tenth of `STALE_AFTER_SECONDS`, held to this too).
 const MIN_HEARTBEAT: Duration = Duration::from_millis(10);
 
+/// The shortest `REQUEST_TIMEOUT_SECONDS` and `IDLE_TIMEOUT_SECONDS`: a request's head may
+/// come in several packets over a real network, and a shorter timer closes the connection
+/// between them with no answer.
+const MIN_CONNECTION_TIMEOUT: Duration = Duration::from_millis(100);
+
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "catalog-jobs",
@@ -307,6 +312,9 @@ impl Config {
     /// Checks the relations between settings that clap cannot see one at a time.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
+        if self.heartbeat_seconds.is_none() && self.stale_after_seconds <= MIN_HEARTBEAT {
+            return bad("STALE_AFTER_SECONDS must be above 0.01 (the shortest heartbeat), or live jobs would read as lost");
+        }
         if self.heartbeat() >= self.stale_after_seconds {
             return bad("HEARTBEAT_SECONDS must be shorter than STALE_AFTER_SECONDS, or live jobs would read as lost");
         }
@@ -330,8 +338,8 @@ impl Config {
         if self.event_streams() == 0 || self.event_streams() >= self.max_connections {
             return bad("MAX_EVENT_STREAMS must be at least 1 and below MAX_CONNECTIONS, so held streams leave connections for requests");
         }
-        if self.request_timeout_seconds.is_zero() || self.idle_timeout_seconds.is_zero() {
-            return bad("REQUEST_TIMEOUT_SECONDS and IDLE_TIMEOUT_SECONDS must be above 0");
+        if self.request_timeout_seconds.min(self.idle_timeout_seconds) < MIN_CONNECTION_TIMEOUT {
+            return bad("REQUEST_TIMEOUT_SECONDS and IDLE_TIMEOUT_SECONDS must be at least 0.1 (a request's head may come in several packets)");
         }
         if self.sync_slow_feed_seconds.is_zero() {
             return bad("SYNC_SLOW_FEED_SECONDS must be above 0");
@@ -505,6 +513,19 @@ mod tests {
             "2",
         ]);
         assert!(c.validate().is_err());
+        let refusal = |args: &[&str]| {
+            let c = Config::parse_from(std::iter::once(&"x").chain(args));
+            c.validate()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        for timeout in ["--request-timeout-seconds", "--idle-timeout-seconds"] {
+            assert!(refusal(&[timeout, "0.0001"]).contains("at least 0.1"));
+            assert_eq!(refusal(&[timeout, "0.1"]), "", "{timeout} 0.1 is enough");
+        }
+        let e = refusal(&["--stale-after-seconds", "0"]);
+        assert!(e.starts_with("STALE_AFTER_SECONDS must be above"), "{e}");
         assert!(Config::try_parse_from(["x", "--wait-max-seconds", "soon"]).is_err());
         assert!(Config::try_parse_from(["x", "--wait-max-seconds", "-1"]).is_err());
     }

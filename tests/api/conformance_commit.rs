@@ -4,17 +4,20 @@
 //! and leaves the others created.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use catalog_jobs::jobs::keys::Group;
 use catalog_jobs::jobs::redis::record::Pairs;
 use catalog_jobs::jobs::redis::scripts::{self, Call, Route};
 use catalog_jobs::jobs::redis::RedisStore;
-use catalog_jobs::jobs::store::{params_fingerprint, Created, JobStore, NewJob, StoreSettings};
+use catalog_jobs::jobs::store::{
+    params_fingerprint, Created, JobStore, NewJob, StoreError, StoreSettings,
+};
 use catalog_jobs::jobs::{Kind, Status, TenantId};
 use futures_util::future::join_all;
 
 use crate::helpers::{
-    clear_of_a_minute_edge, command_counts, create, created, new_job, settings, tenant,
+    clear_of_a_minute_edge, command_counts, create, created, eventually, new_job, settings, tenant,
     tenant_beside, RedisServer,
 };
 
@@ -98,6 +101,41 @@ async fn one_job_each_and_the_other_held(
             assert_eq!(read.status, Status::Queued);
         }
     }
+}
+
+/// Creates whose call fails in transit (Redis gone) each fail as a lone create's call would
+/// (`Unavailable`: a 503 with Retry-After), and the call frees its lane: once Redis is back,
+/// a 64-create burst goes through again, each created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_whose_call_fails_in_transit_each_fail_unavailable_and_later_ones_go_through() {
+    let mut redis = RedisServer::start(false);
+    let s: Arc<dyn JobStore> = Arc::new(RedisStore::open(&redis.url(), settings()).unwrap());
+    created(&*s, &tenant(), "sync").await;
+    tokio::task::block_in_place(|| redis.stop());
+    let gone: Vec<NewJob> = (0..16).map(|_| new_job(&tenant(), "sync")).collect();
+    let creates = gone.iter().cloned().map(|job| {
+        let s = s.clone();
+        tokio::spawn(async move { s.create(job).await })
+    });
+    for answer in join_all(creates).await {
+        let answer = answer.expect("the create ran to its end");
+        assert!(
+            matches!(answer, Err(StoreError::Unavailable(_))),
+            "{answer:?}"
+        );
+    }
+    tokio::task::block_in_place(|| redis.restart(true));
+    eventually(Duration::from_secs(30), async || {
+        match s.create(new_job(&tenant(), "sync")).await {
+            Ok(Created::Created(..)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let tenants: Vec<TenantId> = (0..16).map(|_| tenant()).collect();
+    let jobs = twice_each(&tenants);
+    let answers = create_all(&s, &jobs).await;
+    one_job_each_and_the_other_held(&*s, &tenants, &jobs, &answers).await;
 }
 
 /// On a Redis Cluster a call's keys share one slot: concurrent creates of tenants of one slot

@@ -38,6 +38,7 @@ both_stores!(
     a_finished_job_polled_again_answers_the_same_json_to_its_tenant_only,
     quick_answers_hold_no_worker_and_only_max_concurrent_functions_run,
     a_poll_of_a_job_being_answered_quickly_reads_its_end,
+    a_process_answers_as_many_jobs_quickly_at_once_as_it_has_quick_seats,
 );
 
 async fn an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused(b: Backend) {
@@ -1057,3 +1058,39 @@ async fn a_poll_of_a_job_being_answered_quickly_reads_its_end(b: Backend) {
     assert_eq!(read["status"], "done", "{read}");
     assert_eq!(read["result"], json!({"by": "quick answer"}), "{read}");
 }
+
+/// With `MAX_CONCURRENT_JOBS=1`, 128 jobs on quick seats and one on the worker are answered
+/// at once (before, 32 quick seats: a queue of quick jobs drained with too few in flight to
+/// keep Redis and the service busy at once), and the next job still waits queued: the
+/// process takes no more of the queue than that.
+async fn a_process_answers_as_many_jobs_quickly_at_once_as_it_has_quick_seats(b: Backend) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut config = test_config();
+    config.max_concurrent_jobs = 1;
+    let seen = std::sync::Arc::new(Seen::default());
+    let app = quick_app(b, config, &seen).await;
+    let held = 128 + 1;
+    let mut ids = Vec::new();
+    for _ in 0..held {
+        let t = format!("{}q", tenant());
+        ids.push(app.start_id("quick", &[("tenant_id", &t)]).await);
+    }
+    until("129 quick answers under way at once", || {
+        seen.quick.load(SeqCst) == held
+    })
+    .await;
+    let t = format!("{}q", tenant());
+    let waiting = app.start_id("quick", &[("tenant_id", &t)]).await;
+    assert_eq!(
+        app.get_job(&waiting).await["status"],
+        "queued",
+        "every seat is taken"
+    );
+    seen.open.store(true, SeqCst);
+    ids.push(waiting);
+    for id in &ids {
+        assert_eq!(app.poll_until_ended(id).await["status"], "done", "{id}");
+    }
+    assert_eq!(seen.quick.load(SeqCst), held + 1, "all answered quickly");
+}
+

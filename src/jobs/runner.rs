@@ -14,7 +14,7 @@ use tokio::sync::{broadcast, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::dispatch::{Dispatcher, Seats, QUICK_SEATS};
+use super::dispatch::{Dispatcher, Seat, Seats, QUICK_SEATS};
 use super::heartbeat::heartbeat;
 use super::registry::Registry;
 use super::run::{RunObserver, Runs, Unobserved};
@@ -176,29 +176,23 @@ impl Runner {
     /// the same step (when nothing waits ahead of it in the shared queue), and it starts at
     /// once — no trip through the queue and back; otherwise it waits in the queue for any
     /// replica's dispatcher.
+    /// The claim and its start run on a task of their own: a request dropped meanwhile (a
+    /// client that hung up on its POST) drops only the wait for the answer, never a claim the
+    /// store made, which would otherwise read `running` with no run anywhere until its lease
+    /// ran out and recovery queued it again.
     pub async fn create(&self, job: NewJob) -> Result<Created, StoreError> {
         let runs = &self.runs;
         let seat = match runs.seats.take(&job.kind) {
             Some(seat) if !runs.closing.is_cancelled() => seat,
             _ => return runs.store.create(job).await,
         };
-        match runs.store.create_claimed(job.clone(), &self.worker).await? {
-            Created::Created(claimed, took_over) if claimed.status == Status::Running => {
-                let created_at = claimed.created_at;
-                // The answer shows the job as it was accepted, as the contract's 202 does:
-                // queued, its function not started (the first poll may read it running).
-                let accepted = job.record(
-                    Status::Queued,
-                    0,
-                    &job.step,
-                    created_at,
-                    created_at,
-                    claimed.max_attempts,
-                );
-                runs.spawn(job.first_claim(created_at), seat);
-                Ok(Created::Created(Box::new(accepted), took_over))
-            }
-            other => Ok(other),
+        let (runs, worker) = (runs.clone(), self.worker.clone());
+        match tokio::spawn(create_claimed(runs, job, worker, seat)).await {
+            Ok(created) => created,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(StoreError::Unavailable(
+                "the runtime is shutting down".into(),
+            )),
         }
     }
 
@@ -314,5 +308,33 @@ async fn listen(
             }
             Err(broadcast::error::RecvError::Closed) => return,
         }
+    }
+}
+
+/// `Runner::create` with a seat taken: the store creates the job and hands it to `worker` in
+/// the same step when nothing waits ahead of it, and it starts on `seat` at once.
+async fn create_claimed(
+    runs: Arc<Runs>,
+    job: NewJob,
+    worker: String,
+    seat: Seat,
+) -> Result<Created, StoreError> {
+    match runs.store.create_claimed(job.clone(), &worker).await? {
+        Created::Created(claimed, took_over) if claimed.status == Status::Running => {
+            let created_at = claimed.created_at;
+            // The answer shows the job as it was accepted, as the contract's 202 does:
+            // queued, its function not started (the first poll may read it running).
+            let accepted = job.record(
+                Status::Queued,
+                0,
+                &job.step,
+                created_at,
+                created_at,
+                claimed.max_attempts,
+            );
+            runs.spawn(job.first_claim(created_at), seat);
+            Ok(Created::Created(Box::new(accepted), took_over))
+        }
+        other => Ok(other),
     }
 }

@@ -39,6 +39,7 @@ both_stores!(
     quick_answers_hold_no_worker_and_only_max_concurrent_functions_run,
     a_poll_of_a_job_being_answered_quickly_reads_its_end,
     a_process_answers_as_many_jobs_quickly_at_once_as_it_has_quick_seats,
+    a_job_claimed_with_a_create_whose_caller_left_runs_on_its_first_attempt,
 );
 
 async fn an_ended_job_is_retried_with_its_parameters_and_an_active_one_is_refused(b: Backend) {
@@ -1094,3 +1095,49 @@ async fn a_process_answers_as_many_jobs_quickly_at_once_as_it_has_quick_seats(b:
     assert_eq!(seen.quick.load(SeqCst), held + 1, "all answered quickly");
 }
 
+/// A create that claims its job for this process (a worker free) is polled until the store
+/// holds the job, then dropped, as a request is when its client hangs up on the POST: the
+/// job still runs at once and ends on its first attempt. Before, the claim the store made
+/// was started nowhere: the job read `running` until its lease ran out and recovery queued
+/// it again (at the end of each `wrk` burst of the bench, a dozen jobs stayed so ~90 s).
+async fn a_job_claimed_with_a_create_whose_caller_left_runs_on_its_first_attempt(b: Backend) {
+    use catalog_jobs::jobs::runner::{Runner, RunnerSettings};
+    use std::future::Future;
+    let seen = std::sync::Arc::new(Seen::default());
+    seen.open.store(true, std::sync::atomic::Ordering::SeqCst);
+    let jobs = store(b, settings());
+    let registry = std::sync::Arc::new(quick_kind(seen));
+    let runner = Runner::new(jobs.clone(), registry, RunnerSettings::default());
+    let t = TenantId::parse(&format!("{}q", tenant())).unwrap();
+    let job = crate::helpers::new_job(&t, "quick");
+    let id = job.id;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    {
+        let mut create = std::pin::pin!(runner.create(job));
+        // Polled until the store holds the job (or it answered: nothing left to drop).
+        loop {
+            let answered = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(create.as_mut().poll(cx).is_ready())
+            })
+            .await;
+            if answered || jobs.get(&id).await.unwrap().is_some() {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "never created");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    let ended = loop {
+        match jobs.get(&id).await.unwrap() {
+            Some(job) if job.status.is_finished() => break job,
+            read => assert!(
+                std::time::Instant::now() < deadline,
+                "never ended: {read:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(ended.status.as_str(), "done", "{ended:?}");
+    assert_eq!(ended.attempt, 1, "{ended:?}");
+    assert_eq!(ended.recovered_at, None, "{ended:?}");
+}

@@ -467,6 +467,63 @@ async fn a_pair_over_its_memory_limit_fails_with_its_class_and_the_service_stays
     assert_eq!(r.status(), 200, "the service still runs jobs");
 }
 
+/// A catalogue of few words (3,000 names of 6 of 24 made-up words) fills the index's pair
+/// and triple lists: its estimate counts them once identities are made, so a limit its
+/// words alone would pass (2 MiB; the pair's own heap peaked at 4 MiB) fails the pair with
+/// its class before the index is built, and one above the estimate lets it run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pair_of_few_words_over_its_memory_limit_fails_before_its_index_and_runs_under_it() {
+    let syllables = [
+        "ba", "de", "fi", "go", "ku", "la", "me", "ni", "po", "ru", "sa", "te",
+    ];
+    let word = |i: u64| {
+        format!(
+            "{}{}",
+            syllables[(i / 12) as usize % 12],
+            syllables[(i % 12) as usize]
+        )
+    };
+    let mut x: u64 = 11;
+    let rows: String = (0..3_000)
+        .map(|i| {
+            let mut picked: Vec<u64> = Vec::new();
+            while picked.len() < 6 {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let w = (x >> 33) % 24;
+                if !picked.contains(&w) {
+                    picked.push(w);
+                }
+            }
+            let name: Vec<String> = picked.into_iter().map(|w| word(w + 100)).collect();
+            format!(
+                "{{\"product_key\":\"w{i}\",\"name\":\"{}\"}}\n",
+                name.join(" ")
+            )
+        })
+        .collect();
+    for (limit_mb, ends) in [(4, "failed"), (16, "done")] {
+        let mut config = test_config();
+        config.pair_max_memory_mb = limit_mb;
+        let app = spawn_catalog_app(Backend::Memory, config).await;
+        let t = tenant();
+        let r = app
+            .import(t.as_str(), "application/x-ndjson", rows.clone())
+            .await;
+        assert_eq!(r.status(), 200);
+        let r = app
+            .start("pair", &[("tenant_id", t.as_str()), ("wait", "true")])
+            .await;
+        let (status, body): (u16, Value) = (r.status().as_u16(), r.json().await.unwrap());
+        match ends {
+            "failed" => {
+                assert_eq!(status, 502, "{limit_mb} MiB: {body}");
+                assert_eq!(body["job"]["error"], "PairTooLarge", "{body}");
+            }
+            _ => assert_eq!(status, 200, "{limit_mb} MiB: {body}"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pair_started_with_full_true_over_http_reports_a_full_pair() {
     let app = spawn_catalog_app(Backend::Memory, test_config()).await;

@@ -66,7 +66,7 @@ pub fn pair_all(
 ) -> Result<(Pairing, Engine), CatalogError> {
     progress.report(EMBEDDED, "weighting words");
     let n = prepared.keys.len();
-    limit.check_identities(n, prepared.identities.items().len())?;
+    limit.check_identities(&prepared.identities, &prepared.traits, stop)?;
     let e = prepared.embed((0..n as u32).collect(), stop)?;
     let mut engine = Engine::built(e, stop, &|done, all| indexing(progress, done, all))?;
     check(stop)?;

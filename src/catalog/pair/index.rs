@@ -26,18 +26,18 @@ use crate::catalog::products::NO_CATEGORY;
 use crate::catalog::{check, CatalogError};
 
 /// Words on fewer groups of a category than this are read whole, never through pairs.
-const PAIR_FROM: u32 = 32;
+pub(super) const PAIR_FROM: u32 = 32;
 
 /// Pair postings may take at most this many times the single-word postings; past it the
 /// threshold for a common word doubles until they fit (pairs are an accelerator: fewer of
 /// them costs time, never exactness).
-const PAIR_BUDGET: usize = 3;
+pub(super) const PAIR_BUDGET: usize = 3;
 
 /// Triple postings may take at most this many times the single-word postings, their
 /// threshold doubled from the pairs' until they fit (an accelerator too). A triple posting
 /// is 4 bytes against a word posting's 16: 6 of them take the bytes 2 took at 12 bytes, and
 /// a catalogue of few words (35 triples a group of 7) gets its triples.
-const TRIPLE_BUDGET: usize = 6;
+pub(super) const TRIPLE_BUDGET: usize = 6;
 
 /// A multiply-rotate hasher for the index's small integer keys: SipHash's resistance to
 /// chosen keys is not needed for ids this process assigned, and it costs a third of a

@@ -17,8 +17,8 @@ use catalog_jobs::jobs::{Kind, Status, TenantId};
 use futures_util::future::join_all;
 
 use crate::helpers::{
-    clear_of_a_minute_edge, command_counts, create, created, eventually, new_job, settings, tenant,
-    tenant_beside, RedisServer,
+    clear_of_a_minute_edge, command_counts, config_set, create, created, eventually, new_job,
+    settings, tenant, tenant_beside, RedisServer,
 };
 
 /// Two creates of each test kind (`sync`, `enrich`) for each of `tenants`: the second round
@@ -101,6 +101,76 @@ async fn one_job_each_and_the_other_held(
             assert_eq!(read.status, Status::Queued);
         }
     }
+}
+
+/// A create that finds a free place among its lane's calls in flight goes at once, alone:
+/// batching waits only when Redis already has calls queued, so it never leaves Redis idle for
+/// a round trip. Four creates sent while Redis is paused are four `create` calls (with one call
+/// in flight at a time, the three behind the first went as one `creates` call after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_go_alone_while_their_lane_has_room_for_more_calls_in_flight() {
+    let redis = RedisServer::start(false);
+    let s: Arc<dyn JobStore> = Arc::new(RedisStore::open(&redis.url(), settings()).unwrap());
+    created(&*s, &tenant(), "sync").await;
+    let mut conn = redis.connection().await;
+    config_set(&mut conn, "slowlog-log-slower-than", "0").await;
+    config_set(&mut conn, "slowlog-max-len", "1024").await;
+    let _: () = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(PAUSE_MS)
+        .arg("ALL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let jobs: Vec<NewJob> = (0..4).map(|_| new_job(&tenant(), "sync")).collect();
+    for answer in create_all(&s, &jobs).await {
+        assert!(matches!(answer, Created::Created(..)), "{answer:?}");
+    }
+    let calls = function_calls(&mut conn).await;
+    // The library's functions are named `<prefix>_create` and `<prefix>_creates`.
+    let alone = calls
+        .iter()
+        .filter(|name| name.ends_with("_create"))
+        .count();
+    assert!(
+        alone >= jobs.len() && !calls.iter().any(|name| name.ends_with("_creates")),
+        "each of {} creates in a call of its own: {calls:?}",
+        jobs.len()
+    );
+}
+
+/// How long Redis holds every command while the creates are sent: far longer than spawning
+/// four tasks takes, far shorter than the store's deadline for a call.
+const PAUSE_MS: u64 = 500;
+
+/// The names of the functions Redis ran, by its slow log (every command, at a threshold of 0).
+async fn function_calls(conn: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1024)
+        .query_async(conn)
+        .await
+        .unwrap();
+    log.iter()
+        .filter_map(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                return None;
+            };
+            let redis::Value::Array(args) = fields.get(3)? else {
+                return None;
+            };
+            let words: Vec<String> = args
+                .iter()
+                .filter_map(|a| redis::from_redis_value::<String>(a.clone()).ok())
+                .collect();
+            (words.first()?.eq_ignore_ascii_case("fcall")).then(|| words.get(1).cloned())?
+        })
+        .collect()
 }
 
 /// Creates whose call fails in transit (Redis gone) each fail as a lone create's call would

@@ -3,7 +3,9 @@
 time on a shared machine): loads `src/jobs/lua` of a git revision (or of the working tree)
 into a redis-server run under valgrind's callgrind, replays a harness job's life N times —
 create (an ordered enrich job with the default rate limit, claimed for the accepting
-worker), one poll (HGETALL), finish (which tries to claim the worker's next job) — with the
+worker), one poll (HGETALL), finish (which claims the worker's next job where that revision's
+service would ask it to: a harness job's queue is empty and, since a finish trusts the
+dispatcher's marks, unasked) — with the
 arguments the service sends (captured with MONITOR), 16 calls pipelined, and prints Redis's
 instructions a job after a warm-up.
 
@@ -151,6 +153,15 @@ class Layout:
         # Whether its finish is called without the job's fields (asked for only when the
         # record is missing), as its service calls it.
         self.finish_bare = "A[4] == '0'" in source(rev, "src/jobs/lua/finish.lua")
+        # Whether its finish implies a done job's step (the service sends none), and whether its
+        # service's finish claims from its own group with no group marked (else it claims
+        # nothing then, as a harness job's finish does: its queue is empty and unmarked).
+        self.done_step_implied = "step (none for done" in source(rev, "src/jobs/lua/finish.lua")
+        try:
+            claims = source(rev, "src/jobs/redis/claims.rs")
+        except (OSError, subprocess.CalledProcessError):
+            claims = ""
+        self.claims_unmarked = ".unwrap_or(group);" in claims or "fn finish_claim" not in claims
         # Whether its create reads the idempotency key and fingerprint last, sent only with a
         # key (the harness's creates have none).
         self.keyless = "local limit, worker, idem_key, fingerprint" in source(
@@ -286,17 +297,23 @@ def create(lib: str, layout: Layout, job: str, tenant: str, worker: str = WORKER
                   *create_args(layout, job, tenant, worker), *layout.tail)
 
 
-def finish(lib: str, layout: Layout, job: str, tenant: str, heads: list = ()) -> bytes:
-    """A finish, naming `heads` (the records at the head of the queue it claims from)."""
+def finish(lib: str, layout: Layout, job: str, tenant: str, heads: list = (),
+           claim: bool = None) -> bytes:
+    """A finish, naming `heads` (the records at the head of the queue it claims from); it
+    claims the worker's next job when `claim`, by default as the revision's service would for
+    a harness job (whose queue is empty and unmarked)."""
     numkeys, *keys = layout.finish_keys(job, tenant)
     fields = [] if layout.finish_bare else origin(tenant) + ["created_ms", "1796207731031"]
-    outcome = ["status", "done", "step", "finished", "result",
+    step = [] if layout.done_step_implied else ["step", "finished"]
+    outcome = ["status", "done", *step, "result",
                '{"products":0,"extracted":0,"unextractable":0,"skipped":0,"batch',
                "result.2", 'es":0}']
+    claim = layout.claims_unmarked if claim is None else claim
+    claims = [WORKER, *RUNS] if claim else ["", ""]
     return encode("FCALL", f"{lib}_finish", numkeys + len(heads), *keys, *heads, *layout.settings,
                   job, 1, 100,
                   len(fields) // 2, *fields, len(outcome) // 2, *outcome,
-                  *([""] if layout.finish_from else []), WORKER, *RUNS, *layout.tail)
+                  *([""] if layout.finish_from else []), *claims, *layout.tail)
 
 
 def lives(r: Redis, lib: str, layout: Layout, n: int, tag: str) -> None:
@@ -348,7 +365,7 @@ def claiming(r: Redis, lib: str, layout: Layout, n: int, pid: int, part: int) ->
     subprocess.run(["callgrind_control", "-z", str(pid)], stdout=subprocess.DEVNULL)
     for i, (job, tenant) in enumerate(running):
         heads = [layout.record(j, t) for j, t in queued[i:i + head]]
-        answer = r.pipe([finish(lib, layout, job, tenant, heads)])[0]
+        answer = r.pipe([finish(lib, layout, job, tenant, heads, claim=True)])[0]
         if isinstance(answer, Exception) or not answer[1] or answer[1][0] != queued[i][0].encode():
             raise SystemExit(f"a finish did not claim the next job: {answer}")
     subprocess.run(["callgrind_control", "-d", str(pid)], stdout=subprocess.DEVNULL)

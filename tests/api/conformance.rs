@@ -1898,6 +1898,40 @@ mod redis_only {
         assert!(matches!(again, Created::RateLimited(_)), "{again:?}");
     }
 
+    /// Lean jobs: a finish whose process knows of no queue with work (no group marked: no
+    /// wake-up heard, nothing left by a claim) claims nothing in its call — it popped its own
+    /// group's empty queue before (`LPOP`, ~10k of Redis's instructions a harness job); one
+    /// whose group a create of this process marked still claims that job in the same call.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_finish_claims_nothing_while_no_queue_is_marked_and_the_marked_one_in_its_call()
+    {
+        let (redis, s, kinds) = drained().await;
+        let mut conn = redis.connection().await;
+        let t = tenant();
+        let job = ordered(&t, "sync");
+        let made = made_by(s.create_claimed(job.clone(), "w/1").await);
+        let run = job.clone().first_claim(made.created_at).run;
+        let done = Outcome::Done(json!({}));
+        let ended = RunRef::new(&job, &run, made.created_at).ended(&done, 0);
+        let (stats, answer) = counted(&mut conn, s.finish_and_claim(ended, "w/1", &kinds)).await;
+        let (finished, next) = answer.unwrap();
+        assert_eq!((finished, next.is_none()), (Finish::Applied, true));
+        assert_eq!(calls(&stats, "fcall"), 1, "{stats}");
+        assert_eq!(calls(&stats, "lpop"), 0, "no queue popped: {stats}");
+        // A job this process queued marks its group: the next finish claims it in its call.
+        let first = ordered(&tenant(), "sync");
+        let made = made_by(s.create_claimed(first.clone(), "w/1").await);
+        let queued = new_job(&tenant(), "sync");
+        create(&s, &queued).await;
+        let run = first.clone().first_claim(made.created_at).run;
+        let ended = RunRef::new(&first, &run, made.created_at).ended(&done, 0);
+        let (stats, answer) = counted(&mut conn, s.finish_and_claim(ended, "w/1", &kinds)).await;
+        let (finished, next) = answer.unwrap();
+        assert_eq!(finished, Finish::Applied);
+        assert_eq!(next.map(|c| c.job.id), Some(queued.id), "{stats}");
+        assert_eq!(calls(&stats, "fcall"), 1, "{stats}");
+    }
+
     /// Lean jobs: a job's life asks Redis nothing of who follows its tenant (a `PUBSUB
     /// NUMSUB` a step, ~10k of Redis's instructions, two a job, before): a process's listener
     /// names the tenant channels it follows to the job library, which the scripts look up in
@@ -2265,8 +2299,9 @@ mod redis_only {
     /// Lean jobs: a finish is called without the job's own fields (tenant, kind, params,
     /// creator, request, order, created_ms: 14 arguments), which it reads only to write back a
     /// record Redis lost — that call answers `missing`, having written nothing, and the store
-    /// calls again with them (a_finish_whose_record_vanished_writes_it_back_whole) — so the
-    /// usual finish is one call of 25 arguments (39 before).
+    /// calls again with them (a_finish_whose_record_vanished_writes_it_back_whole) — nor a
+    /// done job's step (`finished`: finish.lua implies it) — so the usual finish is one call
+    /// of 23 arguments (25 with the step, 39 with the fields).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lean_a_finish_sends_the_jobs_own_fields_only_to_write_back_a_lost_record() {
         let (redis, s, _) = drained().await;
@@ -2278,7 +2313,7 @@ mod redis_only {
         log_every_call(&mut conn).await;
         assert_eq!(s.finish(ended).await.unwrap(), Finish::Applied);
         let argc = fcall_argc(&mut conn, "finish").await;
-        assert_eq!(argc, [25], "one call of 25 arguments");
+        assert_eq!(argc, [23], "one call of 23 arguments");
     }
 
     /// Lean jobs: a create without an idempotency key sends neither a key nor the parameters'

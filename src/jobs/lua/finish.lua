@@ -5,8 +5,9 @@
 -- the one server) another group's, named by its queue.
 -- A: the run's job (see `run_args` in the prelude; its fields may be an empty list), then the
 --    outcome as a named list:
---    status (done|failed|cancelled), step, and result (JSON; a failed job may carry its
---    partial report) and error (the class) when it has them; then the queue to claim from
+--    status (done|failed|cancelled), step (none for done: it is `finished`), and result
+--    (JSON; a failed job may carry its partial report) and error (the class) when it has
+--    them; then the queue to claim from
 --    ('' for this call's group's), the worker ('' to claim nothing) and the kinds it runs
 -- KEYS (after the group's two): the job's record and what its end touches (`reach_end` in
 -- order.lua), and for a record to write back what that touches (`reach_write_back`); to claim
@@ -24,6 +25,8 @@
 -- (`may_write_back`: a newer job, or the tenant deleted since).
 local id, claim, run_percent, i = run_head()
 local outcome, j = named_args(i)
+-- A done job's step, `finished`, is not sent (two arguments less a finish).
+if not outcome.step then outcome.step = DEFAULT_STEPS.finished end
 local from, worker = A[j], A[j + 1]
 -- Another group's queue (and its lease index) is checked before anything is written.
 if from ~= '' then

@@ -85,10 +85,11 @@ impl RedisStore {
     /// The claim a finish in `group` makes for `worker` (which runs `kinds`): from the first
     /// group whose queue may have work in the round robin's order (as `claim_many_for` takes
     /// them), its mark cleared (a wake-up heard meanwhile sets it again; `claimed_in` sets it
-    /// again when jobs are left); from `group` itself when none may (it may hold jobs this
-    /// process has not heard of). On a cluster a call reaches its own group's keys only: from
-    /// `group` while no other group may have work, else none (the dispatcher serves the next
-    /// group first).
+    /// again when jobs are left); none when no group may: the dispatcher's own claims trust the
+    /// marks so (a job queued anywhere wakes every process), and a finish that popped an empty
+    /// queue cost Redis ~10k instructions, 2 % of a harness job (docs/performance.md). On a
+    /// cluster a call reaches its own group's keys only: from `group` while no other group may
+    /// have work, else none (the dispatcher serves the next group first).
     pub(super) fn finish_claim<'a>(
         &self,
         group: Group,
@@ -102,8 +103,7 @@ impl RedisStore {
             let start = self.next_group.load(Ordering::Relaxed);
             let from = (0..GROUPS)
                 .map(|i| Group::at((start + i) % GROUPS).expect("an index below GROUPS"))
-                .find(|g| pending & (1u64 << g.index()) != 0)
-                .unwrap_or(group);
+                .find(|g| pending & (1u64 << g.index()) != 0)?;
             self.pending
                 .fetch_and(!(1u64 << from.index()), Ordering::AcqRel);
             from

@@ -390,9 +390,11 @@ fn outcome_pairs(outcome: &Outcome) -> Pairs {
         Outcome::Cancelled(Value::Null) => (None, None),
         Outcome::Cancelled(report) => (Some(report), None),
     };
+    // A done job's step (`finished`) is not sent: finish.lua implies it (two arguments less).
+    let step = (!matches!(outcome, Outcome::Done(_))).then(|| outcome.step());
     let ended = Pairs::default()
         .with(Field::Status, outcome.status().as_str())
-        .with(Field::Step, outcome.step())
+        .with_some(Field::Step, step)
         .with_some(Field::Error, error);
     match result {
         Some(result) => ended.with_long(Field::Result, &result.to_string()),

@@ -6,10 +6,14 @@
 //! them down. Each claimed job runs as described in `run.rs`. A queued job costs nothing
 //! while it waits.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
+use tokio::runtime::Handle;
 use tokio::sync::{broadcast, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -176,10 +180,11 @@ impl Runner {
     /// the same step (when nothing waits ahead of it in the shared queue), and it starts at
     /// once — no trip through the queue and back; otherwise it waits in the queue for any
     /// replica's dispatcher.
-    /// The claim and its start run on a task of their own: a request dropped meanwhile (a
-    /// client that hung up on its POST) drops only the wait for the answer, never a claim the
-    /// store made, which would otherwise read `running` with no run anywhere until its lease
-    /// ran out and recovery queued it again.
+    /// The claim and its start run in the request's task, and finish on a task of their own
+    /// only if the request is dropped meanwhile (a client that hung up on its POST): never a
+    /// claim the store made left unstarted, which would read `running` with no run anywhere
+    /// until its lease ran out and recovery queued it again. (A task for every create cost
+    /// the service a spawn, a wake-up and a join a create.)
     pub async fn create(&self, job: NewJob) -> Result<Created, StoreError> {
         let runs = &self.runs;
         let seat = match runs.seats.take(&job.kind) {
@@ -187,13 +192,7 @@ impl Runner {
             _ => return runs.store.create(job).await,
         };
         let (runs, worker) = (runs.clone(), self.worker.clone());
-        match tokio::spawn(create_claimed(runs, job, worker, seat)).await {
-            Ok(created) => created,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Err(StoreError::Unavailable(
-                "the runtime is shutting down".into(),
-            )),
-        }
+        Detached::new(create_claimed(runs, job, worker, seat)).await
     }
 
     /// Resolves with the job once it has ended, wherever it ran: woken by the job's end
@@ -307,6 +306,58 @@ async fn listen(
                 runs.waiters.wake_all();
             }
             Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// A future polled in its caller's task that, dropped before it is done, goes on to its end
+/// on a task of its own (nobody reads its output then).
+struct Detached<F: Future + Send + 'static>
+where
+    F::Output: Send,
+{
+    future: Option<Pin<Box<F>>>,
+}
+
+impl<F: Future + Send + 'static> Detached<F>
+where
+    F::Output: Send,
+{
+    fn new(future: F) -> Self {
+        Self {
+            future: Some(Box::pin(future)),
+        }
+    }
+}
+
+impl<F: Future + Send + 'static> Future for Detached<F>
+where
+    F::Output: Send,
+{
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let future = self
+            .future
+            .as_mut()
+            .expect("a Detached polled after its end");
+        let out = ready!(future.as_mut().poll(cx));
+        self.future = None;
+        Poll::Ready(out)
+    }
+}
+
+impl<F: Future + Send + 'static> Drop for Detached<F>
+where
+    F::Output: Send,
+{
+    fn drop(&mut self) {
+        // Unwinding from a panic in its poll: a future that panicked is not polled again.
+        if std::thread::panicking() {
+            return;
+        }
+        if let (Some(future), Ok(runtime)) = (self.future.take(), Handle::try_current()) {
+            runtime.spawn(future);
         }
     }
 }

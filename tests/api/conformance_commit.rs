@@ -113,20 +113,7 @@ async fn creates_go_alone_while_their_lane_has_room_for_more_calls_in_flight() {
     let s: Arc<dyn JobStore> = Arc::new(RedisStore::open(&redis.url(), settings()).unwrap());
     created(&*s, &tenant(), "sync").await;
     let mut conn = redis.connection().await;
-    config_set(&mut conn, "slowlog-log-slower-than", "0").await;
-    config_set(&mut conn, "slowlog-max-len", "1024").await;
-    let _: () = redis::cmd("SLOWLOG")
-        .arg("RESET")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(PAUSE_MS)
-        .arg("ALL")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    logged_and_paused(&mut conn, PAUSE_MS).await;
     let jobs: Vec<NewJob> = (0..4).map(|_| new_job(&tenant(), "sync")).collect();
     for answer in create_all(&s, &jobs).await {
         assert!(matches!(answer, Created::Created(..)), "{answer:?}");
@@ -147,6 +134,25 @@ async fn creates_go_alone_while_their_lane_has_room_for_more_calls_in_flight() {
 /// How long Redis holds every command while the creates are sent: far longer than spawning
 /// four tasks takes, far shorter than the store's deadline for a call.
 const PAUSE_MS: u64 = 500;
+
+/// Redis logs every command from now on (`function_calls` reads them) and holds every
+/// command for `ms`.
+async fn logged_and_paused(conn: &mut redis::aio::MultiplexedConnection, ms: u64) {
+    config_set(conn, "slowlog-log-slower-than", "0").await;
+    config_set(conn, "slowlog-max-len", "1024").await;
+    let _: () = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
 
 /// The names of the functions Redis ran, by its slow log (every command, at a threshold of 0).
 async fn function_calls(conn: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
@@ -172,6 +178,53 @@ async fn function_calls(conn: &mut redis::aio::MultiplexedConnection) -> Vec<Str
         })
         .collect()
 }
+
+/// A lone create's call runs in its caller's task; a caller that leaves while its call is in
+/// flight hands its place in the lane on to the creates queued behind it, which go as the
+/// next call and are answered as ever. Four lone creates sent while Redis is paused fill the
+/// lane, four more queue behind them, the first four are dropped: the four queued ones are
+/// created, in one `creates` call. (Were the place only given back, nothing would ever call
+/// for them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_queued_behind_lone_calls_whose_callers_left_are_answered() {
+    let redis = RedisServer::start(false);
+    let s: Arc<dyn JobStore> = Arc::new(RedisStore::open(&redis.url(), settings()).unwrap());
+    created(&*s, &tenant(), "sync").await;
+    let mut conn = redis.connection().await;
+    logged_and_paused(&mut conn, LEFT_PAUSE_MS).await;
+    let create = |job: NewJob| {
+        let s = s.clone();
+        Box::pin(async move { s.create(job).await })
+    };
+    let mut alone: Vec<_> = (0..4).map(|_| create(new_job(&tenant(), "sync"))).collect();
+    let mut queued: Vec<_> = (0..4).map(|_| create(new_job(&tenant(), "sync"))).collect();
+    // Polled in turn: each of the first four sends its call, each of the others queues.
+    for future in alone.iter_mut().chain(queued.iter_mut()) {
+        for _ in 0..3 {
+            let answered = futures_util::poll!(future.as_mut()).is_ready();
+            assert!(!answered, "Redis answered while paused");
+            tokio::task::yield_now().await;
+        }
+    }
+    drop(alone);
+    let queued = join_all(queued.into_iter().map(tokio::spawn));
+    let answers = tokio::time::timeout(Duration::from_secs(30), queued)
+        .await
+        .expect("the queued creates are answered");
+    for answer in answers {
+        let answer = answer.expect("the create ran to its end");
+        assert!(matches!(answer, Ok(Created::Created(..))), "{answer:?}");
+    }
+    let calls = function_calls(&mut conn).await;
+    assert!(
+        calls.iter().any(|name| name.ends_with("_creates")),
+        "the queued creates went as one call: {calls:?}"
+    );
+}
+
+/// How long Redis holds every command while the lone creates are dropped: far longer than
+/// polling eight futures takes, shorter than the store's deadline for a call (2 s).
+const LEFT_PAUSE_MS: u64 = 1500;
 
 /// Creates whose call fails in transit (Redis gone) each fail as a lone create's call would
 /// (`Unavailable`: a 503 with Retry-After), and the call frees its lane: once Redis is back,

@@ -105,26 +105,79 @@ impl Drop for Draining<'_> {
     }
 }
 
+/// A place of a lane that a lone create's call holds in its caller's task: given back when
+/// the call ends, or when the caller drops it mid-call. The creates that waited meanwhile then
+/// go as the next call of a run of calls on a task of their own (failed as unanswered if no
+/// runtime is left to run it).
+struct Place<'a> {
+    store: &'a RedisStore,
+    at: usize,
+    held: bool,
+}
+
+impl Place<'_> {
+    fn give_back(&mut self) {
+        if !std::mem::take(&mut self.held) {
+            return;
+        }
+        let batch = {
+            let mut lane = self.store.commits.lane(self.at);
+            if lane.waiting.is_empty() {
+                lane.in_flight -= 1;
+                return;
+            }
+            lane.next()
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let (store, at) = (self.store.clone(), self.at);
+                runtime.spawn(async move { store.drain(at, batch).await });
+            }
+            Err(_) => {
+                let mut lane = self.store.commits.lane(self.at);
+                lane.in_flight -= 1;
+                if lane.in_flight == 0 {
+                    lane.waiting.clear();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.give_back();
+    }
+}
+
 impl RedisStore {
-    /// Runs one create's call: at once when fewer than `IN_FLIGHT_MAX` create calls of its lane
-    /// are in flight, else in the next call of its lane, with the creates that waited beside
-    /// it. Answers what create.lua answered it.
+    /// Runs one create's call: at once, in the caller's task, when fewer than `IN_FLIGHT_MAX`
+    /// create calls of its lane are in flight, else in the next call of its lane, with the
+    /// creates that waited beside it. Answers what create.lua answered it.
     pub(super) async fn create_call(&self, call: CreateCall) -> Answer {
         let at = match self.on_cluster() {
             true => call.group.index(),
             false => 0,
         };
-        let (answer, answered) = oneshot::channel();
-        let first = {
+        let (answered, first) = {
             let mut lane = self.commits.lane(at);
-            lane.waiting.push(Waiting { call, answer });
-            match lane.in_flight < IN_FLIGHT_MAX {
-                false => None,
-                true => {
+            if lane.in_flight < IN_FLIGHT_MAX && lane.waiting.is_empty() {
+                lane.in_flight += 1;
+                (Err(call), None)
+            } else {
+                let (answer, answered) = oneshot::channel();
+                lane.waiting.push(Waiting { call, answer });
+                // A lane with room and creates waiting: its last run of calls ended mid-way.
+                let first = (lane.in_flight < IN_FLIGHT_MAX).then(|| {
                     lane.in_flight += 1;
-                    Some(lane.next())
-                }
+                    lane.next()
+                });
+                (Ok(answered), first)
             }
+        };
+        let answered = match answered {
+            Err(call) => return self.call_alone(at, call).await,
+            Ok(answered) => answered,
         };
         if let Some(batch) = first {
             let store = self.clone();
@@ -135,6 +188,25 @@ impl RedisStore {
                 "the create's call ended unanswered".into(),
             ))
         })
+    }
+
+    /// One create's call on a place of lane `at` it holds, made in the caller's task (no task,
+    /// channel or wake-up of its own); the place goes on to the creates that waited meanwhile
+    /// as it ends, the call answered or the caller gone.
+    async fn call_alone(&self, at: usize, call: CreateCall) -> Answer {
+        let mut place = Place {
+            store: self,
+            at,
+            held: true,
+        };
+        let answer = match self.send_creates(&[&call]).await {
+            Ok(mut answers) => answers
+                .pop()
+                .unwrap_or_else(|| Err(StoreError::Corrupt("create answered nothing".into()))),
+            Err(e) => Err(e),
+        };
+        place.give_back();
+        answer
     }
 
     /// Makes one of lane `at`'s runs of calls, `batch` first, then each batch that waited

@@ -2296,6 +2296,38 @@ mod redis_only {
         );
     }
 
+    /// Lean jobs: a job created without a token stores no creator (`by` and `anonymous`: 15
+    /// bytes of its record's listpack, which put the harness's done record, ~270 bytes, in
+    /// jemalloc's 320-byte class, now 256) and reads `anonymous` — in its snapshot and in the
+    /// claim its worker is handed, as the API's word for it; a named creator is stored and
+    /// reads as named.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_an_anonymous_jobs_record_stores_no_creator_and_reads_anonymous() {
+        use catalog_jobs::jobs::redis::record::ANONYMOUS;
+        assert_eq!(ANONYMOUS, catalog_jobs::api::auth::ANONYMOUS);
+        let (redis, s, _) = drained().await;
+        let mut conn = redis.connection().await;
+        let keys = Keys::new(&s.settings().prefix);
+        let job = harness_job();
+        create(&s, &job).await;
+        let claimed = claim_queued(&s, "vm/3128").await;
+        assert_eq!(claimed.job.origin.created_by, ANONYMOUS);
+        let stored = stored_fields(&mut conn, &keys.job(&job.id)).await;
+        assert!(!stored.contains_key(Field::CreatedBy.name()), "{stored:?}");
+        let read = s.get(&job.id).await.unwrap().expect("the job reads");
+        assert_eq!(read.created_by.as_deref(), Some(ANONYMOUS));
+        let mut named = harness_job();
+        named.origin.created_by = "acme-ci".into();
+        create(&s, &named).await;
+        let stored = stored_fields(&mut conn, &keys.job(&named.id)).await;
+        assert_eq!(
+            stored.get(Field::CreatedBy.name()).map(String::as_str),
+            Some("acme-ci")
+        );
+        let read = s.get(&named.id).await.unwrap().expect("the job reads");
+        assert_eq!(read.created_by.as_deref(), Some("acme-ci"));
+    }
+
     /// Lean jobs: a finish is called without the job's own fields (tenant, kind, params,
     /// creator, request, order, created_ms: 14 arguments), which it reads only to write back a
     /// record Redis lost — that call answers `missing`, having written nothing, and the store

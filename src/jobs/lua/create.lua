@@ -155,7 +155,7 @@ end
 -- made again.
 local old = first.job.retry_of and k_job(first.job.retry_of)
 if old and redis.call('EXISTS', old) == 1 then
-  write_job(old, {retried_by = first.job.created_by, retried_as = first.id})
+  write_job(old, {retried_by = first.job.created_by or ANONYMOUS, retried_as = first.id})
 end
 if idem then
   redis.call('HSET', idem, 'job', first.id, 'fingerprint', fingerprint)

@@ -43,6 +43,9 @@ local STATUS_CODES = {queued = 'q', running = 'r', done = 'd', failed = 'f', can
 -- and a reader older than this shows it empty rather than failing). DEFAULT_STEPS in
 -- jobs/redis/record.rs is the same list.
 local DEFAULT_STEPS = {created = 'queued', started = 'starting', finished = 'finished'}
+-- The creator a record leaves out (`created_by`, 15 bytes of a short job's listpack): a
+-- caller without a token (ANONYMOUS in jobs/redis/record.rs, the same word), the usual one.
+local ANONYMOUS = 'anonymous'
 
 -- The stored name of field `name`, or of a piece of it (`<name>.<n>`); an event field (`@…`)
 -- is stored as named.

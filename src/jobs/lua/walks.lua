@@ -6,11 +6,14 @@
 
 -- A new job's fields, read from A at `i` (`Pairs::append_origin_to` in jobs/redis/record.rs):
 -- its tenant, kind, creator and request, unnamed, then a named list of its other fields
--- (`named_args`; its step, when none is sent, is `queued`). Answers them in a table made with
+-- (`named_args`; its step, when none is sent, is `queued`; its creator, when ANONYMOUS, is left
+-- out: the record implies it). Answers them in a table made with
 -- room for every field a create writes (one grown field by field is made again at its 1st,
 -- 2nd, 3rd, 5th and 9th field), and the index of the first argument after them.
 local function new_record(i)
-  local job = {tenant = A[i], kind = A[i + 1], created_by = A[i + 2], request_id = A[i + 3],
+  local by = A[i + 2]
+  if by == ANONYMOUS then by = nil end
+  local job = {tenant = A[i], kind = A[i + 1], created_by = by, request_id = A[i + 3],
     params = nil, in_order = nil, step = nil, created_ms = nil, status = nil, events = nil,
     event_ms = nil, worker = nil, retry_of = nil, pipeline = nil, waiting_for = nil,
     steps = nil}

@@ -15,6 +15,8 @@ use super::super::pipeline::{self, StepRef};
 use super::super::store::{Claim, NewJob, Origin, RunId, StoreError, StoreSettings};
 use super::super::timeline::{EventId, TimelineEvent, TIMELINE_CAP};
 use super::super::{InvalidId, JobId, Kind, Snapshot, Status, TenantId};
+use codes::decoded;
+pub use codes::{DEFAULT_STEPS, EVENT_CODES, STATUS_CODES};
 
 macro_rules! fields {
     ($($(#[$doc:meta])* $variant:ident = $label:literal => $name:literal,)*) => {
@@ -119,52 +121,14 @@ const IMPLIED_CREATED: &str = "0|c|0|q|0||";
 /// A done job's step (`Outcome::step`), which its record no longer stores.
 const DONE_STEP: &str = "finished";
 
+/// The creator a record leaves out (`ANONYMOUS` in `lua/record.lua`): the one a request
+/// without a token names (`api::auth::ANONYMOUS`, the same word; a test holds them equal), so
+/// a short job's record is 15 bytes smaller. A record without `created_by` reads as it.
+pub const ANONYMOUS: &str = "anonymous";
+
 /// The field of the `started` event of a job's first claim, which its record implies rather
 /// than stores when it is the job's second event (`implied_start` in `lua/prelude.lua`).
 const IMPLIED_START_FIELD: &str = "@1";
-
-/// Each event type's code in a stored event (`EVENT_CODES` in `lua/record.lua`, the same
-/// list); a type without a code is stored whole.
-pub const EVENT_CODES: &[(&str, &str)] = &[
-    ("created", "c"),
-    ("started", "s"),
-    ("progress", "p"),
-    ("cancel_requested", "x"),
-    ("released", "g"),
-    ("requeued", "q"),
-    ("lost", "l"),
-    ("restored", "r"),
-    ("superseded", "o"),
-    ("finished", "f"),
-];
-
-/// The step an event of each type usually carries, stored empty in an event that carries it
-/// (`DEFAULT_STEPS` in `lua/record.lua`, the same list; these types never carry an empty one).
-pub const DEFAULT_STEPS: &[(&str, &str)] = &[
-    ("created", "queued"),
-    ("started", "starting"),
-    ("finished", "finished"),
-];
-
-/// Each status's code in a stored event (`STATUS_CODES` in `lua/record.lua`).
-pub const STATUS_CODES: &[(&str, &str)] = &[
-    ("queued", "q"),
-    ("running", "r"),
-    ("done", "d"),
-    ("failed", "f"),
-    ("cancelled", "c"),
-    ("cancelling", "x"),
-    ("lost", "l"),
-];
-
-/// The word `stored` is the code of in `codes`, or `stored` itself (a word stored whole).
-fn decoded(codes: &[(&'static str, &'static str)], stored: &str) -> String {
-    codes
-        .iter()
-        .find(|(_, code)| *code == stored)
-        .map_or(stored, |(word, _)| word)
-        .to_owned()
-}
 
 /// `value` cut into pieces of at most [`PIECE`] bytes, each ending on a character boundary.
 fn pieces(value: &str) -> Vec<&str> {
@@ -331,9 +295,15 @@ impl Hash {
         Kind::parse(self.required(Field::Kind)?).map_err(corrupt)
     }
 
+    /// Who created the job: a record without a creator was created by ANONYMOUS.
+    fn creator(&self) -> String {
+        self.owned(Field::CreatedBy)
+            .unwrap_or_else(|| ANONYMOUS.to_owned())
+    }
+
     fn origin(&self) -> Origin {
         Origin {
-            created_by: self.owned(Field::CreatedBy).unwrap_or_default(),
+            created_by: self.creator(),
             request_id: self.owned(Field::RequestId).unwrap_or_default(),
             retry_of: self.id(Field::RetryOf),
         }
@@ -401,7 +371,7 @@ impl Hash {
             max_attempts: self.max_attempts(settings),
             worker: self.owned(Field::Worker),
             recovered_at: self.opt_num(Field::RecoveredMs),
-            created_by: self.owned(Field::CreatedBy),
+            created_by: Some(self.creator()),
             cancelled_by: self.owned(Field::CancelledBy),
             retried_by: self.owned(Field::RetriedBy),
             retried_as: self.id(Field::RetriedAs),
@@ -595,6 +565,7 @@ impl Hash {
 fn corrupt(e: InvalidId) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
+mod codes;
 mod lost;
 #[cfg(test)]
 mod tests;

@@ -184,3 +184,8 @@ fn hash_of(fields: &[(&str, &str)]) -> Hash {
             .collect(),
     )
 }
+
+#[test]
+fn the_lua_side_leaves_out_the_same_creator() {
+    assert!(LUA.contains(&format!("local ANONYMOUS = '{ANONYMOUS}'")));
+}

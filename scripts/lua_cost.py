@@ -405,9 +405,9 @@ def batched(rev: str) -> str:
 def batches(r: Redis, lib: str, layout: Layout, n: int, pid: int, sizes: list, part: int) -> list:
     """n creates (each of its own tenant, all of one slot group, claimed for the worker) for
     each batch size: size requests a call of the batched create. Answers each size and the
-    number of its dump."""
-    base = f"job:{{{layout.tags[0]}}}"
-    in_group = (t for t in (f"lc-batch-{i}" for i in range(10 ** 9)) if layout.group(t) == 0)
+    number of its dump. The group is the second (SPLIT's `claiming` leaves queued jobs in the
+    first, where a create would be queued, not claimed)."""
+    in_group = (t for t in (f"lc-batch-{i}" for i in range(10 ** 9)) if layout.group(t) == 1)
     out = []
     for size in sizes:
         jobs = [(layout.job_id(t), t) for t in itertools.islice(in_group, n)]

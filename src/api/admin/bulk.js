@@ -67,6 +67,7 @@ export function selectionChanged() {
   $('bulk-retry-all').title = $('bulk-retry-all').disabled ? 'Set Status to any or failed: this retries failed jobs' : '';
   $('bulk-cancel-tenant').disabled = !tenant;
   $('bulk-cancel-tenant').textContent = tenant ? `Cancel every active job of ${tenant}…` : 'Cancel a tenant\'s jobs… (pick a tenant)';
+  $('bulk-cancel-tenant').title = $('bulk-cancel-tenant').textContent; // clipped to its width
   for (const id of ['bulk-retry', 'bulk-retry-all']) $(id).hidden = !may('retry');
   for (const id of ['bulk-cancel', 'bulk-cancel-tenant']) $(id).hidden = !may('cancel');
   $('bulk-count').textContent = chosen ? `${plural(chosen, 'job')} selected` : 'Select jobs with the boxes in the table';

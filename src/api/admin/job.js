@@ -17,6 +17,7 @@ const CHART_H = 60;
 
 let timelineReadAt = 0;
 let timelineTimer = 0;
+let opener = null; // what had the focus when the job was opened: it gets it back on Close
 
 const may = (what) => !state.may || state.may[what] !== false;
 
@@ -29,8 +30,11 @@ export async function openJob(id) {
   if (location.hash !== `#job=${enc(id)}`) history.replaceState(null, '', `#job=${enc(id)}`);
   learn(a.body);
   paintJob(a.body);
-  $('job-view').hidden = false;
-  $('job-title').focus({ preventScroll: false });
+  const view = $('job-view');
+  if (view.hidden) opener = view.contains(document.activeElement) ? null : document.activeElement;
+  view.hidden = false;
+  view.scrollTop = 0;
+  $('job-title').focus();
   await loadTimeline(id);
 }
 
@@ -38,6 +42,8 @@ export function closeJob() {
   state.openJob = null;
   $('job-view').hidden = true;
   if (location.hash.startsWith('#job=')) history.replaceState(null, '', location.pathname + location.search);
+  if (opener && opener.isConnected) opener.focus();
+  opener = null;
 }
 
 export function openFromHash() {
@@ -202,6 +208,7 @@ export function wireJob() {
   $('cancel').addEventListener('click', cancelOpenJob);
   $('retry').addEventListener('click', retryOpenJob);
   $('close-job').addEventListener('click', closeJob);
+  $('job-view').addEventListener('keydown', (e) => { if (e.key === 'Escape') closeJob(); });
   window.addEventListener('hashchange', openFromHash);
 }
 

@@ -42,7 +42,9 @@ function paintCard(job) {
   const w = watched.get(job.job_id);
   if (!w) return;
   paintProgress(w, job);
-  setText(w.step, job.error ? `${job.step || ''} — ${job.error}` : job.step || '');
+  const step = job.error ? `${job.step || ''} — ${job.error}` : job.step || '';
+  setText(w.step, step);
+  if (w.step.title !== step) w.step.title = step; // the line is clipped: the whole of it on hover
   setText(w.time, `elapsed ${span(elapsed(job))}`);
   const active = ACTIVE.has(job.status);
   const eta = !active ? '—' : job.eta_seconds == null ? 'estimating' : span(Number(job.eta_seconds));

@@ -8,7 +8,7 @@ use catalog_jobs::api::bulk::BULK_MAX;
 use catalog_jobs::jobs::TenantId;
 use serde_json::json;
 
-use super::{row_reads, screenshot_path, use_identity, DESKTOP};
+use super::{click_in_place, row_reads, screenshot_path, use_identity, DESKTOP};
 use crate::both_stores;
 use crate::helpers::webdriver::Browser;
 use crate::helpers::{create, failed_job, new_job, spawn_app, tenant, Backend, Gate, TestApp};
@@ -28,8 +28,11 @@ const RUNNING: usize = 2;
 /// Ticks each row's box; answers when the bulk bar counts them all.
 async fn select(b: &Browser, ids: &[String]) {
     for id in ids {
-        b.click(&format!("[data-testid=job-select][data-job-id=\"{id}\"]"))
-            .await;
+        click_in_place(
+            b,
+            &format!("[data-testid=job-select][data-job-id=\"{id}\"]"),
+        )
+        .await;
     }
     b.wait_for(
         "the selection counted",
@@ -43,7 +46,7 @@ async fn select(b: &Browser, ids: &[String]) {
 /// and answers what the confirmation asked and what the page then says the action (`verb`)
 /// did.
 async fn confirm(b: &Browser, button: &str, asks: &str, verb: &str) -> (String, String) {
-    b.click(&format!("[data-testid={button}]")).await;
+    click_in_place(b, &format!("[data-testid={button}]")).await;
     let text_of_confirmation = b
         .wait_for(
             "the confirmation",

@@ -15,7 +15,7 @@ use catalog_jobs::config::tokens::hash_token;
 use catalog_jobs::config::Config;
 use serde_json::{json, Value};
 
-use super::{screenshot_path, use_identity, DESKTOP};
+use super::{click_in_place, screenshot_path, use_identity, DESKTOP};
 use crate::helpers::webdriver::Browser;
 use crate::helpers::{
     serve, settings, spawn_app, spawn_app_with, spawn_catalog_app, store, test_config, unique,
@@ -235,9 +235,10 @@ async fn the_caption_says_the_table_is_live_while_it_streams_even_after_use_is_p
 
 /// Opens the running sync from its row and waits (past the usual bound) for it to end.
 async fn follow_the_long_sync_to_done(b: &Browser, id: &str) {
-    b.click(&format!(
-        "[data-testid=job-row][data-job-id=\"{id}\"] td.id button"
-    ))
+    click_in_place(
+        b,
+        &format!("[data-testid=job-row][data-job-id=\"{id}\"] td.id button"),
+    )
     .await;
     let limit = Duration::from_secs(SOURCE_SECONDS * LONG_SOURCES as u64 * 3);
     b.wait_until(
@@ -306,7 +307,7 @@ async fn a_minute_long_syncs_timeline_reads_in_fewer_than_20_lines_one_per_step_
     use_identity(&b, &tenant, "").await;
     b.fill("[data-testid=sync-source]", &sources.join("\n"))
         .await;
-    b.click("[data-testid=start-sync]").await;
+    click_in_place(&b, "[data-testid=start-sync]").await;
     let id = b
         .wait_for(
             "the long sync's row",

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::DESKTOP;
+use super::{click_in_place, DESKTOP};
 use crate::both_stores;
 use crate::helpers::webdriver::Browser;
 use crate::helpers::{
@@ -74,7 +74,7 @@ async fn every_job_once_across_two_pages(b: &Browser, ids: &[String]) {
         json!([]),
     )
     .await;
-    b.click("[data-testid=jobs-load-more]").await;
+    click_in_place(b, "[data-testid=jobs-load-more]").await;
     b.wait_for(
         "every job after Load more",
         "return document.querySelectorAll('[data-testid=job-row]').length === arguments[0]

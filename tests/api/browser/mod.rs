@@ -10,6 +10,7 @@ mod listing;
 mod overview;
 mod pipeline;
 mod replicas;
+mod steady;
 mod timeline;
 
 use std::path::PathBuf;
@@ -30,7 +31,7 @@ use crate::helpers::{
 
 /// A laptop's viewport, and a phone's width (an iPhone SE / 13 mini in CSS pixels).
 pub const DESKTOP: (u32, u32) = (1280, 1000);
-const PHONE_WIDTH: u32 = 375;
+pub const PHONE_WIDTH: u32 = 375;
 /// The currency the service is told its prices are in (`PRICE_CURRENCY`).
 const CURRENCY: &str = "EUR";
 /// A product name that would run script if the page ever rendered data as markup.
@@ -40,6 +41,31 @@ pub fn screenshot_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("target/screenshots")
         .join(format!("{name}.png"))
+}
+
+/// Clicks the element `css` where it stands, in one script run by the page: scrolled into
+/// view, it must be what a pointer at its centre hits, and it is clicked in the same run.
+/// A WebDriver click locates, hit-tests and dispatches in steps, not at once: a live part of
+/// the page that changes between them (a poll's rows, the overview's read, a card's line)
+/// can move the element away, and the click lands on whatever slid under the point (the
+/// failed CI: an open job's Cancel pushed down by the jobs table's new rows). Where the page
+/// keeps a control still by design (the header, the job panel, a dialog), the tests click it
+/// with WebDriver, as a person would; `steady.rs` proves the job panel stays still.
+pub async fn click_in_place(b: &Browser, css: &str) {
+    b.wait_for(
+        &format!("{css} shown, enabled and hit where it stands, then clicked"),
+        "const e = document.querySelector(arguments[0]);
+         if (!e || e.disabled || e.closest('[hidden]')) return false;
+         e.scrollIntoView({ block: 'center', inline: 'nearest' });
+         const r = e.getBoundingClientRect();
+         if (!r.width || !r.height) return false;
+         const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+         if (!hit || (hit !== e && !e.contains(hit))) return false;
+         e.click();
+         return true;",
+        json!([css]),
+    )
+    .await;
 }
 
 /// Types the tenant (and token) and applies them.
@@ -88,7 +114,7 @@ async fn a_sync_started_from_the_page_fills_its_bar_to_100_and_the_jobs_table_sh
     )
     .await;
     b.fill("[data-testid=sync-source]", "demo.jsonl").await;
-    b.click("[data-testid=start-sync]").await;
+    click_in_place(b, "[data-testid=start-sync]").await;
     let id = card_reads(b, "sync", "done").await;
     let follow = b
         .exec(
@@ -141,9 +167,9 @@ async fn a_sync_started_from_the_page_fills_its_bar_to_100_and_the_jobs_table_sh
 }
 
 async fn pair_and_wait_shows_the_report_inline(b: &Browser) {
-    b.click("[data-testid=start-enrich]").await;
+    click_in_place(b, "[data-testid=start-enrich]").await;
     card_reads(b, "enrich", "done").await;
-    b.click("[data-testid=pair-wait]").await;
+    click_in_place(b, "[data-testid=pair-wait]").await;
     let report = b
         .wait_for(
             "the pair's report",
@@ -160,7 +186,7 @@ async fn pair_and_wait_shows_the_report_inline(b: &Browser) {
         "the report says full and its counts in words: {words}"
     );
     // Nothing changed since: the next pair is incremental and re-scores nothing.
-    b.click("[data-testid=pair-wait]").await;
+    click_in_place(b, "[data-testid=pair-wait]").await;
     let words = pair_report_words(b, "Incremental pair").await;
     assert!(
         words.starts_with("Incremental pair: re-scored 0 of 2,400 products")
@@ -213,7 +239,7 @@ async fn pair_report_words(b: &Browser, mode: &str) -> String {
 async fn a_search_pages_through_its_results(b: &Browser) {
     // Every key of families 10-19 starts with this: more than one page of 20.
     b.fill("[data-testid=product-search]", "fam00001").await;
-    b.click("#product-form button").await;
+    click_in_place(b, "#product-form button").await;
     let first = b
         .wait_for(
             "a first page with more to come",
@@ -223,7 +249,7 @@ async fn a_search_pages_through_its_results(b: &Browser) {
         )
         .await;
     assert_eq!(first, 20, "a page of 20");
-    b.click("[data-testid=product-more]").await;
+    click_in_place(b, "[data-testid=product-more]").await;
     b.wait_for(
         "a second page appended, every result matching",
         "const keys = [...document.querySelectorAll('[data-testid=product-result] button')].map((b) => b.dataset.productKey);
@@ -236,7 +262,7 @@ async fn a_search_pages_through_its_results(b: &Browser) {
 /// Searches the products for `query`, waits for `key` among the results and opens it.
 async fn search_and_open(b: &Browser, query: &str, key: &str) {
     b.fill("[data-testid=product-search]", query).await;
-    b.click("#product-form button").await;
+    click_in_place(b, "#product-form button").await;
     let result = format!("[data-testid=product-results] button[data-product-key=\"{key}\"]");
     b.wait_for(
         &format!("{key} in the results"),
@@ -244,7 +270,7 @@ async fn search_and_open(b: &Browser, query: &str, key: &str) {
         json!([result]),
     )
     .await;
-    b.click(&result).await;
+    click_in_place(b, &result).await;
 }
 
 async fn a_product_is_found_opened_and_its_neighbour_followed(b: &Browser) {
@@ -266,8 +292,11 @@ async fn a_product_is_found_opened_and_its_neighbour_followed(b: &Browser) {
         (0.0..=1.0).contains(&shown),
         "a neighbour shows its score: {score}"
     );
-    b.click("[data-testid=neighbours] button[data-product-key=\"fam000001-v1\"]")
-        .await;
+    click_in_place(
+        b,
+        "[data-testid=neighbours] button[data-product-key=\"fam000001-v1\"]",
+    )
+    .await;
     b.wait_for(
         "the neighbour opened",
         "const v = document.querySelector('[data-testid=product-view]');
@@ -337,7 +366,7 @@ async fn a_product_reads_its_price_and_neighbours_and_goes_back_to_its_results(
     )
     .await;
     b.screenshot(&screenshot_path("admin-product")).await;
-    b.click("[data-testid=product-back]").await;
+    click_in_place(b, "[data-testid=product-back]").await;
     let back = b
         .wait_for(
             "the results again, focused on the one the product was opened from",
@@ -433,7 +462,7 @@ async fn every_control_is_labelled(b: &Browser) {
 /// Starts a sync of `source` from the page and waits until its card reads `status`: its id.
 async fn start_a_sync_until(b: &Browser, source: &str, status: &str) -> String {
     b.fill("[data-testid=sync-source]", source).await;
-    b.click("[data-testid=start-sync]").await;
+    click_in_place(b, "[data-testid=start-sync]").await;
     let card = b
         .wait_for(
             &format!("a sync {status}"),
@@ -497,7 +526,7 @@ async fn the_jobs_table_filters_by_status_and_kind_and_finds_a_job_by_id(
     )
     .await;
     b.fill("[data-testid=find-job]", failed).await;
-    b.click("#find-form button").await;
+    click_in_place(b, "#find-form button").await;
     b.wait_for(
         "the job found by its id",
         "const v = document.querySelector('[data-testid=job-view]');
@@ -515,7 +544,7 @@ async fn start_a_long_sync(b: &Browser, feed: &str) -> String {
 }
 
 async fn a_second_start_shows_already_running_with_a_link_to_the_job(b: &Browser, running: &str) {
-    b.click("[data-testid=start-sync]").await;
+    click_in_place(b, "[data-testid=start-sync]").await;
     let link = b
         .wait_for(
             "already running",
@@ -528,8 +557,8 @@ async fn a_second_start_shows_already_running_with_a_link_to_the_job(b: &Browser
     assert_eq!(link, format!("#job={running}"));
 }
 
-/// Once job `id` is open with its cancel button: Cancel, then yes in the confirmation.
-pub async fn cancel_the_open_job_through_the_confirmation(b: &Browser, id: &str) {
+/// Waits until job `id` is open with its cancel button.
+pub async fn open_with_cancel(b: &Browser, id: &str) {
     b.wait_for(
         "the job opened with a cancel button",
         "const v = document.querySelector('[data-testid=job-view]');
@@ -538,6 +567,11 @@ pub async fn cancel_the_open_job_through_the_confirmation(b: &Browser, id: &str)
         json!([id]),
     )
     .await;
+}
+
+/// Clicks the open job's Cancel (a WebDriver click: the job panel keeps it still) and waits
+/// for the confirmation.
+pub async fn press_cancel(b: &Browser) {
     b.click("[data-testid=cancel]").await;
     b.wait_for(
         "the confirmation",
@@ -545,6 +579,12 @@ pub async fn cancel_the_open_job_through_the_confirmation(b: &Browser, id: &str)
         json!([]),
     )
     .await;
+}
+
+/// Once job `id` is open with its cancel button: Cancel, then yes in the confirmation.
+pub async fn cancel_the_open_job_through_the_confirmation(b: &Browser, id: &str) {
+    open_with_cancel(b, id).await;
+    press_cancel(b).await;
     b.click("[data-testid=confirm-yes]").await;
 }
 
@@ -557,7 +597,7 @@ async fn a_long_job_is_cancelled_through_the_confirmation(b: &Browser, id: &str)
         json!([open]),
     )
     .await;
-    b.click(&open).await;
+    click_in_place(b, &open).await;
     cancel_the_open_job_through_the_confirmation(b, id).await;
     b.wait_for(
         "the job cancelled",
@@ -715,7 +755,7 @@ async fn with_its_token_a_sync_runs_to_done_and_no_error_shows(
 ) -> String {
     use_identity(b, tenant, token).await;
     b.fill("[data-testid=sync-source]", "sample.csv").await;
-    b.click("[data-testid=start-sync]").await;
+    click_in_place(b, "[data-testid=start-sync]").await;
     let id = card_reads(b, "sync", "done").await;
     row_reads(b, &id, "done").await;
     let error: Value = b
@@ -738,7 +778,7 @@ async fn without_the_event_stream_the_card_polls_its_job_to_done(b: &Browser, ea
         json!([]),
     )
     .await;
-    b.click("[data-testid=start-sync]").await;
+    click_in_place(b, "[data-testid=start-sync]").await;
     let polled = b
         .wait_for(
             "a polled sync done",

@@ -6,7 +6,10 @@ use catalog_jobs::config::Config;
 use catalog_jobs::jobs::pipeline::SKIPPED_CANCELLED;
 use serde_json::{json, Value};
 
-use super::{cancel_the_open_job_through_the_confirmation, screenshot_path, use_identity, DESKTOP};
+use super::{
+    cancel_the_open_job_through_the_confirmation, click_in_place, screenshot_path, use_identity,
+    DESKTOP,
+};
 use crate::helpers::webdriver::Browser;
 use crate::helpers::{spawn_catalog_app, test_config, unique, Backend, HeldFeeds};
 
@@ -16,7 +19,7 @@ const STEPS: [&str; 3] = ["sync", "enrich", "pair"];
 /// Starts a refresh of `source` from the page's form; answers the new card's pipeline id.
 async fn start_refresh(b: &Browser, source: &str, before: &[String]) -> String {
     b.fill("[data-testid=pipeline-source]", source).await;
-    b.click("[data-testid=start-pipeline]").await;
+    click_in_place(b, "[data-testid=start-pipeline]").await;
     b.wait_for(
         "a new refresh card with its three steps",
         "const c = document.querySelector('#live [data-testid=pipeline-card]');
@@ -117,9 +120,10 @@ async fn a_refresh_cancelled_from_its_job_view_shows_its_later_steps_skipped(
         json!([id]),
     )
     .await;
-    b.click(&format!(
-        "[data-testid=pipeline-card][data-job-id=\"{id}\"] .head button"
-    ))
+    click_in_place(
+        b,
+        &format!("[data-testid=pipeline-card][data-job-id=\"{id}\"] .head button"),
+    )
     .await;
     // A pipeline never runs itself (its steps do): its view states no attempt.
     let facts = b.text("#job-snapshot").await;

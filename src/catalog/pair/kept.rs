@@ -10,8 +10,8 @@
 //! reach a bar, so which groups share an index never changes an answer). A restart, a state
 //! saved by another replica, or a run that did not save finds none, and the pair builds
 //! them afresh. Bounded: the indexes kept for all tenants, with the pair running, stay
-//! within `PAIR_MAX_MEMORY_MB` (`make_room`, `keep`); the least recently paired tenant's
-//! goes first.
+//! within `PAIR_MAX_MEMORY_MB` (`make_room`, `keep`), and at most `KEPT_TENANTS` tenants'
+//! are kept; the least recently paired tenant's goes first.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
@@ -31,6 +31,15 @@ use crate::jobs::TenantId;
 /// At most this many indexes are read per query: past it, the ones made since the first are
 /// made again as one.
 const MAX_INDEXES: usize = 4;
+
+/// At most this many tenants' engines are kept. Without it, every tenant a replica ever
+/// paired kept its engine until `PAIR_MAX_MEMORY_MB` (1 GiB by default) was full, deleted
+/// tenants' too (their state is gone, so nothing could use them): an idle replica's heap grew
+/// with each new tenant paired (the soak's untouched replica, 240 tenants turned over as they
+/// are deleted: ~45 more small engines a round, the only part of its live heap that grew).
+/// Keeping pays for a large catalogue (1M products: 0.6 s of an incremental pair's 2.1 s of
+/// CPU) and costs its size; a small one is weighed and indexed anew in about a millisecond.
+pub const KEPT_TENANTS: usize = 32;
 
 /// Once the groups made since the first index was built, or the groups left without
 /// members, pass this share of the groups it holds, every group is indexed afresh in one
@@ -284,8 +293,9 @@ pub fn make_room(needed_mb: u64, limit_mb: u64) {
     }
 }
 
-/// Keeps the tenant's engine when it fits in `limit_mb` with the others (dropping the least
-/// recently kept as needed); one that alone does not fit is not kept.
+/// Keeps the tenant's engine when it fits in `limit_mb` with the others, among at most
+/// `KEPT_TENANTS` (dropping the least recently kept as needed); one that alone does not fit
+/// is not kept.
 pub fn keep(tenant: &TenantId, k: Kept, limit_mb: u64) {
     let limit = limit_mb.saturating_mul(1 << 20);
     let bytes = k.bytes() as u64;
@@ -294,7 +304,8 @@ pub fn keep(tenant: &TenantId, k: Kept, limit_mb: u64) {
     if bytes > limit {
         return;
     }
-    while !all.is_empty() && held(&all).saturating_add(bytes) > limit {
+    while !all.is_empty() && (all.len() >= KEPT_TENANTS || held(&all).saturating_add(bytes) > limit)
+    {
         all.remove(0);
     }
     all.push((tenant.clone(), k));
@@ -307,4 +318,39 @@ pub fn held_mb() -> f64 {
 
 fn held(all: &[(TenantId, Kept)]) -> u64 {
     all.iter().map(|(_, k)| k.bytes() as u64).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a pair of an empty catalogue would keep.
+    fn empty(token: u64) -> Kept {
+        Kept {
+            token,
+            vectors: Rows::new(),
+            group_category: Vec::new(),
+            group_of: Vec::new(),
+            indexes: Vec::new(),
+            ends: Vec::new(),
+            by_identity: Groups(HashMap::default()),
+        }
+    }
+
+    #[test]
+    fn pairs_of_many_tenants_keep_the_engines_of_the_last_kept_tenants_only() {
+        let tenant = |i: usize| TenantId::parse(&format!("kept-cap-{i}")).unwrap();
+        let many = 4 * KEPT_TENANTS;
+        for i in 0..many {
+            keep(&tenant(i), empty(i as u64 + 1), 1024);
+            // Other tests of this process keep engines too: the cap holds for all of them.
+            assert!(kept().len() <= KEPT_TENANTS, "after {} pairs", i + 1);
+        }
+        let held = |i: usize| kept().iter().any(|(t, _)| *t == tenant(i));
+        assert!(!held(0), "the least recently kept went first");
+        assert!(held(many - 1), "the last kept stays");
+        for i in 0..many {
+            forget(&tenant(i));
+        }
+    }
 }

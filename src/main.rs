@@ -17,6 +17,14 @@ const ARENAS_ENV: &str = "MALLOC_ARENA_MAX";
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const TUNABLES_ENV: (&str, &str) = ("GLIBC_TUNABLES", "glibc.malloc.arena_max");
 
+/// How often the binary hands the heap pages glibc's malloc holds free back to the system
+/// (`malloc_trim`): glibc gives back by itself only the free memory at the top of a heap, so
+/// what a job or a tenant freed below something still live stayed resident for good (50,000
+/// imported products whose tenant was deleted: 16.9 of 18.5 MB kept; the soak's idle replica
+/// held 3–5.7 MB free in its heaps, more after each round's peak).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn main() -> std::process::ExitCode {
     // First, while this is the only thread: glibc fixes its arena cap when a second thread
     // first allocates.
@@ -74,9 +82,34 @@ fn cap_malloc_arenas() -> String {
     "the platform's default".to_owned()
 }
 
+/// Starts a thread that gives glibc's free heap pages back every `TRIM_EVERY`; answers how
+/// often, for the start-up log.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn give_back_free_pages() -> String {
+    let trimming = std::thread::Builder::new()
+        .name("malloc-trim".to_owned())
+        .spawn(|| loop {
+            std::thread::sleep(TRIM_EVERY);
+            // SAFETY: malloc_trim only returns free pages of glibc's heaps to the system,
+            // holding each arena's lock as malloc and free do.
+            unsafe { libc::malloc_trim(0) };
+        });
+    match trimming {
+        Ok(_) => format!("every {} s (malloc_trim)", TRIM_EVERY.as_secs()),
+        Err(_) => "never: no thread could be started for it".to_owned(),
+    }
+}
+
+/// Other allocators give back what they free by their own rules.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn give_back_free_pages() -> String {
+    "by the platform's allocator".to_owned()
+}
+
 fn serve(config: Config, arenas: &str) -> std::process::ExitCode {
     telemetry::init(config.log_format);
-    tracing::info!(malloc_arenas = %arenas, "allocator");
+    let free_pages = give_back_free_pages();
+    tracing::info!(malloc_arenas = %arenas, free_pages_given_back = %free_pages, "allocator");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

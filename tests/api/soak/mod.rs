@@ -29,7 +29,13 @@ use load::{Ledger, Load};
 pub const MAX_ATTEMPTS: u32 = 3;
 /// How long the service may take to end every accepted job once the load stops.
 const DRAIN: Duration = Duration::from_secs(90);
-/// Once the jobs ended, how long the replicas idle before their memory is read.
+/// Once the jobs ended, how long the untouched replica's blocking threads may take to go
+/// (tokio ends one 10 s after its last task; each holds a Redis connection of its own):
+/// until they have, its threads, sockets and their stacks and buffers are those of its
+/// last jobs, not an idle replica's.
+const POOL_IDLE: Duration = Duration::from_secs(30);
+/// Once the jobs ended and the blocking threads went, how long the replicas idle before
+/// their memory is read.
 const IDLE: Duration = Duration::from_secs(2);
 
 /// A soak's size.
@@ -103,6 +109,8 @@ async fn soak(plan: Plan) {
     let mut redis = RedisServer::start(true);
     let feeds = load::slow_feeds().await;
     let replicas = Replicas::start(&redis, &feeds).await;
+    // Before any load: no blocking thread yet.
+    let fresh = replicas.memory(UNTOUCHED, true).threads;
     let ledger = Arc::new(Ledger::default());
     let salt = free_port();
     let mut tenants = Vec::new();
@@ -117,10 +125,11 @@ async fn soak(plan: Plan) {
         tokio::time::sleep(plan.round / 2).await;
         load.stop().await;
         let settled = observe::settled(&replicas, plan.settle).await;
+        let pool = observe::threads_down_to(&replicas, UNTOUCHED, fresh, POOL_IDLE).await;
         tokio::time::sleep(IDLE).await;
         let figure = replicas.memory(UNTOUCHED, settled.is_some());
         eprintln!(
-            "soak round {} at {:.0} s: {fault:?}; settled {settled:?}; idle, replica {UNTOUCHED}: {figure}",
+            "soak round {} at {:.0} s: {fault:?}; settled {settled:?}; blocking threads gone {pool:?}; idle, replica {UNTOUCHED}: {figure}",
             round + 1,
             started.elapsed().as_secs_f64()
         );

@@ -109,6 +109,24 @@ pub async fn settled(replicas: &Replicas, within: Duration) -> Option<Duration> 
     None
 }
 
+/// Waits (at most `within`) until replica `slot` runs no more than `threads` threads (its
+/// blocking threads went): how long that took, or `None` when some were still there.
+pub async fn threads_down_to(
+    replicas: &Replicas,
+    slot: usize,
+    threads: u64,
+    within: Duration,
+) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if replicas.memory(slot, true).threads <= threads {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+    None
+}
+
 /// GETs `path` from some live replica, trying each in turn.
 async fn get(replicas: &Replicas, path: &str) -> Answer {
     for n in 0..3 {

@@ -13,7 +13,7 @@
 //! call's failure would; the script ran whole or not at all.
 
 use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::oneshot;
 
@@ -35,8 +35,8 @@ const IN_FLIGHT_MAX: usize = 4;
 /// group's two (`Route::declared`), and its own arguments (create.lua's header).
 pub(super) struct CreateCall {
     pub(super) group: Group,
-    pub(super) declared: Vec<String>,
-    pub(super) args: Vec<Vec<u8>>,
+    pub(super) declared: Arc<Vec<String>>,
+    pub(super) args: Arc<Vec<Vec<u8>>>,
 }
 
 /// What create.lua answered a create (its answer, `stale` included), or why its call failed.
@@ -247,11 +247,11 @@ impl RedisStore {
     async fn send_creates(&self, calls: &[&CreateCall]) -> Result<Vec<Answer>, StoreError> {
         let (first, rest) = calls.split_first().expect("a batch holds a create");
         let mut route = self.route(first.group);
-        route.declared.clone_from(&first.declared);
+        route.declared.clone_from(&*first.declared);
         let inv = match rest.is_empty() {
             true => {
                 let mut inv = scripts::invocation(&scripts::CREATE, &self.settings, route);
-                for arg in &first.args {
+                for arg in first.args.iter() {
                     inv.arg(arg);
                 }
                 inv
@@ -277,21 +277,33 @@ impl RedisStore {
     /// names, each once (its group's two, then its own), and for each request its group's
     /// queue and its arguments (lua/creates.lua).
     fn batch_invocation(&self, mut route: scripts::Route, calls: &[&CreateCall]) -> scripts::Call {
-        let mut named: HashSet<String> = route.declared.iter().cloned().collect();
-        named.extend([route.queue.clone(), route.migrating.clone()]);
-        for call in &calls[1..] {
-            let group = [self.keys.queue(call.group), self.keys.migrating(call.group)];
-            for key in group.into_iter().chain(call.declared.iter().cloned()) {
-                if named.insert(key.clone()) {
-                    route.declared.push(key);
+        let queues: Vec<String> = calls
+            .iter()
+            .map(|call| self.keys.queue(call.group))
+            .collect();
+        let migrating: Vec<String> = calls[1..]
+            .iter()
+            .map(|call| self.keys.migrating(call.group))
+            .collect();
+        let mut more = Vec::new();
+        {
+            let mut named: HashSet<&str> = route.declared.iter().map(String::as_str).collect();
+            named.extend([route.queue.as_str(), route.migrating.as_str()]);
+            for (i, call) in calls.iter().enumerate().skip(1) {
+                let group = [&queues[i], &migrating[i - 1]];
+                for key in group.into_iter().chain(call.declared.iter()) {
+                    if named.insert(key) {
+                        more.push(key.clone());
+                    }
                 }
             }
         }
+        route.declared.append(&mut more);
         let mut inv = scripts::invocation(&scripts::CREATES, &self.settings, route);
         inv.arg(calls.len());
-        for call in calls {
-            inv.arg(self.keys.queue(call.group)).arg(call.args.len());
-            for arg in &call.args {
+        for (call, queue) in calls.iter().zip(&queues) {
+            inv.arg(queue).arg(call.args.len());
+            for arg in call.args.iter() {
                 inv.arg(arg);
             }
         }

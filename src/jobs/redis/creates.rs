@@ -3,6 +3,7 @@
 //! (`commit.rs`): alone when no create call is in flight, else with the creates that queued
 //! meanwhile, in one call; either way create.lua answers it as a call of its own would.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::keys::Group;
@@ -177,9 +178,12 @@ impl RedisStore {
     async fn create_declaring(
         &self,
         group: Group,
-        mut declared: Vec<String>,
+        declared: Vec<String>,
         args: Vec<Vec<u8>>,
     ) -> Result<Vec<String>, StoreError> {
+        // Shared with each try's call, not copied: a `stale` answer is rare.
+        let args = Arc::new(args);
+        let mut declared = Arc::new(declared);
         for _ in 0..STALE_TRIES {
             let call = CreateCall {
                 group,
@@ -187,8 +191,14 @@ impl RedisStore {
                 args: args.clone(),
             };
             let answer = self.create_call(call).await?;
-            if let Some(read) = read_unless_stale(answer, &mut declared) {
+            let mut met = Vec::new();
+            if let Some(read) = read_unless_stale(answer, &mut met) {
                 return read;
+            }
+            for name in met {
+                if !declared.contains(&name) {
+                    Arc::make_mut(&mut declared).push(name);
+                }
             }
         }
         Err(stale_too_often(&scripts::CREATE.name()))

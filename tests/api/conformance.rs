@@ -2455,7 +2455,8 @@ mod redis_only {
     /// are dated at its creation, and a record without one had its last event then), so the
     /// harness's job is written with 16 fields, not 17 (12 since a job claimed at its create
     /// keeps no claim, attempt, start or `started` event, 11 since its usual `created` event
-    /// is implied): a field less for its create to write
+    /// is implied, 10 since its usual step `starting` is: it reads so, as a queued job reads
+    /// `queued` with none stored): a field less for its create to write
     /// and for its finish to read (its listpack 17 bytes shorter, still in jemalloc's 384-byte
     /// class); its events read as before, ids dated at the creation, and a later event dates
     /// itself.
@@ -2467,7 +2468,16 @@ mod redis_only {
         let record = Keys::new(&s.settings().prefix).job(&job.id);
         let stored = stored_fields(&mut conn, &record).await;
         assert!(!stored.contains_key(Field::EventMs.name()), "{stored:?}");
-        assert_eq!(stored.len(), 11, "{stored:?}");
+        assert_eq!(stored.len(), 10, "{stored:?}");
+        let read = s.get(&job.id).await.unwrap().expect("the job reads");
+        assert_eq!(read.step, "starting");
+        let queued = new_job(&tenant(), "sync");
+        create(&s, &queued).await;
+        let stored =
+            stored_fields(&mut conn, &Keys::new(&s.settings().prefix).job(&queued.id)).await;
+        assert!(!stored.contains_key(Field::Step.name()), "{stored:?}");
+        let read = s.get(&queued.id).await.unwrap().expect("the job reads");
+        assert_eq!(read.step, "queued");
         let run = job.clone().first_claim(created_at).run;
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert_eq!(s.tick(&run, 40, "halfway").await.unwrap(), Tick::Applied);

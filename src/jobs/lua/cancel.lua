@@ -51,7 +51,7 @@ if job.steps then
   return 'requested'
 end
 local fields = {cancel_requested_ms = now, cancelled_by = by, updated_ms = now}
-note(id, job, fields, 'cancel_requested', 'cancelling', job.percent, job.step, now)
+note(id, job, fields, 'cancel_requested', 'cancelling', job.percent, step_of(job), now)
 if job.status == 'queued' or lost then
   if not lost then redis.call('LREM', K_QUEUE, 1, id) end
   end_cancelled(id, job, fields, now)

@@ -94,7 +94,7 @@ if missed then return answer_stale(missed) end
 for s = 1, #stale do
   local old = stale[s]
   local fenced = {superseded_by = old.by}
-  note(old.id, old.job, fenced, 'superseded', 'lost', old.job.percent, old.job.step, now)
+  note(old.id, old.job, fenced, 'superseded', 'lost', old.job.percent, step_of(old.job), now)
   write_job(k_job(old.id), fenced)
   redis.call('ZREM', k_group(K_LEASES), old.id)
   after_end(old.id, old.job, {status = 'failed', error = 'Lost'}, now)
@@ -126,14 +126,15 @@ for n = 1, #jobs do
       if not piece then break end
       ids[#ids + 1] = string.match(piece, '^[^:]+:([^:]+):')
     end
-    note(id, job, record, 'created', 'queued', 0, job.step, now, 'steps=' .. table.concat(ids, ','))
+    note(id, job, record, 'created', 'queued', 0, step_of(job), now,
+      'steps=' .. table.concat(ids, ','))
   else
-    note(id, job, record, 'created', 'queued', 0, job.step, now)
+    note(id, job, record, 'created', 'queued', 0, step_of(job), now)
   end
   if here and not ahead and not job.steps then
     -- Its claim (1), attempt (1) and start (its creation) are left out: `worker` says them
-    -- (FIRST_CLAIM in record.lua).
-    record.status, record.step, record.worker = 'running', 'starting', worker
+    -- (FIRST_CLAIM in record.lua); and its step, the usual `starting` (USUAL_STEPS).
+    record.status, record.step, record.worker = 'running', nil, worker
     note_implied_start(id, job, record, now)
     redis.call('ZADD', k_group(K_LEASES), int(now + STALE), id)
   end

@@ -142,7 +142,7 @@ local function pipeline_percent(steps)
     local done = step.status == 'done'
     sum = sum + s.share * (done and 100 or math.min(tonumber(step.percent) or 0, 100))
     if not current and step.status and not done then
-      current = s.kind .. ': ' .. (step.step or '')
+      current = s.kind .. ': ' .. step_of(step)
     end
   end
   return math.floor(sum / 100), current
@@ -283,7 +283,7 @@ local function cancel_pipeline(id, p, by, now)
   -- while its steps run: the reader composes them).
   local percent, step = pipeline_percent(steps)
   percent = math.max(percent, tonumber(p.percent) or 0)
-  note(id, p, fields, 'cancel_requested', 'cancelling', percent, step or p.step, now)
+  note(id, p, fields, 'cancel_requested', 'cancelling', percent, step or step_of(p), now)
   write_job(pkey, fields)
   skip_steps(id, steps, nil, 'skipped: the pipeline was cancelled', now, by)
   local running = false
@@ -295,7 +295,8 @@ local function cancel_pipeline(id, p, by, now)
       running = true
       if not job.cancel_requested_ms then
         local asked = {cancel_requested_ms = now, cancelled_by = by, updated_ms = now}
-        note(s.id, job, asked, 'cancel_requested', 'cancelling', job.percent, job.step, now)
+        note(s.id, job, asked, 'cancel_requested', 'cancelling', job.percent, step_of(job),
+          now)
         write_job(hkey, asked)
         redis.call('PUBLISH', CHANNEL, 'cancel:' .. s.id)
       end

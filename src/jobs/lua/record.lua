@@ -46,6 +46,12 @@ local DEFAULT_STEPS = {created = 'queued', started = 'starting', finished = 'fin
 -- The creator a record leaves out (`created_by`, 15 bytes of a short job's listpack): a
 -- caller without a token (ANONYMOUS in jobs/redis/record.rs, the same word), the usual one.
 local ANONYMOUS = 'anonymous'
+-- The step a record implies when it stores none: its status's usual one (USUAL_STEPS in
+-- jobs/redis/record.rs, the same list). A create stores no `queued`, a claim at its create no
+-- `starting` (a field of the hottest script's HSET, ~4k Redis instructions); a step that reads
+-- a job's step reads it with its status, through step_of.
+local USUAL_STEPS = {queued = 'queued', running = 'starting'}
+local function step_of(job) return job.step or USUAL_STEPS[job.status] or '' end
 
 -- The stored name of field `name`, or of a piece of it (`<name>.<n>`); an event field (`@…`)
 -- is stored as named.

@@ -64,7 +64,8 @@ for _, id in ipairs(due) do
         end
         fields.attempt, fields.started_ms = FIRST_CLAIM, job.started_ms or job.created_ms
       end
-      note(id, job, fields, 'lost', 'lost', job.percent, read_job(hkey, {'step'}).step, now)
+      local step = read_job(hkey, {'step'}).step or USUAL_STEPS[job.status]
+      note(id, job, fields, 'lost', 'lost', job.percent, step, now)
       write_job(hkey, fields)
       after_end(id, job, {status = 'failed', error = 'Lost'}, now)
       out[#out + 1] = 'left_lost'; out[#out + 1] = id

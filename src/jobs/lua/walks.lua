@@ -6,10 +6,10 @@
 
 -- A new job's fields, read from A at `i` (`Pairs::append_origin_to` in jobs/redis/record.rs):
 -- its tenant, kind, creator and request, unnamed, then a named list of its other fields
--- (`named_args`; its step, when none is sent, is `queued`; its creator, when ANONYMOUS, is left
--- out: the record implies it). Answers them in a table made with
--- room for every field a create writes (one grown field by field is made again at its 1st,
--- 2nd, 3rd, 5th and 9th field), and the index of the first argument after them.
+-- (`named_args`; its step is sent, and stored, only when it is not the usual `queued`; its
+-- creator, when ANONYMOUS, is left out: the record implies both). Answers them in a table
+-- made with room for every field a create writes (one grown field by field is made again at
+-- its 1st, 2nd, 3rd, 5th and 9th field), and the index of the first argument after them.
 local function new_record(i)
   local by = A[i + 2]
   if by == ANONYMOUS then by = nil end
@@ -23,7 +23,6 @@ local function new_record(i)
     job[name] = A[j + 1]
     if not FIELDS[name] then field_name(name) end
   end
-  if not job.step then job.step = 'queued' end
   return job, after
 end
 

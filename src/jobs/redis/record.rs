@@ -16,7 +16,7 @@ use super::super::store::{Claim, NewJob, Origin, RunId, StoreError, StoreSetting
 use super::super::timeline::{EventId, TimelineEvent, TIMELINE_CAP};
 use super::super::{InvalidId, JobId, Kind, Snapshot, Status, TenantId};
 use codes::decoded;
-pub use codes::{DEFAULT_STEPS, EVENT_CODES, STATUS_CODES};
+pub use codes::{DEFAULT_STEPS, EVENT_CODES, STATUS_CODES, USUAL_STEPS};
 
 macro_rules! fields {
     ($($(#[$doc:meta])* $variant:ident = $label:literal => $name:literal,)*) => {
@@ -356,7 +356,10 @@ impl Hash {
             step: if done {
                 DONE_STEP.to_owned()
             } else {
-                self.owned(Field::Step).unwrap_or_default()
+                self.owned(Field::Step).unwrap_or_else(|| {
+                    let usual = USUAL_STEPS.iter().find(|(s, _)| *s == stored.as_str());
+                    usual.map_or("", |(_, step)| step).to_owned()
+                })
             },
             params: self.json(Field::Params),
             result: self.json(Field::Result),

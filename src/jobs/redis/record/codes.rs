@@ -24,6 +24,11 @@ pub const DEFAULT_STEPS: &[(&str, &str)] = &[
     ("finished", "finished"),
 ];
 
+/// The step a record implies when it stores none, by its status (`USUAL_STEPS` in
+/// `lua/record.lua`, the same list): a create stores no `queued`, a claim at its create no
+/// `starting`.
+pub const USUAL_STEPS: &[(&str, &str)] = &[("queued", "queued"), ("running", "starting")];
+
 /// Each status's code in a stored event (`STATUS_CODES` in `lua/record.lua`).
 pub const STATUS_CODES: &[(&str, &str)] = &[
     ("queued", "q"),

@@ -189,3 +189,8 @@ fn hash_of(fields: &[(&str, &str)]) -> Hash {
 fn the_lua_side_leaves_out_the_same_creator() {
     assert!(LUA.contains(&format!("local ANONYMOUS = '{ANONYMOUS}'")));
 }
+
+#[test]
+fn the_lua_side_implies_the_same_usual_steps() {
+    assert_eq!(lua_pairs("USUAL_STEPS"), owned(USUAL_STEPS));
+}

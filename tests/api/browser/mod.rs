@@ -538,6 +538,24 @@ async fn the_jobs_table_filters_by_status_and_kind_and_finds_a_job_by_id(
     .await;
 }
 
+/// Close (a WebDriver click: the panel keeps it still) hides the job panel, takes `#job=`
+/// out of the address and gives the focus back to the field the job was found from.
+async fn the_job_panel_closes_and_gives_the_focus_back_to_what_opened_it(b: &Browser) {
+    b.click("#close-job").await;
+    let focused = b
+        .wait_for(
+            "the panel closed",
+            "return document.querySelector('[data-testid=job-view]').hidden
+               && !location.hash.startsWith('#job=') && document.activeElement.id;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        focused, "find-id",
+        "the focus is back where the job was opened from"
+    );
+}
+
 /// Starts a sync of a held feed (a job that runs until the test releases it) and answers its id.
 async fn start_a_long_sync(b: &Browser, feed: &str) -> String {
     start_a_sync_until(b, feed, "running").await
@@ -693,6 +711,7 @@ async fn an_operator_runs_a_tenants_jobs_and_browses_its_products_from_the_admin
     let failed =
         a_failed_sync_shows_its_error_class(&b, &format!("http://{dead}/gone.jsonl")).await;
     the_jobs_table_filters_by_status_and_kind_and_finds_a_job_by_id(&b, &failed).await;
+    the_job_panel_closes_and_gives_the_focus_back_to_what_opened_it(&b).await;
     a_search_pages_through_its_results(&b).await;
     a_product_is_found_opened_and_its_neighbour_followed(&b).await;
     a_product_reads_its_price_and_neighbours_and_goes_back_to_its_results(

@@ -7,8 +7,8 @@ use catalog_jobs::jobs::pipeline::SKIPPED_CANCELLED;
 use serde_json::{json, Value};
 
 use super::{
-    cancel_the_open_job_through_the_confirmation, click_in_place, screenshot_path, use_identity,
-    DESKTOP,
+    cancel_the_open_job_through_the_confirmation, click_in_place, open_with_cancel,
+    screenshot_path, use_identity, DESKTOP,
 };
 use crate::helpers::webdriver::Browser;
 use crate::helpers::{spawn_catalog_app, test_config, unique, Backend, HeldFeeds};
@@ -125,6 +125,8 @@ async fn a_refresh_cancelled_from_its_job_view_shows_its_later_steps_skipped(
         &format!("[data-testid=pipeline-card][data-job-id=\"{id}\"] .head button"),
     )
     .await;
+    // The view opens once its read answers: its facts are the refresh's from then on.
+    open_with_cancel(b, &id).await;
     // A pipeline never runs itself (its steps do): its view states no attempt.
     let facts = b.text("#job-snapshot").await;
     assert!(

@@ -90,8 +90,9 @@ async fn line_up(api: &Api, tenant: &TenantId, kinds: &[String]) {
     Gate::of(tenant).reached().await;
     for kind in kinds {
         let r = api.start(kind, &[("tenant_id", tenant.as_str())]).await;
-        assert_eq!(r.status(), 202);
-        let job: Value = r.json().await.expect("a snapshot");
+        let status = r.status();
+        let job: Value = r.json().await.expect("a JSON answer");
+        assert_eq!(status, 202, "{kind} of {tenant}: {job}");
         assert_eq!(job["waiting_for"], ahead.as_str(), "{job}");
         ahead = job["job_id"].as_str().expect("an id").to_owned();
     }

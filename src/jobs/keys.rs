@@ -10,6 +10,9 @@
 //! touches is named there: `jobs/redis/declare.rs`). Nothing here knows what a key holds
 //! beyond its one-line doc.
 
+use std::fmt::Write as _;
+use std::sync::Arc;
+
 use super::{JobId, Kind, TenantId};
 
 /// How many slot groups tenants are spread over. Fixed for good: a tenant's group decides
@@ -83,16 +86,49 @@ impl Group {
     }
 }
 
-/// Builds every Redis key the job store uses, under one configurable prefix.
+/// Builds every Redis key the job store uses, under one configurable prefix. Each name is
+/// made in one allocation of its length from pieces (`join`), never with `format!`: a job
+/// names ~50 keys in its life, and `format!`'s growing and formatting were ~16 % of the
+/// service's instructions a job (docs/performance.md).
 #[derive(Clone, Debug)]
 pub struct Keys {
     prefix: String,
+    /// `<prefix>:{<tag>}` of each group, by index, made once.
+    bases: Arc<[String]>,
+}
+
+/// The length of a job id as text (a hyphenated UUID).
+const JOB_ID_LEN: usize = 36;
+
+/// The most digits a `u64` takes in decimal.
+const U64_DIGITS: usize = 20;
+
+/// `head` then `rest` in a new string allocated once, with `room` bytes to spare for what its
+/// caller writes after them.
+fn join(head: &str, rest: &[&str], room: usize) -> String {
+    let len = head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
+    let mut name = String::with_capacity(len + room);
+    name.push_str(head);
+    for part in rest {
+        name.push_str(part);
+    }
+    name
+}
+
+/// `name` followed by `value` as it displays (a job id, a number), in the room `join` left.
+fn ending_with(mut name: String, value: impl std::fmt::Display) -> String {
+    // Writing to a `String` never fails.
+    let _ = write!(name, "{value}");
+    name
 }
 
 impl Keys {
     pub fn new(prefix: &str) -> Self {
         Self {
             prefix: prefix.to_owned(),
+            bases: Group::all()
+                .map(|group| join(prefix, &[":{", group.tag(), "}"], 0))
+                .collect(),
         }
     }
 
@@ -104,58 +140,67 @@ impl Keys {
     /// `<prefix>:{<tag>}` — the start of every key of a group (the scripts build their names
     /// from it).
     pub fn base(&self, group: Group) -> String {
-        format!("{}:{{{}}}", self.prefix, group.tag())
+        self.base_of(group).to_owned()
     }
 
-    fn of(&self, tenant: &TenantId) -> String {
-        self.base(Group::of(tenant))
+    fn base_of(&self, group: Group) -> &str {
+        &self.bases[group.index()]
+    }
+
+    /// The base of the tenant's group, then `rest`.
+    fn of(&self, tenant: &TenantId, rest: &[&str]) -> String {
+        join(self.base_of(Group::of(tenant)), rest, 0)
     }
 
     /// `<prefix>:{<tag>}:<id>` — the job's hash: its record and its timeline. A job whose id
     /// names no group (created before groups) is `<prefix>:<id>`.
     pub fn job(&self, id: &JobId) -> String {
-        match Group::of_job(id) {
-            Some(group) => format!("{}:{id}", self.base(group)),
-            None => format!("{}:{id}", self.prefix),
-        }
+        let start = match Group::of_job(id) {
+            Some(group) => self.base_of(group),
+            None => &self.prefix,
+        };
+        ending_with(join(start, &[":"], JOB_ID_LEN), id)
     }
 
     /// `<prefix>:{<tag>}:lock:<tenant>:<kind>` — holds the active job's id.
     pub fn lock(&self, tenant: &TenantId, kind: &Kind) -> String {
-        format!("{}:lock:{tenant}:{kind}", self.of(tenant))
+        self.of(tenant, &[":lock:", tenant.as_str(), ":", kind.as_str()])
     }
 
     /// `<prefix>:{<tag>}:tenant:<tenant>` — the tenant's listing (a sorted set): its job ids
     /// scored in listing order, newest highest, and its creates this minute, `<minute>`
     /// scored by their count, below every job (`lua/prelude.lua`).
     pub fn tenant(&self, tenant: &TenantId) -> String {
-        format!("{}:tenant:{tenant}", self.of(tenant))
+        self.of(tenant, &[":tenant:", tenant.as_str()])
     }
 
     /// `<prefix>:{<tag>}:tenant:<tenant>:gone` — the tenant's tombstone: the store's time (ms)
     /// of its last delete, kept for the job TTL. Writes of runs and imports begun before it
     /// are refused (`jobs::fence`), and so is writing back a record of a job created before it.
     pub fn gone(&self, tenant: &TenantId) -> String {
-        format!("{}:tenant:{tenant}:gone", self.of(tenant))
+        self.of(tenant, &[":tenant:", tenant.as_str(), ":gone"])
     }
 
     /// `<prefix>:{<tag>}:tenant:<tenant>:idem` — the names of the tenant's idempotency keys
     /// (a set), so a delete finds the keys its clients named.
     pub fn tenant_idem(&self, tenant: &TenantId) -> String {
-        format!("{}:tenant:{tenant}:idem", self.of(tenant))
+        self.of(tenant, &[":tenant:", tenant.as_str(), ":idem"])
     }
 
     /// `<prefix>:{<tag>}:idem:<tenant>:<kind>:<key>` — an `Idempotency-Key`'s job id and
     /// params fingerprint (hash), with the job's TTL.
     pub fn idem(&self, tenant: &TenantId, kind: &Kind, key: &str) -> String {
-        format!("{}:idem:{tenant}:{kind}:{key}", self.of(tenant))
+        self.of(
+            tenant,
+            &[":idem:", tenant.as_str(), ":", kind.as_str(), ":", key],
+        )
     }
 
     /// `<prefix>:{<tag>}:queue` — the group's ready queue: ids of queued jobs, oldest first.
     /// Every script call names it first (`FCALL … <n> <queue> <migrating> …`): a cluster routes the
     /// call by it.
     pub fn queue(&self, group: Group) -> String {
-        format!("{}:queue", self.base(group))
+        join(self.base_of(group), &[":queue"], 0)
     }
 
     /// `<prefix>:{<tag>}:migrating` — never written, never read: every script call names it
@@ -167,58 +212,58 @@ impl Keys {
     /// key of the group (docs/operations.md, "Resharding"). On a stable slot Redis does not
     /// look it up: it costs an argument.
     pub fn migrating(&self, group: Group) -> String {
-        format!("{}:migrating", self.base(group))
+        join(self.base_of(group), &[":migrating"], 0)
     }
 
     /// `<prefix>:{<tag>}:waiting` — the group's jobs waiting for their tenant's job ahead of
     /// them (a set; they are not in the ready queue until it ends).
     pub fn waiting(&self, group: Group) -> String {
-        format!("{}:waiting", self.base(group))
+        join(self.base_of(group), &[":waiting"], 0)
     }
 
     /// `<prefix>:{<tag>}:lane:<tenant>` — the tenant's ordered jobs that have not ended,
     /// oldest first (the head may run; each other waits for the one before it).
     pub fn lane(&self, tenant: &TenantId) -> String {
-        format!("{}:lane:{tenant}", self.of(tenant))
+        self.of(tenant, &[":lane:", tenant.as_str()])
     }
 
     /// `<prefix>:{<tag>}:leases` — the group's running jobs' ids scored by lease expiry (ms).
     pub fn leases(&self, group: Group) -> String {
-        format!("{}:leases", self.base(group))
+        join(self.base_of(group), &[":leases"], 0)
     }
 
     /// `<prefix>:tenant:<tenant>:events` — the pub/sub channel of a tenant's job changes
     /// (one JSON message per timeline event). A channel, not a key: no slot.
     pub fn tenant_events(&self, tenant: &TenantId) -> String {
-        format!("{}:tenant:{tenant}:events", self.prefix)
+        join(&self.prefix, &[":tenant:", tenant.as_str(), ":events"], 0)
     }
 
     /// `<prefix>:{<tag>}:stats:<hour>` — the group's jobs ended in each minute of that hour
     /// (since the epoch): a hash of `<minute>:<kind>:<outcome>` → count, expiring 26 hours
     /// after the hour began.
     pub fn stats(&self, group: Group, hour: u64) -> String {
-        format!("{}:stats:{hour}", self.base(group))
+        ending_with(join(self.base_of(group), &[":stats:"], U64_DIGITS), hour)
     }
 
     /// `<prefix>:{<tag>}:everyone` — the group's newest jobs (`browse`): a sorted set of
     /// `<ms>.<id>` at one score, ordered by name, trimmed to `EVERYONE_CAP` by create.lua
     /// every 64 creates (`TRIM_EVERY` in prelude.lua). A read merges the groups' sets.
     pub fn everyone(&self, group: Group) -> String {
-        format!("{}:everyone", self.base(group))
+        join(self.base_of(group), &[":everyone"], 0)
     }
 
     /// `<prefix>:{<tag>}:tenants` — the group's part of the tenant picker: tenant ids scored
     /// by their last create (ms), trimmed to `PICKER_CAP` by create.lua every 64 creates;
     /// purge.lua removes a tenant. A read merges the groups' sets.
     pub fn recent_tenants(&self, group: Group) -> String {
-        format!("{}:tenants", self.base(group))
+        join(self.base_of(group), &[":tenants"], 0)
     }
 
     /// `<prefix>:bulk:<slot>` — a bulk call's answer kept for its `Idempotency-Key` (slot:
     /// action, caller and key): `fingerprint` and `answer`, expiring after `JOB_TTL_SECONDS`.
     /// Written and read alone, so it needs no group.
     pub fn bulk(&self, slot: &str) -> String {
-        format!("{}:bulk:{slot}", self.prefix)
+        join(&self.prefix, &[":bulk:", slot], 0)
     }
 
     /// `<prefix>:{<tag of group 0>}:processes` — the process registry: `<started_ms>:<host/pid>`
@@ -226,12 +271,12 @@ impl Keys {
     /// threshold are dropped by every renewal. It lives in the first group: every heartbeat
     /// renews there (renew.lua).
     pub fn processes(&self) -> String {
-        format!("{}:processes", self.base(Group(0)))
+        join(self.base_of(Group(0)), &[":processes"], 0)
     }
 
     /// `<prefix>:events` — the pub/sub channel (`wake:<tag>`, `cancel:<id>`, `end:<id>`).
     pub fn events(&self) -> String {
-        format!("{}:events", self.prefix)
+        join(&self.prefix, &[":events"], 0)
     }
 }
 
@@ -297,6 +342,56 @@ mod tests {
             keys.stats(group, 7),
         ] {
             assert!(key.starts_with(&format!("job:{tag}:")), "{key}");
+        }
+    }
+
+    /// Every builder against the name it gave before it was written without `format!`: a
+    /// tenant of every odd character a tenant id may hold, a job id naming a group (the hash-tag
+    /// form every key of a cluster has) and one naming none (under the bare prefix), a prefix
+    /// with a space. A key spelled differently would lose every job already stored.
+    #[test]
+    fn each_builder_gives_the_very_name_it_gave_with_format() {
+        let keys = Keys::new("my app");
+        let odd = TenantId::parse("Ac-_.9z").unwrap();
+        let kind = Kind::parse("enrich_2").unwrap();
+        let grouped = JobId::parse("4f1c2d3e-1a2b-8c3d-9e4f-5a6b7c8d9e07").unwrap();
+        let bare = JobId::parse("4f1c2d3e-0000-4000-8000-000000000000").unwrap();
+        let group = Group::of(&odd);
+        let last = Group::at(GROUPS - 1).unwrap();
+        let table = [
+            (keys.base(group), "my app:{6kr}"),
+            (
+                keys.job(&grouped),
+                "my app:{pt6}:4f1c2d3e-1a2b-8c3d-9e4f-5a6b7c8d9e07",
+            ),
+            (
+                keys.job(&bare),
+                "my app:4f1c2d3e-0000-4000-8000-000000000000",
+            ),
+            (keys.lock(&odd, &kind), "my app:{6kr}:lock:Ac-_.9z:enrich_2"),
+            (keys.tenant(&odd), "my app:{6kr}:tenant:Ac-_.9z"),
+            (keys.gone(&odd), "my app:{6kr}:tenant:Ac-_.9z:gone"),
+            (keys.tenant_idem(&odd), "my app:{6kr}:tenant:Ac-_.9z:idem"),
+            (
+                keys.idem(&odd, &kind, "k:1 é"),
+                "my app:{6kr}:idem:Ac-_.9z:enrich_2:k:1 é",
+            ),
+            (keys.queue(group), "my app:{6kr}:queue"),
+            (keys.migrating(last), "my app:{alo}:migrating"),
+            (keys.waiting(group), "my app:{6kr}:waiting"),
+            (keys.lane(&odd), "my app:{6kr}:lane:Ac-_.9z"),
+            (keys.leases(last), "my app:{alo}:leases"),
+            (keys.tenant_events(&odd), "my app:tenant:Ac-_.9z:events"),
+            (keys.stats(group, 493_827), "my app:{6kr}:stats:493827"),
+            (keys.stats(last, 0), "my app:{alo}:stats:0"),
+            (keys.everyone(group), "my app:{6kr}:everyone"),
+            (keys.recent_tenants(last), "my app:{alo}:tenants"),
+            (keys.bulk("retry:ops:k1"), "my app:bulk:retry:ops:k1"),
+            (keys.processes(), "my app:{0nl}:processes"),
+            (keys.events(), "my app:events"),
+        ];
+        for (built, expected) in table {
+            assert_eq!(built, expected);
         }
     }
 

@@ -1,7 +1,9 @@
 //! `POST /catalog/{kind}`: start a job, answer at once (202) or when it ends (`wait=true`).
 
+use std::fmt::Write as _;
+
 use axum::extract::{FromRequest, FromRequestParts, Request, State};
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
@@ -75,7 +77,9 @@ pub async fn start(
 pub struct StartRequest {
     caller: Caller,
     request_id: String,
-    headers: HeaderMap,
+    /// The `Idempotency-Key` header as read (its refusal is answered after the body's and
+    /// the fields' own, as it always was), taken by `common`.
+    idempotency_key: Result<Option<String>, ApiError>,
     /// The fields left for the started kind (or the pipeline's steps) once `common` took its own.
     pub fields: Fields,
 }
@@ -97,14 +101,14 @@ impl FromRequest<AppState> for StartRequest {
         let (mut parts, body) = req.into_parts();
         let caller = Caller::from_request_parts(&mut parts, app).await?;
         let Ok(RequestId(request_id)) = RequestId::from_request_parts(&mut parts, app).await;
-        let headers = parts.headers.clone();
+        let idempotency_key = idempotency_key(&parts.headers);
         let StartFields(fields) =
             StartFields::from_request(Request::from_parts(parts, body), app).await?;
         caller.may_change()?;
         Ok(Self {
             caller,
             request_id,
-            headers,
+            idempotency_key,
             fields,
         })
     }
@@ -120,7 +124,7 @@ impl StartRequest {
             tenant,
             wait: wait_field(&mut self.fields)?,
             on_conflict: on_conflict_field(&mut self.fields)?,
-            idempotency_key: idempotency_key(&self.headers)?,
+            idempotency_key: std::mem::replace(&mut self.idempotency_key, Ok(None))?,
             origin: Origin {
                 created_by: self.caller.name.clone(),
                 request_id: self.request_id.clone(),
@@ -140,9 +144,9 @@ pub(crate) async fn launch(
     wait: bool,
 ) -> Result<Response, ApiError> {
     admit(app)?;
-    let params = job.params.clone();
+    let joining = joining(on_conflict, &job.params);
     let created = app.runner.create(job).await?;
-    respond(app, created, &params, on_conflict, wait).await
+    respond(app, created, joining.as_ref(), wait).await
 }
 
 /// Creates a pipeline and its steps (a start's, or a retry's) and answers as a start does:
@@ -154,7 +158,7 @@ pub(crate) async fn launch_pipeline(
     wait: bool,
 ) -> Result<Response, ApiError> {
     admit(app)?;
-    let params = pipeline.job.params.clone();
+    let joining = joining(on_conflict, &pipeline.job.params);
     let kinds: Vec<Kind> = pipeline.steps.iter().map(|(s, _)| s.kind.clone()).collect();
     let created = app.store.create_pipeline(pipeline).await?;
     if matches!(created, Created::Created(..)) {
@@ -162,7 +166,16 @@ pub(crate) async fn launch_pipeline(
             metrics::job_created(kind.as_str());
         }
     }
-    respond(app, created, &params, on_conflict, wait).await
+    respond(app, created, joining.as_ref(), wait).await
+}
+
+/// The parameters a start joins an active job with (`on_conflict=join`), else None: a copy
+/// is kept only for a start that may join.
+fn joining(on_conflict: OnConflict, params: &Value) -> Option<Value> {
+    match on_conflict {
+        OnConflict::Join => Some(params.clone()),
+        OnConflict::Reject => None,
+    }
 }
 
 /// Refuses a new job while the service shuts down, counted as a refusal.
@@ -174,12 +187,12 @@ fn admit(app: &AppState) -> Result<(), ApiError> {
 }
 
 /// What a create's answer means over HTTP: 202 (or the outcome with `wait`) for a created,
-/// replayed or joined job; 409, 422, 429 or 503 otherwise.
+/// replayed or joined job (`joining`: the parameters it joins with); 409, 422, 429 or 503
+/// otherwise.
 async fn respond(
     app: &AppState,
     created: Created,
-    params: &Value,
-    on_conflict: OnConflict,
+    joining: Option<&Value>,
     wait: bool,
 ) -> Result<Response, ApiError> {
     let snapshot = match created {
@@ -193,9 +206,9 @@ async fn respond(
             return Ok(replayed(answer.unwrap_or_else(IntoResponse::into_response)));
         }
         Created::KeyReused(id) => return Err(ApiError::IdempotencyKeyReused(id)),
-        Created::AlreadyRunning(holder) => match on_conflict {
-            OnConflict::Join => joinable(app, holder, params).await?,
-            OnConflict::Reject => {
+        Created::AlreadyRunning(holder) => match joining {
+            Some(params) => joinable(app, holder, params).await?,
+            None => {
                 metrics::job_refused("already_running");
                 return Err(ApiError::AlreadyRunning {
                     job: holder,
@@ -294,15 +307,37 @@ fn replayed(mut response: Response) -> Response {
 /// 202 with the job's snapshot and where to poll it.
 pub(crate) fn accepted(snapshot: Snapshot) -> Response {
     let location = job_location(&snapshot.job_id);
-    with_location(
-        (StatusCode::ACCEPTED, Json(snapshot)).into_response(),
-        &location,
-    )
+    with_location(snapshot_answer(&snapshot), &location)
 }
+
+/// What a new job's snapshot takes as JSON, with room to spare: ~650 bytes with a short
+/// tenant id. axum's `Json` starts at 128 bytes and grows three times on the way.
+const SNAPSHOT_BYTES: usize = 1024;
+
+/// A 202 with `snapshot` as its JSON body, the same bytes and `Content-Type` as axum's `Json`
+/// gives, written into a buffer sized for it once.
+fn snapshot_answer(snapshot: &Snapshot) -> Response {
+    let mut body = Vec::with_capacity(SNAPSHOT_BYTES);
+    if serde_json::to_writer(&mut body, snapshot).is_err() {
+        return (StatusCode::ACCEPTED, Json(snapshot)).into_response();
+    }
+    let json = HeaderValue::from_static(JSON);
+    (StatusCode::ACCEPTED, [(header::CONTENT_TYPE, json)], body).into_response()
+}
+
+/// The `Content-Type` of a JSON answer, as axum's `Json` names it.
+const JSON: &str = "application/json";
+
+/// The path every job's `Location` starts with.
+const JOBS_PATH: &str = "/catalog/jobs/";
 
 /// Where a job is read: `/catalog/jobs/{job_id}`.
 fn job_location(id: &JobId) -> String {
-    format!("/catalog/jobs/{id}")
+    let mut location = String::with_capacity(JOBS_PATH.len() + 36);
+    location.push_str(JOBS_PATH);
+    // Writing to a `String` never fails.
+    let _ = write!(location, "{id}");
+    location
 }
 
 /// The response with a `Location` header naming the job (a 202 to poll, a waited 200 to

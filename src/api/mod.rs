@@ -148,22 +148,27 @@ pub fn probe_router(state: AppState) -> Router {
 
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     let (router, _document) = routes_limited(state.guard.max_start_body_bytes).split_for_parts();
-    let router = router
+    // One `layer` call for the whole stack, outermost first: `Router::layer` boxes each
+    // route's service once a call, and each request clones every box of its route (a layer
+    // a call was ~5 % of the service's instructions a create, in four boxes).
+    let stack = tower::ServiceBuilder::new()
+        // The access line, outermost, logs what the layers below answer.
+        .layer(middleware::from_fn(access::access))
+        // Preflights are answered before authentication (a browser sends them without the
+        // token), inside the access line so they are logged.
+        .layer(middleware::from_fn_with_state(
+            state.guard.cors.clone(),
+            cors::apply,
+        ))
+        // A `Caller` on every /catalog request, or 401 (inside the access line, which logs it).
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
+        .layer(DefaultBodyLimit::max(max_body_bytes));
+    router
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(DefaultBodyLimit::max(max_body_bytes));
-    // A `Caller` on every /catalog request, or 401 (inside the access line, which logs it).
-    let router = router.layer(middleware::from_fn_with_state(
-        state.clone(),
-        auth::authenticate,
-    ));
-    // Preflights are answered before authentication (a browser sends them without the
-    // token), inside the access line so they are logged.
-    let router = router.layer(middleware::from_fn_with_state(
-        state.guard.cors.clone(),
-        cors::apply,
-    ));
-    router
-        .layer(middleware::from_fn(access::access))
+        .layer(stack)
         .with_state(state)
 }

@@ -139,11 +139,15 @@ export function showError(what, answer, failure) {
   const box = $('error');
   box.replaceChildren();
   const text = failure ? `${what}: ${advice(null)}` : answer ? `${what}: ${advice(answer)}` : what;
-  box.append(el('span', { text }));
+  const says = el('span', { class: 'says', text });
   const body = answer && answer.body;
   if (body && body.job_id) {
-    box.append(' ', el('a', { href: `#job=${enc(body.job_id)}`, text: `Open job ${body.job_id}`, 'data-testid': 'error-job' }));
+    says.append(' ', el('a', { href: `#job=${enc(body.job_id)}`, text: `Open job ${body.job_id}`, 'data-testid': 'error-job' }));
   }
+  // The message lies over the page (admin.css): the person it covers something for may close it.
+  const dismiss = el('button', { type: 'button', class: 'dismiss', 'aria-label': 'Dismiss this message', title: 'Dismiss' });
+  dismiss.addEventListener('click', clearError);
+  box.append(says, dismiss);
   box.hidden = false;
 }
 

@@ -129,7 +129,6 @@ function sources() {
 function showReport(report) {
   $('report').textContent = JSON.stringify(report, null, 2);
   showPairWords($('report-words'), report);
-  $('report-box').hidden = false;
 }
 
 export function wireStarts() {
@@ -148,10 +147,9 @@ export function wireStarts() {
   $('pair-wait').addEventListener('click', async () => {
     $('report').textContent = 'Waiting for the pair to end…';
     $('report-words').hidden = true;
-    $('report-box').hidden = false;
     const a = await start('pair', { wait: 'true' }, $('pair-wait'));
     if (a && a.status === 200) showReport(a.body);
     else if (a && a.status === 202) $('report').textContent = 'Still running: follow it above.';
-    else $('report-box').hidden = true;
+    else $('report').textContent = 'No report: the pair did not end here (the message says why).';
   });
 }

@@ -16,32 +16,35 @@ const CHART_W = 600;
 const CHART_H = 80;
 
 let timer = 0;
-
-/** One figure: its number, what it counts in its data attributes, and a label. */
-function count(label, n, attrs) {
-  return el('div', { class: 'figure' },
-    el('span', { class: 'n', text: String(n ?? 0), 'data-testid': 'overview-count', ...attrs }),
-    el('span', { class: 'help', text: label }));
-}
+/** Whether this tab's token could last read the overview (session storage): a page loaded
+ * again leaves it out from its first paint rather than showing it and taking it away. */
+const SHOWN = 'catalog-jobs.overview';
 
 /** A table cell holding one figure, its text the number. */
 function numberCell(n, attrs) {
   return el('td', { class: 'num' }, el('span', { text: String(n ?? 0), 'data-testid': 'overview-count', ...attrs }));
 }
 
-function figures(stats) {
-  const active = stats.active || {};
-  const parts = [count('active', active.total, { 'data-window': 'active' })];
-  for (const s of ACTIVE_STATUSES) {
-    parts.push(count(s, (active.by_status || {})[s], { 'data-window': 'active', 'data-status': s }));
+/** What a figure of the page's (index.html: its window and status) counts in `stats`. */
+function figure(stats, windowName, status) {
+  if (windowName === 'active') {
+    const active = stats.active || {};
+    return status ? (active.by_status || {})[status] : active.total;
   }
+  const [, key] = WINDOWS.find(([name]) => name === windowName) || [];
+  const w = (stats.finished || {})[key] || {};
+  return status ? (w.by_outcome || {})[status] : w.total;
+}
+
+function figures(stats) {
+  // The figures stand in the page from its first paint: a read only changes their numbers.
+  for (const n of $('overview-figures').querySelectorAll('.n')) {
+    setText(n, String(figure(stats, n.dataset.window, n.dataset.status) ?? 0));
+  }
+  const active = stats.active || {};
   const rows = [];
   for (const [windowName, key, label] of WINDOWS) {
     const w = (stats.finished || {})[key] || {};
-    parts.push(count(`finished, ${label.toLowerCase()}`, w.total, { 'data-window': windowName }));
-    for (const o of OUTCOMES) {
-      parts.push(count(`${o}, ${label.toLowerCase()}`, (w.by_outcome || {})[o], { 'data-window': windowName, 'data-status': o }));
-    }
     for (const [kind, byOutcome] of Object.entries(w.by_kind || {})) {
       rows.push(el('tr', {}, el('th', { scope: 'row', text: kind }), el('td', { text: label }),
         ...OUTCOMES.map((o) => numberCell(byOutcome[o], { 'data-window': windowName, 'data-kind': kind, 'data-status': o }))));
@@ -50,7 +53,6 @@ function figures(stats) {
   const activeRows = Object.entries(active.by_kind || {}).map(([kind, byStatus]) =>
     el('tr', {}, el('th', { scope: 'row', text: kind }),
       ...ACTIVE_STATUSES.map((s) => numberCell(byStatus[s], { 'data-window': 'active', 'data-kind': kind, 'data-status': s }))));
-  $('overview-figures').replaceChildren(...parts);
   $('overview-active-kinds').replaceChildren(...activeRows);
   $('overview-kinds').replaceChildren(...rows);
 }
@@ -144,16 +146,22 @@ function processes(list, staleAfter) {
     : 'No process is running jobs.');
 }
 
+/** Shows the overview, or leaves it out, and remembers which for the next load. */
+function showOverview(shown) {
+  $('overview').hidden = !shown;
+  sessionStorage.setItem(SHOWN, String(shown));
+}
+
 async function loadOverview() {
   const a = await api('GET', '/catalog/stats').catch(() => null);
   const section = $('overview');
   if (!a || a.status !== 200 || !a.body) {
     // A tenant token (403), or a service without the overview: the section stays away.
-    section.hidden = true;
+    showOverview(false);
     return false;
   }
   const stats = a.body;
-  section.hidden = false;
+  showOverview(true);
   section.dataset.readAt = stats.at || ''; // the service's clock at this read
   figures(stats);
   throughput(stats.throughput || []);
@@ -170,10 +178,13 @@ async function loadOverview() {
 /** Shows the overview (when the token may read it) and keeps it current. */
 export async function followOverview() {
   clearTimeout(timer);
-  if (state.may && state.may.stats === false) { $('overview').hidden = true; return; }
+  if (state.may && state.may.stats === false) { showOverview(false); return; }
   if (!(await loadOverview())) return;
   const again = async () => {
     if (await loadOverview()) timer = setTimeout(again, OVERVIEW_POLL_MS);
   };
   timer = setTimeout(again, OVERVIEW_POLL_MS);
 }
+
+// Left out from the first paint where this tab's token could not read it last time.
+$('overview').hidden = sessionStorage.getItem(SHOWN) === 'false';

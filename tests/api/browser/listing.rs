@@ -18,7 +18,7 @@ both_stores!(every_tenants_jobs_page_with_load_more_and_filter_by_picked_tenant_
 both_stores!(rows_off_the_first_page_follow_their_jobs_to_their_end_without_a_stream);
 
 /// Jobs made per tenant: three tenants' worth is more than the table's first page of 50.
-const PER_TENANT: usize = 20;
+pub const PER_TENANT: usize = 20;
 
 /// The visible rows' job ids and tenants, as a script expression.
 const VISIBLE: &str = "[...document.querySelectorAll('[data-testid=job-row]')]
@@ -38,12 +38,12 @@ async fn visible(b: &Browser) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `PER_TENANT` jobs of each tenant, of a kind this app does not run, each ended by a cancel
+/// `per_tenant` jobs of each tenant, of a kind this app does not run, each ended by a cancel
 /// while queued (many ended jobs, fast); their ids.
-async fn ended_jobs(s: &dyn JobStore, tenants: &[TenantId]) -> Vec<String> {
+pub async fn ended_jobs(s: &dyn JobStore, tenants: &[TenantId], per_tenant: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for t in tenants {
-        for _ in 0..PER_TENANT {
+        for _ in 0..per_tenant {
             let job = new_job(t, "k1");
             create(s, &job).await;
             s.cancel(&job.id, "test").await.unwrap();
@@ -65,8 +65,8 @@ async fn queued_jobs(s: &dyn JobStore, tenants: &[TenantId]) -> Vec<String> {
     ids
 }
 
-/// The first page of 50 with "Load more", then every job of `ids` once after it.
-async fn every_job_once_across_two_pages(b: &Browser, ids: &[String]) {
+/// Waits for the table's first page of 50 rows and "Load more" under it.
+pub async fn the_first_page_with_load_more(b: &Browser) {
     b.wait_for(
         "the first page and Load more",
         "return document.querySelectorAll('[data-testid=job-row]').length === 50
@@ -74,6 +74,11 @@ async fn every_job_once_across_two_pages(b: &Browser, ids: &[String]) {
         json!([]),
     )
     .await;
+}
+
+/// The first page of 50 with "Load more", then every job of `ids` once after it.
+async fn every_job_once_across_two_pages(b: &Browser, ids: &[String]) {
+    the_first_page_with_load_more(b).await;
     click_in_place(b, "[data-testid=jobs-load-more]").await;
     b.wait_for(
         "every job after Load more",
@@ -99,7 +104,7 @@ async fn every_tenants_jobs_page_with_load_more_and_filter_by_picked_tenant_and_
         .iter()
         .map(|n| TenantId::parse(&format!("{base}-{n}")).unwrap())
         .collect();
-    let ids = ended_jobs(&*s, &tenants).await;
+    let ids = ended_jobs(&*s, &tenants, PER_TENANT).await;
     let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
     b.goto(&app.url("/admin")).await;
     every_job_once_across_two_pages(&b, &ids).await;

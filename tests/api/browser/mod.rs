@@ -11,6 +11,7 @@ mod overview;
 mod pipeline;
 mod replicas;
 mod steady;
+mod still;
 mod timeline;
 
 use std::path::PathBuf;
@@ -170,14 +171,7 @@ async fn pair_and_wait_shows_the_report_inline(b: &Browser) {
     click_in_place(b, "[data-testid=start-enrich]").await;
     card_reads(b, "enrich", "done").await;
     click_in_place(b, "[data-testid=pair-wait]").await;
-    let report = b
-        .wait_for(
-            "the pair's report",
-            "const r = document.querySelector('[data-testid=report]').textContent;
-             try { return JSON.parse(r); } catch { return null; }",
-            json!([]),
-        )
-        .await;
+    let report = the_pair_report(b).await;
     assert_eq!(report["products"], 2400, "{report}");
     assert!(report["paired"].as_u64().unwrap() > 2000, "{report}");
     let words = pair_report_words(b, "Full pair").await;
@@ -195,6 +189,18 @@ async fn pair_and_wait_shows_the_report_inline(b: &Browser) {
         "the report says incremental, its counts and how it found them in words: {words}"
     );
     a_report_that_does_not_say_how_it_found_its_changes_reads_without_it(b).await;
+}
+
+/// The report the box shows once the pair asked to wait ends (a click on Pair and wait says
+/// "Waiting…" there at once, so the report read is that pair's).
+pub async fn the_pair_report(b: &Browser) -> Value {
+    b.wait_for(
+        "the pair's report",
+        "const r = document.querySelector('[data-testid=report]').textContent;
+         try { return JSON.parse(r); } catch { return null; }",
+        json!([]),
+    )
+    .await
 }
 
 /// An incremental pair's report kept from before reports said how they found their changes

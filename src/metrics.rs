@@ -17,6 +17,7 @@ use metrics::{
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::jobs::keys::NameHash;
 use crate::jobs::run::RunObserver;
 use crate::jobs::store::Outcome;
 use crate::jobs::Kind;
@@ -203,7 +204,10 @@ fn running(kind: &str) -> Gauge {
 /// value (a kind, a store operation: bounded sets). The recorder's own lookup, which the
 /// macros make at every call, builds the labels (a `String` and a `Vec`) and hashes them; a
 /// job made ~10 of them (docs/performance.md, "The service's own CPU").
-struct Kept<H>(LazyLock<RwLock<HashMap<&'static str, HashMap<String, H>>>>);
+struct Kept<H>(LazyLock<RwLock<HashMap<&'static str, ByValue<H>, NameHash>>>);
+
+/// One metric's handles by label value.
+type ByValue<H> = HashMap<String, H, NameHash>;
 
 static COUNTERS: Kept<Counter> = Kept(LazyLock::new(Default::default));
 static GAUGES: Kept<Gauge> = Kept(LazyLock::new(Default::default));
@@ -278,13 +282,13 @@ struct RouteHandles {
 /// `String`s and their `Vec`) and hashes them at every request: 1.3 % of a poll's CPU in the
 /// profile (docs/performance.md, "The service's own CPU"). Routes, methods and statuses are
 /// bounded sets (see the module's doc), so this holds a few hundred handles at most.
-static HTTP_HANDLES: LazyLock<RwLock<HashMap<String, RouteHandles>>> =
-    LazyLock::new(|| RwLock::new(HashMap::new()));
+static HTTP_HANDLES: LazyLock<RwLock<HashMap<String, RouteHandles, NameHash>>> =
+    LazyLock::new(Default::default);
 
 /// The counter of `route`, `method` and `status`, and `route`'s histogram: read under the
 /// shared lock, made (by the recorder, as the macros would) under the exclusive one the first time.
 fn http_handles(route: &str, method: &'static str, status: u16) -> (Counter, Histogram) {
-    let found = |routes: &HashMap<String, RouteHandles>| {
+    let found = |routes: &HashMap<String, RouteHandles, NameHash>| {
         let handles = routes.get(route)?;
         let (_, _, count) = handles
             .counts

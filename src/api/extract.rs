@@ -144,14 +144,14 @@ const MAX_ECHOED_CHARS: usize = 80;
 /// characters (a NUL, a right-to-left override) escaped, and cut after
 /// [`MAX_ECHOED_CHARS`], so a message never carries them or grows with the request.
 pub(super) fn echoed(raw: &str) -> String {
-    let mut shown: String = raw
-        .chars()
-        .take(MAX_ECHOED_CHARS)
-        .flat_map(|c| match c.is_control() || is_format_char(c) {
-            true => c.escape_unicode().collect::<Vec<_>>(),
-            false => vec![c],
-        })
-        .collect();
+    // Every start echoes its kind: one string, no allocation a character.
+    let mut shown = String::with_capacity(raw.len().min(4 * MAX_ECHOED_CHARS));
+    for c in raw.chars().take(MAX_ECHOED_CHARS) {
+        match c.is_control() || is_format_char(c) {
+            true => shown.extend(c.escape_unicode()),
+            false => shown.push(c),
+        }
+    }
     if raw.chars().count() > MAX_ECHOED_CHARS {
         shown.push('…');
     }

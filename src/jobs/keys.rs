@@ -11,6 +11,7 @@
 //! beyond its one-line doc.
 
 use std::fmt::Write as _;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use super::{JobId, Kind, TenantId};
@@ -277,6 +278,38 @@ impl Keys {
     /// `<prefix>:events` — the pub/sub channel (`wake:<tag>`, `cancel:<id>`, `end:<id>`).
     pub fn events(&self) -> String {
         join(&self.prefix, &[":events"], 0)
+    }
+}
+
+/// A hash for tables of names this service makes (a batch's key names, metric handles by
+/// label): Fx's, a word at a time. std's SipHash resists a client who fills a table with
+/// colliding names, which these tables (a few dozen names, or a fixed set) do not need, at
+/// ~2 % of the service's instructions a job in a create burst.
+pub type NameHash = BuildHasherDefault<NameHasher>;
+
+/// The hasher of [`NameHash`].
+#[derive(Default)]
+pub struct NameHasher(u64);
+
+impl NameHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for NameHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            self.add(u64::from_le_bytes(word.try_into().unwrap_or_default()));
+        }
+        let mut last = [0u8; 8];
+        last[..words.remainder().len()].copy_from_slice(words.remainder());
+        self.add(u64::from_le_bytes(last));
     }
 }
 

@@ -13,12 +13,11 @@
 //! call's failure would; the script ran whole or not at all.
 
 use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::oneshot;
 
-use super::super::keys::{Group, GROUPS};
+use super::super::keys::{Group, NameHash, GROUPS};
 use super::super::store::StoreError;
 use super::scripts;
 use super::{bounded_on, store_error, RedisStore};
@@ -288,7 +287,7 @@ impl RedisStore {
             .collect();
         let mut more = Vec::new();
         {
-            let mut named: HashSet<&str, BuildHasherDefault<Fx>> =
+            let mut named: HashSet<&str, NameHash> =
                 route.declared.iter().map(String::as_str).collect();
             named.extend([route.queue.as_str(), route.migrating.as_str()]);
             for (i, call) in calls.iter().enumerate().skip(1) {
@@ -310,34 +309,6 @@ impl RedisStore {
             }
         }
         inv
-    }
-}
-
-/// The hash of the set of a batch's key names (Fx's: a word at a time): the set holds ~50
-/// names at most, too few for a client's choice of tenant ids to slow it, and std's SipHash
-/// of them took ~2 % of the service's instructions a job in a create burst.
-#[derive(Default)]
-struct Fx(u64);
-
-impl Fx {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl Hasher for Fx {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for word in &mut words {
-            self.add(u64::from_le_bytes(word.try_into().unwrap_or_default()));
-        }
-        let mut last = [0u8; 8];
-        last[..words.remainder().len()].copy_from_slice(words.remainder());
-        self.add(u64::from_le_bytes(last));
     }
 }
 

@@ -23,8 +23,8 @@ WORKDIR /app
 COPY --from=build /src/target/release/catalog-jobs /usr/local/bin/catalog-jobs
 COPY --chown=catalog examples/feeds /feeds
 USER catalog
-# No MALLOC_ARENA_MAX: the binary caps glibc's malloc arenas at two itself at start (set one
-# here only to choose another value; docs/configuration.md).
+# No MIMALLOC_PURGE_DELAY: the binary has its allocator give freed pages back at once itself
+# (set one here only to choose another value; docs/configuration.md).
 ENV BIND_ADDR=0.0.0.0:8001 LOG_FORMAT=json FEEDS_DIR=/feeds
 EXPOSE 8001
 HEALTHCHECK --interval=10s --timeout=3s --retries=3 CMD curl -fs http://127.0.0.1:8001/healthz || exit 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The long soak: three replicas of the built binary (debug; --release for the release build)
-# on one loopback Redis, each with the malloc arena cap the binary sets itself (the harness
-# clears their environment: no MALLOC_ARENA_MAX reaches them); mixed load across hundreds of
+# on one loopback Redis, each with the allocator settings the binary sets itself (the harness
+# clears their environment: no MIMALLOC_* setting reaches them); mixed load across hundreds of
 # tenants, a replica killed, paused and stopped and Redis restarted in turn, then the invariant
 # checker (tests/api/soak). Prints one line per round (the untouched replica's idle RSS and
 # open files) and the checker's figures; docs/reliability.md records the last run.

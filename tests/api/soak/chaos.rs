@@ -1,7 +1,7 @@
 //! The soak's replicas and the faults struck at them: replica 0 is never touched (its memory
 //! and open files are read after each round); replicas 1 and 2 are killed, paused and stopped
 //! and come back as new processes; Redis is killed and restarted with its append-only file.
-//! No replica is given an allocator setting: each runs with the malloc arena cap the binary
+//! No replica is given an allocator setting: each runs with the mimalloc options the binary
 //! sets itself at start, so the figures are the service's as shipped, in or out of a container.
 
 use std::fmt;

@@ -15,7 +15,7 @@ use super::MAX_ATTEMPTS;
 
 /// Growth of an idle figure that still counts as flat.
 const FLAT: f64 = 1.10;
-/// Rounds whose figures only warm up (allocator arenas, connection pools): the first is never
+/// Rounds whose figures only warm up (the allocator's heaps, connection pools): the first is never
 /// judged nor a baseline.
 const WARM_UP_ROUNDS: usize = 1;
 

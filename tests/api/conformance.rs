@@ -1842,13 +1842,14 @@ mod redis_only {
     }
 
     /// Lean jobs: the harness's job — its tenant's first, ordered, claimed for the worker of
-    /// the process that accepted it — is created in one call of 17 commands (the `FCALL`
+    /// the process that accepted it — is created in one call of 13 commands (the `FCALL`
     /// and what it runs), not 19: its empty listing says the tenant created nothing this
     /// minute (no `ZSCORE`), and the count is written in the listing's own `ZADD` (no
-    /// `ZINCRBY`); its finish is one call of 10, not 11: the lock read and released with one
-    /// `GETDEL`.
+    /// `ZINCRBY`); alone in its tenant's order it stands in no lane (no `RPUSH` and `EXPIRE`
+    /// of one). Its finish is one call of 7, not 11: the lock read and released with one
+    /// `GETDEL`, and no lane read or dropped (`LRANGE`, `DEL`).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn lean_a_tenants_first_job_is_created_in_17_commands_and_finished_in_10() {
+    async fn lean_a_tenants_first_job_is_created_in_13_commands_and_finished_in_7() {
         let (redis, s, _) = drained().await;
         let mut conn = redis.connection().await;
         let job = ordered(&tenant(), "sync");
@@ -1861,7 +1862,15 @@ mod redis_only {
             0,
             "{stats}"
         );
-        assert!(commands(&stats) <= 17, "{stats}");
+        assert_eq!(calls(&stats, "rpush"), 0, "no lane: {stats}");
+        assert!(commands(&stats) <= 13, "{stats}");
+        let lane = Keys::new(&s.settings().prefix).lane(&job.tenant);
+        let exists: u64 = redis::cmd("EXISTS")
+            .arg(&lane)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(exists, 0, "a lone ordered job stands in no lane");
         let run = job.clone().first_claim(made.created_at).run;
         let done = Outcome::Done(json!({}));
         let ended = RunRef::new(&job, &run, made.created_at).ended(&done, 0);
@@ -1869,11 +1878,9 @@ mod redis_only {
         assert_eq!(finished.unwrap(), Finish::Applied);
         assert_eq!(calls(&stats, "get"), 0, "{stats}");
         assert_eq!(calls(&stats, "getdel"), 1, "{stats}");
+        assert_eq!(calls(&stats, "lrange") + calls(&stats, "del"), 0, "{stats}");
         // (An hour's first end in the group also sets its stats bucket's expiry: EXPIREAT.)
-        assert!(
-            commands(&stats) - calls(&stats, "expireat") <= 10,
-            "{stats}"
-        );
+        assert!(commands(&stats) - calls(&stats, "expireat") <= 7, "{stats}");
         let lock = Keys::new(&s.settings().prefix).lock(&job.tenant, &job.kind);
         let held: Option<String> = redis::cmd("GET")
             .arg(&lock)
@@ -1896,6 +1903,67 @@ mod redis_only {
         create(&limited, &ordered(&t, "sync")).await;
         let again = limited.create(ordered(&t, "enrich")).await.unwrap();
         assert!(matches!(again, Created::RateLimited(_)), "{again:?}");
+    }
+
+    /// Lean jobs: a tenant's first ordered job stands in no lane while it is alone, and the
+    /// tenant's next create puts it there first: the job created behind it waits for it, the
+    /// one after waits for that one, and its end releases the next (the order holds as with
+    /// a lane from the start). A lone job that ended is not put back in any lane.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_lone_first_job_joins_its_lane_when_its_tenant_creates_the_next() {
+        let (redis, s, _) = drained().await;
+        let mut conn = redis.connection().await;
+        let t = tenant();
+        let lane = Keys::new(&s.settings().prefix).lane(&t);
+        let first = ordered(&t, "sync");
+        let made = made_by(s.create_claimed(first.clone(), "w/1").await);
+        assert!(lane_of(&mut conn, &lane).await.is_empty(), "alone: no lane");
+        let second = ordered(&t, "enrich");
+        let waiting = create(&s, &second).await;
+        assert_eq!(waiting.waiting_for, Some(first.id));
+        let third = ordered(&t, "pair");
+        assert_eq!(create(&s, &third).await.waiting_for, Some(second.id));
+        let ids = [first.id, second.id, third.id].map(|id| id.to_string());
+        assert_eq!(
+            lane_of(&mut conn, &lane).await,
+            ids,
+            "the first joined at the head"
+        );
+        let run = first.clone().first_claim(made.created_at).run;
+        let done = Outcome::Done(json!({}));
+        let ended = RunRef::new(&first, &run, made.created_at).ended(&done, 0);
+        assert_eq!(s.finish(ended).await.unwrap(), Finish::Applied);
+        let released = s.get(&second.id).await.unwrap().expect("the job reads");
+        assert_eq!(
+            (released.status, released.waiting_for),
+            (Status::Queued, None)
+        );
+        let behind = s.get(&third.id).await.unwrap().expect("the job reads");
+        assert_eq!(behind.waiting_for, Some(second.id));
+        assert_eq!(lane_of(&mut conn, &lane).await, ids[1..]);
+        // A tenant whose lone first job ended: its next job runs at once, in a lane of its own.
+        let u = tenant();
+        let alone = ordered(&u, "sync");
+        let made = made_by(s.create_claimed(alone.clone(), "w/1").await);
+        let run = alone.clone().first_claim(made.created_at).run;
+        let ended = RunRef::new(&alone, &run, made.created_at).ended(&done, 0);
+        assert_eq!(s.finish(ended).await.unwrap(), Finish::Applied);
+        let next = ordered(&u, "enrich");
+        let made = made_by(s.create_claimed(next.clone(), "w/1").await);
+        assert_eq!((made.status, made.waiting_for), (Status::Running, None));
+        let u_lane = Keys::new(&s.settings().prefix).lane(&u);
+        assert_eq!(lane_of(&mut conn, &u_lane).await, [next.id.to_string()]);
+    }
+
+    /// The ids in the lane at `lane`, head first.
+    async fn lane_of(conn: &mut redis::aio::MultiplexedConnection, lane: &str) -> Vec<String> {
+        redis::cmd("LRANGE")
+            .arg(lane)
+            .arg(0)
+            .arg(-1)
+            .query_async(conn)
+            .await
+            .unwrap()
     }
 
     /// Lean jobs: a finish whose process knows of no queue with work (no group marked: no

@@ -100,6 +100,11 @@ for s = 1, #stale do
   after_end(old.id, old.job, {status = 'failed', error = 'Lost'}, now)
 end
 local here = worker ~= '' and waiting == 0 and #jobs == 1
+-- A lone ordered job of a tenant whose listing is empty stands in no lane (LONE in order.lua);
+-- a tenant's LONE head still active joins its lane before this create's jobs do.
+local lone = #jobs == 1 and first.job.in_order and not first.job.steps and
+  not first.job.pipeline and newest(k_tenant(tenant)) == 0
+if not lone then LONE.adopt(tenant) end
 -- What became of the first job: the job it waits for and its kind, or whether it was claimed.
 local first_ahead, first_kind, claimed = nil, nil, false
 -- Whether the tenant's listing was empty before these jobs: drop_old_counts has no old counts
@@ -114,7 +119,11 @@ for n = 1, #jobs do
   local record = job
   record.created_ms, record.status = now, 'queued'
   local ahead, ahead_kind = nil, nil
-  if job.in_order then ahead, ahead_kind = lane_join(id, tenant, now) end
+  if lone then
+    record.in_order = LONE.mark
+  elseif job.in_order then
+    ahead, ahead_kind = lane_join(id, tenant, now)
+  end
   if ahead then
     record.waiting_for, record.step = ahead, waiting_step(ahead_kind, ahead)
     note(id, job, record, 'created', 'queued', 0, record.step, now, 'waiting_for=' .. ahead)

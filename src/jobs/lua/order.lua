@@ -7,6 +7,12 @@
 -- their tenant's lane in step order; the step that ends one of them ends the pipeline when
 -- it was the last, failed or was cancelled — skipping the steps after it first, so none of
 -- them ever starts. The events this file notes carry their own data as `name=value;…`.
+-- A lone ordered job created into its tenant's empty listing (its first job: each harness job)
+-- stands in no lane: it is its lane's head by itself (`in_order` LONE, not '1'), and its create
+-- and end touch no lane (4 commands a job). The tenant's next create — the listing then holds
+-- that job alone, at JOBS_FROM: `LONE.head` — puts it in the lane first while it is active
+-- (`LONE.adopt`), so what is created after it waits for it as before.
+-- (LONE is made in the prelude: its `mark`, and the listing's newest job, `top`.)
 local function k_lane(tenant)
   if tenant ~= MEMO_LNT then
     local name = G .. ':lane:' .. tenant
@@ -56,8 +62,32 @@ local function repoint(id, ahead, now)
   write_job(hkey, fields)
 end
 
+-- The tenant's job that is its lane's head by itself (LONE) and active, and its record (read
+-- with HELD_FIELDS and what lane_join reads), or nil: only the listing's first job, while it
+-- is the listing's only one, may be (no job of the tenant was created since; `newest` read).
+function LONE.head(tenant)
+  if newest(k_tenant(tenant)) ~= JOBS_FROM or not LONE.top then return nil end
+  local job = read_job(k_job(LONE.top), {'status', 'superseded_by', 'in_order', 'kind',
+    'waiting_for'})
+  if job.in_order == LONE.mark and is_active(job) then return LONE.top, job end
+  return nil
+end
+
+-- Puts the tenant's LONE head (`LONE.head`) at the head of its lane, before a create of the
+-- tenant writes anything of its own: from then on it stands there as any ordered job.
+function LONE.adopt(tenant)
+  local head = LONE.head(tenant)
+  if not head then return end
+  local lane = k_lane(tenant)
+  redis.call('LPUSH', lane, head)
+  redis.call('EXPIRE', lane, TTL_S)
+  write_job(k_job(head), {in_order = '1'})
+  if LANES then LANES[lane] = nil end
+end
+
 -- Whether an active job stands in the tenant's lane: an ordered job created now would wait.
 local function lane_busy(tenant)
+  if LONE.head(tenant) then return true end
   for _, other in ipairs(redis.call('LRANGE', k_lane(tenant), '0', '-1')) do
     if is_active(read_job(k_job(other), HELD_FIELDS)) then return true end
   end
@@ -229,7 +259,7 @@ after_end = function(id, job, fields, now)
     redis.call('HDEL', k_job(id), field_name('waiting_for'))
   end
   if job.pipeline then step_ended(job.pipeline, id, job.kind, fields, now) end
-  if job.in_order then lane_leave(id, job.tenant, now) end
+  if job.in_order and job.in_order ~= LONE.mark then lane_leave(id, job.tenant, now) end
 end
 
 -- The reach (`reach` in the prelude) of a job's end and what follows it: names every key
@@ -267,7 +297,7 @@ local function reach_end(id, job, now)
   k_group(K_LEASES)
   k_group(K_WAITING)
   k_stats(math.floor(now / 3600000))
-  if job.in_order then reach_lane(job.tenant) end
+  if job.in_order and job.in_order ~= LONE.mark then reach_lane(job.tenant) end
   if job.pipeline then reach_pipeline(job.pipeline) end
   if job.steps then reach_pipeline(id) end
 end

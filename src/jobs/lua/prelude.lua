@@ -78,8 +78,11 @@ local MEMO_LNT, MEMO_LANE, MEMO_HOUR, MEMO_STATS, MEMO_CT, MEMO_CHANNEL
 -- made for the call.
 local CALLS, NAMED = 0, {}
 -- The listing last read this call (`newest`) and its highest score then, or 0 when empty
--- (kept up to date by list_push): a create's reach and its push read it once.
+-- (kept up to date by list_push): a create's reach and its push read it once. LONE.top is the
+-- job of that score (LONE: a tenant's lone ordered job, order.lua; one table for both, as the
+-- library's chunk is near Lua's 200 locals).
 local TOP_OF, TOP
+local LONE = {mark = 'a', top = nil}
 
 -- Whether the call declared `name`.
 local function declared(name)
@@ -499,7 +502,8 @@ end
 local function newest(list)
   if list ~= TOP_OF then
     TOP_OF = list
-    TOP = tonumber(redis.call('ZRANGE', list, '-1', '-1', 'WITHSCORES')[2]) or 0
+    local top = redis.call('ZRANGE', list, '-1', '-1', 'WITHSCORES')
+    TOP, LONE.top = tonumber(top[2]) or 0, top[1]
   end
   return TOP
 end
@@ -546,7 +550,7 @@ local function list_push(tenant, id, count, window)
   else
     redis.call('ZADD', list, int(score), id)
   end
-  TOP = score
+  TOP, LONE.top = score, id
   -- Jobs have distinct scores from JOBS_FROM to `score`: a listing whose scores span no more
   -- than CAP holds no more than CAP jobs, and is not counted. At most one count shares the
   -- listing with its jobs.

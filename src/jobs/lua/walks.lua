@@ -26,6 +26,17 @@ local function new_record(i)
   return job, after
 end
 
+-- The reach of the tenant's LONE head (order.lua's `LONE.head`, `LONE.adopt`): the record of
+-- the listing's first job while it is its only one, and the lane it may be put in.
+function LONE.reach(tenant)
+  local list = k_tenant(tenant)
+  if reached(list) and newest(list) == JOBS_FROM and LONE.top then
+    -- Its lane only when it is that head: a tenant whose first job stands in no order (or
+    -- has ended) names none.
+    if declared(k_job(LONE.top)) and LONE.head(tenant) then k_lane(tenant) end
+  end
+end
+
 -- A create's first reach: the job an idempotency key names, each new job's lock holder (kept
 -- in `holders`, by the job's place), and (a full queue) the jobs in the tenant's lane.
 local function reach_holders(idem, jobs, tenant, holders, waiting)
@@ -38,7 +49,10 @@ local function reach_holders(idem, jobs, tenant, holders, waiting)
     holders[n] = reached(lock) and redis.call('GET', lock)
     if holders[n] then k_job(holders[n]) end
   end
-  if waiting >= MAX_QUEUED then reach_lane(tenant) end
+  if waiting >= MAX_QUEUED then
+    reach_lane(tenant)
+    LONE.reach(tenant)
+  end
 end
 
 -- Whether one of a create's jobs joins the ready queue now: asked only of a full queue (a
@@ -85,6 +99,7 @@ local function reach_create(stale, jobs, tenant, first, idem, now)
   -- read once a call: the push reads it anyway.
   local list = k_tenant(tenant)
   if ordered and not (reached(list) and newest(list) == 0) then reach_lane(tenant) end
+  LONE.reach(tenant)
   k_group(K_WAITING)
   k_group(K_LEASES)
   k_group(K_EVERYONE)

@@ -98,7 +98,8 @@ fields! {
     SampledMs = "sampled_ms" => "sm",
     /// A `wait=true` request waits for the job: its end is published to every process.
     Awaited = "awaited" => "aw",
-    /// `1` when the job runs in its tenant's order (in the tenant's lane).
+    /// Set when the job runs in its tenant's order: `1` in the tenant's lane, `a` its lane's
+    /// head by itself, standing in none (a lone first job: LONE in lua/order.lua).
     InOrder = "in_order" => "io",
     /// The job this queued job waits for, while it waits.
     WaitingFor = "waiting_for" => "wf",

@@ -82,7 +82,8 @@ local CALLS, NAMED = 0, {}
 -- job of that score (LONE: a tenant's lone ordered job, order.lua; one table for both, as the
 -- library's chunk is near Lua's 200 locals).
 local TOP_OF, TOP
-local LONE = {mark = 'a', top = nil}
+-- (Its mark is a small integer, as `1` is: a listpack keeps either in one byte, a letter in two.)
+local LONE = {mark = '2', top = nil}
 
 -- Whether the call declared `name`.
 local function declared(name)

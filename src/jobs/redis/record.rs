@@ -98,7 +98,7 @@ fields! {
     SampledMs = "sampled_ms" => "sm",
     /// A `wait=true` request waits for the job: its end is published to every process.
     Awaited = "awaited" => "aw",
-    /// Set when the job runs in its tenant's order: `1` in the tenant's lane, `a` its lane's
+    /// Set when the job runs in its tenant's order: `1` in the tenant's lane, `2` its lane's
     /// head by itself, standing in none (a lone first job: LONE in lua/order.lua).
     InOrder = "in_order" => "io",
     /// The job this queued job waits for, while it waits.

@@ -7,6 +7,8 @@
 mod cursor;
 mod direct;
 mod feed;
+#[cfg(test)]
+mod keys_test;
 mod table;
 mod write;
 
@@ -49,24 +51,35 @@ impl CatalogKeys {
     }
     /// `<prefix>:{<tag>}:<tenant>`: where each of the tenant's keys starts.
     fn of(&self, t: &TenantId) -> String {
-        format!("{}:{{{}}}:{t}", self.prefix, Group::of(t).tag())
+        self.named(t, "")
+    }
+    /// `<prefix>:{<tag>}:<tenant><suffix>`, in one allocation of its length (no `format!`:
+    /// enrich's quick path names the products key of every job it answers).
+    fn named(&self, t: &TenantId, suffix: &str) -> String {
+        let (tag, tenant) = (Group::of(t).tag(), t.as_str());
+        let mut key =
+            String::with_capacity(self.prefix.len() + tag.len() + tenant.len() + suffix.len() + 4);
+        for piece in [self.prefix.as_str(), ":{", tag, "}:", tenant, suffix] {
+            key.push_str(piece);
+        }
+        key
     }
     pub fn products(&self, t: &TenantId) -> String {
-        format!("{}:products", self.of(t))
+        self.named(t, ":products")
     }
     /// The listing's index: the product keys in key order (`cursor`).
     pub fn listing(&self, t: &TenantId) -> String {
-        format!("{}:products:order", self.of(t))
+        self.named(t, ":products:order")
     }
     pub fn enriched(&self, t: &TenantId) -> String {
-        format!("{}:enriched", self.of(t))
+        self.named(t, ":enriched")
     }
     pub fn neighbours(&self, t: &TenantId) -> String {
-        format!("{}:neighbours", self.of(t))
+        self.named(t, ":neighbours")
     }
     /// The state the last pair kept (`Pairing::encode`).
     pub fn pairing(&self, t: &TenantId) -> String {
-        format!("{}:pairing", self.of(t))
+        self.named(t, ":pairing")
     }
     /// Where a new neighbour table is written before it is renamed over the old one (and,
     /// with suffixes, the keys whose rows go and the new pairing state).
@@ -80,20 +93,20 @@ impl CatalogKeys {
     /// The set naming the tenant's staging keys while they live (written in the step that
     /// stages each one), so that a delete finds them without a scan.
     pub fn staged(&self, t: &TenantId) -> String {
-        format!("{}:neighbours:staged", self.of(t))
+        self.named(t, ":neighbours:staged")
     }
     /// What the tenant's last written batch recorded beside its rows (`write::Recorded`): a
     /// batch sent again after its answer was lost counts what it first counted.
     pub fn batch(&self, t: &TenantId) -> String {
-        format!("{}:batch", self.of(t))
+        self.named(t, ":batch")
     }
     /// The change feed: products by the position of their last write (`feed`).
     pub fn changes(&self, t: &TenantId) -> String {
-        format!("{}:changes", self.of(t))
+        self.named(t, ":changes")
     }
     /// The change feed's position, and where the last pair read it and it overflowed.
     pub fn changes_at(&self, t: &TenantId) -> String {
-        format!("{}:changes:at", self.of(t))
+        self.named(t, ":changes:at")
     }
 }
 
@@ -217,7 +230,11 @@ impl RedisCatalog {
     /// Whether the tenant holds no product: asked on the runtime's connection, blocking no
     /// thread (what `catalog::RuntimeReads` answers).
     pub async fn holds_no_products(&self, tenant: &TenantId) -> Result<bool, CatalogStoreError> {
-        let exists = redis::cmd("EXISTS").arg(self.keys.products(tenant)).clone();
+        // One command built in place, sized for its two arguments (`redis::cmd(..).arg(..)`
+        // grows its buffers and leaves a copy to make).
+        let key = self.keys.products(tenant);
+        let mut exists = redis::Cmd::with_capacity(2, "EXISTS".len() + key.len());
+        exists.arg("EXISTS").arg(key);
         let answer = tokio::time::timeout(IO_TIMEOUT, async {
             exists
                 .query_async::<u64>(&mut self.primary.connection().await?)

@@ -16,6 +16,7 @@ mod renewing;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{ConnectionAddr, ErrorKind, RedisError, RedisResult};
@@ -165,13 +166,32 @@ impl Primary {
     /// The multiplexed connection to the primary (or the cluster), asking the sentinels first
     /// if none has been found yet.
     pub async fn connection(&self) -> RedisResult<Connection> {
-        if let Some(c) = self.current() {
-            return Ok(c.conn);
+        match self.current_conn() {
+            Some(conn) => Ok(conn),
+            None => self.first_connection().await,
         }
-        self.resolve().await?;
-        self.current()
-            .map(|c| c.conn)
-            .ok_or_else(|| no_primary("the sentinels name no primary yet"))
+    }
+
+    /// The connection in use now, if one was found: only it is copied (`current` copies the
+    /// client and address too, each a few allocations, on every store call).
+    fn current_conn(&self) -> Option<Connection> {
+        self.inner
+            .current
+            .read()
+            .expect("no thread panics while holding the primary's lock")
+            .as_ref()
+            .map(|c| c.conn.clone())
+    }
+
+    /// `connection` when none was found yet: asks the sentinels. Boxed, out of line: asking
+    /// holds a lock's wait and the sentinels' request (~3 kB), which every store call's
+    /// future (each awaits `connection`) would otherwise carry beside its own.
+    fn first_connection(&self) -> BoxFuture<'_, RedisResult<Connection>> {
+        Box::pin(async move {
+            self.resolve().await?;
+            self.current_conn()
+                .ok_or_else(|| no_primary("the sentinels name no primary yet"))
+        })
     }
 
     /// A client for the primary (for connections of their own, such as a subscription); on a

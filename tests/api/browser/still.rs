@@ -126,9 +126,10 @@ async fn the_overviews_first_read_an_error_and_a_pairs_report_move_nothing_below
         (DESKTOP.0, "a wide window"),
         (PHONE_WIDTH, "a phone-wide window"),
     ] {
-        window_is(&b, (width, TALL.1)).await;
+        window_is(&b, (width, WHOLE_PAGE)).await;
         an_error_moves_nothing_below_it(&b, on).await;
         a_pairs_report_moves_nothing_below_it(&b, on).await;
+        a_starts_live_card_moves_nothing_below_it(&b, on).await;
     }
 }
 
@@ -181,10 +182,42 @@ async fn a_pairs_report_moves_nothing_below_it(b: &Browser, on: &str) {
     );
 }
 
+/// An enrich started from the page (of an empty catalogue: it ends at once): its live card
+/// shows, and no control below the starts moved.
+async fn a_starts_live_card_moves_nothing_below_it(b: &Browser, on: &str) {
+    const BELOW_STARTS: [&str; 2] = [
+        "[data-testid=product-search]",
+        "[data-testid=filter-status]",
+    ];
+    nothing_to_scroll(b).await;
+    let cards = b
+        .exec(
+            "return document.querySelectorAll('#live .job-card').length;",
+            json!([]),
+        )
+        .await;
+    let before = where_they_are(b, &BELOW_STARTS).await;
+    click_in_place(b, "[data-testid=start-enrich]").await;
+    b.wait_for(
+        "the enrich's card",
+        "return document.querySelectorAll('#live .job-card').length > arguments[0];",
+        json!([cards]),
+    )
+    .await;
+    painted(b).await;
+    let after = where_they_are(b, &BELOW_STARTS).await;
+    assert_eq!(
+        after, before,
+        "on {on}, a start's live card moves no control below the starts"
+    );
+}
+
 /// A window tall enough to show the jobs table's first page and "Load more" with the page at
 /// its top (a tall screen, or a laptop's zoomed out): no scroll anchoring there (a browser
 /// anchors a scrolled page only, and Safari not at all) keeps what is below new rows still.
 const TALL: (u32, u32) = (1280, 3400);
+/// A window's height that holds the whole page (its jobs table short), at a phone's width too.
+const WHOLE_PAGE: u32 = 4400;
 /// A laptop's screen, where the table must fit beside the job panel.
 const LAPTOP: (u32, u32) = (1280, 800);
 
@@ -247,6 +280,7 @@ async fn load_more_stays_put_while_rows_arrive_and_the_table_fits_beside_the_job
     b.goto(&app.url("/admin")).await;
     the_first_page_with_load_more(&b).await;
     load_more_stays_put_while_rows_arrive(&b, &*s, &tenants[0], "the job panel closed").await;
+    a_bulk_results_line_leaves_load_more_where_it_was(&b).await;
 
     click_in_place(&b, "[data-testid=job-row] td.id button").await;
     b.wait_for(
@@ -269,6 +303,29 @@ async fn load_more_stays_put_while_rows_arrive_and_the_table_fits_beside_the_job
     in_view(&b, "[data-testid=jobs-table]").await;
     b.screenshot(&screenshot_path("admin-still-jobs-phone"))
         .await;
+}
+
+/// One row ticked and retried in bulk: the result line shows, and "Load more" did not move.
+async fn a_bulk_results_line_leaves_load_more_where_it_was(b: &Browser) {
+    const LOAD_MORE: [&str; 1] = ["[data-testid=jobs-load-more]"];
+    b.exec("window.scrollTo(0, 0);", json!([])).await;
+    click_in_place(b, "[data-testid=job-row] [data-testid=job-select]").await;
+    let before = where_they_are(b, &LOAD_MORE).await;
+    click_in_place(b, "[data-testid=bulk-retry]").await;
+    b.click("[data-testid=bulk-yes]").await;
+    b.wait_for(
+        "the bulk action's result",
+        "const r = document.querySelector('[data-testid=bulk-result]');
+         return !r.hidden && r.textContent.startsWith('Retry');",
+        json!([]),
+    )
+    .await;
+    painted(b).await;
+    let after = where_they_are(b, &LOAD_MORE).await;
+    assert_eq!(
+        after, before,
+        "a bulk action's result line leaves Load more where it was"
+    );
 }
 
 /// The jobs table, its box and the page do not scroll sideways.

@@ -5,7 +5,8 @@
 //! # Layout
 //! Floors, top first; a room imports only rooms on the floors below it (checked by
 //! `tests/api/layers.rs`, whose table is this list):
-//! 1. the binary (`main.rs`): parses the command line, then serves or runs a subcommand.
+//! 1. the binary (`main.rs`): parses the command line, then serves or runs a subcommand; its
+//!    own module `allocator.rs` sets the global allocator (mimalloc) and imports no room.
 //! 2. [`startup`]: `App::build` wires the stores, the runner, the metrics and the router.
 //! 3. the two boundaries, which know nothing of each other: [`api`], the HTTP boundary and
 //!    the only room that knows status codes; [`cli`], the subcommands, an HTTP client of the

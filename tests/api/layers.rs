@@ -11,7 +11,7 @@ use crate::helpers::source::{code_only, is_ident, source_files};
 /// Each room and the rooms it may import, top floor first. `api` and `cli` are the two
 /// boundaries: only `startup` and the binary may know them.
 const FLOORS: &[(&str, &str)] = &[
-    ("main", "startup cli config telemetry"),
+    ("main", "allocator startup cli config telemetry"),
     (
         "startup",
         "api catalog config jobs metrics nearest strict_json telemetry topology",
@@ -31,6 +31,8 @@ const FLOORS: &[(&str, &str)] = &[
     ("catalog", "jobs nearest strict_json telemetry topology"),
     ("jobs", "nearest strict_json telemetry topology"),
     // The ground floor: each knows no other room.
+    // The binary's global allocator (a module of main.rs, not of the library).
+    ("allocator", ""),
     ("nearest", ""),
     ("strict_json", ""),
     ("telemetry", ""),

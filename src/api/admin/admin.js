@@ -4,7 +4,7 @@
 // service; jobs.js: the jobs table; job.js: one job; products.js: the product browser;
 // bulk.js: bulk retry and cancel).
 
-import { $, state, api, remember, clearError, refreshTimes } from './core.js';
+import { $, state, api, parse, remember, clearError, refreshTimes } from './core.js';
 import { wireStarts, tickCards } from './live.js';
 import { wirePipeline } from './pipeline.js';
 import { followJobs, tickRows, wireJobs, showTenantFilter } from './jobs.js';
@@ -16,17 +16,41 @@ import { wireBulk, selectionChanged } from './bulk.js';
 /** How often clocks (elapsed, "3 min ago") are brought up to date. */
 const TICK_MS = 1000;
 
+/** What the tab's token may do, as the service last said (session storage): a page loaded
+ * again is laid out for it at once, without waiting for the service to say it again. */
+const SCOPE = 'catalog-jobs.may';
+/** How long the page below the header waits for the service to say what the token may do
+ * before it shows anyway, every control in it (a service that slow shows them late). */
+const SCOPE_WAIT_MS = 3000;
+
 /**
- * What the token may do (`GET /catalog/whoami`): the controls it may not use are hidden.
- * A service that does not say shows every control; its answers still refuse what it must.
+ * Lays the page out for what the token may do (`may`: whoami's flags; null when unknown,
+ * every control shown) and shows it: the controls it may not use are left out before the
+ * page below the header is first shown, so none flashes in and out (the overview for a
+ * tenant's token, the starts for a read-only one) and nothing moves when it is known.
+ */
+function laidOutFor(may) {
+  state.may = may;
+  const can = (what) => !may || may[what] !== false;
+  $('start-card').hidden = !can('start');
+  $('overview').hidden = !can('stats');
+  document.body.dataset.readOnly = String(!can('start'));
+  selectionChanged();
+  showTenantFilter();
+  document.body.dataset.scope = 'known';
+}
+
+/**
+ * What the token may do (`GET /catalog/whoami`). A token the service refuses (401) reads no
+ * overview either; a service that does not say shows every control, its answers still
+ * refuse what they must.
  */
 async function learnPermissions() {
   const a = await api('GET', '/catalog/whoami').catch(() => null);
-  state.may = a && a.status === 200 && a.body ? a.body.may : null;
-  const may = (what) => !state.may || state.may[what] !== false;
-  $('start-card').hidden = !may('start');
-  document.body.dataset.readOnly = String(!may('start'));
-  selectionChanged();
+  const refused = a && a.status === 401;
+  const may = a && a.status === 200 && a.body ? a.body.may : refused ? { stats: false } : null;
+  sessionStorage.setItem(SCOPE, JSON.stringify(may));
+  laidOutFor(may);
 }
 
 /** The tenant rule as the service states it (its OpenAPI document), so the page never copies it. */
@@ -42,7 +66,8 @@ function useIdentity() {
   remember($('tenant').value.trim(), $('token').value.trim());
   clearError();
   state.jobs.clear();
-  learnPermissions().finally(() => { followOverview(); showTenantFilter(); followJobs(); });
+  sessionStorage.removeItem(SCOPE);
+  learnPermissions().finally(() => { followOverview(); followJobs(); });
 }
 
 function wire() {
@@ -59,9 +84,11 @@ function wire() {
   wireBulk();
   setInterval(() => { tickCards(); tickRows(); refreshTimes(); }, TICK_MS);
   tenantRule();
+  const known = sessionStorage.getItem(SCOPE);
+  if (known !== null) laidOutFor(parse(known));
+  else setTimeout(() => { document.body.dataset.scope = 'known'; }, SCOPE_WAIT_MS);
   learnPermissions().finally(() => {
     followOverview();
-    showTenantFilter();
     followJobs();
     openFromHash();
   });

@@ -67,24 +67,70 @@ function holdWhilePressed() {
   const release = () => {
     if (!pressed) return;
     pressed = false;
-    setTimeout(() => { for (const [tr, job] of heldRows.splice(0)) placeRow(tr, job); }, 0);
+    setTimeout(() => {
+      // A row the table dropped meanwhile (its job gone) stays out.
+      for (const [tr, job] of heldRows.splice(0)) if ((rows.get(job.job_id) || {}).tr === tr) placeRow(tr, job);
+    }, 0);
   };
   window.addEventListener('pointerup', release);
   window.addEventListener('pointercancel', release);
 }
 
-/** Where a new row goes: newest first, by creation time (a job not read yet is newest). */
+/**
+ * Whether a person looks at the rows: the pointer on the table's box, the focus in it, or
+ * the box scrolled down. A new row then leaves the rows shown where they are.
+ */
+let hovered = false;
+const looking = () => hovered || $('jobs-box').scrollTop > 0 || $('jobs-box').contains(document.activeElement);
+let above = 0; // rows put above the rows shown since the box was last at its top
+let fresh = new WeakSet(); // those rows: never the row to keep in place (they stand above it)
+
+/**
+ * The first row in the box's view below its sticky header that was there before (not one
+ * put above it since), and where it stands; answers what scrolls the box back so that it
+ * stands there again once `tr` is placed (null: no such row in view).
+ */
+function anchorRow(tr) {
+  const box = $('jobs-box');
+  const top = box.getBoundingClientRect().top + $('jobs-table').tHead.offsetHeight;
+  const row = [...$('jobs-body').children]
+    .find((r) => !r.hidden && !fresh.has(r) && r.getBoundingClientRect().bottom > top);
+  if (!row) return null;
+  const stood = row.getBoundingClientRect().top;
+  return () => {
+    const moved = row.getBoundingClientRect().top - stood;
+    if (moved > 0) {
+      box.scrollTop += moved;
+      fresh.add(tr);
+      above += 1;
+      tellAbove();
+    }
+  };
+}
+
+/** Says how many new rows wait above the rows shown ("Show" scrolls up to them). */
+function tellAbove() {
+  if ($('jobs-box').scrollTop <= 0) { above = 0; fresh = new WeakSet(); }
+  $('jobs-new').hidden = above === 0;
+  setText($('jobs-new'), `${above} new above: show`);
+}
+
+/**
+ * Where a new row goes: newest first, by creation time (a job not read yet is newest). While
+ * a person looks at the rows, the box scrolls by what the row adds above them, so they stay
+ * where they were (the browser's own anchoring does nothing at the box's top, where new
+ * rows arrive); otherwise the table shows its newest rows as they come.
+ */
 function placeRow(tr, job) {
   if (pressed) { heldRows.push([tr, job]); return; }
+  const keep = looking() ? anchorRow(tr) : null;
   const created = Date.parse(job.created_at) || Infinity;
-  for (const other of $('jobs-body').children) {
+  const before = [...$('jobs-body').children].find((other) => {
     const theirs = Date.parse((state.jobs.get(other.dataset.jobId) || {}).created_at) || Infinity;
-    if (theirs < created || (theirs === created && other.dataset.jobId < job.job_id)) {
-      other.before(tr);
-      return;
-    }
-  }
-  $('jobs-body').append(tr);
+    return theirs < created || (theirs === created && other.dataset.jobId < job.job_id);
+  });
+  if (before) before.before(tr); else $('jobs-body').append(tr);
+  if (keep) keep();
 }
 
 function buildRow(job) {
@@ -287,6 +333,9 @@ export async function followJobs() {
   liveRows.clear();
   lastRead.clear();
   $('jobs-body').replaceChildren();
+  heldRows.length = 0;
+  above = 0;
+  tellAbove();
   selectAllShown(false);
   nextCursor = null;
   loadedMore = false;
@@ -329,6 +378,11 @@ function refilter() {
 
 export function wireJobs() {
   holdWhilePressed();
+  const box = $('jobs-box');
+  box.addEventListener('pointerenter', () => { hovered = true; });
+  box.addEventListener('pointerleave', () => { hovered = false; });
+  box.addEventListener('scroll', tellAbove, { passive: true });
+  $('jobs-new').addEventListener('click', () => { box.scrollTo({ top: 0 }); above = 0; tellAbove(); });
   for (const filter of ['filter-status', 'filter-kind']) $(filter).addEventListener('change', refilter);
   $('filter-tenant').addEventListener('change', () => { pickedTenant = $('filter-tenant').value.trim(); refilter(); });
   let typing = 0;

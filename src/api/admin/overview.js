@@ -16,9 +16,6 @@ const CHART_W = 600;
 const CHART_H = 80;
 
 let timer = 0;
-/** Whether this tab's token could last read the overview (session storage): a page loaded
- * again leaves it out from its first paint rather than showing it and taking it away. */
-const SHOWN = 'catalog-jobs.overview';
 
 /** A table cell holding one figure, its text the number. */
 function numberCell(n, attrs) {
@@ -146,22 +143,16 @@ function processes(list, staleAfter) {
     : 'No process is running jobs.');
 }
 
-/** Shows the overview, or leaves it out, and remembers which for the next load. */
-function showOverview(shown) {
-  $('overview').hidden = !shown;
-  sessionStorage.setItem(SHOWN, String(shown));
-}
-
 async function loadOverview() {
   const a = await api('GET', '/catalog/stats').catch(() => null);
   const section = $('overview');
   if (!a || a.status !== 200 || !a.body) {
-    // A tenant token (403), or a service without the overview: the section stays away.
-    showOverview(false);
+    // A service without the overview, or refusing it now (a tenant's token never asks: admin.js).
+    section.hidden = true;
     return false;
   }
   const stats = a.body;
-  showOverview(true);
+  section.hidden = false;
   section.dataset.readAt = stats.at || ''; // the service's clock at this read
   figures(stats);
   throughput(stats.throughput || []);
@@ -178,13 +169,10 @@ async function loadOverview() {
 /** Shows the overview (when the token may read it) and keeps it current. */
 export async function followOverview() {
   clearTimeout(timer);
-  if (state.may && state.may.stats === false) { showOverview(false); return; }
+  if (state.may && state.may.stats === false) { $('overview').hidden = true; return; }
   if (!(await loadOverview())) return;
   const again = async () => {
     if (await loadOverview()) timer = setTimeout(again, OVERVIEW_POLL_MS);
   };
   timer = setTimeout(again, OVERVIEW_POLL_MS);
 }
-
-// Left out from the first paint where this tab's token could not read it last time.
-$('overview').hidden = sessionStorage.getItem(SHOWN) === 'false';

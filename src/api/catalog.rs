@@ -315,12 +315,10 @@ pub(crate) fn accepted(snapshot: Snapshot) -> Response {
 const SNAPSHOT_BYTES: usize = 1024;
 
 /// A 202 with `snapshot` as its JSON body, the same bytes and `Content-Type` as axum's `Json`
-/// gives, written into a buffer sized for it once.
+/// gives, written field by field (`snapshot_json`) into a buffer sized for it once.
 fn snapshot_answer(snapshot: &Snapshot) -> Response {
     let mut body = Vec::with_capacity(SNAPSHOT_BYTES);
-    if serde_json::to_writer(&mut body, snapshot).is_err() {
-        return (StatusCode::ACCEPTED, Json(snapshot)).into_response();
-    }
+    super::snapshot_json::write_snapshot(&mut body, snapshot);
     let json = HeaderValue::from_static(JSON);
     (StatusCode::ACCEPTED, [(header::CONTENT_TYPE, json)], body).into_response()
 }

@@ -21,6 +21,7 @@ pub mod pipeline;
 pub mod product_view;
 pub mod products;
 pub mod server;
+pub mod snapshot_json;
 pub mod streams;
 pub mod tenants;
 

@@ -333,7 +333,7 @@ fn civil(ms: u64) -> (i64, i64, i64, u64) {
 
 /// `format_time`'s text written digit by digit, with no allocation (every snapshot a poll
 /// answers formats five of them: `format!` was 6 % of a poll's CPU); `None` past year 9999.
-fn time_text(ms: u64) -> Option<[u8; 24]> {
+pub fn time_text(ms: u64) -> Option<[u8; 24]> {
     let (year, month, day, rem) = civil(ms);
     if year > 9999 {
         return None;

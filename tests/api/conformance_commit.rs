@@ -302,10 +302,10 @@ fn request(s: &RedisStore, job: &NewJob, limit: u32, more: &[String]) -> Request
         args.arg(key).arg(params_fingerprint(&job.params));
     }
     keys.extend(more.iter().cloned());
-    Request(group, keys, args.into_arguments())
+    Request(group, keys, args)
 }
 
-struct Request(Group, Vec<String>, Vec<Vec<u8>>);
+struct Request(Group, Vec<String>, Call);
 
 /// One `creates` call of `requests` (lua/creates.lua): KEYS every key a request names, each
 /// once, then for each request its group's queue and its arguments.
@@ -328,6 +328,7 @@ fn creates_call(s: &RedisStore, requests: &[Request]) -> Call {
     let mut inv = scripts::invocation(&scripts::CREATES, s.settings(), route);
     inv.arg(requests.len());
     for Request(group, _, args) in requests {
+        let args = args.each_argument();
         inv.arg(k.queue(*group)).arg(args.len());
         for arg in args {
             inv.arg(arg);

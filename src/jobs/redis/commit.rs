@@ -36,7 +36,7 @@ const IN_FLIGHT_MAX: usize = 4;
 pub(super) struct CreateCall {
     pub(super) group: Group,
     pub(super) declared: Arc<Vec<String>>,
-    pub(super) args: Arc<Vec<Vec<u8>>>,
+    pub(super) args: Arc<scripts::Call>,
 }
 
 /// What create.lua answered a create (its answer, `stale` included), or why its call failed.
@@ -251,7 +251,7 @@ impl RedisStore {
         let inv = match rest.is_empty() {
             true => {
                 let mut inv = scripts::invocation(&scripts::CREATE, &self.settings, route);
-                for arg in first.args.iter() {
+                for arg in first.args.each_argument() {
                     inv.arg(arg);
                 }
                 inv
@@ -303,8 +303,9 @@ impl RedisStore {
         let mut inv = scripts::invocation(&scripts::CREATES, &self.settings, route);
         inv.arg(calls.len());
         for (call, queue) in calls.iter().zip(&queues) {
-            inv.arg(queue).arg(call.args.len());
-            for arg in call.args.iter() {
+            let args = call.args.each_argument();
+            inv.arg(queue).arg(args.len());
+            for arg in args {
                 inv.arg(arg);
             }
         }

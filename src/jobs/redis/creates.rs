@@ -113,9 +113,7 @@ impl RedisStore {
         if let Some(key) = &first.idempotency_key {
             args.arg(key).arg(params_fingerprint(&first.params));
         }
-        let answer = self
-            .create_declaring(group, declared, args.into_arguments())
-            .await?;
+        let answer = self.create_declaring(group, declared, args).await?;
         let at = |i: usize, what: &str| {
             answer
                 .get(i)
@@ -179,7 +177,7 @@ impl RedisStore {
         &self,
         group: Group,
         declared: Vec<String>,
-        args: Vec<Vec<u8>>,
+        args: scripts::Call,
     ) -> Result<Vec<String>, StoreError> {
         // Shared with each try's call, not copied: a `stale` answer is rare.
         let args = Arc::new(args);

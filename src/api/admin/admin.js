@@ -20,8 +20,9 @@ const TICK_MS = 1000;
  * again is laid out for it at once, without waiting for the service to say it again. */
 const SCOPE = 'catalog-jobs.may';
 /** How long the page below the header waits for the service to say what the token may do
- * before it shows anyway, every control in it (a service that slow shows them late). */
-const SCOPE_WAIT_MS = 3000;
+ * before it shows anyway, every control in it (then laid out again once it says): long
+ * enough for a service under load to answer, short enough that one not answering is seen. */
+const SCOPE_WAIT_MS = 5000;
 
 /**
  * Lays the page out for what the token may do (`may`: whoami's flags; null when unknown,

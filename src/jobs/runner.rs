@@ -22,7 +22,7 @@ use super::dispatch::{Dispatcher, Seat, Seats, QUICK_SEATS};
 use super::heartbeat::heartbeat;
 use super::registry::Registry;
 use super::run::{RunObserver, Runs, Unobserved};
-use super::store::{Created, Event, JobStore, NewJob, RunId, StoreError};
+use super::store::{accepted_at_create, Created, Event, JobStore, NewJob, RunId, StoreError};
 use super::{worker_name, JobId, Snapshot, Status};
 
 /// The step a job shows while it waits in the queue.
@@ -375,14 +375,7 @@ async fn create_claimed(
             let created_at = claimed.created_at;
             // The answer shows the job as it was accepted, as the contract's 202 does:
             // queued, its function not started (the first poll may read it running).
-            let accepted = job.record(
-                Status::Queued,
-                0,
-                &job.step,
-                created_at,
-                created_at,
-                claimed.max_attempts,
-            );
+            let accepted = accepted_at_create(*claimed, &job.step);
             runs.spawn(job.first_claim(created_at), seat);
             Ok(Created::Created(Box::new(accepted), took_over))
         }

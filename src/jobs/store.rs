@@ -20,10 +20,12 @@ use super::fence::{Hold, ScriptFence, Writer};
 use super::stats::Overview;
 use super::timeline::{EventId, TimelineEvent};
 use super::watch::TenantWatch;
-use super::{JobId, Kind, Snapshot, Status, TenantId};
+use super::{JobId, Kind, Snapshot, TenantId};
 use crate::topology::ClusterShape;
 
 mod answers;
+mod records;
+pub use records::accepted_at_create;
 
 pub use answers::{
     Cancel, Claim, Created, Event, Finish, Live, Outcome, Purge, Recovered, Release, Renewal,
@@ -132,90 +134,6 @@ pub fn params_fingerprint(params: &Value) -> String {
         hex.push(char::from(HEX[usize::from(b & 0xf)]));
     }
     hex
-}
-
-impl NewJob {
-    /// The job's record as it is first written: no result, no error, not finished.
-    pub fn record(
-        &self,
-        status: Status,
-        percent: u8,
-        step: &str,
-        created_at: u64,
-        now: u64,
-        max_attempts: u32,
-    ) -> Snapshot {
-        Snapshot {
-            job_id: self.id,
-            tenant_id: self.tenant.clone(),
-            kind: self.kind.clone(),
-            status,
-            percent,
-            step: step.to_owned(),
-            params: self.params.clone(),
-            result: serde_json::Value::Null,
-            error: None,
-            created_at,
-            started_at: (status == Status::Running).then_some(now),
-            updated_at: now,
-            heartbeat_at: now,
-            finished_at: None,
-            cancel_requested_at: None,
-            attempt: 0,
-            max_attempts,
-            worker: None,
-            recovered_at: None,
-            created_by: Some(self.origin.created_by.clone()),
-            cancelled_by: None,
-            retried_by: None,
-            retried_as: None,
-            request_id: Some(self.origin.request_id.clone()),
-            retry_of: self.origin.retry_of,
-            eta_seconds: None,
-            waiting_for: None,
-            pipeline_id: self.pipeline,
-            steps: None,
-        }
-    }
-
-    /// The record of a job claimed in the step that created it (`create_claimed`).
-    pub fn claimed_record(&self, worker: &str, now: u64, max_attempts: u32) -> Snapshot {
-        Snapshot {
-            attempt: FIRST_CLAIM as u32,
-            worker: Some(worker.to_owned()),
-            ..self.record(Status::Running, 0, STARTING_STEP, now, now, max_attempts)
-        }
-    }
-
-    /// The record of a job created behind `ahead` (its tenant's job of `kind` created before
-    /// it, in the tenant's order): queued, waiting for it.
-    pub fn waiting_record(
-        &self,
-        now: u64,
-        ahead: JobId,
-        kind: &Kind,
-        max_attempts: u32,
-    ) -> Snapshot {
-        let step = super::pipeline::waiting_step(kind, &ahead);
-        Snapshot {
-            waiting_for: Some(ahead),
-            ..self.record(Status::Queued, 0, &step, now, now, max_attempts)
-        }
-    }
-
-    /// The run of a job claimed in the step that created it, to hand to a worker.
-    pub fn first_claim(self, created_at: u64) -> Claim {
-        let run = RunId {
-            id: self.id,
-            claim: FIRST_CLAIM,
-        };
-        Claim {
-            job: self,
-            created_at,
-            run,
-            attempt: FIRST_CLAIM as u32,
-        }
-    }
 }
 
 /// A pipeline to create: its own job (kind `pipeline`; its parameters are its steps') and

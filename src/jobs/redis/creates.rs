@@ -50,7 +50,7 @@ impl RedisStore {
     /// create.lua for `worker` ("": queue the job; else claim it when nothing waits).
     pub(super) async fn create_for(
         &self,
-        job: NewJob,
+        mut job: NewJob,
         worker: &str,
     ) -> Result<Created, StoreError> {
         let fields = created_fields(&job);
@@ -60,8 +60,11 @@ impl RedisStore {
         };
         let max = self.settings.max_attempts;
         let record = match made {
-            New::Claimed(now) => job.claimed_record(worker, now, max),
-            New::Queued(now) => job.record(Status::Queued, 0, &job.step, now, now, max),
+            New::Claimed(now) => job.into_claimed_record(worker, now, max),
+            New::Queued(now) => {
+                let step = std::mem::take(&mut job.step);
+                job.into_record(Status::Queued, 0, &step, now, now, max)
+            }
             New::Waiting(now, ahead, kind) => job.waiting_record(now, ahead, &kind, max),
         };
         Ok(Created::Created(Box::new(record), took_over))

@@ -148,15 +148,21 @@ class Layout:
             self.tail = []
         # Whether its finish reads the queue it claims from before the worker ('' for its own
         # group's: the harness's replay claims from there).
-        self.finish_from = "local from, worker = A[j], A[j + 1]" in source(
+        self.finish_from = "local from, worker = A[j]" in source(
             rev, "src/jobs/lua/finish.lua")
         # Whether its finish is called without the job's fields (asked for only when the
         # record is missing), as its service calls it.
         self.finish_bare = "A[4] == '0'" in source(rev, "src/jobs/lua/finish.lua")
+        # Whether its finish that claims nothing is called without the claim's queue and
+        # worker (two '' before).
+        self.finish_claimless = "A[j] or ''" in source(rev, "src/jobs/lua/finish.lua")
         # Whether its finish implies a done job's step (the service sends none), and whether its
         # service's finish claims from its own group with no group marked (else it claims
         # nothing then, as a harness job's finish does: its queue is empty and unmarked).
         self.done_step_implied = "step (none for done" in source(rev, "src/jobs/lua/finish.lua")
+        # Whether it implies a done job's status too (the service sends none).
+        self.done_status_implied = "without a status is `done`" in source(
+            rev, "src/jobs/lua/finish.lua")
         try:
             claims = source(rev, "src/jobs/redis/claims.rs")
         except (OSError, subprocess.CalledProcessError):
@@ -305,15 +311,24 @@ def finish(lib: str, layout: Layout, job: str, tenant: str, heads: list = (),
     numkeys, *keys = layout.finish_keys(job, tenant)
     fields = [] if layout.finish_bare else origin(tenant) + ["created_ms", "1796207731031"]
     step = [] if layout.done_step_implied else ["step", "finished"]
-    outcome = ["status", "done", *step, "result",
+    status = [] if layout.done_status_implied else ["status", "done"]
+    outcome = [*status, *step, "result",
                '{"products":0,"extracted":0,"unextractable":0,"skipped":0,"batch',
                "result.2", 'es":0}']
     claim = layout.claims_unmarked if claim is None else claim
-    claims = [WORKER, *RUNS] if claim else ["", ""]
+    claims = [WORKER, *RUNS] if claim else ([] if layout.finish_claimless else ["", ""])
     return encode("FCALL", f"{lib}_finish", numkeys + len(heads), *keys, *heads, *layout.settings,
                   job, 1, 100,
                   len(fields) // 2, *fields, len(outcome) // 2, *outcome,
                   *([""] if layout.finish_from else []), *claims, *layout.tail)
+
+
+def code(answer) -> bytes:
+    """A script's answer's code word: its first entry, or the answer itself when it is a lone
+    word (a finish that claimed and released nothing, since finish.lua answers so)."""
+    if isinstance(answer, Exception) or answer is None:
+        return b""
+    return answer if isinstance(answer, bytes) else answer[0]
 
 
 def lives(r: Redis, lib: str, layout: Layout, n: int, tag: str) -> None:
@@ -326,7 +341,7 @@ def lives(r: Redis, lib: str, layout: Layout, n: int, tag: str) -> None:
                 raise SystemExit(f"create answered {answer}")
         r.pipe([encode("HGETALL", layout.record(j, t)) for j, t in jobs])
         for answer in r.pipe([finish(lib, layout, j, t) for j, t in jobs]):
-            if isinstance(answer, Exception) or answer[0] != b"applied":
+            if code(answer) != b"applied":
                 raise SystemExit(f"finish answered {answer}")
 
 
@@ -342,7 +357,7 @@ def split(r: Redis, lib: str, layout: Layout, n: int, pid: int) -> list:
         subprocess.run(["callgrind_control", "-z", str(pid)], stdout=subprocess.DEVNULL)
         for start in range(0, n, PIPELINED):
             for answer in r.pipe(calls[start:start + PIPELINED]):
-                if word and (isinstance(answer, Exception) or answer[0] != word):
+                if word and code(answer) != word:
                     raise SystemExit(f"{name} answered {answer}")
         subprocess.run(["callgrind_control", "-d", str(pid)], stdout=subprocess.DEVNULL)
     return [(name, part) for part, (name, _, _) in enumerate(phases, 2)]

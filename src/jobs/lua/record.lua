@@ -86,7 +86,11 @@ local function read_job(hkey, names)
     STORED_NAMES[names] = stored
   end
   local values = redis.call('HMGET', hkey, unpack(stored))
-  local job = {}
+  -- Made with room for 16 fields (a finish reads 11): one grown field by field is made again
+  -- at its 1st, 2nd, 3rd, 5th and 9th (~2,500 Redis instructions a finish).
+  local job = {a1 = nil, a2 = nil, a3 = nil, a4 = nil, a5 = nil, a6 = nil, a7 = nil,
+    a8 = nil, a9 = nil, a10 = nil, a11 = nil, a12 = nil, a13 = nil, a14 = nil, a15 = nil,
+    a16 = nil}
   for i, name in ipairs(names) do
     if values[i] then job[name] = values[i] end
   end

@@ -128,10 +128,10 @@ impl RedisStore {
     }
 
     /// A finish's arguments for `claim` (finish.lua): the queue it claims from ('' for the
-    /// call's own group's), the worker and its kinds; '' and '' for no claim.
+    /// call's own group's), the worker and its kinds; none for no claim (two arguments less
+    /// than '' and '': ~2,300 Redis instructions a finish).
     pub(super) fn claim_args(&self, group: Group, claim: Option<&NextClaim>, inv: &mut Call) {
         let Some(claim) = claim else {
-            inv.arg("").arg("");
             return;
         };
         match claim.from == group {

@@ -382,7 +382,8 @@ impl RedisStore {
     }
 }
 
-/// A finish's outcome as the named list finish.lua reads: status, step, error and result.
+/// A finish's outcome as the named list finish.lua reads: status and step (neither for done),
+/// error and result.
 fn outcome_pairs(outcome: &Outcome) -> Pairs {
     let (result, error) = match outcome {
         Outcome::Done(report) => (Some(report), None),
@@ -390,10 +391,13 @@ fn outcome_pairs(outcome: &Outcome) -> Pairs {
         Outcome::Cancelled(Value::Null) => (None, None),
         Outcome::Cancelled(report) => (Some(report), None),
     };
-    // A done job's step (`finished`) is not sent: finish.lua implies it (two arguments less).
-    let step = (!matches!(outcome, Outcome::Done(_))).then(|| outcome.step());
+    // A done job's status and step (`finished`) are not sent: finish.lua implies them (four
+    // arguments less).
+    let done = matches!(outcome, Outcome::Done(_));
+    let status = (!done).then(|| outcome.status().as_str());
+    let step = (!done).then(|| outcome.step());
     let ended = Pairs::default()
-        .with(Field::Status, outcome.status().as_str())
+        .with_some(Field::Status, status)
         .with_some(Field::Step, step)
         .with_some(Field::Error, error);
     match result {
@@ -404,7 +408,8 @@ fn outcome_pairs(outcome: &Outcome) -> Pairs {
 
 /// finish.lua's answer: its code, the claim it made (empty for none), the head of the queue it
 /// claimed from (`{'head', id…}`; empty when it claimed nothing) and whether the end put a job
-/// of its group in the ready queue.
+/// of its group in the ready queue. Its usual answer, a lone word (`applied`, `ended`), reads
+/// as a list of that word (redis-rs reads a bulk string as a list of one), so as the code alone.
 fn finish_answer(
     answer: Vec<redis::Value>,
 ) -> Result<(Finish, Vec<String>, Vec<String>, bool), StoreError> {

@@ -444,13 +444,13 @@ async fn the_jobs_table_fits(b: &Browser, on: &str) {
     }
 }
 
-/// Controls of the jobs card, below the products on a phone.
+/// Controls of the jobs card, below the products.
 const BELOW_PRODUCTS: [&str; 2] = ["#jobs-title", "[data-testid=filter-status]"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_a_phone_a_product_search_and_a_product_opened_move_nothing_below_them() {
+async fn a_product_search_and_a_product_opened_move_nothing_below_them_on_a_phone_and_a_laptop() {
     let app = spawn_catalog_app(Backend::Redis, test_config()).await;
-    let tenant = unique("phone");
+    let tenant = unique("products");
     let sync = app
         .start("sync", &[("tenant_id", &tenant), ("source", "demo.jsonl")])
         .await;
@@ -458,13 +458,21 @@ async fn on_a_phone_a_product_search_and_a_product_opened_move_nothing_below_the
     let b = Browser::start(PHONE.0, PHONE.1).await;
     b.goto(&app.url("/admin")).await;
     use_identity(&b, &tenant, "").await;
-    // Every key of families 10-19 starts with this: a full page of 20 and more.
-    b.fill("[data-testid=product-search]", "fam00001").await;
+    for (window, on) in [(PHONE, "a phone"), (LAPTOP, "a laptop")] {
+        window_is(&b, window).await;
+        // Every key of families 10-19 starts with this: a full page of 20 and more.
+        b.fill("[data-testid=product-search]", "fam00001").await;
+        a_search_an_opened_product_and_back_move_nothing_below_them(&b, on).await;
+    }
+}
+
+async fn a_search_an_opened_product_and_back_move_nothing_below_them(b: &Browser, on: &str) {
     for (css, what, shown) in [
         (
             "#product-form button",
             "a product search",
-            "return document.querySelectorAll('[data-testid=product-result]').length === 20;",
+            "return document.querySelectorAll('[data-testid=product-result]').length === 20
+               && document.querySelector('[data-testid=product-view]').hidden;",
         ),
         (
             "[data-testid=product-result] button",
@@ -477,11 +485,12 @@ async fn on_a_phone_a_product_search_and_a_product_opened_move_nothing_below_the
             "return document.querySelector('[data-testid=product-view]').hidden;",
         ),
     ] {
-        in_view(&b, css).await;
-        let act = click_until(&b, css, what, shown, json!([]));
-        moves_nothing(&b, &BELOW_PRODUCTS, &format!("on a phone, {what}"), act).await;
+        in_view(b, css).await;
+        let act = click_until(b, css, what, shown, json!([]));
+        moves_nothing(b, &BELOW_PRODUCTS, &format!("on {on}, {what}"), act).await;
         b.screenshot(&screenshot_path(&format!(
-            "admin-still-phone-{}",
+            "admin-still-{}-{}",
+            on.replace(' ', "-"),
             what.replace(' ', "-")
         )))
         .await;

@@ -30,6 +30,7 @@ mod helpers;
 mod http;
 mod idempotency;
 mod incremental;
+mod intake;
 mod layers;
 mod limits;
 mod observability;

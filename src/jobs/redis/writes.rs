@@ -401,9 +401,15 @@ fn outcome_pairs(outcome: &Outcome) -> Pairs {
         .with_some(Field::Step, step)
         .with_some(Field::Error, error);
     match result {
-        Some(result) => ended.with_long(Field::Result, &result.to_string()),
+        Some(result) => ended.with_long(Field::Result, &report_text(result)),
         None => ended,
     }
+}
+
+/// A report as the JSON text a job's `result` holds: the bytes `Value`'s `Display` writes,
+/// written straight into a `String`'s buffer instead of through a `fmt::Formatter`.
+fn report_text(report: &Value) -> String {
+    serde_json::to_string(report).expect("a JSON value always serialises: its keys are strings")
 }
 
 /// finish.lua's answer: its code, the claim it made (empty for none), the head of the queue it
@@ -437,4 +443,29 @@ fn finish_answer(
         Some(flag) => redis::from_redis_value::<i64>(flag).map_err(corrupt)? == 1,
     };
     Ok((finish, claimed, head, released))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::report_text;
+
+    #[test]
+    fn a_report_is_written_as_display_writes_it() {
+        let reports = [
+            Value::Null,
+            json!({}),
+            json!({"products": 0, "extracted": 0, "unextractable": 0, "skipped": 0, "batches": 0}),
+            json!({"mode": "full", "reason": null, "scored": 12_345_678_901_u64, "ratio": -0.125}),
+            json!({"sources": [{"source": "s3://b/k é \"q\" \\ \n\t\u{1}", "status": "ok",
+                "error": null, "http_status": 503, "read": 3}], "totals": {"read": 1e300},
+                "sources_failed": 1, "nested": [[], [true, false], {"": ""}], "big": i64::MIN}),
+            json!("a text with \u{7f} \u{2028} and 🦀"),
+            json!([1.5, 2, "x", null]),
+        ];
+        for report in &reports {
+            assert_eq!(report_text(report), report.to_string(), "{report:?}");
+        }
+    }
 }

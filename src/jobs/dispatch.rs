@@ -21,16 +21,10 @@
 //! answered quickly gives its worker back at once. Either way a job is claimed, by the
 //! dispatcher, a create or a finish, only while a worker is free: a busy process takes no
 //! more of the shared queue than its workers would.
-//!
-//! Intake first: while creates press on this process (`INTAKE_PRESSED` of them under way at
-//! once, within the last `INTAKE_CALM`), it answers them before it runs queued jobs: only
-//! `QUICK_FLOOR` quick seats are taken (a job on one that ends may claim the next onto it;
-//! workers run as always), and the rest of a burst's jobs wait in the queue. Once creates
-//! come one at a time again, all `QUICK_SEATS` fill, and the queue drains at full width.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -48,99 +42,19 @@ use super::Kind;
 /// them are claimed with their create and the rest drain while the burst lasts.
 pub const QUICK_SEATS: usize = 128;
 
-/// The quick seats taken at most while creates press on the process (see the module's doc).
-/// Never zero: queued quick jobs keep moving through a burst however long it lasts, and a
-/// seat's finish claims its next job in the same call (a read and a finish a job, nothing
-/// more); a few, so that the CPU the other seats' jobs would take (the process's and Redis's,
-/// on the same cores) goes to answering the creates.
-pub const QUICK_FLOOR: usize = 16;
-
-/// Creates under way in this process at once that make it pressed: creates waiting on one
-/// another, so running queued jobs now would slow the answers. A client, or a few, sending
-/// one create after another never reach it; the process then keeps up with them.
-pub const INTAKE_PRESSED: usize = 8;
-
-/// How long the process stays pressed after the last create that found it so: long enough
-/// to bridge the gaps between a burst's creates, short enough that the queue starts draining
-/// at full width a moment after the burst ends.
-pub const INTAKE_CALM: Duration = Duration::from_millis(50);
-
-/// Where a claimed job runs: the seat, held until the run ends.
+/// Where a claimed job runs: the seat's permit, held until the run ends.
 pub(super) enum Seat {
     /// One of `MAX_CONCURRENT_JOBS`.
     Worker(#[allow(dead_code)] OwnedSemaphorePermit),
     /// One of `QUICK_SEATS`: the job may answer quickly; if not, it takes a worker first.
-    Quick(#[allow(dead_code)] QuickSeat),
-}
-
-/// A quick seat taken: given back when dropped.
-pub(super) struct QuickSeat(Arc<AtomicUsize>);
-
-impl Drop for QuickSeat {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// The creates under way in this process, and when they last pressed on it.
-struct Intake {
-    born: Instant,
-    under_way: AtomicUsize,
-    /// Milliseconds from `born` to the last moment `INTAKE_PRESSED` creates were under way
-    /// (a create's arrival or end), plus one; 0 before any were.
-    pressed_at: AtomicU64,
-}
-
-/// A create under way, counted until it is dropped.
-pub(super) struct Arriving<'a>(&'a Intake);
-
-impl Drop for Arriving<'_> {
-    fn drop(&mut self) {
-        // The calm is counted from the last moment the process was pressed.
-        if self.0.under_way.fetch_sub(1, Ordering::AcqRel) >= INTAKE_PRESSED {
-            self.0.pressed_at.store(self.0.now_ms(), Ordering::Relaxed);
-        }
-    }
-}
-
-impl Intake {
-    fn new() -> Self {
-        Self {
-            born: Instant::now(),
-            under_way: AtomicUsize::new(0),
-            pressed_at: AtomicU64::new(0),
-        }
-    }
-
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX - 1) + 1
-    }
-
-    fn arrive(&self) -> Arriving<'_> {
-        if self.under_way.fetch_add(1, Ordering::AcqRel) + 1 >= INTAKE_PRESSED {
-            self.pressed_at.store(self.now_ms(), Ordering::Relaxed);
-        }
-        Arriving(self)
-    }
-
-    fn pressed(&self) -> bool {
-        if self.under_way.load(Ordering::Acquire) >= INTAKE_PRESSED {
-            return true;
-        }
-        let at = self.pressed_at.load(Ordering::Relaxed);
-        let calm = u64::try_from(INTAKE_CALM.as_millis()).expect("INTAKE_CALM fits in u64");
-        at != 0 && self.now_ms().saturating_sub(at) < calm
-    }
+    Quick(#[allow(dead_code)] OwnedSemaphorePermit),
 }
 
 /// The process's workers and quick seats.
 pub(super) struct Seats {
     /// One permit per free worker.
     pub workers: Arc<Semaphore>,
-    /// Quick seats taken, of `quick`.
-    quick_taken: Arc<AtomicUsize>,
-    quick: usize,
-    intake: Intake,
+    quick: Arc<Semaphore>,
     /// The kinds with a quick answer.
     quick_kinds: Vec<Kind>,
     /// Whether the last job of such a kind this process ran was answered quickly: only then
@@ -153,9 +67,7 @@ impl Seats {
     pub(super) fn new(workers: usize, quick: usize, quick_kinds: Vec<Kind>) -> Self {
         Self {
             workers: Arc::new(Semaphore::new(workers.max(1))),
-            quick_taken: Arc::new(AtomicUsize::new(0)),
-            quick,
-            intake: Intake::new(),
+            quick: Arc::new(Semaphore::new(quick)),
             quick_kinds,
             quick_lately: AtomicBool::new(true),
         }
@@ -170,36 +82,6 @@ impl Seats {
         !self.quick_kinds.is_empty() && self.quick_lately.load(Ordering::Relaxed)
     }
 
-    /// A create is under way until the answer is dropped (see `INTAKE_PRESSED`).
-    pub(super) fn arrive(&self) -> Arriving<'_> {
-        self.intake.arrive()
-    }
-
-    /// Creates under way in this process now.
-    pub(super) fn creates_under_way(&self) -> usize {
-        self.intake.under_way.load(Ordering::Acquire)
-    }
-
-    /// Quick seats taken now.
-    pub(super) fn quick_taken(&self) -> usize {
-        self.quick_taken.load(Ordering::Acquire)
-    }
-
-    /// A quick seat, if one is free within the width of the moment: `QUICK_FLOOR` while
-    /// creates press on the process, else all of them.
-    fn try_quick(&self) -> Option<QuickSeat> {
-        let width = match self.intake.pressed() {
-            true => QUICK_FLOOR.min(self.quick),
-            false => self.quick,
-        };
-        self.quick_taken
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < width).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| QuickSeat(self.quick_taken.clone()))
-    }
-
     /// Whether a worker is free: the condition of any claim.
     pub(super) fn worker_free(&self) -> bool {
         self.workers.available_permits() > 0
@@ -212,7 +94,7 @@ impl Seats {
             return None;
         }
         if self.may_be_quick(kind) && self.quick_now() {
-            if let Some(seat) = self.try_quick() {
+            if let Ok(seat) = self.quick.clone().try_acquire_owned() {
                 return Some(Seat::Quick(seat));
             }
         }
@@ -227,7 +109,7 @@ impl Seats {
     /// its worker, if it has one, goes back to the pool when a quick seat takes its place.
     pub(super) fn to_quick(&self, seat: &mut Seat) {
         if let (Seat::Worker(_), true) = (&seat, self.quick_now()) {
-            if let Some(quick) = self.try_quick() {
+            if let Ok(quick) = self.quick.clone().try_acquire_owned() {
                 *seat = Seat::Quick(quick);
             }
         }
@@ -280,7 +162,7 @@ pub(super) struct Dispatcher {
 #[derive(Default)]
 struct Free {
     workers: Vec<OwnedSemaphorePermit>,
-    quick: Vec<QuickSeat>,
+    quick: Vec<OwnedSemaphorePermit>,
 }
 
 impl Free {
@@ -328,7 +210,7 @@ impl Dispatcher {
                     free.workers.push(more);
                 }
                 if seats.quick_now() {
-                    while let Some(more) = seats.try_quick() {
+                    while let Ok(more) = seats.quick.clone().try_acquire_owned() {
                         free.quick.push(more);
                     }
                 }

@@ -18,8 +18,7 @@ use tokio::sync::{broadcast, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::dispatch::{Dispatcher, Seat, Seats};
-pub use super::dispatch::{INTAKE_CALM, INTAKE_PRESSED, QUICK_FLOOR, QUICK_SEATS};
+use super::dispatch::{Dispatcher, Seat, Seats, QUICK_SEATS};
 use super::heartbeat::heartbeat;
 use super::registry::Registry;
 use super::run::{RunObserver, Runs, Unobserved};
@@ -169,17 +168,6 @@ impl Runner {
         self.runs.lock_running().len()
     }
 
-    /// Creates under way in this process now (`INTAKE_PRESSED` of them make it answer creates
-    /// before it runs queued jobs; see `dispatch.rs`).
-    pub fn creates_under_way(&self) -> usize {
-        self.runs.seats.creates_under_way()
-    }
-
-    /// Quick seats taken now (at most `QUICK_FLOOR` while creates press on the process).
-    pub fn quick_seats_taken(&self) -> usize {
-        self.runs.seats.quick_taken()
-    }
-
     /// Refuses a new job while the process shuts down. (The queue's cap is the store's.)
     pub fn admit(&self) -> Result<(), Refused> {
         if self.runs.closing.is_cancelled() {
@@ -199,7 +187,6 @@ impl Runner {
     /// the service a spawn, a wake-up and a join a create.)
     pub async fn create(&self, job: NewJob) -> Result<Created, StoreError> {
         let runs = &self.runs;
-        let _arriving = runs.seats.arrive();
         let seat = match runs.seats.take(&job.kind) {
             Some(seat) if !runs.closing.is_cancelled() => seat,
             _ => return runs.store.create(job).await,

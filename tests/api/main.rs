@@ -30,7 +30,6 @@ mod helpers;
 mod http;
 mod idempotency;
 mod incremental;
-mod intake;
 mod layers;
 mod limits;
 mod observability;

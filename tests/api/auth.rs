@@ -291,8 +291,25 @@ async fn a_held_job_each(t: &Tenants) -> Vec<(std::sync::Arc<Gate>, String)> {
         let id = started_id(t.app.start_as("gated", &form, token).await).await;
         gate.reached().await;
         held.push((gate, id));
+        a_later_millisecond().await;
     }
     held
+}
+
+/// Waits until the wall clock has passed the millisecond it read: a job's times have a
+/// millisecond's resolution, and the listing orders jobs of the same millisecond by id, so
+/// a test that expects creation order starts each job in a later millisecond.
+async fn a_later_millisecond() {
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    };
+    let read = now_ms();
+    while now_ms() <= read + 1 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
 }
 
 async fn an_operator_lists_every_tenants_jobs_newest_first_page_by_page(b: Backend) {

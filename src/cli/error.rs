@@ -106,9 +106,31 @@ impl ClientError {
 
 /// The service's message with each field it names written as the flag that sets it.
 fn in_flags(message: &str) -> String {
-    let mut words = message.to_owned();
+    let (head, fields) = match message.split_once(FIELD_LIST) {
+        Some((head, list)) => (head, Some(list)),
+        None => (message, None),
+    };
+    let mut words = head.to_owned();
     for (field, flag) in FLAGS {
         words = replace_word(&words, field, flag);
+    }
+    if let Some(list) = fields {
+        words.push_str(FIELD_LIST);
+        words.push_str(&list_in_flags(list));
+    }
+    words
+}
+
+/// Where a refusal lists the fields a job takes ("…; it takes tenant_id, wait and source"):
+/// every word after it is a field's name, so there `wait` and `full` are flags too.
+const FIELD_LIST: &str = "; it takes ";
+
+fn list_in_flags(list: &str) -> String {
+    let mut words = list.to_owned();
+    for (field, flag) in FLAGS {
+        let bare = field.trim_matches('`');
+        let flag = flag.trim_matches('`');
+        words = replace_word(&words, bare, flag);
     }
     words
 }
@@ -154,7 +176,15 @@ mod tests {
             ("a kindness", "a kindness"),
             (
                 "`full` is not a field of this job; it takes tenant_id, wait and source",
-                "`--full` is not a field of this job; it takes --tenant, wait and --source",
+                "`--full` is not a field of this job; it takes --tenant, --wait and --source",
+            ),
+            (
+                "`x` is not a field of this job; it takes only tenant_id and wait",
+                "`x` is not a field of this job; it takes only --tenant and --wait",
+            ),
+            (
+                "`full` is not a field of a pipeline or its steps; it takes tenant_id, wait and full, limit",
+                "`--full` is not a field of a pipeline or its steps; it takes --tenant, --wait and --full, --limit",
             ),
             ("the ready queue is full", "the ready queue is full"),
         ];

@@ -148,14 +148,18 @@ class Layout:
             self.tail = []
         # Whether its finish reads the queue it claims from before the worker ('' for its own
         # group's: the harness's replay claims from there).
-        self.finish_from = "local from, worker = A[j]" in source(
-            rev, "src/jobs/lua/finish.lua")
+        self.finish_from = re.search(r"local from, worker = A\[j[] +]", source(
+            rev, "src/jobs/lua/finish.lua")) is not None
         # Whether its finish is called without the job's fields (asked for only when the
         # record is missing), as its service calls it.
         self.finish_bare = "A[4] == '0'" in source(rev, "src/jobs/lua/finish.lua")
         # Whether its finish that claims nothing is called without the claim's queue and
         # worker (two '' before).
         self.finish_claimless = "A[j] or ''" in source(rev, "src/jobs/lua/finish.lua")
+        # Whether its finish takes the job's tenant, kind, created_ms and pipeline from its run
+        # (after the outcome), not from the record.
+        self.finish_holds = "local tenant, kind, created_ms, pipeline = A[j]" in source(
+            rev, "src/jobs/lua/finish.lua")
         # Whether its finish implies a done job's step (the service sends none), and whether its
         # service's finish claims from its own group with no group marked (else it claims
         # nothing then, as a harness job's finish does: its queue is empty and unmarked).
@@ -260,7 +264,9 @@ class Redis:
     def read(self):
         line = self.file.readline()
         kind, rest = line[:1], line[1:-2]
-        if kind in (b"+", b":"):
+        if kind == b":":
+            return int(rest)
+        if kind == b"+":
             return rest
         if kind == b"-":
             return RuntimeError(rest.decode())
@@ -315,11 +321,13 @@ def finish(lib: str, layout: Layout, job: str, tenant: str, heads: list = (),
     outcome = [*status, *step, "result",
                '{"products":0,"extracted":0,"unextractable":0,"skipped":0,"batch',
                "result.2", 'es":0}']
+    # The job's own, as its run holds them (its creation: about now, as the replay's are).
+    held = [tenant, "enrich", int(time.time() * 1000), ""] if layout.finish_holds else []
     claim = layout.claims_unmarked if claim is None else claim
     claims = [WORKER, *RUNS] if claim else ([] if layout.finish_claimless else ["", ""])
     return encode("FCALL", f"{lib}_finish", numkeys + len(heads), *keys, *heads, *layout.settings,
                   job, 1, 100,
-                  len(fields) // 2, *fields, len(outcome) // 2, *outcome,
+                  len(fields) // 2, *fields, len(outcome) // 2, *outcome, *held,
                   *([""] if layout.finish_from else []), *claims, *layout.tail)
 
 
@@ -328,6 +336,12 @@ def code(answer) -> bytes:
     word (a finish that claimed and released nothing, since finish.lua answers so)."""
     if isinstance(answer, Exception) or answer is None:
         return b""
+    # A usual create answers its time alone: an integer when it claimed the job, a string
+    # when it queued it.
+    if isinstance(answer, int):
+        return b"claimed"
+    if isinstance(answer, bytes) and answer.isdigit():
+        return b"queued"
     return answer if isinstance(answer, bytes) else answer[0]
 
 
@@ -337,7 +351,7 @@ def lives(r: Redis, lib: str, layout: Layout, n: int, tag: str) -> None:
         tenants = [f"lc-{tag}-{i}" for i in range(start, min(n, start + PIPELINED))]
         jobs = [(layout.job_id(t), t) for t in tenants]
         for answer in r.pipe([create(lib, layout, j, t) for j, t in jobs]):
-            if isinstance(answer, Exception) or answer[0] != b"claimed":
+            if code(answer) != b"claimed":
                 raise SystemExit(f"create answered {answer}")
         r.pipe([encode("HGETALL", layout.record(j, t)) for j, t in jobs])
         for answer in r.pipe([finish(lib, layout, j, t) for j, t in jobs]):
@@ -375,7 +389,7 @@ def claiming(r: Redis, lib: str, layout: Layout, n: int, pid: int, part: int) ->
     for jobs, worker, word in ((running, WORKER, b"claimed"), (queued, "", b"queued")):
         for start in range(0, len(jobs), PIPELINED):
             calls = [create(lib, layout, j, t, worker) for j, t in jobs[start:start + PIPELINED]]
-            if any(isinstance(a, Exception) or a[0] != word for a in r.pipe(calls)):
+            if any(code(a) != word for a in r.pipe(calls)):
                 raise SystemExit(f"a create for the claims did not answer {word}")
     subprocess.run(["callgrind_control", "-z", str(pid)], stdout=subprocess.DEVNULL)
     for i, (job, tenant) in enumerate(running):
@@ -451,7 +465,7 @@ def batches(r: Redis, lib: str, layout: Layout, n: int, pid: int, sizes: list, p
             for answer in r.pipe(calls[start:start + PIPELINED]):
                 if size == 1 and real_creates(layout.rev) and not isinstance(answer, Exception):
                     answer = [answer]
-                if isinstance(answer, Exception) or any(a[0] != b"claimed" for a in answer):
+                if isinstance(answer, Exception) or any(code(a) != b"claimed" for a in answer):
                     raise SystemExit(f"a batched create answered {answer}")
         subprocess.run(["callgrind_control", "-d", str(pid)], stdout=subprocess.DEVNULL)
         out.append((f"create ({size} a call)", part))

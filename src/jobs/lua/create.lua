@@ -20,9 +20,10 @@
 -- Returns, once created, {code, now_ms, ahead_id, ahead_kind, taken_over_id...}: code
 -- 'queued' created and queued (a pipeline: its steps queued or waiting), 'claimed' created and
 -- claimed for the worker (claim 1, attempt 1) because no job waited ahead of it, or 'waiting'
--- for its tenant's job ahead of it (ahead_id and ahead_kind are '' otherwise, and left out
--- with what follows when no stale holder was taken over: {code, now_ms}); then the stale
--- holders it took over (each ended lost here, with its pipeline). Else {'held', holder_id}
+-- for its tenant's job ahead of it (ahead_id and ahead_kind are '' otherwise); then the stale
+-- holders it took over (each ended lost here, with its pipeline). A job claimed or queued that
+-- took none over is answered now_ms alone: an integer when claimed, a string when queued
+-- (`created` in walks.lua). Else {'held', holder_id}
 -- an active holder keeps a lock;
 -- {'queue_full', ''}; {'replayed', job_id} the key was recorded with this job and these
 -- parameters (a retry); {'key_reused', job_id} the key was recorded with other parameters;

@@ -300,7 +300,15 @@ impl RedisStore {
             }
         }
         route.declared.append(&mut more);
-        let mut inv = scripts::invocation(&scripts::CREATES, &self.settings, route);
+        // Each request's queue, its count and its arguments (`scripts::CALL_ARGS`, with a
+        // queue key's room more).
+        let mut inv = scripts::invocation_sized(
+            &scripts::CREATES,
+            &self.settings,
+            route,
+            1 + calls.len() * (2 + scripts::CALL_ARGS),
+            calls.len() * (QUEUE_ROOM + scripts::CALL_BYTES),
+        );
         inv.arg(calls.len());
         for (call, queue) in calls.iter().zip(&queues) {
             let args = call.args.each_argument();
@@ -312,6 +320,9 @@ impl RedisStore {
         inv
     }
 }
+
+/// The bytes of a request's queue key and argument count in a `creates` call, with room.
+const QUEUE_ROOM: usize = 64;
 
 /// A request's answer in a `creates` call, or the error its step raised (`{'error', message}`)
 /// as the store reads a lone call's failure with it (`store_error`: a WRONGTYPE is `Refused`).

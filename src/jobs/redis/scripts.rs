@@ -14,7 +14,7 @@
 //! named lists ([`super::record::Pairs`]), never by position.
 
 use std::cell::RefCell;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use redis::{FromRedisValue, RedisError, RedisResult, ToRedisArgs};
 
@@ -32,7 +32,12 @@ const ORDER: &str = include_str!("../lua/order.lua");
 const WALKS: &str = include_str!("../lua/walks.lua");
 
 /// A job script: a function of the library, by its name there.
-pub struct Function(&'static str);
+pub struct Function {
+    script: &'static str,
+    /// `<library>_<script>`, made at its first call: a `format!` at every call was ~1k
+    /// instructions a create-burst job (callgrind).
+    name: OnceLock<String>,
+}
 
 /// Each script, by its file's name in `lua/`, and its body: one list for both. Every script
 /// is guarded: its call names in `KEYS` every key it touches, and the prelude's `key` refuses
@@ -40,7 +45,7 @@ pub struct Function(&'static str);
 /// is part of the library, not a setting: nothing switches it off.
 macro_rules! functions {
     ($($script:ident = $file:literal,)*) => {
-        $(pub static $script: Function = Function($file);)*
+        $(pub static $script: Function = Function::new($file);)*
         const BODIES: &[(&str, &str)] = &[$(($file, include_str!(concat!("../lua/", $file, ".lua"))),)*];
     };
 }
@@ -63,9 +68,9 @@ functions! {
 /// for its call's one request, `creates` (creates.lua) for each request of its call, in turn.
 const CREATE_ONE: &str = include_str!("../lua/create.lua");
 /// One create (create.lua's header says its arguments and answers).
-pub static CREATE: Function = Function("create");
+pub static CREATE: Function = Function::new("create");
 /// Several independent creates in one call (creates.lua).
-pub static CREATES: Function = Function("creates");
+pub static CREATES: Function = Function::new("creates");
 /// The two create functions' bodies, registered like the scripts' (`BODIES`).
 const CREATE_BODIES: [(&str, &str); 2] = [
     ("create", "return create_one(1, #A)"),
@@ -73,9 +78,22 @@ const CREATE_BODIES: [(&str, &str); 2] = [
 ];
 
 impl Function {
+    const fn new(script: &'static str) -> Self {
+        Self {
+            script,
+            name: OnceLock::new(),
+        }
+    }
+
     /// The function's name in Redis (`<library>_<script>`).
     pub fn name(&self) -> String {
-        format!("{}_{}", LIBRARY.name, self.0)
+        self.called().to_owned()
+    }
+
+    /// The function's name in Redis, as each call names it.
+    fn called(&self) -> &str {
+        self.name
+            .get_or_init(|| format!("{}_{}", LIBRARY.name, self.script))
     }
 }
 
@@ -138,7 +156,7 @@ impl Call {
     /// alone or with others (`creates`; jobs/redis/commit.rs).
     pub fn arguments() -> Self {
         Self {
-            cmd: redis::Cmd::new(),
+            cmd: redis::Cmd::with_capacity(CALL_ARGS, CALL_BYTES),
             settings: None,
         }
     }
@@ -160,12 +178,13 @@ impl Call {
     }
 
     /// Calls the function; when Redis does not have the library (the first call, or Redis
-    /// came back without it), loads it and calls again.
+    /// came back without it), loads it and calls again. Takes the call: its settings go last
+    /// into its own command, not into a copy of it (~0.6k instructions a job's finish).
     pub async fn invoke_async<T: FromRedisValue>(
-        &self,
+        self,
         conn: &mut impl redis::aio::ConnectionLike,
     ) -> RedisResult<T> {
-        let mut cmd = self.cmd.clone();
+        let mut cmd = self.cmd;
         if let Some(settings) = &self.settings {
             cmd.arg(&**settings);
         }
@@ -211,18 +230,49 @@ impl Route {
     }
 }
 
+/// What a call adds to its keys, with room to spare: a finish's ~20 arguments, a create's
+/// ~25 of a few hundred bytes (its params, its origin). Its command is made this big at once:
+/// `redis::cmd` starts both of its buffers empty and grew them ~10 times a call on the way.
+pub const CALL_ARGS: usize = 32;
+/// The bytes of what a call adds to its keys (`CALL_ARGS`).
+pub const CALL_BYTES: usize = 768;
+
 /// A script call along `route`, with the settings every script reads (`begin` in
 /// `lua/prelude.lua`) as its last argument.
 pub fn invocation(function: &Function, settings: &StoreSettings, route: Route) -> Call {
-    let mut cmd = redis::cmd("FCALL");
-    cmd.arg(function.name())
+    invocation_sized(function, settings, route, CALL_ARGS, CALL_BYTES)
+}
+
+/// A script call along `route` (`invocation`) made big enough at once for `args` arguments
+/// of `bytes` bytes more than its keys.
+pub fn invocation_sized(
+    function: &Function,
+    settings: &StoreSettings,
+    route: Route,
+    args: usize,
+    bytes: usize,
+) -> Call {
+    let name = function.called();
+    let settings = settings_arg(settings, route.cluster);
+    let keys = [&route.queue, &route.migrating]
+        .into_iter()
+        .chain(&route.declared)
+        .map(String::len)
+        .sum::<usize>();
+    // FCALL, the name, the key count and the settings, then the keys and the call's own.
+    let mut cmd = redis::Cmd::with_capacity(
+        4 + 2 + route.declared.len() + args,
+        "FCALL".len() + name.len() + 4 + settings.len() + keys + bytes,
+    );
+    cmd.arg("FCALL")
+        .arg(name)
         .arg(2 + route.declared.len())
         .arg(route.queue)
         .arg(route.migrating)
         .arg(route.declared);
     Call {
         cmd,
-        settings: Some(settings_arg(settings, route.cluster)),
+        settings: Some(settings),
     }
 }
 

@@ -4,14 +4,16 @@
 // service; jobs.js: the jobs table; job.js: one job; products.js: the product browser;
 // bulk.js: bulk retry and cancel).
 
-import { $, state, api, parse, remember, clearError, refreshTimes } from './core.js';
-import { wireStarts, tickCards } from './live.js';
+import {
+  $, state, api, parse, remember, clearError, refreshTimes, leaveIdentity,
+} from './core.js';
+import { wireStarts, tickCards, forgetStarts } from './live.js';
 import { wirePipeline } from './pipeline.js';
-import { followJobs, tickRows, wireJobs, showTenantFilter } from './jobs.js';
-import { wireJob, openFromHash } from './job.js';
-import { wireProducts } from './products.js';
-import { followOverview } from './overview.js';
-import { wireBulk, selectionChanged } from './bulk.js';
+import { followJobs, stopJobs, tickRows, wireJobs, showTenantFilter } from './jobs.js';
+import { wireJob, openFromHash, closeJob } from './job.js';
+import { wireProducts, forgetProducts } from './products.js';
+import { followOverview, forgetOverview } from './overview.js';
+import { wireBulk, selectionChanged, forgetResult } from './bulk.js';
 
 /** How often clocks (elapsed, "3 min ago") are brought up to date. */
 const TICK_MS = 1000;
@@ -31,6 +33,7 @@ const SCOPE_WAIT_MS = 5000;
  * tenant's token, the starts for a read-only one) and nothing moves when it is known.
  */
 function laidOutFor(may) {
+  clearTimeout(showAnyway);
   state.may = may;
   const can = (what) => !may || may[what] !== false;
   $('start-card').hidden = !can('start');
@@ -41,17 +44,56 @@ function laidOutFor(may) {
   document.body.dataset.scope = 'known';
 }
 
+let turn = 0; // the tab's identities so far: a whoami asked for an earlier one lays out nothing
+let knownFor = null; // the token `state.may` was said for (null: none yet)
+let showAnyway = 0; // the timer that shows the page when the service does not say in time
+
 /**
- * What the token may do (`GET /catalog/whoami`). A token the service refuses (401) reads no
- * overview either; a service that does not say shows every control, its answers still
+ * What the token may do (`GET /catalog/whoami`), then the page laid out for it; answers
+ * whether it still holds (no other identity since). A token the service refuses (401) reads
+ * no overview either; a service that does not say shows every control, its answers still
  * refuse what they must.
  */
-async function learnPermissions() {
+async function learnPermissions(mine) {
+  const token = state.token;
   const a = await api('GET', '/catalog/whoami').catch(() => null);
+  if (mine !== turn) return false;
   const refused = a && a.status === 401;
   const may = a && a.status === 200 && a.body ? a.body.may : refused ? { stats: false } : null;
   sessionStorage.setItem(SCOPE, JSON.stringify(may));
+  knownFor = token;
   laidOutFor(may);
+  return true;
+}
+
+/**
+ * Follows what the page shows (the overview, the jobs table; `then` once) as soon as what
+ * the token may do is known: until then the page below the header stays blank, for
+ * SCOPE_WAIT_MS at most, then it shows every control and follows anyway (laid out again
+ * when the service says).
+ */
+function followOnceKnown(mine, then = () => {}) {
+  let followed = null; // what the token might do when the page began following (JSON)
+  const follow = () => {
+    if (followed !== null || mine !== turn) return;
+    followed = JSON.stringify(state.may);
+    followOverview();
+    followJobs();
+    then();
+  };
+  clearTimeout(showAnyway);
+  if (document.body.dataset.scope === 'known') follow(); // laid out already (as the service last said)
+  else showAnyway = setTimeout(() => {
+    if (mine !== turn) return;
+    laidOutFor(null);
+    follow();
+  }, SCOPE_WAIT_MS);
+  learnPermissions(mine).then((held) => {
+    if (!held) return;
+    if (followed === null) follow();
+    // Followed already (laid out as last said, or shown anyway): the overview as it may now see it.
+    else if (followed !== JSON.stringify(state.may)) followOverview();
+  });
 }
 
 /** The tenant rule as the service states it (its OpenAPI document), so the page never copies it. */
@@ -63,12 +105,40 @@ async function tenantRule() {
   }
 }
 
+/**
+ * The tab takes the identity in the header's fields. What the last one's answers put on the
+ * page goes at once (its jobs' rows and cards, its products, the job it opened); another
+ * token also blanks the page below the header until the service says what the new one may
+ * do, so the old token's layout never shows to the new one (no overview to a tenant's token,
+ * no start to a read-only one). The same token with another tenant keeps its layout.
+ */
 function useIdentity() {
-  remember($('tenant').value.trim(), $('token').value.trim());
+  const [tenant, token] = [$('tenant').value.trim(), $('token').value.trim()];
   clearError();
-  state.jobs.clear();
+  if (tenant === state.tenant && token === state.token) {
+    // The same identity: its page read again, unless it waits for the service to say its scope.
+    if (document.body.dataset.scope === 'known') { followOverview(); followJobs(); }
+    return;
+  }
+  const sameToken = token === state.token && knownFor === token;
+  remember(tenant, token);
+  leaveIdentity();
+  stopJobs();
+  forgetStarts();
+  forgetProducts();
+  forgetResult();
+  turn += 1;
+  if (sameToken) {
+    laidOutFor(state.may);
+    followOverview();
+    followJobs();
+    return;
+  }
+  closeJob();
+  forgetOverview();
   sessionStorage.removeItem(SCOPE);
-  learnPermissions().finally(() => { followOverview(); followJobs(); });
+  document.body.dataset.scope = 'unknown';
+  followOnceKnown(turn);
 }
 
 function wire() {
@@ -85,14 +155,10 @@ function wire() {
   wireBulk();
   setInterval(() => { tickCards(); tickRows(); refreshTimes(); }, TICK_MS);
   tenantRule();
+  turn = 1;
   const known = sessionStorage.getItem(SCOPE);
   if (known !== null) laidOutFor(parse(known));
-  else setTimeout(() => { document.body.dataset.scope = 'known'; }, SCOPE_WAIT_MS);
-  learnPermissions().finally(() => {
-    followOverview();
-    followJobs();
-    openFromHash();
-  });
+  followOnceKnown(turn, openFromHash);
 }
 
 wire();

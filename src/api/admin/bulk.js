@@ -175,6 +175,12 @@ async function runAll(kind) {
   report(action, [...byId.values()], stopped);
 }
 
+/** Takes the last action's result line off the page (its jobs were another identity's). */
+export function forgetResult() {
+  $('bulk-result').replaceChildren();
+  $('bulk-result').hidden = true;
+}
+
 export function wireBulk() {
   $('bulk-retry').addEventListener('click', () => run('retry'));
   $('bulk-cancel').addEventListener('click', () => run('cancel'));

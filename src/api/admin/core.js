@@ -58,7 +58,17 @@ export const state = {
   jobs: new Map(), // job_id -> what is known of it (snapshots and events merged)
   may: null, // GET /catalog/whoami's `may`, once known
   openJob: null,
+  // Aborted when the tab takes another identity (Use): what followed the old one's jobs stops.
+  identity: new AbortController(),
 };
+
+/** Forgets what the tab learnt as its last identity: its jobs, and the streams and polls
+ * that were following them. */
+export function leaveIdentity() {
+  state.identity.abort();
+  state.identity = new AbortController();
+  state.jobs.clear();
+}
 
 export function remember(tenant, token) {
   state.tenant = tenant;

@@ -220,7 +220,9 @@ export function selectAllShown(on) {
  */
 async function loadJobs(cursor) {
   const query = { limit: TABLE_LIMIT, cursor, ...filters() };
+  const following = follower;
   const a = await api('GET', `/catalog/jobs?${q(query)}`);
+  if (following !== follower) return new Set(); // the table follows another identity since
   if (a.status !== 200) { showError('Could not list jobs', a); return new Set(); }
   for (const job of a.body.jobs) learn(job);
   if (cursor) loadedMore = true;
@@ -324,11 +326,10 @@ function followRunning(ctl) {
   for (const job of running.slice(0, Math.max(0, LIVE_ROWS - liveRows.size))) followRow(job.job_id, ctl);
 }
 
-/** Follows the table: the tenant's stream, or a poll where there is none (or no tenant). */
-export async function followJobs() {
+/** Stops following the table and empties it: it shows nothing until it is followed again. */
+export function stopJobs() {
   if (follower) follower.abort();
-  const ctl = new AbortController();
-  follower = ctl;
+  follower = null;
   rows.clear();
   liveRows.clear();
   lastRead.clear();
@@ -339,6 +340,16 @@ export async function followJobs() {
   selectAllShown(false);
   nextCursor = null;
   loadedMore = false;
+  $('jobs-load-more').hidden = true;
+  $('jobs-empty').hidden = true;
+  $('jobs-live').textContent = 'Loading…';
+}
+
+/** Follows the table: the tenant's stream, or a poll where there is none (or no tenant). */
+export async function followJobs() {
+  stopJobs();
+  const ctl = new AbortController();
+  follower = ctl;
   await loadJobs().catch(() => showError('Could not list jobs', null, true));
   if (ctl.signal.aborted) return;
   if (state.tenant && await stream(ctl)) return;

@@ -7,7 +7,7 @@ import {
   paintProgress,
 } from './core.js';
 import { openJob } from './job.js';
-import { followPipeline } from './pipeline.js';
+import { followPipeline, forgetPipelines } from './pipeline.js';
 
 /** How often a job is polled when its event stream is not available. */
 const POLL_MS = 1000;
@@ -17,6 +17,8 @@ const SNAPSHOT_EVERY_MS = 1000;
 const STREAM_RETRIES = 3;
 
 const watched = new Map(); // job_id -> its card
+/** What the report box says before a pair's report is shown there (index.html). */
+const REPORT_NOTE = $('report').textContent;
 
 function card(job) {
   let w = watched.get(job.job_id);
@@ -70,6 +72,7 @@ export async function watch(job) {
   learn(job);
   const id = job.job_id;
   const url = `/catalog/jobs/${enc(id)}/events`;
+  const { signal } = state.identity; // the tab taking another identity stops the following
   let failures = 0;
   // At least one read, even of a job another view has already seen end: its timeline.
   do {
@@ -77,6 +80,7 @@ export async function watch(job) {
     try {
       const how = await readSse(url, {
         lastId: w.lastId,
+        signal,
         onEvent: (e) => {
           heard = true;
           w.node.dataset.follow = 'stream';
@@ -88,7 +92,7 @@ export async function watch(job) {
           }
         },
       });
-      if (how === 'ended' || !ACTIVE.has(statusOf(id))) break;
+      if (how === 'ended' || signal.aborted || !ACTIVE.has(statusOf(id))) break;
       // Closed before the end: resume after the last event seen.
       failures = heard ? 0 : failures + 1;
     } catch {
@@ -96,12 +100,22 @@ export async function watch(job) {
     }
   } while (failures < STREAM_RETRIES && ACTIVE.has(statusOf(id)));
   if (failures >= STREAM_RETRIES) w.node.dataset.follow = 'poll';
-  while (ACTIVE.has(statusOf(id))) {
+  while (!signal.aborted && ACTIVE.has(statusOf(id))) {
     const a = await snapshot(id).catch(() => null);
     if (a && a.status === 404) break;
-    await sleep(POLL_MS);
+    await sleep(POLL_MS, signal);
   }
-  await snapshot(id).catch(() => {});
+  if (!signal.aborted) await snapshot(id).catch(() => {});
+}
+
+/** Takes off the starts card what the tab's last identity put there: the cards of the jobs it
+ * started (watch stops following them) and the pair's report. */
+export function forgetStarts() {
+  watched.clear();
+  forgetPipelines();
+  $('live').replaceChildren();
+  $('report').textContent = REPORT_NOTE;
+  $('report-words').hidden = true;
 }
 
 async function start(kind, fields, button) {
@@ -147,7 +161,9 @@ export function wireStarts() {
   $('pair-wait').addEventListener('click', async () => {
     $('report').textContent = 'Waiting for the pair to end…';
     $('report-words').hidden = true;
+    const { signal } = state.identity;
     const a = await start('pair', { wait: 'true' }, $('pair-wait'));
+    if (signal.aborted) return; // another identity since: not its report
     if (a && a.status === 200) showReport(a.body);
     else if (a && a.status === 202) $('report').textContent = 'Still running: follow it above.';
     else $('report').textContent = 'No report: the pair did not end here (the message says why).';

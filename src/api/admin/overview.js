@@ -16,6 +16,7 @@ const CHART_W = 600;
 const CHART_H = 80;
 
 let timer = 0;
+let turn = 0; // the overview's current following: a read begun for an earlier one shows nothing
 
 /** A table cell holding one figure, its text the number. */
 function numberCell(n, attrs) {
@@ -143,8 +144,9 @@ function processes(list, staleAfter) {
     : 'No process is running jobs.');
 }
 
-async function loadOverview() {
+async function loadOverview(mine) {
   const a = await api('GET', '/catalog/stats').catch(() => null);
+  if (mine !== turn) return false;
   const section = $('overview');
   if (!a || a.status !== 200 || !a.body) {
     // A service without the overview, or refusing it now (a tenant's token never asks: admin.js).
@@ -168,11 +170,28 @@ async function loadOverview() {
 
 /** Shows the overview (when the token may read it) and keeps it current. */
 export async function followOverview() {
-  clearTimeout(timer);
+  stopOverview();
+  const mine = turn;
   if (state.may && state.may.stats === false) { $('overview').hidden = true; return; }
-  if (!(await loadOverview())) return;
+  if (!(await loadOverview(mine))) return;
   const again = async () => {
-    if (await loadOverview()) timer = setTimeout(again, OVERVIEW_POLL_MS);
+    if (await loadOverview(mine)) timer = setTimeout(again, OVERVIEW_POLL_MS);
   };
   timer = setTimeout(again, OVERVIEW_POLL_MS);
+}
+
+/** Stops reading the overview (a read under way shows nothing). */
+export function stopOverview() {
+  clearTimeout(timer);
+  turn += 1;
+}
+
+/** Stops reading the overview and blanks what it showed (the figures back to their dash, as
+ * at the first paint): what an earlier token read is not shown to the next one. */
+export function forgetOverview() {
+  stopOverview();
+  for (const n of $('overview-figures').querySelectorAll('.n')) setText(n, '—');
+  for (const id of ['overview-active-kinds', 'overview-kinds', 'processes-body', 'throughput']) $(id).replaceChildren();
+  processRows.clear();
+  delete $('overview').dataset.readAt;
 }

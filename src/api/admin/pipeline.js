@@ -96,16 +96,24 @@ export async function followPipeline(pipeline) {
   if (following.has(id)) return;
   following.add(id);
   let read = pipeline; // its last snapshot read (null once it is gone)
+  const { signal } = state.identity; // the tab taking another identity stops the reads
   for (;;) {
     const known = state.jobs.get(id) || pipeline;
-    if (!ACTIVE.has(known.status)) break;
-    await sleep(POLL_MS);
+    if (signal.aborted || !ACTIVE.has(known.status)) break;
+    await sleep(POLL_MS, signal);
+    if (signal.aborted) break;
     const a = await snapshot(id).catch(() => null);
     if (a && a.status === 404) { read = null; break; }
     if (a && a.status === 200) read = a.body;
   }
-  if (read && ACTIVE.has(read.status)) await snapshot(id).catch(() => null);
+  if (!signal.aborted && read && ACTIVE.has(read.status)) await snapshot(id).catch(() => null);
   following.delete(id);
+}
+
+/** Forgets every pipeline's card (live.js takes them off the page). */
+export function forgetPipelines() {
+  cards.clear();
+  stepOf.clear();
 }
 
 function sources() {

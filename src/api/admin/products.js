@@ -86,6 +86,14 @@ function backToResults() {
   else $('product-search').focus();
 }
 
+/** Takes off the page the products the tab's last tenant or token found or opened. */
+export function forgetProducts() {
+  $('product-results').replaceChildren();
+  $('product-view').hidden = true;
+  $('products').classList.remove('opened');
+  openedFrom = null;
+}
+
 export function wireProducts() {
   $('product-form').addEventListener('submit', (e) => {
     e.preventDefault();

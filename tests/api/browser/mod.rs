@@ -12,6 +12,7 @@ mod pipeline;
 mod replicas;
 mod steady;
 mod still;
+mod switch;
 mod timeline;
 
 use std::path::PathBuf;

@@ -108,6 +108,70 @@ function anchorRow(tr) {
   };
 }
 
+/** Where `tr` stands against the box's view below its sticky header: above, in or below it. */
+function whereInView(tr) {
+  const box = $('jobs-box').getBoundingClientRect();
+  const top = box.top + $('jobs-table').tHead.offsetHeight;
+  const r = tr.getBoundingClientRect();
+  return r.bottom <= top ? 'above' : r.top >= box.bottom ? 'below' : 'in';
+}
+
+const gone = new Set(); // rows left in place, struck out, while a person looks at the rows
+
+/** Takes `tr` out at once: out of the table (`drop`) or hidden. */
+function out(tr, drop) {
+  if (gone.delete(tr)) unmarkGone(tr);
+  if (drop) tr.remove(); else tr.hidden = true;
+}
+
+/**
+ * Takes `tr` out of the rows shown (`drop`: out of the table, its job gone; else hidden, its
+ * job no longer matching the filters) without moving the rows a person looks at: a row above
+ * them goes and the box scrolls up by its height; one among them stays where it is, struck
+ * out, until no one looks (`sweepGone`); one below them, or when no one looks, goes at once.
+ */
+function takeOut(tr, drop) {
+  if (!tr.isConnected || (tr.hidden && !drop)) return;
+  const where = looking() && !tr.hidden ? whereInView(tr) : 'below';
+  if (where === 'in') { markGone(tr, drop); return; }
+  const height = tr.getBoundingClientRect().height;
+  out(tr, drop);
+  if (where === 'above' && height) $('jobs-box').scrollTop -= height;
+}
+
+function markGone(tr, drop) {
+  if (drop) tr.dataset.gone = 'dropped';
+  else if (!tr.dataset.gone) tr.dataset.gone = 'filtered';
+  tr.title = drop ? 'This job is gone (deleted, or past its time to live): the row leaves once you look away'
+    : 'This job no longer matches the filters: the row leaves once you look away';
+  const box = tr.querySelector('[data-testid=job-select]');
+  const was = box.checked;
+  box.checked = false;
+  box.disabled = true;
+  gone.add(tr);
+  if (was) selectionChanged();
+}
+
+function unmarkGone(tr) {
+  delete tr.dataset.gone;
+  tr.removeAttribute('title');
+  tr.querySelector('[data-testid=job-select]').disabled = false;
+}
+
+/**
+ * Takes out the struck-out rows that nobody looks at any more: all of them once no one looks
+ * at the rows, else those scrolled out of view (the box keeping the rows in view in place).
+ */
+function sweepGone() {
+  const anyone = looking();
+  for (const tr of [...gone]) {
+    const drop = tr.dataset.gone === 'dropped';
+    if (!tr.isConnected) gone.delete(tr);
+    else if (!anyone) out(tr, drop);
+    else if (whereInView(tr) !== 'in') { gone.delete(tr); unmarkGone(tr); takeOut(tr, drop); }
+  }
+}
+
 /** Says how many new rows wait above the rows shown ("Show" scrolls up to them). */
 function tellAbove() {
   if ($('jobs-box').scrollTop <= 0) { above = 0; fresh = new WeakSet(); }
@@ -179,13 +243,24 @@ function paintRow(job) {
   if (job.started_at) setTime(cells.started, job.started_at);
   setText(cells.duration, job.started_at ? span(elapsed(job)) : '—');
   setClipped(cells.error, job.error || '');
-  tr.hidden = !matches(job);
+  if (!matches(job)) takeOut(tr, false);
+  else if (tr.hidden || gone.has(tr)) showAgain(tr);
   $('jobs-empty').hidden = rows.size > 0;
+}
+
+/** A row whose job matches the filters again: shown where it stands, the rows looked at kept
+ * in place as for a new row. */
+function showAgain(tr) {
+  if (gone.delete(tr)) { unmarkGone(tr); return; }
+  const keep = looking() ? anchorRow(tr) : null;
+  tr.hidden = false;
+  if (keep) keep();
 }
 onRedraw(paintRow);
 
-/** Keeps the running rows' durations ticking. */
+/** Keeps the running rows' durations ticking, and takes out the rows nobody looks at any more. */
 export function tickRows() {
+  sweepGone();
   for (const [id, row] of rows) {
     const job = state.jobs.get(id);
     if (job && ACTIVE.has(job.status) && job.started_at) setText(row.cells.duration, span(elapsed(job)));
@@ -194,6 +269,7 @@ export function tickRows() {
 
 /** Shows the rows the filters let through at once; the reload that follows may add more. */
 function applyFilters() {
+  for (const tr of [...gone]) out(tr, tr.dataset.gone === 'dropped');
   for (const [id, row] of rows) row.tr.hidden = !matches(state.jobs.get(id) || {});
   selectionChanged();
 }
@@ -203,13 +279,13 @@ const selectionChanged = () => document.dispatchEvent(new Event('jobs-selection'
 
 /** The ids of the jobs selected among the rows shown, newest first. */
 export function selectedIds() {
-  return [...$('jobs-body').querySelectorAll('tr:not([hidden]) [data-testid=job-select]:checked')]
+  return [...$('jobs-body').querySelectorAll('tr:not([hidden]):not([data-gone]) [data-testid=job-select]:checked')]
     .map((box) => box.dataset.jobId);
 }
 
 /** Selects (or clears) every row shown. */
 export function selectAllShown(on) {
-  for (const box of $('jobs-body').querySelectorAll('tr:not([hidden]) [data-testid=job-select]')) box.checked = on;
+  for (const box of $('jobs-body').querySelectorAll('tr:not([hidden]):not([data-gone]) [data-testid=job-select]')) box.checked = on;
   $('select-all').checked = on;
   selectionChanged();
 }
@@ -254,7 +330,7 @@ async function readUnlisted(listed) {
 
 function dropRow(id) {
   const row = rows.get(id);
-  if (row) row.tr.remove();
+  if (row) takeOut(row.tr, true);
   rows.delete(id);
   lastRead.delete(id);
   $('jobs-empty').hidden = rows.size > 0;
@@ -334,6 +410,7 @@ export function stopJobs() {
   liveRows.clear();
   lastRead.clear();
   $('jobs-body').replaceChildren();
+  gone.clear();
   heldRows.length = 0;
   above = 0;
   tellAbove();
@@ -391,7 +468,8 @@ export function wireJobs() {
   holdWhilePressed();
   const box = $('jobs-box');
   box.addEventListener('pointerenter', () => { hovered = true; });
-  box.addEventListener('pointerleave', () => { hovered = false; });
+  box.addEventListener('pointerleave', () => { hovered = false; sweepGone(); });
+  box.addEventListener('focusout', () => setTimeout(sweepGone, 0));
   box.addEventListener('scroll', tellAbove, { passive: true });
   $('jobs-new').addEventListener('click', () => { box.scrollTo({ top: 0 }); above = 0; tellAbove(); });
   for (const filter of ['filter-status', 'filter-kind']) $(filter).addEventListener('change', refilter);

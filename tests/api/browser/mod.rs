@@ -6,6 +6,7 @@
 
 mod bulk;
 mod console;
+mod gone;
 mod listing;
 mod overview;
 mod pipeline;

@@ -122,7 +122,7 @@ async fn nothing_to_scroll(b: &Browser) {
 
 /// Waits until the browser has painted twice since now: the layout shifts of what came
 /// before are recorded by then.
-async fn painted(b: &Browser) {
+pub async fn painted(b: &Browser) {
     b.exec(
         "window.painted = false;
          requestAnimationFrame(() => requestAnimationFrame(() => { window.painted = true; }));",

@@ -4,12 +4,13 @@
 //! origin, none, or no origin configured at all) passes through untouched, without a single
 //! CORS header — so a refused origin learns nothing, and `OPTIONS` stays the 405 it was.
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{header, HeaderName, HeaderValue, Method};
-use axum::middleware::Next;
 use axum::response::Response;
 use tower::{Layer, Service};
 use tower_http::cors::{AllowOrigin, CorsLayer};
@@ -79,18 +80,34 @@ impl Cors {
     }
 }
 
-/// The middleware: the CORS layer for an allowed origin's request, else the request as is.
-pub async fn apply(State(cors): State<Option<Cors>>, request: Request, next: Next) -> Response {
+/// The CORS layer around `inner` for an allowed origin's request, else `inner` as is (the
+/// routes' layer, `access::edge`).
+pub async fn around<F, Fut>(cors: Option<&Cors>, request: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     match cors {
         Some(cors) if cors.allows(&request) => {
-            let mut service = cors.layer.layer(next);
-            // `Next` is always ready and never fails.
+            // The layer is made for this one request: it calls `inner` once at most (never
+            // for a preflight, which it answers itself).
+            let mut inner = Some(inner);
+            let mut service = cors.layer.layer(tower::service_fn(|request| {
+                let inner = inner.take();
+                async move {
+                    match inner {
+                        Some(inner) => Ok::<_, Infallible>(inner(request).await),
+                        None => unreachable!("the CORS layer of a request calls it once"),
+                    }
+                }
+            }));
+            // `service_fn` is always ready and never fails.
             match std::future::poll_fn(|cx| service.poll_ready(cx)).await {
                 Ok(()) => service.call(request).await.unwrap_or_else(|e| match e {}),
                 Err(e) => match e {},
             }
         }
-        _ => next.run(request).await,
+        _ => inner(request).await,
     }
 }
 

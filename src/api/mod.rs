@@ -153,19 +153,10 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     // route's service once a call, and each request clones every box of its route (a layer
     // a call was ~5 % of the service's instructions a create, in four boxes).
     let stack = tower::ServiceBuilder::new()
-        // The access line, outermost, logs what the layers below answer.
-        .layer(middleware::from_fn(access::access))
-        // Preflights are answered before authentication (a browser sends them without the
-        // token), inside the access line so they are logged.
-        .layer(middleware::from_fn_with_state(
-            state.guard.cors.clone(),
-            cors::apply,
-        ))
-        // A `Caller` on every /catalog request, or 401 (inside the access line, which logs it).
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::authenticate,
-        ))
+        // The access line, outermost, logs what CORS and authentication below it answer
+        // (a preflight; a 401 without a known token; else a `Caller` on every /catalog
+        // request): one layer for the three (`access::edge`).
+        .layer(middleware::from_fn_with_state(state.clone(), access::edge))
         .layer(DefaultBodyLimit::max(max_body_bytes));
     router
         .fallback(|| async { ApiError::NoRoute })

@@ -187,7 +187,10 @@ class Layout:
             keys = source(rev, "src/jobs/keys.rs")
             listed = keys[keys.index("const TAGS"):]
             self.tags = re.findall(r'"([0-9a-z]+)"', listed[:listed.index("];")])
-            self.migrating = "pub fn migrating(" in keys
+            # (Where its prelude reads the step's keys after the migrating key on a cluster
+            # only, a single Redis's calls name none.)
+            self.migrating = "pub fn migrating(" in keys and \
+                "CLUSTER and 2 or 1" not in self.prelude
 
     def group(self, tenant: str) -> int:
         h = 0xCBF29CE484222325
@@ -222,7 +225,7 @@ class Layout:
             return self.keys(tenant)
         base = f"job:{{{self.tags[self.group(tenant)]}}}"
         hour = int(time.time() * 1000) // 3_600_000
-        named = [f"{base}:queue", f"{base}:migrating", self.record(job, tenant),
+        named = [f"{base}:queue", *self.migrating_of(base), self.record(job, tenant),
                  f"{base}:leases", f"{base}:waiting", f"{base}:stats:{hour}",
                  f"{base}:lock:{tenant}:enrich", f"{base}:lane:{tenant}"]
         return [len(named), *named]
@@ -234,11 +237,15 @@ class Layout:
             return self.keys(tenant)
         base = f"job:{{{self.tags[self.group(tenant)]}}}"
         hour = int(time.time() * 1000) // 3_600_000
-        named = [f"{base}:queue", f"{base}:migrating", f"{base}:tenant:{tenant}",
+        named = [f"{base}:queue", *self.migrating_of(base), f"{base}:tenant:{tenant}",
                  f"{base}:waiting", f"{base}:leases", f"{base}:everyone", f"{base}:tenants",
                  f"{base}:stats:{hour}", self.record(job, tenant),
                  f"{base}:lock:{tenant}:enrich", f"{base}:lane:{tenant}"]
         return [len(named), *named]
+
+    def migrating_of(self, base: str) -> list:
+        """The group's migrating key, where the revision's calls name it."""
+        return [f"{base}:migrating"] if self.migrating else []
 
     def record(self, job: str, tenant: str) -> str:
         if self.tags is None:

@@ -2457,11 +2457,12 @@ mod redis_only {
     /// record Redis lost — that call answers `missing`, having written nothing, and the store
     /// calls again with them (a_finish_whose_record_vanished_writes_it_back_whole) — nor a
     /// done job's step (`finished`: finish.lua implies it) nor its status (`done`), nor, claiming
-    /// nothing, the claim's queue and worker ('' and '') — so the usual finish is one call of 23
-    /// arguments (25 with the status, 27 with the claim's two, 29 with the step, 43 with the
+    /// nothing, the claim's queue and worker ('' and '') — so the usual finish is one call of 22
+    /// arguments (24 with the status, 26 with the claim's two, 28 with the step, 42 with the
     /// fields), four of them what its run holds of the job and its finish reads from no record:
     /// tenant, kind, created_ms and pipeline ('' for none), after the outcome (an argument
-    /// costs Redis ~1,150 instructions, a field asked of the record ~2,500).
+    /// costs Redis ~1,150 instructions, a field asked of the record ~2,500); on a single Redis
+    /// no group's `migrating` key (lean_a_single_redis_call_names_no_migrating_key).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lean_a_finish_sends_the_jobs_own_fields_only_to_write_back_a_lost_record() {
         let (redis, s, _) = drained().await;
@@ -2473,7 +2474,7 @@ mod redis_only {
         log_every_call(&mut conn).await;
         assert_eq!(s.finish(ended).await.unwrap(), Finish::Applied);
         let argc = fcall_argc(&mut conn, "finish").await;
-        assert_eq!(argc, [23], "one call of 23 arguments");
+        assert_eq!(argc, [22], "one call of 22 arguments");
         let finish = fcall_args(&mut conn, "_finish").await.remove(0);
         let held = [
             job.tenant.to_string(),
@@ -2486,20 +2487,51 @@ mod redis_only {
         assert_eq!(finish[at..finish.len() - 1], held, "{finish:?}");
     }
 
+    /// Lean jobs: a single Redis moves no slot, so its calls name no group's `migrating` key
+    /// (a key named costs Redis ~1,150 instructions a call): the group's queue first, then the
+    /// step's own keys. (On a cluster every call names it second: `cluster_reshard`.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_single_redis_call_names_no_migrating_key() {
+        let (redis, s, _) = drained().await;
+        let mut conn = redis.connection().await;
+        log_every_call(&mut conn).await;
+        let (job, created_at) = claimed_at_create(&s).await;
+        let run = job.clone().first_claim(created_at).run;
+        let done = Outcome::Done(json!({}));
+        let ended = RunRef::new(&job, &run, created_at).ended(&done, 0);
+        assert_eq!(s.finish(ended).await.unwrap(), Finish::Applied);
+        let keys = Keys::new(&s.settings().prefix);
+        let group = Group::of(&job.tenant);
+        for script in ["_create", "_finish"] {
+            let call = fcall_args(&mut conn, script).await.remove(0);
+            let n: usize = call[2].parse().unwrap();
+            let named = &call[3..3 + n];
+            assert_eq!(named[0], keys.queue(group), "{call:?}");
+            let migrating = keys.migrating(group);
+            let no_group_key = named[1..]
+                .iter()
+                .all(|k| k.contains(':') && *k != migrating);
+            assert!(
+                no_group_key,
+                "{script}: its step's own keys after the queue: {call:?}"
+            );
+        }
+    }
+
     /// Lean jobs: a create without an idempotency key sends neither a key nor the parameters'
     /// fingerprint (the key was '' and the fingerprint, 64 hex digits, sent with every
     /// create); nor the step `queued` (create.lua writes it when none is sent), nor the
     /// names of the four fields every job has (tenant, kind, creator and request come first,
-    /// unnamed): the harness's create is one call of 28 arguments (34 before the last two,
-    /// 36 before the first). A keyed create sends both (the idempotency tests: replayed, key
-    /// reused).
+    /// unnamed): the harness's create is one call of 27 arguments on a single Redis (no
+    /// `migrating` key: 28 with it, 34 before the last two, 36 before the first). A keyed
+    /// create sends both (the idempotency tests: replayed, key reused).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lean_a_create_without_an_idempotency_key_sends_no_key_and_no_fingerprint() {
         let (redis, s, _) = drained().await;
         let mut conn = redis.connection().await;
         log_every_call(&mut conn).await;
         claimed_at_create(&s).await;
-        assert_eq!(fcall_argc(&mut conn, "create").await, [28]);
+        assert_eq!(fcall_argc(&mut conn, "create").await, [27]);
     }
 
     /// Lean jobs: a claim answers the fields the worker is handed (the claim and attempt it

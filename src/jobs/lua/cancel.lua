@@ -6,7 +6,7 @@
 -- write of its run that comes back is refused (`run_state`: 'ended').
 -- A pipeline is asked to stop with its steps (`cancel_pipeline` in order.lua), and so is the
 -- pipeline of a step named on its own.
--- KEYS (after the group's two): the job's record; for a queued or lost job or a pipeline, what
+-- KEYS (after the group's keys): the job's record; for a queued or lost job or a pipeline, what
 -- its end touches (`reach_end` in order.lua: a pipeline's steps among them).
 -- A: id, by (the caller's name, recorded as cancelled_by by the first request)
 -- Returns 'requested' (or already requested), 'not_active' (ended, or taken over), 'missing',

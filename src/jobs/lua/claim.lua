@@ -2,7 +2,7 @@
 -- `claim_one` in the prelude), in one step: a dispatcher with several free workers fills them
 -- with one call.
 -- A: worker (host/pid), n, then the kinds it runs
--- KEYS (after the group's two): the group's lease index and the records of the jobs at the
+-- KEYS (after the group's keys): the group's lease index and the records of the jobs at the
 -- queue's head it may claim (as the last claim's answer named them: a claim stops at the
 -- first entry whose record its call did not name).
 -- Returns a list of {id, then the claimed job's record as name, value, …} (none when nothing

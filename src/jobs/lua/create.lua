@@ -11,7 +11,7 @@
 --    queue it), and with an idempotency key only, the key and the params fingerprint (a
 --    create without one sends neither: two arguments less). The first job is the one the
 --    request named: the key, the count and the answer are its.
--- KEYS (after the group's two): the tenant's listing, its idempotency key and set of them (a
+-- KEYS (after the group's keys): the tenant's listing, its idempotency key and set of them (a
 -- keyed create), its lane (an ordered job), the group's waiting set, lease index, index of
 -- everyone's jobs and tenant picker, this hour's stats bucket, the job it retries, and for
 -- each new job its record and lock; and what the step learns as it runs, from a `stale`

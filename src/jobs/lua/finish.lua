@@ -12,7 +12,7 @@
 --    ~1,300 Redis instructions less each); then, to claim the worker's next job, the queue to
 --    claim from ('' for this call's group's), the worker and the kinds it runs (a call that
 --    claims nothing sends none of them: two arguments less, ~2,300 Redis instructions)
--- KEYS (after the group's two): the job's record and what its end touches (`reach_end` in
+-- KEYS (after the group's keys): the job's record and what its end touches (`reach_end` in
 -- order.lua), and for a record to write back what that touches (`reach_write_back`); to claim
 -- the worker's next job, the records of the jobs at the head of the queue it claims from (as
 -- claim.lua), and for another group's queue, that queue and its group's lease index.

@@ -6,17 +6,19 @@
 -- a named list is a count, then name, value, … (`named_args`; `Pairs` in jobs/redis/record.rs
 -- builds them). Answers are named too: each script returns a code word (`Code` in
 -- jobs/redis/scripts.rs reads them). Every call names first its slot group's ready queue
--- and the group's `migrating` key (`FCALL <fn> <n> <prefix>:{<tag>}:queue
+-- and, on a Redis Cluster, the group's `migrating` key (`FCALL <fn> <n> <prefix>:{<tag>}:queue
 -- <prefix>:{<tag>}:migrating …`): the group's base (`<prefix>:{<tag>}`, G) is read from the
 -- queue, and every key name a step uses is built here from it — a lock's holder, a trimmed
 -- job, a claimed job, all of one tenant or one group — so a step's keys share the one hash
--- slot a Redis Cluster routes the call to. The second key is never written or read: it is
+-- slot a Redis Cluster routes the call to. The migrating key is never written or read: it is
 -- absent, so a cluster refuses the call (ASK, TRYAGAIN) while that slot is being moved
 -- between nodes instead of running it on the half of the group's keys one node holds
--- (jobs/keys.rs, `Keys::migrating`). jobs/keys.rs builds the same names for reads.
+-- (jobs/keys.rs, `Keys::migrating`); a single Redis moves no slot, and its calls name no
+-- such key (a key named costs Redis ~1,150 instructions a call). jobs/keys.rs builds the
+-- same names for reads.
 --
 -- Every key a call touches is named in its KEYS, as Redis (and a Cluster) asks of a script:
--- the caller names, after those two, the keys the step may touch (each script's header says
+-- the caller names, after the group's keys, the keys the step may touch (each script's header says
 -- which). Every key name made here goes through `key`, the guard: a name the call did not
 -- declare is an error, raised before the step's first write — each script reaches every key
 -- it may touch before it writes (`reach`), and a step that meets keys it only learns as it
@@ -48,7 +50,7 @@ local GROUP_NAMES, GROUP_NAMES_KEPT, GROUP_NAMES_MAX = {}, 0, 4800
 -- The tenant last asked about in this call, and whether its channel had a follower.
 local ASKED, HEARD
 
--- The keys the call declared. Its first nine after the group's two (N1 … N9) are compared by
+-- The keys the call declared. Its first nine after the group's keys (N1 … N9) are compared by
 -- identity (Lua interns strings, so `==` compares pointers): jobs/redis/declare.rs lays out
 -- every call with the keys its step touches most first (the group's lease index, waiting set
 -- and stats bucket, the job's record, lock and lane, then its tenant's listing and the
@@ -177,8 +179,10 @@ end
 local function enter_step(keys, queue)
   if keys ~= KEYS_ then
     KEYS_, DECLARED = keys, nil
-    N1, N2, N3, N4, N5, N6, N7, N8, N9 = keys[3], keys[4], keys[5], keys[6], keys[7], keys[8],
-      keys[9], keys[10], keys[11]
+    -- The step's own keys follow its group's queue, and on a cluster its migrating key.
+    local o = CLUSTER and 2 or 1
+    N1, N2, N3, N4, N5, N6, N7, N8, N9 = keys[o + 1], keys[o + 2], keys[o + 3], keys[o + 4],
+      keys[o + 5], keys[o + 6], keys[o + 7], keys[o + 8], keys[o + 9]
   end
   MISSED, LANES, LOOKED, RELEASED = nil, nil, 0, false
   MEMO_ID, MEMO_LT, MEMO_LK, MEMO_TT, MEMO_LNT, MEMO_HOUR, MEMO_CT = nil, nil, nil, nil, nil,
@@ -194,9 +198,6 @@ end
 local CALL_NOW
 
 local function begin(keys, args)
-  -- A call's KEYS are a table of its own (the last call's is still held here, so never at
-  -- the same address): its set is made anew.
-  enter_step(keys, keys[1])
   CALL_NOW = nil
   local n = #args
   local settings = args[n]
@@ -212,6 +213,9 @@ local function begin(keys, args)
     CHANNEL = P .. ':events'
   end
   A = args
+  -- A call's KEYS are a table of its own (the last call's is still held here, so never at
+  -- the same address): its set is made anew.
+  enter_step(keys, keys[1])
 end
 -- A job's record: under its group's base when its id names a group (a version-8 id, its
 -- 15th character '8': `JobId` in jobs/mod.rs), else (made before groups, on a single Redis)

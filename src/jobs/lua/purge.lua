@@ -4,7 +4,7 @@
 --    even one trimmed out of the listing), then the keys of the tenant's data kept beside
 --    its jobs (its catalogue: hashes, pair's state, and the set naming pair's staging
 --    keys), deleted in this step too; a set's members are keys that go with it
--- KEYS (after the group's two): the tenant's listing, lane, tombstone, set of idempotency keys
+-- KEYS (after the group's keys): the tenant's listing, lane, tombstone, set of idempotency keys
 -- and its locks (one a kind), the group's tenant picker, the hashes named in A, and what those
 -- name: the listed jobs and the locks' holders, the idempotency keys, the keys a set among
 -- the hashes names, the group's lease index when a job reads lost (learnt from a `stale`

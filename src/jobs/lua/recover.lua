@@ -1,5 +1,5 @@
 -- recover: sweep runs whose lease expired (their process stopped renewing it).
--- KEYS (after the group's two): the group's lease index, and for each run whose lease expired
+-- KEYS (after the group's keys): the group's lease index, and for each run whose lease expired
 -- its record and what its end touches (`reach_end` in order.lua): its caller learns them from
 -- a `stale` answer.
 -- A: how many to sweep at most in one step

@@ -1,7 +1,7 @@
 -- release: a process shutting down gives a run back. The job goes to the head of the ready
 -- queue and its attempt is not counted again (free_retry); a job that was asked to stop
 -- ends cancelled instead.
--- KEYS (after the group's two): the job's record and the group's lease index; for a job asked
+-- KEYS (after the group's keys): the job's record and the group's lease index; for a job asked
 -- to stop, what its end touches (`reach_end` in order.lua).
 -- A: id, claim
 -- Returns 'requeued' (or cancelled), 'fenced' (this run no longer holds the job), or

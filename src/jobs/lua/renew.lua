@@ -5,7 +5,7 @@
 -- threshold), and the lease of each of its runs in the group (and, for
 -- a job older than a tenth of the TTL, the TTL of its record and lock, and of what outlives
 -- it while it runs — its tenant's lane, its pipeline's record: see `aged`).
--- KEYS (after the group's two): the process registry (when A[1] names the process), the
+-- KEYS (after the group's keys): the process registry (when A[1] names the process), the
 -- group's lease index, and for each run its record, its lock, its tenant's lane (an ordered
 -- job) and its pipeline's record (a step): what a run's own fields say, which never change
 -- once written, read by the caller before the call (`renew_runs` in jobs/redis/writes.rs).

@@ -2,7 +2,7 @@
 -- (Redis came back empty), so pollers see it again instead of a 404.
 -- A: the run's job (see `run_args` in the prelude), then what the run knows of itself as a
 --    named list: step, attempt, worker
--- KEYS (after the group's two): the job's record, the group's lease index, and what writing it
+-- KEYS (after the group's keys): the job's record, the group's lease index, and what writing it
 -- back touches (`reach_write_back`: the tenant's lock, tombstone, listing and listed jobs).
 -- Returns 'restored', 'present' (the record exists), 'fenced' (something newer says
 -- otherwise: `may_write_back`), or {'stale', keys…} (nothing written).

@@ -3,7 +3,7 @@
 -- also sampled into the timeline (the `@p` ring) when SAMPLE_MS have passed since the last
 -- sample and its step differs from that one's, or when twelve times that passed whatever the
 -- step (the rule is explained at PROGRESS_KEPT in jobs/timeline.rs). All in one HSET.
--- KEYS (after the group's two): the job's record.
+-- KEYS (after the group's keys): the job's record.
 -- A: id, claim, percent (0-100), step
 -- Returns 'applied', or why not: 'missing', 'ended', 'fenced' (this run no longer holds it).
 local id, step = A[1], A[4]

@@ -281,18 +281,22 @@ impl RedisStore {
             .iter()
             .map(|call| self.keys.queue(call.group))
             .collect();
-        let migrating: Vec<String> = calls[1..]
-            .iter()
-            .map(|call| self.keys.migrating(call.group))
-            .collect();
+        // Each group's migrating key on a cluster only (`Route`).
+        let migrating: Vec<String> = match route.cluster {
+            true => calls[1..]
+                .iter()
+                .map(|call| self.keys.migrating(call.group))
+                .collect(),
+            false => Vec::new(),
+        };
         let mut more = Vec::new();
         {
             let mut named: HashSet<&str, NameHash> =
                 route.declared.iter().map(String::as_str).collect();
             named.extend([route.queue.as_str(), route.migrating.as_str()]);
             for (i, call) in calls.iter().enumerate().skip(1) {
-                let group = [&queues[i], &migrating[i - 1]];
-                for key in group.into_iter().chain(call.declared.iter()) {
+                let group = std::iter::once(&queues[i]).chain(migrating.get(i - 1));
+                for key in group.chain(call.declared.iter()) {
                     if named.insert(key) {
                         more.push(key.clone());
                     }

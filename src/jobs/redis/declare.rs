@@ -114,13 +114,18 @@ impl Facts {
 }
 
 impl RedisStore {
-    /// The route of a call in `group`, declaring no key beyond the group's two.
+    /// The route of a call in `group`, declaring no key beyond the group's (its queue, and on
+    /// a cluster its migrating key: a single Redis's calls name none, `Route`).
     pub(super) fn route(&self, group: Group) -> scripts::Route {
+        let cluster = self.on_cluster();
         scripts::Route {
             queue: self.keys.queue(group),
-            migrating: self.keys.migrating(group),
+            migrating: match cluster {
+                true => self.keys.migrating(group),
+                false => String::new(),
+            },
             declared: Vec::new(),
-            cluster: self.on_cluster(),
+            cluster,
         }
     }
 

@@ -6,6 +6,8 @@
 //! (`jobs::fence`): a run that lost its job, or whose tenant was deleted, writes nothing more
 //! and stops.
 
+use std::sync::LazyLock;
+
 use serde_json::Value;
 
 use super::extract::extract;
@@ -102,9 +104,26 @@ impl EnrichParams {
             progress.interpolate(0, 100, n * size + chunk.len(), todo.len(), &step);
         }
         progress.report(100, &last_step(batches));
-        Ok(to_result(&report))
+        // A tenant with no product is the most common enrich of a burst (answered on the
+        // runtime: `catalog::enrich_quick`), and its report is always the same.
+        match products.is_empty() {
+            true => Ok(NO_PRODUCT.clone()),
+            false => Ok(to_result(&report)),
+        }
     }
 }
+
+/// The report of an enrich of no product, made once: cloned, it is ~1.5k instructions fewer
+/// than serialising it into a `Value` again (callgrind, a create burst).
+static NO_PRODUCT: LazyLock<Value> = LazyLock::new(|| {
+    to_result(&EnrichReport {
+        products: 0,
+        extracted: 0,
+        unextractable: 0,
+        skipped: 0,
+        batches: 0,
+    })
+});
 
 /// The tenant's products in key order, each once, read a page at a time ([`LOAD_PAGE`]) with
 /// a stop check before each page. A product present throughout is read; one written or

@@ -451,3 +451,55 @@ async fn one_call_of_several_creates_answers_each_as_alone_and_a_refusal_changes
     assert_eq!(lock, Some(a.id.to_string()));
     assert_eq!(s.recent(&twice, 10).await.unwrap().len(), 2);
 }
+
+/// Lean jobs: a call of several creates reads each group's ready queue's length once (`LLEN`,
+/// ~4,000 Redis instructions), then keeps it as its requests push to it: four requests of one
+/// group's fresh tenants, for no worker, ask one `LLEN` and are queued in their order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_of_several_creates_reads_its_groups_queue_length_once() {
+    let redis = RedisServer::start(false);
+    let s = RedisStore::open(&redis.url(), settings()).unwrap();
+    let first = tenant();
+    let group = Group::of(&first);
+    let mut tenants = vec![first];
+    while tenants.len() < 4 {
+        let t = tenant();
+        if Group::of(&t) == group {
+            tenants.push(t);
+        }
+    }
+    let jobs: Vec<NewJob> = tenants.iter().map(|t| new_job(t, "sync")).collect();
+    let requests: Vec<Request> = jobs.iter().map(|job| request(&s, job, 0, &[])).collect();
+    let mut conn = redis.connection().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let answer: Vec<redis::Value> = creates_call(&s, &requests)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let llen = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_llen:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok());
+    assert_eq!(llen, Some(1), "{stats}");
+    for (n, answer) in answer.iter().enumerate() {
+        assert_eq!(words(answer)[0], "queued", "{n}: {answer:?}");
+    }
+    let queue: Vec<String> = redis::cmd("LRANGE")
+        .arg(s.keys().queue(group))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let ids: Vec<String> = jobs.iter().map(|job| job.id.to_string()).collect();
+    assert_eq!(queue, ids);
+}

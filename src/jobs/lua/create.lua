@@ -51,7 +51,12 @@ local idem = idem_key and k_idem(tenant, first.job.kind, idem_key) or nil
 -- What the refusals below read beyond what the call names: the job an idempotency key names,
 -- each lock's holder, and (a full queue) the jobs in the tenant's lane. The holders and the
 -- queue's length are kept for the steps below (nothing is written in between).
-local holders, waiting = {}, redis.call('LLEN', K_QUEUE)
+local queued = LONE.queued
+local holders, waiting = {}, queued and queued[K_QUEUE]
+if not waiting then
+  waiting = redis.call('LLEN', K_QUEUE)
+  if queued then queued[K_QUEUE] = waiting end
+end
 local missed = reach(reach_holders, idem, jobs, tenant, holders, waiting)
 if missed then return answer_stale(missed) end
 if idem then
@@ -158,7 +163,9 @@ for n = 1, #jobs do
   index_job(tenant, id, now)
   -- Only a queue that was empty can have idle dispatchers: a busy one claims again by itself.
   if record.status == 'queued' and not ahead and not job.steps then
-    if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, WAKE) end
+    local length = redis.call('RPUSH', K_QUEUE, id)
+    if LONE.queued then LONE.queued[K_QUEUE] = length end
+    if length == 1 then redis.call('PUBLISH', CHANNEL, WAKE) end
   end
   if n == 1 then first_ahead, first_kind, claimed = ahead, ahead_kind, record.status == 'running' end
 end

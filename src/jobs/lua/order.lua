@@ -49,6 +49,7 @@ local function release(id, after, now)
   redis.call('HDEL', hkey, field_name('waiting_for'))
   redis.call('SREM', k_group(K_WAITING), id)
   if redis.call('RPUSH', K_QUEUE, id) == 1 then redis.call('PUBLISH', CHANNEL, WAKE) end
+  if LONE.queued then LONE.queued = {} end
   RELEASED = true
 end
 
@@ -194,6 +195,7 @@ local function skip_steps(parent, steps, from, why, now, by)
     local job = read_job(k_job(steps[i].id), RUN_FIELDS)
     if job.status == 'queued' and not job.superseded_by then
       redis.call('LREM', K_QUEUE, 1, steps[i].id)
+      if LONE.queued then LONE.queued = {} end
       end_job(steps[i].id, job, {status = 'cancelled', step = why, percent = job.percent or 0,
         finished_ms = now, cancelled_by = by}, now)
     end

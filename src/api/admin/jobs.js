@@ -206,7 +206,7 @@ function buildRow(job) {
     'data-job-id': id, 'aria-label': `Select job ${id}` });
   const cell = (cls) => el('td', cls ? { class: cls } : {});
   const cells = {
-    kind: cell(), tenant: cell('tenant clip'), status: el('span', { class: 'badge' }), pct: cell('num pct'),
+    kind: cell('kind'), tenant: cell('tenant clip'), status: el('span', { class: 'badge' }), pct: cell('num pct'),
     step: cell('wide'), started: el('time', { class: 'rel' }), duration: cell('wide'), error: cell('clip err'),
   };
   const tr = el('tr', { 'data-testid': 'job-row', 'data-job-id': id },

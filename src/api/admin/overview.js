@@ -81,6 +81,8 @@ function throughput(minutes) {
     }
   });
   svg.setAttribute('aria-label', `${total} jobs finished in the last hour; at most ${most} in a minute`);
+  // The chart's scale in words: its bars are drawn to the busiest minute's height.
+  setText($('throughput-words'), total ? `${total} in the hour; the tallest bar ${most} a minute` : 'none in the hour');
   const box = $('throughput');
   box.dataset.total = String(total);
   box.replaceChildren(svg);
@@ -192,6 +194,7 @@ export function forgetOverview() {
   stopOverview();
   for (const n of $('overview-figures').querySelectorAll('.n')) setText(n, '—');
   for (const id of ['overview-active-kinds', 'overview-kinds', 'processes-body', 'throughput']) $(id).replaceChildren();
+  setText($('throughput-words'), '—');
   processRows.clear();
   delete $('overview').dataset.readAt;
 }

@@ -149,6 +149,11 @@ async fn the_overviews_figures_chart_and_processes_agree_with_the_jobs_api(backe
         ended.to_string(),
         "the chart holds every end of the hour"
     );
+    let scale = b.text("[data-testid=throughput-words]").await;
+    assert!(
+        scale.starts_with(&format!("{ended} in the hour; the tallest bar ")),
+        "the chart's scale in words: {scale}"
+    );
     the_held_job_shows_under_its_process(&app, &b, &held).await;
     a_job_behind_its_tenants_earlier_one_shows_as_waiting_not_ready(&app, &b).await;
     b.exec("window.scrollTo(0, 0);", json!([])).await;

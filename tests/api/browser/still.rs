@@ -399,7 +399,11 @@ async fn load_more_stays_put_while_rows_arrive_and_the_table_fits_beside_the_job
         .await;
     b.click("#close-job").await;
     window_is(&b, (PHONE_WIDTH, LAPTOP.1)).await;
-    the_jobs_table_fits(&b, "on a phone").await;
+    let tenant = the_jobs_table_fits(&b, "on a phone").await;
+    assert!(
+        tenant >= 96.0,
+        "on a phone, the tenant column reads a dozen characters of a name: {tenant} px"
+    );
     in_view(&b, "[data-testid=jobs-table]").await;
     b.screenshot(&screenshot_path("admin-still-jobs-phone"))
         .await;
@@ -423,16 +427,18 @@ async fn a_bulk_results_line_leaves_load_more_where_it_was(b: &Browser) {
     .await;
 }
 
-/// The jobs table, its box and the page do not scroll sideways.
-async fn the_jobs_table_fits(b: &Browser, on: &str) {
+/// The jobs table, its box and the page do not scroll sideways; answers the width of a row's
+/// tenant cell.
+async fn the_jobs_table_fits(b: &Browser, on: &str) -> f64 {
     painted(b).await;
     let widths = b
         .exec(
             "const t = document.querySelector('[data-testid=jobs-table]');
              const box = t.parentElement;
              const page = document.documentElement;
+             const tenant = t.querySelector('[data-testid=job-row] td.tenant').getBoundingClientRect().width;
              return { box: [box.scrollWidth, box.clientWidth], table: [t.scrollWidth, t.clientWidth],
-                      page: [page.scrollWidth, page.clientWidth] };",
+                      page: [page.scrollWidth, page.clientWidth], tenant };",
             json!([]),
         )
         .await;
@@ -442,6 +448,7 @@ async fn the_jobs_table_fits(b: &Browser, on: &str) {
             "{on}, the jobs {part} does not scroll sideways: {widths}"
         );
     }
+    widths["tenant"].as_f64().expect("a width")
 }
 
 /// Controls of the jobs card, below the products.
@@ -488,6 +495,7 @@ async fn a_search_an_opened_product_and_back_move_nothing_below_them(b: &Browser
         in_view(b, css).await;
         let act = click_until(b, css, what, shown, json!([]));
         moves_nothing(b, &BELOW_PRODUCTS, &format!("on {on}, {what}"), act).await;
+        no_word_of_a_result_is_broken(b, on).await;
         b.screenshot(&screenshot_path(&format!(
             "admin-still-{}-{}",
             on.replace(' ', "-"),
@@ -495,6 +503,32 @@ async fn a_search_an_opened_product_and_back_move_nothing_below_them(b: &Browser
         )))
         .await;
     }
+}
+
+/// Every word of the products' results (their names) stands on one line.
+async fn no_word_of_a_result_is_broken(b: &Browser, on: &str) {
+    let broken = b
+        .exec(
+            "const broken = [];
+             for (const button of document.querySelectorAll('[data-testid=product-result] button')) {
+               const text = button.firstChild;
+               for (const m of text.textContent.matchAll(/\\S+/g)) {
+                 const r = document.createRange();
+                 r.setStart(text, m.index);
+                 r.setEnd(text, m.index + m[0].length);
+                 const tops = new Set([...r.getClientRects()].map((b) => Math.round(b.top)));
+                 if (tops.size > 1) broken.push(m[0]);
+               }
+             }
+             return broken;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        broken,
+        json!([]),
+        "on {on}, words of product names broken across lines"
+    );
 }
 
 /// Once the page has read what it shows (the jobs table's first answer) after a load: whether

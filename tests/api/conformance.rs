@@ -1998,6 +1998,15 @@ mod redis_only {
         assert_eq!(behind.waiting_for, Some(second.id));
         assert_eq!(lane_of(&mut conn, &lane).await, ids[1..]);
         // A tenant whose lone first job ended: its next job runs at once, in a lane of its own.
+        // (The released job is claimed first: the next tenant's jobs may share its group's
+        // queue, where a create claims only with nothing queued ahead of it.)
+        let enrich = [catalog_jobs::jobs::Kind::parse("enrich").unwrap()];
+        let claimed = s.claim_many("w/2", &enrich, 4).await.unwrap();
+        assert_eq!(
+            claimed.len(),
+            1,
+            "the released job alone is claimed: {claimed:?}"
+        );
         let u = tenant();
         let alone = ordered(&u, "sync");
         let made = made_by(s.create_claimed(alone.clone(), "w/1").await);

@@ -234,11 +234,7 @@ async fn a_thousand_tenants_jobs_and_catalogues_spread_evenly_over_the_three_pri
         probes.push((node.port, node.connection().await));
     }
     for (_, conn) in &mut probes {
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(conn)
-            .await
-            .unwrap();
+        crate::helpers::reset_stats(conn).await;
     }
     let tenants: Vec<String> = (0..TENANTS).map(|n| format!("balance-{n}")).collect();
     for chunk in tenants.chunks(25) {

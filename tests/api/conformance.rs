@@ -1665,11 +1665,7 @@ mod redis_only {
         let job = new_job(&tenant(), "sync");
         create(&s, &job).await;
         let mut conn = redis.connection().await;
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        crate::helpers::reset_stats(&mut conn).await;
         let began = std::time::Instant::now();
         const POLLS: u64 = 50;
         for _ in 0..POLLS {
@@ -1816,11 +1812,7 @@ mod redis_only {
         conn: &mut redis::aio::MultiplexedConnection,
         step: impl std::future::Future<Output = T>,
     ) -> (String, T) {
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(conn)
-            .await
-            .unwrap();
+        crate::helpers::reset_stats(conn).await;
         let answer = step.await;
         let stats: String = redis::cmd("INFO")
             .arg("commandstats")

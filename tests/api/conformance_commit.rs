@@ -471,11 +471,7 @@ async fn a_call_of_several_creates_reads_its_groups_queue_length_once() {
     let jobs: Vec<NewJob> = tenants.iter().map(|t| new_job(t, "sync")).collect();
     let requests: Vec<Request> = jobs.iter().map(|job| request(&s, job, 0, &[])).collect();
     let mut conn = redis.connection().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    crate::helpers::reset_stats(&mut conn).await;
     let answer: Vec<redis::Value> = creates_call(&s, &requests)
         .invoke_async(&mut conn)
         .await

@@ -260,11 +260,7 @@ async fn a_catalogue_of_its_own_clears_a_big_tenant_unlinking_and_leaves_nothing
     })
     .await;
     if let Some(r) = &redis {
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut r.connection().await)
-            .await
-            .expect("CONFIG RESETSTAT");
+        crate::helpers::reset_stats(&mut r.connection().await).await;
     }
     let (c, tt) = (catalog.clone(), t.clone());
     let cleared = blocking(move || c.clear(&tt).expect("the clear goes through")).await;

@@ -367,6 +367,16 @@ pub async fn config_set(conn: &mut redis::aio::MultiplexedConnection, name: &str
         .expect("Redis answers CONFIG SET");
 }
 
+/// Zeroes Redis's command counters (`CONFIG RESETSTAT`), so `INFO commandstats` counts what
+/// follows alone.
+pub async fn reset_stats(conn: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await
+        .expect("Redis answers CONFIG RESETSTAT");
+}
+
 pub async fn redis_connection(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
         .expect("a valid redis url")

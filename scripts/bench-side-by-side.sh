@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The side-by-side run the performance docs record: catalog-jobs and the BullMQ peer of
-# ../shared/bench (read only: it is copied to a writable place first), in one run of its
-# harness, against one Redis, then the ratios of the targets (scripts/bench_ratios.py).
-#   scripts/bench-side-by-side.sh                 # 1 recorded run each, after a warm-up
-#   RUNS=3 scripts/bench-side-by-side.sh
+# The side-by-side run the performance docs record: catalog-jobs and the BullMQ peer of the
+# shared load harness (a bench/ directory kept outside this repository, named by BENCH; read
+# only: it is copied to a writable place first), in one run of its harness, against one
+# Redis, then the ratios of the targets (scripts/bench_ratios.py).
+#   BENCH=/path/to/bench scripts/bench-side-by-side.sh     # 1 recorded run each, after a warm-up
+#   BENCH=/path/to/bench RUNS=3 scripts/bench-side-by-side.sh
 #   BENCH=/path/to/bench BIN=target/release/catalog-jobs scripts/bench-side-by-side.sh
-#   CEILING=1 scripts/bench-side-by-side.sh      # and the harness's mock (the load generator's ceiling)
+#   BENCH=/path/to/bench CEILING=1 scripts/bench-side-by-side.sh   # and the harness's mock (the load generator's ceiling)
 # The harness's lifecycle scenario reports Redis `mem_bytes_per_job` (used_memory after minus
 # before the lifecycle run, per job) beside CPU and commands per job; the ratios below put
 # each figure against BullMQ's of the same run. Needs wrk, jq, redis-server, node/npm and
@@ -13,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
-BENCH=${BENCH:-$here/../shared/bench}
+BENCH=${BENCH:?the shared load harness: a bench/ directory with run_all.sh and peer-bullmq/}
 RUNS=${RUNS:-1}
 CEILING=${CEILING:-0}
 BIN=${BIN:-}

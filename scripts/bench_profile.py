@@ -6,7 +6,7 @@ per-command profile around the recorded run.
     BENCH_DIR=/tmp/lean-bench/bench .../bench/.venv/bin/python scripts/bench_profile.py \
         --bin target/release/catalog-jobs [--n 2000] [--targets bullmq,catalog-jobs] [--create 5]
 
-BENCH_DIR is a writable copy of ../shared/bench with its .venv and the peer's node_modules
+BENCH_DIR is a writable copy of the shared load harness with its .venv and the peer's node_modules
 (scripts/bench-side-by-side.sh makes one); run this with that venv's python (it has redis).
 Per target: start it, an unrecorded warm-up, then CONFIG RESETSTAT and the recorded run.
 It prints, per job: each command's calls and `usec` (INFO commandstats: a script's usec

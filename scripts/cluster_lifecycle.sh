@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shared harness's lifecycle scenario (../shared/bench/load/lifecycle.py: N jobs, each
+# The shared harness's lifecycle scenario (its load/lifecycle.py: N jobs, each
 # POSTed then polled to its end, 32 at a time) against catalog-jobs on one Redis, then on a
 # three-primary Redis Cluster, the same binary in the same run; Redis CPU (used_cpu_user +
 # used_cpu_sys) and used_memory read from every primary before and after, per job.

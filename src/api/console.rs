@@ -12,7 +12,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{limit_field, refuse_unknown, take_single};
 use crate::config::tokens::Scope;
 use crate::jobs::browse::{self, RecentTenant};
-use crate::jobs::stats::Stats;
+use crate::jobs::stats::{Beats, Stats};
 use crate::jobs::{Kind, TenantId};
 
 /// What a caller may do, one flag per control a page shows.
@@ -103,8 +103,11 @@ pub async fn stats(call: Call) -> Result<Json<Stats>, ApiError> {
     let overview = app.store.overview().await?;
     let active = app.store.active().await?;
     let kinds: Vec<Kind> = app.runner.registry().kinds().cloned().collect();
-    let stale_ms = app.store.settings().stale_ms();
-    Ok(Json(Stats::build(overview, &active, &kinds, stale_ms)))
+    let beats = Beats {
+        heartbeat_ms: app.runner.heartbeat().as_millis() as u64,
+        stale_ms: app.store.settings().stale_ms(),
+    };
+    Ok(Json(Stats::build(overview, &active, &kinds, beats)))
 }
 
 /// How many tenants the picker answers unless `limit` says otherwise, and at most.

@@ -163,6 +163,34 @@ fn cursor_at(ms: u64, id: &JobId) -> String {
     format!("{ms}{CURSOR_SEPARATOR}{id}")
 }
 
+/// Takes the optional `ids` out of the query's fields: 1 to `max` job ids, comma-separated or
+/// repeated (duplicates read once), so a page that shows many rows reads them in one call.
+pub fn take_ids(fields: &mut Fields, max: usize) -> Result<Option<Vec<JobId>>, ApiError> {
+    let Some(values) = fields.remove("ids") else {
+        return Ok(None);
+    };
+    let bad = |why: &str| {
+        ApiError::invalid(
+            "ids",
+            format!("ids is 1 to {max} job ids, comma-separated or repeated: {why}"),
+        )
+    };
+    let mut ids: Vec<JobId> = Vec::new();
+    for raw in values
+        .iter()
+        .flat_map(|v| v.as_str().unwrap_or_default().split(','))
+    {
+        let id = JobId::parse(raw.trim()).map_err(|_| bad("one is not a job id"))?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    if ids.is_empty() || ids.len() > max {
+        return Err(bad(&format!("{} were given", ids.len())));
+    }
+    Ok(Some(ids))
+}
+
 /// 1–36 characters of a hyphenated id (`0-9 a-f -`, any case), lowercased as ids are written.
 pub(super) fn parse_id_prefix(v: &Value) -> Result<String, ApiError> {
     let raw = v.as_str().unwrap_or_default().trim().to_ascii_lowercase();

@@ -1,5 +1,5 @@
-//! `GET /catalog/jobs/{job_id}`, `GET /catalog/jobs?tenant_id=T&limit=N`, and a job's
-//! cancel and retry.
+//! `GET /catalog/jobs/{job_id}`, `GET /catalog/jobs?tenant_id=T&limit=N` (or `ids=A,B,…`,
+//! many rows read in one call), and a job's cancel and retry.
 
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use super::auth::Caller;
 use super::call::Call;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{job_not_found, named_tenant, refuse_unknown, InPath, OnConflict};
-use super::job_filter::JobFilter;
+use super::job_filter::{take_ids, JobFilter};
 use super::AppState;
 use crate::config::tokens::Scope;
 use crate::jobs::cache::Finished;
@@ -309,35 +309,44 @@ pub(super) async fn visible(
         ("kind" = Option<String>, Query, description = "Only jobs of this kind: `sync`, `enrich`, `pair` or `pipeline` (another is 422 `invalid_field`)."),
         ("id_prefix" = Option<String>, Query, description = "Only jobs whose id starts with this: 1–36 characters of `0-9 a-f -`, any case."),
         ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page (opaque); empty (`cursor=`), the first page, as on every listing."),
-        ("limit" = Option<u32>, Query, description = "How many jobs per page, 1–100 (default 20).", minimum = 1, maximum = 100),
+        ("limit" = Option<u32>, Query, description = "How many jobs per page, 1–100 (default 20; with `ids`, as many as it names).", minimum = 1, maximum = 100),
+        ("ids" = Option<String>, Query, description = "Only these jobs: 1–100 job ids, comma-separated or repeated (a page reading many rows again in one call). Each is read by id, whatever its age: a job gone (past its time to live, its tenant removed) or another tenant's is not in the answer. The other filters, `tenant_id` and the token's scope apply as to any listing."),
     ),
     responses(
         (status = 200, description = "A page of jobs, newest first, and the `next_cursor` (null on the last page).", body = Listing),
         (status = 403, description = "`forbidden`: the token is for another tenant than the one named, or a tenant token named no tenant.", body = ErrorBody),
-        (status = 422, description = "`invalid_field` (a bad `tenant_id`, `status`, `kind`, `id_prefix`, `cursor` or `limit`) or `unknown_field` (with `field`).", body = ErrorBody),
+        (status = 422, description = "`invalid_field` (a bad `tenant_id`, `status`, `kind`, `id_prefix`, `cursor`, `limit` or `ids`) or `unknown_field` (with `field`).", body = ErrorBody),
         StoreUnavailable,
     ))]
 pub async fn list(call: Call) -> Result<Json<Listing>, ApiError> {
     let mut fields = call.query()?;
     let tenant = named_tenant(&mut fields)?;
+    let ids = take_ids(&mut fields, MAX_LIMIT)?;
     let registry = call.app.runner.registry();
-    let filter = JobFilter::take(&mut fields, registry, DEFAULT_LIMIT, MAX_LIMIT)?;
+    let default_limit = ids.as_ref().map_or(DEFAULT_LIMIT, Vec::len);
+    let filter = JobFilter::take(&mut fields, registry, default_limit, MAX_LIMIT)?;
     refuse_unknown(
         &fields,
-        "tenant_id, status, kind, id_prefix, cursor and limit",
+        "tenant_id, status, kind, id_prefix, ids, cursor and limit",
     )?;
     let Call { app, caller, .. } = call;
-    let (jobs, next_cursor) = match tenant {
-        Some(tenant) => {
-            caller.may_act_for(&tenant)?;
+    match (&tenant, &caller.scope) {
+        (Some(tenant), _) => caller.may_act_for(tenant)?,
+        // Every tenant's jobs: an operator's view (or anyone's, running open).
+        (None, Scope::All) => {}
+        (None, Scope::Tenant(own)) => return Err(ApiError::TenantNotNamed(own.clone())),
+    }
+    let (jobs, next_cursor) = match (ids, tenant) {
+        (Some(ids), named) => {
+            let mut jobs = app.store.get_many(&ids).await?;
+            jobs.retain(|s| theirs(&caller, &s.tenant_id, named.as_ref()));
+            filter.page(jobs)
+        }
+        (None, Some(tenant)) => {
             let cap = app.store.settings().list_cap;
             filter.page(app.store.recent(&tenant, cap).await?)
         }
-        // Every tenant's jobs: an operator's view (or anyone's, running open).
-        None => match &caller.scope {
-            Scope::All => filter.every_tenant(&*app.store).await?,
-            Scope::Tenant(own) => return Err(ApiError::TenantNotNamed(own.clone())),
-        },
+        (None, None) => filter.every_tenant(&*app.store).await?,
     };
     Ok(Json(Listing { jobs, next_cursor }))
 }

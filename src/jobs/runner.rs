@@ -78,6 +78,8 @@ pub struct Runner {
     runs: Arc<Runs>,
     /// This process, as claims name it.
     worker: String,
+    /// How often it renews its leases and its entry in the process registry.
+    heartbeat: Duration,
     /// Cancelled when shutdown is over: the process-wide tasks end.
     stopped: CancellationToken,
 }
@@ -118,6 +120,7 @@ impl Runner {
         let runner = Self {
             runs: runs.clone(),
             worker: worker_name(),
+            heartbeat: settings.heartbeat,
             stopped: CancellationToken::new(),
         };
         let wake = Arc::new(Notify::new());
@@ -143,6 +146,11 @@ impl Runner {
             stopped,
         ));
         runner
+    }
+
+    /// How often this process beats (the overview's measure of a process that stopped).
+    pub fn heartbeat(&self) -> Duration {
+        self.heartbeat
     }
 
     pub fn registry(&self) -> &Registry {

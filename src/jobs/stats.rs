@@ -19,6 +19,10 @@ pub const DAY_MINUTES: u64 = 1440;
 /// Minutes in the short window (`last_hour`) and entries in the throughput chart.
 pub const HOUR_MINUTES: u64 = 60;
 const MINUTE_MS: u64 = 60_000;
+/// Heartbeat intervals a process may miss before the overview says it is not answering: one
+/// late beat is a busy store or a loaded machine, three in a row a process that stopped (it
+/// stays listed, marked, until its entry goes stale).
+pub const SILENT_BEATS: u64 = 3;
 
 /// The minute (since the epoch) a time falls in: the bucket an end is counted in.
 pub fn minute_of(ms: u64) -> u64 {
@@ -223,6 +227,10 @@ pub struct ProcessView {
     #[serde(serialize_with = "ser_time")]
     #[schema(value_type = String, format = DateTime)]
     pub heartbeat_at: u64,
+    /// False once its last heartbeat is older than `not_answering_after_seconds`: it stopped
+    /// answering at `heartbeat_at` (killed, hung, cut off from the store) and leaves the
+    /// list when that is `stale_after_seconds` old.
+    pub answering: bool,
     pub jobs: Vec<ProcessJob>,
 }
 
@@ -235,6 +243,11 @@ pub struct Stats {
     pub at: u64,
     /// A process (and a running job) whose heartbeat is this old is gone (lost).
     pub stale_after_seconds: f64,
+    /// How often a process beats (this replica's interval; replicas share their settings).
+    pub heartbeat_seconds: f64,
+    /// A process whose heartbeat is this old (`SILENT_BEATS`, 3, intervals) reads
+    /// `answering: false`.
+    pub not_answering_after_seconds: f64,
     pub active: ActiveCounts,
     pub finished: Finished,
     /// Jobs ended per minute: the current minute and the 59 before it, oldest first.
@@ -246,12 +259,15 @@ pub struct Stats {
 
 impl Stats {
     /// The figures from the store's `overview`, its active jobs (as `JobStore::active` reads
-    /// them) and the kinds this service runs.
-    pub fn build(overview: Overview, active: &[Snapshot], kinds: &[Kind], stale_ms: u64) -> Self {
+    /// them), the kinds this service runs and its heartbeat's measures.
+    pub fn build(overview: Overview, active: &[Snapshot], kinds: &[Kind], beats: Beats) -> Self {
         let now = overview.now_ms;
+        let silent_ms = beats.heartbeat_ms.saturating_mul(SILENT_BEATS);
         Self {
             at: now,
-            stale_after_seconds: stale_ms as f64 / 1000.0,
+            stale_after_seconds: beats.stale_ms as f64 / 1000.0,
+            heartbeat_seconds: beats.heartbeat_ms as f64 / 1000.0,
+            not_answering_after_seconds: silent_ms as f64 / 1000.0,
             active: active_counts(active, kinds),
             finished: Finished {
                 last_hour: outcome_counts(&overview.ended, now, HOUR_MINUTES, kinds),
@@ -259,9 +275,20 @@ impl Stats {
             },
             throughput: throughput(&overview.ended, now),
             queue: queue_figures(active, now),
-            processes: process_views(overview.processes, active),
+            processes: process_views(overview.processes, active, |beat| {
+                now.saturating_sub(beat) <= silent_ms
+            }),
         }
     }
+}
+
+/// The heartbeat's measures the overview reads a process's last beat by (ms).
+#[derive(Clone, Copy, Debug)]
+pub struct Beats {
+    /// How often a process beats.
+    pub heartbeat_ms: u64,
+    /// How old a beat is when its process (and its runs) are gone.
+    pub stale_ms: u64,
 }
 
 /// A zero count for each kind a job may have: the kinds this service runs and a pipeline's
@@ -368,7 +395,12 @@ fn queues(s: &Snapshot) -> bool {
     s.kind.as_str() != PIPELINE_KIND && !stale_run
 }
 
-fn process_views(mut beats: Vec<Beat>, active: &[Snapshot]) -> Vec<ProcessView> {
+/// The processes, each `answering` as `answers` says of its last beat.
+fn process_views(
+    mut beats: Vec<Beat>,
+    active: &[Snapshot],
+    answers: impl Fn(u64) -> bool,
+) -> Vec<ProcessView> {
     beats.sort_by_key(|b| std::cmp::Reverse(b.process.started_at));
     beats
         .into_iter()
@@ -397,6 +429,7 @@ fn process_views(mut beats: Vec<Beat>, active: &[Snapshot]) -> Vec<ProcessView> 
                 pid,
                 started_at,
                 heartbeat_at: beat.heartbeat_at,
+                answering: answers(beat.heartbeat_at),
                 jobs,
             }
         })
@@ -481,6 +514,36 @@ mod tests {
         assert_eq!(figures, expected);
     }
 
+    /// A process is answering until it misses `SILENT_BEATS` beats; then it is marked, and
+    /// still listed (the store drops it once its entry is stale).
+    #[test]
+    fn a_process_that_missed_three_beats_reads_not_answering() {
+        let now = 10_000 * MINUTE_MS;
+        let beat = |worker: &str, ago: u64| Beat {
+            process: Process {
+                worker: worker.into(),
+                started_at: 1,
+            },
+            heartbeat_at: now - ago,
+        };
+        let overview = Overview {
+            now_ms: now,
+            ended: Vec::new(),
+            processes: vec![beat("h/1", 15_000), beat("h/2", 15_001)],
+        };
+        let beats = Beats {
+            heartbeat_ms: 5_000,
+            stale_ms: 60_000,
+        };
+        let stats = Stats::build(overview, &[], &[], beats);
+        let answering: Vec<(&str, bool)> = stats
+            .processes
+            .iter()
+            .map(|p| (p.worker.as_str(), p.answering))
+            .collect();
+        assert_eq!(answering, [("h/1", true), ("h/2", false)]);
+    }
+
     #[test]
     fn a_process_member_reads_back_whatever_its_host_holds() {
         let p = Process {
@@ -521,7 +584,11 @@ mod tests {
             processes: Vec::new(),
         };
         let kinds = [Kind::parse("sync").unwrap(), Kind::parse("enrich").unwrap()];
-        let stats = Stats::build(overview, &[], &kinds, 300_000);
+        let beats = Beats {
+            heartbeat_ms: 5_000,
+            stale_ms: 300_000,
+        };
+        let stats = Stats::build(overview, &[], &kinds, beats);
         let hour = &stats.finished.last_hour;
         assert_eq!(
             (hour.total, hour.by_outcome.done, hour.by_outcome.failed),
@@ -545,6 +612,8 @@ mod tests {
         assert_eq!((last.minute, last.done), (10_000 * MINUTE_MS, 2));
         assert_eq!(stats.throughput[58].failed, 1);
         assert_eq!(stats.stale_after_seconds, 300.0);
+        assert_eq!(stats.heartbeat_seconds, 5.0);
+        assert_eq!(stats.not_answering_after_seconds, 15.0);
         assert_eq!(stats.queue, QueueFigures::default());
     }
 }

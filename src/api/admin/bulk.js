@@ -5,7 +5,7 @@
 // by the service for the last two); the answer says what was done, and why any job was
 // skipped, and what is left when the page had to stop.
 
-import { $, el, state, headers, showError, clearError, snapshot, ACTIVE } from './core.js';
+import { $, el, state, headers, showError, clearError, snapshot, ACTIVE, count } from './core.js';
 import { selectedIds, selectAllShown, filters } from './jobs.js';
 
 /** The most jobs one call acts on (`BULK_MAX` on the service): more are sent in turns. */
@@ -22,7 +22,7 @@ const ACTIONS = {
   },
 };
 
-const plural = (n, one) => `${n} ${one}${n === 1 ? '' : 's'}`;
+const plural = (n, one) => `${count(n)} ${one}${n === 1 ? '' : 's'}`;
 const may = (what) => !state.may || state.may[what] !== false;
 
 /** The selected jobs an action applies to (ended ones to retry, active ones to cancel). */
@@ -104,7 +104,7 @@ function report(action, results, left = '') {
   const skipped = results.filter((r) => r.outcome === 'skipped');
   const done = results.length - skipped.length;
   const box = $('bulk-result');
-  box.replaceChildren(el('p', { text: `${action.verb}: ${plural(done, 'job')} done, ${skipped.length} skipped.${left}` }),
+  box.replaceChildren(el('p', { text: `${action.verb}: ${plural(done, 'job')} done, ${count(skipped.length)} skipped.${left}` }),
     ...(skipped.length ? [el('ul', {}, ...skipped.map((r) => el('li', {
       'data-testid': 'bulk-skip', text: `${r.job_id.slice(0, 8)}: ${r.message || r.reason}`,
     })))] : []));
@@ -113,7 +113,7 @@ function report(action, results, left = '') {
 
 /** Shows how far an action spanning several calls has come. */
 function progress(action, done, of) {
-  $('bulk-result').replaceChildren(el('p', { text: `${action.doing}… ${done} of ${plural(of, 'job')} done so far` }));
+  $('bulk-result').replaceChildren(el('p', { text: `${action.doing}… ${count(done)} of ${plural(of, 'job')} done so far` }));
   $('bulk-result').hidden = false;
 }
 
@@ -164,7 +164,7 @@ async function runAll(kind) {
   let [done, left, more] = [0, n, true];
   while (more) {
     const a = await call(action, whole.body, crypto.randomUUID());
-    if (!answered(a)) { showError(`Could not ${kind} every job; ${left} may be left`, a, !a); break; }
+    if (!answered(a)) { showError(`Could not ${kind} every job; ${count(left)} may be left`, a, !a); break; }
     for (const r of a.body.results) byId.set(r.job_id, r);
     done += a.body.done;
     left = a.body.matched - a.body.done;

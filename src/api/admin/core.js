@@ -168,6 +168,11 @@ export function needTenant() {
   return false;
 }
 
+// ---------------------------------------------------------------- numbers: one format
+
+/** A count as a person reads it, its thousands grouped: `12,500` (the JSON keeps 12500). */
+export const count = (n) => Number(n || 0).toLocaleString('en-US');
+
 // ---------------------------------------------------------------- time: one format
 
 export const ms = (iso) => (iso == null ? NaN : typeof iso === 'number' ? iso : Date.parse(iso));
@@ -372,7 +377,6 @@ const FOUND_BY = {
   listing: 'found by listing every product',
 };
 
-const count = (n) => Number(n || 0).toLocaleString('en-US');
 
 /**
  * A pair report in words: full or incremental, and its counts (what was re-scored and why,

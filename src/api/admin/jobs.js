@@ -22,8 +22,9 @@ const TABLE_LIMIT = 50;
  * browser opens at most six connections to one server, and the page needs the rest.
  */
 const LIVE_ROWS = 4;
-/** Rows off the first page a poll reads again at most (`readUnlisted`). */
-const STALE_READS = 50;
+/** Rows off the first page a poll reads again at most, in one call (`readUnlisted`; the
+ * listing's `ids` takes 100). */
+const STALE_READS = 100;
 
 const rows = new Map(); // job_id -> {tr, cells}
 let follower = null; // AbortController of the tenant's stream or poll
@@ -310,22 +311,30 @@ async function loadJobs(cursor) {
 
 /**
  * Without a stream the poll reads only the first page, and a row that left it (newer jobs
- * came, or "Load more" showed it) would keep the status it had then for ever. So each poll
- * also reads the rows still shown as active that the page did not list and no stream of
- * their own follows, the least recently read first, at most STALE_READS of them; a job gone
- * meanwhile (404: its tenant deleted, or past its TTL) leaves the table.
+ * came, or "Load more" showed it) would keep the status it had then for ever, and an ended
+ * one would stay listed after its record expired (it could not be opened). So each poll
+ * also reads the rows the page did not list and no stream of their own follows, the least
+ * recently read first, at most STALE_READS of them, in one call (the listing's `ids`); a
+ * job the answer leaves out is gone (its tenant deleted, or past its TTL) and leaves the table.
  */
 async function readUnlisted(listed) {
+  const following = follower;
   const stale = [...rows.keys()]
-    .filter((id) => !listed.has(id) && !liveRows.has(id) && ACTIVE.has((state.jobs.get(id) || {}).status))
+    .filter((id) => !listed.has(id) && !liveRows.has(id))
     .sort((a, b) => (lastRead.get(a) || 0) - (lastRead.get(b) || 0))
     .slice(0, STALE_READS);
+  if (!stale.length) return;
   const now = Date.now();
-  await Promise.all(stale.map(async (id) => {
-    lastRead.set(id, now);
-    const a = await snapshot(id).catch(() => null);
-    if (a && a.status === 404) dropRow(id);
-  }));
+  for (const id of stale) lastRead.set(id, now);
+  const query = { tenant_id: state.tenant, ids: stale.join(','), limit: stale.length };
+  const a = await api('GET', `/catalog/jobs?${q(query)}`).catch(() => null);
+  if (following !== follower || !a || a.status !== 200 || !a.body) return;
+  const found = new Set();
+  for (const job of a.body.jobs) {
+    found.add(job.job_id);
+    learn(job);
+  }
+  for (const id of stale) if (!found.has(id)) dropRow(id);
 }
 
 function dropRow(id) {

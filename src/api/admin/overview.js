@@ -2,7 +2,7 @@
 // status and kind, jobs finished in the last hour and day by outcome, a chart of jobs
 // finished per minute, the queue, and the live processes with the jobs each runs.
 
-import { $, el, state, api, setText, setTime, span } from './core.js';
+import { $, el, state, api, setText, setTime, span, utc, count } from './core.js';
 import { openJob } from './job.js';
 
 /** How often the overview is read again while the page is open. */
@@ -18,9 +18,15 @@ const CHART_H = 80;
 let timer = 0;
 let turn = 0; // the overview's current following: a read begun for an earlier one shows nothing
 
-/** A table cell holding one figure, its text the number. */
+/** A table cell holding one figure: its text grouped for reading, `data-value` the number. */
 function numberCell(n, attrs) {
-  return el('td', { class: 'num' }, el('span', { text: String(n ?? 0), 'data-testid': 'overview-count', ...attrs }));
+  return el('td', { class: 'num' }, el('span', { text: count(n), 'data-value': String(n ?? 0), 'data-testid': 'overview-count', ...attrs }));
+}
+
+/** Shows the figure `n` in `node`: grouped for reading, the number itself in `data-value`. */
+function setCount(node, n) {
+  node.dataset.value = String(n ?? 0);
+  setText(node, count(n));
 }
 
 /** What a figure of the page's (index.html: its window and status) counts in `stats`. */
@@ -37,7 +43,7 @@ function figure(stats, windowName, status) {
 function figures(stats) {
   // The figures stand in the page from its first paint: a read only changes their numbers.
   for (const n of $('overview-figures').querySelectorAll('.n')) {
-    setText(n, String(figure(stats, n.dataset.window, n.dataset.status) ?? 0));
+    setCount(n, figure(stats, n.dataset.window, n.dataset.status));
   }
   const active = stats.active || {};
   const rows = [];
@@ -75,31 +81,32 @@ function throughput(minutes) {
       const bar = document.createElementNS(SVG, 'rect');
       for (const [k, v] of [['x', i * w + 0.5], ['y', y], ['width', Math.max(1, w - 1)], ['height', h], ['class', o]]) bar.setAttribute(k, String(v));
       const title = document.createElementNS(SVG, 'title');
-      title.textContent = `${m.minute}: ${n} ${o}`;
+      title.textContent = `${m.minute}: ${count(n)} ${o}`;
       bar.append(title);
       svg.append(bar);
     }
   });
-  svg.setAttribute('aria-label', `${total} jobs finished in the last hour; at most ${most} in a minute`);
+  svg.setAttribute('aria-label', `${count(total)} jobs finished in the last hour; at most ${count(most)} in a minute`);
   // The chart's scale in words: its bars are drawn to the busiest minute's height.
-  setText($('throughput-words'), total ? `${total} in the hour; the tallest bar ${most} a minute` : 'none in the hour');
+  setText($('throughput-words'), total ? `${count(total)} in the hour; the tallest bar ${count(most)} a minute` : 'none in the hour');
   const box = $('throughput');
   box.dataset.total = String(total);
   box.replaceChildren(svg);
 }
 
-const processRows = new Map(); // worker -> {tr, host, started, heartbeat, jobs, items}
+const processRows = new Map(); // worker -> {tr, host, started, heartbeat, silent, jobs, items}
 
 /** A process's row, built once: later reads change only its cells' text. */
 function processRow(p) {
   const cell = (cls) => el('td', cls ? { class: cls } : {});
   const row = {
     host: cell('wide'), started: el('time', { class: 'rel' }), heartbeat: el('time', { class: 'rel' }),
+    silent: el('span', { class: 'silent', 'data-testid': 'process-silent', hidden: true }),
     jobs: el('ul', { class: 'plain' }), items: new Map(),
   };
   row.tr = el('tr', { 'data-testid': 'process-row', 'data-worker': p.worker },
     el('td', { class: 'mono', text: p.worker }), row.host, el('td', { class: 'wide' }, row.started),
-    el('td', {}, row.heartbeat), el('td', {}, row.jobs));
+    el('td', {}, row.heartbeat, row.silent), el('td', {}, row.jobs));
   processRows.set(p.worker, row);
   return row;
 }
@@ -117,6 +124,20 @@ function jobItem(row, j) {
   return item.li;
 }
 
+/**
+ * Marks a process that stopped beating (the service's `answering`: a missed run of
+ * heartbeats) and says since when; it stays listed, marked, until its entry goes stale.
+ */
+function silent(row, p) {
+  const answering = p.answering !== false;
+  row.tr.dataset.answering = String(answering);
+  row.heartbeat.hidden = !answering;
+  row.silent.hidden = answering;
+  // The time of day only (the exact UTC time on hover): the cell stays one line.
+  setText(row.silent, answering ? '' : `not answering since ${utc(p.heartbeat_at).slice(11)}`);
+  row.silent.title = answering ? '' : `Last heartbeat ${utc(p.heartbeat_at)}`;
+}
+
 /** Puts `nodes` in `parent` in this order, moving only what is out of place. */
 function arrange(parent, nodes) {
   nodes.forEach((node, i) => {
@@ -126,7 +147,7 @@ function arrange(parent, nodes) {
 }
 
 /** The processes, each row updated in place: a redraw never replaces the button under the pointer. */
-function processes(list, staleAfter) {
+function processes(list, stats) {
   const seen = new Set(list.map((p) => p.worker));
   for (const worker of [...processRows.keys()]) if (!seen.has(worker)) processRows.delete(worker);
   const trs = list.map((p) => {
@@ -134,6 +155,7 @@ function processes(list, staleAfter) {
     setText(row.host, p.host || '');
     setTime(row.started, p.started_at);
     setTime(row.heartbeat, p.heartbeat_at);
+    silent(row, p);
     const running = new Set((p.jobs || []).map((j) => j.job_id));
     for (const id of [...row.items.keys()]) if (!running.has(id)) row.items.delete(id);
     const items = (p.jobs || []).map((j) => jobItem(row, j));
@@ -142,7 +164,8 @@ function processes(list, staleAfter) {
   });
   arrange($('processes-body'), trs);
   setText($('processes-help'), list.length
-    ? `A process leaves this list ${span(staleAfter)} after its last heartbeat.`
+    ? `A process beats every ${span(stats.heartbeat_seconds)}; it reads "not answering" once its last heartbeat is`
+      + ` ${span(stats.not_answering_after_seconds)} old, and leaves this list ${span(stats.stale_after_seconds)} after it.`
     : 'No process is running jobs.');
 }
 
@@ -161,12 +184,12 @@ async function loadOverview(mine) {
   figures(stats);
   throughput(stats.throughput || []);
   const queue = stats.queue || {};
-  setText($('queue-depth'), String(queue.depth ?? 0));
+  setCount($('queue-depth'), queue.depth);
   // Queued behind the tenant's running job: not in the ready queue until it ends.
-  setText($('queue-waiting'), String(queue.waiting ?? 0));
+  setCount($('queue-waiting'), queue.waiting);
   setText($('queue-oldest'), queue.oldest_wait_seconds == null ? 'nothing waits'
     : `the oldest has waited ${span(queue.oldest_wait_seconds)}`);
-  processes(stats.processes || [], stats.stale_after_seconds);
+  processes(stats.processes || [], stats);
   return true;
 }
 

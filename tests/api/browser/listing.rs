@@ -1,7 +1,8 @@
 //! Every tenant's jobs on the admin page: "Load more" pages past the first 50 with the
 //! listing's cursor, the tenant picker offers the tenants with recent jobs by the start typed
 //! and filters the table to the one picked, and a job id's start finds its job; a row off
-//! the first page never rests on a status its job has left.
+//! the first page never rests on a status its job has left, is read again with the others
+//! in one call a poll (the listing's `ids`), and leaves the table once its job is gone.
 
 use serde_json::{json, Value};
 
@@ -16,6 +17,7 @@ use catalog_jobs::jobs::{JobId, TenantId};
 
 both_stores!(every_tenants_jobs_page_with_load_more_and_filter_by_picked_tenant_and_id_prefix);
 both_stores!(rows_off_the_first_page_follow_their_jobs_to_their_end_without_a_stream);
+both_stores!(an_ended_row_off_the_first_page_leaves_once_its_job_is_gone);
 
 /// Jobs made per tenant: three tenants' worth is more than the table's first page of 50.
 pub const PER_TENANT: usize = 20;
@@ -171,6 +173,8 @@ async fn rows_off_the_first_page_follow_their_jobs_to_their_end_without_a_stream
     let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
     b.goto(&app.url("/admin")).await;
     every_job_once_across_two_pages(&b, &ids).await;
+    b.exec("performance.clearResourceTimings();", json!([]))
+        .await;
     // The oldest ten sit behind "Load more"; two more are on the first page.
     let ended: Vec<&String> = ids[..10].iter().chain(&ids[40..42]).collect();
     for id in &ended {
@@ -194,4 +198,69 @@ async fn rows_off_the_first_page_follow_their_jobs_to_their_end_without_a_stream
         .filter(|s| *s == "queued")
         .count();
     assert_eq!(queued, ids.len() - ended.len(), "{statuses}");
+    one_call_a_poll_for_the_rows_off_the_first_page(&b).await;
+}
+
+/// The page's reads since the resource timings were cleared: none of a single job (it read
+/// each row off the first page on its own, ten calls a poll here, 50 with more rows), and
+/// the rows off the first page in calls of the listing's `ids`.
+async fn one_call_a_poll_for_the_rows_off_the_first_page(b: &Browser) {
+    let reads: Value = b
+        .exec(
+            "return performance.getEntriesByType('resource').map((e) => new URL(e.name))
+               .filter((u) => u.pathname.startsWith('/catalog/jobs'))
+               .map((u) => u.pathname + u.search);",
+            json!([]),
+        )
+        .await;
+    let reads: Vec<&str> = reads
+        .as_array()
+        .expect("the page's reads")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let one_job = |r: &&&str| {
+        r.strip_prefix("/catalog/jobs/")
+            .is_some_and(|rest| !rest.contains('/'))
+    };
+    assert_eq!(
+        reads.iter().filter(one_job).count(),
+        0,
+        "no job read on its own: {reads:?}"
+    );
+    assert!(
+        reads.iter().any(|r| r.contains("ids=")),
+        "the rows off the first page read by ids: {reads:?}"
+    );
+}
+
+/// An ended job's row behind "Load more" whose job is then gone (its tenant removed, as its
+/// record expiring does) leaves the table at the next poll: a row that cannot be opened is
+/// not listed. (The page read again only the rows shown as active: it stayed for ever.)
+async fn an_ended_row_off_the_first_page_leaves_once_its_job_is_gone(backend: Backend) {
+    let s = store(backend, settings());
+    let app = spawn_app_with(test_config(), s.clone()).await;
+    let base = unique("expired");
+    let tenants: Vec<TenantId> = (0..3 * PER_TENANT)
+        .map(|n| TenantId::parse(&format!("{base}-{n}")).unwrap())
+        .collect();
+    let ids = ended_jobs(&*s, &tenants, 1).await;
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    b.goto(&app.url("/admin")).await;
+    every_job_once_across_two_pages(&b, &ids).await;
+    // The oldest job sits behind "Load more".
+    let removed = app.delete_tenant(tenants[0].as_str()).await;
+    assert_eq!(
+        removed.status(),
+        200,
+        "the tenant and its ended job are removed"
+    );
+    assert_eq!(app.job(&ids[0]).await.status(), 404, "the job is gone");
+    b.wait_for(
+        "the gone job's row out of the table, every other one kept",
+        "const rows = [...document.querySelectorAll('[data-testid=job-row]')];
+         return rows.length === arguments[1] && !rows.some((r) => r.dataset.jobId === arguments[0]);",
+        json!([ids[0], ids.len() - 1]),
+    )
+    .await;
 }

@@ -1,7 +1,8 @@
 //! The overview in a real browser: after a scripted mix of done, failed and cancelled jobs,
 //! with one job held running, every figure the page shows is what the jobs API says, the
 //! chart holds every end, the process list shows the process running the held job, and a job
-//! queued behind its tenant's earlier one counts as waiting for it, not as ready for a worker.
+//! queued behind its tenant's earlier one counts as waiting for it, not as ready for a worker;
+//! a count in the thousands reads grouped (`1,200`), the JSON keeping the number.
 
 use catalog_jobs::jobs::TenantId;
 use serde_json::json;
@@ -10,6 +11,7 @@ use super::{screenshot_path, DESKTOP};
 use crate::both_stores;
 use crate::helpers::webdriver::Browser;
 use crate::helpers::{create, ordered, spawn_app, started_id, tenant, Backend, Gate, TestApp};
+use crate::helpers::{settings, spawn_app_with, store, test_config};
 
 /// The ends the script makes, by outcome.
 const DONE: usize = 3;
@@ -214,4 +216,43 @@ async fn a_job_behind_its_tenants_earlier_one_shows_as_waiting_not_ready(
     for id in [behind, ahead] {
         assert_eq!(app.cancel(&id).await.status(), 202);
     }
+}
+
+/// Jobs ended for the grouping test: a count in the thousands.
+const MANY: u64 = 1_200;
+
+/// 1,200 cancelled jobs read "1,200" in the figures, the kinds' table and the chart's words,
+/// and `data-value` and the JSON keep 1200. (Before, "1200": a figure of the order of
+/// 12500 read as 1250 at a glance.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_in_the_thousands_reads_grouped_and_the_json_keeps_the_number() {
+    let s = store(Backend::Memory, settings());
+    let app = spawn_app_with(test_config(), s.clone()).await;
+    // Spread over tenants: one tenant's creates are rate-limited.
+    let per_tenant = super::listing::PER_TENANT;
+    let tenants: Vec<TenantId> = (0..MANY as usize / per_tenant).map(|_| tenant()).collect();
+    super::listing::ended_jobs(&*s, &tenants, per_tenant).await;
+    let stats = app.get_json("/catalog/stats").await;
+    assert_eq!(
+        stats["finished"]["last_hour"]["by_outcome"]["cancelled"],
+        json!(MANY),
+        "the JSON's number is a number"
+    );
+    let b = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    b.goto(&app.url("/admin")).await;
+    let read = b
+        .wait_for(
+            "the overview's cancelled figures",
+            "const f = document.querySelector('[data-testid=overview-count][data-window=\"1h\"][data-status=cancelled]:not([data-kind])');
+             const k = document.querySelector('[data-testid=overview-count][data-window=\"1h\"][data-kind=k1][data-status=cancelled]');
+             return f && k && f.dataset.value === arguments[0]
+               && [f.textContent, k.textContent, k.dataset.value, document.getElementById('throughput-words').textContent];",
+            json!([MANY.to_string()]),
+        )
+        .await;
+    assert_eq!(read[0], "1,200", "the figure: {read}");
+    assert_eq!(read[1], "1,200", "the kinds' table: {read}");
+    assert_eq!(read[2], "1200", "data-value keeps the number: {read}");
+    let words = read[3].as_str().expect("the chart's words");
+    assert!(words.starts_with("1,200 in the hour"), "{words}");
 }

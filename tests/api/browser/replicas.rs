@@ -2,7 +2,9 @@
 //! after a scripted mix of done, failed and cancelled syncs with one held running, the page
 //! lists both processes, the held sync under the one that runs it, with figures equal to the
 //! jobs API's; its process rows are updated in place across reads (a button under the
-//! pointer is never replaced); and a `kill -9`ed replica leaves the page's list.
+//! pointer is never replaced); and a `kill -9`ed replica leaves the page's list. With a long
+//! staleness window, a killed replica stays listed meanwhile, marked not answering since its
+//! last heartbeat.
 
 use std::time::Duration;
 
@@ -10,7 +12,8 @@ use serde_json::{json, Value};
 
 use super::DESKTOP;
 use crate::helpers::webdriver::Browser;
-use crate::helpers::{a_scripted_mix, both_agree, pid_of, stats_of, Replicas};
+use crate::helpers::{a_scripted_mix, both_agree, pid_of, stats_of};
+use crate::helpers::{RedisServer, Replicas, Service};
 
 /// The page reads the overview every 5 s; a killed replica leaves the store's list within its
 /// staleness window (1.5 s): together well within this.
@@ -140,4 +143,65 @@ async fn the_held_button_is_kept_across_reads(page: &Browser, runs_it: &Value, h
         )
         .await;
     assert_eq!(kept, true, "the same button after two reads");
+}
+
+/// A process's entry stays this long after its last heartbeat here: the killed replica is
+/// listed through many of the page's reads (every 5 s).
+const LONG_STALE: &str = "120";
+
+/// A killed replica, still listed within its staleness window, is marked in its row as not
+/// answering since its last heartbeat's time; the live one is not. (Before, its row read
+/// as the live one's but for "last heartbeat 40 s ago", nothing saying how old is too old.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replica_is_marked_not_answering_until_it_leaves_the_list() {
+    let redis = RedisServer::start(false);
+    let launch = || Service::on(&redis).env("STALE_AFTER_SECONDS", LONG_STALE);
+    let survivor = launch().start().await;
+    let mut victim = launch().start().await;
+    let page = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    page.goto(&survivor.url("/admin")).await;
+    let rows = "const rows = [...document.querySelectorAll('[data-testid=process-row]')];
+        const row = (pid) => rows.find((r) => r.dataset.worker.endsWith(`/${pid}`));";
+    page.wait_for(
+        "both processes answering",
+        &format!(
+            "{rows} return rows.length === 2 && [arguments[0], arguments[1]]
+               .every((pid) => row(pid) && row(pid).dataset.answering === 'true');"
+        ),
+        json!([survivor.pid(), victim.pid()]),
+    )
+    .await;
+    let victim_pid = victim.pid();
+    victim.kill9();
+    let words = page
+        .wait_until(
+            "the killed replica marked, still listed",
+            &format!(
+                "{rows} const r = row(arguments[0]); const silent = r && r.querySelector('[data-testid=process-silent]');
+                 return rows.length === 2 && r.dataset.answering === 'false' && silent.checkVisibility()
+                   && silent.textContent;"
+            ),
+            json!([victim_pid]),
+            LEAVES_WITHIN,
+        )
+        .await;
+    let words = words.as_str().expect("the row's words");
+    assert!(
+        words.starts_with("not answering since ") && words.ends_with(" UTC"),
+        "{words}"
+    );
+    let stats = stats_of(&survivor).await;
+    let dead = stats["processes"]
+        .as_array()
+        .expect("a process list")
+        .iter()
+        .find(|p| pid_of(&p["worker"]) == victim_pid)
+        .expect("the killed replica is still listed");
+    let beat = dead["heartbeat_at"].as_str().expect("its last beat");
+    assert_eq!(
+        &words["not answering since ".len()..],
+        format!("{} UTC", &beat[11..19]),
+        "since its last heartbeat"
+    );
+    drop(redis);
 }

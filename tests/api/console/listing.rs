@@ -1,7 +1,8 @@
 //! Every tenant's jobs for an operator, on both stores: newest first with the filters
 //! (status, kind, tenant, id prefix) and the cursor; a page examines a bounded stretch of the
 //! index and goes on with its cursor; the tenant picker by prefix, most recent first, which a
-//! removed tenant leaves at once.
+//! removed tenant leaves at once; many jobs read by id in one call (`ids`), a gone job or
+//! another tenant's left out.
 
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -18,6 +19,7 @@ both_stores!(
     every_tenants_jobs_are_listed_newest_first_filtered_and_paged_by_cursor,
     a_page_examines_a_bounded_stretch_of_the_index_and_goes_on_with_its_cursor,
     the_tenant_picker_lists_recent_tenants_by_prefix_and_a_removed_one_leaves,
+    many_jobs_are_read_by_id_in_one_call_and_a_gone_one_is_left_out,
 );
 
 /// Starts `kind` for `t` and waits for its end; answers the job's id.
@@ -165,4 +167,52 @@ async fn the_tenant_picker_lists_recent_tenants_by_prefix_and_a_removed_one_leav
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let r = app.get("/catalog/tenants?tenant=x").await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+/// `ids` reads the jobs named, whatever their age, in the listing's order with its filters;
+/// a job gone (its tenant removed), one never made or another tenant's (`tenant_id`) is
+/// left out; bad `ids` are a 422 naming the field.
+async fn many_jobs_are_read_by_id_in_one_call_and_a_gone_one_is_left_out(b: Backend) {
+    let app = spawn_app(b).await;
+    let (t1, t2) = (tenant(), tenant());
+    let a = ended_job(&app, "ticker", &t1).await;
+    let f = ended_job(&app, "fail", &t2).await;
+    let c = ended_job(&app, "ticker", &t1).await;
+    let never = uuid::Uuid::new_v4().to_string();
+    let (read, next) = page(&app, &format!("ids={a},{f}&ids={c},{never},{a}")).await;
+    assert_eq!((read, next), (vec![c.clone(), f.clone(), a.clone()], None));
+    let (read, _) = page(&app, &format!("ids={a},{f},{c}&tenant_id={t1}")).await;
+    assert_eq!(read, [c.clone(), a.clone()], "the tenant named only");
+    let (read, _) = page(&app, &format!("ids={a},{f},{c}&status=failed")).await;
+    assert_eq!(read, vec![f.clone()], "the filters apply");
+    let (read, next) = page(&app, &format!("ids={a},{f},{c}&limit=2")).await;
+    assert_eq!(read, [c.clone(), f.clone()]);
+    assert!(next.is_some(), "a page of 2 goes on");
+    assert_eq!(app.delete_tenant(t2.as_str()).await.status(), 200);
+    let (read, _) = page(&app, &format!("ids={a},{f},{c}")).await;
+    assert_eq!(
+        read,
+        [c.clone(), a.clone()],
+        "the removed tenant's job is gone"
+    );
+
+    let many = (0..101)
+        .map(|_| uuid::Uuid::new_v4().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    for bad in [
+        "ids=",
+        "ids=x",
+        &format!("ids={a},nope"),
+        &format!("ids={many}"),
+    ] {
+        let r = app.get(&format!("/catalog/jobs?{bad}")).await;
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(
+            (body["error"].as_str(), body["field"].as_str()),
+            (Some("invalid_field"), Some("ids")),
+            "{bad}: {body}"
+        );
+    }
 }

@@ -32,16 +32,32 @@ fn shared_figures(stats: &Value) -> Value {
     })
 }
 
-/// The overview from `svc`, checked to list no process whose heartbeat is stale.
+/// The overview from `svc`, checked to list no process whose heartbeat is stale, and to
+/// mark `answering: false` exactly the processes whose heartbeat is older than
+/// `not_answering_after_seconds`, 3 of its `heartbeat_seconds`.
 pub async fn stats_of(svc: &Service) -> Value {
     let stats = svc.get_json("/catalog/stats").await;
     let at = svc_time(&stats["at"]);
-    let stale_ms = stats["stale_after_seconds"].as_f64().unwrap_or(0.0) * 1000.0;
+    let seconds = |field: &str| stats[field].as_f64().expect(field) * 1000.0;
+    let (stale_ms, silent_ms) = (
+        seconds("stale_after_seconds"),
+        seconds("not_answering_after_seconds"),
+    );
+    assert_eq!(
+        silent_ms.round(),
+        (3.0 * seconds("heartbeat_seconds")).round()
+    );
     for p in stats["processes"].as_array().expect("a process list") {
         let beat = svc_time(&p["heartbeat_at"]);
         assert!(
             at - beat < stale_ms,
             "a listed process is fresh: {p} at {}",
+            stats["at"]
+        );
+        assert_eq!(
+            p["answering"],
+            at - beat <= silent_ms.round(),
+            "answering as its last beat says: {p} at {}",
             stats["at"]
         );
     }

@@ -11,7 +11,11 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::pipeline::PIPELINE_KIND;
-use super::{ser_opt_time, ser_time, worker_name, JobId, Kind, Snapshot, Status, REQUEUED_STEP};
+use super::{ser_opt_time, ser_time, JobId, Kind, Snapshot, Status, REQUEUED_STEP};
+
+mod processes;
+use processes::process_views;
+pub use processes::{Beat, Beats, Process, ProcessJob, ProcessView, SILENT_BEATS};
 
 /// Minutes in the longest window the overview counts (`last_day`); the store keeps at least
 /// this many minutes of ends.
@@ -19,57 +23,10 @@ pub const DAY_MINUTES: u64 = 1440;
 /// Minutes in the short window (`last_hour`) and entries in the throughput chart.
 pub const HOUR_MINUTES: u64 = 60;
 const MINUTE_MS: u64 = 60_000;
-/// Heartbeat intervals a process may miss before the overview says it is not answering: one
-/// late beat is a busy store or a loaded machine, three in a row a process that stopped (it
-/// stays listed, marked, until its entry goes stale).
-pub const SILENT_BEATS: u64 = 3;
 
 /// The minute (since the epoch) a time falls in: the bucket an end is counted in.
 pub fn minute_of(ms: u64) -> u64 {
     ms / MINUTE_MS
-}
-
-/// A process (replica) of the service as the store's registry names it: its worker name
-/// (`host/pid`, as jobs' `worker` reads) and when it started. A store is built once per
-/// process, so it carries its process and renews its entry with every heartbeat.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Process {
-    pub worker: String,
-    /// When the process started, on its own clock (ms since the epoch).
-    pub started_at: u64,
-}
-
-impl Process {
-    /// This process, starting now.
-    pub fn this() -> Self {
-        Self {
-            worker: worker_name(),
-            started_at: super::now_ms(),
-        }
-    }
-
-    /// The registry's name for it: `<started_at>:<worker>` (a worker name may hold `:` only
-    /// after the first, so the two read apart; a restarted process with the same pid is a
-    /// new entry).
-    pub fn member(&self) -> String {
-        format!("{}:{}", self.started_at, self.worker)
-    }
-
-    /// Reads a registry name back; `None` for one this service did not write.
-    pub fn from_member(raw: &str) -> Option<Self> {
-        let (started, worker) = raw.split_once(':')?;
-        Some(Self {
-            worker: worker.to_owned(),
-            started_at: started.parse().ok()?,
-        })
-    }
-}
-
-/// A live process and its last heartbeat (on the store's clock).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Beat {
-    pub process: Process,
-    pub heartbeat_at: u64,
 }
 
 /// How many jobs of `kind` ended `outcome` (done, failed, cancelled) in `minute`.
@@ -200,40 +157,6 @@ pub struct QueueFigures {
     pub oldest_wait_seconds: Option<u64>,
 }
 
-/// A job a process runs now, and how far it got.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
-pub struct ProcessJob {
-    pub job_id: JobId,
-    pub tenant_id: super::TenantId,
-    pub kind: Kind,
-    pub status: Status,
-    #[schema(minimum = 0, maximum = 100)]
-    pub percent: u8,
-    pub step: String,
-}
-
-/// A live process of the service and the jobs it runs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
-pub struct ProcessView {
-    /// `host/pid`, as a job's `worker` reads.
-    pub worker: String,
-    pub host: String,
-    pub pid: Option<u32>,
-    /// When it started, on its own clock.
-    #[serde(serialize_with = "ser_time")]
-    #[schema(value_type = String, format = DateTime)]
-    pub started_at: u64,
-    /// Its last heartbeat, on the store's clock.
-    #[serde(serialize_with = "ser_time")]
-    #[schema(value_type = String, format = DateTime)]
-    pub heartbeat_at: u64,
-    /// False once its last heartbeat is older than `not_answering_after_seconds`: it stopped
-    /// answering at `heartbeat_at` (killed, hung, cut off from the store) and leaves the
-    /// list when that is `stale_after_seconds` old.
-    pub answering: bool,
-    pub jobs: Vec<ProcessJob>,
-}
-
 /// The overview of the whole service (`GET /catalog/stats`).
 #[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct Stats {
@@ -280,15 +203,6 @@ impl Stats {
             }),
         }
     }
-}
-
-/// The heartbeat's measures the overview reads a process's last beat by (ms).
-#[derive(Clone, Copy, Debug)]
-pub struct Beats {
-    /// How often a process beats.
-    pub heartbeat_ms: u64,
-    /// How old a beat is when its process (and its runs) are gone.
-    pub stale_ms: u64,
 }
 
 /// A zero count for each kind a job may have: the kinds this service runs and a pipeline's
@@ -393,47 +307,6 @@ fn queue_figures(active: &[Snapshot], now_ms: u64) -> QueueFigures {
 fn queues(s: &Snapshot) -> bool {
     let stale_run = s.step == REQUEUED_STEP && s.recovered_at.is_none_or(|at| at < s.heartbeat_at);
     s.kind.as_str() != PIPELINE_KIND && !stale_run
-}
-
-/// The processes, each `answering` as `answers` says of its last beat.
-fn process_views(
-    mut beats: Vec<Beat>,
-    active: &[Snapshot],
-    answers: impl Fn(u64) -> bool,
-) -> Vec<ProcessView> {
-    beats.sort_by_key(|b| std::cmp::Reverse(b.process.started_at));
-    beats
-        .into_iter()
-        .map(|beat| {
-            let Process { worker, started_at } = beat.process;
-            let (host, pid) = match worker.rsplit_once('/') {
-                Some((host, pid)) => (host.to_owned(), pid.parse().ok()),
-                None => (worker.clone(), None),
-            };
-            let jobs = active
-                .iter()
-                .filter(|s| matches!(s.status, Status::Running | Status::Cancelling))
-                .filter(|s| s.worker.as_deref() == Some(worker.as_str()))
-                .map(|s| ProcessJob {
-                    job_id: s.job_id,
-                    tenant_id: s.tenant_id.clone(),
-                    kind: s.kind.clone(),
-                    status: s.status,
-                    percent: s.percent,
-                    step: s.step.clone(),
-                })
-                .collect();
-            ProcessView {
-                worker,
-                host,
-                pid,
-                started_at,
-                heartbeat_at: beat.heartbeat_at,
-                answering: answers(beat.heartbeat_at),
-                jobs,
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -542,16 +415,6 @@ mod tests {
             .map(|p| (p.worker.as_str(), p.answering))
             .collect();
         assert_eq!(answering, [("h/1", true), ("h/2", false)]);
-    }
-
-    #[test]
-    fn a_process_member_reads_back_whatever_its_host_holds() {
-        let p = Process {
-            worker: "host:a/42".into(),
-            started_at: 1_796_032_800_123,
-        };
-        assert_eq!(Process::from_member(&p.member()), Some(p));
-        assert_eq!(Process::from_member("no-start"), None);
     }
 
     #[test]

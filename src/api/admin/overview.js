@@ -169,18 +169,43 @@ function processes(list, stats) {
     : 'No process is running jobs.');
 }
 
+/** Answers the overview may not show for this token or service: it is hidden, not retried. */
+const REFUSED = new Set([401, 403, 404]);
+
+/**
+ * Says the last read failed (the store or the service out of reach), keeping the last
+ * figures, dimmed, and the time they were read: an overview that vanished, or went on
+ * showing figures as if current, would mislead an operator during an outage.
+ */
+function unread(a) {
+  const section = $('overview');
+  const why = a ? `the service answered ${a.status}${a.body && a.body.error ? ` (${a.body.error})` : ''}` : 'the service did not answer';
+  const since = section.dataset.unreadSince || (section.dataset.unreadSince = new Date().toISOString());
+  const asOf = section.dataset.readAt ? `; figures as of ${utc(section.dataset.readAt).slice(11)}` : '';
+  section.dataset.stale = 'true';
+  setText($('overview-state'), `not current: ${why} since ${utc(since).slice(11)}${asOf}`);
+}
+
+/** Reads the overview once; answers whether to go on reading it. */
 async function loadOverview(mine) {
   const a = await api('GET', '/catalog/stats').catch(() => null);
   if (mine !== turn) return false;
   const section = $('overview');
-  if (!a || a.status !== 200 || !a.body) {
-    // A service without the overview, or refusing it now (a tenant's token never asks: admin.js).
+  if (a && REFUSED.has(a.status)) {
+    // A service without the overview, or refusing it to this token (a tenant's token never asks: admin.js).
     section.hidden = true;
     return false;
+  }
+  if (!a || a.status !== 200 || !a.body) {
+    unread(a);
+    return true;
   }
   const stats = a.body;
   section.hidden = false;
   section.dataset.readAt = stats.at || ''; // the service's clock at this read
+  delete section.dataset.stale;
+  delete section.dataset.unreadSince;
+  setText($('overview-state'), '');
   figures(stats);
   throughput(stats.throughput || []);
   const queue = stats.queue || {};
@@ -218,6 +243,7 @@ export function forgetOverview() {
   for (const n of $('overview-figures').querySelectorAll('.n')) setText(n, '—');
   for (const id of ['overview-active-kinds', 'overview-kinds', 'processes-body', 'throughput']) $(id).replaceChildren();
   setText($('throughput-words'), '—');
+  setText($('overview-state'), '');
   processRows.clear();
-  delete $('overview').dataset.readAt;
+  for (const key of ['readAt', 'stale', 'unreadSince']) delete $('overview').dataset[key];
 }

@@ -4,7 +4,8 @@
 //! jobs API's; its process rows are updated in place across reads (a button under the
 //! pointer is never replaced); and a `kill -9`ed replica leaves the page's list. With a long
 //! staleness window, a killed replica stays listed meanwhile, marked not answering since its
-//! last heartbeat.
+//! last heartbeat. With Redis stopped, the overview stays, its last figures dimmed and its
+//! heading saying since when it is not current, and reads again once Redis is back.
 
 use std::time::Duration;
 
@@ -204,4 +205,55 @@ async fn a_killed_replica_is_marked_not_answering_until_it_leaves_the_list() {
         "since its last heartbeat"
     );
     drop(redis);
+}
+
+/// Redis stopped under a page: the overview stays in place (its last figures, dimmed, its
+/// heading saying the reads fail and as of when the figures are), and once Redis is back it
+/// reads again on its own. (Before, the first failed read hid the overview and stopped its
+/// reads: it was gone until a reload, the page shorter by its height.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_says_it_is_not_current_while_redis_is_down_and_comes_back_with_it() {
+    let mut redis = RedisServer::start(false);
+    let svc = Service::on(&redis).start().await;
+    let page = Browser::start(DESKTOP.0, DESKTOP.1).await;
+    page.goto(&svc.url("/admin")).await;
+    let read_at = page
+        .wait_for(
+            "the overview read",
+            "return document.getElementById('overview').dataset.readAt;",
+            json!([]),
+        )
+        .await;
+    redis.stop();
+    let words = page
+        .wait_until(
+            "the overview kept, saying it is not current",
+            "const o = document.getElementById('overview');
+             const s = document.querySelector('[data-testid=overview-state]');
+             return !o.hidden && o.checkVisibility() && o.dataset.stale === 'true' && s.textContent;",
+            json!([]),
+            LEAVES_WITHIN,
+        )
+        .await;
+    let words = words.as_str().expect("the heading's words");
+    assert!(words.starts_with("not current: "), "{words}");
+    assert!(words.contains("; figures as of "), "{words}");
+    let kept = page
+        .exec(
+            "return document.getElementById('overview').dataset.readAt === arguments[0]
+               && document.querySelectorAll('[data-testid=process-row]').length;",
+            json!([read_at]),
+        )
+        .await;
+    assert_eq!(kept, json!(1), "the last figures and the process are kept");
+    redis.restart(true);
+    page.wait_until(
+        "the overview current again",
+        "const o = document.getElementById('overview');
+         return !o.hidden && !o.dataset.stale && o.dataset.readAt !== arguments[0]
+           && document.querySelector('[data-testid=overview-state]').textContent === '';",
+        json!([read_at]),
+        LEAVES_WITHIN,
+    )
+    .await;
 }

@@ -146,6 +146,9 @@ function arrange(parent, nodes) {
   while (parent.children.length > nodes.length) parent.lastChild.remove();
 }
 
+/** A setting's length of time: under a second as given (`0.2 s`), else as `span` says it. */
+const interval = (seconds) => (seconds > 0 && seconds < 1 ? `${seconds} s` : span(seconds));
+
 /** The processes, each row updated in place: a redraw never replaces the button under the pointer. */
 function processes(list, stats) {
   const seen = new Set(list.map((p) => p.worker));
@@ -164,8 +167,8 @@ function processes(list, stats) {
   });
   arrange($('processes-body'), trs);
   setText($('processes-help'), list.length
-    ? `A process beats every ${span(stats.heartbeat_seconds)}; it reads "not answering" once its last heartbeat is`
-      + ` ${span(stats.not_answering_after_seconds)} old, and leaves this list ${span(stats.stale_after_seconds)} after it.`
+    ? `A process beats every ${interval(stats.heartbeat_seconds)}; it reads "not answering" once its last heartbeat is`
+      + ` ${interval(stats.not_answering_after_seconds)} old, and leaves this list ${interval(stats.stale_after_seconds)} after it.`
     : 'No process is running jobs.');
 }
 

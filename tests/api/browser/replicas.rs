@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::DESKTOP;
+use super::{screenshot_path, DESKTOP};
 use crate::helpers::webdriver::Browser;
 use crate::helpers::{a_scripted_mix, both_agree, pid_of, stats_of};
 use crate::helpers::{RedisServer, Replicas, Service};
@@ -186,10 +186,17 @@ async fn a_killed_replica_is_marked_not_answering_until_it_leaves_the_list() {
             LEAVES_WITHIN,
         )
         .await;
+    page.screenshot(&screenshot_path("admin-replica-not-answering"))
+        .await;
     let words = words.as_str().expect("the row's words");
     assert!(
         words.starts_with("not answering since ") && words.ends_with(" UTC"),
         "{words}"
+    );
+    let caption = page.text("#processes-help").await;
+    assert!(
+        caption.starts_with("A process beats every 0.2 s; it reads \"not answering\" once its last heartbeat is 0.6 s old"),
+        "the caption states the interval and the windows: {caption}"
     );
     let stats = stats_of(&survivor).await;
     let dead = stats["processes"]
@@ -246,6 +253,8 @@ async fn the_overview_says_it_is_not_current_while_redis_is_down_and_comes_back_
         )
         .await;
     assert_eq!(kept, json!(1), "the last figures and the process are kept");
+    page.screenshot(&screenshot_path("admin-overview-store-down"))
+        .await;
     redis.restart(true);
     page.wait_until(
         "the overview current again",

@@ -330,6 +330,10 @@ pub trait RuntimeReads: Send + Sync + 'static {
         &'a self,
         tenant: &'a TenantId,
     ) -> BoxFuture<'a, Result<bool, CatalogStoreError>>;
+
+    /// The key that exists exactly while the tenant holds a product (the one
+    /// `holds_no_products` reads), in the tenant's slot group: what a create probes.
+    fn products_key(&self, tenant: &TenantId) -> String;
 }
 
 impl RuntimeReads for products::RedisCatalog {
@@ -339,11 +343,16 @@ impl RuntimeReads for products::RedisCatalog {
     ) -> BoxFuture<'a, Result<bool, CatalogStoreError>> {
         Box::pin(products::RedisCatalog::holds_no_products(self, tenant))
     }
+
+    fn products_key(&self, tenant: &TenantId) -> String {
+        products::RedisCatalog::products_key(self, tenant)
+    }
 }
 
 /// An enrich of a tenant that holds no product, answered on the runtime (`Registry::with_quick`):
-/// it would read that, then nothing more. Any doubt (a failed read, parameters not enrich's)
-/// leaves the job to its function.
+/// it would read that, then nothing more. A job its create claimed read it there (its probe,
+/// `registry_reading`), at its start, as the function would have read it then. Any doubt (a
+/// failed read, parameters not enrich's) leaves the job to its function.
 fn enrich_quick(
     catalog: Arc<Catalog>,
     reads: Arc<dyn RuntimeReads>,
@@ -352,7 +361,7 @@ fn enrich_quick(
     move |input, progress| {
         let (catalog, reads) = (catalog.clone(), reads.clone());
         Box::pin(async move {
-            if !reads.holds_no_products(&input.tenant).await.ok()? {
+            if !input.probed_absent && !reads.holds_no_products(&input.tenant).await.ok()? {
                 return None;
             }
             let params = enrich::EnrichParams::deserialize(&input.params).ok()?;
@@ -388,7 +397,9 @@ pub fn registry_reading(catalog: Arc<Catalog>, reads: Option<Arc<dyn RuntimeRead
         // The weights are the steps' shares of a pipeline's percent (see docs/api.md).
         .in_order(&PIPELINE_STEPS);
     match reads {
-        Some(reads) => registry.with_quick("enrich", enrich_quick(catalog, reads)),
+        Some(reads) => registry
+            .with_quick("enrich", enrich_quick(catalog, reads.clone()))
+            .with_probe("enrich", move |tenant| reads.products_key(tenant)),
         None => registry,
     }
 }

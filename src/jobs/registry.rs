@@ -46,6 +46,10 @@ pub struct JobInput {
     /// What every catalogue write of this run passes (`jobs::fence`): it happens only while
     /// this run still holds its job and its tenant was not deleted since.
     pub fence: Arc<dyn Fence>,
+    /// The key its kind probes (`Registry::with_probe`) did not exist in the step that claimed
+    /// the job at its create, its start: its quick answer's first read, already made. False
+    /// when that was not read (any other claim).
+    pub probed_absent: bool,
 }
 
 /// The error class of a job that stopped because it was asked to.
@@ -169,6 +173,8 @@ pub type PrepareFn = Arc<dyn Fn(&Fields) -> Result<Value, ParamError> + Send + S
 pub type QuickAnswer = Option<Result<Report, JobError>>;
 pub type QuickFn =
     Arc<dyn for<'a> Fn(&'a JobInput, Progress<'a>) -> BoxFuture<'a, QuickAnswer> + Send + Sync>;
+/// The key a kind's quick answer reads first, for a tenant (see [`Registry::with_probe`]).
+pub type ProbeFn = Arc<dyn Fn(&TenantId) -> String + Send + Sync>;
 
 /// One job kind: how to check its parameters and how to run it.
 #[derive(Clone)]
@@ -179,6 +185,8 @@ pub struct JobKind {
     pub fields: Option<&'static [&'static str]>,
     /// Answers a job on the runtime, without a blocking thread, when its work is known small.
     pub quick: Option<QuickFn>,
+    /// The key whose absence the create step that claims a job reads for `quick`.
+    pub probe: Option<ProbeFn>,
 }
 
 /// The job kinds a service runs, passed to the app builder: the binary registers the
@@ -219,6 +227,7 @@ impl Registry {
             prepare,
             fields,
             quick: None,
+            probe: None,
         };
         self.kinds.insert(kind, spec);
         self
@@ -245,6 +254,25 @@ impl Registry {
             .get_mut(&kind)
             .unwrap_or_else(|| panic!("{kind} is registered before its quick answer"));
         spec.quick = Some(Arc::new(quick));
+        self
+    }
+
+    /// Gives the registered `kind` a probe: the key (of the tenant's slot group: its hash tag)
+    /// whose absence its quick answer reads first. A create that claims a job of the kind for
+    /// this process reads it in the same step — the job's start — and says so in
+    /// `JobInput::probed_absent`, sparing the quick answer its own read (a store round trip
+    /// before the job's end).
+    pub fn with_probe(
+        mut self,
+        kind: &str,
+        probe: impl Fn(&TenantId) -> String + Send + Sync + 'static,
+    ) -> Self {
+        let kind = Kind::parse(kind).expect("registered kind names are valid by construction");
+        let spec = self
+            .kinds
+            .get_mut(&kind)
+            .unwrap_or_else(|| panic!("{kind} is registered before its probe"));
+        spec.probe = Some(Arc::new(probe));
         self
     }
 
@@ -337,6 +365,12 @@ impl Registry {
 
     pub fn get(&self, kind: &Kind) -> Option<&JobKind> {
         self.kinds.get(kind)
+    }
+
+    /// The key a create of `kind` for `tenant` probes, when the kind has a probe.
+    pub fn probe(&self, kind: &Kind, tenant: &TenantId) -> Option<String> {
+        let probe = self.kinds.get(kind)?.probe.as_ref()?;
+        Some(probe(tenant))
     }
 
     pub fn kinds(&self) -> impl Iterator<Item = &Kind> {

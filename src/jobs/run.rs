@@ -172,6 +172,12 @@ impl Runs {
 
     /// Hands a claimed job to a worker task.
     pub(super) fn spawn(self: &Arc<Self>, claim: Claim, seat: Seat) {
+        self.spawn_probed(claim, seat, false);
+    }
+
+    /// `spawn`, for a job whose create's claim found its kind's probe absent when
+    /// `probed_absent` (`JobInput::probed_absent`).
+    pub(super) fn spawn_probed(self: &Arc<Self>, claim: Claim, seat: Seat, probed_absent: bool) {
         let job = &claim.job;
         // A root span: a job claimed at the end of another (the next in a pipeline or in its
         // tenant's order) or in the request that created it is not part of either, and its
@@ -180,10 +186,10 @@ impl Runs {
         let span = info_span!(parent: None, "job", job_id = %job.id, tenant_id = %job.tenant, kind = %job.kind, attempt = claim.attempt, request_id = %job.origin.request_id);
         let runs = self.clone();
         self.tracker
-            .spawn(async move { runs.run(claim, seat).await }.instrument(span));
+            .spawn(async move { runs.run(claim, seat, probed_absent).await }.instrument(span));
     }
 
-    async fn run(self: Arc<Self>, claim: Claim, mut seat: Seat) {
+    async fn run(self: Arc<Self>, claim: Claim, mut seat: Seat, probed_absent: bool) {
         let Claim {
             job,
             created_at,
@@ -225,7 +231,7 @@ impl Runs {
         let result = self
             .execute(
                 &job,
-                (run, created_at),
+                (run, created_at, probed_absent),
                 (reporter, ticks),
                 (cancel, &answering),
                 &mut seat,
@@ -296,7 +302,7 @@ impl Runs {
     fn input(
         &self,
         job: &NewJob,
-        (run, created_at): (RunId, u64),
+        (run, created_at, probed_absent): (RunId, u64, bool),
         cancel: CancellationToken,
     ) -> JobInput {
         JobInput {
@@ -312,6 +318,7 @@ impl Runs {
                 job.tenant.clone(),
                 created_at,
             )),
+            probed_absent,
         }
     }
 
@@ -322,7 +329,7 @@ impl Runs {
     async fn execute(
         &self,
         job: &NewJob,
-        (run, created_at): (RunId, u64),
+        (run, created_at, probed_absent): (RunId, u64, bool),
         (reporter, ticks): (Reporter, Ticks),
         (cancel, answering): (CancellationToken, &CancellationToken),
         seat: &mut Seat,
@@ -335,7 +342,7 @@ impl Runs {
         reporter.report(0, "starting");
         let latest = ticks.latest();
         let fenced_off = cancel.clone();
-        let input = self.input(job, (run, created_at), cancel);
+        let input = self.input(job, (run, created_at, probed_absent), cancel);
         if let Some(quick) = &kind.quick {
             self.seats.to_quick(seat);
             let answered = tokio::select! {

@@ -378,13 +378,23 @@ async fn create_claimed(
     worker: String,
     seat: Seat,
 ) -> Result<Created, StoreError> {
-    match runs.store.create_claimed(job.clone(), &worker).await? {
+    let (created, probed_absent) = match runs.registry.probe(&job.kind, &job.tenant) {
+        Some(probe) => {
+            let store = &runs.store;
+            store.create_probing(job.clone(), &worker, &probe).await?
+        }
+        None => (
+            runs.store.create_claimed(job.clone(), &worker).await?,
+            false,
+        ),
+    };
+    match created {
         Created::Created(claimed, took_over) if claimed.status == Status::Running => {
             let created_at = claimed.created_at;
             // The answer shows the job as it was accepted, as the contract's 202 does:
             // queued, its function not started (the first poll may read it running).
             let accepted = accepted_at_create(*claimed, &job.step);
-            runs.spawn(job.first_claim(created_at), seat);
+            runs.spawn_probed(job.first_claim(created_at), seat, probed_absent);
             Ok(Created::Created(Box::new(accepted), took_over))
         }
         other => Ok(other),

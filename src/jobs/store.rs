@@ -265,6 +265,21 @@ pub trait JobStore: Browse + Audit + Send + Sync + 'static {
         worker: &'a str,
     ) -> BoxFuture<'a, Result<Created, StoreError>>;
 
+    /// `create_claimed`, and whether `probe` — a key of the job's slot group (its hash tag),
+    /// the one its kind's quick answer reads first (`Registry::with_probe`) — did not exist in
+    /// the step that claimed the job: read there, at the job's start, it spares that read. A
+    /// job not claimed, or one that took a stale holder over, answers `false` (unread), as
+    /// does a store with no such keys (this default).
+    fn create_probing<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+        probe: &'a str,
+    ) -> BoxFuture<'a, Result<(Created, bool), StoreError>> {
+        let _ = probe;
+        Box::pin(async move { Ok((self.create_claimed(job, worker).await?, false)) })
+    }
+
     /// Creates a pipeline and its steps in one step, as `create` creates one job: every lock
     /// (the tenant's `pipeline` and each step's kind) taken, or the first active holder named;
     /// the key, the rate and the queue's cap as for one job (one count). The steps stand in

@@ -65,6 +65,7 @@ impl JobStore for MeteredStore {
     timed_ops! {
         "create" => fn create(job: NewJob) -> Created;
         "create" => fn create_claimed(job: NewJob, worker: &'a str) -> Created;
+        "create" => fn create_probing(job: NewJob, worker: &'a str, probe: &'a str) -> (Created, bool);
         "create" => fn create_pipeline(pipeline: NewPipeline) -> Created;
         "claim" => fn claim(worker: &'a str, kinds: &'a [Kind]) -> Option<Claim>;
         "claim" => fn claim_many(worker: &'a str, kinds: &'a [Kind], n: usize) -> Vec<Claim>;

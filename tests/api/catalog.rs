@@ -1178,6 +1178,7 @@ fn job_cancelled_at(
             claim: 1,
         },
         fence: Arc::new(Unfenced),
+        probed_absent: false,
     };
     let asked = input.cancel.clone();
     let at = at.to_owned();

@@ -1953,6 +1953,55 @@ mod redis_only {
         assert_eq!(job.status, Status::Running, "claimed again");
     }
 
+    /// Lean jobs: a create that claims its job reads in the same step, the job's start,
+    /// whether the key its kind probes exists (`JobStore::create_probing`: the products key
+    /// an enrich's quick answer would read next, one round trip before its end): absent, it
+    /// says so; holding a product, it does not; and a job it queues (a job of its slot group
+    /// waits in the ready queue) reads nothing and says nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lean_a_create_that_claims_its_job_tells_whether_its_probe_exists() {
+        let (redis, s, _) = drained().await;
+        let mut conn = redis.connection().await;
+        let catalog = catalog_jobs::catalog::products::CatalogKeys::new("catalog");
+        let (empty, stocked) = (tenant(), tenant());
+        let _: () = redis::cmd("HSET")
+            .arg(catalog.products(&stocked))
+            .arg("p-1")
+            .arg("{}")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let probing = |t: &TenantId| {
+            let (s, probe) = (&s, catalog.products(t));
+            let job = new_job(t, "enrich");
+            async move { s.create_probing(job, "w/1", &probe).await.unwrap() }
+        };
+        for (t, absent) in [(&empty, true), (&stocked, false)] {
+            let (made, probed) = probing(t).await;
+            let Created::Created(made, _) = made else {
+                panic!("created: {made:?}")
+            };
+            assert_eq!(made.status, Status::Running, "claimed at its create");
+            assert_eq!(probed, absent, "{t}: the products key absent");
+        }
+        let queued = tenant();
+        let mut behind = tenant();
+        while Group::of(&behind) != Group::of(&queued) {
+            behind = tenant();
+        }
+        created(&s, &queued, "enrich").await;
+        let (made, probed) = probing(&behind).await;
+        let Created::Created(made, _) = made else {
+            panic!("created: {made:?}")
+        };
+        assert_eq!(
+            made.status,
+            Status::Queued,
+            "a job waits in its group's queue"
+        );
+        assert!(!probed, "a job not claimed reads no probe");
+    }
+
     /// Lean jobs: a tenant's first ordered job stands in no lane while it is alone, and the
     /// tenant's next create puts it there first: the job created behind it waits for it, the
     /// one after waits for that one, and its end releases the next (the order holds as with
@@ -2524,8 +2573,9 @@ mod redis_only {
     /// create); nor the step `queued` (create.lua writes it when none is sent), nor the
     /// names of the four fields every job has (tenant, kind, creator and request come first,
     /// unnamed): the harness's create is one call of 27 arguments on a single Redis (no
-    /// `migrating` key: 28 with it, 34 before the last two, 36 before the first). A keyed
-    /// create sends both (the idempotency tests: replayed, key reused).
+    /// `migrating` key: 28 with it, 34 before the last two, 36 before the first; an enrich's
+    /// claim 28, the key it probes). A keyed create sends both (the idempotency tests:
+    /// replayed, key reused).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lean_a_create_without_an_idempotency_key_sends_no_key_and_no_fingerprint() {
         let (redis, s, _) = drained().await;

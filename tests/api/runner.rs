@@ -40,6 +40,7 @@ fn a_job_function_gives_the_same_report_without_a_callback() {
             claim: 1,
         },
         fence: std::sync::Arc::new(catalog_jobs::jobs::fence::Unfenced),
+        probed_absent: false,
     };
     let seen = std::sync::Mutex::new(Vec::new());
     let record = |p: u8, _: &str| seen.lock().unwrap().push(p);

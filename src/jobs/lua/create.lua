@@ -8,22 +8,25 @@
 --    retries one, in_order when it runs in its tenant's order, pipeline when it is a step,
 --    steps when it is a pipeline);
 --    then creates per minute (0: no limit), worker to claim a lone job for ('' for none:
---    queue it), and with an idempotency key only, the key and the params fingerprint (a
---    create without one sends neither: two arguments less). The first job is the one the
---    request named: the key, the count and the answer are its.
+--    queue it), the key its claim probes when it has one (see Returns; the arguments after
+--    the worker are then odd in number), and with an idempotency key only, the key and the
+--    params fingerprint (a create without one sends neither: two arguments less). The first job is the one the request named: the
+--    key, the count and the answer are its.
 -- KEYS (after the group's keys): the tenant's listing, its idempotency key and set of them (a
 -- keyed create), its lane (an ordered job), the group's waiting set, lease index, index of
 -- everyone's jobs and tenant picker, this hour's stats bucket, the job it retries, and for
--- each new job its record and lock; and what the step learns as it runs, from a `stale`
--- answer: a lock's holder (and, taken over, what its end touches), the jobs in the lane, the
--- jobs the listing's cap trims, the spent idempotency keys it drops.
+-- each new job its record and lock, and the key a claim probes; and what the step learns as
+-- it runs, from a `stale` answer: a lock's holder (and, taken over, what its end touches), the
+-- jobs in the lane, the jobs the listing's cap trims, the spent idempotency keys it drops.
 -- Returns, once created, {code, now_ms, ahead_id, ahead_kind, taken_over_id...}: code
 -- 'queued' created and queued (a pipeline: its steps queued or waiting), 'claimed' created and
 -- claimed for the worker (claim 1, attempt 1) because no job waited ahead of it, or 'waiting'
 -- for its tenant's job ahead of it (ahead_id and ahead_kind are '' otherwise); then the stale
 -- holders it took over (each ended lost here, with its pipeline). A job claimed or queued that
 -- took none over is answered now_ms alone: an integer when claimed, a string when queued
--- (`created` in walks.lua). Else {'held', holder_id}
+-- (`created` in walks.lua); claimed, its negative when the key its claim probes does not
+-- exist (read in this step: what the job's quick answer would read first, when it starts,
+-- which a job claimed here does now). Else {'held', holder_id}
 -- an active holder keeps a lock;
 -- {'queue_full', ''}; {'replayed', job_id} the key was recorded with this job and these
 -- parameters (a retry); {'key_reused', job_id} the key was recorded with other parameters;
@@ -43,7 +46,8 @@ for n = 1, A[at] + 0 do
   jobs[n] = {id = A[i], job = job}
   i = after
 end
-local limit, worker, idem_key, fingerprint = A[i] + 0, A[i + 1], nil, nil
+local limit, worker, probe, idem_key, fingerprint = A[i] + 0, A[i + 1], '', nil, nil
+if (last - i) % 2 == 0 then probe, i = A[i + 2], i + 1 end
 if i + 3 <= last then idem_key, fingerprint = A[i + 2], A[i + 3] end
 local first = jobs[1]
 local tenant = first.job.tenant
@@ -196,5 +200,9 @@ if idem then
 end
 if limit > 0 and count == 0 then drop_old_counts(tenant, window, fresh) end
 if first_ahead then return created('waiting', now, stale, first_ahead, first_kind) end
-if claimed then return created('claimed', now, stale) end
+if claimed then
+  -- Only the usual answer (none taken over) carries it: a quick answer reads it itself else.
+  local absent = #stale == 0 and probe ~= '' and redis.call('EXISTS', key(probe)) == 0
+  return created('claimed', absent and -now or now, stale)
+end
 return created('queued', now, stale)

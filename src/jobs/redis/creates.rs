@@ -27,7 +27,8 @@ enum Made {
 /// How the job the request named was created, at the store's time.
 enum New {
     Queued(u64),
-    Claimed(u64),
+    /// Claimed, and whether the key its claim probed does not exist.
+    Claimed(u64, bool),
     /// Waiting for its tenant's job ahead of it (its id and kind).
     Waiting(u64, JobId, Kind),
 }
@@ -47,27 +48,35 @@ fn created_fields(job: &NewJob) -> Pairs {
 }
 
 impl RedisStore {
-    /// create.lua for `worker` ("": queue the job; else claim it when nothing waits).
+    /// create.lua for `worker` ("": queue the job; else claim it when nothing waits), a claim
+    /// also reading whether `probe` exists (`JobStore::create_probing`): true when the job was
+    /// claimed and the key is not there.
     pub(super) async fn create_for(
         &self,
         mut job: NewJob,
         worker: &str,
-    ) -> Result<Created, StoreError> {
+        probe: Option<&str>,
+    ) -> Result<(Created, bool), StoreError> {
         let fields = created_fields(&job);
-        let (made, took_over) = match self.create_jobs(&job, vec![(&job, fields)], worker).await? {
-            Made::Refused(answer) => return Ok(answer),
+        let jobs = vec![(&job, fields)];
+        let (made, took_over) = match self.create_jobs(&job, jobs, (worker, probe)).await? {
+            Made::Refused(answer) => return Ok((answer, false)),
             Made::Created(made, took_over) => (made, took_over),
         };
         let max = self.settings.max_attempts;
+        let mut absent = false;
         let record = match made {
-            New::Claimed(now) => job.into_claimed_record(worker, now, max),
+            New::Claimed(now, probed_absent) => {
+                absent = probed_absent;
+                job.into_claimed_record(worker, now, max)
+            }
             New::Queued(now) => {
                 let step = std::mem::take(&mut job.step);
                 job.into_record(Status::Queued, 0, &step, now, now, max)
             }
             New::Waiting(now, ahead, kind) => job.waiting_record(now, ahead, &kind, max),
         };
-        Ok(Created::Created(Box::new(record), took_over))
+        Ok((Created::Created(Box::new(record), took_over), absent))
     }
 
     /// create.lua for a pipeline and its steps, in one step; answers the pipeline as it reads
@@ -84,7 +93,7 @@ impl RedisStore {
         for (step, _) in &pipeline.steps {
             jobs.push((step, created_fields(step)));
         }
-        match self.create_jobs(&pipeline.job, jobs, "").await? {
+        match self.create_jobs(&pipeline.job, jobs, ("", None)).await? {
             Made::Refused(answer) => Ok(answer),
             Made::Created(_, took_over) => self
                 .read_job(&pipeline.job.id)
@@ -96,25 +105,18 @@ impl RedisStore {
 
     /// Runs create.lua for `jobs` (each its id and fields; the first is `first`, the job the
     /// request named: its idempotency key, count and answer), claiming a lone job for `worker`
-    /// when nothing waits ahead of it.
+    /// when nothing waits ahead of it, and then reading whether `probe` exists.
     async fn create_jobs(
         &self,
         first: &NewJob,
         jobs: Vec<(&NewJob, Pairs)>,
-        worker: &str,
+        (worker, probe): (&str, Option<&str>),
     ) -> Result<Made, StoreError> {
         let group = Group::of(&first.tenant);
-        let declared = self.creating(group, first, jobs.iter().map(|(job, _)| *job));
-        let mut args = scripts::Call::arguments();
-        args.arg(jobs.len());
-        for (job, fields) in &jobs {
-            args.arg(job.id.to_string());
-            fields.append_origin_to(job, &mut args);
-        }
-        args.arg(self.settings.creates_per_minute).arg(worker);
-        // Only a keyed create sends its key and the fingerprint it is checked against.
-        if let Some(key) = &first.idempotency_key {
-            args.arg(key).arg(params_fingerprint(&first.params));
+        let mut declared = self.creating(group, first, jobs.iter().map(|(job, _)| *job));
+        let args = self.create_arguments(first, &jobs, worker, probe);
+        if let Some(probe) = probe.filter(|_| !worker.is_empty()) {
+            declared.push(probe.to_owned());
         }
         let answer = self.create_declaring(group, declared, args).await?;
         let at = |i: usize, what: &str| {
@@ -150,7 +152,8 @@ impl RedisStore {
                     .await?;
                 let now = number(1, "time")?;
                 let new = match code {
-                    CreateCode::Claimed => New::Claimed(now),
+                    CreateCode::Claimed => New::Claimed(now, false),
+                    CreateCode::ClaimedAbsent => New::Claimed(now, true),
                     CreateCode::Waiting => {
                         let kind = Kind::parse(at(3, "kind")?)
                             .map_err(|_| StoreError::Corrupt("create named no kind".into()))?;
@@ -171,6 +174,32 @@ impl RedisStore {
             }
         };
         Ok(Made::Refused(refused))
+    }
+
+    /// create.lua's arguments for `jobs` (see its header).
+    fn create_arguments(
+        &self,
+        first: &NewJob,
+        jobs: &[(&NewJob, Pairs)],
+        worker: &str,
+        probe: Option<&str>,
+    ) -> scripts::Call {
+        let mut args = scripts::Call::arguments();
+        args.arg(jobs.len());
+        for (job, fields) in jobs {
+            args.arg(job.id.to_string());
+            fields.append_origin_to(job, &mut args);
+        }
+        args.arg(self.settings.creates_per_minute).arg(worker);
+        // Only a claim that probes a key sends it (create.lua tells it by the count).
+        if let Some(probe) = probe.filter(|_| !worker.is_empty()) {
+            args.arg(probe);
+        }
+        // Only a keyed create sends its key and the fingerprint it is checked against.
+        if let Some(key) = &first.idempotency_key {
+            args.arg(key).arg(params_fingerprint(&first.params));
+        }
+        args
     }
 
     /// Runs one create's call (`commit.rs`) naming `declared` (after its group's two keys)
@@ -211,10 +240,15 @@ impl RedisStore {
 
 /// create.lua's usual answer, a job claimed or queued that took no stale holder over: its
 /// time alone, no table (`created` in lua/walks.lua: Redis replies a table ~7,000
-/// instructions dearer), an integer when it was claimed, a string when it was queued. Read as
-/// the table it stands for, {code, now}; none for any other answer.
+/// instructions dearer), an integer when it was claimed (negative: the key its claim probed
+/// does not exist), a string when it was queued. Read as the table it stands for, {code,
+/// now}; none for any other answer.
 fn usual_answer(answer: &redis::Value) -> Option<Result<Vec<String>, StoreError>> {
     let read = match answer {
+        redis::Value::Int(now) if *now < 0 => Ok(vec![
+            "claimed_absent".to_owned(),
+            now.unsigned_abs().to_string(),
+        ]),
         redis::Value::Int(now) => Ok(vec!["claimed".to_owned(), now.to_string()]),
         redis::Value::BulkString(now) => match std::str::from_utf8(now) {
             Ok(now) => Ok(vec!["queued".to_owned(), now.to_owned()]),

@@ -296,7 +296,7 @@ impl JobStore for RedisStore {
     fn create(&self, job: NewJob) -> BoxFuture<'_, Result<Created, StoreError>> {
         Box::pin(async move {
             self.replicas_enough().await?;
-            self.create_for(job, "").await
+            Ok(self.create_for(job, "", None).await?.0)
         })
     }
 
@@ -307,7 +307,19 @@ impl JobStore for RedisStore {
     ) -> BoxFuture<'a, Result<Created, StoreError>> {
         Box::pin(async move {
             self.replicas_enough().await?;
-            self.create_for(job, worker).await
+            Ok(self.create_for(job, worker, None).await?.0)
+        })
+    }
+
+    fn create_probing<'a>(
+        &'a self,
+        job: NewJob,
+        worker: &'a str,
+        probe: &'a str,
+    ) -> BoxFuture<'a, Result<(Created, bool), StoreError>> {
+        Box::pin(async move {
+            self.replicas_enough().await?;
+            self.create_for(job, worker, Some(probe)).await
         })
     }
 

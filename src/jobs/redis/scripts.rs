@@ -398,6 +398,8 @@ codes! {
     CreateCode {
         Queued = "queued",
         Claimed = "claimed",
+        // Claimed, and the key its claim probed does not exist (`creates::usual_answer`).
+        ClaimedAbsent = "claimed_absent",
         Waiting = "waiting",
         Held = "held",
         QueueFull = "queue_full",

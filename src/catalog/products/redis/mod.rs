@@ -227,12 +227,17 @@ impl RedisCatalog {
         }
     }
 
+    /// The key that exists exactly while the tenant holds a product.
+    pub fn products_key(&self, tenant: &TenantId) -> String {
+        self.keys.products(tenant)
+    }
+
     /// Whether the tenant holds no product: asked on the runtime's connection, blocking no
     /// thread (what `catalog::RuntimeReads` answers).
     pub async fn holds_no_products(&self, tenant: &TenantId) -> Result<bool, CatalogStoreError> {
         // One command built in place, sized for its two arguments (`redis::cmd(..).arg(..)`
         // grows its buffers and leaves a copy to make).
-        let key = self.keys.products(tenant);
+        let key = self.products_key(tenant);
         let mut exists = redis::Cmd::with_capacity(2, "EXISTS".len() + key.len());
         exists.arg("EXISTS").arg(key);
         let answer = tokio::time::timeout(IO_TIMEOUT, async {

@@ -44,7 +44,7 @@ if from ~= '' then
 end
 local hkey = k_job(id)
 local code, st = run_state(hkey, claim,
-  outcome.status == 'done' and DONE_FIELDS or FINISH_FIELDS)
+  outcome.status == 'done' and FINISH_FIELDS.done or FINISH_FIELDS.any)
 if code ~= 'missing' and code ~= 'held' then return code end
 st.tenant, st.kind, st.created_ms = tenant, kind, created_ms
 if pipeline ~= '' then st.pipeline = pipeline end

@@ -18,6 +18,9 @@ instructions a job after a warm-up.
                                           # `creates` calls (jobs/redis/commit.rs) where the
                                           # revision has them, else create.lua wrapped to take
                                           # several (`batched`: a measurement, not a protocol)
+    FBATCH=1,4,8 scripts/lua_cost.py .    # and N finishes (claiming nothing) of one slot
+                                          # group's jobs, 1, 4 and 8 a call: the service's
+                                          # `finish` and `finishes` calls, where it has them
 
 
 The library is assembled as jobs/redis/scripts.rs assembles it (record, prelude, order, then
@@ -72,6 +75,7 @@ def functions(rev: str) -> list:
     found = re.findall(r'^\s+[A-Z_]+ = "(\w+)", (true|false);$', listed, re.M)
     # Where create.lua is the library's `create_one` (CREATE_ONE), it is not in the list.
     create = ["create"] if real_creates(rev) else []
+    create += ["finish"] if real_finishes(rev) else []
     if found:
         return [(script, guarded == "true") for script, guarded in found]
     # Every script guarded (its begin builds the declared set), or none.
@@ -91,6 +95,15 @@ def real_creates(rev: str) -> bool:
         return False
 
 
+def real_finishes(rev: str) -> bool:
+    """Whether the revision's library holds finish.lua as `finish_one`, run by `finish` once
+    and by `finishes` (lua/finishes.lua: the service's group commit) once a request."""
+    try:
+        return "FINISH_ONE" in source(rev, "src/jobs/redis/scripts.rs")
+    except (OSError, subprocess.CalledProcessError):
+        return False
+
+
 def library(rev: str, name: str) -> str:
     # walks.lua (the create's and the finish's reach, made once at load) where it has one.
     heads = ["record", "prelude", "order"]
@@ -104,6 +117,10 @@ def library(rev: str, name: str) -> str:
     if real:
         head += (f"\nlocal function create_one(at, last)\n"
                  f"{source(rev, 'src/jobs/lua/create.lua')}\nend\n")
+    finishes = real_finishes(rev)
+    if finishes:
+        head += (f"\nlocal function finish_one()\n"
+                 f"{source(rev, 'src/jobs/lua/finish.lua')}\nend\n")
     code = f"#!lua name={name}\n{head}\n"
     for script, guarded in functions(rev):
         begin = "begin(keys, args)" if grouped(rev) else "begin(args)"
@@ -112,11 +129,16 @@ def library(rev: str, name: str) -> str:
         body = source(rev, f"src/jobs/lua/{script}.lua")
         if real and script == "create":
             body = "return create_one(1, #A)"
+        if finishes and script == "finish":
+            body = "return finish_one()"
         code += (f"redis.register_function('{name}_{script}', function(keys, args)\n"
                  f"{begin}\n{body}\nend)\n")
         if real and script == "create":
             code += (f"redis.register_function('{name}_creates', function(keys, args)\n"
                      f"{begin}\n{source(rev, 'src/jobs/lua/creates.lua')}\nend)\n")
+        elif finishes and script == "finish":
+            code += (f"redis.register_function('{name}_finishes', function(keys, args)\n"
+                     f"{begin}\n{source(rev, 'src/jobs/lua/finishes.lua')}\nend)\n")
         elif script == "create" and os.environ.get("BATCH"):
             code += (f"redis.register_function('{name}_batch', function(keys, args)\n"
                      f"{begin}\n{batched(rev)}\nend)\n")
@@ -322,6 +344,13 @@ def finish(lib: str, layout: Layout, job: str, tenant: str, heads: list = (),
     claims the worker's next job when `claim`, by default as the revision's service would for
     a harness job (whose queue is empty and unmarked)."""
     numkeys, *keys = layout.finish_keys(job, tenant)
+    return encode("FCALL", f"{lib}_finish", numkeys + len(heads), *keys, *heads, *layout.settings,
+                  *finish_args(layout, job, tenant, claim), *layout.tail)
+
+
+def finish_args(layout: Layout, job: str, tenant: str, claim: bool = None) -> list:
+    """A finish's own arguments, as the revision's service sends them (the call's keys and
+    settings apart)."""
     fields = [] if layout.finish_bare else origin(tenant) + ["created_ms", "1796207731031"]
     step = [] if layout.done_step_implied else ["step", "finished"]
     status = [] if layout.done_status_implied else ["status", "done"]
@@ -332,10 +361,8 @@ def finish(lib: str, layout: Layout, job: str, tenant: str, heads: list = (),
     held = [tenant, "enrich", int(time.time() * 1000), ""] if layout.finish_holds else []
     claim = layout.claims_unmarked if claim is None else claim
     claims = [WORKER, *RUNS] if claim else ([] if layout.finish_claimless else ["", ""])
-    return encode("FCALL", f"{lib}_finish", numkeys + len(heads), *keys, *heads, *layout.settings,
-                  job, 1, 100,
-                  len(fields) // 2, *fields, len(outcome) // 2, *outcome, *held,
-                  *([""] if layout.finish_from else []), *claims, *layout.tail)
+    return [job, 1, 100, len(fields) // 2, *fields, len(outcome) // 2, *outcome, *held,
+            *([""] if layout.finish_from else []), *claims]
 
 
 def code(answer) -> bytes:
@@ -480,6 +507,46 @@ def batches(r: Redis, lib: str, layout: Layout, n: int, pid: int, sizes: list, p
     return out
 
 
+def finish_batches(r: Redis, lib: str, layout: Layout, n: int, pid: int, sizes: list,
+                   part: int) -> list:
+    """n finishes claiming nothing (each of a job of its own tenant, all of one slot group,
+    claimed at its create) for each batch size: size requests a call of the service's
+    `finishes` (one a call: `finish`). Answers each size and the number of its dump."""
+    in_group = (t for t in (f"lc-fbatch-{i}" for i in range(10 ** 9)) if layout.group(t) == 2)
+    out = []
+    for size in sizes:
+        jobs = [(layout.job_id(t), t) for t in itertools.islice(in_group, n)]
+        for start in range(0, n, PIPELINED):
+            calls = [create(lib, layout, j, t) for j, t in jobs[start:start + PIPELINED]]
+            if any(code(a) != b"claimed" for a in r.pipe(calls)):
+                raise SystemExit("a create for the finishes was not claimed")
+        calls = []
+        for start in range(0, n, size):
+            if size == 1:
+                calls.append(finish(lib, layout, *jobs[start], claim=False))
+                continue
+            # The service's own call (jobs/redis/commit.rs): every request's keys, each once,
+            # then each request's group's queue and its arguments.
+            keys, args = [], [min(size, n - start)]
+            for job, tenant in jobs[start:start + size]:
+                own = finish_args(layout, job, tenant, claim=False)
+                named = layout.finish_keys(job, tenant)[1:]
+                keys += [k for k in named if k not in keys]
+                args += [named[0], len(own), *own]
+            calls.append(encode("FCALL", f"{lib}_finishes", len(keys), *keys, *layout.settings,
+                                *args, *layout.tail))
+        subprocess.run(["callgrind_control", "-z", str(pid)], stdout=subprocess.DEVNULL)
+        for start in range(0, len(calls), PIPELINED):
+            for answer in r.pipe(calls[start:start + PIPELINED]):
+                answers = [answer] if size == 1 else answer
+                if isinstance(answer, Exception) or any(code(a) != b"applied" for a in answers):
+                    raise SystemExit(f"a batched finish answered {answer}")
+        subprocess.run(["callgrind_control", "-d", str(pid)], stdout=subprocess.DEVNULL)
+        out.append((f"finish ({size} a call)", part))
+        part += 1
+    return out
+
+
 def instructions(dump: str) -> int:
     with open(dump) as f:
         return next(int(line.split()[1]) for line in f if line.startswith("summary:"))
@@ -523,6 +590,9 @@ def main() -> None:
         if os.environ.get("BATCH"):
             sizes = [int(size) for size in os.environ["BATCH"].split(",")]
             phases += batches(r, "cost", layout, n, server.pid, sizes, len(phases) + 2)
+        if os.environ.get("FBATCH"):
+            sizes = [int(size) for size in os.environ["FBATCH"].split(",")]
+            phases += finish_batches(r, "cost", layout, n, server.pid, sizes, len(phases) + 2)
     finally:
         server.terminate()
         server.wait()

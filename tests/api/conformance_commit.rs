@@ -1,7 +1,8 @@
-//! Group commit of creates (issue 20): a process's creates that arrive while its last create
-//! call is in flight go as one call (`creates`, lua/creates.lua), each answered as a call of
-//! its own would answer it, in order; one request's refusal or error changes nothing for it
-//! and leaves the others created.
+//! Group commit of creates and finishes (issue 20): a process's creates that arrive while its
+//! create calls are in flight go as one call (`creates`, lua/creates.lua), each answered as a
+//! call of its own would answer it, in order; one request's refusal or error changes nothing
+//! for it and leaves the others created. Finishes that claim nothing go so too (`finishes`,
+//! lua/finishes.lua).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,14 +12,15 @@ use catalog_jobs::jobs::redis::record::Pairs;
 use catalog_jobs::jobs::redis::scripts::{self, Call, Route};
 use catalog_jobs::jobs::redis::RedisStore;
 use catalog_jobs::jobs::store::{
-    params_fingerprint, Created, JobStore, NewJob, StoreError, StoreSettings,
+    params_fingerprint, Created, Finish, JobStore, NewJob, Outcome, StoreError, StoreSettings,
 };
 use catalog_jobs::jobs::{Kind, Status, TenantId};
 use futures_util::future::join_all;
+use serde_json::json;
 
 use crate::helpers::{
-    clear_of_a_minute_edge, command_counts, config_set, create, created, eventually, new_job,
-    settings, tenant, tenant_beside, RedisServer,
+    clear_of_a_minute_edge, command_counts, config_set, create, created, eventually, finish,
+    new_job, settings, start, tenant, tenant_beside, RedisServer,
 };
 
 /// Two creates of each test kind (`sync`, `enrich`) for each of `tenants`: the second round
@@ -498,4 +500,67 @@ async fn a_call_of_several_creates_reads_its_groups_queue_length_once() {
         .unwrap();
     let ids: Vec<String> = jobs.iter().map(|job| job.id.to_string()).collect();
     assert_eq!(queue, ids);
+}
+
+/// Finishes that claim nothing, sent while their lane's calls are in flight, go as one
+/// `finishes` call (lua/finishes.lua), each answered as its own call would answer it. Twelve
+/// runs' finishes sent while Redis is paused, one by a run fenced off (its claim is not the
+/// job's) and one of a job whose record the store lost: the fenced one answers `Fenced` and
+/// changes nothing, the lost record is written back done (its batched step answered `missing`,
+/// having written nothing, and went again alone with the job's fields), every other job reads
+/// done, and Redis ran a `finishes` call and fewer finish calls than there were finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_finishes_go_in_fewer_calls_and_a_fenced_or_lost_one_fails_none() {
+    let redis = RedisServer::start(false);
+    let store = RedisStore::open(&redis.url(), settings()).unwrap();
+    let s: Arc<dyn JobStore> = Arc::new(store.clone());
+    let mut runs = Vec::new();
+    for _ in 0..12 {
+        let job = new_job(&tenant(), "sync");
+        let (created, run) = start(&*s, &job).await;
+        runs.push((job, created, run));
+    }
+    runs[0].2.claim += 1;
+    let mut conn = redis.connection().await;
+    let lost = &runs[1].0;
+    let _: () = redis::cmd("DEL")
+        .arg(store.keys().job(&lost.id))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    logged_and_paused(&mut conn, PAUSE_MS).await;
+    let finishes = runs.iter().cloned().map(|(job, created, run)| {
+        let s = s.clone();
+        tokio::spawn(
+            async move { finish(&*s, &job, &run, &created, Outcome::Done(json!({}))).await },
+        )
+    });
+    let answers: Vec<Finish> = join_all(finishes)
+        .await
+        .into_iter()
+        .map(|done| done.expect("the finish ran to its end"))
+        .collect();
+    assert_eq!(answers[0], Finish::Fenced, "{answers:?}");
+    assert!(
+        answers[1..].iter().all(|a| *a == Finish::Applied),
+        "{answers:?}"
+    );
+    assert_eq!(status(&store, &runs[0].0).await, Some(Status::Running));
+    for (job, _, _) in &runs[1..] {
+        assert_eq!(status(&store, job).await, Some(Status::Done), "{}", job.id);
+    }
+    let calls = function_calls(&mut conn).await;
+    let batched = calls
+        .iter()
+        .filter(|name| name.ends_with("_finishes"))
+        .count();
+    let alone = calls
+        .iter()
+        .filter(|name| name.ends_with("_finish"))
+        .count();
+    assert!(
+        batched >= 1 && batched + alone < runs.len(),
+        "{} finishes in fewer calls: {calls:?}",
+        runs.len()
+    );
 }

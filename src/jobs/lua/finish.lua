@@ -2,7 +2,10 @@
 -- when the worker that ran it is free for another, claim the next job for it in the same step
 -- (one script a job instead of two, and no wake-up), from the queue of the group the caller's
 -- round robin serves next: this call's own group, or on a single Redis (where every key is on
--- the one server) another group's, named by its queue.
+-- the one server) another group's, named by its queue. The library holds this body as
+-- `finish_one()` (jobs/redis/scripts.rs): the `finish` function runs it for its call,
+-- `finishes` (finishes.lua) for each request of a call of several that claim nothing, with
+-- `A` the request's own arguments and the call's one time (CALL_NOW).
 -- A: the run's job (see `run_args` in the prelude; its fields may be an empty list), then the
 --    outcome as a named list:
 --    status (failed|cancelled; none for done), step (none for done: it is `finished`), and result
@@ -51,7 +54,7 @@ if pipeline ~= '' then st.pipeline = pipeline end
 -- A call without the job's fields (the usual one) answers a missing record with `missing`,
 -- having written nothing: its caller calls again with them, to write the record back.
 if code == 'missing' and A[4] == '0' then return 'missing' end
-local now = now_ms()
+local now = CALL_NOW or now_ms()
 local fields = outcome
 local copy = code == 'missing' and run_job() or nil
 local missed = reach(reach_finish, copy, id, st, now)

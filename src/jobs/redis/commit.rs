@@ -1,16 +1,18 @@
-//! Group commit of creates: while `IN_FLIGHT_MAX` create calls of a lane are in flight, the
-//! creates that arrive meanwhile wait, and go as one call (`creates` in lua/creates.lua) when
-//! one returns, up to `BATCH_MAX` a call. A create that finds a call's place free goes at
-//! once, alone (`create`): batching adds no wait to a store that is not saturated, and Redis
-//! always has the next call queued behind the one it runs (with one call in flight it idled
-//! for each round trip: accepted creates fell from ~13,300/s to ~8,400/s in the harness).
-//! Each request is answered as a call of its own would answer it; one call's entry cost, TIME
-//! and wake-up are paid for the batch.
+//! Group commit of creates and of finishes: while `IN_FLIGHT_MAX` calls of a lane are in
+//! flight, the steps that arrive meanwhile wait, and go as one call (`creates` in
+//! lua/creates.lua, `finishes` in lua/finishes.lua) when one returns, up to `BATCH_MAX` a
+//! call. A step that finds a call's place free goes at once, alone (`create`, `finish`):
+//! batching adds no wait to a store that is not saturated, and Redis always has the next call
+//! queued behind the one it runs (with one call in flight it idled for each round trip:
+//! accepted creates fell from ~13,300/s to ~8,400/s in the harness). Each request is answered
+//! as a call of its own would answer it; one call's entry cost, TIME and wake-up are paid for
+//! the batch.
 //!
-//! A call's keys share one hash slot on a Redis Cluster, so there a batch holds the creates of
-//! one slot group (a lane a group); on a single Redis, one lane takes every group's. A call
-//! that fails (Redis out of reach, no answer in time) fails each of its creates as a lone
-//! call's failure would; the script ran whole or not at all.
+//! Creates and finishes wait in lanes of their own. A call's keys share one hash slot on a
+//! Redis Cluster, so there a batch holds the steps of one slot group (a lane a group); on a
+//! single Redis, one lane takes every group's. A call that fails (Redis out of reach, no
+//! answer in time) fails each of its steps as a lone call's failure would; the script ran
+//! whole or not at all.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,32 +24,51 @@ use super::super::store::StoreError;
 use super::scripts;
 use super::{bounded_on, store_error, RedisStore};
 
-/// The most creates one call carries: Redis's instructions a create fall ~12 % at 4 a call
+/// The most steps one call carries: Redis's instructions a create fall ~12 % at 4 a call
 /// and ~15 % at 8 against one a call, and rise again at 16 (scripts/lua_cost.py,
 /// docs/performance.md), while a bigger call holds Redis longer in one go.
 const BATCH_MAX: usize = 8;
 
-/// The most create calls of one lane in flight at once: enough that Redis runs the next while
+/// The most calls of one lane in flight at once: enough that Redis runs the next while
 /// this process reads one's answer and sends another, few enough that a burst still batches.
 const IN_FLIGHT_MAX: usize = 4;
 
-/// One create's call as it would go alone: its slot group, the keys it names after its
-/// group's two (`Route::declared`), and its own arguments (create.lua's header).
-pub(super) struct CreateCall {
+/// What a lane's calls run: creates (create.lua, creates.lua) or finishes that claim no next
+/// job (finish.lua, finishes.lua).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Step {
+    Create,
+    Finish,
+}
+
+impl Step {
+    /// The function a lone step's call runs, and the one that runs several.
+    fn functions(self) -> (&'static scripts::Function, &'static scripts::Function) {
+        match self {
+            Step::Create => (&scripts::CREATE, &scripts::CREATES),
+            Step::Finish => (&scripts::FINISH, &scripts::FINISHES),
+        }
+    }
+}
+
+/// One step's call as it would go alone: what it runs, its slot group, the keys it names
+/// after its group's two (`Route::declared`), and its own arguments (its script's header).
+pub(super) struct StepCall {
+    pub(super) step: Step,
     pub(super) group: Group,
     pub(super) declared: Arc<Vec<String>>,
     pub(super) args: Arc<scripts::Call>,
 }
 
-/// What create.lua answered a create (its answer, `stale` included), or why its call failed.
+/// What a step's script answered it (its answer, `stale` included), or why its call failed.
 type Answer = Result<redis::Value, StoreError>;
 
 struct Waiting {
-    call: CreateCall,
+    call: StepCall,
     answer: oneshot::Sender<Answer>,
 }
 
-/// A lane's creates: how many calls of it are in flight, and the creates waiting for the next.
+/// A lane's steps: how many calls of it are in flight, and the steps waiting for the next.
 #[derive(Default)]
 struct Lane {
     in_flight: usize,
@@ -55,15 +76,15 @@ struct Lane {
 }
 
 impl Lane {
-    /// The next batch: the oldest `BATCH_MAX` waiting creates.
+    /// The next batch: the oldest `BATCH_MAX` waiting steps.
     fn next(&mut self) -> Vec<Waiting> {
         let n = self.waiting.len().min(BATCH_MAX);
         self.waiting.drain(..n).collect()
     }
 }
 
-/// The creates waiting for a call, by lane: one a slot group (a cluster uses each; a single
-/// Redis only the first).
+/// The steps waiting for a call, by lane: creates' lanes, then finishes', one a slot group
+/// each (a cluster uses each; a single Redis only each step's first).
 pub(super) struct Commits {
     lanes: Vec<Mutex<Lane>>,
 }
@@ -71,7 +92,7 @@ pub(super) struct Commits {
 impl Default for Commits {
     fn default() -> Self {
         Self {
-            lanes: (0..GROUPS).map(|_| Mutex::default()).collect(),
+            lanes: (0..2 * GROUPS).map(|_| Mutex::default()).collect(),
         }
     }
 }
@@ -85,7 +106,7 @@ impl Commits {
 }
 
 /// Ends a lane's run of calls however its task ends: a task dropped mid-call (its runtime shut
-/// down) gives its place back, and when it was the lane's last the creates waiting then fail
+/// down) gives its place back, and when it was the lane's last the steps waiting then fail
 /// as unanswered, rather than wait for ever for a call no task will make.
 struct Draining<'a> {
     commits: &'a Commits,
@@ -105,8 +126,8 @@ impl Drop for Draining<'_> {
     }
 }
 
-/// A place of a lane that a lone create's call holds in its caller's task: given back when
-/// the call ends, or when the caller drops it mid-call. The creates that waited meanwhile then
+/// A place of a lane that a lone step's call holds in its caller's task: given back when
+/// the call ends, or when the caller drops it mid-call. The steps that waited meanwhile then
 /// go as the next call of a run of calls on a task of their own (failed as unanswered if no
 /// runtime is left to run it).
 struct Place<'a> {
@@ -151,13 +172,17 @@ impl Drop for Place<'_> {
 }
 
 impl RedisStore {
-    /// Runs one create's call: at once, in the caller's task, when fewer than `IN_FLIGHT_MAX`
-    /// create calls of its lane are in flight, else in the next call of its lane, with the
-    /// creates that waited beside it. Answers what create.lua answered it.
-    pub(super) async fn create_call(&self, call: CreateCall) -> Answer {
-        let at = match self.on_cluster() {
+    /// Runs one step's call: at once, in the caller's task, when fewer than `IN_FLIGHT_MAX`
+    /// calls of its lane are in flight, else in the next call of its lane, with the steps
+    /// that waited beside it. Answers what its script answered it.
+    pub(super) async fn step_call(&self, call: StepCall) -> Answer {
+        let group = match self.on_cluster() {
             true => call.group.index(),
             false => 0,
+        };
+        let at = match call.step {
+            Step::Create => group,
+            Step::Finish => GROUPS + group,
         };
         let (answered, first) = {
             let mut lane = self.commits.lane(at);
@@ -167,7 +192,7 @@ impl RedisStore {
             } else {
                 let (answer, answered) = oneshot::channel();
                 lane.waiting.push(Waiting { call, answer });
-                // A lane with room and creates waiting: its last run of calls ended mid-way.
+                // A lane with room and steps waiting: its last run of calls ended mid-way.
                 let first = (lane.in_flight < IN_FLIGHT_MAX).then(|| {
                     lane.in_flight += 1;
                     lane.next()
@@ -185,24 +210,24 @@ impl RedisStore {
         }
         answered.await.unwrap_or_else(|_| {
             Err(StoreError::Unavailable(
-                "the create's call ended unanswered".into(),
+                "the step's call ended unanswered".into(),
             ))
         })
     }
 
-    /// One create's call on a place of lane `at` it holds, made in the caller's task (no task,
-    /// channel or wake-up of its own); the place goes on to the creates that waited meanwhile
+    /// One step's call on a place of lane `at` it holds, made in the caller's task (no task,
+    /// channel or wake-up of its own); the place goes on to the steps that waited meanwhile
     /// as it ends, the call answered or the caller gone.
-    async fn call_alone(&self, at: usize, call: CreateCall) -> Answer {
+    async fn call_alone(&self, at: usize, call: StepCall) -> Answer {
         let mut place = Place {
             store: self,
             at,
             held: true,
         };
-        let answer = match self.send_creates(&[&call]).await {
+        let answer = match self.send_steps(&[&call]).await {
             Ok(mut answers) => answers
                 .pop()
-                .unwrap_or_else(|| Err(StoreError::Corrupt("create answered nothing".into()))),
+                .unwrap_or_else(|| Err(StoreError::Corrupt("a step answered nothing".into()))),
             Err(e) => Err(e),
         };
         place.give_back();
@@ -218,8 +243,8 @@ impl RedisStore {
             done: false,
         };
         loop {
-            let calls: Vec<&CreateCall> = batch.iter().map(|w| &w.call).collect();
-            match self.send_creates(&calls).await {
+            let calls: Vec<&StepCall> = batch.iter().map(|w| &w.call).collect();
+            match self.send_steps(&calls).await {
                 Ok(answers) => {
                     for (waiting, answer) in batch.into_iter().zip(answers) {
                         let _ = waiting.answer.send(answer);
@@ -241,22 +266,24 @@ impl RedisStore {
         }
     }
 
-    /// One call of `calls`: `create` for one, `creates` for several. Answers each its answer,
-    /// or the call's failure; a request whose step raised an error (`creates` answers it in
-    /// its place) is answered that error, as a call of its own would have failed.
-    async fn send_creates(&self, calls: &[&CreateCall]) -> Result<Vec<Answer>, StoreError> {
-        let (first, rest) = calls.split_first().expect("a batch holds a create");
+    /// One call of `calls` (of one step): `create` or `finish` for one, `creates` or
+    /// `finishes` for several. Answers each its answer, or the call's failure; a request whose
+    /// step raised an error (the call answers it in its place) is answered that error, as a
+    /// call of its own would have failed.
+    async fn send_steps(&self, calls: &[&StepCall]) -> Result<Vec<Answer>, StoreError> {
+        let (first, rest) = calls.split_first().expect("a batch holds a step");
+        let (one, many) = first.step.functions();
         let mut route = self.route(first.group);
         route.declared.clone_from(&*first.declared);
         let inv = match rest.is_empty() {
             true => {
-                let mut inv = scripts::invocation(&scripts::CREATE, &self.settings, route);
+                let mut inv = scripts::invocation(one, &self.settings, route);
                 for arg in first.args.each_argument() {
                     inv.arg(arg);
                 }
                 inv
             }
-            false => self.batch_invocation(route, calls),
+            false => self.batch_invocation(many, route, calls),
         };
         let mut conn = self.write_connection().await?;
         let answer: redis::Value = bounded_on(self.writer(), inv.invoke_async(&mut conn)).await?;
@@ -264,19 +291,25 @@ impl RedisStore {
             return Ok(vec![Ok(answer)]);
         }
         let answers: Vec<redis::Value> = redis::from_redis_value(answer)
-            .map_err(|e| StoreError::Corrupt(format!("creates answered no list: {e}")))?;
+            .map_err(|e| StoreError::Corrupt(format!("{} answered no list: {e}", many.name())))?;
         if answers.len() != calls.len() {
-            return Err(StoreError::Corrupt(
-                "creates answered a create short".into(),
-            ));
+            return Err(StoreError::Corrupt(format!(
+                "{} answered a request short",
+                many.name()
+            )));
         }
         Ok(answers.into_iter().map(step_failed).collect())
     }
 
-    /// A `creates` call of `calls`, along `route` (the first's): its KEYS every key a request
-    /// names, each once (its group's two, then its own), and for each request its group's
-    /// queue and its arguments (lua/creates.lua).
-    fn batch_invocation(&self, mut route: scripts::Route, calls: &[&CreateCall]) -> scripts::Call {
+    /// A call of `many` (`creates`, `finishes`) of `calls`, along `route` (the first's): its
+    /// KEYS every key a request names, each once (its group's two, then its own), and for
+    /// each request its group's queue and its arguments (lua/creates.lua, lua/finishes.lua).
+    fn batch_invocation(
+        &self,
+        many: &scripts::Function,
+        mut route: scripts::Route,
+        calls: &[&StepCall],
+    ) -> scripts::Call {
         let queues: Vec<String> = calls
             .iter()
             .map(|call| self.keys.queue(call.group))
@@ -307,7 +340,7 @@ impl RedisStore {
         // Each request's queue, its count and its arguments (`scripts::CALL_ARGS`, with a
         // queue key's room more).
         let mut inv = scripts::invocation_sized(
-            &scripts::CREATES,
+            many,
             &self.settings,
             route,
             1 + calls.len() * (2 + scripts::CALL_ARGS),
@@ -325,10 +358,10 @@ impl RedisStore {
     }
 }
 
-/// The bytes of a request's queue key and argument count in a `creates` call, with room.
+/// The bytes of a request's queue key and argument count in a call of several, with room.
 const QUEUE_ROOM: usize = 64;
 
-/// A request's answer in a `creates` call, or the error its step raised (`{'error', message}`)
+/// A request's answer in a call of several, or the error its step raised (`{'error', message}`)
 /// as the store reads a lone call's failure with it (`store_error`: a WRONGTYPE is `Refused`).
 fn step_failed(answer: redis::Value) -> Answer {
     let redis::Value::Array(words) = &answer else {

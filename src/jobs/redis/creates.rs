@@ -11,7 +11,7 @@ use super::super::pipeline;
 use super::super::runner::QUEUED_STEP;
 use super::super::store::{params_fingerprint, Created, NewJob, NewPipeline, StoreError};
 use super::super::{JobId, Kind, Status};
-use super::commit::CreateCall;
+use super::commit::{Step, StepCall};
 use super::declare::{read_unless_stale, stale_too_often, STALE_TRIES};
 use super::record::{Field, Pairs};
 use super::scripts::{self, CreateCode};
@@ -215,12 +215,13 @@ impl RedisStore {
         let args = Arc::new(args);
         let mut declared = Arc::new(declared);
         for _ in 0..STALE_TRIES {
-            let call = CreateCall {
+            let call = StepCall {
+                step: Step::Create,
                 group,
                 declared: declared.clone(),
                 args: args.clone(),
             };
-            let answer = self.create_call(call).await?;
+            let answer = self.step_call(call).await?;
             if let Some(usual) = usual_answer(&answer) {
                 return usual;
             }

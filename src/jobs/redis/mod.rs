@@ -103,7 +103,7 @@ pub struct RedisStore {
     /// Each group's ready queue's head as the last claim there answered it: the jobs whose
     /// records the next claim (or a finish that claims) names (`declare.rs`).
     heads: Arc<Mutex<Vec<Vec<JobId>>>>,
-    /// The creates waiting for this process's create call in flight (`commit.rs`).
+    /// The creates and finishes waiting for this process's calls in flight (`commit.rs`).
     commits: Arc<commit::Commits>,
 }
 

@@ -54,7 +54,6 @@ functions! {
     CLAIM = "claim",
     TICK = "tick",
     RENEW = "renew",
-    FINISH = "finish",
     RESTORE = "restore",
     RELEASE = "release",
     RECOVER = "recover",
@@ -71,10 +70,21 @@ const CREATE_ONE: &str = include_str!("../lua/create.lua");
 pub static CREATE: Function = Function::new("create");
 /// Several independent creates in one call (creates.lua).
 pub static CREATES: Function = Function::new("creates");
-/// The two create functions' bodies, registered like the scripts' (`BODIES`).
-const CREATE_BODIES: [(&str, &str); 2] = [
+/// finish.lua's body, which the library holds as the Lua function `finish_one()` (its
+/// request's arguments are `A`): the `finish` function runs it for its call, `finishes`
+/// (finishes.lua) for each request of its call, in turn, `A` each request's own.
+const FINISH_ONE: &str = include_str!("../lua/finish.lua");
+/// One finish (finish.lua's header says its arguments and answers).
+pub static FINISH: Function = Function::new("finish");
+/// Several independent finishes in one call (finishes.lua).
+pub static FINISHES: Function = Function::new("finishes");
+/// The functions made of a step's body held in the head, registered like the scripts'
+/// (`BODIES`).
+const STEP_BODIES: [(&str, &str); 4] = [
     ("create", "return create_one(1, #A)"),
     ("creates", include_str!("../lua/creates.lua")),
+    ("finish", "return finish_one()"),
+    ("finishes", include_str!("../lua/finishes.lua")),
 ];
 
 impl Function {
@@ -111,9 +121,9 @@ struct Library {
 
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let head = format!(
-        "{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n{WALKS}\nlocal function create_one(at, last)\n{CREATE_ONE}\nend\n"
+        "{RECORD_LUA}\n{PRELUDE}\n{ORDER}\n{WALKS}\nlocal function create_one(at, last)\n{CREATE_ONE}\nend\nlocal function finish_one()\n{FINISH_ONE}\nend\n"
     );
-    let bodies = || BODIES.iter().chain(&CREATE_BODIES);
+    let bodies = || BODIES.iter().chain(&STEP_BODIES);
     let mut source = head.clone();
     for &(script, body) in bodies() {
         source.push_str(script);

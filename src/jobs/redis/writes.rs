@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use futures_util::future::try_join_all;
 use serde_json::Value;
@@ -19,7 +20,8 @@ use super::super::store::{
 };
 use super::super::{worker_name, JobId, Kind, TenantId};
 use super::claims::claim_from;
-use super::declare::Facts;
+use super::commit::{Step, StepCall};
+use super::declare::{read_unless_stale, Facts};
 use super::record::{Field, Pairs};
 use super::scripts::{self, unexpected, Code};
 use super::RedisStore;
@@ -139,12 +141,27 @@ impl RedisStore {
             declared.extend(self.claim_keys(group, claim));
         }
         let mut conn = self.write_connection().await?;
+        // A finish that claims nothing goes in its lane's next call (`commit.rs`), beside the
+        // finishes sent meanwhile; one that met keys it did not name, or whose record is
+        // missing, wrote nothing and is made again alone.
+        let mut answer = match claim {
+            None => self
+                .finish_committed(group, &mut declared, end.of, end.percent, &ended)
+                .await
+                .transpose(),
+            Some(_) => None,
+        };
+        let missing = |answer: &Result<Vec<redis::Value>, StoreError>| matches!(answer.as_deref(), Ok([redis::Value::BulkString(w), ..]) if w == b"missing");
         // The job's own fields go only to a finish whose record is missing (it answers
         // `missing`, having written nothing), to write the record back.
-        let mut answer: Result<Vec<redis::Value>, _> = Err(StoreError::Unavailable(String::new()));
-        for whole in [false, true] {
+        let wholes: &[bool] = match &answer {
+            None => &[false, true],
+            Some(answered) if missing(answered) => &[true],
+            Some(_) => &[],
+        };
+        for &whole in wholes {
             let on = (self.writer(), &mut conn);
-            answer = self
+            let answered = self
                 .call_declaring_on(on, &scripts::FINISH, group, declared.clone(), |inv| {
                     scripts::append_run(inv, end.of, end.percent, whole);
                     ended.append_to(inv);
@@ -152,11 +169,13 @@ impl RedisStore {
                     self.claim_args(group, claim.as_ref(), inv);
                 })
                 .await;
-            if !matches!(answer.as_deref(), Ok([redis::Value::BulkString(w), ..]) if w == b"missing")
-            {
+            let done = !missing(&answered);
+            answer = Some(answered);
+            if done {
                 break;
             }
         }
+        let answer = answer.expect("a finish is called at least once");
         // A call that failed may or may not have claimed: its group's mark is set again.
         let (finish, claimed, head, released) =
             answer.and_then(finish_answer).inspect_err(|_| {
@@ -187,6 +206,31 @@ impl RedisStore {
                 .await?;
         }
         Ok((finish, next))
+    }
+
+    /// A finish that claims nothing (finish.lua, without the job's fields), in its lane's next
+    /// call (`Step::Finish`): its answer, or none when it answered `stale` (the names it met
+    /// are added to `declared`) and wrote nothing.
+    async fn finish_committed(
+        &self,
+        group: Group,
+        declared: &mut Vec<String>,
+        of: RunRef<'_>,
+        percent: u8,
+        ended: &Pairs,
+    ) -> Result<Option<Vec<redis::Value>>, StoreError> {
+        let mut args = scripts::Call::arguments();
+        scripts::append_run(&mut args, of, percent, false);
+        ended.append_to(&mut args);
+        held_fields(&mut args, of);
+        let call = StepCall {
+            step: Step::Finish,
+            group,
+            declared: Arc::new(declared.clone()),
+            args: Arc::new(args),
+        };
+        let answer = self.step_call(call).await?;
+        read_unless_stale(answer, declared).transpose()
     }
 
     pub(super) async fn expect_end_of(&self, id: &JobId) -> Result<(), StoreError> {

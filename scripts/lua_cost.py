@@ -538,7 +538,8 @@ def finish_batches(r: Redis, lib: str, layout: Layout, n: int, pid: int, sizes: 
         subprocess.run(["callgrind_control", "-z", str(pid)], stdout=subprocess.DEVNULL)
         for start in range(0, len(calls), PIPELINED):
             for answer in r.pipe(calls[start:start + PIPELINED]):
-                answers = [answer] if size == 1 else answer
+                # (A call whose every request was applied answers the word alone.)
+                answers = [answer] if size == 1 or isinstance(answer, bytes) else answer
                 if isinstance(answer, Exception) or any(code(a) != b"applied" for a in answers):
                     raise SystemExit(f"a batched finish answered {answer}")
         subprocess.run(["callgrind_control", "-d", str(pid)], stdout=subprocess.DEVNULL)

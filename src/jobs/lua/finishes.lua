@@ -12,7 +12,10 @@
 --    arguments as finish.lua takes them (the settings last, once for the call).
 -- Returns one answer a request, finish.lua's, in order; a request whose step raised an error
 -- answers {'error', message} (its own call would have failed with it), and the others go on.
-local answers, at, keys, all = {}, 2, KEYS_, A
+-- When every request answered the usual word, `applied`, the call answers that word alone
+-- (jobs/redis/commit.rs reads it as each request's): Redis turns a table into its reply for
+-- ~7,000 instructions more, which at 2 requests a call was the whole of what the call saved.
+local answers, at, keys, all, usual = {}, 2, KEYS_, A, true
 CALL_NOW = now_ms()
 for r = 1, all[1] + 0 do
   local queue, m = all[at], all[at + 1] + 0
@@ -26,7 +29,8 @@ for r = 1, all[1] + 0 do
     if not string.find(answer, '^%u+ ') then answer = 'ERR ' .. answer end
     answer = {'error', answer}
   end
-  answers[r] = answer
+  answers[r], usual = answer, usual and answer == 'applied'
   at = at + 2 + m
 end
+if usual then return 'applied' end
 return answers

@@ -162,6 +162,10 @@ pub fn queue_depth(kind: &str, waiting: u64) {
 pub struct RunMetrics;
 
 impl RunObserver for RunMetrics {
+    fn created(&self, kind: &Kind) {
+        job_created(kind.as_str());
+    }
+
     fn started(&self, kind: &Kind, waited: Duration) {
         let kind = kind.as_str();
         HISTOGRAMS

@@ -24,7 +24,7 @@ use super::jobs::Retry;
 use super::AppState;
 use crate::jobs::browse::{self, EVERYONE_CAP};
 use crate::jobs::store::{params_fingerprint, Created};
-use crate::jobs::{JobId, Snapshot, Status, TenantId};
+use crate::jobs::{JobId, Kind, Snapshot, Status, TenantId};
 use crate::metrics;
 use cancel::{cancel_one, Stopped};
 use pick::{CancelPick, RetryFilter, RetryPick};
@@ -476,21 +476,21 @@ async fn retry_one(
     Ok(BulkResult::done(id, BulkOutcome::Retried, Some(new_id)))
 }
 
-/// Creates a retry (a job, or a pipeline and its steps), counted as a start counts it.
+/// Creates a retry (a job, or a pipeline and its steps), counted as a start counts it: a
+/// job by the runner's create, a pipeline (itself and its steps) here.
 async fn create(app: &AppState, retry: Retry) -> Result<Created, ApiError> {
-    let (created, kinds) = match retry {
-        Retry::Job(job) => {
-            let kind = job.kind.clone();
-            (app.runner.create(job).await?, vec![kind])
-        }
+    let (created, pipeline_steps) = match retry {
+        Retry::Job(job) => (app.runner.create(job).await?, None),
         Retry::Pipeline(p) => {
-            let kinds = p.steps.iter().map(|(s, _)| s.kind.clone()).collect();
-            (app.store.create_pipeline(p).await?, kinds)
+            let steps: Vec<Kind> = p.steps.iter().map(|(s, _)| s.kind.clone()).collect();
+            (app.store.create_pipeline(p).await?, Some(steps))
         }
     };
     match &created {
-        Created::Created(_, took_over) => {
-            kinds.iter().for_each(|k| metrics::job_created(k.as_str()));
+        Created::Created(snapshot, took_over) => {
+            if let Some(steps) = &pipeline_steps {
+                super::catalog::count_pipeline_created(&snapshot.kind, steps);
+            }
             super::jobs::count_taken_over(app, took_over).await;
         }
         Created::AlreadyRunning(_) => metrics::job_refused("already_running"),

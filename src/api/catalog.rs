@@ -161,12 +161,18 @@ pub(crate) async fn launch_pipeline(
     let joining = joining(on_conflict, &pipeline.job.params);
     let kinds: Vec<Kind> = pipeline.steps.iter().map(|(s, _)| s.kind.clone()).collect();
     let created = app.store.create_pipeline(pipeline).await?;
-    if matches!(created, Created::Created(..)) {
-        for kind in &kinds {
-            metrics::job_created(kind.as_str());
-        }
+    if let Created::Created(snapshot, _) = &created {
+        count_pipeline_created(&snapshot.kind, &kinds);
     }
     respond(app, created, joining.as_ref(), wait).await
+}
+
+/// Counts a created pipeline: itself, and its steps as jobs of their kinds. (A job is
+/// counted by the runner's create, which made it.)
+pub(crate) fn count_pipeline_created(pipeline: &Kind, steps: &[Kind]) {
+    for kind in steps.iter().chain([pipeline]) {
+        metrics::job_created(kind.as_str());
+    }
 }
 
 /// The parameters a start joins an active job with (`on_conflict=join`), else None: a copy
@@ -197,7 +203,8 @@ async fn respond(
 ) -> Result<Response, ApiError> {
     let snapshot = match created {
         Created::Created(snapshot, took_over) => {
-            metrics::job_created(snapshot.kind.as_str());
+            // Counted where it was made: the runner's create (`RunObserver::created`), a
+            // pipeline's in `launch_pipeline`.
             super::jobs::count_taken_over(app, &took_over).await;
             *snapshot
         }

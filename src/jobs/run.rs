@@ -40,6 +40,9 @@ const EARLY_CANCEL_MEMORY: Duration = Duration::from_secs(10);
 /// What the runs tell whoever observes the runner (the metrics, wired at start-up). Each
 /// call is cheap, never blocks and cannot fail the run; by default nothing is observed.
 pub trait RunObserver: Send + Sync {
+    /// A job was created, counted once the store answered, whether or not the request that
+    /// asked for it still waits (a client that hung up on its POST still made a job).
+    fn created(&self, _kind: &Kind) {}
     /// A claimed job starts on a worker, `waited` after its creation (the store's clock to
     /// this host's).
     fn started(&self, _kind: &Kind, _waited: Duration) {}
@@ -106,7 +109,7 @@ pub(super) struct Runs {
     early_cancels: Mutex<HashMap<JobId, Instant>>,
     /// `wait=true` requests, woken when their job ends.
     pub(super) waiters: Waiters,
-    observer: Arc<dyn RunObserver>,
+    pub(super) observer: Arc<dyn RunObserver>,
     /// This process, as claims name it, and the kinds it claims: named once, not at each
     /// finish that claims the next job.
     worker: String,

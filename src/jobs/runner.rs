@@ -193,14 +193,17 @@ impl Runner {
     /// claim the store made left unstarted, which would read `running` with no run anywhere
     /// until its lease ran out and recovery queued it again. (A task for every create cost
     /// the service a spawn, a wake-up and a join a create.)
+    /// Either way the create goes on to the store's answer if the request is dropped, and
+    /// a created job is counted there (`RunObserver::created`), never by its caller.
     pub async fn create(&self, job: NewJob) -> Result<Created, StoreError> {
-        let runs = &self.runs;
-        let seat = match runs.seats.take(&job.kind) {
-            Some(seat) if !runs.closing.is_cancelled() => seat,
-            _ => return runs.store.create(job).await,
-        };
-        let (runs, worker) = (runs.clone(), self.worker.clone());
-        Detached::new(create_claimed(runs, job, worker, seat)).await
+        let runs = self.runs.clone();
+        match runs.seats.take(&job.kind) {
+            Some(seat) if !runs.closing.is_cancelled() => {
+                let worker = self.worker.clone();
+                Detached::new(create_claimed(runs, job, worker, seat)).await
+            }
+            _ => Detached::new(create_queued(runs, job)).await,
+        }
     }
 
     /// Resolves with the job once it has ended, wherever it ran: woken by the job's end
@@ -372,6 +375,20 @@ where
 
 /// `Runner::create` with a seat taken: the store creates the job and hands it to `worker` in
 /// the same step when nothing waits ahead of it, and it starts on `seat` at once.
+/// A create with no seat here: the store queues the job for any replica's dispatcher.
+async fn create_queued(runs: Arc<Runs>, job: NewJob) -> Result<Created, StoreError> {
+    let created = runs.store.create(job).await?;
+    count_created(&runs, &created);
+    Ok(created)
+}
+
+/// Tells the observer of a job the store created.
+fn count_created(runs: &Runs, created: &Created) {
+    if let Created::Created(snapshot, _) = created {
+        runs.observer.created(&snapshot.kind);
+    }
+}
+
 async fn create_claimed(
     runs: Arc<Runs>,
     job: NewJob,
@@ -388,6 +405,7 @@ async fn create_claimed(
             false,
         ),
     };
+    count_created(&runs, &created);
     match created {
         Created::Created(claimed, took_over) if claimed.status == Status::Running => {
             let created_at = claimed.created_at;

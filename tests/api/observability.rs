@@ -9,7 +9,7 @@ use catalog_jobs::metrics::ALL;
 use serde_json::Value;
 
 use crate::helpers::{
-    eventually, metrics_text, parse_exposition, scrape, scrape_until,
+    counted_once, eventually, metrics_text, parse_exposition, scrape, scrape_until,
     service_with_an_unreachable_feed, started_id, unique, value, HeldFeeds, Sample, Service,
 };
 
@@ -379,6 +379,60 @@ async fn a_job_cancelled_while_queued_ends_at_once_and_is_counted_once() {
     feeds.release("m2");
     svc.wait_for_status(&running, "done").await;
     assert_no_label_names(&svc, &tenant, &running).await;
+}
+
+/// How long Redis holds every write in the test of a create whose client hung up: long
+/// beyond the client's patience, short against the service's store timeout.
+const WRITES_HELD_MS: u64 = 1_500;
+/// How long that client waits for its 202.
+const CLIENT_PATIENCE: Duration = Duration::from_millis(300);
+
+/// A client that hangs up on its POST while Redis holds the create still made a job: the job
+/// is counted when the store answers, once, not when the 202 is written (which nobody reads).
+#[tokio::test]
+async fn a_job_whose_client_hung_up_on_its_post_is_counted_created_once() {
+    let redis = crate::helpers::RedisServer::start(false);
+    let svc = Service::on(&redis).start().await;
+    let tenant = unique("hung-up");
+    let before = scrape(&metrics_text(&svc).await);
+    let mut conn = redis.connection().await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(WRITES_HELD_MS)
+        .arg("WRITE")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let impatient = reqwest::Client::builder()
+        .timeout(CLIENT_PATIENCE)
+        .build()
+        .unwrap();
+    let post = impatient
+        .post(svc.url(&format!("/catalog/enrich?tenant_id={tenant}")))
+        .send()
+        .await;
+    assert!(
+        post.as_ref().is_err_and(|e| e.is_timeout()),
+        "the create waited on Redis past the client's patience: {post:?}"
+    );
+    let enrich = [("kind", "enrich")];
+    let wanted = [("the hung-up client's job", &enrich[..], 1.0)];
+    counted_once(
+        &svc,
+        "catalog_jobs_created_total",
+        &before,
+        &wanted,
+        CLIENT_PATIENCE,
+    )
+    .await;
+    let listed = svc
+        .get_json(&format!("/catalog/jobs?tenant_id={tenant}"))
+        .await;
+    assert_eq!(
+        listed["jobs"].as_array().map(Vec::len),
+        Some(1),
+        "{listed:#}"
+    );
 }
 
 #[tokio::test]

@@ -25,6 +25,10 @@ pub const PICKER_CAP: usize = 1_000;
 pub const EXAMINE_PER_PAGE: usize = 1_000;
 /// Index entries read (and their jobs fetched) per round trip while a page fills.
 const CHUNK: usize = 200;
+/// The most entries one walk drops from the index for jobs whose record is gone
+/// ([`Browse::unlist`]): all a listing page examined; a longer walk (a bulk action's) leaves
+/// the rest to the walks after it.
+pub const UNLIST_PER_WALK: usize = EXAMINE_PER_PAGE;
 
 /// A place in the newest-first order: a job's created time (ms) and id.
 pub type Position = (u64, JobId);
@@ -58,6 +62,11 @@ pub trait Browse {
     /// The tenants that created jobs most recently (at most `browse::PICKER_CAP`), newest
     /// first, with their last create's time; a removed tenant leaves at once.
     fn recent_tenants(&self) -> BoxFuture<'_, Result<Vec<(TenantId, u64)>, StoreError>>;
+
+    /// Drops from the index the entries `gone` names whose job record does not exist (checked
+    /// by the store as it drops each: a job that is there keeps its entry); answers how many
+    /// left. A walk calls it with the entries it found no job for.
+    fn unlist<'a>(&'a self, gone: &'a [Position]) -> BoxFuture<'a, Result<u64, StoreError>>;
 }
 
 /// A tenant in the picker: one that created a job recently, and when it last did.
@@ -100,7 +109,8 @@ pub struct Walked {
 /// Walks the index newest first from just after `after` until `want` jobs are kept, the
 /// index ends, or `examine` entries were examined ([`EXAMINE_PER_PAGE`] for a listing page). `named` filters entries by
 /// id before any job is fetched; `keep` filters the fetched jobs. A job whose record is
-/// gone (expired, trimmed, its tenant removed) is skipped.
+/// gone (expired, trimmed, its tenant removed) is skipped, and its entry (up to
+/// [`UNLIST_PER_WALK`] a walk) dropped from the index, so no later walk pays for it.
 pub async fn walk(
     store: &dyn JobStore,
     mut after: Option<Position>,
@@ -110,28 +120,50 @@ pub async fn walk(
     examine: usize,
 ) -> Result<Walked, StoreError> {
     let mut jobs = Vec::new();
+    let mut gone = Vec::new();
     let mut examined = 0;
+    let mut examined_to = None;
     while examined < examine && jobs.len() < want {
         let count = CHUNK.min(examine - examined);
         let entries = store.index_page(after, count).await?;
         examined += entries.len();
-        let ids: Vec<JobId> = entries.iter().map(|e| e.1).filter(&named).collect();
+        let named: Vec<&Position> = entries.iter().filter(|e| named(&e.1)).collect();
+        let ids: Vec<JobId> = named.iter().map(|e| e.1).collect();
         let mut found = store.get_many(&ids).await?;
+        note_gone(&mut gone, &named, &found);
         found.retain(&keep);
         found.sort_unstable_by_key(|s| std::cmp::Reverse((s.created_at, s.job_id)));
         jobs.extend(found);
         if entries.len() < count {
-            return Ok(Walked {
-                jobs,
-                examined_to: None,
-            });
+            break;
         }
         after = entries.last().copied();
+        examined_to = after;
     }
-    Ok(Walked {
-        jobs,
-        examined_to: after,
-    })
+    unlist(store, &gone).await;
+    Ok(Walked { jobs, examined_to })
+}
+
+/// Adds to `gone` (up to [`UNLIST_PER_WALK`]) the entries of `named` whose job `found` lacks.
+fn note_gone(gone: &mut Vec<Position>, named: &[&Position], found: &[Snapshot]) {
+    let room = UNLIST_PER_WALK - gone.len();
+    if room == 0 || found.len() == named.len() {
+        return;
+    }
+    let there: std::collections::HashSet<JobId> = found.iter().map(|s| s.job_id).collect();
+    let missing = named.iter().filter(|e| !there.contains(&e.1));
+    gone.extend(missing.take(room).copied().copied());
+}
+
+/// Drops the `gone` entries from the index; a failure is logged, not answered: the page was
+/// read, and the next walk tries again.
+async fn unlist(store: &dyn JobStore, gone: &[Position]) {
+    if gone.is_empty() {
+        return;
+    }
+    if let Err(e) = store.unlist(gone).await {
+        tracing::warn!(error = %e, entries = gone.len(), "the index kept entries of gone jobs");
+    }
 }
 
 #[cfg(test)]

@@ -248,7 +248,8 @@ impl Keys {
 
     /// `<prefix>:{<tag>}:everyone` — the group's newest jobs (`browse`): a sorted set of
     /// `<ms>.<id>` at one score, ordered by name, trimmed to `EVERYONE_CAP` by create.lua
-    /// every 64 creates (`TRIM_EVERY` in prelude.lua). A read merges the groups' sets.
+    /// every 64 creates (`TRIM_EVERY` in prelude.lua); a listing's walk drops the entries of
+    /// gone jobs it meets (unlist.lua). A read merges the groups' sets.
     pub fn everyone(&self, group: Group) -> String {
         join(self.base_of(group), &[":everyone"], 0)
     }

@@ -152,6 +152,7 @@ impl Browse for MeteredStore {
         "index_page" => fn index_page(after: Option<Position>, count: usize) -> Vec<Position>;
         "get_many" => fn get_many(ids: &'a [JobId]) -> Vec<Snapshot>;
         "recent_tenants" => fn recent_tenants() -> Vec<(TenantId, u64)>;
+        "unlist" => fn unlist(gone: &'a [Position]) -> u64;
     }
 }
 

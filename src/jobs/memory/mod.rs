@@ -339,4 +339,8 @@ impl Browse for MemoryStore {
     fn recent_tenants(&self) -> BoxFuture<'_, Result<Vec<(TenantId, u64)>, StoreError>> {
         Box::pin(async move { Ok(self.read_recent_tenants()) })
     }
+
+    fn unlist<'a>(&'a self, gone: &'a [Position]) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move { Ok(self.unlist_gone(gone)) })
+    }
 }

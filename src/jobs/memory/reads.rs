@@ -61,6 +61,20 @@ impl MemoryStore {
         before.rev().take(count).copied().collect()
     }
 
+    /// Drops from the index each entry of `gone` whose job has no live record (`unlist.lua`).
+    pub(super) fn unlist_gone(&self, gone: &[Position]) -> u64 {
+        let now = now_ms();
+        let mut state = self.state();
+        let mut removed = 0;
+        for entry in gone {
+            let live = state.jobs.get(&entry.1).is_some_and(|e| e.expires_ms > now);
+            if !live && state.everyone.remove(entry) {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     pub(super) fn read_many(&self, ids: &[JobId]) -> Vec<Snapshot> {
         let now = now_ms();
         let state = self.state();

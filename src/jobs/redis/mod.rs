@@ -560,4 +560,8 @@ impl Browse for RedisStore {
     fn recent_tenants(&self) -> BoxFuture<'_, Result<Vec<(TenantId, u64)>, StoreError>> {
         Box::pin(self.read_recent_tenants())
     }
+
+    fn unlist<'a>(&'a self, gone: &'a [Position]) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(self.unlist_gone(gone))
+    }
 }

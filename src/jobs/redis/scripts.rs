@@ -60,6 +60,7 @@ functions! {
     CANCEL = "cancel",
     PURGE = "purge",
     AWAITED = "awaited",
+    UNLIST = "unlist",
 }
 
 /// create.lua's body, which the library holds as the Lua function `create_one(at, last)` (put
@@ -483,6 +484,7 @@ mod tests {
             include_str!("../lua/cancel.lua"),
             include_str!("../lua/purge.lua"),
             include_str!("../lua/awaited.lua"),
+            include_str!("../lua/unlist.lua"),
             include_str!("../lua/prelude.lua"),
             include_str!("../lua/order.lua"),
             include_str!("../lua/walks.lua"),

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use futures_util::future::try_join_all;
 use serde_json::Value;
 
+use super::super::browse::{self, Position};
 use super::super::keys::Group;
 use super::super::store::{
     Cancel, Claim, Finish, Live, Outcome, Purge, Recovered, Release, Renewal, Restore, RunEnd,
@@ -31,6 +32,28 @@ use super::RedisStore;
 const RECOVER_BATCH: usize = 100;
 
 impl RedisStore {
+    /// unlist.lua once for each group the entries' ids name, all in flight together: each
+    /// drops an entry of its group's index only while the job's record does not exist. An id
+    /// naming no group (made before groups) is left to the index's trim.
+    pub(super) async fn unlist_gone(&self, gone: &[Position]) -> Result<u64, StoreError> {
+        let mut groups: BTreeMap<Group, Vec<&Position>> = BTreeMap::new();
+        for entry in gone {
+            if let Some(group) = Group::of_job(&entry.1) {
+                groups.entry(group).or_default().push(entry);
+            }
+        }
+        let calls = groups.into_iter().map(|(group, entries)| {
+            let mut declared = vec![self.keys.everyone(group)];
+            declared.extend(entries.iter().map(|e| self.record_in(group, &e.1)));
+            self.call_declaring::<u64>(&scripts::UNLIST, group, declared, move |inv| {
+                for (ms, id) in &entries {
+                    inv.arg(browse::index_member(*ms, id));
+                }
+            })
+        });
+        Ok(try_join_all(calls).await?.into_iter().sum())
+    }
+
     /// Notes that `group`'s queue may have work: this process's own step may have put a job
     /// there (a create, a release, an end that let the next job of its tenant go), which
     /// its dispatcher claims without waiting for the wake-up to come back.

@@ -2,7 +2,7 @@
 //! (status, kind, tenant, id prefix) and the cursor; a page examines a bounded stretch of the
 //! index and goes on with its cursor; the tenant picker by prefix, most recent first, which a
 //! removed tenant leaves at once; many jobs read by id in one call (`ids`), a gone job or
-//! another tenant's left out.
+//! another tenant's left out; a walk drops the index's entries of gone jobs, never a live one.
 
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -12,7 +12,7 @@ use crate::helpers::{
     create, new_job, settings, spawn_app, spawn_app_with, store, tenant, test_config, unique,
     Backend, TestApp,
 };
-use catalog_jobs::jobs::browse::EXAMINE_PER_PAGE;
+use catalog_jobs::jobs::browse::{Browse, Position, EVERYONE_CAP, EXAMINE_PER_PAGE};
 use catalog_jobs::jobs::TenantId;
 
 both_stores!(
@@ -20,6 +20,7 @@ both_stores!(
     a_page_examines_a_bounded_stretch_of_the_index_and_goes_on_with_its_cursor,
     the_tenant_picker_lists_recent_tenants_by_prefix_and_a_removed_one_leaves,
     many_jobs_are_read_by_id_in_one_call_and_a_gone_one_is_left_out,
+    a_walk_drops_the_entries_of_gone_jobs_from_the_index_and_a_page_after_them_is_full,
 );
 
 /// Starts `kind` for `t` and waits for its end; answers the job's id.
@@ -215,4 +216,74 @@ async fn many_jobs_are_read_by_id_in_one_call_and_a_gone_one_is_left_out(b: Back
             "{bad}: {body}"
         );
     }
+}
+
+/// The whole cross-tenant index of `s`, newest first.
+async fn index_of(s: &dyn Browse) -> Vec<Position> {
+    s.index_page(None, EVERYONE_CAP).await.unwrap()
+}
+
+/// More jobs than a page examines, their tenants removed, stand in front of a live tenant's
+/// older jobs: the first page examines its stretch of them, finds nothing, and drops each
+/// entry it examined from the index; the same page asked again is then full, and its walk
+/// drops the rest. An entry whose job is there is never dropped, asked outright either.
+async fn a_walk_drops_the_entries_of_gone_jobs_from_the_index_and_a_page_after_them_is_full(
+    b: Backend,
+) {
+    let s = store(b, settings());
+    let app = spawn_app_with(test_config(), s.clone()).await;
+    let live_tenant = tenant();
+    let mut made = Vec::new();
+    for _ in 0..5 {
+        let job = new_job(&live_tenant, "k1");
+        create(&*s, &job).await;
+        s.cancel(&job.id, "test").await.unwrap();
+        made.push(job.id.to_string());
+    }
+    // Under each tenant's listing cap, so that only the removal makes them gone.
+    let removed: Vec<TenantId> = (0..21).map(|_| tenant()).collect();
+    for _ in 0..(EXAMINE_PER_PAGE + 50) / removed.len() {
+        for t in &removed {
+            let job = new_job(t, "k1");
+            create(&*s, &job).await;
+            s.cancel(&job.id, "test").await.unwrap();
+        }
+    }
+    for t in &removed {
+        assert_eq!(app.delete_tenant(t.as_str()).await.status(), 200);
+    }
+    let before = index_of(&*s).await;
+    assert_eq!(before.len(), EXAMINE_PER_PAGE + 50 + made.len());
+    // The live jobs in the index's order (jobs made in one millisecond order by id).
+    let ids =
+        |entries: &[Position]| -> Vec<String> { entries.iter().map(|e| e.1.to_string()).collect() };
+    let live: Vec<String> = ids(&before)
+        .into_iter()
+        .filter(|id| made.contains(id))
+        .collect();
+    assert_eq!(live.len(), made.len());
+
+    let (first, cursor) = page(&app, "limit=3").await;
+    assert!(first.is_empty(), "a page's stretch of gone jobs: {first:?}");
+    assert!(cursor.is_some(), "a short page goes on");
+    let after_one = index_of(&*s).await;
+    assert_eq!(
+        after_one.len(),
+        before.len() - EXAMINE_PER_PAGE,
+        "the examined stretch left"
+    );
+    assert_eq!(after_one[..], before[EXAMINE_PER_PAGE..]);
+
+    let (again, _) = page(&app, "limit=3").await;
+    assert_eq!(again, live[..3], "the page after them is full");
+    let left = ids(&index_of(&*s).await);
+    assert_eq!(left, live, "only the live jobs' entries are left");
+
+    let kept = index_of(&*s).await;
+    assert_eq!(
+        s.unlist(&kept).await.unwrap(),
+        0,
+        "a live job is never unlisted"
+    );
+    assert_eq!(index_of(&*s).await, kept);
 }

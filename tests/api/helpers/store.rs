@@ -340,6 +340,7 @@ impl Browse for CountingStore {
         async fn index_page(after: Option<Position>, count: usize) -> Vec<Position>;
         async fn get_many(ids: &'a [JobId]) -> Vec<Snapshot>;
         async fn recent_tenants() -> Vec<(TenantId, u64)>;
+        async fn unlist(gone: &'a [Position]) -> u64;
     }
 }
 

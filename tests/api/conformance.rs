@@ -1201,6 +1201,7 @@ mod commit;
 mod redis_only {
     use super::*;
     use crate::helpers::{config_set, keys_matching, memory_usage, shared_redis};
+    use catalog_jobs::jobs::browse::EVERYONE_CAP;
     use catalog_jobs::jobs::keys::{Group, Keys};
 
     async fn redis() -> redis::aio::MultiplexedConnection {
@@ -1478,6 +1479,12 @@ mod redis_only {
             "its lock is back"
         );
         assert_eq!(s.recent(&t, 5).await.unwrap().len(), 1, "listed again");
+        let index = s.index_page(None, EVERYONE_CAP).await.unwrap();
+        assert_eq!(
+            index,
+            vec![(created.created_at, job.id)],
+            "back in the operators' index, under its create's time"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

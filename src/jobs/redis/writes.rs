@@ -276,6 +276,7 @@ impl RedisStore {
         let declared = vec![
             self.record(&run.job.id),
             self.keys.leases(group),
+            self.keys.everyone(group),
             self.keys.lock(tenant, kind),
             self.keys.gone(tenant),
             self.keys.tenant(tenant),

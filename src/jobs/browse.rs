@@ -122,7 +122,7 @@ pub async fn walk(
     let mut jobs = Vec::new();
     let mut gone = Vec::new();
     let mut examined = 0;
-    let mut examined_to = None;
+    let mut ended = false;
     while examined < examine && jobs.len() < want {
         let count = CHUNK.min(examine - examined);
         let entries = store.index_page(after, count).await?;
@@ -135,12 +135,14 @@ pub async fn walk(
         found.sort_unstable_by_key(|s| std::cmp::Reverse((s.created_at, s.job_id)));
         jobs.extend(found);
         if entries.len() < count {
+            ended = true;
             break;
         }
         after = entries.last().copied();
-        examined_to = after;
     }
     unlist(store, &gone).await;
+    // The index ended: no place to read on from.
+    let examined_to = if ended { None } else { after };
     Ok(Walked { jobs, examined_to })
 }
 

@@ -89,17 +89,19 @@ def functions(rev: str) -> list:
 def real_creates(rev: str) -> bool:
     """Whether the revision's library holds create.lua as `create_one`, run by `create` once
     and by `creates` (lua/creates.lua: the service's group commit) once a request."""
-    try:
-        return "CREATE_ONE" in source(rev, "src/jobs/redis/scripts.rs")
-    except (OSError, subprocess.CalledProcessError):
-        return False
+    return library_holds(rev, "CREATE_ONE")
 
 
 def real_finishes(rev: str) -> bool:
     """Whether the revision's library holds finish.lua as `finish_one`, run by `finish` once
     and by `finishes` (lua/finishes.lua: the service's group commit) once a request."""
+    return library_holds(rev, "FINISH_ONE")
+
+
+def library_holds(rev: str, name: str) -> bool:
+    """Whether the revision's scripts.rs names `name` (False when it cannot be read)."""
     try:
-        return "FINISH_ONE" in source(rev, "src/jobs/redis/scripts.rs")
+        return name in source(rev, "src/jobs/redis/scripts.rs")
     except (OSError, subprocess.CalledProcessError):
         return False
 
